@@ -1,0 +1,201 @@
+/* agg_internal.h — what aggregate/'s files share and nobody else sees.
+ *
+ * The profile's layout (struct of arrays, dense int32 ids), the two hash tables every
+ * interning step uses (a uint64 → int32 map for numeric keys such as (prefix, frame), and
+ * an id set whose keys live in the tables themselves, for strings and funcs), and growable
+ * arrays. Names carry the cn_agg__ prefix.
+ */
+#ifndef CN_AGG_INTERNAL_H
+#define CN_AGG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cn_agg.h"
+
+/* ---- growable arrays -------------------------------------------------------------- */
+
+/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling).
+ * Returns 0 or -ENOMEM (then *data is unchanged). */
+int cn_agg__grow(void **data, size_t *cap, size_t need, size_t elem);
+
+#define CN_AGG__RESERVE(arr, cap, need)                                                       \
+    cn_agg__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* ---- uint64 -> int32 open-addressing map ------------------------------------------ */
+
+typedef struct cn_agg__u64map {
+    uint64_t *keys;
+    int32_t *vals; /* -1 = empty slot */
+    size_t mask;   /* capacity - 1 (power of two), 0 when unallocated */
+    size_t count;
+} cn_agg__u64map;
+
+static inline uint64_t cn_agg__mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t cn_agg__pair(int32_t a, int32_t b)
+{
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+
+/* Returns the value for key, or -1. */
+static inline int32_t cn_agg__u64map_get(const cn_agg__u64map *m, uint64_t key)
+{
+    if (!m->mask)
+        return -1;
+    size_t i = cn_agg__mix64(key) & m->mask;
+    for (;;) {
+        int32_t v = m->vals[i];
+        if (v < 0 || m->keys[i] == key)
+            return v;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* Inserts (key, val >= 0); key must be absent. Returns 0 or -ENOMEM. */
+int cn_agg__u64map_put(cn_agg__u64map *m, uint64_t key, int32_t val);
+/* Pre-sizes for n entries. Returns 0 or -ENOMEM. */
+int cn_agg__u64map_reserve(cn_agg__u64map *m, size_t n);
+void cn_agg__u64map_clear(cn_agg__u64map *m); /* frees */
+
+/* ---- id set with keys stored elsewhere -------------------------------------------- */
+
+/* Slots hold (hash, id); equality is asked of the caller through eq(ctx, id, key). */
+typedef struct cn_agg__idset {
+    uint32_t *hashes;
+    int32_t *ids; /* -1 = empty */
+    size_t mask;
+    size_t count;
+} cn_agg__idset;
+
+typedef bool (*cn_agg__eq_fn)(const void *ctx, int32_t id, const void *key);
+
+int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn eq,
+                           const void *ctx, const void *key);
+/* Adds id under hash (caller checked absence). Returns 0 or -ENOMEM. */
+int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id);
+void cn_agg__idset_clear(cn_agg__idset *s);
+
+/* ---- the profile ------------------------------------------------------------------ */
+
+/* A block of the string arena; strings never move once written. */
+typedef struct cn_agg__block {
+    struct cn_agg__block *next;
+    size_t used, cap;
+    char data[];
+} cn_agg__block;
+
+/* The whole-callchain cache in front of per-frame interning (ingest hot path). */
+typedef struct cn_agg__stack_cache {
+    uint64_t *hashes;   /* xxh3 of the leaf-first ref array; 0 = empty */
+    int32_t *stacks;    /* leaf stack id */
+    uint32_t *ref_off;  /* offset of the stored refs in refs[] */
+    uint16_t *ref_len;
+    size_t mask;
+    size_t count;
+    cn_agg_frame_ref *refs; /* stored sequences, for exact comparison */
+    size_t refs_len, refs_cap;
+} cn_agg__stack_cache;
+
+struct cn_agg_profile {
+    /* strings */
+    cn_agg__block *arena;
+    const char **str;
+    uint32_t *str_len;
+    size_t n_str, cap_str;
+    cn_agg__idset str_index;
+
+    /* resources */
+    int32_t *res_name, *res_identity, *res_path; /* string ids; identity/path may be -1 */
+    uint8_t *res_kind;
+    size_t n_res, cap_res;
+    cn_agg__idset res_index; /* by identity, or by name when identity is -1 */
+
+    /* funcs */
+    int32_t *func_name, *func_res, *func_file, *func_line;
+    size_t n_func, cap_func;
+    cn_agg__idset func_index; /* by (name, res, file) */
+
+    /* frames: the func chain of frame f is chain_pool[frame_chain[f] ..
+     * frame_chain[f] + frame_depth[f]) (outer first) */
+    int32_t *frame_res, *frame_line, *frame_chain;
+    int64_t *frame_addr;
+    uint16_t *frame_depth;
+    int32_t *frame_key_func; /* the func the frame was interned with (-1 for native) */
+    size_t n_frame, cap_frame;
+    int32_t *chain_pool;
+    size_t chain_len, chain_cap;
+    cn_agg__idset frame_index;      /* frames of known funcs by (func, res, addr, line) */
+    cn_agg__u64map native_frame_index; /* (res, offset) for native frames */
+
+    /* stacks */
+    int32_t *stack_prefix, *stack_frame;
+    size_t n_stack, cap_stack;
+    cn_agg__u64map stack_index; /* (prefix, frame) */
+    cn_agg__stack_cache cache;
+
+    /* samples, kept sorted by time (sorted_upto marks the sorted prefix) */
+    int32_t *s_stack, *s_thread;
+    int64_t *s_time;
+    double *s_weight;
+    size_t n_sample, cap_sample;
+    bool unsorted;
+
+    /* all-time accumulator for samples folded out of the table (retention) */
+    int32_t *acc_stack, *acc_thread;
+    double *acc_weight;
+    size_t n_acc, cap_acc;
+    cn_agg__u64map acc_index; /* (stack, thread) */
+
+    /* threads and processes */
+    int32_t *thr_pid, *thr_tid, *thr_name; /* name: string id or -1 */
+    size_t n_thr, cap_thr;
+    cn_agg__u64map thr_index; /* (pid, tid) */
+    int32_t *proc_pid, *proc_name;
+    size_t n_proc, cap_proc;
+
+    /* metadata */
+    cn_agg_unit unit;
+    double scale;
+    int32_t *meta_key, *meta_val; /* string ids */
+    size_t n_meta, cap_meta;
+
+    /* symbolication: old func name -> new names (consensus map, §4.2 step 4); names are
+     * string ids; rename_new[rename_off[i] .. rename_off[i] + rename_cnt[i]) */
+    int32_t *rename_old, *rename_off, *rename_cnt;
+    size_t n_rename, cap_rename;
+    int32_t *rename_pool;
+    size_t rename_pool_len, rename_pool_cap;
+
+    /* bumped by every change that invalidates derived data (regroup, new stacks) */
+    uint64_t func_generation;
+};
+
+/* Sorts samples by time (stable) if appends arrived out of order. */
+void cn_agg__samples_sort(cn_agg_profile *p);
+
+/* ---- shared by the query engine's files ------------------------------------------ */
+
+/* The func-level stack table derived from the profile for one query: a prefix tree keyed
+ * by (prefix, func) with Invariant U, so each row is a call node. Built from frame stacks
+ * (expanding inline chains); the transforms map one such table to another. */
+typedef struct cn_agg__ftable {
+    int32_t *prefix;
+    int32_t *func;
+    size_t n, cap;
+    cn_agg__u64map index; /* (prefix, func) -> row */
+} cn_agg__ftable;
+
+int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func);
+void cn_agg__ftable_clear(cn_agg__ftable *t);
+
+#endif /* CN_AGG_INTERNAL_H */

@@ -1,0 +1,447 @@
+/* cn_agg.h — canopy's call-tree engine: the whole public API of aggregate/.
+ *
+ * aggregate turns samples into call trees by *function*. Data flows one way:
+ * producers (the sampler through the daemon, or a file importer) intern strings,
+ * resources (libraries), funcs and frames, build stacks as an append-only prefix tree of
+ * frames, and append samples {stack, time, weight, thread}. A query (time range, thread
+ * filter, ordered transform stack, view) is then run over those tables: frames are grouped
+ * into funcs, the transforms rewrite the func-level stack table (calltree.md §2), and the
+ * view builds a cn_agg_tree with self and total weights (calltree.md §1.4, §3, §6).
+ * Symbolication arrives later through cn_agg_regroup(), which changes which func (or
+ * inline chain of funcs) each frame belongs to; trees and held paths are re-derived and
+ * remapped (calltree.md §4). Importers and exporters (folded, .cpuprofile, perf script,
+ * .canopy, pprof, JSON, text …) sit on the same tables.
+ *
+ * aggregate knows nothing of perf, ELF, sockets or threads: a frame is (resource, offset)
+ * or a func, a func is a name. Every table is struct-of-arrays with dense int32 ids,
+ * -1 meaning "none". A cn_agg_profile is owned by one thread at a time; nothing here
+ * locks. Errors are negative errno values; parsers also fill a cn_agg_err with a one-line
+ * message naming the file and line or byte offset.
+ */
+#ifndef CN_AGG_H
+#define CN_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Errors
+ */
+
+/* A one-line, human-readable error message (no trailing newline). */
+typedef struct cn_agg_err {
+    char msg[512];
+} cn_agg_err;
+
+/* Formats into err (if not NULL) and returns code (a negative errno), for `return` chains. */
+int cn_agg_err_set(cn_agg_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---------------------------------------------------------------------------------------
+ * Profile tables (calltree.md §1.1)
+ */
+
+typedef struct cn_agg_profile cn_agg_profile;
+
+/* What a sample's weight counts. Display values are weight × cn_agg_profile_scale(). */
+typedef enum cn_agg_unit {
+    CN_AGG_UNIT_SAMPLES = 0,
+    CN_AGG_UNIT_MS,
+    CN_AGG_UNIT_US,
+    CN_AGG_UNIT_NS,
+    CN_AGG_UNIT_EVENTS,
+} cn_agg_unit;
+
+typedef enum cn_agg_resource_kind {
+    CN_AGG_RES_LIBRARY = 0, /* an ELF object (shared library or executable) */
+    CN_AGG_RES_KERNEL,      /* [kernel] or a [module] */
+    CN_AGG_RES_JIT,         /* [jit]: code named by a perf map */
+    CN_AGG_RES_URL,         /* a script URL (JavaScript) */
+    CN_AGG_RES_OTHER,
+} cn_agg_resource_kind;
+
+/* A new, empty profile (unit samples, scale 1). NULL on ENOMEM. Free with _free. */
+cn_agg_profile *cn_agg_profile_new(void);
+/* Frees everything the profile owns; accepts NULL; returns NULL. */
+cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p);
+
+/* Strings are interned: equal bytes, equal id. Returns id >= 0 or -ENOMEM. The pointer
+ * returned by _get stays valid until the profile is freed (strings are never moved). */
+int32_t cn_agg_string(cn_agg_profile *p, const char *s, size_t len);
+int32_t cn_agg_cstring(cn_agg_profile *p, const char *s);
+const char *cn_agg_string_get(const cn_agg_profile *p, int32_t id);
+
+/* Resources (libraries). Interned by identity key (a build-id, or path+inode+mtime;
+ * NULL = by name). name is the display name (file name, `[kernel]`, a URL); path, when
+ * known, the file the symbolizer should read. Returns id >= 0 or negative errno. */
+int32_t cn_agg_resource(cn_agg_profile *p, const char *name, const char *identity,
+                        const char *path, cn_agg_resource_kind kind);
+size_t cn_agg_resource_count(const cn_agg_profile *p);
+const char *cn_agg_resource_name(const cn_agg_profile *p, int32_t res);
+const char *cn_agg_resource_identity(const cn_agg_profile *p, int32_t res); /* or NULL */
+const char *cn_agg_resource_path(const cn_agg_profile *p, int32_t res);     /* or NULL */
+cn_agg_resource_kind cn_agg_resource_kind_of(const cn_agg_profile *p, int32_t res);
+
+/* Funcs: interned by (name, resource, file). file may be NULL, line 0 = unknown
+ * (1-based start line of the function, when known). Returns id >= 0 or negative errno. */
+int32_t cn_agg_func(cn_agg_profile *p, const char *name, int32_t resource, const char *file,
+                    int32_t line);
+size_t cn_agg_func_count(const cn_agg_profile *p);
+const char *cn_agg_func_name(const cn_agg_profile *p, int32_t func);
+int32_t cn_agg_func_name_id(const cn_agg_profile *p, int32_t func);
+int32_t cn_agg_func_resource(const cn_agg_profile *p, int32_t func);
+const char *cn_agg_func_file(const cn_agg_profile *p, int32_t func); /* or NULL */
+int32_t cn_agg_func_line(const cn_agg_profile *p, int32_t func);
+
+/* Frames. A frame is a distinct code location seen on a stack.
+ * - cn_agg_frame(): a frame of a known func (imported profiles): interned by
+ *   (func, resource, address, line); address -1 when there is none.
+ * - cn_agg_native_frame(): a native frame by (resource, file offset) before symbols: gets
+ *   a placeholder func named `LIB+0xOFFSET` (or `0xADDRESS` when resource is -1) until
+ *   cn_agg_regroup() assigns real funcs. Interned by (resource, offset).
+ * Returns the frame id >= 0 or negative errno. */
+int32_t cn_agg_frame(cn_agg_profile *p, int32_t func, int32_t resource, int64_t address,
+                     int32_t line);
+int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset);
+size_t cn_agg_frame_count(const cn_agg_profile *p);
+int32_t cn_agg_frame_resource(const cn_agg_profile *p, int32_t frame);
+int64_t cn_agg_frame_address(const cn_agg_profile *p, int32_t frame); /* -1 if none */
+int32_t cn_agg_frame_line(const cn_agg_profile *p, int32_t frame);    /* 0 if unknown */
+/* The frame's func chain, outer first (length 1 unless symbolication found inlines).
+ * Returns the chain length and sets *funcs to an array owned by the profile, valid until
+ * the next cn_agg_regroup(). */
+size_t cn_agg_frame_funcs(const cn_agg_profile *p, int32_t frame, const int32_t **funcs);
+
+/* Stacks: an append-only prefix tree, interned by (prefix, frame); prefix -1 for a root.
+ * Invariant: prefix < id. Returns id >= 0 or negative errno. */
+int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame);
+size_t cn_agg_stack_count(const cn_agg_profile *p);
+int32_t cn_agg_stack_prefix(const cn_agg_profile *p, int32_t stack);
+int32_t cn_agg_stack_frame(const cn_agg_profile *p, int32_t stack);
+
+/* A native frame reference as the sampler produces it. */
+typedef struct cn_agg_frame_ref {
+    int32_t resource; /* -1: no file mapping (anonymous memory) */
+    uint64_t offset;  /* file offset, or the absolute address when resource is -1 */
+} cn_agg_frame_ref;
+
+/* The stack for a whole native callchain, LEAF FIRST (as unwinders produce them).
+ * A cache keyed by the whole sequence sits in front of per-frame interning, so a
+ * repeated stack costs one hash and one compare. Returns the leaf stack id (>= 0), or
+ * negative errno; n == 0 is -EINVAL. */
+int32_t cn_agg_stack_from_refs(cn_agg_profile *p, const cn_agg_frame_ref *leaf_first, size_t n);
+/* The same for frame ids, ROOT FIRST (importers). */
+int32_t cn_agg_stack_from_frames(cn_agg_profile *p, const int32_t *root_first, size_t n);
+
+/* Threads: interned by (pid, tid). name is the thread's comm (may be NULL, and may be
+ * renamed later with _set_name). Returns id >= 0 or negative errno. */
+int32_t cn_agg_thread(cn_agg_profile *p, int32_t pid, int32_t tid, const char *name);
+int cn_agg_thread_set_name(cn_agg_profile *p, int32_t thread, const char *name);
+/* The process name (pid's comm) for --group-by process. */
+int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name);
+size_t cn_agg_thread_count(const cn_agg_profile *p);
+int32_t cn_agg_thread_pid(const cn_agg_profile *p, int32_t thread);
+int32_t cn_agg_thread_tid(const cn_agg_profile *p, int32_t thread);
+const char *cn_agg_thread_name(const cn_agg_profile *p, int32_t thread); /* or NULL */
+const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid);   /* or NULL */
+
+/* Samples. time_ns: nanoseconds since the profile's start (non-decreasing per thread;
+ * the table is kept sorted by time for range queries: an out-of-order append is
+ * accepted and sorted lazily). stack -1 = no stack (occupies time, weighs nothing in
+ * trees). thread -1 = unknown. Weight may be negative (differential profiles).
+ * Returns 0 or -ENOMEM. */
+int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double weight,
+                      int32_t thread);
+size_t cn_agg_sample_count(const cn_agg_profile *p);
+int32_t cn_agg_sample_stack(const cn_agg_profile *p, size_t i);
+int64_t cn_agg_sample_time(const cn_agg_profile *p, size_t i);
+double cn_agg_sample_weight(const cn_agg_profile *p, size_t i);
+int32_t cn_agg_sample_thread(const cn_agg_profile *p, size_t i);
+
+/* Retention (live sessions): samples with time < before_ns are folded into the profile's
+ * all-time accumulator (per stack and thread) and removed from the sample table.
+ * All-time queries (no time range) still count them; ranged queries cannot.
+ * Returns the number of samples folded, or negative errno. */
+int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns);
+/* Bytes the profile's tables hold (for memory bounds and `status`). */
+size_t cn_agg_profile_memory(const cn_agg_profile *p);
+
+/* Metadata. */
+void cn_agg_profile_set_unit(cn_agg_profile *p, cn_agg_unit unit);
+cn_agg_unit cn_agg_profile_unit(const cn_agg_profile *p);
+const char *cn_agg_unit_name(cn_agg_unit unit); /* "samples", "ms", … */
+/* Display values are weight × scale (e.g. a .cpuprofile's average interval in ms). */
+void cn_agg_profile_set_scale(cn_agg_profile *p, double scale);
+double cn_agg_profile_scale(const cn_agg_profile *p);
+/* Free-form string metadata (event, freq, command, start wall time, …). Copies both. */
+int cn_agg_meta_set(cn_agg_profile *p, const char *key, const char *value);
+const char *cn_agg_meta_get(const cn_agg_profile *p, const char *key); /* or NULL */
+size_t cn_agg_meta_count(const cn_agg_profile *p);
+const char *cn_agg_meta_key(const cn_agg_profile *p, size_t i);
+
+/* ---------------------------------------------------------------------------------------
+ * Symbolication reshapes the tree (calltree.md §4)
+ */
+
+/* One element of an inline chain, outer first. file may be NULL, line 0 = unknown. */
+typedef struct cn_agg_symbol {
+    const char *name;
+    const char *file;
+    int32_t line; /* source line of this frame's location inside this function */
+} cn_agg_symbol;
+
+/* Symbol results for one frame: its new func chain (outer function first, then the
+ * functions inlined into it; depth >= 1). */
+typedef struct cn_agg_frame_symbols {
+    int32_t frame;
+    const cn_agg_symbol *chain;
+    size_t depth;
+} cn_agg_frame_symbols;
+
+/* Applies a batch of symbol results: each frame's func chain is replaced; funcs are
+ * found or created by (name, frame's resource, file). Old funcs whose frames all agree
+ * get an entry in the profile's rename map (old func name → new names, the §4.2 step 4
+ * consensus map), which cn_agg_remap_transform() uses on held paths and transform
+ * parameters. Totals never change. Returns 0 or negative errno (then nothing changed). */
+int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t n);
+
+/* ---------------------------------------------------------------------------------------
+ * Transforms (calltree.md §2, "Canopy's operations")
+ */
+
+typedef enum cn_agg_tf_kind {
+    CN_AGG_TF_FOCUS = 0,          /* focus:PATH */
+    CN_AGG_TF_FOCUS_INVERTED,     /* focus-inverted:PATH (leaf first) */
+    CN_AGG_TF_FOCUS_FUNC,         /* focus-func:F */
+    CN_AGG_TF_FOCUS_SELF,         /* focus-self:F */
+    CN_AGG_TF_FOCUS_LIB,          /* focus-lib:LIB */
+    CN_AGG_TF_MERGE_NODE,         /* merge-node:PATH */
+    CN_AGG_TF_MERGE,              /* merge:F */
+    CN_AGG_TF_DROP,               /* drop:F */
+    CN_AGG_TF_HIDE,               /* hide:PATH */
+    CN_AGG_TF_PRUNE,              /* prune:PATH */
+    CN_AGG_TF_COLLAPSE,           /* collapse:F */
+    CN_AGG_TF_COLLAPSE_DIRECT_REC, /* collapse-direct-rec:F */
+    CN_AGG_TF_COLLAPSE_REC,       /* collapse-rec:F */
+    CN_AGG_TF_COLLAPSE_LIB,       /* collapse-lib:LIB */
+    CN_AGG_TF_COLLAPSE_ALL_REC,   /* collapse-all-rec (no argument) */
+    CN_AGG_TF__COUNT
+} cn_agg_tf_kind;
+
+/* A transform as the user wrote it. Function names and path elements are matched by
+ * displayed name (a name matches every func shown with it). */
+typedef struct cn_agg_transform {
+    cn_agg_tf_kind kind;
+    char *arg;   /* owned: the ARG after the first ':' (F, LIB or PATH), "" if none */
+    char **path; /* owned: arg split at ';' (PATH kinds; also 1 element for F/LIB) */
+    size_t path_len;
+} cn_agg_transform;
+
+/* Parses "NAME:ARG" (split at the first ':'; ARG byte for byte, no trimming).
+ * Returns 0, or -EINVAL with err naming the SPEC. Release with _transform_clear. */
+int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_agg_err *err);
+void cn_agg_transform_clear(cn_agg_transform *t);
+/* Deep copy. 0 or -ENOMEM. */
+int cn_agg_transform_copy(const cn_agg_transform *src, cn_agg_transform *dst);
+/* "NAME:ARG" (malloc'ed; caller frees) or NULL on ENOMEM. */
+char *cn_agg_transform_format(const cn_agg_transform *t);
+const char *cn_agg_tf_name(cn_agg_tf_kind kind);
+bool cn_agg_tf_takes_path(cn_agg_tf_kind kind);
+
+/* Checks that a function or library argument occurs somewhere in the untransformed
+ * profile (interface.md: otherwise exit 2). PATH arguments are never an error here.
+ * Returns 0 or -ENOENT with err naming the SPEC. */
+int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_agg_err *err);
+
+/* Rewrites names in a held transform (or path) after symbolication: each name that
+ * the rename map knows is replaced by its new name(s) (§4.3). Returns 1 if something
+ * changed, 0 if not, negative errno on failure. */
+int cn_agg_remap_transform(const cn_agg_profile *p, cn_agg_transform *t);
+
+/* Maps a held call node path (names, root first) through one pushed transform, per the
+ * transform's path mapping (§2). *out is malloc'ed (caller frees each and the array);
+ * *out_len 0 means "gone". Returns 0 or negative errno. */
+int cn_agg_map_path(const cn_agg_transform *t, char *const *path, size_t len, char ***out,
+                    size_t *out_len);
+
+/* ---------------------------------------------------------------------------------------
+ * Queries and views
+ */
+
+typedef enum cn_agg_view {
+    CN_AGG_VIEW_TREE = 0,
+    CN_AGG_VIEW_INVERTED,
+    CN_AGG_VIEW_CALLEES,
+    CN_AGG_VIEW_CALLERS,
+    CN_AGG_VIEW_FUNCTIONS,
+} cn_agg_view;
+
+typedef enum cn_agg_callers_mode {
+    CN_AGG_CALLERS_TOTAL = 0,
+    CN_AGG_CALLERS_SELF,
+} cn_agg_callers_mode;
+
+typedef enum cn_agg_group_by {
+    CN_AGG_GROUP_NONE = 0,
+    CN_AGG_GROUP_PROCESS,
+    CN_AGG_GROUP_THREAD,
+} cn_agg_group_by;
+
+/* Everything a query asks for. Initialise with cn_agg_query_init(). Nothing is owned. */
+typedef struct cn_agg_query {
+    const cn_agg_transform *transforms; /* applied in order */
+    size_t n_transforms;
+    cn_agg_view view;
+    const char *view_func; /* F for CALLEES / CALLERS */
+    cn_agg_callers_mode callers_mode;
+    cn_agg_group_by group_by;
+    int64_t from_ns; /* inclusive; INT64_MIN = from the start */
+    int64_t to_ns;   /* exclusive; INT64_MAX = to the end */
+    int32_t tid;     /* -1 = every thread */
+    int32_t pid;     /* -1 = every process */
+} cn_agg_query;
+
+void cn_agg_query_init(cn_agg_query *q);
+
+/* One node of a result tree. Children are linked in output order (|total| descending,
+ * ties by name ascending). */
+typedef struct cn_agg_node {
+    int32_t func;       /* func id in the profile */
+    int32_t parent;     /* node index or -1 */
+    int32_t first_child;
+    int32_t next_sibling;
+    double total;       /* in weight units (multiply by the scale to display) */
+    double self;
+    int32_t merged_stacks; /* collapse-all-rec only, else 0 */
+    int32_t recursions;    /* collapse-all-rec only, else 0 */
+} cn_agg_node;
+
+/* One row of the function list (§1.7). */
+typedef struct cn_agg_func_row {
+    int32_t func;
+    double self;
+    double total;
+} cn_agg_func_row;
+
+/* A query's result. Owns its arrays; refers to the profile's funcs by id (the profile
+ * must outlive it). */
+typedef struct cn_agg_tree {
+    cn_agg_view view;
+    cn_agg_callers_mode callers_mode;
+    double total;      /* weight of the samples remaining after transforms */
+    int32_t first_root; /* first root node (linked through next_sibling), -1 if empty */
+    cn_agg_node *nodes;
+    size_t n_nodes;
+    cn_agg_func_row *functions; /* FUNCTIONS view only, sorted by self desc, then name */
+    size_t n_functions;
+    int64_t call_sites;          /* CALLEES view: distinct call sites of F */
+    bool has_recursion_counts;   /* collapse-all-rec was applied */
+} cn_agg_tree;
+
+/* Runs a query. The profile is not const: --group-by interns synthetic funcs
+ * ("comm [pid]", "name [tid]"). Unknown function/library names in transforms are NOT
+ * checked here (see cn_agg_transform_check). Returns 0 and *out (free with
+ * cn_agg_tree_free), or negative errno with err set. */
+int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out,
+                     cn_agg_err *err);
+cn_agg_tree *cn_agg_tree_free(cn_agg_tree *t);
+
+/* Per-line and per-address self weight inside function F (`canopy lines`, §4.5): the
+ * samples (after the query) whose innermost func is named F, grouped by their leaf
+ * frame's source line and by its address. Arrays malloc'ed (caller frees), sorted by key.
+ * Returns 0, -ENOENT if F occurs nowhere, or negative errno. */
+typedef struct cn_agg_line_row {
+    int64_t key; /* line number, or address (file offset) */
+    double self;
+} cn_agg_line_row;
+int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
+                 cn_agg_line_row **lines, size_t *n_lines, cn_agg_line_row **addrs,
+                 size_t *n_addrs, cn_agg_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Estimated call timeline (calltree.md §5.5 without trace events)
+ */
+
+typedef struct cn_agg_call {
+    int32_t func;
+    int32_t tid;
+    int32_t depth;
+    int64_t start_ns;
+    int64_t dur_ns;
+} cn_agg_call;
+
+/* From one thread's (or, tid -1, each thread's) time-ordered samples, after the query's
+ * transforms and range: a call starts at the first sample that shows it and ends at the
+ * first that no longer does; calls open after the last sample end at its time.
+ * *calls is malloc'ed (caller frees). Returns 0 or negative errno. */
+int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls,
+                    size_t *n_calls, cn_agg_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Files in and out
+ */
+
+/* Reads a profile file of any supported format (detected by content; gzip first).
+ * Returns 0 and *out, or negative errno with err naming the file and line or offset
+ * (-EINVAL for bad content, -ENOENT/-EACCES… for I/O). */
+int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_agg_err *err);
+/* The same for a buffer already in memory (fuzzing); name is used in messages. */
+int cn_agg_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
+                         cn_agg_err *err);
+
+/* Output formats of trees (exporters of the query result). */
+typedef enum cn_agg_format {
+    CN_AGG_FMT_TEXT = 0,
+    CN_AGG_FMT_JSON,
+    CN_AGG_FMT_FOLDED,
+    CN_AGG_FMT_CANOPY,
+    CN_AGG_FMT_PPROF,
+    CN_AGG_FMT_SPEEDSCOPE,
+    CN_AGG_FMT_CHROME_TRACE,
+    CN_AGG_FMT_SVG,
+} cn_agg_format;
+
+/* Options shared by the tree writers. */
+typedef struct cn_agg_write_opts {
+    const char *title;     /* header: session or file name */
+    int max_depth;         /* text: -1 = unlimited */
+    double min_percent;    /* text: hide nodes below this % of the total */
+    bool color;            /* text: ANSI colours */
+    const cn_agg_transform *transforms; /* echoed in headers and JSON */
+    size_t n_transforms;
+    /* Live sessions add these JSON fields when session is not NULL. */
+    const char *session;
+    const char *event;
+    int64_t samples;
+    int64_t lost;
+} cn_agg_write_opts;
+
+void cn_agg_write_opts_init(cn_agg_write_opts *o);
+
+int cn_agg_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+                      FILE *out);
+int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+                      FILE *out);
+/* Folded stacks of the query's samples after transforms: one line per distinct stack,
+ * sorted by the stack text. Takes the query, not a tree, because a tree loses stacks. */
+int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
+/* The lossless .canopy file of the whole profile (tables, samples, metadata). */
+int cn_agg_write_canopy(const cn_agg_profile *p, FILE *out);
+/* Timeline outputs (see cn_agg_timeline). */
+int cn_agg_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+                               FILE *out);
+int cn_agg_write_timeline_text(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+                               FILE *out);
+int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+                              FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CN_AGG_H */

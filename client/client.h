@@ -1,0 +1,69 @@
+/* client.h — internals of the canopy CLI (not a library API).
+ *
+ * main.c dispatches argv[1] to one cn_cmd_* function per command; each returns the
+ * process exit status (0 success, 1 runtime failure, 2 bad usage or input: interface.md)
+ * and prints its own one-line errors. QUERY and output options are parsed once, by
+ * cn_cli_parse_query(), for files and live sessions alike.
+ */
+#ifndef CN_CLIENT_H
+#define CN_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cn_agg.h"
+
+#define CN_EXIT_OK 0
+#define CN_EXIT_FAIL 1
+#define CN_EXIT_USAGE 2
+
+/* Everything QUERY and output options (interface.md) can say. */
+typedef struct cn_cli_query {
+    cn_agg_transform *transforms; /* owned */
+    size_t n_transforms;
+    cn_agg_query query; /* points into transforms / view_func */
+    char *view_func;    /* owned */
+    cn_agg_format format;
+    bool format_given;
+    char *output; /* -o FILE, owned, NULL = stdout */
+    int depth;    /* --depth, -1 unlimited */
+    double min_percent;
+    char *last;       /* --last DURATION as given (owned) */
+    double from_s;    /* --from, NAN if absent */
+    double to_s;      /* --to, NAN if absent */
+} cn_cli_query;
+
+void cn_cli_query_init(cn_cli_query *q);
+void cn_cli_query_clear(cn_cli_query *q);
+
+/* Parses one QUERY/output option at argv[*i] (advancing *i past its value). Returns 1 if
+ * consumed, 0 if argv[*i] is not a query option, or -1 after printing a usage error. */
+int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i);
+/* After parsing: the format from -o's extension if none was given; the view_func and
+ * transform pointers wired into q->query. Returns 0 or -1 after printing an error. */
+int cn_cli_query_finish(cn_cli_query *q);
+
+/* Runs q on a loaded profile and writes the result in q's format. title names the
+ * file or session in headers; extra (may be NULL) supplies live-session fields.
+ * Returns an exit status. */
+int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
+                  const cn_agg_write_opts *extra);
+
+/* Commands. */
+int cn_cmd_open(int argc, char **argv);
+int cn_cmd_timeline(int argc, char **argv);
+int cn_cmd_run(int argc, char **argv);
+int cn_cmd_attach(int argc, char **argv);
+int cn_cmd_system(int argc, char **argv);
+int cn_cmd_sessions(int argc, char **argv);
+int cn_cmd_tree(int argc, char **argv);
+int cn_cmd_top(int argc, char **argv);
+int cn_cmd_lines(int argc, char **argv);
+int cn_cmd_diff(int argc, char **argv);
+int cn_cmd_stop(int argc, char **argv);
+int cn_cmd_rm(int argc, char **argv);
+int cn_cmd_save(int argc, char **argv);
+int cn_cmd_status(int argc, char **argv);
+
+#endif /* CN_CLIENT_H */
