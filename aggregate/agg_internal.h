@@ -94,16 +94,15 @@ typedef struct cn_agg__block {
     char data[];
 } cn_agg__block;
 
-/* The whole-callchain cache in front of per-frame interning (ingest hot path). */
+/* The whole-callchain cache in front of per-frame interning (ingest hot path): a
+ * callchain is identified by the 128-bit XXH3 hash of its (resource, offset) sequence and
+ * its length; a collision would need ~2^64 distinct stacks, so sequences are not stored. */
 typedef struct cn_agg__stack_cache {
-    uint64_t *hashes;   /* xxh3 of the leaf-first ref array; 0 = empty */
-    int32_t *stacks;    /* leaf stack id */
-    uint32_t *ref_off;  /* offset of the stored refs in refs[] */
-    uint16_t *ref_len;
+    uint64_t *lo, *hi; /* the hash; lo == 0 && hi == 0 marks an empty slot */
+    uint32_t *len;
+    int32_t *stacks; /* leaf stack id */
     size_t mask;
     size_t count;
-    cn_agg_frame_ref *refs; /* stored sequences, for exact comparison */
-    size_t refs_len, refs_cap;
 } cn_agg__stack_cache;
 
 struct cn_agg_profile {
@@ -147,6 +146,7 @@ struct cn_agg_profile {
     int32_t *s_stack, *s_thread;
     int64_t *s_time;
     double *s_weight;
+    int32_t *s_tl_stack; /* NULL until a timeline stack is set; -1 = same as s_stack */
     size_t n_sample, cap_sample;
     bool unsorted;
 
@@ -162,6 +162,7 @@ struct cn_agg_profile {
     cn_agg__u64map thr_index; /* (pid, tid) */
     int32_t *proc_pid, *proc_name;
     size_t n_proc, cap_proc;
+    cn_agg__u64map proc_index; /* pid -> row */
 
     /* metadata */
     cn_agg_unit unit;
@@ -197,5 +198,23 @@ typedef struct cn_agg__ftable {
 
 int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func);
 void cn_agg__ftable_clear(cn_agg__ftable *t);
+
+/* ---- importers (import.c detects the format and dispatches) --------------------- */
+
+/* Each parses a whole decompressed buffer into a new profile. name is the file name for
+ * messages. Return 0 and *out, or negative errno with err "NAME:LINE: what" (or
+ * "NAME: byte OFFSET: what"). */
+int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                          cn_agg_err *err);
+int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name,
+                              cn_agg_profile **out, cn_agg_err *err);
+int cn_agg__import_perf_script(const char *data, size_t len, const char *name,
+                               cn_agg_profile **out, cn_agg_err *err);
+int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                          cn_agg_err *err);
+int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
+                         cn_agg_err *err);
+/* Content sniffers: true when the buffer plausibly is that format. */
+bool cn_agg__is_pprof(const void *data, size_t len);
 
 #endif /* CN_AGG_INTERNAL_H */

@@ -158,6 +158,11 @@ const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid);   /* or N
  * Returns 0 or -ENOMEM. */
 int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double weight,
                       int32_t thread);
+/* An alternative stack for sample i used only by the timeline (the .cpuprofile
+ * missing-sample fix, calltree.md §5.2 step 6, changes calls but not self/total).
+ * Returns 0, -ERANGE or -ENOMEM. _timeline_stack returns the sample's stack if none. */
+int cn_agg_sample_set_timeline_stack(cn_agg_profile *p, size_t i, int32_t stack);
+int32_t cn_agg_sample_timeline_stack(const cn_agg_profile *p, size_t i);
 size_t cn_agg_sample_count(const cn_agg_profile *p);
 int32_t cn_agg_sample_stack(const cn_agg_profile *p, size_t i);
 int64_t cn_agg_sample_time(const cn_agg_profile *p, size_t i);
@@ -440,6 +445,14 @@ int cn_agg_write_timeline_text(const cn_agg_profile *p, const cn_agg_call *calls
                                FILE *out);
 int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
                               FILE *out);
+
+/* Formats of issue 6 (pprof, speedscope, SVG flame graphs). They take the query, not a
+ * tree, where they need whole stacks. Return 0 or negative errno with err set. */
+int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
+int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
+                            cn_agg_err *err);
+int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
+                     FILE *out, cn_agg_err *err);
 
 #ifdef __cplusplus
 }

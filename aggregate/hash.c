@@ -1,0 +1,174 @@
+/* hash.c — the containers every interning step in aggregate/ uses.
+ *
+ * Growable arrays double their capacity. Both hash tables use open addressing with
+ * linear probing at a load factor of at most 1/2, so a probe usually touches one or two
+ * cache lines; neither supports deletion (the tables they index are append-only).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg_internal.h"
+
+int cn_agg_err_set(cn_agg_err *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int cn_agg__grow(void **data, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / elem)
+            return -ENOMEM;
+        ncap *= 2;
+    }
+    void *p = realloc(*data, ncap * elem);
+    if (!p)
+        return -ENOMEM;
+    *data = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- uint64 -> int32 map ---------------------------------------------------------- */
+
+static int u64map_rehash(cn_agg__u64map *m, size_t ncap)
+{
+    uint64_t *keys = malloc(ncap * sizeof(*keys));
+    int32_t *vals = malloc(ncap * sizeof(*vals));
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -ENOMEM;
+    }
+    memset(vals, 0xff, ncap * sizeof(*vals));
+    size_t nmask = ncap - 1;
+    for (size_t i = 0; m->mask && i <= m->mask; i++) {
+        if (m->vals[i] < 0)
+            continue;
+        size_t j = cn_agg__mix64(m->keys[i]) & nmask;
+        while (vals[j] >= 0)
+            j = (j + 1) & nmask;
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->mask = nmask;
+    return 0;
+}
+
+int cn_agg__u64map_reserve(cn_agg__u64map *m, size_t n)
+{
+    size_t cap = m->mask ? m->mask + 1 : 0;
+    if (n * 2 < cap)
+        return 0;
+    size_t ncap = cap ? cap : 64;
+    while (ncap <= n * 2)
+        ncap *= 2;
+    return u64map_rehash(m, ncap);
+}
+
+int cn_agg__u64map_put(cn_agg__u64map *m, uint64_t key, int32_t val)
+{
+    int rc = cn_agg__u64map_reserve(m, m->count + 1);
+    if (rc < 0)
+        return rc;
+    size_t i = cn_agg__mix64(key) & m->mask;
+    while (m->vals[i] >= 0)
+        i = (i + 1) & m->mask;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->count++;
+    return 0;
+}
+
+void cn_agg__u64map_clear(cn_agg__u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---- id set ----------------------------------------------------------------------- */
+
+int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn eq, const void *ctx,
+                           const void *key)
+{
+    if (!s->mask)
+        return -1;
+    size_t i = hash & s->mask;
+    for (;;) {
+        int32_t id = s->ids[i];
+        if (id < 0)
+            return -1;
+        if (s->hashes[i] == hash && eq(ctx, id, key))
+            return id;
+        i = (i + 1) & s->mask;
+    }
+}
+
+static int idset_rehash(cn_agg__idset *s, size_t ncap)
+{
+    uint32_t *hashes = malloc(ncap * sizeof(*hashes));
+    int32_t *ids = malloc(ncap * sizeof(*ids));
+    if (!hashes || !ids) {
+        free(hashes);
+        free(ids);
+        return -ENOMEM;
+    }
+    memset(ids, 0xff, ncap * sizeof(*ids));
+    size_t nmask = ncap - 1;
+    for (size_t i = 0; s->mask && i <= s->mask; i++) {
+        if (s->ids[i] < 0)
+            continue;
+        size_t j = s->hashes[i] & nmask;
+        while (ids[j] >= 0)
+            j = (j + 1) & nmask;
+        hashes[j] = s->hashes[i];
+        ids[j] = s->ids[i];
+    }
+    free(s->hashes);
+    free(s->ids);
+    s->hashes = hashes;
+    s->ids = ids;
+    s->mask = nmask;
+    return 0;
+}
+
+int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id)
+{
+    size_t cap = s->mask ? s->mask + 1 : 0;
+    if ((s->count + 1) * 2 > cap) {
+        int rc = idset_rehash(s, cap ? cap * 2 : 64);
+        if (rc < 0)
+            return rc;
+    }
+    size_t i = hash & s->mask;
+    while (s->ids[i] >= 0)
+        i = (i + 1) & s->mask;
+    s->hashes[i] = hash;
+    s->ids[i] = id;
+    s->count++;
+    return 0;
+}
+
+void cn_agg__idset_clear(cn_agg__idset *s)
+{
+    free(s->hashes);
+    free(s->ids);
+    memset(s, 0, sizeof(*s));
+}

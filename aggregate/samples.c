@@ -1,0 +1,231 @@
+/* samples.c — the sample table, its time order, and retention.
+ *
+ * Samples are appended as they arrive. Queries need them sorted by time (a time range is
+ * then a binary search), so an out-of-order append only marks the table unsorted and the
+ * next query sorts it once, stably. Retention folds old samples into an all-time
+ * accumulator keyed by (stack, thread), so all-time totals never lose a sample while the
+ * raw table stays bounded.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg_internal.h"
+
+static int reserve_samples(cn_agg_profile *p, size_t n)
+{
+    if (n <= p->cap_sample)
+        return 0;
+    size_t c[5] = {p->cap_sample, p->cap_sample, p->cap_sample, p->cap_sample, p->cap_sample};
+    if (CN_AGG__RESERVE(p->s_stack, c[0], n) < 0 || CN_AGG__RESERVE(p->s_thread, c[1], n) < 0 ||
+        CN_AGG__RESERVE(p->s_time, c[2], n) < 0 || CN_AGG__RESERVE(p->s_weight, c[3], n) < 0)
+        return -ENOMEM;
+    if (p->s_tl_stack && CN_AGG__RESERVE(p->s_tl_stack, c[4], n) < 0)
+        return -ENOMEM;
+    size_t m = c[0];
+    for (int i = 1; i < 4; i++)
+        m = c[i] < m ? c[i] : m;
+    if (p->s_tl_stack && c[4] < m)
+        m = c[4];
+    p->cap_sample = m;
+    return 0;
+}
+
+int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double weight,
+                      int32_t thread)
+{
+    if (stack < -1 || (stack >= 0 && (size_t)stack >= p->n_stack) || thread < -1 ||
+        (thread >= 0 && (size_t)thread >= p->n_thr))
+        return -EINVAL;
+    if (p->n_sample == p->cap_sample && reserve_samples(p, p->n_sample + 1) < 0)
+        return -ENOMEM;
+    size_t i = p->n_sample;
+    if (i > 0 && time_ns < p->s_time[i - 1])
+        p->unsorted = true;
+    p->s_stack[i] = stack;
+    p->s_time[i] = time_ns;
+    p->s_weight[i] = weight;
+    p->s_thread[i] = thread;
+    if (p->s_tl_stack)
+        p->s_tl_stack[i] = -1;
+    p->n_sample++;
+    return 0;
+}
+
+int cn_agg_sample_set_timeline_stack(cn_agg_profile *p, size_t i, int32_t stack)
+{
+    if (i >= p->n_sample || stack < -1 || (stack >= 0 && (size_t)stack >= p->n_stack))
+        return -ERANGE;
+    if (!p->s_tl_stack) {
+        p->s_tl_stack = malloc((p->cap_sample ? p->cap_sample : 1) * sizeof(*p->s_tl_stack));
+        if (!p->s_tl_stack)
+            return -ENOMEM;
+        memset(p->s_tl_stack, 0xff, p->n_sample * sizeof(*p->s_tl_stack));
+    }
+    p->s_tl_stack[i] = stack;
+    return 0;
+}
+
+int32_t cn_agg_sample_timeline_stack(const cn_agg_profile *p, size_t i)
+{
+    if (i >= p->n_sample)
+        return -1;
+    if (p->s_tl_stack && p->s_tl_stack[i] >= 0)
+        return p->s_tl_stack[i];
+    return p->s_stack[i];
+}
+
+size_t cn_agg_sample_count(const cn_agg_profile *p)
+{
+    return p->n_sample;
+}
+
+int32_t cn_agg_sample_stack(const cn_agg_profile *p, size_t i)
+{
+    return i < p->n_sample ? p->s_stack[i] : -1;
+}
+
+int64_t cn_agg_sample_time(const cn_agg_profile *p, size_t i)
+{
+    return i < p->n_sample ? p->s_time[i] : 0;
+}
+
+double cn_agg_sample_weight(const cn_agg_profile *p, size_t i)
+{
+    return i < p->n_sample ? p->s_weight[i] : 0.0;
+}
+
+int32_t cn_agg_sample_thread(const cn_agg_profile *p, size_t i)
+{
+    return i < p->n_sample ? p->s_thread[i] : -1;
+}
+
+/* ---- sorting ---------------------------------------------------------------------- */
+
+struct order {
+    int64_t time;
+    size_t index;
+};
+
+static int order_cmp(const void *a, const void *b)
+{
+    const struct order *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Applies the permutation ord to one column of elem-sized values, through tmp. */
+static void permute(void *col, const struct order *ord, size_t n, size_t elem, void *tmp)
+{
+    char *src = col, *dst = tmp;
+    for (size_t i = 0; i < n; i++)
+        memcpy(dst + i * elem, src + ord[i].index * elem, elem);
+    memcpy(col, tmp, n * elem);
+}
+
+void cn_agg__samples_sort(cn_agg_profile *p)
+{
+    if (!p->unsorted)
+        return;
+    size_t n = p->n_sample;
+    struct order *ord = malloc(n * sizeof(*ord));
+    void *tmp = malloc(n * sizeof(int64_t));
+    if (!ord || !tmp)
+        goto out; /* stays unsorted; queries fall back to a full scan */
+    for (size_t i = 0; i < n; i++) {
+        ord[i].time = p->s_time[i];
+        ord[i].index = i;
+    }
+    qsort(ord, n, sizeof(*ord), order_cmp);
+    permute(p->s_stack, ord, n, sizeof(*p->s_stack), tmp);
+    permute(p->s_thread, ord, n, sizeof(*p->s_thread), tmp);
+    permute(p->s_time, ord, n, sizeof(*p->s_time), tmp);
+    permute(p->s_weight, ord, n, sizeof(*p->s_weight), tmp);
+    if (p->s_tl_stack)
+        permute(p->s_tl_stack, ord, n, sizeof(*p->s_tl_stack), tmp);
+    p->unsorted = false;
+out:
+    free(ord);
+    free(tmp);
+}
+
+/* ---- retention -------------------------------------------------------------------- */
+
+static int acc_add(cn_agg_profile *p, int32_t stack, int32_t thread, double weight)
+{
+    uint64_t key = cn_agg__pair(stack, thread);
+    int32_t row = cn_agg__u64map_get(&p->acc_index, key);
+    if (row >= 0) {
+        p->acc_weight[row] += weight;
+        return 0;
+    }
+    size_t c1 = p->cap_acc, c2 = p->cap_acc, c3 = p->cap_acc;
+    if (CN_AGG__RESERVE(p->acc_stack, c1, p->n_acc + 1) < 0 ||
+        CN_AGG__RESERVE(p->acc_thread, c2, p->n_acc + 1) < 0 ||
+        CN_AGG__RESERVE(p->acc_weight, c3, p->n_acc + 1) < 0)
+        return -ENOMEM;
+    p->cap_acc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+    row = (int32_t)p->n_acc;
+    if (cn_agg__u64map_put(&p->acc_index, key, row) < 0)
+        return -ENOMEM;
+    p->acc_stack[row] = stack;
+    p->acc_thread[row] = thread;
+    p->acc_weight[row] = weight;
+    p->n_acc++;
+    return 0;
+}
+
+int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns)
+{
+    cn_agg__samples_sort(p);
+    if (p->unsorted)
+        return -ENOMEM;
+    size_t lo = 0, hi = p->n_sample;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->s_time[mid] < before_ns)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t k = lo;
+    /* Reserve for the worst case first, so folding cannot fail half-way. */
+    size_t c1 = p->cap_acc, c2 = p->cap_acc, c3 = p->cap_acc;
+    if (CN_AGG__RESERVE(p->acc_stack, c1, p->n_acc + k) < 0 ||
+        CN_AGG__RESERVE(p->acc_thread, c2, p->n_acc + k) < 0 ||
+        CN_AGG__RESERVE(p->acc_weight, c3, p->n_acc + k) < 0 ||
+        cn_agg__u64map_reserve(&p->acc_index, p->n_acc + k) < 0)
+        return -ENOMEM;
+    p->cap_acc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+    for (size_t i = 0; i < k; i++)
+        if (p->s_stack[i] >= 0)
+            acc_add(p, p->s_stack[i], p->s_thread[i], p->s_weight[i]);
+    size_t rest = p->n_sample - k;
+    memmove(p->s_stack, p->s_stack + k, rest * sizeof(*p->s_stack));
+    memmove(p->s_thread, p->s_thread + k, rest * sizeof(*p->s_thread));
+    memmove(p->s_time, p->s_time + k, rest * sizeof(*p->s_time));
+    memmove(p->s_weight, p->s_weight + k, rest * sizeof(*p->s_weight));
+    if (p->s_tl_stack)
+        memmove(p->s_tl_stack, p->s_tl_stack + k, rest * sizeof(*p->s_tl_stack));
+    p->n_sample = rest;
+    return (int64_t)k;
+}
+
+size_t cn_agg_profile_memory(const cn_agg_profile *p)
+{
+    size_t bytes = sizeof(*p);
+    for (const cn_agg__block *b = p->arena; b; b = b->next)
+        bytes += sizeof(*b) + b->cap;
+    bytes += p->cap_str * (sizeof(char *) + sizeof(uint32_t));
+    bytes += (p->str_index.mask + 1) * 8 + (p->res_index.mask + 1) * 8;
+    bytes += p->cap_res * 13 + p->cap_func * 16 + (p->func_index.mask + 1) * 8;
+    bytes += p->cap_frame * 26 + p->chain_cap * 4 + (p->frame_index.mask + 1) * 8;
+    bytes += (p->native_frame_index.mask + 1) * 12;
+    bytes += p->cap_stack * 8 + (p->stack_index.mask + 1) * 12;
+    bytes += (p->cache.mask + 1) * 24;
+    bytes += p->cap_sample * (24 + (p->s_tl_stack ? 4 : 0));
+    bytes += p->cap_acc * 16 + (p->acc_index.mask + 1) * 12;
+    bytes += p->cap_thr * 12 + (p->thr_index.mask + 1) * 12;
+    return bytes;
+}

@@ -1,0 +1,190 @@
+/* Unit tests of aggregate/'s tables: interning, the whole-callchain cache, sample order,
+ * retention, and the symbolication rename map. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cn_agg.h"
+
+static int setup(void **state)
+{
+    *state = cn_agg_profile_new();
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    cn_agg_profile_free(*state);
+    return 0;
+}
+
+static void test_strings_are_interned_and_stable(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t a = cn_agg_cstring(p, "main");
+    const char *ptr = cn_agg_string_get(p, a);
+    char buf[32];
+    /* many more strings force arena blocks and index growth */
+    for (int i = 0; i < 20000; i++) {
+        snprintf(buf, sizeof(buf), "f%d", i);
+        assert_true(cn_agg_cstring(p, buf) >= 0);
+    }
+    assert_int_equal(cn_agg_cstring(p, "main"), a);
+    assert_ptr_equal(cn_agg_string_get(p, a), ptr);
+    assert_string_equal(ptr, "main");
+    assert_int_equal(cn_agg_string(p, "mainx", 4), a);
+    assert_int_not_equal(cn_agg_cstring(p, "f1"), cn_agg_cstring(p, "f10"));
+}
+
+static void test_funcs_frames_resources(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t libc = cn_agg_resource(p, "libc.so.6", "abcd", "/lib/libc.so.6", CN_AGG_RES_LIBRARY);
+    int32_t libc2 = cn_agg_resource(p, "libc.so.6", "ef01", NULL, CN_AGG_RES_LIBRARY);
+    assert_true(libc >= 0 && libc2 >= 0 && libc != libc2);
+    assert_int_equal(cn_agg_resource(p, "other-name", "abcd", NULL, CN_AGG_RES_LIBRARY), libc);
+    int32_t f1 = cn_agg_func(p, "memcpy", libc, NULL, 0);
+    int32_t f2 = cn_agg_func(p, "memcpy", libc2, NULL, 0);
+    assert_int_not_equal(f1, f2);
+    assert_int_equal(cn_agg_func(p, "memcpy", libc, NULL, 0), f1);
+    assert_int_equal(cn_agg_func_resource(p, f2), libc2);
+
+    int32_t nf = cn_agg_native_frame(p, libc, 0x1f3);
+    assert_int_equal(cn_agg_native_frame(p, libc, 0x1f3), nf);
+    const int32_t *chain;
+    assert_int_equal(cn_agg_frame_funcs(p, nf, &chain), 1);
+    assert_string_equal(cn_agg_func_name(p, chain[0]), "libc.so.6+0x1f3");
+    int32_t anon = cn_agg_native_frame(p, -1, 0x7f00dead);
+    cn_agg_frame_funcs(p, anon, &chain);
+    assert_string_equal(cn_agg_func_name(p, chain[0]), "0x7f00dead");
+    assert_int_equal(cn_agg_func(p, "x", 99, NULL, 0), -EINVAL);
+}
+
+/* The cache must give exactly the stacks that frame-by-frame interning gives. */
+static void test_stack_cache_matches_interning(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t lib = cn_agg_resource(p, "app", NULL, NULL, CN_AGG_RES_LIBRARY);
+    srand(7);
+    for (int round = 0; round < 2000; round++) {
+        cn_agg_frame_ref refs[40];
+        size_t n = 1 + (size_t)(rand() % 40);
+        for (size_t i = 0; i < n; i++) {
+            refs[i].resource = rand() % 5 == 0 ? -1 : lib;
+            refs[i].offset = (uint64_t)(rand() % 8) * 16;
+        }
+        int32_t s = cn_agg_stack_from_refs(p, refs, n);
+        assert_true(s >= 0);
+        assert_int_equal(cn_agg_stack_from_refs(p, refs, n), s);
+        /* walk the stack back: leaf first, it must reproduce refs */
+        int32_t cur = s;
+        for (size_t i = 0; i < n; i++) {
+            int32_t fr = cn_agg_stack_frame(p, cur);
+            assert_int_equal(cn_agg_frame_resource(p, fr), refs[i].resource);
+            assert_int_equal((uint64_t)cn_agg_frame_address(p, fr), refs[i].offset);
+            cur = cn_agg_stack_prefix(p, cur);
+        }
+        assert_int_equal(cur, -1);
+    }
+    assert_int_equal(cn_agg_stack_from_refs(p, NULL, 0), -EINVAL);
+}
+
+static void test_samples_sorted_and_folded(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t f = cn_agg_func(p, "A", -1, NULL, 0);
+    int32_t fr = cn_agg_frame(p, f, -1, -1, 0);
+    int32_t st = cn_agg_stack(p, -1, fr);
+    int32_t th = cn_agg_thread(p, 10, 11, "worker");
+    assert_int_equal(cn_agg_thread(p, 10, 11, NULL), th);
+    assert_string_equal(cn_agg_thread_name(p, th), "worker");
+    int64_t times[] = {50, 10, 30, 20, 40};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(cn_agg_add_sample(p, st, times[i], i + 1, th), 0);
+    assert_int_equal(cn_agg_add_sample(p, 99, 0, 1, th), -EINVAL);
+    /* fold everything before t=35: samples at 10, 20, 30 (weights 2, 4, 3) */
+    assert_int_equal(cn_agg_fold_before(p, 35), 3);
+    assert_int_equal(cn_agg_sample_count(p), 2);
+    assert_int_equal(cn_agg_sample_time(p, 0), 40);
+    assert_int_equal(cn_agg_sample_time(p, 1), 50);
+    assert_true(cn_agg_sample_weight(p, 0) == 5.0);
+    assert_true(cn_agg_profile_memory(p) > 0);
+}
+
+static void test_timeline_stack(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t a = cn_agg_frame(p, cn_agg_func(p, "A", -1, NULL, 0), -1, -1, 0);
+    int32_t b = cn_agg_frame(p, cn_agg_func(p, "B", -1, NULL, 0), -1, -1, 0);
+    int32_t sa = cn_agg_stack(p, -1, a), sb = cn_agg_stack(p, -1, b);
+    cn_agg_add_sample(p, sa, 0, 1, -1);
+    cn_agg_add_sample(p, sa, 1, 1, -1);
+    assert_int_equal(cn_agg_sample_timeline_stack(p, 1), sa);
+    assert_int_equal(cn_agg_sample_set_timeline_stack(p, 1, sb), 0);
+    assert_int_equal(cn_agg_sample_timeline_stack(p, 1), sb);
+    assert_int_equal(cn_agg_sample_timeline_stack(p, 0), sa);
+    assert_int_equal(cn_agg_sample_set_timeline_stack(p, 5, sb), -ERANGE);
+}
+
+/* calltree.md §4.4: frames 0x10,0x14 -> main, 0x40,0x48 -> work, 0x80 -> leaf. */
+static void test_regroup_renames(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t lib = cn_agg_resource(p, "L", NULL, NULL, CN_AGG_RES_LIBRARY);
+    uint64_t addrs[] = {0x10, 0x14, 0x40, 0x48, 0x80};
+    const char *names[] = {"main", "main", "work", "work", "leaf"};
+    cn_agg_symbol sym[5];
+    cn_agg_frame_symbols batch[5];
+    for (int i = 0; i < 5; i++) {
+        sym[i] = (cn_agg_symbol){names[i], "l.c", 10 + i};
+        batch[i] = (cn_agg_frame_symbols){cn_agg_native_frame(p, lib, addrs[i]), &sym[i], 1};
+    }
+    assert_int_equal(cn_agg_regroup(p, batch, 5), 0);
+    const int32_t *chain;
+    cn_agg_frame_funcs(p, batch[1].frame, &chain);
+    assert_string_equal(cn_agg_func_name(p, chain[0]), "main");
+    assert_int_equal(cn_agg_frame_line(p, batch[1].frame), 11);
+
+    cn_agg_transform t;
+    assert_int_equal(cn_agg_transform_parse("focus:L+0x14;L+0x48;L+0x80", &t, NULL), 0);
+    assert_int_equal(cn_agg_remap_transform(p, &t), 1);
+    char *s = cn_agg_transform_format(&t);
+    assert_string_equal(s, "focus:main;work;leaf");
+    free(s);
+    cn_agg_transform_clear(&t);
+
+    /* an inline expansion later: leaf -> [outer, inl]; main renamed transitively */
+    cn_agg_symbol chain2[2] = {{"outer", NULL, 3}, {"inl", NULL, 4}};
+    cn_agg_frame_symbols b2 = {batch[4].frame, chain2, 2};
+    assert_int_equal(cn_agg_regroup(p, &b2, 1), 0);
+    assert_int_equal(cn_agg_frame_funcs(p, batch[4].frame, &chain), 2);
+    assert_int_equal(cn_agg_transform_parse("merge-node:L+0x80", &t, NULL), 0);
+    assert_int_equal(cn_agg_remap_transform(p, &t), 1);
+    s = cn_agg_transform_format(&t);
+    assert_string_equal(s, "merge-node:outer;inl");
+    free(s);
+    cn_agg_transform_clear(&t);
+
+    /* bad input changes nothing */
+    cn_agg_frame_symbols bad = {12345, chain2, 2};
+    assert_int_equal(cn_agg_regroup(p, &bad, 1), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_strings_are_interned_and_stable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_funcs_frames_resources, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stack_cache_matches_interning, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_samples_sorted_and_folded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeline_stack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_regroup_renames, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
