@@ -1,0 +1,479 @@
+/* cache.c — the object cache shared by every user, and synchronous lookups.
+ *
+ * Objects are kept in a chained hash table keyed by "kind:identity" and on an LRU list.
+ * A handle is a reference to one loaded (immutable) object; objects with no reference are
+ * evicted, least recently used first, while the cache holds more than its memory bound.
+ * Loading runs outside the cache mutex, so a slow load never blocks lookups of other
+ * objects; if two threads load the same object at once, the first insertion wins.
+ * A failed load is cached too (status < 0), so a bad file is not re-read for every frame.
+ * JIT perf maps are re-read when the file has grown: the new table replaces the old one
+ * in the hash, and the old one is freed when its last handle is released. */
+#include "sym_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define NBUCKETS 1024
+
+struct cn_sym_handle {
+    cn_sym__obj o;
+    int detached; /* replaced in the hash; freed on last put */
+};
+
+struct cn_sym_cache {
+    pthread_mutex_t lock;
+    cn_sym_config cfg;
+    char *debug_dirs;
+    cn_sym__obj *buckets[NBUCKETS];
+    cn_sym__obj lru; /* sentinel: lru.lru_next is the most recent */
+    cn_sym_stats stats;
+};
+
+void cn_sym_config_init(cn_sym_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_memory = 256u << 20;
+    cfg->lines = true;
+    cfg->debuginfod = true;
+    cfg->debug_dirs = NULL;
+}
+
+cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
+{
+    cn_sym_cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    if (cfg)
+        c->cfg = *cfg;
+    else
+        cn_sym_config_init(&c->cfg);
+    if (c->cfg.max_memory == 0)
+        c->cfg.max_memory = 256u << 20;
+    if (c->cfg.debug_dirs) {
+        c->debug_dirs = strdup(c->cfg.debug_dirs);
+        if (!c->debug_dirs) {
+            free(c);
+            return NULL;
+        }
+    }
+    c->cfg.debug_dirs = c->debug_dirs;
+    pthread_mutex_init(&c->lock, NULL);
+    c->lru.lru_next = c->lru.lru_prev = &c->lru;
+    return c;
+}
+
+static void obj_free(cn_sym__obj *o)
+{
+    if (!o)
+        return;
+    cn_sym__obj_clear(o);
+    pthread_mutex_destroy(&o->dw_lock);
+    free(o->key);
+    free(o);
+}
+
+cn_sym_cache *cn_sym_cache_free(cn_sym_cache *c)
+{
+    if (!c)
+        return NULL;
+    for (cn_sym__obj *o = c->lru.lru_next, *next; o != &c->lru; o = next) {
+        next = o->lru_next;
+        obj_free(o);
+    }
+    pthread_mutex_destroy(&c->lock);
+    free(c->debug_dirs);
+    free(c);
+    return NULL;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static char *make_key(const cn_sym_object *obj)
+{
+    char *key = NULL;
+    int n = -1;
+    switch (obj->kind) {
+    case CN_SYM_USER:
+        n = asprintf(&key, "u:%s", obj->identity ? obj->identity : obj->path);
+        break;
+    case CN_SYM_KERNEL:
+        n = asprintf(&key, "k:%s",
+                     obj->identity ? obj->identity
+                     : obj->path   ? obj->path
+                                   : "[kernel]");
+        break;
+    case CN_SYM_JIT:
+        if (obj->identity)
+            n = asprintf(&key, "j:%s", obj->identity);
+        else
+            n = asprintf(&key, "j:jit:%d:%s", (int)obj->pid, obj->path ? obj->path : "");
+        break;
+    }
+    return n < 0 ? NULL : key;
+}
+
+static void lru_unlink(cn_sym__obj *o)
+{
+    o->lru_prev->lru_next = o->lru_next;
+    o->lru_next->lru_prev = o->lru_prev;
+    o->lru_next = o->lru_prev = NULL;
+}
+
+static void lru_push_front(cn_sym_cache *c, cn_sym__obj *o)
+{
+    o->lru_next = c->lru.lru_next;
+    o->lru_prev = &c->lru;
+    c->lru.lru_next->lru_prev = o;
+    c->lru.lru_next = o;
+}
+
+static void hash_unlink(cn_sym_cache *c, cn_sym__obj *o)
+{
+    cn_sym__obj **pp = &c->buckets[o->hash % NBUCKETS];
+    while (*pp && *pp != o)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = o->hnext;
+    o->hnext = NULL;
+}
+
+/* Drops unreferenced objects, oldest first, while over the bound. Caller holds lock. */
+static void evict(cn_sym_cache *c)
+{
+    cn_sym__obj *o = c->lru.lru_prev;
+    while (c->stats.memory > c->cfg.max_memory && o != &c->lru) {
+        cn_sym__obj *prev = o->lru_prev;
+        if (o->refs == 0) {
+            hash_unlink(c, o);
+            lru_unlink(o);
+            c->stats.memory -= o->memory;
+            c->stats.objects--;
+            c->stats.evictions++;
+            obj_free(o);
+        }
+        o = prev;
+    }
+}
+
+static cn_sym__obj *find_locked(cn_sym_cache *c, const char *key, uint64_t h)
+{
+    for (cn_sym__obj *o = c->buckets[h % NBUCKETS]; o; o = o->hnext) {
+        if (o->hash == h && strcmp(o->key, key) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+static int64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+static void jit_path(const cn_sym_object *obj, char *buf, size_t size)
+{
+    if (obj->path)
+        snprintf(buf, size, "%s", obj->path);
+    else
+        snprintf(buf, size, "/tmp/perf-%d.map", (int)obj->pid);
+}
+
+/* Builds a new object (outside the lock). Always returns an object unless ENOMEM;
+ * o->status says whether the load worked. */
+static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj)
+{
+    struct cn_sym_handle *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    cn_sym__obj *o = &h->o;
+    pthread_mutex_init(&o->dw_lock, NULL);
+    o->kind = obj->kind;
+    int rc = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    char path[4096];
+    switch (obj->kind) {
+    case CN_SYM_USER: {
+        char root[64] = "";
+        if (obj->pid > 0)
+            snprintf(root, sizeof(root), "/proc/%d/root", (int)obj->pid);
+        rc = cn_sym__elf_load(o, obj->path, root, &c->cfg);
+        break;
+    }
+    case CN_SYM_KERNEL:
+        o->is_exec_addr = 1;
+        rc = cn_sym__read_file(obj->path ? obj->path : "/proc/kallsyms", CN_SYM__MAX_TEXT_FILE,
+                               &buf, &len);
+        if (rc == 0)
+            rc = cn_sym__kallsyms_parse(&o->syms, buf, len);
+        snprintf(o->source, sizeof(o->source), "kallsyms");
+        break;
+    case CN_SYM_JIT:
+        o->is_exec_addr = 1;
+        jit_path(obj, path, sizeof(path));
+        rc = cn_sym__read_file(path, CN_SYM__MAX_TEXT_FILE, &buf, &len);
+        if (rc == 0) {
+            o->jit_size = (int64_t)len;
+            rc = cn_sym__perfmap_parse(&o->syms, buf, len);
+        }
+        snprintf(o->source, sizeof(o->source), "perfmap");
+        break;
+    }
+    free(buf);
+    if (rc < 0) {
+        cn_sym__obj_clear(o);
+        if (rc == -ENOMEM) {
+            obj_free(o);
+            return NULL;
+        }
+    }
+    o->status = rc < 0 ? rc : 0;
+    o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__dwarf_memory(o->dw);
+    return o;
+}
+
+static int valid_object(const cn_sym_object *obj)
+{
+    if (!obj)
+        return 0;
+    switch (obj->kind) {
+    case CN_SYM_USER:
+        return obj->path != NULL;
+    case CN_SYM_KERNEL:
+        return 1;
+    case CN_SYM_JIT:
+        return obj->pid > 0 || obj->path != NULL;
+    }
+    return 0;
+}
+
+int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle **out)
+{
+    if (!c || !out || !valid_object(obj))
+        return -EINVAL;
+    char *key = make_key(obj);
+    if (!key)
+        return -ENOMEM;
+    uint64_t h = hash_str(key);
+    int64_t jit_now = -1;
+    if (obj->kind == CN_SYM_JIT) {
+        char path[4096];
+        jit_path(obj, path, sizeof(path));
+        jit_now = file_size(path);
+    }
+    pthread_mutex_lock(&c->lock);
+    cn_sym__obj *o = find_locked(c, key, h);
+    if (o && !(obj->kind == CN_SYM_JIT && jit_now > o->jit_size)) {
+        o->refs++;
+        lru_unlink(o);
+        lru_push_front(c, o);
+        pthread_mutex_unlock(&c->lock);
+        free(key);
+        goto done;
+    }
+    pthread_mutex_unlock(&c->lock);
+
+    cn_sym__obj *fresh = load(c, obj);
+    if (!fresh) {
+        free(key);
+        return -ENOMEM;
+    }
+    fresh->key = key;
+    fresh->hash = h;
+    pthread_mutex_lock(&c->lock);
+    o = find_locked(c, key, h);
+    if (o && !(obj->kind == CN_SYM_JIT && fresh->jit_size > o->jit_size)) {
+        obj_free(fresh); /* another thread won the race */
+    } else {
+        if (o) { /* a grown perf map replaces the old table */
+            hash_unlink(c, o);
+            lru_unlink(o);
+            c->stats.memory -= o->memory;
+            c->stats.objects--;
+            if (o->refs == 0)
+                obj_free(o);
+            else
+                ((struct cn_sym_handle *)o)->detached = 1;
+        }
+        o = fresh;
+        o->hnext = c->buckets[h % NBUCKETS];
+        c->buckets[h % NBUCKETS] = o;
+        lru_push_front(c, o);
+        c->stats.memory += o->memory;
+        c->stats.objects++;
+        c->stats.loads++;
+    }
+    o->refs++;
+    evict(c);
+    pthread_mutex_unlock(&c->lock);
+done:
+    if (o->status < 0) {
+        int st = o->status;
+        cn_sym_handle_put(c, (cn_sym_handle *)o);
+        return st;
+    }
+    *out = (cn_sym_handle *)o;
+    return 0;
+}
+
+void cn_sym_handle_put(cn_sym_cache *c, cn_sym_handle *h)
+{
+    if (!c || !h)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (--h->o.refs == 0) {
+        if (h->detached)
+            obj_free(&h->o);
+        else
+            evict(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+int cn_sym_handle_symbol(const cn_sym_handle *h, uint64_t addr, const char **name, uint64_t *start,
+                         uint64_t *size)
+{
+    uint64_t va;
+    if (!h || cn_sym__obj_to_vaddr(&h->o, addr, &va) < 0)
+        return -ENOENT;
+    const cn_sym__entry *e = cn_sym__table_find(&h->o.syms, va);
+    if (!e)
+        return -ENOENT;
+    if (name)
+        *name = h->o.syms.pool + e->name;
+    if (start)
+        *start = addr - (va - e->start);
+    if (size)
+        *size = e->size;
+    return 0;
+}
+
+void cn_sym_handle_info(const cn_sym_handle *h, cn_sym_object_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!h)
+        return;
+    out->symbols = h->o.syms.n;
+    out->memory = h->o.memory;
+    out->section_bytes = h->o.syms.section_bytes;
+    out->has_dwarf = h->o.dw != NULL;
+    snprintf(out->source, sizeof(out->source), "%s", h->o.source);
+}
+
+void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void cn_sym_result_clear(cn_sym_result *r)
+{
+    if (!r)
+        return;
+    free(r->chain);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Copies a chain into one allocation: the frame array followed by the strings. */
+static int result_fill(cn_sym_result *r, const cn_sym__chain *ch)
+{
+    size_t bytes = ch->depth * sizeof(cn_sym_frame);
+    for (size_t i = 0; i < ch->depth; i++)
+        bytes += strlen(ch->name[i]) + 1 + (ch->file[i] ? strlen(ch->file[i]) + 1 : 0);
+    char *block = malloc(bytes);
+    if (!block)
+        return -ENOMEM;
+    cn_sym_frame *f = (cn_sym_frame *)(void *)block;
+    char *s = block + ch->depth * sizeof(cn_sym_frame);
+    for (size_t i = 0; i < ch->depth; i++) {
+        size_t n = strlen(ch->name[i]) + 1;
+        memcpy(s, ch->name[i], n);
+        f[i].name = s;
+        s += n;
+        f[i].file = NULL;
+        if (ch->file[i]) {
+            n = strlen(ch->file[i]) + 1;
+            memcpy(s, ch->file[i], n);
+            f[i].file = s;
+            s += n;
+        }
+        f[i].line = ch->line[i];
+    }
+    r->chain = f;
+    r->depth = ch->depth;
+    r->status = 0;
+    return 0;
+}
+
+/* Resolves addr on a held object into r. */
+static int resolve(cn_sym__obj *o, uint64_t addr, cn_sym_result *r)
+{
+    uint64_t va;
+    r->status = -ENOENT;
+    if (cn_sym__obj_to_vaddr(o, addr, &va) < 0)
+        return 0;
+    const cn_sym__entry *e = cn_sym__table_find(&o->syms, va);
+    cn_sym__chain ch;
+    ch.depth = 0;
+    int have_dw = 0;
+    if (o->dw) {
+        pthread_mutex_lock(&o->dw_lock);
+        have_dw = cn_sym__dwarf_lookup(o->dw, va, &ch) == 0;
+        if (!have_dw)
+            pthread_mutex_unlock(&o->dw_lock);
+    }
+    int rc = 0;
+    if (have_dw) {
+        /* Like addr2line, DWARF names the function (clones such as foo.constprop.0 and
+         * foo.cold are foo); the symbol table only fills in a nameless DIE. */
+        if (e && strcmp(ch.name[0], "??") == 0) {
+            free(ch.owned[0]);
+            ch.owned[0] = NULL;
+            ch.name[0] = o->syms.pool + e->name;
+        }
+        r->sym_offset = e ? va - e->start : ch.func_low != UINT64_MAX ? va - ch.func_low : 0;
+        rc = result_fill(r, &ch);
+        cn_sym__chain_clear(&ch);
+        pthread_mutex_unlock(&o->dw_lock);
+    } else if (e) {
+        ch.name[0] = o->syms.pool + e->name;
+        ch.owned[0] = NULL;
+        ch.file[0] = NULL;
+        ch.line[0] = 0;
+        ch.depth = 1;
+        r->sym_offset = va - e->start;
+        rc = result_fill(r, &ch);
+    }
+    return rc;
+}
+
+int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_sym_result *out)
+{
+    if (!c || !out || !valid_object(obj))
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    cn_sym_handle *h = NULL;
+    int rc = cn_sym_handle_get(c, obj, &h);
+    pthread_mutex_lock(&c->lock);
+    c->stats.lookups++;
+    pthread_mutex_unlock(&c->lock);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
+        out->status = rc;
+        return 0;
+    }
+    rc = resolve(&h->o, addr, out);
+    cn_sym_handle_put(c, h);
+    return rc;
+}

@@ -1,0 +1,234 @@
+/* cn_sym.h — canopy's symbolizer: the whole public API of symbolizer/.
+ *
+ * The symbolizer turns native frames — (object, file offset) for ELF objects, kernel
+ * addresses, absolute addresses in JIT code — into inline chains of functions: outer
+ * function first, then the functions inlined into it, each with the source file and line
+ * of the frame's location inside it when debug information exists. It knows nothing of
+ * sockets, sessions or aggregate's tables.
+ *
+ * Data flow: a caller describes an object with a cn_sym_object (file to read, identity
+ * key, kind) and asks either
+ *   (a) synchronously: cn_sym_lookup() on a cn_sym_cache, or, for hot loops,
+ *       cn_sym_handle_get() + cn_sym_handle_symbol() (symbol table only, no allocation);
+ *   (b) asynchronously: cn_sym_worker_submit() batches of (tag, cookie, object, offset);
+ *       a worker thread resolves them and queues results; its eventfd
+ *       (cn_sym_worker_fd()) becomes readable; the owner's loop calls
+ *       cn_sym_worker_take() and converts the chains into cn_agg_frame_symbols for
+ *       cn_agg_regroup(). Submitting never blocks on resolution.
+ *
+ * Objects are loaded once and cached by identity (build-id hex, else "dev:inode:mtime")
+ * in a cn_sym_cache shared by every user and session. The cache is thread-safe (one
+ * mutex; loaded objects are reference-counted and immutable) and memory-bounded: the
+ * least recently used unreferenced objects are evicted when the bound is exceeded.
+ *
+ * ELF and DWARF files come from target processes and are untrusted: reads are bounded,
+ * sizes and counts checked; a corrupt file gives an error or fewer symbols, never a crash.
+ *
+ * Ownership: results (cn_sym_result, cn_sym_batch) own their strings and are freed with
+ * their _clear/_free function. Errors are negative errno values. A frame that cannot be
+ * resolved is reported as unresolved (status -ENOENT); naming it `LIB+0xOFFSET` or
+ * `0xADDRESS` is the caller's business (aggregate does it).
+ */
+#ifndef CN_SYM_H
+#define CN_SYM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Objects
+ */
+
+typedef enum cn_sym_kind {
+    CN_SYM_USER = 0, /* an ELF file; addresses are FILE OFFSETS into it */
+    CN_SYM_KERNEL,   /* the kernel and its modules (/proc/kallsyms); absolute addresses */
+    CN_SYM_JIT,      /* JIT code named by a perf map (/tmp/perf-PID.map); absolute addresses */
+} cn_sym_kind;
+
+/* Describes an object to symbolize. Nothing is owned; strings are copied when needed.
+ * - USER: path is the file to read: a plain path, /proc/PID/root/PATH (other mount
+ *   namespaces) or /proc/PID/map_files/START-END (deleted or replaced binaries).
+ *   identity is the cache key: the build-id in lowercase hex, or "dev:inode:mtime";
+ *   NULL means path is the key. pid (0 = none) lets debug files be searched inside
+ *   /proc/PID/root as well as in the host's directories.
+ * - KERNEL: path NULL reads /proc/kallsyms (module symbols included); a non-NULL path
+ *   names another file in kallsyms format (tests). identity NULL = "[kernel]".
+ * - JIT: pid selects /tmp/perf-PID.map; path, when not NULL, overrides the map's path
+ *   (e.g. /proc/PID/root/tmp/perf-NSPID.map for a container). The map is re-read when it
+ *   grows. identity NULL = "jit:PID". */
+typedef struct cn_sym_object {
+    cn_sym_kind kind;
+    const char *path;
+    const char *identity;
+    int32_t pid;
+} cn_sym_object;
+
+/* ---------------------------------------------------------------------------------------
+ * Results
+ */
+
+/* One element of an inline chain. file NULL / line 0 when unknown. */
+typedef struct cn_sym_frame {
+    const char *name; /* demangled function name (never NULL) */
+    const char *file; /* source file of this frame's location inside the function */
+    int32_t line;     /* line of that location (for the innermost: the address's line) */
+} cn_sym_frame;
+
+/* The result for one address. status 0: chain[0..depth) is valid, outer function first
+ * (depth >= 1). status < 0: unresolved (depth 0, chain NULL): -ENOENT no symbol covers
+ * the address, or the object could not be read (-EACCES, -EINVAL for a corrupt file…). */
+typedef struct cn_sym_result {
+    int status;
+    size_t depth;
+    cn_sym_frame *chain; /* owned by the result */
+    uint64_t sym_offset; /* address - start of the outer symbol (status 0) */
+} cn_sym_result;
+
+/* Frees what a result owns and zeroes it. Accepts a zeroed result. */
+void cn_sym_result_clear(cn_sym_result *r);
+
+/* ---------------------------------------------------------------------------------------
+ * The object cache (shared, thread-safe)
+ */
+
+typedef struct cn_sym_cache cn_sym_cache;
+
+typedef struct cn_sym_config {
+    size_t max_memory;      /* bound on loaded objects' bytes; 0 = default (256 MiB) */
+    bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
+    bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
+    const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
+} cn_sym_config;
+
+/* Fills *cfg with defaults (256 MiB, lines on, debuginfod on, /usr/lib/debug). */
+void cn_sym_config_init(cn_sym_config *cfg);
+
+/* A new cache (cfg NULL = defaults; copied). NULL on ENOMEM. */
+cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg);
+/* Frees the cache and every object it holds; accepts NULL; returns NULL. All handles
+ * must have been released and all workers using it freed first. */
+cn_sym_cache *cn_sym_cache_free(cn_sym_cache *c);
+
+/* Resolves one address of obj (file offset for USER, absolute address otherwise) into
+ * *out (cleared first; free with cn_sym_result_clear). Loads the object on first use.
+ * Returns 0 when *out was filled (check out->status for resolved/unresolved), or
+ * negative errno on bad arguments (-EINVAL) or -ENOMEM. Thread-safe. */
+int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_sym_result *out);
+
+/* Cache statistics (for `status` and tests). */
+typedef struct cn_sym_stats {
+    size_t objects; /* objects loaded now */
+    size_t memory;  /* their bytes */
+    uint64_t loads; /* objects loaded since creation */
+    uint64_t evictions;
+    uint64_t lookups;
+} cn_sym_stats;
+void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out);
+
+/* Fast path: a reference to a loaded object. The object stays loaded (not evicted)
+ * while a handle is held. Returns 0 and *out, or negative errno (-ENOENT, -EACCES,
+ * -EINVAL corrupt, -ENOMEM). Release with cn_sym_handle_put (accepts NULL). */
+typedef struct cn_sym_handle cn_sym_handle;
+int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle **out);
+void cn_sym_handle_put(cn_sym_cache *c, cn_sym_handle *h);
+
+/* Symbol-table lookup on a held handle (no lines, no inlines, no locking, no allocation):
+ * the demangled name of the symbol covering addr, valid while the handle is held, and
+ * its start and size in the same address space as addr (file offset for USER). Returns
+ * 0 or -ENOENT. Safe from several threads at once. */
+int cn_sym_handle_symbol(const cn_sym_handle *h, uint64_t addr, const char **name, uint64_t *start,
+                         uint64_t *size);
+
+/* Counts for a handle's object (tests, benchmarks). */
+typedef struct cn_sym_object_info {
+    size_t symbols;       /* entries in the sorted symbol table */
+    size_t memory;        /* bytes the object holds */
+    size_t section_bytes; /* sizes of the symbol and string sections it was built from */
+    bool has_dwarf;       /* line/inline information found */
+    char source[16];      /* "symtab", "minidebug", "dynsym", "kallsyms", "perfmap", "" */
+} cn_sym_object_info;
+void cn_sym_handle_info(const cn_sym_handle *h, cn_sym_object_info *out);
+
+/* ---------------------------------------------------------------------------------------
+ * The worker thread (asynchronous resolution)
+ */
+
+typedef struct cn_sym_worker cn_sym_worker;
+
+/* One address to resolve. tag groups requests (e.g. a session id) for cancellation;
+ * cookie is the caller's (e.g. a frame id); both come back untouched. obj is copied. */
+typedef struct cn_sym_request {
+    uint64_t tag;
+    uint64_t cookie;
+    cn_sym_object obj;
+    uint64_t addr;
+} cn_sym_request;
+
+/* One result of a batch. */
+typedef struct cn_sym_answer {
+    uint64_t tag;
+    uint64_t cookie;
+    cn_sym_result result;
+} cn_sym_answer;
+
+/* A batch of answers taken from the worker; owns everything it points to. */
+typedef struct cn_sym_batch {
+    cn_sym_answer *answers;
+    size_t n;
+} cn_sym_batch;
+cn_sym_batch *cn_sym_batch_free(cn_sym_batch *b); /* accepts NULL; returns NULL */
+
+/* Starts a worker thread resolving through cache (not owned; must outlive the worker).
+ * max_pending bounds queued requests (0 = 1 Mi). Returns 0 and *out or negative errno. */
+int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **out);
+/* Stops the thread (pending requests are dropped), frees everything; accepts NULL. */
+cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w);
+
+/* Queues n requests (copied). Never waits on resolution. Returns 0, or -EAGAIN when the
+ * pending bound would be exceeded (nothing queued), -ENOMEM, -EINVAL. */
+int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n);
+
+/* The eventfd (O_NONBLOCK, O_CLOEXEC) that is readable while answers wait. Owned by the
+ * worker. cn_sym_worker_take() drains it. */
+int cn_sym_worker_fd(const cn_sym_worker *w);
+
+/* Takes every answer queued so far: *out is a batch (free with cn_sym_batch_free), or
+ * NULL when none waits. Returns the number of answers (>= 0) or negative errno. */
+int cn_sym_worker_take(cn_sym_worker *w, cn_sym_batch **out);
+
+/* Drops queued requests and queued answers carrying tag (a session going away). A
+ * request being resolved at the time may still produce an answer: callers ignore
+ * answers for unknown tags. */
+void cn_sym_worker_cancel(cn_sym_worker *w, uint64_t tag);
+
+/* Blocks until every request submitted so far is answered (tests, `canopy record`
+ * finishing a file). timeout_ms < 0 = forever. Returns 0 or -ETIMEDOUT. */
+int cn_sym_worker_drain(cn_sym_worker *w, int timeout_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Helpers exposed for the daemon, tests and fuzzing
+ */
+
+/* Demangles a C++ (Itanium) or Rust symbol like c++filt; returns a malloc'ed string
+ * (caller frees), or NULL if name is not mangled (or on ENOMEM). */
+char *cn_sym_demangle(const char *name);
+
+/* Reads the GNU build-id of an ELF file as lowercase hex into buf (size >= 41).
+ * Returns the number of hex chars, -ENOENT when the file has none, or negative errno. */
+int cn_sym_build_id(const char *path, char *buf, size_t size);
+
+/* Parsers over untrusted bytes (fuzz targets). Each builds a symbol table from data,
+ * runs a few lookups and frees it. Return the number of symbols or negative errno. */
+int cn_sym_fuzz_elf(const uint8_t *data, size_t size);
+int cn_sym_fuzz_perfmap(const uint8_t *data, size_t size);
+int cn_sym_fuzz_kallsyms(const uint8_t *data, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CN_SYM_H */

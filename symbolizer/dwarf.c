@@ -1,0 +1,376 @@
+/* dwarf.c — source lines and inline chains with libdw.
+ *
+ * libdw's dwarf_getscopes() walks a compilation unit's DIE tree from its root for every
+ * address. Instead, the first lookup in a CU walks its tree once and keeps a "scope
+ * index": one row per pc range of every subprogram and inlined subroutine, sorted by
+ * low pc (outer before inner at equal low pc), each with its enclosing function scope.
+ * Because function scopes nest, the innermost scope containing an address is the last
+ * row with low <= address whose range contains it; its parents give the inline chain.
+ * Lines come from libdw's per-CU line table (dwarf_getsrc_die: binary search).
+ * The walk is bounded (depth, rows per CU) since the DWARF comes from a target process. */
+#include "sym_internal.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_DEPTH     128
+#define MAX_ROWS_CU   (1u << 22)
+#define CU_TABLE_INIT 256
+
+typedef struct scope {
+    Dwarf_Off die;  /* DIE offset of the subprogram / inlined subroutine */
+    int32_t parent; /* enclosing function scope, -1 at a subprogram */
+    int32_t is_inline;
+} scope;
+
+typedef struct row {
+    uint64_t low, high;
+    int32_t scope;
+    int32_t depth;
+} row;
+
+typedef struct cu_index {
+    Dwarf_Off cu_off;
+    scope *scopes;
+    size_t n_scopes, cap_scopes;
+    row *rows;
+    size_t n_rows, cap_rows;
+    int failed;
+} cu_index;
+
+struct cn_sym__dwarf {
+    Dwarf *dbg;
+    int fd;
+    cu_index **cus; /* open addressing by cu_off */
+    size_t cap, n;
+    size_t memory;
+};
+
+cn_sym__dwarf *cn_sym__dwarf_open(int fd)
+{
+    Dwarf *dbg = dwarf_begin(fd, DWARF_C_READ);
+    if (!dbg)
+        return NULL;
+    cn_sym__dwarf *d = calloc(1, sizeof(*d));
+    if (!d)
+        goto fail;
+    d->cus = calloc(CU_TABLE_INIT, sizeof(*d->cus));
+    if (!d->cus)
+        goto fail;
+    d->cap = CU_TABLE_INIT;
+    d->dbg = dbg;
+    d->fd = fd;
+    d->memory = sizeof(*d) + CU_TABLE_INIT * sizeof(*d->cus) + 64 * 1024;
+    return d;
+fail:
+    free(d);
+    dwarf_end(dbg);
+    return NULL;
+}
+
+static void cu_free(cu_index *c)
+{
+    if (!c)
+        return;
+    free(c->scopes);
+    free(c->rows);
+    free(c);
+}
+
+cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d)
+{
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < d->cap; i++)
+        cu_free(d->cus[i]);
+    free(d->cus);
+    dwarf_end(d->dbg);
+    close(d->fd);
+    free(d);
+    return NULL;
+}
+
+size_t cn_sym__dwarf_memory(const cn_sym__dwarf *d)
+{
+    return d ? d->memory : 0;
+}
+
+static int add_scope(cu_index *c, Dwarf_Off die, int32_t parent, int is_inline)
+{
+    if (c->n_scopes == c->cap_scopes) {
+        size_t cap = c->cap_scopes ? c->cap_scopes * 2 : 64;
+        scope *s = realloc(c->scopes, cap * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        c->scopes = s;
+        c->cap_scopes = cap;
+    }
+    c->scopes[c->n_scopes] = (scope){die, parent, is_inline};
+    return (int)c->n_scopes++;
+}
+
+static int add_row(cu_index *c, uint64_t low, uint64_t high, int32_t sc, int32_t depth)
+{
+    if (c->n_rows >= MAX_ROWS_CU)
+        return -E2BIG;
+    if (c->n_rows == c->cap_rows) {
+        size_t cap = c->cap_rows ? c->cap_rows * 2 : 128;
+        row *r = realloc(c->rows, cap * sizeof(*r));
+        if (!r)
+            return -ENOMEM;
+        c->rows = r;
+        c->cap_rows = cap;
+    }
+    c->rows[c->n_rows++] = (row){low, high, sc, depth};
+    return 0;
+}
+
+/* Walks the children of die, recording function scopes. parent: the enclosing function
+ * scope (-1 outside functions). */
+static int walk(cu_index *c, Dwarf_Die *die, int32_t parent, int depth)
+{
+    if (depth > MAX_DEPTH)
+        return 0;
+    Dwarf_Die child;
+    if (dwarf_child(die, &child) != 0)
+        return 0;
+    do {
+        int tag = dwarf_tag(&child);
+        int32_t next_parent = parent;
+        int recurse = 0;
+        switch (tag) {
+        case DW_TAG_subprogram:
+        case DW_TAG_inlined_subroutine: {
+            Dwarf_Addr base, low, high;
+            ptrdiff_t off = 0;
+            int sc = -1;
+            int n = 0;
+            while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0) {
+                if (high <= low)
+                    continue;
+                if (sc < 0) {
+                    sc = add_scope(c, dwarf_dieoffset(&child),
+                                   tag == DW_TAG_inlined_subroutine ? parent : -1,
+                                   tag == DW_TAG_inlined_subroutine);
+                    if (sc < 0)
+                        return sc;
+                }
+                int rc = add_row(c, low, high, sc, depth);
+                if (rc < 0)
+                    return rc;
+                if (++n > 100000)
+                    break;
+            }
+            if (sc >= 0) {
+                next_parent = sc;
+                recurse = 1;
+            }
+            break;
+        }
+        case DW_TAG_lexical_block:
+        case DW_TAG_namespace:
+        case DW_TAG_try_block:
+        case DW_TAG_catch_block:
+        case DW_TAG_module:
+            recurse = 1;
+            break;
+        default:
+            break;
+        }
+        if (recurse) {
+            int rc = walk(c, &child, next_parent, depth + 1);
+            if (rc < 0)
+                return rc;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->low != y->low)
+        return x->low < y->low ? -1 : 1;
+    if (x->depth != y->depth)
+        return x->depth < y->depth ? -1 : 1;
+    return x->scope < y->scope ? -1 : (x->scope > y->scope);
+}
+
+/* The index of the CU whose DIE is cudie, built on first use. NULL on failure. */
+static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Die *cudie)
+{
+    Dwarf_Off off = dwarf_dieoffset(cudie);
+    size_t h = (size_t)(off * 0x9e3779b97f4a7c15ull) & (d->cap - 1);
+    while (d->cus[h]) {
+        if (d->cus[h]->cu_off == off)
+            return d->cus[h]->failed ? NULL : d->cus[h];
+        h = (h + 1) & (d->cap - 1);
+    }
+    if ((d->n + 1) * 2 > d->cap) {
+        size_t cap = d->cap * 2;
+        cu_index **t = calloc(cap, sizeof(*t));
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < d->cap; i++) {
+            if (!d->cus[i])
+                continue;
+            size_t k = (size_t)(d->cus[i]->cu_off * 0x9e3779b97f4a7c15ull) & (cap - 1);
+            while (t[k])
+                k = (k + 1) & (cap - 1);
+            t[k] = d->cus[i];
+        }
+        free(d->cus);
+        d->memory += (cap - d->cap) * sizeof(*t);
+        d->cus = t;
+        d->cap = cap;
+        h = (size_t)(off * 0x9e3779b97f4a7c15ull) & (cap - 1);
+        while (d->cus[h])
+            h = (h + 1) & (cap - 1);
+    }
+    cu_index *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->cu_off = off;
+    if (walk(c, cudie, -1, 0) < 0) {
+        free(c->scopes);
+        free(c->rows);
+        c->scopes = NULL;
+        c->rows = NULL;
+        c->n_rows = c->n_scopes = 0;
+        c->failed = 1;
+    } else {
+        qsort(c->rows, c->n_rows, sizeof(*c->rows), row_cmp);
+    }
+    d->cus[h] = c;
+    d->n++;
+    d->memory += sizeof(*c) + c->cap_rows * sizeof(row) + c->cap_scopes * sizeof(scope);
+    return c->failed ? NULL : c;
+}
+
+/* Function name of a DIE: demangled linkage name, else DW_AT_name (following
+ * abstract_origin and specification). *owned is set when the result must be freed. */
+static const char *die_name(Dwarf_Die *die, char **owned)
+{
+    Dwarf_Attribute attr;
+    *owned = NULL;
+    const char *s = NULL;
+    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
+        s = dwarf_formstring(&attr);
+        if (s) {
+            *owned = cn_sym_demangle(s);
+            if (*owned)
+                return *owned;
+        }
+    }
+    if (dwarf_attr_integrate(die, DW_AT_name, &attr)) {
+        const char *n = dwarf_formstring(&attr);
+        if (n)
+            return n;
+    }
+    return s;
+}
+
+/* The call site (file, line) of an inlined subroutine DIE. */
+static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t nfiles, const char **file,
+                      int32_t *line)
+{
+    Dwarf_Attribute attr;
+    Dwarf_Word w;
+    *file = NULL;
+    *line = 0;
+    if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0 && w < INT32_MAX)
+        *line = (int32_t)w;
+    if (files && dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &w) == 0 &&
+        w < nfiles)
+        *file = dwarf_filesrc(files, w, NULL, NULL);
+}
+
+void cn_sym__chain_clear(cn_sym__chain *chain)
+{
+    for (size_t i = 0; i < chain->depth; i++)
+        free(chain->owned[i]);
+    chain->depth = 0;
+}
+
+int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
+{
+    chain->depth = 0;
+    chain->func_low = UINT64_MAX;
+    Dwarf_Die cudie;
+    if (!dwarf_addrdie(d->dbg, vaddr, &cudie))
+        return -ENOENT;
+    cu_index *c = get_cu(d, &cudie);
+    if (!c || c->n_rows == 0)
+        return -ENOENT;
+    /* Last row with low <= vaddr, then back to the first that contains vaddr. */
+    size_t lo = 0, hi = c->n_rows;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->rows[mid].low <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int32_t sc = -1;
+    for (size_t i = lo; i-- > 0;) {
+        if (vaddr < c->rows[i].high) {
+            sc = c->rows[i].scope;
+            break;
+        }
+        if (lo - i > 4096) /* bounded: deep overlap means broken DWARF */
+            break;
+    }
+    if (sc < 0)
+        return -ENOENT;
+    /* Innermost first into a temporary list. */
+    int32_t inner[CN_SYM__MAX_INLINE];
+    size_t n = 0;
+    for (int32_t s = sc; s >= 0 && n < CN_SYM__MAX_INLINE; s = c->scopes[s].parent) {
+        inner[n++] = s;
+        if (!c->scopes[s].is_inline)
+            break;
+    }
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0)
+        files = NULL;
+    /* Outer first: element k is inner[n-1-k]. Its location is the call site of the next
+     * inner element, or the address's own line for the innermost. */
+    for (size_t k = 0; k < n; k++) {
+        Dwarf_Die die;
+        if (!dwarf_offdie(d->dbg, c->scopes[inner[n - 1 - k]].die, &die))
+            break;
+        char *owned;
+        const char *name = die_name(&die, &owned);
+        chain->name[k] = name ? name : "??";
+        chain->owned[k] = owned;
+        chain->file[k] = NULL;
+        chain->line[k] = 0;
+        chain->depth = k + 1;
+        if (k == 0) {
+            Dwarf_Addr low;
+            if (dwarf_entrypc(&die, &low) == 0 || dwarf_lowpc(&die, &low) == 0)
+                chain->func_low = low;
+        }
+        if (k + 1 < n) {
+            Dwarf_Die callee;
+            if (dwarf_offdie(d->dbg, c->scopes[inner[n - 2 - k]].die, &callee))
+                call_site(&callee, files, nfiles, &chain->file[k], &chain->line[k]);
+        }
+    }
+    if (chain->depth == 0)
+        return -ENOENT;
+    Dwarf_Line *l = dwarf_getsrc_die(&cudie, vaddr);
+    if (l) {
+        int ln = 0;
+        dwarf_lineno(l, &ln);
+        chain->line[chain->depth - 1] = ln;
+        chain->file[chain->depth - 1] = dwarf_linesrc(l, NULL, NULL);
+    }
+    return 0;
+}

@@ -1,0 +1,138 @@
+/* sym_internal.h — helpers shared between the symbolizer's files (cn_sym__ prefix).
+ *
+ * A loaded object (cn_sym__obj) is immutable once built and reference-counted by the
+ * cache: a sorted symbol array plus one string pool (offsets, so growing the pool never
+ * invalidates a name), the PT_LOAD segments that map file offsets to virtual addresses,
+ * and optionally an open libdw handle for lines and inlines (serialised by its own mutex,
+ * because libdw's lazily built tables are not safe to fill from two threads). */
+#ifndef CN_SYM_INTERNAL_H
+#define CN_SYM_INTERNAL_H
+
+#include "cn_sym.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Bounds on what an untrusted object may make us hold. */
+#define CN_SYM__MAX_SYMBOLS   (4u << 20) /* symbols per object */
+#define CN_SYM__MAX_NAME      4096       /* bytes per symbol name */
+#define CN_SYM__MAX_POOL      (256u << 20)
+#define CN_SYM__MAX_XZ_OUT    (128u << 20) /* decompressed MiniDebugInfo */
+#define CN_SYM__MAX_TEXT_FILE (256u << 20) /* kallsyms / perf map bytes read */
+#define CN_SYM__MAX_SEGMENTS  64
+#define CN_SYM__MAX_INLINE    64 /* inline chain depth */
+
+/* Symbol priorities for choosing between aliases at one address (higher wins). */
+enum {
+    CN_SYM__BIND_LOCAL = 0,
+    CN_SYM__BIND_WEAK = 1,
+    CN_SYM__BIND_GLOBAL = 2,
+};
+
+typedef struct cn_sym__entry {
+    uint64_t start;
+    uint64_t size;     /* 0 while building = unknown (extends to the next symbol, to limit) */
+    uint64_t limit;    /* while building: end of the symbol's section (UINT64_MAX unknown) */
+    uint32_t name;     /* offset into the pool */
+    uint32_t seq_bind; /* binding (top 2 bits) and insertion order (later perf-map lines win) */
+} cn_sym__entry;
+
+typedef struct cn_sym__table {
+    cn_sym__entry *e;
+    size_t n, cap;
+    uint64_t *starts; /* after _finish: e[i].start, a compact array for the search */
+    char *pool;
+    size_t pool_len, pool_cap;
+    size_t section_bytes; /* sizes of the sections the table came from */
+} cn_sym__table;
+
+/* Adds a symbol (name copied; demangled later by _finish). Returns 0, -E2BIG past the
+ * bounds, -ENOMEM. */
+int cn_sym__table_add(cn_sym__table *t, uint64_t start, uint64_t size, uint64_t limit,
+                      const char *name, size_t len, int bind);
+/* Sorts, resolves aliases (sized > sizeless, global > weak > local, fewer leading
+ * underscores, shorter), gives sizeless symbols the gap to the next one (bounded by
+ * limit and by max_gap), demangles and compacts the pool. Returns 0 or -ENOMEM. */
+int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins);
+/* The entry covering addr, or NULL. */
+const cn_sym__entry *cn_sym__table_find(const cn_sym__table *t, uint64_t addr);
+void cn_sym__table_clear(cn_sym__table *t);
+size_t cn_sym__table_memory(const cn_sym__table *t);
+
+typedef struct cn_sym__segment {
+    uint64_t offset, vaddr, filesz;
+} cn_sym__segment;
+
+typedef struct cn_sym__dwarf cn_sym__dwarf; /* dwarf.c */
+
+typedef struct cn_sym__obj {
+    /* Cache bookkeeping (cache.c; guarded by the cache mutex). */
+    struct cn_sym__obj *hnext;
+    struct cn_sym__obj *lru_prev, *lru_next;
+    char *key;
+    uint64_t hash;
+    int refs;
+    int status; /* 0 loaded, or the negative errno of the failed load */
+    /* What the object is, immutable after load. */
+    cn_sym_kind kind;
+    int64_t jit_size; /* perf map size when loaded (re-read when it grows) */
+    cn_sym__table syms;
+    cn_sym__segment seg[CN_SYM__MAX_SEGMENTS];
+    size_t n_seg;
+    int is_exec_addr; /* addresses are absolute (kernel, JIT): no segment mapping */
+    char source[16];
+    cn_sym__dwarf *dw; /* NULL when no debug info (or lines disabled) */
+    pthread_mutex_t dw_lock;
+    size_t memory;
+} cn_sym__obj;
+
+/* Loads an ELF object (elf.c): symbols from .symtab, the separate debug file's
+ * .symtab, MiniDebugInfo (+ .dynsym) or .dynsym; segments; DWARF when cfg->lines.
+ * root_prefix ("" or "/proc/PID/root") is tried first when searching debug files.
+ * Returns 0 or negative errno; o is filled either way (cleared on error). */
+int cn_sym__elf_load(cn_sym__obj *o, const char *path, const char *root_prefix,
+                     const cn_sym_config *cfg);
+/* The same from an in-memory image (fuzzing): no debug-file search, no DWARF. */
+int cn_sym__elf_load_mem(cn_sym__obj *o, const void *data, size_t size);
+/* File offset -> virtual address; 0 and *vaddr, or -ENOENT. */
+int cn_sym__obj_to_vaddr(const cn_sym__obj *o, uint64_t off, uint64_t *vaddr);
+/* Releases everything o holds (not o itself). */
+void cn_sym__obj_clear(cn_sym__obj *o);
+
+/* kallsyms and perf maps (textmaps.c), from a buffer. Return 0 or negative errno. */
+int cn_sym__kallsyms_parse(cn_sym__table *t, const char *buf, size_t len);
+int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len);
+/* Reads at most max bytes of a (possibly /proc) file into a malloc'ed, NUL-terminated
+ * buffer (caller frees). Returns 0 or negative errno. */
+int cn_sym__read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* DWARF (dwarf.c). _open takes ownership of fd on success (and of nothing on error).
+ * Returns NULL when there is no usable debug info. */
+cn_sym__dwarf *cn_sym__dwarf_open(int fd);
+cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d);
+size_t cn_sym__dwarf_memory(const cn_sym__dwarf *d);
+
+/* A chain under construction (outer first); strings point into the object, so the
+ * caller copies them (into a cn_sym_result) while the object is held. */
+typedef struct cn_sym__chain {
+    const char *name[CN_SYM__MAX_INLINE];
+    char *owned[CN_SYM__MAX_INLINE]; /* demangled names to free, or NULL */
+    const char *file[CN_SYM__MAX_INLINE];
+    int32_t line[CN_SYM__MAX_INLINE];
+    uint64_t func_low; /* outer function's low pc, or UINT64_MAX */
+    size_t depth;
+} cn_sym__chain;
+/* Fills chain for vaddr. Returns 0, -ENOENT (no DWARF covers it). Caller holds the
+ * object's dw_lock. Release with cn_sym__chain_clear. */
+int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain);
+void cn_sym__chain_clear(cn_sym__chain *chain);
+
+/* Standard CRC-32 (as .gnu_debuglink uses). */
+uint32_t cn_sym__crc32(uint32_t crc, const void *buf, size_t len);
+
+/* Debuginfod (debuginfod.c): downloads (or finds in its cache) the debug file for a
+ * build-id; *path malloc'ed. Returns 0, -ENOENT, or negative errno. */
+int cn_sym__debuginfod_find(const char *build_id_hex, char **path);
+
+#endif /* CN_SYM_INTERNAL_H */

@@ -1,0 +1,236 @@
+/* symtab.c — one object's symbol table: a sorted array of entries plus one string pool.
+ *
+ * Symbols are appended in any order with their names copied into the pool (offsets,
+ * never pointers, so the pool may grow). _finish sorts by start, keeps one entry per
+ * start (the best alias), gives sizeless symbols the gap up to the next symbol, and
+ * rebuilds the pool with only the kept (demangled) names. Lookup is a binary search for
+ * the largest start <= address, which must also lie before start + size. */
+#include "sym_internal.h"
+
+#include <demangle.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEQ_MASK 0x3fffffffu
+
+static uint32_t seq_of(const cn_sym__entry *e)
+{
+    return e->seq_bind & SEQ_MASK;
+}
+
+static int bind_of(const cn_sym__entry *e)
+{
+    return (int)(e->seq_bind >> 30);
+}
+
+int cn_sym__table_add(cn_sym__table *t, uint64_t start, uint64_t size, uint64_t limit,
+                      const char *name, size_t len, int bind)
+{
+    if (t->n >= CN_SYM__MAX_SYMBOLS)
+        return -E2BIG;
+    if (len > CN_SYM__MAX_NAME)
+        len = CN_SYM__MAX_NAME;
+    if (t->pool_len + len + 1 > CN_SYM__MAX_POOL)
+        return -E2BIG;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        cn_sym__entry *e = realloc(t->e, cap * sizeof(*e));
+        if (!e)
+            return -ENOMEM;
+        t->e = e;
+        t->cap = cap;
+    }
+    if (t->pool_len + len + 1 > t->pool_cap) {
+        size_t cap = t->pool_cap ? t->pool_cap : 4096;
+        while (cap < t->pool_len + len + 1)
+            cap *= 2;
+        char *p = realloc(t->pool, cap);
+        if (!p)
+            return -ENOMEM;
+        t->pool = p;
+        t->pool_cap = cap;
+    }
+    memcpy(t->pool + t->pool_len, name, len);
+    t->pool[t->pool_len + len] = '\0';
+    cn_sym__entry *e = &t->e[t->n];
+    e->start = start;
+    e->size = size;
+    e->limit = limit;
+    e->name = (uint32_t)t->pool_len;
+    e->seq_bind = ((uint32_t)(bind & 3) << 30) | ((uint32_t)t->n & SEQ_MASK);
+    t->pool_len += len + 1;
+    t->n++;
+    return 0;
+}
+
+static size_t leading_underscores(const char *s)
+{
+    size_t n = 0;
+    while (s[n] == '_')
+        n++;
+    return n;
+}
+
+typedef struct sort_ctx {
+    const char *pool;
+    int later_wins;
+} sort_ctx;
+
+/* Orders by start, then best alias first. */
+static int entry_cmp(const void *a, const void *b, void *arg)
+{
+    const cn_sym__entry *x = a, *y = b;
+    const sort_ctx *ctx = arg;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (ctx->later_wins)
+        return seq_of(x) > seq_of(y) ? -1 : 1;
+    if ((x->size != 0) != (y->size != 0))
+        return x->size ? -1 : 1;
+    if (bind_of(x) != bind_of(y))
+        return bind_of(x) > bind_of(y) ? -1 : 1;
+    const char *nx = ctx->pool + x->name, *ny = ctx->pool + y->name;
+    size_t ux = leading_underscores(nx), uy = leading_underscores(ny);
+    if (ux != uy)
+        return ux < uy ? -1 : 1;
+    size_t lx = strlen(nx), ly = strlen(ny);
+    if (lx != ly)
+        return lx < ly ? -1 : 1;
+    int c = strcmp(nx, ny);
+    if (c)
+        return c;
+    return seq_of(x) < seq_of(y) ? -1 : (seq_of(x) > seq_of(y));
+}
+
+char *cn_sym_demangle(const char *name)
+{
+    if (!name || name[0] != '_' || (name[1] != 'Z' && name[1] != 'R'))
+        return NULL;
+    return cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_VERBOSE);
+}
+
+int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
+{
+    if (t->n == 0)
+        return 0;
+    sort_ctx ctx = {t->pool, later_wins};
+    qsort_r(t->e, t->n, sizeof(*t->e), entry_cmp, &ctx);
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (k > 0 && t->e[k - 1].start == t->e[i].start)
+            continue; /* a worse alias */
+        t->e[k++] = t->e[i];
+    }
+    t->n = k;
+    for (size_t i = 0; i < k; i++) {
+        cn_sym__entry *e = &t->e[i];
+        if (e->size != 0)
+            continue;
+        uint64_t end = i + 1 < k ? t->e[i + 1].start : UINT64_MAX;
+        if (e->limit < end && e->limit > e->start)
+            end = e->limit;
+        if (end == UINT64_MAX || (max_gap && end - e->start > max_gap))
+            end = max_gap ? e->start + max_gap : e->start;
+        e->size = end - e->start;
+    }
+    /* Rebuild the pool with the kept names, demangled. */
+    size_t cap = 0;
+    for (size_t i = 0; i < k; i++)
+        cap += strlen(t->pool + t->e[i].name) + 1;
+    char *pool = malloc(cap ? cap : 1);
+    if (!pool)
+        return -ENOMEM;
+    size_t len = 0;
+    for (size_t i = 0; i < k; i++) {
+        const char *name = t->pool + t->e[i].name;
+        char *dm = cn_sym_demangle(name);
+        const char *use = dm ? dm : name;
+        size_t n = strlen(use);
+        if (n > CN_SYM__MAX_NAME)
+            n = CN_SYM__MAX_NAME;
+        if (len + n + 1 > cap) {
+            size_t ncap = (len + n + 1) * 2;
+            char *bigger = realloc(pool, ncap);
+            if (!bigger) {
+                free(dm);
+                free(pool);
+                return -ENOMEM;
+            }
+            pool = bigger;
+            cap = ncap;
+        }
+        memcpy(pool + len, use, n);
+        pool[len + n] = '\0';
+        t->e[i].name = (uint32_t)len;
+        len += n + 1;
+        free(dm);
+    }
+    free(t->pool);
+    t->pool = pool;
+    t->pool_len = t->pool_cap = len;
+    /* Shrink to fit: the bound on memory counts what we keep. */
+    cn_sym__entry *e = realloc(t->e, k * sizeof(*e));
+    if (e) {
+        t->e = e;
+        t->cap = k;
+    }
+    char *p = realloc(t->pool, len ? len : 1);
+    if (p)
+        t->pool = p;
+    free(t->starts);
+    t->starts = malloc(k * sizeof(*t->starts));
+    if (!t->starts)
+        return -ENOMEM;
+    for (size_t i = 0; i < k; i++)
+        t->starts[i] = t->e[i].start;
+    return 0;
+}
+
+const cn_sym__entry *cn_sym__table_find(const cn_sym__table *t, uint64_t addr)
+{
+    if (!t->starts || t->n == 0)
+        return NULL;
+    /* Branch-free search for the number of starts <= addr. */
+    const uint64_t *base = t->starts;
+    size_t n = t->n;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = base[half] <= addr ? base + half : base;
+        n -= half;
+    }
+    size_t lo = (size_t)(base - t->starts) + (*base <= addr);
+    if (lo == 0)
+        return NULL;
+    const cn_sym__entry *e = &t->e[lo - 1];
+    return addr - e->start < e->size ? e : NULL;
+}
+
+void cn_sym__table_clear(cn_sym__table *t)
+{
+    free(t->e);
+    free(t->pool);
+    free(t->starts);
+    memset(t, 0, sizeof(*t));
+}
+
+size_t cn_sym__table_memory(const cn_sym__table *t)
+{
+    return t->cap * sizeof(*t->e) + t->pool_cap + (t->starts ? t->n * sizeof(uint64_t) : 0);
+}
+
+uint32_t cn_sym__crc32(uint32_t crc, const void *buf, size_t len)
+{
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+        table[i] = c;
+    }
+    const uint8_t *p = buf;
+    crc = ~crc;
+    while (len--)
+        crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}

@@ -1,0 +1,200 @@
+/* textmaps.c — symbol tables from text: /proc/kallsyms and JIT perf maps.
+ *
+ * kallsyms: "ADDR TYPE NAME [MODULE]" per line; text symbols (t, T, w, W) are kept and
+ * extend to the next symbol (kallsyms has no sizes), at most 1 MiB.
+ * perf maps (/tmp/perf-PID.map, written by node --perf-basic-prof, the JVM's agents…):
+ * "START SIZE NAME" in hex, NAME the rest of the line; when two entries start at the same
+ * address the later line wins (code was replaced). Lines that do not parse are skipped;
+ * the input is untrusted and bounded by the caller. */
+#include "sym_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int parse_hex(const char **p, const char *end, uint64_t *out)
+{
+    const char *s = *p;
+    if (end - s >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+        s += 2;
+    uint64_t v = 0;
+    int digits = 0;
+    while (s < end) {
+        int c = (unsigned char)*s, d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            break;
+        if (++digits > 16)
+            return -EINVAL;
+        v = v << 4 | (uint64_t)d;
+        s++;
+    }
+    if (digits == 0)
+        return -EINVAL;
+    *p = s;
+    *out = v;
+    return 0;
+}
+
+static const char *skip_blanks(const char *s, const char *end)
+{
+    while (s < end && (*s == ' ' || *s == '\t'))
+        s++;
+    return s;
+}
+
+int cn_sym__kallsyms_parse(cn_sym__table *t, const char *buf, size_t len)
+{
+    const char *p = buf, *end = buf + len;
+    size_t nonzero = 0, total = 0;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        const char *s = p;
+        p = eol + 1;
+        uint64_t addr;
+        if (parse_hex(&s, eol, &addr) < 0 || s >= eol || (*s != ' ' && *s != '\t'))
+            continue;
+        s = skip_blanks(s, eol);
+        if (s >= eol)
+            continue;
+        char type = *s++;
+        if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+            continue;
+        s = skip_blanks(s, eol);
+        const char *name = s;
+        while (s < eol && *s != ' ' && *s != '\t' && *s != '\r')
+            s++;
+        if (s == name)
+            continue;
+        total++;
+        if (addr == 0)
+            continue; /* hidden by kptr_restrict */
+        nonzero++;
+        int rc = cn_sym__table_add(t, addr, 0, UINT64_MAX, name, (size_t)(s - name),
+                                   type == 'T'                  ? CN_SYM__BIND_GLOBAL
+                                   : type == 'W' || type == 'w' ? CN_SYM__BIND_WEAK
+                                                                : CN_SYM__BIND_LOCAL);
+        if (rc < 0)
+            return rc;
+    }
+    t->section_bytes += len;
+    if (total > 0 && nonzero == 0)
+        return -EACCES; /* every address zeroed: not allowed to see them */
+    return cn_sym__table_finish(t, 1u << 20, 0);
+}
+
+int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len)
+{
+    const char *p = buf, *end = buf + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        const char *s = p;
+        p = eol + 1;
+        uint64_t start, size;
+        if (parse_hex(&s, eol, &start) < 0 || s >= eol || (*s != ' ' && *s != '\t'))
+            continue;
+        s = skip_blanks(s, eol);
+        if (parse_hex(&s, eol, &size) < 0 || s >= eol || (*s != ' ' && *s != '\t'))
+            continue;
+        s = skip_blanks(s, eol);
+        const char *name_end = eol;
+        while (name_end > s && (name_end[-1] == '\r' || name_end[-1] == ' '))
+            name_end--;
+        if (name_end == s || size == 0 || start + size < start)
+            continue;
+        int rc = cn_sym__table_add(t, start, size, UINT64_MAX, s, (size_t)(name_end - s),
+                                   CN_SYM__BIND_GLOBAL);
+        if (rc < 0)
+            return rc;
+    }
+    t->section_bytes += len;
+    return cn_sym__table_finish(t, 0, 1);
+}
+
+int cn_sym__read_file(const char *path, size_t max, char **buf_out, size_t *len_out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    int rc = 0;
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max) {
+                rc = -EFBIG;
+                break;
+            }
+            size_t ncap = cap * 2 > max ? max : cap * 2;
+            char *bigger = realloc(buf, ncap + 1);
+            if (!bigger) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = bigger;
+            cap = ncap;
+        }
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (got == 0)
+            break;
+        len += (size_t)got;
+    }
+    if (rc < 0) {
+        free(buf);
+        goto out;
+    }
+    buf[len] = '\0';
+    *buf_out = buf;
+    *len_out = len;
+out:
+    close(fd);
+    return rc;
+}
+
+int cn_sym_fuzz_perfmap(const uint8_t *data, size_t size)
+{
+    cn_sym__table t = {0};
+    int rc = cn_sym__perfmap_parse(&t, (const char *)data, size);
+    if (rc == 0) {
+        for (size_t i = 0; i < t.n; i++)
+            (void)cn_sym__table_find(&t, t.e[i].start + t.e[i].size - 1);
+        rc = (int)t.n;
+    }
+    cn_sym__table_clear(&t);
+    return rc;
+}
+
+int cn_sym_fuzz_kallsyms(const uint8_t *data, size_t size)
+{
+    cn_sym__table t = {0};
+    int rc = cn_sym__kallsyms_parse(&t, (const char *)data, size);
+    if (rc == 0) {
+        for (size_t i = 0; i < t.n; i++)
+            (void)cn_sym__table_find(&t, t.e[i].start + t.e[i].size / 2);
+        rc = (int)t.n;
+    }
+    cn_sym__table_clear(&t);
+    return rc;
+}

@@ -1,0 +1,320 @@
+/* worker.c — the symbolizer's worker thread.
+ *
+ * Requests are queued under a mutex (the submitter only copies them: it never waits on
+ * resolution); the thread takes them in batches of up to BATCH, resolves each through the
+ * shared cache without holding the queue lock, appends the answers to the outbox and
+ * signals the eventfd. The owner's loop takes the whole outbox at once. Each queued
+ * request owns a copy of its object's strings. */
+#include "sym_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BATCH 256
+
+typedef struct vec_req {
+    cn_sym_request *v;
+    size_t head, n, cap; /* a FIFO: live entries are v[head .. head+n) */
+} vec_req;
+
+struct cn_sym_worker {
+    cn_sym_cache *cache;
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* work or stop */
+    pthread_cond_t idle; /* in_flight reached 0 */
+    vec_req queue;
+    cn_sym_answer *out;
+    size_t n_out, cap_out;
+    size_t max_pending;
+    size_t in_flight; /* queued + being resolved */
+    int stop;
+    int efd;
+};
+
+static void req_free_strings(cn_sym_request *r)
+{
+    free((char *)r->obj.path);
+    free((char *)r->obj.identity);
+    r->obj.path = r->obj.identity = NULL;
+}
+
+static int req_copy(cn_sym_request *dst, const cn_sym_request *src)
+{
+    *dst = *src;
+    dst->obj.path = src->obj.path ? strdup(src->obj.path) : NULL;
+    dst->obj.identity = src->obj.identity ? strdup(src->obj.identity) : NULL;
+    if ((src->obj.path && !dst->obj.path) || (src->obj.identity && !dst->obj.identity)) {
+        req_free_strings(dst);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int outbox_push(cn_sym_worker *w, const cn_sym_answer *a)
+{
+    if (w->n_out == w->cap_out) {
+        size_t cap = w->cap_out ? w->cap_out * 2 : 256;
+        cn_sym_answer *v = realloc(w->out, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        w->out = v;
+        w->cap_out = cap;
+    }
+    w->out[w->n_out++] = *a;
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    cn_sym_worker *w = arg;
+    cn_sym_request batch[BATCH];
+    cn_sym_answer ans[BATCH];
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->stop && w->queue.n == 0)
+            pthread_cond_wait(&w->wake, &w->lock);
+        if (w->stop)
+            break;
+        size_t n = w->queue.n < BATCH ? w->queue.n : BATCH;
+        memcpy(batch, w->queue.v + w->queue.head, n * sizeof(*batch));
+        w->queue.head += n;
+        w->queue.n -= n;
+        if (w->queue.n == 0)
+            w->queue.head = 0;
+        pthread_mutex_unlock(&w->lock);
+        for (size_t i = 0; i < n; i++) {
+            ans[i].tag = batch[i].tag;
+            ans[i].cookie = batch[i].cookie;
+            if (cn_sym_lookup(w->cache, &batch[i].obj, batch[i].addr, &ans[i].result) < 0) {
+                memset(&ans[i].result, 0, sizeof(ans[i].result));
+                ans[i].result.status = -ENOMEM;
+            }
+            req_free_strings(&batch[i]);
+        }
+        pthread_mutex_lock(&w->lock);
+        for (size_t i = 0; i < n; i++) {
+            if (outbox_push(w, &ans[i]) < 0)
+                cn_sym_result_clear(&ans[i].result); /* lost: the frame keeps its name */
+        }
+        w->in_flight -= n;
+        uint64_t one = 1;
+        ssize_t wr = write(w->efd, &one, sizeof(one));
+        (void)wr; /* EAGAIN only when the counter is saturated: still readable */
+        if (w->in_flight == 0)
+            pthread_cond_broadcast(&w->idle);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **out)
+{
+    if (!cache || !out)
+        return -EINVAL;
+    cn_sym_worker *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->cache = cache;
+    w->max_pending = max_pending ? max_pending : (1u << 20);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    pthread_cond_init(&w->idle, NULL);
+    int rc;
+    w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->efd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    rc = -pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc < 0)
+        goto fail;
+    w->thread_started = 1;
+    *out = w;
+    return 0;
+fail:
+    cn_sym_worker_free(w);
+    return rc;
+}
+
+cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)
+{
+    if (!w)
+        return NULL;
+    if (w->thread_started) {
+        pthread_mutex_lock(&w->lock);
+        w->stop = 1;
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+        pthread_join(w->thread, NULL);
+    }
+    for (size_t i = 0; i < w->queue.n; i++)
+        req_free_strings(&w->queue.v[w->queue.head + i]);
+    free(w->queue.v);
+    for (size_t i = 0; i < w->n_out; i++)
+        cn_sym_result_clear(&w->out[i].result);
+    free(w->out);
+    if (w->efd >= 0)
+        close(w->efd);
+    pthread_cond_destroy(&w->idle);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    return NULL;
+}
+
+int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n)
+{
+    if (!w || (!reqs && n))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        const cn_sym_object *o = &reqs[i].obj;
+        if ((o->kind == CN_SYM_USER && !o->path) ||
+            (o->kind == CN_SYM_JIT && o->pid <= 0 && !o->path) || o->kind > CN_SYM_JIT)
+            return -EINVAL;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    if (w->in_flight + n > w->max_pending) {
+        rc = -EAGAIN;
+        goto out;
+    }
+    vec_req *q = &w->queue;
+    if (q->head > 0 && q->head + q->n + n > q->cap) { /* compact */
+        memmove(q->v, q->v + q->head, q->n * sizeof(*q->v));
+        q->head = 0;
+    }
+    if (q->n + n > q->cap) {
+        size_t cap = q->cap ? q->cap : 256;
+        while (cap < q->n + n)
+            cap *= 2;
+        cn_sym_request *v = realloc(q->v, cap * sizeof(*v));
+        if (!v) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        q->v = v;
+        q->cap = cap;
+    }
+    size_t base = q->head + q->n, done = 0;
+    for (; done < n; done++) {
+        rc = req_copy(&q->v[base + done], &reqs[done]);
+        if (rc < 0)
+            break;
+    }
+    if (rc < 0) {
+        for (size_t i = 0; i < done; i++)
+            req_free_strings(&q->v[base + i]);
+        goto out;
+    }
+    q->n += n;
+    w->in_flight += n;
+    pthread_cond_signal(&w->wake);
+out:
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int cn_sym_worker_fd(const cn_sym_worker *w)
+{
+    return w ? w->efd : -1;
+}
+
+int cn_sym_worker_take(cn_sym_worker *w, cn_sym_batch **out)
+{
+    if (!w || !out)
+        return -EINVAL;
+    *out = NULL;
+    uint64_t v;
+    ssize_t rd = read(w->efd, &v, sizeof(v)); /* drain; EAGAIN when nothing signalled */
+    (void)rd;
+    cn_sym_batch *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    pthread_mutex_lock(&w->lock);
+    b->answers = w->out;
+    b->n = w->n_out;
+    w->out = NULL;
+    w->n_out = w->cap_out = 0;
+    pthread_mutex_unlock(&w->lock);
+    if (b->n == 0) {
+        free(b->answers);
+        free(b);
+        return 0;
+    }
+    *out = b;
+    return (int)b->n;
+}
+
+cn_sym_batch *cn_sym_batch_free(cn_sym_batch *b)
+{
+    if (!b)
+        return NULL;
+    for (size_t i = 0; i < b->n; i++)
+        cn_sym_result_clear(&b->answers[i].result);
+    free(b->answers);
+    free(b);
+    return NULL;
+}
+
+void cn_sym_worker_cancel(cn_sym_worker *w, uint64_t tag)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    vec_req *q = &w->queue;
+    size_t k = 0, dropped = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        cn_sym_request *r = &q->v[q->head + i];
+        if (r->tag == tag) {
+            req_free_strings(r);
+            dropped++;
+        } else {
+            q->v[q->head + k++] = *r;
+        }
+    }
+    q->n = k;
+    w->in_flight -= dropped;
+    k = 0;
+    for (size_t i = 0; i < w->n_out; i++) {
+        if (w->out[i].tag == tag)
+            cn_sym_result_clear(&w->out[i].result);
+        else
+            w->out[k++] = w->out[i];
+    }
+    w->n_out = k;
+    if (w->in_flight == 0)
+        pthread_cond_broadcast(&w->idle);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int cn_sym_worker_drain(cn_sym_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -EINVAL;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    if (timeout_ms >= 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    while (w->in_flight > 0 && rc == 0) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&w->idle, &w->lock);
+        else if (pthread_cond_timedwait(&w->idle, &w->lock, &deadline) == ETIMEDOUT)
+            rc = -ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}

@@ -1,0 +1,528 @@
+/* Unit tests of symbolizer/: symbol-table rules (sizes, aliases, sizeless symbols), perf
+ * maps and kallsyms, ELF objects (PIE, stripped + .gnu_debuglink, inline chains),
+ * corrupt files, the cache's memory bound, the worker thread, and a live tree that keeps
+ * a client's focus path valid while symbols arrive (with aggregate's regroup).
+ * The ELF tests use the binaries tests/cmake/symbolizer.cmake builds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cn_agg.h"
+#include "cn_sym.h"
+#include "sym_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char bin_dir[4096];
+
+static int have_bins(void)
+{
+    const char *b = getenv("CANOPY_BUILD_DIR");
+    snprintf(bin_dir, sizeof(bin_dir), "%s/tests/sym", b ? b : ".");
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/inl_pie", bin_dir);
+    return access(p, R_OK) == 0;
+}
+
+static void bin_path(char *buf, size_t size, const char *name)
+{
+    snprintf(buf, size, "%s/%s", bin_dir, name);
+}
+
+/* A symbol's file offset in path (via the ELF's .symtab and PT_LOAD), or 0. */
+static uint64_t sym_offset(const char *path, const char *name, uint64_t *size)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    uint64_t va = 0, off = 0;
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; i < d->d_size / sh.sh_entsize; i++) {
+            GElf_Sym s;
+            gelf_getsym(d, (int)i, &s);
+            const char *n = elf_strptr(elf, sh.sh_link, s.st_name);
+            if (n && strcmp(n, name) == 0 && GELF_ST_TYPE(s.st_info) == STT_FUNC) {
+                va = s.st_value;
+                if (size)
+                    *size = s.st_size;
+            }
+        }
+    }
+    size_t np = 0;
+    elf_getphdrnum(elf, &np);
+    for (size_t i = 0; i < np; i++) {
+        GElf_Phdr ph;
+        gelf_getphdr(elf, (int)i, &ph);
+        if (ph.p_type == PT_LOAD && va >= ph.p_vaddr && va < ph.p_vaddr + ph.p_filesz)
+            off = va - ph.p_vaddr + ph.p_offset;
+    }
+    elf_end(elf);
+    close(fd);
+    return off;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* --- symbol tables ------------------------------------------------------------------ */
+
+static void test_table_rules(void **state)
+{
+    (void)state;
+    cn_sym__table t = {0};
+    /* aliases at 0x100: sized beats sizeless, global beats weak, fewer underscores */
+    assert_int_equal(cn_sym__table_add(&t, 0x100, 0, UINT64_MAX, "nosize", 6, 2), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x100, 0x20, UINT64_MAX, "__GI_foo", 8, 2), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x100, 0x20, UINT64_MAX, "foo_weak", 8, 1), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x100, 0x20, UINT64_MAX, "foo", 3, 2), 0);
+    /* a sized symbol with a gap after it */
+    assert_int_equal(cn_sym__table_add(&t, 0x200, 0x10, UINT64_MAX, "bar", 3, 0), 0);
+    /* a sizeless one extends to the next symbol, bounded by its section's end */
+    assert_int_equal(cn_sym__table_add(&t, 0x300, 0, 0x380, "asm_label", 9, 0), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x400, 8, UINT64_MAX, "_ZN1A3fooEv", 11, 2), 0);
+    assert_int_equal(cn_sym__table_finish(&t, 0, 0), 0);
+    assert_int_equal(t.n, 4);
+    const cn_sym__entry *e = cn_sym__table_find(&t, 0x11f);
+    assert_non_null(e);
+    assert_string_equal(t.pool + e->name, "foo");
+    assert_null(cn_sym__table_find(&t, 0x120)); /* past foo's end */
+    assert_null(cn_sym__table_find(&t, 0xff));
+    assert_string_equal(t.pool + cn_sym__table_find(&t, 0x20f)->name, "bar");
+    assert_null(cn_sym__table_find(&t, 0x210));
+    assert_string_equal(t.pool + cn_sym__table_find(&t, 0x37f)->name, "asm_label");
+    assert_null(cn_sym__table_find(&t, 0x380));
+    assert_string_equal(t.pool + cn_sym__table_find(&t, 0x404)->name, "A::foo()");
+    cn_sym__table_clear(&t);
+}
+
+static void test_demangle(void **state)
+{
+    (void)state;
+    char *s = cn_sym_demangle("_ZNSt6vectorIiSaIiEE9push_backERKi");
+    assert_non_null(s);
+    assert_string_equal(s, "std::vector<int, std::allocator<int> >::push_back(int const&)");
+    free(s);
+    assert_null(cn_sym_demangle("main"));
+    s = cn_sym_demangle("_RNvCs1234_7mycrate3foo"); /* Rust v0, as c++filt prints it */
+    assert_non_null(s);
+    int ok = strcmp(s, "mycrate[3c1c0]::foo") == 0;
+    free(s);
+    assert_true(ok);
+}
+
+static void test_perfmap(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cn_sym_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "1000 10 LazyCompile:~foo file.js:1\n"
+                     "garbage line\n"
+                     "0x2000 0x20 bar with spaces\n"
+                     "1000 10 LazyCompile:*foo file.js:1\n"
+                     "3000 0 zero size skipped\n");
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {.kind = CN_SYM_JIT, .path = path, .pid = 1};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, 0x100f, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "LazyCompile:*foo file.js:1"); /* later wins */
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1010, &r), 0);
+    assert_int_equal(r.status, -ENOENT);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x201f, &r), 0);
+    assert_string_equal(r.chain[0].name, "bar with spaces");
+    cn_sym_result_clear(&r);
+    /* The map grows: re-read on the next lookup. */
+    FILE *f = fopen(path, "a");
+    fputs("5000 40 grown\n", f);
+    fclose(f);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x5001, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "grown");
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
+    unlink(path);
+}
+
+static void test_kallsyms(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cn_sym_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "ffffffff81000000 T _text\n"
+                     "ffffffff81000100 t do_thing\n"
+                     "ffffffff81000200 D some_data\n"
+                     "ffffffff81000300 T next_func\n"
+                     "ffffffffc0001000 t mod_func\t[mymod]\n");
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {.kind = CN_SYM_KERNEL, .path = path};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, 0xffffffff81000250, &r), 0);
+    assert_string_equal(r.chain[0].name, "do_thing"); /* data symbols are not functions */
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &o, 0xffffffffc0001010, &r), 0);
+    assert_string_equal(r.chain[0].name, "mod_func");
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
+    /* kptr_restrict: every address zero */
+    write_file(path, "0000000000000000 T _text\n0000000000000000 t foo\n");
+    c = cn_sym_cache_new(NULL);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x10, &r), 0);
+    assert_int_equal(r.status, -EACCES);
+    cn_sym_cache_free(c);
+    unlink(path);
+    /* the real one, when readable, resolves a well-known kernel function */
+    c = cn_sym_cache_new(NULL);
+    cn_sym_object k = {.kind = CN_SYM_KERNEL};
+    cn_sym_handle *h = NULL;
+    if (cn_sym_handle_get(c, &k, &h) == 0) {
+        cn_sym_object_info info;
+        cn_sym_handle_info(h, &info);
+        assert_true(info.symbols > 1000);
+        cn_sym_handle_put(c, h);
+    }
+    cn_sym_cache_free(c);
+}
+
+/* --- ELF objects -------------------------------------------------------------------- */
+
+static void check_func(cn_sym_cache *c, const char *file, const char *func, const char *source)
+{
+    char path[4200];
+    bin_path(path, sizeof(path), file);
+    char ref[4200];
+    bin_path(ref, sizeof(ref), strcmp(file, "inl_stripped") == 0 ? "inl_stripped.debug" : file);
+    uint64_t size = 0;
+    uint64_t off = sym_offset(strcmp(file, "inl_stripped") == 0 ? path : ref, func, &size);
+    if (strcmp(file, "inl_stripped") == 0) { /* no .symtab: take the PIE's (same layout) */
+        char pie[4200];
+        bin_path(pie, sizeof(pie), "inl_pie");
+        off = sym_offset(pie, func, &size);
+    }
+    assert_true(off != 0 && size > 2);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    cn_sym_result r;
+    for (uint64_t d = 0; d < size; d += size / 7 + 1) {
+        assert_int_equal(cn_sym_lookup(c, &o, off + d, &r), 0);
+        assert_int_equal(r.status, 0);
+        assert_true(r.depth >= 1);
+        assert_string_equal(r.chain[0].name, func);
+        assert_non_null(r.chain[r.depth - 1].file);
+        assert_true(r.chain[r.depth - 1].line > 0);
+        assert_int_equal(r.sym_offset, d);
+        cn_sym_result_clear(&r);
+    }
+    cn_sym_handle *h;
+    assert_int_equal(cn_sym_handle_get(c, &o, &h), 0);
+    cn_sym_object_info info;
+    cn_sym_handle_info(h, &info);
+    assert_string_equal(info.source, source);
+    assert_true(info.has_dwarf);
+    const char *name;
+    uint64_t start, sz;
+    assert_int_equal(cn_sym_handle_symbol(h, off + 1, &name, &start, &sz), 0);
+    assert_int_equal(start, off);
+    assert_int_equal(sz, size);
+    cn_sym_handle_put(c, h);
+}
+
+static void test_elf_objects(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing in %s (build target sym_test_binaries)", bin_dir);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    check_func(c, "inl_pie", "work_a", "symtab");
+    check_func(c, "inl_nopie", "work_b", "symtab");
+    check_func(c, "inl_stripped", "work_a", "debug"); /* via .gnu_debuglink */
+    /* An inline chain: somewhere in work_a, mix() is inlined (outer first). */
+    char path[4200];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t size, off = sym_offset(path, "work_a", &size);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    int found = 0;
+    for (uint64_t d = 0; d < size && !found; d++) {
+        cn_sym_result r;
+        assert_int_equal(cn_sym_lookup(c, &o, off + d, &r), 0);
+        if (r.depth >= 2 && strcmp(r.chain[r.depth - 1].name, "mix") == 0) {
+            found = 1;
+            assert_string_equal(r.chain[0].name, "work_a");
+            assert_true(r.chain[0].line > 0); /* the call site inside work_a */
+        }
+        cn_sym_result_clear(&r);
+    }
+    assert_true(found);
+    /* A missing file is reported, not fatal; and an offset outside every segment. */
+    cn_sym_object missing = {.kind = CN_SYM_USER, .path = "/nonexistent/lib.so"};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &missing, 0x10, &r), 0);
+    assert_int_equal(r.status, -ENOENT);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x7fffffff, &r), 0);
+    assert_int_equal(r.status, -ENOENT);
+    char id[64];
+    assert_int_equal(cn_sym_build_id(path, id, sizeof(id)), 40);
+    cn_sym_cache_free(c);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    char *buf;
+    assert_int_equal(cn_sym__read_file(path, 64u << 20, &buf, len), 0);
+    return (uint8_t *)buf;
+}
+
+static void test_corrupt_elf(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char path[4200];
+    bin_path(path, sizeof(path), "inl_pie");
+    size_t len;
+    uint8_t *img = slurp(path, &len);
+    int full = cn_sym_fuzz_elf(img, len);
+    assert_true(full > 5);
+    /* Truncations: fewer (or no) symbols, never a crash. */
+    for (size_t cut = 0; cut < len; cut += len / 97 + 1)
+        assert_true(cn_sym_fuzz_elf(img, cut) <= full);
+    /* Bit flips in the headers and tables. */
+    uint8_t *copy = malloc(len);
+    srand(7);
+    for (int round = 0; round < 300; round++) {
+        memcpy(copy, img, len);
+        for (int k = 0; k < 8; k++) {
+            size_t at = round % 2 ? (size_t)rand() % 128 : (size_t)rand() % len;
+            copy[at] ^= (uint8_t)(1u << (rand() % 8));
+        }
+        (void)cn_sym_fuzz_elf(copy, len);
+    }
+    free(copy);
+    free(img);
+    assert_true(cn_sym_fuzz_perfmap((const uint8_t *)"1 2 x\n", 6) == 1);
+}
+
+/* --- cache bound -------------------------------------------------------------------- */
+
+static void test_cache_bound(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.max_memory = 1; /* everything unreferenced is evicted */
+    cfg.lines = false;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    char a[4200], b[4200];
+    bin_path(a, sizeof(a), "inl_pie");
+    bin_path(b, sizeof(b), "inl_nopie");
+    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a}, ob = {.kind = CN_SYM_USER, .path = b};
+    cn_sym_handle *ha, *hb;
+    assert_int_equal(cn_sym_handle_get(c, &oa, &ha), 0);
+    assert_int_equal(cn_sym_handle_get(c, &ob, &hb), 0);
+    cn_sym_stats st;
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 2); /* held handles are never evicted */
+    cn_sym_handle_put(c, ha);
+    cn_sym_handle_put(c, hb);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.evictions, 2);
+    cn_sym_cache_free(c);
+    /* With room, an object loads once and is shared. */
+    c = cn_sym_cache_new(NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cn_sym_handle_get(c, &oa, &ha), 0);
+        cn_sym_handle_put(c, ha);
+    }
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.loads, 1);
+    cn_sym_cache_free(c);
+}
+
+/* --- worker ------------------------------------------------------------------------- */
+
+static void test_worker(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char path[4200];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t size, off = sym_offset(path, "work_b", &size);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_worker *w;
+    assert_int_equal(cn_sym_worker_new(c, 100, &w), 0);
+    cn_sym_request reqs[50];
+    for (int i = 0; i < 50; i++)
+        reqs[i] = (cn_sym_request){.tag = (uint64_t)(i % 2),
+                                   .cookie = (uint64_t)i,
+                                   .obj = {.kind = CN_SYM_USER, .path = path},
+                                   .addr = off + (uint64_t)i % size};
+    assert_int_equal(cn_sym_worker_submit(w, reqs, 50), 0);
+    assert_int_equal(cn_sym_worker_submit(w, reqs, 50), 0);
+    assert_int_equal(cn_sym_worker_submit(w, reqs, 1), -EAGAIN); /* bound of 100 pending */
+    assert_int_equal(cn_sym_worker_drain(w, 20000), 0);
+    struct pollfd p = {.fd = cn_sym_worker_fd(w), .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 0), 1);
+    cn_sym_worker_cancel(w, 1); /* drops queued answers of tag 1 */
+    cn_sym_batch *b;
+    assert_int_equal(cn_sym_worker_take(w, &b), 50);
+    for (size_t i = 0; i < b->n; i++) {
+        assert_int_equal(b->answers[i].tag, 0);
+        assert_int_equal(b->answers[i].result.status, 0);
+        assert_string_equal(b->answers[i].result.chain[0].name, "work_b");
+    }
+    cn_sym_batch_free(b);
+    assert_int_equal(cn_sym_worker_take(w, &b), 0);
+    assert_null(b);
+    cn_sym_worker_free(w);
+    cn_sym_cache_free(c);
+}
+
+/* --- a live tree keeps a held focus path valid while symbols arrive ----------------- */
+
+static double focus_total(cn_agg_profile *p, const cn_agg_transform *t)
+{
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.transforms = t;
+    q.n_transforms = t ? 1 : 0;
+    cn_agg_tree *tree = NULL;
+    cn_agg_err err;
+    assert_int_equal(cn_agg_query_run(p, &q, &tree, &err), 0);
+    double total = tree->total;
+    cn_agg_tree_free(tree);
+    return total;
+}
+
+static void test_live_regroup(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char path[4200];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t sz_main, sz_a, sz_b;
+    uint64_t o_main = sym_offset(path, "main", &sz_main);
+    uint64_t o_a = sym_offset(path, "work_a", &sz_a);
+    uint64_t o_b = sym_offset(path, "work_b", &sz_b);
+    cn_agg_profile *p = cn_agg_profile_new();
+    int32_t res = cn_agg_resource(p, "inl_pie", "test-id", path, CN_AGG_RES_LIBRARY);
+    assert_true(res >= 0);
+    /* Stacks (leaf first): main -> work_b (two addresses), main -> work_a. */
+    cn_agg_frame_ref s1[2] = {{res, o_b + 4}, {res, o_main + 2}};
+    cn_agg_frame_ref s2[2] = {{res, o_b + sz_b / 2}, {res, o_main + 2}};
+    cn_agg_frame_ref s3[2] = {{res, o_a + 3}, {res, o_main + 2}};
+    int32_t st1 = cn_agg_stack_from_refs(p, s1, 2), st2 = cn_agg_stack_from_refs(p, s2, 2),
+            st3 = cn_agg_stack_from_refs(p, s3, 2);
+    assert_true(st1 >= 0 && st2 >= 0 && st3 >= 0);
+    for (int i = 0; i < 10; i++) {
+        cn_agg_add_sample(p, st1, i, 1, -1);
+        cn_agg_add_sample(p, st2, i, 2, -1);
+        cn_agg_add_sample(p, st3, i, 4, -1);
+    }
+    /* The client holds focus on the path main+2 -> work_b+4 (placeholder names). */
+    const int32_t *f;
+    int32_t fr_main = cn_agg_stack_frame(p, cn_agg_stack_prefix(p, st1));
+    int32_t fr_b = cn_agg_stack_frame(p, st1);
+    cn_agg_frame_funcs(p, fr_main, &f);
+    char spec[1024];
+    int n = snprintf(spec, sizeof(spec), "focus:%s;", cn_agg_func_name(p, f[0]));
+    cn_agg_frame_funcs(p, fr_b, &f);
+    snprintf(spec + n, sizeof(spec) - (size_t)n, "%s", cn_agg_func_name(p, f[0]));
+    cn_agg_transform t;
+    cn_agg_err err;
+    assert_int_equal(cn_agg_transform_parse(spec, &t, &err), 0);
+    double all_before = focus_total(p, NULL), focus_before = focus_total(p, &t);
+    assert_true(all_before == 70.0);
+    assert_true(focus_before == 10.0);
+
+    /* Symbols arrive through the worker; the loop applies them with cn_agg_regroup. */
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_worker *w;
+    assert_int_equal(cn_sym_worker_new(c, 0, &w), 0);
+    size_t nf = cn_agg_frame_count(p);
+    for (size_t i = 0; i < nf; i++) {
+        cn_sym_request r = {.tag = 7,
+                            .cookie = i,
+                            .obj = {.kind = CN_SYM_USER, .path = path, .identity = "test-id"},
+                            .addr = (uint64_t)cn_agg_frame_address(p, (int32_t)i)};
+        assert_int_equal(cn_sym_worker_submit(w, &r, 1), 0);
+    }
+    assert_int_equal(cn_sym_worker_drain(w, 20000), 0);
+    cn_sym_batch *b;
+    assert_int_equal(cn_sym_worker_take(w, &b), (int)nf);
+    cn_agg_frame_symbols *fs = calloc(b->n, sizeof(*fs));
+    cn_agg_symbol *chains = calloc(b->n * CN_SYM__MAX_INLINE, sizeof(*chains));
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const cn_sym_result *r = &b->answers[i].result;
+        if (r->status < 0)
+            continue;
+        for (size_t d = 0; d < r->depth; d++)
+            chains[i * CN_SYM__MAX_INLINE + d] =
+                (cn_agg_symbol){r->chain[d].name, r->chain[d].file, r->chain[d].line};
+        fs[k++] = (cn_agg_frame_symbols){(int32_t)b->answers[i].cookie,
+                                         &chains[i * CN_SYM__MAX_INLINE], r->depth};
+    }
+    assert_int_equal(k, nf);
+    assert_int_equal(cn_agg_regroup(p, fs, k), 0);
+    free(fs);
+    free(chains);
+    cn_sym_batch_free(b);
+    cn_sym_worker_free(w);
+    cn_sym_cache_free(c);
+
+    /* Totals unchanged; the held path now names functions and selects the same samples
+     * plus the other work_b address, which collapsed into the same function. */
+    assert_true(focus_total(p, NULL) == all_before);
+    assert_int_equal(cn_agg_remap_transform(p, &t), 1);
+    assert_string_equal(t.path[0], "main");
+    int has_b = 0;
+    for (size_t i = 1; i < t.path_len; i++)
+        has_b |= strcmp(t.path[i], "work_b") == 0;
+    assert_true(has_b);
+    double focus_after = focus_total(p, &t);
+    assert_true(focus_after >= focus_before);
+    assert_true(focus_after <= 30.0);
+    cn_agg_transform_clear(&t);
+    cn_agg_profile_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_rules),  cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_perfmap),      cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_elf_objects),  cmocka_unit_test(test_corrupt_elf),
+        cmocka_unit_test(test_cache_bound),  cmocka_unit_test(test_worker),
+        cmocka_unit_test(test_live_regroup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
