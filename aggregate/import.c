@@ -1,0 +1,321 @@
+/* import.c — `canopy open`'s front door: read a profile file of any supported format.
+ *
+ * A source is a file descriptor or a memory buffer, optionally gzip-compressed (magic
+ * 1f 8b; concatenated members are read in turn), decompressed by zlib in chunks with a
+ * bound on the total (CN_AGG__IMPORT_MAX) so a gzip bomb fails cleanly. The first 64 KiB
+ * of content decide the format (cn_agg__looks_*, in this order: .canopy magic line, JSON
+ * object = .cpuprofile, pprof, perf script header, folded line). A .cpuprofile is fed to
+ * the streaming parser chunk by chunk, never held whole; the other formats are read into
+ * one buffer and parsed from it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "import_internal.h"
+
+#define HEAD_BYTES  (64 * 1024)
+#define CHUNK_BYTES (1024 * 1024)
+
+typedef struct src {
+    int fd;                   /* -1 for a memory source */
+    const unsigned char *mem; /* memory source */
+    size_t mem_len, mem_pos;
+    bool gz, zs_ready, gz_done, eof;
+    z_stream zs;
+    unsigned char *in; /* raw read buffer (fd sources) */
+    size_t total;      /* content bytes produced */
+    const char *name;
+    cn_agg_err *err;
+} src;
+
+/* Reads raw bytes (compressed or not) into buf. Returns the count, 0 at EOF, or
+ * negative errno with err set. */
+static ssize_t raw_read(src *s, unsigned char *buf, size_t cap)
+{
+    if (s->fd < 0) {
+        size_t n = s->mem_len - s->mem_pos < cap ? s->mem_len - s->mem_pos : cap;
+        memcpy(buf, s->mem + s->mem_pos, n);
+        s->mem_pos += n;
+        return (ssize_t)n;
+    }
+    for (;;) {
+        ssize_t n = read(s->fd, buf, cap);
+        if (n >= 0)
+            return n;
+        if (errno != EINTR)
+            return cn_agg_err_set(s->err, -errno, "%s: read: %s", s->name, strerror(errno));
+    }
+}
+
+/* Feeds zlib more compressed input. Returns 0 or negative errno. */
+static int gz_refill(src *s)
+{
+    if (s->fd < 0) {
+        s->zs.next_in = (unsigned char *)(s->mem + s->mem_pos);
+        size_t n = s->mem_len - s->mem_pos;
+        s->zs.avail_in = n > UINT32_MAX ? UINT32_MAX : (uInt)n;
+        s->mem_pos += s->zs.avail_in;
+        s->eof = s->mem_pos == s->mem_len;
+        return 0;
+    }
+    ssize_t n = raw_read(s, s->in, CHUNK_BYTES);
+    if (n < 0)
+        return (int)n;
+    s->eof = n == 0;
+    s->zs.next_in = s->in;
+    s->zs.avail_in = (uInt)n;
+    return 0;
+}
+
+/* Decompresses into buf. Returns the count, 0 at the end, or negative errno. */
+static ssize_t gz_read(src *s, unsigned char *buf, size_t cap)
+{
+    s->zs.next_out = buf;
+    s->zs.avail_out = (uInt)(cap > UINT32_MAX ? UINT32_MAX : cap);
+    while (s->zs.avail_out > 0 && !s->gz_done) {
+        if (s->zs.avail_in == 0) {
+            if (s->eof) {
+                return cn_agg_err_set(s->err, -EINVAL, "%s: truncated gzip data", s->name);
+            }
+            int rc = gz_refill(s);
+            if (rc < 0)
+                return rc;
+            if (s->zs.avail_in == 0)
+                continue; /* eof now set */
+        }
+        int z = inflate(&s->zs, Z_NO_FLUSH);
+        if (z == Z_STREAM_END) {
+            if (s->zs.avail_in == 0 && !s->eof) {
+                int rc = gz_refill(s);
+                if (rc < 0)
+                    return rc;
+            }
+            if (s->zs.avail_in == 0) {
+                s->gz_done = true;
+            } else if (s->zs.avail_in >= 2 && s->zs.next_in[0] == 0x1f &&
+                       s->zs.next_in[1] == 0x8b) {
+                inflateReset(&s->zs); /* another gzip member follows */
+            } else {
+                return cn_agg_err_set(s->err, -EINVAL, "%s: trailing garbage after gzip data",
+                                      s->name);
+            }
+        } else if (z != Z_OK && z != Z_BUF_ERROR) {
+            return cn_agg_err_set(s->err, -EINVAL, "%s: corrupt gzip data (%s)", s->name,
+                                  s->zs.msg ? s->zs.msg : "inflate failed");
+        }
+    }
+    return (ssize_t)(cap - s->zs.avail_out);
+}
+
+/* The next content bytes. Returns the count (0 at the end) or negative errno. */
+static ssize_t src_read(src *s, void *buf, size_t cap)
+{
+    ssize_t n = s->gz ? gz_read(s, buf, cap) : raw_read(s, buf, cap);
+    if (n > 0) {
+        s->total += (size_t)n;
+        if (s->total > CN_AGG__IMPORT_MAX)
+            return cn_agg_err_set(s->err, -EFBIG, "%s: more than %zu bytes of content", s->name,
+                                  CN_AGG__IMPORT_MAX);
+    }
+    return n;
+}
+
+/* Looks at the first raw bytes for the gzip magic and sets the source up. */
+static int src_open(src *s)
+{
+    unsigned char magic[2];
+    size_t have = 0;
+    if (s->fd < 0) {
+        have = s->mem_len < 2 ? s->mem_len : 2;
+        memcpy(magic, s->mem, have);
+    } else {
+        s->in = malloc(CHUNK_BYTES);
+        if (!s->in)
+            return cn_agg_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
+        while (have < 2) {
+            ssize_t n = raw_read(s, s->in + have, 2 - have);
+            if (n < 0)
+                return (int)n;
+            if (n == 0)
+                break;
+            have += (size_t)n;
+        }
+        memcpy(magic, s->in, have);
+    }
+    s->gz = have == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    if (s->gz) {
+        if (inflateInit2(&s->zs, 15 + 32) != Z_OK)
+            return cn_agg_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
+        s->zs_ready = true;
+        if (s->fd >= 0) { /* the two magic bytes are the first input */
+            s->zs.next_in = s->in;
+            s->zs.avail_in = (uInt)have;
+        }
+    } else if (s->fd >= 0) {
+        s->mem = NULL;
+    }
+    return (int)have;
+}
+
+static void src_close(src *s)
+{
+    if (s->zs_ready)
+        inflateEnd(&s->zs);
+    free(s->in);
+}
+
+/* Parses a whole buffer of content, whichever format it is. */
+static int dispatch(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                    cn_agg_err *err)
+{
+    size_t head = len < HEAD_BYTES ? len : HEAD_BYTES;
+    if (len == 0)
+        return cn_agg_err_set(err, -EINVAL, "%s: empty file", name);
+    if (cn_agg__looks_canopy(data, head))
+        return cn_agg__import_canopy(data, len, name, out, err);
+    if (cn_agg__looks_json(data, head))
+        return cn_agg__import_cpuprofile(data, len, name, out, err);
+    if (cn_agg__is_pprof(data, len))
+        return cn_agg__import_pprof(data, len, name, out, err);
+    if (cn_agg__looks_perf_script(data, head))
+        return cn_agg__import_perf_script(data, len, name, out, err);
+    if (cn_agg__looks_folded(data, head))
+        return cn_agg__import_folded(data, len, name, out, err);
+    return cn_agg_err_set(err, -EINVAL,
+                          "%s: not a profile canopy can read (expected .canopy, folded stacks, "
+                          ".cpuprofile JSON, perf script output or pprof)",
+                          name);
+}
+
+/* Streams the rest of a .cpuprofile source; head holds its first bytes. */
+static int stream_cpuprofile(src *s, const char *head, size_t head_len, cn_agg_profile **out,
+                             cn_agg_err *err)
+{
+    cn_agg__cpuprof *c = cn_agg__cpuprof_new(s->name);
+    char *chunk = malloc(CHUNK_BYTES);
+    int rc;
+    if (!c || !chunk) {
+        rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", s->name);
+        goto out;
+    }
+    if ((rc = cn_agg__cpuprof_feed(c, head, head_len, err)) < 0)
+        goto out;
+    for (;;) {
+        ssize_t n = src_read(s, chunk, CHUNK_BYTES);
+        if (n < 0) {
+            rc = (int)n;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        if ((rc = cn_agg__cpuprof_feed(c, chunk, (size_t)n, err)) < 0)
+            goto out;
+    }
+    rc = cn_agg__cpuprof_finish(c, out, err);
+out:
+    free(chunk);
+    cn_agg__cpuprof_free(c);
+    return rc;
+}
+
+/* Reads everything a source holds into one malloc'ed buffer (caller frees). */
+static int read_all(src *s, char **buf, size_t *len, size_t *cap)
+{
+    for (;;) {
+        if (*cap - *len < CHUNK_BYTES / 4 &&
+            cn_agg__grow((void **)buf, cap, *len + CHUNK_BYTES, 1) < 0)
+            return cn_agg_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
+        ssize_t n = src_read(s, *buf + *len, *cap - *len);
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return 0;
+        *len += (size_t)n;
+    }
+}
+
+/* The common path of both entry points. */
+static int import_src(src *s, cn_agg_profile **out, cn_agg_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = src_open(s);
+    if (rc < 0)
+        goto out;
+    if (s->fd < 0 && !s->gz) { /* plain memory: parse in place */
+        rc = dispatch((const char *)s->mem, s->mem_len, s->name, out, err);
+        goto out;
+    }
+    size_t probed = (size_t)rc;
+    if ((rc = cn_agg__grow((void **)&buf, &cap, HEAD_BYTES, 1)) < 0)
+        goto nomem;
+    if (!s->gz) { /* the magic probe already read these bytes */
+        memcpy(buf, s->in, probed);
+        len = probed;
+        s->total = len;
+    }
+    while (len < HEAD_BYTES) {
+        ssize_t n = src_read(s, buf + len, HEAD_BYTES - len);
+        if (n < 0) {
+            rc = (int)n;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > 0 && cn_agg__looks_json(buf, len) && !cn_agg__looks_canopy(buf, len)) {
+        rc = stream_cpuprofile(s, buf, len, out, err);
+        goto out;
+    }
+    if (len == HEAD_BYTES && (rc = read_all(s, &buf, &len, &cap)) < 0)
+        goto out;
+    rc = dispatch(buf, len, s->name, out, err);
+    goto out;
+nomem:
+    rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", s->name);
+out:
+    free(buf);
+    src_close(s);
+    return rc;
+}
+
+int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_agg_err *err)
+{
+    cn_agg_err local;
+    struct stat st;
+    if (!err)
+        err = &local;
+    if (!path || !out)
+        return cn_agg_err_set(err, -EINVAL, "import: bad arguments");
+    src s = {.fd = open(path, O_RDONLY | O_CLOEXEC), .name = path, .err = err};
+    if (s.fd < 0)
+        return cn_agg_err_set(err, -errno, "%s: %s", path, strerror(errno));
+    if (fstat(s.fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(s.fd);
+        return cn_agg_err_set(err, -EISDIR, "%s: is a directory", path);
+    }
+    int rc = import_src(&s, out, err);
+    close(s.fd);
+    return rc;
+}
+
+int cn_agg_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
+                         cn_agg_err *err)
+{
+    cn_agg_err local;
+    if (!err)
+        err = &local;
+    if (!name)
+        name = "(buffer)";
+    if ((!data && len) || !out)
+        return cn_agg_err_set(err, -EINVAL, "import: bad arguments");
+    src s = {
+        .fd = -1, .mem = data ? data : (const void *)"", .mem_len = len, .name = name, .err = err};
+    return import_src(&s, out, err);
+}

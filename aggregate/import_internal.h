@@ -1,0 +1,82 @@
+/* import_internal.h — what aggregate/'s importer files (import.c, import_folded.c,
+ * import_cpuprofile.c, import_perf_script.c, canopy_file.c) share.
+ *
+ * import.c reads a file (or takes a buffer), undoes gzip, sniffs the content with the
+ * cn_agg__looks_* predicates below and hands the bytes to one importer. The .cpuprofile
+ * importer is also a stream parser (feed chunks, then finish), so a large JSON file is
+ * never held in memory whole. Lines are split by a tiny iterator shared by the text
+ * formats. Nothing here is public; names carry the cn_agg__ prefix.
+ */
+#ifndef CN_AGG_IMPORT_INTERNAL_H
+#define CN_AGG_IMPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "agg_internal.h"
+
+/* The largest decompressed input accepted (bytes): a bound on what a gzip bomb costs. */
+#define CN_AGG__IMPORT_MAX ((size_t)4 << 30)
+
+/* The first line of a .canopy file, followed by " VERSION\n". */
+#define CN_AGG__CANOPY_MAGIC "canopy-profile"
+
+/* ---- line iteration --------------------------------------------------------------- */
+
+typedef struct cn_agg__lines {
+    const char *pos, *end;
+    size_t lineno; /* 1-based number of the line last returned */
+} cn_agg__lines;
+
+static inline void cn_agg__lines_init(cn_agg__lines *it, const char *data, size_t len)
+{
+    it->pos = data;
+    it->end = data + len;
+    it->lineno = 0;
+}
+
+/* The next line without its "\n" or "\r\n". Returns false at the end. */
+static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size_t *len)
+{
+    if (it->pos >= it->end)
+        return false;
+    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
+    const char *stop = nl ? nl : it->end;
+    *line = it->pos;
+    *len = (size_t)(stop - it->pos);
+    if (*len && (*line)[*len - 1] == '\r')
+        (*len)--;
+    it->pos = nl ? nl + 1 : it->end;
+    it->lineno++;
+    return true;
+}
+
+static inline bool cn_agg__is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* ---- sniffers: true when the (decompressed) head of a file looks like the format --- */
+
+bool cn_agg__looks_canopy(const char *data, size_t len);
+bool cn_agg__looks_json(const char *data, size_t len);
+bool cn_agg__looks_perf_script(const char *data, size_t len);
+bool cn_agg__looks_folded(const char *data, size_t len);
+
+/* ---- the streaming .cpuprofile parser -------------------------------------------- */
+
+typedef struct cn_agg__cpuprof cn_agg__cpuprof;
+
+/* A parser that reports errors as "NAME: byte OFFSET: what" (name is copied).
+ * NULL on ENOMEM. */
+cn_agg__cpuprof *cn_agg__cpuprof_new(const char *name);
+/* Parses the next chunk. Returns 0 or negative errno with err set (then only _free). */
+int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_agg_err *err);
+/* Ends the input and hands over the profile (*out, caller frees). 0 or negative errno. */
+int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_agg_err *err);
+/* Frees the parser and a profile it still owns; accepts NULL; returns NULL. */
+cn_agg__cpuprof *cn_agg__cpuprof_free(cn_agg__cpuprof *c);
+
+#endif /* CN_AGG_IMPORT_INTERNAL_H */
