@@ -1,0 +1,256 @@
+/* cn_smp.h — canopy's sampler: the whole public API of sampler/.
+ *
+ * The sampler captures what a process (with all its threads, present and future, and the
+ * children it forks) or the whole system is doing, with perf_event sampling. Data flows:
+ * the kernel writes records into one ring buffer per CPU; cn_smp_session_read() drains the
+ * rings without blocking, orders the records by time, tracks every process's address space
+ * (/proc/PID/maps, then MMAP2 records; exec resets it), unwinds each sample (kernel
+ * frame-pointer callchain, CFI fix-up of frame-less leaves, or libunwind over the copied
+ * user stack) and hands out, through callbacks, samples whose frames are LEAF FIRST
+ * (object, file offset) pairs — never bare virtual addresses — plus task events (comm,
+ * fork, exit). The sampler owns no tree: the caller interns frames (aggregate/).
+ *
+ * Ownership: a session owns its objects (struct cn_smp_object), which stay valid and
+ * unchanged until cn_smp_session_free(); everything a callback receives besides objects
+ * is only valid during the callback. A session is used by one thread at a time; nothing
+ * here locks. Functions return 0 (or a count) on success and a negative errno on failure;
+ * cn_smp_session_errmsg() then holds a one-line explanation. Nothing is dropped silently:
+ * every lost record, throttle, malformed record and early-stopped unwind is counted.
+ */
+#ifndef CN_SMP_H
+#define CN_SMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cn_smp_session cn_smp_session;
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration
+ */
+
+typedef enum cn_smp_target {
+    CN_SMP_TARGET_PID = 0, /* config.pid and all its threads and future children */
+    CN_SMP_TARGET_SYSTEM,  /* every CPU, every process (root or CAP_PERFMON) */
+    CN_SMP_TARGET_NONE,    /* no perf events: records come from cn_smp_session_feed() */
+} cn_smp_target;
+
+typedef enum cn_smp_unwind {
+    CN_SMP_UNWIND_AUTO = 0, /* frame pointers + CFI recovery of a frame-less leaf's caller;
+                               DWARF for a leaf in an object without frame pointers */
+    CN_SMP_UNWIND_FP,       /* the kernel's frame-pointer callchain only */
+    CN_SMP_UNWIND_DWARF,    /* libunwind over the copied user stack */
+} cn_smp_unwind;
+
+typedef struct cn_smp_config {
+    cn_smp_target target;
+    pid_t pid;            /* CN_SMP_TARGET_PID: the process to sample */
+    const char *event;    /* "cycles", "cpu-clock", "task-clock", ...; NULL or "auto":
+                             cycles where the kernel offers it, else cpu-clock */
+    uint32_t freq;        /* samples per second per thread/CPU; 0 = 99 */
+    cn_smp_unwind unwind; /* default CN_SMP_UNWIND_AUTO */
+    uint32_t stack_size;  /* user stack bytes copied per sample (dwarf); 0 = 8192. auto mode
+                             copies min(stack_size, 2048) */
+    bool no_kernel;       /* true: no kernel frames (also excludes kernel-mode samples'
+                             kernel part); default false = kernel frames where permitted */
+    bool enable_on_exec;  /* start counting at the target's next exec (cn_smp_spawn'ed
+                             children: sampling starts at the command's first instruction) */
+    uint32_t ring_pages;  /* data pages per CPU ring (power of two); 0 = default (256 for fp,
+                             1024 when stacks are copied) */
+} cn_smp_config;
+
+/* ---------------------------------------------------------------------------------------
+ * What the sampler produces
+ */
+
+typedef enum cn_smp_obj_kind {
+    CN_SMP_OBJ_USER = 0, /* a file-backed mapping (ELF executable or library, or [vdso]) */
+    CN_SMP_OBJ_KERNEL,   /* [kernel]: offset is the kernel address */
+    CN_SMP_OBJ_MODULE,   /* [module] (a kernel module): offset is the kernel address */
+    CN_SMP_OBJ_ANON,     /* anonymous memory, not executable: offset is the absolute address */
+    CN_SMP_OBJ_JIT,      /* anonymous executable memory: offset is the absolute address,
+                            for a /tmp/perf-PID.map lookup with pid below */
+} cn_smp_obj_kind;
+
+/* A code object. Owned by the session; valid until cn_smp_session_free(). Objects are
+ * shared between processes that map the same file. */
+typedef struct cn_smp_object {
+    uint32_t id; /* dense, 0.. in order of creation, session-unique */
+    cn_smp_obj_kind kind;
+    const char *identity; /* build-id hex, else "dev:inode:mtime"; "[kernel]", "[module]",
+                             "[anon:PID]", "[jit:PID]", "[vdso:PID]" */
+    const char *name;     /* display name: the file's basename, "[kernel]", ... */
+    const char *path;     /* file for the symbolizer (absolute; /proc/PID/root/... when the
+                             process has another root; /proc/PID/map_files/... when the file
+                             was deleted); NULL when there is none */
+    const char *build_id; /* lowercase hex, or NULL */
+    pid_t pid;            /* ANON/JIT/[vdso]: the process; else 0 */
+} cn_smp_object;
+
+typedef struct cn_smp_frame {
+    const cn_smp_object *obj;
+    uint64_t offset; /* file offset (USER), kernel address (KERNEL/MODULE), absolute
+                        address (ANON/JIT). Return addresses are already adjusted into the
+                        call instruction. */
+} cn_smp_frame;
+
+/* Why an unwind stopped before reaching the outermost frame. */
+typedef enum cn_smp_stop {
+    CN_SMP_STOP_NONE = 0,    /* complete */
+    CN_SMP_STOP_NO_INFO,     /* no unwind info (CFI) for an address, or unmapped address */
+    CN_SMP_STOP_STACK_SHORT, /* the stack copy was too small */
+    CN_SMP_STOP_BAD_READ,    /* a memory read failed (outside the stack copy and files) */
+    CN_SMP_STOP_MAX_DEPTH,   /* more frames than CN_SMP_MAX_FRAMES */
+    CN_SMP_STOP_OTHER,       /* libunwind reported another error */
+    CN_SMP_STOP__COUNT
+} cn_smp_stop;
+
+#define CN_SMP_MAX_FRAMES 256
+
+typedef struct cn_smp_sample {
+    pid_t pid, tid;
+    uint32_t cpu;
+    uint64_t time_ns;           /* CLOCK_MONOTONIC */
+    uint64_t period;            /* events (ns for cpu-clock/task-clock) since the previous sample */
+    const cn_smp_frame *frames; /* LEAF FIRST: kernel frames (if any), then user frames */
+    uint32_t nframes;
+    uint32_t nkernel; /* how many of the first frames are kernel frames */
+    cn_smp_stop stop; /* why the user unwind stopped early, or NONE */
+} cn_smp_sample;
+
+typedef enum cn_smp_task_kind {
+    CN_SMP_TASK_COMM = 0, /* a thread's name (at attach, prctl, or exec when exec is true) */
+    CN_SMP_TASK_FORK,     /* a new thread (pid == ppid) or process */
+    CN_SMP_TASK_EXIT,     /* a thread exited (the process when pid == tid) */
+} cn_smp_task_kind;
+
+typedef struct cn_smp_task_event {
+    cn_smp_task_kind kind;
+    pid_t pid, tid;   /* the task concerned */
+    pid_t ppid, ptid; /* FORK: the parent */
+    uint64_t time_ns; /* 0 when unknown (names read from /proc at attach) */
+    const char *comm; /* COMM: the new name (valid during the callback) */
+    bool exec;        /* COMM: the name changed because of an exec */
+} cn_smp_task_event;
+
+/* Callbacks, all optional, called from inside cn_smp_session_read()/_stop()/_feed(), in
+ * time order. arg is the pointer given to cn_smp_session_new(). */
+typedef struct cn_smp_callbacks {
+    void (*sample)(void *arg, const cn_smp_sample *sample);
+    void (*task)(void *arg, const cn_smp_task_event *ev);
+    /* A new object, before the first sample that uses it. */
+    void (*object)(void *arg, const cn_smp_object *obj);
+} cn_smp_callbacks;
+
+typedef struct cn_smp_counters {
+    uint64_t samples;     /* SAMPLE records delivered */
+    uint64_t lost;        /* records the kernel dropped (sum of LOST records' counts) */
+    uint64_t lost_events; /* LOST records */
+    uint64_t throttles, unthrottles;
+    uint64_t bad_records;  /* malformed records (skipped, counted) */
+    uint64_t unwind_early; /* samples whose user unwind stopped early (sum of by_reason) */
+    uint64_t unwind_stop[CN_SMP_STOP__COUNT]; /* by reason; [NONE] counts complete unwinds */
+    uint64_t leaf_fixups;   /* auto: callers of frame-less leaves recovered from CFI */
+    uint64_t dwarf_unwinds; /* samples unwound with libunwind */
+    uint64_t unmapped;      /* user addresses outside every known mapping */
+    uint64_t processes;     /* processes seen */
+    uint64_t threads;       /* threads seen */
+    uint64_t live_threads;  /* threads not yet exited (PID target) */
+} cn_smp_counters;
+
+/* ---------------------------------------------------------------------------------------
+ * Sessions
+ */
+
+/* A new session for cfg (copied; event string too). Nothing is opened yet. cb may be NULL.
+ * Returns 0 and *ret (free with cn_smp_session_free) or -EINVAL / -ENOMEM. */
+int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, void *arg,
+                       cn_smp_session **ret);
+
+/* Opens the perf events (one ring per CPU; for a PID target, per-thread inherited events
+ * for every thread, re-listing /proc/PID/task until stable), reads the starting address
+ * spaces, and enables sampling. Errors: -ESRCH (no such process), -EACCES/-EPERM (not
+ * permitted), -ENOENT (no such event), others from perf_event_open; see _errmsg(). */
+int cn_smp_session_start(cn_smp_session *s);
+
+/* The ring fds to poll for POLLIN (one per online CPU; POLLHUP when everything is gone).
+ * Returns the count and sets *fds to an array owned by the session. 0 before start. */
+size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds);
+
+/* Drains whatever the rings hold, never blocking, and delivers records in time order.
+ * Records newer than the previous call's start are held back one call so that records from
+ * different CPUs come out ordered (a sample is unwound with the mappings in force at its
+ * time). Returns the number of samples delivered (>= 0) or negative errno. */
+int cn_smp_session_read(cn_smp_session *s);
+
+/* Blocking helper for simple tools: polls the rings for up to timeout_ms (-1 = forever,
+ * until data arrives or the session ends), then reads. Returns like _read. */
+int cn_smp_session_wait(cn_smp_session *s, int timeout_ms);
+
+/* True once a PID target has no live thread left (every tracked task exited). Read
+ * again, or _stop(), to deliver what remains. Always false for SYSTEM. */
+bool cn_smp_session_ended(const cn_smp_session *s);
+
+/* Disables the events, delivers every record still held, and closes the fds. The session
+ * keeps its objects and counters. Idempotent. */
+int cn_smp_session_stop(cn_smp_session *s);
+
+/* Frees the session and its objects; accepts NULL; returns NULL. */
+cn_smp_session *cn_smp_session_free(cn_smp_session *s);
+
+/* The event actually used ("cpu-clock", "cycles", ...), valid after a successful start. */
+const char *cn_smp_session_event(const cn_smp_session *s);
+/* The unwind mode actually used. */
+cn_smp_unwind cn_smp_session_unwind(const cn_smp_session *s);
+/* Whether kernel frames are being collected (false with no_kernel or when not permitted). */
+bool cn_smp_session_kernel(const cn_smp_session *s);
+void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out);
+/* The last error's message (empty string when none). Owned by the session. */
+const char *cn_smp_session_errmsg(const cn_smp_session *s);
+
+/* Feeds raw perf records (a byte stream of struct perf_event_header-framed records, in the
+ * layout this session's start would request: see cn_smp_session_sample_type()) as if read
+ * from a ring, and delivers them (no holding back). Malformed records are counted and
+ * skipped; never crashes on any input. For tests, fuzzing and replays. Returns the number
+ * of samples delivered or negative errno. */
+int cn_smp_session_feed(cn_smp_session *s, const void *buf, size_t len);
+/* The perf sample_type bits (PERF_SAMPLE_*) and user-register mask this session uses. */
+uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
+uint64_t cn_smp_session_regs_mask(const cn_smp_session *s);
+
+/* Names: "fp", "dwarf", "auto"; parse returns -EINVAL on anything else. */
+const char *cn_smp_unwind_name(cn_smp_unwind u);
+int cn_smp_unwind_parse(const char *name, cn_smp_unwind *ret);
+const char *cn_smp_stop_name(cn_smp_stop stop);
+
+/* ---------------------------------------------------------------------------------------
+ * Starting a command held before its first instruction (for `canopy run`)
+ */
+
+typedef struct cn_smp_child {
+    pid_t pid;
+    int release_fd; /* write end of the pipe the child blocks on; -1 once released */
+} cn_smp_child;
+
+/* Forks a child that, as uid/gid (when uid != (uid_t)-1 it drops to them, and to gid's
+ * supplementary groups of none), blocks before execvp(argv[0], argv) until
+ * cn_smp_child_release(). The child keeps stdin/stdout/stderr. Returns 0 and *ret, or a
+ * negative errno. If the exec fails, the child exits with status 127. Attach a session
+ * with target pid = child.pid and enable_on_exec = true, start it, then release. */
+int cn_smp_spawn(char *const argv[], uid_t uid, gid_t gid, cn_smp_child *ret);
+/* Lets the child exec. Idempotent. Returns 0 or negative errno. */
+int cn_smp_child_release(cn_smp_child *c);
+/* Kills (SIGKILL) and reaps a child that was never released (error paths). */
+void cn_smp_child_abort(cn_smp_child *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CN_SMP_H */

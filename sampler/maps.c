@@ -1,0 +1,370 @@
+/* maps.c — /proc/PID/maps parsing, per-process address spaces and the ELF facts of objects.
+ *
+ * An address space is a sorted array of non-overlapping executable mappings (binary
+ * search by start); a new mapping replaces whatever it overlaps (splitting partial
+ * overlaps), which is how MMAP2 records supersede older mappings. Objects' files are
+ * mapped read-only once and parsed by hand with bounds checks on every header, so a
+ * truncated or hostile ELF file gives an error, never a crash. */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "smp_internal.h"
+
+/* Largest object file we map (bounds a target's influence on our address space). */
+#define CN_SMP_MAX_OBJECT_BYTES (4ULL << 30)
+
+static int hexnum(const char **s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(*s, &end, 16);
+    if (end == *s || errno)
+        return -EINVAL;
+    *s = end;
+    *out = v;
+    return 0;
+}
+
+int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out)
+{
+    /* start-end perms offset maj:min inode   path */
+    const char *s = line;
+    uint64_t maj, min;
+    memset(out, 0, sizeof(*out));
+    if (hexnum(&s, &out->start) < 0 || *s++ != '-' || hexnum(&s, &out->end) < 0 || *s++ != ' ')
+        return -EINVAL;
+    if (out->end <= out->start || strlen(s) < 5)
+        return -EINVAL;
+    out->exec = s[2] == 'x';
+    s += 4;
+    if (*s++ != ' ' || hexnum(&s, &out->pgoff) < 0 || *s++ != ' ')
+        return -EINVAL;
+    if (hexnum(&s, &maj) < 0 || *s++ != ':' || hexnum(&s, &min) < 0 || *s++ != ' ')
+        return -EINVAL;
+    if (maj > UINT32_MAX || min > UINT32_MAX)
+        return -EINVAL;
+    out->maj = (uint32_t)maj;
+    out->min = (uint32_t)min;
+    char *end;
+    errno = 0;
+    out->ino = strtoull(s, &end, 10);
+    if (end == s || errno)
+        return -EINVAL;
+    s = end;
+    while (*s == ' ')
+        s++;
+    char *path = line + (s - line);
+    size_t n = strlen(path);
+    while (n && (path[n - 1] == '\n' || path[n - 1] == ' '))
+        path[--n] = 0;
+    static const char del[] = " (deleted)";
+    if (n >= sizeof(del) - 1 && strcmp(path + n - (sizeof(del) - 1), del) == 0) {
+        out->deleted = true;
+        path[n - (sizeof(del) - 1)] = 0;
+    }
+    out->path = path;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Address spaces
+ */
+
+static int reserve(cn_smp__proc *p, size_t extra)
+{
+    if (p->nmaps + extra <= p->cap)
+        return 0;
+    size_t cap = p->cap ? p->cap * 2 : 16;
+    while (cap < p->nmaps + extra)
+        cap *= 2;
+    cn_smp__map *m = realloc(p->maps, cap * sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    p->maps = m;
+    p->cap = cap;
+    return 0;
+}
+
+/* First index whose end > addr. */
+static size_t lower(const cn_smp__proc *p, uint64_t addr)
+{
+    size_t lo = 0, hi = p->nmaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->maps[mid].end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgoff,
+                     cn_smp__obj *obj)
+{
+    if (end <= start)
+        return -EINVAL;
+    if (reserve(p, 2) < 0)
+        return -ENOMEM;
+    size_t i = lower(p, start);
+    /* Split a mapping that starts before us and extends past our end. */
+    if (i < p->nmaps && p->maps[i].start < start && p->maps[i].end > end) {
+        cn_smp__map tail = p->maps[i];
+        tail.pgoff += end - tail.start;
+        tail.start = end;
+        p->maps[i].end = start;
+        memmove(&p->maps[i + 2], &p->maps[i + 1], (p->nmaps - i - 1) * sizeof(*p->maps));
+        p->maps[i + 1] = tail;
+        p->nmaps++;
+        i++;
+    } else if (i < p->nmaps && p->maps[i].start < start) {
+        p->maps[i].end = start; /* trim the head part that stays */
+        i++;
+    }
+    /* Remove mappings fully covered; trim one that sticks out past end. */
+    size_t j = i;
+    while (j < p->nmaps && p->maps[j].end <= end)
+        j++;
+    if (j < p->nmaps && p->maps[j].start < end) {
+        p->maps[j].pgoff += end - p->maps[j].start;
+        p->maps[j].start = end;
+    }
+    memmove(&p->maps[i + 1], &p->maps[j], (p->nmaps - j) * sizeof(*p->maps));
+    p->nmaps = p->nmaps - (j - i) + 1;
+    p->maps[i] = (cn_smp__map){start, end, pgoff, obj};
+    return 0;
+}
+
+const cn_smp__map *cn_smp__proc_find(const cn_smp__proc *p, uint64_t addr)
+{
+    size_t i = lower(p, addr);
+    if (i < p->nmaps && p->maps[i].start <= addr)
+        return &p->maps[i];
+    return NULL;
+}
+
+void cn_smp__proc_clear(cn_smp__proc *p)
+{
+    free(p->maps);
+    p->maps = NULL;
+    p->nmaps = p->cap = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * ELF facts
+ */
+
+static bool in_file(const cn_smp__elf *e, uint64_t off, uint64_t n)
+{
+    return off <= e->size && n <= e->size - off;
+}
+
+static void parse_notes(const uint8_t *p, size_t n, char *hex, size_t hexlen, int *found)
+{
+    size_t off = 0;
+    while (!*found && n - off >= 12 && off <= n) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, p + off, 4);
+        memcpy(&descsz, p + off + 4, 4);
+        memcpy(&type, p + off + 8, 4);
+        off += 12;
+        uint64_t nalign = ((uint64_t)namesz + 3) & ~3ULL, dalign = ((uint64_t)descsz + 3) & ~3ULL;
+        if (nalign > n - off || dalign > n - off - nalign)
+            return;
+        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(p + off, "GNU", 4) == 0 &&
+            descsz > 0 && descsz <= 64 && hexlen >= 2 * (size_t)descsz + 1) {
+            for (uint32_t k = 0; k < descsz; k++)
+                snprintf(hex + 2 * k, 3, "%02x", p[off + nalign + k]);
+            *found = 1;
+        }
+        off += nalign + dalign;
+    }
+}
+
+static int elf_header(const uint8_t *data, size_t size, Elf64_Ehdr *eh)
+{
+    if (size < sizeof(*eh) || memcmp(data, ELFMAG, SELFMAG) != 0 || data[EI_CLASS] != ELFCLASS64)
+        return -ENOEXEC;
+    memcpy(eh, data, sizeof(*eh));
+    if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > size ||
+        (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size - eh->e_phoff)
+        return -ENOEXEC;
+    return 0;
+}
+
+int cn_smp__elf_build_id(const uint8_t *data, size_t size, char *hex, size_t hexlen)
+{
+    Elf64_Ehdr eh;
+    int found = 0;
+    if (elf_header(data, size, &eh) < 0)
+        return -ENOENT;
+    for (unsigned i = 0; i < eh.e_phnum && !found; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, data + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
+        if (ph.p_type != PT_NOTE || ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
+            continue;
+        parse_notes(data + ph.p_offset, ph.p_filesz, hex, hexlen, &found);
+    }
+    return found ? 0 : -ENOENT;
+}
+
+static void find_debug_frame(cn_smp__elf *e, const Elf64_Ehdr *eh)
+{
+    if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > e->size ||
+        (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > e->size - eh->e_shoff ||
+        eh->e_shstrndx >= eh->e_shnum)
+        return;
+    Elf64_Shdr strs;
+    memcpy(&strs, e->data + eh->e_shoff + (size_t)eh->e_shstrndx * sizeof(strs), sizeof(strs));
+    if (!in_file(e, strs.sh_offset, strs.sh_size))
+        return;
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, e->data + eh->e_shoff + (size_t)i * sizeof(sh), sizeof(sh));
+        if (sh.sh_name >= strs.sh_size || sh.sh_type != SHT_PROGBITS)
+            continue;
+        const char *name = (const char *)e->data + strs.sh_offset + sh.sh_name;
+        size_t room = strs.sh_size - sh.sh_name;
+        if (strnlen(name, room) < room && strcmp(name, ".debug_frame") == 0 &&
+            in_file(e, sh.sh_offset, sh.sh_size)) {
+            e->debug_frame_off = sh.sh_offset;
+            e->debug_frame_size = sh.sh_size;
+        }
+    }
+}
+
+/* Samples function starts from the .eh_frame_hdr search table and tests their prologues:
+ * an object built with frame pointers opens (nearly) every function with one. */
+static void detect_fp(cn_smp__elf *e)
+{
+    uint8_t hdr[4];
+    const cn_smp__arch *arch = cn_smp__arch_get();
+    e->has_fp = -1;
+    if (!e->eh_frame_hdr_vaddr || cn_smp__elf_read(e, e->eh_frame_hdr_vaddr, hdr, 4) < 0)
+        return;
+    /* version 1, eh_frame_ptr sdata4, fde_count udata4, table datarel|sdata4 */
+    if (hdr[0] != 1 || (hdr[1] & 0x0f) != 0x0b || hdr[2] != 0x03 || hdr[3] != 0x3b)
+        return;
+    uint32_t count;
+    if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + 8, &count, 4) < 0 || count == 0)
+        return;
+    uint32_t step = count > 200 ? count / 200 : 1, tested = 0, with_fp = 0;
+    for (uint32_t i = 0; i < count; i += step) {
+        int32_t rel;
+        uint8_t code[48];
+        if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + 12 + (uint64_t)i * 8, &rel, 4) < 0)
+            break;
+        if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + (uint64_t)(int64_t)rel, code,
+                             sizeof(code)) < 0)
+            continue;
+        tested++;
+        with_fp += arch->fp_prologue(code, sizeof(code));
+    }
+    e->fp_tested = tested;
+    e->fp_found = with_fp;
+    if (tested >= 4)
+        e->has_fp = with_fp * 4 >= tested;
+}
+
+int cn_smp__elf_load(cn_smp__obj *o)
+{
+    cn_smp__elf *e = &o->elf;
+    if (e->tried)
+        return e->ok ? 0 : -ENOEXEC;
+    e->tried = true;
+    e->has_fp = -1;
+    if (!o->open_path)
+        return -ENOENT;
+    int fd = open(o->open_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int ret = 0;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
+        (uint64_t)st.st_size > CN_SMP_MAX_OBJECT_BYTES) {
+        ret = -ENOEXEC;
+        goto out;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+        ret = -errno;
+        goto out;
+    }
+    e->data = m;
+    e->size = (size_t)st.st_size;
+    Elf64_Ehdr eh;
+    if (elf_header(e->data, e->size, &eh) < 0) {
+        ret = -ENOEXEC;
+        goto out;
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, e->data + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_LOAD && e->nload < sizeof(e->load) / sizeof(e->load[0])) {
+            e->load[e->nload].vaddr = ph.p_vaddr;
+            e->load[e->nload].offset = ph.p_offset;
+            e->load[e->nload].filesz = ph.p_filesz;
+            e->load[e->nload].memsz = ph.p_memsz;
+            e->load[e->nload].exec = ph.p_flags & PF_X;
+            e->nload++;
+        } else if (ph.p_type == PT_GNU_EH_FRAME) {
+            e->eh_frame_hdr_vaddr = ph.p_vaddr;
+            e->eh_frame_hdr_size = ph.p_memsz;
+        }
+    }
+    find_debug_frame(e, &eh);
+    e->ok = e->nload > 0;
+    if (e->ok)
+        detect_fp(e);
+    else
+        ret = -ENOEXEC;
+out:
+    close(fd);
+    if (ret < 0)
+        cn_smp__elf_unload(e), e->tried = true;
+    return ret;
+}
+
+void cn_smp__elf_unload(cn_smp__elf *e)
+{
+    if (e->data)
+        munmap((void *)e->data, e->size);
+    memset(e, 0, sizeof(*e));
+}
+
+bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint64_t *bias)
+{
+    for (uint32_t i = 0; i < e->nload; i++) {
+        const typeof(e->load[0]) *l = &e->load[i];
+        uint64_t seg_page = l->offset & ~0xfffULL;
+        if (pgoff >= seg_page && pgoff < l->offset + l->filesz) {
+            /* start maps file offset pgoff = vaddr (pgoff - offset + vaddr) */
+            *bias = start - (pgoff - l->offset + l->vaddr);
+            return true;
+        }
+    }
+    return false;
+}
+
+int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n)
+{
+    for (uint32_t i = 0; i < e->nload; i++) {
+        const typeof(e->load[0]) *l = &e->load[i];
+        if (vaddr < l->vaddr || vaddr - l->vaddr >= l->filesz || n > l->filesz - (vaddr - l->vaddr))
+            continue;
+        uint64_t off = l->offset + (vaddr - l->vaddr);
+        if (!in_file(e, off, n))
+            return -EFAULT;
+        memcpy(out, e->data + off, n);
+        return 0;
+    }
+    return -EFAULT;
+}

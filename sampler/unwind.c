@@ -1,0 +1,228 @@
+/* unwind.c — DWARF unwinding of a sample's user stack with libunwind, through a custom
+ * ("remote") address space: registers come from the sample, memory from the copied stack
+ * or, outside it, from the mapped object files; unwind tables from the objects'
+ * .eh_frame_hdr search tables (each object's file image and facts are loaded once and
+ * cached on the object; libunwind caches the parsed rules per address). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libunwind.h>
+
+#include "smp_internal.h"
+
+/* Not in libunwind's public headers, but exported (perf uses it the same way). */
+extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
+                                              unw_dyn_info_t *di, unw_proc_info_t *pi,
+                                              int need_unwind_info, void *arg);
+#define search_unwind_table UNW_OBJ(dwarf_search_unwind_table)
+
+/* Addresses this far above the stack copy are taken as stack (the copy was too short). */
+#define STACK_GUESS (8u << 20)
+
+struct cn_smp__unwinder {
+    unw_addr_space_t as;
+    pid_t last_pid;
+};
+
+typedef struct uctx {
+    const cn_smp__proc *p;
+    const cn_smp__rec *r;
+    const cn_smp__arch *arch;
+    uint64_t sp;
+    cn_smp__obj *cur; /* object of the last find_proc_info, for reads of its tables */
+    uint64_t cur_bias;
+    cn_smp_stop reason;
+} uctx;
+
+static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
+                          int need_unwind_info, void *arg)
+{
+    uctx *c = arg;
+    const cn_smp__map *m = cn_smp__proc_find(c->p, ip);
+    uint64_t bias;
+    uint8_t hdr[4];
+    uint32_t count;
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
+        !m->obj->elf.eh_frame_hdr_vaddr ||
+        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        goto noinfo;
+    const cn_smp__elf *e = &m->obj->elf;
+    if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr, hdr, 4) < 0 || hdr[0] != 1 || hdr[2] != 0x03 ||
+        hdr[3] != 0x3b || cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + 8, &count, 4) < 0)
+        goto noinfo;
+    c->cur = m->obj;
+    c->cur_bias = bias;
+    unw_dyn_info_t di;
+    memset(&di, 0, sizeof(di));
+    di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+    di.start_ip = m->start;
+    di.end_ip = m->end;
+    di.u.rti.segbase = bias + e->eh_frame_hdr_vaddr;
+    di.u.rti.table_data = bias + e->eh_frame_hdr_vaddr + 12;
+    di.u.rti.table_len = (uint64_t)count * 8 / sizeof(unw_word_t);
+    int ret = search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+    if (ret == -UNW_ENOINFO && c->reason == CN_SMP_STOP_NONE)
+        c->reason = CN_SMP_STOP_NO_INFO;
+    return ret;
+noinfo:
+    if (c->reason == CN_SMP_STOP_NONE)
+        c->reason = CN_SMP_STOP_NO_INFO;
+    return -UNW_ENOINFO;
+}
+
+static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
+{
+}
+
+static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap, void *arg)
+{
+    return -UNW_ENOINFO;
+}
+
+static int read_obj(cn_smp__obj *o, uint64_t bias, uint64_t addr, unw_word_t *val)
+{
+    return o && o->elf.ok && addr >= bias
+               ? cn_smp__elf_read(&o->elf, addr - bias, val, sizeof(*val))
+               : -EFAULT;
+}
+
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+{
+    uctx *c = arg;
+    if (write)
+        return -UNW_EINVAL;
+    uint64_t size = c->r->u.sample.stack_size;
+    if (addr >= c->sp && addr - c->sp <= size && size - (addr - c->sp) >= sizeof(*val)) {
+        memcpy(val, c->r->u.sample.stack + (addr - c->sp), sizeof(*val));
+        return 0;
+    }
+    if (read_obj(c->cur, c->cur_bias, addr, val) == 0)
+        return 0;
+    const cn_smp__map *m = cn_smp__proc_find(c->p, addr);
+    uint64_t bias;
+    if (m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
+        cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias) &&
+        read_obj(m->obj, bias, addr, val) == 0)
+        return 0;
+    if (c->reason == CN_SMP_STOP_NONE)
+        c->reason = addr >= c->sp && addr - c->sp < STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
+                                                                : CN_SMP_STOP_BAD_READ;
+    return -UNW_EINVAL;
+}
+
+static int access_reg(unw_addr_space_t as, unw_regnum_t regnum, unw_word_t *val, int write,
+                      void *arg)
+{
+    uctx *c = arg;
+    if (write)
+        return -UNW_EINVAL;
+    int perf = c->arch->unw_to_perf(regnum);
+    int idx = cn_smp__reg_index(c->r->u.sample.nregs ? cn_smp__arch_get()->regs_mask : 0, perf);
+    if (idx < 0 || (uint32_t)idx >= c->r->u.sample.nregs)
+        return -UNW_EBADREG;
+    *val = cn_smp__reg_at(c->r, (uint32_t)idx);
+    return 0;
+}
+
+static int access_fpreg(unw_addr_space_t as, unw_regnum_t num, unw_fpreg_t *val, int write,
+                        void *arg)
+{
+    return -UNW_EINVAL;
+}
+
+static int resume(unw_addr_space_t as, unw_cursor_t *cu, void *arg)
+{
+    return -UNW_EINVAL;
+}
+
+static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
+                         unw_word_t *offp, void *arg)
+{
+    return -UNW_EINVAL;
+}
+
+static unw_accessors_t accessors = {
+    .find_proc_info = find_proc_info,
+    .put_unwind_info = put_unwind_info,
+    .get_dyn_info_list_addr = get_dyn_info_list_addr,
+    .access_mem = access_mem,
+    .access_reg = access_reg,
+    .access_fpreg = access_fpreg,
+    .resume = resume,
+    .get_proc_name = get_proc_name,
+};
+
+cn_smp__unwinder *cn_smp__unwinder_new(void)
+{
+    cn_smp__unwinder *u = calloc(1, sizeof(*u));
+    if (!u)
+        return NULL;
+    u->as = unw_create_addr_space(&accessors, 0);
+    if (!u->as) {
+        free(u);
+        return NULL;
+    }
+    unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
+    return u;
+}
+
+cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u)
+{
+    if (!u)
+        return NULL;
+    unw_destroy_addr_space(u->as);
+    free(u);
+    return NULL;
+}
+
+int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
+                         uint64_t *pcs, int max, cn_smp_stop *stop)
+{
+    const cn_smp__arch *arch = cn_smp__arch_get();
+    uctx c = {.p = p, .r = r, .arch = arch, .reason = CN_SMP_STOP_NONE};
+    int n = 0;
+    *stop = CN_SMP_STOP_OTHER;
+    int isp = cn_smp__reg_index(arch->regs_mask, arch->perf_sp);
+    int iip = cn_smp__reg_index(arch->regs_mask, arch->perf_ip);
+    if (!r->u.sample.regs || isp < 0 || iip < 0 || (uint32_t)isp >= r->u.sample.nregs ||
+        (uint32_t)iip >= r->u.sample.nregs || max <= 0)
+        return 0;
+    c.sp = cn_smp__reg_at(r, (uint32_t)isp);
+    if (p->pid != u->last_pid) {
+        unw_flush_cache(u->as, 0, 0); /* cached rules are per address, hence per process */
+        u->last_pid = p->pid;
+    }
+    unw_cursor_t cur;
+    if (unw_init_remote(&cur, u->as, &c) < 0) {
+        pcs[n++] = cn_smp__reg_at(r, (uint32_t)iip);
+        *stop = c.reason != CN_SMP_STOP_NONE ? c.reason : CN_SMP_STOP_OTHER;
+        return n;
+    }
+    for (;;) {
+        unw_word_t ip;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0) {
+            *stop = CN_SMP_STOP_NONE;
+            break;
+        }
+        if (n >= max) {
+            *stop = CN_SMP_STOP_MAX_DEPTH;
+            break;
+        }
+        pcs[n++] = ip;
+        int ret = unw_step(&cur);
+        if (ret > 0)
+            continue;
+        if (ret == 0)
+            *stop = CN_SMP_STOP_NONE;
+        else
+            *stop = c.reason != CN_SMP_STOP_NONE ? c.reason
+                    : ret == -UNW_ENOINFO        ? CN_SMP_STOP_NO_INFO
+                                                 : CN_SMP_STOP_OTHER;
+        break;
+    }
+    /* Reaching the max only matters to a caller who asked for everything. */
+    if (*stop == CN_SMP_STOP_MAX_DEPTH && max < CN_SMP_MAX_FRAMES)
+        *stop = CN_SMP_STOP_NONE;
+    return n;
+}

@@ -1,0 +1,846 @@
+/* test_sampler.c — the sampler against workloads with known profiles (tests/workloads,
+ * built by tests/cmake/sampler.cmake), plus its parsers on crafted input.
+ *
+ * Frames come back as (object, file offset); to compare shares by function the test
+ * resolves offsets itself with libelf (the workloads keep their .symtab), so it does not
+ * depend on the symbolizer. Live tests sample for ~1.5 s each at 999 Hz. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <linux/perf_event.h>
+
+#include "cn_smp.h"
+#include "smp_internal.h"
+
+extern char **environ;
+
+/* ---------------------------------------------------------------------------------------
+ * Test-only symbol resolution: file offset -> function name, per ELF file.
+ */
+typedef struct tsym {
+    uint64_t start, end;
+    char *name;
+} tsym;
+
+typedef struct tsymtab {
+    char *path;
+    tsym *syms;
+    size_t n;
+    struct {
+        uint64_t off, vaddr, filesz;
+    } load[8];
+    int nload;
+} tsymtab;
+
+static void tsymtab_load(tsymtab *t, const char *path)
+{
+    memset(t, 0, sizeof(*t));
+    t->path = strdup(path);
+    elf_version(EV_CURRENT);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return;
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    size_t nph = 0;
+    if (e && elf_getphdrnum(e, &nph) == 0) {
+        for (size_t i = 0; i < nph && t->nload < 8; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+                t->load[t->nload].off = ph.p_offset;
+                t->load[t->nload].vaddr = ph.p_vaddr;
+                t->load[t->nload].filesz = ph.p_filesz;
+                t->nload++;
+            }
+        }
+    }
+    Elf_Scn *scn = NULL;
+    while (e && (scn = elf_nextscn(e, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t cnt = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+        t->syms = calloc(cnt + 1, sizeof(*t->syms));
+        for (size_t i = 0; i < cnt; i++) {
+            GElf_Sym sym;
+            if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+                !sym.st_value)
+                continue;
+            const char *nm = elf_strptr(e, sh.sh_link, sym.st_name);
+            t->syms[t->n++] =
+                (tsym){sym.st_value, sym.st_value + (sym.st_size ? sym.st_size : 1), strdup(nm)};
+        }
+    }
+    if (e)
+        elf_end(e);
+    close(fd);
+}
+
+static void tsymtab_free(tsymtab *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->syms[i].name);
+    free(t->syms);
+    free(t->path);
+}
+
+static const char *tsymtab_name(const tsymtab *t, uint64_t off)
+{
+    for (int i = 0; i < t->nload; i++) {
+        if (off < t->load[i].off || off >= t->load[i].off + t->load[i].filesz)
+            continue;
+        uint64_t va = off - t->load[i].off + t->load[i].vaddr;
+        for (size_t k = 0; k < t->n; k++)
+            if (va >= t->syms[k].start && va < t->syms[k].end)
+                return t->syms[k].name;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Collector: folded stacks (root first) per thread, by function name.
+ */
+#define MAX_STACKS 4096
+
+typedef struct collector {
+    tsymtab syms[2]; /* the workload binary, and optionally a library */
+    int nsyms;
+    struct {
+        char *stack;
+        pid_t pid, tid;
+        long count;
+        uint64_t weight; /* sum of periods (ns for cpu-clock) */
+    } stacks[MAX_STACKS];
+    int nstacks;
+    long samples, kernel_samples;
+    char comm[64][32];
+    pid_t comm_tid[64];
+    int ncomm;
+    int forks, exits;
+    bool saw_exec;
+} collector;
+
+static const char *frame_name(collector *c, const cn_smp_frame *f, char *buf, size_t len)
+{
+    if (f->obj->kind == CN_SMP_OBJ_KERNEL || f->obj->kind == CN_SMP_OBJ_MODULE)
+        return "[k]";
+    for (int i = 0; i < c->nsyms; i++) {
+        const char *base = strrchr(c->syms[i].path, '/');
+        if (f->obj->kind == CN_SMP_OBJ_USER && strcmp(f->obj->name, base ? base + 1 : "") == 0) {
+            const char *n = tsymtab_name(&c->syms[i], f->offset);
+            if (n)
+                return n;
+        }
+    }
+    snprintf(buf, len, "%s", f->obj->name);
+    return buf;
+}
+
+static void on_sample(void *arg, const cn_smp_sample *s)
+{
+    collector *c = arg;
+    char stack[4096] = "", buf[256];
+    size_t used = 0;
+    c->samples++;
+    if (s->nkernel)
+        c->kernel_samples++;
+    for (int i = (int)s->nframes - 1; i >= (int)s->nkernel; i--) {
+        assert_non_null(s->frames[i].obj);
+        const char *n = frame_name(c, &s->frames[i], buf, sizeof(buf));
+        int w = snprintf(stack + used, sizeof(stack) - used, "%s%s", used ? ";" : "", n);
+        if (w < 0 || (size_t)w >= sizeof(stack) - used)
+            break;
+        used += (size_t)w;
+    }
+    for (int i = 0; i < c->nstacks; i++)
+        if (c->stacks[i].tid == s->tid && strcmp(c->stacks[i].stack, stack) == 0) {
+            c->stacks[i].count++;
+            c->stacks[i].weight += s->period;
+            return;
+        }
+    if (c->nstacks < MAX_STACKS) {
+        c->stacks[c->nstacks].stack = strdup(stack);
+        c->stacks[c->nstacks].pid = s->pid;
+        c->stacks[c->nstacks].tid = s->tid;
+        c->stacks[c->nstacks].count = 1;
+        c->stacks[c->nstacks].weight = s->period;
+        c->nstacks++;
+    }
+}
+
+static void on_task(void *arg, const cn_smp_task_event *ev)
+{
+    collector *c = arg;
+    if (ev->kind == CN_SMP_TASK_COMM && c->ncomm < 64) {
+        snprintf(c->comm[c->ncomm], sizeof(c->comm[0]), "%s", ev->comm);
+        c->comm_tid[c->ncomm++] = ev->tid;
+        if (ev->exec)
+            c->saw_exec = true;
+    } else if (ev->kind == CN_SMP_TASK_FORK) {
+        c->forks++;
+    } else if (ev->kind == CN_SMP_TASK_EXIT) {
+        c->exits++;
+    }
+}
+
+static void collector_free(collector *c)
+{
+    for (int i = 0; i < c->nsyms; i++)
+        tsymtab_free(&c->syms[i]);
+    for (int i = 0; i < c->nstacks; i++)
+        free(c->stacks[i].stack);
+    free(c);
+}
+
+/* Samples (of tid, or all when tid is 0) whose stack contains needle; and the total. */
+static long count_with(const collector *c, const char *needle, pid_t tid, bool prefix)
+{
+    long n = 0;
+    for (int i = 0; i < c->nstacks; i++) {
+        if (tid && c->stacks[i].tid != tid)
+            continue;
+        if (!needle || (prefix ? strncmp(c->stacks[i].stack, needle, strlen(needle)) == 0
+                               : strstr(c->stacks[i].stack, needle) != NULL))
+            n += c->stacks[i].count;
+    }
+    return n;
+}
+
+static void dump(const collector *c, const char *why)
+{
+    fprintf(stderr, "--- %s: %ld samples\n", why, c->samples);
+    for (int i = 0; i < c->nstacks; i++)
+        if (c->stacks[i].count * 100 >= c->samples)
+            fprintf(stderr, "  %6ld tid %d %s\n", c->stacks[i].count, (int)c->stacks[i].tid,
+                    c->stacks[i].stack);
+}
+
+static uint64_t weight_with(const collector *c, const char *needle, pid_t tid)
+{
+    uint64_t w = 0;
+    for (int i = 0; i < c->nstacks; i++)
+        if ((!tid || c->stacks[i].tid == tid) && (!needle || strstr(c->stacks[i].stack, needle)))
+            w += c->stacks[i].weight;
+    return w;
+}
+
+/* Period-weighted share (in %) of the stacks containing needle among those containing
+ * base (frequency mode varies the period from sample to sample, as perf report weighs). */
+static double share(const collector *c, const char *needle, pid_t tid, long total)
+{
+    (void)total;
+    uint64_t all = weight_with(c, tid ? NULL : "main", tid);
+    return all ? 100.0 * (double)weight_with(c, needle, tid) / (double)all : 0;
+}
+
+static void wl_path(char *out, size_t len, const char *name)
+{
+    const char *dir = getenv("CANOPY_WORKLOADS");
+    snprintf(out, len, "%s/%s", dir ? dir : "tests/workloads", name);
+}
+
+static bool perf_allowed(void)
+{
+    struct perf_event_attr a = {.size = sizeof(a),
+                                .type = PERF_TYPE_SOFTWARE,
+                                .config = PERF_COUNT_SW_CPU_CLOCK,
+                                .exclude_kernel = 1};
+    long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (fd < 0)
+        return false;
+    close((int)fd);
+    return true;
+}
+
+#define REQUIRE_PERF()                                                                             \
+    do {                                                                                           \
+        if (!perf_allowed()) {                                                                     \
+            if (getenv("CI") && strcmp(getenv("CI"), "true") == 0)                                 \
+                fail_msg("perf_event_open not permitted under CI=true");                           \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Runs the session until the target ends (or timeout_ms), then stops it. */
+static void drive(cn_smp_session *s, int timeout_ms)
+{
+    uint64_t t0 = (uint64_t)time(NULL);
+    while (!cn_smp_session_ended(s) && (uint64_t)time(NULL) - t0 < (uint64_t)timeout_ms / 1000)
+        assert_true(cn_smp_session_wait(s, 100) >= 0);
+    assert_int_equal(cn_smp_session_stop(s), 0);
+}
+
+/* `canopy run` path: spawn held, attach with enable_on_exec, release, sample to the end. */
+static collector *run_workload(const char *bin, char *const args[], cn_smp_unwind mode,
+                               cn_smp_counters *cnt)
+{
+    collector *c = calloc(1, sizeof(*c));
+    char path[512];
+    wl_path(path, sizeof(path), bin);
+    tsymtab_load(&c->syms[c->nsyms++], path);
+    char *argv[8] = {path};
+    for (int i = 0; args && args[i] && i < 6; i++)
+        argv[i + 1] = args[i];
+    cn_smp_child child;
+    assert_int_equal(cn_smp_spawn(argv, (uid_t)-1, (gid_t)-1, &child), 0);
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID,
+                         .pid = child.pid,
+                         .freq = 999,
+                         .unwind = mode,
+                         .enable_on_exec = true};
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
+    int ret = cn_smp_session_start(s);
+    if (ret < 0)
+        fail_msg("start: %s", cn_smp_session_errmsg(s));
+    assert_string_equal(cn_smp_session_event(s), "cpu-clock");
+    assert_int_equal(cn_smp_child_release(&child), 0);
+    drive(s, 30000);
+    int status;
+    assert_int_equal(waitpid(child.pid, &status, 0), child.pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cn_smp_session_counters(s, cnt);
+    cn_smp_session_free(s);
+    return c;
+}
+
+static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a)
+{
+    char *args[] = {"2", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload(bin, args, mode, &cnt);
+    long total = count_with(c, "main", 0, false);
+    char what[128];
+    snprintf(what, sizeof(what), "%s --unwind %s", bin, cn_smp_unwind_name(mode));
+    dump(c, what);
+    fprintf(stderr, "  early stops %lu (no-info %lu short %lu bad-read %lu), leaf fixups %lu\n",
+            (unsigned long)cnt.unwind_early, (unsigned long)cnt.unwind_stop[CN_SMP_STOP_NO_INFO],
+            (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT],
+            (unsigned long)cnt.unwind_stop[CN_SMP_STOP_BAD_READ], (unsigned long)cnt.leaf_fixups);
+    fprintf(stderr, "  dwarf unwinds %lu\n", (unsigned long)cnt.dwarf_unwinds);
+    assert_true(c->samples > 300); /* fewer on a loaded machine: cpu-clock */
+    assert_true(c->saw_exec);
+    assert_int_equal(cnt.lost, 0);
+    assert_int_equal(cnt.bad_records, 0);
+    /* Nearly every sample of the workload reaches main. */
+    assert_true(total * 100 >= c->samples * 90);
+    double b = share(c, "main;work_b;work_b_inner;burn", 0, total);
+    double cc = share(c, "main;work_c;work_c;work_c;work_c;work_c;burn", 0, total);
+    double a = share(c, "main;work_a;burn", 0, total);
+    fprintf(stderr, "  shares: work_a %.1f work_b %.1f work_c %.1f\n", a, b, cc);
+    /* Most samples are in burn (the leaf), the rest in the loops of the work functions. */
+    double b_all = share(c, "main;work_b;work_b_inner", 0, total);
+    double c_all = share(c, "main;work_c", 0, total);
+    assert_true(b_all > 25 && b_all < 35);
+    assert_true(c_all > 15 && c_all < 25);
+    assert_true(b > 15);
+    assert_true(cc > 10);
+    if (expect_work_a) {
+        double a_all = share(c, "main;work_a", 0, total);
+        assert_true(a_all > 45 && a_all < 55);
+        assert_true(a > 25);
+    }
+    collector_free(c);
+}
+
+static void test_shares_fp_mode(void **st)
+{
+    REQUIRE_PERF();
+    /* Plain frame pointers: burn sets up no frame, so its caller is lost from every stack
+     * (work_a, work_b_inner, the innermost work_c), exactly as `perf record -g` shows it.
+     * The shares of what remains are still right. */
+    char *args[] = {"2", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload("wl_shares_fp", args, CN_SMP_UNWIND_FP, &cnt);
+    dump(c, "wl_shares_fp --unwind fp");
+    long total = count_with(c, "main", 0, false);
+    assert_true(c->samples > 300 && total * 100 >= c->samples * 90);
+    double b = share(c, "main;work_b;", 0, total), cc = share(c, "main;work_c;", 0, total);
+    double a = share(c, "main;burn", 0, total) + share(c, "main;work_a", 0, total);
+    fprintf(stderr, "  fp shares: (work_a) %.1f work_b %.1f work_c %.1f\n", a, b, cc);
+    assert_true(a > 45 && a < 55);
+    assert_true(b > 25 && b < 35);
+    assert_true(cc > 15 && cc < 25);
+    assert_int_equal(cnt.dwarf_unwinds, 0);
+    collector_free(c);
+}
+
+static void test_shares_auto_fp_binary(void **st)
+{
+    REQUIRE_PERF();
+    check_shares("wl_shares_fp", CN_SMP_UNWIND_AUTO, true);
+}
+
+static void test_shares_auto_nofp_binary(void **st)
+{
+    REQUIRE_PERF();
+    check_shares("wl_shares_nofp", CN_SMP_UNWIND_AUTO, true);
+}
+
+static void test_shares_dwarf_fp_binary(void **st)
+{
+    REQUIRE_PERF();
+    check_shares("wl_shares_fp", CN_SMP_UNWIND_DWARF, true);
+}
+
+static void test_shares_dwarf_nofp_binary(void **st)
+{
+    REQUIRE_PERF();
+    check_shares("wl_shares_nofp", CN_SMP_UNWIND_DWARF, true);
+}
+
+/* Attach to an already running process (not through spawn). */
+static collector *attach_workload(const char *bin, char *const args[], const char *lib,
+                                  cn_smp_unwind mode, cn_smp_counters *cnt, pid_t *pid_out)
+{
+    collector *c = calloc(1, sizeof(*c));
+    char path[512], libpath[512];
+    wl_path(path, sizeof(path), bin);
+    tsymtab_load(&c->syms[c->nsyms++], path);
+    char *argv[8] = {path};
+    int k = 1;
+    if (lib) {
+        wl_path(libpath, sizeof(libpath), lib);
+        tsymtab_load(&c->syms[c->nsyms++], libpath);
+        argv[k++] = libpath;
+    }
+    for (int i = 0; args && args[i] && k < 7; i++)
+        argv[k++] = args[i];
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, path, NULL, NULL, argv, environ), 0);
+    usleep(100000);
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID, .pid = pid, .freq = 999, .unwind = mode};
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
+    if (cn_smp_session_start(s) < 0)
+        fail_msg("start: %s", cn_smp_session_errmsg(s));
+    const int *fds;
+    assert_true(cn_smp_session_fds(s, &fds) >= 1);
+    drive(s, 30000);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cn_smp_session_counters(s, cnt);
+    cn_smp_session_free(s);
+    *pid_out = pid;
+    return c;
+}
+
+static pid_t tid_named(const collector *c, const char *name)
+{
+    for (int i = c->ncomm - 1; i >= 0; i--)
+        if (strcmp(c->comm[i], name) == 0)
+            return c->comm_tid[i];
+    return 0;
+}
+
+static void test_threads_after_attach(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.5", "0.4", NULL};
+    cn_smp_counters cnt;
+    pid_t pid;
+    collector *c = attach_workload("wl_threads_fp", args, NULL, CN_SMP_UNWIND_AUTO, &cnt, &pid);
+    dump(c, "threads");
+    pid_t ta = tid_named(c, "wl-alpha"), tb = tid_named(c, "wl-beta");
+    assert_true(ta > 0 && tb > 0 && ta != pid && tb != pid);
+    assert_true(c->forks >= 2);
+    long na = count_with(c, NULL, ta, false), nb = count_with(c, NULL, tb, false);
+    fprintf(stderr, "  alpha %ld samples, beta %ld\n", na, nb);
+    assert_true(na > 200 && nb > 200);
+    assert_true(share(c, "alpha_work;spin", ta, na) > 90);
+    double x = share(c, "beta_x;spin", tb, nb), y = share(c, "beta_y;spin", tb, nb);
+    fprintf(stderr, "  beta_x %.1f beta_y %.1f\n", x, y);
+    assert_true(x > 65 && x < 75);
+    assert_true(y > 25 && y < 35);
+    assert_int_equal(cnt.lost, 0);
+    assert_int_equal(cnt.live_threads, 0);
+    collector_free(c);
+}
+
+static void test_fork_followed(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.0", "0.3", NULL};
+    cn_smp_counters cnt;
+    pid_t pid;
+    collector *c = attach_workload("wl_forker_fp", args, NULL, CN_SMP_UNWIND_AUTO, &cnt, &pid);
+    dump(c, "forker");
+    long child = 0, parent = 0;
+    for (int i = 0; i < c->nstacks; i++) {
+        if (c->stacks[i].pid != pid && strstr(c->stacks[i].stack, "main;child_work"))
+            child += c->stacks[i].count;
+        if (c->stacks[i].pid == pid && strstr(c->stacks[i].stack, "main;parent_work"))
+            parent += c->stacks[i].count;
+    }
+    assert_true(child > 100);
+    assert_true(parent > 100);
+    assert_true(cnt.processes >= 2);
+    collector_free(c);
+}
+
+static void test_dlopen_after_attach(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.0", "0.3", NULL};
+    cn_smp_counters cnt;
+    pid_t pid;
+    collector *c =
+        attach_workload("wl_dlopener_fp", args, "libwl_dlwork.so", CN_SMP_UNWIND_AUTO, &cnt, &pid);
+    dump(c, "dlopen");
+    long total = count_with(c, "main", 0, false);
+    assert_true(total > 200);
+    assert_true(share(c, "main;dl_work", 0, total) > 90);
+    collector_free(c);
+}
+
+/* A target that exits mid-session (killed) ends the session cleanly, data kept. */
+static void test_target_exit_mid_session(void **st)
+{
+    REQUIRE_PERF();
+    collector *c = calloc(1, sizeof(*c));
+    char path[512];
+    wl_path(path, sizeof(path), "wl_shares_fp");
+    char *argv[] = {path, "30", NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, path, NULL, NULL, argv, environ), 0);
+    cn_smp_config cfg = {
+        .target = CN_SMP_TARGET_PID, .pid = pid, .freq = 999, .unwind = CN_SMP_UNWIND_FP};
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
+    assert_int_equal(cn_smp_session_start(s), 0);
+    for (int i = 0; i < 5; i++)
+        assert_true(cn_smp_session_wait(s, 100) >= 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    for (int i = 0; i < 100 && !cn_smp_session_ended(s); i++)
+        assert_true(cn_smp_session_wait(s, 50) >= 0);
+    assert_true(cn_smp_session_ended(s));
+    assert_int_equal(cn_smp_session_stop(s), 0);
+    assert_int_equal(cn_smp_session_stop(s), 0); /* idempotent */
+    assert_true(c->samples > 100);
+    assert_true(c->exits >= 1);
+    cn_smp_session_free(s);
+    collector_free(c);
+}
+
+static void test_attach_errors(void **st)
+{
+    cn_smp_session *s = NULL;
+    cn_smp_config bad = {.target = CN_SMP_TARGET_PID, .pid = 0};
+    assert_int_equal(cn_smp_session_new(&bad, NULL, NULL, &s), -EINVAL);
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID, .pid = 0x3ffffff0};
+    assert_int_equal(cn_smp_session_new(&cfg, NULL, NULL, &s), 0);
+    assert_int_equal(cn_smp_session_start(s), -ESRCH);
+    assert_true(strlen(cn_smp_session_errmsg(s)) > 0);
+    s = cn_smp_session_free(s);
+    cn_smp_config ev = {.target = CN_SMP_TARGET_PID, .pid = getpid(), .event = "no-such"};
+    assert_int_equal(cn_smp_session_new(&ev, NULL, NULL, &s), 0);
+    assert_int_equal(cn_smp_session_start(s), -ENOENT);
+    s = cn_smp_session_free(s);
+    cn_smp_unwind u;
+    assert_int_equal(cn_smp_unwind_parse("dwarf", &u), 0);
+    assert_int_equal(u, CN_SMP_UNWIND_DWARF);
+    assert_int_equal(cn_smp_unwind_parse("fpx", &u), -EINVAL);
+}
+
+static void test_system_session(void **st)
+{
+    REQUIRE_PERF();
+    collector *c = calloc(1, sizeof(*c));
+    char path[512];
+    wl_path(path, sizeof(path), "wl_shares_fp");
+    tsymtab_load(&c->syms[c->nsyms++], path);
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_SYSTEM, .freq = 999, .unwind = CN_SMP_UNWIND_FP};
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
+    int ret = cn_smp_session_start(s);
+    if (ret < 0)
+        fail_msg("system: %s", cn_smp_session_errmsg(s));
+    char *argv[] = {path, "1.0", NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, path, NULL, NULL, argv, environ), 0);
+    int status;
+    while (waitpid(pid, &status, WNOHANG) == 0)
+        assert_true(cn_smp_session_wait(s, 100) >= 0);
+    assert_int_equal(cn_smp_session_stop(s), 0);
+    long mine = 0;
+    for (int i = 0; i < c->nstacks; i++)
+        if (c->stacks[i].pid == pid && strstr(c->stacks[i].stack, "main;work_"))
+            mine += c->stacks[i].count;
+    fprintf(stderr, "system: %ld samples, %ld of the workload in main;work_*\n", c->samples, mine);
+    assert_true(mine > 150);
+    assert_false(cn_smp_session_ended(s));
+    cn_smp_session_free(s);
+    collector_free(c);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Parsers on crafted input
+ */
+
+static void test_maps_line(void **st)
+{
+    char l1[] = "55d0c8a00000-55d0c8a02000 r-xp 00001000 fd:01 1234567    /usr/bin/true\n";
+    cn_smp__maps_line m;
+    assert_int_equal(cn_smp__maps_parse_line(l1, &m), 0);
+    assert_true(m.start == 0x55d0c8a00000ULL && m.end == 0x55d0c8a02000ULL);
+    assert_true(m.exec && !m.deleted);
+    assert_true(m.pgoff == 0x1000 && m.maj == 0xfd && m.min == 1 && m.ino == 1234567);
+    assert_string_equal(m.path, "/usr/bin/true");
+    char l2[] = "7f00-8f00 r-xp 00000000 00:05 77 /tmp/my lib.so (deleted)\n";
+    assert_int_equal(cn_smp__maps_parse_line(l2, &m), 0);
+    assert_true(m.deleted);
+    assert_string_equal(m.path, "/tmp/my lib.so");
+    char l3[] = "7ffd1000-7ffd3000 r-xp 00000000 00:00 0                          [vdso]";
+    assert_int_equal(cn_smp__maps_parse_line(l3, &m), 0);
+    assert_string_equal(m.path, "[vdso]");
+    char l4[] = "7f00-7e00 r-xp 0 00:00 0";
+    assert_int_equal(cn_smp__maps_parse_line(l4, &m), -EINVAL);
+    char l5[] = "zz";
+    assert_int_equal(cn_smp__maps_parse_line(l5, &m), -EINVAL);
+    char l6[] = "1000-2000 r-xp 0 00:00";
+    assert_int_equal(cn_smp__maps_parse_line(l6, &m), -EINVAL);
+}
+
+static void test_address_space_overlaps(void **st)
+{
+    cn_smp__proc p = {.pid = 1};
+    cn_smp__obj a = {0}, b = {0}, c = {0};
+    assert_int_equal(cn_smp__proc_map(&p, 0x1000, 0x5000, 0, &a), 0);
+    assert_int_equal(cn_smp__proc_map(&p, 0x8000, 0x9000, 0, &c), 0);
+    /* dlopen over the middle of a: split into three. */
+    assert_int_equal(cn_smp__proc_map(&p, 0x2000, 0x3000, 0x100000, &b), 0);
+    assert_int_equal(p.nmaps, 4);
+    assert_ptr_equal(cn_smp__proc_find(&p, 0x1fff)->obj, &a);
+    assert_ptr_equal(cn_smp__proc_find(&p, 0x2000)->obj, &b);
+    const cn_smp__map *tail = cn_smp__proc_find(&p, 0x3000);
+    assert_ptr_equal(tail->obj, &a);
+    assert_true(tail->pgoff == 0x2000); /* file offset follows the split */
+    assert_null(cn_smp__proc_find(&p, 0x6000));
+    /* A mapping covering several replaces them all. */
+    assert_int_equal(cn_smp__proc_map(&p, 0x0, 0x8800, 0, &c), 0);
+    assert_int_equal(p.nmaps, 2);
+    assert_ptr_equal(cn_smp__proc_find(&p, 0x4000)->obj, &c);
+    assert_true(cn_smp__proc_find(&p, 0x8900)->pgoff == 0x800); /* trimmed head */
+    cn_smp__proc_clear(&p);
+}
+
+/* Builds records into buf; returns the new length. */
+static size_t put(uint8_t *buf, size_t len, const void *rec, size_t n)
+{
+    memcpy(buf + len, rec, n);
+    return len + n;
+}
+
+typedef struct feed_ctx {
+    int samples, comms, forks;
+    uint64_t last_offset;
+    const char *last_obj;
+    uint32_t nframes, nkernel;
+} feed_ctx;
+
+static void feed_sample(void *arg, const cn_smp_sample *s)
+{
+    feed_ctx *f = arg;
+    f->samples++;
+    f->nframes = s->nframes;
+    f->nkernel = s->nkernel;
+    if (s->nframes) {
+        f->last_offset = s->frames[s->nframes - 1].offset;
+        f->last_obj = s->frames[s->nframes - 1].obj->name;
+    }
+}
+
+static void feed_task(void *arg, const cn_smp_task_event *ev)
+{
+    feed_ctx *f = arg;
+    f->comms += ev->kind == CN_SMP_TASK_COMM;
+    f->forks += ev->kind == CN_SMP_TASK_FORK;
+}
+
+static void test_feed_records(void **st)
+{
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_NONE, .unwind = CN_SMP_UNWIND_FP};
+    feed_ctx f = {0};
+    cn_smp_callbacks cb = {.sample = feed_sample, .task = feed_task};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, &f, &s), 0);
+    assert_int_equal(cn_smp_session_start(s), 0);
+    uint64_t st_bits = cn_smp_session_sample_type(s);
+    assert_true(st_bits & PERF_SAMPLE_CALLCHAIN);
+    uint8_t buf[4096];
+    size_t len = 0;
+    /* MMAP2 of /bin/x at 0x400000 (pgoff 0x1000), exec. */
+    struct {
+        struct perf_event_header h;
+        uint32_t pid, tid;
+        uint64_t addr, len, pgoff;
+        uint32_t maj, min;
+        uint64_t ino, gen;
+        uint32_t prot, flags;
+        char name[16];
+        uint32_t spid, stid;
+        uint64_t time;
+        uint32_t cpu, res;
+    } mm = {{PERF_RECORD_MMAP2, 0, sizeof(mm)},
+            42,
+            42,
+            0x400000,
+            0x2000,
+            0x1000,
+            0,
+            0,
+            99,
+            0,
+            5,
+            2,
+            "/bin/x",
+            42,
+            42,
+            10,
+            0,
+            0};
+    len = put(buf, len, &mm, sizeof(mm));
+    /* SAMPLE: ip, pid/tid, time, cpu, period, callchain [KERNEL, k1, k2, USER, u0, u1]. */
+    struct {
+        struct perf_event_header h;
+        uint64_t ip;
+        uint32_t pid, tid;
+        uint64_t time;
+        uint32_t cpu, res;
+        uint64_t period, nr, chain[6];
+    } sm = {{PERF_RECORD_SAMPLE, 0, sizeof(sm)},
+            0xffffffff81000010ULL,
+            42,
+            43,
+            20,
+            1,
+            0,
+            1000,
+            6,
+            {(uint64_t)PERF_CONTEXT_KERNEL, 0xffffffff81000010ULL, 0xffffffff81000100ULL,
+             (uint64_t)PERF_CONTEXT_USER, 0x400010, 0x401000}};
+    len = put(buf, len, &sm, sizeof(sm));
+    /* LOST record with sample_id trailer. */
+    struct {
+        struct perf_event_header h;
+        uint64_t id, lost;
+        uint32_t pid, tid;
+        uint64_t time;
+        uint32_t cpu, res;
+    } lost = {{PERF_RECORD_LOST, 0, sizeof(lost)}, 1, 7, 42, 42, 30, 0, 0};
+    len = put(buf, len, &lost, sizeof(lost));
+    /* A truncated record: size claims more than what remains. */
+    struct perf_event_header trunc = {PERF_RECORD_SAMPLE, 0, 200};
+    len = put(buf, len, &trunc, sizeof(trunc));
+    assert_int_equal(cn_smp_session_feed(s, buf, len), 1);
+    assert_int_equal(f.samples, 1);
+    assert_int_equal(f.nkernel, 2);
+    assert_int_equal(f.nframes, 4);
+    /* Outermost user frame: return address 0x401000 - 1 -> file offset 0x1fff. */
+    assert_string_equal(f.last_obj, "x");
+    assert_true(f.last_offset == 0x401000 - 1 - 0x400000 + 0x1000);
+    cn_smp_counters cnt;
+    cn_smp_session_counters(s, &cnt);
+    assert_int_equal(cnt.lost, 7);
+    assert_int_equal(cnt.lost_events, 1);
+    assert_true(cnt.bad_records >= 1);
+    /* A sample with a callchain count larger than the record: counted, not crashed. */
+    sm.nr = 1000;
+    assert_int_equal(cn_smp_session_feed(s, &sm, sizeof(sm)), 0);
+    cn_smp_session_counters(s, &cnt);
+    assert_true(cnt.bad_records >= 2);
+    cn_smp_session_free(s);
+}
+
+/* `test_sampler --record MODE CMD ARGS...`: runs CMD under the sampler (as `canopy run`
+ * would) and prints folded stacks (root first, by function for CMD's own binary, by
+ * object name elsewhere) weighted by period (ns); used by tests/integration/test_sampler_perf.sh
+ * to compare with `perf record` on the same workload. */
+static int record_main(int argc, char **argv)
+{
+    cn_smp_unwind mode;
+    if (argc < 4 || cn_smp_unwind_parse(argv[2], &mode) < 0) {
+        fprintf(stderr, "usage: test_sampler --record fp|dwarf|auto CMD ARGS...\n");
+        return 2;
+    }
+    collector *c = calloc(1, sizeof(*c));
+    tsymtab_load(&c->syms[c->nsyms++], argv[3]);
+    cn_smp_child child;
+    if (cn_smp_spawn(&argv[3], (uid_t)-1, (gid_t)-1, &child) < 0)
+        return 1;
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID,
+                         .pid = child.pid,
+                         .freq = 999,
+                         .unwind = mode,
+                         .enable_on_exec = true,
+                         .no_kernel = true};
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_session *s = NULL;
+    if (cn_smp_session_new(&cfg, &cb, c, &s) < 0 || cn_smp_session_start(s) < 0) {
+        fprintf(stderr, "sampler: %s\n", s ? cn_smp_session_errmsg(s) : "setup failed");
+        cn_smp_child_abort(&child);
+        return 1;
+    }
+    cn_smp_child_release(&child);
+    while (!cn_smp_session_ended(s))
+        if (cn_smp_session_wait(s, 100) < 0)
+            break;
+    cn_smp_session_stop(s);
+    waitpid(child.pid, NULL, 0);
+    for (int i = 0; i < c->nstacks; i++)
+        printf("%s %llu\n", c->stacks[i].stack, (unsigned long long)c->stacks[i].weight);
+    cn_smp_counters cnt;
+    cn_smp_session_counters(s, &cnt);
+    fprintf(stderr, "samples %lu lost %lu early-stops %lu\n", (unsigned long)cnt.samples,
+            (unsigned long)cnt.lost, (unsigned long)cnt.unwind_early);
+    cn_smp_session_free(s);
+    collector_free(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--record") == 0)
+        return record_main(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_maps_line),
+        cmocka_unit_test(test_address_space_overlaps),
+        cmocka_unit_test(test_feed_records),
+        cmocka_unit_test(test_attach_errors),
+        cmocka_unit_test(test_shares_fp_mode),
+        cmocka_unit_test(test_shares_auto_fp_binary),
+        cmocka_unit_test(test_shares_auto_nofp_binary),
+        cmocka_unit_test(test_shares_dwarf_fp_binary),
+        cmocka_unit_test(test_shares_dwarf_nofp_binary),
+        cmocka_unit_test(test_threads_after_attach),
+        cmocka_unit_test(test_fork_followed),
+        cmocka_unit_test(test_dlopen_after_attach),
+        cmocka_unit_test(test_target_exit_mid_session),
+        cmocka_unit_test(test_system_session),
+    };
+    if (getenv("CN_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("CN_TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
