@@ -454,6 +454,73 @@ int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
 int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
                      FILE *out, cn_agg_err *err);
 
+/* ---------------------------------------------------------------------------------------
+ * Formats and differential profiles (issue 6; export_*.c, import_pprof.c, diff.c)
+ */
+
+/* speedscope's evented profiles for an estimated timeline (one profile per tid, balanced
+ * open/close events in ns). Returns 0 or negative errno with err set. */
+int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+                                     FILE *out, cn_agg_err *err);
+
+/* A differential profile holds two sides in one set of tables, the representation the
+ * three-column folded importer also produces: metadata "diff" = "1", BASE's samples on
+ * thread "base" (pid 1, tid 1) and NEW's on thread "new" (pid 2, tid 2), raw weights.
+ * cn_agg_diff_profile() builds one from two profiles: each side's query is run (its
+ * range and thread filters; transforms too, though the usual way is to pass none and
+ * give the transforms to cn_agg_diff_run) and each call node with self weight becomes
+ * one stack of funcs, matched across sides by (name, library, file). Both sides must
+ * have the same unit (-EINVAL otherwise); weights are converted to NEW's scale.
+ * Returns 0 and *out (free with cn_agg_profile_free) or negative errno with err set. */
+int cn_agg_diff_profile(cn_agg_profile *base, const cn_agg_query *qbase, cn_agg_profile *newp,
+                        const cn_agg_query *qnew, cn_agg_profile **out, cn_agg_err *err);
+/* True when p is a differential profile (metadata diff=1 and both threads present). */
+bool cn_agg_is_diff(const cn_agg_profile *p);
+
+/* Per node (or function row) values of a differential result: the BASE side already
+ * multiplied by the normalizing factor. */
+typedef struct cn_agg_diff_vals {
+    double base_total, base_self;
+    double new_total, new_self;
+} cn_agg_diff_vals;
+
+/* A differential result. tree->nodes[i].total/self are NEW − BASE (normalized); children
+ * are ordered by |total| descending, ties by name; every merged call path is present
+ * (writers omit zero nodes without shown children, interface.md). Owns everything. */
+typedef struct cn_agg_diff {
+    cn_agg_tree *tree;
+    cn_agg_diff_vals *nodes;     /* tree->n_nodes entries */
+    cn_agg_diff_vals *functions; /* tree->n_functions entries (FUNCTIONS view) */
+    double base_sum, new_sum;    /* sides' totals after transforms, before normalizing */
+    double factor;               /* new_sum / base_sum when normalizing (1 if base_sum 0) */
+    bool normalized;
+} cn_agg_diff;
+
+/* Runs q (transforms, view, range) on both sides of differential profile d and merges the
+ * two results by call path (by func for the FUNCTIONS view). q's tid/pid are ignored.
+ * normalize scales BASE to NEW's total (calltree.md §1.1: weights may be negative).
+ * Returns 0 and *out (free with cn_agg_diff_free) or negative errno with err set
+ * (-EINVAL if d is not differential). */
+int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn_agg_diff **out,
+                    cn_agg_err *err);
+cn_agg_diff *cn_agg_diff_free(cn_agg_diff *r);
+
+/* Writers of a differential result. Text: one line per node with the change, its share
+ * of NEW's total, BASE and NEW. JSON: the tree format with "base" and "new" (totals) and
+ * "base_self"/"new_self" on every node, plus "diff", "base_total", "new_total",
+ * "factor", "normalized" at the top. SVG: a differential flame graph (width (BASE + NEW)
+ * / 2, red for growth, blue for shrinkage). Return 0 or negative errno. */
+int cn_agg_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
+                           const cn_agg_write_opts *o, FILE *out);
+int cn_agg_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
+                           const cn_agg_write_opts *o, FILE *out);
+int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r,
+                          const cn_agg_write_opts *o, FILE *out, cn_agg_err *err);
+/* Three-column folded `STACK BASE NEW` of d after q's transforms: raw (unnormalized)
+ * weights, one line per stack, sorted by the stack text; reads back as the same d. */
+int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out,
+                             cn_agg_err *err);
+
 #ifdef __cplusplus
 }
 #endif

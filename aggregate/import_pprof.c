@@ -44,11 +44,23 @@ static bool read_varint(const uint8_t *b, size_t len, size_t *pos, uint64_t *v)
 static bool field_ok(uint64_t field, uint64_t wt)
 {
     switch (field) {
-    case 1: case 2: case 3: case 4: case 5: case 6: case 11:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 11:
         return wt == 2;
     case 13:
         return wt == 0 || wt == 2;
-    case 7: case 8: case 9: case 10: case 12: case 14: case 15:
+    case 7:
+    case 8:
+    case 9:
+    case 10:
+    case 12:
+    case 14:
+    case 15:
         return wt == 0;
     default:
         return false;
@@ -115,9 +127,9 @@ typedef struct importer {
     cn_agg__u64map map_by_id, loc_by_id, fn_by_id; /* pprof id -> index */
     int32_t *map_res;                              /* mapping index -> resource (-2 = todo) */
     cn_agg__u64map func_of;                        /* (function index, res) -> func */
-    int32_t *loc_frames; /* frames of every location, outer first */
-    size_t *loc_off;     /* location index -> offset in loc_frames (n_location + 1) */
-    int32_t *scratch;    /* one sample's frames, root first */
+    int32_t *loc_frames;                           /* frames of every location, outer first */
+    size_t *loc_off;  /* location index -> offset in loc_frames (n_location + 1) */
+    int32_t *scratch; /* one sample's frames, root first */
     size_t scratch_cap;
 } importer;
 
@@ -144,9 +156,8 @@ static const char *str(const importer *im, int64_t i)
 }
 
 /* Indexes `n` ids into map; ids must be non-zero and unique. */
-static int index_ids(importer *im, cn_agg__u64map *map, size_t n, uint64_t (*id_of)(const void *,
-                                                                                      size_t),
-                     const void *arr, const char *what)
+static int index_ids(importer *im, cn_agg__u64map *map, size_t n,
+                     uint64_t (*id_of)(const void *, size_t), const void *arr, const char *what)
 {
     if (n > INT32_MAX)
         return cn_agg_err_set(im->err, -EINVAL, "%s: too many %ss", im->name, what);
@@ -157,8 +168,8 @@ static int index_ids(importer *im, cn_agg__u64map *map, size_t n, uint64_t (*id_
         if (id == 0)
             return cn_agg_err_set(im->err, -EINVAL, "%s: %s %zu has id 0", im->name, what, i);
         if (cn_agg__u64map_get(map, id) >= 0)
-            return cn_agg_err_set(im->err, -EINVAL, "%s: duplicate %s id %" PRIu64, im->name,
-                                  what, id);
+            return cn_agg_err_set(im->err, -EINVAL, "%s: duplicate %s id %" PRIu64, im->name, what,
+                                  id);
         if (cn_agg__u64map_put(map, id, (int32_t)i) < 0)
             return cn_agg_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
     }
@@ -191,16 +202,15 @@ static int validate(importer *im)
             return cn_agg_err_set(im->err, -EINVAL,
                                   "%s: sample_type %zu: string index out of range", nm, i);
     if (!str_ok(im, m->default_sample_type) ||
-        (m->period_type && (!str_ok(im, m->period_type->type) ||
-                            !str_ok(im, m->period_type->unit))))
+        (m->period_type &&
+         (!str_ok(im, m->period_type->type) || !str_ok(im, m->period_type->unit))))
         return cn_agg_err_set(im->err, -EINVAL, "%s: string index out of range", nm);
     int rc;
-    if ((rc = index_ids(im, &im->map_by_id, m->n_mapping, mapping_id, m->mapping, "mapping")) <
+    if ((rc = index_ids(im, &im->map_by_id, m->n_mapping, mapping_id, m->mapping, "mapping")) < 0 ||
+        (rc = index_ids(im, &im->loc_by_id, m->n_location, location_id, m->location, "location")) <
             0 ||
-        (rc = index_ids(im, &im->loc_by_id, m->n_location, location_id, m->location,
-                        "location")) < 0 ||
-        (rc = index_ids(im, &im->fn_by_id, m->n_function, function_id, m->function,
-                        "function")) < 0)
+        (rc = index_ids(im, &im->fn_by_id, m->n_function, function_id, m->function, "function")) <
+            0)
         return rc;
     for (size_t i = 0; i < m->n_mapping; i++)
         if (!str_ok(im, m->mapping[i]->filename) || !str_ok(im, m->mapping[i]->build_id))
@@ -211,15 +221,13 @@ static int validate(importer *im)
         const Perftools__Profiles__Function *f = m->function[i];
         if (!str_ok(im, f->name) || !str_ok(im, f->system_name) || !str_ok(im, f->filename))
             return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: function %" PRIu64 ": string index out of range", nm,
-                                  f->id);
+                                  "%s: function %" PRIu64 ": string index out of range", nm, f->id);
     }
     for (size_t i = 0; i < m->n_location; i++) {
         const Perftools__Profiles__Location *l = m->location[i];
         if (l->mapping_id && cn_agg__u64map_get(&im->map_by_id, l->mapping_id) < 0)
             return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: location %" PRIu64 ": mapping id %" PRIu64
-                                  " does not exist",
+                                  "%s: location %" PRIu64 ": mapping id %" PRIu64 " does not exist",
                                   nm, l->id, l->mapping_id);
         for (size_t j = 0; j < l->n_line; j++)
             if (cn_agg__u64map_get(&im->fn_by_id, l->line[j]->function_id) < 0)
@@ -237,8 +245,8 @@ static int validate(importer *im)
         for (size_t j = 0; j < s->n_location_id; j++)
             if (cn_agg__u64map_get(&im->loc_by_id, s->location_id[j]) < 0)
                 return cn_agg_err_set(im->err, -EINVAL,
-                                      "%s: sample %zu: location id %" PRIu64 " does not exist",
-                                      nm, i, s->location_id[j]);
+                                      "%s: sample %zu: location id %" PRIu64 " does not exist", nm,
+                                      i, s->location_id[j]);
         for (size_t j = 0; j < s->n_label; j++)
             if (!str_ok(im, s->label[j]->key) || !str_ok(im, s->label[j]->str) ||
                 !str_ok(im, s->label[j]->num_unit))
@@ -471,12 +479,24 @@ static size_t find_bad_field(const uint8_t *b, size_t len)
             break;
         const ProtobufCMessageDescriptor *d = NULL;
         switch (no[i]) {
-        case 1: case 11: d = &perftools__profiles__value_type__descriptor; break;
-        case 2: d = &perftools__profiles__sample__descriptor; break;
-        case 3: d = &perftools__profiles__mapping__descriptor; break;
-        case 4: d = &perftools__profiles__location__descriptor; break;
-        case 5: d = &perftools__profiles__function__descriptor; break;
-        default: continue;
+        case 1:
+        case 11:
+            d = &perftools__profiles__value_type__descriptor;
+            break;
+        case 2:
+            d = &perftools__profiles__sample__descriptor;
+            break;
+        case 3:
+            d = &perftools__profiles__mapping__descriptor;
+            break;
+        case 4:
+            d = &perftools__profiles__location__descriptor;
+            break;
+        case 5:
+            d = &perftools__profiles__function__descriptor;
+            break;
+        default:
+            continue;
         }
         ProtobufCMessage *msg = protobuf_c_message_unpack(d, NULL, flen, b + pos);
         if (!msg) {
@@ -503,8 +523,8 @@ int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_
     if (len == 0)
         return cn_agg_err_set(err, -EINVAL, "%s: empty pprof profile", name);
     if (bad != SIZE_MAX)
-        return cn_agg_err_set(err, -EINVAL,
-                              "%s: byte %zu: truncated or malformed pprof field", name, bad);
+        return cn_agg_err_set(err, -EINVAL, "%s: byte %zu: truncated or malformed pprof field",
+                              name, bad);
     m = perftools__profiles__profile__unpack(NULL, len, data);
     if (!m)
         return cn_agg_err_set(err, -EINVAL, "%s: byte %zu: malformed pprof message", name,

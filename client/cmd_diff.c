@@ -1,11 +1,296 @@
-/* Placeholder until its issue lands: every command here reports it is not built yet. */
+/* cmd_diff.c — `canopy diff BASE NEW [QUERY] [--no-normalize]`: a differential tree.
+ *
+ * BASE and NEW are profile files, optionally restricted to a time window with
+ * `FILE@FROM..TO` (seconds since the profile's start; either end may be omitted). An
+ * existing path wins over the window syntax. A single argument that is already a
+ * differential profile (a three-column folded file, or `--format canopy` output of this
+ * command) is accepted as well. The engine builds one differential profile (aggregate's
+ * cn_agg_diff_profile), then runs QUERY's transforms and view on both sides at once
+ * (cn_agg_diff_run): weights are NEW − BASE after scaling BASE to NEW's total, unless
+ * --no-normalize. Outputs: text, json, folded (three columns, readable back), svg, and
+ * canopy (the differential profile itself).
+ * Live sessions (SESSION, SESSION@FROM..TO) are not handled here yet: the daemon offers
+ * no way to fetch a session's tables; `canopy save SESSION -o FILE` first.
+ */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "client.h"
 
-int cn_cmd_diff(int argc, char **argv)
+static void diff_help(void)
 {
-    fprintf(stderr, "canopy diff: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    printf("usage: canopy diff BASE NEW [QUERY] [--no-normalize]\n"
+           "       canopy diff DIFF-FILE [QUERY] [--no-normalize]\n\n"
+           "Differential call tree: every node weighs NEW - BASE, after BASE is scaled to\n"
+           "NEW's total (--no-normalize: raw). BASE and NEW are profile files (any format\n"
+           "`canopy open` reads), optionally a time window FILE@FROM..TO in seconds since\n"
+           "the profile's start (FILE@10..20, FILE@..5, FILE@30..). DIFF-FILE is a\n"
+           "three-column folded file (STACK BASE NEW) or a differential .canopy file.\n"
+           "Live sessions: save them first (canopy save SESSION -o FILE).\n\n"
+           "QUERY options are those of `canopy open` (transforms, views, --tid, --only-pid,\n"
+           "--from/--to/--last for both sides). Formats: text (default), json (nodes carry\n"
+           "base and new), folded (STACK BASE NEW, raw weights), svg (red: grew, blue:\n"
+           "shrank), canopy (the differential profile).\n\n"
+           "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
 }
 
+/* One side: the file and its window. */
+typedef struct side {
+    char *path;          /* owned */
+    double from_s, to_s; /* NAN = open */
+} side;
+
+static int parse_seconds(const char *s, size_t len, double *out)
+{
+    char buf[64];
+    if (len == 0) {
+        *out = NAN;
+        return 0;
+    }
+    if (len >= sizeof(buf))
+        return -EINVAL;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    double v = strtod(buf, &end);
+    if (*end || !isfinite(v) || v < 0)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* Splits ARG into a file and a window. Returns 0 or an exit status after an error. */
+static int parse_side(const char *arg, side *s)
+{
+    struct stat st;
+    s->from_s = s->to_s = NAN;
+    const char *at = strrchr(arg, '@');
+    if (stat(arg, &st) == 0 || !at) {
+        s->path = strdup(arg);
+        return s->path ? 0 : CN_EXIT_FAIL;
+    }
+    const char *dots = strstr(at + 1, "..");
+    if (!dots || parse_seconds(at + 1, (size_t)(dots - at - 1), &s->from_s) < 0 ||
+        parse_seconds(dots + 2, strlen(dots + 2), &s->to_s) < 0 ||
+        (!isnan(s->from_s) && !isnan(s->to_s) && s->to_s <= s->from_s)) {
+        fprintf(stderr, "canopy diff: bad time window in '%s' (expected FILE@FROM..TO, seconds)\n",
+                arg);
+        return CN_EXIT_USAGE;
+    }
+    s->path = strndup(arg, (size_t)(at - arg));
+    return s->path ? 0 : CN_EXIT_FAIL;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+static int load(const char *path, cn_agg_profile **out)
+{
+    cn_agg_err err = {{0}};
+    int rc = cn_agg_import_file(path, out, &err);
+    if (rc < 0) {
+        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+    }
+    return CN_EXIT_OK;
+}
+
+/* The side's query: the window (or QUERY's range), QUERY's thread filters, no transforms
+ * (they run on the differential profile). */
+static void side_query(const cn_agg_profile *p, cn_cli_query *q, const side *s, cn_agg_query *out)
+{
+    cn_cli_query_resolve_range(p, q);
+    cn_agg_query_init(out);
+    out->from_ns = q->query.from_ns;
+    out->to_ns = q->query.to_ns;
+    if (!isnan(s->from_s))
+        out->from_ns = (int64_t)llround(s->from_s * 1e9);
+    if (!isnan(s->to_s))
+        out->to_ns = (int64_t)llround(s->to_s * 1e9);
+    out->tid = q->query.tid;
+    out->pid = q->query.pid;
+}
+
+static int write_result(cn_agg_profile *d, cn_cli_query *q, bool normalize, const char *title,
+                        FILE *out)
+{
+    cn_agg_err err = {{0}};
+    cn_agg_query dq = q->query;
+    cn_agg_write_opts o;
+    cn_agg_diff *r = NULL;
+    int rc;
+
+    dq.from_ns = INT64_MIN; /* the sides' ranges were applied when d was built */
+    dq.to_ns = INT64_MAX;
+    dq.tid = dq.pid = -1;
+    cn_agg_write_opts_init(&o);
+    o.title = title;
+    o.max_depth = q->depth;
+    o.min_percent = q->min_percent;
+    o.transforms = q->transforms;
+    o.n_transforms = q->n_transforms;
+    switch (q->format) {
+    case CN_AGG_FMT_FOLDED:
+        rc = cn_agg_write_diff_folded(d, &dq, out, &err);
+        goto done;
+    case CN_AGG_FMT_CANOPY:
+        rc = cn_agg_write_canopy(d, out);
+        goto done;
+    case CN_AGG_FMT_TEXT:
+    case CN_AGG_FMT_JSON:
+    case CN_AGG_FMT_SVG:
+        break;
+    default:
+        fprintf(stderr,
+                "canopy diff: --format %s is not available for differential profiles "
+                "(text, json, folded, svg, canopy)\n",
+                cn_cli_format_name(q->format));
+        return CN_EXIT_USAGE;
+    }
+    if ((rc = cn_agg_diff_run(d, &dq, normalize, &r, &err)) < 0)
+        goto done;
+    if (q->format == CN_AGG_FMT_JSON)
+        rc = cn_agg_write_diff_json(d, r, &o, out);
+    else if (q->format == CN_AGG_FMT_SVG)
+        rc = cn_agg_write_diff_svg(d, r, &o, out, &err);
+    else
+        rc = cn_agg_write_diff_text(d, r, &o, out);
+    cn_agg_diff_free(r);
+done:
+    if (rc < 0) {
+        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        return rc == -ENOMEM || rc == -EIO ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+    }
+    return CN_EXIT_OK;
+}
+
+/* Builds (or loads) the differential profile. Returns an exit status; *out on success. */
+static int make_diff(side *sides, int n_sides, cn_cli_query *q, cn_agg_profile **out)
+{
+    cn_agg_profile *p[2] = {NULL, NULL};
+    int status;
+    for (int i = 0; i < n_sides; i++)
+        if ((status = load(sides[i].path, &p[i])) != CN_EXIT_OK)
+            goto out;
+    if (n_sides == 1) {
+        if (!cn_agg_is_diff(p[0])) {
+            fprintf(stderr, "canopy diff: %s is not a differential profile (give BASE and NEW)\n",
+                    sides[0].path);
+            status = CN_EXIT_USAGE;
+            goto out;
+        }
+        *out = p[0];
+        p[0] = NULL;
+        status = CN_EXIT_OK;
+        goto out;
+    }
+    cn_agg_query qs[2];
+    for (int i = 0; i < 2; i++)
+        side_query(p[i], q, &sides[i], &qs[i]);
+    cn_agg_err err = {{0}};
+    int rc = cn_agg_diff_profile(p[0], &qs[0], p[1], &qs[1], out, &err);
+    if (rc < 0) {
+        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+        goto out;
+    }
+    status = CN_EXIT_OK;
+out:
+    cn_agg_profile_free(p[0]);
+    cn_agg_profile_free(p[1]);
+    return status;
+}
+
+int cn_cmd_diff(int argc, char **argv)
+{
+    cn_cli_query q;
+    side sides[2] = {{0}};
+    int n_sides = 0, status = CN_EXIT_USAGE;
+    bool normalize = true;
+    cn_agg_profile *d = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+
+    cn_cli_query_init(&q);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            diff_help();
+            status = CN_EXIT_OK;
+            goto out;
+        }
+        if (!strcmp(a, "--no-normalize")) {
+            normalize = false;
+            continue;
+        }
+        if (!strcmp(a, "--normalize")) {
+            normalize = true;
+            continue;
+        }
+        int r = cn_cli_parse_query_opt(&q, argc, argv, &i);
+        if (r < 0)
+            goto out;
+        if (r > 0)
+            continue;
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "canopy diff: unknown option '%s' (see canopy diff --help)\n", a);
+            goto out;
+        }
+        if (n_sides == 2) {
+            fprintf(stderr, "canopy diff: unexpected argument '%s' (BASE and NEW only)\n", a);
+            goto out;
+        }
+        if ((status = parse_side(a, &sides[n_sides++])) != CN_EXIT_OK)
+            goto out;
+        status = CN_EXIT_USAGE;
+    }
+    if (n_sides == 0) {
+        fprintf(stderr, "canopy diff: missing BASE and NEW (see canopy diff --help)\n");
+        goto out;
+    }
+    if (cn_cli_query_finish(&q) < 0)
+        goto out;
+    if ((status = make_diff(sides, n_sides, &q, &d)) != CN_EXIT_OK)
+        goto out;
+    cn_agg_err err = {{0}};
+    for (size_t i = 0; i < q.n_transforms; i++) {
+        if (cn_agg_transform_check(d, &q.transforms[i], &err) < 0) {
+            fprintf(stderr, "canopy: %s\n", err.msg);
+            status = CN_EXIT_USAGE;
+            goto out;
+        }
+    }
+    char title[512];
+    if (n_sides == 2)
+        snprintf(title, sizeof(title), "%s -> %s", base_name(sides[0].path),
+                 base_name(sides[1].path));
+    else
+        snprintf(title, sizeof(title), "%s", base_name(sides[0].path));
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        fprintf(stderr, "canopy: out of memory\n");
+        status = CN_EXIT_FAIL;
+        goto out;
+    }
+    status = write_result(d, &q, normalize, title, mem);
+    if (fclose(mem) != 0 && status == CN_EXIT_OK) {
+        fprintf(stderr, "canopy: out of memory\n");
+        status = CN_EXIT_FAIL;
+    }
+    if (status == CN_EXIT_OK)
+        status = cn_cli_emit(q.output, buf, len);
+out:
+    free(buf);
+    cn_agg_profile_free(d);
+    free(sides[0].path);
+    free(sides[1].path);
+    cn_cli_query_clear(&q);
+    return status;
+}

@@ -1,0 +1,670 @@
+/* export_pprof.c — a query's result as a gzipped pprof profile.proto (issue 6).
+ *
+ * Two sources of stacks (formats_internal.h):
+ * - raw (untransformed query): one pprof Sample per distinct (frame stack, thread) with
+ *   the sample count and the weight; one Location per frame with its address, its mapping
+ *   and one Line per func of its inline chain, innermost first; frames still named by
+ *   their placeholder get no Line, and their mapping has_functions = false, so pprof (or
+ *   canopy) can symbolize them later from the mapping's file name and build-id.
+ * - tree (transforms or --group-by): one Sample per call node with self != 0, whose
+ *   locations are the node's path leaf first; one Location per func.
+ * The message is built with protobuf-c over pooled arrays (every struct of one kind in
+ * one allocation, ids dense from 1), packed once and gzipped with zlib.
+ * Strings: the pprof string table points into the profile's interned strings (mapped
+ * by string id) and a few literals; nothing is copied.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "formats_internal.h"
+#include "profile.pb-c.h"
+
+typedef Perftools__Profiles__Profile pb_profile;
+typedef Perftools__Profiles__Sample pb_sample;
+typedef Perftools__Profiles__Location pb_location;
+typedef Perftools__Profiles__Line pb_line;
+typedef Perftools__Profiles__Function pb_function;
+typedef Perftools__Profiles__Mapping pb_mapping;
+typedef Perftools__Profiles__Label pb_label;
+typedef Perftools__Profiles__ValueType pb_value_type;
+
+/* One output sample before it becomes a pb_sample: `leaf` is a stack id (raw) or a node
+ * index (tree). count < 0: unknown. */
+typedef struct row {
+    int32_t leaf;
+    int32_t thread;
+    double weight;
+    int64_t count;
+} row;
+
+/* The writer's state; every pointer is owned here and freed by writer_free(). */
+typedef struct writer {
+    cn_agg_profile *p;
+    bool raw;
+    const cn_agg_tree *tree; /* tree path only */
+
+    /* rows; raw rows are found again by (stack, thread) */
+    row *rows;
+    size_t n_rows, cap_rows;
+    cn_agg__u64map row_index;
+    bool counts_known;
+
+    /* strings: profile string id -> pprof index (0 = not yet) and the table itself */
+    int64_t *str_map;
+    char **strs;
+    size_t n_strs, cap_strs;
+
+    /* keys (frame ids raw, func ids tree) -> location id, 0 = unused */
+    uint32_t *loc_of;
+    int32_t *loc_key; /* location id - 1 -> key */
+    size_t n_locs;
+    uint32_t *fn_of;  /* func -> function id */
+    int32_t *fn_func; /* function id - 1 -> func */
+    size_t n_fns;
+    uint32_t *map_of; /* resource -> mapping id */
+    int32_t *map_res; /* mapping id - 1 -> resource */
+    size_t n_maps;
+    int32_t *first_row; /* raw: stack -> first row on it (-1), for shared id arrays */
+    size_t n_lines;     /* Lines over all locations */
+    size_t n_locids;    /* location ids over all samples */
+
+    /* the message's pools */
+    pb_sample *samples;
+    pb_sample **sample_ptrs;
+    uint64_t *locid_pool;
+    int64_t *value_pool;
+    pb_label *labels;
+    pb_label **label_ptrs;
+    pb_location *locs;
+    pb_location **loc_ptrs;
+    pb_line *lines;
+    pb_line **line_ptrs;
+    pb_function *fns;
+    pb_function **fn_ptrs;
+    pb_mapping *maps;
+    pb_mapping **map_ptrs;
+    pb_value_type types[2];
+    pb_value_type *type_ptrs[2];
+    pb_value_type period_type;
+    int64_t *comments;
+    size_t n_comments;
+    char **comment_strs; /* owned copies (transform specs) */
+} writer;
+
+static void writer_free(writer *w)
+{
+    free(w->rows);
+    free(w->first_row);
+    cn_agg__u64map_clear(&w->row_index);
+    free(w->str_map);
+    free(w->strs);
+    free(w->loc_of);
+    free(w->loc_key);
+    free(w->fn_of);
+    free(w->fn_func);
+    free(w->map_of);
+    free(w->map_res);
+    free(w->samples);
+    free(w->sample_ptrs);
+    free(w->locid_pool);
+    free(w->value_pool);
+    free(w->labels);
+    free(w->label_ptrs);
+    free(w->locs);
+    free(w->loc_ptrs);
+    free(w->lines);
+    free(w->line_ptrs);
+    free(w->fns);
+    free(w->fn_ptrs);
+    free(w->maps);
+    free(w->map_ptrs);
+    free(w->comments);
+    for (size_t i = 0; w->comment_strs && i < w->n_comments; i++)
+        free(w->comment_strs[i]);
+    free(w->comment_strs);
+}
+
+/* ---- strings ---------------------------------------------------------------------- */
+
+static int64_t add_str(writer *w, const char *s)
+{
+    if (w->n_strs == w->cap_strs && CN_AGG__RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0)
+        return -ENOMEM;
+    w->strs[w->n_strs] = (char *)s; /* protobuf-c only reads it */
+    return (int64_t)w->n_strs++;
+}
+
+/* The pprof index of profile string `id` (-1 → 0, the empty string). */
+static int64_t str_id(writer *w, int32_t id)
+{
+    if (id < 0)
+        return 0;
+    if (w->str_map[id] == 0) {
+        int64_t x = add_str(w, w->p->str[id]);
+        if (x < 0)
+            return x;
+        w->str_map[id] = x;
+    }
+    return w->str_map[id];
+}
+
+/* A literal not taken from the profile: looked up linearly (there are few). */
+static int64_t str_lit(writer *w, const char *s)
+{
+    for (size_t i = 0; i < w->n_strs; i++)
+        if (strcmp(w->strs[i], s) == 0)
+            return (int64_t)i;
+    return add_str(w, s);
+}
+
+/* ---- rows ------------------------------------------------------------------------- */
+
+static int push_row(writer *w, int32_t leaf, int32_t thread, double weight, int64_t count)
+{
+    if (w->n_rows == w->cap_rows && CN_AGG__RESERVE(w->rows, w->cap_rows, w->n_rows + 1) < 0)
+        return -ENOMEM;
+    w->rows[w->n_rows++] = (row){leaf, thread, weight, count};
+    return 0;
+}
+
+static int raw_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, double weight,
+                      int64_t count)
+{
+    writer *w = ctx;
+    uint64_t key = cn_agg__pair(stack, thread);
+    int32_t r = cn_agg__u64map_get(&w->row_index, key);
+    if (r >= 0) {
+        w->rows[r].weight += weight;
+        w->rows[r].count += count;
+        return 0;
+    }
+    if (count == 0)
+        w->counts_known = false; /* a retention row: its count was not kept */
+    if (cn_agg__u64map_put(&w->row_index, key, (int32_t)w->n_rows) < 0)
+        return -ENOMEM;
+    return push_row(w, stack, thread, weight, count);
+}
+
+/* ---- tables ----------------------------------------------------------------------- */
+
+static int use_mapping(writer *w, int32_t res)
+{
+    if (res < 0 || w->map_of[res])
+        return 0;
+    w->map_res[w->n_maps] = res;
+    w->map_of[res] = (uint32_t)++w->n_maps;
+    return 0;
+}
+
+static void use_function(writer *w, int32_t func)
+{
+    if (w->fn_of[func])
+        return;
+    w->fn_func[w->n_fns] = func;
+    w->fn_of[func] = (uint32_t)++w->n_fns;
+    use_mapping(w, w->p->func_res[func]);
+}
+
+/* Gives key (a frame or a func) a location id on first use, with its functions. */
+static void use_location(writer *w, int32_t key)
+{
+    if (w->loc_of[key])
+        return;
+    w->loc_key[w->n_locs] = key;
+    w->loc_of[key] = (uint32_t)++w->n_locs;
+    const cn_agg_profile *p = w->p;
+    if (!w->raw) {
+        use_function(w, key);
+        w->n_lines++;
+        return;
+    }
+    use_mapping(w, p->frame_res[key]);
+    if (cn_agg__frame_unsymbolized(p, key))
+        return;
+    const int32_t *chain = p->chain_pool + p->frame_chain[key];
+    for (size_t i = 0; i < p->frame_depth[key]; i++)
+        use_function(w, chain[i]);
+    w->n_lines += p->frame_depth[key];
+}
+
+/* The location keys of a row, leaf first, written to ids (NULL: only counted). */
+static size_t row_path(writer *w, const row *r, uint64_t *ids)
+{
+    size_t n = 0;
+    if (w->raw) {
+        for (int32_t s = r->leaf; s >= 0; s = w->p->stack_prefix[s], n++) {
+            int32_t f = w->p->stack_frame[s];
+            use_location(w, f);
+            if (ids)
+                ids[n] = w->loc_of[f];
+        }
+    } else {
+        for (int32_t nd = r->leaf; nd >= 0; nd = w->tree->nodes[nd].parent, n++) {
+            int32_t f = w->tree->nodes[nd].func;
+            use_location(w, f);
+            if (ids)
+                ids[n] = w->loc_of[f];
+        }
+    }
+    return n;
+}
+
+static bool looks_like_build_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 8 || n % 2)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789abcdefABCDEF", s[i]))
+            return false;
+    return true;
+}
+
+/* ---- building the message --------------------------------------------------------- */
+
+/* calloc that never returns NULL for 0 elements (NULL then means ENOMEM). */
+static void *alloc_n(size_t n, size_t size)
+{
+    return calloc(n > 0 ? n : 1, size);
+}
+
+#define ALLOC_N(ptr, n) ((ptr) = alloc_n((n), sizeof(*(ptr))))
+
+static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
+{
+    const cn_agg_profile *p = w->p;
+    int64_t samples = str_lit(w, "samples"), count = str_lit(w, "count");
+    if (samples < 0 || count < 0)
+        return -ENOMEM;
+    size_t n = 0;
+    if (p->unit == CN_AGG_UNIT_SAMPLES || w->counts_known) {
+        perftools__profiles__value_type__init(&w->types[n]);
+        w->types[n].type = samples;
+        w->types[n++].unit = count;
+    }
+    if (p->unit != CN_AGG_UNIT_SAMPLES) {
+        const char *type = "cpu", *unit = "nanoseconds";
+        if (p->unit == CN_AGG_UNIT_EVENTS) {
+            const char *ev = cn_agg_meta_get(p, "event");
+            type = ev && *ev ? ev : "events";
+            unit = "count";
+        }
+        int64_t t = str_lit(w, type), u = str_lit(w, unit);
+        if (t < 0 || u < 0)
+            return -ENOMEM;
+        perftools__profiles__value_type__init(&w->types[n]);
+        w->types[n].type = t;
+        w->types[n++].unit = u;
+    }
+    for (size_t i = 0; i < n; i++)
+        w->type_ptrs[i] = &w->types[i];
+    m->n_sample_type = n;
+    m->sample_type = w->type_ptrs;
+    m->default_sample_type = w->types[n - 1].type;
+    perftools__profiles__value_type__init(&w->period_type);
+    w->period_type = w->types[n - 1];
+    m->period_type = &w->period_type;
+    *n_values = n;
+    return 0;
+}
+
+/* Weight in the last value type's unit (ns for time units). */
+static double unit_factor(const cn_agg_profile *p)
+{
+    switch (p->unit) {
+    case CN_AGG_UNIT_MS:
+        return p->scale * 1e6;
+    case CN_AGG_UNIT_US:
+        return p->scale * 1e3;
+    default:
+        return p->scale;
+    }
+}
+
+static int build_samples(writer *w, pb_profile *m, size_t n_values)
+{
+    const cn_agg_profile *p = w->p;
+    double factor = unit_factor(p);
+    size_t n_labels = 0;
+    int32_t *depth = NULL;
+    if (w->raw) { /* stack depths in one forward pass (prefix < id), not a walk per row */
+        if (!ALLOC_N(depth, p->n_stack))
+            return -ENOMEM;
+        for (size_t s = 0; s < p->n_stack; s++)
+            depth[s] = p->stack_prefix[s] >= 0 ? depth[p->stack_prefix[s]] + 1 : 1;
+    }
+    /* Rows of one stack on several threads share one location_id array. */
+    int32_t *first_row = NULL;
+    if (w->raw) {
+        if (!ALLOC_N(first_row, p->n_stack)) {
+            free(depth);
+            return -ENOMEM;
+        }
+        w->first_row = first_row; /* freed by writer_free */
+        memset(first_row, 0xff, p->n_stack * sizeof(*first_row));
+    }
+    for (size_t i = 0; i < w->n_rows; i++) {
+        if (first_row && first_row[w->rows[i].leaf] < 0) {
+            first_row[w->rows[i].leaf] = (int32_t)i;
+            w->n_locids += (size_t)depth[w->rows[i].leaf];
+        } else if (!first_row) {
+            w->n_locids += row_path(w, &w->rows[i], NULL);
+        }
+        if (w->rows[i].thread >= 0)
+            n_labels += p->thr_name[w->rows[i].thread] >= 0 ? 3 : 2;
+    }
+    free(depth);
+    if (!ALLOC_N(w->samples, w->n_rows) || !ALLOC_N(w->sample_ptrs, w->n_rows) ||
+        !ALLOC_N(w->locid_pool, w->n_locids) || !ALLOC_N(w->value_pool, w->n_rows * n_values) ||
+        !ALLOC_N(w->labels, n_labels) || !ALLOC_N(w->label_ptrs, n_labels))
+        return -ENOMEM;
+    int64_t k_thread = str_lit(w, "thread"), k_tid = str_lit(w, "tid"), k_pid = str_lit(w, "pid");
+    if (k_thread < 0 || k_tid < 0 || k_pid < 0)
+        return -ENOMEM;
+    uint64_t *ids = w->locid_pool;
+    size_t lab = 0;
+    int64_t period_sum = 0, count_sum = 0;
+    for (size_t i = 0; i < w->n_rows; i++) {
+        const row *r = &w->rows[i];
+        pb_sample *s = &w->samples[i];
+        perftools__profiles__sample__init(s);
+        int32_t first = first_row ? first_row[r->leaf] : (int32_t)i;
+        if (first != (int32_t)i) {
+            s->location_id = w->samples[first].location_id;
+            s->n_location_id = w->samples[first].n_location_id;
+        } else {
+            s->location_id = ids;
+            s->n_location_id = row_path(w, r, ids);
+            ids += s->n_location_id;
+        }
+        s->value = w->value_pool + i * n_values;
+        s->n_value = n_values;
+        int64_t v = llround(r->weight * factor);
+        if (n_values == 2)
+            s->value[0] = r->count;
+        s->value[n_values - 1] = v;
+        period_sum += v;
+        count_sum += r->count > 0 ? r->count : 0;
+        if (r->thread >= 0) {
+            s->label = w->label_ptrs + lab;
+            int32_t name = p->thr_name[r->thread];
+            int64_t key[3] = {k_tid, k_pid, k_thread};
+            int64_t num[3] = {p->thr_tid[r->thread], p->thr_pid[r->thread], 0};
+            for (int j = 0; j < (name >= 0 ? 3 : 2); j++) {
+                pb_label *l = &w->labels[lab];
+                perftools__profiles__label__init(l);
+                l->key = key[j];
+                if (j == 2) {
+                    if ((l->str = str_id(w, name)) < 0)
+                        return -ENOMEM;
+                } else {
+                    l->num = num[j];
+                }
+                w->label_ptrs[lab++] = l;
+                s->n_label++;
+            }
+        }
+        w->sample_ptrs[i] = s;
+    }
+    m->n_sample = w->n_rows;
+    m->sample = w->sample_ptrs;
+    m->period = count_sum > 0 && p->unit != CN_AGG_UNIT_SAMPLES ? period_sum / count_sum : 1;
+    const char *period = cn_agg_meta_get(p, "period");
+    if (period && atoll(period) > 0)
+        m->period = atoll(period);
+    return 0;
+}
+
+static int build_functions(writer *w, pb_profile *m)
+{
+    const cn_agg_profile *p = w->p;
+    if (!ALLOC_N(w->fns, w->n_fns) || !ALLOC_N(w->fn_ptrs, w->n_fns))
+        return -ENOMEM;
+    for (size_t i = 0; i < w->n_fns; i++) {
+        int32_t f = w->fn_func[i];
+        pb_function *fn = &w->fns[i];
+        perftools__profiles__function__init(fn);
+        fn->id = i + 1;
+        if ((fn->name = str_id(w, p->func_name[f])) < 0 ||
+            (fn->filename = str_id(w, p->func_file[f])) < 0)
+            return -ENOMEM;
+        fn->system_name = fn->name;
+        fn->start_line = p->func_line[f];
+        w->fn_ptrs[i] = fn;
+    }
+    m->n_function = w->n_fns;
+    m->function = w->fn_ptrs;
+    return 0;
+}
+
+static int build_locations(writer *w, pb_profile *m)
+{
+    const cn_agg_profile *p = w->p;
+    if (!ALLOC_N(w->locs, w->n_locs) || !ALLOC_N(w->loc_ptrs, w->n_locs) ||
+        !ALLOC_N(w->lines, w->n_lines) || !ALLOC_N(w->line_ptrs, w->n_lines))
+        return -ENOMEM;
+    size_t ln = 0;
+    for (size_t i = 0; i < w->n_locs; i++) {
+        int32_t key = w->loc_key[i];
+        pb_location *l = &w->locs[i];
+        perftools__profiles__location__init(l);
+        l->id = i + 1;
+        l->line = w->line_ptrs + ln;
+        if (!w->raw) {
+            int32_t res = p->func_res[key];
+            l->mapping_id = res >= 0 ? w->map_of[res] : 0;
+            pb_line *line = &w->lines[ln];
+            perftools__profiles__line__init(line);
+            line->function_id = w->fn_of[key];
+            line->line = p->func_line[key];
+            w->line_ptrs[ln++] = line;
+            l->n_line = 1;
+        } else {
+            int32_t res = p->frame_res[key];
+            l->mapping_id = res >= 0 ? w->map_of[res] : 0;
+            l->address = p->frame_addr[key] >= 0 ? (uint64_t)p->frame_addr[key] : 0;
+            if (!cn_agg__frame_unsymbolized(p, key)) {
+                const int32_t *chain = p->chain_pool + p->frame_chain[key];
+                size_t d = p->frame_depth[key];
+                for (size_t j = 0; j < d; j++) { /* innermost first */
+                    pb_line *line = &w->lines[ln];
+                    perftools__profiles__line__init(line);
+                    line->function_id = w->fn_of[chain[d - 1 - j]];
+                    line->line = j == 0 ? p->frame_line[key] : 0;
+                    w->line_ptrs[ln++] = line;
+                    l->n_line++;
+                }
+            }
+        }
+        w->loc_ptrs[i] = l;
+    }
+    m->n_location = w->n_locs;
+    m->location = w->loc_ptrs;
+    return 0;
+}
+
+static int build_mappings(writer *w, pb_profile *m)
+{
+    const cn_agg_profile *p = w->p;
+    if (!ALLOC_N(w->maps, w->n_maps) || !ALLOC_N(w->map_ptrs, w->n_maps))
+        return -ENOMEM;
+    for (size_t i = 0; i < w->n_maps; i++) {
+        int32_t res = w->map_res[i];
+        pb_mapping *mp = &w->maps[i];
+        perftools__profiles__mapping__init(mp);
+        mp->id = i + 1;
+        int32_t file = p->res_path[res] >= 0 ? p->res_path[res] : p->res_name[res];
+        if ((mp->filename = str_id(w, file)) < 0)
+            return -ENOMEM;
+        int32_t ident = p->res_identity[res];
+        if (ident >= 0 && looks_like_build_id(p->str[ident]) &&
+            (mp->build_id = str_id(w, ident)) < 0)
+            return -ENOMEM;
+        mp->has_functions = true;
+        mp->memory_start = UINT64_MAX;
+        w->map_ptrs[i] = mp;
+    }
+    /* Address ranges and capabilities from the locations that use each mapping:
+     * start = file_offset = the lowest address, so address - start + file_offset is the
+     * file offset canopy recorded. */
+    for (size_t i = 0; i < w->n_locs; i++) {
+        const pb_location *l = &w->locs[i];
+        if (!l->mapping_id)
+            continue;
+        pb_mapping *mp = &w->maps[l->mapping_id - 1];
+        if (w->raw && p->frame_addr[w->loc_key[i]] >= 0) {
+            mp->memory_start = l->address < mp->memory_start ? l->address : mp->memory_start;
+            mp->memory_limit =
+                l->address + 1 > mp->memory_limit ? l->address + 1 : mp->memory_limit;
+        }
+        if (l->n_line == 0)
+            mp->has_functions = false;
+        if (l->n_line > 1)
+            mp->has_inline_frames = true;
+        for (size_t j = 0; j < l->n_line; j++) {
+            if (l->line[j]->line > 0)
+                mp->has_line_numbers = true;
+            if (w->fns[l->line[j]->function_id - 1].filename)
+                mp->has_filenames = true;
+        }
+    }
+    for (size_t i = 0; i < w->n_maps; i++) {
+        pb_mapping *mp = &w->maps[i];
+        if (mp->memory_start == UINT64_MAX)
+            mp->memory_start = mp->memory_limit = 0;
+        mp->file_offset = mp->memory_start;
+    }
+    m->n_mapping = w->n_maps;
+    m->mapping = w->map_ptrs;
+    return 0;
+}
+
+static int build_comments(writer *w, pb_profile *m, const cn_agg_query *q)
+{
+    if (!ALLOC_N(w->comments, q->n_transforms + 1) ||
+        !ALLOC_N(w->comment_strs, q->n_transforms + 1))
+        return -ENOMEM;
+    for (size_t i = 0; i < q->n_transforms; i++) {
+        char *spec = cn_agg_transform_format(&q->transforms[i]);
+        char *c = NULL;
+        if (!spec || asprintf(&c, "canopy transform %s", spec) < 0)
+            c = NULL;
+        free(spec);
+        if (!c)
+            return -ENOMEM;
+        w->comment_strs[w->n_comments] = c;
+        int64_t x = add_str(w, c);
+        if (x < 0)
+            return -ENOMEM;
+        w->comments[w->n_comments++] = x;
+    }
+    m->n_comment = w->n_comments;
+    m->comment = w->comments;
+    return 0;
+}
+
+/* Gzips buf to out. Returns 0 or -EIO/-ENOMEM. */
+static int gzip_to(FILE *out, const uint8_t *buf, size_t len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -ENOMEM;
+    uint8_t chunk[1 << 16];
+    int rc = 0, zr;
+    z.next_in = (Bytef *)buf;
+    do {
+        size_t step = len > (1u << 30) ? (1u << 30) : len;
+        z.avail_in = (uInt)step;
+        len -= step;
+        do {
+            z.next_out = chunk;
+            z.avail_out = sizeof(chunk);
+            zr = deflate(&z, len ? Z_NO_FLUSH : Z_FINISH);
+            size_t have = sizeof(chunk) - z.avail_out;
+            if (have && fwrite(chunk, 1, have, out) != have) {
+                rc = -EIO;
+                goto out;
+            }
+        } while (z.avail_out == 0);
+    } while (len);
+    if (zr != Z_STREAM_END)
+        rc = -EIO;
+out:
+    deflateEnd(&z);
+    return rc;
+}
+
+static int collect_rows(writer *w, const cn_agg_query *q, cn_agg_tree **tree, cn_agg_err *err)
+{
+    if (w->raw) {
+        w->counts_known = true;
+        return cn_agg__for_each_sample(w->p, q, raw_sample, w);
+    }
+    int rc = cn_agg__run_view(w->p, q, CN_AGG_VIEW_TREE, tree, err);
+    if (rc < 0)
+        return rc;
+    w->tree = *tree;
+    for (size_t i = 0; i < (*tree)->n_nodes; i++)
+        if ((*tree)->nodes[i].self != 0 &&
+            push_row(w, (int32_t)i, -1, (*tree)->nodes[i].self, -1) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err)
+{
+    writer w = {.p = p, .raw = cn_agg__query_is_raw(q)};
+    cn_agg_tree *tree = NULL;
+    uint8_t *buf = NULL;
+    pb_profile m;
+    perftools__profiles__profile__init(&m);
+    size_t n_values = 0;
+    int rc = collect_rows(&w, q, &tree, err);
+    if (rc < 0)
+        goto out;
+    rc = -ENOMEM;
+    size_t nkeys = w.raw ? p->n_frame : p->n_func;
+    if (!ALLOC_N(w.str_map, p->n_str) || !ALLOC_N(w.loc_of, nkeys) || !ALLOC_N(w.loc_key, nkeys) ||
+        !ALLOC_N(w.fn_of, p->n_func) || !ALLOC_N(w.fn_func, p->n_func) ||
+        !ALLOC_N(w.map_of, p->n_res) || !ALLOC_N(w.map_res, p->n_res) || add_str(&w, "") < 0)
+        goto nomem;
+    if (build_value_types(&w, &m, &n_values) < 0 || build_samples(&w, &m, n_values) < 0 ||
+        build_functions(&w, &m) < 0 || build_locations(&w, &m) < 0 || build_mappings(&w, &m) < 0 ||
+        build_comments(&w, &m, q) < 0)
+        goto nomem;
+    if (w.raw && p->n_sample > 0) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (size_t i = 0; i < p->n_sample; i++) {
+            if (p->s_time[i] >= q->from_ns && p->s_time[i] < q->to_ns) {
+                lo = p->s_time[i] < lo ? p->s_time[i] : lo;
+                hi = p->s_time[i] > hi ? p->s_time[i] : hi;
+            }
+        }
+        m.duration_nanos = hi >= lo ? hi - lo : 0;
+    }
+    m.n_string_table = w.n_strs;
+    m.string_table = w.strs;
+    size_t len = perftools__profiles__profile__get_packed_size(&m);
+    if (!(buf = malloc(len ? len : 1)))
+        goto nomem;
+    perftools__profiles__profile__pack(&m, buf);
+    rc = gzip_to(out, buf, len);
+    if (rc < 0) {
+        rc = cn_agg_err_set(err, rc, "writing pprof output: %s", strerror(-rc));
+        goto out;
+    }
+    rc = cn_agg__finish_output(out, "pprof", err);
+    goto out;
+nomem:
+    rc = cn_agg_err_set(err, -ENOMEM, "pprof output: out of memory");
+out:
+    free(buf);
+    cn_agg_tree_free(tree);
+    writer_free(&w);
+    return rc;
+}

@@ -1,0 +1,485 @@
+/* export_speedscope.c — speedscope's JSON file format (speedscope.app
+ * file-format-schema.json): one sampled profile per thread for trees, one evented profile
+ * per thread for timelines.
+ *
+ * Frames are shared across profiles, one per func (an inline chain becomes one frame per
+ * func, outer first). Stacks are written root first, as speedscope reads them.
+ * Untransformed queries write every thread's samples in time order (consecutive samples
+ * on the same stack merged into one weighted sample), so speedscope's "Time Order" view
+ * is meaningful; transformed queries run the query once per thread and write each call
+ * node with self weight as one weighted stack (a tree keeps no time order). Weights are
+ * display values (weight × scale); the unit is nanoseconds/microseconds/milliseconds for
+ * time units, "none" for samples and events.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats_internal.h"
+
+/* Threads with their own profile when a transformed query must run once per thread. */
+#define MAX_THREAD_QUERIES 64
+
+typedef struct ss_sample {
+    int32_t thread;
+    int32_t stack;
+    int64_t time;
+    double weight;
+    size_t seq; /* arrival order: makes the sort stable */
+} ss_sample;
+
+typedef struct ss_writer {
+    cn_agg_profile *p;
+    FILE *out;
+    int32_t *frame_of; /* func -> shared frame index, -1 unused */
+    int32_t *frames;   /* shared frame index -> func */
+    size_t n_frames;
+    ss_sample *samples; /* raw path */
+    size_t n_samples, cap_samples;
+    int32_t *path; /* scratch: one stack's funcs, leaf first */
+    size_t path_cap;
+    bool first_profile;
+} ss_writer;
+
+static const char *ss_unit(const cn_agg_profile *p)
+{
+    switch (cn_agg_profile_unit(p)) {
+    case CN_AGG_UNIT_NS:
+        return "nanoseconds";
+    case CN_AGG_UNIT_US:
+        return "microseconds";
+    case CN_AGG_UNIT_MS:
+        return "milliseconds";
+    default:
+        return "none";
+    }
+}
+
+static int32_t frame_index(ss_writer *w, int32_t func)
+{
+    if (w->frame_of[func] < 0) {
+        w->frames[w->n_frames] = func;
+        w->frame_of[func] = (int32_t)w->n_frames++;
+    }
+    return w->frame_of[func];
+}
+
+static int path_push(ss_writer *w, size_t n, int32_t func)
+{
+    if (n >= w->path_cap && CN_AGG__RESERVE(w->path, w->path_cap, n + 1) < 0)
+        return -ENOMEM;
+    w->path[n] = func;
+    return 0;
+}
+
+/* Writes the funcs of frame stack `stack` as a root-first JSON array of frame indexes. */
+static int put_raw_stack(ss_writer *w, int32_t stack)
+{
+    const cn_agg_profile *p = w->p;
+    size_t n = 0;
+    for (int32_t s = stack; s >= 0; s = p->stack_prefix[s]) {
+        int32_t f = p->stack_frame[s];
+        const int32_t *chain = p->chain_pool + p->frame_chain[f];
+        for (size_t i = p->frame_depth[f]; i-- > 0;) /* leaf-first: innermost first */
+            if (path_push(w, n++, chain[i]) < 0)
+                return -ENOMEM;
+    }
+    putc('[', w->out);
+    for (size_t i = n; i-- > 0;)
+        fprintf(w->out, "%s%d", i + 1 == n ? "" : ",", (int)frame_index(w, w->path[i]));
+    putc(']', w->out);
+    return 0;
+}
+
+static int put_node_stack(ss_writer *w, const cn_agg_tree *t, int32_t node)
+{
+    size_t n = 0;
+    for (int32_t nd = node; nd >= 0; nd = t->nodes[nd].parent)
+        if (path_push(w, n++, t->nodes[nd].func) < 0)
+            return -ENOMEM;
+    putc('[', w->out);
+    for (size_t i = n; i-- > 0;)
+        fprintf(w->out, "%s%d", i + 1 == n ? "" : ",", (int)frame_index(w, w->path[i]));
+    putc(']', w->out);
+    return 0;
+}
+
+static void profile_name(const cn_agg_profile *p, int32_t thread, char *buf, size_t len)
+{
+    if (thread < 0) {
+        snprintf(buf, len, "all threads");
+        return;
+    }
+    const char *name = cn_agg_thread_name(p, thread);
+    snprintf(buf, len, "%s [%d]", name ? name : "thread", (int)cn_agg_thread_tid(p, thread));
+}
+
+static void open_profile(ss_writer *w, const char *type, const char *name, double end)
+{
+    fputs(w->first_profile ? "\n" : ",\n", w->out);
+    w->first_profile = false;
+    fprintf(w->out, "{\"type\":\"%s\",\"name\":", type);
+    cn_agg__json_string(w->out, name);
+    fprintf(w->out, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":", ss_unit(w->p));
+    cn_agg__json_number(w->out, end);
+}
+
+/* ---- raw path: samples in time order ---------------------------------------------- */
+
+static int collect_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, double weight,
+                          int64_t count)
+{
+    ss_writer *w = ctx;
+    if (weight == 0)
+        return 0; /* weighs nothing in any view */
+    if (w->n_samples == w->cap_samples &&
+        CN_AGG__RESERVE(w->samples, w->cap_samples, w->n_samples + 1) < 0)
+        return -ENOMEM;
+    w->samples[w->n_samples] = (ss_sample){thread, stack, time_ns, weight, w->n_samples};
+    w->n_samples++;
+    return 0;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+    const ss_sample *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    /* retention rows (time -1) after the timed samples, then by time */
+    int64_t tx = x->time < 0 ? INT64_MAX : x->time, ty = y->time < 0 ? INT64_MAX : y->time;
+    if (tx != ty)
+        return tx < ty ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int write_raw(ss_writer *w, const cn_agg_query *q)
+{
+    int rc = cn_agg__for_each_sample(w->p, q, collect_sample, w);
+    if (rc < 0)
+        return rc;
+    if (w->n_samples > 1)
+        qsort(w->samples, w->n_samples, sizeof(*w->samples), cmp_thread);
+    double scale = cn_agg_profile_scale(w->p);
+    char name[320];
+    for (size_t i = 0; i < w->n_samples;) {
+        size_t j = i;
+        double total = 0;
+        while (j < w->n_samples && w->samples[j].thread == w->samples[i].thread)
+            total += w->samples[j++].weight;
+        profile_name(w->p, w->samples[i].thread, name, sizeof(name));
+        open_profile(w, "sampled", name, total * scale);
+        fputs(",\"samples\":[", w->out);
+        /* merge runs of one stack; remember their weights for the second array */
+        size_t first = i, n_out = 0;
+        for (size_t k = i; k < j;) {
+            size_t e = k + 1;
+            double wsum = w->samples[k].weight;
+            while (e < j && w->samples[e].stack == w->samples[k].stack)
+                wsum += w->samples[e++].weight;
+            if (n_out++)
+                putc(',', w->out);
+            if ((rc = put_raw_stack(w, w->samples[k].stack)) < 0)
+                return rc;
+            w->samples[first + n_out - 1].weight = wsum; /* first..: reused as output */
+            k = e;
+        }
+        fputs("],\"weights\":[", w->out);
+        for (size_t k = 0; k < n_out; k++) {
+            if (k)
+                putc(',', w->out);
+            cn_agg__json_number(w->out, w->samples[first + k].weight * scale);
+        }
+        fputs("]}", w->out);
+        i = j;
+    }
+    return 0;
+}
+
+/* ---- tree path: one query per thread ---------------------------------------------- */
+
+static int write_tree_profile(ss_writer *w, const cn_agg_tree *t, const char *name)
+{
+    double scale = cn_agg_profile_scale(w->p);
+    double total = 0;
+    for (size_t i = 0; i < t->n_nodes; i++)
+        total += t->nodes[i].self;
+    open_profile(w, "sampled", name, total * scale);
+    fputs(",\"samples\":[", w->out);
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_nodes; i++) {
+        if (t->nodes[i].self == 0)
+            continue;
+        if (n++)
+            putc(',', w->out);
+        int rc = put_node_stack(w, t, (int32_t)i);
+        if (rc < 0)
+            return rc;
+    }
+    fputs("],\"weights\":[", w->out);
+    n = 0;
+    for (size_t i = 0; i < t->n_nodes; i++) {
+        if (t->nodes[i].self == 0)
+            continue;
+        if (n++)
+            putc(',', w->out);
+        cn_agg__json_number(w->out, t->nodes[i].self * scale);
+    }
+    fputs("]}", w->out);
+    return 0;
+}
+
+static int write_transformed(ss_writer *w, const cn_agg_query *q, cn_agg_err *err)
+{
+    const cn_agg_profile *p = w->p;
+    bool per_thread = p->n_thr > 0 && p->n_thr <= MAX_THREAD_QUERIES;
+    for (size_t i = 0; per_thread && i < p->n_sample; i++)
+        if (p->s_thread[i] < 0)
+            per_thread = false; /* samples no thread query would select */
+    for (size_t i = 0; per_thread && i < p->n_acc; i++)
+        if (p->acc_thread[i] < 0)
+            per_thread = false;
+    char name[320];
+    int rc = 0;
+    cn_agg_tree *t = NULL;
+    if (!per_thread) {
+        if ((rc = cn_agg__run_view(w->p, q, CN_AGG_VIEW_TREE, &t, err)) < 0)
+            return rc;
+        rc = write_tree_profile(w, t, "all threads");
+        cn_agg_tree_free(t);
+        return rc;
+    }
+    for (size_t th = 0; th < p->n_thr; th++) {
+        if (!cn_agg__thread_matches(p, q, (int32_t)th))
+            continue;
+        cn_agg_query tq = *q;
+        tq.tid = p->thr_tid[th];
+        tq.pid = p->thr_pid[th];
+        if ((rc = cn_agg__run_view(w->p, &tq, CN_AGG_VIEW_TREE, &t, err)) < 0)
+            return rc;
+        if (t->n_nodes > 0) {
+            profile_name(p, (int32_t)th, name, sizeof(name));
+            rc = write_tree_profile(w, t, name);
+        }
+        t = cn_agg_tree_free(t);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- shared frames and the file --------------------------------------------------- */
+
+static void write_frames(ss_writer *w)
+{
+    const cn_agg_profile *p = w->p;
+    fputs("\"shared\":{\"frames\":[", w->out);
+    for (size_t i = 0; i < w->n_frames; i++) {
+        int32_t f = w->frames[i];
+        fputs(i ? ",\n{\"name\":" : "\n{\"name\":", w->out);
+        cn_agg__json_string(w->out, cn_agg_func_name(p, f));
+        const char *file = cn_agg_func_file(p, f);
+        int32_t res = cn_agg_func_resource(p, f);
+        if (!file && res >= 0)
+            file = cn_agg_resource_name(p, res);
+        if (file) {
+            fputs(",\"file\":", w->out);
+            cn_agg__json_string(w->out, file);
+        }
+        if (cn_agg_func_line(p, f) > 0)
+            fprintf(w->out, ",\"line\":%d", (int)cn_agg_func_line(p, f));
+        putc('}', w->out);
+    }
+    fputs("]}", w->out);
+}
+
+static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
+{
+    memset(w, 0, sizeof(*w));
+    w->p = p;
+    w->out = out;
+    w->first_profile = true;
+    size_t n = p->n_func ? p->n_func : 1;
+    w->frame_of = malloc(n * sizeof(*w->frame_of));
+    w->frames = malloc(n * sizeof(*w->frames));
+    if (!w->frame_of || !w->frames)
+        return -ENOMEM;
+    memset(w->frame_of, 0xff, n * sizeof(*w->frame_of));
+    return 0;
+}
+
+static void writer_free(ss_writer *w)
+{
+    free(w->frame_of);
+    free(w->frames);
+    free(w->samples);
+    free(w->path);
+}
+
+/* Profiles go to a memory stream first: the shared frame list, which precedes them in
+ * the file, is only known once every stack has been written. */
+static int write_file(ss_writer *w, const char *body, size_t len, const char *name)
+{
+    fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\n", w->out);
+    write_frames(w);
+    fputs(",\n\"profiles\":[", w->out);
+    fwrite(body, 1, len, w->out);
+    fputs("],\n\"name\":", w->out);
+    cn_agg__json_string(w->out, name);
+    fputs(",\"activeProfileIndex\":0,\"exporter\":\"canopy " CANOPY_VERSION "\"}\n", w->out);
+    return 0;
+}
+
+int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err)
+{
+    if (!p || !q || !out)
+        return cn_agg_err_set(err, -EINVAL, "speedscope output: bad arguments");
+    ss_writer w;
+    char *body = NULL;
+    size_t len = 0;
+    FILE *mem = NULL;
+    int rc = writer_init(&w, p, out);
+    if (rc < 0 || !(mem = open_memstream(&body, &len)))
+        goto nomem;
+    w.out = mem;
+    rc = cn_agg__query_is_raw(q) ? write_raw(&w, q) : write_transformed(&w, q, err);
+    if (rc == 0 && w.first_profile) { /* no samples: one empty profile for the viewers */
+        open_profile(&w, "sampled", "empty", 0);
+        fputs(",\"samples\":[],\"weights\":[]}", mem);
+    }
+    if (fclose(mem) != 0 && rc == 0)
+        rc = -ENOMEM;
+    mem = NULL;
+    if (rc == -ENOMEM)
+        goto nomem;
+    if (rc < 0)
+        goto out;
+    w.out = out;
+    const char *name = cn_agg_meta_get(p, "name");
+    write_file(&w, body, len, name ? name : "canopy profile");
+    rc = cn_agg__finish_output(out, "speedscope", err);
+    goto out;
+nomem:
+    rc = cn_agg_err_set(err, -ENOMEM, "speedscope output: out of memory");
+out:
+    if (mem)
+        fclose(mem);
+    free(body);
+    writer_free(&w);
+    return rc;
+}
+
+/* ---- evented profiles from an estimated timeline ---------------------------------- */
+
+static int cmp_call(const void *a, const void *b)
+{
+    const cn_agg_call *x = *(const cn_agg_call *const *)a, *y = *(const cn_agg_call *const *)b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->start_ns != y->start_ns)
+        return x->start_ns < y->start_ns ? -1 : 1;
+    if (x->depth != y->depth)
+        return x->depth < y->depth ? -1 : 1;
+    return 0;
+}
+
+/* Writes the calls of one tid (sorted) as balanced open/close events with
+ * non-decreasing times: a call closes when a call at its depth or above starts, at
+ * the latest at its own end. */
+static int write_events(ss_writer *w, const cn_agg_call **calls, size_t n, int64_t t0,
+                        const cn_agg_call **open)
+{
+    size_t depth = 0;
+    int64_t last = 0;
+    bool first = true;
+#define EMIT(kind, call, at)                                                                       \
+    do {                                                                                           \
+        int64_t at_ = (at)-t0 < last ? last : (at)-t0;                                             \
+        last = at_;                                                                                \
+        fprintf(w->out, "%s{\"type\":\"%s\",\"frame\":%d,\"at\":%" PRId64 "}", first ? "" : ",",   \
+                kind, (int)frame_index(w, (call)->func), at_);                                     \
+        first = false;                                                                             \
+    } while (0)
+    for (size_t i = 0; i < n; i++) {
+        const cn_agg_call *c = calls[i];
+        while (depth > 0 && (open[depth - 1]->depth >= c->depth ||
+                             open[depth - 1]->start_ns + open[depth - 1]->dur_ns <= c->start_ns)) {
+            const cn_agg_call *o = open[--depth];
+            EMIT("C", o, o->start_ns + o->dur_ns);
+        }
+        EMIT("O", c, c->start_ns);
+        open[depth++] = c;
+    }
+    while (depth > 0) {
+        const cn_agg_call *o = open[--depth];
+        EMIT("C", o, o->start_ns + o->dur_ns);
+    }
+#undef EMIT
+    return 0;
+}
+
+int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+                                     FILE *out, cn_agg_err *err)
+{
+    ss_writer w;
+    char *body = NULL;
+    size_t len = 0;
+    FILE *mem = NULL;
+    const cn_agg_call **sorted = NULL, **open = NULL;
+    int rc = writer_init(&w, p, out);
+    if (rc < 0 || !(mem = open_memstream(&body, &len)))
+        goto nomem;
+    if (!(sorted = malloc((n ? n : 1) * sizeof(*sorted))) ||
+        !(open = malloc((n ? n : 1) * sizeof(*open))))
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        if (calls[i].func < 0 || (size_t)calls[i].func >= p->n_func) {
+            rc = cn_agg_err_set(err, -EINVAL, "speedscope output: call %zu has no func", i);
+            goto out;
+        }
+        sorted[i] = &calls[i];
+    }
+    if (n > 1)
+        qsort(sorted, n, sizeof(*sorted), cmp_call);
+    w.out = mem;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int64_t t0 = sorted[i]->start_ns, t1 = t0;
+        while (j < n && sorted[j]->tid == sorted[i]->tid) {
+            int64_t e = sorted[j]->start_ns + sorted[j]->dur_ns;
+            t1 = e > t1 ? e : t1;
+            j++;
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "tid %d", (int)sorted[i]->tid);
+        fputs(w.first_profile ? "\n" : ",\n", w.out);
+        w.first_profile = false;
+        fputs("{\"type\":\"evented\",\"name\":", w.out);
+        cn_agg__json_string(w.out, name);
+        fprintf(w.out,
+                ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%" PRId64 ",\"events\":[",
+                t1 - t0);
+        write_events(&w, sorted + i, j - i, t0, open);
+        fputs("]}", w.out);
+        i = j;
+    }
+    if (fclose(mem) != 0) {
+        mem = NULL;
+        goto nomem;
+    }
+    mem = NULL;
+    w.out = out;
+    write_file(&w, body, len, "canopy timeline");
+    rc = cn_agg__finish_output(out, "speedscope", err);
+    goto out;
+nomem:
+    rc = cn_agg_err_set(err, -ENOMEM, "speedscope output: out of memory");
+out:
+    if (mem)
+        fclose(mem);
+    free(body);
+    free(sorted);
+    free(open);
+    writer_free(&w);
+    return rc;
+}
