@@ -32,6 +32,9 @@ typedef struct cn_cli_query {
     char *last;       /* --last DURATION as given (owned) */
     double from_s;    /* --from, NAN if absent */
     double to_s;      /* --to, NAN if absent */
+    int64_t last_ns;  /* --last parsed, -1 if absent */
+    bool view_given;  /* a view option was seen (they exclude each other) */
+    bool callers_mode_given;
 } cn_cli_query;
 
 void cn_cli_query_init(cn_cli_query *q);
@@ -43,6 +46,24 @@ int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i);
 /* After parsing: the format from -o's extension if none was given; the view_func and
  * transform pointers wired into q->query. Returns 0 or -1 after printing an error. */
 int cn_cli_query_finish(cn_cli_query *q);
+
+/* Sets q->query.from_ns/to_ns from --last (relative to the profile's last sample) or
+ * --from/--to (seconds since the profile's start). Call before running the query;
+ * cn_cli_render() does. Returns 0. */
+int cn_cli_query_resolve_range(const cn_agg_profile *p, cn_cli_query *q);
+
+/* Durations such as "30s", "5m", "500ms", "2h", "1.5" (seconds). 0 or -EINVAL/-ERANGE. */
+int cn_cli_parse_duration(const char *s, int64_t *ns);
+/* Output format names ("text", "json", …) and the default from an -o file name's
+ * extension (.json .folded .pb.gz .pb .speedscope.json .trace.json .svg .canopy .txt).
+ * The parsers return 0 or a negative errno (unknown name / extension). */
+int cn_cli_format_parse(const char *s, cn_agg_format *out);
+const char *cn_cli_format_name(cn_agg_format f);
+int cn_cli_format_from_path(const char *path, cn_agg_format *out);
+
+/* Writes len bytes to path (or stdout when path is NULL), all or nothing as far as the
+ * file system allows. Returns an exit status after printing a one-line error. */
+int cn_cli_emit(const char *path, const char *data, size_t len);
 
 /* Runs q on a loaded profile and writes the result in q's format. title names the
  * file or session in headers; extra (may be NULL) supplies live-session fields.

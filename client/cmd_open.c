@@ -1,21 +1,222 @@
-/* Placeholder until its issue lands: every command here reports it is not built yet. */
+/* cmd_open.c — the offline commands: `canopy open FILE [QUERY]` and
+ * `canopy timeline FILE [--tid T] [--format text|json|chrome-trace]`.
+ *
+ * Both load the whole file with the engine's importers (cn_agg_import_file: format found
+ * by content), then hand the profile to the shared renderer (render.c) or to the
+ * timeline writers. Output is buffered and emitted only on success.
+ */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "client.h"
 
+static const char query_help[] =
+    "QUERY options:\n"
+    "  -t, --transform SPEC      apply a transform, repeatable, in order. SPEC is NAME:ARG:\n"
+    "                            focus:PATH focus-inverted:PATH focus-func:F focus-self:F\n"
+    "                            focus-lib:LIB merge-node:PATH merge:F drop:F hide:PATH\n"
+    "                            prune:PATH collapse:F collapse-direct-rec:F collapse-rec:F\n"
+    "                            collapse-lib:LIB collapse-all-rec\n"
+    "                            (PATH = functions from the root joined by ';')\n"
+    "  --invert                  inverted tree (roots are the functions samples were in)\n"
+    "  --callees F               calls made by F (all outermost calls of F merged)\n"
+    "  --callers F               callers of F; --callers-mode total|self (default total)\n"
+    "  --functions               function list: self and total per function\n"
+    "  --group-by none|process|thread   add a root per process or thread\n"
+    "  --last DURATION           only the last DURATION of the profile (30s, 5m, 500ms)\n"
+    "  --from T, --to T          only samples between T and T seconds since the start\n"
+    "  --tid TID, --only-pid PID only this thread / process\n"
+    "  --depth N                 text: show N levels\n"
+    "  --min-percent P           text: hide nodes below P% of the total\n"
+    "  --format FMT              text (default), json, folded, pprof, speedscope,\n"
+    "                            chrome-trace, svg, canopy\n"
+    "  -o, --output FILE         write to FILE; the format defaults from its extension\n"
+    "                            (.json .folded .pb.gz .speedscope.json .trace.json .svg\n"
+    "                            .canopy)\n";
+
+static void open_help(void)
+{
+    printf("usage: canopy open FILE [QUERY]\n\n"
+           "Analyse a profile file offline: canopy's .canopy, folded stacks, Chrome/V8\n"
+           ".cpuprofile, `perf script` output or pprof (.pb/.pb.gz), detected by content\n"
+           "(gzip is decompressed first). Prints the call tree (see docs/cli.md).\n\n%s"
+           "\nExit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n",
+           query_help);
+}
+
+static void timeline_help(void)
+{
+    printf("usage: canopy timeline FILE [--tid T] [--format text|json|chrome-trace] [-o FILE]\n"
+           "                       [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
+           "Estimated calls from consecutive samples: a call starts at the first sample\n"
+           "that shows it and ends at the first sample that no longer does; calls still\n"
+           "open at the last sample end at its time. chrome-trace output loads in\n"
+           "chrome://tracing and ui.perfetto.dev. Times are in microseconds.\n\n"
+           "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
+}
+
+/* Loads path into *out. Returns an exit status after printing the importer's one-line
+ * error (which names the file and the line or byte offset). */
+static int load(const char *path, cn_agg_profile **out)
+{
+    cn_agg_err err = {{0}};
+    int rc = cn_agg_import_file(path, out, &err);
+
+    if (rc < 0) {
+        if (err.msg[0])
+            fprintf(stderr, "canopy: %s\n", err.msg);
+        else
+            fprintf(stderr, "canopy: %s: %s\n", path, strerror(-rc));
+        return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+    }
+    return CN_EXIT_OK;
+}
+
+/* Parses `CMD FILE [options]` into *file and q. Returns -1 when done successfully
+ * (continue), or an exit status (0 after --help, 2 after an error). */
+static int parse_args(int argc, char **argv, const char **file, cn_cli_query *q, void (*help)(void))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return CN_EXIT_OK;
+        }
+        int r = cn_cli_parse_query_opt(q, argc, argv, &i);
+        if (r < 0)
+            return CN_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (!strcmp(a, "--")) {
+            if (i + 1 < argc && !*file)
+                *file = argv[++i];
+            if (i + 1 < argc) {
+                fprintf(stderr, "canopy %s: unexpected argument '%s'\n", argv[0], argv[i + 1]);
+                return CN_EXIT_USAGE;
+            }
+            break;
+        }
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "canopy %s: unknown option '%s' (see canopy %s --help)\n", argv[0], a,
+                    argv[0]);
+            return CN_EXIT_USAGE;
+        }
+        if (*file) {
+            fprintf(stderr, "canopy %s: unexpected argument '%s' (one FILE only)\n", argv[0], a);
+            return CN_EXIT_USAGE;
+        }
+        *file = a;
+    }
+    if (!*file) {
+        fprintf(stderr, "canopy %s: missing FILE (see canopy %s --help)\n", argv[0], argv[0]);
+        return CN_EXIT_USAGE;
+    }
+    if (cn_cli_query_finish(q) < 0)
+        return CN_EXIT_USAGE;
+    return -1;
+}
+
 int cn_cmd_open(int argc, char **argv)
 {
-    fprintf(stderr, "canopy open: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    cn_cli_query q;
+    cn_agg_profile *p = NULL;
+    const char *file = NULL;
+    int status;
+
+    cn_cli_query_init(&q);
+    status = parse_args(argc, argv, &file, &q, open_help);
+    if (status >= 0)
+        goto out;
+    status = load(file, &p);
+    if (status != CN_EXIT_OK)
+        goto out;
+    status = cn_cli_render(p, &q, file, NULL);
+out:
+    cn_agg_profile_free(p);
+    cn_cli_query_clear(&q);
+    return status;
+}
+
+/* Computes the timeline and writes it into mem. Returns an exit status. */
+static int timeline_write(cn_agg_profile *p, const cn_cli_query *q, FILE *mem)
+{
+    cn_agg_call *calls = NULL;
+    size_t n = 0;
+    cn_agg_err err = {{0}};
+    int rc = cn_agg_timeline(p, &q->query, &calls, &n, &err);
+
+    if (rc < 0) {
+        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+    }
+    if (q->format == CN_AGG_FMT_JSON)
+        rc = cn_agg_write_timeline_json(p, calls, n, mem);
+    else if (q->format == CN_AGG_FMT_CHROME_TRACE)
+        rc = cn_agg_write_chrome_trace(p, calls, n, mem);
+    else
+        rc = cn_agg_write_timeline_text(p, calls, n, mem);
+    free(calls);
+    if (rc < 0) {
+        fprintf(stderr, "canopy: writing the timeline: %s\n", strerror(-rc));
+        return CN_EXIT_FAIL;
+    }
+    return CN_EXIT_OK;
 }
 
 int cn_cmd_timeline(int argc, char **argv)
 {
-    fprintf(stderr, "canopy timeline: not implemented yet\n");
-    return CN_EXIT_FAIL;
-}
+    cn_cli_query q;
+    cn_agg_profile *p = NULL;
+    const char *file = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    cn_agg_err err = {{0}};
+    int status;
 
-void cn_cli_query_init(cn_cli_query *q)
-{
-    (void)q;
+    cn_cli_query_init(&q);
+    status = parse_args(argc, argv, &file, &q, timeline_help);
+    if (status >= 0)
+        goto out;
+    status = CN_EXIT_USAGE;
+    if (q.format != CN_AGG_FMT_TEXT && q.format != CN_AGG_FMT_JSON &&
+        q.format != CN_AGG_FMT_CHROME_TRACE) {
+        fprintf(stderr, "canopy timeline: --format %s: expected text, json or chrome-trace\n",
+                cn_cli_format_name(q.format));
+        goto out;
+    }
+    if (q.view_given || q.query.group_by != CN_AGG_GROUP_NONE) {
+        fprintf(stderr, "canopy timeline: views and --group-by do not apply to a timeline\n");
+        goto out;
+    }
+    status = load(file, &p);
+    if (status != CN_EXIT_OK)
+        goto out;
+    cn_cli_query_resolve_range(p, &q);
+    for (size_t i = 0; i < q.n_transforms; i++) {
+        if (cn_agg_transform_check(p, &q.transforms[i], &err) < 0) {
+            fprintf(stderr, "canopy: %s\n", err.msg);
+            status = CN_EXIT_USAGE;
+            goto out;
+        }
+    }
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        fprintf(stderr, "canopy: out of memory\n");
+        status = CN_EXIT_FAIL;
+        goto out;
+    }
+    status = timeline_write(p, &q, mem);
+    if (fclose(mem) != 0 && status == CN_EXIT_OK) {
+        fprintf(stderr, "canopy: out of memory\n");
+        status = CN_EXIT_FAIL;
+    }
+    if (status == CN_EXIT_OK)
+        status = cn_cli_emit(q.output, buf, len);
+out:
+    free(buf);
+    cn_agg_profile_free(p);
+    cn_cli_query_clear(&q);
+    return status;
 }

@@ -1,0 +1,246 @@
+/* export_json.c — the JSON tree (interface.md "JSON tree") of a query result, and the
+ * JSON primitives the other writers share (export_internal.h).
+ *
+ * Streamed without recursion: a pre-order walk opens `{"name":…,"children":[` for each
+ * shown node and closes `]}` as the walk climbs back, so a tree as deep as the deepest
+ * stack costs no C stack. Values are weight × the profile's scale; integral values are
+ * written as JSON integers so that sample counts read as `3`, not `3.0`. A node whose
+ * total is 0 and that has no shown child is left out (interface.md), whatever the engine
+ * kept.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "agg_internal.h"
+#include "export_internal.h"
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes are not one. */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    unsigned cp = c & (0x3f >> (len - 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+int cn_agg__json_str(FILE *out, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+
+    if (fputc('"', out) == EOF)
+        return -EIO;
+    while (*p) {
+        unsigned c = *p;
+        size_t len = utf8_len(p);
+        int r;
+        if (c == '"' || c == '\\')
+            r = fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            r = fprintf(out, "\\u%04x", c);
+        else if (len == 0)
+            r = fputs("\xef\xbf\xbd", out); /* U+FFFD for a byte that is not UTF-8 */
+        else
+            r = (int)fwrite(p, 1, len, out) == (int)len ? 0 : -1;
+        if (r < 0)
+            return -EIO;
+        p += len ? len : 1;
+    }
+    return fputc('"', out) == EOF ? -EIO : 0;
+}
+
+int cn_agg__json_num(FILE *out, double v)
+{
+    int r;
+    if (!isfinite(v))
+        v = 0;
+    if (fabs(v) < 9007199254740992.0 && v == floor(v))
+        r = fprintf(out, "%lld", (long long)v);
+    else
+        r = fprintf(out, "%.12g", v);
+    return r < 0 ? -EIO : 0;
+}
+
+static const char *view_name(cn_agg_view v)
+{
+    switch (v) {
+    case CN_AGG_VIEW_TREE:
+        return "tree";
+    case CN_AGG_VIEW_INVERTED:
+        return "inverted";
+    case CN_AGG_VIEW_CALLEES:
+        return "callees";
+    case CN_AGG_VIEW_CALLERS:
+        return "callers";
+    case CN_AGG_VIEW_FUNCTIONS:
+        return "functions";
+    }
+    return "tree";
+}
+
+/* `"name":…` and, when the func has a resource, `,"lib":…`. */
+static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
+{
+    const char *name = func >= 0 ? cn_agg_func_name(p, func) : NULL;
+    int32_t res = func >= 0 ? cn_agg_func_resource(p, func) : -1;
+    const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
+
+    if (fputs("\"name\":", out) < 0 || cn_agg__json_str(out, name ? name : "?") < 0)
+        return -EIO;
+    if (lib && (fputs(",\"lib\":", out) < 0 || cn_agg__json_str(out, lib) < 0))
+        return -EIO;
+    return 0;
+}
+
+/* `,"KEY":VALUE` for a number. */
+static int put_num(FILE *out, const char *key, double v)
+{
+    if (fprintf(out, ",\"%s\":", key) < 0)
+        return -EIO;
+    return cn_agg__json_num(out, v);
+}
+
+/* Opens node n: every field, then `"children":[`. */
+static int open_node(const cn_agg_profile *p, const cn_agg_tree *t, int32_t n, double scale,
+                     FILE *out)
+{
+    const cn_agg_node *nd = &t->nodes[n];
+
+    if (fputc('{', out) == EOF || put_func(p, nd->func, out) < 0 ||
+        put_num(out, "total", nd->total * scale) < 0 || put_num(out, "self", nd->self * scale) < 0)
+        return -EIO;
+    if (t->has_recursion_counts && (put_num(out, "merged_stacks", nd->merged_stacks) < 0 ||
+                                    put_num(out, "recursions", nd->recursions) < 0))
+        return -EIO;
+    return fputs(",\"children\":[", out) < 0 ? -EIO : 0;
+}
+
+static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double scale, FILE *out)
+{
+    int32_t *order = NULL, *depth = NULL;
+    bool *visible = NULL;
+    size_t n = 0;
+    int32_t open = 0; /* nodes opened and not yet closed */
+    bool comma = false;
+    int rc;
+
+    rc = cn_agg__tree_preorder(t, &order, &depth, &n);
+    if (rc == 0)
+        rc = cn_agg__tree_visible(t, order, depth, n, -1, 0, 1, &visible);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int32_t node = order[i];
+        if (!visible[node])
+            continue;
+        for (; open > depth[i]; open--, comma = true)
+            if (fputs("]}", out) < 0)
+                rc = -EIO;
+        if (comma && fputc(',', out) == EOF)
+            rc = -EIO;
+        if (rc == 0)
+            rc = open_node(p, t, node, scale, out);
+        open++;
+        comma = false;
+    }
+    for (; rc == 0 && open > 0; open--)
+        if (fputs("]}", out) < 0)
+            rc = -EIO;
+    free(order);
+    free(depth);
+    free(visible);
+    return rc;
+}
+
+static int write_functions(const cn_agg_profile *p, const cn_agg_tree *t, double scale, FILE *out)
+{
+    for (size_t i = 0; i < t->n_functions; i++) {
+        const cn_agg_func_row *r = &t->functions[i];
+        if ((i && fputc(',', out) == EOF) || fputc('{', out) == EOF ||
+            put_func(p, r->func, out) < 0 || put_num(out, "self", r->self * scale) < 0 ||
+            put_num(out, "total", r->total * scale) < 0 || fputc('}', out) == EOF)
+            return -EIO;
+    }
+    return 0;
+}
+
+/* The top-level fields before roots/functions, from `{` to the last field. */
+static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+                        double scale, FILE *out)
+{
+    if (fputs("{\"unit\":", out) < 0 ||
+        cn_agg__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p))) < 0 ||
+        put_num(out, "total", t->total * scale) < 0 || fputs(",\"view\":", out) < 0 ||
+        cn_agg__json_str(out, view_name(t->view)) < 0)
+        return -EIO;
+    if (t->view == CN_AGG_VIEW_CALLEES && put_num(out, "call_sites", (double)t->call_sites) < 0)
+        return -EIO;
+    if (t->view == CN_AGG_VIEW_CALLERS &&
+        fprintf(out, ",\"mode\":\"%s\"",
+                t->callers_mode == CN_AGG_CALLERS_SELF ? "self" : "total") < 0)
+        return -EIO;
+    if (fputs(",\"transforms\":[", out) < 0)
+        return -EIO;
+    for (size_t i = 0; o && i < o->n_transforms; i++) {
+        char *s = cn_agg_transform_format(&o->transforms[i]);
+        if (!s)
+            return -ENOMEM;
+        int rc = (i && fputc(',', out) == EOF) ? -EIO : cn_agg__json_str(out, s);
+        free(s);
+        if (rc < 0)
+            return rc;
+    }
+    if (fputc(']', out) == EOF)
+        return -EIO;
+    if (o && o->session) {
+        if (fputs(",\"session\":", out) < 0 || cn_agg__json_str(out, o->session) < 0 ||
+            fputs(",\"event\":", out) < 0 || cn_agg__json_str(out, o->event ? o->event : "") < 0 ||
+            put_num(out, "samples", (double)o->samples) < 0 ||
+            put_num(out, "lost", (double)o->lost) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
+int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+                      FILE *out)
+{
+    double scale;
+    int rc;
+
+    if (!p || !t || !out)
+        return -EINVAL;
+    scale = cn_agg_profile_scale(p);
+    rc = write_header(p, t, o, scale, out);
+    if (rc < 0)
+        return rc;
+    if (t->view == CN_AGG_VIEW_FUNCTIONS) {
+        if (fputs(",\"functions\":[", out) < 0)
+            return -EIO;
+        rc = write_functions(p, t, scale, out);
+    } else {
+        if (fputs(",\"roots\":[", out) < 0)
+            return -EIO;
+        rc = write_nodes(p, t, scale, out);
+    }
+    if (rc < 0)
+        return rc;
+    return fputs("]}\n", out) < 0 ? -EIO : 0;
+}

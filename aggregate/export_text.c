@@ -1,0 +1,284 @@
+/* export_text.c — the text tree (interface.md "Text tree") and the writer options.
+ *
+ * A header line (title, unit, total, view, transforms), then one node per line indented
+ * two spaces per level: total and self as percentages of the total and in the unit, then
+ * the name, e.g. `100.0%   3     0.0%   0   A`. No recursion (stacks can be tens of
+ * thousands of frames deep): a pre-order walk over parent links decides which nodes are
+ * shown, one pass measures the widest value so that the columns line up, one prints.
+ * The pre-order and visibility helpers of export_internal.h live here. The function list
+ * prints one row per function instead of a tree.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg_internal.h"
+#include "export_internal.h"
+
+#define C_RESET "\033[0m"
+#define C_HOT   "\033[1;31m"
+#define C_WARM  "\033[33m"
+#define C_DIM   "\033[2m"
+
+/* Deeper nodes keep this indentation and show their depth instead, so that a very deep
+ * tree's text stays linear in size. */
+#define MAX_INDENT_DEPTH 100
+
+void cn_agg_write_opts_init(cn_agg_write_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_depth = -1;
+}
+
+int cn_agg__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth, size_t *n)
+{
+    size_t cap = t->n_nodes ? t->n_nodes : 1, k = 0;
+    int32_t *o = malloc(cap * sizeof(*o));
+    int32_t *d = malloc(cap * sizeof(*d));
+    int32_t node = t->first_root, lvl = 0;
+
+    if (!o || !d) {
+        free(o);
+        free(d);
+        return -ENOMEM;
+    }
+    /* Parent links instead of a stack; at most n_nodes visits even if links were bad. */
+    while (node >= 0 && (size_t)node < t->n_nodes && k < t->n_nodes) {
+        o[k] = node;
+        d[k++] = lvl;
+        if (t->nodes[node].first_child >= 0) {
+            node = t->nodes[node].first_child;
+            lvl++;
+            continue;
+        }
+        while (node >= 0 && t->nodes[node].next_sibling < 0) {
+            node = t->nodes[node].parent;
+            lvl--;
+        }
+        if (node >= 0)
+            node = t->nodes[node].next_sibling;
+    }
+    *order = o;
+    *depth = d;
+    *n = k;
+    return 0;
+}
+
+int cn_agg__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32_t *depth, size_t n,
+                         int max_depth, double min_percent, double denom, bool **visible)
+{
+    size_t cap = t->n_nodes ? t->n_nodes : 1;
+    bool *vis = calloc(cap, sizeof(*vis));
+    bool *kid = calloc(cap, sizeof(*kid)); /* has a shown child */
+
+    if (!vis || !kid) {
+        free(vis);
+        free(kid);
+        return -ENOMEM;
+    }
+    /* Children come after their parent in pre-order: a backward pass sees them first. */
+    for (size_t i = n; i-- > 0;) {
+        const cn_agg_node *nd = &t->nodes[order[i]];
+        bool ok = (max_depth < 0 || depth[i] < max_depth) &&
+                  (min_percent <= 0 || 100.0 * fabs(nd->total) / denom >= min_percent) &&
+                  (nd->total != 0 || kid[order[i]]);
+        vis[order[i]] = ok;
+        if (ok && nd->parent >= 0 && (size_t)nd->parent < t->n_nodes)
+            kid[nd->parent] = true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int32_t par = t->nodes[order[i]].parent;
+        if (par >= 0 && (size_t)par < t->n_nodes && !vis[par])
+            vis[order[i]] = false;
+    }
+    free(kid);
+    *visible = vis;
+    return 0;
+}
+
+/* A display value into buf: integral values without decimals, others with up to three. */
+static void fmt_value(char *buf, size_t size, double v)
+{
+    if (!isfinite(v)) {
+        snprintf(buf, size, "?");
+    } else if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, size, "%.0f", v);
+    } else {
+        snprintf(buf, size, "%.3f", v);
+        char *dot = strchr(buf, '.');
+        if (dot) {
+            char *end = buf + strlen(buf);
+            while (end > dot + 1 && end[-1] == '0')
+                *--end = '\0';
+        }
+    }
+}
+
+/* The writer's fixed inputs. */
+struct text_ctx {
+    const cn_agg_profile *p;
+    const cn_agg_tree *t;
+    const cn_agg_write_opts *o;
+    FILE *out;
+    double scale;
+    double denom; /* |total| for percentages, 1 when the tree is empty */
+    int width;    /* value column width: 4, or one more than the widest value */
+};
+
+static double pct(const struct text_ctx *c, double v)
+{
+    return 100.0 * v / c->denom;
+}
+
+static void widen(struct text_ctx *c, double v)
+{
+    char buf[64];
+    fmt_value(buf, sizeof(buf), v * c->scale);
+    if ((int)strlen(buf) + 1 > c->width) /* at least one space after the percentage */
+        c->width = (int)strlen(buf) + 1;
+}
+
+/* One row: total and self (percentage and value), indentation, name. */
+static int print_row(const struct text_ctx *c, double total, double self, int depth, int32_t func)
+{
+    char tv[64], sv[64], deep[32] = "";
+    const char *name = func >= 0 ? cn_agg_func_name(c->p, func) : NULL;
+    double tp = pct(c, total);
+    const char *col = "", *reset = "";
+
+    fmt_value(tv, sizeof(tv), total * c->scale);
+    fmt_value(sv, sizeof(sv), self * c->scale);
+    if (c->o->color) {
+        col = fabs(tp) >= 50 ? C_HOT : fabs(tp) >= 10 ? C_WARM : "";
+        reset = *col ? C_RESET : "";
+    }
+    if (depth > MAX_INDENT_DEPTH) {
+        snprintf(deep, sizeof(deep), "[%d] ", depth);
+        depth = MAX_INDENT_DEPTH;
+    }
+    if (fprintf(c->out, "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s\n", col, tp, c->width, tv, reset,
+                pct(c, self), c->width, sv, 2 * depth, "", deep, name ? name : "?") < 0)
+        return -EIO;
+    return 0;
+}
+
+/* Measures the widest value, then prints the shown nodes in pre-order. */
+static int print_nodes(struct text_ctx *c)
+{
+    int32_t *order = NULL, *depth = NULL;
+    bool *visible = NULL;
+    size_t n = 0;
+    int rc = cn_agg__tree_preorder(c->t, &order, &depth, &n);
+
+    if (rc == 0)
+        rc = cn_agg__tree_visible(c->t, order, depth, n, c->o->max_depth, c->o->min_percent,
+                                  c->denom, &visible);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!visible[order[i]])
+            continue;
+        widen(c, c->t->nodes[order[i]].total);
+        widen(c, c->t->nodes[order[i]].self);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const cn_agg_node *nd = &c->t->nodes[order[i]];
+        if (visible[order[i]])
+            rc = print_row(c, nd->total, nd->self, depth[i], nd->func);
+    }
+    free(order);
+    free(depth);
+    free(visible);
+    return rc;
+}
+
+static const char *view_label(const cn_agg_tree *t)
+{
+    switch (t->view) {
+    case CN_AGG_VIEW_INVERTED:
+        return "inverted tree";
+    case CN_AGG_VIEW_CALLEES:
+        return "callees";
+    case CN_AGG_VIEW_CALLERS:
+        return t->callers_mode == CN_AGG_CALLERS_SELF ? "callers (self)" : "callers (total)";
+    case CN_AGG_VIEW_FUNCTIONS:
+        return "functions";
+    case CN_AGG_VIEW_TREE:
+        break;
+    }
+    return "call tree";
+}
+
+static int print_header(const struct text_ctx *c)
+{
+    const cn_agg_write_opts *o = c->o;
+    char tv[64];
+    FILE *out = c->out;
+
+    fmt_value(tv, sizeof(tv), c->t->total * c->scale);
+    fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "", o->title ? o->title : "profile",
+            view_label(c->t), tv, cn_agg_unit_name(cn_agg_profile_unit(c->p)));
+    if (c->t->view == CN_AGG_VIEW_CALLEES)
+        fprintf(out, ", %lld call site%s", (long long)c->t->call_sites,
+                c->t->call_sites == 1 ? "" : "s");
+    if (o->session)
+        fprintf(out, ", session %s, event %s, %lld samples, %lld lost", o->session,
+                o->event ? o->event : "?", (long long)o->samples, (long long)o->lost);
+    fprintf(out, ", transforms:");
+    if (o->n_transforms == 0)
+        fprintf(out, " none");
+    for (size_t i = 0; i < o->n_transforms; i++) {
+        char *s = cn_agg_transform_format(&o->transforms[i]);
+        if (!s)
+            return -ENOMEM;
+        fprintf(out, "%s %s", i ? "," : "", s);
+        free(s);
+    }
+    if (fprintf(out, "%s\n", o->color ? C_RESET : "") < 0)
+        return -EIO;
+    return 0;
+}
+
+static int print_functions(struct text_ctx *c)
+{
+    for (size_t i = 0; i < c->t->n_functions; i++) {
+        widen(c, c->t->functions[i].total);
+        widen(c, c->t->functions[i].self);
+    }
+    for (size_t i = 0; i < c->t->n_functions; i++) {
+        const cn_agg_func_row *r = &c->t->functions[i];
+        if (c->o->min_percent > 0 && fabs(pct(c, r->total)) < c->o->min_percent)
+            continue;
+        if (print_row(c, r->total, r->self, 0, r->func) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
+int cn_agg_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+                      FILE *out)
+{
+    cn_agg_write_opts defaults;
+    struct text_ctx c;
+    int rc;
+
+    if (!p || !t || !out)
+        return -EINVAL;
+    if (!o) {
+        cn_agg_write_opts_init(&defaults);
+        o = &defaults;
+    }
+    c.p = p;
+    c.t = t;
+    c.o = o;
+    c.out = out;
+    c.scale = cn_agg_profile_scale(p);
+    c.denom = t->total != 0 ? fabs(t->total) : 1.0;
+    c.width = 4;
+    rc = print_header(&c);
+    if (rc < 0)
+        return rc;
+    if (t->view == CN_AGG_VIEW_FUNCTIONS)
+        return print_functions(&c);
+    return print_nodes(&c);
+}

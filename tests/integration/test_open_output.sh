@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `canopy open` output: the text tree's layout, --depth / --min-percent, folded output,
+# -o with formats from extensions, and the time options (--last, --from/--to).
+source "$(dirname "$0")/lib.sh"
+V=$CANOPY_TEST_DATA/vectors
+C=$CANOPY_BIN
+
+# Text: a header, then one node per line (total and self as % and value, name indented).
+"$C" open "$V/abc.folded" >"$TMP/t.txt" || fail "text: exit $?"
+cat >"$TMP/want.txt" <<'TXT'
+100.0%   3     0.0%   0   A
+100.0%   3     0.0%   0     B
+ 66.7%   2     0.0%   0       C
+ 33.3%   1     0.0%   0         D
+ 33.3%   1    33.3%   1           E
+ 33.3%   1     0.0%   0         F
+ 33.3%   1    33.3%   1           G
+ 33.3%   1     0.0%   0       H
+ 33.3%   1     0.0%   0         F
+ 33.3%   1    33.3%   1           G
+TXT
+head -1 "$TMP/t.txt" | grep -q "abc.folded.*3 samples.*transforms: none" ||
+  fail "text header: $(head -1 "$TMP/t.txt")"
+tail -n +2 "$TMP/t.txt" | diff -u "$TMP/want.txt" - || fail "text tree differs"
+echo "PASS text tree"
+
+"$C" open "$V/abc.folded" -t merge:C -t 'focus:A;B' >"$TMP/t.txt" || fail "text: exit $?"
+head -1 "$TMP/t.txt" | grep -q "transforms: merge:C, focus:A;B" || fail "header transforms: $(head -1 "$TMP/t.txt")"
+echo "PASS text header lists transforms"
+
+"$C" open "$V/abc.folded" --depth 3 >"$TMP/t.txt" || fail "--depth: exit $?"
+[ "$(tail -n +2 "$TMP/t.txt" | wc -l)" -eq 4 ] || fail "--depth 3: $(cat "$TMP/t.txt")"
+"$C" open "$V/abc.folded" --min-percent 50 >"$TMP/t.txt" || fail "--min-percent: exit $?"
+[ "$(tail -n +2 "$TMP/t.txt" | wc -l)" -eq 3 ] || fail "--min-percent 50: $(cat "$TMP/t.txt")"
+echo "PASS --depth, --min-percent"
+
+# Folded: one line per distinct stack after the transforms, sorted by the stack text.
+"$C" open "$V/abc.folded" -t merge:C --format folded >"$TMP/f.folded" || fail "folded: exit $?"
+printf 'A;B;D;E 1\nA;B;F;G 1\nA;B;H;F;G 1\n' | diff -u - "$TMP/f.folded" || fail "folded output"
+# collapse:B turns every stack into A;B: equal stacks are one line
+"$C" open "$V/abc.folded" -t collapse:B -o "$TMP/c.folded" || fail "-o .folded: exit $?"
+printf 'A;B 3\n' | diff -u - "$TMP/c.folded" || fail "-o .folded output"
+# folded output reads back as the same tree
+"$C" open "$V/interpreter.folded" --format folded >"$TMP/i.folded" || fail "folded: exit $?"
+"$C" open "$TMP/i.folded" --format json >"$TMP/a.json" || fail "reopen: exit $?"
+"$C" open "$V/interpreter.folded" --format json >"$TMP/b.json" || fail "open: exit $?"
+python3 - "$TMP/a.json" "$TMP/b.json" <<'PY' || fail "folded round trip changed the tree"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["roots"] == b["roots"] and a["total"] == b["total"], (a, b)
+PY
+LC_ALL=C sort -c "$TMP/i.folded" || fail "folded output not sorted"
+# an empty profile gives empty folded output
+"$C" open "$CANOPY_TEST_DATA/vectors-extra/zero.folded" --format folded >"$TMP/z.folded" ||
+  fail "empty folded: exit $?"
+[ ! -s "$TMP/z.folded" ] || fail "empty profile: folded output not empty: $(cat "$TMP/z.folded")"
+echo "PASS folded"
+
+# --format beats the extension; an unknown extension means text.
+"$C" open "$V/abc.folded" --format folded -o "$TMP/x.json" || fail "exit $?"
+grep -q '^A;B;C;D;E 1$' "$TMP/x.json" || fail "--format folded -o x.json: $(cat "$TMP/x.json")"
+"$C" open "$V/abc.folded" -o "$TMP/x.out" || fail "exit $?"
+grep -q "100.0%" "$TMP/x.out" || fail "-o x.out is not text"
+echo "PASS -o and --format"
+
+# Time options on a profile with times (calltree.md §7.5.4: a, a, b, b every 100 µs).
+T=$CANOPY_TEST_DATA/timeline/integrator.cpuprofile
+"$C" open "$T" --format json >"$TMP/all.json" || fail "exit $?"
+"$C" open "$T" --last 150us --format json >"$TMP/last.json" || fail "--last: exit $?"
+"$C" open "$T" --from 1000 --format json >"$TMP/late.json" || fail "--from: exit $?"
+python3 - "$TMP/all.json" "$TMP/last.json" "$TMP/late.json" <<'PY' || fail "time options"
+import json, math, sys
+full, last, late = (json.load(open(f)) for f in sys.argv[1:4])
+# all: a (4 hits, 2 self), b 2 hits; --last 150us keeps the two b samples only
+assert full["unit"] == "ms", full["unit"]
+a = full["roots"][0]
+assert a["name"] == "a" and math.isclose(a["self"] * 2, a["total"]), a
+b = last["roots"][0]
+assert b["name"] == "a" and b["self"] == 0 and b["children"][0]["name"] == "b", last
+assert math.isclose(last["total"], full["total"] / 2), (last["total"], full["total"])
+assert late["roots"] == [] and late["total"] == 0, late
+PY
+expect_rc() { local want=$1; shift; local rc=0; "$C" "$@" >/dev/null 2>&1 || rc=$?; [ "$rc" -eq "$want" ] || fail "$* exited $rc, expected $want"; }
+expect_rc 2 open "$T" --last 1s --from 0
+expect_rc 2 open "$T" --from 2 --to 1
+expect_rc 2 open "$T" --invert --functions
+expect_rc 2 open "$T" --callers-mode self
+echo "PASS time options"
+
+"$C" open --help | grep -q "usage: canopy open FILE" || fail "open --help"
+echo "all passed"

@@ -1,0 +1,344 @@
+/* test_export.c — the tree and timeline writers (export_text.c, export_json.c,
+ * export_timeline.c) on hand-built trees, independent of the query engine. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "cn_agg.h"
+
+struct fixture {
+    cn_agg_profile *p;
+    int32_t fa, fb, fc, fz; /* A, B, C (no lib) and Z in libz.so */
+    cn_agg_tree tree;
+    cn_agg_node nodes[5];
+};
+
+/* Tree: A (4,1) -> { B (2,2), C (1,1), Z (0,0) hidden }, root Z (1,1). Total 5. */
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->p = cn_agg_profile_new();
+    assert_non_null(f->p);
+    int32_t lib = cn_agg_resource(f->p, "libz.so", NULL, NULL, CN_AGG_RES_LIBRARY);
+    assert_true(lib >= 0);
+    f->fa = cn_agg_func(f->p, "A", -1, NULL, 0);
+    f->fb = cn_agg_func(f->p, "B", -1, NULL, 0);
+    f->fc = cn_agg_func(f->p, "C", -1, NULL, 0);
+    f->fz = cn_agg_func(f->p, "Z", lib, NULL, 0);
+    cn_agg_node *n = f->nodes;
+    n[0] = (cn_agg_node){f->fa, -1, 1, 4, 4, 1, 0, 0};
+    n[1] = (cn_agg_node){f->fb, 0, -1, 2, 2, 2, 0, 0};
+    n[2] = (cn_agg_node){f->fc, 0, -1, 3, 1, 1, 0, 0};
+    n[3] = (cn_agg_node){f->fz, 0, -1, -1, 0, 0, 0, 0};
+    n[4] = (cn_agg_node){f->fz, -1, -1, -1, 1, 1, 0, 0};
+    f->tree.view = CN_AGG_VIEW_TREE;
+    f->tree.total = 5;
+    f->tree.first_root = 0;
+    f->tree.nodes = n;
+    f->tree.n_nodes = 5;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_profile_free(f->p);
+    free(f);
+    return 0;
+}
+
+/* Runs a writer into a malloc'ed string. */
+static char *capture_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+                          int json)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_non_null(m);
+    int rc = json ? cn_agg_write_json(p, t, o, m) : cn_agg_write_text(p, t, o, m);
+    assert_int_equal(rc, 0);
+    fclose(m);
+    return buf;
+}
+
+static void test_text_layout(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_write_opts o;
+    cn_agg_write_opts_init(&o);
+    o.title = "t.folded";
+    char *s = capture_text(f->p, &f->tree, &o, 0);
+    const char *want = "t.folded: call tree, total 5 samples, transforms: none\n"
+                       " 80.0%   4    20.0%   1   A\n"
+                       " 40.0%   2    40.0%   2     B\n"
+                       " 20.0%   1    20.0%   1     C\n"
+                       " 20.0%   1    20.0%   1   Z\n";
+    assert_string_equal(s, want);
+    free(s);
+}
+
+static void test_text_depth_and_min_percent(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_write_opts o;
+    cn_agg_write_opts_init(&o);
+    o.max_depth = 1;
+    char *s = capture_text(f->p, &f->tree, &o, 0);
+    assert_null(strstr(s, " B\n"));
+    assert_non_null(strstr(s, "   A\n"));
+    assert_non_null(strstr(s, "   Z\n"));
+    free(s);
+    cn_agg_write_opts_init(&o);
+    o.min_percent = 30;
+    s = capture_text(f->p, &f->tree, &o, 0);
+    assert_non_null(strstr(s, "   A\n"));
+    assert_non_null(strstr(s, "     B\n"));
+    assert_null(strstr(s, " C\n"));
+    assert_null(strstr(s, " Z\n"));
+    free(s);
+}
+
+static void test_text_scaled_values(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_write_opts o;
+    cn_agg_write_opts_init(&o);
+    cn_agg_profile_set_scale(f->p, 0.5);
+    char *s = capture_text(f->p, &f->tree, &o, 0);
+    assert_non_null(strstr(s, "total 2.5 samples"));
+    assert_non_null(strstr(s, " 80.0%   2    20.0% 0.5   A\n"));
+    free(s);
+    /* wide values keep a space after the percentage */
+    cn_agg_profile_set_scale(f->p, 1e9);
+    s = capture_text(f->p, &f->tree, &o, 0);
+    assert_non_null(strstr(s, " 80.0% 4000000000    20.0% 1000000000   A\n"));
+    free(s);
+}
+
+static void test_json_tree(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_write_opts o;
+    cn_agg_transform tf;
+    cn_agg_err err;
+    cn_agg_write_opts_init(&o);
+    assert_int_equal(cn_agg_transform_parse("merge:C", &tf, &err), 0);
+    o.transforms = &tf;
+    o.n_transforms = 1;
+    char *s = capture_text(f->p, &f->tree, &o, 1);
+    cn_agg_transform_clear(&tf);
+    json_error_t je;
+    json_t *doc = json_loads(s, 0, &je);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "unit")), "samples");
+    assert_string_equal(json_string_value(json_object_get(doc, "view")), "tree");
+    assert_true(json_is_integer(json_object_get(doc, "total")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "total")), 5);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(doc, "transforms"), 0)),
+                        "merge:C");
+    assert_null(json_object_get(doc, "session"));
+    json_t *roots = json_object_get(doc, "roots");
+    assert_int_equal(json_array_size(roots), 2);
+    json_t *a = json_array_get(roots, 0);
+    assert_null(json_object_get(a, "lib")); /* no resource */
+    assert_int_equal(json_integer_value(json_object_get(a, "self")), 1);
+    /* the zero node Z under A is omitted */
+    assert_int_equal(json_array_size(json_object_get(a, "children")), 2);
+    json_t *z = json_array_get(roots, 1);
+    assert_string_equal(json_string_value(json_object_get(z, "lib")), "libz.so");
+    json_decref(doc);
+    free(s);
+}
+
+static void test_json_views(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_write_opts o;
+    cn_agg_func_row rows[2] = {{f->fb, 2, 2}, {f->fa, 1, 4}};
+    cn_agg_write_opts_init(&o);
+    o.session = "s1";
+    o.event = "cpu-clock";
+    o.samples = 7;
+    o.lost = 1;
+    f->tree.view = CN_AGG_VIEW_FUNCTIONS;
+    f->tree.functions = rows;
+    f->tree.n_functions = 2;
+    char *s = capture_text(f->p, &f->tree, &o, 1);
+    json_t *doc = json_loads(s, 0, NULL);
+    assert_non_null(doc);
+    assert_null(json_object_get(doc, "roots"));
+    json_t *fn = json_object_get(doc, "functions");
+    assert_int_equal(json_array_size(fn), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(fn, 0), "name")), "B");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(fn, 1), "total")), 4);
+    assert_string_equal(json_string_value(json_object_get(doc, "session")), "s1");
+    assert_int_equal(json_integer_value(json_object_get(doc, "lost")), 1);
+    json_decref(doc);
+    free(s);
+
+    cn_agg_write_opts_init(&o);
+    f->tree.view = CN_AGG_VIEW_CALLEES;
+    f->tree.call_sites = 3;
+    f->tree.has_recursion_counts = true;
+    f->nodes[0].merged_stacks = 2;
+    s = capture_text(f->p, &f->tree, &o, 1);
+    doc = json_loads(s, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_integer_value(json_object_get(doc, "call_sites")), 3);
+    json_t *a = json_array_get(json_object_get(doc, "roots"), 0);
+    assert_int_equal(json_integer_value(json_object_get(a, "merged_stacks")), 2);
+    assert_int_equal(json_integer_value(json_object_get(a, "recursions")), 0);
+    json_decref(doc);
+    free(s);
+
+    f->tree.view = CN_AGG_VIEW_CALLERS;
+    f->tree.callers_mode = CN_AGG_CALLERS_SELF;
+    s = capture_text(f->p, &f->tree, &o, 1);
+    doc = json_loads(s, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(doc, "mode")), "self");
+    json_decref(doc);
+    free(s);
+}
+
+static void test_json_empty_tree(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_tree empty = {0};
+    empty.first_root = -1;
+    char *s = capture_text(f->p, &empty, NULL, 1);
+    assert_string_equal(s, "{\"unit\":\"samples\",\"total\":0,\"view\":\"tree\",\"transforms\":[],"
+                           "\"roots\":[]}\n");
+    free(s);
+}
+
+/* Names come from binaries: bytes that are not UTF-8 must still give valid JSON. */
+static void test_json_bad_utf8_and_escapes(void **state)
+{
+    struct fixture *f = *state;
+    int32_t bad = cn_agg_func(f->p, "bad\xff\xc3(\"q\"\\\n)\xc3\xa9", -1, NULL, 0);
+    assert_true(bad >= 0);
+    f->nodes[4].func = bad;
+    char *s = capture_text(f->p, &f->tree, NULL, 1);
+    json_error_t je;
+    json_t *doc = json_loads(s, 0, &je);
+    assert_non_null(doc);
+    json_t *z = json_array_get(json_object_get(doc, "roots"), 1);
+    assert_string_equal(json_string_value(json_object_get(z, "name")),
+                        "bad\xef\xbf\xbd\xef\xbf\xbd(\"q\"\\\n)\xc3\xa9");
+    json_decref(doc);
+    free(s);
+}
+
+/* A chain as deep as the deepest stack the importers accept: no recursion, no crash. */
+static void test_deep_tree(void **state)
+{
+    struct fixture *f = *state;
+    enum { DEPTH = 200000 };
+    cn_agg_tree t = {0};
+    cn_agg_node *nodes = calloc(DEPTH, sizeof(*nodes));
+    assert_non_null(nodes);
+    for (int i = 0; i < DEPTH; i++)
+        nodes[i] = (cn_agg_node){
+            i % 2 ? f->fa : f->fb, i - 1, i + 1 < DEPTH ? i + 1 : -1, -1, 1, i + 1 == DEPTH, 0, 0};
+    t.total = 1;
+    t.first_root = 0;
+    t.nodes = nodes;
+    t.n_nodes = DEPTH;
+    char *s = capture_text(f->p, &t, NULL, 1);
+    json_error_t je;
+    size_t nb = 0;
+    for (const char *q = s; *q; q++)
+        nb += *q == '{';
+    assert_int_equal(nb, DEPTH + 1);
+    free(s);
+    s = capture_text(f->p, &t, NULL, 0);
+    size_t lines = 0;
+    for (const char *q = s; *q; q++)
+        lines += *q == '\n';
+    assert_int_equal(lines, DEPTH + 1);
+    assert_non_null(strstr(s, "[199999] A\n"));
+    free(s);
+    (void)je;
+    free(nodes);
+}
+
+static void test_timeline_writers(void **state)
+{
+    struct fixture *f = *state;
+    cn_agg_call calls[2] = {{f->fa, 42, 0, 1000000, 2000500}, {f->fz, 42, 1, 1500000, 0}};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(cn_agg_write_timeline_json(f->p, calls, 2, m), 0);
+    fclose(m);
+    json_t *doc = json_loads(buf, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "unit")), "us");
+    json_t *c0 = json_array_get(json_object_get(doc, "calls"), 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "start")), 1000);
+    assert_true(json_real_value(json_object_get(c0, "dur")) == 2000.5);
+    assert_int_equal(json_integer_value(json_object_get(c0, "tid")), 42);
+    assert_null(json_object_get(c0, "lib"));
+    json_t *c1 = json_array_get(json_object_get(doc, "calls"), 1);
+    assert_string_equal(json_string_value(json_object_get(c1, "lib")), "libz.so");
+    json_decref(doc);
+    free(buf);
+
+    int32_t th = cn_agg_thread(f->p, 7, 42, "worker");
+    assert_true(th >= 0);
+    m = open_memstream(&buf, &len);
+    assert_int_equal(cn_agg_write_chrome_trace(f->p, calls, 2, m), 0);
+    fclose(m);
+    doc = json_loads(buf, 0, NULL);
+    assert_non_null(doc);
+    json_t *ev = json_object_get(doc, "traceEvents");
+    size_t nx = 0, nm = 0, i;
+    json_t *e;
+    json_array_foreach(ev, i, e)
+    {
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (!strcmp(ph, "X")) {
+            nx++;
+            assert_int_equal(json_integer_value(json_object_get(e, "pid")), 7);
+            assert_int_equal(json_integer_value(json_object_get(e, "tid")), 42);
+        } else if (!strcmp(ph, "M")) {
+            nm++;
+        }
+    }
+    assert_int_equal(nx, 2);
+    assert_int_equal(nm, 1);
+    json_decref(doc);
+    free(buf);
+
+    m = open_memstream(&buf, &len);
+    assert_int_equal(cn_agg_write_timeline_text(f->p, calls, 2, m), 0);
+    fclose(m);
+    assert_non_null(strstr(buf, "      1000.000     2000.500       42   A\n"));
+    assert_non_null(strstr(buf, "      1500.000        0.000       42     Z  [libz.so]\n"));
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_text_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_depth_and_min_percent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_scaled_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_views, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_empty_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_bad_utf8_and_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeline_writers, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
