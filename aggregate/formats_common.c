@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats_internal.h"
@@ -156,7 +157,7 @@ void cn_agg__json_number(FILE *out, double v)
     if (v == (double)(int64_t)v && fabs(v) < 9e15)
         fprintf(out, "%" PRId64, (int64_t)v);
     else
-        fprintf(out, "%.17g", v);
+        fprintf(out, "%.12g", v); /* as export_json.c: display precision, not bits */
 }
 
 int cn_agg__finish_output(FILE *out, const char *what, cn_agg_err *err)

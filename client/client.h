@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cn_agg.h"
 
@@ -70,6 +71,12 @@ int cn_cli_emit(const char *path, const char *data, size_t len);
  * Returns an exit status. */
 int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
                   const cn_agg_write_opts *extra);
+
+/* Writes a differential profile d (cn_agg_is_diff) after q, NEW − BASE with BASE scaled to
+ * NEW's total when normalize. Used by `diff`, and by `open` on a three-column folded or
+ * differential .canopy file. Returns an exit status after printing any error. */
+int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, const char *title,
+                      FILE *out);
 
 /* Commands. */
 int cn_cmd_open(int argc, char **argv);

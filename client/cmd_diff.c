@@ -118,8 +118,8 @@ static void side_query(const cn_agg_profile *p, cn_cli_query *q, const side *s, 
     out->pid = q->query.pid;
 }
 
-static int write_result(cn_agg_profile *d, cn_cli_query *q, bool normalize, const char *title,
-                        FILE *out)
+int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, const char *title,
+                      FILE *out)
 {
     cn_agg_err err = {{0}};
     cn_agg_query dq = q->query;
@@ -279,7 +279,7 @@ int cn_cmd_diff(int argc, char **argv)
         status = CN_EXIT_FAIL;
         goto out;
     }
-    status = write_result(d, &q, normalize, title, mem);
+    status = cn_cli_write_diff(d, &q, normalize, title, mem);
     if (fclose(mem) != 0 && status == CN_EXIT_OK) {
         fprintf(stderr, "canopy: out of memory\n");
         status = CN_EXIT_FAIL;

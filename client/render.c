@@ -158,6 +158,8 @@ static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_w
     cn_agg_err err = {{0}};
     int rc;
 
+    if (cn_agg_is_diff(p))
+        return cn_cli_write_diff(p, q, true, o->title, out);
     switch (q->format) {
     case CN_AGG_FMT_TEXT:
     case CN_AGG_FMT_JSON:

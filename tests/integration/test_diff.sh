@@ -114,3 +114,20 @@ set +e
 set -e
 [ "$rc1$rc2$rc3$rc4$rc5" = "22222" ] || fail "bad input exits $rc1 $rc2 $rc3 $rc4 $rc5: $(cat "$TMP/err")"
 echo "PASS bad input exits 2"
+
+# `open` on a three-column folded file shows the same differential tree as `diff`
+printf 'A;B 3 5\nA;C 2 1\n' > "$TMP/three.folded"
+"$C" open "$TMP/three.folded" --format json > "$TMP/open3.json"
+"$C" diff "$TMP/three.folded" --format json > "$TMP/diff3.json"
+cmp -s "$TMP/open3.json" "$TMP/diff3.json" || fail "open and diff disagree on a three-column file"
+python3 - "$TMP/open3.json" <<'PY' || fail "open on a differential file"
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d["roots"][0]
+kids = {c["name"]: c for c in a["children"]}
+# BASE normalized to NEW's total (6/5): B 3*1.2=3.6 -> 5, C 2*1.2=2.4 -> 1
+assert d["diff"] and abs(d["factor"] - 1.2) < 1e-12, d
+assert abs(kids["B"]["total"] - 1.4) < 1e-9 and abs(kids["C"]["total"] + 1.4) < 1e-9, kids
+assert kids["B"]["new"] == 5 and abs(kids["B"]["base"] - 3.6) < 1e-9
+PY
+echo "PASS open on a differential file"
