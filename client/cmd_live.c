@@ -1,71 +1,816 @@
-/* Placeholder until its issue lands: every command here reports it is not built yet. */
+/* cmd_live.c — the sampling commands: `canopy run`, `tree`, `top`, `attach`, `system`.
+ *
+ * Each talks to canopyd when one answers (daemon_client.c) and, where interface.md allows
+ * it (run, tree --pid, top --pid), hosts the engine in-process otherwise (inproc.c),
+ * saying so in one line on stderr. Rendering reuses the offline CLI's code: in-process
+ * profiles go through cn_cli_render() exactly like `canopy open`; the daemon renders with
+ * the same writers and the client prints its bytes.
+ */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "client.h"
+#include "cn_common.h"
+#include "live.h"
+
+#define RUN_FREQ         999 /* run and temporary sessions: short and interactive */
+#define SESSION_FREQ     99  /* attach and system: meant to stay on */
+#define TEMP_DURATION_NS 5000000000LL
+#define SYMBOLS_WAIT_MS  10000 /* how long the end of a run waits for symbols */
+#define DAEMON_SETTLE_MS 10000 /* how long a client waits for a session to settle */
+
+static const char sampling_help[] =
+    "SAMPLING options:\n"
+    "  -F, --freq HZ             samples per second (default 999 for run and temporary\n"
+    "                            sessions, 99 for attach and system)\n"
+    "  --event EVENT             cpu-clock, task-clock, cycles, ... (default cycles where\n"
+    "                            the kernel offers it, else cpu-clock)\n"
+    "  --unwind fp|dwarf|auto    stack unwinding (default auto)\n"
+    "  --stack-size BYTES        user stack copied per sample in DWARF mode (default 8192)\n"
+    "  --kernel, --no-kernel     kernel frames (default on where permitted)\n"
+    "  --duration DURATION       stop sampling after DURATION (5s, 2m, 500ms)\n"
+    "  --no-daemon               sample in-process even when a daemon answers\n"
+    "  --socket PATH             the daemon's socket (else $CANOPY_SOCKET,\n"
+    "                            /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock)\n";
+
+static const char query_summary[] =
+    "QUERY options are those of canopy open (canopy open --help): -t SPEC, --invert,\n"
+    "--callees F, --callers F, --functions, --group-by, --last, --from/--to, --tid,\n"
+    "--only-pid, --depth, --min-percent, --format, -o FILE.\n";
+
+/* Is path an existing regular file (then it wins over a session name)? */
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Status of a waited-for child as a shell reports it. */
+static int child_status(int ws)
+{
+    if (WIFEXITED(ws))
+        return WEXITSTATUS(ws);
+    if (WIFSIGNALED(ws))
+        return 128 + WTERMSIG(ws);
+    return CN_EXIT_FAIL;
+}
+
+/* The session object for id from a `sessions` answer (a new reference), or NULL. */
+static json_t *daemon_session(cn_cli_conn *c, const char *id)
+{
+    json_t *req = cn_proto_request("sessions"), *resp = NULL, *found = NULL;
+    char msg[256];
+    if (req && cn_cli_call(c, req, &resp, msg, sizeof(msg)) == 0 &&
+        json_is_true(json_object_get(resp, "ok"))) {
+        size_t i;
+        json_t *s;
+        json_array_foreach(json_object_get(resp, "sessions"), i, s)
+        {
+            if (!strcmp(json_string_value(json_object_get(s, "id")) ?: "", id)) {
+                found = json_incref(s);
+                break;
+            }
+        }
+    }
+    json_decref(resp);
+    json_decref(req);
+    return found;
+}
+
+static int64_t jint(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+/* Waits until the daemon's session id is no longer running and its symbol backlog has
+ * stopped shrinking (bounded by DAEMON_SETTLE_MS); stops it if it keeps running. */
+static void daemon_settle(cn_cli_conn *c, const char *id, bool stop_if_running)
+{
+    int64_t deadline = cn_common_now_ns() + DAEMON_SETTLE_MS * 1000000LL;
+    int64_t last_unsym = -1;
+    bool stopped = false;
+    while (cn_common_now_ns() < deadline) {
+        json_t *s = daemon_session(c, id);
+        if (!s)
+            return;
+        const char *state = json_string_value(json_object_get(s, "state"));
+        bool running = state && !strcmp(state, "running");
+        int64_t unsym = jint(s, "unsymbolized");
+        json_decref(s);
+        if (running) {
+            if (stop_if_running && !stopped &&
+                cn_common_now_ns() > deadline - (DAEMON_SETTLE_MS - 2000) * 1000000LL) {
+                json_t *req = cn_proto_request("stop"), *resp = NULL;
+                char msg[256];
+                if (req && !json_object_set_new(req, "session", json_string(id)))
+                    cn_cli_call(c, req, &resp, msg, sizeof(msg));
+                json_decref(resp);
+                json_decref(req);
+                stopped = true;
+            }
+        } else if (unsym == 0 || unsym == last_unsym) {
+            return;
+        } else {
+            last_unsym = unsym;
+        }
+        usleep(100000);
+    }
+}
+
+/* Asks the daemon for session id's tree with the user's query and prints it. */
+static int daemon_tree(cn_cli_conn *c, const char *cmd, const char *id, int pid,
+                       const cn_cli_query *q)
+{
+    json_t *req = cn_proto_request("tree"), *resp = NULL;
+    int status = CN_EXIT_FAIL;
+    if (req && (id ? json_object_set_new(req, "session", json_string(id))
+                   : json_object_set_new(req, "pid", json_integer(pid))))
+        goto out;
+    if (req && cn_cli_query_to_json(q, req, cn_cli_want_color(q)) < 0)
+        goto out;
+    status = cn_cli_request(cmd, c, req, &resp);
+    if (status == 0)
+        status = cn_cli_emit_rendered(cmd, resp, "tree", q->output);
+out:
+    json_decref(resp);
+    json_decref(req);
+    return status;
+}
+
+/* Starts a daemon session (cmd attach/run/system) and returns its id (malloc'ed) in *id. */
+static int daemon_start(cn_cli_conn *c, const char *cmd, const char *proto_cmd, int pid,
+                        const cn_cli_sampling *smp, int default_freq, char **id)
+{
+    json_t *req = cn_proto_request(proto_cmd), *resp = NULL;
+    int status = CN_EXIT_FAIL;
+    if (!req || cn_cli_sampling_to_json(smp, default_freq, req) < 0 ||
+        (pid > 0 && json_object_set_new(req, "pid", json_integer(pid)))) {
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        goto out;
+    }
+    status = cn_cli_request(cmd, c, req, &resp);
+    if (status)
+        goto out;
+    const char *sid = json_string_value(json_object_get(json_object_get(resp, "session"), "id"));
+    if (!sid || !(*id = strdup(sid))) {
+        fprintf(stderr, "canopy %s: the daemon's answer has no session id\n", cmd);
+        status = CN_EXIT_FAIL;
+    }
+out:
+    json_decref(resp);
+    json_decref(req);
+    return status;
+}
+
+static void daemon_rm(cn_cli_conn *c, const char *id)
+{
+    json_t *req = cn_proto_request("rm"), *resp = NULL;
+    char msg[256];
+    if (req && !json_object_set_new(req, "session", json_string(id)))
+        cn_cli_call(c, req, &resp, msg, sizeof(msg));
+    json_decref(resp);
+    json_decref(req);
+}
+
+/* Renders an in-process session's profile like `canopy open` does, with the live fields. */
+static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
+{
+    cn_d_session *s = cn_cli_local_session(l);
+    cn_d_session_info info;
+    cn_agg_write_opts extra;
+
+    cn_d_session_info_get(s, &info);
+    cn_agg_write_opts_init(&extra);
+    extra.session = info.id;
+    extra.event = info.event;
+    extra.samples = (int64_t)info.samples;
+    extra.lost = (int64_t)info.lost;
+    return cn_cli_render(cn_d_session_profile(s), q, title, &extra);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * canopy run
+ */
+
+static void run_help(void)
+{
+    printf("usage: canopy run [SAMPLING] [QUERY] [--name N] -- CMD [ARGS...]\n\n"
+           "Profile CMD from its first instruction: canopy starts it as you, held before\n"
+           "exec until sampling is attached (through canopyd's session when a daemon\n"
+           "answers, else in-process), lets it run with the terminal, and prints the call\n"
+           "tree when it exits (or writes it to -o FILE). canopy exits with CMD's status\n"
+           "(128+N when a signal N killed it); before CMD starts, canopy's own failures\n"
+           "exit 1 (runtime) or 2 (usage). While it samples, a progress line shows on\n"
+           "stderr when stderr is a terminal.\n\n%s\n%s",
+           sampling_help, query_summary);
+}
+
+typedef struct run_ctx {
+    cn_cli_live_args *a;
+    cn_smp_child child;
+    bool child_live;
+    int child_ws;
+    bool child_done;
+    cn_cli_progress pr;
+} run_ctx;
+
+static void run_reap(run_ctx *r)
+{
+    if (r->child_done)
+        return;
+    pid_t w = waitpid(r->child.pid, &r->child_ws, WNOHANG);
+    if (w == r->child.pid) {
+        r->child_done = true;
+    } else if (w < 0 && errno == ECHILD) {
+        /* Someone else reaped it: its status is lost. */
+        r->child_done = true;
+        r->child_ws = 0;
+    }
+}
+
+static int run_in_process(run_ctx *r)
+{
+    cn_cli_live_args *a = r->a;
+    cn_cli_local *l = NULL;
+    char msg[512] = "";
+    int status;
+
+    cn_cli_say_in_process(a->cmd, a);
+    if (cn_cli_local_start(&a->smp, CN_D_RUN, r->child.pid, RUN_FREQ, &l, msg, sizeof(msg)) < 0) {
+        fprintf(stderr, "canopy run: %s\n", msg);
+        cn_smp_child_abort(&r->child);
+        return CN_EXIT_FAIL;
+    }
+    cn_smp_child_release(&r->child);
+    while (!r->child_done) {
+        if (cn_cli_local_pump(l, 100, msg, sizeof(msg)) < 0) {
+            cn_cli_progress_end(&r->pr);
+            fprintf(stderr, "canopy run: %s (the command keeps running)\n", msg);
+            while (!r->child_done && waitpid(r->child.pid, &r->child_ws, 0) == r->child.pid)
+                r->child_done = true;
+            cn_cli_local_free(l);
+            return CN_EXIT_FAIL;
+        }
+        cn_d_session_info info;
+        cn_d_session_info_get(cn_cli_local_session(l), &info);
+        cn_cli_progress_update(&r->pr, (int64_t)info.samples, (int64_t)info.lost, false);
+        run_reap(r);
+    }
+    cn_cli_local_pump(l, 0, msg, sizeof(msg));
+    cn_cli_progress_end(&r->pr);
+    if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, msg, sizeof(msg)) < 0)
+        fprintf(stderr, "canopy run: %s\n", msg);
+    char title[256];
+    snprintf(title, sizeof(title), "run: %s", a->cmd_argv[0]);
+    status = local_render(l, &a->q, title);
+    cn_cli_local_free(l);
+    return status;
+}
+
+static int run_with_daemon(run_ctx *r, cn_cli_conn *c)
+{
+    cn_cli_live_args *a = r->a;
+    char *id = NULL;
+    int status = daemon_start(c, a->cmd, "run", r->child.pid, &a->smp, RUN_FREQ, &id);
+    if (status) {
+        cn_smp_child_abort(&r->child);
+        return status;
+    }
+    cn_smp_child_release(&r->child);
+    int64_t last = 0;
+    while (!r->child_done) {
+        usleep(50000);
+        run_reap(r);
+        if (r->pr.enabled && cn_common_now_ns() - last > 250000000) {
+            json_t *s = daemon_session(c, id);
+            if (s)
+                cn_cli_progress_update(&r->pr, jint(s, "samples"), jint(s, "lost"), false);
+            json_decref(s);
+            last = cn_common_now_ns();
+        }
+    }
+    cn_cli_progress_end(&r->pr);
+    daemon_settle(c, id, true);
+    status = daemon_tree(c, a->cmd, id, 0, &a->q);
+    if (status == 0)
+        fprintf(stderr, "canopy run: session %s stays in canopyd (canopy rm %s)\n", id, id);
+    free(id);
+    return status;
+}
 
 int cn_cmd_run(int argc, char **argv)
 {
-    fprintf(stderr, "canopy run: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    cn_cli_live_args a;
+    cn_cli_conn *c = NULL;
+    run_ctx r;
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    int status;
+
+    memset(&r, 0, sizeof(r));
+    cn_cli_live_args_init(&a, "run");
+    status = cn_cli_live_parse(&a, argc, argv,
+                               CN_LIVE_SAMPLING | CN_LIVE_NAME | CN_LIVE_QUERY | CN_LIVE_COMMAND,
+                               run_help);
+    if (status >= 0)
+        goto out;
+    if (!a.cmd_argc) {
+        fprintf(stderr, "canopy run: missing command (canopy run [OPTIONS] -- CMD ARGS)\n");
+        status = CN_EXIT_USAGE;
+        goto out;
+    }
+    if (a.n_pos) {
+        fprintf(stderr, "canopy run: unexpected argument '%s'\n", a.pos[0]);
+        status = CN_EXIT_USAGE;
+        goto out;
+    }
+    status = cn_cli_live_connect(&a, false, &c);
+    if (status)
+        goto out;
+    r.a = &a;
+    int rc = cn_smp_spawn(a.cmd_argv, (uid_t)-1, (gid_t)-1, &r.child);
+    if (rc < 0) {
+        fprintf(stderr, "canopy run: cannot start %s: %s\n", a.cmd_argv[0], strerror(-rc));
+        status = CN_EXIT_FAIL;
+        goto out;
+    }
+    /* Like time(1): the terminal's ^C and ^\ are for the command; canopy stays to print
+     * the tree after it. */
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    cn_cli_progress_init(&r.pr);
+    status = c ? run_with_daemon(&r, c) : run_in_process(&r);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    /* canopy's own failure after the command ran wins (nothing was printed); otherwise the
+     * command's status. */
+    if (status == 0 && r.child_done)
+        status = child_status(r.child_ws);
+out:
+    cn_cli_conn_free(c);
+    cn_cli_live_args_clear(&a);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * canopy attach / system
+ */
+
+static void attach_help(void)
+{
+    printf("usage: canopy attach PID [SAMPLING] [--name N]\n\n"
+           "Start a live session in canopyd on a running process (all its threads, present\n"
+           "and future) and print the session id. Query it with canopy tree/top/lines,\n"
+           "end it with canopy stop / canopy rm. Default frequency 99 Hz.\n\n%s",
+           sampling_help);
+}
+
+static void system_help(void)
+{
+    printf("usage: canopy system [SAMPLING] [--name N]\n\n"
+           "Start a whole-system session in canopyd (root, CAP_PERFMON, or the configured\n"
+           "system group) and print the session id. Default frequency 99 Hz.\n\n%s",
+           sampling_help);
+}
+
+static int start_session(int argc, char **argv, const char *cmd, void (*help)(void))
+{
+    cn_cli_live_args a;
+    cn_cli_conn *c = NULL;
+    char *id = NULL;
+    int pid = 0, status;
+
+    cn_cli_live_args_init(&a, cmd);
+    status = cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
+    if (status >= 0)
+        goto out;
+    status = CN_EXIT_USAGE;
+    if (!strcmp(cmd, "attach")) {
+        char *end;
+        long v = a.n_pos == 1 ? strtol(a.pos[0], &end, 10) : 0;
+        if (a.n_pos != 1 || *end || v <= 0 || v > 4194304) {
+            fprintf(stderr, "canopy attach: expected one PID (canopy attach PID)\n");
+            goto out;
+        }
+        pid = (int)v;
+    } else if (a.n_pos) {
+        fprintf(stderr, "canopy system: unexpected argument '%s'\n", a.pos[0]);
+        goto out;
+    }
+    if (a.no_daemon) {
+        fprintf(stderr,
+                "canopy %s: a session lives in canopyd; --no-daemon does not apply "
+                "(use canopy tree --pid or top --pid)\n",
+                cmd);
+        goto out;
+    }
+    status = cn_cli_live_connect(&a, true, &c);
+    if (status)
+        goto out;
+    status = daemon_start(c, cmd, cmd, pid, &a.smp, SESSION_FREQ, &id);
+    if (status == 0)
+        printf("%s\n", id);
+out:
+    free(id);
+    cn_cli_conn_free(c);
+    cn_cli_live_args_clear(&a);
+    return status;
 }
 
 int cn_cmd_attach(int argc, char **argv)
 {
-    fprintf(stderr, "canopy attach: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    return start_session(argc, argv, "attach", attach_help);
 }
 
 int cn_cmd_system(int argc, char **argv)
 {
-    fprintf(stderr, "canopy system: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    return start_session(argc, argv, "system", system_help);
 }
 
-int cn_cmd_sessions(int argc, char **argv)
+/* ---------------------------------------------------------------------------------------
+ * canopy tree
+ */
+
+static void tree_help(void)
 {
-    fprintf(stderr, "canopy sessions: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    printf("usage: canopy tree SESSION|--pid PID [QUERY] [SAMPLING]\n\n"
+           "Print the call tree of a live session (its id or --name; a saved profile file\n"
+           "works too). With --pid: that process's session if canopyd has one, else a\n"
+           "temporary session that samples for --duration (default 5s; at 999 Hz) — in\n"
+           "canopyd when it answers, else in-process — and then prints.\n\n%s\n%s",
+           query_summary, sampling_help);
+}
+
+/* Does canopyd hold a session for pid? 1 yes, 0 no, or minus an exit status (printed). */
+static int daemon_has_pid(cn_cli_conn *c, const char *cmd, int pid)
+{
+    json_t *req = cn_proto_request("sessions"), *resp = NULL;
+    char msg[256] = "";
+    int found = 0;
+    if (!req || cn_cli_call(c, req, &resp, msg, sizeof(msg)) < 0) {
+        fprintf(stderr, "canopy %s: %s\n", cmd, msg[0] ? msg : "out of memory");
+        found = -CN_EXIT_FAIL;
+    } else if (!json_is_true(json_object_get(resp, "ok"))) {
+        found = -cn_cli_resp_status(cmd, resp);
+    } else {
+        size_t i;
+        json_t *s;
+        json_array_foreach(json_object_get(resp, "sessions"), i, s)
+        {
+            if (jint(json_object_get(s, "target"), "pid") == pid)
+                found = 1;
+        }
+    }
+    json_decref(resp);
+    json_decref(req);
+    return found;
+}
+
+/* Samples pid in-process for the duration, then renders. */
+static int tree_in_process(cn_cli_live_args *a)
+{
+    cn_cli_local *l = NULL;
+    cn_cli_progress pr;
+    char msg[512] = "";
+    int status = CN_EXIT_FAIL;
+
+    if (!a->smp.duration_ns)
+        a->smp.duration_ns = TEMP_DURATION_NS;
+    cn_cli_say_in_process(a->cmd, a);
+    if (cn_cli_local_start(&a->smp, CN_D_ATTACH, a->pid, RUN_FREQ, &l, msg, sizeof(msg)) < 0) {
+        fprintf(stderr, "canopy tree: %s\n", msg);
+        return CN_EXIT_FAIL;
+    }
+    cn_cli_progress_init(&pr);
+    for (;;) {
+        if (cn_cli_local_pump(l, 100, msg, sizeof(msg)) < 0) {
+            cn_cli_progress_end(&pr);
+            fprintf(stderr, "canopy tree: %s\n", msg);
+            goto out;
+        }
+        cn_d_session_info info;
+        cn_d_session_info_get(cn_cli_local_session(l), &info);
+        cn_cli_progress_update(&pr, (int64_t)info.samples, (int64_t)info.lost, false);
+        if (info.state != CN_D_RUNNING)
+            break;
+    }
+    cn_cli_progress_end(&pr);
+    if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, msg, sizeof(msg)) < 0)
+        fprintf(stderr, "canopy tree: %s\n", msg);
+    char title[64];
+    snprintf(title, sizeof(title), "pid %d", a->pid);
+    status = local_render(l, &a->q, title);
+out:
+    cn_cli_local_free(l);
+    return status;
+}
+
+/* A temporary daemon session on pid for the duration, printed, then removed. */
+static int tree_temp_daemon(cn_cli_live_args *a, cn_cli_conn *c)
+{
+    char *id = NULL;
+    cn_cli_progress pr;
+    if (!a->smp.duration_ns)
+        a->smp.duration_ns = TEMP_DURATION_NS;
+    int status = daemon_start(c, a->cmd, "attach", a->pid, &a->smp, RUN_FREQ, &id);
+    if (status)
+        return status;
+    cn_cli_progress_init(&pr);
+    int64_t end = cn_common_now_ns() + a->smp.duration_ns;
+    for (;;) {
+        json_t *s = daemon_session(c, id);
+        const char *state = s ? json_string_value(json_object_get(s, "state")) : NULL;
+        bool running = state && !strcmp(state, "running");
+        if (s)
+            cn_cli_progress_update(&pr, jint(s, "samples"), jint(s, "lost"), false);
+        json_decref(s);
+        if (!running || cn_common_now_ns() > end + 5000000000LL)
+            break;
+        usleep(100000);
+    }
+    cn_cli_progress_end(&pr);
+    daemon_settle(c, id, true);
+    status = daemon_tree(c, a->cmd, id, 0, &a->q);
+    daemon_rm(c, id);
+    free(id);
+    return status;
 }
 
 int cn_cmd_tree(int argc, char **argv)
 {
-    fprintf(stderr, "canopy tree: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    cn_cli_live_args a;
+    cn_cli_conn *c = NULL;
+    cn_agg_profile *p = NULL;
+    int status;
+
+    cn_cli_live_args_init(&a, "tree");
+    status = cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_QUERY | CN_LIVE_PID,
+                               tree_help);
+    if (status >= 0)
+        goto out;
+    status = CN_EXIT_USAGE;
+    if ((a.pid > 0) == (a.n_pos == 1) || a.n_pos > 1) {
+        fprintf(stderr, "canopy tree: expected SESSION or --pid PID (see canopy tree --help)\n");
+        goto out;
+    }
+    if (a.n_pos == 1 && is_file(a.pos[0])) {
+        cn_agg_err err = {{0}};
+        int rc = cn_agg_import_file(a.pos[0], &p, &err);
+        if (rc < 0) {
+            fprintf(stderr, "canopy tree: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+            goto out;
+        }
+        status = cn_cli_render(p, &a.q, a.pos[0], NULL);
+        goto out;
+    }
+    status = cn_cli_live_connect(&a, a.pid < 0, &c);
+    if (status)
+        goto out;
+    if (!c) {
+        status = tree_in_process(&a);
+        goto out;
+    }
+    if (a.pid < 0) {
+        status = daemon_tree(c, a.cmd, a.pos[0], 0, &a.q);
+        goto out;
+    }
+    int has = daemon_has_pid(c, a.cmd, a.pid);
+    if (has < 0)
+        status = -has;
+    else if (has)
+        status = daemon_tree(c, a.cmd, NULL, a.pid, &a.q);
+    else
+        status = tree_temp_daemon(&a, c);
+out:
+    cn_agg_profile_free(p);
+    cn_cli_conn_free(c);
+    cn_cli_live_args_clear(&a);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * canopy top
+ */
+
+static void top_help(void)
+{
+    printf("usage: canopy top SESSION|--pid PID|FILE [SAMPLING]\n\n"
+           "Full-screen view, refreshed every second: the hottest functions by self weight\n"
+           "and the call tree. With --pid and no session for it, a temporary session\n"
+           "(999 Hz) samples until you quit — in canopyd when it answers, else in-process.\n"
+           "A profile FILE is shown without refreshing.\n\n"
+           "Keys: arrows or j/k move; Enter or -> expands, <- collapses; i invert;\n"
+           "f focus on the selected node; F focus on its function; m merge its function;\n"
+           "M merge the node; d drop its function; u pop the last transform; w cycle the\n"
+           "window (all, 60 s, 10 s); p pause; / search (n next); q quits.\n\n%s",
+           sampling_help);
+}
+
+/* The in-process source: the profile source plus pumping. */
+typedef struct local_top {
+    cn_cli_local *l;
+    cn_top_profile_source ps;
+    int64_t now_ns, samples, lost;
+    bool ended;
+} local_top;
+
+static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
+                           size_t msglen)
+{
+    local_top *t = ctx;
+    cn_d_session *s = cn_cli_local_session(t->l);
+    cn_d_session_info info;
+    cn_d_session_info_get(s, &info);
+    t->now_ns = cn_d_session_now(s);
+    t->samples = (int64_t)info.samples;
+    t->lost = (int64_t)info.lost;
+    int rc = cn_top_profile_fetch(&t->ps, req, out, msg, msglen);
+    if (rc == 0 && info.state != CN_D_RUNNING)
+        snprintf(out->note, sizeof(out->note), "[%s]", cn_d_state_name(info.state));
+    return rc;
+}
+
+static int local_top_pump(void *ctx, char *msg, size_t msglen)
+{
+    local_top *t = ctx;
+    return cn_cli_local_pump(t->l, 0, msg, msglen);
+}
+
+/* The daemon source: two `tree` queries per refresh (the tree and the function list). */
+typedef struct daemon_top {
+    cn_cli_conn *c;
+    const char *session; /* or NULL with pid */
+    int pid;
+} daemon_top;
+
+static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, const char *view,
+                                char *msg, size_t msglen)
+{
+    json_t *r = cn_proto_request("tree"), *resp = NULL, *tf = json_array(), *tree = NULL;
+    int rc = !r || !tf;
+    for (size_t i = 0; i < req->n_transforms && !rc; i++) {
+        char *spec = cn_agg_transform_format(&req->transforms[i]);
+        rc = !spec || json_array_append_new(tf, json_string(spec));
+        free(spec);
+    }
+    if (!rc) {
+        rc |= t->session ? json_object_set_new(r, "session", json_string(t->session))
+                         : json_object_set_new(r, "pid", json_integer(t->pid));
+        rc |= json_object_set(r, "transforms", tf);
+        rc |= json_object_set_new(r, "view", json_string(view));
+        rc |= json_object_set_new(r, "format", json_string("json"));
+        if (req->window_ns > 0)
+            rc |= json_object_set_new(
+                r, "last", json_sprintf("%lldms", (long long)(req->window_ns / 1000000)));
+    }
+    if (rc) {
+        snprintf(msg, msglen, "out of memory");
+    } else if (cn_cli_call(t->c, r, &resp, msg, msglen) == 0) {
+        if (json_is_true(json_object_get(resp, "ok"))) {
+            tree = json_incref(json_object_get(resp, "tree"));
+            if (!tree)
+                snprintf(msg, msglen, "the daemon's answer has no tree");
+        } else {
+            const char *m =
+                json_string_value(json_object_get(json_object_get(resp, "error"), "message"));
+            snprintf(msg, msglen, "%s", m ? m : "the daemon refused the query");
+        }
+    }
+    json_decref(resp);
+    json_decref(tf);
+    json_decref(r);
+    return tree;
+}
+
+static int daemon_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
+                            size_t msglen)
+{
+    daemon_top *t = ctx;
+    json_t *tree = daemon_top_query(t, req, req->inverted ? "inverted" : "tree", msg, msglen);
+    if (!tree)
+        return -EIO;
+    json_t *funcs = daemon_top_query(t, req, "functions", msg, msglen);
+    int rc = funcs ? cn_top_snapshot_from_json(out, tree, funcs, msg, msglen) : -EIO;
+    json_decref(funcs);
+    json_decref(tree);
+    return rc;
+}
+
+static int top_file(const char *path)
+{
+    cn_agg_profile *p = NULL;
+    cn_agg_err err = {{0}};
+    int rc = cn_agg_import_file(path, &p, &err);
+    if (rc < 0) {
+        fprintf(stderr, "canopy top: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+    }
+    cn_top_profile_source ps = {.profile = p};
+    cn_top_source src = {.ctx = &ps, .title = path, .live = false, .fetch = cn_top_profile_fetch};
+    int status = cn_top_run(&src);
+    cn_agg_profile_free(p);
+    return status;
+}
+
+static int top_in_process(cn_cli_live_args *a)
+{
+    local_top t;
+    char msg[512] = "", title[64];
+    memset(&t, 0, sizeof(t));
+    cn_cli_say_in_process(a->cmd, a);
+    if (cn_cli_local_start(&a->smp, CN_D_ATTACH, a->pid, RUN_FREQ, &t.l, msg, sizeof(msg)) < 0) {
+        fprintf(stderr, "canopy top: %s\n", msg);
+        return CN_EXIT_FAIL;
+    }
+    t.ps.profile = cn_d_session_profile(cn_cli_local_session(t.l));
+    t.ps.live_end_ns = &t.now_ns;
+    t.ps.samples = &t.samples;
+    t.ps.lost = &t.lost;
+    snprintf(title, sizeof(title), "pid %d (in-process)", a->pid);
+    cn_top_source src = {
+        .ctx = &t, .title = title, .live = true, .fetch = local_top_fetch, .pump = local_top_pump};
+    int status = cn_top_run(&src);
+    cn_cli_local_free(t.l);
+    return status;
 }
 
 int cn_cmd_top(int argc, char **argv)
 {
-    fprintf(stderr, "canopy top: not implemented yet\n");
-    return CN_EXIT_FAIL;
-}
+    cn_cli_live_args a;
+    cn_cli_conn *c = NULL;
+    char *temp = NULL, title[128];
+    int status;
 
-int cn_cmd_lines(int argc, char **argv)
-{
-    fprintf(stderr, "canopy lines: not implemented yet\n");
-    return CN_EXIT_FAIL;
+    cn_cli_live_args_init(&a, "top");
+    status = cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_PID, top_help);
+    if (status >= 0)
+        goto out;
+    status = CN_EXIT_USAGE;
+    if ((a.pid > 0) == (a.n_pos == 1) || a.n_pos > 1) {
+        fprintf(stderr, "canopy top: expected SESSION, --pid PID or FILE\n");
+        goto out;
+    }
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "canopy top: needs a terminal (canopy tree prints text)\n");
+        goto out;
+    }
+    if (a.n_pos == 1 && is_file(a.pos[0])) {
+        status = top_file(a.pos[0]);
+        goto out;
+    }
+    status = cn_cli_live_connect(&a, a.pid < 0, &c);
+    if (status)
+        goto out;
+    if (!c) {
+        status = top_in_process(&a);
+        goto out;
+    }
+    daemon_top t = {.c = c, .session = a.n_pos ? a.pos[0] : NULL, .pid = a.pid};
+    if (a.pid > 0) {
+        int has = daemon_has_pid(c, a.cmd, a.pid);
+        if (has < 0) {
+            status = -has;
+            goto out;
+        }
+        if (!has) {
+            status = daemon_start(c, a.cmd, "attach", a.pid, &a.smp, RUN_FREQ, &temp);
+            if (status)
+                goto out;
+            t.session = temp;
+        }
+    }
+    if (!temp && t.session) {
+        /* An unknown session is an error before the screen is taken over. */
+        json_t *req = cn_proto_request("tree"), *resp = NULL;
+        if (req && (json_object_set_new(req, "session", json_string(t.session)) ||
+                    json_object_set_new(req, "view", json_string("functions")))) {
+            json_decref(req);
+            req = NULL;
+        }
+        status = cn_cli_request(a.cmd, c, req, &resp);
+        json_decref(resp);
+        json_decref(req);
+        if (status)
+            goto out;
+    }
+    if (t.session)
+        snprintf(title, sizeof(title), "%s%s", t.session, temp ? " (temporary)" : "");
+    else
+        snprintf(title, sizeof(title), "pid %d", a.pid);
+    cn_top_source src = {.ctx = &t, .title = title, .live = true, .fetch = daemon_top_fetch};
+    status = cn_top_run(&src);
+    if (temp)
+        daemon_rm(c, temp);
+out:
+    free(temp);
+    cn_cli_conn_free(c);
+    cn_cli_live_args_clear(&a);
+    return status;
 }
-
-int cn_cmd_stop(int argc, char **argv)
-{
-    fprintf(stderr, "canopy stop: not implemented yet\n");
-    return CN_EXIT_FAIL;
-}
-
-int cn_cmd_rm(int argc, char **argv)
-{
-    fprintf(stderr, "canopy rm: not implemented yet\n");
-    return CN_EXIT_FAIL;
-}
-
-int cn_cmd_save(int argc, char **argv)
-{
-    fprintf(stderr, "canopy save: not implemented yet\n");
-    return CN_EXIT_FAIL;
-}
-
-int cn_cmd_status(int argc, char **argv)
-{
-    fprintf(stderr, "canopy status: not implemented yet\n");
-    return CN_EXIT_FAIL;
-}
-

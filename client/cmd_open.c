@@ -7,10 +7,12 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "live.h"
 
 static const char query_help[] =
     "QUERY options:\n"
@@ -175,6 +177,9 @@ int cn_cmd_timeline(int argc, char **argv)
     cn_agg_err err = {{0}};
     int status;
 
+    /* SESSION or FILE: an existing file path wins (interface.md). */
+    if (argc > 1 && argv[1][0] != '-' && access(argv[1], F_OK) != 0)
+        return cn_cli_live_timeline(argc, argv);
     cn_cli_query_init(&q);
     status = parse_args(argc, argv, &file, &q, timeline_help);
     if (status >= 0)

@@ -1,0 +1,523 @@
+/* cmd_admin.c — the session commands that only talk to canopyd (sessions, stop, rm, save,
+ * status), and those that read a session or a file alike (lines, timeline on sessions).
+ * Output shapes are interface.md's; the daemon's JSON is passed through with the protocol
+ * envelope (v, ok, id) removed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "client.h"
+#include "cn_common.h"
+#include "live.h"
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Prints a JSON document compactly on one line (NULL output = stdout). */
+static int emit_json(const char *cmd, const json_t *doc, const char *output)
+{
+    char *s = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    if (!s) {
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    size_t n = strlen(s);
+    char *line = realloc(s, n + 2);
+    if (!line) {
+        free(s);
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    int status = cn_cli_emit(output, line, n + 1);
+    free(line);
+    return status;
+}
+
+/* The answer without the protocol envelope (a new reference). */
+static json_t *strip_envelope(const json_t *resp)
+{
+    json_t *o = json_deep_copy(resp);
+    if (o) {
+        json_object_del(o, "v");
+        json_object_del(o, "ok");
+        json_object_del(o, "id");
+    }
+    return o;
+}
+
+/* Parses, connects (a daemon is required) and sends one request built by the caller. */
+typedef struct simple_cmd {
+    cn_cli_live_args a;
+    cn_cli_conn *c;
+    json_t *req, *resp;
+} simple_cmd;
+
+static void simple_clear(simple_cmd *s)
+{
+    json_decref(s->resp);
+    json_decref(s->req);
+    cn_cli_conn_free(s->c);
+    cn_cli_live_args_clear(&s->a);
+}
+
+/* Parses argv with flags; expects n_pos positionals; connects. Returns -1 to go on or an
+ * exit status. */
+static int simple_begin(simple_cmd *s, const char *cmd, int argc, char **argv, unsigned flags,
+                        int n_pos, const char *usage, void (*help)(void))
+{
+    memset(s, 0, sizeof(*s));
+    cn_cli_live_args_init(&s->a, cmd);
+    int status = cn_cli_live_parse(&s->a, argc, argv, flags, help);
+    if (status >= 0)
+        return status;
+    if (s->a.n_pos != n_pos) {
+        fprintf(stderr, "canopy %s: usage: canopy %s %s\n", cmd, cmd, usage);
+        return CN_EXIT_USAGE;
+    }
+    status = cn_cli_live_connect(&s->a, true, &s->c);
+    return status ? status : -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * sessions
+ */
+
+static void sessions_help(void)
+{
+    printf("usage: canopy sessions [--format text|json] [--socket PATH]\n\n"
+           "List canopyd's sessions (yours, or all of them for root).\n");
+}
+
+static void print_session_row(const json_t *s)
+{
+    const json_t *target = json_object_get(s, "target");
+    char tgt[64], started[32] = "-";
+    if (json_is_string(target))
+        snprintf(tgt, sizeof(tgt), "%s", json_string_value(target));
+    else
+        snprintf(tgt, sizeof(tgt), "%" JSON_INTEGER_FORMAT " %s",
+                 json_integer_value(json_object_get(target, "pid")),
+                 json_string_value(json_object_get(target, "comm")) ?: "?");
+    time_t t = (time_t)json_integer_value(json_object_get(s, "started"));
+    struct tm tm;
+    if (t && localtime_r(&t, &tm))
+        strftime(started, sizeof(started), "%Y-%m-%d %H:%M:%S", &tm);
+    printf("%-6s %-12s %-22s %-8s %-10s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
+           " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT "  %s\n",
+           json_string_value(json_object_get(s, "id")) ?: "?",
+           json_string_value(json_object_get(s, "name")) ?: "-", tgt,
+           json_string_value(json_object_get(s, "state")) ?: "?",
+           json_string_value(json_object_get(s, "event")) ?: "?",
+           json_integer_value(json_object_get(s, "freq")),
+           json_integer_value(json_object_get(s, "samples")),
+           json_integer_value(json_object_get(s, "lost")),
+           json_integer_value(json_object_get(s, "threads")), started);
+}
+
+int cn_cmd_sessions(int argc, char **argv)
+{
+    simple_cmd s;
+    int status =
+        simple_begin(&s, "sessions", argc, argv, CN_LIVE_SIMPLE_FORMAT, 0, "", sessions_help);
+    if (status >= 0)
+        goto out;
+    status = cn_cli_request(s.a.cmd, s.c, s.req = cn_proto_request("sessions"), &s.resp);
+    if (status)
+        goto out;
+    const json_t *list = json_object_get(s.resp, "sessions");
+    if (!json_is_array(list)) {
+        fprintf(stderr, "canopy sessions: the daemon's answer has no session list\n");
+        status = CN_EXIT_FAIL;
+        goto out;
+    }
+    if (s.a.json) {
+        json_t *doc = strip_envelope(s.resp);
+        status = doc ? emit_json(s.a.cmd, doc, NULL) : CN_EXIT_FAIL;
+        json_decref(doc);
+        goto out;
+    }
+    printf("%-6s %-12s %-22s %-8s %-10s %5s %9s %6s %7s  %s\n", "ID", "NAME", "TARGET", "STATE",
+           "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "STARTED");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(list, i, e) print_session_row(e);
+out:
+    simple_clear(&s);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * status
+ */
+
+static void status_help(void)
+{
+    printf("usage: canopy status [--format text|json] [--socket PATH]\n\n"
+           "canopyd's health: version, uptime, sessions, samples per second, lost samples,\n"
+           "memory, event loop. Exit 1 when no daemon answers.\n");
+}
+
+int cn_cmd_status(int argc, char **argv)
+{
+    simple_cmd s;
+    int status = simple_begin(&s, "status", argc, argv, CN_LIVE_SIMPLE_FORMAT, 0, "", status_help);
+    if (status >= 0)
+        goto out;
+    status = cn_cli_request(s.a.cmd, s.c, s.req = cn_proto_request("status"), &s.resp);
+    if (status)
+        goto out;
+    if (s.a.json) {
+        json_t *doc = strip_envelope(s.resp);
+        status = doc ? emit_json(s.a.cmd, doc, NULL) : CN_EXIT_FAIL;
+        json_decref(doc);
+        goto out;
+    }
+    const json_t *r = s.resp;
+    printf("canopyd %s: up %.1f s, %" JSON_INTEGER_FORMAT " sessions, %.0f samples/s, "
+           "%" JSON_INTEGER_FORMAT " lost, %.1f MiB, event loop %s\n",
+           json_string_value(json_object_get(r, "version")) ?: "?",
+           json_number_value(json_object_get(r, "uptime_s")),
+           json_integer_value(json_object_get(r, "sessions")),
+           json_number_value(json_object_get(r, "samples_per_s")),
+           json_integer_value(json_object_get(r, "lost")),
+           json_number_value(json_object_get(r, "rss_bytes")) / (1024.0 * 1024.0),
+           json_string_value(json_object_get(r, "event_loop")) ?: "?");
+out:
+    simple_clear(&s);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * stop, rm
+ */
+
+static void stop_help(void)
+{
+    printf("usage: canopy stop SESSION [--socket PATH]\n\n"
+           "Stop sampling; the session stays queryable and is saved in canopyd's state dir.\n");
+}
+
+static void rm_help(void)
+{
+    printf("usage: canopy rm SESSION [--socket PATH]\n\n"
+           "Forget a session (stopping it first) and delete its saved file.\n");
+}
+
+static int session_cmd(int argc, char **argv, const char *cmd, void (*help)(void))
+{
+    simple_cmd s;
+    int status = simple_begin(&s, cmd, argc, argv, 0, 1, "SESSION", help);
+    if (status >= 0)
+        goto out;
+    s.req = cn_proto_request(cmd);
+    if (s.req && json_object_set_new(s.req, "session", json_string(s.a.pos[0]))) {
+        json_decref(s.req);
+        s.req = NULL;
+    }
+    status = cn_cli_request(cmd, s.c, s.req, &s.resp);
+    if (status)
+        goto out;
+    if (!strcmp(cmd, "stop")) {
+        const json_t *sess = json_object_get(s.resp, "session");
+        printf("%s: %s\n", json_string_value(json_object_get(sess, "id")) ?: s.a.pos[0],
+               json_string_value(json_object_get(sess, "state")) ?: "stopped");
+    }
+out:
+    simple_clear(&s);
+    return status;
+}
+
+int cn_cmd_stop(int argc, char **argv)
+{
+    return session_cmd(argc, argv, "stop", stop_help);
+}
+
+int cn_cmd_rm(int argc, char **argv)
+{
+    return session_cmd(argc, argv, "rm", rm_help);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * save
+ */
+
+static void save_help(void)
+{
+    printf("usage: canopy save SESSION -o FILE [--format FMT] [QUERY]\n\n"
+           "Write the session to FILE, as you (canopyd never writes to your paths). The\n"
+           "format comes from --format or FILE's extension; default the lossless .canopy,\n"
+           "which canopy open reads back.\n");
+}
+
+int cn_cmd_save(int argc, char **argv)
+{
+    simple_cmd s;
+    int status =
+        simple_begin(&s, "save", argc, argv, CN_LIVE_QUERY, 1, "SESSION -o FILE", save_help);
+    if (status >= 0)
+        goto out;
+    cn_cli_query *q = &s.a.q;
+    cn_agg_format f;
+    if (!q->output) {
+        fprintf(stderr, "canopy save: missing -o FILE\n");
+        status = CN_EXIT_USAGE;
+        goto out;
+    }
+    if (!q->format_given && cn_cli_format_from_path(q->output, &f) < 0)
+        q->format = CN_AGG_FMT_CANOPY;
+    s.req = cn_proto_request("save");
+    if (!s.req || json_object_set_new(s.req, "session", json_string(s.a.pos[0])) ||
+        cn_cli_query_to_json(q, s.req, false) < 0) {
+        fprintf(stderr, "canopy save: out of memory\n");
+        status = CN_EXIT_FAIL;
+        goto out;
+    }
+    status = cn_cli_request(s.a.cmd, s.c, s.req, &s.resp);
+    if (status == 0)
+        status = cn_cli_emit_rendered(s.a.cmd, s.resp, "tree", q->output);
+out:
+    simple_clear(&s);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * lines
+ */
+
+static void lines_help(void)
+{
+    printf("usage: canopy lines SESSION|FILE F [--format text|json] [-o FILE] [QUERY]\n\n"
+           "Self weight per source line and per address (file offset) inside function F,\n"
+           "for a live session or a profile file (an existing file wins). Lines are known\n"
+           "once symbols with debug information arrive; addresses are always there for\n"
+           "native code.\n");
+}
+
+/* The interface's lines JSON for a loaded profile (new reference), or NULL with *status. */
+static json_t *file_lines(cn_agg_profile *p, cn_cli_query *q, const char *func, int *status)
+{
+    cn_agg_line_row *lines = NULL, *addrs = NULL;
+    size_t n_lines = 0, n_addrs = 0;
+    cn_agg_err err = {{0}};
+    json_t *o = NULL, *la = NULL, *aa = NULL;
+
+    cn_cli_query_resolve_range(p, q);
+    for (size_t i = 0; i < q->n_transforms; i++)
+        if (cn_agg_transform_check(p, &q->transforms[i], &err) < 0) {
+            fprintf(stderr, "canopy lines: %s\n", err.msg);
+            *status = CN_EXIT_USAGE;
+            return NULL;
+        }
+    int rc = cn_agg_lines(p, &q->query, func, &lines, &n_lines, &addrs, &n_addrs, &err);
+    if (rc < 0) {
+        if (rc == -ENOENT && !err.msg[0])
+            snprintf(err.msg, sizeof(err.msg), "function '%s' occurs nowhere in the profile", func);
+        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        *status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+        return NULL;
+    }
+    double scale = cn_agg_profile_scale(p);
+    const char *lib = NULL, *file = NULL;
+    for (size_t f = 0; f < cn_agg_func_count(p); f++) {
+        if (strcmp(cn_agg_func_name(p, (int32_t)f), func))
+            continue;
+        int32_t res = cn_agg_func_resource(p, (int32_t)f);
+        lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
+        file = cn_agg_func_file(p, (int32_t)f);
+        break;
+    }
+    int bad = !(o = json_object()) || !(la = json_array()) || !(aa = json_array());
+    if (!bad) {
+        bad |= json_object_set_new(o, "function", json_string(func));
+        if (lib)
+            bad |= json_object_set_new(o, "lib", json_string(lib));
+        if (file)
+            bad |= json_object_set_new(o, "file", json_string(file));
+        bad |=
+            json_object_set_new(o, "unit", json_string(cn_agg_unit_name(cn_agg_profile_unit(p))));
+        for (size_t i = 0; i < n_lines && !bad; i++)
+            bad |= json_array_append_new(la, json_pack("{sI sf}", "line", (json_int_t)lines[i].key,
+                                                       "self", lines[i].self * scale));
+        for (size_t i = 0; i < n_addrs && !bad; i++)
+            bad |=
+                json_array_append_new(aa, json_pack("{sI sf}", "offset", (json_int_t)addrs[i].key,
+                                                    "self", addrs[i].self * scale));
+        bad |= json_object_set(o, "lines", la);
+        bad |= json_object_set(o, "addresses", aa);
+    }
+    json_decref(la);
+    json_decref(aa);
+    free(lines);
+    free(addrs);
+    if (bad) {
+        json_decref(o);
+        fprintf(stderr, "canopy lines: out of memory\n");
+        *status = CN_EXIT_FAIL;
+        return NULL;
+    }
+    return o;
+}
+
+/* Text form of the lines JSON, into a malloc'ed buffer. */
+static char *lines_text(const json_t *o, size_t *len)
+{
+    char *buf = NULL;
+    FILE *m = open_memstream(&buf, len);
+    if (!m)
+        return NULL;
+    const char *lib = json_string_value(json_object_get(o, "lib"));
+    const char *file = json_string_value(json_object_get(o, "file"));
+    const char *unit = json_string_value(json_object_get(o, "unit")) ?: "samples";
+    double total = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(o, "addresses"), i, e) total +=
+        json_number_value(json_object_get(e, "self"));
+    fprintf(m, "%s%s%s%s%s  (self, %s)\n", json_string_value(json_object_get(o, "function")),
+            lib ? "  " : "", lib ? lib : "", file ? "  " : "", file ? file : "", unit);
+    fprintf(m, "  %8s %8s %7s\n", "LINE", "SELF", "SELF%");
+    json_array_foreach(json_object_get(o, "lines"), i, e)
+    {
+        double self = json_number_value(json_object_get(e, "self"));
+        fprintf(m, "  %8" JSON_INTEGER_FORMAT " %8.6g %6.1f%%\n",
+                json_integer_value(json_object_get(e, "line")), self,
+                total ? 100 * self / total : 0);
+    }
+    fprintf(m, "  %8s %8s %7s\n", "OFFSET", "SELF", "SELF%");
+    json_array_foreach(json_object_get(o, "addresses"), i, e)
+    {
+        double self = json_number_value(json_object_get(e, "self"));
+        fprintf(m, "  %#8llx %8.6g %6.1f%%\n",
+                (unsigned long long)json_integer_value(json_object_get(e, "offset")), self,
+                total ? 100 * self / total : 0);
+    }
+    if (fclose(m) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int cn_cmd_lines(int argc, char **argv)
+{
+    cn_cli_live_args a;
+    cn_cli_conn *c = NULL;
+    cn_agg_profile *p = NULL;
+    json_t *req = NULL, *resp = NULL, *doc = NULL;
+    int status;
+
+    cn_cli_live_args_init(&a, "lines");
+    status = cn_cli_live_parse(&a, argc, argv, CN_LIVE_QUERY, lines_help);
+    if (status >= 0)
+        goto out;
+    status = CN_EXIT_USAGE;
+    if (a.n_pos != 2) {
+        fprintf(stderr, "canopy lines: usage: canopy lines SESSION|FILE F\n");
+        goto out;
+    }
+    if (a.q.format != CN_AGG_FMT_TEXT && a.q.format != CN_AGG_FMT_JSON) {
+        fprintf(stderr, "canopy lines: --format expects text or json\n");
+        goto out;
+    }
+    if (is_file(a.pos[0])) {
+        cn_agg_err err = {{0}};
+        int rc = cn_agg_import_file(a.pos[0], &p, &err);
+        if (rc < 0) {
+            fprintf(stderr, "canopy lines: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
+            goto out;
+        }
+        if (!(doc = file_lines(p, &a.q, a.pos[1], &status)))
+            goto out;
+    } else {
+        status = cn_cli_live_connect(&a, true, &c);
+        if (status)
+            goto out;
+        req = cn_proto_request("lines");
+        if (!req || json_object_set_new(req, "session", json_string(a.pos[0])) ||
+            json_object_set_new(req, "function", json_string(a.pos[1])) ||
+            cn_cli_query_to_json(&a.q, req, false) < 0) {
+            fprintf(stderr, "canopy lines: out of memory\n");
+            status = CN_EXIT_FAIL;
+            goto out;
+        }
+        /* The daemon answers JSON; the text form is made here. */
+        json_object_set_new(req, "format", json_string("json"));
+        status = cn_cli_request(a.cmd, c, req, &resp);
+        if (status)
+            goto out;
+        doc = json_incref(json_object_get(resp, "lines"));
+        if (!json_is_object(doc)) {
+            fprintf(stderr, "canopy lines: the daemon's answer has no lines\n");
+            status = CN_EXIT_FAIL;
+            goto out;
+        }
+    }
+    if (a.q.format == CN_AGG_FMT_JSON) {
+        status = emit_json(a.cmd, doc, a.q.output);
+    } else {
+        size_t len;
+        char *text = lines_text(doc, &len);
+        status = text ? cn_cli_emit(a.q.output, text, len) : CN_EXIT_FAIL;
+        free(text);
+    }
+out:
+    json_decref(doc);
+    json_decref(resp);
+    json_decref(req);
+    cn_agg_profile_free(p);
+    cn_cli_conn_free(c);
+    cn_cli_live_args_clear(&a);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * timeline on a session (cmd_open.c handles files)
+ */
+
+static void timeline_help(void)
+{
+    printf("usage: canopy timeline SESSION|FILE [--tid T] [--format text|json|chrome-trace]\n"
+           "                       [-o FILE] [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
+           "Estimated calls from consecutive samples of a live session or a file.\n");
+}
+
+int cn_cli_live_timeline(int argc, char **argv)
+{
+    simple_cmd s;
+    int status =
+        simple_begin(&s, "timeline", argc, argv, CN_LIVE_QUERY, 1, "SESSION|FILE", timeline_help);
+    if (status >= 0)
+        goto out;
+    cn_cli_query *q = &s.a.q;
+    if (q->format != CN_AGG_FMT_TEXT && q->format != CN_AGG_FMT_JSON &&
+        q->format != CN_AGG_FMT_CHROME_TRACE) {
+        fprintf(stderr, "canopy timeline: --format expects text, json or chrome-trace\n");
+        status = CN_EXIT_USAGE;
+        goto out;
+    }
+    s.req = cn_proto_request("timeline");
+    if (!s.req || json_object_set_new(s.req, "session", json_string(s.a.pos[0])) ||
+        cn_cli_query_to_json(q, s.req, false) < 0) {
+        fprintf(stderr, "canopy timeline: out of memory\n");
+        status = CN_EXIT_FAIL;
+        goto out;
+    }
+    status = cn_cli_request(s.a.cmd, s.c, s.req, &s.resp);
+    if (status == 0)
+        status = cn_cli_emit_rendered(s.a.cmd, s.resp, "timeline", q->output);
+out:
+    simple_clear(&s);
+    return status;
+}

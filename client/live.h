@@ -1,0 +1,261 @@
+/* live.h — internals of canopy's live commands (run, attach, system, sessions, tree, top,
+ * lines, timeline on sessions, stop, rm, save, status). Not a library API.
+ *
+ * A live command either talks to canopyd over its Unix socket (daemon_client.c: socket
+ * discovery, one newline-delimited JSON request and response at a time, docs/protocol.md)
+ * or, where it needs sampling and no daemon answers, hosts the same engine in-process
+ * (inproc.c). `canopy top` (top.c) draws whatever a cn_top_source hands it: a saved
+ * profile, an in-process session or a daemon session, so its UI does not depend on where
+ * samples come from. sampling_opts.c parses the SAMPLING options; progress.c draws the
+ * one-line progress display on stderr.
+ */
+#ifndef CN_CLIENT_LIVE_H
+#define CN_CLIENT_LIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "client.h"
+#include "cn_agg.h"
+#include "cn_d.h"
+
+/* ---------------------------------------------------------------------------------------
+ * SAMPLING options (interface.md)
+ */
+
+typedef enum cn_cli_unwind {
+    CN_CLI_UNWIND_AUTO = 0,
+    CN_CLI_UNWIND_FP,
+    CN_CLI_UNWIND_DWARF,
+} cn_cli_unwind;
+
+typedef struct cn_cli_conn cn_cli_conn;
+
+typedef struct cn_cli_sampling {
+    int freq;    /* Hz; 0 = the command's default */
+    char *event; /* owned; NULL = default (cycles where offered, else cpu-clock) */
+    cn_cli_unwind unwind;
+    uint32_t stack_size; /* bytes of user stack per DWARF sample; 0 = default (8192) */
+    int kernel;          /* -1 default (on where permitted), 0 --no-kernel, 1 --kernel */
+    int64_t duration_ns; /* --duration; 0 = none */
+    char *name;          /* --name, owned, NULL if absent */
+} cn_cli_sampling;
+
+void cn_cli_sampling_init(cn_cli_sampling *s);
+void cn_cli_sampling_clear(cn_cli_sampling *s);
+/* Parses one SAMPLING option at argv[*i] (advancing *i past its value). allow_name says
+ * whether --name is accepted. Returns 1 if consumed, 0 if argv[*i] is not a sampling
+ * option, or -1 after printing a one-line usage error naming cmd. */
+int cn_cli_parse_sampling_opt(cn_cli_sampling *s, const char *cmd, bool allow_name, int argc,
+                              char **argv, int *i);
+/* The options as protocol arguments (added to the request object req). 0 or -ENOMEM. */
+int cn_cli_sampling_to_json(const cn_cli_sampling *s, int default_freq, json_t *req);
+/* "unwind" names: "auto", "fp", "dwarf". */
+const char *cn_cli_unwind_name(cn_cli_unwind u);
+
+/* ---------------------------------------------------------------------------------------
+ * Arguments of the live commands (live_common.c)
+ */
+
+enum {
+    CN_LIVE_SAMPLING = 1u << 0,      /* SAMPLING options and --no-daemon */
+    CN_LIVE_NAME = 1u << 1,          /* --name */
+    CN_LIVE_QUERY = 1u << 2,         /* QUERY and output options */
+    CN_LIVE_PID = 1u << 3,           /* --pid PID */
+    CN_LIVE_COMMAND = 1u << 4,       /* run: CMD ARGS after -- or the first word */
+    CN_LIVE_SIMPLE_FORMAT = 1u << 5, /* --format text|json */
+};
+#define CN_LIVE_MAX_POS 3
+
+typedef struct cn_cli_live_args {
+    const char *cmd;
+    const char *socket; /* --socket, NULL if absent */
+    bool no_daemon;     /* --no-daemon: in-process even when a daemon answers */
+    int pid;            /* --pid, -1 if absent */
+    bool json;          /* --format json (CN_LIVE_SIMPLE_FORMAT) */
+    cn_cli_sampling smp;
+    cn_cli_query q;
+    const char *pos[CN_LIVE_MAX_POS];
+    int n_pos;
+    char **cmd_argv; /* run: NULL-terminated (argv's own terminator) */
+    int cmd_argc;
+} cn_cli_live_args;
+
+void cn_cli_live_args_init(cn_cli_live_args *a, const char *cmd);
+void cn_cli_live_args_clear(cn_cli_live_args *a);
+/* Parses argv[1..] with the options flags allow. Returns -1 to go on, or an exit status
+ * (0 after --help, 2 after a one-line usage error). */
+int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags,
+                      void (*help)(void));
+/* Adds q's fields to a protocol request. 0 or -ENOMEM. */
+int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color);
+/* Whether text output to stdout gets colours. */
+bool cn_cli_want_color(const cn_cli_query *q);
+/* Writes a rendered daemon answer (resp[key] as a JSON document, "output" or
+ * "output_base64") to output (NULL = stdout). Returns an exit status. */
+int cn_cli_emit_rendered(const char *cmd, const json_t *resp, const char *key, const char *output);
+/* Connects unless --no-daemon. *out NULL afterwards means "no daemon": an error exit
+ * status was returned and printed when required, else 0 (go in-process). */
+int cn_cli_live_connect(cn_cli_live_args *a, bool required, cn_cli_conn **out);
+/* The one stderr line that says the engine runs in-process. */
+void cn_cli_say_in_process(const char *cmd, const cn_cli_live_args *a);
+/* Sends req (borrowed; NULL means ENOMEM) and checks the answer: returns 0 and *resp, or
+ * an exit status after printing the error. */
+int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp);
+
+/* `canopy timeline SESSION …` (cmd_admin.c): cmd_open.c's cn_cmd_timeline handles files
+ * and calls this when its argument is not an existing file. Returns an exit status. */
+int cn_cli_live_timeline(int argc, char **argv);
+
+/* ---------------------------------------------------------------------------------------
+ * The daemon connection (daemon_client.c)
+ */
+
+/* Where the daemon's socket is: explicit (--socket), else $CANOPY_SOCKET, else
+ * /run/canopy/canopy.sock if it exists, else $XDG_RUNTIME_DIR/canopy.sock. Writes the
+ * path into buf (size n). Returns 0, or -ENOENT when no candidate exists to try. */
+int cn_cli_socket_path(const char *explicit_path, char *buf, size_t n);
+/* Connects to the daemon. Returns 0 and *out, -ENOENT/-ECONNREFUSED/… when nothing
+ * answers there (then the caller may go in-process), other negative errno otherwise.
+ * path_out (may be NULL, size n) receives the path that was tried. */
+int cn_cli_connect(const char *explicit_path, cn_cli_conn **out, char *path_out, size_t n);
+cn_cli_conn *cn_cli_conn_free(cn_cli_conn *c);
+/* Sends req (borrowed) and waits for its response. Returns 0 and *resp (a new reference,
+ * caller json_decref's) whatever "ok" says; negative errno when the connection fails or
+ * the response is malformed (msg filled). */
+int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t msglen);
+/* For a response with "ok": false, prints "canopy CMD: MESSAGE" and returns its "exit"
+ * (1 when absent). For ok responses returns 0. */
+int cn_cli_resp_status(const char *cmd, const json_t *resp);
+/* Fd of the connection (to poll it alongside a child process). */
+int cn_cli_conn_fd(const cn_cli_conn *c);
+
+/* ---------------------------------------------------------------------------------------
+ * The engine in-process (inproc.c): a symbolizer and one session, owned by the caller.
+ */
+
+typedef struct cn_cli_local cn_cli_local;
+
+/* Starts sampling kind/pid with the SAMPLING options (freq default_freq when not given).
+ * For CN_D_RUN the child must be held before exec; release it after this returns.
+ * Returns 0 and *out, or negative errno with msg set. */
+int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int default_freq,
+                       cn_cli_local **out, char *msg, size_t msglen);
+cn_cli_local *cn_cli_local_free(cn_cli_local *l);
+cn_d_session *cn_cli_local_session(cn_cli_local *l);
+/* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
+ * and dispatches symbol answers. Returns 0 or negative errno with msg set. */
+int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen);
+/* Stops sampling and waits up to timeout_ms for the symbolizer to resolve what it was
+ * given. Returns 0 or negative errno with msg set. */
+int cn_cli_local_finish(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen);
+
+/* ---------------------------------------------------------------------------------------
+ * Progress line (progress.c): elapsed, samples, lost; only when stderr is a terminal.
+ */
+
+typedef struct cn_cli_progress {
+    bool enabled; /* stderr is a terminal and $CANOPY_NO_PROGRESS unset */
+    bool color;
+    bool drawn;
+    int64_t start_ns;
+    int64_t last_draw_ns;
+} cn_cli_progress;
+
+void cn_cli_progress_init(cn_cli_progress *pr);
+/* Redraws at most 4 times a second (force: now). */
+void cn_cli_progress_update(cn_cli_progress *pr, int64_t samples, int64_t lost, bool force);
+/* Erases the line (if drawn). */
+void cn_cli_progress_end(cn_cli_progress *pr);
+
+/* ---------------------------------------------------------------------------------------
+ * `canopy top` (top.c)
+ */
+
+/* One node of what top shows, built from an engine tree or from the JSON tree. */
+typedef struct cn_top_node {
+    char *name; /* owned */
+    char *lib;  /* owned, NULL when unknown */
+    double total, self;
+    int32_t parent, first_child, next_sibling;
+    int32_t last_child; /* for appending in order */
+} cn_top_node;
+
+typedef struct cn_top_func {
+    char *name; /* owned */
+    char *lib;  /* owned, may be NULL */
+    double self, total;
+} cn_top_func;
+
+/* A snapshot: the (transformed) tree and the function list, in display units. */
+typedef struct cn_top_snapshot {
+    cn_top_node *nodes;
+    size_t n_nodes, cap_nodes;
+    int32_t first_root, last_root;
+    cn_top_func *funcs;
+    size_t n_funcs, cap_funcs;
+    double total;    /* display units */
+    char unit[16];   /* "samples", "ms", … */
+    int64_t samples; /* -1 unknown */
+    int64_t lost;    /* -1 unknown */
+    double span_s;   /* seconds the source covers so far */
+    char note[160];  /* a source's one-line remark (e.g. "target exited") */
+} cn_top_snapshot;
+
+void cn_top_snapshot_clear(cn_top_snapshot *s);
+/* Appends a node (copies name and lib) under parent (-1 = root), as the last child.
+ * Returns its index or -ENOMEM. */
+int32_t cn_top_snapshot_add(cn_top_snapshot *s, int32_t parent, const char *name, const char *lib,
+                            double total, double self);
+int cn_top_snapshot_add_func(cn_top_snapshot *s, const char *name, const char *lib, double self,
+                             double total);
+/* Fills s from the interface JSON of a tree (view tree or inverted) and a function list
+ * (view functions; may be NULL). Returns 0 or -EINVAL with msg set. */
+int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json_t *funcs,
+                              char *msg, size_t msglen);
+/* Fills s from engine results (scale: display units per weight unit). 0 or -ENOMEM. */
+int cn_top_snapshot_from_agg(cn_top_snapshot *s, const cn_agg_profile *p, const cn_agg_tree *tree,
+                             const cn_agg_tree *funcs);
+
+/* What top asks a source for. */
+typedef struct cn_top_request {
+    const cn_agg_transform *transforms;
+    size_t n_transforms;
+    bool inverted;
+    int64_t window_ns; /* 0 = everything; else the last window_ns of the source */
+} cn_top_request;
+
+typedef struct cn_top_source {
+    void *ctx;
+    const char *title;
+    bool live; /* refresh every second */
+    /* Fills *out (already cleared). Returns 0, or negative errno with msg set (shown on the
+     * status line; top keeps going). -ENOENT on a transform naming an unknown function. */
+    int (*fetch)(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
+                 size_t msglen);
+    /* Called between key presses (about every 100 ms) so an in-process source can read its
+     * rings; may be NULL. Returns 0 or negative errno (then top ends with msg shown). */
+    int (*pump)(void *ctx, char *msg, size_t msglen);
+} cn_top_source;
+
+/* Runs the full-screen UI until q, SIGINT or SIGTERM. The terminal is restored whatever
+ * happens. Returns an exit status. */
+int cn_top_run(const cn_top_source *src);
+
+/* A source over a loaded profile (saved file or an in-process session's profile; the
+ * profile is borrowed and must outlive the source). end_ns < 0: the window ends at the
+ * last sample; else at *live_end_ns read at each fetch. */
+typedef struct cn_top_profile_source {
+    cn_agg_profile *profile;
+    const int64_t *live_end_ns; /* NULL for files */
+    const int64_t *samples;     /* may be NULL */
+    const int64_t *lost;        /* may be NULL */
+} cn_top_profile_source;
+int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
+                         size_t msglen);
+
+#endif /* CN_CLIENT_LIVE_H */

@@ -1,0 +1,311 @@
+/* live_common.c — what the live commands share: argument parsing (SAMPLING, QUERY, the
+ * connection options and positionals in one pass), the QUERY options as protocol fields,
+ * writing a daemon's rendered answer, and connecting with the in-process fallback.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "cn_common.h"
+#include "live.h"
+
+void cn_cli_live_args_init(cn_cli_live_args *a, const char *cmd)
+{
+    memset(a, 0, sizeof(*a));
+    a->cmd = cmd;
+    a->pid = -1;
+    cn_cli_sampling_init(&a->smp);
+    cn_cli_query_init(&a->q);
+}
+
+void cn_cli_live_args_clear(cn_cli_live_args *a)
+{
+    cn_cli_sampling_clear(&a->smp);
+    cn_cli_query_clear(&a->q);
+}
+
+static int parse_pid(const char *cmd, const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x <= 0 || x > 4194304) {
+        fprintf(stderr, "canopy %s: bad PID '%s'\n", cmd, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags,
+                      void (*help)(void))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        int r;
+        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+            help();
+            return CN_EXIT_OK;
+        }
+        if (!strcmp(s, "--socket") || !strncmp(s, "--socket=", 9)) {
+            if (s[8] == '=') {
+                a->socket = s + 9;
+            } else if (i + 1 < argc) {
+                a->socket = argv[++i];
+            } else {
+                fprintf(stderr, "canopy %s: --socket needs a value\n", a->cmd);
+                return CN_EXIT_USAGE;
+            }
+            continue;
+        }
+        if ((flags & CN_LIVE_SAMPLING) && !strcmp(s, "--no-daemon")) {
+            a->no_daemon = true;
+            continue;
+        }
+        if ((flags & CN_LIVE_PID) && (!strcmp(s, "--pid") || !strncmp(s, "--pid=", 6))) {
+            const char *v = s[5] == '=' ? s + 6 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v) {
+                fprintf(stderr, "canopy %s: --pid needs a value\n", a->cmd);
+                return CN_EXIT_USAGE;
+            }
+            if (parse_pid(a->cmd, v, &a->pid) < 0)
+                return CN_EXIT_USAGE;
+            continue;
+        }
+        if (flags & CN_LIVE_SAMPLING) {
+            r = cn_cli_parse_sampling_opt(&a->smp, a->cmd, flags & CN_LIVE_NAME, argc, argv, &i);
+            if (r < 0)
+                return CN_EXIT_USAGE;
+            if (r > 0)
+                continue;
+        }
+        if (flags & CN_LIVE_QUERY) {
+            r = cn_cli_parse_query_opt(&a->q, argc, argv, &i);
+            if (r < 0)
+                return CN_EXIT_USAGE;
+            if (r > 0)
+                continue;
+        }
+        if ((flags & CN_LIVE_SIMPLE_FORMAT) &&
+            (!strcmp(s, "--format") || !strncmp(s, "--format=", 9))) {
+            const char *v = s[8] == '=' ? s + 9 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v || (strcmp(v, "text") && strcmp(v, "json"))) {
+                fprintf(stderr, "canopy %s: --format expects text or json\n", a->cmd);
+                return CN_EXIT_USAGE;
+            }
+            a->json = !strcmp(v, "json");
+            continue;
+        }
+        if (!strcmp(s, "--")) {
+            if (flags & CN_LIVE_COMMAND) {
+                a->cmd_argv = argv + i + 1;
+                a->cmd_argc = argc - i - 1;
+                break;
+            }
+            /* Everything after -- is positional. */
+            for (i++; i < argc; i++) {
+                if (a->n_pos == CN_LIVE_MAX_POS) {
+                    fprintf(stderr, "canopy %s: unexpected argument '%s'\n", a->cmd, argv[i]);
+                    return CN_EXIT_USAGE;
+                }
+                a->pos[a->n_pos++] = argv[i];
+            }
+            break;
+        }
+        if (s[0] == '-' && s[1]) {
+            fprintf(stderr, "canopy %s: unknown option '%s' (see canopy %s --help)\n", a->cmd, s,
+                    a->cmd);
+            return CN_EXIT_USAGE;
+        }
+        if (flags & CN_LIVE_COMMAND) {
+            /* `canopy run ./prog args`: the first word starts the command. */
+            a->cmd_argv = argv + i;
+            a->cmd_argc = argc - i;
+            break;
+        }
+        if (a->n_pos == CN_LIVE_MAX_POS) {
+            fprintf(stderr, "canopy %s: unexpected argument '%s' (see canopy %s --help)\n", a->cmd,
+                    s, a->cmd);
+            return CN_EXIT_USAGE;
+        }
+        a->pos[a->n_pos++] = s;
+    }
+    if ((flags & CN_LIVE_QUERY) && cn_cli_query_finish(&a->q) < 0)
+        return CN_EXIT_USAGE;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * QUERY → protocol fields (docs/protocol.md "Queries")
+ */
+
+static const char *view_name(cn_agg_view v)
+{
+    switch (v) {
+    case CN_AGG_VIEW_INVERTED:
+        return "inverted";
+    case CN_AGG_VIEW_CALLEES:
+        return "callees";
+    case CN_AGG_VIEW_CALLERS:
+        return "callers";
+    case CN_AGG_VIEW_FUNCTIONS:
+        return "functions";
+    default:
+        return "tree";
+    }
+}
+
+static const char *group_name(cn_agg_group_by g)
+{
+    return g == CN_AGG_GROUP_PROCESS ? "process" : g == CN_AGG_GROUP_THREAD ? "thread" : "none";
+}
+
+int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color)
+{
+    json_t *tf = json_array();
+    int rc = tf ? 0 : -1;
+
+    for (size_t i = 0; i < q->n_transforms && !rc; i++) {
+        char *spec = cn_agg_transform_format(&q->transforms[i]);
+        rc = spec ? json_array_append_new(tf, json_string(spec)) : -1;
+        free(spec);
+    }
+    if (tf)
+        rc |= json_object_set_new(req, "transforms", tf);
+    rc |= json_object_set_new(req, "view", json_string(view_name(q->query.view)));
+    if (q->view_func)
+        rc |= json_object_set_new(req, "view_func", json_string(q->view_func));
+    if (q->query.view == CN_AGG_VIEW_CALLERS)
+        rc |= json_object_set_new(
+            req, "callers_mode",
+            json_string(q->query.callers_mode == CN_AGG_CALLERS_SELF ? "self" : "total"));
+    rc |= json_object_set_new(req, "group_by", json_string(group_name(q->query.group_by)));
+    if (q->last)
+        rc |= json_object_set_new(req, "last", json_string(q->last));
+    if (!isnan(q->from_s))
+        rc |= json_object_set_new(req, "from", json_real(q->from_s));
+    if (!isnan(q->to_s))
+        rc |= json_object_set_new(req, "to", json_real(q->to_s));
+    if (q->query.tid >= 0)
+        rc |= json_object_set_new(req, "tid", json_integer(q->query.tid));
+    if (q->query.pid >= 0)
+        rc |= json_object_set_new(req, "only_pid", json_integer(q->query.pid));
+    if (q->depth >= 0)
+        rc |= json_object_set_new(req, "depth", json_integer(q->depth));
+    if (q->min_percent > 0)
+        rc |= json_object_set_new(req, "min_percent", json_real(q->min_percent));
+    rc |= json_object_set_new(req, "format", json_string(cn_cli_format_name(q->format)));
+    if (color)
+        rc |= json_object_set_new(req, "color", json_true());
+    return rc ? -ENOMEM : 0;
+}
+
+bool cn_cli_want_color(const cn_cli_query *q)
+{
+    return !q->output && q->format == CN_AGG_FMT_TEXT && isatty(STDOUT_FILENO) &&
+           !getenv("NO_COLOR");
+}
+
+int cn_cli_emit_rendered(const char *cmd, const json_t *resp, const char *key, const char *output)
+{
+    const json_t *v;
+    if ((v = json_object_get(resp, key)) && json_is_object(v)) {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(12));
+        if (!s) {
+            fprintf(stderr, "canopy %s: out of memory\n", cmd);
+            return CN_EXIT_FAIL;
+        }
+        size_t n = strlen(s);
+        char *line = realloc(s, n + 2);
+        if (!line) {
+            free(s);
+            fprintf(stderr, "canopy %s: out of memory\n", cmd);
+            return CN_EXIT_FAIL;
+        }
+        line[n] = '\n';
+        line[n + 1] = '\0';
+        int status = cn_cli_emit(output, line, n + 1);
+        free(line);
+        return status;
+    }
+    if ((v = json_object_get(resp, "output")) && json_is_string(v))
+        return cn_cli_emit(output, json_string_value(v), json_string_length(v));
+    if ((v = json_object_get(resp, "output_base64")) && json_is_string(v)) {
+        size_t n;
+        void *data = cn_common_base64_decode(json_string_value(v), json_string_length(v), &n);
+        if (!data) {
+            fprintf(stderr, "canopy %s: the daemon sent malformed base64 output\n", cmd);
+            return CN_EXIT_FAIL;
+        }
+        int status = cn_cli_emit(output, data, n);
+        free(data);
+        return status;
+    }
+    fprintf(stderr, "canopy %s: the daemon's answer has no output\n", cmd);
+    return CN_EXIT_FAIL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Connecting
+ */
+
+static bool nobody_there(int rc)
+{
+    return rc == -ENOENT || rc == -ECONNREFUSED || rc == -ENOTDIR || rc == -ENOTSOCK ||
+           rc == -EACCES || rc == -ENAMETOOLONG;
+}
+
+int cn_cli_live_connect(cn_cli_live_args *a, bool required, cn_cli_conn **out)
+{
+    char path[256];
+    *out = NULL;
+    if (a->no_daemon)
+        return 0;
+    int rc = cn_cli_connect(a->socket, out, path, sizeof(path));
+    if (rc == 0)
+        return 0;
+    if (!required && nobody_there(rc))
+        return 0;
+    if (nobody_there(rc))
+        fprintf(stderr, "canopy %s: no daemon answers at %s (%s); start canopyd\n", a->cmd, path,
+                strerror(-rc));
+    else
+        fprintf(stderr, "canopy %s: cannot connect to %s: %s\n", a->cmd, path, strerror(-rc));
+    return CN_EXIT_FAIL;
+}
+
+void cn_cli_say_in_process(const char *cmd, const cn_cli_live_args *a)
+{
+    char path[256];
+    if (a->no_daemon) {
+        fprintf(stderr, "canopy %s: sampling in-process (--no-daemon)\n", cmd);
+        return;
+    }
+    cn_cli_socket_path(a->socket, path, sizeof(path));
+    fprintf(stderr, "canopy %s: no daemon at %s; sampling in-process\n", cmd, path);
+}
+
+int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
+{
+    char msg[256] = "";
+    *resp = NULL;
+    if (!req) {
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    int rc = cn_cli_call(c, req, resp, msg, sizeof(msg));
+    if (rc < 0) {
+        fprintf(stderr, "canopy %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
+        return CN_EXIT_FAIL;
+    }
+    int status = cn_cli_resp_status(cmd, *resp);
+    if (status) {
+        json_decref(*resp);
+        *resp = NULL;
+    }
+    return status;
+}
