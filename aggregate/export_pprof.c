@@ -8,8 +8,14 @@
  *   canopy) can symbolize them later from the mapping's file name and build-id.
  * - tree (transforms or --group-by): one Sample per call node with self != 0, whose
  *   locations are the node's path leaf first; one Location per func.
- * The message is built with protobuf-c over pooled arrays (every struct of one kind in
- * one allocation, ids dense from 1), packed once and gzipped with zlib.
+ * Output is streamed through zlib (level 1) in field order: sample_type packed by
+ * protobuf-c; then the samples, encoded here straight from the rows (the bulk of the
+ * file: no per-sample structs) with the rows of one stack adjacent, so deflate sees each
+ * repeated location_id array as one long match; then the tables and scalars, built with
+ * protobuf-c over pooled arrays (every struct of one kind in one allocation, ids dense
+ * from 1). The bytes are what protobuf-c would pack for the whole message, but for the
+ * order of the samples (and of thread names in the string table).
+ * docs/perf-formats.md has the figures.
  * Strings: the pprof string table points into the profile's interned strings (mapped
  * by string id) and a few literals; nothing is copied.
  */
@@ -24,12 +30,10 @@
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
-typedef Perftools__Profiles__Sample pb_sample;
 typedef Perftools__Profiles__Location pb_location;
 typedef Perftools__Profiles__Line pb_line;
 typedef Perftools__Profiles__Function pb_function;
 typedef Perftools__Profiles__Mapping pb_mapping;
-typedef Perftools__Profiles__Label pb_label;
 typedef Perftools__Profiles__ValueType pb_value_type;
 
 /* One output sample before it becomes a pb_sample: `leaf` is a stack id (raw) or a node
@@ -68,17 +72,22 @@ typedef struct writer {
     uint32_t *map_of; /* resource -> mapping id */
     int32_t *map_res; /* mapping id - 1 -> resource */
     size_t n_maps;
-    int32_t *first_row; /* raw: stack -> first row on it (-1), for shared id arrays */
+    int32_t *first_row; /* raw: stack -> its first row (-1 none), for row_order() */
     size_t n_lines;     /* Lines over all locations */
-    size_t n_locids;    /* location ids over all samples */
 
-    /* the message's pools */
-    pb_sample *samples;
-    pb_sample **sample_ptrs;
-    uint64_t *locid_pool;
-    int64_t *value_pool;
-    pb_label *labels;
-    pb_label **label_ptrs;
+    /* output: the gzip stream and the Sample encoder's buffers */
+    FILE *out;
+    z_stream z;
+    bool z_open;
+    uint8_t *zbuf; /* deflate's output chunk */
+    uint8_t *enc;  /* encoded Sample messages waiting for deflate */
+    size_t n_enc;
+    uint64_t *ids; /* one row's location ids */
+    size_t cap_ids;
+    uint8_t *locbuf; /* the packed location_id payload of the current stack */
+    size_t cap_locbuf, n_locbuf;
+
+    /* the message's pools (everything but the samples, which are encoded by hand) */
     pb_location *locs;
     pb_location **loc_ptrs;
     pb_line *lines;
@@ -108,12 +117,12 @@ static void writer_free(writer *w)
     free(w->fn_func);
     free(w->map_of);
     free(w->map_res);
-    free(w->samples);
-    free(w->sample_ptrs);
-    free(w->locid_pool);
-    free(w->value_pool);
-    free(w->labels);
-    free(w->label_ptrs);
+    if (w->z_open)
+        deflateEnd(&w->z);
+    free(w->zbuf);
+    free(w->enc);
+    free(w->ids);
+    free(w->locbuf);
     free(w->locs);
     free(w->loc_ptrs);
     free(w->lines);
@@ -231,26 +240,29 @@ static void use_location(writer *w, int32_t key)
     w->n_lines += p->frame_depth[key];
 }
 
-/* The location keys of a row, leaf first, written to ids (NULL: only counted). */
-static size_t row_path(writer *w, const row *r, uint64_t *ids)
+/* The location ids of a row, leaf first, into w->ids (grown as needed); giving each
+ * location its id on first use. Returns the count or -ENOMEM. */
+static ssize_t row_path(writer *w, const row *r)
 {
     size_t n = 0;
     if (w->raw) {
         for (int32_t s = r->leaf; s >= 0; s = w->p->stack_prefix[s], n++) {
+            if (n == w->cap_ids && CN_AGG__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
+                return -ENOMEM;
             int32_t f = w->p->stack_frame[s];
             use_location(w, f);
-            if (ids)
-                ids[n] = w->loc_of[f];
+            w->ids[n] = w->loc_of[f];
         }
     } else {
         for (int32_t nd = r->leaf; nd >= 0; nd = w->tree->nodes[nd].parent, n++) {
+            if (n == w->cap_ids && CN_AGG__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
+                return -ENOMEM;
             int32_t f = w->tree->nodes[nd].func;
             use_location(w, f);
-            if (ids)
-                ids[n] = w->loc_of[f];
+            w->ids[n] = w->loc_of[f];
         }
     }
-    return n;
+    return (ssize_t)n;
 }
 
 static bool looks_like_build_id(const char *s)
@@ -325,98 +337,247 @@ static double unit_factor(const cn_agg_profile *p)
     }
 }
 
-static int build_samples(writer *w, pb_profile *m, size_t n_values)
+/* ---- the gzip stream and the hand-encoded Samples ------------------------------------ */
+
+#define ZCHUNK    (1u << 16)
+#define ENC_FLUSH (1u << 16) /* encoded bytes handed to deflate at a time */
+
+static int z_open(writer *w)
+{
+    if (!(w->zbuf = malloc(ZCHUNK)) || !(w->enc = malloc(ENC_FLUSH * 2)))
+        return -ENOMEM;
+    if (deflateInit2(&w->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -ENOMEM;
+    w->z_open = true;
+    return 0;
+}
+
+/* Compresses len bytes (finish: and ends the stream). Returns 0 or -EIO. */
+static int z_put(writer *w, const uint8_t *buf, size_t len, bool finish)
+{
+    int zr;
+    w->z.next_in = (Bytef *)buf;
+    do {
+        size_t step = len > (1u << 30) ? (1u << 30) : len;
+        w->z.avail_in = (uInt)step;
+        len -= step;
+        do {
+            w->z.next_out = w->zbuf;
+            w->z.avail_out = ZCHUNK;
+            zr = deflate(&w->z, len || !finish ? Z_NO_FLUSH : Z_FINISH);
+            size_t have = ZCHUNK - w->z.avail_out;
+            if (zr == Z_STREAM_ERROR || (have && fwrite(w->zbuf, 1, have, w->out) != have))
+                return -EIO;
+        } while (w->z.avail_out == 0);
+    } while (len);
+    return finish && zr != Z_STREAM_END ? -EIO : 0;
+}
+
+static int enc_flush(writer *w)
+{
+    int rc = z_put(w, w->enc, w->n_enc, false);
+    w->n_enc = 0;
+    return rc;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7)
+        n++;
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *o, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7)
+        *o++ = (uint8_t)(v | 0x80);
+    *o++ = (uint8_t)v;
+    return o;
+}
+
+/* A proto3 int64 field: omitted when 0, negative values as 10-byte varints. */
+static size_t int_field_len(int64_t v)
+{
+    return v ? 1 + varint_len((uint64_t)v) : 0;
+}
+
+static uint8_t *put_int_field(uint8_t *o, uint8_t tag, int64_t v)
+{
+    if (!v)
+        return o;
+    *o++ = tag;
+    return put_varint(o, (uint64_t)v);
+}
+
+/* Makes room for n more encoded bytes (flushing to deflate when the buffer is full). */
+static uint8_t *enc_reserve(writer *w, size_t n)
+{
+    if (w->n_enc + n > ENC_FLUSH * 2) {
+        if (enc_flush(w) < 0)
+            return NULL;
+        if (n > ENC_FLUSH * 2) {
+            uint8_t *big = realloc(w->enc, n);
+            if (!big)
+                return NULL;
+            w->enc = big;
+        }
+    }
+    return w->enc + w->n_enc;
+}
+
+/* The packed location_id payload of the current row into w->locbuf. */
+static int encode_locations(writer *w, const row *r)
+{
+    ssize_t n = row_path(w, r);
+    if (n < 0)
+        return (int)n;
+    size_t need = (size_t)n * 10;
+    if (need > w->cap_locbuf && CN_AGG__RESERVE(w->locbuf, w->cap_locbuf, need) < 0)
+        return -ENOMEM;
+    uint8_t *o = w->locbuf;
+    for (ssize_t i = 0; i < n; i++)
+        o = put_varint(o, w->ids[i]);
+    w->n_locbuf = (size_t)(o - w->locbuf);
+    return 0;
+}
+
+/* Writes one Sample (Profile field 2) exactly as protobuf-c would pack it: fields in
+ * number order, packed location_id and value, labels {key, str, num} without zeros. */
+static int encode_sample(writer *w, const int64_t *values, size_t n_values, const int64_t *lab_key,
+                         const int64_t *lab_str, const int64_t *lab_num, size_t n_labels)
+{
+    size_t vals = 0, lab_len[3], body = 0;
+    for (size_t i = 0; i < n_values; i++)
+        vals += varint_len((uint64_t)values[i]);
+    if (w->n_locbuf)
+        body += 1 + varint_len(w->n_locbuf) + w->n_locbuf;
+    if (vals)
+        body += 1 + varint_len(vals) + vals;
+    for (size_t j = 0; j < n_labels; j++) {
+        lab_len[j] =
+            int_field_len(lab_key[j]) + int_field_len(lab_str[j]) + int_field_len(lab_num[j]);
+        body += 1 + varint_len(lab_len[j]) + lab_len[j];
+    }
+    uint8_t *o = enc_reserve(w, 1 + 10 + body);
+    if (!o)
+        return -ENOMEM;
+    uint8_t *start = o;
+    *o++ = 0x12; /* Profile.sample */
+    o = put_varint(o, body);
+    if (w->n_locbuf) {
+        *o++ = 0x0a;
+        o = put_varint(o, w->n_locbuf);
+        memcpy(o, w->locbuf, w->n_locbuf);
+        o += w->n_locbuf;
+    }
+    if (vals) {
+        *o++ = 0x12;
+        o = put_varint(o, vals);
+        for (size_t i = 0; i < n_values; i++)
+            o = put_varint(o, (uint64_t)values[i]);
+    }
+    for (size_t j = 0; j < n_labels; j++) {
+        *o++ = 0x1a;
+        o = put_varint(o, lab_len[j]);
+        o = put_int_field(o, 0x08, lab_key[j]);
+        o = put_int_field(o, 0x10, lab_str[j]);
+        o = put_int_field(o, 0x18, lab_num[j]);
+    }
+    w->n_enc += (size_t)(o - start);
+    return 0;
+}
+
+/* Output order of the rows: raw rows of one stack (one per thread) next to each other,
+ * stacks in order of first appearance, so deflate finds each repeated location_id
+ * array as one long match. Returns an array owned by the caller, or NULL. */
+static int32_t *row_order(writer *w)
+{
+    size_t n = w->n_rows;
+    int32_t *order = alloc_n(n, sizeof(*order)), *start = alloc_n(n + 1, sizeof(*start));
+    if (!order || !start)
+        goto fail;
+    if (!w->raw) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = (int32_t)i;
+        free(start);
+        return order;
+    }
+    if (!ALLOC_N(w->first_row, w->p->n_stack))
+        goto fail;
+    memset(w->first_row, 0xff, w->p->n_stack * sizeof(*w->first_row));
+    for (size_t i = 0; i < n; i++) { /* counting sort by the stack's first row */
+        int32_t *f = &w->first_row[w->rows[i].leaf];
+        if (*f < 0)
+            *f = (int32_t)i;
+        start[*f + 1]++;
+    }
+    for (size_t i = 0; i < n; i++)
+        start[i + 1] += start[i];
+    for (size_t i = 0; i < n; i++)
+        order[start[w->first_row[w->rows[i].leaf]]++] = (int32_t)i;
+    free(start);
+    return order;
+fail:
+    free(order);
+    free(start);
+    return NULL;
+}
+
+/* Encodes every row as a Sample into the gzip stream (after sample_type, before the
+ * rest of the message, so the fields stay in protobuf-c's order). */
+static int write_samples(writer *w, pb_profile *m, size_t n_values)
 {
     const cn_agg_profile *p = w->p;
     double factor = unit_factor(p);
-    size_t n_labels = 0;
-    int32_t *depth = NULL;
-    if (w->raw) { /* stack depths in one forward pass (prefix < id), not a walk per row */
-        if (!ALLOC_N(depth, p->n_stack))
-            return -ENOMEM;
-        for (size_t s = 0; s < p->n_stack; s++)
-            depth[s] = p->stack_prefix[s] >= 0 ? depth[p->stack_prefix[s]] + 1 : 1;
-    }
-    /* Rows of one stack on several threads share one location_id array. */
-    int32_t *first_row = NULL;
-    if (w->raw) {
-        if (!ALLOC_N(first_row, p->n_stack)) {
-            free(depth);
-            return -ENOMEM;
-        }
-        w->first_row = first_row; /* freed by writer_free */
-        memset(first_row, 0xff, p->n_stack * sizeof(*first_row));
-    }
-    for (size_t i = 0; i < w->n_rows; i++) {
-        if (first_row && first_row[w->rows[i].leaf] < 0) {
-            first_row[w->rows[i].leaf] = (int32_t)i;
-            w->n_locids += (size_t)depth[w->rows[i].leaf];
-        } else if (!first_row) {
-            w->n_locids += row_path(w, &w->rows[i], NULL);
-        }
-        if (w->rows[i].thread >= 0)
-            n_labels += p->thr_name[w->rows[i].thread] >= 0 ? 3 : 2;
-    }
-    free(depth);
-    if (!ALLOC_N(w->samples, w->n_rows) || !ALLOC_N(w->sample_ptrs, w->n_rows) ||
-        !ALLOC_N(w->locid_pool, w->n_locids) || !ALLOC_N(w->value_pool, w->n_rows * n_values) ||
-        !ALLOC_N(w->labels, n_labels) || !ALLOC_N(w->label_ptrs, n_labels))
-        return -ENOMEM;
     int64_t k_thread = str_lit(w, "thread"), k_tid = str_lit(w, "tid"), k_pid = str_lit(w, "pid");
     if (k_thread < 0 || k_tid < 0 || k_pid < 0)
         return -ENOMEM;
-    uint64_t *ids = w->locid_pool;
-    size_t lab = 0;
+    int32_t *order = row_order(w);
+    if (!order)
+        return -ENOMEM;
+    int rc = 0;
     int64_t period_sum = 0, count_sum = 0;
-    for (size_t i = 0; i < w->n_rows; i++) {
-        const row *r = &w->rows[i];
-        pb_sample *s = &w->samples[i];
-        perftools__profiles__sample__init(s);
-        int32_t first = first_row ? first_row[r->leaf] : (int32_t)i;
-        if (first != (int32_t)i) {
-            s->location_id = w->samples[first].location_id;
-            s->n_location_id = w->samples[first].n_location_id;
-        } else {
-            s->location_id = ids;
-            s->n_location_id = row_path(w, r, ids);
-            ids += s->n_location_id;
+    int32_t last_leaf = -1;
+    for (size_t k = 0; k < w->n_rows; k++) {
+        const row *r = &w->rows[order[k]];
+        if (k == 0 || r->leaf != last_leaf) { /* rows of one stack are adjacent (raw) */
+            if ((rc = encode_locations(w, r)) < 0)
+                goto out;
+            last_leaf = r->leaf;
         }
-        s->value = w->value_pool + i * n_values;
-        s->n_value = n_values;
-        int64_t v = llround(r->weight * factor);
+        int64_t values[2], v = llround(r->weight * factor);
         if (n_values == 2)
-            s->value[0] = r->count;
-        s->value[n_values - 1] = v;
+            values[0] = r->count;
+        values[n_values - 1] = v;
         period_sum += v;
         count_sum += r->count > 0 ? r->count : 0;
+        int64_t key[3] = {k_tid, k_pid, k_thread}, str[3] = {0, 0, 0}, num[3] = {0, 0, 0};
+        size_t n_labels = 0;
         if (r->thread >= 0) {
-            s->label = w->label_ptrs + lab;
             int32_t name = p->thr_name[r->thread];
-            int64_t key[3] = {k_tid, k_pid, k_thread};
-            int64_t num[3] = {p->thr_tid[r->thread], p->thr_pid[r->thread], 0};
-            for (int j = 0; j < (name >= 0 ? 3 : 2); j++) {
-                pb_label *l = &w->labels[lab];
-                perftools__profiles__label__init(l);
-                l->key = key[j];
-                if (j == 2) {
-                    if ((l->str = str_id(w, name)) < 0)
-                        return -ENOMEM;
-                } else {
-                    l->num = num[j];
+            num[0] = p->thr_tid[r->thread];
+            num[1] = p->thr_pid[r->thread];
+            n_labels = 2;
+            if (name >= 0) {
+                if ((str[2] = str_id(w, name)) < 0) {
+                    rc = -ENOMEM;
+                    goto out;
                 }
-                w->label_ptrs[lab++] = l;
-                s->n_label++;
+                n_labels = 3;
             }
         }
-        w->sample_ptrs[i] = s;
+        if ((rc = encode_sample(w, values, n_values, key, str, num, n_labels)) < 0)
+            goto out;
     }
-    m->n_sample = w->n_rows;
-    m->sample = w->sample_ptrs;
+    rc = enc_flush(w);
     m->period = count_sum > 0 && p->unit != CN_AGG_UNIT_SAMPLES ? period_sum / count_sum : 1;
     const char *period = cn_agg_meta_get(p, "period");
     if (period && atoll(period) > 0)
         m->period = atoll(period);
-    return 0;
+out:
+    free(order);
+    return rc;
 }
 
 static int build_functions(writer *w, pb_profile *m)
@@ -567,38 +728,6 @@ static int build_comments(writer *w, pb_profile *m, const cn_agg_query *q)
     return 0;
 }
 
-/* Gzips buf to out. Returns 0 or -EIO/-ENOMEM. */
-static int gzip_to(FILE *out, const uint8_t *buf, size_t len)
-{
-    z_stream z;
-    memset(&z, 0, sizeof(z));
-    if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -ENOMEM;
-    uint8_t chunk[1 << 16];
-    int rc = 0, zr;
-    z.next_in = (Bytef *)buf;
-    do {
-        size_t step = len > (1u << 30) ? (1u << 30) : len;
-        z.avail_in = (uInt)step;
-        len -= step;
-        do {
-            z.next_out = chunk;
-            z.avail_out = sizeof(chunk);
-            zr = deflate(&z, len ? Z_NO_FLUSH : Z_FINISH);
-            size_t have = sizeof(chunk) - z.avail_out;
-            if (have && fwrite(chunk, 1, have, out) != have) {
-                rc = -EIO;
-                goto out;
-            }
-        } while (z.avail_out == 0);
-    } while (len);
-    if (zr != Z_STREAM_END)
-        rc = -EIO;
-out:
-    deflateEnd(&z);
-    return rc;
-}
-
 static int collect_rows(writer *w, const cn_agg_query *q, cn_agg_tree **tree, cn_agg_err *err)
 {
     if (w->raw) {
@@ -616,13 +745,28 @@ static int collect_rows(writer *w, const cn_agg_query *q, cn_agg_tree **tree, cn
     return 0;
 }
 
+/* Packs m with protobuf-c into the gzip stream. */
+static int put_message(writer *w, const pb_profile *m, bool finish)
+{
+    size_t len = perftools__profiles__profile__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return -ENOMEM;
+    perftools__profiles__profile__pack(m, buf);
+    int rc = z_put(w, buf, len, finish);
+    free(buf);
+    return rc;
+}
+
+/* The message goes out in three parts, in field order: sample_type (protobuf-c), the
+ * samples (encoded here, row by row), then the tables and scalars (protobuf-c). */
 int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err)
 {
-    writer w = {.p = p, .raw = cn_agg__query_is_raw(q)};
+    writer w = {.p = p, .raw = cn_agg__query_is_raw(q), .out = out};
     cn_agg_tree *tree = NULL;
-    uint8_t *buf = NULL;
-    pb_profile m;
+    pb_profile m, head;
     perftools__profiles__profile__init(&m);
+    perftools__profiles__profile__init(&head);
     size_t n_values = 0;
     int rc = collect_rows(&w, q, &tree, err);
     if (rc < 0)
@@ -631,10 +775,16 @@ int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_a
     size_t nkeys = w.raw ? p->n_frame : p->n_func;
     if (!ALLOC_N(w.str_map, p->n_str) || !ALLOC_N(w.loc_of, nkeys) || !ALLOC_N(w.loc_key, nkeys) ||
         !ALLOC_N(w.fn_of, p->n_func) || !ALLOC_N(w.fn_func, p->n_func) ||
-        !ALLOC_N(w.map_of, p->n_res) || !ALLOC_N(w.map_res, p->n_res) || add_str(&w, "") < 0)
+        !ALLOC_N(w.map_of, p->n_res) || !ALLOC_N(w.map_res, p->n_res) || add_str(&w, "") < 0 ||
+        z_open(&w) < 0 || build_value_types(&w, &m, &n_values) < 0)
         goto nomem;
-    if (build_value_types(&w, &m, &n_values) < 0 || build_samples(&w, &m, n_values) < 0 ||
-        build_functions(&w, &m) < 0 || build_locations(&w, &m) < 0 || build_mappings(&w, &m) < 0 ||
+    head.n_sample_type = m.n_sample_type;
+    head.sample_type = m.sample_type;
+    m.n_sample_type = 0;
+    m.sample_type = NULL;
+    if ((rc = put_message(&w, &head, false)) < 0 || (rc = write_samples(&w, &m, n_values)) < 0)
+        goto fail;
+    if (build_functions(&w, &m) < 0 || build_locations(&w, &m) < 0 || build_mappings(&w, &m) < 0 ||
         build_comments(&w, &m, q) < 0)
         goto nomem;
     if (w.raw && p->n_sample > 0) {
@@ -649,21 +799,18 @@ int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_a
     }
     m.n_string_table = w.n_strs;
     m.string_table = w.strs;
-    size_t len = perftools__profiles__profile__get_packed_size(&m);
-    if (!(buf = malloc(len ? len : 1)))
-        goto nomem;
-    perftools__profiles__profile__pack(&m, buf);
-    rc = gzip_to(out, buf, len);
-    if (rc < 0) {
-        rc = cn_agg_err_set(err, rc, "writing pprof output: %s", strerror(-rc));
-        goto out;
-    }
+    if ((rc = put_message(&w, &m, true)) < 0)
+        goto fail;
     rc = cn_agg__finish_output(out, "pprof", err);
+    goto out;
+fail:
+    if (rc == -ENOMEM)
+        goto nomem;
+    rc = cn_agg_err_set(err, rc, "writing pprof output: %s", strerror(-rc));
     goto out;
 nomem:
     rc = cn_agg_err_set(err, -ENOMEM, "pprof output: out of memory");
 out:
-    free(buf);
     cn_agg_tree_free(tree);
     writer_free(&w);
     return rc;

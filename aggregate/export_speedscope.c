@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,12 @@ typedef struct ss_writer {
     int32_t *path; /* scratch: one stack's funcs, leaf first */
     size_t path_cap;
     bool first_profile;
+    /* raw path: each distinct stack's JSON array text, made once (stack_text()) */
+    cn_agg__u64map text_index; /* stack -> index into text_off */
+    size_t *text_off;          /* [index, index + 1) -> range in text */
+    size_t n_text_off, cap_text_off;
+    char *text;
+    size_t n_text, cap_text;
 } ss_writer;
 
 static const char *ss_unit(const cn_agg_profile *p)
@@ -73,9 +80,27 @@ static int path_push(ss_writer *w, size_t n, int32_t func)
     return 0;
 }
 
-/* Writes the funcs of frame stack `stack` as a root-first JSON array of frame indexes. */
-static int put_raw_stack(ss_writer *w, int32_t stack)
+/* Decimal digits of v (>= 0) at o; returns the end. */
+static char *put_uint(char *o, uint64_t v)
 {
+    char tmp[20];
+    size_t n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n)
+        *o++ = tmp[--n];
+    return o;
+}
+
+/* The text of frame stack `stack` as a root-first JSON array of frame indexes, made on
+ * first use (which numbers its frames, as writing it would) and kept in w->text.
+ * Returns the index of its range in w->text_off, or -ENOMEM. */
+static int32_t stack_text(ss_writer *w, int32_t stack)
+{
+    int32_t x = cn_agg__u64map_get(&w->text_index, (uint64_t)(uint32_t)stack);
+    if (x >= 0)
+        return x;
     const cn_agg_profile *p = w->p;
     size_t n = 0;
     for (int32_t s = stack; s >= 0; s = p->stack_prefix[s]) {
@@ -85,11 +110,45 @@ static int put_raw_stack(ss_writer *w, int32_t stack)
             if (path_push(w, n++, chain[i]) < 0)
                 return -ENOMEM;
     }
-    putc('[', w->out);
-    for (size_t i = n; i-- > 0;)
-        fprintf(w->out, "%s%d", i + 1 == n ? "" : ",", (int)frame_index(w, w->path[i]));
-    putc(']', w->out);
-    return 0;
+    size_t need = w->n_text + 2 + n * 11; /* "[" "]" and up to 10 digits and "," each */
+    if (need > w->cap_text && CN_AGG__RESERVE(w->text, w->cap_text, need) < 0)
+        return -ENOMEM;
+    if (w->n_text_off + 2 > w->cap_text_off &&
+        CN_AGG__RESERVE(w->text_off, w->cap_text_off, w->n_text_off + 2) < 0)
+        return -ENOMEM;
+    if (w->n_text_off == 0)
+        w->text_off[w->n_text_off++] = 0;
+    char *o = w->text + w->n_text;
+    *o++ = '[';
+    for (size_t i = n; i-- > 0;) {
+        if (i + 1 != n)
+            *o++ = ',';
+        o = put_uint(o, (uint64_t)frame_index(w, w->path[i]));
+    }
+    *o++ = ']';
+    w->n_text = (size_t)(o - w->text);
+    x = (int32_t)(w->n_text_off - 1);
+    w->text_off[w->n_text_off++] = w->n_text;
+    if (cn_agg__u64map_put(&w->text_index, (uint64_t)(uint32_t)stack, x) < 0)
+        return -ENOMEM;
+    return x;
+}
+
+/* Writes v as cn_agg__json_number() does, without stdio's formatting for integers. */
+static void put_number(FILE *out, double v)
+{
+    if (!isfinite(v))
+        v = 0;
+    if (v == (double)(int64_t)v && fabs(v) < 9e15) {
+        char buf[24], *o = buf;
+        int64_t i = (int64_t)v;
+        if (i < 0)
+            *o++ = '-';
+        o = put_uint(o, i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i);
+        fwrite(buf, 1, (size_t)(o - buf), out);
+    } else {
+        cn_agg__json_number(out, v);
+    }
 }
 
 static int put_node_stack(ss_writer *w, const cn_agg_tree *t, int32_t node)
@@ -141,59 +200,141 @@ static int collect_sample(void *ctx, int32_t stack, int32_t thread, int64_t time
     return 0;
 }
 
+/* Sort key of a sample within its thread: retention rows (time -1) after timed ones. */
+static int64_t time_key(const ss_sample *x)
+{
+    return x->time < 0 ? INT64_MAX : x->time;
+}
+
 static int cmp_thread(const void *a, const void *b)
 {
     const ss_sample *x = a, *y = b;
     if (x->thread != y->thread)
         return x->thread < y->thread ? -1 : 1;
-    /* retention rows (time -1) after the timed samples, then by time */
-    int64_t tx = x->time < 0 ? INT64_MAX : x->time, ty = y->time < 0 ? INT64_MAX : y->time;
+    int64_t tx = time_key(x), ty = time_key(y);
     if (tx != ty)
         return tx < ty ? -1 : 1;
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static int write_raw(ss_writer *w, const cn_agg_query *q)
+/* Orders the samples by (thread, time, arrival) as cmp_thread: a stable counting sort by
+ * thread (arrival order kept), then a qsort of only the threads not already in time
+ * order (samples usually arrive in time order). */
+static int sort_samples(ss_writer *w)
+{
+    size_t n = w->n_samples, n_b = w->p->n_thr + 1; /* bucket 0: thread -1 */
+    for (size_t i = 0; i < n; i++)
+        if (w->samples[i].thread < -1 || (size_t)(w->samples[i].thread + 1) >= n_b) {
+            qsort(w->samples, n, sizeof(*w->samples), cmp_thread); /* not a thread row */
+            return 0;
+        }
+    size_t *start = calloc(n_b + 1, sizeof(*start));
+    ss_sample *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+    if (!start || !sorted) {
+        free(start);
+        free(sorted);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        start[w->samples[i].thread + 2]++;
+    for (size_t b = 1; b <= n_b; b++)
+        start[b] += start[b - 1];
+    for (size_t i = 0; i < n; i++)
+        sorted[start[w->samples[i].thread + 1]++] = w->samples[i];
+    free(w->samples);
+    w->samples = sorted;
+    w->cap_samples = n ? n : 1;
+    for (size_t i = 0; i < n;) { /* start[b] is now the end of bucket b */
+        size_t j = i + 1;
+        bool in_order = true;
+        while (j < n && sorted[j].thread == sorted[i].thread) {
+            in_order = in_order && time_key(&sorted[j - 1]) <= time_key(&sorted[j]);
+            j++;
+        }
+        if (!in_order)
+            qsort(sorted + i, j - i, sizeof(*sorted), cmp_thread);
+        i = j;
+    }
+    free(start);
+    return 0;
+}
+
+/* Raw path, first pass: collects and sorts the samples, merges runs of one stack into
+ * one weighted sample, and makes each stack's text in output order (which numbers the
+ * frames). The merged samples are left at the start of w->samples (stack = the text's
+ * index, seq = index of the thread's profile), with thread totals in *totals (owned by
+ * the caller). */
+static int prepare_raw(ss_writer *w, const cn_agg_query *q, double **totals, size_t *n_profiles)
 {
     int rc = cn_agg__for_each_sample(w->p, q, collect_sample, w);
     if (rc < 0)
         return rc;
-    if (w->n_samples > 1)
-        qsort(w->samples, w->n_samples, sizeof(*w->samples), cmp_thread);
-    double scale = cn_agg_profile_scale(w->p);
-    char name[320];
+    if (w->n_samples > 1 && (rc = sort_samples(w)) < 0)
+        return rc;
+    size_t n_out = 0, n_prof = 0;
+    for (size_t i = 0; i < w->n_samples;) { /* count the threads' profiles */
+        size_t j = i;
+        while (j < w->n_samples && w->samples[j].thread == w->samples[i].thread)
+            j++;
+        n_prof++;
+        i = j;
+    }
+    if (!(*totals = calloc(n_prof ? n_prof : 1, sizeof(**totals))))
+        return -ENOMEM;
+    n_prof = 0;
     for (size_t i = 0; i < w->n_samples;) {
         size_t j = i;
         double total = 0;
         while (j < w->n_samples && w->samples[j].thread == w->samples[i].thread)
             total += w->samples[j++].weight;
-        profile_name(w->p, w->samples[i].thread, name, sizeof(name));
-        open_profile(w, "sampled", name, total * scale);
-        fputs(",\"samples\":[", w->out);
-        /* merge runs of one stack; remember their weights for the second array */
-        size_t first = i, n_out = 0;
+        (*totals)[n_prof] = total;
         for (size_t k = i; k < j;) {
             size_t e = k + 1;
             double wsum = w->samples[k].weight;
             while (e < j && w->samples[e].stack == w->samples[k].stack)
                 wsum += w->samples[e++].weight;
-            if (n_out++)
-                putc(',', w->out);
-            if ((rc = put_raw_stack(w, w->samples[k].stack)) < 0)
-                return rc;
-            w->samples[first + n_out - 1].weight = wsum; /* first..: reused as output */
+            int32_t x = stack_text(w, w->samples[k].stack);
+            if (x < 0)
+                return x;
+            /* n_out <= k: the merged samples overwrite only samples already read */
+            w->samples[n_out++] = (ss_sample){w->samples[k].thread, x, 0, wsum, n_prof};
             k = e;
         }
-        fputs("],\"weights\":[", w->out);
-        for (size_t k = 0; k < n_out; k++) {
-            if (k)
+        n_prof++;
+        i = j;
+    }
+    w->n_samples = n_out;
+    *n_profiles = n_prof;
+    return 0;
+}
+
+/* Raw path, second pass: one sampled profile per thread, straight to w->out. */
+static void write_raw(ss_writer *w, const double *totals)
+{
+    double scale = cn_agg_profile_scale(w->p);
+    char name[320];
+    for (size_t i = 0; i < w->n_samples;) {
+        size_t j = i;
+        while (j < w->n_samples && w->samples[j].seq == w->samples[i].seq)
+            j++;
+        profile_name(w->p, w->samples[i].thread, name, sizeof(name));
+        open_profile(w, "sampled", name, totals[w->samples[i].seq] * scale);
+        fputs(",\"samples\":[", w->out);
+        for (size_t k = i; k < j; k++) {
+            if (k > i)
                 putc(',', w->out);
-            cn_agg__json_number(w->out, w->samples[first + k].weight * scale);
+            int32_t x = w->samples[k].stack;
+            fwrite(w->text + w->text_off[x], 1, w->text_off[x + 1] - w->text_off[x], w->out);
+        }
+        fputs("],\"weights\":[", w->out);
+        for (size_t k = i; k < j; k++) {
+            if (k > i)
+                putc(',', w->out);
+            put_number(w->out, w->samples[k].weight * scale);
         }
         fputs("]}", w->out);
         i = j;
     }
-    return 0;
 }
 
 /* ---- tree path: one query per thread ---------------------------------------------- */
@@ -310,23 +451,43 @@ static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
 
 static void writer_free(ss_writer *w)
 {
+    cn_agg__u64map_clear(&w->text_index);
+    free(w->text_off);
+    free(w->text);
     free(w->frame_of);
     free(w->frames);
     free(w->samples);
     free(w->path);
 }
 
-/* Profiles go to a memory stream first: the shared frame list, which precedes them in
- * the file, is only known once every stack has been written. */
-static int write_file(ss_writer *w, const char *body, size_t len, const char *name)
+static void write_head(ss_writer *w)
 {
     fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\n", w->out);
     write_frames(w);
     fputs(",\n\"profiles\":[", w->out);
-    fwrite(body, 1, len, w->out);
+}
+
+/* Closes the file; a sampled file without profiles gets an empty one (`fill`). */
+static void write_tail(ss_writer *w, const char *name, bool fill)
+{
+    if (fill && w->first_profile) { /* no samples: one empty profile for the viewers */
+        open_profile(w, "sampled", "empty", 0);
+        fputs(",\"samples\":[],\"weights\":[]}", w->out);
+    }
     fputs("],\n\"name\":", w->out);
     cn_agg__json_string(w->out, name);
     fputs(",\"activeProfileIndex\":0,\"exporter\":\"canopy " CANOPY_VERSION "\"}\n", w->out);
+}
+
+/* The shared frame list precedes the profiles in the file but is only known once every
+ * stack has been seen: the raw path makes every stack's text first (prepare_raw) and
+ * then writes straight to out; the other paths write the profiles to a memory stream
+ * first. */
+static int write_file(ss_writer *w, const char *body, size_t len, const char *name, bool fill)
+{
+    write_head(w);
+    fwrite(body, 1, len, w->out);
+    write_tail(w, name, fill);
     return 0;
 }
 
@@ -338,33 +499,45 @@ int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
     char *body = NULL;
     size_t len = 0;
     FILE *mem = NULL;
+    double *totals = NULL;
+    const char *name = cn_agg_meta_get(p, "name");
+    name = name ? name : "canopy profile";
     int rc = writer_init(&w, p, out);
-    if (rc < 0 || !(mem = open_memstream(&body, &len)))
+    if (rc < 0)
+        goto nomem;
+    if (cn_agg__query_is_raw(q)) {
+        size_t n_profiles = 0;
+        if ((rc = prepare_raw(&w, q, &totals, &n_profiles)) < 0)
+            goto fail;
+        write_head(&w);
+        write_raw(&w, totals);
+        write_tail(&w, name, true);
+        rc = cn_agg__finish_output(out, "speedscope", err);
+        goto out;
+    }
+    if (!(mem = open_memstream(&body, &len)))
         goto nomem;
     w.out = mem;
-    rc = cn_agg__query_is_raw(q) ? write_raw(&w, q) : write_transformed(&w, q, err);
-    if (rc == 0 && w.first_profile) { /* no samples: one empty profile for the viewers */
-        open_profile(&w, "sampled", "empty", 0);
-        fputs(",\"samples\":[],\"weights\":[]}", mem);
-    }
+    rc = write_transformed(&w, q, err);
     if (fclose(mem) != 0 && rc == 0)
         rc = -ENOMEM;
     mem = NULL;
-    if (rc == -ENOMEM)
-        goto nomem;
     if (rc < 0)
-        goto out;
+        goto fail;
     w.out = out;
-    const char *name = cn_agg_meta_get(p, "name");
-    write_file(&w, body, len, name ? name : "canopy profile");
+    write_file(&w, body, len, name, true);
     rc = cn_agg__finish_output(out, "speedscope", err);
     goto out;
+fail:
+    if (rc != -ENOMEM)
+        goto out; /* err set by the query */
 nomem:
     rc = cn_agg_err_set(err, -ENOMEM, "speedscope output: out of memory");
 out:
     if (mem)
         fclose(mem);
     free(body);
+    free(totals);
     writer_free(&w);
     return rc;
 }
@@ -469,7 +642,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
     }
     mem = NULL;
     w.out = out;
-    write_file(&w, body, len, "canopy timeline");
+    write_file(&w, body, len, "canopy timeline", false);
     rc = cn_agg__finish_output(out, "speedscope", err);
     goto out;
 nomem:

@@ -4,7 +4,9 @@
  * 64 functions per library over 4 libraries, 4 threads, ns weights), then times
  * pprof (raw path: untransformed, per-frame locations), pprof after a transform (tree
  * path), SVG and speedscope export into memory. Usage: bench_formats [N [S]]
- * (default 1000000 samples, 100000 stacks) [FORMAT-PREFIX]. Prints one line per format. */
+ * (default 1000000 samples, 100000 stacks) [FORMAT-PREFIX]. Prints one line per format.
+ * With BENCH_FORMATS_DUMP=DIR set, each output is also written to DIR (to compare the
+ * output of two versions of an exporter). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +77,23 @@ static int svg_writer(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_ag
     return cn_agg_write_svg(p, q, NULL, out, e);
 }
 
-static const char *only; /* argv[3]: only formats whose label starts with it */
+static const char *only;     /* argv[3]: only formats whose label starts with it */
+static const char *dump_dir; /* $BENCH_FORMATS_DUMP: also write each output there */
+
+/* Writes an output to dump_dir/<label with spaces as '_'>, for comparing runs. */
+static void dump(const char *what, const char *buf, size_t len)
+{
+    char path[512];
+    int n = snprintf(path, sizeof(path), "%s/", dump_dir);
+    for (const char *c = what; *c && n < (int)sizeof(path) - 1; c++)
+        path[n++] = strchr(" ():", *c) ? '_' : *c;
+    path[n] = 0;
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, len, f) != len)
+        fprintf(stderr, "bench_formats: cannot write %s\n", path);
+    if (f)
+        fclose(f);
+}
 
 static void run(const char *what, writer_fn fn, cn_agg_profile *p, const cn_agg_query *q)
 {
@@ -91,6 +109,8 @@ static void run(const char *what, writer_fn fn, cn_agg_profile *p, const cn_agg_
     double t = now() - t0;
     printf("%-28s %8.3f s  %10zu bytes%s%s\n", what, t, len, rc < 0 ? "  ERROR: " : "",
            rc < 0 ? err.msg : "");
+    if (dump_dir && rc >= 0)
+        dump(what, buf, len);
     free(buf);
 }
 
@@ -99,6 +119,7 @@ int main(int argc, char **argv)
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
     size_t stacks = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000;
     only = argc > 3 ? argv[3] : NULL;
+    dump_dir = getenv("BENCH_FORMATS_DUMP");
     double t0 = now();
     cn_agg_profile *p = make_profile(n, stacks);
     if (!p)
