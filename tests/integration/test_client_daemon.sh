@@ -14,7 +14,7 @@ export CANOPY_SOCKET=$TMP/d.sock
 "$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" >"$TMP/d.log" 2>&1 &
 D_PID=$!
 W_PID=
-trap 'kill $D_PID $W_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 for ((i = 0; i < 100; i++)); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
 [ -S "$CANOPY_SOCKET" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
 

@@ -1,0 +1,536 @@
+/* query.c — running a query: base table, sample selection, transforms, self weights.
+ *
+ * Data structures: cn_agg__qtable is the func-level prefix tree (struct of arrays plus a
+ * (prefix, func) hash), built once per query from the frame stack table in index order
+ * (prefix < id, so a stack's parent row is always known: one pass, no recursion). Inline
+ * chains expand into one row per func, outer first. --group-by grafts each (row, group)
+ * pair used by a sample under a synthetic root func, memoized in a hash. Transforms then
+ * rewrite the table (transform.c) and their row maps are composed over the base rows, so
+ * samples are mapped exactly once, in the final pass that sums self weights.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "q_engine.h"
+
+/* ---- the func-level table ----------------------------------------------------------- */
+
+/* agg_internal.h's plain hashed table (the engine itself uses cn_agg__qtable). */
+int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func)
+{
+    uint64_t key = cn_agg__pair(prefix, func);
+    int32_t row = cn_agg__u64map_get(&t->index, key);
+    if (row >= 0)
+        return row;
+    if (t->n >= INT32_MAX)
+        return -ENOMEM;
+    if (t->n == t->cap) {
+        size_t c1 = t->cap, c2 = t->cap;
+        if (CN_AGG__RESERVE(t->prefix, c1, t->n + 1) < 0 ||
+            CN_AGG__RESERVE(t->func, c2, t->n + 1) < 0)
+            return -ENOMEM;
+        t->cap = c1 < c2 ? c1 : c2;
+    }
+    row = (int32_t)t->n;
+    if (cn_agg__u64map_put(&t->index, key, row) < 0)
+        return -ENOMEM;
+    t->prefix[row] = prefix;
+    t->func[row] = func;
+    t->n++;
+    return row;
+}
+
+void cn_agg__ftable_clear(cn_agg__ftable *t)
+{
+    free(t->prefix);
+    free(t->func);
+    cn_agg__u64map_clear(&t->index);
+    memset(t, 0, sizeof(*t));
+}
+
+int32_t cn_agg__q_name_id(const cn_agg_profile *p, const char *name)
+{
+    for (size_t f = 0; f < p->n_func; f++) {
+        int32_t id = p->func_name[f];
+        if (strcmp(p->str[id], name) == 0)
+            return id;
+    }
+    return -2;
+}
+
+/* ---- query defaults ------------------------------------------------------------------ */
+
+void cn_agg_query_init(cn_agg_query *q)
+{
+    memset(q, 0, sizeof(*q));
+    q->view = CN_AGG_VIEW_TREE;
+    q->callers_mode = CN_AGG_CALLERS_TOTAL;
+    q->group_by = CN_AGG_GROUP_NONE;
+    q->from_ns = INT64_MIN;
+    q->to_ns = INT64_MAX;
+    q->tid = -1;
+    q->pid = -1;
+}
+
+/* ---- base table ---------------------------------------------------------------------- */
+
+/* Maps frame stacks [from, to) to their rows in t, expanding inline chains; fnode holds
+ * the rows of earlier stacks. Returns 0 or -ENOMEM. */
+static int map_stacks(const cn_agg_profile *p, cn_agg__qtable *t, int32_t *fnode, size_t from,
+                      size_t to)
+{
+    if (cn_agg__qt_reserve(t, t->n + (to - from) / 4 + 16) < 0)
+        return -ENOMEM;
+    for (size_t s = from; s < to; s++) {
+        int32_t pre = p->stack_prefix[s];
+        int32_t row = pre < 0 ? -1 : fnode[pre];
+        int32_t fr = p->stack_frame[s];
+        const int32_t *chain = p->chain_pool + p->frame_chain[fr];
+        for (uint16_t d = 0; d < p->frame_depth[fr]; d++) {
+            row = cn_agg__qt_intern(t, row, chain[d]);
+            if (row < 0)
+                return row;
+        }
+        fnode[s] = row;
+    }
+    return 0;
+}
+
+/* ---- the query cache: the ungrouped base table, kept across queries ---------------- */
+
+/* Valid while the profile's func_generation is unchanged (regroup and file loads bump
+ * it); stacks appended since the last query are mapped incrementally. */
+struct cn_agg__qcache {
+    uint64_t generation;
+    bool valid;
+    cn_agg__qtable t;
+    int32_t *fnode;
+    size_t n_fnode, cap_fnode;
+};
+
+struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c)
+{
+    if (c) {
+        cn_agg__qt_clear(&c->t);
+        free(c->fnode);
+        free(c);
+    }
+    return NULL;
+}
+
+static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
+{
+    struct cn_agg__qcache *c = *slot;
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return -ENOMEM;
+        cn_agg__qt_init(&c->t);
+        *slot = c;
+    }
+    if (!c->valid || c->generation != p->func_generation || c->n_fnode > p->n_stack) {
+        cn_agg__qt_clear(&c->t);
+        c->n_fnode = 0;
+        c->generation = p->func_generation;
+        c->valid = true;
+    }
+    if (c->n_fnode == p->n_stack)
+        return 0;
+    size_t cap = c->cap_fnode;
+    if (CN_AGG__RESERVE(c->fnode, c->cap_fnode, p->n_stack) < 0) {
+        c->valid = false;
+        return -ENOMEM;
+    }
+    if (c->cap_fnode != cap)
+        cn_agg__q_hugepages(c->fnode, c->cap_fnode * sizeof(*c->fnode));
+    if (map_stacks(p, &c->t, c->fnode, c->n_fnode, p->n_stack) < 0) {
+        c->valid = false;
+        return -ENOMEM;
+    }
+    c->n_fnode = p->n_stack;
+    return 0;
+}
+
+/* Sets run->fnode and run->plain: from the cache, or built for this run. */
+static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
+{
+    const cn_agg_profile *p = run->p;
+    if (cache) {
+        int rc = qcache_update(cache, p);
+        if (rc < 0)
+            return rc;
+        run->fnode = (*cache)->fnode;
+        run->n_fnode = (*cache)->n_fnode;
+        run->plain = &(*cache)->t;
+        return 0;
+    }
+    size_t n = p->n_stack;
+    run->own_fnode = malloc((n ? n : 1) * sizeof(*run->own_fnode));
+    if (!run->own_fnode)
+        return -ENOMEM;
+    cn_agg__q_hugepages(run->own_fnode, n * sizeof(*run->own_fnode));
+    int rc = map_stacks(p, &run->own_plain, run->own_fnode, 0, n);
+    run->fnode = run->own_fnode;
+    run->n_fnode = n;
+    run->plain = &run->own_plain;
+    return rc;
+}
+
+/* The synthetic root func of a --group-by group. */
+static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
+{
+    char label[320];
+    if (thread < 0) {
+        snprintf(label, sizeof(label), "[unknown]");
+    } else if (by == CN_AGG_GROUP_PROCESS) {
+        int32_t pid = p->thr_pid[thread];
+        const char *name = cn_agg_process_name(p, pid);
+        for (size_t i = 0; !name && i < p->n_thr; i++)
+            if (p->thr_pid[i] == pid && p->thr_tid[i] == pid && p->thr_name[i] >= 0)
+                name = p->str[p->thr_name[i]];
+        snprintf(label, sizeof(label), "%s [%d]", name ? name : "?", (int)pid);
+    } else {
+        const char *name = cn_agg_thread_name(p, thread);
+        snprintf(label, sizeof(label), "%s [%d]", name ? name : "?", (int)p->thr_tid[thread]);
+    }
+    return cn_agg_func(p, label, -1, NULL, 0);
+}
+
+/* Row of the ungrouped row r grafted under group func g (memoized; iterative). */
+static int32_t graft(cn_agg__qrun *run, cn_agg__ivec *tmp, int32_t r, int32_t g)
+{
+    tmp->n = 0;
+    int32_t at = -1;
+    for (int32_t x = r;; x = run->plain->prefix[x]) {
+        at = x < 0 ? cn_agg__qt_intern(&run->t, -1, g)
+                   : cn_agg__u64map_get(&run->gmemo, cn_agg__pair(x + 1, g));
+        if (at >= 0 || x < 0)
+            break;
+        if (cn_agg__ivec_push(tmp, x) < 0)
+            return -ENOMEM;
+    }
+    if (at < 0)
+        return at;
+    while (tmp->n > 0) {
+        int32_t x = tmp->v[--tmp->n];
+        at = cn_agg__qt_intern(&run->t, at, run->plain->func[x]);
+        if (at < 0 || cn_agg__u64map_put(&run->gmemo, cn_agg__pair(x + 1, g), at) < 0)
+            return -ENOMEM;
+    }
+    return at;
+}
+
+int32_t cn_agg__qrun_base(const cn_agg__qrun *run, int32_t stack, int32_t thread)
+{
+    if (stack < 0 || (size_t)stack >= run->n_fnode)
+        return -1;
+    int32_t r = run->fnode[stack];
+    if (!run->grouped)
+        return r;
+    int32_t g = thread >= 0 ? run->thr_group[thread] : run->unknown_group;
+    return cn_agg__u64map_get(&run->gmemo, cn_agg__pair(r + 1, g));
+}
+
+static size_t lower_bound(const int64_t *t, size_t n, int64_t v)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int select_samples(cn_agg__qrun *run)
+{
+    cn_agg_profile *p = run->p;
+    const cn_agg_query *q = run->q;
+    cn_agg__samples_sort(p);
+    if (p->unsorted)
+        return -ENOMEM;
+    run->lo = q->from_ns == INT64_MIN ? 0 : lower_bound(p->s_time, p->n_sample, q->from_ns);
+    run->hi = q->to_ns == INT64_MAX ? p->n_sample : lower_bound(p->s_time, p->n_sample, q->to_ns);
+    if (run->hi < run->lo)
+        run->hi = run->lo;
+    run->with_acc = q->from_ns == INT64_MIN && q->to_ns == INT64_MAX;
+    run->filtered = q->tid >= 0 || q->pid >= 0;
+    if (run->filtered) {
+        run->thr_keep = calloc(p->n_thr ? p->n_thr : 1, 1);
+        if (!run->thr_keep)
+            return -ENOMEM;
+        for (size_t i = 0; i < p->n_thr; i++)
+            run->thr_keep[i] =
+                (q->tid < 0 || p->thr_tid[i] == q->tid) && (q->pid < 0 || p->thr_pid[i] == q->pid);
+    }
+    return 0;
+}
+
+/* Grafts every (stack, thread) pair the selected samples use. */
+static int build_grouped(cn_agg__qrun *run)
+{
+    cn_agg_profile *p = run->p;
+    cn_agg__ivec tmp = {0};
+    int rc = -ENOMEM;
+    run->thr_group = malloc((p->n_thr ? p->n_thr : 1) * sizeof(*run->thr_group));
+    if (!run->thr_group)
+        goto out;
+    for (size_t i = 0; i < p->n_thr; i++) {
+        run->thr_group[i] = group_func(p, run->q->group_by, (int32_t)i);
+        if (run->thr_group[i] < 0)
+            goto out;
+    }
+    run->unknown_group = group_func(p, run->q->group_by, -1);
+    if (run->unknown_group < 0)
+        goto out;
+    for (size_t i = run->lo; i < run->hi; i++) {
+        int32_t s = p->s_stack[i], th = p->s_thread[i];
+        if (s < 0 || !cn_agg__qrun_keep(run, th))
+            continue;
+        if (graft(run, &tmp, run->fnode[s], th >= 0 ? run->thr_group[th] : run->unknown_group) < 0)
+            goto out;
+        int32_t tl = p->s_tl_stack ? p->s_tl_stack[i] : -1;
+        if (tl >= 0 &&
+            graft(run, &tmp, run->fnode[tl], th >= 0 ? run->thr_group[th] : run->unknown_group) < 0)
+            goto out;
+    }
+    for (size_t i = 0; run->with_acc && i < p->n_acc; i++) {
+        int32_t s = p->acc_stack[i], th = p->acc_thread[i];
+        if (s < 0 || !cn_agg__qrun_keep(run, th))
+            continue;
+        if (graft(run, &tmp, run->fnode[s], th >= 0 ? run->thr_group[th] : run->unknown_group) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(tmp.v);
+    return rc;
+}
+
+int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *q,
+                      struct cn_agg__qcache **cache, cn_agg_err *err)
+{
+    memset(run, 0, sizeof(*run));
+    cn_agg__qt_init(&run->t);
+    cn_agg__qt_init(&run->own_plain);
+    run->p = p;
+    run->q = q;
+    int rc = select_samples(run);
+    if (rc == 0)
+        rc = base_rows(run, cache);
+    run->grouped = q->group_by != CN_AGG_GROUP_NONE;
+    if (rc == 0 && run->grouped)
+        rc = build_grouped(run);
+    if (rc < 0)
+        return cn_agg_err_set(err, rc, "query: out of memory");
+    if (!run->grouped) {
+        /* The ungrouped table is the base: a shallow copy, read-only. */
+        run->t = *run->plain;
+        run->t_borrowed = true;
+    }
+    run->n_base = run->t.n;
+    run->rmap = malloc((run->n_base ? run->n_base : 1) * sizeof(*run->rmap));
+    if (!run->rmap)
+        return cn_agg_err_set(err, -ENOMEM, "query: out of memory");
+    for (size_t i = 0; i < run->n_base; i++)
+        run->rmap[i] = (int32_t)i;
+    return 0;
+}
+
+void cn_agg__qrun_free(cn_agg__qrun *run)
+{
+    if (!run->t_borrowed)
+        cn_agg__qt_clear(&run->t);
+    cn_agg__qt_clear(&run->own_plain);
+    cn_agg__u64map_clear(&run->gmemo);
+    free(run->rmap);
+    free(run->own_fnode);
+    free(run->thr_group);
+    free(run->thr_keep);
+    free(run->merged);
+    free(run->recur);
+    free(run->sb);
+    memset(run, 0, sizeof(*run));
+}
+
+/* ---- self weights ---------------------------------------------------------------------- */
+
+/* Sums the selected samples' weights per base row into run->sb, once per run. */
+static int base_weights(cn_agg__qrun *run)
+{
+    const cn_agg_profile *p = run->p;
+    double *sb = calloc(run->n_base ? run->n_base : 1, sizeof(*sb));
+    if (!sb)
+        return -ENOMEM;
+    cn_agg__q_hugepages(sb, run->n_base * sizeof(*sb));
+    size_t lo = run->lo, hi = run->hi;
+    if (!run->grouped && !run->filtered) {
+        /* The hot loop of every query: the scattered fnode reads are prefetched, and the
+         * adds land in the (much smaller) base table. */
+        const int32_t *stk = p->s_stack, *fnode = run->fnode;
+        const double *w = p->s_weight;
+        size_t i = lo;
+        for (; i + 64 < hi; i++) {
+            int32_t ahead = stk[i + 64], near = stk[i + 16];
+            if (ahead >= 0)
+                __builtin_prefetch(&fnode[ahead]);
+            if (near >= 0)
+                __builtin_prefetch(&sb[fnode[near]], 1);
+            int32_t s = stk[i];
+            if (s >= 0)
+                sb[fnode[s]] += w[i];
+        }
+        for (; i < hi; i++)
+            if (stk[i] >= 0)
+                sb[fnode[stk[i]]] += w[i];
+    } else {
+        for (size_t i = lo; i < hi; i++) {
+            int32_t th = p->s_thread[i];
+            if (!cn_agg__qrun_keep(run, th))
+                continue;
+            int32_t b = cn_agg__qrun_base(run, p->s_stack[i], th);
+            if (b >= 0)
+                sb[b] += p->s_weight[i];
+        }
+    }
+    for (size_t i = 0; run->with_acc && i < p->n_acc; i++) {
+        int32_t th = p->acc_thread[i];
+        if (!cn_agg__qrun_keep(run, th))
+            continue;
+        int32_t b = cn_agg__qrun_base(run, p->acc_stack[i], th);
+        if (b >= 0)
+            sb[b] += p->acc_weight[i];
+    }
+    run->sb = sb;
+    return 0;
+}
+
+int cn_agg__qrun_self(cn_agg__qrun *run, double **out)
+{
+    if (!run->sb && base_weights(run) < 0)
+        return -ENOMEM;
+    double *self = calloc(run->t.n ? run->t.n : 1, sizeof(*self));
+    if (!self)
+        return -ENOMEM;
+    const double *sb = run->sb;
+    for (size_t b = 0; b < run->n_base; b++)
+        if (sb[b] != 0 && run->rmap[b] >= 0)
+            self[run->rmap[b]] += sb[b];
+    *out = self;
+    return 0;
+}
+
+/* ---- transforms -------------------------------------------------------------------- */
+
+/* Rows of the current table that the current tree shows (total != 0 or a shown child). */
+static int live_rows(cn_agg__qrun *run, uint8_t **out)
+{
+    double *self = NULL;
+    int rc = cn_agg__qrun_self(run, &self);
+    if (rc < 0)
+        return rc;
+    uint8_t *live = calloc(run->t.n ? run->t.n : 1, 1);
+    if (!live) {
+        free(self);
+        return -ENOMEM;
+    }
+    for (size_t i = run->t.n; i-- > 0;) {
+        if (self[i] != 0)
+            live[i] = 1;
+        int32_t pre = run->t.prefix[i];
+        if (live[i] && pre >= 0) {
+            self[pre] += self[i];
+            live[pre] = 1;
+        }
+    }
+    free(self);
+    *out = live;
+    return 0;
+}
+
+static int apply_one(cn_agg__qrun *run, const cn_agg_transform *tf, cn_agg_err *err)
+{
+    cn_agg__tfout o = {0};
+    uint8_t *live = NULL;
+    int rc = 0;
+    if (cn_agg__tf_needs_live(tf)) {
+        rc = live_rows(run, &live);
+        if (rc < 0)
+            goto out;
+    }
+    rc = cn_agg__tf_apply(run->p, &run->t, tf, live, run->merged, run->recur, &o);
+    if (rc < 0)
+        goto out;
+    for (size_t b = 0; b < run->n_base; b++)
+        if (run->rmap[b] >= 0)
+            run->rmap[b] = o.map[run->rmap[b]];
+    if (!o.same) {
+        if (!run->t_borrowed)
+            cn_agg__qt_clear(&run->t);
+        run->t_borrowed = false;
+        run->t = o.t;
+        memset(&o.t, 0, sizeof(o.t));
+    }
+    if (o.merged || !o.same) {
+        free(run->merged);
+        free(run->recur);
+        run->merged = o.merged;
+        run->recur = o.recur;
+        o.merged = o.recur = NULL;
+    }
+out:
+    free(live);
+    cn_agg__tfout_free(&o);
+    if (rc < 0) {
+        char *spec = cn_agg_transform_format(tf);
+        cn_agg_err_set(err, rc, "transform '%s': %s", spec ? spec : "?", strerror(-rc));
+        free(spec);
+    }
+    return rc;
+}
+
+int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_agg_err *err)
+{
+    for (size_t i = 0; i < run->q->n_transforms; i++) {
+        int rc = apply_one(run, &run->q->transforms[i], err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- the public entry points ------------------------------------------------------- */
+
+int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err)
+{
+    return cn_agg__query_run_cached(p, p ? CN_AGG__QCACHE(p) : NULL, q, out, err);
+}
+
+int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
+                             const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err)
+{
+    if (!p || !q || !out)
+        return cn_agg_err_set(err, -EINVAL, "query: missing argument");
+    if ((q->view == CN_AGG_VIEW_CALLEES || q->view == CN_AGG_VIEW_CALLERS) && !q->view_func)
+        return cn_agg_err_set(err, -EINVAL, "query: the %s view needs a function",
+                              q->view == CN_AGG_VIEW_CALLEES ? "callees" : "callers");
+    cn_agg__qrun run;
+    double *self = NULL;
+    int rc = cn_agg__qrun_init(&run, p, q, cache, err);
+    if (rc == 0)
+        rc = cn_agg__qrun_transform_all(&run, err);
+    if (rc == 0) {
+        rc = cn_agg__qrun_self(&run, &self);
+        if (rc < 0)
+            cn_agg_err_set(err, rc, "query: out of memory");
+    }
+    if (rc == 0)
+        rc = cn_agg__view_build(p, q, &run.t, self, run.merged, run.recur, out, err);
+    free(self);
+    cn_agg__qrun_free(&run);
+    return rc;
+}
