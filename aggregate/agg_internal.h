@@ -177,9 +177,13 @@ struct cn_agg_profile {
     int32_t *rename_pool;
     size_t rename_pool_len, rename_pool_cap;
 
-    /* bumped by every change that invalidates derived data (regroup, new stacks) */
+    /* bumped by every change that invalidates derived data (regroup) */
     uint64_t func_generation;
+
+    /* the query engine's cache of the func-level base table (query.c); owned */
+    struct cn_agg__qcache *qcache;
 };
+#define CN_AGG__PROFILE_QCACHE 1
 
 /* Sorts samples by time (stable) if appends arrived out of order. */
 void cn_agg__samples_sort(cn_agg_profile *p);
@@ -216,5 +220,17 @@ int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_
                          cn_agg_err *err);
 /* Content sniffers: true when the buffer plausibly is that format. */
 bool cn_agg__is_pprof(const void *data, size_t len);
+
+/* ---- query engine ---- */
+/* (declarations added by the query engine; implemented in query.c)
+ * The query cache keeps the ungrouped func-level base table across queries (rebuilt after
+ * a regroup, extended for new stacks). To enable it, the profile holds
+ *     struct cn_agg__qcache *qcache;   (freed with cn_agg__qcache_free)
+ * and defines CN_AGG__PROFILE_QCACHE; without it every query builds its own. */
+struct cn_agg__qcache;
+struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c);
+/* cn_agg_query_run with an explicit cache slot (NULL = no cache). */
+int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
+                             const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err);
 
 #endif /* CN_AGG_INTERNAL_H */

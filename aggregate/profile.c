@@ -87,6 +87,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->rename_off);
     free(p->rename_cnt);
     free(p->rename_pool);
+    cn_agg__qcache_free(p->qcache);
     free(p);
     return NULL;
 }
