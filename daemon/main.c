@@ -1,8 +1,98 @@
-/* canopyd: placeholder until the daemon issue lands; prints its version. */
+/* canopyd: the canopy daemon. Parses its flags (interface.md) into a cn_d_config and runs
+ * the server (daemon/cn_d.h) until SIGTERM/SIGINT or a `shutdown` request. It never forks
+ * into the background: systemd (or the caller) supervises it. Exit status: 0 after a clean
+ * shutdown, 1 on a runtime failure (socket busy, state dir unusable), 2 on bad usage. */
+#include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
-int main(void)
+#include "cn_d.h"
+
+static void usage(FILE *out)
 {
-    printf("canopyd %s (placeholder: the daemon is not built yet)\n", CANOPY_VERSION);
-    return 0;
+    fprintf(out, "usage: canopyd [--socket PATH] [--state-dir DIR] [--config FILE] [--foreground]\n"
+                 "               [--event-loop io_uring|epoll]\n"
+                 "The canopy profiling daemon. Clients (canopy) talk to it over PATH in\n"
+                 "newline-delimited JSON (docs/protocol.md).\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},   {"state-dir", required_argument, NULL, 'd'},
+        {"config", required_argument, NULL, 'c'},   {"foreground", no_argument, NULL, 'f'},
+        {"event-loop", required_argument, NULL, 'e'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+    };
+    const char *socket = NULL, *state = NULL, *config = NULL, *loop = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            socket = optarg;
+            break;
+        case 'd':
+            state = optarg;
+            break;
+        case 'c':
+            config = optarg;
+            break;
+        case 'f':
+            break;
+        case 'e':
+            loop = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("canopyd %s\n", CANOPY_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "canopyd: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    cn_d_config cfg;
+    cn_d_err err = {{0}};
+    cn_d_config_init(&cfg);
+    if (config && cn_d_config_load(&cfg, config, &err) < 0) {
+        fprintf(stderr, "canopyd: %s\n", err.msg);
+        cn_d_config_clear(&cfg);
+        return 2;
+    }
+    if (socket)
+        cfg.socket_path = socket;
+    if (state)
+        cfg.state_dir = state;
+    if (loop) {
+        if (!strcmp(loop, "io_uring")) {
+            cfg.backend = CN_D_LOOP_IO_URING;
+        } else if (!strcmp(loop, "epoll")) {
+            cfg.backend = CN_D_LOOP_EPOLL;
+        } else {
+            fprintf(stderr, "canopyd: --event-loop must be io_uring or epoll, not '%s'\n", loop);
+            cn_d_config_clear(&cfg);
+            return 2;
+        }
+    }
+    cn_d_server *srv = NULL;
+    int rc = cn_d_server_new(&cfg, &srv, &err);
+    if (rc < 0) {
+        fprintf(stderr, "canopyd: %s\n", err.msg);
+        cn_d_config_clear(&cfg);
+        return 1;
+    }
+    fprintf(stderr, "canopyd %s: listening (event loop %s)\n", CANOPY_VERSION,
+            cn_d_server_backend(srv));
+    rc = cn_d_server_run(srv);
+    if (rc < 0)
+        fprintf(stderr, "canopyd: event loop: %s\n", strerror(-rc));
+    cn_d_server_free(srv);
+    cn_d_config_clear(&cfg);
+    return rc < 0 ? 1 : 0;
 }

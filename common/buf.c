@@ -1,0 +1,149 @@
+/* buf.c — the bounded dynamic byte buffer (cn_buf). A consumed prefix is kept until the
+ * next growth so that consuming a line costs nothing; growth compacts first and doubles. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cn_common.h"
+
+void cn_buf_init(cn_buf *b, size_t limit)
+{
+    memset(b, 0, sizeof(*b));
+    b->limit = limit ? limit : SIZE_MAX - 1;
+}
+
+void cn_buf_free(cn_buf *b)
+{
+    size_t limit = b->limit;
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+    b->limit = limit;
+}
+
+void cn_buf_reset(cn_buf *b)
+{
+    b->len = 0;
+    b->off = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+/* Ensures room for n more bytes plus the NUL. 0, -EMSGSIZE or -ENOMEM. */
+static int buf_reserve(cn_buf *b, size_t n)
+{
+    if (n > b->limit - b->len)
+        return -EMSGSIZE;
+    size_t need = b->len + n + 1;
+    if (b->data && b->off + need <= b->cap)
+        return 0;
+    if (b->data && b->off && need <= b->cap) {
+        memmove(b->data, b->data + b->off, b->len + 1);
+        b->off = 0;
+        return 0;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    char *d = malloc(cap);
+    if (!d)
+        return -ENOMEM;
+    if (b->data)
+        memcpy(d, b->data + b->off, b->len);
+    d[b->len] = '\0';
+    free(b->data);
+    b->data = d;
+    b->off = 0;
+    b->cap = cap;
+    return 0;
+}
+
+int cn_buf_append(cn_buf *b, const void *p, size_t n)
+{
+    int r = buf_reserve(b, n);
+    if (r < 0)
+        return r;
+    if (n)
+        memcpy(b->data + b->off + b->len, p, n);
+    b->len += n;
+    b->data[b->off + b->len] = '\0';
+    return 0;
+}
+
+int cn_buf_appendf(cn_buf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    if ((size_t)n < sizeof(small))
+        return cn_buf_append(b, small, (size_t)n);
+    int r = buf_reserve(b, (size_t)n);
+    if (r < 0)
+        return r;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->off + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+char *cn_buf_space(cn_buf *b, size_t n, size_t *room)
+{
+    *room = 0;
+    if (b->len >= b->limit)
+        return NULL;
+    if (n > b->limit - b->len)
+        n = b->limit - b->len;
+    if (n == 0)
+        n = 1;
+    int r = buf_reserve(b, n);
+    if (r < 0) {
+        errno = -r;
+        return NULL;
+    }
+    size_t avail = b->cap - b->off - b->len - 1;
+    if (avail > b->limit - b->len)
+        avail = b->limit - b->len;
+    *room = avail;
+    return b->data + b->off + b->len;
+}
+
+void cn_buf_commit(cn_buf *b, size_t n)
+{
+    b->len += n;
+    b->data[b->off + b->len] = '\0';
+}
+
+void cn_buf_consume(cn_buf *b, size_t n)
+{
+    if (n >= b->len) {
+        cn_buf_reset(b);
+        return;
+    }
+    b->off += n;
+    b->len -= n;
+}
+
+char *cn_buf_steal(cn_buf *b, size_t *len)
+{
+    char *s;
+    if (!b->data) {
+        s = strdup("");
+        if (len)
+            *len = 0;
+        return s;
+    }
+    if (b->off)
+        memmove(b->data, b->data + b->off, b->len + 1);
+    s = b->data;
+    if (len)
+        *len = b->len;
+    b->data = NULL;
+    b->len = b->off = b->cap = 0;
+    return s;
+}

@@ -1,0 +1,149 @@
+/* cn_common.h — canopy's wire protocol and small shared utilities: the whole API of common/.
+ *
+ * The daemon (canopyd) and the client (canopy) talk over a Unix stream socket in
+ * newline-delimited JSON (docs/protocol.md): each request is one JSON object on one line,
+ * each response one JSON object on one line, in order. Bytes flow like this:
+ *   socket → cn_buf (bounded) → cn_proto_next_line() → cn_proto_decode() → json_t request
+ *   json_t response → cn_proto_encode() → cn_buf → socket
+ * A request longer than the limit (CN_PROTO_MAX_REQUEST by default) without a newline is
+ * an error the caller answers and then drops the connection; nothing here allocates
+ * beyond the bounds a cn_buf was given. Messages are jansson objects; whoever builds or
+ * decodes one owns the reference (json_decref).
+ *
+ * Utilities: a bounded dynamic byte buffer (cn_buf), duration parsing ("30s", "5m",
+ * "250ms"), base64 (binary outputs travel in JSON strings), errno names. Nothing here
+ * logs, exits, or keeps global state.
+ */
+#ifndef CN_COMMON_H
+#define CN_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Bounded dynamic buffer (after curl's dynbuf)
+ */
+
+typedef struct cn_buf {
+    char *data;   /* owned; always NUL-terminated after data[len] when data != NULL */
+    size_t len;   /* bytes in use, starting at data[off] */
+    size_t off;   /* consumed prefix (cn_buf_consume advances it; compacted lazily) */
+    size_t cap;   /* allocated bytes */
+    size_t limit; /* the buffer never holds more than this many bytes (0 = SIZE_MAX) */
+} cn_buf;
+
+/* An empty buffer that will refuse to grow past limit bytes (0 = no bound). */
+void cn_buf_init(cn_buf *b, size_t limit);
+/* Frees the storage; the buffer is empty and reusable (same limit) afterwards. */
+void cn_buf_free(cn_buf *b);
+/* Forgets the content, keeps the storage. */
+void cn_buf_reset(cn_buf *b);
+/* The unconsumed bytes (NUL-terminated) and their length. */
+static inline char *cn_buf_ptr(const cn_buf *b)
+{
+    return b->data ? b->data + b->off : (char *)"";
+}
+static inline size_t cn_buf_len(const cn_buf *b)
+{
+    return b->len;
+}
+/* Appends n bytes. Returns 0, -EMSGSIZE past the limit, or -ENOMEM (then nothing changed). */
+int cn_buf_append(cn_buf *b, const void *p, size_t n);
+int cn_buf_appendf(cn_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Makes room for at least n more bytes and returns where they go (*room receives how many
+ * fit before the limit or the allocation end, >= 1) — for recv() straight into the buffer;
+ * then cn_buf_commit(n) the bytes written. NULL with *room = 0 when the limit is reached,
+ * NULL with errno ENOMEM on allocation failure. */
+char *cn_buf_space(cn_buf *b, size_t n, size_t *room);
+void cn_buf_commit(cn_buf *b, size_t n);
+/* Drops the first n unconsumed bytes. */
+void cn_buf_consume(cn_buf *b, size_t n);
+/* Hands the content to the caller as a malloc'ed NUL-terminated string (caller frees);
+ * the buffer is empty afterwards. Returns NULL on ENOMEM (an empty buffer gives ""). */
+char *cn_buf_steal(cn_buf *b, size_t *len);
+
+/* ---------------------------------------------------------------------------------------
+ * Protocol framing and messages (docs/protocol.md)
+ */
+
+#define CN_PROTO_VERSION 1
+/* Default bound on one request line (bytes, newline included). */
+#define CN_PROTO_MAX_REQUEST (64 * 1024)
+/* Default bound on one response line as a client accepts it. */
+#define CN_PROTO_MAX_RESPONSE (512u * 1024 * 1024)
+
+/* Finds the next complete line in b. Returns 1 and sets *line and *len (the line without
+ * its '\n', NUL-terminated in place, valid until the buffer changes; consume *len + 1
+ * bytes when done; a '\r' before the '\n' stays, JSON treats it as whitespace), 0 when no
+ * complete line is there yet, or -EMSGSIZE when max bytes have arrived without a newline
+ * or the line is longer than max. */
+int cn_proto_next_line(cn_buf *b, size_t max, char **line, size_t *len);
+
+/* A decoding/validation error: a stable code name and a one-line message. */
+typedef struct cn_proto_err {
+    const char *code; /* "bad_request", "too_large", "bad_version", … (static string) */
+    char msg[256];
+} cn_proto_err;
+
+/* Decodes one request line: a JSON object with a string "cmd", an optional "v" that must
+ * be an integer <= CN_PROTO_VERSION, an optional "id" (any JSON value, echoed in the reply).
+ * Embedded NULs, nesting deeper than 32 levels and non-object messages are refused.
+ * Returns 0 and *out (a new reference; caller json_decref's), or -EINVAL/-EPROTO with err
+ * filled. */
+int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *err);
+/* The same for a response line (an object with a boolean "ok"). */
+int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_proto_err *err);
+
+/* Appends msg as one compact line + '\n' to out. Returns 0, -EMSGSIZE or -ENOMEM. */
+int cn_proto_encode(const json_t *msg, cn_buf *out);
+
+/* A new request {"v":1,"cmd":cmd}; add arguments with json_object_set_new. NULL on ENOMEM. */
+json_t *cn_proto_request(const char *cmd);
+/* A success response {"v":1,"ok":true,"id":<req id>} (id copied from req if present). */
+json_t *cn_proto_ok(const json_t *req);
+/* A failure {"v":1,"ok":false,"id":…,"error":{"code":code,"message":msg,"exit":exit}}.
+ * exit is the client's exit status for it (1 runtime failure, 2 bad usage or input). */
+json_t *cn_proto_error(const json_t *req, const char *code, int exit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Typed getters for request arguments. Each returns 0 and writes *out, 1 when the key is
+ * absent or null (then *out keeps its value: set the default first), or -EINVAL with err
+ * naming the key when the type is wrong. */
+int cn_proto_get_str(const json_t *o, const char *key, const char **out, cn_proto_err *err);
+int cn_proto_get_int(const json_t *o, const char *key, int64_t *out, cn_proto_err *err);
+int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_proto_err *err);
+int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_proto_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Utilities
+ */
+
+/* Parses a duration: a non-negative decimal number (fraction allowed) followed by one of
+ * ns, us, ms, s, m, h; no unit means seconds ("30s", "5m", "250ms", "1.5", "2h").
+ * Returns 0 and *ns, or -EINVAL (empty, bad number, unknown unit, overflow). */
+int cn_common_parse_duration(const char *s, int64_t *ns);
+/* Parses a size: a non-negative integer with an optional K, M, G suffix (binary: KiB…,
+ * "KB"/"KiB" also accepted). Returns 0 and *bytes or -EINVAL. */
+int cn_common_parse_size(const char *s, uint64_t *bytes);
+
+/* Base64 (RFC 4648, with padding). Both return a malloc'ed result (caller frees) or NULL
+ * (ENOMEM, or EINVAL for bad input to _decode). */
+char *cn_common_base64_encode(const void *data, size_t len);
+void *cn_common_base64_decode(const char *s, size_t slen, size_t *len);
+
+/* Monotonic clock in nanoseconds. */
+int64_t cn_common_now_ns(void);
+/* "EPERM"-style name for a positive errno value ("E?" when unknown). */
+const char *cn_common_errno_name(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CN_COMMON_H */

@@ -1,0 +1,158 @@
+/* util.c — small shared utilities: durations, sizes, base64, clock, errno names. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cn_common.h"
+
+int cn_common_parse_duration(const char *s, int64_t *ns)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    /* Digits and at most one '.', then the unit: strtod alone would accept "inf", hex… */
+    size_t i = 0, digits = 0, dots = 0;
+    for (; s[i] && (s[i] == '.' || (s[i] >= '0' && s[i] <= '9')); i++) {
+        if (s[i] == '.')
+            dots++;
+        else
+            digits++;
+    }
+    if (digits == 0 || dots > 1 || i > 40)
+        return -EINVAL;
+    char num[48];
+    memcpy(num, s, i);
+    num[i] = '\0';
+    double v = strtod(num, NULL);
+    const char *u = s + i;
+    double mul;
+    if (!*u || !strcmp(u, "s"))
+        mul = 1e9;
+    else if (!strcmp(u, "ms"))
+        mul = 1e6;
+    else if (!strcmp(u, "us"))
+        mul = 1e3;
+    else if (!strcmp(u, "ns"))
+        mul = 1;
+    else if (!strcmp(u, "m") || !strcmp(u, "min"))
+        mul = 60e9;
+    else if (!strcmp(u, "h"))
+        mul = 3600e9;
+    else
+        return -EINVAL;
+    double r = v * mul;
+    if (!isfinite(r) || r >= 9.2e18)
+        return -EINVAL;
+    *ns = (int64_t)llround(r);
+    return 0;
+}
+
+int cn_common_parse_size(const char *s, uint64_t *bytes)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    else if (*end)
+        return -EINVAL;
+    if (shift) {
+        end++;
+        if (!strcmp(end, "iB") || !strcmp(end, "B"))
+            end += strlen(end);
+        if (*end)
+            return -EINVAL;
+    }
+    if (shift && v > (UINT64_MAX >> shift))
+        return -EINVAL;
+    *bytes = (uint64_t)v << shift;
+    return 0;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *cn_common_base64_encode(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
+        return NULL;
+    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+    if (!out)
+        return NULL;
+    size_t i = 0;
+    for (; i + 3 <= len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        *o++ = b64[v >> 18];
+        *o++ = b64[(v >> 12) & 63];
+        *o++ = b64[(v >> 6) & 63];
+        *o++ = b64[v & 63];
+    }
+    if (i < len) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
+        *o++ = b64[v >> 18];
+        *o++ = b64[(v >> 12) & 63];
+        *o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+        *o++ = '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+static int b64_val(char c)
+{
+    const char *p = c ? strchr(b64, c) : NULL;
+    return p ? (int)(p - b64) : -1;
+}
+
+void *cn_common_base64_decode(const char *s, size_t slen, size_t *len)
+{
+    if (slen % 4) {
+        errno = EINVAL;
+        return NULL;
+    }
+    unsigned char *out = malloc(slen / 4 * 3 + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < slen; i += 4) {
+        int a = b64_val(s[i]), b = b64_val(s[i + 1]);
+        bool last = i + 4 == slen;
+        int c = (last && s[i + 2] == '=') ? -2 : b64_val(s[i + 2]);
+        int d = (last && s[i + 3] == '=') ? -2 : b64_val(s[i + 3]);
+        if (a < 0 || b < 0 || c == -1 || d == -1 || (c == -2 && d != -2))
+            goto bad;
+        *o++ = (unsigned char)(a << 2 | b >> 4);
+        if (c >= 0)
+            *o++ = (unsigned char)((b & 15) << 4 | c >> 2);
+        if (d >= 0)
+            *o++ = (unsigned char)((c & 3) << 6 | d);
+    }
+    *len = (size_t)(o - out);
+    return out;
+bad:
+    free(out);
+    errno = EINVAL;
+    return NULL;
+}
+
+int64_t cn_common_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *cn_common_errno_name(int err)
+{
+    const char *n = strerrorname_np(err);
+    return n ? n : "E?";
+}

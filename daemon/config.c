@@ -1,0 +1,167 @@
+/* config.c — canopyd's settings: defaults and the `key = value` config file. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "d_internal.h"
+
+void cn_d_config_init(cn_d_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->backend = CN_D_LOOP_AUTO;
+    c->listen_fd = -1;
+    c->max_sessions = 64;
+    c->max_clients = 128;
+    c->max_request = CN_PROTO_MAX_REQUEST;
+    c->session_memory = (size_t)256 << 20;
+    c->retention_ns = 600LL * 1000000000;
+    c->checkpoint_ns = 60LL * 1000000000;
+    c->state_dir_max = (uint64_t)1 << 30;
+    c->client_timeout_ns = 30LL * 1000000000;
+}
+
+void cn_d_config_clear(cn_d_config *c)
+{
+    if (c->owned & 1)
+        free((char *)c->socket_path);
+    if (c->owned & 2)
+        free((char *)c->state_dir);
+    if (c->owned & 4)
+        free((char *)c->system_group);
+    c->owned = 0;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+static int set_str(cn_d_config *c, const char **field, unsigned bit, const char *v)
+{
+    char *d = strdup(v);
+    if (!d)
+        return -ENOMEM;
+    if (c->owned & bit)
+        free((char *)*field);
+    *field = d;
+    c->owned |= bit;
+    return 0;
+}
+
+/* Applies one setting. 0 or -EINVAL. */
+static int apply(cn_d_config *c, const char *k, const char *v)
+{
+    uint64_t u;
+    int64_t ns;
+    if (!strcmp(k, "socket"))
+        return set_str(c, &c->socket_path, 1, v);
+    if (!strcmp(k, "state_dir"))
+        return set_str(c, &c->state_dir, 2, v);
+    if (!strcmp(k, "system_group"))
+        return set_str(c, &c->system_group, 4, v);
+    if (!strcmp(k, "event_loop")) {
+        if (!strcmp(v, "io_uring"))
+            c->backend = CN_D_LOOP_IO_URING;
+        else if (!strcmp(v, "epoll"))
+            c->backend = CN_D_LOOP_EPOLL;
+        else
+            return -EINVAL;
+        return 0;
+    }
+    if (!strcmp(k, "max_sessions") || !strcmp(k, "max_clients")) {
+        char *end;
+        unsigned long n = strtoul(v, &end, 10);
+        if (*end || n == 0 || n > 100000)
+            return -EINVAL;
+        *(!strcmp(k, "max_sessions") ? &c->max_sessions : &c->max_clients) = (unsigned)n;
+        return 0;
+    }
+    if (!strcmp(k, "max_request") || !strcmp(k, "session_memory") || !strcmp(k, "state_dir_max")) {
+        if (cn_common_parse_size(v, &u) < 0 || u == 0)
+            return -EINVAL;
+        if (!strcmp(k, "max_request")) {
+            if (u < 256 || u > ((uint64_t)64 << 20))
+                return -EINVAL;
+            c->max_request = (size_t)u;
+        } else if (!strcmp(k, "session_memory")) {
+            c->session_memory = (size_t)u;
+        } else {
+            c->state_dir_max = u;
+        }
+        return 0;
+    }
+    if (!strcmp(k, "retention") || !strcmp(k, "checkpoint") || !strcmp(k, "client_timeout")) {
+        if (cn_common_parse_duration(v, &ns) < 0)
+            return -EINVAL;
+        if (!strcmp(k, "retention")) {
+            if (ns == 0)
+                return -EINVAL;
+            c->retention_ns = ns;
+        } else if (!strcmp(k, "checkpoint")) {
+            c->checkpoint_ns = ns;
+        } else {
+            if (ns == 0)
+                return -EINVAL;
+            c->client_timeout_ns = ns;
+        }
+        return 0;
+    }
+    if (!strcmp(k, "socket_mode")) {
+        char *end;
+        unsigned long m = strtoul(v, &end, 8);
+        if (*end || m > 0777)
+            return -EINVAL;
+        c->socket_mode = (unsigned)m;
+        return 0;
+    }
+    return -ENOENT;
+}
+
+int cn_d_config_load(cn_d_config *c, const char *path, cn_d_err *err)
+{
+    FILE *f = fopen(path, "re");
+    char line[1024];
+    int lineno = 0, r = 0;
+    if (!f) {
+        r = -errno;
+        snprintf(err->msg, sizeof(err->msg), "%s: %s", path, strerror(errno));
+        return r;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err->msg, sizeof(err->msg), "%s:%d: expected key = value", path, lineno);
+            r = -EINVAL;
+            break;
+        }
+        *eq = '\0';
+        char *k = trim(s), *v = trim(eq + 1);
+        r = apply(c, k, v);
+        if (r == -ENOENT) {
+            snprintf(err->msg, sizeof(err->msg), "%s:%d: unknown setting '%s'", path, lineno, k);
+            r = -EINVAL;
+            break;
+        }
+        if (r < 0) {
+            snprintf(err->msg, sizeof(err->msg), "%s:%d: bad value for %s: '%s'", path, lineno,
+                     k, v);
+            break;
+        }
+    }
+    fclose(f);
+    return r;
+}

@@ -1,0 +1,354 @@
+/* test_common.c — common/: the bounded buffer, protocol framing and decoding, message
+ * builders, durations, sizes, base64; and the daemon's query decoding (cn_d_query). */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cn_common.h"
+#include "cn_d.h"
+
+static void test_buf_bounded(void **state)
+{
+    (void)state;
+    cn_buf b;
+    cn_buf_init(&b, 10);
+    assert_int_equal(cn_buf_append(&b, "hello", 5), 0);
+    assert_int_equal(cn_buf_appendf(&b, "%d", 1234), 0);
+    assert_string_equal(cn_buf_ptr(&b), "hello1234");
+    assert_int_equal(cn_buf_append(&b, "xy", 2), -EMSGSIZE); /* 11 > 10 */
+    assert_int_equal(cn_buf_len(&b), 9);                     /* unchanged */
+    assert_int_equal(cn_buf_appendf(&b, "%s", "long string"), -EMSGSIZE);
+    cn_buf_consume(&b, 5);
+    assert_string_equal(cn_buf_ptr(&b), "1234");
+    assert_int_equal(cn_buf_append(&b, "abcdef", 6), 0); /* the consumed prefix is reused */
+    assert_string_equal(cn_buf_ptr(&b), "1234abcdef");
+    size_t room;
+    assert_null(cn_buf_space(&b, 4, &room));
+    assert_int_equal(room, 0);
+    size_t len;
+    char *s = cn_buf_steal(&b, &len);
+    assert_string_equal(s, "1234abcdef");
+    assert_int_equal(len, 10);
+    free(s);
+    assert_int_equal(cn_buf_len(&b), 0);
+    cn_buf_free(&b);
+}
+
+static void test_buf_space(void **state)
+{
+    (void)state;
+    cn_buf b;
+    cn_buf_init(&b, 0);
+    size_t room;
+    char *p = cn_buf_space(&b, 100, &room);
+    assert_non_null(p);
+    assert_true(room >= 100);
+    memcpy(p, "abc\n", 4);
+    cn_buf_commit(&b, 4);
+    char *line;
+    size_t len;
+    assert_int_equal(cn_proto_next_line(&b, 1000, &line, &len), 1);
+    assert_int_equal(len, 3);
+    assert_string_equal(line, "abc");
+    cn_buf_consume(&b, len + 1);
+    assert_int_equal(cn_buf_len(&b), 0);
+    cn_buf_free(&b);
+}
+
+static void test_framing(void **state)
+{
+    (void)state;
+    cn_buf b;
+    char *line;
+    size_t len;
+    cn_buf_init(&b, 0);
+    assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), 0);
+    cn_buf_append(&b, "{\"cmd\":", 7);
+    assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), 0); /* half a request */
+    cn_buf_append(&b, "\"a\"}\r\n{}\n", 9);
+    assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), 1);
+    assert_int_equal(len, 12); /* the \r stays: JSON whitespace */
+    json_t *req;
+    cn_proto_err pe;
+    assert_int_equal(cn_proto_decode(line, len, &req, &pe), 0);
+    assert_string_equal(json_string_value(json_object_get(req, "cmd")), "a");
+    json_decref(req);
+    cn_buf_consume(&b, len + 1);
+    assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), 1);
+    assert_int_equal(len, 2);
+    cn_buf_consume(&b, len + 1);
+    /* Too long without a newline, and a complete line over the limit. */
+    cn_buf_append(&b, "0123456789abcdefXYZ", 19);
+    assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), -EMSGSIZE);
+    cn_buf_reset(&b);
+    cn_buf_append(&b, "0123456789abcdefXYZ\n", 20);
+    assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), -EMSGSIZE);
+    cn_buf_free(&b);
+}
+
+static void expect_bad(const char *msg, const char *code)
+{
+    json_t *req = NULL;
+    cn_proto_err pe = {0};
+    int r = cn_proto_decode(msg, strlen(msg), &req, &pe);
+    assert_true(r < 0);
+    assert_null(req);
+    assert_string_equal(pe.code, code);
+    assert_true(strlen(pe.msg) > 0);
+}
+
+static void test_decode_errors(void **state)
+{
+    (void)state;
+    expect_bad("", "bad_request");
+    expect_bad("garbage", "bad_request");
+    expect_bad("[1,2]", "bad_request");
+    expect_bad("{\"cmd\": 3}", "bad_request");
+    expect_bad("{\"cmd\": \"\"}", "bad_request");
+    expect_bad("{\"v\": \"1\", \"cmd\": \"a\"}", "bad_request");
+    expect_bad("{\"v\": 99, \"cmd\": \"a\"}", "bad_version");
+    expect_bad("{\"cmd\":\"a\",\"cmd\":\"b\"}", "bad_request"); /* duplicate key */
+    expect_bad("{\"cmd\":\"a\\u0000b\"}", "bad_request");
+    char deep[200] = "{\"cmd\":\"a\",\"x\":";
+    for (int i = 0; i < 40; i++)
+        strcat(deep, "[");
+    expect_bad(deep, "bad_request");
+    const char nul[] = "{\"cmd\":\"a\"}\0";
+    json_t *req = NULL;
+    cn_proto_err pe;
+    assert_true(cn_proto_decode(nul, sizeof(nul) - 1, &req, &pe) < 0);
+}
+
+static void test_messages(void **state)
+{
+    (void)state;
+    json_t *req = cn_proto_request("tree");
+    json_object_set_new(req, "id", json_integer(42));
+    cn_buf out;
+    cn_buf_init(&out, 0);
+    assert_int_equal(cn_proto_encode(req, &out), 0);
+    assert_non_null(strstr(cn_buf_ptr(&out), "\"cmd\":\"tree\""));
+    assert_int_equal(cn_buf_ptr(&out)[cn_buf_len(&out) - 1], '\n');
+    assert_null(memchr(cn_buf_ptr(&out), '\n', cn_buf_len(&out) - 1));
+
+    json_t *ok = cn_proto_ok(req);
+    assert_true(json_is_true(json_object_get(ok, "ok")));
+    assert_int_equal(json_integer_value(json_object_get(ok, "id")), 42);
+    json_t *err = cn_proto_error(req, "unknown_session", 1, "unknown session '%s'", "s9");
+    json_t *e = json_object_get(err, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "code")), "unknown_session");
+    assert_string_equal(json_string_value(json_object_get(e, "message")), "unknown session 's9'");
+    assert_int_equal(json_integer_value(json_object_get(e, "exit")), 1);
+
+    /* Round trip through the response decoder. */
+    cn_buf_reset(&out);
+    assert_int_equal(cn_proto_encode(err, &out), 0);
+    json_t *back = NULL;
+    cn_proto_err pe;
+    assert_int_equal(cn_proto_decode_response(cn_buf_ptr(&out), cn_buf_len(&out) - 1, &back, &pe),
+                     0);
+    assert_true(json_is_false(json_object_get(back, "ok")));
+    assert_true(cn_proto_decode_response("{\"x\":1}", 7, &back, &pe) < 0 || (json_decref(back), 0));
+
+    /* A bounded output buffer refuses a message that does not fit and stays unchanged. */
+    cn_buf small;
+    cn_buf_init(&small, 8);
+    assert_int_equal(cn_proto_encode(req, &small), -EMSGSIZE);
+    assert_int_equal(cn_buf_len(&small), 0);
+    cn_buf_free(&small);
+
+    /* Typed getters. */
+    json_t *o = json_pack("{s:s, s:i, s:f, s:b, s:n}", "s", "x", "i", 5, "f", 1.5, "b", 1, "n");
+    const char *s = NULL;
+    int64_t i = -1;
+    double d = 0;
+    bool bo = false;
+    assert_int_equal(cn_proto_get_str(o, "s", &s, &pe), 0);
+    assert_string_equal(s, "x");
+    assert_int_equal(cn_proto_get_int(o, "i", &i, &pe), 0);
+    assert_int_equal(i, 5);
+    assert_int_equal(cn_proto_get_num(o, "f", &d, &pe), 0);
+    assert_true(d == 1.5);
+    assert_int_equal(cn_proto_get_num(o, "i", &d, &pe), 0);
+    assert_true(d == 5);
+    assert_int_equal(cn_proto_get_bool(o, "b", &bo, &pe), 0);
+    assert_true(bo);
+    assert_int_equal(cn_proto_get_int(o, "n", &i, &pe), 1); /* null = absent */
+    assert_int_equal(cn_proto_get_int(o, "zz", &i, &pe), 1);
+    assert_int_equal(cn_proto_get_int(o, "s", &i, &pe), -EINVAL);
+    assert_non_null(strstr(pe.msg, "\"s\""));
+    assert_int_equal(cn_proto_get_str(o, "i", &s, &pe), -EINVAL);
+    assert_int_equal(cn_proto_get_bool(o, "i", &bo, &pe), -EINVAL);
+    json_decref(o);
+    json_decref(back);
+    json_decref(ok);
+    json_decref(err);
+    json_decref(req);
+    cn_buf_free(&out);
+}
+
+static void test_duration(void **state)
+{
+    (void)state;
+    int64_t ns;
+    assert_int_equal(cn_common_parse_duration("30s", &ns), 0);
+    assert_true(ns == 30000000000LL);
+    assert_int_equal(cn_common_parse_duration("5m", &ns), 0);
+    assert_true(ns == 300000000000LL);
+    assert_int_equal(cn_common_parse_duration("250ms", &ns), 0);
+    assert_true(ns == 250000000LL);
+    assert_int_equal(cn_common_parse_duration("1.5", &ns), 0);
+    assert_true(ns == 1500000000LL);
+    assert_int_equal(cn_common_parse_duration("2h", &ns), 0);
+    assert_true(ns == 7200000000000LL);
+    assert_int_equal(cn_common_parse_duration("10us", &ns), 0);
+    assert_true(ns == 10000);
+    assert_int_equal(cn_common_parse_duration("7ns", &ns), 0);
+    assert_true(ns == 7);
+    assert_int_equal(cn_common_parse_duration("0", &ns), 0);
+    assert_true(ns == 0);
+    const char *bad[] = {"", "s", "-1s", "1x", "1.2.3s", "inf", "nan", "0x10", "1e3s",
+                         "99999999999999h", " 1s", "1s ", "."};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(cn_common_parse_duration(bad[i], &ns), -EINVAL);
+    assert_int_equal(cn_common_parse_duration(NULL, &ns), -EINVAL);
+}
+
+static void test_size(void **state)
+{
+    (void)state;
+    uint64_t b;
+    assert_int_equal(cn_common_parse_size("64K", &b), 0);
+    assert_true(b == 65536);
+    assert_int_equal(cn_common_parse_size("1MiB", &b), 0);
+    assert_true(b == 1048576);
+    assert_int_equal(cn_common_parse_size("2G", &b), 0);
+    assert_true(b == 2147483648ULL);
+    assert_int_equal(cn_common_parse_size("17", &b), 0);
+    assert_true(b == 17);
+    assert_int_equal(cn_common_parse_size("1T", &b), -EINVAL);
+    assert_int_equal(cn_common_parse_size("-1", &b), -EINVAL);
+    assert_int_equal(cn_common_parse_size("K", &b), -EINVAL);
+    assert_int_equal(cn_common_parse_size("99999999999999999999", &b), -EINVAL);
+}
+
+static void test_base64(void **state)
+{
+    (void)state;
+    const char *in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *want[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (size_t i = 0; i < 7; i++) {
+        char *e = cn_common_base64_encode(in[i], strlen(in[i]));
+        assert_string_equal(e, want[i]);
+        size_t len;
+        char *d = cn_common_base64_decode(e, strlen(e), &len);
+        assert_non_null(d);
+        assert_int_equal(len, strlen(in[i]));
+        assert_memory_equal(d, in[i], len);
+        free(d);
+        free(e);
+    }
+    unsigned char bin[256];
+    for (int i = 0; i < 256; i++)
+        bin[i] = (unsigned char)i;
+    char *e = cn_common_base64_encode(bin, sizeof(bin));
+    size_t len;
+    unsigned char *d = cn_common_base64_decode(e, strlen(e), &len);
+    assert_int_equal(len, 256);
+    assert_memory_equal(d, bin, 256);
+    free(d);
+    free(e);
+    assert_null(cn_common_base64_decode("Zm9", 3, &len));
+    assert_null(cn_common_base64_decode("Zm!v", 4, &len));
+    assert_null(cn_common_base64_decode("Z=9v", 4, &len));
+    assert_null(cn_common_base64_decode("Zg==Zg==", 8, &len));
+}
+
+static void test_errno_name(void **state)
+{
+    (void)state;
+    assert_string_equal(cn_common_errno_name(EPERM), "EPERM");
+    assert_string_equal(cn_common_errno_name(ENOENT), "ENOENT");
+}
+
+/* The query fields of a request, decoded and encoded back. */
+static void test_query_json(void **state)
+{
+    (void)state;
+    const char *txt = "{\"cmd\":\"tree\",\"transforms\":[\"focus:main;run\",\"merge:malloc\"],"
+                      "\"view\":\"callers\",\"view_func\":\"f\",\"callers_mode\":\"self\","
+                      "\"group_by\":\"thread\",\"last\":\"30s\",\"tid\":7,\"only_pid\":9,"
+                      "\"depth\":3,\"min_percent\":1.5,\"format\":\"folded\"}";
+    json_error_t je;
+    json_t *req = json_loads(txt, 0, &je);
+    cn_d_query q;
+    cn_d_err err = {{0}};
+    cn_d_query_init(&q);
+    assert_int_equal(cn_d_query_from_json(req, &q, &err), 0);
+    assert_int_equal(q.n_transforms, 2);
+    assert_int_equal(q.transforms[0].kind, CN_AGG_TF_FOCUS);
+    assert_int_equal(q.transforms[0].path_len, 2);
+    assert_int_equal(q.q.view, CN_AGG_VIEW_CALLERS);
+    assert_string_equal(q.q.view_func, "f");
+    assert_int_equal(q.q.callers_mode, CN_AGG_CALLERS_SELF);
+    assert_int_equal(q.q.group_by, CN_AGG_GROUP_THREAD);
+    assert_true(q.last_ns == 30000000000LL);
+    assert_int_equal(q.q.tid, 7);
+    assert_int_equal(q.q.pid, 9);
+    assert_int_equal(q.depth, 3);
+    assert_true(q.min_percent == 1.5);
+    assert_int_equal(q.format, CN_AGG_FMT_FOLDED);
+
+    json_t *back = json_object();
+    assert_int_equal(cn_d_query_to_json(&q, back), 0);
+    cn_d_query q2;
+    cn_d_query_init(&q2);
+    assert_int_equal(cn_d_query_from_json(back, &q2, &err), 0);
+    assert_int_equal(q2.n_transforms, 2);
+    assert_int_equal(q2.transforms[1].kind, CN_AGG_TF_MERGE);
+    assert_string_equal(q2.transforms[1].arg, "malloc");
+    assert_int_equal(q2.q.view, CN_AGG_VIEW_CALLERS);
+    assert_true(q2.last_ns == q.last_ns);
+    assert_int_equal(q2.format, CN_AGG_FMT_FOLDED);
+    cn_d_query_clear(&q2);
+    cn_d_query_clear(&q);
+    json_decref(back);
+    json_decref(req);
+
+    const char *bad[] = {
+        "{\"transforms\":\"x\"}",         "{\"transforms\":[\"nope:x\"]}",
+        "{\"transforms\":[1]}",           "{\"view\":\"sideways\"}",
+        "{\"view\":\"callers\"}",         "{\"group_by\":\"cpu\"}",
+        "{\"last\":\"soon\"}",            "{\"from\":-1}",
+        "{\"tid\":\"1\"}",                "{\"format\":\"png\"}",
+        "{\"min_percent\":101}",          "{\"callers_mode\":\"all\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        req = json_loads(bad[i], 0, &je);
+        assert_non_null(req);
+        cn_d_query_init(&q);
+        err.msg[0] = '\0';
+        assert_true(cn_d_query_from_json(req, &q, &err) < 0);
+        assert_true(strlen(err.msg) > 0);
+        cn_d_query_clear(&q);
+        json_decref(req);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_buf_space),
+        cmocka_unit_test(test_framing),     cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_messages),    cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_size),        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_errno_name),  cmocka_unit_test(test_query_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
