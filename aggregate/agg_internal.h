@@ -20,7 +20,7 @@
  * Returns 0 or -ENOMEM (then *data is unchanged). */
 int cn_agg__grow(void **data, size_t *cap, size_t need, size_t elem);
 
-#define CN_AGG__RESERVE(arr, cap, need)                                                       \
+#define CN_AGG__RESERVE(arr, cap, need)                                                            \
     cn_agg__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
 /* ---- uint64 -> int32 open-addressing map ------------------------------------------ */
@@ -79,8 +79,8 @@ typedef struct cn_agg__idset {
 
 typedef bool (*cn_agg__eq_fn)(const void *ctx, int32_t id, const void *key);
 
-int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn eq,
-                           const void *ctx, const void *key);
+int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn eq, const void *ctx,
+                           const void *key);
 /* Adds id under hash (caller checked absence). Returns 0 or -ENOMEM. */
 int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id);
 void cn_agg__idset_clear(cn_agg__idset *s);
@@ -97,10 +97,14 @@ typedef struct cn_agg__block {
 /* The whole-callchain cache in front of per-frame interning (ingest hot path): a
  * callchain is identified by the 128-bit XXH3 hash of its (resource, offset) sequence and
  * its length; a collision would need ~2^64 distinct stacks, so sequences are not stored. */
+typedef struct cn_agg__cache_slot {
+    uint64_t lo, hi; /* the hash; lo == 0 && hi == 0 marks an empty slot */
+    uint32_t len;
+    int32_t stack; /* leaf stack id */
+} cn_agg__cache_slot;
+
 typedef struct cn_agg__stack_cache {
-    uint64_t *lo, *hi; /* the hash; lo == 0 && hi == 0 marks an empty slot */
-    uint32_t *len;
-    int32_t *stacks; /* leaf stack id */
+    cn_agg__cache_slot *slots; /* one cache line per probe: all of a slot is together */
     size_t mask;
     size_t count;
 } cn_agg__stack_cache;
@@ -133,7 +137,7 @@ struct cn_agg_profile {
     size_t n_frame, cap_frame;
     int32_t *chain_pool;
     size_t chain_len, chain_cap;
-    cn_agg__idset frame_index;      /* frames of known funcs by (func, res, addr, line) */
+    cn_agg__idset frame_index;         /* frames of known funcs by (func, res, addr, line) */
     cn_agg__u64map native_frame_index; /* (res, offset) for native frames */
 
     /* stacks */
@@ -176,6 +180,8 @@ struct cn_agg_profile {
     size_t n_rename, cap_rename;
     int32_t *rename_pool;
     size_t rename_pool_len, rename_pool_cap;
+    cn_agg__u64map rename_index;   /* old name -> row */
+    cn_agg__u64map rename_targets; /* names that occur in some row's new names -> 1 */
 
     /* bumped by every change that invalidates derived data (regroup) */
     uint64_t func_generation;
@@ -184,6 +190,14 @@ struct cn_agg_profile {
     struct cn_agg__qcache *qcache;
 };
 #define CN_AGG__PROFILE_QCACHE 1
+
+/* Rebuilds the rename map's indexes after its rows were loaded directly (.canopy files).
+ * Returns 0, -EINVAL for two rows of one old name, or -ENOMEM. */
+int cn_agg__rename_reindex(cn_agg_profile *p);
+/* The rename map row for name s (exact bytes), or -1. */
+int32_t cn_agg__rename_row(const cn_agg_profile *p, const char *s);
+/* The id of string s if it is interned, else -1 (never interns). */
+int32_t cn_agg__string_find(const cn_agg_profile *p, const char *s, size_t len);
 
 /* Sorts samples by time (stable) if appends arrived out of order. */
 void cn_agg__samples_sort(cn_agg_profile *p);
@@ -210,10 +224,10 @@ void cn_agg__ftable_clear(cn_agg__ftable *t);
  * "NAME: byte OFFSET: what"). */
 int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
                           cn_agg_err *err);
-int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name,
-                              cn_agg_profile **out, cn_agg_err *err);
-int cn_agg__import_perf_script(const char *data, size_t len, const char *name,
-                               cn_agg_profile **out, cn_agg_err *err);
+int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                              cn_agg_err *err);
+int cn_agg__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                               cn_agg_err *err);
 int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
                           cn_agg_err *err);
 int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
@@ -229,6 +243,8 @@ bool cn_agg__is_pprof(const void *data, size_t len);
  * and defines CN_AGG__PROFILE_QCACHE; without it every query builds its own. */
 struct cn_agg__qcache;
 struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c);
+/* Bytes the cache holds (for cn_agg_profile_memory); 0 for NULL. */
+size_t cn_agg__qcache_memory(const struct cn_agg__qcache *c);
 /* cn_agg_query_run with an explicit cache slot (NULL = no cache). */
 int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
                              const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err);

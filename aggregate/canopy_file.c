@@ -535,6 +535,8 @@ static int read_renames(rd *r)
         if ((rc = end_of_line(r)) < 0)
             return rc;
     }
+    if (rc == 0 && (rc = cn_agg__rename_reindex(p)) == -EINVAL)
+        return bad(r, "rename map names an old function twice");
     return rc;
 }
 

@@ -80,8 +80,8 @@ const char *cn_agg_string_get(const cn_agg_profile *p, int32_t id);
 /* Resources (libraries). Interned by identity key (a build-id, or path+inode+mtime;
  * NULL = by name). name is the display name (file name, `[kernel]`, a URL); path, when
  * known, the file the symbolizer should read. Returns id >= 0 or negative errno. */
-int32_t cn_agg_resource(cn_agg_profile *p, const char *name, const char *identity,
-                        const char *path, cn_agg_resource_kind kind);
+int32_t cn_agg_resource(cn_agg_profile *p, const char *name, const char *identity, const char *path,
+                        cn_agg_resource_kind kind);
 size_t cn_agg_resource_count(const cn_agg_profile *p);
 const char *cn_agg_resource_name(const cn_agg_profile *p, int32_t res);
 const char *cn_agg_resource_identity(const cn_agg_profile *p, int32_t res); /* or NULL */
@@ -127,7 +127,8 @@ int32_t cn_agg_stack_frame(const cn_agg_profile *p, int32_t stack);
 
 /* A native frame reference as the sampler produces it. */
 typedef struct cn_agg_frame_ref {
-    int32_t resource; /* -1: no file mapping (anonymous memory) */
+    int64_t resource; /* a resource id; -1: no file mapping (anonymous memory). 64 bits so
+                         the struct has no padding and is hashed as it is */
     uint64_t offset;  /* file offset, or the absolute address when resource is -1 */
 } cn_agg_frame_ref;
 
@@ -221,21 +222,21 @@ int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t 
  */
 
 typedef enum cn_agg_tf_kind {
-    CN_AGG_TF_FOCUS = 0,          /* focus:PATH */
-    CN_AGG_TF_FOCUS_INVERTED,     /* focus-inverted:PATH (leaf first) */
-    CN_AGG_TF_FOCUS_FUNC,         /* focus-func:F */
-    CN_AGG_TF_FOCUS_SELF,         /* focus-self:F */
-    CN_AGG_TF_FOCUS_LIB,          /* focus-lib:LIB */
-    CN_AGG_TF_MERGE_NODE,         /* merge-node:PATH */
-    CN_AGG_TF_MERGE,              /* merge:F */
-    CN_AGG_TF_DROP,               /* drop:F */
-    CN_AGG_TF_HIDE,               /* hide:PATH */
-    CN_AGG_TF_PRUNE,              /* prune:PATH */
-    CN_AGG_TF_COLLAPSE,           /* collapse:F */
+    CN_AGG_TF_FOCUS = 0,           /* focus:PATH */
+    CN_AGG_TF_FOCUS_INVERTED,      /* focus-inverted:PATH (leaf first) */
+    CN_AGG_TF_FOCUS_FUNC,          /* focus-func:F */
+    CN_AGG_TF_FOCUS_SELF,          /* focus-self:F */
+    CN_AGG_TF_FOCUS_LIB,           /* focus-lib:LIB */
+    CN_AGG_TF_MERGE_NODE,          /* merge-node:PATH */
+    CN_AGG_TF_MERGE,               /* merge:F */
+    CN_AGG_TF_DROP,                /* drop:F */
+    CN_AGG_TF_HIDE,                /* hide:PATH */
+    CN_AGG_TF_PRUNE,               /* prune:PATH */
+    CN_AGG_TF_COLLAPSE,            /* collapse:F */
     CN_AGG_TF_COLLAPSE_DIRECT_REC, /* collapse-direct-rec:F */
-    CN_AGG_TF_COLLAPSE_REC,       /* collapse-rec:F */
-    CN_AGG_TF_COLLAPSE_LIB,       /* collapse-lib:LIB */
-    CN_AGG_TF_COLLAPSE_ALL_REC,   /* collapse-all-rec (no argument) */
+    CN_AGG_TF_COLLAPSE_REC,        /* collapse-rec:F */
+    CN_AGG_TF_COLLAPSE_LIB,        /* collapse-lib:LIB */
+    CN_AGG_TF_COLLAPSE_ALL_REC,    /* collapse-all-rec (no argument) */
     CN_AGG_TF__COUNT
 } cn_agg_tf_kind;
 
@@ -317,11 +318,11 @@ void cn_agg_query_init(cn_agg_query *q);
 /* One node of a result tree. Children are linked in output order (|total| descending,
  * ties by name ascending). */
 typedef struct cn_agg_node {
-    int32_t func;       /* func id in the profile */
-    int32_t parent;     /* node index or -1 */
+    int32_t func;   /* func id in the profile */
+    int32_t parent; /* node index or -1 */
     int32_t first_child;
     int32_t next_sibling;
-    double total;       /* in weight units (multiply by the scale to display) */
+    double total; /* in weight units (multiply by the scale to display) */
     double self;
     int32_t merged_stacks; /* collapse-all-rec only, else 0 */
     int32_t recursions;    /* collapse-all-rec only, else 0 */
@@ -339,22 +340,21 @@ typedef struct cn_agg_func_row {
 typedef struct cn_agg_tree {
     cn_agg_view view;
     cn_agg_callers_mode callers_mode;
-    double total;      /* weight of the samples remaining after transforms */
+    double total;       /* weight of the samples remaining after transforms */
     int32_t first_root; /* first root node (linked through next_sibling), -1 if empty */
     cn_agg_node *nodes;
     size_t n_nodes;
     cn_agg_func_row *functions; /* FUNCTIONS view only, sorted by self desc, then name */
     size_t n_functions;
-    int64_t call_sites;          /* CALLEES view: distinct call sites of F */
-    bool has_recursion_counts;   /* collapse-all-rec was applied */
+    int64_t call_sites;        /* CALLEES view: distinct call sites of F */
+    bool has_recursion_counts; /* collapse-all-rec was applied */
 } cn_agg_tree;
 
 /* Runs a query. The profile is not const: --group-by interns synthetic funcs
  * ("comm [pid]", "name [tid]"). Unknown function/library names in transforms are NOT
  * checked here (see cn_agg_transform_check). Returns 0 and *out (free with
  * cn_agg_tree_free), or negative errno with err set. */
-int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out,
-                     cn_agg_err *err);
+int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err);
 cn_agg_tree *cn_agg_tree_free(cn_agg_tree *t);
 
 /* Per-line and per-address self weight inside function F (`canopy lines`, §4.5): the
@@ -366,8 +366,8 @@ typedef struct cn_agg_line_row {
     double self;
 } cn_agg_line_row;
 int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
-                 cn_agg_line_row **lines, size_t *n_lines, cn_agg_line_row **addrs,
-                 size_t *n_addrs, cn_agg_err *err);
+                 cn_agg_line_row **lines, size_t *n_lines, cn_agg_line_row **addrs, size_t *n_addrs,
+                 cn_agg_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Estimated call timeline (calltree.md §5.5 without trace events)
@@ -385,8 +385,8 @@ typedef struct cn_agg_call {
  * transforms and range: a call starts at the first sample that shows it and ends at the
  * first that no longer does; calls open after the last sample end at its time.
  * *calls is malloc'ed (caller frees). Returns 0 or negative errno. */
-int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls,
-                    size_t *n_calls, cn_agg_err *err);
+int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls, size_t *n_calls,
+                    cn_agg_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Files in and out
@@ -414,10 +414,10 @@ typedef enum cn_agg_format {
 
 /* Options shared by the tree writers. */
 typedef struct cn_agg_write_opts {
-    const char *title;     /* header: session or file name */
-    int max_depth;         /* text: -1 = unlimited */
-    double min_percent;    /* text: hide nodes below this % of the total */
-    bool color;            /* text: ANSI colours */
+    const char *title;                  /* header: session or file name */
+    int max_depth;                      /* text: -1 = unlimited */
+    double min_percent;                 /* text: hide nodes below this % of the total */
+    bool color;                         /* text: ANSI colours */
     const cn_agg_transform *transforms; /* echoed in headers and JSON */
     size_t n_transforms;
     /* Live sessions add these JSON fields when session is not NULL. */
@@ -433,6 +433,9 @@ int cn_agg_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_ag
                       FILE *out);
 int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
                       FILE *out);
+/* A view's name as the JSON tree and the protocol spell it ("tree", "inverted", "callees",
+ * "callers", "functions"); "tree" for an unknown value. A static string. */
+const char *cn_agg_view_name(cn_agg_view v);
 /* Folded stacks of the query's samples after transforms: one line per distinct stack,
  * sorted by the stack text. Takes the query, not a tree, because a tree loses stacks. */
 int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
@@ -449,8 +452,7 @@ int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls,
 /* Formats of issue 6 (pprof, speedscope, SVG flame graphs). They take the query, not a
  * tree, where they need whole stacks. Return 0 or negative errno with err set. */
 int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
-int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
-                            cn_agg_err *err);
+int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
 int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
                      FILE *out, cn_agg_err *err);
 
@@ -514,12 +516,11 @@ int cn_agg_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
                            const cn_agg_write_opts *o, FILE *out);
 int cn_agg_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
                            const cn_agg_write_opts *o, FILE *out);
-int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r,
-                          const cn_agg_write_opts *o, FILE *out, cn_agg_err *err);
+int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const cn_agg_write_opts *o,
+                          FILE *out, cn_agg_err *err);
 /* Three-column folded `STACK BASE NEW` of d after q's transforms: raw (unnormalized)
  * weights, one line per stack, sorted by the stack text; reads back as the same d. */
-int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out,
-                             cn_agg_err *err);
+int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_agg_err *err);
 
 #ifdef __cplusplus
 }

@@ -80,7 +80,7 @@ int cn_agg__json_num(FILE *out, double v)
     return r < 0 ? -EIO : 0;
 }
 
-static const char *view_name(cn_agg_view v)
+const char *cn_agg_view_name(cn_agg_view v)
 {
     switch (v) {
     case CN_AGG_VIEW_TREE:
@@ -188,7 +188,7 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
     if (fputs("{\"unit\":", out) < 0 ||
         cn_agg__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p))) < 0 ||
         put_num(out, "total", t->total * scale) < 0 || fputs(",\"view\":", out) < 0 ||
-        cn_agg__json_str(out, view_name(t->view)) < 0)
+        cn_agg__json_str(out, cn_agg_view_name(t->view)) < 0)
         return -EIO;
     if (t->view == CN_AGG_VIEW_CALLEES && put_num(out, "call_sites", (double)t->call_sites) < 0)
         return -EIO;

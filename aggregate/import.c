@@ -285,6 +285,26 @@ out:
     return rc;
 }
 
+int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
+                          int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
+                          cn_agg_err *err)
+{
+    cn_agg__lines it;
+    const char *line;
+    size_t line_len;
+    int rc;
+
+    cn_agg__lines_init(&it, data, len);
+    while (cn_agg__lines_next(&it, &line, &line_len)) {
+        *lineno = it.lineno;
+        if (memchr(line, '\0', line_len))
+            return cn_agg_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, *lineno);
+        if ((rc = fn(ctx, line, line_len)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_agg_err *err)
 {
     cn_agg_err local;

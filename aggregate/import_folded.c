@@ -125,8 +125,11 @@ static int start_columns(folded *f, const char *rest, size_t rest_len)
     return 0;
 }
 
-static int parse_line(folded *f, const char *s, size_t len)
+/* One line of the file (cn_agg__for_each_line's callback; ctx is the folded state). */
+static int parse_line(void *ctx, const char *s, size_t len)
 {
+    folded *f = ctx;
+
     while (len && cn_agg__is_blank(s[len - 1]))
         len--;
     while (len && cn_agg__is_blank(s[0]))
@@ -169,26 +172,15 @@ int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg
                           cn_agg_err *err)
 {
     folded f = {.name = name, .err = err, .diff = -1, .thr_base = -1, .thr_new = -1};
-    cn_agg__lines it;
-    const char *line;
-    size_t line_len;
-    int rc = 0;
+    int rc;
 
     if (err)
         err->msg[0] = '\0';
     f.p = cn_agg_profile_new();
     if (!f.p)
         return cn_agg_err_set(err, -ENOMEM, "%s: out of memory", name);
-    cn_agg__lines_init(&it, data, len);
-    while (cn_agg__lines_next(&it, &line, &line_len)) {
-        f.lineno = it.lineno;
-        if (memchr(line, '\0', line_len)) {
-            rc = cn_agg_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, f.lineno);
-            goto fail;
-        }
-        if ((rc = parse_line(&f, line, line_len)) < 0)
-            goto fail;
-    }
+    if ((rc = cn_agg__for_each_line(data, len, name, &f.lineno, parse_line, &f, err)) < 0)
+        goto fail;
     if (cn_agg_meta_set(f.p, "format", "folded") < 0) {
         rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", name);
         goto fail;

@@ -53,6 +53,14 @@ static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size
     return true;
 }
 
+/* Hands each line of data (without its end of line) to fn, setting *lineno to the line's
+ * 1-based number first so that fn and the caller's error path can name it. A line holding
+ * a NUL byte is an error ("NAME:LINE: NUL byte in a text line", err set). Returns 0, or
+ * the first negative errno from fn (which sets err itself) or for a NUL byte. */
+int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
+                          int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
+                          cn_agg_err *err);
+
 static inline bool cn_agg__is_blank(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';

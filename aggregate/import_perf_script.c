@@ -365,8 +365,10 @@ static int start_sample(perf_in *in, const perf_hdr *h)
     return 0;
 }
 
-static int parse_line(perf_in *in, const char *s, size_t len)
+/* One line of the file (cn_agg__for_each_line's callback; ctx is the perf_in state). */
+static int parse_line(void *ctx, const char *s, size_t len)
 {
+    perf_in *in = ctx;
     size_t i = 0;
     while (i < len && cn_agg__is_blank(s[i]))
         i++;
@@ -394,9 +396,6 @@ int cn_agg__import_perf_script(const char *data, size_t len, const char *name, c
                                cn_agg_err *err)
 {
     perf_in in = {.name = name, .err = err};
-    cn_agg__lines it;
-    const char *line;
-    size_t line_len;
     int rc = 0;
 
     if (err)
@@ -406,16 +405,8 @@ int cn_agg__import_perf_script(const char *data, size_t len, const char *name, c
         rc = -ENOMEM;
         goto fail;
     }
-    cn_agg__lines_init(&it, data, len);
-    while (cn_agg__lines_next(&it, &line, &line_len)) {
-        in.lineno = it.lineno;
-        if (memchr(line, '\0', line_len)) {
-            rc = cn_agg_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, in.lineno);
-            goto fail;
-        }
-        if ((rc = parse_line(&in, line, line_len)) < 0)
-            goto fail;
-    }
+    if ((rc = cn_agg__for_each_line(data, len, name, &in.lineno, parse_line, &in, err)) < 0)
+        goto fail;
     if ((rc = end_sample(&in)) < 0 || (rc = cn_agg_meta_set(in.p, "format", "perf-script")) < 0)
         goto fail;
     free(in.frames);

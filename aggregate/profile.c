@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL /* the hash is on the ingest hot path */
 #include <xxhash.h>
 
 #include "agg_internal.h"
@@ -61,10 +62,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->stack_prefix);
     free(p->stack_frame);
     cn_agg__u64map_clear(&p->stack_index);
-    free(p->cache.lo);
-    free(p->cache.hi);
-    free(p->cache.len);
-    free(p->cache.stacks);
+    free(p->cache.slots);
     free(p->s_stack);
     free(p->s_thread);
     free(p->s_time);
@@ -87,6 +85,8 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->rename_off);
     free(p->rename_cnt);
     free(p->rename_pool);
+    cn_agg__u64map_clear(&p->rename_index);
+    cn_agg__u64map_clear(&p->rename_targets);
     cn_agg__qcache_free(p->qcache);
     free(p);
     return NULL;
@@ -153,6 +153,12 @@ int32_t cn_agg_string(cn_agg_profile *p, const char *s, size_t len)
     p->str_len[id] = (uint32_t)len;
     p->n_str++;
     return id;
+}
+
+int32_t cn_agg__string_find(const cn_agg_profile *p, const char *s, size_t len)
+{
+    struct str_key key = {s, len};
+    return cn_agg__idset_find(&p->str_index, (uint32_t)XXH3_64bits(s, len), str_eq, p, &key);
 }
 
 int32_t cn_agg_cstring(cn_agg_profile *p, const char *s)
@@ -581,56 +587,31 @@ int32_t cn_agg_stack_from_frames(cn_agg_profile *p, const int32_t *root_first, s
 
 static XXH128_hash_t refs_hash(const cn_agg_frame_ref *refs, size_t n)
 {
-    /* Hash a packed copy: the struct has padding that must not reach the hash. */
-    uint64_t local[2 * 128];
-    uint64_t *buf = n <= 128 ? local : malloc(n * 2 * sizeof(uint64_t));
-    XXH128_hash_t h = {0, 0};
-    if (!buf || n == 0)
-        return h; /* {0,0} = "uncacheable"; the caller interns frame by frame */
-    for (size_t i = 0; i < n; i++) {
-        buf[2 * i] = refs[i].offset;
-        buf[2 * i + 1] = (uint64_t)(uint32_t)refs[i].resource;
-    }
-    h = XXH3_128bits(buf, n * 2 * sizeof(uint64_t));
+    _Static_assert(sizeof(cn_agg_frame_ref) == 16, "cn_agg_frame_ref must have no padding");
+    XXH128_hash_t h = XXH3_128bits(refs, n * sizeof(*refs));
     if (h.low64 == 0 && h.high64 == 0)
-        h.low64 = 1;
-    if (buf != local)
-        free(buf);
+        h.low64 = 1; /* {0, 0} marks an empty slot */
     return h;
 }
 
 static int cache_rehash(cn_agg__stack_cache *c, size_t ncap)
 {
-    cn_agg__stack_cache n = {0};
-    n.lo = calloc(ncap, sizeof(*n.lo));
-    n.hi = calloc(ncap, sizeof(*n.hi));
-    n.len = malloc(ncap * sizeof(*n.len));
-    n.stacks = malloc(ncap * sizeof(*n.stacks));
-    if (!n.lo || !n.hi || !n.len || !n.stacks) {
-        free(n.lo);
-        free(n.hi);
-        free(n.len);
-        free(n.stacks);
+    cn_agg__cache_slot *slots = calloc(ncap, sizeof(*slots));
+    if (!slots)
         return -ENOMEM;
-    }
-    n.mask = ncap - 1;
-    n.count = c->count;
+    size_t nmask = ncap - 1;
     for (size_t i = 0; c->mask && i <= c->mask; i++) {
-        if (!c->lo[i] && !c->hi[i])
+        const cn_agg__cache_slot *o = &c->slots[i];
+        if (!o->lo && !o->hi)
             continue;
-        size_t j = c->lo[i] & n.mask;
-        while (n.lo[j] || n.hi[j])
-            j = (j + 1) & n.mask;
-        n.lo[j] = c->lo[i];
-        n.hi[j] = c->hi[i];
-        n.len[j] = c->len[i];
-        n.stacks[j] = c->stacks[i];
+        size_t j = o->lo & nmask;
+        while (slots[j].lo || slots[j].hi)
+            j = (j + 1) & nmask;
+        slots[j] = *o;
     }
-    free(c->lo);
-    free(c->hi);
-    free(c->len);
-    free(c->stacks);
-    *c = n;
+    free(c->slots);
+    c->slots = slots;
+    c->mask = nmask;
     return 0;
 }
 
@@ -639,7 +620,10 @@ static int32_t intern_refs(cn_agg_profile *p, const cn_agg_frame_ref *leaf_first
 {
     int32_t stack = -1;
     for (size_t i = n; i-- > 0;) {
-        int32_t frame = cn_agg_native_frame(p, leaf_first[i].resource, leaf_first[i].offset);
+        int64_t res = leaf_first[i].resource;
+        if (res < -1 || res > INT32_MAX)
+            return -EINVAL;
+        int32_t frame = cn_agg_native_frame(p, (int32_t)res, leaf_first[i].offset);
         if (frame < 0)
             return frame;
         stack = cn_agg_stack(p, stack, frame);
@@ -655,13 +639,13 @@ int32_t cn_agg_stack_from_refs(cn_agg_profile *p, const cn_agg_frame_ref *leaf_f
         return -EINVAL;
     cn_agg__stack_cache *c = &p->cache;
     XXH128_hash_t h = refs_hash(leaf_first, n);
-    if (!h.low64 && !h.high64)
-        return intern_refs(p, leaf_first, n);
     size_t i = 0;
     if (c->mask) {
-        for (i = h.low64 & c->mask; c->lo[i] || c->hi[i]; i = (i + 1) & c->mask)
-            if (c->lo[i] == h.low64 && c->hi[i] == h.high64 && c->len[i] == n)
-                return c->stacks[i];
+        for (i = h.low64 & c->mask; c->slots[i].lo || c->slots[i].hi; i = (i + 1) & c->mask) {
+            const cn_agg__cache_slot *sl = &c->slots[i];
+            if (sl->lo == h.low64 && sl->hi == h.high64 && sl->len == n)
+                return sl->stack;
+        }
     }
     int32_t stack = intern_refs(p, leaf_first, n);
     if (stack < 0)
@@ -669,13 +653,10 @@ int32_t cn_agg_stack_from_refs(cn_agg_profile *p, const cn_agg_frame_ref *leaf_f
     if ((c->count + 1) * 2 > (c->mask ? c->mask + 1 : 0)) {
         if (cache_rehash(c, c->mask ? (c->mask + 1) * 2 : 1024) < 0)
             return stack; /* the cache is an accelerator: a full one is not an error */
-        for (i = h.low64 & c->mask; c->lo[i] || c->hi[i]; i = (i + 1) & c->mask)
+        for (i = h.low64 & c->mask; c->slots[i].lo || c->slots[i].hi; i = (i + 1) & c->mask)
             ;
     }
-    c->lo[i] = h.low64;
-    c->hi[i] = h.high64;
-    c->len[i] = (uint32_t)n;
-    c->stacks[i] = stack;
+    c->slots[i] = (cn_agg__cache_slot){h.low64, h.high64, (uint32_t)n, stack};
     c->count++;
     return stack;
 }

@@ -120,6 +120,15 @@ struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c)
     return NULL;
 }
 
+size_t cn_agg__qcache_memory(const struct cn_agg__qcache *c)
+{
+    if (!c)
+        return 0;
+    return sizeof(*c) + c->cap_fnode * sizeof(*c->fnode) +
+           c->t.cap * (2 * sizeof(int32_t) + sizeof(cn_agg__qlink) + sizeof(cn_agg__qhead)) +
+           (c->t.big.mask ? (c->t.big.mask + 1) * (sizeof(uint64_t) + sizeof(int32_t)) : 0);
+}
+
 static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
 {
     struct cn_agg__qcache *c = *slot;

@@ -153,12 +153,17 @@ static int rename_substitute(cn_agg_profile *p, int32_t old_name, const int32_t 
 
 static int rename_add(cn_agg_profile *p, int32_t old_name, const int32_t *names, size_t n)
 {
-    if (rename_substitute(p, old_name, names, n) < 0)
+    /* Only a name that is some row's target needs the scan that keeps the map closed:
+     * the usual old names (`LIB+0x…` placeholders) never are, so the usual add is O(1). */
+    if (cn_agg__u64map_get(&p->rename_targets, (uint64_t)(uint32_t)old_name) >= 0 &&
+        rename_substitute(p, old_name, names, n) < 0)
         return -ENOMEM;
-    size_t row = p->n_rename;
-    for (size_t i = 0; i < p->n_rename; i++)
-        if (p->rename_old[i] == old_name)
-            row = i;
+    for (size_t j = 0; j < n; j++)
+        if (cn_agg__u64map_get(&p->rename_targets, (uint64_t)(uint32_t)names[j]) < 0 &&
+            cn_agg__u64map_put(&p->rename_targets, (uint64_t)(uint32_t)names[j], 1) < 0)
+            return -ENOMEM;
+    int32_t found = cn_agg__u64map_get(&p->rename_index, (uint64_t)(uint32_t)old_name);
+    size_t row = found >= 0 ? (size_t)found : p->n_rename;
     if (row == p->n_rename) {
         size_t c1 = p->cap_rename, c2 = p->cap_rename, c3 = p->cap_rename;
         if (CN_AGG__RESERVE(p->rename_old, c1, row + 1) < 0 ||
@@ -166,6 +171,8 @@ static int rename_add(cn_agg_profile *p, int32_t old_name, const int32_t *names,
             CN_AGG__RESERVE(p->rename_cnt, c3, row + 1) < 0)
             return -ENOMEM;
         p->cap_rename = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+        if (cn_agg__u64map_put(&p->rename_index, (uint64_t)(uint32_t)old_name, (int32_t)row) < 0)
+            return -ENOMEM;
         p->n_rename++;
     }
     size_t off = p->rename_pool_len;
@@ -210,6 +217,32 @@ out:
     free(used);
     free(names);
     return rc;
+}
+
+int cn_agg__rename_reindex(cn_agg_profile *p)
+{
+    cn_agg__u64map_clear(&p->rename_index);
+    cn_agg__u64map_clear(&p->rename_targets);
+    for (size_t i = 0; i < p->n_rename; i++) {
+        uint64_t old = (uint64_t)(uint32_t)p->rename_old[i];
+        if (cn_agg__u64map_get(&p->rename_index, old) >= 0)
+            return -EINVAL; /* one row per old name */
+        if (cn_agg__u64map_put(&p->rename_index, old, (int32_t)i) < 0)
+            return -ENOMEM;
+        for (int32_t k = 0; k < p->rename_cnt[i]; k++) {
+            uint64_t name = (uint64_t)(uint32_t)p->rename_pool[p->rename_off[i] + k];
+            if (cn_agg__u64map_get(&p->rename_targets, name) < 0 &&
+                cn_agg__u64map_put(&p->rename_targets, name, 1) < 0)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int32_t cn_agg__rename_row(const cn_agg_profile *p, const char *s)
+{
+    int32_t name = cn_agg__string_find(p, s, strlen(s));
+    return name < 0 ? -1 : cn_agg__u64map_get(&p->rename_index, (uint64_t)(uint32_t)name);
 }
 
 int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t n)

@@ -198,10 +198,7 @@ int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, c
 /* The rename map row of name s, or -1. */
 static int32_t rename_row(const cn_agg_profile *p, const char *s)
 {
-    for (size_t i = 0; i < p->n_rename; i++)
-        if (strcmp(p->str[p->rename_old[i]], s) == 0)
-            return (int32_t)i;
-    return -1;
+    return cn_agg__rename_row(p, s);
 }
 
 /* Joins v[0..n) with ';'. malloc'ed, or NULL. */

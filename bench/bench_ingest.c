@@ -85,13 +85,14 @@ int main(void)
     double first = bg_now() - t0;
     /* Steady state: skewed picks of known chains. */
     t0 = bg_now();
+    double c0 = bg_cpu();
     for (long i = 0; i < nsamples; i++) {
         long k = i & (RING - 1);
         int32_t s = cn_agg_stack_from_refs(p, ring + ring_off[k], ring_len[k]);
         if (s < 0 || cn_agg_add_sample(p, s, nstacks + i, 1, th) < 0)
             return 1;
     }
-    double steady = bg_now() - t0;
+    double steady = bg_now() - t0, steady_cpu = bg_cpu() - c0;
     double frames = 0;
     for (long k = 0; k < nstacks; k++)
         frames += len[k];
@@ -101,6 +102,8 @@ int main(void)
            (double)nstacks / first, first * 1e3, nstacks);
     printf("steady state (chains known):  %8.0f samples/s  (%.1f ms for %ld)\n",
            (double)nsamples / steady, steady * 1e3, nsamples);
+    printf("steady state per CPU second:  %8.0f samples/s  (%.1f ms of CPU)\n",
+           (double)nsamples / steady_cpu, steady_cpu * 1e3);
     printf("memory: %.1f MB\n", (double)cn_agg_profile_memory(p) / 1e6);
     cn_agg_profile_free(p);
     free(refs);

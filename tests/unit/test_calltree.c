@@ -750,6 +750,45 @@ static void test_timeline(void **state)
     free(calls);
     cn_agg_transform_clear(&tf);
     cn_agg_profile_free(p);
+
+    /* Two interleaved threads are estimated separately; a sample without a stack ends
+     * every open call of its thread; --tid keeps one thread. */
+    p = cn_agg_profile_new();
+    int32_t res = cn_agg_resource(p, "app", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t fa = cn_agg_func(p, "A", res, NULL, 0), fb = cn_agg_func(p, "B", res, NULL, 0);
+    int32_t sa = cn_agg_stack(p, -1, cn_agg_frame(p, fa, res, -1, 0));
+    int32_t sb = cn_agg_stack(p, sa, cn_agg_frame(p, fb, res, -1, 0));
+    int32_t t1 = cn_agg_thread(p, 5, 5, "one"), t2 = cn_agg_thread(p, 5, 6, "two");
+    cn_agg_add_sample(p, sa, 10, 1, t1);
+    cn_agg_add_sample(p, sb, 15, 1, t2);
+    cn_agg_add_sample(p, sb, 20, 1, t1);
+    cn_agg_add_sample(p, -1, 25, 1, t2);
+    cn_agg_add_sample(p, sb, 30, 1, t1);
+    cn_agg_add_sample(p, sa, 40, 1, t1);
+    cn_agg_query_init(&q);
+    assert_int_equal(cn_agg_timeline(p, &q, &calls, &n, &err), 0);
+    /* tid 5: A [10,40), B [20,40) (ends when the sample at 40 no longer shows it);
+     * tid 6: A [15,25), B [15,25). */
+    assert_int_equal(n, 4);
+    char got[256] = "";
+    for (size_t i = 0; i < n; i++) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%s%d:%s@%lld+%lld", i ? " " : "", calls[i].tid,
+                 cn_agg_func_name(p, calls[i].func), (long long)calls[i].start_ns,
+                 (long long)calls[i].dur_ns);
+        strcat(got, buf);
+    }
+    assert_string_equal(got, "5:A@10+30 5:B@20+20 6:A@15+10 6:B@15+10");
+    free(calls);
+    q.tid = 6;
+    q.from_ns = 0;
+    q.to_ns = 20;
+    assert_int_equal(cn_agg_timeline(p, &q, &calls, &n, &err), 0);
+    /* Only the sample at 15 remains: calls open at its time end there (duration 0). */
+    assert_int_equal(n, 2);
+    assert_true(calls[0].tid == 6 && calls[0].start_ns == 15 && calls[0].dur_ns == 0);
+    free(calls);
+    cn_agg_profile_free(p);
 }
 
 int main(void)

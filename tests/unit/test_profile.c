@@ -171,6 +171,23 @@ static void test_regroup_renames(void **state)
     free(s);
     cn_agg_transform_clear(&t);
 
+    /* the rename map survives a .canopy round trip */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    assert_int_equal(cn_agg_write_canopy(p, mem), 0);
+    fclose(mem);
+    cn_agg_profile *back = NULL;
+    assert_int_equal(cn_agg_import_buffer(buf, len, "mem.canopy", &back, NULL), 0);
+    free(buf);
+    assert_int_equal(cn_agg_transform_parse("focus:L+0x10;L+0x80", &t, NULL), 0);
+    assert_int_equal(cn_agg_remap_transform(back, &t), 1);
+    s = cn_agg_transform_format(&t);
+    assert_string_equal(s, "focus:main;outer;inl");
+    free(s);
+    cn_agg_transform_clear(&t);
+    cn_agg_profile_free(back);
+
     /* bad input changes nothing */
     cn_agg_frame_symbols bad = {12345, chain2, 2};
     assert_int_equal(cn_agg_regroup(p, &bad, 1), -EINVAL);

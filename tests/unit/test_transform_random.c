@@ -6,9 +6,10 @@
  * model written here: each sample's path (list of funcs, root first) is rewritten by the
  * per-sample path rules of calltree.md §2.0–§2.12 / §6.1, then the views are built by
  * brute force over the rewritten paths. Trees are compared as sorted "path total self"
- * lines; the engine's sibling order is checked separately. Every query also runs through
- * a query cache that was filled before symbols arrived and before the last stacks were
- * added (regroup invalidation, incremental extension). Seeded and deterministic.
+ * lines; the engine's sibling order is checked separately. Every query runs three ways:
+ * through the profile's own query cache, through a cache that was filled before symbols
+ * arrived and before the last stacks were added (regroup invalidation, incremental
+ * extension), and with no cache. Seeded and deterministic.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -611,6 +612,11 @@ static void one_case(uint64_t seed)
     cn_agg_tree *tc = NULL;
     assert_int_equal(cn_agg__query_run_cached(p, &cache, &q, &tc, &err), 0);
     char *got_cached = engine_text(p, tc);
+    assert_string_equal(got_cached, got);
+    free(got_cached);
+    cn_agg_tree_free(tc);
+    assert_int_equal(cn_agg__query_run_cached(p, NULL, &q, &tc, &err), 0); /* no cache */
+    got_cached = engine_text(p, tc);
     assert_string_equal(got_cached, got);
     free(got_cached);
     cn_agg_tree_free(tc);
