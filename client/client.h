@@ -15,8 +15,8 @@
 
 #include "cn_agg.h"
 
-#define CN_EXIT_OK 0
-#define CN_EXIT_FAIL 1
+#define CN_EXIT_OK    0
+#define CN_EXIT_FAIL  1
 #define CN_EXIT_USAGE 2
 
 /* Everything QUERY and output options (interface.md) can say. */
@@ -30,11 +30,11 @@ typedef struct cn_cli_query {
     char *output; /* -o FILE, owned, NULL = stdout */
     int depth;    /* --depth, -1 unlimited */
     double min_percent;
-    char *last;       /* --last DURATION as given (owned) */
-    double from_s;    /* --from, NAN if absent */
-    double to_s;      /* --to, NAN if absent */
-    int64_t last_ns;  /* --last parsed, -1 if absent */
-    bool view_given;  /* a view option was seen (they exclude each other) */
+    char *last;      /* --last DURATION as given (owned) */
+    double from_s;   /* --from, NAN if absent */
+    double to_s;     /* --to, NAN if absent */
+    int64_t last_ns; /* --last parsed, -1 if absent */
+    bool view_given; /* a view option was seen (they exclude each other) */
     bool callers_mode_given;
 } cn_cli_query;
 
@@ -66,11 +66,27 @@ int cn_cli_format_from_path(const char *path, cn_agg_format *out);
  * file system allows. Returns an exit status after printing a one-line error. */
 int cn_cli_emit(const char *path, const char *data, size_t len);
 
+/* Calls write(ctx, mem) on a memory stream and, when it returned CN_EXIT_OK, writes what it
+ * wrote to output (NULL = stdout) with cn_cli_emit: an error leaves the output untouched.
+ * write returns an exit status after printing its own error. Returns an exit status. */
+int cn_cli_emit_buffered(const char *output, int (*write)(void *ctx, FILE *out), void *ctx);
+
+/* Checks q's transform arguments against p (unknown function or library). Returns
+ * CN_EXIT_OK, or CN_EXIT_USAGE after printing the error. */
+int cn_cli_check_transforms(cn_agg_profile *p, const cn_cli_query *q);
+
+/* Whether text output to stdout gets colours (no -o, text, a terminal, no NO_COLOR). */
+bool cn_cli_want_color(const cn_cli_query *q);
+
 /* Runs q on a loaded profile and writes the result in q's format. title names the
  * file or session in headers; extra (may be NULL) supplies live-session fields.
  * Returns an exit status. */
 int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
                   const cn_agg_write_opts *extra);
+
+/* Runs the estimated call timeline of q on p and writes it as q->format (json,
+ * chrome-trace, else text) into out. Returns an exit status after printing any error. */
+int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out);
 
 /* Writes a differential profile d (cn_agg_is_diff) after q, NEW − BASE with BASE scaled to
  * NEW's total when normalize. Used by `diff`, and by `open` on a three-column folded or

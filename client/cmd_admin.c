@@ -22,28 +22,6 @@ static bool is_file(const char *path)
     return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Prints a JSON document compactly on one line (NULL output = stdout). */
-static int emit_json(const char *cmd, const json_t *doc, const char *output)
-{
-    char *s = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(12));
-    if (!s) {
-        fprintf(stderr, "canopy %s: out of memory\n", cmd);
-        return CN_EXIT_FAIL;
-    }
-    size_t n = strlen(s);
-    char *line = realloc(s, n + 2);
-    if (!line) {
-        free(s);
-        fprintf(stderr, "canopy %s: out of memory\n", cmd);
-        return CN_EXIT_FAIL;
-    }
-    line[n] = '\n';
-    line[n + 1] = '\0';
-    int status = cn_cli_emit(output, line, n + 1);
-    free(line);
-    return status;
-}
-
 /* The answer without the protocol envelope (a new reference). */
 static json_t *strip_envelope(const json_t *resp)
 {
@@ -62,6 +40,16 @@ typedef struct simple_cmd {
     cn_cli_conn *c;
     json_t *req, *resp;
 } simple_cmd;
+
+/* Writes the daemon's answer s->resp, envelope removed, as one JSON line on stdout.
+ * Returns an exit status. */
+static int emit_answer(const simple_cmd *s)
+{
+    json_t *doc = strip_envelope(s->resp);
+    int status = doc ? cn_cli_emit_json(s->a.cmd, doc, NULL) : CN_EXIT_FAIL;
+    json_decref(doc);
+    return status;
+}
 
 static void simple_clear(simple_cmd *s)
 {
@@ -87,6 +75,20 @@ static int simple_begin(simple_cmd *s, const char *cmd, int argc, char **argv, u
     }
     status = cn_cli_live_connect(&s->a, true, &s->c);
     return status ? status : -1;
+}
+
+/* Sends request a.cmd on session a.pos[0] with the QUERY fields of a.q and writes the
+ * rendered answer (resp[key] or its output) to a.q.output. Returns an exit status. */
+static int query_session(simple_cmd *s, const char *key)
+{
+    s->req = cn_proto_request(s->a.cmd);
+    if (!s->req || json_object_set_new(s->req, "session", json_string(s->a.pos[0])) ||
+        cn_cli_query_to_json(&s->a.q, s->req, false) < 0) {
+        fprintf(stderr, "canopy %s: out of memory\n", s->a.cmd);
+        return CN_EXIT_FAIL;
+    }
+    int status = cn_cli_request(s->a.cmd, s->c, s->req, &s->resp);
+    return status ? status : cn_cli_emit_rendered(s->a.cmd, s->resp, key, s->a.q.output);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -142,9 +144,7 @@ int cn_cmd_sessions(int argc, char **argv)
         goto out;
     }
     if (s.a.json) {
-        json_t *doc = strip_envelope(s.resp);
-        status = doc ? emit_json(s.a.cmd, doc, NULL) : CN_EXIT_FAIL;
-        json_decref(doc);
+        status = emit_answer(&s);
         goto out;
     }
     printf("%-6s %-12s %-22s %-8s %-10s %5s %9s %6s %7s  %s\n", "ID", "NAME", "TARGET", "STATE",
@@ -178,9 +178,7 @@ int cn_cmd_status(int argc, char **argv)
     if (status)
         goto out;
     if (s.a.json) {
-        json_t *doc = strip_envelope(s.resp);
-        status = doc ? emit_json(s.a.cmd, doc, NULL) : CN_EXIT_FAIL;
-        json_decref(doc);
+        status = emit_answer(&s);
         goto out;
     }
     const json_t *r = s.resp;
@@ -276,16 +274,7 @@ int cn_cmd_save(int argc, char **argv)
     }
     if (!q->format_given && cn_cli_format_from_path(q->output, &f) < 0)
         q->format = CN_AGG_FMT_CANOPY;
-    s.req = cn_proto_request("save");
-    if (!s.req || json_object_set_new(s.req, "session", json_string(s.a.pos[0])) ||
-        cn_cli_query_to_json(q, s.req, false) < 0) {
-        fprintf(stderr, "canopy save: out of memory\n");
-        status = CN_EXIT_FAIL;
-        goto out;
-    }
-    status = cn_cli_request(s.a.cmd, s.c, s.req, &s.resp);
-    if (status == 0)
-        status = cn_cli_emit_rendered(s.a.cmd, s.resp, "tree", q->output);
+    status = query_session(&s, "tree");
 out:
     simple_clear(&s);
     return status;
@@ -313,12 +302,8 @@ static json_t *file_lines(cn_agg_profile *p, cn_cli_query *q, const char *func, 
     json_t *o = NULL, *la = NULL, *aa = NULL;
 
     cn_cli_query_resolve_range(p, q);
-    for (size_t i = 0; i < q->n_transforms; i++)
-        if (cn_agg_transform_check(p, &q->transforms[i], &err) < 0) {
-            fprintf(stderr, "canopy lines: %s\n", err.msg);
-            *status = CN_EXIT_USAGE;
-            return NULL;
-        }
+    if ((*status = cn_cli_check_transforms(p, q)) != CN_EXIT_OK)
+        return NULL;
     int rc = cn_agg_lines(p, &q->query, func, &lines, &n_lines, &addrs, &n_addrs, &err);
     if (rc < 0) {
         if (rc == -ENOENT && !err.msg[0])
@@ -465,7 +450,7 @@ int cn_cmd_lines(int argc, char **argv)
         }
     }
     if (a.q.format == CN_AGG_FMT_JSON) {
-        status = emit_json(a.cmd, doc, a.q.output);
+        status = cn_cli_emit_json(a.cmd, doc, a.q.output);
     } else {
         size_t len;
         char *text = lines_text(doc, &len);
@@ -507,16 +492,7 @@ int cn_cli_live_timeline(int argc, char **argv)
         status = CN_EXIT_USAGE;
         goto out;
     }
-    s.req = cn_proto_request("timeline");
-    if (!s.req || json_object_set_new(s.req, "session", json_string(s.a.pos[0])) ||
-        cn_cli_query_to_json(q, s.req, false) < 0) {
-        fprintf(stderr, "canopy timeline: out of memory\n");
-        status = CN_EXIT_FAIL;
-        goto out;
-    }
-    status = cn_cli_request(s.a.cmd, s.c, s.req, &s.resp);
-    if (status == 0)
-        status = cn_cli_emit_rendered(s.a.cmd, s.resp, "timeline", q->output);
+    status = query_session(&s, "timeline");
 out:
     simple_clear(&s);
     return status;

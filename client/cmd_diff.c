@@ -208,6 +208,20 @@ out:
     return status;
 }
 
+/* cn_cli_emit_buffered's writer: the differential tree of d after q. */
+typedef struct diff_ctx {
+    cn_agg_profile *d;
+    const cn_cli_query *q;
+    bool normalize;
+    const char *title;
+} diff_ctx;
+
+static int diff_write(void *ctx, FILE *out)
+{
+    const diff_ctx *c = ctx;
+    return cn_cli_write_diff(c->d, c->q, c->normalize, c->title, out);
+}
+
 int cn_cmd_diff(int argc, char **argv)
 {
     cn_cli_query q;
@@ -215,8 +229,6 @@ int cn_cmd_diff(int argc, char **argv)
     int n_sides = 0, status = CN_EXIT_USAGE;
     bool normalize = true;
     cn_agg_profile *d = NULL;
-    char *buf = NULL;
-    size_t len = 0;
 
     cn_cli_query_init(&q);
     for (int i = 1; i < argc; i++) {
@@ -259,35 +271,17 @@ int cn_cmd_diff(int argc, char **argv)
         goto out;
     if ((status = make_diff(sides, n_sides, &q, &d)) != CN_EXIT_OK)
         goto out;
-    cn_agg_err err = {{0}};
-    for (size_t i = 0; i < q.n_transforms; i++) {
-        if (cn_agg_transform_check(d, &q.transforms[i], &err) < 0) {
-            fprintf(stderr, "canopy: %s\n", err.msg);
-            status = CN_EXIT_USAGE;
-            goto out;
-        }
-    }
+    if ((status = cn_cli_check_transforms(d, &q)) != CN_EXIT_OK)
+        goto out;
     char title[512];
     if (n_sides == 2)
         snprintf(title, sizeof(title), "%s -> %s", base_name(sides[0].path),
                  base_name(sides[1].path));
     else
         snprintf(title, sizeof(title), "%s", base_name(sides[0].path));
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem) {
-        fprintf(stderr, "canopy: out of memory\n");
-        status = CN_EXIT_FAIL;
-        goto out;
-    }
-    status = cn_cli_write_diff(d, &q, normalize, title, mem);
-    if (fclose(mem) != 0 && status == CN_EXIT_OK) {
-        fprintf(stderr, "canopy: out of memory\n");
-        status = CN_EXIT_FAIL;
-    }
-    if (status == CN_EXIT_OK)
-        status = cn_cli_emit(q.output, buf, len);
+    diff_ctx c = {.d = d, .q = &q, .normalize = normalize, .title = title};
+    status = cn_cli_emit_buffered(q.output, diff_write, &c);
 out:
-    free(buf);
     cn_agg_profile_free(d);
     free(sides[0].path);
     free(sides[1].path);

@@ -141,30 +141,16 @@ out:
     return status;
 }
 
-/* Computes the timeline and writes it into mem. Returns an exit status. */
-static int timeline_write(cn_agg_profile *p, const cn_cli_query *q, FILE *mem)
-{
-    cn_agg_call *calls = NULL;
-    size_t n = 0;
-    cn_agg_err err = {{0}};
-    int rc = cn_agg_timeline(p, &q->query, &calls, &n, &err);
+/* cn_cli_emit_buffered's writer for a file's timeline (ctx: the profile and query). */
+typedef struct timeline_ctx {
+    cn_agg_profile *p;
+    const cn_cli_query *q;
+} timeline_ctx;
 
-    if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
-        return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
-    }
-    if (q->format == CN_AGG_FMT_JSON)
-        rc = cn_agg_write_timeline_json(p, calls, n, mem);
-    else if (q->format == CN_AGG_FMT_CHROME_TRACE)
-        rc = cn_agg_write_chrome_trace(p, calls, n, mem);
-    else
-        rc = cn_agg_write_timeline_text(p, calls, n, mem);
-    free(calls);
-    if (rc < 0) {
-        fprintf(stderr, "canopy: writing the timeline: %s\n", strerror(-rc));
-        return CN_EXIT_FAIL;
-    }
-    return CN_EXIT_OK;
+static int timeline_write(void *ctx, FILE *out)
+{
+    const timeline_ctx *t = ctx;
+    return cn_cli_write_timeline(t->p, t->q, out);
 }
 
 int cn_cmd_timeline(int argc, char **argv)
@@ -172,9 +158,6 @@ int cn_cmd_timeline(int argc, char **argv)
     cn_cli_query q;
     cn_agg_profile *p = NULL;
     const char *file = NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    cn_agg_err err = {{0}};
     int status;
 
     /* SESSION or FILE: an existing file path wins (interface.md). */
@@ -199,28 +182,11 @@ int cn_cmd_timeline(int argc, char **argv)
     if (status != CN_EXIT_OK)
         goto out;
     cn_cli_query_resolve_range(p, &q);
-    for (size_t i = 0; i < q.n_transforms; i++) {
-        if (cn_agg_transform_check(p, &q.transforms[i], &err) < 0) {
-            fprintf(stderr, "canopy: %s\n", err.msg);
-            status = CN_EXIT_USAGE;
-            goto out;
-        }
-    }
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem) {
-        fprintf(stderr, "canopy: out of memory\n");
-        status = CN_EXIT_FAIL;
+    if ((status = cn_cli_check_transforms(p, &q)) != CN_EXIT_OK)
         goto out;
-    }
-    status = timeline_write(p, &q, mem);
-    if (fclose(mem) != 0 && status == CN_EXIT_OK) {
-        fprintf(stderr, "canopy: out of memory\n");
-        status = CN_EXIT_FAIL;
-    }
-    if (status == CN_EXIT_OK)
-        status = cn_cli_emit(q.output, buf, len);
+    timeline_ctx t = {.p = p, .q = &q};
+    status = cn_cli_emit_buffered(q.output, timeline_write, &t);
 out:
-    free(buf);
     cn_agg_profile_free(p);
     cn_cli_query_clear(&q);
     return status;

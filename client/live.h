@@ -93,8 +93,9 @@ int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags
                       void (*help)(void));
 /* Adds q's fields to a protocol request. 0 or -ENOMEM. */
 int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color);
-/* Whether text output to stdout gets colours. */
-bool cn_cli_want_color(const cn_cli_query *q);
+/* Writes doc compactly on one line, "\n"-terminated, to output (NULL = stdout); the
+ * caller keeps doc. Returns an exit status after printing any error. */
+int cn_cli_emit_json(const char *cmd, const json_t *doc, const char *output);
 /* Writes a rendered daemon answer (resp[key] as a JSON document, "output" or
  * "output_base64") to output (NULL = stdout). Returns an exit status. */
 int cn_cli_emit_rendered(const char *cmd, const json_t *resp, const char *key, const char *output);

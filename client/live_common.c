@@ -143,22 +143,6 @@ int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags
  * QUERY → protocol fields (docs/protocol.md "Queries")
  */
 
-static const char *view_name(cn_agg_view v)
-{
-    switch (v) {
-    case CN_AGG_VIEW_INVERTED:
-        return "inverted";
-    case CN_AGG_VIEW_CALLEES:
-        return "callees";
-    case CN_AGG_VIEW_CALLERS:
-        return "callers";
-    case CN_AGG_VIEW_FUNCTIONS:
-        return "functions";
-    default:
-        return "tree";
-    }
-}
-
 static const char *group_name(cn_agg_group_by g)
 {
     return g == CN_AGG_GROUP_PROCESS ? "process" : g == CN_AGG_GROUP_THREAD ? "thread" : "none";
@@ -176,7 +160,7 @@ int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color)
     }
     if (tf)
         rc |= json_object_set_new(req, "transforms", tf);
-    rc |= json_object_set_new(req, "view", json_string(view_name(q->query.view)));
+    rc |= json_object_set_new(req, "view", json_string(cn_agg_view_name(q->query.view)));
     if (q->view_func)
         rc |= json_object_set_new(req, "view_func", json_string(q->view_func));
     if (q->query.view == CN_AGG_VIEW_CALLERS)
@@ -204,34 +188,32 @@ int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color)
     return rc ? -ENOMEM : 0;
 }
 
-bool cn_cli_want_color(const cn_cli_query *q)
+int cn_cli_emit_json(const char *cmd, const json_t *doc, const char *output)
 {
-    return !q->output && q->format == CN_AGG_FMT_TEXT && isatty(STDOUT_FILENO) &&
-           !getenv("NO_COLOR");
+    char *s = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    if (!s) {
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    size_t n = strlen(s);
+    char *line = realloc(s, n + 2); /* room for the "\n" the document ends with */
+    if (!line) {
+        free(s);
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    int status = cn_cli_emit(output, line, n + 1);
+    free(line);
+    return status;
 }
 
 int cn_cli_emit_rendered(const char *cmd, const json_t *resp, const char *key, const char *output)
 {
     const json_t *v;
-    if ((v = json_object_get(resp, key)) && json_is_object(v)) {
-        char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(12));
-        if (!s) {
-            fprintf(stderr, "canopy %s: out of memory\n", cmd);
-            return CN_EXIT_FAIL;
-        }
-        size_t n = strlen(s);
-        char *line = realloc(s, n + 2);
-        if (!line) {
-            free(s);
-            fprintf(stderr, "canopy %s: out of memory\n", cmd);
-            return CN_EXIT_FAIL;
-        }
-        line[n] = '\n';
-        line[n + 1] = '\0';
-        int status = cn_cli_emit(output, line, n + 1);
-        free(line);
-        return status;
-    }
+    if ((v = json_object_get(resp, key)) && json_is_object(v))
+        return cn_cli_emit_json(cmd, v, output);
     if ((v = json_object_get(resp, "output")) && json_is_string(v))
         return cn_cli_emit(output, json_string_value(v), json_string_length(v));
     if ((v = json_object_get(resp, "output_base64")) && json_is_string(v)) {

@@ -55,6 +55,46 @@ int cn_cli_emit(const char *path, const char *data, size_t len)
     return CN_EXIT_OK;
 }
 
+int cn_cli_emit_buffered(const char *output, int (*write)(void *ctx, FILE *out), void *ctx)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+
+    if (!mem) {
+        fprintf(stderr, "canopy: out of memory\n");
+        return CN_EXIT_FAIL;
+    }
+    int status = write(ctx, mem);
+    if (fclose(mem) != 0 && status == CN_EXIT_OK) {
+        fprintf(stderr, "canopy: out of memory\n");
+        status = CN_EXIT_FAIL;
+    }
+    if (status == CN_EXIT_OK)
+        status = cn_cli_emit(output, buf, len);
+    free(buf);
+    return status;
+}
+
+bool cn_cli_want_color(const cn_cli_query *q)
+{
+    return !q->output && q->format == CN_AGG_FMT_TEXT && isatty(STDOUT_FILENO) &&
+           !getenv("NO_COLOR");
+}
+
+int cn_cli_check_transforms(cn_agg_profile *p, const cn_cli_query *q)
+{
+    cn_agg_err err = {{0}};
+
+    for (size_t i = 0; i < q->n_transforms; i++) {
+        if (cn_agg_transform_check(p, &q->transforms[i], &err) < 0) {
+            fprintf(stderr, "canopy: %s\n", err.msg);
+            return CN_EXIT_USAGE;
+        }
+    }
+    return CN_EXIT_OK;
+}
+
 /* Exit status for an engine error: resource exhaustion is a runtime failure, anything
  * else (bad query, unsupported combination) is bad usage or input. */
 static int status_of(int rc)
@@ -131,7 +171,7 @@ static int write_tree(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_wri
     return CN_EXIT_OK;
 }
 
-static int write_chrome_trace(cn_agg_profile *p, const cn_cli_query *q, FILE *out)
+int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out)
 {
     cn_agg_call *calls = NULL;
     size_t n = 0;
@@ -142,10 +182,16 @@ static int write_chrome_trace(cn_agg_profile *p, const cn_cli_query *q, FILE *ou
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
         return status_of(rc);
     }
-    rc = cn_agg_write_chrome_trace(p, calls, n, out);
+    if (q->format == CN_AGG_FMT_JSON)
+        rc = cn_agg_write_timeline_json(p, calls, n, out);
+    else if (q->format == CN_AGG_FMT_CHROME_TRACE)
+        rc = cn_agg_write_chrome_trace(p, calls, n, out);
+    else
+        rc = cn_agg_write_timeline_text(p, calls, n, out);
     free(calls);
     if (rc < 0) {
-        fprintf(stderr, "canopy: writing chrome-trace output: %s\n", strerror(-rc));
+        fprintf(stderr, "canopy: writing %s output: %s\n", cn_cli_format_name(q->format),
+                strerror(-rc));
         return status_of(rc);
     }
     return CN_EXIT_OK;
@@ -165,7 +211,7 @@ static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_w
     case CN_AGG_FMT_JSON:
         return write_tree(p, q, o, out);
     case CN_AGG_FMT_CHROME_TRACE:
-        return write_chrome_trace(p, q, out);
+        return cn_cli_write_timeline(p, q, out);
     case CN_AGG_FMT_FOLDED:
         rc = cn_agg_write_folded(p, &q->query, out, &err);
         break;
@@ -192,22 +238,28 @@ static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_w
     return CN_EXIT_OK;
 }
 
+/* cn_cli_emit_buffered's writer for cn_cli_render: the state write_format needs. */
+typedef struct render_ctx {
+    cn_agg_profile *p;
+    const cn_cli_query *q;
+    const cn_agg_write_opts *o;
+} render_ctx;
+
+static int render_write(void *ctx, FILE *out)
+{
+    const render_ctx *r = ctx;
+    return write_format(r->p, r->q, r->o, out);
+}
+
 int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
                   const cn_agg_write_opts *extra)
 {
     cn_agg_write_opts o;
-    cn_agg_err err = {{0}};
-    char *buf = NULL;
-    size_t len = 0;
     int status;
 
     cn_cli_query_resolve_range(p, q);
-    for (size_t i = 0; i < q->n_transforms; i++) {
-        if (cn_agg_transform_check(p, &q->transforms[i], &err) < 0) {
-            fprintf(stderr, "canopy: %s\n", err.msg);
-            return CN_EXIT_USAGE;
-        }
-    }
+    if ((status = cn_cli_check_transforms(p, q)) != CN_EXIT_OK)
+        return status;
     for (size_t i = 0; i < q->n_transforms; i++) {
         if (!cn_agg_tf_takes_path(q->transforms[i].kind))
             continue;
@@ -226,23 +278,10 @@ int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
     o.title = title;
     o.max_depth = q->depth;
     o.min_percent = q->min_percent;
-    o.color =
-        !q->output && q->format == CN_AGG_FMT_TEXT && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+    o.color = cn_cli_want_color(q);
     o.transforms = q->transforms;
     o.n_transforms = q->n_transforms;
 
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem) {
-        fprintf(stderr, "canopy: out of memory\n");
-        return CN_EXIT_FAIL;
-    }
-    status = write_format(p, q, &o, mem);
-    if (fclose(mem) != 0 && status == CN_EXIT_OK) {
-        fprintf(stderr, "canopy: out of memory\n");
-        status = CN_EXIT_FAIL;
-    }
-    if (status == CN_EXIT_OK)
-        status = cn_cli_emit(q->output, buf, len);
-    free(buf);
-    return status;
+    render_ctx r = {.p = p, .q = q, .o = &o};
+    return cn_cli_emit_buffered(q->output, render_write, &r);
 }

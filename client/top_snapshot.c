@@ -51,18 +51,29 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* Copies name ("?" when NULL) and lib (may be NULL) into *n and *l, both owned by the
+ * caller. Returns 0, or -ENOMEM with nothing allocated. */
+static int dup_name_lib(const char *name, const char *lib, char **n, char **l)
+{
+    *n = strdup(name ? name : "?");
+    *l = lib ? strdup(lib) : NULL;
+    if (!*n || (lib && !*l)) {
+        free(*n);
+        free(*l);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int32_t cn_top_snapshot_add(cn_top_snapshot *s, int32_t parent, const char *name, const char *lib,
                             double total, double self)
 {
     if (s->n_nodes >= INT32_MAX - 1 ||
         grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof(*s->nodes)) < 0)
         return -ENOMEM;
-    char *n = strdup(name ? name : "?"), *l = lib ? strdup(lib) : NULL;
-    if (!n || (lib && !l)) {
-        free(n);
-        free(l);
+    char *n, *l;
+    if (dup_name_lib(name, lib, &n, &l) < 0)
         return -ENOMEM;
-    }
     int32_t id = (int32_t)s->n_nodes++;
     s->nodes[id] = (cn_top_node){.name = n,
                                  .lib = l,
@@ -94,12 +105,9 @@ int cn_top_snapshot_add_func(cn_top_snapshot *s, const char *name, const char *l
 {
     if (grow((void **)&s->funcs, &s->cap_funcs, s->n_funcs + 1, sizeof(*s->funcs)) < 0)
         return -ENOMEM;
-    char *n = strdup(name ? name : "?"), *l = lib ? strdup(lib) : NULL;
-    if (!n || (lib && !l)) {
-        free(n);
-        free(l);
+    char *n, *l;
+    if (dup_name_lib(name, lib, &n, &l) < 0)
         return -ENOMEM;
-    }
     s->funcs[s->n_funcs++] = (cn_top_func){.name = n, .lib = l, .self = self, .total = total};
     return 0;
 }

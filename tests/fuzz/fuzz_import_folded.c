@@ -3,7 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agg_internal.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -13,11 +13,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cn_agg_err err;
     if (cn_agg__import_folded((const char *)data, size, "fuzz.folded", &p, &err) != 0)
         return 0;
-    cn_agg_query q;
-    cn_agg_tree *t = NULL;
-    cn_agg_query_init(&q);
-    if (cn_agg_query_run(p, &q, &t, &err) == 0)
-        cn_agg_tree_free(t);
-    cn_agg_profile_free(p);
-    return 0;
+    return cn_fuzz_query_and_free(p);
 }
