@@ -67,11 +67,12 @@ typedef struct cn_agg__qrun {
     int32_t *thr_group;    /* thread -> group func (grouped); n_thr entries */
     int32_t unknown_group; /* group func of samples without thread */
     /* sample selection */
-    size_t lo, hi;     /* sample index range [lo, hi) after the time range */
-    bool with_acc;     /* the retention accumulator counts (no time range) */
-    bool filtered;     /* tid/pid filter active */
-    uint8_t *thr_keep; /* thread -> kept (filtered only) */
-    double *sb;        /* selected weight per base row (computed once, by cn_agg__qrun_self) */
+    size_t lo, hi;       /* sample index range [lo, hi) after the time range */
+    bool with_acc;       /* the retention accumulator counts (no time range) */
+    bool filtered;       /* tid/pid filter active */
+    uint8_t *thr_keep;   /* thread -> kept (filtered only) */
+    double *sb;          /* selected weight per base row (computed once, by cn_agg__qrun_self) */
+    const int32_t *srow; /* per sample base row (ungrouped, from the query cache) or NULL */
     /* collapse-all-rec counters per current row, NULL unless applied */
     int32_t *merged, *recur;
 } cn_agg__qrun;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "q_engine.h"
 
@@ -108,13 +109,28 @@ struct cn_agg__qcache {
     cn_agg__qtable t;
     int32_t *fnode;
     size_t n_fnode, cap_fnode;
+    /* Per sample base row (fnode[s_stack[i]], -1 for no stack), so that the sample pass
+     * of a query reads sequentially instead of one random fnode read per sample. Kept in
+     * chunks of QC_CHUNK samples, each valid while the XXH3-64 hash and length of its
+     * s_stack slice are unchanged (samples are appended, but also re-sorted by time and
+     * folded out by retention, which shift them): a changed chunk is recomputed. */
+    int32_t *srow;
+    size_t cap_srow;
+    uint64_t *chash;
+    uint32_t *clen;
+    size_t n_chunk, cap_chash, cap_clen;
 };
+
+#define QC_CHUNK 4096
 
 struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c)
 {
     if (c) {
         cn_agg__qt_clear(&c->t);
         free(c->fnode);
+        free(c->srow);
+        free(c->chash);
+        free(c->clen);
         free(c);
     }
     return NULL;
@@ -126,7 +142,9 @@ size_t cn_agg__qcache_memory(const struct cn_agg__qcache *c)
         return 0;
     return sizeof(*c) + c->cap_fnode * sizeof(*c->fnode) +
            c->t.cap * (2 * sizeof(int32_t) + sizeof(cn_agg__qlink) + sizeof(cn_agg__qhead)) +
-           (c->t.big.mask ? (c->t.big.mask + 1) * (sizeof(uint64_t) + sizeof(int32_t)) : 0);
+           (c->t.big.mask ? (c->t.big.mask + 1) * (sizeof(uint64_t) + sizeof(int32_t)) : 0) +
+           c->cap_srow * sizeof(*c->srow) + c->cap_chash * sizeof(*c->chash) +
+           c->cap_clen * sizeof(*c->clen);
 }
 
 static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
@@ -142,6 +160,7 @@ static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
     if (!c->valid || c->generation != p->func_generation || c->n_fnode > p->n_stack) {
         cn_agg__qt_clear(&c->t);
         c->n_fnode = 0;
+        c->n_chunk = 0;
         c->generation = p->func_generation;
         c->valid = true;
     }
@@ -162,6 +181,49 @@ static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
     return 0;
 }
 
+/* Makes c->srow valid for the samples [lo, hi) (whole chunks around them) and returns it,
+ * or NULL when out of memory (the caller then reads fnode per sample). c is up to date
+ * (qcache_update), so every sample's stack has its fnode entry. */
+static const int32_t *qcache_sample_rows(struct cn_agg__qcache *c, const cn_agg_profile *p,
+                                         size_t lo, size_t hi)
+{
+    size_t n = p->n_sample;
+    if (hi <= lo)
+        return c->srow;
+    size_t nchunk = (n + QC_CHUNK - 1) / QC_CHUNK;
+    size_t cap = c->cap_srow;
+    if (CN_AGG__RESERVE(c->srow, c->cap_srow, n) < 0 ||
+        CN_AGG__RESERVE(c->chash, c->cap_chash, nchunk) < 0 ||
+        CN_AGG__RESERVE(c->clen, c->cap_clen, nchunk) < 0)
+        return NULL;
+    if (c->cap_srow != cap)
+        cn_agg__q_hugepages(c->srow, c->cap_srow * sizeof(*c->srow));
+    for (size_t k = c->n_chunk; k < nchunk; k++)
+        c->clen[k] = 0; /* never valid: a chunk has at least one sample */
+    if (nchunk > c->n_chunk)
+        c->n_chunk = nchunk;
+    const int32_t *stk = p->s_stack, *fnode = c->fnode;
+    int32_t *srow = c->srow;
+    for (size_t k = lo / QC_CHUNK; k * QC_CHUNK < hi; k++) {
+        size_t b = k * QC_CHUNK, e = b + QC_CHUNK < n ? b + QC_CHUNK : n;
+        uint64_t h = XXH3_64bits(stk + b, (e - b) * sizeof(*stk));
+        if (c->clen[k] == e - b && c->chash[k] == h)
+            continue;
+        size_t i = b;
+        for (; i + 32 < e; i++) {
+            int32_t ahead = stk[i + 32];
+            if (ahead >= 0)
+                __builtin_prefetch(&fnode[ahead]);
+            srow[i] = stk[i] < 0 ? -1 : fnode[stk[i]];
+        }
+        for (; i < e; i++)
+            srow[i] = stk[i] < 0 ? -1 : fnode[stk[i]];
+        c->chash[k] = h;
+        c->clen[k] = (uint32_t)(e - b);
+    }
+    return srow;
+}
+
 /* Sets run->fnode and run->plain: from the cache, or built for this run. */
 static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
 {
@@ -173,6 +235,8 @@ static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
         run->fnode = (*cache)->fnode;
         run->n_fnode = (*cache)->n_fnode;
         run->plain = &(*cache)->t;
+        if (run->q->group_by == CN_AGG_GROUP_NONE)
+            run->srow = qcache_sample_rows(*cache, p, run->lo, run->hi);
         return 0;
     }
     size_t n = p->n_stack;
@@ -377,11 +441,30 @@ static int base_weights(cn_agg__qrun *run)
         return -ENOMEM;
     cn_agg__q_hugepages(sb, run->n_base * sizeof(*sb));
     size_t lo = run->lo, hi = run->hi;
-    if (!run->grouped && !run->filtered) {
-        /* The hot loop of every query: the scattered fnode reads are prefetched, and the
-         * adds land in the (much smaller) base table. */
+    const double *w = p->s_weight;
+    if (run->srow) {
+        /* The hot loop of every cached query: sequential reads of the per-sample rows and
+         * weights; the adds land in the (much smaller) base table, prefetched. */
+        const int32_t *srow = run->srow;
+        const int32_t *thr = p->s_thread;
+        bool filtered = run->filtered;
+        size_t i = lo;
+        for (; i + 16 < hi; i++) {
+            int32_t ahead = srow[i + 16];
+            if (ahead >= 0)
+                __builtin_prefetch(&sb[ahead], 1);
+            int32_t b = srow[i];
+            if (b >= 0 && (!filtered || cn_agg__qrun_keep(run, thr[i])))
+                sb[b] += w[i];
+        }
+        for (; i < hi; i++) {
+            int32_t b = srow[i];
+            if (b >= 0 && (!filtered || cn_agg__qrun_keep(run, thr[i])))
+                sb[b] += w[i];
+        }
+    } else if (!run->grouped && !run->filtered) {
+        /* Without the cache: the scattered fnode reads are prefetched. */
         const int32_t *stk = p->s_stack, *fnode = run->fnode;
-        const double *w = p->s_weight;
         size_t i = lo;
         for (; i + 64 < hi; i++) {
             int32_t ahead = stk[i + 64], near = stk[i + 16];
@@ -403,7 +486,7 @@ static int base_weights(cn_agg__qrun *run)
                 continue;
             int32_t b = cn_agg__qrun_base(run, p->s_stack[i], th);
             if (b >= 0)
-                sb[b] += p->s_weight[i];
+                sb[b] += w[i];
         }
     }
     for (size_t i = 0; run->with_acc && i < p->n_acc; i++) {

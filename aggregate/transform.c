@@ -221,75 +221,134 @@ static int tf_by_lib(tfctx *c, cn_agg_tf_kind kind)
     return 0;
 }
 
-/* A 256-bit Bloom mask of the names on a row's path: a quick, exact "not on the path"
- * answer; only a set bit costs an ancestor walk. */
-typedef struct namemask {
-    uint64_t w[4];
-} namemask;
-
-static inline void name_bit(int32_t name, unsigned *word, uint64_t *bit)
-{
-    uint64_t h = cn_agg__mix64((uint64_t)(uint32_t)name);
-    *word = (unsigned)(h & 3);
-    *bit = 1ULL << ((h >> 2) & 63);
-}
-
-static inline void mask_derive(namemask *dst, const namemask *parent, unsigned word, uint64_t bit)
-{
-    if (parent)
-        *dst = *parent;
-    else
-        memset(dst, 0, sizeof(*dst));
-    dst->w[word] |= bit;
-}
-
 /* JProfiler's collapse recursions (§6.1) with merged-stack and recursion counters over
- * the live input rows. */
+ * the live input rows.
+ *
+ * Row r maps to the output row of its nearest input ancestor y whose output row is on
+ * the output path of r's parent and carries r's name (an output path never shows a name
+ * twice), else to a new row (map[parent], func). Pass 1, a DFS over the input rows,
+ * finds y exactly: the current output path is a stack of (name, representative input
+ * row) with each name's position in it, so a lookup is O(1); a recursion cuts the stack
+ * back to y's position for r's subtree (the cut entries are saved and put back when the
+ * DFS leaves r). It also counts each name's input ancestors (r is a recursion when its
+ * name is already on its input path). Pass 2 interns in row order, as every other
+ * transform does, so the output table's row numbering does not depend on the DFS. */
+typedef struct car_ent {
+    int32_t name, rep;
+} car_ent;
+
+typedef struct car_row {  /* pass 1's result and state per input row, kept together */
+    int32_t tgt;          /* input row whose output row r maps to, or -1 (new row) */
+    int32_t depth_before; /* output path depth when the DFS entered r */
+    int32_t rec;          /* r's name is on its input path */
+} car_row;
+
+typedef struct car_name { /* per name (string id) */
+    int32_t in_cnt;       /* input ancestors with this name on the DFS path */
+    int32_t out_pos;      /* position on the output path, or -1 */
+} car_name;
+
 static int tf_collapse_all_rec(tfctx *c, const uint8_t *live, const int32_t *merged_in,
                                const int32_t *recur_in)
 {
     const cn_agg__qtable *in = c->in;
-    size_t n = in->n;
-    namemask *imask = malloc((n ? n : 1) * sizeof(*imask));
-    namemask *omask = malloc((n ? n : 1) * sizeof(*omask));
+    const cn_agg_profile *p = c->p;
+    size_t n = in->n, ns = p->n_str ? p->n_str : 1;
+    car_row *row = malloc((n ? n : 1) * sizeof(*row));
+    int32_t *off = calloc(n + 3, sizeof(*off));
+    int32_t *kids = malloc((n ? n : 1) * sizeof(*kids));
+    car_name *nmst = malloc(ns * sizeof(*nmst));
+    /* DFS entries: r >= 0 enters row r; ~r leaves it. Output path: ostk[0 .. depth). */
+    int32_t *dfs = malloc((2 * n + 1) * sizeof(*dfs));
+    car_ent *ostk = malloc((n + 1) * sizeof(*ostk));
+    car_ent *saved = malloc((n + 1) * sizeof(*saved));
     c->o->merged = calloc(n ? n : 1, sizeof(int32_t));
     c->o->recur = calloc(n ? n : 1, sizeof(int32_t));
     int rc = -ENOMEM;
-    if (!imask || !omask || !c->o->merged || !c->o->recur)
+    if (!row || !off || !kids || !nmst || !dfs || !ostk || !saved || !c->o->merged || !c->o->recur)
         goto out;
+    for (size_t i = 0; i < ns; i++)
+        nmst[i] = (car_name){0, -1};
+    /* Children in CSR form: slot 0 the roots, row r's children at slot r + 1. */
+    for (size_t r = 0; r < n; r++)
+        off[in->prefix[r] + 3]++;
+    for (size_t i = 1; i < n + 3; i++)
+        off[i] += off[i - 1];
+    for (size_t r = 0; r < n; r++)
+        kids[off[in->prefix[r] + 2]++] = (int32_t)r;
+    /* Pass 1. */
+    size_t sp = 0, depth = 0, nsaved = 0;
+    for (int32_t i = off[0]; i < off[1]; i++)
+        dfs[sp++] = kids[i];
+    while (sp > 0) {
+        int32_t e = dfs[--sp];
+        if (e < 0) {
+            int32_t r = ~e;
+            int32_t nm = in_name(c, r);
+            nmst[nm].in_cnt--;
+            size_t d0 = (size_t)row[r].depth_before;
+            if (row[r].tgt < 0) {
+                nmst[nm].out_pos = -1; /* r pushed its name at d0 */
+            } else {
+                /* r cut the path back to its target: restore d0 - depth entries. */
+                for (size_t j = depth; j < d0; j++) {
+                    ostk[j] = saved[--nsaved];
+                    nmst[ostk[j].name].out_pos = (int32_t)j;
+                }
+            }
+            depth = d0;
+            continue;
+        }
+        int32_t nm = in_name(c, e);
+        car_name *ns_e = &nmst[nm];
+        car_row *re = &row[e];
+        re->rec = ns_e->in_cnt > 0;
+        ns_e->in_cnt++;
+        re->depth_before = (int32_t)depth;
+        int32_t pos = ns_e->out_pos;
+        if (pos < 0) {
+            re->tgt = -1;
+            ostk[depth] = (car_ent){nm, e};
+            ns_e->out_pos = (int32_t)depth++;
+        } else {
+            re->tgt = ostk[pos].rep;
+            /* Saved deepest first, so restoring pops them shallowest first. */
+            for (size_t j = depth; j-- > (size_t)pos + 1;) {
+                saved[nsaved++] = ostk[j];
+                nmst[ostk[j].name].out_pos = -1;
+            }
+            depth = (size_t)pos + 1;
+        }
+        dfs[sp++] = ~e;
+        for (int32_t i = off[e + 1]; i < off[e + 2]; i++)
+            dfs[sp++] = kids[i];
+    }
+    /* Pass 2. */
     for (int32_t r = 0; r < (int32_t)n; r++) {
-        int32_t par = in->prefix[r], f = in->func[r], nm = in_name(c, r);
-        int32_t at = par < 0 ? -1 : c->o->map[par];
-        unsigned word;
-        uint64_t bit;
-        name_bit(nm, &word, &bit);
-        bool rec = false;
-        if (par >= 0 && (imask[par].w[word] & bit))
-            for (int32_t x = par; x >= 0 && !rec; x = in->prefix[x])
-                rec = in_name(c, x) == nm;
-        mask_derive(&imask[r], par >= 0 ? &imask[par] : NULL, word, bit);
-        int32_t found = -1;
-        if (at >= 0 && (omask[at].w[word] & bit))
-            for (int32_t x = at; x >= 0 && found < 0; x = c->o->t.prefix[x])
-                if (out_name(c, x) == nm)
-                    found = x;
-        int32_t m = found;
-        if (m < 0) {
-            m = cn_agg__qt_intern(&c->o->t, at, f);
+        int32_t par = in->prefix[r];
+        int32_t m;
+        if (row[r].tgt >= 0) {
+            m = c->o->map[row[r].tgt];
+        } else {
+            m = cn_agg__qt_intern(&c->o->t, par < 0 ? -1 : c->o->map[par], in->func[r]);
             if (m < 0)
                 goto out;
-            mask_derive(&omask[m], at >= 0 ? &omask[at] : NULL, word, bit);
         }
         c->o->map[r] = m;
         if (live && live[r]) {
             c->o->merged[m] += merged_in ? merged_in[r] : 1;
-            c->o->recur[m] += (recur_in ? recur_in[r] : 0) + (rec ? 1 : 0);
+            c->o->recur[m] += (recur_in ? recur_in[r] : 0) + (row[r].rec ? 1 : 0);
         }
     }
     rc = 0;
 out:
-    free(imask);
-    free(omask);
+    free(row);
+    free(off);
+    free(kids);
+    free(nmst);
+    free(dfs);
+    free(ostk);
+    free(saved);
     return rc;
 }
 

@@ -8,7 +8,11 @@
  * with the profile's query cache holding it, as a live session's repeated queries do),
  * each view, and each transform (query = transform + tree, warm). Target: tree ≤ 200 ms, each
  * transform no slower than a tree build. Sizes: BENCH_STACKS, BENCH_SAMPLES; repetitions:
- * BENCH_REPS (best of). Build in Release: cmake -DCMAKE_BUILD_TYPE=Release -DCANOPY_SANITIZE=OFF.
+ * BENCH_REPS (default 5; median and minimum of thread CPU and wall time: CPU time is what
+ * compares across runs on a shared machine). BENCH_SKIP_COLD=1 skips the cold builds,
+ * BENCH_TREE_ONLY=1 stops after the tree, BENCH_VIEWS=0 skips the views, BENCH_TRANSFORM=PREFIX
+ * runs only the transforms whose spec starts with PREFIX. Build in Release: cmake
+ * -DCMAKE_BUILD_TYPE=Release -DCANOPY_SANITIZE=OFF.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,37 +31,85 @@ static long env_long(const char *name, long def)
 /* The profile's query cache (agg_internal.h); NULL runs measure cold builds. */
 static struct cn_agg__qcache *g_cache;
 
-static double run_query_with(cn_agg_profile *p, struct cn_agg__qcache **cache,
+/* One query's figures over reps runs: medians and minima of wall and thread CPU time.
+ * CPU time is what compares across runs on a shared machine; wall time includes waiting
+ * for the CPU when other processes run. */
+typedef struct timing {
+    double wall_med, wall_min, cpu_med, cpu_min;
+} timing;
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), dbl_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define MAX_REPS 64
+
+static timing run_query_with(cn_agg_profile *p, struct cn_agg__qcache **cache,
                              const cn_agg_query *q, int reps, size_t *nodes)
 {
-    double best = 1e30;
+    double wall[MAX_REPS], cpu[MAX_REPS];
+    if (reps > MAX_REPS)
+        reps = MAX_REPS;
     for (int i = 0; i < reps; i++) {
         cn_agg_tree *t = NULL;
         cn_agg_err err;
-        double t0 = bg_now();
+        double t0 = bg_now(), c0 = bg_cpu();
         if (cn_agg__query_run_cached(p, cache, q, &t, &err) < 0) {
             fprintf(stderr, "query failed: %s\n", err.msg);
             exit(1);
         }
-        double dt = bg_now() - t0;
-        if (dt < best)
-            best = dt;
+        cpu[i] = bg_cpu() - c0;
+        wall[i] = bg_now() - t0;
         *nodes = t->view == CN_AGG_VIEW_FUNCTIONS ? t->n_functions : t->n_nodes;
         cn_agg_tree_free(t);
     }
-    return best;
+    timing r;
+    r.wall_med = median(wall, reps);
+    r.wall_min = wall[0];
+    r.cpu_med = median(cpu, reps);
+    r.cpu_min = cpu[0];
+    return r;
 }
 
-static double run_query(cn_agg_profile *p, const cn_agg_query *q, int reps, size_t *nodes)
+static timing run_query(cn_agg_profile *p, const cn_agg_query *q, int reps, size_t *nodes)
 {
     return run_query_with(p, &g_cache, q, reps, nodes);
+}
+
+/* "label  cpu med (min)  wall med (min)" */
+static void print_timing(const char *label, timing t)
+{
+    printf("%-28s cpu %7.1f (%7.1f) wall %7.1f (%7.1f) ms", label, t.cpu_med * 1e3, t.cpu_min * 1e3,
+           t.wall_med * 1e3, t.wall_min * 1e3);
+}
+
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 int main(void)
 {
     long nstacks = env_long("BENCH_STACKS", 1000000);
     long nsamples = env_long("BENCH_SAMPLES", 10000000);
-    int reps = (int)env_long("BENCH_REPS", 3);
+    int reps = (int)env_long("BENCH_REPS", 5);
+    if (reps < 1)
+        reps = 1;
     static bg_graph g;
     bg_graph_init(&g, 42);
     cn_agg_profile *p = cn_agg_profile_new();
@@ -123,15 +175,20 @@ int main(void)
     cn_agg_query q;
     cn_agg_query_init(&q);
     size_t nodes = 0;
-    double cold = run_query_with(p, NULL, &q, reps, &nodes);
-    printf("%-28s %8.1f ms  (%zu nodes; no query cache: base table built)\n", "tree, cold",
-           cold * 1e3, nodes);
-    double t0c = bg_now();
+    printf("times: median (min) of %d runs, thread CPU and wall; load average %.2f\n", reps,
+           loadavg());
+    if (!getenv("BENCH_SKIP_COLD")) {
+        timing cold = run_query_with(p, NULL, &q, reps, &nodes);
+        print_timing("tree, cold", cold);
+        printf("  (%zu nodes; no query cache: base table built)\n", nodes);
+    }
+    double t0c = bg_now(), c0c = bg_cpu();
     run_query(p, &q, 1, &nodes);
-    printf("%-28s %8.1f ms  (first query fills the cache)\n", "tree, filling the cache",
-           (bg_now() - t0c) * 1e3);
-    double tree = run_query(p, &q, reps, &nodes);
-    printf("%-28s %8.1f ms  (%zu nodes)\n", "tree", tree * 1e3, nodes);
+    printf("%-28s cpu %7.1f wall %7.1f ms  (first query fills the cache)\n",
+           "tree, filling the cache", (bg_cpu() - c0c) * 1e3, (bg_now() - t0c) * 1e3);
+    timing tree = run_query(p, &q, reps, &nodes);
+    print_timing("tree", tree);
+    printf("  (%zu nodes)\n", nodes);
     if (getenv("BENCH_TREE_ONLY"))
         goto done;
 
@@ -147,13 +204,17 @@ int main(void)
         {"view callers F (total)", CN_AGG_VIEW_CALLERS, hot[5], CN_AGG_CALLERS_TOTAL},
         {"view callers F (self)", CN_AGG_VIEW_CALLERS, hot[5], CN_AGG_CALLERS_SELF},
     };
-    for (size_t i = 0; i < sizeof(views) / sizeof(*views); i++) {
+    size_t nviews = sizeof(views) / sizeof(*views);
+    if (getenv("BENCH_VIEWS") && atoi(getenv("BENCH_VIEWS")) == 0)
+        nviews = 0;
+    for (size_t i = 0; i < nviews; i++) {
         cn_agg_query_init(&q);
         q.view = views[i].view;
         q.view_func = views[i].func;
         q.callers_mode = views[i].mode;
-        double dt = run_query(p, &q, reps, &nodes);
-        printf("%-28s %8.1f ms  (%zu nodes)\n", views[i].label, dt * 1e3, nodes);
+        timing dt = run_query(p, &q, reps, &nodes);
+        print_timing(views[i].label, dt);
+        printf("  (%zu nodes)\n", nodes);
     }
 
     char specs[16][160];
@@ -174,7 +235,11 @@ int main(void)
     snprintf(specs[ns++], 160, "collapse-lib:lib3.so");
     snprintf(specs[ns++], 160, "collapse-all-rec");
     double worst = 0;
+    int worst_spec = -1;
     for (int i = 0; i < ns; i++) {
+        const char *only = getenv("BENCH_TRANSFORM");
+        if (only && strcmp(only, specs[i]) != 0 && strncmp(specs[i], only, strlen(only)) != 0)
+            continue;
         cn_agg_transform tf;
         cn_agg_err err;
         if (cn_agg_transform_parse(specs[i], &tf, &err) < 0) {
@@ -184,17 +249,22 @@ int main(void)
         cn_agg_query_init(&q);
         q.transforms = &tf;
         q.n_transforms = 1;
-        double dt = run_query(p, &q, reps, &nodes);
+        timing dt = run_query(p, &q, reps, &nodes);
         char label[40];
         snprintf(label, sizeof(label), "%.27s", specs[i]);
-        printf("%-28s %8.1f ms  (%zu nodes; transform ≈ %.1f ms over the tree)\n", label, dt * 1e3,
-               nodes, (dt - tree) * 1e3);
-        if (dt - tree > worst)
-            worst = dt - tree;
+        print_timing(label, dt);
+        double extra = dt.cpu_med - tree.cpu_med;
+        printf("  (%zu nodes; extra cpu %+.1f ms)\n", nodes, extra * 1e3);
+        if (extra > worst) {
+            worst = extra;
+            worst_spec = i;
+        }
         cn_agg_transform_clear(&tf);
     }
-    printf("slowest transform costs %.1f ms on top of the %.1f ms tree build\n", worst * 1e3,
-           tree * 1e3);
+    printf("slowest transform (%s) costs %.1f ms CPU on top of the %.1f ms CPU tree build; "
+           "load average %.2f\n",
+           worst_spec >= 0 ? specs[worst_spec] : "none", worst * 1e3, tree.cpu_med * 1e3,
+           loadavg());
 done:
     free(full);
     free(seen);
