@@ -95,16 +95,19 @@ typedef struct cn_agg__block {
 } cn_agg__block;
 
 /* The whole-callchain cache in front of per-frame interning (ingest hot path): a
- * callchain is identified by the 128-bit XXH3 hash of its (resource, offset) sequence and
- * its length; a collision would need ~2^64 distinct stacks, so sequences are not stored. */
+ * callchain is identified by 96 bits of the XXH3-128 hash of its (resource, offset)
+ * sequence (the hash covers the length: it hashes n * 16 bytes). Sequences are not
+ * stored: with N distinct stacks a false match has probability about N^2 / 2^97
+ * (~1e-15 for 10 M stacks). Slots are 16 bytes in a 64-byte aligned array, so a probe
+ * touches one cache line and linear probing mostly stays inside it. */
 typedef struct cn_agg__cache_slot {
-    uint64_t lo, hi; /* the hash; lo == 0 && hi == 0 marks an empty slot */
-    uint32_t len;
+    uint64_t lo;   /* low 64 bits of the hash (never 0); 0 marks an empty slot */
+    uint32_t hi;   /* 32 bits of the high half */
     int32_t stack; /* leaf stack id */
 } cn_agg__cache_slot;
 
 typedef struct cn_agg__stack_cache {
-    cn_agg__cache_slot *slots; /* one cache line per probe: all of a slot is together */
+    cn_agg__cache_slot *slots; /* aligned_alloc(64); mask + 1 slots */
     size_t mask;
     size_t count;
 } cn_agg__stack_cache;

@@ -137,6 +137,29 @@ typedef struct cn_agg_frame_ref {
  * repeated stack costs one hash and one compare. Returns the leaf stack id (>= 0), or
  * negative errno; n == 0 is -EINVAL. */
 int32_t cn_agg_stack_from_refs(cn_agg_profile *p, const cn_agg_frame_ref *leaf_first, size_t n);
+
+/* One sample of a batch: its native callchain (leaf first, as for _stack_from_refs) and
+ * what cn_agg_add_sample() takes. n == 0 is a sample without a stack (stack -1); refs
+ * may then be NULL. The batch does not keep the pointers. */
+typedef struct cn_agg_sample_refs {
+    const cn_agg_frame_ref *leaf_first;
+    size_t n;
+    int64_t time_ns;
+    double weight;
+    int32_t thread; /* -1 = unknown */
+} cn_agg_sample_refs;
+
+/* Adds the samples of batch[0 .. n) in order, each as cn_agg_stack_from_refs() +
+ * cn_agg_add_sample() would (same stack ids), but faster: the callchains of a group of
+ * entries are hashed first and their cache slots prefetched, so the cache misses of a
+ * group overlap instead of following one another. For a daemon draining a ring.
+ * Returns 0 when all were added, or negative errno: -EINVAL for an invalid entry (refs
+ * NULL with n > 0, n > UINT32_MAX, a resource that is not -1 or a resource id, a thread
+ * that is not -1 or a thread id), -ENOMEM, -ENOSPC. On error the samples added are
+ * exactly batch[0 .. k) and batch[k] is the entry that failed (batch[k + 1 ..) were not
+ * looked at), where k = cn_agg_sample_count() after the call minus before it; frames and
+ * stacks of batch[k]'s callchain may have been interned. */
+int cn_agg_add_samples_refs(cn_agg_profile *p, const cn_agg_sample_refs *batch, size_t n);
 /* The same for frame ids, ROOT FIRST (importers). */
 int32_t cn_agg_stack_from_frames(cn_agg_profile *p, const int32_t *root_first, size_t n);
 

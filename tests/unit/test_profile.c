@@ -95,6 +95,145 @@ static void test_stack_cache_matches_interning(void **state)
     assert_int_equal(cn_agg_stack_from_refs(p, NULL, 0), -EINVAL);
 }
 
+/* A random callchain of 1..maxn frames over a small alphabet, so chains share prefixes
+ * and repeat. */
+static size_t random_chain(cn_agg_frame_ref *refs, size_t maxn, int32_t lib)
+{
+    size_t n = 1 + (size_t)(rand() % (int)maxn);
+    for (size_t i = 0; i < n; i++) {
+        refs[i].resource = rand() % 5 == 0 ? -1 : lib;
+        refs[i].offset = (uint64_t)(rand() % 6) * 16;
+    }
+    return n;
+}
+
+/* Leaf first, stack must reproduce refs exactly. */
+static void assert_stack_is(const cn_agg_profile *p, int32_t stack, const cn_agg_frame_ref *refs,
+                            size_t n)
+{
+    int32_t cur = stack;
+    for (size_t i = 0; i < n; i++) {
+        int32_t fr = cn_agg_stack_frame(p, cur);
+        assert_int_equal(cn_agg_frame_resource(p, fr), refs[i].resource);
+        assert_int_equal((uint64_t)cn_agg_frame_address(p, fr), refs[i].offset);
+        cur = cn_agg_stack_prefix(p, cur);
+    }
+    assert_int_equal(cur, -1);
+}
+
+enum { POOL = 3000, POOL_DEPTH = 24 };
+
+/* The batch path must give exactly the stacks and samples of one call per sample: for
+ * batches that mix chains the profile knows, new chains, chains repeated inside the
+ * batch, samples without a stack, and enough distinct chains that the cache grows
+ * (rehashes) in the middle of a batch. */
+static void test_batch_matches_single(void **state)
+{
+    cn_agg_profile *p = *state;               /* batched */
+    cn_agg_profile *q = cn_agg_profile_new(); /* one call per sample */
+    assert_non_null(q);
+    int32_t lib = cn_agg_resource(p, "app", NULL, NULL, CN_AGG_RES_LIBRARY);
+    assert_int_equal(cn_agg_resource(q, "app", NULL, NULL, CN_AGG_RES_LIBRARY), lib);
+    int32_t th = cn_agg_thread(p, 1, 2, NULL);
+    assert_int_equal(cn_agg_thread(q, 1, 2, NULL), th);
+    static cn_agg_frame_ref pool[POOL][POOL_DEPTH];
+    size_t pool_n[POOL];
+    srand(11);
+    for (int i = 0; i < POOL; i++)
+        pool_n[i] = random_chain(pool[i], POOL_DEPTH, lib);
+    /* some chains known before the first batch */
+    for (int i = 0; i < 50; i++) {
+        int32_t s = cn_agg_stack_from_refs(p, pool[i], pool_n[i]);
+        assert_int_equal(cn_agg_stack_from_refs(q, pool[i], pool_n[i]), s);
+    }
+    cn_agg_sample_refs batch[300];
+    int64_t t = 0;
+    size_t total = 0;
+    for (int round = 0; round < 40; round++) {
+        size_t m = (size_t)(rand() % 300); /* 0 .. 299: empty, partial and several groups */
+        for (size_t j = 0; j < m; j++) {
+            int pick = rand() % 4;
+            /* a known chain, an earlier entry of this batch, no stack, or any chain */
+            int k = pick == 0 ? rand() % 50 : rand() % POOL;
+            if (pick == 1 && j > 0) {
+                batch[j] = batch[(size_t)rand() % j];
+            } else {
+                batch[j].leaf_first = pick == 2 ? NULL : pool[k];
+                batch[j].n = pick == 2 ? 0 : pool_n[k];
+            }
+            batch[j].time_ns = t + (rand() % 8) - 2; /* sometimes out of order */
+            batch[j].weight = 1 + rand() % 3;
+            batch[j].thread = rand() % 2 ? th : -1;
+            t += 3;
+        }
+        assert_int_equal(cn_agg_add_samples_refs(p, batch, m), 0);
+        for (size_t j = 0; j < m; j++) {
+            const cn_agg_sample_refs *e = &batch[j];
+            int32_t s = e->n ? cn_agg_stack_from_refs(q, e->leaf_first, e->n) : -1;
+            assert_true(s >= -1);
+            assert_int_equal(cn_agg_add_sample(q, s, e->time_ns, e->weight, e->thread), 0);
+            size_t i = total + j;
+            assert_int_equal(cn_agg_sample_stack(p, i), s);
+            if (s >= 0)
+                assert_stack_is(p, s, e->leaf_first, e->n);
+        }
+        total += m;
+        assert_int_equal(cn_agg_sample_count(p), total);
+        assert_int_equal(cn_agg_stack_count(p), cn_agg_stack_count(q));
+        assert_int_equal(cn_agg_frame_count(p), cn_agg_frame_count(q));
+    }
+    assert_true(cn_agg_stack_count(p) > 2000); /* the cache grew past its first size */
+    for (size_t i = 0; i < total; i++) {
+        assert_int_equal(cn_agg_sample_stack(p, i), cn_agg_sample_stack(q, i));
+        assert_int_equal(cn_agg_sample_time(p, i), cn_agg_sample_time(q, i));
+        assert_true(cn_agg_sample_weight(p, i) == cn_agg_sample_weight(q, i));
+        assert_int_equal(cn_agg_sample_thread(p, i), cn_agg_sample_thread(q, i));
+    }
+    /* single calls see the chains the batches interned */
+    for (int i = 0; i < POOL; i += 7)
+        assert_int_equal(cn_agg_stack_from_refs(p, pool[i], pool_n[i]),
+                         cn_agg_stack_from_refs(q, pool[i], pool_n[i]));
+    cn_agg_profile_free(q);
+}
+
+/* An invalid entry: the entries before it are added, it and those after are not, and the
+ * error says why; in the first group of a batch and in a later one. */
+static void test_batch_invalid_entries(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t lib = cn_agg_resource(p, "app", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t th = cn_agg_thread(p, 1, 2, NULL);
+    cn_agg_frame_ref good[3] = {{lib, 0x10}, {lib, 0x20}, {-1, 0x7f00}};
+    cn_agg_frame_ref bad_res[2] = {{lib, 0x10}, {lib + 7, 0x30}};
+    cn_agg_frame_ref bad_neg[1] = {{-2, 0x10}};
+    cn_agg_sample_refs batch[40];
+    for (size_t j = 0; j < 40; j++)
+        batch[j] = (cn_agg_sample_refs){good + j % 3, 3 - j % 3, (int64_t)j, 1, th};
+    struct {
+        size_t at;
+        cn_agg_sample_refs e;
+    } cases[] = {
+        {0, {bad_res, 2, 0, 1, th}},   {5, {bad_neg, 1, 0, 1, th}}, {17, {NULL, 2, 0, 1, th}},
+        {33, {good, 3, 0, 1, th + 1}}, {39, {good, 3, 0, 1, -2}},
+    };
+    size_t before = 0;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        cn_agg_sample_refs saved = batch[cases[c].at];
+        batch[cases[c].at] = cases[c].e;
+        assert_int_equal(cn_agg_add_samples_refs(p, batch, 40), -EINVAL);
+        assert_int_equal(cn_agg_sample_count(p) - before, cases[c].at);
+        before = cn_agg_sample_count(p);
+        batch[cases[c].at] = saved;
+    }
+    /* only the good chain's frames: bad_res fails at its root, which is interned first */
+    assert_int_equal(cn_agg_frame_count(p), 3);
+    assert_int_equal(cn_agg_add_samples_refs(p, NULL, 0), 0);
+    assert_int_equal(cn_agg_add_samples_refs(p, NULL, 1), -EINVAL);
+    assert_int_equal(cn_agg_add_samples_refs(p, batch, 40), 0);
+    assert_int_equal(cn_agg_sample_count(p), before + 40);
+    assert_int_equal(cn_agg_sample_stack(p, before + 1), cn_agg_stack_from_refs(p, good + 1, 2));
+}
+
 static void test_samples_sorted_and_folded(void **state)
 {
     cn_agg_profile *p = *state;
@@ -199,6 +338,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_strings_are_interned_and_stable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_funcs_frames_resources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stack_cache_matches_interning, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_matches_single, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_invalid_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_samples_sorted_and_folded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeline_stack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_renames, setup, teardown),
