@@ -227,5 +227,6 @@ size_t cn_agg_profile_memory(const cn_agg_profile *p)
     bytes += p->cap_sample * (24 + (p->s_tl_stack ? 4 : 0));
     bytes += p->cap_acc * 16 + (p->acc_index.mask + 1) * 12;
     bytes += p->cap_thr * 12 + (p->thr_index.mask + 1) * 12;
+    bytes += cn_agg__qcache_memory(p->qcache); /* derived, but memory all the same */
     return bytes;
 }
