@@ -85,8 +85,16 @@ int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
                   const cn_agg_write_opts *extra);
 
 /* Runs the estimated call timeline of q on p and writes it as q->format (json,
- * chrome-trace, else text) into out. Returns an exit status after printing any error. */
+ * chrome-trace, speedscope — evented, one profile per thread —, else text) into out.
+ * Returns an exit status after printing any error. */
 int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out);
+/* Whether q can ask for a timeline (format text, json, chrome-trace or speedscope; no
+ * view, no --group-by). Returns CN_EXIT_OK or CN_EXIT_USAGE after printing the error. */
+int cn_cli_timeline_check(const cn_cli_query *q);
+/* `canopy timeline` on a loaded profile (a file, or a session fetched whole): resolves
+ * q's range against p, checks the transforms, writes the timeline to q->output (NULL =
+ * stdout) only when everything succeeded. Returns an exit status. */
+int cn_cli_timeline_emit(cn_agg_profile *p, cn_cli_query *q);
 
 /* Writes a differential profile d (cn_agg_is_diff) after q, NEW − BASE with BASE scaled to
  * NEW's total when normalize. Used by `diff`, and by `open` on a three-column folded or

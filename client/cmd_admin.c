@@ -473,27 +473,36 @@ out:
 
 static void timeline_help(void)
 {
-    printf("usage: canopy timeline SESSION|FILE [--tid T] [--format text|json|chrome-trace]\n"
-           "                       [-o FILE] [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
-           "Estimated calls from consecutive samples of a live session or a file.\n");
+    printf("usage: canopy timeline SESSION|FILE [--tid T]\n"
+           "                       [--format text|json|chrome-trace|speedscope] [-o FILE]\n"
+           "                       [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
+           "Estimated calls from consecutive samples of a live session or a file.\n"
+           "speedscope (an evented profile per thread) is rendered here from the session's\n"
+           "lossless profile, fetched whole from canopyd.\n");
 }
 
 int cn_cli_live_timeline(int argc, char **argv)
 {
     simple_cmd s;
+    cn_agg_profile *p = NULL;
     int status =
         simple_begin(&s, "timeline", argc, argv, CN_LIVE_QUERY, 1, "SESSION|FILE", timeline_help);
     if (status >= 0)
         goto out;
     cn_cli_query *q = &s.a.q;
-    if (q->format != CN_AGG_FMT_TEXT && q->format != CN_AGG_FMT_JSON &&
-        q->format != CN_AGG_FMT_CHROME_TRACE) {
-        fprintf(stderr, "canopy timeline: --format expects text, json or chrome-trace\n");
-        status = CN_EXIT_USAGE;
+    if ((status = cn_cli_timeline_check(q)) != CN_EXIT_OK)
+        goto out;
+    if (q->format != CN_AGG_FMT_SPEEDSCOPE) {
+        status = query_session(&s, "timeline");
         goto out;
     }
-    status = query_session(&s, "timeline");
+    /* The daemon's timeline request renders text, json and chrome-trace only: speedscope's
+     * evented profile is made here from the session's .canopy tables. */
+    if ((status = cn_cli_fetch_session(s.a.cmd, s.c, s.a.pos[0], &p)) != CN_EXIT_OK)
+        goto out;
+    status = cn_cli_timeline_emit(p, q);
 out:
+    cn_agg_profile_free(p);
     simple_clear(&s);
     return status;
 }

@@ -1,16 +1,18 @@
 /* cmd_diff.c — `canopy diff BASE NEW [QUERY] [--no-normalize]`: a differential tree.
  *
- * BASE and NEW are profile files, optionally restricted to a time window with
- * `FILE@FROM..TO` (seconds since the profile's start; either end may be omitted). An
- * existing path wins over the window syntax. A single argument that is already a
- * differential profile (a three-column folded file, or `--format canopy` output of this
- * command) is accepted as well. The engine builds one differential profile (aggregate's
- * cn_agg_diff_profile), then runs QUERY's transforms and view on both sides at once
- * (cn_agg_diff_run): weights are NEW − BASE after scaling BASE to NEW's total, unless
- * --no-normalize. Outputs: text, json, folded (three columns, readable back), svg, and
+ * BASE and NEW are profile files or live sessions, optionally restricted to a time window
+ * with `FILE@FROM..TO` / `SESSION@FROM..TO` (seconds since the profile's or session's
+ * start; either end may be omitted). An existing path wins over the window syntax and over
+ * a session of the same name; an argument that names no existing file and has no '/' is a
+ * session, whose whole lossless profile is fetched from canopyd (live.h's
+ * cn_cli_fetch_session: the protocol's `save` with format canopy) and then treated exactly
+ * like a file. A single argument that is already a differential profile (a three-column
+ * folded file, or `--format canopy` output of this command) is accepted as well. The
+ * engine builds one differential profile (aggregate's cn_agg_diff_profile), then runs
+ * QUERY's transforms and view on both sides at once (cn_agg_diff_run): weights are
+ * NEW − BASE after scaling BASE to NEW's total, unless --no-normalize. Outputs: text,
+ * json, folded (three columns, readable back), svg, and
  * canopy (the differential profile itself).
- * Live sessions (SESSION, SESSION@FROM..TO) are not handled here yet: the daemon offers
- * no way to fetch a session's tables; `canopy save SESSION -o FILE` first.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,17 +22,19 @@
 #include <sys/stat.h>
 
 #include "client.h"
+#include "live.h"
 
 static void diff_help(void)
 {
-    printf("usage: canopy diff BASE NEW [QUERY] [--no-normalize]\n"
+    printf("usage: canopy diff BASE NEW [QUERY] [--no-normalize] [--socket PATH]\n"
            "       canopy diff DIFF-FILE [QUERY] [--no-normalize]\n\n"
            "Differential call tree: every node weighs NEW - BASE, after BASE is scaled to\n"
            "NEW's total (--no-normalize: raw). BASE and NEW are profile files (any format\n"
-           "`canopy open` reads), optionally a time window FILE@FROM..TO in seconds since\n"
-           "the profile's start (FILE@10..20, FILE@..5, FILE@30..). DIFF-FILE is a\n"
-           "three-column folded file (STACK BASE NEW) or a differential .canopy file.\n"
-           "Live sessions: save them first (canopy save SESSION -o FILE).\n\n"
+           "`canopy open` reads) or canopyd sessions (id or --name), optionally a time\n"
+           "window FILE@FROM..TO or SESSION@FROM..TO in seconds since the profile's or\n"
+           "session's start (s3@10..20, base.folded@..5, s3@30..). An existing file wins;\n"
+           "an argument that is no file and has no '/' is a session. DIFF-FILE is a\n"
+           "three-column folded file (STACK BASE NEW) or a differential .canopy file.\n\n"
            "QUERY options are those of `canopy open` (transforms, views, --tid, --only-pid,\n"
            "--from/--to/--last for both sides). Formats: text (default), json (nodes carry\n"
            "base and new), folded (STACK BASE NEW, raw weights), svg (red: grew, blue:\n"
@@ -38,9 +42,10 @@ static void diff_help(void)
            "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
 }
 
-/* One side: the file and its window. */
+/* One side: the file or session and its window. */
 typedef struct side {
-    char *path;          /* owned */
+    char *path;          /* owned: the file, or the session's id or name */
+    bool session;        /* path names a canopyd session */
     double from_s, to_s; /* NAN = open */
 } side;
 
@@ -63,7 +68,17 @@ static int parse_seconds(const char *s, size_t len, double *out)
     return 0;
 }
 
-/* Splits ARG into a file and a window. Returns 0 or an exit status after an error. */
+/* Whether path (a file or session argument without its window) names a session: no
+ * existing file there, and no '/' (a missing file path stays a file, so that its error is
+ * the importer's "no such file", exit 2). */
+static bool is_session(const char *path)
+{
+    struct stat st;
+    return path[0] && stat(path, &st) != 0 && !strchr(path, '/');
+}
+
+/* Splits ARG into a file or session and a window. Returns 0 or an exit status after an
+ * error. */
 static int parse_side(const char *arg, side *s)
 {
     struct stat st;
@@ -71,17 +86,21 @@ static int parse_side(const char *arg, side *s)
     const char *at = strrchr(arg, '@');
     if (stat(arg, &st) == 0 || !at) {
         s->path = strdup(arg);
+        s->session = s->path && is_session(s->path);
         return s->path ? 0 : CN_EXIT_FAIL;
     }
     const char *dots = strstr(at + 1, "..");
     if (!dots || parse_seconds(at + 1, (size_t)(dots - at - 1), &s->from_s) < 0 ||
         parse_seconds(dots + 2, strlen(dots + 2), &s->to_s) < 0 ||
         (!isnan(s->from_s) && !isnan(s->to_s) && s->to_s <= s->from_s)) {
-        fprintf(stderr, "canopy diff: bad time window in '%s' (expected FILE@FROM..TO, seconds)\n",
+        fprintf(stderr,
+                "canopy diff: bad time window in '%s' (expected FILE@FROM..TO or "
+                "SESSION@FROM..TO, seconds)\n",
                 arg);
         return CN_EXIT_USAGE;
     }
     s->path = strndup(arg, (size_t)(at - arg));
+    s->session = s->path && is_session(s->path);
     return s->path ? 0 : CN_EXIT_FAIL;
 }
 
@@ -91,10 +110,34 @@ static const char *base_name(const char *path)
     return slash && slash[1] ? slash + 1 : path;
 }
 
-static int load(const char *path, cn_agg_profile **out)
+/* Connects to canopyd once, for the first session side (*c stays for the second).
+ * Returns an exit status after printing one line. */
+static int connect_once(const char *socket, const char *session, cn_cli_conn **c)
 {
+    char path[256];
+    if (*c)
+        return CN_EXIT_OK;
+    int rc = cn_cli_connect(socket, c, path, sizeof(path));
+    if (rc < 0) {
+        fprintf(stderr,
+                "canopy diff: '%s' is no file, and no daemon answers at %s to look up a "
+                "session (%s)\n",
+                session, path, strerror(-rc));
+        return CN_EXIT_FAIL;
+    }
+    return CN_EXIT_OK;
+}
+
+/* Loads one side: a file, or a session's lossless profile from canopyd over *c
+ * (connected on first use; the caller frees it). Returns an exit status. */
+static int load(const side *s, const char *socket, cn_cli_conn **c, cn_agg_profile **out)
+{
+    if (s->session) {
+        int status = connect_once(socket, s->path, c);
+        return status ? status : cn_cli_fetch_session("diff", *c, s->path, out);
+    }
     cn_agg_err err = {{0}};
-    int rc = cn_agg_import_file(path, out, &err);
+    int rc = cn_agg_import_file(s->path, out, &err);
     if (rc < 0) {
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
@@ -172,12 +215,14 @@ done:
 }
 
 /* Builds (or loads) the differential profile. Returns an exit status; *out on success. */
-static int make_diff(side *sides, int n_sides, cn_cli_query *q, cn_agg_profile **out)
+static int make_diff(side *sides, int n_sides, cn_cli_query *q, const char *socket,
+                     cn_agg_profile **out)
 {
     cn_agg_profile *p[2] = {NULL, NULL};
+    cn_cli_conn *c = NULL;
     int status;
     for (int i = 0; i < n_sides; i++)
-        if ((status = load(sides[i].path, &p[i])) != CN_EXIT_OK)
+        if ((status = load(&sides[i], socket, &c, &p[i])) != CN_EXIT_OK)
             goto out;
     if (n_sides == 1) {
         if (!cn_agg_is_diff(p[0])) {
@@ -203,6 +248,7 @@ static int make_diff(side *sides, int n_sides, cn_cli_query *q, cn_agg_profile *
     }
     status = CN_EXIT_OK;
 out:
+    cn_cli_conn_free(c);
     cn_agg_profile_free(p[0]);
     cn_agg_profile_free(p[1]);
     return status;
@@ -228,6 +274,7 @@ int cn_cmd_diff(int argc, char **argv)
     side sides[2] = {{0}};
     int n_sides = 0, status = CN_EXIT_USAGE;
     bool normalize = true;
+    const char *socket = NULL; /* --socket, borrowed from argv */
     cn_agg_profile *d = NULL;
 
     cn_cli_query_init(&q);
@@ -244,6 +291,14 @@ int cn_cmd_diff(int argc, char **argv)
         }
         if (!strcmp(a, "--normalize")) {
             normalize = true;
+            continue;
+        }
+        if (!strcmp(a, "--socket") || !strncmp(a, "--socket=", 9)) {
+            socket = a[8] == '=' ? a + 9 : i + 1 < argc ? argv[++i] : NULL;
+            if (!socket) {
+                fprintf(stderr, "canopy diff: --socket needs a value\n");
+                goto out;
+            }
             continue;
         }
         int r = cn_cli_parse_query_opt(&q, argc, argv, &i);
@@ -269,7 +324,7 @@ int cn_cmd_diff(int argc, char **argv)
     }
     if (cn_cli_query_finish(&q) < 0)
         goto out;
-    if ((status = make_diff(sides, n_sides, &q, &d)) != CN_EXIT_OK)
+    if ((status = make_diff(sides, n_sides, &q, socket, &d)) != CN_EXIT_OK)
         goto out;
     if ((status = cn_cli_check_transforms(d, &q)) != CN_EXIT_OK)
         goto out;

@@ -1,5 +1,5 @@
 /* cmd_open.c — the offline commands: `canopy open FILE [QUERY]` and
- * `canopy timeline FILE [--tid T] [--format text|json|chrome-trace]`.
+ * `canopy timeline FILE [--tid T] [--format text|json|chrome-trace|speedscope]`.
  *
  * Both load the whole file with the engine's importers (cn_agg_import_file: format found
  * by content), then hand the profile to the shared renderer (render.c) or to the
@@ -50,12 +50,16 @@ static void open_help(void)
 
 static void timeline_help(void)
 {
-    printf("usage: canopy timeline FILE [--tid T] [--format text|json|chrome-trace] [-o FILE]\n"
+    printf("usage: canopy timeline FILE|SESSION [--tid T]\n"
+           "                       [--format text|json|chrome-trace|speedscope] [-o FILE]\n"
            "                       [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
            "Estimated calls from consecutive samples: a call starts at the first sample\n"
            "that shows it and ends at the first sample that no longer does; calls still\n"
            "open at the last sample end at its time. chrome-trace output loads in\n"
-           "chrome://tracing and ui.perfetto.dev. Times are in microseconds.\n\n"
+           "chrome://tracing and ui.perfetto.dev; speedscope output (also chosen by\n"
+           "-o FILE.speedscope.json) is an evented profile per thread for speedscope.app.\n"
+           "Times are in microseconds (speedscope: nanoseconds). An existing file wins\n"
+           "over a session name.\n\n"
            "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
 }
 
@@ -141,18 +145,6 @@ out:
     return status;
 }
 
-/* cn_cli_emit_buffered's writer for a file's timeline (ctx: the profile and query). */
-typedef struct timeline_ctx {
-    cn_agg_profile *p;
-    const cn_cli_query *q;
-} timeline_ctx;
-
-static int timeline_write(void *ctx, FILE *out)
-{
-    const timeline_ctx *t = ctx;
-    return cn_cli_write_timeline(t->p, t->q, out);
-}
-
 int cn_cmd_timeline(int argc, char **argv)
 {
     cn_cli_query q;
@@ -167,25 +159,12 @@ int cn_cmd_timeline(int argc, char **argv)
     status = parse_args(argc, argv, &file, &q, timeline_help);
     if (status >= 0)
         goto out;
-    status = CN_EXIT_USAGE;
-    if (q.format != CN_AGG_FMT_TEXT && q.format != CN_AGG_FMT_JSON &&
-        q.format != CN_AGG_FMT_CHROME_TRACE) {
-        fprintf(stderr, "canopy timeline: --format %s: expected text, json or chrome-trace\n",
-                cn_cli_format_name(q.format));
+    if ((status = cn_cli_timeline_check(&q)) != CN_EXIT_OK)
         goto out;
-    }
-    if (q.view_given || q.query.group_by != CN_AGG_GROUP_NONE) {
-        fprintf(stderr, "canopy timeline: views and --group-by do not apply to a timeline\n");
-        goto out;
-    }
     status = load(file, &p);
     if (status != CN_EXIT_OK)
         goto out;
-    cn_cli_query_resolve_range(p, &q);
-    if ((status = cn_cli_check_transforms(p, &q)) != CN_EXIT_OK)
-        goto out;
-    timeline_ctx t = {.p = p, .q = &q};
-    status = cn_cli_emit_buffered(q.output, timeline_write, &t);
+    status = cn_cli_timeline_emit(p, &q);
 out:
     cn_agg_profile_free(p);
     cn_cli_query_clear(&q);

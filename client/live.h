@@ -108,6 +108,14 @@ void cn_cli_say_in_process(const char *cmd, const cn_cli_live_args *a);
  * an exit status after printing the error. */
 int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp);
 
+/* Fetches session's whole lossless profile over c (the protocol's `save` request with
+ * format "canopy", answered as output_base64) and imports it: the same tables `canopy
+ * save SESSION -o F.canopy` would write, sample times in ns since the session's start.
+ * Returns 0 and *out (caller frees with cn_agg_profile_free), or an exit status after
+ * printing one line naming cmd (unknown session: the daemon's exit, 1). */
+int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session,
+                         cn_agg_profile **out);
+
 /* `canopy timeline SESSION …` (cmd_admin.c): cmd_open.c's cn_cmd_timeline handles files
  * and calls this when its argument is not an existing file. Returns an exit status. */
 int cn_cli_live_timeline(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* live_common.c — what the live commands share: argument parsing (SAMPLING, QUERY, the
  * connection options and positionals in one pass), the QUERY options as protocol fields,
- * writing a daemon's rendered answer, and connecting with the in-process fallback.
+ * writing a daemon's rendered answer, connecting with the in-process fallback, and
+ * fetching a session's lossless profile to work on it locally (diff, timeline speedscope).
  */
 #include <errno.h>
 #include <math.h>
@@ -289,5 +290,50 @@ int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
         json_decref(*resp);
         *resp = NULL;
     }
+    return status;
+}
+
+int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session, cn_agg_profile **out)
+{
+    json_t *req = cn_proto_request("save"), *resp = NULL;
+    void *data = NULL;
+    size_t len = 0;
+    cn_agg_err err = {{0}};
+    int status;
+
+    *out = NULL;
+    if (req && (json_object_set_new(req, "session", json_string(session)) ||
+                json_object_set_new(req, "format", json_string("canopy")))) {
+        json_decref(req);
+        req = NULL; /* cn_cli_request reports NULL as out of memory */
+    }
+    status = cn_cli_request(cmd, c, req, &resp);
+    if (status)
+        goto out;
+    status = CN_EXIT_FAIL;
+    const json_t *b64 = json_object_get(resp, "output_base64");
+    if (!json_is_string(b64)) {
+        fprintf(stderr, "canopy %s: the daemon's answer for session '%s' has no output_base64\n",
+                cmd, session);
+        goto out;
+    }
+    data = cn_common_base64_decode(json_string_value(b64), json_string_length(b64), &len);
+    if (!data) {
+        fprintf(stderr, "canopy %s: the daemon sent malformed base64 for session '%s'\n", cmd,
+                session);
+        goto out;
+    }
+    int rc = cn_agg_import_buffer(data, len, session, out, &err);
+    if (rc < 0) {
+        /* The daemon's own bytes do not load: a runtime failure, not bad user input. */
+        fprintf(stderr, "canopy %s: session '%s': %s\n", cmd, session,
+                err.msg[0] ? err.msg : strerror(-rc));
+        goto out;
+    }
+    status = CN_EXIT_OK;
+out:
+    free(data);
+    json_decref(resp);
+    json_decref(req);
     return status;
 }

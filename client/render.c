@@ -186,15 +186,58 @@ int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out)
         rc = cn_agg_write_timeline_json(p, calls, n, out);
     else if (q->format == CN_AGG_FMT_CHROME_TRACE)
         rc = cn_agg_write_chrome_trace(p, calls, n, out);
+    else if (q->format == CN_AGG_FMT_SPEEDSCOPE)
+        rc = cn_agg_write_timeline_speedscope(p, calls, n, out, &err);
     else
         rc = cn_agg_write_timeline_text(p, calls, n, out);
     free(calls);
     if (rc < 0) {
-        fprintf(stderr, "canopy: writing %s output: %s\n", cn_cli_format_name(q->format),
-                strerror(-rc));
+        if (err.msg[0])
+            fprintf(stderr, "canopy: %s\n", err.msg);
+        else
+            fprintf(stderr, "canopy: writing %s output: %s\n", cn_cli_format_name(q->format),
+                    strerror(-rc));
         return status_of(rc);
     }
     return CN_EXIT_OK;
+}
+
+int cn_cli_timeline_check(const cn_cli_query *q)
+{
+    if (q->format != CN_AGG_FMT_TEXT && q->format != CN_AGG_FMT_JSON &&
+        q->format != CN_AGG_FMT_CHROME_TRACE && q->format != CN_AGG_FMT_SPEEDSCOPE) {
+        fprintf(stderr,
+                "canopy timeline: --format %s: expected text, json, chrome-trace or speedscope\n",
+                cn_cli_format_name(q->format));
+        return CN_EXIT_USAGE;
+    }
+    if (q->view_given || q->query.group_by != CN_AGG_GROUP_NONE) {
+        fprintf(stderr, "canopy timeline: views and --group-by do not apply to a timeline\n");
+        return CN_EXIT_USAGE;
+    }
+    return CN_EXIT_OK;
+}
+
+/* cn_cli_emit_buffered's writer for cn_cli_timeline_emit (ctx: the profile and query). */
+typedef struct timeline_ctx {
+    cn_agg_profile *p;
+    const cn_cli_query *q;
+} timeline_ctx;
+
+static int timeline_write(void *ctx, FILE *out)
+{
+    const timeline_ctx *t = ctx;
+    return cn_cli_write_timeline(t->p, t->q, out);
+}
+
+int cn_cli_timeline_emit(cn_agg_profile *p, cn_cli_query *q)
+{
+    cn_cli_query_resolve_range(p, q);
+    int status = cn_cli_check_transforms(p, q);
+    if (status != CN_EXIT_OK)
+        return status;
+    timeline_ctx t = {.p = p, .q = q};
+    return cn_cli_emit_buffered(q->output, timeline_write, &t);
 }
 
 /* Writes the result into out. Returns an exit status after printing any error. */
