@@ -201,6 +201,8 @@ int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns)
     for (size_t i = 0; i < k; i++)
         if (p->s_stack[i] >= 0)
             acc_add(p, p->s_stack[i], p->s_thread[i], p->s_weight[i]);
+    if (k == 0)
+        return 0; /* nothing to fold (and the columns may still be NULL) */
     size_t rest = p->n_sample - k;
     memmove(p->s_stack, p->s_stack + k, rest * sizeof(*p->s_stack));
     memmove(p->s_thread, p->s_thread + k, rest * sizeof(*p->s_thread));

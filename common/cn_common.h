@@ -98,7 +98,8 @@ typedef struct cn_proto_err {
  * Returns 0 and *out (a new reference; caller json_decref's), or -EINVAL/-EPROTO with err
  * filled. */
 int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *err);
-/* The same for a response line (an object with a boolean "ok"). */
+/* The same for a response line (an object with a boolean "ok"; nesting up to 1500 levels:
+ * trees are deep). */
 int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_proto_err *err);
 
 /* Appends msg as one compact line + '\n' to out. Returns 0, -EMSGSIZE or -ENOMEM. */

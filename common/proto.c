@@ -8,7 +8,8 @@
 
 #include "cn_common.h"
 
-#define PROTO_MAX_DEPTH 32
+#define PROTO_MAX_DEPTH    32   /* requests: nothing in the protocol nests deeper than 3 */
+#define RESPONSE_MAX_DEPTH 1500 /* responses: trees nest 2 levels per frame (256 frames max) */
 
 int cn_proto_next_line(cn_buf *b, size_t max, char **line, size_t *len)
 {
@@ -69,19 +70,20 @@ static int scan_depth(const char *s, size_t len)
     return max;
 }
 
-static int decode_object(const char *line, size_t len, json_t **out, cn_proto_err *err)
+static int decode_object(const char *line, size_t len, int max_depth, json_t **out,
+                         cn_proto_err *err)
 {
     int depth = scan_depth(line, len);
     if (depth < 0)
         return proto_fail(err, -EINVAL, "bad_request", "message contains a NUL byte");
-    if (depth > PROTO_MAX_DEPTH)
+    if (depth > max_depth)
         return proto_fail(err, -EINVAL, "bad_request", "message nests deeper than %d levels",
-                          PROTO_MAX_DEPTH);
+                          max_depth);
     json_error_t je;
     json_t *msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!msg)
-        return proto_fail(err, -EINVAL, "bad_request", "malformed JSON at byte %d: %s",
-                          je.position, je.text);
+        return proto_fail(err, -EINVAL, "bad_request", "malformed JSON at byte %d: %s", je.position,
+                          je.text);
     if (!json_is_object(msg)) {
         json_decref(msg);
         return proto_fail(err, -EINVAL, "bad_request", "a message must be a JSON object");
@@ -107,7 +109,7 @@ static int decode_object(const char *line, size_t len, json_t **out, cn_proto_er
 int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *err)
 {
     json_t *msg = NULL;
-    int r = decode_object(line, len, &msg, err);
+    int r = decode_object(line, len, PROTO_MAX_DEPTH, &msg, err);
     if (r < 0)
         return r;
     json_t *cmd = json_object_get(msg, "cmd");
@@ -123,7 +125,7 @@ int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *er
 int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_proto_err *err)
 {
     json_t *msg = NULL;
-    int r = decode_object(line, len, &msg, err);
+    int r = decode_object(line, len, RESPONSE_MAX_DEPTH, &msg, err);
     if (r < 0)
         return r;
     if (!json_is_boolean(json_object_get(msg, "ok"))) {

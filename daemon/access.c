@@ -21,8 +21,8 @@
 #include "d_internal.h"
 
 #define CAP_SYS_PTRACE_BIT 19
-#define CAP_SYS_ADMIN_BIT 21
-#define CAP_PERFMON_BIT 38
+#define CAP_SYS_ADMIN_BIT  21
+#define CAP_PERFMON_BIT    38
 
 /* Reads the value after "key:" in /proc/PID/status into buf. 0, -ESRCH or -ENOENT. */
 static int status_field(pid_t pid, const char *key, char *buf, size_t size)
@@ -176,8 +176,8 @@ int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_d_err *err)
             return 0;
     }
     snprintf(err->msg, sizeof(err->msg),
-             "permission denied: a system session needs root, CAP_PERFMON%s%s", group ? " or group " : "",
-             group ? group : "");
+             "permission denied: a system session needs root, CAP_PERFMON%s%s",
+             group ? " or group " : "", group ? group : "");
     return -EPERM;
 }
 

@@ -90,11 +90,11 @@ const char *cn_d_state_name(cn_d_state s); /* "running", "exited", "stopped", "s
 
 typedef struct cn_d_session_opts {
     cn_d_kind kind;
-    pid_t pid;          /* ATTACH / RUN */
-    const char *name;   /* optional display name (copied) */
-    const char *id;     /* session id (copied); NULL = "local" */
-    const char *event;  /* NULL = auto */
-    uint32_t freq;      /* 0 = 99 */
+    pid_t pid;         /* ATTACH / RUN */
+    const char *name;  /* optional display name (copied) */
+    const char *id;    /* session id (copied); NULL = "local" */
+    const char *event; /* NULL = auto */
+    uint32_t freq;     /* 0 = 99 */
     cn_smp_unwind unwind;
     uint32_t stack_size; /* 0 = sampler default */
     bool no_kernel;
@@ -135,21 +135,21 @@ typedef struct cn_d_session_info {
     const char *id, *name; /* owned by the session */
     cn_d_kind kind;
     cn_d_state state;
-    pid_t pid;            /* 0 for SYSTEM */
-    char comm[32];        /* the target's name at attach */
+    pid_t pid;     /* 0 for SYSTEM */
+    char comm[32]; /* the target's name at attach */
     uid_t owner;
-    const char *event;    /* "cpu-clock", … (owned by the session) */
+    const char *event; /* "cpu-clock", … (owned by the session) */
     uint32_t freq;
-    const char *unwind;   /* "fp", "dwarf", "auto" */
-    int64_t started_unix; /* wall-clock seconds at start */
-    int64_t duration_ns;  /* time sampled so far (or in total when not running) */
-    uint64_t samples;     /* samples added to the profile (all time) */
-    uint64_t lost;        /* records the kernel dropped */
-    uint64_t dropped;     /* samples dropped because the memory bound was reached */
-    uint64_t threads;     /* threads seen */
+    const char *unwind;    /* "fp", "dwarf", "auto" */
+    int64_t started_unix;  /* wall-clock seconds at start */
+    int64_t duration_ns;   /* time sampled so far (or in total when not running) */
+    uint64_t samples;      /* samples added to the profile (all time) */
+    uint64_t lost;         /* records the kernel dropped */
+    uint64_t dropped;      /* samples dropped because the memory bound was reached */
+    uint64_t threads;      /* threads seen */
     uint64_t unsymbolized; /* frames submitted and not yet resolved, plus unresolvable */
-    size_t memory;        /* profile bytes */
-    bool memory_limited;  /* the memory bound was reached */
+    size_t memory;         /* profile bytes */
+    bool memory_limited;   /* the memory bound was reached */
 } cn_d_session_info;
 
 void cn_d_session_info_get(const cn_d_session *s, cn_d_session_info *out);
@@ -179,12 +179,12 @@ typedef struct cn_d_query {
     cn_agg_query q;               /* points into the fields below */
     cn_agg_transform *transforms; /* owned */
     size_t n_transforms;
-    char *view_func;              /* owned */
-    char *last;                   /* "--last" as given; applied at render time */
-    int64_t last_ns;              /* -1 = none */
-    double from_s, to_s;          /* NAN = none */
+    char *view_func;     /* owned */
+    char *last;          /* "--last" as given; applied at render time */
+    int64_t last_ns;     /* -1 = none */
+    double from_s, to_s; /* NAN = none */
     cn_agg_format format;
-    int depth;                    /* -1 = unlimited */
+    int depth; /* -1 = unlimited */
     double min_percent;
     bool color;
 } cn_d_query;
@@ -225,21 +225,21 @@ typedef enum cn_d_backend {
 } cn_d_backend;
 
 typedef struct cn_d_config {
-    const char *socket_path;  /* NULL = default for the uid (interface.md) */
-    const char *state_dir;    /* NULL = default for the uid */
+    const char *socket_path; /* NULL = default for the uid (interface.md) */
+    const char *state_dir;   /* NULL = default for the uid */
     cn_d_backend backend;
-    int listen_fd;            /* >= 0: an already-listening socket (systemd activation) */
-    unsigned max_sessions;    /* default 64 */
-    unsigned max_clients;     /* default 128 */
-    size_t max_request;       /* default CN_PROTO_MAX_REQUEST */
-    size_t session_memory;    /* per-session profile bound, default 256 MiB */
-    int64_t retention_ns;     /* default 10 min */
-    int64_t checkpoint_ns;    /* default 60 s; 0 disables */
-    uint64_t state_dir_max;   /* bytes of saved sessions; default 1 GiB */
+    int listen_fd;             /* >= 0: an already-listening socket (systemd activation) */
+    unsigned max_sessions;     /* default 64 */
+    unsigned max_clients;      /* default 128 */
+    size_t max_request;        /* default CN_PROTO_MAX_REQUEST */
+    size_t session_memory;     /* per-session profile bound, default 256 MiB */
+    int64_t retention_ns;      /* default 10 min */
+    int64_t checkpoint_ns;     /* default 60 s; 0 disables */
+    uint64_t state_dir_max;    /* bytes of saved sessions; default 1 GiB */
     int64_t client_timeout_ns; /* a request must complete within this; default 30 s */
-    const char *system_group; /* members may start system sessions; NULL = none */
-    unsigned socket_mode;     /* default 0666 for root, 0600 otherwise */
-    unsigned owned;           /* which strings _load allocated (internal) */
+    const char *system_group;  /* members may start system sessions; NULL = none */
+    unsigned socket_mode;      /* default 0666 for root, 0600 otherwise */
+    unsigned owned;            /* which strings _load allocated (internal) */
 } cn_d_config;
 
 /* Defaults; then cn_d_config_load() for a config file (key = value lines, see
@@ -254,10 +254,11 @@ typedef struct cn_d_server cn_d_server;
 /* Binds the socket, creates the state dir, loads saved sessions, sets up the loop.
  * Returns 0 and *out or negative errno with err set. */
 int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err);
-/* Runs until cn_d_server_shutdown() (e.g. from a signalfd: SIGTERM/SIGINT are handled by
- * the server itself when it owns the signal mask) . Saves every session on the way out.
- * Returns 0 or negative errno. */
+/* Runs until cn_d_server_shutdown(), a `shutdown` request, or SIGTERM/SIGINT (blocked by
+ * cn_d_server_new and read through a signalfd). Stops sampling and saves every session on
+ * the way out. Returns 0 or negative errno. */
 int cn_d_server_run(cn_d_server *s);
+/* Asks the loop to stop at its next tick, once pending replies are sent (at most 1 s). */
 void cn_d_server_shutdown(cn_d_server *s);
 /* "io_uring" or "epoll" (after _new). */
 const char *cn_d_server_backend(const cn_d_server *s);

@@ -157,8 +157,8 @@ int cn_d_config_load(cn_d_config *c, const char *path, cn_d_err *err)
             break;
         }
         if (r < 0) {
-            snprintf(err->msg, sizeof(err->msg), "%s:%d: bad value for %s: '%s'", path, lineno,
-                     k, v);
+            snprintf(err->msg, sizeof(err->msg), "%s:%d: bad value for %s: '%s'", path, lineno, k,
+                     v);
             break;
         }
     }

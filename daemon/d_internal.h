@@ -27,16 +27,16 @@ typedef struct cn_d__watch cn_d__watch;
 /* A client connection. The loop owns it; the server hangs its state on `user`. */
 struct cn_d__conn {
     int fd;
-    cn_buf in;       /* received bytes not yet consumed by the server */
-    cn_buf out;      /* bytes the server queued; the loop sends them */
-    void *user;      /* server state */
-    bool want_read;  /* the server wants more input (default true) */
-    bool closing;    /* close requested: no more callbacks */
-    bool eof;        /* the peer closed its side or an error occurred */
+    cn_buf in;      /* received bytes not yet consumed by the server */
+    cn_buf out;     /* bytes the server queued; the loop sends them */
+    void *user;     /* server state */
+    bool want_read; /* the server wants more input (default true) */
+    bool closing;   /* close requested: no more callbacks */
+    bool eof;       /* the peer closed its side or an error occurred */
     /* backend state */
-    cn_buf sending;  /* bytes handed to an in-flight send (io_uring) */
-    char *rbuf;      /* recv scratch (io_uring) */
-    int pending;     /* in-flight io_uring ops */
+    cn_buf sending; /* bytes handed to an in-flight send (io_uring) */
+    char *rbuf;     /* recv scratch (io_uring) */
+    int pending;    /* in-flight io_uring ops */
     bool recv_armed, send_armed;
     uint32_t ep_events; /* epoll: registered events */
     cn_d__loop *loop;
@@ -115,8 +115,8 @@ struct cn_d_session {
     int32_t last_thread;
     /* symbolization */
     cn_d_symbolizer *sym;
-    uint64_t tag;       /* this session's tag in the symbolizer */
-    size_t next_frame;  /* frames [0, next_frame) were submitted (or need none) */
+    uint64_t tag;      /* this session's tag in the symbolizer */
+    size_t next_frame; /* frames [0, next_frame) were submitted (or need none) */
     uint64_t sym_pending, sym_failed;
     cn_d_session *sym_next;
     cn_agg_frame_ref refs[CN_SMP_MAX_FRAMES];

@@ -24,8 +24,8 @@
 
 #include "d_internal.h"
 
-#define RBUF_SIZE (16 * 1024)
-#define SEND_CHUNK (1024 * 1024)
+#define RBUF_SIZE     (16 * 1024)
+#define SEND_CHUNK    (1024 * 1024)
 #define CONN_IN_SLACK (16 * 1024)
 
 enum { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_WATCH, OP_TIMER };
@@ -51,6 +51,7 @@ struct cn_d__loop {
     int listen_fd;
     int op_accept;
     bool accept_armed;
+    bool accept_backoff; /* accept failed (EMFILE…): re-arm at the next tick, not at once */
     int op_timer;
     bool timer_armed;
     struct __kernel_timespec ts;
@@ -83,7 +84,7 @@ static struct io_uring_sqe *get_sqe(cn_d__loop *l)
 static void arm_accept(cn_d__loop *l)
 {
     struct io_uring_sqe *sqe;
-    if (l->accept_armed || l->listen_fd < 0 || !(sqe = get_sqe(l)))
+    if (l->accept_armed || l->accept_backoff || l->listen_fd < 0 || !(sqe = get_sqe(l)))
         return;
     io_uring_prep_multishot_accept(sqe, l->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data(sqe, &l->op_accept);
@@ -308,9 +309,11 @@ static void uring_complete(cn_d__loop *l, struct io_uring_cqe *cqe)
     switch (*tag) {
     case OP_ACCEPT:
         if (!more)
-            l->accept_armed = false; /* re-armed after the batch (or on the next tick) */
+            l->accept_armed = false; /* re-armed after the batch */
         if (cqe->res >= 0)
             conn_accepted(l, cqe->res);
+        else if (cqe->res != -ECANCELED && cqe->res != -EINTR)
+            l->accept_backoff = true; /* e.g. EMFILE: do not spin on it */
         break;
     case OP_TIMER:
         l->timer_armed = false;
@@ -385,6 +388,7 @@ static int uring_run(cn_d__loop *l)
         io_uring_cq_advance(&l->ring, n);
         if (now_ms() >= l->next_tick) {
             l->next_tick = now_ms() + l->tick_ms;
+            l->accept_backoff = false;
             l->ops->tick(l->ctx);
         }
         reap(l);

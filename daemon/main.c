@@ -19,10 +19,10 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'},   {"state-dir", required_argument, NULL, 'd'},
-        {"config", required_argument, NULL, 'c'},   {"foreground", no_argument, NULL, 'f'},
+        {"socket", required_argument, NULL, 's'},     {"state-dir", required_argument, NULL, 'd'},
+        {"config", required_argument, NULL, 'c'},     {"foreground", no_argument, NULL, 'f'},
         {"event-loop", required_argument, NULL, 'e'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0},
     };
     const char *socket = NULL, *state = NULL, *config = NULL, *loop = NULL;
     int c;

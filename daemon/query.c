@@ -10,7 +10,8 @@
 
 #include "d_internal.h"
 
-static int qfail(cn_d_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int qfail(cn_d_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int qfail(cn_d_err *err, int code, const char *fmt, ...)
 {
     if (err) {
@@ -23,10 +24,14 @@ static int qfail(cn_d_err *err, int code, const char *fmt, ...)
 }
 
 static const char *const format_names[] = {
-    [CN_AGG_FMT_TEXT] = "text",     [CN_AGG_FMT_JSON] = "json",
-    [CN_AGG_FMT_FOLDED] = "folded", [CN_AGG_FMT_CANOPY] = "canopy",
-    [CN_AGG_FMT_PPROF] = "pprof",   [CN_AGG_FMT_SPEEDSCOPE] = "speedscope",
-    [CN_AGG_FMT_CHROME_TRACE] = "chrome-trace", [CN_AGG_FMT_SVG] = "svg",
+    [CN_AGG_FMT_TEXT] = "text",
+    [CN_AGG_FMT_JSON] = "json",
+    [CN_AGG_FMT_FOLDED] = "folded",
+    [CN_AGG_FMT_CANOPY] = "canopy",
+    [CN_AGG_FMT_PPROF] = "pprof",
+    [CN_AGG_FMT_SPEEDSCOPE] = "speedscope",
+    [CN_AGG_FMT_CHROME_TRACE] = "chrome-trace",
+    [CN_AGG_FMT_SVG] = "svg",
 };
 
 const char *cn_d_format_name(cn_agg_format f)
@@ -114,11 +119,11 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
     q->q.transforms = q->transforms;
     q->q.n_transforms = q->n_transforms;
 
-#define GET(kind, key, var)                                                                   \
-    do {                                                                                      \
-        r = cn_proto_get_##kind(req, key, &var, &pe);                                         \
-        if (r < 0)                                                                            \
-            return qfail(err, r, "%s", pe.msg);                                               \
+#define GET(kind, key, var)                                                                        \
+    do {                                                                                           \
+        r = cn_proto_get_##kind(req, key, &var, &pe);                                              \
+        if (r < 0)                                                                                 \
+            return qfail(err, r, "%s", pe.msg);                                                    \
     } while (0)
 
     s = NULL;
@@ -126,8 +131,10 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
     if (s) {
         int v = pick(s, view_names, 5);
         if (v < 0)
-            return qfail(err, -EINVAL, "unknown view '%s' (tree, inverted, callees, callers, "
-                                       "functions)", s);
+            return qfail(err, -EINVAL,
+                         "unknown view '%s' (tree, inverted, callees, callers, "
+                         "functions)",
+                         s);
         q->q.view = (cn_agg_view)v;
     }
     s = NULL;
@@ -220,9 +227,9 @@ int cn_d_query_to_json(const cn_d_query *q, json_t *req)
     if (q->q.callers_mode == CN_AGG_CALLERS_SELF)
         r |= json_object_set_new(req, "callers_mode", json_string("self"));
     if (q->q.group_by != CN_AGG_GROUP_NONE)
-        r |= json_object_set_new(req, "group_by", json_string(q->q.group_by == CN_AGG_GROUP_PROCESS
-                                                                  ? "process"
-                                                                  : "thread"));
+        r |= json_object_set_new(
+            req, "group_by",
+            json_string(q->q.group_by == CN_AGG_GROUP_PROCESS ? "process" : "thread"));
     if (q->last)
         r |= json_object_set_new(req, "last", json_string(q->last));
     if (!isnan(q->from_s))
@@ -333,8 +340,7 @@ static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *a
 }
 
 /* Runs fn into a memory stream and appends the bytes to out. */
-static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err,
-                  bool timeline)
+static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err, bool timeline)
 {
     char *mem = NULL;
     size_t len = 0;
@@ -410,8 +416,8 @@ json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, 
     double scale = cn_agg_profile_scale(s->p);
     json_t *jl = json_array(), *ja = json_array();
     for (size_t i = 0; jl && i < nl; i++)
-        json_array_append_new(jl, json_pack("{s:I, s:f}", "line", (json_int_t)lines[i].key,
-                                            "self", lines[i].self * scale));
+        json_array_append_new(jl, json_pack("{s:I, s:f}", "line", (json_int_t)lines[i].key, "self",
+                                            lines[i].self * scale));
     for (size_t i = 0; ja && i < na; i++)
         json_array_append_new(ja, json_pack("{s:I, s:f}", "offset", (json_int_t)addrs[i].key,
                                             "self", addrs[i].self * scale));

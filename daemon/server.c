@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,7 +33,7 @@
 
 #include "d_internal.h"
 
-#define TICK_MS 50
+#define TICK_MS             50
 #define MAX_LOADED_SESSIONS 4096
 
 typedef struct entry {
@@ -71,6 +72,7 @@ struct cn_d_server {
     int64_t rate_t;
     double samples_per_s;
     uint64_t state_dir_bytes;
+    int64_t shutdown_at; /* a shutdown was asked for: stop once replies are out (<= 1 s) */
 };
 
 static void set_err(cn_d_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -380,8 +382,62 @@ static void utf8_sanitize(char *s, size_t n)
     }
 }
 
-/* Adds rendered bytes to a reply: JSON trees spliced raw, text as a string, binary
- * formats in base64. */
+/* Appends src as a JSON string literal (quotes included) to out, in one pass: a text
+ * rendering of a big tree is megabytes, and jansson's per-character dump is the slow part
+ * of a round trip. src must be valid UTF-8 (utf8_sanitize). 0 or -ENOMEM. */
+static int json_quote(cn_buf *out, const char *src, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t room;
+    char *o = cn_buf_space(out, n + n / 8 + 16, &room);
+    if (!o || room < n + 2)
+        return -ENOMEM;
+    size_t w = 0;
+    o[w++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (room - w < 8) {
+            cn_buf_commit(out, w);
+            o = cn_buf_space(out, (n - i) + (n - i) / 8 + 16, &room);
+            if (!o)
+                return -ENOMEM;
+            w = 0;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            o[w++] = (char)c;
+            continue;
+        }
+        o[w++] = '\\';
+        switch (c) {
+        case '"':
+        case '\\':
+            o[w++] = (char)c;
+            break;
+        case '\n':
+            o[w++] = 'n';
+            break;
+        case '\t':
+            o[w++] = 't';
+            break;
+        case '\r':
+            o[w++] = 'r';
+            break;
+        default:
+            o[w++] = 'u';
+            o[w++] = '0';
+            o[w++] = '0';
+            o[w++] = hex[c >> 4];
+            o[w++] = hex[c & 15];
+            break;
+        }
+    }
+    o[w++] = '"';
+    cn_buf_commit(out, w);
+    return 0;
+}
+
+/* Adds rendered bytes to a reply: JSON trees spliced raw, text as a string (escaped here,
+ * spliced too), binary formats in base64. */
 static int attach_output(reply *rp, cn_agg_format fmt, const char *json_key, cn_buf *out)
 {
     int r = 0;
@@ -396,7 +452,8 @@ static int attach_output(reply *rp, cn_agg_format fmt, const char *json_key, cn_
         free(b);
     } else {
         utf8_sanitize(cn_buf_ptr(out), cn_buf_len(out));
-        r = json_object_set_new(rp->msg, "output", json_stringn(cn_buf_ptr(out), cn_buf_len(out)));
+        rp->key = "output";
+        r = json_quote(&rp->raw, cn_buf_ptr(out), cn_buf_len(out));
     }
     return r < 0 ? -ENOMEM : 0;
 }
@@ -451,11 +508,10 @@ static void cmd_hello(cn_d_server *srv, client *cl, const json_t *req, reply *rp
 {
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
-        json_object_update_new(rp->msg,
-                               json_pack("{s:s, s:i, s:s, s:I}", "version", CANOPY_VERSION,
-                                         "protocol", CN_PROTO_VERSION, "event_loop",
-                                         cn_d__loop_backend(srv->loop), "uid",
-                                         (json_int_t)cl->cred.uid));
+        json_object_update_new(rp->msg, json_pack("{s:s, s:i, s:s, s:I}", "version", CANOPY_VERSION,
+                                                  "protocol", CN_PROTO_VERSION, "event_loop",
+                                                  cn_d__loop_backend(srv->loop), "uid",
+                                                  (json_int_t)cl->cred.uid));
 }
 
 static void cmd_status(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
@@ -476,9 +532,10 @@ static void cmd_status(cn_d_server *srv, client *cl, const json_t *req, reply *r
         json_object_update_new(
             rp->msg,
             json_pack("{s:s, s:f, s:I, s:I, s:f, s:I, s:I, s:s, s:I, s:s, s:I, s:I}", "version",
-                      CANOPY_VERSION, "uptime_s", (double)(cn_common_now_ns() - srv->start_ns) / 1e9,
-                      "sessions", (json_int_t)n, "running", (json_int_t)running_count(srv),
-                      "samples_per_s", srv->samples_per_s, "lost", (json_int_t)lost, "rss_bytes",
+                      CANOPY_VERSION, "uptime_s",
+                      (double)(cn_common_now_ns() - srv->start_ns) / 1e9, "sessions", (json_int_t)n,
+                      "running", (json_int_t)running_count(srv), "samples_per_s",
+                      srv->samples_per_s, "lost", (json_int_t)lost, "rss_bytes",
                       (json_int_t)cn_d__rss(), "event_loop", cn_d__loop_backend(srv->loop),
                       "clients", (json_int_t)cn_d__loop_conn_count(srv->loop), "state_dir",
                       srv->state_dir, "state_dir_bytes", (json_int_t)srv->state_dir_bytes,
@@ -508,12 +565,12 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts 
     int64_t iv;
     bool b;
     int r;
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        if ((r = (call)) < 0) {                                                               \
-            set_err(err, "%s", pe.msg);                                                       \
-            return r;                                                                         \
-        }                                                                                     \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        if ((r = (call)) < 0) {                                                                    \
+            set_err(err, "%s", pe.msg);                                                            \
+            return r;                                                                              \
+        }                                                                                          \
     } while (0)
     str = NULL;
     CHECK(cn_proto_get_str(req, "name", &str, &pe));
@@ -586,7 +643,8 @@ static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply
     if (kind != CN_D_SYSTEM) {
         r = cn_proto_get_int(req, "pid", &pid, &pe);
         if (r != 0 || pid <= 0 || pid > INT32_MAX) {
-            rp->msg = cn_proto_error(req, "bad_request", 2, "\"pid\" (a positive integer) is required");
+            rp->msg =
+                cn_proto_error(req, "bad_request", 2, "\"pid\" (a positive integer) is required");
             return;
         }
         o.pid = (pid_t)pid;
@@ -677,8 +735,7 @@ static entry *req_session(cn_d_server *srv, client *cl, const json_t *req, reply
         if (key)
             rp->msg = cn_proto_error(req, "unknown_session", 1, "unknown session '%s'", key);
         else
-            rp->msg = cn_proto_error(req, "unknown_session", 1, "no session for pid %" PRId64,
-                                     pid);
+            rp->msg = cn_proto_error(req, "unknown_session", 1, "no session for pid %" PRId64, pid);
         return NULL;
     }
     pump_entry(e); /* the freshest data */
@@ -821,11 +878,13 @@ static const struct {
     const char *name;
     cmd_fn fn;
 } commands[] = {
-    {"hello", cmd_hello},       {"version", cmd_hello},   {"status", cmd_status},
-    {"sessions", cmd_sessions}, {"attach", cmd_attach},   {"run", cmd_run},
-    {"system", cmd_system},     {"tree", cmd_tree},       {"save", cmd_save},
-    {"timeline", cmd_timeline}, {"lines", cmd_lines},     {"stop", cmd_stop},
-    {"rm", cmd_rm},             {"shutdown", cmd_shutdown},
+    {"hello", cmd_hello},   {"version", cmd_hello},
+    {"status", cmd_status}, {"sessions", cmd_sessions},
+    {"attach", cmd_attach}, {"run", cmd_run},
+    {"system", cmd_system}, {"tree", cmd_tree},
+    {"save", cmd_save},     {"timeline", cmd_timeline},
+    {"lines", cmd_lines},   {"stop", cmd_stop},
+    {"rm", cmd_rm},         {"shutdown", cmd_shutdown},
 };
 
 static void handle_line(cn_d_server *srv, client *cl, const char *line, size_t len)
@@ -862,8 +921,8 @@ static int on_accept(void *ctx, cn_d__conn *c)
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
         return -errno;
     if (cn_d__loop_conn_count(srv->loop) > srv->cfg.max_clients) {
-        json_t *e = cn_proto_error(NULL, "busy", 1, "too many clients (limit %u)",
-                                   srv->cfg.max_clients);
+        json_t *e =
+            cn_proto_error(NULL, "busy", 1, "too many clients (limit %u)", srv->cfg.max_clients);
         if (e)
             cn_proto_encode(e, &c->out);
         json_decref(e);
@@ -944,10 +1003,23 @@ static void on_closed(void *ctx, cn_d__conn *c)
     c->user = NULL;
 }
 
+/* True once every client's pending output has been sent. */
+static bool outputs_flushed(const cn_d_server *srv)
+{
+    for (const client *cl = srv->clients; cl; cl = cl->next)
+        if (!cl->c->eof && (cn_buf_len(&cl->c->out) || cn_buf_len(&cl->c->sending)))
+            return false;
+    return true;
+}
+
 static void on_tick(void *ctx)
 {
     cn_d_server *srv = ctx;
     int64_t now = cn_common_now_ns();
+    if (srv->shutdown_at && (outputs_flushed(srv) || now - srv->shutdown_at > 1000000000LL)) {
+        cn_d__loop_stop(srv->loop);
+        return;
+    }
     for (size_t i = 0; i < srv->n_entries; i++)
         pump_entry(srv->entries[i]);
     if (srv->sym)
@@ -964,10 +1036,9 @@ static void on_tick(void *ctx)
             if (srv->entries[i]->s->state == CN_D_RUNNING)
                 total += srv->entries[i]->s->samples;
         if (srv->rate_t)
-            srv->samples_per_s = total >= srv->rate_samples
-                                     ? (double)(total - srv->rate_samples) * 1e9 /
-                                           (double)(now - srv->rate_t)
-                                     : 0;
+            srv->samples_per_s = total >= srv->rate_samples ? (double)(total - srv->rate_samples) *
+                                                                  1e9 / (double)(now - srv->rate_t)
+                                                            : 0;
         srv->rate_samples = total;
         srv->rate_t = now;
     }
@@ -1069,6 +1140,17 @@ static int bind_socket(cn_d_server *srv, cn_d_err *err)
     return 0;
 }
 
+/* Each session holds a ring fd per CPU (and per thread for a PID target): raise the soft
+ * fd limit to the hard one, as perf does. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static int setup_signals(cn_d_server *srv)
 {
     sigset_t set;
@@ -1114,6 +1196,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
     r = cn_d__loop_new(c->backend, &srv->ops, srv, TICK_MS, &srv->loop, err);
     if (r < 0)
         goto fail;
+    raise_nofile();
     if ((r = setup_signals(srv)) < 0) {
         set_err(err, "signals: %s", strerror(-r));
         goto fail;
@@ -1129,8 +1212,8 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         goto fail;
     r = -ENOMEM;
     if (cn_d__loop_listen(srv->loop, srv->listen_fd) < 0 ||
-        !(srv->sym_watch = cn_d__loop_watch(srv->loop, cn_d_symbolizer_fd(srv->sym), on_symbols,
-                                            srv)) ||
+        !(srv->sym_watch =
+              cn_d__loop_watch(srv->loop, cn_d_symbolizer_fd(srv->sym), on_symbols, srv)) ||
         !(srv->sig_watch = cn_d__loop_watch(srv->loop, srv->sig_fd, on_signal, srv))) {
         set_err(err, "event loop setup failed");
         goto fail;
@@ -1148,7 +1231,12 @@ fail:
 
 int cn_d_server_run(cn_d_server *srv)
 {
+    /* Under systemd (Type=notify): ready once the socket listens and saved sessions are
+     * loaded. A no-op without NOTIFY_SOCKET. */
+    sd_notifyf(0, "READY=1\nSTATUS=canopyd %s: %zu sessions, event loop %s", CANOPY_VERSION,
+               srv->n_entries, cn_d__loop_backend(srv->loop));
     int r = cn_d__loop_run(srv->loop);
+    sd_notify(0, "STOPPING=1\nSTATUS=saving sessions");
     /* Shutdown: stop sampling, let late symbols land, write everything. */
     for (size_t i = 0; i < srv->n_entries; i++) {
         entry *e = srv->entries[i];
@@ -1170,7 +1258,9 @@ int cn_d_server_run(cn_d_server *srv)
 
 void cn_d_server_shutdown(cn_d_server *srv)
 {
-    cn_d__loop_stop(srv->loop);
+    /* The loop stops at the next tick, once pending replies are out (at most 1 s). */
+    if (!srv->shutdown_at)
+        srv->shutdown_at = cn_common_now_ns();
 }
 
 const char *cn_d_server_backend(const cn_d_server *srv)

@@ -23,9 +23,9 @@
 #include "d_internal.h"
 
 #define DEFAULT_RETENTION_NS (600LL * 1000000000)
-#define DEFAULT_MAX_MEMORY ((size_t)256 << 20)
-#define FOLD_EVERY_NS 1000000000LL
-#define SUBMIT_BATCH 512
+#define DEFAULT_MAX_MEMORY   ((size_t)256 << 20)
+#define FOLD_EVERY_NS        1000000000LL
+#define SUBMIT_BATCH         512
 
 const char *cn_d_kind_name(cn_d_kind k)
 {
@@ -176,6 +176,8 @@ static void on_task(void *arg, const cn_smp_task_event *ev)
         cn_agg_thread_set_name(s->p, t, ev->comm);
     if (ev->pid == ev->tid)
         cn_agg_process_set_name(s->p, ev->pid, ev->comm);
+    if (ev->pid == s->pid && ev->tid == s->pid && ev->exec)
+        snprintf(s->comm, sizeof(s->comm), "%s", ev->comm); /* `run`: the command's name */
 }
 
 /* ---- lifecycle --------------------------------------------------------------------- */
@@ -242,8 +244,7 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
         r = -ENOMEM;
         goto fail;
     }
-    snprintf(s->unwind, sizeof(s->unwind), "%s",
-             cn_smp_unwind_name(cn_smp_session_unwind(s->smp)));
+    snprintf(s->unwind, sizeof(s->unwind), "%s", cn_smp_unwind_name(cn_smp_session_unwind(s->smp)));
     cn_agg_profile_set_unit(s->p, CN_AGG_UNIT_SAMPLES);
     cn_agg_meta_set(s->p, "event", s->event);
     s->state = CN_D_RUNNING;
@@ -300,7 +301,8 @@ static void enforce_memory(cn_d_session *s)
 {
     if (cn_agg_profile_memory(s->p) <= s->max_memory)
         return;
-    cn_agg_fold_before(s->p, INT64_MAX);
+    if (cn_agg_sample_count(s->p) > 0)
+        cn_agg_fold_before(s->p, INT64_MAX);
     if (cn_agg_profile_memory(s->p) > s->max_memory)
         s->memory_limited = true;
     s->hit_memory_bound = true;
@@ -332,7 +334,7 @@ int cn_d_session_pump(cn_d_session *s)
         s->dirty = true;
     if (s->retention_ns > 0 && now - s->last_fold_ns >= FOLD_EVERY_NS) {
         s->last_fold_ns = now;
-        if (now > s->retention_ns)
+        if (now > s->retention_ns && cn_agg_sample_count(s->p) > 0)
             cn_agg_fold_before(s->p, now - s->retention_ns);
     }
     enforce_memory(s);
@@ -567,7 +569,7 @@ int cn_d_session_load(const char *path, cn_d_session **out, cn_d_err *err)
     s->state = CN_D_SAVED;
     snprintf(s->comm, sizeof(s->comm), "%s",
              cn_agg_meta_get(p, "canopy.session.comm") ? cn_agg_meta_get(p, "canopy.session.comm")
-                                                        : "");
+                                                       : "");
     const char *uw = cn_agg_meta_get(p, "canopy.session.unwind");
     snprintf(s->unwind, sizeof(s->unwind), "%s", uw ? uw : "");
     const char *ev = cn_agg_meta_get(p, "event");

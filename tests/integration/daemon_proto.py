@@ -61,8 +61,9 @@ def flood(path, seconds):
                 s = connect(path, 5)
                 if kind == "garbage":
                     s.sendall(b"\x00\xff garbage {{{\n[1,2]\n{\"cmd\":7}\n{\"v\":9,\"cmd\":\"x\"}\n")
+                    rest = b""
                     for _ in range(4):
-                        line, _ = read_line(s)
+                        line, rest = read_line(s, rest)
                         if json.loads(line)["ok"]:
                             errors.append("garbage answered ok")
                 elif kind == "oversized":

@@ -8,7 +8,8 @@ source "$(dirname "$0")/daemon_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (to switch to an unprivileged user)"
 command -v setpriv >/dev/null || skip "setpriv not installed"
 NOBODY=65534
-trap 'stop_daemon KILL; kill $R_PID $U_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+R_PID= U_PID=
+trap 'stop_daemon KILL || true; kill $R_PID $U_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 as_user() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }

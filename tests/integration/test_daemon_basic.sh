@@ -8,7 +8,8 @@ source "$(dirname "$0")/daemon_lib.sh"
 SHARES=$CANOPY_WORKLOADS/wl_shares_fp
 THREADS=$CANOPY_WORKLOADS/wl_threads_fp
 [ -x "$SHARES" ] && [ -x "$THREADS" ] || fail "workloads not built"
-trap 'stop_daemon KILL; kill $W1 $W2 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+W1= W2=
+trap 'stop_daemon KILL || true; kill $W1 $W2 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 shares_ok() { # tree JSON on stdin
   python3 -c '

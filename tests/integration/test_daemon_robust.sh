@@ -8,7 +8,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload not built"
-trap 'stop_daemon KILL; kill $W 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+W=
+trap 'stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 cat >"$TMP/canopyd.conf" <<'CONF'
 # robustness test settings
@@ -66,7 +67,7 @@ PY
   python3 - "$SOCK" <<'PY' || fail "$BACKEND: client limit"
 import json, socket, sys, time
 held = []
-for i in range(63):
+for i in range(64):
     s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)
 time.sleep(0.3)
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5)

@@ -213,8 +213,9 @@ static void test_duration(void **state)
     assert_true(ns == 7);
     assert_int_equal(cn_common_parse_duration("0", &ns), 0);
     assert_true(ns == 0);
-    const char *bad[] = {"", "s", "-1s", "1x", "1.2.3s", "inf", "nan", "0x10", "1e3s",
-                         "99999999999999h", " 1s", "1s ", "."};
+    const char *bad[] = {"",    "s",   "-1s",  "1x",   "1.2.3s",
+                         "inf", "nan", "0x10", "1e3s", "99999999999999h",
+                         " 1s", "1s ", "."};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(cn_common_parse_duration(bad[i], &ns), -EINVAL);
     assert_int_equal(cn_common_parse_duration(NULL, &ns), -EINVAL);
@@ -322,12 +323,12 @@ static void test_query_json(void **state)
     json_decref(req);
 
     const char *bad[] = {
-        "{\"transforms\":\"x\"}",         "{\"transforms\":[\"nope:x\"]}",
-        "{\"transforms\":[1]}",           "{\"view\":\"sideways\"}",
-        "{\"view\":\"callers\"}",         "{\"group_by\":\"cpu\"}",
-        "{\"last\":\"soon\"}",            "{\"from\":-1}",
-        "{\"tid\":\"1\"}",                "{\"format\":\"png\"}",
-        "{\"min_percent\":101}",          "{\"callers_mode\":\"all\"}",
+        "{\"transforms\":\"x\"}", "{\"transforms\":[\"nope:x\"]}",
+        "{\"transforms\":[1]}",   "{\"view\":\"sideways\"}",
+        "{\"view\":\"callers\"}", "{\"group_by\":\"cpu\"}",
+        "{\"last\":\"soon\"}",    "{\"from\":-1}",
+        "{\"tid\":\"1\"}",        "{\"format\":\"png\"}",
+        "{\"min_percent\":101}",  "{\"callers_mode\":\"all\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         req = json_loads(bad[i], 0, &je);
