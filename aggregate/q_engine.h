@@ -51,9 +51,10 @@ void cn_agg__qt_clear(cn_agg__qtable *t); /* frees; the table is then empty and 
 typedef struct cn_agg__qrun {
     cn_agg_profile *p;
     const cn_agg_query *q;
-    cn_agg__qtable t; /* the current (transformed) table */
-    bool t_borrowed;  /* t is a shallow copy of the cache's table: never freed here */
-    int32_t *rmap;    /* base row -> current row, -1 = dropped; n_base entries */
+    cn_agg__qtable t;   /* the current (transformed) table */
+    bool t_borrowed;    /* t is a shallow copy of the cache's table: never freed here */
+    int32_t *rmap;      /* base row -> current row, -1 = dropped; n_base entries */
+    bool rmap_identity; /* no transform applied yet: rmap[b] == b, current rows = base rows */
     size_t n_base;
     /* base rows: the ungrouped table and frame stack -> its row, owned by the run
      * (own_*) or by the profile's query cache */
@@ -109,9 +110,10 @@ int cn_agg__qrun_self(cn_agg__qrun *run, double **self);
 
 /* One transform on a table: fills *out (a new table, or left empty when *same is set:
  * then rows are unchanged) and map[in->n] (old row -> new row, -1 = dropped).
- * merged/recur: collapse-all-rec counters of the input rows (may be NULL); for
- * collapse-all-rec, live[] (input rows shown in the input tree) must be given and
- * o->merged and o->recur receive the new counters (malloc'ed). */
+ * merged/recur: collapse-all-rec counters of the input rows (may be NULL), carried
+ * through other rebuilding transforms; for collapse-all-rec, self[] (self weight per
+ * input row; NULL = all 0) must be given and o->merged and o->recur receive the new
+ * counters (malloc'ed), computed over the input tree only (calltree.md §6.1). */
 typedef struct cn_agg__tfout {
     cn_agg__qtable t;
     int32_t *map;
@@ -120,11 +122,11 @@ typedef struct cn_agg__tfout {
 } cn_agg__tfout;
 
 int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_transform *tf,
-                     const uint8_t *live, const int32_t *merged_in, const int32_t *recur_in,
+                     const double *self, const int32_t *merged_in, const int32_t *recur_in,
                      cn_agg__tfout *o);
 void cn_agg__tfout_free(cn_agg__tfout *o);
-/* True for collapse-all-rec (it needs live rows). */
-bool cn_agg__tf_needs_live(const cn_agg_transform *tf);
+/* True for collapse-all-rec (it needs the input rows' self weights). */
+bool cn_agg__tf_needs_self(const cn_agg_transform *tf);
 
 /* The string id of a displayed func name, or -2 when no func carries it. */
 int32_t cn_agg__q_name_id(const cn_agg_profile *p, const char *name);

@@ -411,6 +411,7 @@ int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *
         return cn_agg_err_set(err, -ENOMEM, "query: out of memory");
     for (size_t i = 0; i < run->n_base; i++)
         run->rmap[i] = (int32_t)i;
+    run->rmap_identity = true;
     return 0;
 }
 
@@ -518,45 +519,37 @@ int cn_agg__qrun_self(cn_agg__qrun *run, double **out)
 
 /* ---- transforms -------------------------------------------------------------------- */
 
-/* Rows of the current table that the current tree shows (total != 0 or a shown child). */
-static int live_rows(cn_agg__qrun *run, uint8_t **out)
+/* Self weight per current row for a transform that needs it: run->sb itself while no
+ * transform has run yet (rmap is the identity: no copy), else mapped through rmap.
+ * *owned is set when the caller must free *self. */
+static int current_self(cn_agg__qrun *run, double **self, bool *owned)
 {
-    double *self = NULL;
-    int rc = cn_agg__qrun_self(run, &self);
-    if (rc < 0)
-        return rc;
-    uint8_t *live = calloc(run->t.n ? run->t.n : 1, 1);
-    if (!live) {
-        free(self);
-        return -ENOMEM;
+    if (run->rmap_identity) {
+        if (!run->sb && base_weights(run) < 0)
+            return -ENOMEM;
+        *self = run->sb;
+        *owned = false;
+        return 0;
     }
-    for (size_t i = run->t.n; i-- > 0;) {
-        if (self[i] != 0)
-            live[i] = 1;
-        int32_t pre = run->t.prefix[i];
-        if (live[i] && pre >= 0) {
-            self[pre] += self[i];
-            live[pre] = 1;
-        }
-    }
-    free(self);
-    *out = live;
-    return 0;
+    *owned = true;
+    return cn_agg__qrun_self(run, self);
 }
 
 static int apply_one(cn_agg__qrun *run, const cn_agg_transform *tf, cn_agg_err *err)
 {
     cn_agg__tfout o = {0};
-    uint8_t *live = NULL;
+    double *self = NULL;
+    bool self_owned = false;
     int rc = 0;
-    if (cn_agg__tf_needs_live(tf)) {
-        rc = live_rows(run, &live);
+    if (cn_agg__tf_needs_self(tf)) {
+        rc = current_self(run, &self, &self_owned);
         if (rc < 0)
             goto out;
     }
-    rc = cn_agg__tf_apply(run->p, &run->t, tf, live, run->merged, run->recur, &o);
+    rc = cn_agg__tf_apply(run->p, &run->t, tf, self, run->merged, run->recur, &o);
     if (rc < 0)
         goto out;
+    run->rmap_identity = false;
     for (size_t b = 0; b < run->n_base; b++)
         if (run->rmap[b] >= 0)
             run->rmap[b] = o.map[run->rmap[b]];
@@ -575,7 +568,8 @@ static int apply_one(cn_agg__qrun *run, const cn_agg_transform *tf, cn_agg_err *
         o.merged = o.recur = NULL;
     }
 out:
-    free(live);
+    if (self_owned)
+        free(self);
     cn_agg__tfout_free(&o);
     if (rc < 0) {
         char *spec = cn_agg_transform_format(tf);

@@ -221,140 +221,149 @@ static int tf_by_lib(tfctx *c, cn_agg_tf_kind kind)
     return 0;
 }
 
-/* JProfiler's collapse recursions (§6.1) with merged-stack and recursion counters over
- * the live input rows.
+/* JProfiler's collapse recursions (§6.1) with merged-stack and recursion counters.
  *
  * Row r maps to the output row of its nearest input ancestor y whose output row is on
  * the output path of r's parent and carries r's name (an output path never shows a name
- * twice), else to a new row (map[parent], func). Pass 1, a DFS over the input rows,
- * finds y exactly: the current output path is a stack of (name, representative input
- * row) with each name's position in it, so a lookup is O(1); a recursion cuts the stack
- * back to y's position for r's subtree (the cut entries are saved and put back when the
- * DFS leaves r). It also counts each name's input ancestors (r is a recursion when its
- * name is already on its input path). Pass 2 interns in row order, as every other
- * transform does, so the output table's row numbering does not depend on the DFS. */
+ * twice), else to a new row (map[parent], func). One depth-first pass over the input
+ * rows, walking the input table's own child lists (no CSR, no explicit DFS stack of
+ * children: a row's next sibling is taken when it is left), finds y exactly: the current
+ * output path is a stack of (name, output row) with each name's position in it, so a
+ * lookup is O(1); a recursion cuts the stack back to y's position for r's subtree (the
+ * cut entries are saved and put back when the DFS leaves r). Output rows are interned
+ * when the DFS enters a row, so a new row's parent is usually the row created just
+ * before it (hot in cache). The same pass counts each name's input ancestors (r is a
+ * recursion when its name is already on its input path) and sums subtree weights on
+ * leaving a row, which gives "shown in the input tree" (total != 0 or a shown child)
+ * without a separate sweep.
+ *
+ * Counters (§6.1, "original" = this transform's input tree): merged_stacks(m) = number of
+ * shown input rows mapped to m, recursions(m) = those whose name occurs among their input
+ * ancestors. They describe this collapse only: counters of an earlier collapse-all-rec
+ * are not added in (its output has no recursion, so a second collapse gives 1 and 0 per
+ * shown row, as §7.1.15 says for a tree without recursion). */
 typedef struct car_ent {
-    int32_t name, rep;
+    int32_t name, out;
 } car_ent;
 
-typedef struct car_row {  /* pass 1's result and state per input row, kept together */
-    int32_t tgt;          /* input row whose output row r maps to, or -1 (new row) */
-    int32_t depth_before; /* output path depth when the DFS entered r */
-    int32_t rec;          /* r's name is on its input path */
-} car_row;
+typedef struct car_frame { /* one input row on the DFS path */
+    int32_t row;
+    int32_t out;          /* output row it maps to */
+    int32_t depth_before; /* output path depth when the DFS entered it */
+    int32_t name;
+    double total; /* subtree weight so far */
+    uint8_t live_child, rec, pushed;
+} car_frame;
 
 typedef struct car_name { /* per name (string id) */
     int32_t in_cnt;       /* input ancestors with this name on the DFS path */
     int32_t out_pos;      /* position on the output path, or -1 */
 } car_name;
 
-static int tf_collapse_all_rec(tfctx *c, const uint8_t *live, const int32_t *merged_in,
-                               const int32_t *recur_in)
+static int tf_collapse_all_rec(tfctx *c, const double *self)
 {
     const cn_agg__qtable *in = c->in;
     const cn_agg_profile *p = c->p;
     size_t n = in->n, ns = p->n_str ? p->n_str : 1;
-    car_row *row = malloc((n ? n : 1) * sizeof(*row));
-    int32_t *off = calloc(n + 3, sizeof(*off));
-    int32_t *kids = malloc((n ? n : 1) * sizeof(*kids));
+    /* Frames, output path and saved entries are bounded by the input depth (a saved or
+     * live output entry was pushed by a distinct row on the DFS path): grown on demand. */
+    size_t cap = 64, nfr = 0, depth = 0, nsaved = 0;
+    car_frame *fr = malloc(cap * sizeof(*fr));
+    car_ent *ostk = malloc(cap * sizeof(*ostk));
+    car_ent *saved = malloc(cap * sizeof(*saved));
     car_name *nmst = malloc(ns * sizeof(*nmst));
-    /* DFS entries: r >= 0 enters row r; ~r leaves it. Output path: ostk[0 .. depth). */
-    int32_t *dfs = malloc((2 * n + 1) * sizeof(*dfs));
-    car_ent *ostk = malloc((n + 1) * sizeof(*ostk));
-    car_ent *saved = malloc((n + 1) * sizeof(*saved));
+    int32_t *map = c->o->map;
     c->o->merged = calloc(n ? n : 1, sizeof(int32_t));
     c->o->recur = calloc(n ? n : 1, sizeof(int32_t));
     int rc = -ENOMEM;
-    if (!row || !off || !kids || !nmst || !dfs || !ostk || !saved || !c->o->merged || !c->o->recur)
+    if (!fr || !ostk || !saved || !nmst || !c->o->merged || !c->o->recur)
         goto out;
     for (size_t i = 0; i < ns; i++)
         nmst[i] = (car_name){0, -1};
-    /* Children in CSR form: slot 0 the roots, row r's children at slot r + 1. */
-    for (size_t r = 0; r < n; r++)
-        off[in->prefix[r] + 3]++;
-    for (size_t i = 1; i < n + 3; i++)
-        off[i] += off[i - 1];
-    for (size_t r = 0; r < n; r++)
-        kids[off[in->prefix[r] + 2]++] = (int32_t)r;
-    /* Pass 1. */
-    size_t sp = 0, depth = 0, nsaved = 0;
-    for (int32_t i = off[0]; i < off[1]; i++)
-        dfs[sp++] = kids[i];
-    while (sp > 0) {
-        int32_t e = dfs[--sp];
-        if (e < 0) {
-            int32_t r = ~e;
-            int32_t nm = in_name(c, r);
-            nmst[nm].in_cnt--;
-            size_t d0 = (size_t)row[r].depth_before;
-            if (row[r].tgt < 0) {
-                nmst[nm].out_pos = -1; /* r pushed its name at d0 */
-            } else {
-                /* r cut the path back to its target: restore d0 - depth entries. */
-                for (size_t j = depth; j < d0; j++) {
-                    ostk[j] = saved[--nsaved];
-                    nmst[ostk[j].name].out_pos = (int32_t)j;
-                }
+    int32_t *merged = c->o->merged, *recur = c->o->recur;
+    const int32_t *name_of = p->func_name;
+    int32_t e = in->roots.child;
+    for (;;) {
+        if (e >= 0) { /* enter e */
+            if (nfr == cap) {
+                size_t c1 = cap, c2 = cap, c3 = cap;
+                if (CN_AGG__RESERVE(fr, c1, cap + 1) < 0 ||
+                    CN_AGG__RESERVE(ostk, c2, cap + 1) < 0 ||
+                    CN_AGG__RESERVE(saved, c3, cap + 1) < 0)
+                    goto out;
+                cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
             }
-            depth = d0;
+            int32_t f = in->func[e], nm = name_of[f];
+            car_name *ns_e = &nmst[nm];
+            car_frame *x = &fr[nfr++];
+            x->row = e;
+            x->name = nm;
+            x->depth_before = (int32_t)depth;
+            x->total = self ? self[e] : 0;
+            x->live_child = 0;
+            x->rec = ns_e->in_cnt > 0;
+            ns_e->in_cnt++;
+            int32_t pos = ns_e->out_pos;
+            if (pos < 0) {
+                int32_t m = cn_agg__qt_intern(&c->o->t, depth ? ostk[depth - 1].out : -1, f);
+                if (m < 0)
+                    goto out;
+                x->out = m;
+                x->pushed = 1;
+                ostk[depth] = (car_ent){nm, m};
+                ns_e->out_pos = (int32_t)depth++;
+            } else {
+                x->out = ostk[pos].out;
+                x->pushed = 0;
+                /* Saved deepest first, so restoring pops them shallowest first. */
+                for (size_t j = depth; j-- > (size_t)pos + 1;) {
+                    saved[nsaved++] = ostk[j];
+                    nmst[ostk[j].name].out_pos = -1;
+                }
+                depth = (size_t)pos + 1;
+            }
+            map[e] = x->out;
+            e = in->head[e].child;
             continue;
         }
-        int32_t nm = in_name(c, e);
-        car_name *ns_e = &nmst[nm];
-        car_row *re = &row[e];
-        re->rec = ns_e->in_cnt > 0;
-        ns_e->in_cnt++;
-        re->depth_before = (int32_t)depth;
-        int32_t pos = ns_e->out_pos;
-        if (pos < 0) {
-            re->tgt = -1;
-            ostk[depth] = (car_ent){nm, e};
-            ns_e->out_pos = (int32_t)depth++;
+        if (nfr == 0)
+            break;
+        /* leave the deepest row on the path */
+        car_frame *x = &fr[--nfr];
+        nmst[x->name].in_cnt--;
+        size_t d0 = (size_t)x->depth_before;
+        if (x->pushed) {
+            nmst[x->name].out_pos = -1; /* x pushed its name at d0 */
         } else {
-            re->tgt = ostk[pos].rep;
-            /* Saved deepest first, so restoring pops them shallowest first. */
-            for (size_t j = depth; j-- > (size_t)pos + 1;) {
-                saved[nsaved++] = ostk[j];
-                nmst[ostk[j].name].out_pos = -1;
+            for (size_t j = depth; j < d0; j++) {
+                ostk[j] = saved[--nsaved];
+                nmst[ostk[j].name].out_pos = (int32_t)j;
             }
-            depth = (size_t)pos + 1;
         }
-        dfs[sp++] = ~e;
-        for (int32_t i = off[e + 1]; i < off[e + 2]; i++)
-            dfs[sp++] = kids[i];
-    }
-    /* Pass 2. */
-    for (int32_t r = 0; r < (int32_t)n; r++) {
-        int32_t par = in->prefix[r];
-        int32_t m;
-        if (row[r].tgt >= 0) {
-            m = c->o->map[row[r].tgt];
-        } else {
-            m = cn_agg__qt_intern(&c->o->t, par < 0 ? -1 : c->o->map[par], in->func[r]);
-            if (m < 0)
-                goto out;
+        depth = d0;
+        bool live = x->total != 0 || x->live_child;
+        if (live) {
+            merged[x->out]++;
+            recur[x->out] += x->rec;
         }
-        c->o->map[r] = m;
-        if (live && live[r]) {
-            c->o->merged[m] += merged_in ? merged_in[r] : 1;
-            c->o->recur[m] += (recur_in ? recur_in[r] : 0) + (row[r].rec ? 1 : 0);
+        if (nfr > 0) {
+            fr[nfr - 1].total += x->total;
+            fr[nfr - 1].live_child |= live;
         }
+        e = in->link[x->row].sib;
     }
     rc = 0;
 out:
-    free(row);
-    free(off);
-    free(kids);
-    free(nmst);
-    free(dfs);
+    free(fr);
     free(ostk);
     free(saved);
+    free(nmst);
     return rc;
 }
 
 /* ---- dispatch ------------------------------------------------------------------------ */
 
-bool cn_agg__tf_needs_live(const cn_agg_transform *tf)
+bool cn_agg__tf_needs_self(const cn_agg_transform *tf)
 {
     return tf->kind == CN_AGG_TF_COLLAPSE_ALL_REC;
 }
@@ -422,7 +431,7 @@ static int carry_counters(const cn_agg__qtable *in, const int32_t *merged_in,
 }
 
 int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_transform *tf,
-                     const uint8_t *live, const int32_t *merged_in, const int32_t *recur_in,
+                     const double *self, const int32_t *merged_in, const int32_t *recur_in,
                      cn_agg__tfout *o)
 {
     tfctx c = {.p = p, .in = in, .o = o};
@@ -431,8 +440,9 @@ int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_t
     memset(o, 0, sizeof(*o));
     cn_agg__qt_init(&o->t);
     o->map = malloc(n * sizeof(*o->map));
-    c.st = malloc(n * sizeof(*c.st));
-    if (!o->map || !c.st)
+    if (tf->kind != CN_AGG_TF_COLLAPSE_ALL_REC)
+        c.st = malloc(n * sizeof(*c.st)); /* per-row state: every pass but collapse-all-rec */
+    if (!o->map || (tf->kind != CN_AGG_TF_COLLAPSE_ALL_REC && !c.st))
         goto out;
     rc = resolve_args(&c, tf);
     if (rc < 0)
@@ -470,7 +480,7 @@ int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_t
         rc = tf_by_lib(&c, tf->kind);
         break;
     case CN_AGG_TF_COLLAPSE_ALL_REC:
-        rc = tf_collapse_all_rec(&c, live, merged_in, recur_in);
+        rc = tf_collapse_all_rec(&c, self);
         break;
     default:
         rc = -EINVAL;

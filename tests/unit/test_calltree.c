@@ -403,6 +403,9 @@ static void test_edge_cases(void **state)
     assert_string_equal(TREE(p, TF("collapse-rec:C")), "A(1,0)[B(1,0)[C(1,0)[D(1,1)]]]");
     assert_string_equal(TREE(p, TF("collapse-rec:A")), "A(1,0)[C(1,0)[D(1,1)]]");
     assert_string_equal(TREE(p, TF("collapse-all-rec")), "A(1,0|2,1)[C(1,0|1,1)[D(1,1|1,0)]]");
+    /* A second collapse counts over its own input (no recursion left): 1 and 0 (§6.1). */
+    assert_string_equal(TREE(p, TF("collapse-all-rec", "collapse-all-rec")),
+                        "A(1,0|1,0)[C(1,0|1,0)[D(1,1|1,0)]]");
     cn_agg_profile_free(p);
     /* Two funcs sharing a displayed name (different libraries) are separate nodes but one
      * transform argument matches both. */
