@@ -83,6 +83,9 @@ void cn_d__loop_stop(cn_d__loop *l);
 
 /* ---- sessions (session.c) and the shared symbolizer (symbolizer.c) ---------------- */
 
+#define CN_D__PEND_SAMPLES 64   /* samples queued per session before a batched add */
+#define CN_D__PEND_REFS    8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
+
 struct cn_d_session {
     char *id, *name, *event, *path; /* owned; path: the state-dir file, NULL if none */
     cn_d_kind kind;
@@ -119,7 +122,13 @@ struct cn_d_session {
     size_t next_frame; /* frames [0, next_frame) were submitted (or need none) */
     uint64_t sym_pending, sym_failed;
     cn_d_session *sym_next;
-    cn_agg_frame_ref refs[CN_SMP_MAX_FRAMES];
+    /* Samples delivered by the sampler but not yet in the profile: on_sample queues them
+     * here and session.c flushes them with cn_agg_add_samples_refs() when the queue fills
+     * and at the end of every read, so the queue is empty whenever the owner's code runs
+     * (queries, save, info). pend[i].leaf_first points into pend_refs. */
+    size_t npend, npend_refs;
+    cn_agg_sample_refs pend[CN_D__PEND_SAMPLES];
+    cn_agg_frame_ref pend_refs[CN_D__PEND_REFS];
 };
 
 /* Registers s for answers (sets s->sym, s->tag); detach cancels its requests. */

@@ -1,11 +1,14 @@
 /* session.c — one live (or saved) profiling session: sampler → aggregate ← symbolizer.
  *
- * The sampler's callbacks intern each sample's leaf-first (object, offset) frames through
- * aggregate's callchain cache and append {stack, time since start, thread}. Objects map
- * to aggregate resources by the sampler's dense object id (obj_res) and back (res_obj, so
- * a frame's resource tells the symbolizer which file to read). Frames are handed to the
- * symbolizer in order of creation: frames [0, next_frame) have been submitted. Saved
- * sessions have no sampler: their counters come from the file's metadata.
+ * The sampler's callbacks queue each sample's leaf-first (resource, offset) frames and
+ * {time since start, thread} in a per-session batch (pend, pend_refs), which goes to
+ * aggregate in one cn_agg_add_samples_refs() call (callchains hashed a group at a time,
+ * cache slots prefetched) when it fills and at the end of every read, so the profile is
+ * complete whenever the owner looks at it. Objects map to aggregate resources by the
+ * sampler's dense object id (obj_res) and back (res_obj, so a frame's resource tells the
+ * symbolizer which file to read). Frames are handed to the symbolizer in order of
+ * creation: frames [0, next_frame) have been submitted. Saved sessions have no sampler:
+ * their counters come from the file's metadata.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -139,6 +142,42 @@ static int32_t thread_of(cn_d_session *s, pid_t pid, pid_t tid)
     return t;
 }
 
+_Static_assert(CN_D__PEND_REFS >= CN_SMP_MAX_FRAMES, "pend_refs must hold a max-depth chain");
+
+/* Adds the queued samples to the profile with one batched call (cn_agg_add_samples_refs
+ * hashes the callchains of a group together and prefetches their cache slots). An entry
+ * that fails is counted as dropped, as cn_agg_add_sample's failure was, and the rest of
+ * the queue is still added. Counters move exactly as if each sample had been added on
+ * its own: samples and last_sample_ns for every entry added, dropped for every failure.
+ * Empties the queue. */
+static void flush_samples(cn_d_session *s)
+{
+    size_t i = 0;
+    while (i < s->npend) {
+        size_t before = cn_agg_sample_count(s->p);
+        int r = cn_agg_add_samples_refs(s->p, s->pend + i, s->npend - i);
+        size_t k = cn_agg_sample_count(s->p) - before;
+        if (k > s->npend - i)
+            k = s->npend - i; /* cannot happen: the profile only grows here */
+        for (size_t j = i; j < i + k; j++) {
+            s->samples++;
+            if (s->pend[j].time_ns > s->last_sample_ns)
+                s->last_sample_ns = s->pend[j].time_ns;
+        }
+        i += k;
+        if (r >= 0)
+            break;
+        if (i < s->npend) {
+            s->dropped++; /* pend[i] failed */
+            i++;
+        }
+    }
+    s->npend = 0;
+    s->npend_refs = 0;
+}
+
+/* Queues one sample (its frames copied into pend_refs); flushes when the queue is full
+ * or could not take another chain of CN_SMP_MAX_FRAMES. */
 static void on_sample(void *arg, const cn_smp_sample *smp)
 {
     cn_d_session *s = arg;
@@ -147,23 +186,25 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         return;
     }
     uint32_t n = smp->nframes < CN_SMP_MAX_FRAMES ? smp->nframes : CN_SMP_MAX_FRAMES;
+    cn_agg_frame_ref *refs = s->pend_refs + s->npend_refs;
     for (uint32_t i = 0; i < n; i++) {
         const cn_smp_frame *f = &smp->frames[i];
-        s->refs[i].resource = obj_resource(s, f->obj);
-        s->refs[i].offset = f->offset;
+        refs[i].resource = obj_resource(s, f->obj);
+        refs[i].offset = f->offset;
     }
-    int32_t stack = n ? cn_agg_stack_from_refs(s->p, s->refs, n) : -1;
     int64_t t = (int64_t)smp->time_ns - s->start_mono;
     if (t < 0)
         t = 0;
-    if (stack < -1 || cn_agg_add_sample(s->p, stack < 0 ? -1 : stack, t, 1.0,
-                                        thread_of(s, smp->pid, smp->tid)) < 0) {
-        s->dropped++;
-        return;
-    }
-    s->samples++;
-    if (t > s->last_sample_ns)
-        s->last_sample_ns = t;
+    s->pend[s->npend++] = (cn_agg_sample_refs){
+        .leaf_first = n ? refs : NULL,
+        .n = n,
+        .time_ns = t,
+        .weight = 1.0,
+        .thread = thread_of(s, smp->pid, smp->tid),
+    };
+    s->npend_refs += n;
+    if (s->npend == CN_D__PEND_SAMPLES || s->npend_refs > CN_D__PEND_REFS - CN_SMP_MAX_FRAMES)
+        flush_samples(s);
 }
 
 static void on_task(void *arg, const cn_smp_task_event *ev)
@@ -313,7 +354,8 @@ static void finish(cn_d_session *s, cn_d_state state)
     if (s->state != CN_D_RUNNING)
         return;
     if (s->smp)
-        cn_smp_session_stop(s->smp);
+        cn_smp_session_stop(s->smp); /* delivers what the rings still held */
+    flush_samples(s);
     s->end_ns = cn_common_now_ns() - s->start_mono;
     s->state = state;
     s->dirty = true;
@@ -327,6 +369,7 @@ int cn_d_session_pump(cn_d_session *s)
         return 0;
     uint64_t before = s->samples;
     int r = cn_smp_session_read(s->smp);
+    flush_samples(s); /* even after an error: what was delivered is queued */
     if (r < 0)
         return r;
     int64_t now = cn_common_now_ns() - s->start_mono;
@@ -385,6 +428,7 @@ void cn_d_session_info_get(const cn_d_session *s, cn_d_session_info *out)
 
 cn_agg_profile *cn_d_session_profile(cn_d_session *s)
 {
+    flush_samples(s); /* a no-op outside pump/finish, where the queue is always empty */
     return s->p;
 }
 
@@ -473,6 +517,7 @@ int cn_d_session_save(cn_d_session *s, const char *path, cn_d_err *err)
         set_err(err, "%s: path too long", path);
         return -ENAMETOOLONG;
     }
+    flush_samples(s);
     r = write_meta(s);
     if (r < 0) {
         set_err(err, "%s: out of memory", path);
