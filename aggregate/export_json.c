@@ -10,7 +10,9 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agg_internal.h"
 #include "export_internal.h"
@@ -43,6 +45,12 @@ static size_t utf8_len(const unsigned char *s)
     return len;
 }
 
+/* Whether byte c goes out as it is: printable ASCII other than '"' and '\\'. */
+static inline bool plain_byte(unsigned c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 int cn_agg__json_str(FILE *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -50,6 +58,14 @@ int cn_agg__json_str(FILE *out, const char *s)
     if (fputc('"', out) == EOF)
         return -EIO;
     while (*p) {
+        /* Runs of plain bytes (nearly every name) in one write. */
+        const unsigned char *run = p;
+        while (plain_byte(*p))
+            p++;
+        if (p > run && fwrite(run, 1, (size_t)(p - run), out) != (size_t)(p - run))
+            return -EIO;
+        if (!*p)
+            break;
         unsigned c = *p;
         size_t len = utf8_len(p);
         int r;
@@ -68,16 +84,40 @@ int cn_agg__json_str(FILE *out, const char *s)
     return fputc('"', out) == EOF ? -EIO : 0;
 }
 
-int cn_agg__json_num(FILE *out, double v)
+/* Writes v (|v| < 2^53, integral) in decimal at buf; returns the length (no NUL).
+ * printf's %lld by hand: writers print hundreds of thousands of numbers. */
+static size_t fmt_int(char *buf, long long v)
 {
-    int r;
+    char tmp[24];
+    size_t n = 0, k = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[k++] = '-';
+    while (n)
+        buf[k++] = tmp[--n];
+    return k;
+}
+
+/* v as JSON at buf (room for 32 bytes); returns the length. */
+static size_t fmt_num(char *buf, double v)
+{
     if (!isfinite(v))
         v = 0;
     if (fabs(v) < 9007199254740992.0 && v == floor(v))
-        r = fprintf(out, "%lld", (long long)v);
-    else
-        r = fprintf(out, "%.12g", v);
-    return r < 0 ? -EIO : 0;
+        return fmt_int(buf, (long long)v);
+    int n = snprintf(buf, 32, "%.12g", v);
+    return n > 0 && n < 32 ? (size_t)n : 0;
+}
+
+int cn_agg__json_num(FILE *out, double v)
+{
+    char buf[32];
+    size_t n = fmt_num(buf, v);
+    return fwrite(buf, 1, n, out) == n ? 0 : -EIO;
 }
 
 const char *cn_agg_view_name(cn_agg_view v)
@@ -111,12 +151,88 @@ static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
     return 0;
 }
 
-/* `,"KEY":VALUE` for a number. */
+/* `,"KEY":VALUE` for a number (key is a short literal), in one write. */
 static int put_num(FILE *out, const char *key, double v)
 {
-    if (fprintf(out, ",\"%s\":", key) < 0)
-        return -EIO;
-    return cn_agg__json_num(out, v);
+    char buf[96];
+    size_t kl = strlen(key), n = 0;
+    if (kl > sizeof(buf) - 40)
+        return -EINVAL;
+    buf[n++] = ',';
+    buf[n++] = '"';
+    memcpy(buf + n, key, kl);
+    n += kl;
+    buf[n++] = '"';
+    buf[n++] = ':';
+    n += fmt_num(buf + n, v);
+    return fwrite(buf, 1, n, out) == n ? 0 : -EIO;
+}
+
+/* Appends `"s"` at buf (room bytes) when s is all plain bytes and fits; returns the
+ * length, 0 otherwise (then the stream path escapes it). */
+static size_t buf_plain_str(char *buf, size_t room, const char *s)
+{
+    size_t n = 0;
+    if (room < 2)
+        return 0;
+    buf[n++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (!plain_byte(*p) || n + 2 > room)
+            return 0;
+        buf[n++] = (char)*p;
+    }
+    buf[n++] = '"';
+    return n;
+}
+
+/* Appends `,"key":number` at buf (key a short literal; room for 64 + strlen(key) bytes). */
+static size_t buf_num(char *buf, const char *key, double v)
+{
+    size_t kl = strlen(key), n = 0;
+    buf[n++] = ',';
+    buf[n++] = '"';
+    memcpy(buf + n, key, kl);
+    n += kl;
+    buf[n++] = '"';
+    buf[n++] = ':';
+    return n + fmt_num(buf + n, v);
+}
+
+/* Node n's fields in one write when its names need no escaping (nearly always): the
+ * stdio calls per field were most of the writer's time. Returns 0, 1 when the caller
+ * must use the field-by-field path, or -EIO. */
+static int open_node_fast(const cn_agg_profile *p, const cn_agg_tree *t, int32_t n, double scale,
+                          FILE *out)
+{
+    const cn_agg_node *nd = &t->nodes[n];
+    const char *name = nd->func >= 0 ? cn_agg_func_name(p, nd->func) : NULL;
+    int32_t res = nd->func >= 0 ? cn_agg_func_resource(p, nd->func) : -1;
+    const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
+    char buf[1024];
+    size_t k = 0, w;
+    const size_t nums = 4 * 64 + 64; /* room kept for the numbers and "children" */
+
+    memcpy(buf, "{\"name\":", 8);
+    k = 8;
+    if (!(w = buf_plain_str(buf + k, sizeof(buf) - k - nums, name ? name : "?")))
+        return 1;
+    k += w;
+    if (lib) {
+        memcpy(buf + k, ",\"lib\":", 7);
+        k += 7;
+        if (!(w = buf_plain_str(buf + k, sizeof(buf) - k - nums, lib)))
+            return 1;
+        k += w;
+    }
+    k += buf_num(buf + k, "total", nd->total * scale);
+    k += buf_num(buf + k, "self", nd->self * scale);
+    if (t->has_recursion_counts) {
+        k += buf_num(buf + k, "merged_stacks", nd->merged_stacks);
+        k += buf_num(buf + k, "recursions", nd->recursions);
+    }
+    memcpy(buf + k, ",\"children\":[", 13);
+    k += 13;
+    return fwrite(buf, 1, k, out) == k ? 0 : -EIO;
 }
 
 /* Opens node n: every field, then `"children":[`. */
@@ -124,7 +240,10 @@ static int open_node(const cn_agg_profile *p, const cn_agg_tree *t, int32_t n, d
                      FILE *out)
 {
     const cn_agg_node *nd = &t->nodes[n];
+    int fast = open_node_fast(p, t, n, scale, out);
 
+    if (fast <= 0)
+        return fast;
     if (fputc('{', out) == EOF || put_func(p, nd->func, out) < 0 ||
         put_num(out, "total", nd->total * scale) < 0 || put_num(out, "self", nd->self * scale) < 0)
         return -EIO;

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,15 +99,63 @@ int cn_agg__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32
     return 0;
 }
 
+/* Digits of u at buf (no NUL); returns the length. printf by hand: a big tree has
+ * hundreds of thousands of rows, and vfprintf of doubles was the writer's top cost. */
+static size_t put_uint(char *buf, uint64_t u)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (n)
+        buf[k++] = tmp[--n];
+    return k;
+}
+
+/* v with `decimals` (1..3) digits after the point, as printf's "%.Nf" prints it, at buf
+ * (room for 32 bytes); returns the length, or 0 when only printf can tell (negative,
+ * large, or so close to a rounding tie that the scaled product could round either way). */
+static size_t put_fixed(char *buf, double v, int decimals)
+{
+    static const double pow10[] = {1, 10, 100, 1000};
+    double x = v * pow10[decimals];
+    if (!(v >= 0) || signbit(v) || x >= 1e8) /* x's rounding error stays below 1e-8 */
+        return 0;
+    double fl = floor(x);
+    if (fabs(x - fl - 0.5) < 1e-6)
+        return 0;
+    uint64_t r = (uint64_t)fl + (x - fl > 0.5);
+    uint64_t ip = r, fp = 0, mul = 1;
+    for (int i = 0; i < decimals; i++)
+        mul *= 10;
+    ip = r / mul;
+    fp = r % mul;
+    size_t n = put_uint(buf, ip);
+    buf[n++] = '.';
+    for (uint64_t d = mul / 10; d > 0; d /= 10)
+        buf[n++] = (char)('0' + (fp / d) % 10);
+    return n;
+}
+
 /* A display value into buf: integral values without decimals, others with up to three. */
 static void fmt_value(char *buf, size_t size, double v)
 {
+    size_t n;
     if (!isfinite(v)) {
         snprintf(buf, size, "?");
     } else if (v == floor(v) && fabs(v) < 1e15) {
+        if (!signbit(v) && size >= 24) {
+            buf[put_uint(buf, (uint64_t)v)] = '\0';
+            return;
+        }
         snprintf(buf, size, "%.0f", v);
     } else {
-        snprintf(buf, size, "%.3f", v);
+        if (size >= 32 && (n = put_fixed(buf, v, 3)) > 0)
+            buf[n] = '\0';
+        else
+            snprintf(buf, size, "%.3f", v);
         char *dot = strchr(buf, '.');
         if (dot) {
             char *end = buf + strlen(buf);
@@ -114,6 +163,37 @@ static void fmt_value(char *buf, size_t size, double v)
                 *--end = '\0';
         }
     }
+}
+
+/* Appends a percentage as printf's "%5.1f%%" at buf; returns the length, 0 when it
+ * does not fit in 40 bytes (the caller then uses printf). */
+static size_t put_pct(char *buf, double v)
+{
+    char tmp[40];
+    size_t n = put_fixed(tmp, v, 1);
+    if (n == 0) {
+        int w = snprintf(tmp, sizeof(tmp), "%.1f", v);
+        if (w <= 0 || (size_t)w >= sizeof(tmp))
+            return 0;
+        n = (size_t)w;
+    }
+    size_t k = 0;
+    for (; k + n < 5; k++)
+        buf[k] = ' ';
+    memcpy(buf + k, tmp, n);
+    k += n;
+    buf[k++] = '%';
+    return k;
+}
+
+/* Appends s right-aligned in width columns (printf's "%*s") at buf; returns the length. */
+static size_t put_right(char *buf, const char *s, int width)
+{
+    size_t n = strlen(s), k = 0;
+    for (; (int)(k + n) < width; k++)
+        buf[k] = ' ';
+    memcpy(buf + k, s, n);
+    return k + n;
 }
 
 /* The writer's fixed inputs. */
@@ -140,13 +220,15 @@ static void widen(struct text_ctx *c, double v)
         c->width = (int)strlen(buf) + 1;
 }
 
-/* One row: total and self (percentage and value), indentation, name. */
+/* One row: total and self (percentage and value), indentation, name. The line is built
+ * in a buffer and written once: printf's "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s\n". */
 static int print_row(const struct text_ctx *c, double total, double self, int depth, int32_t func)
 {
-    char tv[64], sv[64], deep[32] = "";
+    char tv[64], sv[64], deep[32] = "", line[768];
     const char *name = func >= 0 ? cn_agg_func_name(c->p, func) : NULL;
     double tp = pct(c, total);
     const char *col = "", *reset = "";
+    size_t n = 0;
 
     fmt_value(tv, sizeof(tv), total * c->scale);
     fmt_value(sv, sizeof(sv), self * c->scale);
@@ -158,8 +240,39 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
         snprintf(deep, sizeof(deep), "[%d] ", depth);
         depth = MAX_INDENT_DEPTH;
     }
-    if (fprintf(c->out, "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s\n", col, tp, c->width, tv, reset,
-                pct(c, self), c->width, sv, 2 * depth, "", deep, name ? name : "?") < 0)
+    if (!name)
+        name = "?";
+    /* Fixed parts: colors, two percentages, two values (< 64 each, padded to width),
+     * indentation (<= 200), deep: well under the buffer unless width is huge. */
+    char tp_s[48], sp_s[48];
+    size_t tpl = put_pct(tp_s, tp), spl = put_pct(sp_s, pct(c, self));
+    if (c->width > 64 || tpl == 0 || spl == 0) {
+        if (fprintf(c->out, "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s\n", col, tp, c->width, tv, reset,
+                    pct(c, self), c->width, sv, 2 * depth, "", deep, name) < 0)
+            return -EIO;
+        return 0;
+    }
+    n += put_right(line + n, col, 0);
+    memcpy(line + n, tp_s, tpl);
+    n += tpl;
+    n += put_right(line + n, tv, c->width);
+    n += put_right(line + n, reset, 0);
+    n += put_right(line + n, "   ", 0);
+    memcpy(line + n, sp_s, spl);
+    n += spl;
+    n += put_right(line + n, sv, c->width);
+    n += put_right(line + n, "   ", 0);
+    memset(line + n, ' ', (size_t)(2 * depth));
+    n += (size_t)(2 * depth);
+    n += put_right(line + n, deep, 0);
+    size_t nl = strlen(name);
+    if (n + nl + 1 <= sizeof(line)) {
+        memcpy(line + n, name, nl);
+        n += nl;
+        line[n++] = '\n';
+        return fwrite(line, 1, n, c->out) == n ? 0 : -EIO;
+    }
+    if (fwrite(line, 1, n, c->out) != n || fputs(name, c->out) < 0 || fputc('\n', c->out) == EOF)
         return -EIO;
     return 0;
 }

@@ -4,7 +4,11 @@
  *                        process, on its own thread, io_uring or epoll) on a session of
  *                        1,000,000 samples over 100,000 distinct stacks (bench_callgraph.h,
  *                        symbolized), with two transforms: median over BENCH_REPS requests,
- *                        text and json. Target: <= 50 ms.
+ *                        text and json, both as `canopy tree` makes them (the client's
+ *                        cn_cli_request_emit: raw payload written to /dev/null) and with
+ *                        the default JSON-embedded reply parsed by jansson (what a generic
+ *                        client pays). Target: <= 50 ms. BENCH_KEEP=1 keeps the session
+ *                        file (its path is printed).
  *   bench_daemon cpu     daemon CPU per sample, all-in (sampling, unwinding, symbolizing,
  *                        aggregating, the loop): a server in this process attaches in fp mode
  *                        at 999 Hz to wl_threads_fp (2 busy threads) for BENCH_SECONDS; the
@@ -33,6 +37,7 @@
 #include "bench_callgraph.h"
 #include "cn_common.h"
 #include "cn_d.h"
+#include "live.h"
 
 static long env_long(const char *name, long def)
 {
@@ -194,8 +199,9 @@ static int bench_tree(cn_d_backend backend)
     }
     /* Two transforms on the hot path. */
     int32_t f1 = g.target[0][0], f2 = g.target[f1][0];
-    printf("session: %zu samples, %ld distinct stacks, %zu frames\n", cn_agg_sample_count(p), made,
-           cn_agg_frame_count(p));
+    printf("session: %zu samples, %ld distinct stacks, %zu frames; transforms merge:fn%d, "
+           "focus-func:fn%d\n",
+           cn_agg_sample_count(p), made, cn_agg_frame_count(p), (int)f2, (int)f1);
     cn_agg_profile_free(p);
     free(stacks);
 
@@ -267,7 +273,66 @@ static int bench_tree(cn_d_backend backend)
         free(tr);
     }
     close(fd);
+    /* What `canopy tree SESSION` does: the client library asks for a raw payload and
+     * writes it out unparsed. The payload must be the bytes the embedded reply carries. */
+    cn_cli_conn *cc = NULL;
+    if (cn_cli_connect(b.sock, &cc, NULL, 0) < 0) {
+        fprintf(stderr, "client connect failed\n");
+        rc = 1;
+    }
+    for (int k = 0; cc && k < 2; k++) {
+        char req[256];
+        snprintf(req, sizeof(req),
+                 "{\"cmd\":\"tree\",\"session\":\"s1\",\"format\":\"%s\",\"transforms\":"
+                 "[\"merge:fn%d\",\"focus-func:fn%d\"]}",
+                 formats[k], (int)f2, (int)f1);
+        json_t *jr = json_loads(req, 0, NULL);
+        double *t = calloc((size_t)reps, sizeof(*t));
+        for (int i = 0; i < reps; i++) {
+            double t0 = bg_now();
+            int st = cn_cli_request_emit("tree", cc, jr, "tree", "/dev/null");
+            t[i] = (bg_now() - t0) * 1e3;
+            if (st != 0)
+                rc = 1;
+        }
+        /* Check once: raw payload == the default reply's content. */
+        json_t *resp = NULL, *plain = NULL;
+        char msg[256], *raw = NULL;
+        size_t raw_len = 0;
+        bool same = false;
+        if (cn_cli_call_raw(cc, jr, &resp, &raw, &raw_len, msg, sizeof(msg)) == 0 && raw &&
+            cn_cli_call(cc, jr, &plain, msg, sizeof(msg)) == 0) {
+            const json_t *o = json_object_get(plain, "output");
+            if (o)
+                same =
+                    json_string_length(o) == raw_len && !memcmp(json_string_value(o), raw, raw_len);
+            else {
+                json_t *tr = json_loadb(raw, raw_len, 0, NULL);
+                same = tr && json_equal(tr, json_object_get(plain, "tree"));
+                json_decref(tr);
+            }
+        }
+        if (!same) {
+            fprintf(stderr, "raw payload differs from the embedded reply (%s)\n", formats[k]);
+            rc = 1;
+        }
+        qsort(t, (size_t)reps, sizeof(*t), cmp_double);
+        printf("canopy tree round trip (%s, raw payload, %s): median %.1f ms, min %.1f ms, max "
+               "%.1f ms, payload %zu bytes, same as embedded: %s\n",
+               backend == CN_D_LOOP_EPOLL ? "epoll" : "io_uring", formats[k], t[reps / 2], t[0],
+               t[reps - 1], raw_len, same ? "yes" : "NO");
+        free(raw);
+        json_decref(resp);
+        json_decref(plain);
+        json_decref(jr);
+        free(t);
+    }
+    cn_cli_conn_free(cc);
     srv_stop(&b);
+    if (getenv("BENCH_KEEP") && *getenv("BENCH_KEEP")) {
+        printf("session file kept: %s\n", path);
+        return rc;
+    }
     unlink(path);
     rmdir(b.dir);
     return rc;

@@ -128,18 +128,15 @@ static void daemon_settle(cn_cli_conn *c, const char *id, bool stop_if_running)
 static int daemon_tree(cn_cli_conn *c, const char *cmd, const char *id, int pid,
                        const cn_cli_query *q)
 {
-    json_t *req = cn_proto_request("tree"), *resp = NULL;
+    json_t *req = cn_proto_request("tree");
     int status = CN_EXIT_FAIL;
     if (req && (id ? json_object_set_new(req, "session", json_string(id))
                    : json_object_set_new(req, "pid", json_integer(pid))))
         goto out;
     if (req && cn_cli_query_to_json(q, req, cn_cli_want_color(q)) < 0)
         goto out;
-    status = cn_cli_request(cmd, c, req, &resp);
-    if (status == 0)
-        status = cn_cli_emit_rendered(cmd, resp, "tree", q->output);
+    status = cn_cli_request_emit(cmd, c, req, "tree", q->output);
 out:
-    json_decref(resp);
     json_decref(req);
     return status;
 }

@@ -171,16 +171,73 @@ static int decode_response(const char *line, size_t len, json_t **out, char *msg
     return 0;
 }
 
-int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t msglen)
+/* Reads the n payload bytes that follow a response line (what c->in already holds
+ * first, then straight from the socket into one allocation). Returns 0 and *out
+ * (malloc'ed, NUL-terminated, caller frees), or negative errno with msg filled. */
+static int read_payload(cn_cli_conn *c, size_t n, char **out, char *msg, size_t msglen)
+{
+    char *p = malloc(n + 1);
+    size_t have = cn_buf_len(&c->in) < n ? cn_buf_len(&c->in) : n;
+    int rc = 0;
+    if (!p) {
+        snprintf(msg, msglen, "out of memory for a %zu-byte daemon answer", n);
+        return -ENOMEM;
+    }
+    memcpy(p, cn_buf_ptr(&c->in), have);
+    cn_buf_consume(&c->in, have);
+    while (have < n) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, CALL_TIMEOUT_MS);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0) {
+            snprintf(msg, msglen, "daemon did not send its answer within %d s",
+                     CALL_TIMEOUT_MS / 1000);
+            rc = pr < 0 ? -errno : -ETIMEDOUT;
+            goto fail;
+        }
+        ssize_t r = recv(c->fd, p + have, n - have, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(msg, msglen, "daemon closed the connection after %zu of %zu bytes", have, n);
+            rc = r < 0 ? -errno : -ECONNRESET;
+            goto fail;
+        }
+        have += (size_t)r;
+    }
+    p[n] = '\0';
+    *out = p;
+    return 0;
+fail:
+    free(p);
+    return rc;
+}
+
+/* One request/response exchange; with raw, asks for a raw payload and reads it. */
+static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len, char *msg,
+                size_t msglen)
 {
     cn_buf out;
     char *line;
     size_t len;
     int rc;
 
+    *resp = NULL;
+    if (raw) {
+        *raw = NULL;
+        *raw_len = 0;
+    }
     cn_buf_init(&out, 0);
     json_object_set_new(req, "id", json_integer(c->next_id));
+    json_t *had = raw ? json_incref(json_object_get(req, "raw")) : NULL;
+    if (raw)
+        json_object_set_new(req, "raw", json_true());
     rc = cn_proto_encode(req, &out);
+    if (raw && had) /* req is borrowed: leave "raw" as it came */
+        json_object_set_new(req, "raw", had);
+    else if (raw)
+        json_object_del(req, "raw");
     if (rc < 0) {
         snprintf(msg, msglen, "cannot encode the request: %s", strerror(-rc));
         goto out;
@@ -199,16 +256,45 @@ int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t ms
         goto out;
     const json_t *id = json_object_get(*resp, "id");
     if (id && !(json_is_integer(id) && json_integer_value(id) == c->next_id)) {
-        json_decref(*resp);
-        *resp = NULL;
         snprintf(msg, msglen, "daemon response out of order");
         rc = -EPROTO;
-        goto out;
+        goto fail;
     }
     c->next_id++;
+    const json_t *nb = json_object_get(*resp, "raw_bytes");
+    if (!nb)
+        goto out; /* an error, or a daemon that does not know "raw": output in *resp */
+    if (!raw || !json_is_integer(nb) || json_integer_value(nb) < 0 ||
+        (uint64_t)json_integer_value(nb) > CN_PROTO_MAX_RESPONSE) {
+        snprintf(msg, msglen, "malformed daemon response: bad \"raw_bytes\"");
+        rc = -EPROTO;
+        goto fail;
+    }
+    *raw_len = (size_t)json_integer_value(nb);
+    rc = read_payload(c, *raw_len, raw, msg, msglen);
+    if (rc < 0) {
+        *raw_len = 0;
+        goto fail;
+    }
 out:
     cn_buf_free(&out);
     return rc;
+fail:
+    json_decref(*resp);
+    *resp = NULL;
+    cn_buf_free(&out);
+    return rc;
+}
+
+int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t msglen)
+{
+    return call(c, req, resp, NULL, NULL, msg, msglen);
+}
+
+int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
+                    char *msg, size_t msglen)
+{
+    return call(c, req, resp, raw, raw_len, msg, msglen);
 }
 
 int cn_cli_resp_status(const char *cmd, const json_t *resp)

@@ -107,6 +107,13 @@ void cn_cli_say_in_process(const char *cmd, const cn_cli_live_args *a);
 /* Sends req (borrowed; NULL means ENOMEM) and checks the answer: returns 0 and *resp, or
  * an exit status after printing the error. */
 int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp);
+/* Sends a rendering request (tree, save, timeline; req borrowed, NULL means ENOMEM) asking
+ * for a raw payload, and writes the rendered output to output (NULL = stdout) without
+ * parsing it: the payload's bytes, or with an older daemon resp[key] / "output" /
+ * "output_base64" as cn_cli_emit_rendered does. Returns an exit status after printing any
+ * error. */
+int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char *key,
+                        const char *output);
 
 /* Fetches session's whole lossless profile over c (the protocol's `save` request with
  * format "canopy", answered as output_base64) and imports it: the same tables `canopy
@@ -137,6 +144,13 @@ cn_cli_conn *cn_cli_conn_free(cn_cli_conn *c);
  * caller json_decref's) whatever "ok" says; negative errno when the connection fails or
  * the response is malformed (msg filled). */
 int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t msglen);
+/* The same for tree/save/timeline, asking for the rendered output as a raw payload
+ * ("raw": true, docs/protocol.md): when the answer announces "raw_bytes": N, the N bytes
+ * that follow its line are read into *raw (malloc'ed, NUL-terminated, caller frees) and
+ * *raw_len; otherwise (an error, or an older daemon) *raw is NULL and any output is in
+ * *resp as with cn_cli_call. */
+int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
+                    char *msg, size_t msglen);
 /* For a response with "ok": false, prints "canopy CMD: MESSAGE" and returns its "exit"
  * (1 when absent). For ok responses returns 0. */
 int cn_cli_resp_status(const char *cmd, const json_t *resp);

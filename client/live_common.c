@@ -293,6 +293,30 @@ int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
     return status;
 }
 
+int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char *key,
+                        const char *output)
+{
+    char msg[256] = "", *raw = NULL;
+    size_t raw_len = 0;
+    json_t *resp = NULL;
+    if (!req) {
+        fprintf(stderr, "canopy %s: out of memory\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, msg, sizeof(msg));
+    if (rc < 0) {
+        fprintf(stderr, "canopy %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
+        return CN_EXIT_FAIL;
+    }
+    int status = cn_cli_resp_status(cmd, resp);
+    if (status == 0)
+        status =
+            raw ? cn_cli_emit(output, raw, raw_len) : cn_cli_emit_rendered(cmd, resp, key, output);
+    free(raw);
+    json_decref(resp);
+    return status;
+}
+
 int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session, cn_agg_profile **out)
 {
     json_t *req = cn_proto_request("save"), *resp = NULL;

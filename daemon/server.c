@@ -335,7 +335,8 @@ static void load_state_dir(cn_d_server *srv)
 typedef struct reply {
     json_t *msg;     /* the response object */
     const char *key; /* optional raw JSON member spliced in (a rendered tree) */
-    cn_buf raw;
+    cn_buf raw;      /* that member's bytes, or the payload when payload is set */
+    bool payload;    /* "raw": true: msg's line is followed by raw's bytes as they are */
 } reply;
 
 static json_t *err_reply(const json_t *req, int code, const cn_d_err *err)
@@ -436,13 +437,20 @@ static int json_quote(cn_buf *out, const char *src, size_t n)
     return 0;
 }
 
-/* Adds rendered bytes to a reply: JSON trees spliced raw, text as a string (escaped here,
- * spliced too), binary formats in base64. */
-static int attach_output(reply *rp, cn_agg_format fmt, const char *json_key, cn_buf *out)
+/* Adds rendered bytes to a reply: with payload (the request's "raw": true) as they are,
+ * after the line, announced by "raw_bytes"; otherwise JSON trees spliced raw, text as a
+ * string (escaped here, spliced too), binary formats in base64. */
+static int attach_output(reply *rp, cn_agg_format fmt, const char *json_key, cn_buf *out,
+                         bool payload)
 {
     int r = 0;
     json_object_set_new(rp->msg, "format", json_string(cn_d_format_name(fmt)));
-    if (fmt == CN_AGG_FMT_JSON && json_key) {
+    if (payload) {
+        r = json_object_set_new(rp->msg, "raw_bytes", json_integer((json_int_t)cn_buf_len(out)));
+        rp->payload = true;
+        rp->raw = *out;
+        cn_buf_init(out, 0);
+    } else if (fmt == CN_AGG_FMT_JSON && json_key) {
         rp->key = json_key;
         rp->raw = *out;
         cn_buf_init(out, 0);
@@ -467,6 +475,21 @@ static void send_reply(client *cl, reply *rp)
             "{\"v\":1,\"ok\":false,\"error\":{\"code\":\"failed\",\"message\":\"out of "
             "memory\",\"exit\":1}}\n";
         cn_buf_append(out, oom, sizeof(oom) - 1);
+    } else if (rp->payload) {
+        /* The header line, then the bytes; all or nothing (a client reads raw_bytes). */
+        size_t before = cn_buf_len(out);
+        r = cn_proto_encode(rp->msg, out);
+        if (r == 0)
+            r = cn_buf_append(out, cn_buf_ptr(&rp->raw), cn_buf_len(&rp->raw));
+        if (r < 0) {
+            out->len = before;
+            if (out->data)
+                out->data[out->off + before] = '\0';
+            json_t *e = cn_proto_error(rp->msg, "failed", 1, "response: %s", strerror(-r));
+            if (e)
+                cn_proto_encode(e, out);
+            json_decref(e);
+        }
     } else if (!rp->key) {
         r = cn_proto_encode(rp->msg, out);
         if (r < 0) {
@@ -747,13 +770,19 @@ static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *r
 {
     cn_d_query q;
     cn_d_err err = {{0}};
+    cn_proto_err pe;
     cn_buf out;
+    bool payload = false;
     entry *e = req_session(srv, cl, req, rp);
     if (!e)
         return;
     cn_d_query_init(&q);
     q.format = def;
     cn_buf_init(&out, 0);
+    if (cn_proto_get_bool(req, "raw", &payload, &pe) < 0) {
+        rp->msg = cn_proto_error(req, pe.code, 2, "%s", pe.msg);
+        goto out;
+    }
     int r = cn_d_query_from_json(req, &q, &err);
     if (r < 0) {
         rp->msg = r == -ENOMEM ? NULL : cn_proto_error(req, "bad_query", 2, "%s", err.msg);
@@ -765,7 +794,7 @@ static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *r
         goto out;
     }
     rp->msg = cn_proto_ok(req);
-    if (rp->msg && attach_output(rp, q.format, timeline ? "timeline" : "tree", &out) < 0) {
+    if (rp->msg && attach_output(rp, q.format, timeline ? "timeline" : "tree", &out, payload) < 0) {
         json_decref(rp->msg);
         rp->msg = NULL;
     }

@@ -64,9 +64,11 @@ for BACKEND in io_uring epoll; do
   # Live: the session is running and its samples grow.
   n1=$(ok "{\"cmd\":\"sessions\"}" | jget "[s['samples'] for s in d['sessions'] if s['id']=='$S1'][0]")
   sleep 0.5
-  alive=0
-  kill -0 $W1 && alive=1
   state=$(ok '{"cmd":"sessions"}' | jget "[s['state'] for s in d['sessions'] if s['id']=='$S1'][0]")
+  # Alive means running after the state was read: an exited target that the shell has not
+  # reaped yet is a zombie, which kill -0 still finds.
+  alive=0
+  [ -r /proc/$W1/stat ] && [ "$(awk '{print $3}' /proc/$W1/stat 2>/dev/null)" != Z ] && alive=1
   n2=$(ok "{\"cmd\":\"sessions\"}" | jget "[s['samples'] for s in d['sessions'] if s['id']=='$S1'][0]")
   [ "$state" = running ] || [ $alive = 0 ] || fail "state $state while the target runs: $(call "{\"cmd\":\"sessions\"}")"
   [ "$n2" -gt "$n1" ] || fail "samples do not grow: $n1 -> $n2"
