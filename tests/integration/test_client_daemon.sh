@@ -11,7 +11,8 @@ WL=$CANOPY_WORKLOADS/wl_shares_fp
 C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 
-"$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" >"$TMP/d.log" 2>&1 &
+"$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" \
+  ${CANOPY_EVENT_LOOP:+--event-loop "$CANOPY_EVENT_LOOP"} >"$TMP/d.log" 2>&1 &
 D_PID=$!
 W_PID=
 trap 'kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
@@ -34,6 +35,9 @@ expect_fail() {
 "$C" status --format json >"$TMP/status.json" || fail "status"
 [ "$(json "$TMP/status.json" 'sorted(k for k in ("version","uptime_s","sessions","samples_per_s","lost","rss_bytes","event_loop") if k in d) == sorted(("version","uptime_s","sessions","samples_per_s","lost","rss_bytes","event_loop"))')" = True ] ||
   fail "status JSON keys: $(cat "$TMP/status.json")"
+[ -z "${CANOPY_EVENT_LOOP:-}" ] ||
+  [ "$(json "$TMP/status.json" 'd["event_loop"]')" = "$CANOPY_EVENT_LOOP" ] ||
+  fail "event loop is not $CANOPY_EVENT_LOOP: $(cat "$TMP/status.json")"
 "$C" status | grep -q '^canopyd ' || fail "status text"
 
 # ---- run through the daemon --------------------------------------------------------------

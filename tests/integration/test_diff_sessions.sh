@@ -18,7 +18,8 @@ python3 -c 'import jsonschema' 2>/dev/null || skip "python3-jsonschema is not in
 C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 
-"$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" >"$TMP/d.log" 2>&1 &
+"$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" \
+  ${CANOPY_EVENT_LOOP:+--event-loop "$CANOPY_EVENT_LOOP"} >"$TMP/d.log" 2>&1 &
 D_PID=$!
 trap 'kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 for ((i = 0; i < 100; i++)); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
