@@ -11,25 +11,10 @@ WL=$CANOPY_WORKLOADS/wl_shares_fp
 C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 
-"$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" \
-  ${CANOPY_EVENT_LOOP:+--event-loop "$CANOPY_EVENT_LOOP"} >"$TMP/d.log" 2>&1 &
-D_PID=$!
+D_PID=
 W_PID=
 trap 'kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for ((i = 0; i < 100; i++)); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
-[ -S "$CANOPY_SOCKET" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
-
-# json FILE EXPR: evaluates a Python expression over the document d (prints it).
-json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
-# expect_fail STATUS CMD...: exit STATUS, one line on stderr, nothing on stdout.
-expect_fail() {
-  local want=$1 rc
-  shift
-  "$@" >"$TMP/f.out" 2>"$TMP/f.err" && rc=0 || rc=$?
-  [ "$rc" = "$want" ] || fail "$* exited $rc, expected $want: $(cat "$TMP/f.err")"
-  [ ! -s "$TMP/f.out" ] || fail "$*: output on stdout on error"
-  [ "$(wc -l <"$TMP/f.err")" = 1 ] || fail "$*: not one error line: $(cat "$TMP/f.err")"
-}
+start_canopyd
 
 # ---- status ------------------------------------------------------------------------------
 "$C" status --format json >"$TMP/status.json" || fail "status"
