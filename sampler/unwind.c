@@ -142,7 +142,9 @@ static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t
     return -UNW_EINVAL;
 }
 
-static unw_accessors_t accessors = {
+/* Never written: libunwind copies the table into each address space, but its API takes
+ * a non-const pointer, so a local copy is handed over. */
+static const unw_accessors_t accessors = {
     .find_proc_info = find_proc_info,
     .put_unwind_info = put_unwind_info,
     .get_dyn_info_list_addr = get_dyn_info_list_addr,
@@ -158,7 +160,8 @@ cn_smp__unwinder *cn_smp__unwinder_new(void)
     cn_smp__unwinder *u = calloc(1, sizeof(*u));
     if (!u)
         return NULL;
-    u->as = unw_create_addr_space(&accessors, 0);
+    unw_accessors_t acc = accessors;
+    u->as = unw_create_addr_space(&acc, 0);
     if (!u->as) {
         free(u);
         return NULL;
