@@ -87,8 +87,8 @@ static int query_session(simple_cmd *s, const char *key)
         fprintf(stderr, "canopy %s: out of memory\n", s->a.cmd);
         return CN_EXIT_FAIL;
     }
-    int status = cn_cli_request(s->a.cmd, s->c, s->req, &s->resp);
-    return status ? status : cn_cli_emit_rendered(s->a.cmd, s->resp, key, s->a.q.output);
+    /* A raw payload: the rendered bytes are written through, never parsed as JSON. */
+    return cn_cli_request_emit(s->a.cmd, s->c, s->req, key, s->a.q.output);
 }
 
 /* ---------------------------------------------------------------------------------------
