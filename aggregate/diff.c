@@ -445,12 +445,6 @@ static uint8_t *shown_nodes(const cn_agg_tree *t)
     return shown;
 }
 
-static const char *view_name(cn_agg_view v)
-{
-    static const char *names[] = {"tree", "inverted", "callees", "callers", "functions"};
-    return (unsigned)v < 5 ? names[v] : "tree";
-}
-
 static void json_node(FILE *out, const cn_agg_profile *p, const cn_agg_diff *r,
                       const uint8_t *shown, int32_t n, double scale)
 {
@@ -498,7 +492,7 @@ int cn_agg_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
     cn_agg__json_number(out, r->base_sum * scale);
     fputs(",\"new_total\":", out);
     cn_agg__json_number(out, r->new_sum * scale);
-    fprintf(out, ",\"view\":\"%s\",\"transforms\":[", view_name(r->tree->view));
+    fprintf(out, ",\"view\":\"%s\",\"transforms\":[", cn_agg_view_name(r->tree->view));
     for (size_t i = 0; o && i < o->n_transforms; i++) {
         char *spec = cn_agg_transform_format(&o->transforms[i]);
         if (i)

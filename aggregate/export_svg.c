@@ -425,7 +425,6 @@ int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_agg_err *err)
 /* "total 123 samples · tree · merge:foo, drop:bar" */
 static char *make_subtitle(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_query *q)
 {
-    static const char *views[] = {"tree", "inverted", "callees", "callers", "functions"};
     char *s = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&s, &len);
@@ -434,7 +433,7 @@ static char *make_subtitle(const cn_agg_profile *p, const cn_agg_tree *t, const 
     fputs("total ", m);
     put_value(m, t->total * cn_agg_profile_scale(p));
     fprintf(m, " %s \xc2\xb7 %s", cn_agg_unit_name(cn_agg_profile_unit(p)),
-            (unsigned)t->view < 5 ? views[t->view] : "tree");
+            cn_agg_view_name(t->view));
     if (q->view_func)
         fprintf(m, " %s", q->view_func);
     for (size_t i = 0; i < q->n_transforms; i++) {
