@@ -98,8 +98,10 @@ int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
         rc = cn_agg_err_set(err, rc, "lines: out of memory");
         goto out;
     }
-    qsort(la.rows, la.n, sizeof(*la.rows), row_cmp);
-    qsort(aa.rows, aa.n, sizeof(*aa.rows), row_cmp);
+    if (la.n > 1) /* an empty array may be NULL, which qsort must not see */
+        qsort(la.rows, la.n, sizeof(*la.rows), row_cmp);
+    if (aa.n > 1)
+        qsort(aa.rows, aa.n, sizeof(*aa.rows), row_cmp);
     *lines = la.rows;
     *n_lines = la.n;
     *addrs = aa.rows;

@@ -130,7 +130,8 @@ int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **call
             goto nomem;
         b = e;
     }
-    qsort(s.calls, s.n, sizeof(*s.calls), call_cmp);
+    if (s.n > 1) /* an empty array may be NULL, which qsort must not see */
+        qsort(s.calls, s.n, sizeof(*s.calls), call_cmp);
     *calls = s.calls;
     *n_calls = s.n;
     s.calls = NULL;

@@ -243,7 +243,8 @@ static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Die *cudie)
         c->n_rows = c->n_scopes = 0;
         c->failed = 1;
     } else {
-        qsort(c->rows, c->n_rows, sizeof(*c->rows), row_cmp);
+        if (c->n_rows > 1) /* rows may be NULL when a CU has none */
+            qsort(c->rows, c->n_rows, sizeof(*c->rows), row_cmp);
     }
     d->cus[h] = c;
     d->n++;
