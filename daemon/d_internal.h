@@ -155,4 +155,8 @@ void cn_d__comm(pid_t pid, char *buf, size_t size);
 /* Resident set size of this process in bytes. */
 size_t cn_d__rss(void);
 
+/* Formats a one-line message into err (if not NULL) and returns code, so that
+ * `return cn_d__err(err, -EINVAL, ...)` both reports and fails (err.c). */
+int cn_d__err(cn_d_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif /* CN_D_INTERNAL_H */

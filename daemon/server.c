@@ -75,15 +75,6 @@ struct cn_d_server {
     int64_t shutdown_at; /* a shutdown was asked for: stop once replies are out (<= 1 s) */
 };
 
-static void set_err(cn_d_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(cn_d_err *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
-}
-
 /* ---- session store ------------------------------------------------------------------ */
 
 static void entry_unwatch(entry *e)
@@ -591,41 +582,41 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         if ((r = (call)) < 0) {                                                                    \
-            set_err(err, "%s", pe.msg);                                                            \
+            cn_d__err(err, 0, "%s", pe.msg);                                                       \
             return r;                                                                              \
         }                                                                                          \
     } while (0)
     str = NULL;
     CHECK(cn_proto_get_str(req, "name", &str, &pe));
     if (str && (strlen(str) > 128 || !*str)) {
-        set_err(err, "\"name\" must have 1 to 128 bytes");
+        cn_d__err(err, 0, "\"name\" must have 1 to 128 bytes");
         return -EINVAL;
     }
     o->name = str;
     str = NULL;
     CHECK(cn_proto_get_str(req, "event", &str, &pe));
     if (str && strlen(str) > 64) {
-        set_err(err, "\"event\" is too long");
+        cn_d__err(err, 0, "\"event\" is too long");
         return -EINVAL;
     }
     o->event = str;
     iv = o->freq;
     CHECK(cn_proto_get_int(req, "freq", &iv, &pe));
     if (iv < 1 || iv > 100000) {
-        set_err(err, "\"freq\" must be between 1 and 100000 Hz");
+        cn_d__err(err, 0, "\"freq\" must be between 1 and 100000 Hz");
         return -EINVAL;
     }
     o->freq = (uint32_t)iv;
     str = NULL;
     CHECK(cn_proto_get_str(req, "unwind", &str, &pe));
     if (str && cn_smp_unwind_parse(str, &o->unwind) < 0) {
-        set_err(err, "unknown unwind mode '%s' (fp, dwarf, auto)", str);
+        cn_d__err(err, 0, "unknown unwind mode '%s' (fp, dwarf, auto)", str);
         return -EINVAL;
     }
     iv = 0;
     CHECK(cn_proto_get_int(req, "stack_size", &iv, &pe));
     if (iv < 0 || iv > 65528) {
-        set_err(err, "\"stack_size\" must be between 0 and 65528");
+        cn_d__err(err, 0, "\"stack_size\" must be between 0 and 65528");
         return -EINVAL;
     }
     o->stack_size = (uint32_t)iv;
@@ -635,14 +626,14 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts 
     str = NULL;
     CHECK(cn_proto_get_str(req, "duration", &str, &pe));
     if (str && cn_common_parse_duration(str, &o->duration_ns) < 0) {
-        set_err(err, "bad duration '%s'", str);
+        cn_d__err(err, 0, "bad duration '%s'", str);
         return -EINVAL;
     }
     o->retention_ns = srv->cfg.retention_ns;
     str = NULL;
     CHECK(cn_proto_get_str(req, "retention", &str, &pe));
     if (str && (cn_common_parse_duration(str, &o->retention_ns) < 0 || o->retention_ns == 0)) {
-        set_err(err, "bad retention '%s'", str);
+        cn_d__err(err, 0, "bad retention '%s'", str);
         return -EINVAL;
     }
 #undef CHECK
@@ -1132,7 +1123,7 @@ static int bind_socket(cn_d_server *srv, cn_d_err *err)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int r;
     if (strlen(srv->socket_path) >= sizeof(sa.sun_path)) {
-        set_err(err, "socket path too long: %s", srv->socket_path);
+        cn_d__err(err, 0, "socket path too long: %s", srv->socket_path);
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, srv->socket_path);
@@ -1149,7 +1140,7 @@ static int bind_socket(cn_d_server *srv, cn_d_err *err)
     /* A live daemon on that path wins; a stale socket file is replaced. */
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
         close(fd);
-        set_err(err, "another canopyd is already listening on %s", srv->socket_path);
+        cn_d__err(err, 0, "another canopyd is already listening on %s", srv->socket_path);
         return -EADDRINUSE;
     }
     close(fd);
@@ -1160,7 +1151,7 @@ static int bind_socket(cn_d_server *srv, cn_d_err *err)
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
         chmod(srv->socket_path, srv->cfg.socket_mode) < 0 || listen(fd, 128) < 0) {
         r = -errno;
-        set_err(err, "%s: %s", srv->socket_path, strerror(errno));
+        cn_d__err(err, 0, "%s: %s", srv->socket_path, strerror(errno));
         close(fd);
         return r;
     }
@@ -1218,7 +1209,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         srv->cfg.socket_mode = getuid() == 0 ? 0666 : 0600;
     r = mkdir_p(srv->state_dir, 0700);
     if (r < 0) {
-        set_err(err, "state dir %s: %s", srv->state_dir, strerror(-r));
+        cn_d__err(err, 0, "state dir %s: %s", srv->state_dir, strerror(-r));
         goto fail;
     }
     srv->ops = (cn_d__loop_ops){on_accept, on_data, on_sent, on_closed, on_tick};
@@ -1227,7 +1218,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         goto fail;
     raise_nofile();
     if ((r = setup_signals(srv)) < 0) {
-        set_err(err, "signals: %s", strerror(-r));
+        cn_d__err(err, 0, "signals: %s", strerror(-r));
         goto fail;
     }
     if (c->listen_fd >= 0) {
@@ -1244,7 +1235,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         !(srv->sym_watch =
               cn_d__loop_watch(srv->loop, cn_d_symbolizer_fd(srv->sym), on_symbols, srv)) ||
         !(srv->sig_watch = cn_d__loop_watch(srv->loop, srv->sig_fd, on_signal, srv))) {
-        set_err(err, "event loop setup failed");
+        cn_d__err(err, 0, "event loop setup failed");
         goto fail;
     }
     load_state_dir(srv);
@@ -1253,7 +1244,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
     return 0;
 fail:
     if (!err->msg[0])
-        set_err(err, "%s", strerror(-r));
+        cn_d__err(err, 0, "%s", strerror(-r));
     cn_d_server_free(srv);
     return r;
 }

@@ -64,17 +64,6 @@ void cn_d_session_opts_init(cn_d_session_opts *o)
     o->unwind = CN_SMP_UNWIND_AUTO;
 }
 
-static void set_err(cn_d_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(cn_d_err *err, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
-}
-
 /* ---- sampler callbacks ------------------------------------------------------------- */
 
 static int32_t obj_resource(cn_d_session *s, const cn_smp_object *obj)
@@ -269,7 +258,7 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
     static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
     r = cn_smp_session_new(&cfg, &cbs, s, &s->smp);
     if (r < 0) {
-        set_err(err, "sampler: %s", strerror(-r));
+        cn_d__err(err, 0, "sampler: %s", strerror(-r));
         goto fail;
     }
     s->start_mono = cn_common_now_ns();
@@ -277,7 +266,7 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
     r = cn_smp_session_start(s->smp);
     if (r < 0) {
         const char *m = cn_smp_session_errmsg(s->smp);
-        set_err(err, "%s", m && *m ? m : strerror(-r));
+        cn_d__err(err, 0, "%s", m && *m ? m : strerror(-r));
         goto fail;
     }
     s->event = strdup(cn_smp_session_event(s->smp));
@@ -514,19 +503,19 @@ int cn_d_session_save(cn_d_session *s, const char *path, cn_d_err *err)
     int r, fd = -1;
     FILE *f = NULL;
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-        set_err(err, "%s: path too long", path);
+        cn_d__err(err, 0, "%s: path too long", path);
         return -ENAMETOOLONG;
     }
     flush_samples(s);
     r = write_meta(s);
     if (r < 0) {
-        set_err(err, "%s: out of memory", path);
+        cn_d__err(err, 0, "%s: out of memory", path);
         return r;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         r = -errno;
-        set_err(err, "%s: %s", tmp, strerror(errno));
+        cn_d__err(err, 0, "%s: %s", tmp, strerror(errno));
         return r;
     }
     f = fdopen(fd, "w");
@@ -564,7 +553,7 @@ int cn_d_session_save(cn_d_session *s, const char *path, cn_d_err *err)
     s->dirty = s->state == CN_D_RUNNING ? s->dirty : false;
     return 0;
 fail:
-    set_err(err, "%s: %s", tmp, strerror(-r));
+    cn_d__err(err, 0, "%s: %s", tmp, strerror(-r));
     if (f)
         fclose(f);
     unlink(tmp);
@@ -593,12 +582,12 @@ int cn_d_session_load(const char *path, cn_d_session **out, cn_d_err *err)
     cn_agg_profile *p = NULL;
     int r = cn_agg_import_file(path, &p, &aerr);
     if (r < 0) {
-        set_err(err, "%s", aerr.msg);
+        cn_d__err(err, 0, "%s", aerr.msg);
         return r;
     }
     const char *id = cn_agg_meta_get(p, "canopy.session.id");
     if (!id || !*id) {
-        set_err(err, "%s: not a canopyd session (no canopy.session.id)", path);
+        cn_d__err(err, 0, "%s: not a canopyd session (no canopy.session.id)", path);
         cn_agg_profile_free(p);
         return -EINVAL;
     }
