@@ -1,17 +1,18 @@
 /* arch_arm64.c — AArch64 parts of the sampler behind cn_smp__arch: the perf user-register
  * set (x0..x30, sp, pc; DWARF numbering is the same), pointer-authentication stripping of
- * return addresses, and the frame-pointer prologue test. */
-#if defined(__aarch64__)
+ * return addresses, and the frame-pointer prologue test. Built on every host (tests drive
+ * it anywhere); cn_smp__arch_get() picks the host's descriptor. */
 #include <string.h>
-
-#include <asm/perf_regs.h>
 
 #include "smp_internal.h"
 
+/* perf's arm64 user-register indices (uapi asm/perf_regs.h): x0..x30 = 0..30, sp = 31,
+ * pc = 32. DWARF and libunwind number x0..x30 and sp the same way. */
+enum { ARM64_X29 = 29, ARM64_LR = 30, ARM64_SP = 31, ARM64_PC = 32 };
+
 static int arm64_unw_to_perf(int reg)
 {
-    /* DWARF / libunwind: x0..x30 = 0..30, sp = 31, pc = 32; perf uses the same indices. */
-    if (reg >= 0 && reg <= PERF_REG_ARM64_PC)
+    if (reg >= 0 && reg <= ARM64_PC)
         return reg;
     return -1;
 }
@@ -50,21 +51,27 @@ static bool arm64_fp_prologue(const uint8_t *code, size_t len)
     return is_stp && is_mov;
 }
 
-static const cn_smp__arch arm64_arch = {
+const cn_smp__arch cn_smp__arch_arm64 = {
     .name = "aarch64",
-    .regs_mask = (1ULL << (PERF_REG_ARM64_PC + 1)) - 1,
-    .perf_ip = PERF_REG_ARM64_PC,
-    .perf_sp = PERF_REG_ARM64_SP,
-    .perf_fp = PERF_REG_ARM64_X29,
+    .elf_machine = 183 /* EM_AARCH64 */,
+    .regs_mask = (1ULL << (ARM64_PC + 1)) - 1,
+    .perf_ip = ARM64_PC,
+    .perf_sp = ARM64_SP,
+    .perf_fp = ARM64_X29,
+    .perf_lr = ARM64_LR,
     .unw_ip = 32,
     .unw_sp = 31,
+    .dw_sp = 31,
+    .dw_fp = 29,
+    .dw_ra = 30, /* the link register: a leaf's return address is still in it */
     .unw_to_perf = arm64_unw_to_perf,
     .mask_ret = arm64_mask_ret,
     .fp_prologue = arm64_fp_prologue,
 };
 
+#if defined(__aarch64__)
 const cn_smp__arch *cn_smp__arch_get(void)
 {
-    return &arm64_arch;
+    return &cn_smp__arch_arm64;
 }
 #endif

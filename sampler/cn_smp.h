@@ -63,6 +63,11 @@ typedef struct cn_smp_config {
                              children: sampling starts at the command's first instruction) */
     uint32_t ring_pages;  /* data pages per CPU ring (power of two); 0 = default (256 for fp,
                              1024 when stacks are copied) */
+    /* How copied stacks are unwound (dwarf, and auto's CFI steps). By default through
+     * compiled CFI rules, with libunwind for the frames those cannot describe. */
+    bool libunwind_only; /* libunwind for every sample (for comparisons) */
+    bool check_unwind;   /* tests: also unwind each compiled-CFI sample with libunwind and
+                            count the disagreements (counters.unwind_mismatches) */
 } cn_smp_config;
 
 /* ---------------------------------------------------------------------------------------
@@ -156,12 +161,18 @@ typedef struct cn_smp_counters {
     uint64_t bad_records;  /* malformed records (skipped, counted) */
     uint64_t unwind_early; /* samples whose user unwind stopped early (sum of by_reason) */
     uint64_t unwind_stop[CN_SMP_STOP__COUNT]; /* by reason; [NONE] counts complete unwinds */
-    uint64_t leaf_fixups;   /* auto: callers of frame-less leaves recovered from CFI */
-    uint64_t dwarf_unwinds; /* samples unwound with libunwind */
-    uint64_t unmapped;      /* user addresses outside every known mapping */
-    uint64_t processes;     /* processes seen */
-    uint64_t threads;       /* threads seen */
-    uint64_t live_threads;  /* threads not yet exited (PID target) */
+    uint64_t leaf_fixups;       /* auto: callers of frame-less leaves recovered from CFI */
+    uint64_t dwarf_unwinds;     /* samples unwound from their stack copy (dwarf, or auto's
+                                   fallback for objects without frame pointers) */
+    uint64_t cfi_unwinds;       /* stack unwinds (incl. auto's leaf steps) done wholly through
+                                   compiled CFI rules */
+    uint64_t libunwind_unwinds; /* stack unwinds that needed libunwind */
+    uint64_t unwind_checked;    /* check_unwind: compiled-CFI unwinds redone with libunwind */
+    uint64_t unwind_mismatches; /* check_unwind: of those, with a different result */
+    uint64_t unmapped;          /* user addresses outside every known mapping */
+    uint64_t processes;         /* processes seen */
+    uint64_t threads;           /* threads seen */
+    uint64_t live_threads;      /* threads not yet exited (PID target) */
 } cn_smp_counters;
 
 /* ---------------------------------------------------------------------------------------

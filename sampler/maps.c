@@ -293,7 +293,9 @@ int cn_smp__elf_load(cn_smp__obj *o)
         ret = -ENOEXEC;
         goto out;
     }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* Private and writable: libelf (cfi.c) may write into an image it is given; nothing
+     * reaches the file, and untouched pages are never copied. */
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
         ret = -errno;
         goto out;
@@ -335,6 +337,7 @@ out:
 
 void cn_smp__elf_unload(cn_smp__elf *e)
 {
+    cn_smp__cfi_free(e->cfi); /* its Elf handle reads the image below */
     if (e->data)
         munmap((void *)e->data, e->size);
     memset(e, 0, sizeof(*e));

@@ -35,11 +35,14 @@
 #define AUTO_STACK_MAX 2048
 #define MAX_RINGS      1024
 #define MAX_MODULES    4096
+/* Records this much older than a read are delivered by it; newer ones wait for the next. */
+#define HOLD_NS 5000000ULL
 
 typedef struct ring {
     int fd, cpu;
     uint8_t *base; /* metadata page, then data */
     size_t data_size, map_len;
+    uint8_t *wrap; /* a record that wraps the ring's end, made contiguous (64 KiB, owned) */
     bool hup;
 } ring;
 
@@ -100,7 +103,8 @@ struct cn_smp_session {
     size_t arena_len, arena_cap, arena2_cap;
     pend *pend;
     size_t npend, cappend;
-    uint64_t seq, watermark;
+    uint64_t seq;
+    struct cursor *cursors; /* one per ring, for the merge */
 
     cn_smp_counters cnt;
     cn_smp__unwinder *unw;
@@ -745,58 +749,68 @@ static uint64_t record_time(cn_smp_session *s, const uint8_t *rec, size_t len)
     return r.time;
 }
 
-/* Copies every complete record out of one ring into the pending queue. */
-static int ring_drain(cn_smp_session *s, ring *rg)
+/* A ring's unread records, walked in place by the merge. */
+typedef struct cursor {
+    ring *rg;
+    const uint8_t *data;
+    uint64_t head, tail, size;
+    const uint8_t *rec; /* the current record: in the ring, or rg->wrap when it wraps */
+    size_t len;         /* 0 when the ring has nothing more */
+    uint64_t time;
+} cursor;
+
+/* Points c at the record at its tail (len 0 when none). A malformed header discards the
+ * rest of what the ring holds now, counted. */
+static void cursor_peek(cn_smp_session *s, cursor *c)
 {
-    struct perf_event_mmap_page *pg = (void *)rg->base;
-    uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = pg->data_tail;
-    const uint8_t *data = rg->base + (pg->data_offset ? pg->data_offset : (uint64_t)getpagesize());
-    uint64_t size = rg->data_size, mask = size - 1;
-    uint8_t tmp[1 << 16];
-    int ret = 0;
-    while (tail < head) {
-        struct perf_event_header h;
-        uint64_t avail = head - tail, off = tail & mask;
-        if (avail < sizeof(h) || avail > size)
-            goto bad;
-        size_t first = (size_t)(size - off);
-        if (first >= sizeof(h)) {
-            memcpy(&h, data + off, sizeof(h));
-        } else {
-            memcpy(&h, data + off, first);
-            memcpy((uint8_t *)&h + first, data, sizeof(h) - first);
-        }
-        if (h.size < sizeof(h) || h.size > avail)
-            goto bad;
-        const uint8_t *a = data + off, *b = NULL;
-        size_t alen = h.size, blen = 0;
-        if (first < h.size) {
-            alen = first;
-            b = data;
-            blen = h.size - first;
-        }
-        /* The time is needed for ordering: parse from a contiguous copy when wrapped. */
-        uint64_t t;
-        if (blen) {
-            memcpy(tmp, a, alen);
-            memcpy(tmp + alen, b, blen);
-            t = record_time(s, tmp, h.size);
-            ret = arena_push(s, tmp, h.size, NULL, 0, t);
-        } else {
-            t = record_time(s, a, h.size);
-            ret = arena_push(s, a, alen, NULL, 0, t);
-        }
-        if (ret < 0)
-            break;
-        tail += h.size;
+    c->len = 0;
+    if (c->tail >= c->head)
+        return;
+    struct perf_event_header h;
+    uint64_t avail = c->head - c->tail, off = c->tail & (c->size - 1);
+    size_t first = (size_t)(c->size - off);
+    if (avail < sizeof(h) || avail > c->size)
+        goto bad;
+    if (first >= sizeof(h)) {
+        memcpy(&h, c->data + off, sizeof(h));
+    } else {
+        memcpy(&h, c->data + off, first);
+        memcpy((uint8_t *)&h + first, c->data, sizeof(h) - first);
     }
-    __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
-    return ret;
+    if (h.size < sizeof(h) || h.size > avail)
+        goto bad;
+    c->rec = c->data + off;
+    if (first < h.size) { /* wraps the end of the ring: make it contiguous */
+        memcpy(c->rg->wrap, c->data + off, first);
+        memcpy(c->rg->wrap + first, c->data, h.size - first);
+        c->rec = c->rg->wrap;
+    }
+    c->len = h.size;
+    c->time = record_time(s, c->rec, c->len);
+    return;
 bad:
     s->cnt.bad_records++;
-    __atomic_store_n(&pg->data_tail, head, __ATOMIC_RELEASE);
-    return 0;
+    c->tail = c->head;
+}
+
+static void cursor_open(cn_smp_session *s, cursor *c, ring *rg)
+{
+    struct perf_event_mmap_page *pg = (void *)rg->base;
+    c->rg = rg;
+    /* Acquire: the records up to data_head are completely written. */
+    c->head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+    c->tail = pg->data_tail;
+    c->data = rg->base + (pg->data_offset ? pg->data_offset : (uint64_t)getpagesize());
+    c->size = rg->data_size;
+    cursor_peek(s, c);
+}
+
+/* Hands the ring's space up to the cursor back to the kernel. */
+static void cursor_close(cursor *c)
+{
+    struct perf_event_mmap_page *pg = (void *)c->rg->base;
+    /* Release: our reads of the records are done before the kernel may overwrite them. */
+    __atomic_store_n(&pg->data_tail, c->tail, __ATOMIC_RELEASE);
 }
 
 static int pend_cmp(const void *a, const void *b)
@@ -807,19 +821,11 @@ static int pend_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Delivers pending records with time <= bound (all when bound is UINT64_MAX). */
-static int deliver(cn_smp_session *s, uint64_t bound)
+/* Keeps the held records from index `from` on (dropping those delivered), compacted. */
+static int held_compact(cn_smp_session *s, size_t from)
 {
-    uint64_t before = s->cnt.samples;
-    if (s->npend == 0)
-        return 0;
-    qsort(s->pend, s->npend, sizeof(*s->pend), pend_cmp);
-    size_t i = 0;
-    for (; i < s->npend && s->pend[i].time <= bound; i++)
-        process_one(s, s->arena + s->pend[i].off, s->pend[i].len);
-    /* Keep the rest, compacted into the spare arena. */
     size_t need = 0;
-    for (size_t j = i; j < s->npend; j++)
+    for (size_t j = from; j < s->npend; j++)
         need += s->pend[j].len;
     if (need > s->arena2_cap) {
         uint8_t *n = realloc(s->arena2, need);
@@ -829,13 +835,13 @@ static int deliver(cn_smp_session *s, uint64_t bound)
         s->arena2_cap = need;
     }
     size_t off = 0;
-    for (size_t j = i; j < s->npend; j++) {
+    for (size_t j = from; j < s->npend; j++) {
         memcpy(s->arena2 + off, s->arena + s->pend[j].off, s->pend[j].len);
-        s->pend[j - i] = s->pend[j];
-        s->pend[j - i].off = off;
+        s->pend[j - from] = s->pend[j];
+        s->pend[j - from].off = off;
         off += s->pend[j].len;
     }
-    s->npend -= i;
+    s->npend -= from;
     uint8_t *t = s->arena;
     size_t tc = s->arena_cap;
     s->arena = s->arena2;
@@ -843,6 +849,52 @@ static int deliver(cn_smp_session *s, uint64_t bound)
     s->arena2 = t;
     s->arena2_cap = tc;
     s->arena_len = off;
+    return 0;
+}
+
+/* Merges the rings' records and the held ones in time order, processing every record with
+ * time <= bound where it lies (no copy: a dwarf sample carries kilobytes of stack), then
+ * copies what is newer into the held queue so that the rings are emptied. Each ring is in
+ * time order (one CPU writes it), so a k-way merge of their heads orders everything. */
+static int merge(cn_smp_session *s, uint64_t bound)
+{
+    uint64_t before = s->cnt.samples;
+    cursor *cur = s->cursors;
+    size_t hi = 0;
+    int ret = 0;
+    for (size_t i = 0; i < s->nrings; i++)
+        cursor_open(s, &cur[i], &s->rings[i]);
+    for (;;) {
+        cursor *best = NULL;
+        uint64_t t = hi < s->npend ? s->pend[hi].time : UINT64_MAX;
+        for (size_t i = 0; i < s->nrings; i++)
+            if (cur[i].len && cur[i].time < t) {
+                best = &cur[i];
+                t = cur[i].time;
+            }
+        if (t > bound || (!best && hi >= s->npend))
+            break;
+        if (best) {
+            process_one(s, best->rec, best->len);
+            best->tail += best->len;
+            cursor_peek(s, best);
+        } else {
+            process_one(s, s->arena + s->pend[hi].off, s->pend[hi].len);
+            hi++;
+        }
+    }
+    ret = held_compact(s, hi);
+    for (size_t i = 0; i < s->nrings; i++) {
+        for (cursor *c = &cur[i]; ret == 0 && c->len; cursor_peek(s, c)) {
+            ret = arena_push(s, c->rec, c->len, NULL, 0, c->time);
+            c->tail += c->len;
+        }
+        cursor_close(&cur[i]);
+    }
+    if (ret < 0)
+        return ret;
+    if (s->npend > 1)
+        qsort(s->pend, s->npend, sizeof(*s->pend), pend_cmp);
     uint64_t got = s->cnt.samples - before;
     return got > INT32_MAX ? INT32_MAX : (int)got;
 }
@@ -853,15 +905,11 @@ int cn_smp_session_read(cn_smp_session *s)
         return -EINVAL;
     if (!s->started || s->stopped)
         return 0;
-    uint64_t start = now_ns();
-    for (size_t i = 0; i < s->nrings; i++) {
-        int ret = ring_drain(s, &s->rings[i]);
-        if (ret < 0)
-            return errmsg(s, ret, "out of memory reading the rings");
-    }
-    int ret = deliver(s, s->watermark);
-    s->watermark = start;
-    return ret;
+    /* Records are written within microseconds of their time stamp; those older than
+     * HOLD_NS before this read can no longer be overtaken by a record still unwritten. */
+    uint64_t now = now_ns();
+    int ret = merge(s, now > HOLD_NS ? now - HOLD_NS : 0);
+    return ret < 0 ? errmsg(s, ret, "out of memory reading the rings") : ret;
 }
 
 int cn_smp_session_wait(cn_smp_session *s, int timeout_ms)
@@ -1000,7 +1048,9 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     if (!s->kernel_obj || !s->unknown_obj)
         goto nomem;
     if (s->want_stack) {
-        s->unw = cn_smp__unwinder_new();
+        s->unw = cn_smp__unwinder_new(cfg->check_unwind     ? CN_SMP__UNWIND_CHECK
+                                      : cfg->libunwind_only ? CN_SMP__UNWIND_LIBUNWIND
+                                                            : CN_SMP__UNWIND_CFI_FIRST);
         if (!s->unw)
             goto nomem;
     }
@@ -1098,6 +1148,11 @@ static int ring_map(cn_smp_session *s, ring *rg)
         size_t len = (pages + 1) * page;
         void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rg->fd, 0);
         if (m != MAP_FAILED) {
+            rg->wrap = malloc(1u << 16); /* header.size is 16 bits */
+            if (!rg->wrap) {
+                munmap(m, len);
+                return -ENOMEM;
+            }
             rg->base = m;
             rg->map_len = len;
             rg->data_size = pages * page;
@@ -1301,7 +1356,6 @@ int cn_smp_session_start(cn_smp_session *s)
         load_modules(s);
     struct perf_event_attr a;
     fill_attr(s, &a);
-    s->watermark = now_ns();
     if (pid_target) {
         cn_smp__proc *p = proc_get(s, s->cfg.pid, true);
         ret = attach_threads(s, &a);
@@ -1323,6 +1377,9 @@ int cn_smp_session_start(cn_smp_session *s)
             s->ring_fds[k++] = s->rings[i].fd;
         }
     s->nrings = k;
+    s->cursors = calloc(k ? k : 1, sizeof(*s->cursors));
+    if (!s->cursors)
+        return errmsg(s, -ENOMEM, "out of memory");
     if (!a.enable_on_exec)
         for (size_t i = 0; i < s->nfds; i++)
             if (ioctl(s->fds[i], PERF_EVENT_IOC_ENABLE, 0) < 0)
@@ -1346,11 +1403,15 @@ size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds)
 static void close_all(cn_smp_session *s)
 {
     for (size_t i = 0; i < s->nrings; i++)
-        if (s->rings[i].base)
+        if (s->rings[i].base) {
             munmap(s->rings[i].base, s->rings[i].map_len);
+            free(s->rings[i].wrap);
+        }
     for (size_t i = 0; i < s->nfds; i++)
         close(s->fds[i]);
     free(s->fds);
+    free(s->cursors);
+    s->cursors = NULL;
     free(s->rings);
     free(s->ring_fds);
     s->fds = NULL;
@@ -1368,10 +1429,7 @@ int cn_smp_session_stop(cn_smp_session *s)
     for (size_t i = 0; i < s->nfds; i++)
         ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0);
     int ret = 0;
-    for (size_t i = 0; i < s->nrings && ret >= 0; i++)
-        ret = ring_drain(s, &s->rings[i]);
-    if (ret >= 0)
-        ret = deliver(s, UINT64_MAX);
+    ret = merge(s, UINT64_MAX);
     close_all(s);
     s->stopped = true;
     return ret < 0 ? ret : 0;
@@ -1432,6 +1490,14 @@ void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out)
         return;
     *out = s->cnt;
     out->live_threads = s->live.live;
+    if (s->unw) {
+        cn_smp__unwind_stats us;
+        cn_smp__unwinder_stats(s->unw, &us);
+        out->cfi_unwinds = us.cfi;
+        out->libunwind_unwinds = us.libunwind;
+        out->unwind_checked = us.checked;
+        out->unwind_mismatches = us.mismatches;
+    }
 }
 
 const char *cn_smp_session_errmsg(const cn_smp_session *s)

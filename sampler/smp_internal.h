@@ -24,9 +24,13 @@
  */
 typedef struct cn_smp__arch {
     const char *name;
+    uint16_t elf_machine;          /* e_machine of this architecture's objects */
     uint64_t regs_mask;            /* PERF_SAMPLE_REGS_USER mask */
     int perf_ip, perf_sp, perf_fp; /* perf register indices */
-    int unw_ip, unw_sp;            /* libunwind/DWARF numbers of the pc and sp */
+    int perf_lr;                   /* perf index of the link register, or -1 */
+    int unw_ip, unw_sp;            /* libunwind numbers of the pc and sp */
+    int dw_sp, dw_fp;              /* DWARF numbers of the stack and frame pointers */
+    int dw_ra;                     /* DWARF return-address column (arm64: the link register) */
     /* perf register index for a libunwind (DWARF) register number, or -1. */
     int (*unw_to_perf)(int unw_reg);
     /* Strips pointer-authentication bits from a return address (arm64), else identity. */
@@ -35,7 +39,9 @@ typedef struct cn_smp__arch {
     bool (*fp_prologue)(const uint8_t *code, size_t len);
 } cn_smp__arch;
 
+/* The host's descriptor. Both descriptors are built on every host, for tests. */
 const cn_smp__arch *cn_smp__arch_get(void);
+extern const cn_smp__arch cn_smp__arch_x86_64, cn_smp__arch_arm64;
 
 /* Index of perf register `reg` in a sample's register array for mask, or -1. */
 int cn_smp__reg_index(uint64_t mask, int reg);
@@ -128,6 +134,7 @@ typedef struct cn_smp__elf {
     uint64_t debug_frame_off, debug_frame_size; /* .debug_frame in the file, 0 when none */
     int has_fp;                                 /* 1 yes, 0 no, -1 unknown */
     uint32_t fp_tested, fp_found; /* functions sampled, with a frame-pointer prologue */
+    struct cn_smp__cfi *cfi;      /* compiled unwind rules (cfi.c), owned; NULL until used */
 } cn_smp__elf;
 
 typedef struct cn_smp__obj {
@@ -176,13 +183,46 @@ int cn_smp__elf_build_id(const uint8_t *data, size_t size, char *hex, size_t hex
  */
 typedef struct cn_smp__unwinder cn_smp__unwinder;
 
-cn_smp__unwinder *cn_smp__unwinder_new(void);
+typedef enum cn_smp__unwind_how {
+    CN_SMP__UNWIND_CFI_FIRST = 0, /* compiled CFI, libunwind for what it cannot take */
+    CN_SMP__UNWIND_LIBUNWIND,     /* libunwind alone */
+    CN_SMP__UNWIND_CHECK,         /* CFI first, and each CFI result compared with libunwind */
+} cn_smp__unwind_how;
+
+typedef struct cn_smp__unwind_stats {
+    uint64_t cfi;        /* samples unwound wholly through compiled CFI */
+    uint64_t libunwind;  /* samples unwound with libunwind */
+    uint64_t checked;    /* CHECK: CFI results compared */
+    uint64_t mismatches; /* CHECK: of those, different from libunwind's */
+} cn_smp__unwind_stats;
+
+cn_smp__unwinder *cn_smp__unwinder_new(cn_smp__unwind_how how);
 cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u);
 
-/* Unwinds the user part of a sample with libunwind from its registers and stack copy,
- * writing up to max return addresses (leaf first, raw: not yet adjusted) into pcs.
- * Returns the count (>= 0) and *stop. */
+/* Compiled CFI (cfi.c): the fast path of DWARF unwinding. An object's rules are read with
+ * libdw from .eh_frame (else .debug_frame) on first use of an address and kept in a sorted
+ * range table on the object. Only simple rules compile (CFA = SP or FP + offset; return
+ * address and frame pointer saved at CFA + offset, unchanged, or undefined); anything
+ * else makes the whole sample go to libunwind. */
+typedef struct cn_smp__cfi cn_smp__cfi;
+
+/* A failed read this far above the stack copy means the copy was too short. */
+#define CN_SMP__STACK_GUESS (8u << 20)
+
+/* Frees an object's compiled rules; accepts NULL. */
+void cn_smp__cfi_free(cn_smp__cfi *c);
+
+/* Unwinds the user part of a sample of architecture arch through compiled CFI. Returns the
+ * number of return addresses written to pcs (leaf first, raw) with *stop, or -EAGAIN when
+ * a frame needs the general unwinder (nothing usable is written then). */
+int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t *pcs, int max, cn_smp_stop *stop);
+
+/* Unwinds the user part of a sample from its registers and stack copy (compiled CFI, then
+ * libunwind, as u was created), writing up to max return addresses (leaf first, raw: not
+ * yet adjusted) into pcs. Returns the count (>= 0) and *stop. */
 int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
                          uint64_t *pcs, int max, cn_smp_stop *stop);
+void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out);
 
 #endif /* CN_SMP_INTERNAL_H */

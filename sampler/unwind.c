@@ -1,8 +1,9 @@
-/* unwind.c — DWARF unwinding of a sample's user stack with libunwind, through a custom
- * ("remote") address space: registers come from the sample, memory from the copied stack
- * or, outside it, from the mapped object files; unwind tables from the objects'
- * .eh_frame_hdr search tables (each object's file image and facts are loaded once and
- * cached on the object; libunwind caches the parsed rules per address). */
+/* unwind.c — DWARF unwinding of a sample's user stack: first through compiled CFI (cfi.c),
+ * and for the samples it cannot take, with libunwind through a custom ("remote") address
+ * space: registers come from the sample, memory from the copied stack or, outside it, from
+ * the mapped object files; unwind tables from the objects' .eh_frame_hdr search tables
+ * (each object's file image and facts are loaded once and cached on the object; libunwind
+ * caches the parsed rules per address). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,11 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
                                               int need_unwind_info, void *arg);
 #define search_unwind_table UNW_OBJ(dwarf_search_unwind_table)
 
-/* Addresses this far above the stack copy are taken as stack (the copy was too short). */
-#define STACK_GUESS (8u << 20)
-
 struct cn_smp__unwinder {
     unw_addr_space_t as;
     pid_t last_pid;
+    cn_smp__unwind_how how;
+    cn_smp__unwind_stats stats;
 };
 
 typedef struct uctx {
@@ -106,8 +106,8 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
         read_obj(m->obj, bias, addr, val) == 0)
         return 0;
     if (c->reason == CN_SMP_STOP_NONE)
-        c->reason = addr >= c->sp && addr - c->sp < STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
-                                                                : CN_SMP_STOP_BAD_READ;
+        c->reason = addr >= c->sp && addr - c->sp < CN_SMP__STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
+                                                                        : CN_SMP_STOP_BAD_READ;
     return -UNW_EINVAL;
 }
 
@@ -155,18 +155,19 @@ static const unw_accessors_t accessors = {
     .get_proc_name = get_proc_name,
 };
 
-cn_smp__unwinder *cn_smp__unwinder_new(void)
+cn_smp__unwinder *cn_smp__unwinder_new(cn_smp__unwind_how how)
 {
     cn_smp__unwinder *u = calloc(1, sizeof(*u));
     if (!u)
         return NULL;
+    u->how = how;
     unw_accessors_t acc = accessors;
     u->as = unw_create_addr_space(&acc, 0);
     if (!u->as) {
         free(u);
         return NULL;
     }
-    unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
+    unw_set_caching_policy(u->as, UNW_CACHE_NONE);
     return u;
 }
 
@@ -179,8 +180,9 @@ cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u)
     return NULL;
 }
 
-int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
-                         uint64_t *pcs, int max, cn_smp_stop *stop)
+/* libunwind over the sample: the general case. */
+static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
+                            uint64_t *pcs, int max, cn_smp_stop *stop)
 {
     const cn_smp__arch *arch = cn_smp__arch_get();
     uctx c = {.p = p, .r = r, .arch = arch, .reason = CN_SMP_STOP_NONE};
@@ -228,4 +230,39 @@ int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_sm
     if (*stop == CN_SMP_STOP_MAX_DEPTH && max < CN_SMP_MAX_FRAMES)
         *stop = CN_SMP_STOP_NONE;
     return n;
+}
+
+void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out)
+{
+    *out = u->stats;
+}
+
+/* CN_SMP__UNWIND_CHECK: a compiled-CFI result is compared with libunwind's. */
+static void check_against_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p,
+                                    const cn_smp__rec *r, const uint64_t *pcs, int n, int max,
+                                    cn_smp_stop stop)
+{
+    uint64_t other[CN_SMP_MAX_FRAMES];
+    cn_smp_stop ostop;
+    int m =
+        unwind_libunwind(u, p, r, other, max < CN_SMP_MAX_FRAMES ? max : CN_SMP_MAX_FRAMES, &ostop);
+    u->stats.checked++;
+    if (m != n || ostop != stop || memcmp(other, pcs, (size_t)n * sizeof(*pcs)) != 0)
+        u->stats.mismatches++;
+}
+
+int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
+                         uint64_t *pcs, int max, cn_smp_stop *stop)
+{
+    if (u->how != CN_SMP__UNWIND_LIBUNWIND) {
+        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, stop);
+        if (n >= 0) {
+            u->stats.cfi++;
+            if (u->how == CN_SMP__UNWIND_CHECK)
+                check_against_libunwind(u, p, r, pcs, n, max, *stop);
+            return n;
+        }
+    }
+    u->stats.libunwind++;
+    return unwind_libunwind(u, p, r, pcs, max, stop);
 }

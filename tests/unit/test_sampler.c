@@ -304,7 +304,9 @@ static collector *run_workload(const char *bin, char *const args[], cn_smp_unwin
                          .pid = child.pid,
                          .freq = 999,
                          .unwind = mode,
-                         .enable_on_exec = true};
+                         .enable_on_exec = true,
+                         /* every compiled-CFI unwind is redone with libunwind and compared */
+                         .check_unwind = true};
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
@@ -335,7 +337,15 @@ static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a
             (unsigned long)cnt.unwind_early, (unsigned long)cnt.unwind_stop[CN_SMP_STOP_NO_INFO],
             (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT],
             (unsigned long)cnt.unwind_stop[CN_SMP_STOP_BAD_READ], (unsigned long)cnt.leaf_fixups);
-    fprintf(stderr, "  dwarf unwinds %lu\n", (unsigned long)cnt.dwarf_unwinds);
+    fprintf(stderr,
+            "  dwarf unwinds %lu; compiled CFI %lu, libunwind %lu; checked %lu, mismatches %lu\n",
+            (unsigned long)cnt.dwarf_unwinds, (unsigned long)cnt.cfi_unwinds,
+            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
+            (unsigned long)cnt.unwind_mismatches);
+    /* Compiled CFI takes (nearly) every stack and agrees with libunwind on each. */
+    assert_int_equal(cnt.unwind_mismatches, 0);
+    assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
+    assert_true(cnt.cfi_unwinds * 100 >= (cnt.cfi_unwinds + cnt.libunwind_unwinds) * 95);
     assert_true(c->samples > 300); /* fewer on a loaded machine: cpu-clock */
     assert_true(c->saw_exec);
     assert_int_equal(cnt.lost, 0);
@@ -405,6 +415,71 @@ static void test_shares_dwarf_nofp_binary(void **st)
 {
     REQUIRE_PERF();
     check_shares("wl_shares_nofp", CN_SMP_UNWIND_DWARF, true);
+}
+
+/* A 30-frame stack unwound through compiled CFI, checked against libunwind sample by
+ * sample, with a full stack copy and with one too small for the whole stack (both
+ * unwinders must stop at the same frame, for the same reason). */
+static void deep_checked(const char *bin, uint32_t stack_size)
+{
+    char path[512];
+    wl_path(path, sizeof(path), bin);
+    char *argv[] = {path, "1", NULL};
+    cn_smp_child child;
+    assert_int_equal(cn_smp_spawn(argv, (uid_t)-1, (gid_t)-1, &child), 0);
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID,
+                         .pid = child.pid,
+                         .freq = 999,
+                         .unwind = CN_SMP_UNWIND_DWARF,
+                         .stack_size = stack_size,
+                         .enable_on_exec = true,
+                         .check_unwind = true};
+    collector *c = calloc(1, sizeof(*c));
+    tsymtab_load(&c->syms[c->nsyms++], path);
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
+    if (cn_smp_session_start(s) < 0)
+        fail_msg("start: %s", cn_smp_session_errmsg(s));
+    assert_int_equal(cn_smp_child_release(&child), 0);
+    drive(s, 30000);
+    waitpid(child.pid, NULL, 0);
+    cn_smp_counters cnt;
+    cn_smp_session_counters(s, &cnt);
+    cn_smp_session_free(s);
+    long total = count_with(c, "main", 0, false);
+    double full = share(c,
+                        "main;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
+                        "deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
+                        "deep;deep;burn",
+                        0, total);
+    fprintf(stderr,
+            "  %s stack %u: samples %lu, to main %ld, full 30-frame path %.1f%%, short %lu; "
+            "CFI %lu libunwind %lu checked %lu mismatches %lu\n",
+            bin, stack_size, (unsigned long)c->samples, total, full,
+            (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT], (unsigned long)cnt.cfi_unwinds,
+            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
+            (unsigned long)cnt.unwind_mismatches);
+    assert_true(c->samples > 200);
+    assert_int_equal(cnt.unwind_mismatches, 0);
+    assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
+    assert_true(cnt.cfi_unwinds * 100 >= (cnt.cfi_unwinds + cnt.libunwind_unwinds) * 95);
+    if (stack_size >= 4096) {
+        assert_true(total * 100 >= (long)c->samples * 90);
+        assert_true(full > 80);
+    } else {
+        /* 512 bytes hold a few frames of deep(): the stack is cut short, never wrong. */
+        assert_int_equal(total, 0);
+        assert_true(cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] * 100 >= (uint64_t)c->samples * 90);
+    }
+    collector_free(c);
+}
+
+static void test_deep_dwarf_checked(void **st)
+{
+    REQUIRE_PERF();
+    deep_checked("wl_deep_nofp", 8192);
+    deep_checked("wl_deep_fp", 512);
 }
 
 /* Attach to an already running process (not through spawn). */
@@ -845,6 +920,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shares_auto_nofp_binary),
         cmocka_unit_test(test_shares_dwarf_fp_binary),
         cmocka_unit_test(test_shares_dwarf_nofp_binary),
+        cmocka_unit_test(test_deep_dwarf_checked),
         cmocka_unit_test(test_threads_after_attach),
         cmocka_unit_test(test_fork_followed),
         cmocka_unit_test(test_dlopen_after_attach),

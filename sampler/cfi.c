@@ -1,0 +1,361 @@
+/* cfi.c — the fast path of DWARF unwinding: call-frame rules read with libdw from an
+ * object's .eh_frame (else .debug_frame), compiled on first use of an address into a
+ * sorted range table kept on the object, so that unwinding one frame is a table lookup
+ * and one or two reads from the sample's stack copy.
+ *
+ * libunwind (unwind.c) stays the general unwinder. Here only the shapes compilers emit for
+ * ordinary code are compiled: CFA = SP or FP + offset; the return address and the frame
+ * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame). A DWARF
+ * expression, a signal frame, a rule naming another register, an address without CFI or a
+ * stack that does not grow the expected way returns -EAGAIN, and the caller hands the
+ * whole sample to libunwind: both give the same frames (tests/unit/test_sampler.c checks
+ * that sample by sample). Rule tables are per object and so independent of the process,
+ * unlike libunwind's per-address cache, which must be flushed when the process changes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <libelf.h>
+
+#include "smp_internal.h"
+
+/* Rules kept per object; beyond this, rules are compiled on every use (still correct). */
+#define MAX_RULES (1u << 16)
+
+/* Tracked registers: the stack pointer (the CFA becomes the caller's), the frame pointer,
+ * and the return-address column. */
+enum { SLOT_SP, SLOT_FP, SLOT_RA, NSLOTS };
+
+typedef enum rule_kind {
+    R_SAME = 0, /* unchanged from the callee */
+    R_UNDEF,    /* not recoverable (for the return address: the outermost frame) */
+    R_AT_CFA,   /* saved in memory at CFA + off */
+    R_VAL_CFA,  /* the value CFA + off */
+} rule_kind;
+
+typedef struct rule {
+    uint64_t start, end; /* ELF virtual addresses the rule covers: [start, end) */
+    int64_t cfa_off;
+    int64_t off[NSLOTS];
+    uint8_t kind[NSLOTS];
+    uint8_t cfa_slot; /* SLOT_SP or SLOT_FP; NSLOTS: not compilable, use libunwind */
+} rule;
+
+struct cn_smp__cfi {
+    Elf *elf;         /* over the object's file image (owned by the object) */
+    Dwarf_CFI *eh;    /* from .eh_frame, or NULL */
+    Dwarf *dbg;       /* for .debug_frame, or NULL */
+    Dwarf_CFI *debug; /* from .debug_frame, or NULL */
+    uint16_t machine; /* e_machine */
+    rule *rules;      /* sorted by start, disjoint */
+    size_t n, cap;
+};
+
+static int elf_version_once(void)
+{
+    /* elf_version() only records the version; calling it again is harmless. */
+    return elf_version(EV_CURRENT) == EV_NONE ? -ENOSYS : 0;
+}
+
+static cn_smp__cfi *cfi_open(cn_smp__elf *e)
+{
+    cn_smp__cfi *c = calloc(1, sizeof(*c));
+    if (!c || elf_version_once() < 0)
+        goto fail;
+    c->elf = elf_memory((char *)e->data, e->size);
+    if (!c->elf)
+        goto fail;
+    GElf_Ehdr eh;
+    if (!gelf_getehdr(c->elf, &eh))
+        goto fail;
+    c->machine = eh.e_machine;
+    c->eh = dwarf_getcfi_elf(c->elf);
+    if (e->debug_frame_size) {
+        c->dbg = dwarf_begin_elf(c->elf, DWARF_C_READ, NULL);
+        c->debug = c->dbg ? dwarf_getcfi(c->dbg) : NULL;
+    }
+    return c;
+fail:
+    cn_smp__cfi_free(c);
+    return NULL;
+}
+
+void cn_smp__cfi_free(cn_smp__cfi *c)
+{
+    if (!c)
+        return;
+    if (c->eh)
+        dwarf_cfi_end(c->eh);
+    if (c->dbg)
+        dwarf_end(c->dbg); /* also ends c->debug */
+    if (c->elf)
+        elf_end(c->elf);
+    free(c->rules);
+    free(c);
+}
+
+/* Index of the first rule with start > addr. */
+static size_t upper_bound(const cn_smp__cfi *c, uint64_t addr)
+{
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->rules[mid].start <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int slot_of(const cn_smp__arch *arch, Dwarf_Word reg)
+{
+    if (reg == (Dwarf_Word)arch->dw_sp)
+        return SLOT_SP;
+    if (reg == (Dwarf_Word)arch->dw_fp)
+        return SLOT_FP;
+    return -1;
+}
+
+/* Compiles the rule of DWARF register regno; false when its shape is not one we handle. */
+static bool compile_reg(Dwarf_Frame *f, int regno, uint8_t *kind, int64_t *off)
+{
+    Dwarf_Op mem[3], *ops;
+    size_t nops;
+    if (dwarf_frame_register(f, regno, mem, &ops, &nops) < 0)
+        return false;
+    *off = 0;
+    if (nops == 0) {
+        *kind = ops == NULL ? R_SAME : R_UNDEF;
+        return true;
+    }
+    if (ops[0].atom != DW_OP_call_frame_cfa)
+        return false;
+    size_t i = 1;
+    if (i < nops && ops[i].atom == DW_OP_plus_uconst)
+        *off = (int64_t)ops[i++].number;
+    *kind = R_AT_CFA;
+    if (i < nops && ops[i].atom == DW_OP_stack_value) {
+        *kind = R_VAL_CFA;
+        i++;
+    }
+    return i == nops;
+}
+
+/* Compiles the frame that libdw found for an address into r (cfa_slot NSLOTS when the
+ * frame needs libunwind). */
+static void compile_frame(const cn_smp__arch *arch, Dwarf_Frame *f, rule *r)
+{
+    Dwarf_Addr start, end;
+    bool signal = false;
+    int ra = dwarf_frame_info(f, &start, &end, &signal);
+    r->cfa_slot = NSLOTS;
+    if (ra < 0)
+        return;
+    r->start = start;
+    r->end = end;
+    Dwarf_Op *ops;
+    size_t nops;
+    if (signal || ra != arch->dw_ra || dwarf_frame_cfa(f, &ops, &nops) < 0 || nops != 1 ||
+        ops[0].atom != DW_OP_bregx)
+        return;
+    int slot = slot_of(arch, ops[0].number);
+    if (slot < 0)
+        return;
+    r->cfa_off = (int64_t)ops[0].number2;
+    if (!compile_reg(f, arch->dw_fp, &r->kind[SLOT_FP], &r->off[SLOT_FP]) ||
+        !compile_reg(f, arch->dw_ra, &r->kind[SLOT_RA], &r->off[SLOT_RA]))
+        return;
+    r->kind[SLOT_SP] = R_VAL_CFA; /* the caller's stack pointer is the CFA */
+    r->off[SLOT_SP] = 0;
+    r->cfa_slot = (uint8_t)slot;
+}
+
+/* Looks up CFI for addr in one table; true with *r filled when found. */
+static bool from_cfi(const cn_smp__arch *arch, Dwarf_CFI *cfi, uint64_t addr, rule *r)
+{
+    Dwarf_Frame *f = NULL;
+    if (!cfi || dwarf_cfi_addrframe(cfi, addr, &f) < 0)
+        return false;
+    compile_frame(arch, f, r);
+    free(f);
+    return r->end > r->start && addr >= r->start && addr < r->end;
+}
+
+/* Inserts r before index at, clipped so that the table stays disjoint. */
+static void insert_rule(cn_smp__cfi *c, size_t at, rule r)
+{
+    if (at > 0 && r.start < c->rules[at - 1].end)
+        r.start = c->rules[at - 1].end;
+    if (at < c->n && r.end > c->rules[at].start)
+        r.end = c->rules[at].start;
+    if (r.end <= r.start || c->n >= MAX_RULES)
+        return;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        rule *n = realloc(c->rules, cap * sizeof(*n));
+        if (!n)
+            return; /* not kept: compiled again next time */
+        c->rules = n;
+        c->cap = cap;
+    }
+    memmove(&c->rules[at + 1], &c->rules[at], (c->n - at) * sizeof(*c->rules));
+    c->rules[at] = r;
+    c->n++;
+}
+
+/* The rule covering addr (an ELF virtual address of object e), compiled on a miss; NULL
+ * when the object has no usable CFI there. *tmp holds a rule that could not be kept. */
+static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t addr, rule *tmp)
+{
+    if (!e->cfi) {
+        e->cfi = cfi_open(e);
+        if (!e->cfi)
+            return NULL;
+    }
+    cn_smp__cfi *c = e->cfi;
+    if (c->machine != arch->elf_machine)
+        return NULL;
+    size_t at = upper_bound(c, addr);
+    if (at > 0 && addr < c->rules[at - 1].end)
+        return &c->rules[at - 1];
+    memset(tmp, 0, sizeof(*tmp));
+    if (!from_cfi(arch, c->eh, addr, tmp) && !from_cfi(arch, c->debug, addr, tmp)) {
+        /* No CFI here: remember that for this one address. */
+        *tmp = (rule){.start = addr, .end = addr + 1, .cfa_slot = NSLOTS};
+    }
+    insert_rule(c, at, *tmp);
+    at = upper_bound(c, addr);
+    if (at > 0 && addr >= c->rules[at - 1].start && addr < c->rules[at - 1].end)
+        return &c->rules[at - 1];
+    return tmp;
+}
+
+/* One frame's registers while unwinding. */
+typedef struct regs {
+    uint64_t pc;
+    uint64_t v[NSLOTS];
+    bool ok[NSLOTS];
+} regs;
+
+static bool sample_reg(const cn_smp__arch *arch, const cn_smp__rec *r, int perf, uint64_t *out)
+{
+    int idx = perf < 0 ? -1 : cn_smp__reg_index(arch->regs_mask, perf);
+    if (idx < 0 || (uint32_t)idx >= r->u.sample.nregs)
+        return false;
+    *out = cn_smp__reg_at(r, (uint32_t)idx);
+    return true;
+}
+
+/* Reads a word of the stack copy; the copy starts at the sample's stack pointer sp0. */
+static int read_stack(const cn_smp__rec *r, uint64_t sp0, uint64_t addr, uint64_t *out)
+{
+    uint64_t size = r->u.sample.stack_size;
+    if (addr < sp0 || addr - sp0 > size || size - (addr - sp0) < sizeof(*out))
+        return -EFAULT;
+    memcpy(out, r->u.sample.stack + (addr - sp0), sizeof(*out));
+    return 0;
+}
+
+/* Applies rule ru to the callee's registers cur, giving the caller's in next. Returns 0,
+ * 1 when the return address is undefined (cur is the outermost frame), -EAGAIN when
+ * libunwind must take over, or -EFAULT when a saved register lies outside the copy (its
+ * address in *fault). */
+static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *cur, regs *next,
+                uint64_t *fault)
+{
+    if (!cur->ok[ru->cfa_slot])
+        return -EAGAIN;
+    uint64_t cfa = cur->v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
+    if (ru->kind[SLOT_RA] == R_UNDEF)
+        return 1;
+    for (int s = 0; s < NSLOTS; s++) {
+        next->ok[s] = true;
+        switch ((rule_kind)ru->kind[s]) {
+        case R_SAME:
+            next->v[s] = cur->v[s];
+            next->ok[s] = cur->ok[s];
+            break;
+        case R_UNDEF:
+            next->ok[s] = false;
+            break;
+        case R_AT_CFA:
+            *fault = cfa + (uint64_t)ru->off[s];
+            if (read_stack(r, sp0, *fault, &next->v[s]) < 0)
+                return -EFAULT;
+            break;
+        case R_VAL_CFA:
+            next->v[s] = cfa + (uint64_t)ru->off[s];
+            break;
+        }
+    }
+    if (!next->ok[SLOT_RA])
+        return -EAGAIN;
+    next->pc = next->v[SLOT_RA];
+    /* The caller's frame lies above the callee's; anything else is libunwind's call. */
+    if (next->v[SLOT_SP] < cur->v[SLOT_SP] ||
+        (next->v[SLOT_SP] == cur->v[SLOT_SP] && next->pc == cur->pc))
+        return -EAGAIN;
+    return 0;
+}
+
+static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g)
+{
+    memset(g, 0, sizeof(*g));
+    if (!r->u.sample.regs || !sample_reg(arch, r, arch->perf_ip, &g->pc) ||
+        !sample_reg(arch, r, arch->perf_sp, &g->v[SLOT_SP]))
+        return false;
+    g->ok[SLOT_SP] = true;
+    g->ok[SLOT_FP] = sample_reg(arch, r, arch->perf_fp, &g->v[SLOT_FP]);
+    g->ok[SLOT_RA] = sample_reg(arch, r, arch->perf_lr, &g->v[SLOT_RA]);
+    return true;
+}
+
+int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t *pcs, int max, cn_smp_stop *stop)
+{
+    regs cur, next;
+    if (max <= 0 || !initial_regs(arch, r, &cur))
+        return -EAGAIN;
+    uint64_t sp0 = cur.v[SLOT_SP];
+    int n = 0;
+    for (;;) {
+        if (cur.pc == 0) {
+            *stop = CN_SMP_STOP_NONE;
+            return n;
+        }
+        if (n >= max) {
+            /* Reaching the max only matters to a caller who asked for everything. */
+            *stop = max < CN_SMP_MAX_FRAMES ? CN_SMP_STOP_NONE : CN_SMP_STOP_MAX_DEPTH;
+            return n;
+        }
+        pcs[n++] = cur.pc;
+        /* A return address points after its call: look up the call itself. */
+        uint64_t at = arch->mask_ret(cur.pc) - (n > 1 ? 1 : 0), bias;
+        const cn_smp__map *m = cn_smp__proc_find(p, at);
+        if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
+            !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+            return -EAGAIN;
+        rule tmp;
+        const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
+        if (!ru || ru->cfa_slot >= NSLOTS)
+            return -EAGAIN;
+        uint64_t fault = 0;
+        int ret = step(r, sp0, ru, &cur, &next, &fault);
+        if (ret == 1) {
+            *stop = CN_SMP_STOP_NONE;
+            return n;
+        }
+        if (ret == -EFAULT) {
+            /* As unwind.c classifies it: just above the copy, the copy was too short. */
+            *stop = fault >= sp0 && fault - sp0 < CN_SMP__STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
+                                                                      : CN_SMP_STOP_BAD_READ;
+            return n;
+        }
+        if (ret < 0)
+            return ret;
+        cur = next;
+    }
+}
