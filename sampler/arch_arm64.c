@@ -31,24 +31,23 @@ static uint32_t insn_at(const uint8_t *code)
     return v; /* AArch64 Linux is little-endian */
 }
 
-/* stp x29, x30, [sp, #-N]! then mov x29, sp — optionally after paciasp / bti c. */
+/* A frame record set up within the first instructions: x29 and x30 stored as a pair at
+ * the stack pointer (stp x29, x30, [sp, #-N]! for small frames; sub sp, sp, #N then
+ * stp x29, x30, [sp, #M] for large ones), then x29 set from sp (mov x29, sp / add x29,
+ * sp, #M). The compiler schedules unrelated instructions between the two and may open
+ * with paciasp, bti c or a shrink-wrapped early exit, so a short window is searched. */
 static bool arm64_fp_prologue(const uint8_t *code, size_t len)
 {
-    size_t i = 0;
-    while (i + 4 <= len && i < 8) {
+    bool stored = false;
+    for (size_t i = 0; i + 4 <= len && i < 8 * 4; i += 4) {
         uint32_t w = insn_at(code + i);
-        if (w == 0xd503233f /* paciasp */ || w == 0xd503245f /* bti c */)
-            i += 4;
-        else
-            break;
+        if ((w & 0xffc07fff) == 0xa9807bfd /* stp x29, x30, [sp, #imm]! */ ||
+            (w & 0xffc07fff) == 0xa9007bfd /* stp x29, x30, [sp, #imm] */)
+            stored = true;
+        else if (stored && (w & 0xffc003ff) == 0x910003fd /* add x29, sp, #imm (mov) */)
+            return true;
     }
-    if (i + 8 > len)
-        return false;
-    uint32_t stp = insn_at(code + i), mov = insn_at(code + i + 4);
-    /* stp x29, x30, [sp, #imm]! : 0xa9800000 | imm7<<15 | x30<<10 | sp<<5 | x29 */
-    bool is_stp = (stp & 0xffc07fff) == 0xa9807bfd;
-    bool is_mov = mov == 0x910003fd; /* mov x29, sp (add x29, sp, #0) */
-    return is_stp && is_mov;
+    return false;
 }
 
 const cn_smp__arch cn_smp__arch_arm64 = {

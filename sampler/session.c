@@ -741,14 +741,6 @@ static int arena_push(cn_smp_session *s, const uint8_t *a, size_t alen, const ui
     return 0;
 }
 
-static uint64_t record_time(cn_smp_session *s, const uint8_t *rec, size_t len)
-{
-    cn_smp__rec r;
-    if (cn_smp__parse(&s->lay, rec, len, &r) < 0)
-        return 0;
-    return r.time;
-}
-
 /* A ring's unread records, walked in place by the merge. */
 typedef struct cursor {
     ring *rg;
@@ -756,7 +748,9 @@ typedef struct cursor {
     uint64_t head, tail, size;
     const uint8_t *rec; /* the current record: in the ring, or rg->wrap when it wraps */
     size_t len;         /* 0 when the ring has nothing more */
-    uint64_t time;
+    uint64_t time;      /* 0 when the record does not parse (delivered at once, counted) */
+    cn_smp__rec parsed; /* rec parsed (pointers into rec), when parse_ret == 0 */
+    int parse_ret;
 } cursor;
 
 /* Points c at the record at its tail (len 0 when none). A malformed header discards the
@@ -786,7 +780,8 @@ static void cursor_peek(cn_smp_session *s, cursor *c)
         c->rec = c->rg->wrap;
     }
     c->len = h.size;
-    c->time = record_time(s, c->rec, c->len);
+    c->parse_ret = cn_smp__parse(&s->lay, c->rec, c->len, &c->parsed);
+    c->time = c->parse_ret == 0 ? c->parsed.time : 0;
     return;
 bad:
     s->cnt.bad_records++;
@@ -853,9 +848,10 @@ static int held_compact(cn_smp_session *s, size_t from)
 }
 
 /* Merges the rings' records and the held ones in time order, processing every record with
- * time <= bound where it lies (no copy: a dwarf sample carries kilobytes of stack), then
- * copies what is newer into the held queue so that the rings are emptied. Each ring is in
- * time order (one CPU writes it), so a k-way merge of their heads orders everything. */
+ * time <= bound where it lies (no copy: a dwarf sample carries kilobytes of stack). What is
+ * newer waits for the next call, in the ring, or copied into the held queue when the ring
+ * is filling up. Each ring is in time order (one CPU writes it), so a k-way merge of the
+ * rings' heads and the held queue orders everything. */
 static int merge(cn_smp_session *s, uint64_t bound)
 {
     uint64_t before = s->cnt.samples;
@@ -875,7 +871,10 @@ static int merge(cn_smp_session *s, uint64_t bound)
         if (t > bound || (!best && hi >= s->npend))
             break;
         if (best) {
-            process_one(s, best->rec, best->len);
+            if (best->parse_ret == 0)
+                handle_record(s, &best->parsed);
+            else if (best->parse_ret != -ENOTSUP)
+                s->cnt.bad_records++;
             best->tail += best->len;
             cursor_peek(s, best);
         } else {
@@ -885,7 +884,14 @@ static int merge(cn_smp_session *s, uint64_t bound)
     }
     ret = held_compact(s, hi);
     for (size_t i = 0; i < s->nrings; i++) {
-        for (cursor *c = &cur[i]; ret == 0 && c->len; cursor_peek(s, c)) {
+        /* What is newer stays in the ring while the ring has room to spare (no copy); only
+         * when it holds more than a quarter of its size is it moved out. */
+        cursor *c = &cur[i];
+        if (bound != UINT64_MAX && c->head - c->tail <= c->size / 4) {
+            cursor_close(c);
+            continue;
+        }
+        for (; ret == 0 && c->len; cursor_peek(s, c)) {
             ret = arena_push(s, c->rec, c->len, NULL, 0, c->time);
             c->tail += c->len;
         }
