@@ -3,7 +3,7 @@
  * this thread's CPU time inside cn_smp_session_read/_stop divided by the samples
  * delivered, on a workload started the way `canopy run` starts it.
  *
- *   bench_sampler [--unwind MODE] [--freq HZ] [--seconds S] [--] CMD ARGS...
+ *   bench_sampler [--unwind MODE] [--freq HZ] [--libunwind] [--] CMD ARGS...
  *       one run; prints samples, lost, early stops, frames per sample and µs per sample.
  *   bench_sampler --run MODE FREQ -- CMD ARGS...
  *       just runs CMD under the sampler (used by bench/overhead.sh); MODE "none" runs it
@@ -39,7 +39,7 @@ static uint64_t cpu_ns(void)
 }
 
 /* Runs argv under the sampler; fills the results. Returns 0 or negative errno. */
-static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool quiet, stats *st,
+static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool libunwind_only, stats *st,
                    cn_smp_counters *cnt, double *us_per_sample)
 {
     cn_smp_child child;
@@ -50,7 +50,8 @@ static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool quiet, s
                          .pid = child.pid,
                          .freq = freq,
                          .unwind = mode,
-                         .enable_on_exec = true};
+                         .enable_on_exec = true,
+                         .libunwind_only = libunwind_only};
     cn_smp_callbacks cb = {.sample = on_sample};
     cn_smp_session *s = NULL;
     memset(st, 0, sizeof(*st));
@@ -78,17 +79,19 @@ static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool quiet, s
     cn_smp_session_counters(s, cnt);
     cn_smp_session_free(s);
     *us_per_sample = st->samples ? (double)spent / 1e3 / (double)st->samples : 0;
-    (void)quiet;
     return 0;
 }
 
-static void report(const char *what, cn_smp_unwind mode, uint32_t freq, const stats *st,
-                   const cn_smp_counters *c, double us)
+static void report(const char *what, cn_smp_unwind mode, bool libunwind_only, uint32_t freq,
+                   const stats *st, const cn_smp_counters *c, double us)
 {
-    printf("%-28s %-5s %5u Hz  samples %6llu  lost %4llu  early-stops %4llu  frames/sample "
+    char how[32];
+    snprintf(how, sizeof(how), "%s%s", cn_smp_unwind_name(mode),
+             libunwind_only ? "/libunwind" : "");
+    printf("%-20s %-15s %5u Hz  samples %6llu  lost %4llu  early-stops %4llu  frames/sample "
            "%5.1f  %7.2f us/sample\n",
-           what, cn_smp_unwind_name(mode), freq, (unsigned long long)st->samples,
-           (unsigned long long)c->lost, (unsigned long long)c->unwind_early,
+           what, how, freq, (unsigned long long)st->samples, (unsigned long long)c->lost,
+           (unsigned long long)c->unwind_early,
            st->samples ? (double)st->frames / (double)st->samples : 0.0, us);
 }
 
@@ -105,17 +108,20 @@ static int suite(void)
         {"wl_deep_nofp", "3", 999},
         {"wl_threads_fp", "3", 999},
     };
+    /* Each mode, and DWARF once more with libunwind alone (no compiled CFI) to compare. */
     for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
-        for (int m = CN_SMP_UNWIND_AUTO; m <= CN_SMP_UNWIND_DWARF; m++) {
+        for (int m = CN_SMP_UNWIND_AUTO; m <= CN_SMP_UNWIND_DWARF + 1; m++) {
+            cn_smp_unwind mode = m > CN_SMP_UNWIND_DWARF ? CN_SMP_UNWIND_DWARF : (cn_smp_unwind)m;
+            bool lu = m > CN_SMP_UNWIND_DWARF;
             char path[1024];
             snprintf(path, sizeof(path), "%s/%s", dir, runs[i].bin);
             char *argv[] = {path, (char *)runs[i].arg, (char *)"0", NULL};
             stats st;
             cn_smp_counters c;
             double us;
-            if (run_one(argv, (cn_smp_unwind)m, runs[i].freq, true, &st, &c, &us) < 0)
+            if (run_one(argv, mode, runs[i].freq, lu, &st, &c, &us) < 0)
                 return 1;
-            report(runs[i].bin, (cn_smp_unwind)m, runs[i].freq, &st, &c, us);
+            report(runs[i].bin, mode, lu, runs[i].freq, &st, &c, us);
         }
     }
     return 0;
@@ -125,6 +131,7 @@ int main(int argc, char **argv)
 {
     cn_smp_unwind mode = CN_SMP_UNWIND_AUTO;
     uint32_t freq = 999;
+    bool libunwind_only = false;
     int i = 1;
     if (argc > 3 && strcmp(argv[1], "--run") == 0) {
         bool none = strcmp(argv[2], "none") == 0;
@@ -143,7 +150,7 @@ int main(int argc, char **argv)
         stats st;
         cn_smp_counters c;
         double us;
-        return run_one(&argv[i], mode, freq, true, &st, &c, &us) < 0 ? 1 : 0;
+        return run_one(&argv[i], mode, freq, false, &st, &c, &us) < 0 ? 1 : 0;
     }
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -152,6 +159,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--unwind") == 0 && i + 1 < argc) {
             if (cn_smp_unwind_parse(argv[++i], &mode) < 0)
                 return 2;
+        } else if (strcmp(argv[i], "--libunwind") == 0) {
+            libunwind_only = true;
         } else if (strcmp(argv[i], "--freq") == 0 && i + 1 < argc) {
             freq = (uint32_t)atoi(argv[++i]);
         } else {
@@ -164,8 +173,8 @@ int main(int argc, char **argv)
     stats st;
     cn_smp_counters c;
     double us;
-    if (run_one(&argv[i], mode, freq, false, &st, &c, &us) < 0)
+    if (run_one(&argv[i], mode, freq, libunwind_only, &st, &c, &us) < 0)
         return 1;
-    report(argv[i], mode, freq, &st, &c, us);
+    report(argv[i], mode, libunwind_only, freq, &st, &c, us);
     return 0;
 }

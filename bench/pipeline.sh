@@ -3,12 +3,14 @@
 # build and print the tree) against perf's (perf record, then perf report), on the same
 # workload at the same frequency. Prints CPU microseconds per sample for each.
 #   bench/pipeline.sh BUILD_DIR [ROUNDS] [FREQ]
-# canopy runs in-process (`canopy run --no-daemon`); its CPU is the run's total (rusage of
-# canopy and its waited-for child) minus the workload's own CPU, which the workload
-# prints. perf's is `perf record`'s total minus the workload's, plus `perf report`'s.
-# Each pipeline runs REPS (default 5) pairs of runs, ROUNDS and 3×ROUNDS long: "us/sample"
-# is the median marginal cost (Δcpu / Δsamples), so start-up costs (loading symbols,
-# perf's session setup) cancel; "all-in us" is the long run's total per sample.
+# The workload is started first and both profilers attach to it (canopy in-process:
+# `canopy tree --pid PID --no-daemon`; `perf record -p PID`), so each profiler's CPU is
+# measured alone, as perf stat's task-clock of its own process (nanosecond resolution; no
+# subtraction of the workload's CPU, whose run-to-run noise would swamp fp's cost).
+# perf's cost is `perf record`'s CPU plus `perf report`'s. Each pipeline runs REPS
+# (default 5) pairs of runs, ROUNDS and 3×ROUNDS long: "us/sample" is the median marginal
+# cost (Δcpu / Δsamples), so start-up costs (loading symbols, perf's session setup)
+# cancel; "all-in us" is the long run's total per sample.
 set -euo pipefail
 build=${1:?usage: bench/pipeline.sh BUILD_DIR [ROUNDS] [FREQ]}
 rounds=${2:-80}
@@ -18,38 +20,44 @@ canopy=$build/client/canopy
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# cpu_s CMD...: runs CMD, writes "total_cpu_seconds" to $tmp/cpu and its stdout to $tmp/out
+# cpu_s CMD...: runs CMD, writes its CPU seconds to $tmp/cpu and its stdout to $tmp/out.
+# The CPU time is perf stat's task-clock of CMD (its threads included).
 cpu_s() {
-  /usr/bin/env time -f '%U %S' -o "$tmp/time" "$@" >"$tmp/out" 2>"$tmp/err"
-  awk '{print $1 + $2}' "$tmp/time" >"$tmp/cpu"
+  perf stat -x, -e task-clock -o "$tmp/stat" -- "$@" >"$tmp/out" 2>"$tmp/err"
+  awk -F, '$3 ~ /^task-clock/ { print $1 / 1000 }' "$tmp/stat" >"$tmp/cpu"
+  [ -s "$tmp/cpu" ] || { echo "pipeline.sh: no task-clock from perf stat" >&2; exit 1; }
 }
-wl_cpu() { sed -n 's/.*cpu_ms \([0-9.]*\).*/\1/p' "$1" | tail -1 | awk '{print $1 / 1000}'; }
+
+# start_wl ROUNDS: starts the workload in the background; its pid in $wpid
+start_wl() {
+  "$wl" --rounds "$1" >"$tmp/wl.out" 2>&1 &
+  wpid=$!
+}
 
 # canopy_run UNWIND ROUNDS: prints "samples cpu_seconds" of canopy's own work
 canopy_run() {
-  cpu_s "$canopy" run --no-daemon -F "$freq" --unwind "$1" -- "$wl" --rounds "$2"
-  local total work samples
-  total=$(cat "$tmp/cpu")
-  work=$(wl_cpu "$tmp/err")
-  [ -n "$work" ] || work=$(wl_cpu "$tmp/out")
+  start_wl "$2"
+  cpu_s "$canopy" tree --pid "$wpid" --no-daemon -F "$freq" --unwind "$1" --duration 10m
+  wait "$wpid"
+  local samples
   samples=$(sed -n 's/.*total \([0-9]*\) samples.*/\1/p' "$tmp/out" | head -1)
-  echo "$samples $(awk -v t="$total" -v w="$work" 'BEGIN { print t - w }')"
+  echo "$samples $(cat "$tmp/cpu")"
 }
 
 # perf_run MODE[:report] ROUNDS: the same for perf record + perf report (with ":report",
 # perf report alone: the cost of turning the same recorded samples into a report)
 perf_run() {
-  local cg=(-g) rec work rep samples
+  local cg=(-g) rec rep samples
   [ "${1%:*}" = dwarf ] && cg=(--call-graph dwarf,8192)
-  cpu_s perf record -q -e cpu-clock -F "$freq" "${cg[@]}" -o "$tmp/perf.data" -- "$wl" --rounds "$2"
+  start_wl "$2"
+  cpu_s perf record -q -e cpu-clock -F "$freq" "${cg[@]}" -p "$wpid" -o "$tmp/perf.data"
+  wait "$wpid"
   rec=$(cat "$tmp/cpu")
-  work=$(wl_cpu "$tmp/out")
-  [ -n "$work" ] || work=$(wl_cpu "$tmp/err")
   cpu_s perf report -i "$tmp/perf.data" --stdio
   rep=$(cat "$tmp/cpu")
   samples=$(perf script -i "$tmp/perf.data" -F period 2>/dev/null | wc -l)
-  [ "${1#*:}" = report ] && rec=$work
-  echo "$samples $(awk -v r="$rec" -v w="$work" -v p="$rep" 'BEGIN { print r - w + p }')"
+  [ "${1#*:}" = report ] && rec=0
+  echo "$samples $(awk -v r="$rec" -v p="$rep" 'BEGIN { print r + p }')"
 }
 
 # measure NAME FN ARG: REPS pairs of runs; prints the median marginal cost per sample

@@ -321,6 +321,9 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         return -EAGAIN;
     uint64_t sp0 = cur.v[SLOT_SP];
     int n = 0;
+    /* Consecutive frames are mostly in one object: its map and bias are kept. */
+    const cn_smp__map *m = NULL;
+    uint64_t bias = 0;
     for (;;) {
         if (cur.pc == 0) {
             *stop = CN_SMP_STOP_NONE;
@@ -333,11 +336,13 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         pcs[n++] = cur.pc;
         /* A return address points after its call: look up the call itself. */
-        uint64_t at = arch->mask_ret(cur.pc) - (n > 1 ? 1 : 0), bias;
-        const cn_smp__map *m = cn_smp__proc_find(p, at);
-        if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
-            !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
-            return -EAGAIN;
+        uint64_t at = arch->mask_ret(cur.pc) - (n > 1 ? 1 : 0);
+        if (!m || at < m->start || at >= m->end) {
+            m = cn_smp__proc_find(p, at);
+            if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
+                !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+                return -EAGAIN;
+        }
         rule tmp;
         const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
         if (!ru || ru->cfa_slot >= NSLOTS)

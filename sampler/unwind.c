@@ -228,8 +228,10 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
         int ret = unw_step(&cur);
         if (ret > 0)
             continue;
+        /* libunwind also ends "normally" when it found no unwind info for the frame (its
+         * frame-chain guess gave up): the reason recorded on the way says so. */
         if (ret == 0)
-            *stop = CN_SMP_STOP_NONE;
+            *stop = c.reason;
         else
             *stop = c.reason != CN_SMP_STOP_NONE ? c.reason
                     : ret == -UNW_ENOINFO        ? CN_SMP_STOP_NO_INFO

@@ -18,13 +18,17 @@ foreach(wl shares threads forker deep)
   cn_workload(wl_${wl}_nofp ${wl}.c -fomit-frame-pointer Threads::Threads)
 endforeach()
 cn_workload(wl_dlopener_fp dlopener.c -fno-omit-frame-pointer ${CMAKE_DL_LIBS})
+# Unwind tables only in .debug_frame (no .eh_frame entries for its own functions).
+cn_workload(wl_shares_dbgframe shares.c
+            "-fomit-frame-pointer;-fno-asynchronous-unwind-tables;-fno-unwind-tables"
+            Threads::Threads)
 add_library(wl_dlwork SHARED ${CN_WL_SRC}/dlwork.c)
 set_target_properties(wl_dlwork PROPERTIES COMPILE_OPTIONS "" LINK_OPTIONS ""
                       LIBRARY_OUTPUT_DIRECTORY ${CN_WL_DIR})
 target_compile_options(wl_dlwork PRIVATE -O2 -g -fno-omit-frame-pointer -Wall)
 add_custom_target(cn_workloads ALL DEPENDS wl_shares_fp wl_shares_nofp wl_threads_fp
                   wl_threads_nofp wl_forker_fp wl_forker_nofp wl_deep_fp wl_deep_nofp
-                  wl_dlopener_fp wl_dlwork)
+                  wl_dlopener_fp wl_dlwork wl_shares_dbgframe)
 
 # The unit test drives the workloads: build them first.
 if(TARGET test_sampler)

@@ -288,7 +288,7 @@ static void drive(cn_smp_session *s, int timeout_ms)
 }
 
 /* `canopy run` path: spawn held, attach with enable_on_exec, release, sample to the end. */
-static collector *run_workload(const char *bin, char *const args[], cn_smp_unwind mode,
+static collector *run_workload(const char *bin, char *const args[], cn_smp_unwind mode, bool check,
                                cn_smp_counters *cnt)
 {
     collector *c = calloc(1, sizeof(*c));
@@ -305,8 +305,8 @@ static collector *run_workload(const char *bin, char *const args[], cn_smp_unwin
                          .freq = 999,
                          .unwind = mode,
                          .enable_on_exec = true,
-                         /* every compiled-CFI unwind is redone with libunwind and compared */
-                         .check_unwind = true};
+                         /* every compiled-CFI unwind redone with libunwind and compared */
+                         .check_unwind = check};
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
@@ -328,7 +328,7 @@ static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a
 {
     char *args[] = {"2", NULL};
     cn_smp_counters cnt;
-    collector *c = run_workload(bin, args, mode, &cnt);
+    collector *c = run_workload(bin, args, mode, true, &cnt);
     long total = count_with(c, "main", 0, false);
     char what[128];
     snprintf(what, sizeof(what), "%s --unwind %s", bin, cn_smp_unwind_name(mode));
@@ -379,7 +379,7 @@ static void test_shares_fp_mode(void **st)
      * The shares of what remains are still right. */
     char *args[] = {"2", NULL};
     cn_smp_counters cnt;
-    collector *c = run_workload("wl_shares_fp", args, CN_SMP_UNWIND_FP, &cnt);
+    collector *c = run_workload("wl_shares_fp", args, CN_SMP_UNWIND_FP, true, &cnt);
     dump(c, "wl_shares_fp --unwind fp");
     long total = count_with(c, "main", 0, false);
     assert_true(c->samples > 300 && total * 100 >= c->samples * 90);
@@ -415,6 +415,32 @@ static void test_shares_dwarf_nofp_binary(void **st)
 {
     REQUIRE_PERF();
     check_shares("wl_shares_nofp", CN_SMP_UNWIND_DWARF, true);
+}
+
+/* A binary whose own functions have unwind tables only in .debug_frame (built with
+ * -fno-asynchronous-unwind-tables): libunwind's .eh_frame_hdr search finds nothing for
+ * them, compiled CFI reads .debug_frame. Full paths and shares as with .eh_frame. */
+static void test_shares_dwarf_debug_frame(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"2", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload("wl_shares_dbgframe", args, CN_SMP_UNWIND_DWARF, false, &cnt);
+    dump(c, "wl_shares_dbgframe --unwind dwarf");
+    long total = count_with(c, "main", 0, false);
+    double a = share(c, "main;work_a;burn", 0, total);
+    double b = share(c, "main;work_b;work_b_inner;burn", 0, total);
+    double cc = share(c, "main;work_c;work_c;work_c;work_c;work_c;burn", 0, total);
+    fprintf(stderr, "  shares: work_a %.1f work_b %.1f work_c %.1f; CFI %lu libunwind %lu\n", a, b,
+            cc, (unsigned long)cnt.cfi_unwinds, (unsigned long)cnt.libunwind_unwinds);
+    assert_true(c->samples > 300);
+    assert_true(total * 100 >= c->samples * 90);
+    assert_true(share(c, "main;work_a", 0, total) > 45 && share(c, "main;work_a", 0, total) < 55);
+    assert_true(share(c, "main;work_b;work_b_inner", 0, total) > 25);
+    assert_true(share(c, "main;work_b;work_b_inner", 0, total) < 35);
+    assert_true(share(c, "main;work_c", 0, total) > 15 && share(c, "main;work_c", 0, total) < 25);
+    assert_true(a > 25 && b > 15 && cc > 10);
+    collector_free(c);
 }
 
 /* A 30-frame stack unwound through compiled CFI, checked against libunwind sample by
@@ -921,6 +947,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shares_dwarf_fp_binary),
         cmocka_unit_test(test_shares_dwarf_nofp_binary),
         cmocka_unit_test(test_deep_dwarf_checked),
+        cmocka_unit_test(test_shares_dwarf_debug_frame),
         cmocka_unit_test(test_threads_after_attach),
         cmocka_unit_test(test_fork_followed),
         cmocka_unit_test(test_dlopen_after_attach),
