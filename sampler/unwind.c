@@ -167,7 +167,7 @@ cn_smp__unwinder *cn_smp__unwinder_new(cn_smp__unwind_how how)
         free(u);
         return NULL;
     }
-    unw_set_caching_policy(u->as, UNW_CACHE_NONE);
+    unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
     return u;
 }
 
