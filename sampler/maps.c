@@ -274,6 +274,35 @@ static void detect_fp(cn_smp__elf *e)
         e->has_fp = with_fp * 4 >= tested;
 }
 
+/* Reads the facts unwinding needs from e's image (data, size). Returns 0 or -ENOEXEC. */
+static int elf_parse(cn_smp__elf *e)
+{
+    Elf64_Ehdr eh;
+    if (elf_header(e->data, e->size, &eh) < 0)
+        return -ENOEXEC;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, e->data + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_LOAD && e->nload < sizeof(e->load) / sizeof(e->load[0])) {
+            e->load[e->nload].vaddr = ph.p_vaddr;
+            e->load[e->nload].offset = ph.p_offset;
+            e->load[e->nload].filesz = ph.p_filesz;
+            e->load[e->nload].memsz = ph.p_memsz;
+            e->load[e->nload].exec = ph.p_flags & PF_X;
+            e->nload++;
+        } else if (ph.p_type == PT_GNU_EH_FRAME) {
+            e->eh_frame_hdr_vaddr = ph.p_vaddr;
+            e->eh_frame_hdr_size = ph.p_memsz;
+        }
+    }
+    find_debug_frame(e, &eh);
+    e->ok = e->nload > 0;
+    if (!e->ok)
+        return -ENOEXEC;
+    detect_fp(e);
+    return 0;
+}
+
 int cn_smp__elf_load(cn_smp__obj *o)
 {
     cn_smp__elf *e = &o->elf;
@@ -302,34 +331,28 @@ int cn_smp__elf_load(cn_smp__obj *o)
     }
     e->data = m;
     e->size = (size_t)st.st_size;
-    Elf64_Ehdr eh;
-    if (elf_header(e->data, e->size, &eh) < 0) {
-        ret = -ENOEXEC;
-        goto out;
-    }
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        memcpy(&ph, e->data + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
-        if (ph.p_type == PT_LOAD && e->nload < sizeof(e->load) / sizeof(e->load[0])) {
-            e->load[e->nload].vaddr = ph.p_vaddr;
-            e->load[e->nload].offset = ph.p_offset;
-            e->load[e->nload].filesz = ph.p_filesz;
-            e->load[e->nload].memsz = ph.p_memsz;
-            e->load[e->nload].exec = ph.p_flags & PF_X;
-            e->nload++;
-        } else if (ph.p_type == PT_GNU_EH_FRAME) {
-            e->eh_frame_hdr_vaddr = ph.p_vaddr;
-            e->eh_frame_hdr_size = ph.p_memsz;
-        }
-    }
-    find_debug_frame(e, &eh);
-    e->ok = e->nload > 0;
-    if (e->ok)
-        detect_fp(e);
-    else
-        ret = -ENOEXEC;
+    ret = elf_parse(e);
 out:
     close(fd);
+    if (ret < 0)
+        cn_smp__elf_unload(e), e->tried = true;
+    return ret;
+}
+
+int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size)
+{
+    cn_smp__elf *e = &o->elf;
+    cn_smp__elf_unload(e);
+    e->tried = true;
+    e->has_fp = -1;
+    uint8_t *copy = size >= sizeof(Elf64_Ehdr) ? malloc(size) : NULL;
+    if (!copy)
+        return size >= sizeof(Elf64_Ehdr) ? -ENOMEM : -ENOEXEC;
+    memcpy(copy, image, size);
+    e->data = copy;
+    e->size = size;
+    e->heap = true;
+    int ret = elf_parse(e);
     if (ret < 0)
         cn_smp__elf_unload(e), e->tried = true;
     return ret;
@@ -338,7 +361,9 @@ out:
 void cn_smp__elf_unload(cn_smp__elf *e)
 {
     cn_smp__cfi_free(e->cfi); /* its Elf handle reads the image below */
-    if (e->data)
+    if (e->data && e->heap)
+        free((void *)e->data);
+    else if (e->data)
         munmap((void *)e->data, e->size);
     memset(e, 0, sizeof(*e));
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -392,6 +393,16 @@ static void proc_drop(cn_smp_session *s, pid_t pid)
     }
 }
 
+/* The vDSO has no file, but the kernel maps one image into every 64-bit process: ours,
+ * at AT_SYSINFO_EHDR, gives its unwind tables (a leaf in clock_gettime is common). */
+static void load_vdso(cn_smp__obj *o, uint64_t len)
+{
+    const void *own = (const void *)getauxval(AT_SYSINFO_EHDR);
+    if (own && len > 0 && len <= (64u << 10))
+        cn_smp__elf_load_image(o, own, (size_t)len);
+    o->elf.heap = true; /* tried: not again, even when it failed */
+}
+
 /* Adds one mapping (exec only) described by path/anon to p. */
 static int proc_add_mapping(cn_smp_session *s, cn_smp__proc *p, uint64_t start, uint64_t end,
                             uint64_t pgoff, const char *path, uint32_t maj, uint32_t min,
@@ -401,7 +412,11 @@ static int proc_add_mapping(cn_smp_session *s, cn_smp__proc *p, uint64_t start, 
     char key[64];
     if (path[0] == '/' && ino != 0) {
         o = obj_file(s, p->pid, path, maj, min, ino, deleted, start, end);
-    } else if (strcmp(path, "[vdso]") == 0 || strcmp(path, "[vsyscall]") == 0) {
+    } else if (strcmp(path, "[vdso]") == 0) {
+        o = obj_special(s, path, path, CN_SMP_OBJ_USER, 0);
+        if (o && !o->elf.ok && !o->elf.heap)
+            load_vdso(o, end - start);
+    } else if (strcmp(path, "[vsyscall]") == 0) {
         o = obj_special(s, path, path, CN_SMP_OBJ_USER, 0);
     } else {
         snprintf(key, sizeof(key), "[jit:%d]", (int)p->pid);

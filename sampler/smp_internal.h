@@ -121,8 +121,9 @@ int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 /* An object's in-memory file image and the facts unwinding needs (lazy, cached). */
 typedef struct cn_smp__elf {
     bool tried, ok;
-    const uint8_t *data; /* read-only mmap of the file */
+    const uint8_t *data; /* private mmap of the file, or a heap copy when heap */
     size_t size;
+    bool heap;
     /* PT_LOAD segments */
     uint32_t nload;
     struct {
@@ -169,6 +170,9 @@ void cn_smp__proc_clear(cn_smp__proc *p);
 
 /* Loads the ELF facts of an object (once). Returns 0 when usable, negative errno else. */
 int cn_smp__elf_load(cn_smp__obj *o);
+/* Loads them from a copy of an in-memory image instead (the vDSO, which has no file).
+ * Returns 0 or negative errno. */
+int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size);
 void cn_smp__elf_unload(cn_smp__elf *e);
 /* Load bias of an object mapped at (start, pgoff): process address = bias + ELF vaddr. */
 bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint64_t *bias);
