@@ -53,16 +53,11 @@ struct cn_smp__cfi {
     size_t n, cap;
 };
 
-static int elf_version_once(void)
-{
-    /* elf_version() only records the version; calling it again is harmless. */
-    return elf_version(EV_CURRENT) == EV_NONE ? -ENOSYS : 0;
-}
-
 static cn_smp__cfi *cfi_open(cn_smp__elf *e)
 {
     cn_smp__cfi *c = calloc(1, sizeof(*c));
-    if (!c || elf_version_once() < 0)
+    /* elf_version() only records the version: calling it per object is harmless. */
+    if (!c || elf_version(EV_CURRENT) == EV_NONE)
         goto fail;
     c->elf = elf_memory((char *)e->data, e->size);
     if (!c->elf)
@@ -184,30 +179,32 @@ static bool from_cfi(const cn_smp__arch *arch, Dwarf_CFI *cfi, uint64_t addr, ru
     return r->end > r->start && addr >= r->start && addr < r->end;
 }
 
-/* Inserts r before index at, clipped so that the table stays disjoint. */
-static void insert_rule(cn_smp__cfi *c, size_t at, rule r)
+/* Inserts r before index at, clipped so that the table stays disjoint. Returns the kept
+ * rule, or NULL when it was not kept (empty once clipped, table full, no memory). */
+static const rule *insert_rule(cn_smp__cfi *c, size_t at, rule r)
 {
     if (at > 0 && r.start < c->rules[at - 1].end)
         r.start = c->rules[at - 1].end;
     if (at < c->n && r.end > c->rules[at].start)
         r.end = c->rules[at].start;
     if (r.end <= r.start || c->n >= MAX_RULES)
-        return;
+        return NULL;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         rule *n = realloc(c->rules, cap * sizeof(*n));
         if (!n)
-            return; /* not kept: compiled again next time */
+            return NULL;
         c->rules = n;
         c->cap = cap;
     }
     memmove(&c->rules[at + 1], &c->rules[at], (c->n - at) * sizeof(*c->rules));
     c->rules[at] = r;
     c->n++;
+    return &c->rules[at];
 }
 
 /* The rule covering addr (an ELF virtual address of object e), compiled on a miss; NULL
- * when the object has no usable CFI there. *tmp holds a rule that could not be kept. */
+ * when the object's CFI cannot be read. *tmp holds a rule that could not be kept. */
 static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t addr, rule *tmp)
 {
     if (!e->cfi) {
@@ -226,11 +223,9 @@ static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t a
         /* No CFI here: remember that for this one address. */
         *tmp = (rule){.start = addr, .end = addr + 1, .cfa_slot = NSLOTS};
     }
-    insert_rule(c, at, *tmp);
-    at = upper_bound(c, addr);
-    if (at > 0 && addr >= c->rules[at - 1].start && addr < c->rules[at - 1].end)
-        return &c->rules[at - 1];
-    return tmp;
+    /* The neighbours do not cover addr, so clipping keeps it inside the kept rule. */
+    const rule *kept = insert_rule(c, at, *tmp);
+    return kept ? kept : tmp;
 }
 
 /* One frame's registers while unwinding. */

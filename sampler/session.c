@@ -112,6 +112,7 @@ struct cn_smp_session {
     cn_smp_frame frames[CN_SMP_MAX_FRAMES + 2];
     uint64_t pcs[CN_SMP_MAX_FRAMES];
     bool started, stopped, had_live;
+    bool vdso_tried; /* the [vdso] object's image was looked for */
 };
 
 static int errmsg(cn_smp_session *s, int code, const char *fmt, ...)
@@ -393,14 +394,36 @@ static void proc_drop(cn_smp_session *s, pid_t pid)
     }
 }
 
-/* The vDSO has no file, but the kernel maps one image into every 64-bit process: ours,
- * at AT_SYSINFO_EHDR, gives its unwind tables (a leaf in clock_gettime is common). */
-static void load_vdso(cn_smp__obj *o, uint64_t len)
+/* Length of our own [vdso] mapping starting at addr, or 0. */
+static size_t own_vdso_len(uint64_t addr)
 {
-    const void *own = (const void *)getauxval(AT_SYSINFO_EHDR);
-    if (own && len > 0 && len <= (64u << 10))
-        cn_smp__elf_load_image(o, own, (size_t)len);
-    o->elf.heap = true; /* tried: not again, even when it failed */
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[4400];
+    size_t len = 0;
+    if (!f)
+        return 0;
+    while (!len && fgets(line, sizeof(line), f)) {
+        cn_smp__maps_line ml;
+        if (cn_smp__maps_parse_line(line, &ml) == 0 && ml.start == addr &&
+            strcmp(ml.path, "[vdso]") == 0)
+            len = (size_t)(ml.end - ml.start);
+    }
+    fclose(f);
+    return len;
+}
+
+/* The vDSO has no file, but the kernel maps one image into every 64-bit process: ours,
+ * at AT_SYSINFO_EHDR, gives its unwind tables (a leaf in clock_gettime is common). Tried
+ * once per session. */
+static void load_vdso(cn_smp_session *s, cn_smp__obj *o)
+{
+    if (s->vdso_tried)
+        return;
+    s->vdso_tried = true;
+    uint64_t own = getauxval(AT_SYSINFO_EHDR);
+    size_t len = own ? own_vdso_len(own) : 0;
+    if (len > 0)
+        cn_smp__elf_load_image(o, (const void *)own, len);
 }
 
 /* Adds one mapping (exec only) described by path/anon to p. */
@@ -414,8 +437,8 @@ static int proc_add_mapping(cn_smp_session *s, cn_smp__proc *p, uint64_t start, 
         o = obj_file(s, p->pid, path, maj, min, ino, deleted, start, end);
     } else if (strcmp(path, "[vdso]") == 0) {
         o = obj_special(s, path, path, CN_SMP_OBJ_USER, 0);
-        if (o && !o->elf.ok && !o->elf.heap)
-            load_vdso(o, end - start);
+        if (o)
+            load_vdso(s, o);
     } else if (strcmp(path, "[vsyscall]") == 0) {
         o = obj_special(s, path, path, CN_SMP_OBJ_USER, 0);
     } else {
@@ -709,17 +732,19 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
     }
 }
 
+/* Handles a record that parsed (parse_ret 0); counts the malformed ones. */
+static void handle_parsed(cn_smp_session *s, int parse_ret, const cn_smp__rec *r)
+{
+    if (parse_ret == 0)
+        handle_record(s, r);
+    else if (parse_ret != -ENOTSUP) /* a type we do not use */
+        s->cnt.bad_records++;
+}
+
 static void process_one(cn_smp_session *s, const uint8_t *rec, size_t len)
 {
     cn_smp__rec r;
-    int ret = cn_smp__parse(&s->lay, rec, len, &r);
-    if (ret == -ENOTSUP)
-        return;
-    if (ret < 0) {
-        s->cnt.bad_records++;
-        return;
-    }
-    handle_record(s, &r);
+    handle_parsed(s, cn_smp__parse(&s->lay, rec, len, &r), &r);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -834,6 +859,8 @@ static int pend_cmp(const void *a, const void *b)
 /* Keeps the held records from index `from` on (dropping those delivered), compacted. */
 static int held_compact(cn_smp_session *s, size_t from)
 {
+    if (from == 0)
+        return 0; /* nothing delivered: nothing to drop */
     size_t need = 0;
     for (size_t j = from; j < s->npend; j++)
         need += s->pend[j].len;
@@ -886,10 +913,7 @@ static int merge(cn_smp_session *s, uint64_t bound)
         if (t > bound || (!best && hi >= s->npend))
             break;
         if (best) {
-            if (best->parse_ret == 0)
-                handle_record(s, &best->parsed);
-            else if (best->parse_ret != -ENOTSUP)
-                s->cnt.bad_records++;
+            handle_parsed(s, best->parse_ret, &best->parsed);
             best->tail += best->len;
             cursor_peek(s, best);
         } else {

@@ -206,20 +206,20 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
     }
     unw_word_t prev_ip = 0, prev_sp = 0;
     for (;;) {
-        unw_word_t ip, sp = 0;
+        unw_word_t ip, sp;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0) {
             *stop = CN_SMP_STOP_NONE;
             break;
         }
+        bool have_sp = unw_get_reg(&cur, UNW_REG_SP, &sp) == 0;
         /* A step that made no progress (libunwind 1.6 on a frame whose CFI it cannot
          * read, such as arm64's DW_CFA_AARCH64_negate_ra_state) is no frame: cut short. */
-        if (n > 0 && ip == prev_ip && unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 && sp <= prev_sp) {
+        if (n > 0 && have_sp && ip == prev_ip && sp <= prev_sp) {
             *stop = c.reason != CN_SMP_STOP_NONE ? c.reason : CN_SMP_STOP_OTHER;
             break;
         }
         prev_ip = ip;
-        if (unw_get_reg(&cur, UNW_REG_SP, &prev_sp) < 0)
-            prev_sp = 0;
+        prev_sp = have_sp ? sp : 0;
         if (n >= max) {
             *stop = CN_SMP_STOP_MAX_DEPTH;
             break;

@@ -287,9 +287,10 @@ static void drive(cn_smp_session *s, int timeout_ms)
     assert_int_equal(cn_smp_session_stop(s), 0);
 }
 
-/* `canopy run` path: spawn held, attach with enable_on_exec, release, sample to the end. */
-static collector *run_workload(const char *bin, char *const args[], cn_smp_unwind mode, bool check,
-                               cn_smp_counters *cnt)
+/* `canopy run` path: spawn held, attach with enable_on_exec, release, sample to the end.
+ * base gives the sampling settings (unwind mode, stack size, check_unwind ...). */
+static collector *run_workload_cfg(const char *bin, char *const args[], const cn_smp_config *base,
+                                   cn_smp_counters *cnt)
 {
     collector *c = calloc(1, sizeof(*c));
     char path[512];
@@ -300,13 +301,11 @@ static collector *run_workload(const char *bin, char *const args[], cn_smp_unwin
         argv[i + 1] = args[i];
     cn_smp_child child;
     assert_int_equal(cn_smp_spawn(argv, (uid_t)-1, (gid_t)-1, &child), 0);
-    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID,
-                         .pid = child.pid,
-                         .freq = 999,
-                         .unwind = mode,
-                         .enable_on_exec = true,
-                         /* every compiled-CFI unwind redone with libunwind and compared */
-                         .check_unwind = check};
+    cn_smp_config cfg = *base;
+    cfg.target = CN_SMP_TARGET_PID;
+    cfg.pid = child.pid;
+    cfg.freq = 999;
+    cfg.enable_on_exec = true;
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
@@ -322,6 +321,14 @@ static collector *run_workload(const char *bin, char *const args[], cn_smp_unwin
     cn_smp_session_counters(s, cnt);
     cn_smp_session_free(s);
     return c;
+}
+
+/* check: every compiled-CFI unwind is redone with libunwind and compared. */
+static collector *run_workload(const char *bin, char *const args[], cn_smp_unwind mode, bool check,
+                               cn_smp_counters *cnt)
+{
+    cn_smp_config base = {.unwind = mode, .check_unwind = check};
+    return run_workload_cfg(bin, args, &base, cnt);
 }
 
 static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a)
@@ -448,31 +455,11 @@ static void test_shares_dwarf_debug_frame(void **st)
  * unwinders must stop at the same frame, for the same reason). */
 static void deep_checked(const char *bin, uint32_t stack_size)
 {
-    char path[512];
-    wl_path(path, sizeof(path), bin);
-    char *argv[] = {path, "1", NULL};
-    cn_smp_child child;
-    assert_int_equal(cn_smp_spawn(argv, (uid_t)-1, (gid_t)-1, &child), 0);
-    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID,
-                         .pid = child.pid,
-                         .freq = 999,
-                         .unwind = CN_SMP_UNWIND_DWARF,
-                         .stack_size = stack_size,
-                         .enable_on_exec = true,
-                         .check_unwind = true};
-    collector *c = calloc(1, sizeof(*c));
-    tsymtab_load(&c->syms[c->nsyms++], path);
-    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
-    cn_smp_session *s = NULL;
-    assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
-    if (cn_smp_session_start(s) < 0)
-        fail_msg("start: %s", cn_smp_session_errmsg(s));
-    assert_int_equal(cn_smp_child_release(&child), 0);
-    drive(s, 30000);
-    waitpid(child.pid, NULL, 0);
+    char *args[] = {"1", NULL};
+    cn_smp_config base = {
+        .unwind = CN_SMP_UNWIND_DWARF, .stack_size = stack_size, .check_unwind = true};
     cn_smp_counters cnt;
-    cn_smp_session_counters(s, &cnt);
-    cn_smp_session_free(s);
+    collector *c = run_workload_cfg(bin, args, &base, &cnt);
     long total = count_with(c, "main", 0, false);
     double full = share(c,
                         "main;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
