@@ -18,6 +18,9 @@ foreach(wl shares threads forker deep)
   cn_workload(wl_${wl}_nofp ${wl}.c -fomit-frame-pointer Threads::Threads)
 endforeach()
 cn_workload(wl_dlopener_fp dlopener.c -fno-omit-frame-pointer ${CMAKE_DL_LIBS})
+# Time in the vDSO and in the kernel; linked without a build-id (identity dev:inode:mtime).
+cn_workload(wl_clockread clockread.c -fomit-frame-pointer)
+target_link_options(wl_clockread PRIVATE -Wl,--build-id=none)
 # Unwind tables only in .debug_frame (no .eh_frame entries for its own functions).
 cn_workload(wl_shares_dbgframe shares.c
             "-fomit-frame-pointer;-fno-asynchronous-unwind-tables;-fno-unwind-tables"
@@ -28,7 +31,7 @@ set_target_properties(wl_dlwork PROPERTIES COMPILE_OPTIONS "" LINK_OPTIONS ""
 target_compile_options(wl_dlwork PRIVATE -O2 -g -fno-omit-frame-pointer -Wall)
 add_custom_target(cn_workloads ALL DEPENDS wl_shares_fp wl_shares_nofp wl_threads_fp
                   wl_threads_nofp wl_forker_fp wl_forker_nofp wl_deep_fp wl_deep_nofp
-                  wl_dlopener_fp wl_dlwork wl_shares_dbgframe)
+                  wl_dlopener_fp wl_dlwork wl_shares_dbgframe wl_clockread)
 
 # The unit test drives the workloads: build them first.
 if(TARGET test_sampler)

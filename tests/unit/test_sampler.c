@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +43,7 @@ typedef struct tsym {
 
 typedef struct tsymtab {
     char *path;
+    char build_id[129]; /* hex of the GNU build-id note, "" when none */
     tsym *syms;
     size_t n;
     struct {
@@ -48,6 +51,21 @@ typedef struct tsymtab {
     } load[8];
     int nload;
 } tsymtab;
+
+/* The build-id from a note section, read with libelf's note iterator (not the sampler's
+ * own parser, which is what the tests check). */
+static void tsym_build_id(tsymtab *t, Elf_Data *d)
+{
+    GElf_Nhdr nh;
+    size_t off = 0, name_off, desc_off;
+    while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+        if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+            memcmp((char *)d->d_buf + name_off, "GNU", 4) != 0 || nh.n_descsz > 64)
+            continue;
+        for (size_t i = 0; i < nh.n_descsz; i++)
+            snprintf(t->build_id + 2 * i, 3, "%02x", ((unsigned char *)d->d_buf)[desc_off + i]);
+    }
+}
 
 static void tsymtab_load(tsymtab *t, const char *path)
 {
@@ -73,6 +91,8 @@ static void tsymtab_load(tsymtab *t, const char *path)
     Elf_Scn *scn = NULL;
     while (e && (scn = elf_nextscn(e, scn)) != NULL) {
         GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE)
+            tsym_build_id(t, elf_getdata(scn, NULL));
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
             continue;
         Elf_Data *d = elf_getdata(scn, NULL);
@@ -135,6 +155,7 @@ typedef struct collector {
     int ncomm;
     int forks, exits;
     bool saw_exec;
+    char wl_identity[160], wl_build_id[160]; /* the workload's object, as the sampler named it */
 } collector;
 
 static const char *frame_name(collector *c, const cn_smp_frame *f, char *buf, size_t len)
@@ -182,6 +203,16 @@ static void on_sample(void *arg, const cn_smp_sample *s)
         c->stacks[c->nstacks].count = 1;
         c->stacks[c->nstacks].weight = s->period;
         c->nstacks++;
+    }
+}
+
+static void on_object(void *arg, const cn_smp_object *o)
+{
+    collector *c = arg;
+    const char *base = c->nsyms ? strrchr(c->syms[0].path, '/') : NULL;
+    if (base && o->kind == CN_SMP_OBJ_USER && strcmp(o->name, base + 1) == 0) {
+        snprintf(c->wl_identity, sizeof(c->wl_identity), "%s", o->identity);
+        snprintf(c->wl_build_id, sizeof(c->wl_build_id), "%s", o->build_id ? o->build_id : "");
     }
 }
 
@@ -306,7 +337,7 @@ static collector *run_workload_cfg(const char *bin, char *const args[], const cn
     cfg.pid = child.pid;
     cfg.freq = 999;
     cfg.enable_on_exec = true;
-    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
+    cn_smp_callbacks cb = {.sample = on_sample, .task = on_task, .object = on_object};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
     int ret = cn_smp_session_start(s);
@@ -355,6 +386,10 @@ static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a
     assert_true(cnt.cfi_unwinds * 100 >= (cnt.cfi_unwinds + cnt.libunwind_unwinds) * 95);
     assert_true(c->samples > 300); /* fewer on a loaded machine: cpu-clock */
     assert_true(c->saw_exec);
+    /* Objects are identified by their build-id (read here with libelf). */
+    assert_true(c->syms[0].build_id[0] != 0);
+    assert_string_equal(c->wl_build_id, c->syms[0].build_id);
+    assert_string_equal(c->wl_identity, c->syms[0].build_id);
     assert_int_equal(cnt.lost, 0);
     assert_int_equal(cnt.bad_records, 0);
     /* Nearly every sample of the workload reaches main. */
@@ -447,6 +482,99 @@ static void test_shares_dwarf_debug_frame(void **st)
     assert_true(share(c, "main;work_b;work_b_inner", 0, total) < 35);
     assert_true(share(c, "main;work_c", 0, total) > 15 && share(c, "main;work_c", 0, total) < 25);
     assert_true(a > 25 && b > 15 && cc > 10);
+    collector_free(c);
+}
+
+/* Samples whose root-first stack contains needle and whose leaf (last) frame is leaf. */
+static long count_leaf(const collector *c, const char *needle, const char *leaf)
+{
+    long n = 0;
+    size_t ll = strlen(leaf);
+    for (int i = 0; i < c->nstacks; i++) {
+        const char *st = c->stacks[i].stack;
+        size_t sl = strlen(st);
+        if (strstr(st, needle) && sl >= ll && strcmp(st + sl - ll, leaf) == 0)
+            n += c->stacks[i].count;
+    }
+    return n;
+}
+
+/* A loop on clock_gettime: its leaf is in the vDSO, which has no file; the sampler reads
+ * the kernel's image to unwind it, and both unwinders agree. The workload has no build-id:
+ * its identity is device:inode:mtime. */
+static void test_vdso_and_identity(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1", "clock", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload("wl_clockread", args, CN_SMP_UNWIND_DWARF, true, &cnt);
+    dump(c, "wl_clockread clock --unwind dwarf");
+    long total = count_with(c, "main;clock_loop", 0, false);
+    long in_vdso = count_leaf(c, "main;clock_loop;", "[vdso]");
+    fprintf(stderr, "  %ld samples, %ld reach main;clock_loop, %ld of them in the vDSO\n",
+            c->samples, total, in_vdso);
+    assert_true(c->samples > 300);
+    assert_true(total * 100 >= c->samples * 90);
+    assert_true(in_vdso * 100 >= c->samples * 20);
+    assert_int_equal(cnt.unwind_mismatches, 0);
+
+    char path[512], want[160];
+    struct stat sb;
+    wl_path(path, sizeof(path), "wl_clockread");
+    assert_int_equal(stat(path, &sb), 0);
+    assert_string_equal(c->syms[0].build_id, "");
+    snprintf(want, sizeof(want), "%x:%x:%llu:%lld", major(sb.st_dev), minor(sb.st_dev),
+             (unsigned long long)sb.st_ino, (long long)sb.st_mtime);
+    assert_string_equal(c->wl_identity, want);
+    assert_string_equal(c->wl_build_id, "");
+    collector_free(c);
+}
+
+/* Kernel frames by default (a loop of 1 MiB reads of /dev/zero spends its time in the
+ * kernel, and the user part of those samples reaches main); with no_kernel no kernel
+ * frame, and the samples taken in the kernel are not recorded at all (like perf's :u). */
+static void test_kernel_frames_on_off(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1", "kernel", NULL};
+    long with_kernel = 0;
+    for (int off = 0; off <= 1; off++) {
+        cn_smp_config base = {.unwind = CN_SMP_UNWIND_AUTO, .no_kernel = off};
+        cn_smp_counters cnt;
+        collector *c = run_workload_cfg("wl_clockread", args, &base, &cnt);
+        long user = count_with(c, "main;zero_loop", 0, false);
+        fprintf(stderr, "  no_kernel %d: %ld samples, %ld with kernel frames, %ld reach main\n",
+                off, c->samples, c->kernel_samples, user);
+        if (off) {
+            assert_int_equal(c->kernel_samples, 0);
+            assert_true(c->samples * 4 < with_kernel);
+        } else {
+            with_kernel = c->samples;
+            assert_true(c->samples > 300);
+            assert_true(c->kernel_samples * 100 >= c->samples * 50);
+            assert_true(user * 100 >= c->samples * 80);
+        }
+        collector_free(c);
+    }
+}
+
+/* A ring of 16 pages (64 KiB) for 8 KiB DWARF samples: records wrap the ring's end all the
+ * time and reads happen every two records; nothing malformed, every stack right (the
+ * kernel may drop records, counted). */
+static void test_small_ring_wraps(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1", NULL};
+    cn_smp_config base = {.unwind = CN_SMP_UNWIND_DWARF, .ring_pages = 16, .check_unwind = true};
+    cn_smp_counters cnt;
+    collector *c = run_workload_cfg("wl_shares_nofp", args, &base, &cnt);
+    long total = count_with(c, "main", 0, false);
+    fprintf(stderr, "  16-page ring: %ld samples (%lu lost), %ld reach main, mismatches %lu\n",
+            c->samples, (unsigned long)cnt.lost, total, (unsigned long)cnt.unwind_mismatches);
+    assert_true(c->samples > 100);
+    assert_int_equal(cnt.bad_records, 0);
+    assert_int_equal(cnt.unwind_mismatches, 0);
+    assert_true(total * 100 >= c->samples * 90);
     collector_free(c);
 }
 
@@ -935,6 +1063,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shares_dwarf_nofp_binary),
         cmocka_unit_test(test_deep_dwarf_checked),
         cmocka_unit_test(test_shares_dwarf_debug_frame),
+        cmocka_unit_test(test_vdso_and_identity),
+        cmocka_unit_test(test_kernel_frames_on_off),
+        cmocka_unit_test(test_small_ring_wraps),
         cmocka_unit_test(test_threads_after_attach),
         cmocka_unit_test(test_fork_followed),
         cmocka_unit_test(test_dlopen_after_attach),
