@@ -2,7 +2,7 @@
 # End-to-end cost per sample: canopy's whole pipeline (sample, unwind, intern, symbolize,
 # build and print the tree) against perf's (perf record, then perf report), on the same
 # workload at the same frequency. Prints CPU microseconds per sample for each.
-#   bench/pipeline.sh BUILD_DIR [ROUNDS] [FREQ]
+#   [REPS=N] [CASES="canopy-fp perf-report-fp ..."] bench/pipeline.sh BUILD_DIR [ROUNDS] [FREQ]
 # The workload is started first and both profilers attach to it (canopy in-process:
 # `canopy tree --pid PID --no-daemon`; `perf record -p PID`), so each profiler's CPU is
 # measured alone, as perf stat's task-clock of its own process (nanosecond resolution; no
@@ -78,11 +78,15 @@ measure() {
 }
 
 reps=${REPS:-5}
+# CASES (optional): which pipelines to run, e.g. CASES="canopy-fp perf-report-fp"
+cases=${CASES:-"canopy-fp canopy-auto canopy-dwarf perf-fp perf-report-fp perf-dwarf perf-report-dwarf"}
+want() { [[ " $cases " == *" $1 "* ]]; }
 printf '%-24s %12s %8s %8s %12s\n' "pipeline ($reps reps)" "us/sample" "min" "max" "all-in us"
 for unwind in fp auto dwarf; do
-  measure "canopy $unwind" canopy_run "$unwind"
+  want "canopy-$unwind" && measure "canopy $unwind" canopy_run "$unwind"
 done
 for mode in fp dwarf; do
-  measure "perf record+report $mode" perf_run "$mode"
-  measure "perf report $mode" perf_run "$mode:report"
+  want "perf-$mode" && measure "perf record+report $mode" perf_run "$mode"
+  want "perf-report-$mode" && measure "perf report $mode" perf_run "$mode:report"
 done
+exit 0

@@ -751,10 +751,9 @@ static void process_one(cn_smp_session *s, const uint8_t *rec, size_t len)
  * Pending queue and rings
  */
 
-static int arena_push(cn_smp_session *s, const uint8_t *a, size_t alen, const uint8_t *b,
-                      size_t blen, uint64_t time)
+/* Copies a record (contiguous) into the held queue. */
+static int arena_push(cn_smp_session *s, const uint8_t *rec, size_t len, uint64_t time)
 {
-    size_t len = alen + blen;
     if (s->arena_len + len > s->arena_cap) {
         size_t cap = s->arena_cap ? s->arena_cap : 1 << 20;
         while (cap < s->arena_len + len)
@@ -773,9 +772,7 @@ static int arena_push(cn_smp_session *s, const uint8_t *a, size_t alen, const ui
         s->pend = n;
         s->cappend = cap;
     }
-    memcpy(s->arena + s->arena_len, a, alen);
-    if (blen)
-        memcpy(s->arena + s->arena_len + alen, b, blen);
+    memcpy(s->arena + s->arena_len, rec, len);
     s->pend[s->npend++] = (pend){time, s->seq++, s->arena_len, (uint32_t)len};
     s->arena_len += len;
     return 0;
@@ -931,7 +928,7 @@ static int merge(cn_smp_session *s, uint64_t bound)
             continue;
         }
         for (; ret == 0 && c->len; cursor_peek(s, c)) {
-            ret = arena_push(s, c->rec, c->len, NULL, 0, c->time);
+            ret = arena_push(s, c->rec, c->len, c->time);
             c->tail += c->len;
         }
         cursor_close(&cur[i]);

@@ -234,9 +234,6 @@ static int failures;
         }                                                                                          \
     } while (0)
 
-static const char *const stop_names[CN_SMP_STOP__COUNT] = {"complete", "no-info",   "stack-short",
-                                                           "bad-read", "max-depth", "other"};
-
 /* The prologue test on the real bytes of the functions: the levels open with
  * stp x29, x30, [sp, #-N]! ... mov x29, sp only in the frame-pointer builds; snap never. */
 static void check_prologues(void)
@@ -283,7 +280,7 @@ static int check_frames(const char *who, const space *sp, const snapshot *s, con
     void (*const callee[NLEVELS])(snapshot *) = {NULL, snap, level_c, level_b, level_a};
     uint64_t (*mask)(uint64_t) = cn_smp__arch_arm64.mask_ret;
     int before = failures, nsigned = 0;
-    printf("%s: %d frames, %s\n", who, n, stop_names[stop]);
+    printf("%s: %d frames, %s\n", who, n, cn_smp_stop_name(stop));
     for (int i = 0; i < n; i++) {
         uint64_t pc = mask(pcs[i]), at = pc - (i > 0), off = 0;
         const cn_smp__map *m = cn_smp__proc_find(&sp->proc, at);
@@ -310,7 +307,7 @@ static int check_frames(const char *who, const space *sp, const snapshot *s, con
     /* The copy reached the end of [stack]: nothing can be missing above it. */
     if (s->size == sp->stack_end - s->regs[31])
         CHECK(stop == CN_SMP_STOP_NONE, "%s: stopped early (%s) with the whole stack copied", who,
-              stop_names[stop]);
+              cn_smp_stop_name(stop));
     if (SELFTEST_PAC) {
         printf("  %d signed return address(es)\n", nsigned);
         CHECK(nsigned >= NLEVELS - 2, "%s: pac-ret build, but only %d signed return addresses", who,
@@ -368,7 +365,7 @@ static void unwind_all(const space *sp, const snapshot *s)
          * the sampler owes is the frames before that one and a stop that says the unwind
          * is incomplete (cn_smp.h: every early-stopped unwind is counted). */
         printf("libunwind %d.%d (no pointer-authentication support): %d frames, %s\n",
-               UNW_VERSION_MAJOR, UNW_VERSION_MINOR, ln, stop_names[lstop]);
+               UNW_VERSION_MAJOR, UNW_VERSION_MINOR, ln, cn_smp_stop_name(lstop));
         for (int i = 0; i < ln; i++)
             printf("  #%-2d %#018llx\n", i, (unsigned long long)lpcs[i]);
         CHECK(ln >= 2 && memcmp(lpcs, cpcs, 2 * sizeof(*lpcs)) == 0,
@@ -384,8 +381,9 @@ static void unwind_all(const space *sp, const snapshot *s)
     cn_smp__unwinder_stats(ku, &st);
     printf("check mode: %d frames, %s; cfi %llu, libunwind %llu, checked %llu, mismatches "
            "%llu\n",
-           kn, stop_names[kstop], (unsigned long long)st.cfi, (unsigned long long)st.libunwind,
-           (unsigned long long)st.checked, (unsigned long long)st.mismatches);
+           kn, cn_smp_stop_name(kstop), (unsigned long long)st.cfi,
+           (unsigned long long)st.libunwind, (unsigned long long)st.checked,
+           (unsigned long long)st.mismatches);
     CHECK(cn < 0 || same_unwind(cpcs, cn, cstop, kpcs, kn, kstop),
           "check mode did not return compiled CFI's frames");
     CHECK(st.checked == (cn >= 0) && st.mismatches == (uint64_t)(cn >= 0 && !lsame),
