@@ -226,15 +226,15 @@ void cn_agg__ftable_clear(cn_agg__ftable *t);
  * messages. Return 0 and *out, or negative errno with err "NAME:LINE: what" (or
  * "NAME: byte OFFSET: what"). */
 int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_agg_err *err);
+                          cn_err *err);
 int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                              cn_agg_err *err);
+                              cn_err *err);
 int cn_agg__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                               cn_agg_err *err);
+                               cn_err *err);
 int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_agg_err *err);
+                          cn_err *err);
 int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_agg_err *err);
+                         cn_err *err);
 /* Content sniffers: true when the buffer plausibly is that format. */
 bool cn_agg__is_pprof(const void *data, size_t len);
 
@@ -250,6 +250,6 @@ struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c);
 size_t cn_agg__qcache_memory(const struct cn_agg__qcache *c);
 /* cn_agg_query_run with an explicit cache slot (NULL = no cache). */
 int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
-                             const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err);
+                             const cn_agg_query *q, cn_agg_tree **out, cn_err *err);
 
 #endif /* CN_AGG_INTERNAL_H */

@@ -197,7 +197,7 @@ out:
 typedef struct rd {
     cn_agg_profile *p;
     const char *name;
-    cn_agg_err *err;
+    cn_err *err;
     cn_agg__lines it;
     const char *line; /* current line and the parse position in it */
     size_t len, pos;
@@ -214,7 +214,7 @@ __attribute__((format(printf, 2, 3))) static int bad(rd *r, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return cn_agg_err_set(r->err, -EINVAL, "%s:%zu: %s", r->name, r->it.lineno, msg);
+    return cn_err_set(r->err, -EINVAL, "%s:%zu: %s", r->name, r->it.lineno, msg);
 }
 
 static int next_line(rd *r)
@@ -631,7 +631,7 @@ static int read_header(rd *r)
 }
 
 int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_agg_err *err)
+                          cn_err *err)
 {
     rd r = {.name = name, .err = err};
     int rc;
@@ -652,8 +652,8 @@ int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg
     return 0;
 fail:
     if (rc != -EINVAL) /* errors of the tables themselves (memory, limits) */
-        cn_agg_err_set(err, rc, "%s:%zu: %s", name, r.it.lineno,
-                       rc == -ENOMEM ? "out of memory" : strerror(-rc));
+        cn_err_set(err, rc, "%s:%zu: %s", name, r.it.lineno,
+                   rc == -ENOMEM ? "out of memory" : strerror(-rc));
     free(r.sbuf);
     free(r.ints);
     cn_agg_profile_free(r.p);

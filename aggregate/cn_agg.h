@@ -15,7 +15,7 @@
  * aggregate knows nothing of perf, ELF, sockets or threads: a frame is (resource, offset)
  * or a func, a func is a name. Every table is struct-of-arrays with dense int32 ids,
  * -1 meaning "none". A cn_agg_profile is owned by one thread at a time; nothing here
- * locks. Errors are negative errno values; parsers also fill a cn_agg_err with a one-line
+ * locks. Errors are negative errno values; parsers also fill a cn_err with a one-line
  * message naming the file and line or byte offset.
  */
 #ifndef CN_AGG_H
@@ -26,22 +26,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cn_common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------------------------------
- * Errors
- */
-
-/* A one-line, human-readable error message (no trailing newline). */
-typedef struct cn_agg_err {
-    char msg[512];
-} cn_agg_err;
-
-/* Formats into err (if not NULL) and returns code (a negative errno), for `return` chains. */
-int cn_agg_err_set(cn_agg_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------------------------------
  * Profile tables (calltree.md §1.1)
@@ -274,7 +263,7 @@ typedef struct cn_agg_transform {
 
 /* Parses "NAME:ARG" (split at the first ':'; ARG byte for byte, no trimming).
  * Returns 0, or -EINVAL with err naming the SPEC. Release with _transform_clear. */
-int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_agg_err *err);
+int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_err *err);
 void cn_agg_transform_clear(cn_agg_transform *t);
 /* Deep copy. 0 or -ENOMEM. */
 int cn_agg_transform_copy(const cn_agg_transform *src, cn_agg_transform *dst);
@@ -286,7 +275,7 @@ bool cn_agg_tf_takes_path(cn_agg_tf_kind kind);
 /* Checks that a function or library argument occurs somewhere in the untransformed
  * profile (interface.md: otherwise exit 2). PATH arguments are never an error here.
  * Returns 0 or -ENOENT with err naming the SPEC. */
-int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_agg_err *err);
+int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_err *err);
 
 /* Rewrites names in a held transform (or path) after symbolication: each name that
  * the rename map knows is replaced by its new name(s) (§4.3). Returns 1 if something
@@ -377,7 +366,7 @@ typedef struct cn_agg_tree {
  * ("comm [pid]", "name [tid]"). Unknown function/library names in transforms are NOT
  * checked here (see cn_agg_transform_check). Returns 0 and *out (free with
  * cn_agg_tree_free), or negative errno with err set. */
-int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err);
+int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_err *err);
 cn_agg_tree *cn_agg_tree_free(cn_agg_tree *t);
 
 /* Per-line and per-address self weight inside function F (`canopy lines`, §4.5): the
@@ -390,7 +379,7 @@ typedef struct cn_agg_line_row {
 } cn_agg_line_row;
 int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
                  cn_agg_line_row **lines, size_t *n_lines, cn_agg_line_row **addrs, size_t *n_addrs,
-                 cn_agg_err *err);
+                 cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Estimated call timeline (calltree.md §5.5 without trace events)
@@ -409,7 +398,7 @@ typedef struct cn_agg_call {
  * first that no longer does; calls open after the last sample end at its time.
  * *calls is malloc'ed (caller frees). Returns 0 or negative errno. */
 int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls, size_t *n_calls,
-                    cn_agg_err *err);
+                    cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Files in and out
@@ -418,10 +407,10 @@ int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **call
 /* Reads a profile file of any supported format (detected by content; gzip first).
  * Returns 0 and *out, or negative errno with err naming the file and line or offset
  * (-EINVAL for bad content, -ENOENT/-EACCES… for I/O). */
-int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_agg_err *err);
+int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_err *err);
 /* The same for a buffer already in memory (fuzzing); name is used in messages. */
 int cn_agg_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_agg_err *err);
+                         cn_err *err);
 
 /* Output formats of trees (exporters of the query result). */
 typedef enum cn_agg_format {
@@ -461,7 +450,7 @@ int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_ag
 const char *cn_agg_view_name(cn_agg_view v);
 /* Folded stacks of the query's samples after transforms: one line per distinct stack,
  * sorted by the stack text. Takes the query, not a tree, because a tree loses stacks. */
-int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
+int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 /* The lossless .canopy file of the whole profile (tables, samples, metadata). */
 int cn_agg_write_canopy(const cn_agg_profile *p, FILE *out);
 /* Timeline outputs (see cn_agg_timeline). */
@@ -474,10 +463,10 @@ int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls,
 
 /* Formats of issue 6 (pprof, speedscope, SVG flame graphs). They take the query, not a
  * tree, where they need whole stacks. Return 0 or negative errno with err set. */
-int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
-int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err);
+int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
+int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
-                     FILE *out, cn_agg_err *err);
+                     FILE *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Formats and differential profiles (issue 6; export_*.c, import_pprof.c, diff.c)
@@ -486,7 +475,7 @@ int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_writ
 /* speedscope's evented profiles for an estimated timeline (one profile per tid, balanced
  * open/close events in ns). Returns 0 or negative errno with err set. */
 int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
-                                     FILE *out, cn_agg_err *err);
+                                     FILE *out, cn_err *err);
 
 /* A differential profile holds two sides in one set of tables, the representation the
  * three-column folded importer also produces: metadata "diff" = "1", BASE's samples on
@@ -498,7 +487,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
  * have the same unit (-EINVAL otherwise); weights are converted to NEW's scale.
  * Returns 0 and *out (free with cn_agg_profile_free) or negative errno with err set. */
 int cn_agg_diff_profile(cn_agg_profile *base, const cn_agg_query *qbase, cn_agg_profile *newp,
-                        const cn_agg_query *qnew, cn_agg_profile **out, cn_agg_err *err);
+                        const cn_agg_query *qnew, cn_agg_profile **out, cn_err *err);
 /* True when p is a differential profile (metadata diff=1 and both threads present). */
 bool cn_agg_is_diff(const cn_agg_profile *p);
 
@@ -527,7 +516,7 @@ typedef struct cn_agg_diff {
  * Returns 0 and *out (free with cn_agg_diff_free) or negative errno with err set
  * (-EINVAL if d is not differential). */
 int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn_agg_diff **out,
-                    cn_agg_err *err);
+                    cn_err *err);
 cn_agg_diff *cn_agg_diff_free(cn_agg_diff *r);
 
 /* Writers of a differential result. Text: one line per node with the change, its share
@@ -540,10 +529,10 @@ int cn_agg_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
 int cn_agg_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
                            const cn_agg_write_opts *o, FILE *out);
 int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const cn_agg_write_opts *o,
-                          FILE *out, cn_agg_err *err);
+                          FILE *out, cn_err *err);
 /* Three-column folded `STACK BASE NEW` of d after q's transforms: raw (unnormalized)
  * weights, one line per stack, sorted by the stack text; reads back as the same d. */
-int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_agg_err *err);
+int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_err *err);
 
 #ifdef __cplusplus
 }

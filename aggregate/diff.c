@@ -83,7 +83,7 @@ static int copy_nodes(builder *b, int32_t first, int32_t prefix)
 }
 
 static int copy_side(cn_agg_profile *src, const cn_agg_query *q, cn_agg_profile *d, int32_t thread,
-                     double factor, cn_agg_err *err)
+                     double factor, cn_err *err)
 {
     builder b = {.src = src, .d = d, .thread = thread, .factor = factor};
     cn_agg_tree *t = NULL;
@@ -104,7 +104,7 @@ static int copy_side(cn_agg_profile *src, const cn_agg_query *q, cn_agg_profile 
     rc = copy_nodes(&b, t->first_root, -1);
 out:
     if (rc < 0)
-        rc = cn_agg_err_set(err, rc, "diff: %s", strerror(-rc));
+        rc = cn_err_set(err, rc, "diff: %s", strerror(-rc));
     free(b.res_map);
     free(b.func_map);
     cn_agg_tree_free(t);
@@ -112,17 +112,17 @@ out:
 }
 
 int cn_agg_diff_profile(cn_agg_profile *base, const cn_agg_query *qbase, cn_agg_profile *newp,
-                        const cn_agg_query *qnew, cn_agg_profile **out, cn_agg_err *err)
+                        const cn_agg_query *qnew, cn_agg_profile **out, cn_err *err)
 {
     if (cn_agg_profile_unit(base) != cn_agg_profile_unit(newp))
-        return cn_agg_err_set(err, -EINVAL, "diff: BASE is in %s but NEW is in %s",
-                              cn_agg_unit_name(cn_agg_profile_unit(base)),
-                              cn_agg_unit_name(cn_agg_profile_unit(newp)));
+        return cn_err_set(err, -EINVAL, "diff: BASE is in %s but NEW is in %s",
+                          cn_agg_unit_name(cn_agg_profile_unit(base)),
+                          cn_agg_unit_name(cn_agg_profile_unit(newp)));
     if (cn_agg_is_diff(base) || cn_agg_is_diff(newp))
-        return cn_agg_err_set(err, -EINVAL, "diff: an input is already a differential profile");
+        return cn_err_set(err, -EINVAL, "diff: an input is already a differential profile");
     cn_agg_profile *d = cn_agg_profile_new();
     if (!d)
-        return cn_agg_err_set(err, -ENOMEM, "diff: out of memory");
+        return cn_err_set(err, -ENOMEM, "diff: out of memory");
     int rc = -ENOMEM;
     cn_agg_profile_set_unit(d, cn_agg_profile_unit(newp));
     cn_agg_profile_set_scale(d, cn_agg_profile_scale(newp));
@@ -132,7 +132,7 @@ int cn_agg_diff_profile(cn_agg_profile *base, const cn_agg_query *qbase, cn_agg_
         cn_agg_process_set_name(d, NEW_PID, "new") < 0 || cn_agg_meta_set(d, "diff", "1") < 0 ||
         cn_agg_meta_set(d, "diff.base_tid", "1") < 0 ||
         cn_agg_meta_set(d, "diff.new_tid", "2") < 0) {
-        rc = cn_agg_err_set(err, -ENOMEM, "diff: out of memory");
+        rc = cn_err_set(err, -ENOMEM, "diff: out of memory");
         goto fail;
     }
     double conv = cn_agg_profile_scale(base) / cn_agg_profile_scale(newp);
@@ -362,10 +362,10 @@ cn_agg_diff *cn_agg_diff_free(cn_agg_diff *r)
 }
 
 int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn_agg_diff **out,
-                    cn_agg_err *err)
+                    cn_err *err)
 {
     if (!cn_agg_is_diff(d))
-        return cn_agg_err_set(err, -EINVAL, "diff: not a differential profile");
+        return cn_err_set(err, -EINVAL, "diff: not a differential profile");
     int32_t tid_b, tid_n;
     side_tids(d, &tid_b, &tid_n);
     cn_agg_tree *tb = NULL, *tn = NULL;
@@ -413,7 +413,7 @@ int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn
     r = NULL;
 fail:
     if (rc == -ENOMEM)
-        cn_agg_err_set(err, rc, "diff: out of memory");
+        cn_err_set(err, rc, "diff: out of memory");
     free(m.nodes);
     free(m.vals);
     cn_agg__u64map_clear(&m.index);
@@ -620,7 +620,7 @@ int cn_agg_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
 }
 
 int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const cn_agg_write_opts *o,
-                          FILE *out, cn_agg_err *err)
+                          FILE *out, cn_err *err)
 {
     size_t n = r->tree->n_nodes;
     double *base = malloc((n ? n : 1) * sizeof(*base));
@@ -628,7 +628,7 @@ int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const c
     char sub[256];
     int rc;
     if (!base || !nv) {
-        rc = cn_agg_err_set(err, -ENOMEM, "SVG output: out of memory");
+        rc = cn_err_set(err, -ENOMEM, "SVG output: out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -708,10 +708,10 @@ static int cmp_fline(const void *a, const void *b)
     return strcmp(((const fline *)a)->text, ((const fline *)b)->text);
 }
 
-int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_agg_err *err)
+int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_err *err)
 {
     if (!cn_agg_is_diff(d))
-        return cn_agg_err_set(err, -EINVAL, "diff: not a differential profile");
+        return cn_err_set(err, -EINVAL, "diff: not a differential profile");
     int32_t tids[2];
     side_tids(d, &tids[0], &tids[1]);
     fold_ctx c = {.p = d};
@@ -726,7 +726,7 @@ int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out
         c.t = t;
         c.is_base = side == 0;
         if (fold_collect(&c, t->first_root, 0) < 0)
-            rc = cn_agg_err_set(err, -ENOMEM, "diff: out of memory");
+            rc = cn_err_set(err, -ENOMEM, "diff: out of memory");
         cn_agg_tree_free(t);
     }
     if (rc == 0) {

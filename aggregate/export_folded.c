@@ -104,7 +104,7 @@ static int print_lines(struct folded_ctx *c, FILE *out)
     return 0;
 }
 
-int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err)
+int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
     cn_agg_query tq;
     cn_agg_tree *tree = NULL;
@@ -112,7 +112,7 @@ int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_
     int rc;
 
     if (!p || !q || !out)
-        return cn_agg_err_set(err, -EINVAL, "folded output: bad arguments");
+        return cn_err_set(err, -EINVAL, "folded output: bad arguments");
     tq = *q;
     tq.view = CN_AGG_VIEW_TREE;
     tq.view_func = NULL;
@@ -125,8 +125,7 @@ int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_
     if (rc == 0)
         rc = print_lines(&c, out);
     if (rc < 0)
-        cn_agg_err_set(err, rc, "folded output: %s",
-                       rc == -ENOMEM ? "out of memory" : "write error");
+        cn_err_set(err, rc, "folded output: %s", rc == -ENOMEM ? "out of memory" : "write error");
     for (size_t i = 0; i < c.n; i++)
         free(c.lines[i].text);
     free(c.lines);

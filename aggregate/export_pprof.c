@@ -728,7 +728,7 @@ static int build_comments(writer *w, pb_profile *m, const cn_agg_query *q)
     return 0;
 }
 
-static int collect_rows(writer *w, const cn_agg_query *q, cn_agg_tree **tree, cn_agg_err *err)
+static int collect_rows(writer *w, const cn_agg_query *q, cn_agg_tree **tree, cn_err *err)
 {
     if (w->raw) {
         w->counts_known = true;
@@ -760,7 +760,7 @@ static int put_message(writer *w, const pb_profile *m, bool finish)
 
 /* The message goes out in three parts, in field order: sample_type (protobuf-c), the
  * samples (encoded here, row by row), then the tables and scalars (protobuf-c). */
-int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err)
+int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
     writer w = {.p = p, .raw = cn_agg__query_is_raw(q), .out = out};
     cn_agg_tree *tree = NULL;
@@ -806,10 +806,10 @@ int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_a
 fail:
     if (rc == -ENOMEM)
         goto nomem;
-    rc = cn_agg_err_set(err, rc, "writing pprof output: %s", strerror(-rc));
+    rc = cn_err_set(err, rc, "writing pprof output: %s", strerror(-rc));
     goto out;
 nomem:
-    rc = cn_agg_err_set(err, -ENOMEM, "pprof output: out of memory");
+    rc = cn_err_set(err, -ENOMEM, "pprof output: out of memory");
 out:
     cn_agg_tree_free(tree);
     writer_free(&w);

@@ -370,7 +370,7 @@ static int write_tree_profile(ss_writer *w, const cn_agg_tree *t, const char *na
     return 0;
 }
 
-static int write_transformed(ss_writer *w, const cn_agg_query *q, cn_agg_err *err)
+static int write_transformed(ss_writer *w, const cn_agg_query *q, cn_err *err)
 {
     const cn_agg_profile *p = w->p;
     bool per_thread = p->n_thr > 0 && p->n_thr <= MAX_THREAD_QUERIES;
@@ -491,10 +491,10 @@ static int write_file(ss_writer *w, const char *body, size_t len, const char *na
     return 0;
 }
 
-int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *err)
+int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
     if (!p || !q || !out)
-        return cn_agg_err_set(err, -EINVAL, "speedscope output: bad arguments");
+        return cn_err_set(err, -EINVAL, "speedscope output: bad arguments");
     ss_writer w;
     char *body = NULL;
     size_t len = 0;
@@ -532,7 +532,7 @@ fail:
     if (rc != -ENOMEM)
         goto out; /* err set by the query */
 nomem:
-    rc = cn_agg_err_set(err, -ENOMEM, "speedscope output: out of memory");
+    rc = cn_err_set(err, -ENOMEM, "speedscope output: out of memory");
 out:
     if (mem)
         fclose(mem);
@@ -592,7 +592,7 @@ static int write_events(ss_writer *w, const cn_agg_call **calls, size_t n, int64
 }
 
 int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
-                                     FILE *out, cn_agg_err *err)
+                                     FILE *out, cn_err *err)
 {
     ss_writer w;
     char *body = NULL;
@@ -607,7 +607,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
         goto nomem;
     for (size_t i = 0; i < n; i++) {
         if (calls[i].func < 0 || (size_t)calls[i].func >= p->n_func) {
-            rc = cn_agg_err_set(err, -EINVAL, "speedscope output: call %zu has no func", i);
+            rc = cn_err_set(err, -EINVAL, "speedscope output: call %zu has no func", i);
             goto out;
         }
         sorted[i] = &calls[i];
@@ -646,7 +646,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
     rc = cn_agg__finish_output(out, "speedscope", err);
     goto out;
 nomem:
-    rc = cn_agg_err_set(err, -ENOMEM, "speedscope output: out of memory");
+    rc = cn_err_set(err, -ENOMEM, "speedscope output: out of memory");
 out:
     if (mem)
         fclose(mem);

@@ -398,7 +398,7 @@ static void write_boxes(const cn_agg__flame *f, const layout *l, double total_w,
     fputs("</g>\n", out);
 }
 
-int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_agg_err *err)
+int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_err *err)
 {
     layout l = {.f = f, .max_depth = 0};
     double total_w = 0, denom = 0;
@@ -410,7 +410,7 @@ int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_agg_err *err)
     int rc = lay_out(&l, f->t->first_root, 0, 0);
     if (rc < 0) {
         free(l.boxes);
-        return cn_agg_err_set(err, rc, "SVG output: out of memory");
+        return cn_err_set(err, rc, "SVG output: out of memory");
     }
     int32_t levels = l.n ? l.max_depth + 1 : 1;
     double height = TOP + levels * FRAME_H + BOTTOM;
@@ -449,10 +449,10 @@ static char *make_subtitle(const cn_agg_profile *p, const cn_agg_tree *t, const 
 }
 
 int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
-                     FILE *out, cn_agg_err *err)
+                     FILE *out, cn_err *err)
 {
     if (!p || !q || !out)
-        return cn_agg_err_set(err, -EINVAL, "SVG output: bad arguments");
+        return cn_err_set(err, -EINVAL, "SVG output: bad arguments");
     cn_agg_view view = q->view == CN_AGG_VIEW_FUNCTIONS ? CN_AGG_VIEW_TREE : q->view;
     cn_agg_tree *tree = NULL;
     int rc = cn_agg__run_view(p, q, view, &tree, err);

@@ -60,7 +60,7 @@ int cn_agg__for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg__sa
 }
 
 int cn_agg__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
-                     cn_agg_err *err)
+                     cn_err *err)
 {
     cn_agg_query copy = *q;
     copy.view = view;
@@ -179,9 +179,9 @@ void cn_agg__json_number(FILE *out, double v)
     }
 }
 
-int cn_agg__finish_output(FILE *out, const char *what, cn_agg_err *err)
+int cn_agg__finish_output(FILE *out, const char *what, cn_err *err)
 {
     if (fflush(out) != 0 || ferror(out))
-        return cn_agg_err_set(err, -EIO, "writing %s output: %s", what, strerror(errno));
+        return cn_err_set(err, -EIO, "writing %s output: %s", what, strerror(errno));
     return 0;
 }

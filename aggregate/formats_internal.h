@@ -40,7 +40,7 @@ int cn_agg__for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg__sa
 /* Runs q with its view replaced by `view` (transforms, range, filters kept).
  * Returns 0 and *out (caller frees with cn_agg_tree_free) or negative errno, err set. */
 int cn_agg__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
-                     cn_agg_err *err);
+                     cn_err *err);
 
 /* True when native frame `frame` still carries its placeholder func (`LIB+0xOFF`). */
 bool cn_agg__frame_unsymbolized(const cn_agg_profile *p, int32_t frame);
@@ -68,9 +68,9 @@ typedef struct cn_agg__flame {
 } cn_agg__flame;
 
 /* Writes f as one self-contained SVG. Returns 0 or negative errno with err set. */
-int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_agg_err *err);
+int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_err *err);
 
 /* Flushes out and turns a write error into -EIO with err set. */
-int cn_agg__finish_output(FILE *out, const char *what, cn_agg_err *err);
+int cn_agg__finish_output(FILE *out, const char *what, cn_err *err);
 
 #endif /* CN_AGG_FORMATS_INTERNAL_H */

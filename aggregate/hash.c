@@ -12,17 +12,6 @@
 
 #include "agg_internal.h"
 
-int cn_agg_err_set(cn_agg_err *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int cn_agg__grow(void **data, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)

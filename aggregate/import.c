@@ -30,7 +30,7 @@ typedef struct src {
     unsigned char *in; /* raw read buffer (fd sources) */
     size_t total;      /* content bytes produced */
     const char *name;
-    cn_agg_err *err;
+    cn_err *err;
 } src;
 
 /* Reads raw bytes (compressed or not) into buf. Returns the count, 0 at EOF, or
@@ -48,7 +48,7 @@ static ssize_t raw_read(src *s, unsigned char *buf, size_t cap)
         if (n >= 0)
             return n;
         if (errno != EINTR)
-            return cn_agg_err_set(s->err, -errno, "%s: read: %s", s->name, strerror(errno));
+            return cn_err_set(s->err, -errno, "%s: read: %s", s->name, strerror(errno));
     }
 }
 
@@ -80,7 +80,7 @@ static ssize_t gz_read(src *s, unsigned char *buf, size_t cap)
     while (s->zs.avail_out > 0 && !s->gz_done) {
         if (s->zs.avail_in == 0) {
             if (s->eof) {
-                return cn_agg_err_set(s->err, -EINVAL, "%s: truncated gzip data", s->name);
+                return cn_err_set(s->err, -EINVAL, "%s: truncated gzip data", s->name);
             }
             int rc = gz_refill(s);
             if (rc < 0)
@@ -101,12 +101,11 @@ static ssize_t gz_read(src *s, unsigned char *buf, size_t cap)
                        s->zs.next_in[1] == 0x8b) {
                 inflateReset(&s->zs); /* another gzip member follows */
             } else {
-                return cn_agg_err_set(s->err, -EINVAL, "%s: trailing garbage after gzip data",
-                                      s->name);
+                return cn_err_set(s->err, -EINVAL, "%s: trailing garbage after gzip data", s->name);
             }
         } else if (z != Z_OK && z != Z_BUF_ERROR) {
-            return cn_agg_err_set(s->err, -EINVAL, "%s: corrupt gzip data (%s)", s->name,
-                                  s->zs.msg ? s->zs.msg : "inflate failed");
+            return cn_err_set(s->err, -EINVAL, "%s: corrupt gzip data (%s)", s->name,
+                              s->zs.msg ? s->zs.msg : "inflate failed");
         }
     }
     return (ssize_t)(cap - s->zs.avail_out);
@@ -119,8 +118,8 @@ static ssize_t src_read(src *s, void *buf, size_t cap)
     if (n > 0) {
         s->total += (size_t)n;
         if (s->total > CN_AGG__IMPORT_MAX)
-            return cn_agg_err_set(s->err, -EFBIG, "%s: more than %zu bytes of content", s->name,
-                                  CN_AGG__IMPORT_MAX);
+            return cn_err_set(s->err, -EFBIG, "%s: more than %zu bytes of content", s->name,
+                              CN_AGG__IMPORT_MAX);
     }
     return n;
 }
@@ -136,7 +135,7 @@ static int src_open(src *s)
     } else {
         s->in = malloc(CHUNK_BYTES);
         if (!s->in)
-            return cn_agg_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
+            return cn_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
         while (have < 2) {
             ssize_t n = raw_read(s, s->in + have, 2 - have);
             if (n < 0)
@@ -150,7 +149,7 @@ static int src_open(src *s)
     s->gz = have == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
     if (s->gz) {
         if (inflateInit2(&s->zs, 15 + 32) != Z_OK)
-            return cn_agg_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
+            return cn_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
         s->zs_ready = true;
         if (s->fd >= 0) { /* the two magic bytes are the first input */
             s->zs.next_in = s->in;
@@ -171,11 +170,11 @@ static void src_close(src *s)
 
 /* Parses a whole buffer of content, whichever format it is. */
 static int dispatch(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                    cn_agg_err *err)
+                    cn_err *err)
 {
     size_t head = len < HEAD_BYTES ? len : HEAD_BYTES;
     if (len == 0)
-        return cn_agg_err_set(err, -EINVAL, "%s: empty file", name);
+        return cn_err_set(err, -EINVAL, "%s: empty file", name);
     if (cn_agg__looks_canopy(data, head))
         return cn_agg__import_canopy(data, len, name, out, err);
     if (cn_agg__looks_json(data, head))
@@ -186,21 +185,21 @@ static int dispatch(const char *data, size_t len, const char *name, cn_agg_profi
         return cn_agg__import_perf_script(data, len, name, out, err);
     if (cn_agg__looks_folded(data, head))
         return cn_agg__import_folded(data, len, name, out, err);
-    return cn_agg_err_set(err, -EINVAL,
-                          "%s: not a profile canopy can read (expected .canopy, folded stacks, "
-                          ".cpuprofile JSON, perf script output or pprof)",
-                          name);
+    return cn_err_set(err, -EINVAL,
+                      "%s: not a profile canopy can read (expected .canopy, folded stacks, "
+                      ".cpuprofile JSON, perf script output or pprof)",
+                      name);
 }
 
 /* Streams the rest of a .cpuprofile source; head holds its first bytes. */
 static int stream_cpuprofile(src *s, const char *head, size_t head_len, cn_agg_profile **out,
-                             cn_agg_err *err)
+                             cn_err *err)
 {
     cn_agg__cpuprof *c = cn_agg__cpuprof_new(s->name);
     char *chunk = malloc(CHUNK_BYTES);
     int rc;
     if (!c || !chunk) {
-        rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", s->name);
+        rc = cn_err_set(err, -ENOMEM, "%s: out of memory", s->name);
         goto out;
     }
     if ((rc = cn_agg__cpuprof_feed(c, head, head_len, err)) < 0)
@@ -229,7 +228,7 @@ static int read_all(src *s, char **buf, size_t *len, size_t *cap)
     for (;;) {
         if (*cap - *len < CHUNK_BYTES / 4 &&
             cn_agg__grow((void **)buf, cap, *len + CHUNK_BYTES, 1) < 0)
-            return cn_agg_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
+            return cn_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
         ssize_t n = src_read(s, *buf + *len, *cap - *len);
         if (n < 0)
             return (int)n;
@@ -240,7 +239,7 @@ static int read_all(src *s, char **buf, size_t *len, size_t *cap)
 }
 
 /* The common path of both entry points. */
-static int import_src(src *s, cn_agg_profile **out, cn_agg_err *err)
+static int import_src(src *s, cn_agg_profile **out, cn_err *err)
 {
     char *buf = NULL;
     size_t len = 0, cap = 0;
@@ -278,7 +277,7 @@ static int import_src(src *s, cn_agg_profile **out, cn_agg_err *err)
     rc = dispatch(buf, len, s->name, out, err);
     goto out;
 nomem:
-    rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", s->name);
+    rc = cn_err_set(err, -ENOMEM, "%s: out of memory", s->name);
 out:
     free(buf);
     src_close(s);
@@ -287,7 +286,7 @@ out:
 
 int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
                           int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
-                          cn_agg_err *err)
+                          cn_err *err)
 {
     cn_agg__lines it;
     const char *line;
@@ -298,27 +297,27 @@ int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t
     while (cn_agg__lines_next(&it, &line, &line_len)) {
         *lineno = it.lineno;
         if (memchr(line, '\0', line_len))
-            return cn_agg_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, *lineno);
+            return cn_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, *lineno);
         if ((rc = fn(ctx, line, line_len)) < 0)
             return rc;
     }
     return 0;
 }
 
-int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_agg_err *err)
+int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_err *err)
 {
-    cn_agg_err local;
+    cn_err local;
     struct stat st;
     if (!err)
         err = &local;
     if (!path || !out)
-        return cn_agg_err_set(err, -EINVAL, "import: bad arguments");
+        return cn_err_set(err, -EINVAL, "import: bad arguments");
     src s = {.fd = open(path, O_RDONLY | O_CLOEXEC), .name = path, .err = err};
     if (s.fd < 0)
-        return cn_agg_err_set(err, -errno, "%s: %s", path, strerror(errno));
+        return cn_err_set(err, -errno, "%s: %s", path, strerror(errno));
     if (fstat(s.fd, &st) == 0 && S_ISDIR(st.st_mode)) {
         close(s.fd);
-        return cn_agg_err_set(err, -EISDIR, "%s: is a directory", path);
+        return cn_err_set(err, -EISDIR, "%s: is a directory", path);
     }
     int rc = import_src(&s, out, err);
     close(s.fd);
@@ -326,15 +325,15 @@ int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_agg_err *err)
 }
 
 int cn_agg_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_agg_err *err)
+                         cn_err *err)
 {
-    cn_agg_err local;
+    cn_err local;
     if (!err)
         err = &local;
     if (!name)
         name = "(buffer)";
     if ((!data && len) || !out)
-        return cn_agg_err_set(err, -EINVAL, "import: bad arguments");
+        return cn_err_set(err, -EINVAL, "import: bad arguments");
     src s = {
         .fd = -1, .mem = data ? data : (const void *)"", .mem_len = len, .name = name, .err = err};
     return import_src(&s, out, err);

@@ -73,9 +73,9 @@ struct cn_agg__cpuprof {
     char *name;
     yajl_handle h;
     cn_agg_profile *p;
-    cn_agg_err *err; /* of the current feed/finish call */
-    int rc;          /* the error a callback raised */
-    uint64_t base;   /* bytes fed before the current chunk */
+    cn_err *err;   /* of the current feed/finish call */
+    int rc;        /* the error a callback raised */
+    uint64_t base; /* bytes fed before the current chunk */
     enum state st;
     enum key key;
     size_t skip; /* depth inside a value being skipped */
@@ -138,8 +138,7 @@ __attribute__((format(printf, 4, 5))) static int fail_at(cn_agg__cpuprof *c, int
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    c->rc =
-        cn_agg_err_set(c->err, code, "%s: byte %llu: %s", c->name, (unsigned long long)off, msg);
+    c->rc = cn_err_set(c->err, code, "%s: byte %llu: %s", c->name, (unsigned long long)off, msg);
     return 0;
 }
 
@@ -865,15 +864,15 @@ static int yajl_fail(cn_agg__cpuprof *c, const unsigned char *chunk, size_t len)
     size_t ml = strlen(m);
     while (ml && (m[ml - 1] == '\n' || m[ml - 1] == ' '))
         ml--;
-    c->rc = cn_agg_err_set(c->err, -EINVAL, "%s: byte %llu: %s (%.*s)", c->name,
-                           (unsigned long long)offset_now(c),
-                           truncated ? "truncated JSON" : "invalid JSON", (int)ml, m);
+    c->rc = cn_err_set(c->err, -EINVAL, "%s: byte %llu: %s (%.*s)", c->name,
+                       (unsigned long long)offset_now(c),
+                       truncated ? "truncated JSON" : "invalid JSON", (int)ml, m);
     if (msg)
         yajl_free_error(c->h, msg);
     return c->rc;
 }
 
-int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_agg_err *err)
+int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_err *err)
 {
     c->err = err;
     if (c->rc < 0)
@@ -1039,7 +1038,7 @@ static int finish_direct(cn_agg__cpuprof *c)
     return 1;
 }
 
-int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_agg_err *err)
+int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_err *err)
 {
     c->err = err;
     if (c->rc < 0)
@@ -1049,11 +1048,11 @@ int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_agg_err 
     if (c->st != ST_END)
         return fail_at(c, -EINVAL, offset_now(c), "truncated JSON"), c->rc;
     if (!c->have_nodes)
-        return cn_agg_err_set(err, -EINVAL, "%s: not a .cpuprofile: no 'nodes' array", c->name);
+        return cn_err_set(err, -EINVAL, "%s: not a .cpuprofile: no 'nodes' array", c->name);
     if (!c->have_start || !c->have_end)
-        return cn_agg_err_set(err, -EINVAL, "%s: missing 'startTime' or 'endTime'", c->name);
+        return cn_err_set(err, -EINVAL, "%s: missing 'startTime' or 'endTime'", c->name);
     if (c->end_us < c->start_us)
-        return cn_agg_err_set(err, -EINVAL, "%s: endTime is before startTime", c->name);
+        return cn_err_set(err, -EINVAL, "%s: endTime is before startTime", c->name);
     if (c->direct) {
         if (!finish_direct(c))
             return c->rc;
@@ -1061,8 +1060,8 @@ int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_agg_err 
         return c->rc;
     }
     if (c->streaming && !c->direct && c->n_deltas != c->n_smp)
-        return cn_agg_err_set(err, -EINVAL, "%s: samples has %zu entries but timeDeltas %zu",
-                              c->name, c->n_smp, c->n_deltas);
+        return cn_err_set(err, -EINVAL, "%s: samples has %zu entries but timeDeltas %zu", c->name,
+                          c->n_smp, c->n_deltas);
     if (!fix_missing(c) || !set_meta(c))
         return c->rc;
     *out = c->p;
@@ -1071,11 +1070,11 @@ int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_agg_err 
 }
 
 int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                              cn_agg_err *err)
+                              cn_err *err)
 {
     cn_agg__cpuprof *c = cn_agg__cpuprof_new(name);
     if (!c)
-        return cn_agg_err_set(err, -ENOMEM, "%s: out of memory", name);
+        return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
     int rc = cn_agg__cpuprof_feed(c, data, len, err);
     if (rc == 0)
         rc = cn_agg__cpuprof_finish(c, out, err);

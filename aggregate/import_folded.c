@@ -21,7 +21,7 @@
 typedef struct folded {
     cn_agg_profile *p;
     const char *name;
-    cn_agg_err *err;
+    cn_err *err;
     size_t lineno;
     char *scratch; /* NUL-terminated copy of one frame name */
     size_t scratch_cap;
@@ -34,17 +34,16 @@ static int parse_count(folded *f, const char *s, size_t len, double *out)
 {
     uint64_t v = 0;
     if (len == 0)
-        return cn_agg_err_set(f->err, -EINVAL, "%s:%zu: missing count", f->name, f->lineno);
+        return cn_err_set(f->err, -EINVAL, "%s:%zu: missing count", f->name, f->lineno);
     if (s[0] == '-')
-        return cn_agg_err_set(f->err, -EINVAL, "%s:%zu: negative count '%.*s'", f->name, f->lineno,
-                              (int)(len > 40 ? 40 : len), s);
+        return cn_err_set(f->err, -EINVAL, "%s:%zu: negative count '%.*s'", f->name, f->lineno,
+                          (int)(len > 40 ? 40 : len), s);
     for (size_t i = 0; i < len; i++) {
         if (s[i] < '0' || s[i] > '9')
-            return cn_agg_err_set(f->err, -EINVAL,
-                                  "%s:%zu: count '%.*s' is not a non-negative integer", f->name,
-                                  f->lineno, (int)(len > 40 ? 40 : len), s);
+            return cn_err_set(f->err, -EINVAL, "%s:%zu: count '%.*s' is not a non-negative integer",
+                              f->name, f->lineno, (int)(len > 40 ? 40 : len), s);
         if (v > (UINT64_MAX - 9) / 10)
-            return cn_agg_err_set(f->err, -EINVAL, "%s:%zu: count too large", f->name, f->lineno);
+            return cn_err_set(f->err, -EINVAL, "%s:%zu: count too large", f->name, f->lineno);
         v = v * 10 + (uint64_t)(s[i] - '0');
     }
     *out = (double)v;
@@ -89,8 +88,8 @@ static int32_t intern_stack(folded *f, const char *s, size_t len)
         size_t end = semi ? (size_t)(semi - s) : len;
         size_t n = end - start;
         if (n == 0)
-            return cn_agg_err_set(f->err, -EINVAL, "%s:%zu: empty function name in stack", f->name,
-                                  f->lineno);
+            return cn_err_set(f->err, -EINVAL, "%s:%zu: empty function name in stack", f->name,
+                              f->lineno);
         if (CN_AGG__RESERVE(f->scratch, f->scratch_cap, n + 1) < 0)
             return -ENOMEM;
         memcpy(f->scratch, s + start, n);
@@ -140,8 +139,7 @@ static int parse_line(void *ctx, const char *s, size_t len)
     size_t tok_len, rest_len;
     double count, base = 0;
     if (!split_last(s, len, &tok, &tok_len, &rest_len))
-        return cn_agg_err_set(f->err, -EINVAL, "%s:%zu: no count after the stack", f->name,
-                              f->lineno);
+        return cn_err_set(f->err, -EINVAL, "%s:%zu: no count after the stack", f->name, f->lineno);
     int rc = parse_count(f, tok, tok_len, &count);
     if (rc < 0)
         return rc;
@@ -149,27 +147,26 @@ static int parse_line(void *ctx, const char *s, size_t len)
         return rc;
     if (f->diff) {
         if (!split_last(s, rest_len, &tok, &tok_len, &rest_len) || rest_len == 0)
-            return cn_agg_err_set(f->err, -EINVAL,
-                                  "%s:%zu: expected 'STACK BASE NEW' (differential file)", f->name,
-                                  f->lineno);
+            return cn_err_set(f->err, -EINVAL,
+                              "%s:%zu: expected 'STACK BASE NEW' (differential file)", f->name,
+                              f->lineno);
         if ((rc = parse_count(f, tok, tok_len, &base)) < 0)
             return rc;
     }
     if (rest_len == 0)
-        return cn_agg_err_set(f->err, -EINVAL, "%s:%zu: empty stack", f->name, f->lineno);
+        return cn_err_set(f->err, -EINVAL, "%s:%zu: empty stack", f->name, f->lineno);
     int32_t stack = intern_stack(f, s, rest_len);
     if (stack < 0)
-        return stack == -ENOMEM ? cn_agg_err_set(f->err, -ENOMEM, "%s: out of memory", f->name)
-                                : stack;
+        return stack == -ENOMEM ? cn_err_set(f->err, -ENOMEM, "%s: out of memory", f->name) : stack;
     if (!f->diff)
         rc = cn_agg_add_sample(f->p, stack, 0, count, -1);
     else if ((rc = cn_agg_add_sample(f->p, stack, 0, base, f->thr_base)) == 0)
         rc = cn_agg_add_sample(f->p, stack, 0, count, f->thr_new);
-    return rc < 0 ? cn_agg_err_set(f->err, rc, "%s: out of memory", f->name) : 0;
+    return rc < 0 ? cn_err_set(f->err, rc, "%s: out of memory", f->name) : 0;
 }
 
 int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_agg_err *err)
+                          cn_err *err)
 {
     folded f = {.name = name, .err = err, .diff = -1, .thr_base = -1, .thr_new = -1};
     int rc;
@@ -178,11 +175,11 @@ int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg
         err->msg[0] = '\0';
     f.p = cn_agg_profile_new();
     if (!f.p)
-        return cn_agg_err_set(err, -ENOMEM, "%s: out of memory", name);
+        return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
     if ((rc = cn_agg__for_each_line(data, len, name, &f.lineno, parse_line, &f, err)) < 0)
         goto fail;
     if (cn_agg_meta_set(f.p, "format", "folded") < 0) {
-        rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", name);
+        rc = cn_err_set(err, -ENOMEM, "%s: out of memory", name);
         goto fail;
     }
     free(f.scratch);
@@ -190,7 +187,7 @@ int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg
     return 0;
 fail:
     if (err && !err->msg[0])
-        cn_agg_err_set(err, rc, "%s:%zu: %s", name, f.lineno, strerror(-rc));
+        cn_err_set(err, rc, "%s:%zu: %s", name, f.lineno, strerror(-rc));
     free(f.scratch);
     cn_agg_profile_free(f.p);
     return rc;

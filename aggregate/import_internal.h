@@ -59,7 +59,7 @@ static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size
  * the first negative errno from fn (which sets err itself) or for a NUL byte. */
 int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
                           int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
-                          cn_agg_err *err);
+                          cn_err *err);
 
 static inline bool cn_agg__is_blank(char c)
 {
@@ -81,9 +81,9 @@ typedef struct cn_agg__cpuprof cn_agg__cpuprof;
  * NULL on ENOMEM. */
 cn_agg__cpuprof *cn_agg__cpuprof_new(const char *name);
 /* Parses the next chunk. Returns 0 or negative errno with err set (then only _free). */
-int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_agg_err *err);
+int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_err *err);
 /* Ends the input and hands over the profile (*out, caller frees). 0 or negative errno. */
-int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_agg_err *err);
+int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_err *err);
 /* Frees the parser and a profile it still owns; accepts NULL; returns NULL. */
 cn_agg__cpuprof *cn_agg__cpuprof_free(cn_agg__cpuprof *c);
 

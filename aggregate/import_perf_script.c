@@ -31,7 +31,7 @@
 typedef struct perf_in {
     cn_agg_profile *p;
     const char *name;
-    cn_agg_err *err;
+    cn_err *err;
     size_t lineno;
     int32_t *frames; /* the current sample's frames, leaf first */
     size_t n_frames, cap_frames;
@@ -236,14 +236,14 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                        : -1;
         if (d < 0 || i >= 16)
-            return cn_agg_err_set(in->err, -EINVAL,
-                                  "%s:%zu: expected a callchain line 'ADDRESS SYMBOL (DSO)'",
-                                  in->name, in->lineno);
+            return cn_err_set(in->err, -EINVAL,
+                              "%s:%zu: expected a callchain line 'ADDRESS SYMBOL (DSO)'", in->name,
+                              in->lineno);
         addr = addr << 4 | (uint64_t)d;
         i++;
     }
     if (i == 0)
-        return cn_agg_err_set(in->err, -EINVAL, "%s:%zu: missing address", in->name, in->lineno);
+        return cn_err_set(in->err, -EINVAL, "%s:%zu: missing address", in->name, in->lineno);
     const char *sym = s + i, *dso = "[unknown]";
     size_t sym_len = len - i, dso_len = 9;
     if (sym_len && sym[sym_len - 1] == ')') {
@@ -303,8 +303,8 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
     if (frame < 0)
         return frame;
     if (in->n_frames >= MAX_FRAMES)
-        return cn_agg_err_set(in->err, -EINVAL, "%s:%zu: callchain deeper than %d frames", in->name,
-                              in->lineno, MAX_FRAMES);
+        return cn_err_set(in->err, -EINVAL, "%s:%zu: callchain deeper than %d frames", in->name,
+                          in->lineno, MAX_FRAMES);
     if (CN_AGG__RESERVE(in->frames, in->cap_frames, in->n_frames + 1) < 0)
         return -ENOMEM;
     in->frames[in->n_frames++] = frame;
@@ -378,22 +378,22 @@ static int parse_line(void *ctx, const char *s, size_t len)
         return 0;
     if (i > 0) {
         if (!in->in_sample)
-            return cn_agg_err_set(in->err, -EINVAL, "%s:%zu: callchain line outside a sample",
-                                  in->name, in->lineno);
+            return cn_err_set(in->err, -EINVAL, "%s:%zu: callchain line outside a sample", in->name,
+                              in->lineno);
         return parse_frame(in, s, len);
     }
     perf_hdr h;
     if (!parse_header(s, len, &h))
-        return cn_agg_err_set(in->err, -EINVAL,
-                              "%s:%zu: expected a sample header 'COMM PID/TID [CPU] "
-                              "SECONDS: PERIOD EVENT:'",
-                              in->name, in->lineno);
+        return cn_err_set(in->err, -EINVAL,
+                          "%s:%zu: expected a sample header 'COMM PID/TID [CPU] "
+                          "SECONDS: PERIOD EVENT:'",
+                          in->name, in->lineno);
     int rc = end_sample(in);
     return rc < 0 ? rc : start_sample(in, &h);
 }
 
 int cn_agg__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                               cn_agg_err *err)
+                               cn_err *err)
 {
     perf_in in = {.name = name, .err = err};
     int rc = 0;
@@ -415,8 +415,8 @@ int cn_agg__import_perf_script(const char *data, size_t len, const char *name, c
     return 0;
 fail:
     if (err && (!err->msg[0] || rc == -ENOMEM))
-        cn_agg_err_set(err, rc, "%s:%zu: %s", name, in.lineno,
-                       rc == -ENOMEM ? "out of memory" : "cannot add the sample");
+        cn_err_set(err, rc, "%s:%zu: %s", name, in.lineno,
+                   rc == -ENOMEM ? "out of memory" : "cannot add the sample");
     free(in.frames);
     free(in.scratch);
     cn_agg_profile_free(in.p);

@@ -123,7 +123,7 @@ typedef struct importer {
     const pb_profile *m;
     const char *name;
     cn_agg_profile *p;
-    cn_agg_err *err;
+    cn_err *err;
     cn_agg__u64map map_by_id, loc_by_id, fn_by_id; /* pprof id -> index */
     int32_t *map_res;                              /* mapping index -> resource (-2 = todo) */
     cn_agg__u64map func_of;                        /* (function index, res) -> func */
@@ -160,18 +160,17 @@ static int index_ids(importer *im, cn_agg__u64map *map, size_t n,
                      uint64_t (*id_of)(const void *, size_t), const void *arr, const char *what)
 {
     if (n > INT32_MAX)
-        return cn_agg_err_set(im->err, -EINVAL, "%s: too many %ss", im->name, what);
+        return cn_err_set(im->err, -EINVAL, "%s: too many %ss", im->name, what);
     if (cn_agg__u64map_reserve(map, n) < 0)
-        return cn_agg_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
+        return cn_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
     for (size_t i = 0; i < n; i++) {
         uint64_t id = id_of(arr, i);
         if (id == 0)
-            return cn_agg_err_set(im->err, -EINVAL, "%s: %s %zu has id 0", im->name, what, i);
+            return cn_err_set(im->err, -EINVAL, "%s: %s %zu has id 0", im->name, what, i);
         if (cn_agg__u64map_get(map, id) >= 0)
-            return cn_agg_err_set(im->err, -EINVAL, "%s: duplicate %s id %" PRIu64, im->name, what,
-                                  id);
+            return cn_err_set(im->err, -EINVAL, "%s: duplicate %s id %" PRIu64, im->name, what, id);
         if (cn_agg__u64map_put(map, id, (int32_t)i) < 0)
-            return cn_agg_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
+            return cn_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
     }
     return 0;
 }
@@ -196,15 +195,15 @@ static int validate(importer *im)
     const pb_profile *m = im->m;
     const char *nm = im->name;
     if (m->n_string_table == 0 || m->string_table[0][0] != '\0')
-        return cn_agg_err_set(im->err, -EINVAL, "%s: string_table[0] must be \"\"", nm);
+        return cn_err_set(im->err, -EINVAL, "%s: string_table[0] must be \"\"", nm);
     for (size_t i = 0; i < m->n_sample_type; i++)
         if (!str_ok(im, m->sample_type[i]->type) || !str_ok(im, m->sample_type[i]->unit))
-            return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: sample_type %zu: string index out of range", nm, i);
+            return cn_err_set(im->err, -EINVAL, "%s: sample_type %zu: string index out of range",
+                              nm, i);
     if (!str_ok(im, m->default_sample_type) ||
         (m->period_type &&
          (!str_ok(im, m->period_type->type) || !str_ok(im, m->period_type->unit))))
-        return cn_agg_err_set(im->err, -EINVAL, "%s: string index out of range", nm);
+        return cn_err_set(im->err, -EINVAL, "%s: string index out of range", nm);
     int rc;
     if ((rc = index_ids(im, &im->map_by_id, m->n_mapping, mapping_id, m->mapping, "mapping")) < 0 ||
         (rc = index_ids(im, &im->loc_by_id, m->n_location, location_id, m->location, "location")) <
@@ -214,44 +213,44 @@ static int validate(importer *im)
         return rc;
     for (size_t i = 0; i < m->n_mapping; i++)
         if (!str_ok(im, m->mapping[i]->filename) || !str_ok(im, m->mapping[i]->build_id))
-            return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: mapping %" PRIu64 ": string index out of range", nm,
-                                  m->mapping[i]->id);
+            return cn_err_set(im->err, -EINVAL,
+                              "%s: mapping %" PRIu64 ": string index out of range", nm,
+                              m->mapping[i]->id);
     for (size_t i = 0; i < m->n_function; i++) {
         const Perftools__Profiles__Function *f = m->function[i];
         if (!str_ok(im, f->name) || !str_ok(im, f->system_name) || !str_ok(im, f->filename))
-            return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: function %" PRIu64 ": string index out of range", nm, f->id);
+            return cn_err_set(im->err, -EINVAL,
+                              "%s: function %" PRIu64 ": string index out of range", nm, f->id);
     }
     for (size_t i = 0; i < m->n_location; i++) {
         const Perftools__Profiles__Location *l = m->location[i];
         if (l->mapping_id && cn_agg__u64map_get(&im->map_by_id, l->mapping_id) < 0)
-            return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: location %" PRIu64 ": mapping id %" PRIu64 " does not exist",
-                                  nm, l->id, l->mapping_id);
+            return cn_err_set(im->err, -EINVAL,
+                              "%s: location %" PRIu64 ": mapping id %" PRIu64 " does not exist", nm,
+                              l->id, l->mapping_id);
         for (size_t j = 0; j < l->n_line; j++)
             if (cn_agg__u64map_get(&im->fn_by_id, l->line[j]->function_id) < 0)
-                return cn_agg_err_set(im->err, -EINVAL,
-                                      "%s: location %" PRIu64 ": function id %" PRIu64
-                                      " does not exist",
-                                      nm, l->id, l->line[j]->function_id);
+                return cn_err_set(im->err, -EINVAL,
+                                  "%s: location %" PRIu64 ": function id %" PRIu64
+                                  " does not exist",
+                                  nm, l->id, l->line[j]->function_id);
     }
     for (size_t i = 0; i < m->n_sample; i++) {
         const Perftools__Profiles__Sample *s = m->sample[i];
         if (s->n_value != m->n_sample_type)
-            return cn_agg_err_set(im->err, -EINVAL,
-                                  "%s: sample %zu has %zu values for %zu sample types", nm, i,
-                                  s->n_value, m->n_sample_type);
+            return cn_err_set(im->err, -EINVAL,
+                              "%s: sample %zu has %zu values for %zu sample types", nm, i,
+                              s->n_value, m->n_sample_type);
         for (size_t j = 0; j < s->n_location_id; j++)
             if (cn_agg__u64map_get(&im->loc_by_id, s->location_id[j]) < 0)
-                return cn_agg_err_set(im->err, -EINVAL,
-                                      "%s: sample %zu: location id %" PRIu64 " does not exist", nm,
-                                      i, s->location_id[j]);
+                return cn_err_set(im->err, -EINVAL,
+                                  "%s: sample %zu: location id %" PRIu64 " does not exist", nm, i,
+                                  s->location_id[j]);
         for (size_t j = 0; j < s->n_label; j++)
             if (!str_ok(im, s->label[j]->key) || !str_ok(im, s->label[j]->str) ||
                 !str_ok(im, s->label[j]->num_unit))
-                return cn_agg_err_set(im->err, -EINVAL,
-                                      "%s: sample %zu: label string index out of range", nm, i);
+                return cn_err_set(im->err, -EINVAL,
+                                  "%s: sample %zu: label string index out of range", nm, i);
     }
     return 0;
 }
@@ -512,7 +511,7 @@ out:
 }
 
 int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_agg_err *err)
+                         cn_err *err)
 {
     importer im = {.name = name, .err = err};
     pb_profile *m = NULL;
@@ -521,14 +520,14 @@ int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_
     int rc;
     wire_scan(data, len, &bad, &binary, NULL, NULL, 0);
     if (len == 0)
-        return cn_agg_err_set(err, -EINVAL, "%s: empty pprof profile", name);
+        return cn_err_set(err, -EINVAL, "%s: empty pprof profile", name);
     if (bad != SIZE_MAX)
-        return cn_agg_err_set(err, -EINVAL, "%s: byte %zu: truncated or malformed pprof field",
-                              name, bad);
+        return cn_err_set(err, -EINVAL, "%s: byte %zu: truncated or malformed pprof field", name,
+                          bad);
     m = perftools__profiles__profile__unpack(NULL, len, data);
     if (!m)
-        return cn_agg_err_set(err, -EINVAL, "%s: byte %zu: malformed pprof message", name,
-                              find_bad_field(data, len));
+        return cn_err_set(err, -EINVAL, "%s: byte %zu: malformed pprof message", name,
+                          find_bad_field(data, len));
     im.m = m;
     if ((rc = validate(&im)) < 0)
         goto out;
@@ -540,7 +539,7 @@ int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_
     for (size_t i = 0; i < m->n_mapping; i++)
         im.map_res[i] = -2;
     if ((rc = build_locations(&im)) < 0 || (rc = build_samples(&im)) < 0) {
-        rc = cn_agg_err_set(err, rc, "%s: %s", name, strerror(-rc));
+        rc = cn_err_set(err, rc, "%s: %s", name, strerror(-rc));
         goto out;
     }
     *out = im.p;
@@ -548,7 +547,7 @@ int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_
     rc = 0;
     goto out;
 nomem:
-    rc = cn_agg_err_set(err, -ENOMEM, "%s: out of memory", name);
+    rc = cn_err_set(err, -ENOMEM, "%s: out of memory", name);
 out:
     cn_agg_profile_free(im.p);
     importer_free(&im);

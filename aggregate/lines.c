@@ -74,7 +74,7 @@ static int add_sample(const cn_agg__qrun *run, int32_t F, int32_t stack, int32_t
 
 int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
                  cn_agg_line_row **lines, size_t *n_lines, cn_agg_line_row **addrs, size_t *n_addrs,
-                 cn_agg_err *err)
+                 cn_err *err)
 {
     acc la = {0}, aa = {0};
     cn_agg__qrun run;
@@ -82,7 +82,7 @@ int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
     int32_t F = cn_agg__q_name_id(p, func);
     memset(&run, 0, sizeof(run));
     if (F < 0) {
-        rc = cn_agg_err_set(err, -ENOENT, "lines: no function '%s' in the profile", func);
+        rc = cn_err_set(err, -ENOENT, "lines: no function '%s' in the profile", func);
         goto out;
     }
     rc = cn_agg__qrun_init(&run, p, q, CN_AGG__QCACHE(p), err);
@@ -95,7 +95,7 @@ int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
     for (size_t i = 0; run.with_acc && i < p->n_acc && rc == 0; i++)
         rc = add_sample(&run, F, p->acc_stack[i], p->acc_thread[i], p->acc_weight[i], &la, &aa);
     if (rc < 0) {
-        rc = cn_agg_err_set(err, rc, "lines: out of memory");
+        rc = cn_err_set(err, rc, "lines: out of memory");
         goto out;
     }
     if (la.n > 1) /* an empty array may be NULL, which qsort must not see */

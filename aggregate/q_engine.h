@@ -83,7 +83,7 @@ typedef struct cn_agg__qrun {
  * this run. Returns 0 or negative errno (err set). Always call cn_agg__qrun_free, even on
  * failure. */
 int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *q,
-                      struct cn_agg__qcache **cache, cn_agg_err *err);
+                      struct cn_agg__qcache **cache, cn_err *err);
 
 /* The profile's query cache slot, when the profile has one (agg_internal.h). */
 #ifdef CN_AGG__PROFILE_QCACHE
@@ -93,7 +93,7 @@ int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *
 #endif
 void cn_agg__qrun_free(cn_agg__qrun *run);
 /* Applies q's transforms in order. Returns 0 or negative errno. */
-int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_agg_err *err);
+int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_err *err);
 /* The base row of a sample (stack, thread) or -1; grouped runs look the pair up. */
 int32_t cn_agg__qrun_base(const cn_agg__qrun *run, int32_t stack, int32_t thread);
 /* True when the thread passes the tid/pid filter. */
@@ -134,7 +134,7 @@ int32_t cn_agg__q_name_id(const cn_agg_profile *p, const char *name);
 /* Builds the view of q over the final table t with per-row self weights. */
 int cn_agg__view_build(cn_agg_profile *p, const cn_agg_query *q, const cn_agg__qtable *t,
                        const double *self, const int32_t *merged, const int32_t *recur,
-                       cn_agg_tree **out, cn_agg_err *err);
+                       cn_agg_tree **out, cn_err *err);
 
 /* Small growable int32 vector used by several passes. */
 typedef struct cn_agg__ivec {

@@ -385,7 +385,7 @@ out:
 }
 
 int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *q,
-                      struct cn_agg__qcache **cache, cn_agg_err *err)
+                      struct cn_agg__qcache **cache, cn_err *err)
 {
     memset(run, 0, sizeof(*run));
     cn_agg__qt_init(&run->t);
@@ -399,7 +399,7 @@ int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *
     if (rc == 0 && run->grouped)
         rc = build_grouped(run);
     if (rc < 0)
-        return cn_agg_err_set(err, rc, "query: out of memory");
+        return cn_err_set(err, rc, "query: out of memory");
     if (!run->grouped) {
         /* The ungrouped table is the base: a shallow copy, read-only. */
         run->t = *run->plain;
@@ -408,7 +408,7 @@ int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *
     run->n_base = run->t.n;
     run->rmap = malloc((run->n_base ? run->n_base : 1) * sizeof(*run->rmap));
     if (!run->rmap)
-        return cn_agg_err_set(err, -ENOMEM, "query: out of memory");
+        return cn_err_set(err, -ENOMEM, "query: out of memory");
     for (size_t i = 0; i < run->n_base; i++)
         run->rmap[i] = (int32_t)i;
     run->rmap_identity = true;
@@ -535,7 +535,7 @@ static int current_self(cn_agg__qrun *run, double **self, bool *owned)
     return cn_agg__qrun_self(run, self);
 }
 
-static int apply_one(cn_agg__qrun *run, const cn_agg_transform *tf, cn_agg_err *err)
+static int apply_one(cn_agg__qrun *run, const cn_agg_transform *tf, cn_err *err)
 {
     cn_agg__tfout o = {0};
     double *self = NULL;
@@ -573,13 +573,13 @@ out:
     cn_agg__tfout_free(&o);
     if (rc < 0) {
         char *spec = cn_agg_transform_format(tf);
-        cn_agg_err_set(err, rc, "transform '%s': %s", spec ? spec : "?", strerror(-rc));
+        cn_err_set(err, rc, "transform '%s': %s", spec ? spec : "?", strerror(-rc));
         free(spec);
     }
     return rc;
 }
 
-int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_agg_err *err)
+int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_err *err)
 {
     for (size_t i = 0; i < run->q->n_transforms; i++) {
         int rc = apply_one(run, &run->q->transforms[i], err);
@@ -591,19 +591,19 @@ int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_agg_err *err)
 
 /* ---- the public entry points ------------------------------------------------------- */
 
-int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err)
+int cn_agg_query_run(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_err *err)
 {
     return cn_agg__query_run_cached(p, p ? CN_AGG__QCACHE(p) : NULL, q, out, err);
 }
 
 int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
-                             const cn_agg_query *q, cn_agg_tree **out, cn_agg_err *err)
+                             const cn_agg_query *q, cn_agg_tree **out, cn_err *err)
 {
     if (!p || !q || !out)
-        return cn_agg_err_set(err, -EINVAL, "query: missing argument");
+        return cn_err_set(err, -EINVAL, "query: missing argument");
     if ((q->view == CN_AGG_VIEW_CALLEES || q->view == CN_AGG_VIEW_CALLERS) && !q->view_func)
-        return cn_agg_err_set(err, -EINVAL, "query: the %s view needs a function",
-                              q->view == CN_AGG_VIEW_CALLEES ? "callees" : "callers");
+        return cn_err_set(err, -EINVAL, "query: the %s view needs a function",
+                          q->view == CN_AGG_VIEW_CALLEES ? "callees" : "callers");
     cn_agg__qrun run;
     double *self = NULL;
     int rc = cn_agg__qrun_init(&run, p, q, cache, err);
@@ -612,7 +612,7 @@ int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
     if (rc == 0) {
         rc = cn_agg__qrun_self(&run, &self);
         if (rc < 0)
-            cn_agg_err_set(err, rc, "query: out of memory");
+            cn_err_set(err, rc, "query: out of memory");
     }
     if (rc == 0)
         rc = cn_agg__view_build(p, q, &run.t, self, run.merged, run.recur, out, err);

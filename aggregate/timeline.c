@@ -83,7 +83,7 @@ static int call_cmp(const void *a, const void *b)
 }
 
 int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls, size_t *n_calls,
-                    cn_agg_err *err)
+                    cn_err *err)
 {
     cn_agg__qrun run;
     tl s = {0};
@@ -138,7 +138,7 @@ int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **call
     rc = 0;
     goto out;
 nomem:
-    rc = cn_agg_err_set(err, -ENOMEM, "timeline: out of memory");
+    rc = cn_err_set(err, -ENOMEM, "timeline: out of memory");
 out:
     free(s.calls);
     free(s.open);

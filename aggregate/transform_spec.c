@@ -89,11 +89,11 @@ static int split_arg(cn_agg_transform *t)
     return 0;
 }
 
-int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_agg_err *err)
+int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_err *err)
 {
     cn_agg_transform t = {0};
     if (!spec || !out)
-        return cn_agg_err_set(err, -EINVAL, "transform: missing SPEC");
+        return cn_err_set(err, -EINVAL, "transform: missing SPEC");
     const char *colon = strchr(spec, ':');
     size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
     int k;
@@ -101,29 +101,27 @@ int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_agg_err *
         if (strlen(tf_names[k]) == nlen && strncmp(tf_names[k], spec, nlen) == 0)
             break;
     if (k == CN_AGG_TF__COUNT)
-        return cn_agg_err_set(err, -EINVAL, "transform '%s': unknown operation '%.*s'", spec,
-                              (int)nlen, spec);
+        return cn_err_set(err, -EINVAL, "transform '%s': unknown operation '%.*s'", spec, (int)nlen,
+                          spec);
     t.kind = (cn_agg_tf_kind)k;
     const char *arg = colon ? colon + 1 : "";
     if (t.kind == CN_AGG_TF_COLLAPSE_ALL_REC && *arg)
-        return cn_agg_err_set(err, -EINVAL, "transform '%s': collapse-all-rec takes no argument",
-                              spec);
+        return cn_err_set(err, -EINVAL, "transform '%s': collapse-all-rec takes no argument", spec);
     if (t.kind != CN_AGG_TF_COLLAPSE_ALL_REC && !*arg)
-        return cn_agg_err_set(err, -EINVAL, "transform '%s': missing %s after '%s:'", spec,
-                              cn_agg_tf_takes_path(t.kind) ? "PATH"
-                              : takes_lib(t.kind)          ? "library"
-                                                           : "function",
-                              tf_names[k]);
+        return cn_err_set(err, -EINVAL, "transform '%s': missing %s after '%s:'", spec,
+                          cn_agg_tf_takes_path(t.kind) ? "PATH"
+                          : takes_lib(t.kind)          ? "library"
+                                                       : "function",
+                          tf_names[k]);
     t.arg = strdup(arg);
     if (!t.arg || split_arg(&t) < 0) {
         cn_agg_transform_clear(&t);
-        return cn_agg_err_set(err, -ENOMEM, "transform '%s': out of memory", spec);
+        return cn_err_set(err, -ENOMEM, "transform '%s': out of memory", spec);
     }
     for (size_t i = 0; i < t.path_len; i++)
         if (!t.path[i][0]) {
             cn_agg_transform_clear(&t);
-            return cn_agg_err_set(err, -EINVAL, "transform '%s': empty function name in PATH",
-                                  spec);
+            return cn_err_set(err, -EINVAL, "transform '%s': empty function name in PATH", spec);
         }
     *out = t;
     return 0;
@@ -164,7 +162,7 @@ char *cn_agg_transform_format(const cn_agg_transform *t)
 
 /* ---- checks against a profile ----------------------------------------------------- */
 
-int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_agg_err *err)
+int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_err *err)
 {
     if (cn_agg_tf_takes_path(t->kind) || t->kind == CN_AGG_TF_COLLAPSE_ALL_REC)
         return 0;
@@ -173,8 +171,8 @@ int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, c
             if (strcmp(p->str[p->res_name[i]], t->arg) == 0)
                 return 0;
         char *spec = cn_agg_transform_format(t);
-        int rc = cn_agg_err_set(err, -ENOENT, "transform '%s': no library '%s' in the profile",
-                                spec ? spec : t->arg, t->arg);
+        int rc = cn_err_set(err, -ENOENT, "transform '%s': no library '%s' in the profile",
+                            spec ? spec : t->arg, t->arg);
         free(spec);
         return rc;
     }
@@ -187,8 +185,8 @@ int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, c
                 return 0;
     }
     char *spec = cn_agg_transform_format(t);
-    int rc = cn_agg_err_set(err, -ENOENT, "transform '%s': no function '%s' in the profile",
-                            spec ? spec : t->arg, t->arg);
+    int rc = cn_err_set(err, -ENOENT, "transform '%s': no function '%s' in the profile",
+                        spec ? spec : t->arg, t->arg);
     free(spec);
     return rc;
 }

@@ -421,11 +421,11 @@ out:
 
 int cn_agg__view_build(cn_agg_profile *p, const cn_agg_query *q, const cn_agg__qtable *t,
                        const double *self, const int32_t *merged, const int32_t *recur,
-                       cn_agg_tree **out, cn_agg_err *err)
+                       cn_agg_tree **out, cn_err *err)
 {
     cn_agg_tree *tree = calloc(1, sizeof(*tree));
     if (!tree)
-        return cn_agg_err_set(err, -ENOMEM, "query: out of memory");
+        return cn_err_set(err, -ENOMEM, "query: out of memory");
     tree->view = q->view;
     tree->callers_mode = q->callers_mode;
     tree->first_root = -1;
@@ -454,8 +454,7 @@ int cn_agg__view_build(cn_agg_profile *p, const cn_agg_query *q, const cn_agg__q
     }
     if (rc < 0) {
         cn_agg_tree_free(tree);
-        return cn_agg_err_set(err, rc,
-                              rc == -EINVAL ? "query: unknown view" : "query: out of memory");
+        return cn_err_set(err, rc, rc == -EINVAL ? "query: unknown view" : "query: out of memory");
     }
     *out = tree;
     return 0;

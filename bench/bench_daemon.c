@@ -75,7 +75,7 @@ static void *srv_main(void *arg)
 static int srv_start(bench_srv *b, cn_d_backend backend)
 {
     cn_d_config cfg;
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     cn_d_config_init(&cfg);
     cfg.backend = backend;
     cfg.socket_path = b->sock;
@@ -115,7 +115,7 @@ static json_t *roundtrip(int fd, const char *req, size_t *resp_len)
     char *line;
     size_t len;
     json_t *out = NULL;
-    cn_proto_err pe;
+    cn_err pe;
     while (cn_proto_next_line(&in, CN_PROTO_MAX_RESPONSE, &line, &len) == 0) {
         size_t room;
         char *p = cn_buf_space(&in, 1 << 20, &room);
@@ -210,7 +210,7 @@ static int bench_tree(cn_d_backend backend)
     /* The same queries in process (cn_d_render: engine + writers, no socket), to split
      * the round trip into its parts. */
     cn_d_session *ls = NULL;
-    cn_d_err lerr = {{0}};
+    cn_err lerr = {0};
     if (cn_d_session_load(path, &ls, &lerr) == 0) {
         for (int k = 0; k < 2; k++) {
             char req[256];

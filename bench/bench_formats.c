@@ -70,9 +70,9 @@ static cn_agg_profile *make_profile(size_t n_samples, size_t n_stacks)
     return p;
 }
 
-typedef int (*writer_fn)(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *e);
+typedef int (*writer_fn)(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *e);
 
-static int svg_writer(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_agg_err *e)
+static int svg_writer(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *e)
 {
     return cn_agg_write_svg(p, q, NULL, out, e);
 }
@@ -102,7 +102,7 @@ static void run(const char *what, writer_fn fn, cn_agg_profile *p, const cn_agg_
     char *buf = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     double t0 = now();
     int rc = fn(p, q, out, &err);
     fclose(out);
@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     run("svg", svg_writer, p, &q);
     run("speedscope (untransformed)", cn_agg_write_speedscope, p, &q);
     cn_agg_transform t;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     if (cn_agg_transform_parse("merge:f0_1", &t, &err) == 0) {
         q.transforms = &t;
         q.n_transforms = 1;

@@ -140,7 +140,7 @@ int main(int argc, char **argv)
     long rss_before = max_rss_kb();
 
     cn_agg_profile *p = NULL;
-    cn_agg_err err;
+    cn_err err;
     double c0 = cpu_seconds(), t0 = now();
     int rc = cn_agg_import_file(path, &p, &err);
     double t1 = now(), c1 = cpu_seconds();

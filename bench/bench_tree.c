@@ -60,7 +60,7 @@ static timing run_query_with(cn_agg_profile *p, struct cn_agg__qcache **cache,
         reps = MAX_REPS;
     for (int i = 0; i < reps; i++) {
         cn_agg_tree *t = NULL;
-        cn_agg_err err;
+        cn_err err;
         double t0 = bg_now(), c0 = bg_cpu();
         if (cn_agg__query_run_cached(p, cache, q, &t, &err) < 0) {
             fprintf(stderr, "query failed: %s\n", err.msg);
@@ -241,7 +241,7 @@ int main(void)
         if (only && strcmp(only, specs[i]) != 0 && strncmp(specs[i], only, strlen(only)) != 0)
             continue;
         cn_agg_transform tf;
-        cn_agg_err err;
+        cn_err err;
         if (cn_agg_transform_parse(specs[i], &tf, &err) < 0) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;

@@ -298,7 +298,7 @@ static json_t *file_lines(cn_agg_profile *p, cn_cli_query *q, const char *func, 
 {
     cn_agg_line_row *lines = NULL, *addrs = NULL;
     size_t n_lines = 0, n_addrs = 0;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     json_t *o = NULL, *la = NULL, *aa = NULL;
 
     cn_cli_query_resolve_range(p, q);
@@ -416,7 +416,7 @@ int cn_cmd_lines(int argc, char **argv)
         goto out;
     }
     if (is_file(a.pos[0])) {
-        cn_agg_err err = {{0}};
+        cn_err err = {0};
         int rc = cn_agg_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
             fprintf(stderr, "canopy lines: %s\n", err.msg[0] ? err.msg : strerror(-rc));

@@ -136,7 +136,7 @@ static int load(const side *s, const char *socket, cn_cli_conn **c, cn_agg_profi
         int status = connect_once(socket, s->path, c);
         return status ? status : cn_cli_fetch_session("diff", *c, s->path, out);
     }
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_import_file(s->path, out, &err);
     if (rc < 0) {
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
@@ -164,7 +164,7 @@ static void side_query(const cn_agg_profile *p, cn_cli_query *q, const side *s, 
 int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, const char *title,
                       FILE *out)
 {
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     cn_agg_query dq = q->query;
     cn_agg_write_opts o;
     cn_agg_diff *r = NULL;
@@ -239,7 +239,7 @@ static int make_diff(side *sides, int n_sides, cn_cli_query *q, const char *sock
     cn_agg_query qs[2];
     for (int i = 0; i < 2; i++)
         side_query(p[i], q, &sides[i], &qs[i]);
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_diff_profile(p[0], &qs[0], p[1], &qs[1], out, &err);
     if (rc < 0) {
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));

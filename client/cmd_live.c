@@ -557,7 +557,7 @@ int cn_cmd_tree(int argc, char **argv)
         goto out;
     }
     if (a.n_pos == 1 && is_file(a.pos[0])) {
-        cn_agg_err err = {{0}};
+        cn_err err = {0};
         int rc = cn_agg_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
             fprintf(stderr, "canopy tree: %s\n", err.msg[0] ? err.msg : strerror(-rc));
@@ -703,7 +703,7 @@ static int daemon_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapsho
 static int top_file(const char *path)
 {
     cn_agg_profile *p = NULL;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_import_file(path, &p, &err);
     if (rc < 0) {
         fprintf(stderr, "canopy top: %s\n", err.msg[0] ? err.msg : strerror(-rc));

@@ -67,7 +67,7 @@ static void timeline_help(void)
  * error (which names the file and the line or byte offset). */
 static int load(const char *path, cn_agg_profile **out)
 {
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_import_file(path, out, &err);
 
     if (rc < 0) {

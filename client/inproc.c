@@ -23,7 +23,7 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int 
                        cn_cli_local **out, char *msg, size_t msglen)
 {
     cn_d_session_opts o;
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     cn_cli_local *l = calloc(1, sizeof(*l));
     int rc;
 

@@ -322,7 +322,7 @@ int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session, c
     json_t *req = cn_proto_request("save"), *resp = NULL;
     void *data = NULL;
     size_t len = 0;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int status;
 
     *out = NULL;

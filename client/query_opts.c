@@ -189,7 +189,7 @@ static int set_view(cn_cli_query *q, cn_agg_view view, const char *func, const c
 
 static int add_transform(cn_cli_query *q, const char *spec)
 {
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     cn_agg_transform t;
 
     if (cn_agg_transform_parse(spec, &t, &err) < 0) {

@@ -84,7 +84,7 @@ bool cn_cli_want_color(const cn_cli_query *q)
 
 int cn_cli_check_transforms(cn_agg_profile *p, const cn_cli_query *q)
 {
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
 
     for (size_t i = 0; i < q->n_transforms; i++) {
         if (cn_agg_transform_check(p, &q->transforms[i], &err) < 0) {
@@ -127,7 +127,7 @@ static int note_unmatched_path(cn_agg_profile *p, const cn_cli_query *q, size_t 
     const cn_agg_transform *t = &q->transforms[i];
     cn_agg_query sub = q->query;
     cn_agg_tree *tree = NULL;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
 
     sub.n_transforms = i;
     sub.view = t->kind == CN_AGG_TF_FOCUS_INVERTED ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE;
@@ -153,7 +153,7 @@ static int write_tree(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_wri
                       FILE *out)
 {
     cn_agg_tree *tree = NULL;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_query_run(p, &q->query, &tree, &err);
 
     if (rc < 0) {
@@ -175,7 +175,7 @@ int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out)
 {
     cn_agg_call *calls = NULL;
     size_t n = 0;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_timeline(p, &q->query, &calls, &n, &err);
 
     if (rc < 0) {
@@ -244,7 +244,7 @@ int cn_cli_timeline_emit(cn_agg_profile *p, cn_cli_query *q)
 static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_write_opts *o,
                         FILE *out)
 {
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc;
 
     if (cn_agg_is_diff(p))

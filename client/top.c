@@ -411,7 +411,7 @@ static void push_transform(top_state *st, const char *op, bool by_path)
     size_t n_names = by_path ? len : 1;
     char **names = by_path ? path : &path[len - 1];
     char *spec = make_spec(op, names, n_names);
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     cn_agg_transform t;
     int rc = spec ? cn_agg_transform_parse(spec, &t, &err) : -ENOMEM;
     if (rc < 0) {

@@ -295,7 +295,7 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
     cn_top_profile_source *ps = ctx;
     cn_agg_tree *tree = NULL, *funcs = NULL;
     cn_agg_query q;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc;
 
     for (size_t i = 0; i < req->n_transforms; i++) {

@@ -28,6 +28,24 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------
+ * Errors: every module returns a negative errno and, where a person needs to know more,
+ * fills a cn_err the caller passed (it may be NULL). One convention for the whole tree.
+ */
+
+typedef struct cn_err {
+    const char *code; /* a stable name for protocol errors ("bad_request" …; static string),
+                         NULL when the producer gave none */
+    char msg[512];    /* one line, no trailing newline */
+} cn_err;
+
+/* Formats a one-line message into err (when not NULL) and returns code, so that
+ * `return cn_err_set(err, -EINVAL, "…")` both reports and fails. */
+int cn_err_set(cn_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same, also setting err->code to name (a static string). */
+int cn_err_setc(cn_err *err, int code, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---------------------------------------------------------------------------------------
  * Bounded dynamic buffer (after curl's dynbuf)
  */
 
@@ -86,21 +104,15 @@ char *cn_buf_steal(cn_buf *b, size_t *len);
  * or the line is longer than max. */
 int cn_proto_next_line(cn_buf *b, size_t max, char **line, size_t *len);
 
-/* A decoding/validation error: a stable code name and a one-line message. */
-typedef struct cn_proto_err {
-    const char *code; /* "bad_request", "too_large", "bad_version", … (static string) */
-    char msg[256];
-} cn_proto_err;
-
 /* Decodes one request line: a JSON object with a string "cmd", an optional "v" that must
  * be an integer <= CN_PROTO_VERSION, an optional "id" (any JSON value, echoed in the reply).
  * Embedded NULs, nesting deeper than 32 levels and non-object messages are refused.
  * Returns 0 and *out (a new reference; caller json_decref's), or -EINVAL/-EPROTO with err
  * filled. */
-int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *err);
+int cn_proto_decode(const char *line, size_t len, json_t **out, cn_err *err);
 /* The same for a response line (an object with a boolean "ok"; nesting up to 1500 levels:
  * trees are deep). */
-int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_proto_err *err);
+int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_err *err);
 
 /* Appends msg as one compact line + '\n' to out. Returns 0, -EMSGSIZE or -ENOMEM. */
 int cn_proto_encode(const json_t *msg, cn_buf *out);
@@ -117,10 +129,10 @@ json_t *cn_proto_error(const json_t *req, const char *code, int exit, const char
 /* Typed getters for request arguments. Each returns 0 and writes *out, 1 when the key is
  * absent or null (then *out keeps its value: set the default first), or -EINVAL with err
  * naming the key when the type is wrong. */
-int cn_proto_get_str(const json_t *o, const char *key, const char **out, cn_proto_err *err);
-int cn_proto_get_int(const json_t *o, const char *key, int64_t *out, cn_proto_err *err);
-int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_proto_err *err);
-int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_proto_err *err);
+int cn_proto_get_str(const json_t *o, const char *key, const char **out, cn_err *err);
+int cn_proto_get_int(const json_t *o, const char *key, int64_t *out, cn_err *err);
+int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_err *err);
+int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Utilities

@@ -27,20 +27,6 @@ int cn_proto_next_line(cn_buf *b, size_t max, char **line, size_t *len)
     return 1;
 }
 
-static int proto_fail(cn_proto_err *err, int code, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int proto_fail(cn_proto_err *err, int code, const char *name, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        err->code = name;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* Maximum bracket nesting outside strings; -1 on a raw NUL byte. */
 static int scan_depth(const char *s, size_t len)
 {
@@ -70,43 +56,42 @@ static int scan_depth(const char *s, size_t len)
     return max;
 }
 
-static int decode_object(const char *line, size_t len, int max_depth, json_t **out,
-                         cn_proto_err *err)
+static int decode_object(const char *line, size_t len, int max_depth, json_t **out, cn_err *err)
 {
     int depth = scan_depth(line, len);
     if (depth < 0)
-        return proto_fail(err, -EINVAL, "bad_request", "message contains a NUL byte");
+        return cn_err_setc(err, -EINVAL, "bad_request", "message contains a NUL byte");
     if (depth > max_depth)
-        return proto_fail(err, -EINVAL, "bad_request", "message nests deeper than %d levels",
-                          max_depth);
+        return cn_err_setc(err, -EINVAL, "bad_request", "message nests deeper than %d levels",
+                           max_depth);
     json_error_t je;
     json_t *msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!msg)
-        return proto_fail(err, -EINVAL, "bad_request", "malformed JSON at byte %d: %s", je.position,
-                          je.text);
+        return cn_err_setc(err, -EINVAL, "bad_request", "malformed JSON at byte %d: %s",
+                           je.position, je.text);
     if (!json_is_object(msg)) {
         json_decref(msg);
-        return proto_fail(err, -EINVAL, "bad_request", "a message must be a JSON object");
+        return cn_err_setc(err, -EINVAL, "bad_request", "a message must be a JSON object");
     }
     json_t *v = json_object_get(msg, "v");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1) {
             json_decref(msg);
-            return proto_fail(err, -EINVAL, "bad_request", "\"v\" must be a positive integer");
+            return cn_err_setc(err, -EINVAL, "bad_request", "\"v\" must be a positive integer");
         }
         if (json_integer_value(v) > CN_PROTO_VERSION) {
             long long got = (long long)json_integer_value(v);
             json_decref(msg);
-            return proto_fail(err, -EPROTO, "bad_version",
-                              "protocol version %lld is not supported (this side speaks %d)", got,
-                              CN_PROTO_VERSION);
+            return cn_err_setc(err, -EPROTO, "bad_version",
+                               "protocol version %lld is not supported (this side speaks %d)", got,
+                               CN_PROTO_VERSION);
         }
     }
     *out = msg;
     return 0;
 }
 
-int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *err)
+int cn_proto_decode(const char *line, size_t len, json_t **out, cn_err *err)
 {
     json_t *msg = NULL;
     int r = decode_object(line, len, PROTO_MAX_DEPTH, &msg, err);
@@ -115,14 +100,14 @@ int cn_proto_decode(const char *line, size_t len, json_t **out, cn_proto_err *er
     json_t *cmd = json_object_get(msg, "cmd");
     if (!json_is_string(cmd) || json_string_length(cmd) == 0) {
         json_decref(msg);
-        return proto_fail(err, -EINVAL, "bad_request",
-                          "a request needs a non-empty string \"cmd\"");
+        return cn_err_setc(err, -EINVAL, "bad_request",
+                           "a request needs a non-empty string \"cmd\"");
     }
     *out = msg;
     return 0;
 }
 
-int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_proto_err *err)
+int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_err *err)
 {
     json_t *msg = NULL;
     int r = decode_object(line, len, RESPONSE_MAX_DEPTH, &msg, err);
@@ -130,7 +115,7 @@ int cn_proto_decode_response(const char *line, size_t len, json_t **out, cn_prot
         return r;
     if (!json_is_boolean(json_object_get(msg, "ok"))) {
         json_decref(msg);
-        return proto_fail(err, -EINVAL, "bad_response", "a response needs a boolean \"ok\"");
+        return cn_err_setc(err, -EINVAL, "bad_response", "a response needs a boolean \"ok\"");
     }
     *out = msg;
     return 0;
@@ -218,46 +203,46 @@ json_t *cn_proto_error(const json_t *req, const char *code, int exit, const char
     return o;
 }
 
-int cn_proto_get_str(const json_t *o, const char *key, const char **out, cn_proto_err *err)
+int cn_proto_get_str(const json_t *o, const char *key, const char **out, cn_err *err)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return 1;
     if (!json_is_string(v))
-        return proto_fail(err, -EINVAL, "bad_request", "\"%s\" must be a string", key);
+        return cn_err_setc(err, -EINVAL, "bad_request", "\"%s\" must be a string", key);
     *out = json_string_value(v);
     return 0;
 }
 
-int cn_proto_get_int(const json_t *o, const char *key, int64_t *out, cn_proto_err *err)
+int cn_proto_get_int(const json_t *o, const char *key, int64_t *out, cn_err *err)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return 1;
     if (!json_is_integer(v))
-        return proto_fail(err, -EINVAL, "bad_request", "\"%s\" must be an integer", key);
+        return cn_err_setc(err, -EINVAL, "bad_request", "\"%s\" must be an integer", key);
     *out = (int64_t)json_integer_value(v);
     return 0;
 }
 
-int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_proto_err *err)
+int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_err *err)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return 1;
     if (!json_is_number(v))
-        return proto_fail(err, -EINVAL, "bad_request", "\"%s\" must be a number", key);
+        return cn_err_setc(err, -EINVAL, "bad_request", "\"%s\" must be a number", key);
     *out = json_number_value(v);
     return 0;
 }
 
-int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_proto_err *err)
+int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_err *err)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return 1;
     if (!json_is_boolean(v))
-        return proto_fail(err, -EINVAL, "bad_request", "\"%s\" must be true or false", key);
+        return cn_err_setc(err, -EINVAL, "bad_request", "\"%s\" must be true or false", key);
     *out = json_is_true(v);
     return 0;
 }

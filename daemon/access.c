@@ -91,7 +91,7 @@ static int yama_scope(void)
     return v;
 }
 
-int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_d_err *err)
+int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err)
 {
     char path[64];
     struct stat st;
@@ -163,7 +163,7 @@ static bool in_group(const cn_d__cred *cred, gid_t gid)
     return false;
 }
 
-int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_d_err *err)
+int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err)
 {
     if (cred->uid == 0 || has_cap(cred->pid, CAP_PERFMON_BIT) ||
         has_cap(cred->pid, CAP_SYS_ADMIN_BIT))

@@ -23,7 +23,7 @@
  *
  * Ownership: a session owns its profile and its sampler; the symbolizer must outlive every
  * session attached to it. Everything is single-threaded except the symbolizer's worker.
- * Errors are negative errno values with a one-line message in a cn_d_err.
+ * Errors are negative errno values with a one-line message in a cn_err.
  */
 #ifndef CN_D_H
 #define CN_D_H
@@ -43,10 +43,6 @@
 extern "C" {
 #endif
 
-typedef struct cn_d_err {
-    char msg[512];
-} cn_d_err;
-
 /* ---------------------------------------------------------------------------------------
  * The shared symbolizer: one cn_sym cache + worker for every session.
  */
@@ -55,7 +51,7 @@ typedef struct cn_d_symbolizer cn_d_symbolizer;
 
 /* Starts the worker. max_memory: the object cache bound (0 = cn_sym's default).
  * Returns 0 and *out, or negative errno. */
-int cn_d_symbolizer_new(size_t max_memory, cn_d_symbolizer **out, cn_d_err *err);
+int cn_d_symbolizer_new(size_t max_memory, cn_d_symbolizer **out, cn_err *err);
 /* Stops the worker and frees the cache; every session using it must be freed first.
  * Accepts NULL; returns NULL. */
 cn_d_symbolizer *cn_d_symbolizer_free(cn_d_symbolizer *s);
@@ -114,10 +110,10 @@ typedef struct cn_d_session cn_d_session;
  * stay `LIB+0xOFFSET`). Returns 0 and *out, or negative errno with err set
  * (-ESRCH no such process, -EACCES/-EPERM, -ENOENT unknown event, ...). */
 int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_session **out,
-                     cn_d_err *err);
+                     cn_err *err);
 /* A SAVED session from a .canopy file (meta keys written by cn_d_session_save restore
  * the id, name, owner, target, counters). Returns 0 and *out, or negative errno. */
-int cn_d_session_load(const char *path, cn_d_session **out, cn_d_err *err);
+int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err);
 /* Stops sampling (if running) and frees everything; accepts NULL; returns NULL. */
 cn_d_session *cn_d_session_free(cn_d_session *s);
 
@@ -162,7 +158,7 @@ int64_t cn_d_session_now(const cn_d_session *s);
 /* Writes the session as a lossless .canopy file atomically: path.tmp, fsync, rename,
  * fsync of the directory. The session's identity and counters go into the file's
  * metadata. Returns 0 or negative errno with err set. */
-int cn_d_session_save(cn_d_session *s, const char *path, cn_d_err *err);
+int cn_d_session_save(cn_d_session *s, const char *path, cn_err *err);
 /* Sets whether the state dir copy is current (the server's checkpointing). */
 bool cn_d_session_dirty(const cn_d_session *s);
 void cn_d_session_mark_clean(cn_d_session *s);
@@ -194,7 +190,7 @@ void cn_d_query_clear(cn_d_query *q);
 /* Decodes the query fields of a request (docs/protocol.md "Queries"): transforms, view,
  * callers/callees, callers_mode, group_by, last, from, to, tid, only_pid, depth,
  * min_percent, format. Returns 0, or -EINVAL with err naming the bad field or SPEC. */
-int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err);
+int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_err *err);
 /* The reverse, for clients: adds q's fields to req. 0 or -ENOMEM. */
 int cn_d_query_to_json(const cn_d_query *q, json_t *req);
 /* Format names: "text", "json", "folded", "pprof", "speedscope", "chrome-trace", "svg",
@@ -206,13 +202,13 @@ int cn_d_format_parse(const char *name, cn_agg_format *out);
  * too). The time range comes from last/from/to relative to the session's start.
  * Transform arguments are checked against the profile first (-ENOENT, exit 2).
  * Returns 0 or negative errno with err set. */
-int cn_d_render(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err);
+int cn_d_render(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
 /* `lines` for function F: the interface's lines JSON object (new reference) or NULL with
  * err set and *code = negative errno. */
 json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, int *code,
-                        cn_d_err *err);
+                        cn_err *err);
 /* `timeline` in format json|text|chrome-trace into out. 0 or negative errno. */
-int cn_d_render_timeline(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err);
+int cn_d_render_timeline(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * The server (canopyd)
@@ -246,14 +242,14 @@ typedef struct cn_d_config {
  * docs/protocol.md "Configuration"). Strings set by _load are owned by the config
  * (release with cn_d_config_clear). */
 void cn_d_config_init(cn_d_config *c);
-int cn_d_config_load(cn_d_config *c, const char *path, cn_d_err *err);
+int cn_d_config_load(cn_d_config *c, const char *path, cn_err *err);
 void cn_d_config_clear(cn_d_config *c);
 
 typedef struct cn_d_server cn_d_server;
 
 /* Binds the socket, creates the state dir, loads saved sessions, sets up the loop.
  * Returns 0 and *out or negative errno with err set. */
-int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err);
+int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err);
 /* Runs until cn_d_server_shutdown(), a `shutdown` request, or SIGTERM/SIGINT (blocked by
  * cn_d_server_new and read through a signalfd). Stops sampling and saves every session on
  * the way out. Returns 0 or negative errno. */

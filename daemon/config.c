@@ -124,7 +124,7 @@ static int apply(cn_d_config *c, const char *k, const char *v)
     return -ENOENT;
 }
 
-int cn_d_config_load(cn_d_config *c, const char *path, cn_d_err *err)
+int cn_d_config_load(cn_d_config *c, const char *path, cn_err *err)
 {
     FILE *f = fopen(path, "re");
     char line[1024];

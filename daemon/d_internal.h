@@ -63,7 +63,7 @@ typedef struct cn_d__loop_ops {
 typedef void (*cn_d__watch_fn)(void *arg, int fd, uint32_t revents);
 
 int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, int tick_ms,
-                   cn_d__loop **out, cn_d_err *err);
+                   cn_d__loop **out, cn_err *err);
 cn_d__loop *cn_d__loop_free(cn_d__loop *l);
 const char *cn_d__loop_backend(const cn_d__loop *l);
 /* Accepts connections on a listening socket (not owned). */
@@ -146,17 +146,13 @@ typedef struct cn_d__cred {
 } cn_d__cred;
 
 /* May cred attach to pid? 0, -EPERM with err explaining, or -ESRCH. */
-int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_d_err *err);
+int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err);
 /* May cred start a system session (root, CAP_PERFMON/CAP_SYS_ADMIN, or member of
  * group, which may be NULL)? 0 or -EPERM. */
-int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_d_err *err);
+int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err);
 /* The process's comm ("" when gone). */
 void cn_d__comm(pid_t pid, char *buf, size_t size);
 /* Resident set size of this process in bytes. */
 size_t cn_d__rss(void);
-
-/* Formats a one-line message into err (if not NULL) and returns code, so that
- * `return cn_d__err(err, -EINVAL, ...)` both reports and fails (err.c). */
-int cn_d__err(cn_d_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif /* CN_D_INTERNAL_H */

@@ -487,7 +487,7 @@ static int epoll_run(cn_d__loop *l)
 /* ---- public ------------------------------------------------------------------------ */
 
 int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, int tick_ms,
-                   cn_d__loop **out, cn_d_err *err)
+                   cn_d__loop **out, cn_err *err)
 {
     cn_d__loop *l = calloc(1, sizeof(*l));
     if (!l)

@@ -58,7 +58,7 @@ int main(int argc, char **argv)
         return 2;
     }
     cn_d_config cfg;
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     cn_d_config_init(&cfg);
     if (config && cn_d_config_load(&cfg, config, &err) < 0) {
         fprintf(stderr, "canopyd: %s\n", err.msg);

@@ -68,35 +68,35 @@ static int pick(const char *v, const char *const *names, size_t n)
     return -1;
 }
 
-static int decode_transforms(const json_t *req, cn_d_query *q, cn_d_err *err)
+static int decode_transforms(const json_t *req, cn_d_query *q, cn_err *err)
 {
     json_t *a = json_object_get(req, "transforms");
     if (!a || json_is_null(a))
         return 0;
     if (!json_is_array(a))
-        return cn_d__err(err, -EINVAL, "\"transforms\" must be an array of SPEC strings");
+        return cn_err_set(err, -EINVAL, "\"transforms\" must be an array of SPEC strings");
     size_t n = json_array_size(a);
     if (n > 1024)
-        return cn_d__err(err, -EINVAL, "too many transforms (%zu, at most 1024)", n);
+        return cn_err_set(err, -EINVAL, "too many transforms (%zu, at most 1024)", n);
     q->transforms = calloc(n ? n : 1, sizeof(*q->transforms));
     if (!q->transforms)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(a, i);
         if (!json_is_string(t))
-            return cn_d__err(err, -EINVAL, "\"transforms\"[%zu] must be a string", i);
-        cn_agg_err aerr = {{0}};
+            return cn_err_set(err, -EINVAL, "\"transforms\"[%zu] must be a string", i);
+        cn_err aerr = {0};
         int r = cn_agg_transform_parse(json_string_value(t), &q->transforms[i], &aerr);
         if (r < 0)
-            return cn_d__err(err, r, "%s", aerr.msg);
+            return cn_err_set(err, r, "%s", aerr.msg);
         q->n_transforms++;
     }
     return 0;
 }
 
-int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
+int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_err *err)
 {
-    cn_proto_err pe;
+    cn_err pe;
     const char *s = NULL;
     int64_t iv;
     double dv;
@@ -110,7 +110,7 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
     do {                                                                                           \
         r = cn_proto_get_##kind(req, key, &var, &pe);                                              \
         if (r < 0)                                                                                 \
-            return cn_d__err(err, r, "%s", pe.msg);                                                \
+            return cn_err_set(err, r, "%s", pe.msg);                                               \
     } while (0)
 
     s = NULL;
@@ -118,10 +118,10 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
     if (s) {
         int v = pick(s, view_names, 5);
         if (v < 0)
-            return cn_d__err(err, -EINVAL,
-                             "unknown view '%s' (tree, inverted, callees, callers, "
-                             "functions)",
-                             s);
+            return cn_err_set(err, -EINVAL,
+                              "unknown view '%s' (tree, inverted, callees, callers, "
+                              "functions)",
+                              s);
         q->q.view = (cn_agg_view)v;
     }
     s = NULL;
@@ -130,14 +130,14 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
         return -ENOMEM;
     q->q.view_func = q->view_func;
     if ((q->q.view == CN_AGG_VIEW_CALLEES || q->q.view == CN_AGG_VIEW_CALLERS) && !q->view_func)
-        return cn_d__err(err, -EINVAL, "view '%s' needs \"view_func\"", view_names[q->q.view]);
+        return cn_err_set(err, -EINVAL, "view '%s' needs \"view_func\"", view_names[q->q.view]);
     s = NULL;
     GET(str, "callers_mode", s);
     if (s) {
         static const char *const modes[] = {"total", "self"};
         int v = pick(s, modes, 2);
         if (v < 0)
-            return cn_d__err(err, -EINVAL, "unknown callers_mode '%s' (total, self)", s);
+            return cn_err_set(err, -EINVAL, "unknown callers_mode '%s' (total, self)", s);
         q->q.callers_mode = (cn_agg_callers_mode)v;
     }
     s = NULL;
@@ -146,14 +146,14 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
         static const char *const groups[] = {"none", "process", "thread"};
         int v = pick(s, groups, 3);
         if (v < 0)
-            return cn_d__err(err, -EINVAL, "unknown group_by '%s' (none, process, thread)", s);
+            return cn_err_set(err, -EINVAL, "unknown group_by '%s' (none, process, thread)", s);
         q->q.group_by = (cn_agg_group_by)v;
     }
     s = NULL;
     GET(str, "last", s);
     if (s) {
         if (cn_common_parse_duration(s, &q->last_ns) < 0)
-            return cn_d__err(err, -EINVAL, "bad duration for \"last\": '%s'", s);
+            return cn_err_set(err, -EINVAL, "bad duration for \"last\": '%s'", s);
         if (!(q->last = strdup(s)))
             return -ENOMEM;
     }
@@ -165,32 +165,32 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_d_err *err)
     q->to_s = dv;
     if ((!isnan(q->from_s) && (q->from_s < 0 || q->from_s > 9e9)) ||
         (!isnan(q->to_s) && (q->to_s < 0 || q->to_s > 9e9)))
-        return cn_d__err(err, -EINVAL, "\"from\" and \"to\" are seconds since the session start");
+        return cn_err_set(err, -EINVAL, "\"from\" and \"to\" are seconds since the session start");
     iv = -1;
     GET(int, "tid", iv);
     if (iv < -1 || iv > INT32_MAX)
-        return cn_d__err(err, -EINVAL, "bad \"tid\"");
+        return cn_err_set(err, -EINVAL, "bad \"tid\"");
     q->q.tid = (int32_t)iv;
     iv = -1;
     GET(int, "only_pid", iv);
     if (iv < -1 || iv > INT32_MAX)
-        return cn_d__err(err, -EINVAL, "bad \"only_pid\"");
+        return cn_err_set(err, -EINVAL, "bad \"only_pid\"");
     q->q.pid = (int32_t)iv;
     iv = -1;
     GET(int, "depth", iv);
     if (iv < -1 || iv > 1000000)
-        return cn_d__err(err, -EINVAL, "bad \"depth\"");
+        return cn_err_set(err, -EINVAL, "bad \"depth\"");
     q->depth = (int)iv;
     dv = 0;
     GET(num, "min_percent", dv);
     if (dv < 0 || dv > 100)
-        return cn_d__err(err, -EINVAL, "\"min_percent\" must be between 0 and 100");
+        return cn_err_set(err, -EINVAL, "\"min_percent\" must be between 0 and 100");
     q->min_percent = dv;
     GET(bool, "color", q->color);
     s = NULL;
     GET(str, "format", s);
     if (s && cn_d_format_parse(s, &q->format) < 0)
-        return cn_d__err(err, -EINVAL, "unknown format '%s'", s);
+        return cn_err_set(err, -EINVAL, "unknown format '%s'", s);
 #undef GET
     return 0;
 }
@@ -254,21 +254,21 @@ static void resolve_range(const cn_d_session *s, const cn_d_query *q, cn_agg_que
         out->to_ns = (int64_t)(q->to_s * 1e9);
 }
 
-static int check_transforms(cn_d_session *s, const cn_d_query *q, cn_d_err *err)
+static int check_transforms(cn_d_session *s, const cn_d_query *q, cn_err *err)
 {
     for (size_t i = 0; i < q->n_transforms; i++) {
-        cn_agg_err aerr = {{0}};
+        cn_err aerr = {0};
         int r = cn_agg_transform_check(s->p, &q->transforms[i], &aerr);
         if (r < 0)
-            return cn_d__err(err, r, "%s", aerr.msg);
+            return cn_err_set(err, r, "%s", aerr.msg);
     }
     return 0;
 }
 
 static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *aq, FILE *f,
-                     cn_d_err *err)
+                     cn_err *err)
 {
-    cn_agg_err aerr = {{0}};
+    cn_err aerr = {0};
     cn_agg_tree *tree = NULL;
     cn_agg_call *calls = NULL;
     size_t ncalls = 0;
@@ -320,25 +320,25 @@ static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *a
         break;
     }
     if (r < 0)
-        cn_d__err(err, r, "%s", aerr.msg[0] ? aerr.msg : strerror(-r));
+        cn_err_set(err, r, "%s", aerr.msg[0] ? aerr.msg : strerror(-r));
     cn_agg_tree_free(tree);
     free(calls);
     return r;
 }
 
 /* Runs fn into a memory stream and appends the bytes to out. */
-static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err, bool timeline)
+static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err, bool timeline)
 {
     char *mem = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&mem, &len);
     if (!f)
-        return cn_d__err(err, -ENOMEM, "out of memory");
+        return cn_err_set(err, -ENOMEM, "out of memory");
     cn_agg_query aq;
     resolve_range(s, q, &aq);
     int r = check_transforms(s, q, err);
     if (r == 0 && timeline) {
-        cn_agg_err aerr = {{0}};
+        cn_err aerr = {0};
         cn_agg_call *calls = NULL;
         size_t n = 0;
         r = cn_agg_timeline(s->p, &aq, &calls, &n, &aerr);
@@ -350,35 +350,35 @@ static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *e
             else
                 r = cn_agg_write_timeline_json(s->p, calls, n, f);
         } else {
-            cn_d__err(err, r, "%s", aerr.msg);
+            cn_err_set(err, r, "%s", aerr.msg);
         }
         free(calls);
     } else if (r == 0) {
         r = render_to(s, q, &aq, f, err);
     }
     if (fclose(f) != 0 && r == 0)
-        r = cn_d__err(err, -ENOMEM, "out of memory");
+        r = cn_err_set(err, -ENOMEM, "out of memory");
     if (r == 0 && (r = cn_buf_append(out, mem, len)) < 0)
-        cn_d__err(err, r, "output too large");
+        cn_err_set(err, r, "output too large");
     free(mem);
     return r;
 }
 
-int cn_d_render(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err)
+int cn_d_render(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err)
 {
     return to_buf(s, q, out, err, false);
 }
 
-int cn_d_render_timeline(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_d_err *err)
+int cn_d_render_timeline(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err)
 {
     return to_buf(s, q, out, err, true);
 }
 
 json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, int *code,
-                        cn_d_err *err)
+                        cn_err *err)
 {
     cn_agg_query aq;
-    cn_agg_err aerr = {{0}};
+    cn_err aerr = {0};
     cn_agg_line_row *lines = NULL, *addrs = NULL;
     size_t nl = 0, na = 0;
     json_t *o = NULL;
@@ -388,7 +388,7 @@ json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, 
         return NULL;
     *code = cn_agg_lines(s->p, &aq, func, &lines, &nl, &addrs, &na, &aerr);
     if (*code < 0) {
-        cn_d__err(err, *code, "%s", aerr.msg[0] ? aerr.msg : "no such function");
+        cn_err_set(err, *code, "%s", aerr.msg[0] ? aerr.msg : "no such function");
         return NULL;
     }
     const char *lib = NULL, *file = NULL;
@@ -413,7 +413,7 @@ json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, 
                   ja);
     if (!o) {
         *code = -ENOMEM;
-        cn_d__err(err, -ENOMEM, "out of memory");
+        cn_err_set(err, -ENOMEM, "out of memory");
     }
     free(lines);
     free(addrs);

@@ -105,7 +105,7 @@ static void session_path(cn_d_server *srv, const cn_d_session *s, char *buf, siz
 static int save_entry(cn_d_server *srv, entry *e)
 {
     char path[4096];
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     session_path(srv, e->s, path, sizeof(path));
     int r = cn_d_session_save(e->s, path, &err);
     if (r < 0)
@@ -294,7 +294,7 @@ static void load_state_dir(cn_d_server *srv)
             continue;
         snprintf(path, sizeof(path), "%s/%s", srv->state_dir, de->d_name);
         cn_d_session *s = NULL;
-        cn_d_err err = {{0}};
+        cn_err err = {0};
         entry *e;
         if (cn_d_session_load(path, &s, &err) < 0) {
             fprintf(stderr, "canopyd: skipping %s: %s\n", path, err.msg);
@@ -330,7 +330,7 @@ typedef struct reply {
     bool payload;    /* "raw": true: msg's line is followed by raw's bytes as they are */
 } reply;
 
-static json_t *err_reply(const json_t *req, int code, const cn_d_err *err)
+static json_t *err_reply(const json_t *req, int code, const cn_err *err)
 {
     const char *name = "failed";
     int exit = 1;
@@ -572,9 +572,9 @@ static void cmd_sessions(cn_d_server *srv, client *cl, const json_t *req, reply 
 }
 
 /* Parses the sampling fields of attach/run/system into o. 0 or -EINVAL (msg in err). */
-static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts *o, cn_d_err *err)
+static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts *o, cn_err *err)
 {
-    cn_proto_err pe;
+    cn_err pe;
     const char *str;
     int64_t iv;
     bool b;
@@ -582,41 +582,41 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         if ((r = (call)) < 0) {                                                                    \
-            cn_d__err(err, 0, "%s", pe.msg);                                                       \
+            cn_err_set(err, 0, "%s", pe.msg);                                                      \
             return r;                                                                              \
         }                                                                                          \
     } while (0)
     str = NULL;
     CHECK(cn_proto_get_str(req, "name", &str, &pe));
     if (str && (strlen(str) > 128 || !*str)) {
-        cn_d__err(err, 0, "\"name\" must have 1 to 128 bytes");
+        cn_err_set(err, 0, "\"name\" must have 1 to 128 bytes");
         return -EINVAL;
     }
     o->name = str;
     str = NULL;
     CHECK(cn_proto_get_str(req, "event", &str, &pe));
     if (str && strlen(str) > 64) {
-        cn_d__err(err, 0, "\"event\" is too long");
+        cn_err_set(err, 0, "\"event\" is too long");
         return -EINVAL;
     }
     o->event = str;
     iv = o->freq;
     CHECK(cn_proto_get_int(req, "freq", &iv, &pe));
     if (iv < 1 || iv > 100000) {
-        cn_d__err(err, 0, "\"freq\" must be between 1 and 100000 Hz");
+        cn_err_set(err, 0, "\"freq\" must be between 1 and 100000 Hz");
         return -EINVAL;
     }
     o->freq = (uint32_t)iv;
     str = NULL;
     CHECK(cn_proto_get_str(req, "unwind", &str, &pe));
     if (str && cn_smp_unwind_parse(str, &o->unwind) < 0) {
-        cn_d__err(err, 0, "unknown unwind mode '%s' (fp, dwarf, auto)", str);
+        cn_err_set(err, 0, "unknown unwind mode '%s' (fp, dwarf, auto)", str);
         return -EINVAL;
     }
     iv = 0;
     CHECK(cn_proto_get_int(req, "stack_size", &iv, &pe));
     if (iv < 0 || iv > 65528) {
-        cn_d__err(err, 0, "\"stack_size\" must be between 0 and 65528");
+        cn_err_set(err, 0, "\"stack_size\" must be between 0 and 65528");
         return -EINVAL;
     }
     o->stack_size = (uint32_t)iv;
@@ -626,14 +626,14 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts 
     str = NULL;
     CHECK(cn_proto_get_str(req, "duration", &str, &pe));
     if (str && cn_common_parse_duration(str, &o->duration_ns) < 0) {
-        cn_d__err(err, 0, "bad duration '%s'", str);
+        cn_err_set(err, 0, "bad duration '%s'", str);
         return -EINVAL;
     }
     o->retention_ns = srv->cfg.retention_ns;
     str = NULL;
     CHECK(cn_proto_get_str(req, "retention", &str, &pe));
     if (str && (cn_common_parse_duration(str, &o->retention_ns) < 0 || o->retention_ns == 0)) {
-        cn_d__err(err, 0, "bad retention '%s'", str);
+        cn_err_set(err, 0, "bad retention '%s'", str);
         return -EINVAL;
     }
 #undef CHECK
@@ -644,8 +644,8 @@ static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply
                           cn_d_kind kind)
 {
     cn_d_session_opts o;
-    cn_d_err err = {{0}};
-    cn_proto_err pe;
+    cn_err err = {0};
+    cn_err pe;
     char id[32];
     int64_t pid = 0;
     int r;
@@ -732,7 +732,7 @@ static void cmd_system(cn_d_server *srv, client *cl, const json_t *req, reply *r
 /* The session a request names ("session" or "pid"), or NULL with rp->msg set. */
 static entry *req_session(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    cn_proto_err pe;
+    cn_err pe;
     const char *key = NULL;
     int64_t pid = 0;
     if (cn_proto_get_str(req, "session", &key, &pe) < 0 ||
@@ -760,8 +760,8 @@ static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *r
                        cn_agg_format def, bool timeline)
 {
     cn_d_query q;
-    cn_d_err err = {{0}};
-    cn_proto_err pe;
+    cn_err err = {0};
+    cn_err pe;
     cn_buf out;
     bool payload = false;
     entry *e = req_session(srv, cl, req, rp);
@@ -812,8 +812,8 @@ static void cmd_timeline(cn_d_server *srv, client *cl, const json_t *req, reply 
 static void cmd_lines(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
     cn_d_query q;
-    cn_d_err err = {{0}};
-    cn_proto_err pe;
+    cn_err err = {0};
+    cn_err pe;
     const char *func = NULL;
     int code = 0;
     entry *e = req_session(srv, cl, req, rp);
@@ -910,7 +910,7 @@ static const struct {
 static void handle_line(cn_d_server *srv, client *cl, const char *line, size_t len)
 {
     reply rp = {0};
-    cn_proto_err pe = {0};
+    cn_err pe = {0};
     json_t *req = NULL;
     cn_buf_init(&rp.raw, 0);
     if (cn_proto_decode(line, len, &req, &pe) < 0) {
@@ -1118,12 +1118,12 @@ static char *default_path(bool socket)
     return strdup(buf);
 }
 
-static int bind_socket(cn_d_server *srv, cn_d_err *err)
+static int bind_socket(cn_d_server *srv, cn_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int r;
     if (strlen(srv->socket_path) >= sizeof(sa.sun_path)) {
-        cn_d__err(err, 0, "socket path too long: %s", srv->socket_path);
+        cn_err_set(err, 0, "socket path too long: %s", srv->socket_path);
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, srv->socket_path);
@@ -1140,7 +1140,7 @@ static int bind_socket(cn_d_server *srv, cn_d_err *err)
     /* A live daemon on that path wins; a stale socket file is replaced. */
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
         close(fd);
-        cn_d__err(err, 0, "another canopyd is already listening on %s", srv->socket_path);
+        cn_err_set(err, 0, "another canopyd is already listening on %s", srv->socket_path);
         return -EADDRINUSE;
     }
     close(fd);
@@ -1151,7 +1151,7 @@ static int bind_socket(cn_d_server *srv, cn_d_err *err)
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
         chmod(srv->socket_path, srv->cfg.socket_mode) < 0 || listen(fd, 128) < 0) {
         r = -errno;
-        cn_d__err(err, 0, "%s: %s", srv->socket_path, strerror(errno));
+        cn_err_set(err, 0, "%s: %s", srv->socket_path, strerror(errno));
         close(fd);
         return r;
     }
@@ -1186,7 +1186,7 @@ static int setup_signals(cn_d_server *srv)
     return 0;
 }
 
-int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
+int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
 {
     int r;
     cn_d_server *srv = calloc(1, sizeof(*srv));
@@ -1209,7 +1209,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         srv->cfg.socket_mode = getuid() == 0 ? 0666 : 0600;
     r = mkdir_p(srv->state_dir, 0700);
     if (r < 0) {
-        cn_d__err(err, 0, "state dir %s: %s", srv->state_dir, strerror(-r));
+        cn_err_set(err, 0, "state dir %s: %s", srv->state_dir, strerror(-r));
         goto fail;
     }
     srv->ops = (cn_d__loop_ops){on_accept, on_data, on_sent, on_closed, on_tick};
@@ -1218,7 +1218,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         goto fail;
     raise_nofile();
     if ((r = setup_signals(srv)) < 0) {
-        cn_d__err(err, 0, "signals: %s", strerror(-r));
+        cn_err_set(err, 0, "signals: %s", strerror(-r));
         goto fail;
     }
     if (c->listen_fd >= 0) {
@@ -1235,7 +1235,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
         !(srv->sym_watch =
               cn_d__loop_watch(srv->loop, cn_d_symbolizer_fd(srv->sym), on_symbols, srv)) ||
         !(srv->sig_watch = cn_d__loop_watch(srv->loop, srv->sig_fd, on_signal, srv))) {
-        cn_d__err(err, 0, "event loop setup failed");
+        cn_err_set(err, 0, "event loop setup failed");
         goto fail;
     }
     load_state_dir(srv);
@@ -1244,7 +1244,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_d_err *err)
     return 0;
 fail:
     if (!err->msg[0])
-        cn_d__err(err, 0, "%s", strerror(-r));
+        cn_err_set(err, 0, "%s", strerror(-r));
     cn_d_server_free(srv);
     return r;
 }

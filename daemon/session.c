@@ -228,7 +228,7 @@ static cn_d_session *session_alloc(const char *id, const char *name)
 }
 
 int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_session **out,
-                     cn_d_err *err)
+                     cn_err *err)
 {
     int r;
     cn_d_session *s = session_alloc(o->id, o->name);
@@ -258,7 +258,7 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
     static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
     r = cn_smp_session_new(&cfg, &cbs, s, &s->smp);
     if (r < 0) {
-        cn_d__err(err, 0, "sampler: %s", strerror(-r));
+        cn_err_set(err, 0, "sampler: %s", strerror(-r));
         goto fail;
     }
     s->start_mono = cn_common_now_ns();
@@ -266,7 +266,7 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
     r = cn_smp_session_start(s->smp);
     if (r < 0) {
         const char *m = cn_smp_session_errmsg(s->smp);
-        cn_d__err(err, 0, "%s", m && *m ? m : strerror(-r));
+        cn_err_set(err, 0, "%s", m && *m ? m : strerror(-r));
         goto fail;
     }
     s->event = strdup(cn_smp_session_event(s->smp));
@@ -497,25 +497,25 @@ static int write_meta(cn_d_session *s)
     return r < 0 ? -ENOMEM : 0;
 }
 
-int cn_d_session_save(cn_d_session *s, const char *path, cn_d_err *err)
+int cn_d_session_save(cn_d_session *s, const char *path, cn_err *err)
 {
     char tmp[4096];
     int r, fd = -1;
     FILE *f = NULL;
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-        cn_d__err(err, 0, "%s: path too long", path);
+        cn_err_set(err, 0, "%s: path too long", path);
         return -ENAMETOOLONG;
     }
     flush_samples(s);
     r = write_meta(s);
     if (r < 0) {
-        cn_d__err(err, 0, "%s: out of memory", path);
+        cn_err_set(err, 0, "%s: out of memory", path);
         return r;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         r = -errno;
-        cn_d__err(err, 0, "%s: %s", tmp, strerror(errno));
+        cn_err_set(err, 0, "%s: %s", tmp, strerror(errno));
         return r;
     }
     f = fdopen(fd, "w");
@@ -553,7 +553,7 @@ int cn_d_session_save(cn_d_session *s, const char *path, cn_d_err *err)
     s->dirty = s->state == CN_D_RUNNING ? s->dirty : false;
     return 0;
 fail:
-    cn_d__err(err, 0, "%s: %s", tmp, strerror(-r));
+    cn_err_set(err, 0, "%s: %s", tmp, strerror(-r));
     if (f)
         fclose(f);
     unlink(tmp);
@@ -576,18 +576,18 @@ static cn_d_state state_parse(const char *k)
     return CN_D_STOPPED;
 }
 
-int cn_d_session_load(const char *path, cn_d_session **out, cn_d_err *err)
+int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err)
 {
-    cn_agg_err aerr = {{0}};
+    cn_err aerr = {0};
     cn_agg_profile *p = NULL;
     int r = cn_agg_import_file(path, &p, &aerr);
     if (r < 0) {
-        cn_d__err(err, 0, "%s", aerr.msg);
+        cn_err_set(err, 0, "%s", aerr.msg);
         return r;
     }
     const char *id = cn_agg_meta_get(p, "canopy.session.id");
     if (!id || !*id) {
-        cn_d__err(err, 0, "%s: not a canopyd session (no canopy.session.id)", path);
+        cn_err_set(err, 0, "%s: not a canopyd session (no canopy.session.id)", path);
         cn_agg_profile_free(p);
         return -EINVAL;
     }

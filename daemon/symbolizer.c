@@ -23,7 +23,7 @@ struct cn_d_symbolizer {
     uint64_t next_tag;
 };
 
-int cn_d_symbolizer_new(size_t max_memory, cn_d_symbolizer **out, cn_d_err *err)
+int cn_d_symbolizer_new(size_t max_memory, cn_d_symbolizer **out, cn_err *err)
 {
     cn_d_symbolizer *y = calloc(1, sizeof(*y));
     if (!y)

@@ -13,7 +13,7 @@ static inline int cn_fuzz_query_and_free(cn_agg_profile *p)
 {
     cn_agg_query q;
     cn_agg_tree *t = NULL;
-    cn_agg_err err;
+    cn_err err;
 
     if (p) {
         cn_agg_query_init(&q);

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cn_agg_profile *p = NULL;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     (void)cn_agg__is_pprof(data, size);
     if (cn_agg__import_pprof(data, size, "fuzz", &p, &err) < 0)
         return 0;

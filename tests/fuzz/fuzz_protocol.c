@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void one_line(const char *line, size_t len)
 {
     json_t *req = NULL;
-    cn_proto_err pe;
+    cn_err pe;
     cn_buf out;
     cn_buf_init(&out, 1 << 20);
     if (cn_proto_decode(line, len, &req, &pe) < 0) {
@@ -25,7 +25,7 @@ static void one_line(const char *line, size_t len)
         return;
     }
     cn_d_query q;
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     cn_d_query_init(&q);
     if (cn_d_query_from_json(req, &q, &err) == 0) {
         json_t *back = cn_proto_request("tree");

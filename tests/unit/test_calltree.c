@@ -108,7 +108,7 @@ static const char *runq(cn_agg_profile *p, const qopts *o, const char *const *sp
     static char out[8192];
     cn_agg_transform tf[16];
     size_t n = 0;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     for (; specs && specs[n]; n++)
         assert_int_equal(cn_agg_transform_parse(specs[n], &tf[n], &err), 0);
     cn_agg_query q;
@@ -445,7 +445,7 @@ static void test_query_filters(void **state)
     cn_agg_add_sample(p, -1, 450, 1, t3); /* no stack: weighs nothing */
     cn_agg_query q;
     cn_agg_query_init(&q);
-    cn_agg_err err;
+    cn_err err;
     cn_agg_tree *t = NULL;
     char out[512];
 #define RUN(expect)                                                                                \
@@ -503,7 +503,7 @@ static void test_query_filters(void **state)
 static void test_transform_specs(void **state)
 {
     cn_agg_transform t;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_transform_parse("focus:main;run;step", &t, &err), 0);
     assert_int_equal(t.kind, CN_AGG_TF_FOCUS);
     assert_int_equal(t.path_len, 3);
@@ -566,7 +566,7 @@ static const char *mp(const char *spec, const char *path)
 {
     static char out[256];
     cn_agg_transform t;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_transform_parse(spec, &t, &err), 0);
     char *copy = strdup(path), *v[32], *save = NULL;
     size_t n = 0;
@@ -637,7 +637,7 @@ static void test_symbolication_44(void **state)
     assert_string_equal(TREE(p, NULL), "L+0x10(2,0)[L+0x40(1,0)[L+0x80(1,1)] L+0x48(1,1)] "
                                        "L+0x14(1,0)[L+0x48(1,0)[L+0x80(1,1)]]");
     cn_agg_transform held;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_transform_parse("focus:L+0x14;L+0x48;L+0x80", &held, &err), 0);
     cn_agg_symbol mainsym = {"main", "m.c", 1}, work = {"work", "m.c", 5},
                   leaf = {"leaf", "m.c", 9};
@@ -680,7 +680,7 @@ static void test_symbolication_45(void **state)
                                        "app+0x6(1,0)[app+0x15(1,1)] app+0x8(1,1) "
                                        "app+0x9(1,0)[app+0x11(1,1)]");
     cn_agg_transform held;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_transform_parse("focus:app+0x9;app+0x11", &held, &err), 0);
     /* A frame belongs to the func with the highest start <= its address. */
     cn_agg_symbol m = {"main", "p.c", 3}, d = {"doSomething", "p.c", 20},
@@ -725,7 +725,7 @@ static void test_timeline(void **state)
     cn_agg_query_init(&q);
     cn_agg_call *calls = NULL;
     size_t n = 0;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_timeline(p, &q, &calls, &n, &err), 0);
     /* Samples at t = 0, 1, 2 (7.1.16 without trace events, shifted by -1 ms): A [0,2),
      * B [0,2), C [0,2), D [0,1), E [0,1), F [1,2), G [1,2), H [2,2), F, G at 2. */

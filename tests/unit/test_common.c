@@ -75,7 +75,7 @@ static void test_framing(void **state)
     assert_int_equal(cn_proto_next_line(&b, 16, &line, &len), 1);
     assert_int_equal(len, 12); /* the \r stays: JSON whitespace */
     json_t *req;
-    cn_proto_err pe;
+    cn_err pe;
     assert_int_equal(cn_proto_decode(line, len, &req, &pe), 0);
     assert_string_equal(json_string_value(json_object_get(req, "cmd")), "a");
     json_decref(req);
@@ -95,7 +95,7 @@ static void test_framing(void **state)
 static void expect_bad(const char *msg, const char *code)
 {
     json_t *req = NULL;
-    cn_proto_err pe = {0};
+    cn_err pe = {0};
     int r = cn_proto_decode(msg, strlen(msg), &req, &pe);
     assert_true(r < 0);
     assert_null(req);
@@ -121,7 +121,7 @@ static void test_decode_errors(void **state)
     expect_bad(deep, "bad_request");
     const char nul[] = "{\"cmd\":\"a\"}\0";
     json_t *req = NULL;
-    cn_proto_err pe;
+    cn_err pe;
     assert_true(cn_proto_decode(nul, sizeof(nul) - 1, &req, &pe) < 0);
 }
 
@@ -150,7 +150,7 @@ static void test_messages(void **state)
     cn_buf_reset(&out);
     assert_int_equal(cn_proto_encode(err, &out), 0);
     json_t *back = NULL;
-    cn_proto_err pe;
+    cn_err pe;
     assert_int_equal(cn_proto_decode_response(cn_buf_ptr(&out), cn_buf_len(&out) - 1, &back, &pe),
                      0);
     assert_true(json_is_false(json_object_get(back, "ok")));
@@ -289,7 +289,7 @@ static void test_query_json(void **state)
     json_error_t je;
     json_t *req = json_loads(txt, 0, &je);
     cn_d_query q;
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     cn_d_query_init(&q);
     assert_int_equal(cn_d_query_from_json(req, &q, &err), 0);
     assert_int_equal(q.n_transforms, 2);

@@ -72,7 +72,7 @@ static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof(*fx));
     cn_d_config cfg;
-    cn_d_err err = {{0}};
+    cn_err err = {0};
     assert_non_null(fx);
     snprintf(fx->dir, sizeof(fx->dir), "/tmp/test_daemon_raw.XXXXXX");
     assert_non_null(mkdtemp(fx->dir));

@@ -129,7 +129,7 @@ static void test_json_tree(void **state)
     struct fixture *f = *state;
     cn_agg_write_opts o;
     cn_agg_transform tf;
-    cn_agg_err err;
+    cn_err err;
     cn_agg_write_opts_init(&o);
     assert_int_equal(cn_agg_transform_parse("merge:C", &tf, &err), 0);
     o.transforms = &tf;

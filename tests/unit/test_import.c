@@ -26,7 +26,7 @@
 static cn_agg_profile *import_ok(const char *text)
 {
     cn_agg_profile *p = NULL;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_import_buffer(text, strlen(text), "t", &p, &err);
     if (rc != 0)
         fprintf(stderr, "import failed: %s\n", err.msg);
@@ -39,7 +39,7 @@ static cn_agg_profile *import_ok(const char *text)
 static void import_fails(const char *text, size_t len, int rc_want, const char *want)
 {
     cn_agg_profile *p = NULL;
-    cn_agg_err err = {{0}};
+    cn_err err = {0};
     int rc = cn_agg_import_buffer(text, len, "bad.txt", &p, &err);
     if (rc != rc_want || !strstr(err.msg, want))
         fprintf(stderr, "rc %d, message '%s', wanted '%s'\n", rc, err.msg, want);
@@ -65,7 +65,7 @@ static size_t functions(cn_agg_profile *p, fn_row *rows, size_t max)
 {
     cn_agg_query q;
     cn_agg_tree *t = NULL;
-    cn_agg_err err;
+    cn_err err;
     cn_agg_query_init(&q);
     q.view = CN_AGG_VIEW_FUNCTIONS;
     assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
@@ -101,7 +101,7 @@ static double total_weight(cn_agg_profile *p)
 {
     cn_agg_query q;
     cn_agg_tree *t = NULL;
-    cn_agg_err err;
+    cn_err err;
     cn_agg_query_init(&q);
     assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
     double total = t->total;
@@ -152,7 +152,7 @@ static void test_detection_errors(void **state)
     import_fails("hello world\n", 12, -EINVAL, "bad.txt: not a profile");
     import_fails("\n\n  \n", 5, -EINVAL, "not a profile");
     cn_agg_profile *p = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_import_file("/nonexistent/x.folded", &p, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/x.folded"));
     assert_int_equal(cn_agg_import_file("/tmp", &p, &err), -EISDIR);
@@ -166,7 +166,7 @@ static void test_gzip(void **state)
     size_t gz_len;
     gzip_buf(text, strlen(text), &gz, &gz_len);
     cn_agg_profile *p = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_import_buffer(gz, gz_len, "x.gz", &p, &err), 0);
     assert_int_equal(cn_agg_sample_count(p), 2);
     assert_true(total_weight(p) == 5.0);
@@ -256,7 +256,7 @@ static void test_folded_diff(void **state)
     /* per-thread queries give each side */
     cn_agg_query q;
     cn_agg_tree *t;
-    cn_agg_err err;
+    cn_err err;
     cn_agg_query_init(&q);
     q.tid = 2;
     assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
@@ -346,7 +346,7 @@ static void test_perf_real(void **state)
     (void)state;
     char path[512];
     cn_agg_profile *p = NULL;
-    cn_agg_err err;
+    cn_err err;
     int rc =
         cn_agg_import_file(data_path("perf/workload.perf.txt.gz", path, sizeof(path)), &p, &err);
     if (rc)
@@ -653,7 +653,7 @@ static void test_cpuprofile_real(void **state)
     json_decref(root);
 
     cn_agg_profile *p = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_import_file(path, &p, &err), 0);
     assert_int_equal(cn_agg_sample_count(p), n_samples);
     assert_int_equal(cn_agg_sample_time(p, n_samples - 1), delta_sum * 1000);
@@ -678,7 +678,7 @@ static void compare_trees(cn_agg_profile *a, cn_agg_profile *b, cn_agg_view view
 {
     cn_agg_query q;
     cn_agg_tree *ta, *tb;
-    cn_agg_err err;
+    cn_err err;
     cn_agg_query_init(&q);
     q.view = view;
     assert_int_equal(cn_agg_query_run(a, &q, &ta, &err), 0);
@@ -767,7 +767,7 @@ static char *round_trip(cn_agg_profile *p, size_t *len_out)
     assert_int_equal(cn_agg_write_canopy(p, f), 0);
     fclose(f);
     cn_agg_profile *q = NULL;
-    cn_agg_err err;
+    cn_err err;
     int rc = cn_agg_import_buffer(mem, len, "rt.canopy", &q, &err);
     if (rc)
         fprintf(stderr, "%s\n", err.msg);
@@ -816,7 +816,7 @@ static void test_canopy_round_trip(void **state)
     char *mem = round_trip(p, &len);
     /* damaged copies fail cleanly */
     cn_agg_profile *q = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_import_buffer(mem, len - 20, "rt.canopy", &q, &err), -EINVAL);
     assert_null(q);
     free(mem);

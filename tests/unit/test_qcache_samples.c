@@ -42,7 +42,7 @@ static int32_t rand_stack(cn_agg_profile *p, const int32_t *frames)
 static void check(cn_agg_profile *p, struct cn_agg__qcache **cache, const cn_agg_query *q)
 {
     cn_agg_tree *a = NULL, *b = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg__query_run_cached(p, cache, q, &a, &err), 0);
     assert_int_equal(cn_agg__query_run_cached(p, NULL, q, &b, &err), 0);
     assert_true(a->total == b->total);

@@ -414,7 +414,7 @@ static double focus_total(cn_agg_profile *p, const cn_agg_transform *t)
     q.transforms = t;
     q.n_transforms = t ? 1 : 0;
     cn_agg_tree *tree = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_query_run(p, &q, &tree, &err), 0);
     double total = tree->total;
     cn_agg_tree_free(tree);
@@ -457,7 +457,7 @@ static void test_live_regroup(void **state)
     cn_agg_frame_funcs(p, fr_b, &f);
     snprintf(spec + n, sizeof(spec) - (size_t)n, "%s", cn_agg_func_name(p, f[0]));
     cn_agg_transform t;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_transform_parse(spec, &t, &err), 0);
     double all_before = focus_total(p, NULL), focus_before = focus_total(p, &t);
     assert_true(all_before == 70.0);

@@ -466,7 +466,7 @@ static void warm(cn_agg_profile *p, struct cn_agg__qcache **cache)
     cn_agg_query q;
     cn_agg_query_init(&q);
     cn_agg_tree *t = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg__query_run_cached(p, cache, &q, &t, &err), 0);
     cn_agg_tree_free(t);
 }
@@ -576,7 +576,7 @@ static void random_transform(const model *m, cn_agg_transform *t)
     } else if (kind != CN_AGG_TF_COLLAPSE_ALL_REC) {
         snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", random_name(m));
     }
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_transform_parse(spec, t, &err), 0);
 }
 
@@ -615,7 +615,7 @@ static bool one_case(uint64_t seed)
     bool counts =
         ntf > 0 && tf[ntf - 1].kind == CN_AGG_TF_COLLAPSE_ALL_REC && q.view == CN_AGG_VIEW_TREE;
     cn_agg_tree *t = NULL;
-    cn_agg_err err;
+    cn_err err;
     assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
     g_counts = counts;
     g_n_counts += counts;
