@@ -15,7 +15,6 @@
 #include <inttypes.h>
 #include <linux/perf_event.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +71,6 @@ struct cn_smp_session {
     char *event_req;
     cn_smp_callbacks cb;
     void *arg;
-    char errmsg[256];
     const cn_smp__arch *arch;
 
     /* what we asked the kernel for */
@@ -114,17 +112,6 @@ struct cn_smp_session {
     bool started, stopped, had_live;
     bool vdso_tried; /* the [vdso] object's image was looked for */
 };
-
-static int errmsg(cn_smp_session *s, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int errmsg(cn_smp_session *s, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 static uint64_t now_ns(void)
 {
@@ -950,8 +937,7 @@ int cn_smp_session_read(cn_smp_session *s)
     /* Records are written within microseconds of their time stamp; those older than
      * HOLD_NS before this read can no longer be overtaken by a record still unwritten. */
     uint64_t now = now_ns();
-    int ret = merge(s, now > HOLD_NS ? now - HOLD_NS : 0);
-    return ret < 0 ? errmsg(s, ret, "out of memory reading the rings") : ret;
+    return merge(s, now > HOLD_NS ? now - HOLD_NS : 0);
 }
 
 int cn_smp_session_wait(cn_smp_session *s, int timeout_ms)
@@ -972,7 +958,7 @@ int cn_smp_session_wait(cn_smp_session *s, int timeout_ms)
         wait = 0;
     int r = poll(pfd, n, wait);
     if (r < 0 && errno != EINTR)
-        return errmsg(s, -errno, "poll: %s", strerror(errno));
+        return -errno;
     for (nfds_t i = 0; r > 0 && i < n; i++)
         if (pfd[i].revents & (POLLHUP | POLLERR))
             for (size_t k = 0; k < s->nrings; k++)
@@ -1236,14 +1222,14 @@ static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
 }
 
 /* Picks the event and opens a first probe to settle kernel-frame permission. */
-static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu)
+static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_err *err)
 {
     const char *want = s->event_req;
     bool autoev = !want;
     if (autoev)
         want = "cycles";
     if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)
-        return errmsg(s, -ENOENT, "unknown event '%s'", want);
+        return cn_err_set(err, -ENOENT, "unknown event '%s'", want);
     for (int attempt = 0; attempt < 4; attempt++) {
         struct perf_event_attr a;
         fill_attr(s, &a);
@@ -1265,19 +1251,19 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu)
             continue;
         }
         if (fd == -ESRCH)
-            return errmsg(s, fd, "no such process %d", (int)probe_pid);
+            return cn_err_set(err, fd, "no such process %d", (int)probe_pid);
         if (fd == -EACCES || fd == -EPERM)
-            return errmsg(s, fd,
-                          "perf_event_open not permitted (kernel.perf_event_paranoid; "
-                          "need root or CAP_PERFMON)");
+            return cn_err_set(err, fd,
+                              "perf_event_open not permitted (kernel.perf_event_paranoid; "
+                              "need root or CAP_PERFMON)");
         if (fd == -EINVAL && s->cfg.freq > 1000)
-            return errmsg(s, fd,
-                          "perf_event_open: invalid argument (frequency %u above "
-                          "kernel.perf_event_max_sample_rate?)",
-                          s->cfg.freq);
-        return errmsg(s, fd, "perf_event_open(%s): %s", want, strerror(-fd));
+            return cn_err_set(err, fd,
+                              "perf_event_open: invalid argument (frequency %u above "
+                              "kernel.perf_event_max_sample_rate?)",
+                              s->cfg.freq);
+        return cn_err_set(err, fd, "perf_event_open(%s): %s", want, strerror(-fd));
     }
-    return errmsg(s, -EINVAL, "perf_event_open: no usable configuration");
+    return cn_err_set(err, -EINVAL, "perf_event_open: no usable configuration");
 }
 
 static void load_modules(cn_smp_session *s)
@@ -1314,14 +1300,14 @@ static void raise_nofile(void)
 }
 
 /* Attaches every thread of the target, re-listing /proc/PID/task until stable. */
-static int attach_threads(cn_smp_session *s, struct perf_event_attr *a)
+static int attach_threads(cn_smp_session *s, struct perf_event_attr *a, cn_err *err)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)s->cfg.pid);
     for (int pass = 0; pass < 100; pass++) {
         DIR *d = opendir(path);
         if (!d)
-            return pass == 0 ? errmsg(s, -ESRCH, "no such process %d", (int)s->cfg.pid) : 0;
+            return pass == 0 ? cn_err_set(err, -ESRCH, "no such process %d", (int)s->cfg.pid) : 0;
         int added = 0, ret = 0;
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
@@ -1346,11 +1332,12 @@ static int attach_threads(cn_smp_session *s, struct perf_event_attr *a)
         }
         closedir(d);
         if (ret < 0)
-            return errmsg(s, ret, "perf_event_open(pid %d): %s", (int)s->cfg.pid, strerror(-ret));
+            return cn_err_set(err, ret, "perf_event_open(pid %d): %s", (int)s->cfg.pid,
+                              strerror(-ret));
         if (!added)
             return s->attached.live
                        ? 0
-                       : errmsg(s, -ESRCH, "process %d has no threads", (int)s->cfg.pid);
+                       : cn_err_set(err, -ESRCH, "process %d has no threads", (int)s->cfg.pid);
     }
     return 0;
 }
@@ -1371,10 +1358,10 @@ static void report_initial_comms(cn_smp_session *s)
     closedir(d);
 }
 
-int cn_smp_session_start(cn_smp_session *s)
+int cn_smp_session_start(cn_smp_session *s, cn_err *err)
 {
     if (!s || s->started)
-        return -EINVAL;
+        return cn_err_set(err, -EINVAL, "sampler session %s", s ? "already started" : "missing");
     if (s->cfg.target == CN_SMP_TARGET_NONE) {
         s->started = true;
         return 0;
@@ -1384,14 +1371,14 @@ int cn_smp_session_start(cn_smp_session *s)
     s->rings = calloc((size_t)ncpu, sizeof(*s->rings));
     s->ring_fds = calloc((size_t)ncpu, sizeof(int));
     if (!s->rings || !s->ring_fds)
-        return errmsg(s, -ENOMEM, "out of memory");
+        return cn_err_set(err, -ENOMEM, "out of memory");
     s->nrings = (size_t)ncpu;
     for (int i = 0; i < ncpu; i++) {
         s->rings[i] = (ring){.fd = -1, .cpu = cpus[i]};
         s->ring_fds[i] = -1;
     }
     bool pid_target = s->cfg.target == CN_SMP_TARGET_PID;
-    int ret = choose_event(s, pid_target ? s->cfg.pid : -1, pid_target ? -1 : cpus[0]);
+    int ret = choose_event(s, pid_target ? s->cfg.pid : -1, pid_target ? -1 : cpus[0], err);
     if (ret < 0)
         return ret;
     if (s->kernel)
@@ -1400,7 +1387,7 @@ int cn_smp_session_start(cn_smp_session *s)
     fill_attr(s, &a);
     if (pid_target) {
         cn_smp__proc *p = proc_get(s, s->cfg.pid, true);
-        ret = attach_threads(s, &a);
+        ret = attach_threads(s, &a, err);
         if (ret < 0)
             return ret;
         if (p && !p->maps_loaded)
@@ -1409,7 +1396,7 @@ int cn_smp_session_start(cn_smp_session *s)
     } else {
         ret = open_task(s, &a, -1);
         if (ret < 0)
-            return errmsg(s, ret, "perf_event_open(system): %s", strerror(-ret));
+            return cn_err_set(err, ret, "perf_event_open(system): %s", strerror(-ret));
     }
     /* Compact the ring arrays: drop CPUs that could not be opened. */
     size_t k = 0;
@@ -1421,11 +1408,11 @@ int cn_smp_session_start(cn_smp_session *s)
     s->nrings = k;
     s->cursors = calloc(k ? k : 1, sizeof(*s->cursors));
     if (!s->cursors)
-        return errmsg(s, -ENOMEM, "out of memory");
+        return cn_err_set(err, -ENOMEM, "out of memory");
     if (!a.enable_on_exec)
         for (size_t i = 0; i < s->nfds; i++)
             if (ioctl(s->fds[i], PERF_EVENT_IOC_ENABLE, 0) < 0)
-                return errmsg(s, -errno, "PERF_EVENT_IOC_ENABLE: %s", strerror(errno));
+                return cn_err_set(err, -errno, "PERF_EVENT_IOC_ENABLE: %s", strerror(errno));
     s->started = true;
     return 0;
 }
@@ -1542,19 +1529,9 @@ void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out)
     }
 }
 
-const char *cn_smp_session_errmsg(const cn_smp_session *s)
-{
-    return s ? s->errmsg : "";
-}
-
 uint64_t cn_smp_session_sample_type(const cn_smp_session *s)
 {
     return s ? s->lay.sample_type : 0;
-}
-
-uint64_t cn_smp_session_regs_mask(const cn_smp_session *s)
-{
-    return s ? s->lay.regs_mask : 0;
 }
 
 const char *cn_smp_unwind_name(cn_smp_unwind u)
