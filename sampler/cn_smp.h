@@ -198,10 +198,11 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err);
  * Returns the count and sets *fds to an array owned by the session. 0 before start. */
 size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds);
 
-/* Drains whatever the rings hold, never blocking, and delivers records in time order.
- * Records newer than the previous call's start are held back one call so that records from
+/* Reads what the rings hold, never blocking, and delivers in time order every record
+ * older than 5 ms before this call; newer ones may still be overtaken by a record being
+ * written on another CPU and wait for a later call (or _stop), so that records from
  * different CPUs come out ordered (a sample is unwound with the mappings in force at its
- * time). Returns the number of samples delivered (>= 0) or negative errno. */
+ * time). Returns the number of samples delivered (>= 0) or a negative errno (-ENOMEM). */
 int cn_smp_session_read(cn_smp_session *s);
 
 /* Blocking helper for simple tools: polls the rings for up to timeout_ms (-1 = forever,
