@@ -38,7 +38,7 @@ build() {
     rm -rf "$out/obj" "$out/libcn_smp.a" "$out"/unwind_selftest_*
     mkdir -p "$out/obj" || die "cannot create $out/obj"
     n=0
-    inc="-I$src/common"
+    inc="-I$src/sampler/include -I$src/common"
     for f in "$src"/sampler/*.c "$src"/common/err.c; do
         # shellcheck disable=SC2086 # inc is a word list
         spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$f" .c).o"
