@@ -66,6 +66,9 @@ void cn_smp__compute_layout(cn_smp_session *s)
     if (u == CN_SMP_UNWIND_AUTO && ss > AUTO_STACK_MAX)
         ss = AUTO_STACK_MAX;
     s->stack_copy = (ss + 7) & ~7u;
+    /* perf wants a multiple of 8 that fits the record's 16-bit size (stack_size <= 65528 is
+     * checked by cn_smp_session_new). */
+    assert(s->stack_copy % 8 == 0 && s->stack_copy <= 65528);
     s->lay.sample_type =
         PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
     if (s->want_callchain)

@@ -51,6 +51,7 @@ static uint32_t hash32(uint32_t x)
 
 bool cn_smp__tidset_has(const cn_smp__tidset *t, int32_t tid)
 {
+    assert((t->cap & (t->cap - 1)) == 0 && t->used * 2 <= t->cap && t->live <= t->used);
     if (!t->cap || tid <= 0)
         return false;
     for (size_t i = hash32((uint32_t)tid) & (t->cap - 1), n = 0; n < t->cap;
@@ -91,6 +92,7 @@ int cn_smp__tidset_add(cn_smp__tidset *t, int32_t tid)
         t->used++;
     t->slots[i] = tid;
     t->live++;
+    assert(t->used * 2 <= t->cap && t->live <= t->used);
     return 1;
 }
 
@@ -163,6 +165,7 @@ static int obj_add(cn_smp_session *s, cn_smp__obj *o)
     s->objmap[b] = node;
     o->pub.id = (uint32_t)s->nobjs;
     s->objs[s->nobjs++] = o;
+    assert(s->objs[o->pub.id] == o); /* ids are dense: the index into objs */
     if (s->cb.object)
         s->cb.object(s->arg, &o->pub);
     return 0;

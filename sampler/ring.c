@@ -44,6 +44,8 @@ static uint64_t now_ns(void)
 int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg)
 {
     size_t page = (size_t)getpagesize();
+    /* A power of two (cn_smp_session_new checks it), so data_size is one too. */
+    assert(s->ring_pages && (s->ring_pages & (s->ring_pages - 1)) == 0);
     for (uint32_t pages = s->ring_pages; pages >= 1; pages /= 2) {
         size_t len = (pages + 1) * page;
         void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rg->fd, 0);
@@ -88,6 +90,7 @@ static int arena_push(cn_smp_session *s, const uint8_t *rec, size_t len, uint64_
     memcpy(s->arena + s->arena_len, rec, len);
     s->pend[s->npend++] = (pend){time, s->seq++, s->arena_len, (uint32_t)len};
     s->arena_len += len;
+    assert(s->arena_len <= s->arena_cap && s->npend <= s->cappend);
     return 0;
 }
 
@@ -130,6 +133,7 @@ static void cursor_peek(cn_smp_session *s, cursor *c)
         c->rec = c->rg->wrap;
     }
     c->len = h.size;
+    assert(c->len <= c->head - c->tail); /* never past what the kernel has published */
     c->parse_ret = cn_smp__parse(&s->lay, c->rec, c->len, &c->parsed);
     c->time = c->parse_ret == 0 ? c->parsed.time : 0;
     return;
@@ -147,6 +151,7 @@ static void cursor_open(cn_smp_session *s, cursor *c, cn_smp__ring *rg)
     c->tail = pg->data_tail;
     c->data = rg->base + (pg->data_offset ? pg->data_offset : (uint64_t)getpagesize());
     c->size = rg->data_size;
+    assert(c->size && (c->size & (c->size - 1)) == 0); /* offsets are masked with size - 1 */
     cursor_peek(s, c);
 }
 
@@ -166,9 +171,21 @@ static int pend_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+#ifndef NDEBUG
+/* Between reads the held queue is sorted by (time, seq). */
+static bool held_sorted(const cn_smp_session *s)
+{
+    for (size_t i = 1; i < s->npend; i++)
+        if (pend_cmp(&s->pend[i - 1], &s->pend[i]) > 0)
+            return false;
+    return true;
+}
+#endif
+
 /* Keeps the held records from index `from` on (dropping those delivered), compacted. */
 static int held_compact(cn_smp_session *s, size_t from)
 {
+    assert(from <= s->npend);
     if (from == 0)
         return 0; /* nothing delivered: nothing to drop */
     size_t need = 0;
@@ -196,6 +213,7 @@ static int held_compact(cn_smp_session *s, size_t from)
     s->arena2 = t;
     s->arena2_cap = tc;
     s->arena_len = off;
+    assert(s->arena_len <= s->arena_cap);
     return 0;
 }
 
@@ -210,6 +228,7 @@ static int merge(cn_smp_session *s, uint64_t bound)
     cursor *cur = s->cursors;
     size_t hi = 0;
     int ret = 0;
+    assert(held_sorted(s));
     for (size_t i = 0; i < s->nrings; i++)
         cursor_open(s, &cur[i], &s->rings[i]);
     for (;;) {
@@ -248,10 +267,11 @@ static int merge(cn_smp_session *s, uint64_t bound)
         }
         cursor_close(&cur[i]);
     }
-    if (ret < 0)
-        return ret;
+    /* Sorted even after a failed push: the next read merges what was held. */
     if (s->npend > 1)
         qsort(s->pend, s->npend, sizeof(*s->pend), pend_cmp);
+    if (ret < 0)
+        return ret;
     uint64_t got = s->cnt.samples - before;
     return got > INT32_MAX ? INT32_MAX : (int)got;
 }

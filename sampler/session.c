@@ -46,6 +46,8 @@ static void add_user_frame(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n
     if (*n >= CN_SMP_MAX_FRAMES)
         return;
     const cn_smp__map *m = p ? cn_smp__proc_find(p, addr) : NULL;
+    /* Every mapped object is one of the session's, its id its index in objs. */
+    assert(!m || (m->obj->pub.id < s->nobjs && s->objs[m->obj->pub.id] == m->obj));
     if (m && m->obj->pub.kind == CN_SMP_OBJ_USER) {
         s->frames[(*n)++] = (cn_smp_frame){&m->obj->pub, addr - m->start + m->pgoff};
     } else if (m) {
@@ -80,6 +82,7 @@ static int split_chain(cn_smp_session *s, const cn_smp__rec *r, uint32_t *nk, in
 
 static void count_stop(cn_smp_session *s, cn_smp_stop stop)
 {
+    assert(stop < CN_SMP_STOP__COUNT);
     s->cnt.unwind_stop[stop]++;
     if (stop != CN_SMP_STOP_NONE)
         s->cnt.unwind_early++;
@@ -134,6 +137,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         int got = cn_smp__unwind_dwarf(s->unw, p, r, two, 2, &st2);
         if (got == 2 && two[0] == s->pcs[0] && (nuser < 2 || two[1] != s->pcs[1]) &&
             nuser < CN_SMP_MAX_FRAMES) {
+            assert(nuser >= 1);
             memmove(&s->pcs[2], &s->pcs[1], (size_t)(nuser - 1) * sizeof(s->pcs[0]));
             s->pcs[1] = two[1];
             nuser++;
@@ -143,6 +147,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     } else {
         count_stop(s, nuser >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE);
     }
+    assert(nuser >= 0 && nuser <= CN_SMP_MAX_FRAMES && nk <= CN_SMP_MAX_FRAMES);
     for (int i = 0; i < nuser; i++) {
         uint64_t a = s->pcs[i];
         if (i > 0)
@@ -151,6 +156,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     }
     if (!s->cb.sample)
         return;
+    assert(nk <= n && n <= CN_SMP_MAX_FRAMES);
     cn_smp_sample out = {
         (pid_t)r->pid, (pid_t)r->tid, r->cpu, r->time, r->u.sample.period, s->frames, n, nk, stop};
     s->cb.sample(s->arg, &out);
