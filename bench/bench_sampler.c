@@ -1,4 +1,4 @@
-/* bench_sampler.c — the sampler's own cost per sample (ring copy + parse + ordering +
+/* bench_sampler.c — the sampler's own cost per sample (ring read + parse + ordering +
  * address-space lookup + unwind; interning is aggregate's and not included), measured as
  * this thread's CPU time inside cn_smp_session_read/_stop divided by the samples
  * delivered, on a workload started the way `canopy run` starts it.
