@@ -1,4 +1,4 @@
-/* bench_sampler.c — the sampler's own cost per sample (ring copy + parse + ordering +
+/* bench_sampler.c — the sampler's own cost per sample (ring read + parse + ordering +
  * address-space lookup + unwind; interning is aggregate's and not included), measured as
  * this thread's CPU time inside cn_smp_session_read/_stop divided by the samples
  * delivered, on a workload started the way `canopy run` starts it.
@@ -55,11 +55,12 @@ static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool libunwin
     cn_smp_callbacks cb = {.sample = on_sample};
     cn_smp_session *s = NULL;
     memset(st, 0, sizeof(*st));
+    cn_err err = {0};
     ret = cn_smp_session_new(&cfg, &cb, st, &s);
     if (ret == 0)
-        ret = cn_smp_session_start(s);
+        ret = cn_smp_session_start(s, &err);
     if (ret < 0) {
-        fprintf(stderr, "bench_sampler: %s\n", s ? cn_smp_session_errmsg(s) : strerror(-ret));
+        fprintf(stderr, "bench_sampler: %s\n", err.msg[0] ? err.msg : strerror(-ret));
         cn_smp_child_abort(&child);
         cn_smp_session_free(s);
         return ret;

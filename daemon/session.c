@@ -263,12 +263,9 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
     }
     s->start_mono = cn_common_now_ns();
     s->started_unix = (int64_t)time(NULL);
-    r = cn_smp_session_start(s->smp);
-    if (r < 0) {
-        const char *m = cn_smp_session_errmsg(s->smp);
-        cn_err_set(err, 0, "%s", m && *m ? m : strerror(-r));
+    r = cn_smp_session_start(s->smp, err);
+    if (r < 0)
         goto fail;
-    }
     s->event = strdup(cn_smp_session_event(s->smp));
     if (!s->event) {
         r = -ENOMEM;

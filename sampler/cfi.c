@@ -11,6 +11,7 @@
  * whole sample to libunwind: both give the same frames (tests/unit/test_sampler.c checks
  * that sample by sample). Rule tables are per object and so independent of the process,
  * unlike libunwind's per-address cache, which must be flushed when the process changes. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,8 @@ static const rule *insert_rule(cn_smp__cfi *c, size_t at, rule r)
     memmove(&c->rules[at + 1], &c->rules[at], (c->n - at) * sizeof(*c->rules));
     c->rules[at] = r;
     c->n++;
+    assert((at == 0 || c->rules[at - 1].end <= r.start) &&
+           (at + 1 == c->n || r.end <= c->rules[at + 1].start)); /* sorted, disjoint */
     return &c->rules[at];
 }
 
@@ -225,6 +228,7 @@ static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t a
     }
     /* The neighbours do not cover addr, so clipping keeps it inside the kept rule. */
     const rule *kept = insert_rule(c, at, *tmp);
+    assert(!kept || (kept->start <= addr && addr < kept->end));
     return kept ? kept : tmp;
 }
 
@@ -261,6 +265,7 @@ static int read_stack(const cn_smp__rec *r, uint64_t sp0, uint64_t addr, uint64_
 static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *cur, regs *next,
                 uint64_t *fault)
 {
+    assert(ru->cfa_slot < NSLOTS); /* the caller hands uncompilable rules to libunwind */
     if (!cur->ok[ru->cfa_slot])
         return -EAGAIN;
     uint64_t cfa = cur->v[ru->cfa_slot] + (uint64_t)ru->cfa_off;

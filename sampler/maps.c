@@ -5,6 +5,7 @@
  * overlaps), which is how MMAP2 records supersede older mappings. Objects' files are
  * mapped read-only once and parsed by hand with bounds checks on every header, so a
  * truncated or hostile ELF file gives an error, never a crash. */
+#include <assert.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -107,6 +108,17 @@ static size_t lower(const cn_smp__proc *p, uint64_t addr)
     return lo;
 }
 
+#ifndef NDEBUG
+/* The address space's invariant: sorted by start, non-empty and non-overlapping ranges. */
+static bool maps_ok(const cn_smp__proc *p)
+{
+    for (size_t i = 0; i < p->nmaps; i++)
+        if (p->maps[i].start >= p->maps[i].end || (i > 0 && p->maps[i - 1].end > p->maps[i].start))
+            return false;
+    return p->nmaps <= p->cap;
+}
+#endif
+
 int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgoff,
                      cn_smp__obj *obj)
 {
@@ -140,6 +152,7 @@ int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgo
     memmove(&p->maps[i + 1], &p->maps[j], (p->nmaps - j) * sizeof(*p->maps));
     p->nmaps = p->nmaps - (j - i) + 1;
     p->maps[i] = (cn_smp__map){start, end, pgoff, obj};
+    assert(maps_ok(p));
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* records.c — perf record parsing. Pure: a record's bytes in, a cn_smp__rec out. Every
  * size read from the record is checked against the record's length before use; nothing
- * is assumed aligned (records copied out of a wrapped ring may sit anywhere). */
+ * is assumed aligned (records fed through cn_smp_session_feed() may sit anywhere). */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ typedef struct cursor {
 static uint64_t rd64(cursor *c)
 {
     uint64_t v = 0;
+    assert(c->p <= c->end);
     if ((size_t)(c->end - c->p) < 8) {
         c->bad = true;
         c->p = c->end;
@@ -41,6 +43,7 @@ static void rd32x2(cursor *c, uint32_t *a, uint32_t *b)
 /* Advances over n bytes; returns the start or NULL (and marks bad). */
 static const uint8_t *skip(cursor *c, uint64_t n)
 {
+    assert(c->p <= c->end);
     if ((uint64_t)(c->end - c->p) < n) {
         c->bad = true;
         c->p = c->end;
@@ -220,6 +223,7 @@ int cn_smp__parse(const cn_smp__layout *lay, const void *recp, size_t len, cn_sm
 
 uint64_t cn_smp__chain_at(const cn_smp__rec *r, uint64_t i)
 {
+    assert(i < r->u.sample.nr);
     uint64_t v;
     memcpy(&v, (const uint8_t *)r->u.sample.chain + i * 8, 8);
     return v;
@@ -227,6 +231,7 @@ uint64_t cn_smp__chain_at(const cn_smp__rec *r, uint64_t i)
 
 uint64_t cn_smp__reg_at(const cn_smp__rec *r, uint32_t i)
 {
+    assert(r->u.sample.regs && i < r->u.sample.nregs);
     uint64_t v;
     memcpy(&v, r->u.sample.regs + (size_t)i * 8, 8);
     return v;

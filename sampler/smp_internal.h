@@ -1,13 +1,18 @@
-/* smp_internal.h — helpers shared between sampler/'s files (cn_smp__ prefix). Not part of
- * the public API (cn_smp.h); tests and fuzz targets include it to reach the parsers.
+/* smp_internal.h — what sampler/'s files share (cn_smp__ prefix). Not part of the public
+ * API (cn_smp.h); tests and fuzz targets include it to reach the parsers (their targets
+ * get sampler/ as a private include directory).
  *
  * Layers, bottom up:
- *   arch_*.c    register sets, DWARF numbering, return-address masking, prologue test
- *   records.c   perf record parsing (pure: bytes in, struct out, never trusts sizes)
- *   maps.c      /proc/PID/maps parsing, objects (build-id, file image), address spaces
- *   unwind.c    libunwind over a copied stack; CFI leaf fix-up; frame-pointer detection
- *   session.c   perf_event setup, rings, ordering, dispatch to callbacks
- *   spawn.c     held child for `canopy run`
+ *   arch_*.c      register sets, DWARF numbering, return-address masking, prologue test
+ *   records.c     perf record parsing (pure: bytes in, struct out, never trusts sizes)
+ *   maps.c        /proc/PID/maps parsing, address spaces, objects' ELF facts
+ *   cfi.c         compiled CFI rules: the fast path of DWARF unwinding
+ *   unwind.c      DWARF unwinding of a copied stack (compiled CFI, then libunwind)
+ *   procs.c       the session's tasks: tid sets, processes, objects, vDSO, kernel modules
+ *   perf_open.c   perf_event_attr, perf_event_open with fallbacks, fds, enable/disable
+ *   ring.c        ring mapping, in-place reading, k-way merge in time order, held records
+ *   session.c     the session's lifecycle, the public entry points, record dispatch
+ *   spawn.c       held child for `canopy run`
  */
 #ifndef CN_SMP_INTERNAL_H
 #define CN_SMP_INTERNAL_H
@@ -228,5 +233,141 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
 int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
                          uint64_t *pcs, int max, cn_smp_stop *stop);
 void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out);
+
+/* ---------------------------------------------------------------------------------------
+ * The session (session.c), shared with procs.c, perf_open.c and ring.c
+ */
+#define CN_SMP__PROC_BUCKETS 1024 /* hash chains of processes, by pid */
+#define CN_SMP__OBJ_BUCKETS  1024 /* hash chains of objects, by key */
+#define CN_SMP__MAX_RINGS    1024 /* CPUs (one ring each) */
+
+/* One CPU's ring: perf_open.c opens the event that owns it, ring.c maps and reads it. */
+typedef struct cn_smp__ring {
+    int fd, cpu;
+    uint8_t *base; /* metadata page, then data_size bytes of data (a power of two) */
+    size_t data_size, map_len;
+    uint8_t *wrap; /* a record that wraps the ring's end, made contiguous (64 KiB, owned) */
+    bool hup;      /* poll reported POLLHUP/POLLERR: polled by time from then on */
+} cn_smp__ring;
+
+/* A set of tids (procs.c): open addressing, 0 = empty, -1 = tombstone; cap is 0 or a power
+ * of two, and used (live + tombstones) stays at most cap / 2. */
+typedef struct cn_smp__tidset {
+    int32_t *slots;
+    size_t cap, used, live;
+} cn_smp__tidset;
+
+struct cn_smp_session {
+    cn_smp_config cfg;
+    char *event_req; /* owned copy of cfg.event; NULL for auto */
+    cn_smp_callbacks cb;
+    void *arg;
+    const cn_smp__arch *arch;
+
+    /* What we ask the kernel for (perf_open.c). */
+    char event_name[32];
+    uint32_t perf_type;
+    uint64_t perf_config;
+    cn_smp__layout lay;
+    bool kernel, want_callchain, want_stack;
+    uint32_t stack_copy, ring_pages;
+    int *fds; /* every perf fd, rings' included */
+    size_t nfds, capfds;
+
+    /* Rings and held records (ring.c). */
+    cn_smp__ring *rings;
+    size_t nrings;
+    int *ring_fds;                  /* rings[i].fd, for cn_smp_session_fds() */
+    struct cn_smp__cursor *cursors; /* one per ring, for the merge */
+    uint8_t *arena, *arena2;        /* held records' bytes; arena2 is the spare */
+    size_t arena_len, arena_cap, arena2_cap;
+    struct cn_smp__held *pend; /* held records, sorted by (time, seq) after a read */
+    size_t npend, cappend;
+    uint64_t seq;
+
+    /* Tasks, address spaces and objects (procs.c). */
+    cn_smp__tidset attached; /* tids with events of their own */
+    cn_smp__tidset seen;     /* tids whose comm was reported */
+    cn_smp__tidset live;     /* PID target: tasks not yet exited */
+    cn_smp__proc *procs[CN_SMP__PROC_BUCKETS];
+    struct cn_smp__objnode *objmap[CN_SMP__OBJ_BUCKETS];
+    cn_smp__obj **objs; /* by id: objs[i]->pub.id == i */
+    size_t nobjs, capobjs;
+    cn_smp__obj *kernel_obj, *module_obj, *unknown_obj;
+    struct cn_smp__module *modules;
+    size_t nmodules;
+
+    /* Dispatch (session.c). */
+    cn_smp_counters cnt;
+    cn_smp__unwinder *unw;
+    cn_smp_frame frames[CN_SMP_MAX_FRAMES + 2]; /* the sample being delivered */
+    uint64_t pcs[CN_SMP_MAX_FRAMES];            /* its raw user addresses */
+    bool started, stopped, had_live;
+    bool vdso_tried; /* the [vdso] object's image was looked for */
+};
+
+/* session.c: hands a parsed record (parse_ret 0) to its handler; counts malformed ones
+ * (any other parse_ret but -ENOTSUP, a type we do not use). */
+void cn_smp__dispatch(cn_smp_session *s, int parse_ret, const cn_smp__rec *r);
+/* session.c: a task event to the callback (comm valid during the call). */
+void cn_smp__emit_task(cn_smp_session *s, cn_smp_task_kind kind, pid_t pid, pid_t tid, pid_t ppid,
+                       pid_t ptid, uint64_t time, const char *comm, bool exec);
+
+/* procs.c: tid sets. _add returns 1 when added, 0 when present (or tid <= 0), -ENOMEM. */
+bool cn_smp__tidset_has(const cn_smp__tidset *t, int32_t tid);
+int cn_smp__tidset_add(cn_smp__tidset *t, int32_t tid);
+bool cn_smp__tidset_del(cn_smp__tidset *t, int32_t tid);
+/* procs.c: a special object ("[kernel]", "[jit:PID]", ...) by key, created (and announced)
+ * on first use; owned by the session. NULL on allocation failure. */
+cn_smp__obj *cn_smp__obj_special(cn_smp_session *s, const char *key, const char *name,
+                                 cn_smp_obj_kind kind, pid_t pid);
+/* procs.c: the process of a sample, created with its /proc/PID/maps on first use (NULL on
+ * allocation failure). */
+cn_smp__proc *cn_smp__proc_for_sample(cn_smp_session *s, pid_t pid);
+/* procs.c: address-space changes from MMAP/MMAP2 (exec mappings), exec (COMM_EXEC of the
+ * main thread: emptied, MMAP2 records follow) and fork of a new process (a copy of the
+ * parent's); the process's end (SYSTEM target: forgotten). */
+void cn_smp__proc_mmap(cn_smp_session *s, const cn_smp__rec *r);
+void cn_smp__proc_exec(cn_smp_session *s, pid_t pid);
+void cn_smp__proc_fork(cn_smp_session *s, pid_t ppid, pid_t pid);
+void cn_smp__proc_drop(cn_smp_session *s, pid_t pid);
+/* procs.c: reports a thread's name from /proc the first time it is met without a COMM
+ * record. */
+void cn_smp__ensure_comm(cn_smp_session *s, pid_t pid, pid_t tid, uint64_t time);
+/* procs.c: PID target, once its threads are attached: its address space from
+ * /proc/PID/maps and its threads' names. */
+void cn_smp__procs_attach(cn_smp_session *s);
+/* procs.c: the kernel's modules' ranges from /proc/modules (once, at start). */
+void cn_smp__load_modules(cn_smp_session *s);
+/* procs.c: [module] for an address inside a kernel module, else [kernel]. */
+const cn_smp_object *cn_smp__kernel_obj(const cn_smp_session *s, uint64_t addr);
+/* procs.c: frees the processes, objects, modules and tid sets (session teardown). */
+void cn_smp__procs_free(cn_smp_session *s);
+
+/* perf_open.c: the sample layout (and stack copy size) for the unwind mode and s->kernel. */
+void cn_smp__compute_layout(cn_smp_session *s);
+/* perf_open.c: picks the event, opens every event (per CPU, or per thread and CPU) into
+ * its CPU's ring, disabled. Returns 0 or a negative errno with err filled. */
+int cn_smp__perf_open(cn_smp_session *s, cn_err *err);
+/* perf_open.c: enables every event (unless the kernel does it at exec). */
+int cn_smp__perf_enable(cn_smp_session *s, cn_err *err);
+void cn_smp__perf_disable(cn_smp_session *s);
+/* perf_open.c: closes every perf fd. */
+void cn_smp__perf_close(cn_smp_session *s);
+
+/* ring.c: one unmapped ring per CPU (fd -1). Returns 0 or -ENOMEM. */
+int cn_smp__rings_new(cn_smp_session *s, const int *cpus, int ncpu);
+/* ring.c: maps the ring of rg->fd (ring_pages data pages, halved while the kernel refuses
+ * for lack of locked memory). Returns 0 or negative errno. */
+int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg);
+/* ring.c: after opening: drops the rings whose CPU could not be opened and allocates the
+ * merge's cursors. Returns 0 or -ENOMEM. */
+int cn_smp__rings_ready(cn_smp_session *s);
+/* ring.c: delivers, in time order, what the rings and the held queue hold: everything
+ * when all, else what is old enough (HOLD_NS) to be overtaken by nothing. Returns the
+ * samples delivered or -ENOMEM. */
+int cn_smp__drain(cn_smp_session *s, bool all);
+/* ring.c: unmaps the rings and frees the held records (at stop; accepts none). */
+void cn_smp__rings_free(cn_smp_session *s);
 
 #endif /* CN_SMP_INTERNAL_H */

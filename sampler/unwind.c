@@ -4,6 +4,7 @@
  * the mapped object files; unwind tables from the objects' .eh_frame_hdr search tables
  * (each object's file image and facts are loaded once and cached on the object; libunwind
  * caches the parsed rules per address). */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,7 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
     /* Reaching the max only matters to a caller who asked for everything. */
     if (*stop == CN_SMP_STOP_MAX_DEPTH && max < CN_SMP_MAX_FRAMES)
         *stop = CN_SMP_STOP_NONE;
+    assert(n >= 0 && n <= max);
     return n;
 }
 
@@ -268,6 +270,7 @@ int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_sm
 {
     if (u->how != CN_SMP__UNWIND_LIBUNWIND) {
         int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, stop);
+        assert(n <= max);
         if (n >= 0) {
             u->stats.cfi++;
             if (u->how == CN_SMP__UNWIND_CHECK)

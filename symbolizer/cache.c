@@ -10,6 +10,7 @@
  * in the hash, and the old one is freed when its last handle is released. */
 #include "sym_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,7 @@ static void lru_unlink(cn_sym__obj *o)
 
 static void lru_push_front(cn_sym_cache *c, cn_sym__obj *o)
 {
+    assert(!o->lru_next && !o->lru_prev); /* on the list at most once */
     o->lru_next = c->lru.lru_next;
     o->lru_prev = &c->lru;
     c->lru.lru_next->lru_prev = o;
@@ -155,6 +157,7 @@ static void evict(cn_sym_cache *c)
         if (o->refs == 0) {
             hash_unlink(c, o);
             lru_unlink(o);
+            assert(c->stats.memory >= o->memory);
             c->stats.memory -= o->memory;
             c->stats.objects--;
             c->stats.evictions++;
@@ -330,6 +333,7 @@ void cn_sym_handle_put(cn_sym_cache *c, cn_sym_handle *h)
     if (!c || !h)
         return;
     pthread_mutex_lock(&c->lock);
+    assert(h->o.refs > 0); /* every put matches a get */
     if (--h->o.refs == 0) {
         if (h->detached)
             obj_free(&h->o);

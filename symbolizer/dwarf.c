@@ -10,6 +10,7 @@
  * The walk is bounded (depth, rows per CU) since the DWARF comes from a target process. */
 #include "sym_internal.h"
 
+#include <assert.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -109,6 +110,7 @@ static int add_scope(cu_index *c, Dwarf_Off die, int32_t parent, int is_inline)
         c->scopes = s;
         c->cap_scopes = cap;
     }
+    assert(parent >= -1 && parent < (int32_t)c->n_scopes); /* parents come first */
     c->scopes[c->n_scopes] = (scope){die, parent, is_inline};
     return (int)c->n_scopes++;
 }
@@ -125,6 +127,7 @@ static int add_row(cu_index *c, uint64_t low, uint64_t high, int32_t sc, int32_t
         c->rows = r;
         c->cap_rows = cap;
     }
+    assert(sc >= 0 && (size_t)sc < c->n_scopes);
     c->rows[c->n_rows++] = (row){low, high, sc, depth};
     return 0;
 }
@@ -200,6 +203,17 @@ static int row_cmp(const void *a, const void *b)
     return x->scope < y->scope ? -1 : (x->scope > y->scope);
 }
 
+#ifndef NDEBUG
+/* The scope index's order: by low pc, outer before inner at equal low pc. */
+static bool rows_sorted(const cu_index *c)
+{
+    for (size_t i = 1; i < c->n_rows; i++)
+        if (row_cmp(&c->rows[i - 1], &c->rows[i]) > 0)
+            return false;
+    return true;
+}
+#endif
+
 /* The index of the CU whose DIE is cudie, built on first use. NULL on failure. */
 static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Die *cudie)
 {
@@ -245,6 +259,7 @@ static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Die *cudie)
     } else {
         if (c->n_rows > 1) /* rows may be NULL when a CU has none */
             qsort(c->rows, c->n_rows, sizeof(*c->rows), row_cmp);
+        assert(rows_sorted(c));
     }
     d->cus[h] = c;
     d->n++;
@@ -332,6 +347,7 @@ int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
     int32_t inner[CN_SYM__MAX_INLINE];
     size_t n = 0;
     for (int32_t s = sc; s >= 0 && n < CN_SYM__MAX_INLINE; s = c->scopes[s].parent) {
+        assert((size_t)s < c->n_scopes && c->scopes[s].parent < s); /* scopes nest */
         inner[n++] = s;
         if (!c->scopes[s].is_inline)
             break;

@@ -1,4 +1,6 @@
-/* sym_internal.h — helpers shared between the symbolizer's files (cn_sym__ prefix).
+/* sym_internal.h — helpers shared between the symbolizer's files (cn_sym__ prefix). Not
+ * part of the public API (include/cn_sym.h); test_symbolizer includes it (its target gets
+ * symbolizer/ as a private include directory).
  *
  * A loaded object (cn_sym__obj) is immutable once built and reference-counted by the
  * cache: a sorted symbol array plus one string pool (offsets, so growing the pool never

@@ -7,6 +7,7 @@
  * the largest start <= address, which must also lie before start + size. */
 #include "sym_internal.h"
 
+#include <assert.h>
 #include <demangle.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -124,6 +125,7 @@ int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
     }
     t->n = k;
     for (size_t i = 0; i < k; i++) {
+        assert(i == 0 || t->e[i - 1].start < t->e[i].start); /* sorted, one per start */
         cn_sym__entry *e = &t->e[i];
         if (e->size != 0)
             continue;
@@ -203,6 +205,7 @@ const cn_sym__entry *cn_sym__table_find(const cn_sym__table *t, uint64_t addr)
     if (lo == 0)
         return NULL;
     const cn_sym__entry *e = &t->e[lo - 1];
+    assert(lo <= t->n && e->start <= addr); /* the largest start <= addr */
     return addr - e->start < e->size ? e : NULL;
 }
 

@@ -7,6 +7,7 @@
  * request owns a copy of its object's strings. */
 #include "sym_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,7 @@ static void *worker_main(void *arg)
             if (outbox_push(w, &ans[i]) < 0)
                 cn_sym_result_clear(&ans[i].result); /* lost: the frame keeps its name */
         }
+        assert(w->in_flight >= n); /* in_flight counts queued + being resolved */
         w->in_flight -= n;
         uint64_t one = 1;
         ssize_t wr = write(w->efd, &one, sizeof(one));
@@ -279,6 +281,7 @@ void cn_sym_worker_cancel(cn_sym_worker *w, uint64_t tag)
         }
     }
     q->n = k;
+    assert(w->in_flight >= dropped);
     w->in_flight -= dropped;
     k = 0;
     for (size_t i = 0; i < w->n_out; i++) {

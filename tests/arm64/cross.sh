@@ -2,7 +2,8 @@
 # The sampler on aarch64 (ctest sampler.aarch64_build and sampler.aarch64_unwind, registered
 # by tests/cmake/sampler.cmake):
 #   cross.sh build SRCDIR OUTDIR CC LIBS CFLAGS...
-#       compiles every SRCDIR/sampler/*.c with CC (aarch64-linux-gnu-gcc) and CFLAGS into
+#       compiles every SRCDIR/sampler/*.c, and common/err.c (the sampler reports errors
+#       through cn_err), with CC (aarch64-linux-gnu-gcc) and CFLAGS into
 #       OUTDIR/libcn_smp.a, checks each object is AArch64, and links the unwind selftest
 #       (tests/arm64/unwind_selftest.c) against it and LIBS in three builds: fp, nofp, pac.
 #   cross.sh run OUTDIR QEMU
@@ -37,8 +38,10 @@ build() {
     rm -rf "$out/obj" "$out/libcn_smp.a" "$out"/unwind_selftest_*
     mkdir -p "$out/obj" || die "cannot create $out/obj"
     n=0
-    for f in "$src"/sampler/*.c; do
-        spawn "$cc" "$@" -O2 -g -c "$f" -o "$out/obj/$(basename "$f" .c).o"
+    inc="-I$src/sampler/include -I$src/common"
+    for f in "$src"/sampler/*.c "$src"/common/err.c; do
+        # shellcheck disable=SC2086 # inc is a word list
+        spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$f" .c).o"
         n=$((n + 1))
     done
     wait_all || die "the sampler does not cross-compile (above)"
@@ -46,7 +49,7 @@ build() {
         readelf -h "$o" | grep -q 'Machine:.*AArch64' || die "$o is not an AArch64 object"
     done
     "$ar" rcs "$out/libcn_smp.a" "$out"/obj/*.o || die "$ar failed"
-    echo "aarch64: $n sampler sources compiled into $out/libcn_smp.a"
+    echo "aarch64: $n sources compiled into $out/libcn_smp.a"
 
     sel="$src/tests/arm64/unwind_selftest.c"
     for v in fp nofp pac; do
@@ -56,7 +59,7 @@ build() {
         pac) vf="-fno-omit-frame-pointer -mbranch-protection=pac-ret -DSELFTEST_FP=1 -DSELFTEST_PAC=1" ;;
         esac
         # shellcheck disable=SC2086 # vf and libs are word lists
-        spawn "$cc" "$@" -O2 -g $vf -I"$src/sampler" "$sel" "$out/libcn_smp.a" $libs \
+        spawn "$cc" "$@" -O2 -g $vf $inc -I"$src/sampler" "$sel" "$out/libcn_smp.a" $libs \
             -o "$out/unwind_selftest_$v"
     done
     wait_all || die "the unwind selftest does not link against the aarch64 sampler (above)"

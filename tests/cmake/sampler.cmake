@@ -38,8 +38,16 @@ if(TARGET test_sampler)
   add_dependencies(test_sampler cn_workloads)
 endif()
 
+# test_sampler and fuzz_maps reach the parsers through sampler/'s private header
+# (smp_internal.h): they, and only they, get sampler/ as an include directory.
+foreach(t test_sampler replay_fuzz_maps fuzz_maps)
+  if(TARGET ${t})
+    target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/sampler)
+  endif()
+endforeach()
+
 # aarch64 (tests/arm64/cross.sh): sampler.aarch64_build cross-compiles every sampler/*.c
-# with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
+# (and common/err.c) with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
 # the unwind selftest against it and the arm64 libunwind/libdw/libelf (scripts/setup installs
 # them); sampler.aarch64_unwind runs the selftest under qemu-aarch64: both DWARF unwinders on
 # a snapshot of the program's own stack. Under CI=true a missing tool or library is a

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cn_smp_session *s = NULL;
     if (cn_smp_session_new(&cfg, &cb, &acc, &s) < 0)
         return 0;
-    cn_smp_session_start(s);
+    cn_smp_session_start(s, NULL);
     /* Feed in an aligned copy and at an odd offset: records may sit anywhere. */
     cn_smp_session_feed(s, data + 1, size - 1);
     cn_smp_counters c;

@@ -340,9 +340,10 @@ static collector *run_workload_cfg(const char *bin, char *const args[], const cn
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task, .object = on_object};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
-    int ret = cn_smp_session_start(s);
+    cn_err err = {0};
+    int ret = cn_smp_session_start(s, &err);
     if (ret < 0)
-        fail_msg("start: %s", cn_smp_session_errmsg(s));
+        fail_msg("start: %s", err.msg);
     assert_string_equal(cn_smp_session_event(s), "cpu-clock");
     assert_int_equal(cn_smp_child_release(&child), 0);
     drive(s, 30000);
@@ -647,8 +648,9 @@ static collector *attach_workload(const char *bin, char *const args[], const cha
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
-    if (cn_smp_session_start(s) < 0)
-        fail_msg("start: %s", cn_smp_session_errmsg(s));
+    cn_err err = {0};
+    if (cn_smp_session_start(s, &err) < 0)
+        fail_msg("start: %s", err.msg);
     const int *fds;
     assert_true(cn_smp_session_fds(s, &fds) >= 1);
     drive(s, 30000);
@@ -744,7 +746,7 @@ static void test_target_exit_mid_session(void **st)
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
-    assert_int_equal(cn_smp_session_start(s), 0);
+    assert_int_equal(cn_smp_session_start(s, NULL), 0);
     for (int i = 0; i < 5; i++)
         assert_true(cn_smp_session_wait(s, 100) >= 0);
     kill(pid, SIGKILL);
@@ -767,12 +769,13 @@ static void test_attach_errors(void **st)
     assert_int_equal(cn_smp_session_new(&bad, NULL, NULL, &s), -EINVAL);
     cn_smp_config cfg = {.target = CN_SMP_TARGET_PID, .pid = 0x3ffffff0};
     assert_int_equal(cn_smp_session_new(&cfg, NULL, NULL, &s), 0);
-    assert_int_equal(cn_smp_session_start(s), -ESRCH);
-    assert_true(strlen(cn_smp_session_errmsg(s)) > 0);
+    cn_err err = {0};
+    assert_int_equal(cn_smp_session_start(s, &err), -ESRCH);
+    assert_true(strlen(err.msg) > 0);
     s = cn_smp_session_free(s);
     cn_smp_config ev = {.target = CN_SMP_TARGET_PID, .pid = getpid(), .event = "no-such"};
     assert_int_equal(cn_smp_session_new(&ev, NULL, NULL, &s), 0);
-    assert_int_equal(cn_smp_session_start(s), -ENOENT);
+    assert_int_equal(cn_smp_session_start(s, NULL), -ENOENT);
     s = cn_smp_session_free(s);
     cn_smp_unwind u;
     assert_int_equal(cn_smp_unwind_parse("dwarf", &u), 0);
@@ -791,9 +794,10 @@ static void test_system_session(void **st)
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, c, &s), 0);
-    int ret = cn_smp_session_start(s);
+    cn_err err = {0};
+    int ret = cn_smp_session_start(s, &err);
     if (ret < 0)
-        fail_msg("system: %s", cn_smp_session_errmsg(s));
+        fail_msg("system: %s", err.msg);
     char *argv[] = {path, "1.0", NULL};
     pid_t pid;
     assert_int_equal(posix_spawn(&pid, path, NULL, NULL, argv, environ), 0);
@@ -913,7 +917,7 @@ static void test_feed_records(void **st)
     cn_smp_callbacks cb = {.sample = feed_sample, .task = feed_task};
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, &f, &s), 0);
-    assert_int_equal(cn_smp_session_start(s), 0);
+    assert_int_equal(cn_smp_session_start(s, NULL), 0);
     uint64_t st_bits = cn_smp_session_sample_type(s);
     assert_true(st_bits & PERF_SAMPLE_CALLCHAIN);
     uint8_t buf[4096];
@@ -1025,8 +1029,9 @@ static int record_main(int argc, char **argv)
                          .no_kernel = true};
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
     cn_smp_session *s = NULL;
-    if (cn_smp_session_new(&cfg, &cb, c, &s) < 0 || cn_smp_session_start(s) < 0) {
-        fprintf(stderr, "sampler: %s\n", s ? cn_smp_session_errmsg(s) : "setup failed");
+    cn_err err = {.msg = "setup failed"};
+    if (cn_smp_session_new(&cfg, &cb, c, &s) < 0 || cn_smp_session_start(s, &err) < 0) {
+        fprintf(stderr, "sampler: %s\n", err.msg);
         cn_smp_child_abort(&child);
         return 1;
     }

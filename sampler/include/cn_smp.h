@@ -14,7 +14,8 @@
  * unchanged until cn_smp_session_free(); everything a callback receives besides objects
  * is only valid during the callback. A session is used by one thread at a time; nothing
  * here locks. Functions return 0 (or a count) on success and a negative errno on failure;
- * cn_smp_session_errmsg() then holds a one-line explanation. Nothing is dropped silently:
+ * cn_smp_session_start(), the call whose failures need explaining (permissions, no such
+ * process, event), also fills the cn_err it is given (common/). Nothing is dropped silently:
  * every lost record, throttle, malformed record and early-stopped unwind is counted.
  */
 #ifndef CN_SMP_H
@@ -24,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "cn_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -187,17 +190,19 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
 /* Opens the perf events (one ring per CPU; for a PID target, per-thread inherited events
  * for every thread, re-listing /proc/PID/task until stable), reads the starting address
  * spaces, and enables sampling. Errors: -ESRCH (no such process), -EACCES/-EPERM (not
- * permitted), -ENOENT (no such event), others from perf_event_open; see _errmsg(). */
-int cn_smp_session_start(cn_smp_session *s);
+ * permitted), -ENOENT (no such event), -EINVAL (already started), others from
+ * perf_event_open; each with a one-line message in err (which may be NULL). */
+int cn_smp_session_start(cn_smp_session *s, cn_err *err);
 
 /* The ring fds to poll for POLLIN (one per online CPU; POLLHUP when everything is gone).
  * Returns the count and sets *fds to an array owned by the session. 0 before start. */
 size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds);
 
-/* Drains whatever the rings hold, never blocking, and delivers records in time order.
- * Records newer than the previous call's start are held back one call so that records from
+/* Reads what the rings hold, never blocking, and delivers in time order every record
+ * older than 5 ms before this call; newer ones may still be overtaken by a record being
+ * written on another CPU and wait for a later call (or _stop), so that records from
  * different CPUs come out ordered (a sample is unwound with the mappings in force at its
- * time). Returns the number of samples delivered (>= 0) or negative errno. */
+ * time). Returns the number of samples delivered (>= 0) or a negative errno (-ENOMEM). */
 int cn_smp_session_read(cn_smp_session *s);
 
 /* Blocking helper for simple tools: polls the rings for up to timeout_ms (-1 = forever,
@@ -222,8 +227,6 @@ cn_smp_unwind cn_smp_session_unwind(const cn_smp_session *s);
 /* Whether kernel frames are being collected (false with no_kernel or when not permitted). */
 bool cn_smp_session_kernel(const cn_smp_session *s);
 void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out);
-/* The last error's message (empty string when none). Owned by the session. */
-const char *cn_smp_session_errmsg(const cn_smp_session *s);
 
 /* Feeds raw perf records (a byte stream of struct perf_event_header-framed records, in the
  * layout this session's start would request: see cn_smp_session_sample_type()) as if read
@@ -231,9 +234,8 @@ const char *cn_smp_session_errmsg(const cn_smp_session *s);
  * skipped; never crashes on any input. For tests, fuzzing and replays. Returns the number
  * of samples delivered or negative errno. */
 int cn_smp_session_feed(cn_smp_session *s, const void *buf, size_t len);
-/* The perf sample_type bits (PERF_SAMPLE_*) and user-register mask this session uses. */
+/* The perf sample_type bits (PERF_SAMPLE_*) this session uses. */
 uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
-uint64_t cn_smp_session_regs_mask(const cn_smp_session *s);
 
 /* Names: "fp", "dwarf", "auto"; parse returns -EINVAL on anything else. */
 const char *cn_smp_unwind_name(cn_smp_unwind u);

@@ -1,0 +1,331 @@
+/* perf_open.c — opening the perf events: the events we know by name, the perf_event_attr
+ * this session asks for (its sample layout follows the unwind mode), perf_event_open with
+ * the fallbacks the kernel may require (cycles -> cpu-clock where there is no hardware
+ * event, kernel frames dropped on EACCES/EPERM, offline CPUs skipped on ENODEV,
+ * RLIMIT_NOFILE raised on EMFILE), and enabling, disabling and closing what was opened.
+ *
+ * One ring per online CPU (ring.c maps it). A SYSTEM target has one event per CPU. A PID
+ * target has one inherited event per thread per CPU (the threads and processes it creates
+ * later inherit them), each redirected into its CPU's ring with PERF_EVENT_IOC_SET_OUTPUT;
+ * /proc/PID/task is re-listed until no new thread appears. Every fd, the rings' included,
+ * is kept in one growing array on the session, so that all are enabled, disabled and
+ * closed together. */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "smp_internal.h"
+
+/* Most user stack bytes auto mode copies per sample (cn_smp.h): it reads the copy only for
+ * the CFI step from the leaf and for the DWARF fallback in objects without frame
+ * pointers. */
+#define AUTO_STACK_MAX 2048
+
+static const struct {
+    const char *name;
+    uint32_t type;
+    uint64_t config;
+} events[] = {
+    {"cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+    {"cpu-cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+    {"instructions", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+    {"cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
+    {"branch-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
+    {"cpu-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK},
+    {"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
+    {"page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+    {"faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+};
+
+static int lookup_event(const char *name, uint32_t *type, uint64_t *config)
+{
+    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
+        if (strcmp(events[i].name, name) == 0) {
+            *type = events[i].type;
+            *config = events[i].config;
+            return 0;
+        }
+    return -ENOENT;
+}
+
+void cn_smp__compute_layout(cn_smp_session *s)
+{
+    cn_smp_unwind u = s->cfg.unwind;
+    s->want_callchain = u != CN_SMP_UNWIND_DWARF || s->kernel;
+    s->want_stack = u != CN_SMP_UNWIND_FP;
+    uint32_t ss = s->cfg.stack_size ? s->cfg.stack_size : 8192;
+    if (u == CN_SMP_UNWIND_AUTO && ss > AUTO_STACK_MAX)
+        ss = AUTO_STACK_MAX;
+    s->stack_copy = (ss + 7) & ~7u;
+    /* perf wants a multiple of 8 that fits the record's 16-bit size (stack_size <= 65528 is
+     * checked by cn_smp_session_new). */
+    assert(s->stack_copy % 8 == 0 && s->stack_copy <= 65528);
+    s->lay.sample_type =
+        PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+    if (s->want_callchain)
+        s->lay.sample_type |= PERF_SAMPLE_CALLCHAIN;
+    if (s->want_stack)
+        s->lay.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    s->lay.regs_mask = s->want_stack ? s->arch->regs_mask : 0;
+    s->lay.sample_id_all = true;
+}
+
+static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->size = sizeof(*a);
+    a->type = s->perf_type;
+    a->config = s->perf_config;
+    a->freq = 1;
+    a->sample_freq = s->cfg.freq;
+    a->sample_type = s->lay.sample_type;
+    a->sample_regs_user = s->lay.regs_mask;
+    a->sample_stack_user = s->want_stack ? s->stack_copy : 0;
+    a->disabled = 1;
+    a->inherit = s->cfg.target == CN_SMP_TARGET_PID;
+    a->enable_on_exec = s->cfg.enable_on_exec && s->cfg.target == CN_SMP_TARGET_PID;
+    a->mmap = 1;
+    a->mmap2 = 1;
+    a->comm = 1;
+    a->comm_exec = 1;
+    a->task = 1;
+    a->sample_id_all = 1;
+    a->use_clockid = 1;
+    a->clockid = CLOCK_MONOTONIC;
+    a->exclude_hv = 1;
+    a->exclude_kernel = !s->kernel;
+    a->exclude_callchain_kernel = !s->kernel;
+    a->exclude_callchain_user = s->cfg.unwind == CN_SMP_UNWIND_DWARF;
+    a->watermark = 1;
+    a->wakeup_watermark = (uint32_t)((size_t)s->ring_pages * (size_t)getpagesize() / 4);
+}
+
+static int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
+{
+    long fd = syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+static int add_fd(cn_smp_session *s, int fd)
+{
+    if (s->nfds == s->capfds) {
+        size_t cap = s->capfds ? s->capfds * 2 : 64;
+        int *n = realloc(s->fds, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        s->fds = n;
+        s->capfds = cap;
+    }
+    s->fds[s->nfds++] = fd;
+    return 0;
+}
+
+static int read_cpus(int *cpus, int max)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+    int n = 0;
+    if (f) {
+        int a, b;
+        char sep;
+        while (n < max && fscanf(f, "%d", &a) == 1) {
+            b = a;
+            if (fscanf(f, "%c", &sep) == 1 && sep == '-') {
+                if (fscanf(f, "%d", &b) != 1)
+                    break;
+                if (fscanf(f, "%c", &sep) != 1)
+                    sep = 0;
+            }
+            for (int c = a; c <= b && n < max; c++)
+                cpus[n++] = c;
+            if (sep != ',')
+                break;
+        }
+        fclose(f);
+    }
+    if (n == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        for (n = 0; n < c && n < max; n++)
+            cpus[n] = n;
+    }
+    return n;
+}
+
+/* Opens the events of one task (or of every task with tid -1) on every CPU. */
+static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
+{
+    int opened = 0;
+    for (size_t i = 0; i < s->nrings; i++) {
+        cn_smp__ring *rg = &s->rings[i];
+        int fd = perf_open(a, tid, rg->cpu);
+        if (fd == -ENODEV)
+            continue; /* CPU went offline */
+        if (fd < 0)
+            return fd;
+        if (add_fd(s, fd) < 0) {
+            close(fd);
+            return -ENOMEM;
+        }
+        if (rg->fd < 0) {
+            rg->fd = fd;
+            s->ring_fds[i] = fd;
+            int ret = cn_smp__ring_map(s, rg);
+            if (ret < 0)
+                return ret;
+        } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rg->fd) < 0) {
+            return -errno;
+        }
+        opened++;
+    }
+    return opened ? 0 : -ENODEV;
+}
+
+/* Picks the event and opens a first probe to settle kernel-frame permission. */
+static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_err *err)
+{
+    const char *want = s->event_req;
+    bool autoev = !want;
+    if (autoev)
+        want = "cycles";
+    if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)
+        return cn_err_set(err, -ENOENT, "unknown event '%s'", want);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        struct perf_event_attr a;
+        fill_attr(s, &a);
+        int fd = perf_open(&a, probe_pid, probe_cpu);
+        if (fd >= 0) {
+            close(fd);
+            snprintf(s->event_name, sizeof(s->event_name), "%s", want);
+            return 0;
+        }
+        if ((fd == -ENOENT || fd == -EOPNOTSUPP || fd == -ENODEV) && autoev &&
+            s->perf_type == PERF_TYPE_HARDWARE) {
+            want = "cpu-clock";
+            lookup_event(want, &s->perf_type, &s->perf_config);
+            continue;
+        }
+        if ((fd == -EACCES || fd == -EPERM) && s->kernel) {
+            s->kernel = false; /* kernel frames not permitted: user only */
+            cn_smp__compute_layout(s);
+            continue;
+        }
+        if (fd == -ESRCH)
+            return cn_err_set(err, fd, "no such process %d", (int)probe_pid);
+        if (fd == -EACCES || fd == -EPERM)
+            return cn_err_set(err, fd,
+                              "perf_event_open not permitted (kernel.perf_event_paranoid; "
+                              "need root or CAP_PERFMON)");
+        if (fd == -EINVAL && s->cfg.freq > 1000)
+            return cn_err_set(err, fd,
+                              "perf_event_open: invalid argument (frequency %u above "
+                              "kernel.perf_event_max_sample_rate?)",
+                              s->cfg.freq);
+        return cn_err_set(err, fd, "perf_event_open(%s): %s", want, strerror(-fd));
+    }
+    return cn_err_set(err, -EINVAL, "perf_event_open: no usable configuration");
+}
+
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Attaches every thread of the target, re-listing /proc/PID/task until stable. */
+static int attach_threads(cn_smp_session *s, struct perf_event_attr *a, cn_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)s->cfg.pid);
+    for (int pass = 0; pass < 100; pass++) {
+        DIR *d = opendir(path);
+        if (!d)
+            return pass == 0 ? cn_err_set(err, -ESRCH, "no such process %d", (int)s->cfg.pid) : 0;
+        int added = 0, ret = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            int tid = atoi(e->d_name);
+            if (tid <= 0 || cn_smp__tidset_has(&s->attached, tid))
+                continue;
+            ret = open_task(s, a, tid);
+            if (ret == -ESRCH) {
+                ret = 0; /* exited meanwhile */
+                continue;
+            }
+            if (ret == -EMFILE) {
+                raise_nofile();
+                ret = open_task(s, a, tid);
+            }
+            if (ret < 0)
+                break;
+            cn_smp__tidset_add(&s->attached, tid);
+            if (cn_smp__tidset_add(&s->live, tid) > 0)
+                s->had_live = true;
+            added++;
+        }
+        closedir(d);
+        if (ret < 0)
+            return cn_err_set(err, ret, "perf_event_open(pid %d): %s", (int)s->cfg.pid,
+                              strerror(-ret));
+        if (!added)
+            return s->attached.live
+                       ? 0
+                       : cn_err_set(err, -ESRCH, "process %d has no threads", (int)s->cfg.pid);
+    }
+    return 0;
+}
+
+int cn_smp__perf_open(cn_smp_session *s, cn_err *err)
+{
+    int cpus[CN_SMP__MAX_RINGS];
+    int ncpu = read_cpus(cpus, CN_SMP__MAX_RINGS);
+    if (cn_smp__rings_new(s, cpus, ncpu) < 0)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    bool pid_target = s->cfg.target == CN_SMP_TARGET_PID;
+    int ret = choose_event(s, pid_target ? s->cfg.pid : -1, pid_target ? -1 : cpus[0], err);
+    if (ret < 0)
+        return ret;
+    struct perf_event_attr a;
+    fill_attr(s, &a);
+    if (pid_target)
+        return attach_threads(s, &a, err);
+    ret = open_task(s, &a, -1);
+    if (ret < 0)
+        return cn_err_set(err, ret, "perf_event_open(system): %s", strerror(-ret));
+    return 0;
+}
+
+int cn_smp__perf_enable(cn_smp_session *s, cn_err *err)
+{
+    if (s->cfg.enable_on_exec && s->cfg.target == CN_SMP_TARGET_PID)
+        return 0; /* the kernel enables them at the target's next exec */
+    for (size_t i = 0; i < s->nfds; i++)
+        if (ioctl(s->fds[i], PERF_EVENT_IOC_ENABLE, 0) < 0)
+            return cn_err_set(err, -errno, "PERF_EVENT_IOC_ENABLE: %s", strerror(errno));
+    return 0;
+}
+
+void cn_smp__perf_disable(cn_smp_session *s)
+{
+    for (size_t i = 0; i < s->nfds; i++)
+        ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+}
+
+void cn_smp__perf_close(cn_smp_session *s)
+{
+    for (size_t i = 0; i < s->nfds; i++)
+        close(s->fds[i]);
+    free(s->fds);
+    s->fds = NULL;
+    s->nfds = s->capfds = 0;
+}

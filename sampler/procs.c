@@ -1,0 +1,543 @@
+/* procs.c — what the sampler knows about the tasks it watches: threads (tid sets),
+ * processes and their address spaces, the objects mapped into them (with their identity),
+ * the vDSO, and the kernel's modules.
+ *
+ * Data structures. A tid set is open addressing over int32 slots (0 empty, -1 tombstone),
+ * a power-of-two capacity kept at most half used; the session has three (attached, named,
+ * live). Processes hang off a fixed table of hash chains keyed by pid; each holds its
+ * address space (maps.c: a sorted array of exec mappings). Objects are interned by key
+ * ("maj:min:ino:path" for a file, the name for a special object) in a second table of
+ * chains, and listed in an array indexed by their dense id. An object's identity is its
+ * build-id, else "dev:inode:mtime"; its path is one the symbolizer can open now (the file,
+ * else through /proc/PID/root, else /proc/PID/map_files for a deleted file). Kernel modules
+ * are a flat array of address ranges read once from /proc/modules, searched linearly (only
+ * kernel frames look there). */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+
+#include "smp_internal.h"
+
+#define MAX_MODULES 4096
+
+typedef struct cn_smp__objnode {
+    cn_smp__obj *obj;
+    struct cn_smp__objnode *next;
+} objnode;
+
+typedef struct cn_smp__module {
+    uint64_t start, end;
+} module_range;
+
+/* ---------------------------------------------------------------------------------------
+ * tid sets
+ */
+
+static uint32_t hash32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352d;
+    x ^= x >> 15;
+    x *= 0x846ca68b;
+    x ^= x >> 16;
+    return x;
+}
+
+bool cn_smp__tidset_has(const cn_smp__tidset *t, int32_t tid)
+{
+    assert((t->cap & (t->cap - 1)) == 0 && t->used * 2 <= t->cap && t->live <= t->used);
+    if (!t->cap || tid <= 0)
+        return false;
+    for (size_t i = hash32((uint32_t)tid) & (t->cap - 1), n = 0; n < t->cap;
+         i = (i + 1) & (t->cap - 1), n++) {
+        if (t->slots[i] == tid)
+            return true;
+        if (t->slots[i] == 0)
+            return false;
+    }
+    return false;
+}
+
+static int tidset_grow(cn_smp__tidset *t)
+{
+    cn_smp__tidset n = {calloc(t->cap ? t->cap * 2 : 64, sizeof(int32_t)), t->cap ? t->cap * 2 : 64,
+                        0, 0};
+    if (!n.slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i] > 0)
+            cn_smp__tidset_add(&n, t->slots[i]);
+    free(t->slots);
+    *t = n;
+    return 0;
+}
+
+/* Returns 1 when added, 0 when present, -ENOMEM. */
+int cn_smp__tidset_add(cn_smp__tidset *t, int32_t tid)
+{
+    if (tid <= 0 || cn_smp__tidset_has(t, tid))
+        return 0;
+    if ((t->used + 1) * 2 > t->cap && tidset_grow(t) < 0)
+        return -ENOMEM;
+    size_t i = hash32((uint32_t)tid) & (t->cap - 1);
+    while (t->slots[i] > 0)
+        i = (i + 1) & (t->cap - 1);
+    if (t->slots[i] == 0)
+        t->used++;
+    t->slots[i] = tid;
+    t->live++;
+    assert(t->used * 2 <= t->cap && t->live <= t->used);
+    return 1;
+}
+
+bool cn_smp__tidset_del(cn_smp__tidset *t, int32_t tid)
+{
+    if (!t->cap || tid <= 0)
+        return false;
+    for (size_t i = hash32((uint32_t)tid) & (t->cap - 1), n = 0; n < t->cap;
+         i = (i + 1) & (t->cap - 1), n++) {
+        if (t->slots[i] == tid) {
+            t->slots[i] = -1;
+            t->live--;
+            return true;
+        }
+        if (t->slots[i] == 0)
+            return false;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Objects
+ */
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u;
+    while (*s)
+        h = (h ^ (uint8_t)*s++) * 16777619u;
+    return h;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b && b[1] ? b + 1 : path;
+}
+
+static void obj_free(cn_smp__obj *o)
+{
+    if (!o)
+        return;
+    cn_smp__elf_unload(&o->elf);
+    free((char *)o->pub.identity);
+    free((char *)o->pub.name);
+    free((char *)o->pub.path);
+    free((char *)o->pub.build_id);
+    free(o->key);
+    free(o->open_path);
+    free(o);
+}
+
+/* Registers a new object (the session owns it) and announces it. */
+static int obj_add(cn_smp_session *s, cn_smp__obj *o)
+{
+    if (s->nobjs == s->capobjs) {
+        size_t cap = s->capobjs ? s->capobjs * 2 : 32;
+        cn_smp__obj **n = realloc(s->objs, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        s->objs = n;
+        s->capobjs = cap;
+    }
+    objnode *node = malloc(sizeof(*node));
+    if (!node)
+        return -ENOMEM;
+    uint32_t b = hash_str(o->key) % CN_SMP__OBJ_BUCKETS;
+    node->obj = o;
+    node->next = s->objmap[b];
+    s->objmap[b] = node;
+    o->pub.id = (uint32_t)s->nobjs;
+    s->objs[s->nobjs++] = o;
+    assert(s->objs[o->pub.id] == o); /* ids are dense: the index into objs */
+    if (s->cb.object)
+        s->cb.object(s->arg, &o->pub);
+    return 0;
+}
+
+static cn_smp__obj *obj_lookup(cn_smp_session *s, const char *key)
+{
+    for (objnode *n = s->objmap[hash_str(key) % CN_SMP__OBJ_BUCKETS]; n; n = n->next)
+        if (strcmp(n->obj->key, key) == 0)
+            return n->obj;
+    return NULL;
+}
+
+/* A special object (kernel, anon, vdso ...) by key, created on first use. */
+cn_smp__obj *cn_smp__obj_special(cn_smp_session *s, const char *key, const char *name,
+                                 cn_smp_obj_kind kind, pid_t pid)
+{
+    cn_smp__obj *o = obj_lookup(s, key);
+    if (o)
+        return o;
+    o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    o->key = strdup(key);
+    o->pub.identity = strdup(key);
+    o->pub.name = strdup(name);
+    o->pub.kind = kind;
+    o->pub.pid = pid;
+    o->elf.tried = true;
+    if (!o->key || !o->pub.identity || !o->pub.name || obj_add(s, o) < 0) {
+        obj_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+static bool stat_matches(const char *path, uint64_t ino, struct stat *st)
+{
+    return stat(path, st) == 0 && S_ISREG(st->st_mode) && (uint64_t)st->st_ino == ino;
+}
+
+/* The object for a file mapping of process pid, created on first use. */
+static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uint32_t maj,
+                             uint32_t min, uint64_t ino, bool deleted, uint64_t start, uint64_t end)
+{
+    char key[4200], buf[4200];
+    snprintf(key, sizeof(key), "%x:%x:%" PRIu64 ":%s", maj, min, ino, path);
+    cn_smp__obj *o = obj_lookup(s, key);
+    if (o)
+        return o;
+    o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    o->maj = maj;
+    o->min = min;
+    o->ino = ino;
+    o->pub.kind = CN_SMP_OBJ_USER;
+    struct stat st = {0};
+    const char *open_path = NULL, *pub_path = NULL;
+    bool live = s->cfg.target != CN_SMP_TARGET_NONE;
+    if (live && !deleted && stat_matches(path, ino, &st)) {
+        open_path = pub_path = path;
+    } else if (live && pid > 0) {
+        snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
+        if (!deleted && stat_matches(buf, ino, &st)) {
+            open_path = pub_path = buf;
+        } else {
+            snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start,
+                     end);
+            if (stat_matches(buf, ino, &st))
+                open_path = pub_path = buf;
+        }
+    }
+    o->key = strdup(key);
+    o->pub.name = strdup(base_name(path));
+    o->pub.path = pub_path ? strdup(pub_path) : NULL;
+    o->open_path = open_path ? strdup(open_path) : NULL;
+    if (!o->key || !o->pub.name || (pub_path && !o->pub.path) || (open_path && !o->open_path))
+        goto fail;
+    char bid[129];
+    if (cn_smp__elf_load(o) == 0 &&
+        cn_smp__elf_build_id(o->elf.data, o->elf.size, bid, sizeof(bid)) == 0) {
+        o->pub.build_id = strdup(bid);
+        o->pub.identity = strdup(bid);
+    } else {
+        snprintf(buf, sizeof(buf), "%x:%x:%" PRIu64 ":%lld", maj, min, ino, (long long)st.st_mtime);
+        o->pub.identity = strdup(buf);
+    }
+    if (!o->pub.identity || obj_add(s, o) < 0)
+        goto fail;
+    return o;
+fail:
+    obj_free(o);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Processes and address spaces
+ */
+
+static cn_smp__proc *proc_get(cn_smp_session *s, pid_t pid, bool create)
+{
+    size_t b = hash32((uint32_t)pid) % CN_SMP__PROC_BUCKETS;
+    for (cn_smp__proc *p = s->procs[b]; p; p = p->next)
+        if (p->pid == pid)
+            return p;
+    if (!create)
+        return NULL;
+    cn_smp__proc *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->pid = pid;
+    p->next = s->procs[b];
+    s->procs[b] = p;
+    s->cnt.processes++;
+    return p;
+}
+
+void cn_smp__proc_drop(cn_smp_session *s, pid_t pid)
+{
+    cn_smp__proc **pp = &s->procs[hash32((uint32_t)pid) % CN_SMP__PROC_BUCKETS];
+    for (; *pp; pp = &(*pp)->next) {
+        if ((*pp)->pid == pid) {
+            cn_smp__proc *p = *pp;
+            *pp = p->next;
+            cn_smp__proc_clear(p);
+            free(p);
+            return;
+        }
+    }
+}
+
+/* Length of our own [vdso] mapping starting at addr, or 0. */
+static size_t own_vdso_len(uint64_t addr)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[4400];
+    size_t len = 0;
+    if (!f)
+        return 0;
+    while (!len && fgets(line, sizeof(line), f)) {
+        cn_smp__maps_line ml;
+        if (cn_smp__maps_parse_line(line, &ml) == 0 && ml.start == addr &&
+            strcmp(ml.path, "[vdso]") == 0)
+            len = (size_t)(ml.end - ml.start);
+    }
+    fclose(f);
+    return len;
+}
+
+/* The vDSO has no file, but the kernel maps one image into every 64-bit process: ours,
+ * at AT_SYSINFO_EHDR, gives its unwind tables (a leaf in clock_gettime is common). Tried
+ * once per session. */
+static void load_vdso(cn_smp_session *s, cn_smp__obj *o)
+{
+    if (s->vdso_tried)
+        return;
+    s->vdso_tried = true;
+    uint64_t own = getauxval(AT_SYSINFO_EHDR);
+    size_t len = own ? own_vdso_len(own) : 0;
+    if (len > 0)
+        cn_smp__elf_load_image(o, (const void *)own, len);
+}
+
+/* Adds one mapping (exec only) described by path/anon to p. */
+static int proc_add_mapping(cn_smp_session *s, cn_smp__proc *p, uint64_t start, uint64_t end,
+                            uint64_t pgoff, const char *path, uint32_t maj, uint32_t min,
+                            uint64_t ino, bool deleted)
+{
+    cn_smp__obj *o;
+    char key[64];
+    if (path[0] == '/' && ino != 0) {
+        o = obj_file(s, p->pid, path, maj, min, ino, deleted, start, end);
+    } else if (strcmp(path, "[vdso]") == 0) {
+        o = cn_smp__obj_special(s, path, path, CN_SMP_OBJ_USER, 0);
+        if (o)
+            load_vdso(s, o);
+    } else if (strcmp(path, "[vsyscall]") == 0) {
+        o = cn_smp__obj_special(s, path, path, CN_SMP_OBJ_USER, 0);
+    } else {
+        snprintf(key, sizeof(key), "[jit:%d]", (int)p->pid);
+        o = cn_smp__obj_special(s, key, "[jit]", CN_SMP_OBJ_JIT, p->pid);
+    }
+    if (!o)
+        return -ENOMEM;
+    return cn_smp__proc_map(p, start, end, pgoff, o);
+}
+
+/* Reads /proc/PID/maps into p (exec mappings). */
+static int proc_load_maps(cn_smp_session *s, cn_smp__proc *p)
+{
+    char path[64], line[4400];
+    p->maps_loaded = true;
+    if (s->cfg.target == CN_SMP_TARGET_NONE)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    int ret = 0;
+    while (fgets(line, sizeof(line), f)) {
+        cn_smp__maps_line m;
+        if (cn_smp__maps_parse_line(line, &m) < 0 || !m.exec)
+            continue;
+        ret =
+            proc_add_mapping(s, p, m.start, m.end, m.pgoff, m.path, m.maj, m.min, m.ino, m.deleted);
+        if (ret < 0)
+            break;
+    }
+    fclose(f);
+    return ret;
+}
+
+cn_smp__proc *cn_smp__proc_for_sample(cn_smp_session *s, pid_t pid)
+{
+    cn_smp__proc *p = proc_get(s, pid, true);
+    if (p && !p->maps_loaded)
+        proc_load_maps(s, p);
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Threads
+ */
+
+/* Reports a thread's name from /proc the first time we meet it without a COMM record. */
+void cn_smp__ensure_comm(cn_smp_session *s, pid_t pid, pid_t tid, uint64_t time)
+{
+    if (tid <= 0 || cn_smp__tidset_has(&s->seen, tid))
+        return;
+    if (cn_smp__tidset_add(&s->seen, tid) > 0)
+        s->cnt.threads++;
+    char path[96], comm[64] = "";
+    if (s->cfg.target != CN_SMP_TARGET_NONE) {
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (fgets(comm, sizeof(comm), f))
+                comm[strcspn(comm, "\n")] = 0;
+            fclose(f);
+        }
+    }
+    if (comm[0])
+        cn_smp__emit_task(s, CN_SMP_TASK_COMM, pid, tid, 0, 0, time, comm, false);
+}
+
+static void report_initial_comms(cn_smp_session *s)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)s->cfg.pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int tid = atoi(e->d_name);
+        if (tid > 0)
+            cn_smp__ensure_comm(s, s->cfg.pid, tid, 0);
+    }
+    closedir(d);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Kernel modules
+ */
+
+void cn_smp__load_modules(cn_smp_session *s)
+{
+    FILE *f = fopen("/proc/modules", "re");
+    if (!f)
+        return;
+    char line[512];
+    while (s->nmodules < MAX_MODULES && fgets(line, sizeof(line), f)) {
+        char name[128];
+        unsigned long size;
+        unsigned long long addr;
+        if (sscanf(line, "%127s %lu %*s %*s %*s %llx", name, &size, &addr) != 3 || !addr)
+            continue;
+        if (!s->modules) {
+            s->modules = calloc(MAX_MODULES, sizeof(*s->modules));
+            if (!s->modules)
+                break;
+        }
+        s->modules[s->nmodules++] = (module_range){addr, addr + size};
+    }
+    fclose(f);
+    if (s->nmodules)
+        s->module_obj = cn_smp__obj_special(s, "[module]", "[module]", CN_SMP_OBJ_MODULE, 0);
+}
+
+static bool is_module_addr(const cn_smp_session *s, uint64_t addr)
+{
+    for (size_t i = 0; i < s->nmodules; i++)
+        if (addr >= s->modules[i].start && addr < s->modules[i].end)
+            return true;
+    return false;
+}
+
+const cn_smp_object *cn_smp__kernel_obj(const cn_smp_session *s, uint64_t addr)
+{
+    const cn_smp__obj *o = is_module_addr(s, addr) ? s->module_obj : s->kernel_obj;
+    return o ? &o->pub : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The session's view of the target
+ */
+
+void cn_smp__procs_attach(cn_smp_session *s)
+{
+    cn_smp__proc *p = proc_get(s, s->cfg.pid, true);
+    if (p && !p->maps_loaded)
+        proc_load_maps(s, p);
+    report_initial_comms(s);
+}
+
+void cn_smp__proc_mmap(cn_smp_session *s, const cn_smp__rec *r)
+{
+    if (!(r->u.mmap.prot & 4 /* PROT_EXEC */) || (int32_t)r->u.mmap.pid <= 0)
+        return;
+    cn_smp__proc *p = proc_get(s, (pid_t)r->u.mmap.pid, true);
+    if (!p)
+        return;
+    if (!p->maps_loaded && s->cfg.target == CN_SMP_TARGET_SYSTEM)
+        proc_load_maps(s, p);
+    p->maps_loaded = true;
+    proc_add_mapping(s, p, r->u.mmap.addr, r->u.mmap.addr + r->u.mmap.len, r->u.mmap.pgoff,
+                     r->u.mmap.filename, r->u.mmap.maj, r->u.mmap.min, r->u.mmap.ino, false);
+}
+
+void cn_smp__proc_exec(cn_smp_session *s, pid_t pid)
+{
+    cn_smp__proc *p = proc_get(s, pid, true);
+    if (p) {
+        cn_smp__proc_clear(p); /* exec: a new address space, MMAP2 records follow */
+        p->maps_loaded = true;
+    }
+}
+
+void cn_smp__proc_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
+{
+    cn_smp__proc *parent = proc_get(s, ppid, false);
+    cn_smp__proc *child = proc_get(s, pid, true);
+    if (child && parent && parent != child) {
+        cn_smp__proc_clear(child);
+        for (size_t i = 0; i < parent->nmaps; i++)
+            cn_smp__proc_map(child, parent->maps[i].start, parent->maps[i].end,
+                             parent->maps[i].pgoff, parent->maps[i].obj);
+        child->maps_loaded = true;
+    }
+}
+
+void cn_smp__procs_free(cn_smp_session *s)
+{
+    for (size_t b = 0; b < CN_SMP__PROC_BUCKETS; b++)
+        while (s->procs[b]) {
+            cn_smp__proc *p = s->procs[b];
+            s->procs[b] = p->next;
+            cn_smp__proc_clear(p);
+            free(p);
+        }
+    for (size_t b = 0; b < CN_SMP__OBJ_BUCKETS; b++)
+        while (s->objmap[b]) {
+            objnode *n = s->objmap[b];
+            s->objmap[b] = n->next;
+            free(n);
+        }
+    for (size_t i = 0; i < s->nobjs; i++)
+        obj_free(s->objs[i]);
+    free(s->objs);
+    free(s->modules);
+    free(s->attached.slots);
+    free(s->seen.slots);
+    free(s->live.slots);
+}
