@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cn_agg.h"
 
@@ -220,23 +221,35 @@ typedef struct cn_agg__ftable {
 int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func);
 void cn_agg__ftable_clear(cn_agg__ftable *t);
 
-/* ---- importers (import.c detects the format and dispatches) --------------------- */
+/* ---- line iteration (the .canopy reader) ----------------------------------------- */
 
-/* Each parses a whole decompressed buffer into a new profile. name is the file name for
- * messages. Return 0 and *out, or negative errno with err "NAME:LINE: what" (or
- * "NAME: byte OFFSET: what"). */
-int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_err *err);
-int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                              cn_err *err);
-int cn_agg__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                               cn_err *err);
-int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_err *err);
-int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_err *err);
-/* Content sniffers: true when the buffer plausibly is that format. */
-bool cn_agg__is_pprof(const void *data, size_t len);
+typedef struct cn_agg__lines {
+    const char *pos, *end;
+    size_t lineno; /* 1-based number of the line last returned */
+} cn_agg__lines;
+
+static inline void cn_agg__lines_init(cn_agg__lines *it, const char *data, size_t len)
+{
+    it->pos = data;
+    it->end = data + len;
+    it->lineno = 0;
+}
+
+/* The next line without its "\n" or "\r\n". Returns false at the end. */
+static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size_t *len)
+{
+    if (it->pos >= it->end)
+        return false;
+    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
+    const char *stop = nl ? nl : it->end;
+    *line = it->pos;
+    *len = (size_t)(stop - it->pos);
+    if (*len && (*line)[*len - 1] == '\r')
+        (*len)--;
+    it->pos = nl ? nl + 1 : it->end;
+    it->lineno++;
+    return true;
+}
 
 /* ---- query engine ---- */
 /* (declarations added by the query engine; implemented in query.c)

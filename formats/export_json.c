@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg_internal.h"
 #include "export_internal.h"
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes are not one. */
@@ -51,7 +50,7 @@ static inline bool plain_byte(unsigned c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
-int cn_agg__json_str(FILE *out, const char *s)
+int cn_fmt__json_str(FILE *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
 
@@ -113,28 +112,11 @@ static size_t fmt_num(char *buf, double v)
     return n > 0 && n < 32 ? (size_t)n : 0;
 }
 
-int cn_agg__json_num(FILE *out, double v)
+int cn_fmt__json_num(FILE *out, double v)
 {
     char buf[32];
     size_t n = fmt_num(buf, v);
     return fwrite(buf, 1, n, out) == n ? 0 : -EIO;
-}
-
-const char *cn_agg_view_name(cn_agg_view v)
-{
-    switch (v) {
-    case CN_AGG_VIEW_TREE:
-        return "tree";
-    case CN_AGG_VIEW_INVERTED:
-        return "inverted";
-    case CN_AGG_VIEW_CALLEES:
-        return "callees";
-    case CN_AGG_VIEW_CALLERS:
-        return "callers";
-    case CN_AGG_VIEW_FUNCTIONS:
-        return "functions";
-    }
-    return "tree";
 }
 
 /* `"name":…` and, when the func has a resource, `,"lib":…`. */
@@ -144,9 +126,9 @@ static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
     int32_t res = func >= 0 ? cn_agg_func_resource(p, func) : -1;
     const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
 
-    if (fputs("\"name\":", out) < 0 || cn_agg__json_str(out, name ? name : "?") < 0)
+    if (fputs("\"name\":", out) < 0 || cn_fmt__json_str(out, name ? name : "?") < 0)
         return -EIO;
-    if (lib && (fputs(",\"lib\":", out) < 0 || cn_agg__json_str(out, lib) < 0))
+    if (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0))
         return -EIO;
     return 0;
 }
@@ -262,9 +244,9 @@ static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double sca
     bool comma = false;
     int rc;
 
-    rc = cn_agg__tree_preorder(t, &order, &depth, &n);
+    rc = cn_fmt__tree_preorder(t, &order, &depth, &n);
     if (rc == 0)
-        rc = cn_agg__tree_visible(t, order, depth, n, -1, 0, 1, &visible);
+        rc = cn_fmt__tree_visible(t, order, depth, n, -1, 0, 1, &visible);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         int32_t node = order[i];
         if (!visible[node])
@@ -301,13 +283,13 @@ static int write_functions(const cn_agg_profile *p, const cn_agg_tree *t, double
 }
 
 /* The top-level fields before roots/functions, from `{` to the last field. */
-static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fmt_write_opts *o,
                         double scale, FILE *out)
 {
     if (fputs("{\"unit\":", out) < 0 ||
-        cn_agg__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p))) < 0 ||
+        cn_fmt__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p))) < 0 ||
         put_num(out, "total", t->total * scale) < 0 || fputs(",\"view\":", out) < 0 ||
-        cn_agg__json_str(out, cn_agg_view_name(t->view)) < 0)
+        cn_fmt__json_str(out, cn_agg_view_name(t->view)) < 0)
         return -EIO;
     if (t->view == CN_AGG_VIEW_CALLEES && put_num(out, "call_sites", (double)t->call_sites) < 0)
         return -EIO;
@@ -321,7 +303,7 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
         char *s = cn_agg_transform_format(&o->transforms[i]);
         if (!s)
             return -ENOMEM;
-        int rc = (i && fputc(',', out) == EOF) ? -EIO : cn_agg__json_str(out, s);
+        int rc = (i && fputc(',', out) == EOF) ? -EIO : cn_fmt__json_str(out, s);
         free(s);
         if (rc < 0)
             return rc;
@@ -329,8 +311,8 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
     if (fputc(']', out) == EOF)
         return -EIO;
     if (o && o->session) {
-        if (fputs(",\"session\":", out) < 0 || cn_agg__json_str(out, o->session) < 0 ||
-            fputs(",\"event\":", out) < 0 || cn_agg__json_str(out, o->event ? o->event : "") < 0 ||
+        if (fputs(",\"session\":", out) < 0 || cn_fmt__json_str(out, o->session) < 0 ||
+            fputs(",\"event\":", out) < 0 || cn_fmt__json_str(out, o->event ? o->event : "") < 0 ||
             put_num(out, "samples", (double)o->samples) < 0 ||
             put_num(out, "lost", (double)o->lost) < 0)
             return -EIO;
@@ -338,7 +320,7 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
     return 0;
 }
 
-int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+int cn_fmt_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fmt_write_opts *o,
                       FILE *out)
 {
     double scale;

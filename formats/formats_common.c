@@ -1,6 +1,6 @@
-/* formats_common.c — helpers shared by the issue-6 format files (formats_internal.h):
- * raw sample iteration for untransformed queries, running a query under another view,
- * and the JSON/XML escaping every text writer needs. */
+/* formats_common.c — helpers shared by formats/'s writers (formats_internal.h): what kind
+ * of query it is, running a query under another view, and the JSON/XML escaping every
+ * text writer needs. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -10,56 +10,30 @@
 
 #include "formats_internal.h"
 
-bool cn_agg__query_is_raw(const cn_agg_query *q)
+bool cn_fmt__query_is_raw(const cn_agg_query *q)
 {
     return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE;
 }
 
-bool cn_agg__query_all_time(const cn_agg_query *q)
+bool cn_fmt__query_all_time(const cn_agg_query *q)
 {
     return q->from_ns == INT64_MIN && q->to_ns == INT64_MAX;
 }
 
-bool cn_agg__thread_matches(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread)
+bool cn_fmt__thread_matches(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread)
 {
     if (q->tid < 0 && q->pid < 0)
         return true;
-    if (thread < 0 || (size_t)thread >= p->n_thr)
+    if (thread < 0 || (size_t)thread >= cn_agg_thread_count(p))
         return false;
-    if (q->tid >= 0 && p->thr_tid[thread] != q->tid)
+    if (q->tid >= 0 && cn_agg_thread_tid(p, thread) != q->tid)
         return false;
-    if (q->pid >= 0 && p->thr_pid[thread] != q->pid)
+    if (q->pid >= 0 && cn_agg_thread_pid(p, thread) != q->pid)
         return false;
     return true;
 }
 
-int cn_agg__for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg__sample_fn fn,
-                            void *ctx)
-{
-    cn_agg__samples_sort(p);
-    for (size_t i = 0; i < p->n_sample; i++) {
-        int64_t t = p->s_time[i];
-        if (t < q->from_ns || t >= q->to_ns || p->s_stack[i] < 0)
-            continue;
-        if (!cn_agg__thread_matches(p, q, p->s_thread[i]))
-            continue;
-        int rc = fn(ctx, p->s_stack[i], p->s_thread[i], t, p->s_weight[i], 1);
-        if (rc < 0)
-            return rc;
-    }
-    if (!cn_agg__query_all_time(q))
-        return 0;
-    for (size_t i = 0; i < p->n_acc; i++) {
-        if (!cn_agg__thread_matches(p, q, p->acc_thread[i]))
-            continue;
-        int rc = fn(ctx, p->acc_stack[i], p->acc_thread[i], -1, p->acc_weight[i], 0);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-int cn_agg__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
+int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
                      cn_err *err)
 {
     cn_agg_query copy = *q;
@@ -69,23 +43,7 @@ int cn_agg__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view,
     return cn_agg_query_run(p, &copy, out, err);
 }
 
-bool cn_agg__frame_unsymbolized(const cn_agg_profile *p, int32_t frame)
-{
-    if (frame < 0 || (size_t)frame >= p->n_frame || p->frame_key_func[frame] >= 0 ||
-        p->frame_depth[frame] != 1)
-        return false;
-    int32_t func = p->chain_pool[p->frame_chain[frame]];
-    char name[320];
-    int32_t res = p->frame_res[frame];
-    uint64_t off = (uint64_t)p->frame_addr[frame];
-    if (res >= 0)
-        snprintf(name, sizeof(name), "%s+0x%" PRIx64, p->str[p->res_name[res]], off);
-    else
-        snprintf(name, sizeof(name), "0x%" PRIx64, off);
-    return strcmp(p->str[p->func_name[func]], name) == 0;
-}
-
-void cn_agg__json_string(FILE *out, const char *s)
+void cn_fmt__json_string(FILE *out, const char *s)
 {
     putc('"', out);
     for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
@@ -122,7 +80,7 @@ void cn_agg__json_string(FILE *out, const char *s)
     putc('"', out);
 }
 
-void cn_agg__xml_text(FILE *out, const char *s, long max_chars)
+void cn_fmt__xml_text(FILE *out, const char *s, long max_chars)
 {
     long chars = 0;
     for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
@@ -157,7 +115,7 @@ void cn_agg__xml_text(FILE *out, const char *s, long max_chars)
     }
 }
 
-void cn_agg__json_number(FILE *out, double v)
+void cn_fmt__json_number(FILE *out, double v)
 {
     if (!isfinite(v))
         v = 0;
@@ -179,7 +137,7 @@ void cn_agg__json_number(FILE *out, double v)
     }
 }
 
-int cn_agg__finish_output(FILE *out, const char *what, cn_err *err)
+int cn_fmt__finish_output(FILE *out, const char *what, cn_err *err)
 {
     if (fflush(out) != 0 || ferror(out))
         return cn_err_set(err, -EIO, "writing %s output: %s", what, strerror(errno));

@@ -69,7 +69,7 @@ enum vtype { V_NULL, V_BOOL, V_INT, V_DOUBLE, V_STRING };
 
 #define NO_ID INT64_MIN
 
-struct cn_agg__cpuprof {
+struct cn_fmt__cpuprof {
     char *name;
     yajl_handle h;
     cn_agg_profile *p;
@@ -91,7 +91,7 @@ struct cn_agg__cpuprof {
     size_t n_nodes, cap_nodes;
     int32_t *child_ids;
     size_t n_child_ids, cap_child_ids;
-    cn_agg__u64map id_index; /* id -> node index */
+    cn_fmt__u64map id_index; /* id -> node index */
     /* the node being read */
     int64_t cur_id, cur_parent, cur_hit, cur_line, cur_col;
     int32_t cur_name, cur_url;
@@ -124,13 +124,13 @@ struct cn_agg__cpuprof {
     size_t n_added;
 };
 
-static uint64_t offset_now(const cn_agg__cpuprof *c)
+static uint64_t offset_now(const cn_fmt__cpuprof *c)
 {
     return c->base + (c->h ? yajl_get_bytes_consumed(c->h) : 0);
 }
 
 /* Records an error at byte offset off; returns 0 (what a yajl callback returns to stop). */
-__attribute__((format(printf, 4, 5))) static int fail_at(cn_agg__cpuprof *c, int code, uint64_t off,
+__attribute__((format(printf, 4, 5))) static int fail_at(cn_fmt__cpuprof *c, int code, uint64_t off,
                                                          const char *fmt, ...)
 {
     char msg[320];
@@ -186,13 +186,13 @@ static const char *key_name(enum key k)
 
 /* ---- building the tree when the nodes array closes --------------------------------- */
 
-static int32_t node_index(const cn_agg__cpuprof *c, int64_t id)
+static int32_t node_index(const cn_fmt__cpuprof *c, int64_t id)
 {
-    return cn_agg__u64map_get(&c->id_index, (uint64_t)id);
+    return cn_fmt__u64map_get(&c->id_index, (uint64_t)id);
 }
 
 /* Interns the func and frame of node i. Returns the frame id or negative errno. */
-static int32_t node_frame(cn_agg__cpuprof *c, size_t i)
+static int32_t node_frame(cn_fmt__cpuprof *c, size_t i)
 {
     const char *name = cn_agg_string_get(c->p, c->n_name[i]);
     const char *url = c->n_url[i] >= 0 ? cn_agg_string_get(c->p, c->n_url[i]) : "";
@@ -230,7 +230,7 @@ static bool is_meta_name(const char *s, const char *want)
 
 /* Parents from children lists (and `parent` fields), reachability from nodes[0], then
  * per node its stack, bottom node and the meta nodes. Returns 1 or 0 (error set). */
-static int build_tree(cn_agg__cpuprof *c)
+static int build_tree(cn_fmt__cpuprof *c)
 {
     size_t n = c->n_nodes;
     int32_t *par = NULL, *order = NULL, *kid_off = NULL, *kids = NULL;
@@ -359,10 +359,10 @@ out:
     return ok;
 }
 
-static void compute_weights(cn_agg__cpuprof *c);
+static void compute_weights(cn_fmt__cpuprof *c);
 
 /* Turns sample ids into node indices and fixes per-node weights. 1, or 0 with error. */
-static int resolve_samples(cn_agg__cpuprof *c)
+static int resolve_samples(cn_fmt__cpuprof *c)
 {
     if (c->resolved)
         return 1;
@@ -380,7 +380,7 @@ static int resolve_samples(cn_agg__cpuprof *c)
 }
 
 /* Per-node sample weight hitCount / samples (1 when they agree) and Σ hitCount. */
-static void compute_weights(cn_agg__cpuprof *c)
+static void compute_weights(cn_fmt__cpuprof *c)
 {
     c->hits_from_file = c->n_hit[0] >= 0;
     c->total_hits = 0;
@@ -393,7 +393,7 @@ static void compute_weights(cn_agg__cpuprof *c)
 }
 
 /* Adds sample k at time t (ns after startTime). 1, or 0 with error. */
-static int add_sample(cn_agg__cpuprof *c, size_t k, int64_t t)
+static int add_sample(cn_fmt__cpuprof *c, size_t k, int64_t t)
 {
     int32_t node = c->smp[k];
     if (!c->unsorted && k > 0) {
@@ -418,7 +418,7 @@ static int add_sample(cn_agg__cpuprof *c, size_t k, int64_t t)
 
 /* ---- yajl callbacks -------------------------------------------------------------- */
 
-static int type_error(cn_agg__cpuprof *c, const char *want)
+static int type_error(cn_fmt__cpuprof *c, const char *want)
 {
     bool elems =
         c->st == ST_CHILDREN || c->st == ST_SAMPLES || c->st == ST_DELTAS || c->st == ST_NODES;
@@ -430,7 +430,7 @@ static int type_error(cn_agg__cpuprof *c, const char *want)
     return FAIL(c, "'%s' %s %s", where, elems ? "elements must be" : "must be", want);
 }
 
-static int on_delta(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv)
+static int on_delta(cn_fmt__cpuprof *c, enum vtype t, long long iv, double dv)
 {
     int64_t ns;
     if (t == V_INT) {
@@ -449,9 +449,11 @@ static int on_delta(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv)
     if (c->streaming && c->direct) {
         if (k >= c->n_added)
             return FAIL(c, "timeDeltas has more entries than samples (%zu)", c->n_added);
-        if (k > 0 && c->cum_ns < c->p->s_time[k - 1])
+        if (k > 0 && ns < 0) /* sample k - 1 is at the previous sum */
             c->unsorted = true;
-        c->p->s_time[k] = c->cum_ns; /* the sample was added at time 0 */
+        /* the sample was added at time 0; the table is not sorted before the end */
+        if (cn_agg_sample_set_time(c->p, k, c->cum_ns) < 0)
+            return FAIL(c, "internal error: sample %zu is missing", k);
         return 1;
     }
     if (c->streaming) {
@@ -459,7 +461,7 @@ static int on_delta(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv)
             return FAIL(c, "timeDeltas has more entries than samples (%zu)", c->n_smp);
         return add_sample(c, k, c->cum_ns);
     }
-    if (CN_AGG__RESERVE(c->times, c->cap_times, k + 1) < 0)
+    if (CN_FMT__RESERVE(c->times, c->cap_times, k + 1) < 0)
         return NOMEM(c);
     c->times[k] = c->cum_ns;
     return 1;
@@ -467,7 +469,7 @@ static int on_delta(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv)
 
 /* Direct mode: adds one `samples` entry to the profile (at its time if timeDeltas came
  * first, else at 0 until the deltas patch it). */
-static int direct_sample(cn_agg__cpuprof *c, int32_t id)
+static int direct_sample(cn_fmt__cpuprof *c, int32_t id)
 {
     int32_t j = node_index(c, id);
     size_t k = c->n_added;
@@ -488,7 +490,7 @@ static int direct_sample(cn_agg__cpuprof *c, int32_t id)
     return 1;
 }
 
-static int on_scalar(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv,
+static int on_scalar(cn_fmt__cpuprof *c, enum vtype t, long long iv, double dv,
                      const unsigned char *s, size_t n)
 {
     bool is_int = t == V_INT, is_num = t == V_INT || t == V_DOUBLE;
@@ -540,7 +542,7 @@ static int on_scalar(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv,
     case ST_CHILDREN:
         if (!is_int || iv < INT32_MIN + 1 || iv > INT32_MAX)
             return type_error(c, "32-bit integers");
-        if (CN_AGG__RESERVE(c->child_ids, c->cap_child_ids, c->n_child_ids + 1) < 0)
+        if (CN_FMT__RESERVE(c->child_ids, c->cap_child_ids, c->n_child_ids + 1) < 0)
             return NOMEM(c);
         c->child_ids[c->n_child_ids++] = (int32_t)iv;
         return 1;
@@ -549,7 +551,7 @@ static int on_scalar(cn_agg__cpuprof *c, enum vtype t, long long iv, double dv,
             return type_error(c, "32-bit integers (node ids)");
         if (c->direct)
             return direct_sample(c, (int32_t)iv);
-        if (CN_AGG__RESERVE(c->smp, c->cap_smp, c->n_smp + 1) < 0)
+        if (CN_FMT__RESERVE(c->smp, c->cap_smp, c->n_smp + 1) < 0)
             return NOMEM(c);
         c->smp[c->n_smp++] = (int32_t)iv;
         return 1;
@@ -588,7 +590,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
     return on_scalar(ctx, V_STRING, 0, 0, s, n);
 }
 
-static int begin_node(cn_agg__cpuprof *c)
+static int begin_node(cn_fmt__cpuprof *c)
 {
     c->cur_id = NO_ID;
     c->cur_parent = INT32_MIN;
@@ -602,7 +604,7 @@ static int begin_node(cn_agg__cpuprof *c)
 #define GROW(a)                                                                                    \
     do {                                                                                           \
         size_t c_ = c->cap_nodes;                                                                  \
-        if (CN_AGG__RESERVE(c->a, c_, n) < 0)                                                      \
+        if (CN_FMT__RESERVE(c->a, c_, n) < 0)                                                      \
             return NOMEM(c);                                                                       \
         cap = c_;                                                                                  \
     } while (0)
@@ -625,7 +627,7 @@ static int begin_node(cn_agg__cpuprof *c)
     return 1;
 }
 
-static int end_node(cn_agg__cpuprof *c)
+static int end_node(cn_fmt__cpuprof *c)
 {
     size_t i = c->n_nodes;
     if (c->cur_id == NO_ID)
@@ -637,7 +639,7 @@ static int end_node(cn_agg__cpuprof *c)
         return fail_at(c, -EINVAL, c->n_offset[i], "repeated node id %lld", (long long)c->cur_id);
     if (c->n_child_ids > UINT32_MAX || i >= INT32_MAX)
         return FAIL(c, "too many nodes");
-    if (cn_agg__u64map_put(&c->id_index, (uint64_t)c->cur_id, (int32_t)i) < 0)
+    if (cn_fmt__u64map_put(&c->id_index, (uint64_t)c->cur_id, (int32_t)i) < 0)
         return NOMEM(c);
     c->n_id[i] = (int32_t)c->cur_id;
     c->n_name[i] = c->cur_name;
@@ -652,7 +654,7 @@ static int end_node(cn_agg__cpuprof *c)
 }
 
 /* Opens timeDeltas: stream samples into the profile when everything else is known. */
-static int begin_deltas(cn_agg__cpuprof *c)
+static int begin_deltas(cn_fmt__cpuprof *c)
 {
     c->have_deltas = true;
     c->n_deltas = 0;
@@ -667,7 +669,7 @@ static int begin_deltas(cn_agg__cpuprof *c)
     return 1;
 }
 
-static int on_open(cn_agg__cpuprof *c, bool is_map)
+static int on_open(cn_fmt__cpuprof *c, bool is_map)
 {
     if (c->skip) {
         c->skip++;
@@ -754,7 +756,7 @@ static int cb_start_array(void *ctx)
     return on_open(ctx, false);
 }
 
-static int on_close(cn_agg__cpuprof *c)
+static int on_close(cn_fmt__cpuprof *c)
 {
     if (c->skip) {
         c->skip--;
@@ -795,7 +797,7 @@ static int cb_end(void *ctx)
 
 static int cb_map_key(void *ctx, const unsigned char *s, size_t n)
 {
-    cn_agg__cpuprof *c = ctx;
+    cn_fmt__cpuprof *c = ctx;
     if (!c->skip)
         c->key = key_of(c->st, s, n);
     return 1;
@@ -808,20 +810,20 @@ static const yajl_callbacks callbacks = {
 
 /* ---- public (module-internal) API ------------------------------------------------- */
 
-cn_agg__cpuprof *cn_agg__cpuprof_new(const char *name)
+cn_fmt__cpuprof *cn_fmt__cpuprof_new(const char *name)
 {
-    cn_agg__cpuprof *c = calloc(1, sizeof(*c));
+    cn_fmt__cpuprof *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->name = strdup(name ? name : "(buffer)");
     c->p = cn_agg_profile_new();
     c->h = yajl_alloc(&callbacks, NULL, c);
     if (!c->name || !c->p || !c->h)
-        return cn_agg__cpuprof_free(c);
+        return cn_fmt__cpuprof_free(c);
     return c;
 }
 
-cn_agg__cpuprof *cn_agg__cpuprof_free(cn_agg__cpuprof *c)
+cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c)
 {
     if (!c)
         return NULL;
@@ -840,7 +842,7 @@ cn_agg__cpuprof *cn_agg__cpuprof_free(cn_agg__cpuprof *c)
     free(c->n_child_cnt);
     free(c->n_offset);
     free(c->child_ids);
-    cn_agg__u64map_clear(&c->id_index);
+    cn_fmt__u64map_clear(&c->id_index);
     free(c->stack);
     free(c->bottom);
     free(c->parent);
@@ -854,7 +856,7 @@ cn_agg__cpuprof *cn_agg__cpuprof_free(cn_agg__cpuprof *c)
 }
 
 /* Turns a yajl error (not one of ours) into a message with the byte offset. */
-static int yajl_fail(cn_agg__cpuprof *c, const unsigned char *chunk, size_t len)
+static int yajl_fail(cn_fmt__cpuprof *c, const unsigned char *chunk, size_t len)
 {
     if (c->rc < 0)
         return c->rc;
@@ -872,7 +874,7 @@ static int yajl_fail(cn_agg__cpuprof *c, const unsigned char *chunk, size_t len)
     return c->rc;
 }
 
-int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_err *err)
+int cn_fmt__cpuprof_feed(cn_fmt__cpuprof *c, const void *data, size_t len, cn_err *err)
 {
     c->err = err;
     if (c->rc < 0)
@@ -885,7 +887,7 @@ int cn_agg__cpuprof_feed(cn_agg__cpuprof *c, const void *data, size_t len, cn_er
 }
 
 /* Adds samples that could not stream (timeDeltas before samples, or nodes last). */
-static int add_remaining(cn_agg__cpuprof *c)
+static int add_remaining(cn_fmt__cpuprof *c)
 {
     if (!resolve_samples(c))
         return 0;
@@ -925,7 +927,7 @@ static int cmp_order(const void *a, const void *b)
 
 /* fixMissingSamples (calltree.md §5.2 step 6) on the time-ordered samples, written as
  * timeline stacks. 1, or 0 with error. */
-static int fix_missing(cn_agg__cpuprof *c)
+static int fix_missing(cn_fmt__cpuprof *c)
 {
     size_t n = c->direct ? c->n_added : c->n_smp;
     int32_t *seq = c->smp;
@@ -934,14 +936,13 @@ static int fix_missing(cn_agg__cpuprof *c)
     if (c->program < 0 || n < 3)
         return 1;
     if (c->direct) { /* the profile is the sequence: sort it, read nodes off stacks */
-        cn_agg__samples_sort(c->p);
         seq = malloc(n * sizeof(*seq));
-        if (!seq || c->p->unsorted) {
+        if (!seq || cn_agg_samples_sort(c->p) < 0) {
             NOMEM(c);
             goto out;
         }
         for (size_t k = 0; k < n; k++) {
-            int32_t st = c->p->s_stack[k];
+            int32_t st = cn_agg_sample_stack(c->p, k);
             seq[k] = st < 0 ? 0 : c->node_of_stack[st];
         }
     } else if (c->unsorted) {
@@ -958,8 +959,7 @@ static int fix_missing(cn_agg__cpuprof *c)
         qsort(ord, n, 2 * sizeof(*ord), cmp_order);
         for (size_t k = 0; k < n; k++)
             seq[k] = c->smp[ord[2 * k + 1]];
-        cn_agg__samples_sort(c->p);
-        if (c->p->unsorted) {
+        if (cn_agg_samples_sort(c->p) < 0) {
             NOMEM(c);
             goto out;
         }
@@ -986,7 +986,7 @@ out:
     return ok;
 }
 
-static int set_meta(cn_agg__cpuprof *c)
+static int set_meta(cn_fmt__cpuprof *c)
 {
     char buf[64];
     size_t n = cn_agg_sample_count(c->p);
@@ -1001,7 +1001,8 @@ static int set_meta(cn_agg__cpuprof *c)
         return NOMEM(c);
     /* DevTools' end of the last sample: last + (last - first) / (n - 1) (§5.2 step 4) */
     if (n > 0) {
-        cn_agg__samples_sort(c->p);
+        if (cn_agg_samples_sort(c->p) < 0)
+            return NOMEM(c);
         int64_t first = cn_agg_sample_time(c->p, 0), last = cn_agg_sample_time(c->p, n - 1);
         int64_t end =
             n > 1 ? last + (last - first) / (int64_t)(n - 1) : (int64_t)llround(span_ms * 1e6);
@@ -1013,7 +1014,7 @@ static int set_meta(cn_agg__cpuprof *c)
 }
 
 /* Direct mode's end: lengths, times without timeDeltas, weights, the unsorted mark. */
-static int finish_direct(cn_agg__cpuprof *c)
+static int finish_direct(cn_fmt__cpuprof *c)
 {
     cn_agg_profile *p = c->p;
     size_t n = c->n_added;
@@ -1023,22 +1024,20 @@ static int finish_direct(cn_agg__cpuprof *c)
     if (!c->have_deltas) { /* no times: spread the samples evenly */
         double step = (c->end_us - c->start_us) * 1000.0 / (double)(n ? n : 1);
         for (size_t k = 0; k < n; k++)
-            p->s_time[k] = (int64_t)llround(step * (double)k);
+            cn_agg_sample_set_time(p, k, (int64_t)llround(step * (double)k)); /* k < n */
     }
-    if (c->unsorted)
-        p->unsorted = true;
     compute_weights(c);
     bool all_one = true;
     for (size_t i = 0; i < c->n_nodes && all_one; i++)
         all_one = !c->count[i] || c->weight[i] == 1.0;
     for (size_t k = 0; k < n && !all_one; k++) {
-        int32_t st = p->s_stack[k];
-        p->s_weight[k] = c->weight[st < 0 ? 0 : c->node_of_stack[st]];
+        int32_t st = cn_agg_sample_stack(p, k);
+        cn_agg_sample_set_weight(p, k, c->weight[st < 0 ? 0 : c->node_of_stack[st]]); /* k < n */
     }
     return 1;
 }
 
-int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_err *err)
+int cn_fmt__cpuprof_finish(cn_fmt__cpuprof *c, cn_agg_profile **out, cn_err *err)
 {
     c->err = err;
     if (c->rc < 0)
@@ -1069,21 +1068,21 @@ int cn_agg__cpuprof_finish(cn_agg__cpuprof *c, cn_agg_profile **out, cn_err *err
     return 0;
 }
 
-int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
+int cn_fmt__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
                               cn_err *err)
 {
-    cn_agg__cpuprof *c = cn_agg__cpuprof_new(name);
+    cn_fmt__cpuprof *c = cn_fmt__cpuprof_new(name);
     if (!c)
         return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
-    int rc = cn_agg__cpuprof_feed(c, data, len, err);
+    int rc = cn_fmt__cpuprof_feed(c, data, len, err);
     if (rc == 0)
-        rc = cn_agg__cpuprof_finish(c, out, err);
-    cn_agg__cpuprof_free(c);
+        rc = cn_fmt__cpuprof_finish(c, out, err);
+    cn_fmt__cpuprof_free(c);
     return rc;
 }
 
 /* The first byte after blanks (and a UTF-8 byte order mark) opens a JSON object. */
-bool cn_agg__looks_json(const char *data, size_t len)
+bool cn_fmt__looks_json(const char *data, size_t len)
 {
     size_t i = 0;
     if (len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3))
