@@ -38,17 +38,17 @@ static void json_node(FILE *out, const cn_agg_profile *p, const cn_agg_diff *r,
     const cn_agg_node *nd = &r->tree->nodes[n];
     const cn_agg_diff_vals *v = &r->nodes[n];
     fputs("{\"name\":", out);
-    cn_fmt__json_string(out, cn_agg_func_name(p, nd->func));
+    cn_fmt__json_str(out, cn_agg_func_name(p, nd->func));
     int32_t res = cn_agg_func_resource(p, nd->func);
     if (res >= 0) {
         fputs(",\"lib\":", out);
-        cn_fmt__json_string(out, cn_agg_resource_name(p, res));
+        cn_fmt__json_str(out, cn_agg_resource_name(p, res));
     }
     double f[6] = {nd->total, nd->self, v->base_total, v->new_total, v->base_self, v->new_self};
     const char *k[6] = {"total", "self", "base", "new", "base_self", "new_self"};
     for (int i = 0; i < 6; i++) {
         fprintf(out, ",\"%s\":", k[i]);
-        cn_fmt__json_number(out, f[i] * scale);
+        cn_fmt__json_num(out, f[i] * scale);
     }
     fputs(",\"children\":[", out);
     bool first = true;
@@ -72,19 +72,19 @@ int cn_fmt_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
         return -ENOMEM;
     fprintf(out, "{\"unit\":\"%s\",\"diff\":true,\"normalized\":%s,\"factor\":",
             cn_agg_unit_name(cn_agg_profile_unit(d)), r->normalized ? "true" : "false");
-    cn_fmt__json_number(out, r->factor);
+    cn_fmt__json_num(out, r->factor);
     fputs(",\"total\":", out);
-    cn_fmt__json_number(out, r->tree->total * scale);
+    cn_fmt__json_num(out, r->tree->total * scale);
     fputs(",\"base_total\":", out);
-    cn_fmt__json_number(out, r->base_sum * scale);
+    cn_fmt__json_num(out, r->base_sum * scale);
     fputs(",\"new_total\":", out);
-    cn_fmt__json_number(out, r->new_sum * scale);
+    cn_fmt__json_num(out, r->new_sum * scale);
     fprintf(out, ",\"view\":\"%s\",\"transforms\":[", cn_agg_view_name(r->tree->view));
     for (size_t i = 0; o && i < o->n_transforms; i++) {
         char *spec = cn_agg_transform_format(&o->transforms[i]);
         if (i)
             putc(',', out);
-        cn_fmt__json_string(out, spec ? spec : "");
+        cn_fmt__json_str(out, spec ? spec : "");
         free(spec);
     }
     putc(']', out);
@@ -94,18 +94,18 @@ int cn_fmt_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
             const cn_agg_func_row *row = &r->tree->functions[i];
             const cn_agg_diff_vals *v = &r->functions[i];
             fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
-            cn_fmt__json_string(out, cn_agg_func_name(d, row->func));
+            cn_fmt__json_str(out, cn_agg_func_name(d, row->func));
             int32_t res = cn_agg_func_resource(d, row->func);
             if (res >= 0) {
                 fputs(",\"lib\":", out);
-                cn_fmt__json_string(out, cn_agg_resource_name(d, res));
+                cn_fmt__json_str(out, cn_agg_resource_name(d, res));
             }
             double f[6] = {row->self,   row->total,    v->base_self,
                            v->new_self, v->base_total, v->new_total};
             const char *k[6] = {"self", "total", "base_self", "new_self", "base", "new"};
             for (int j = 0; j < 6; j++) {
                 fprintf(out, ",\"%s\":", k[j]);
-                cn_fmt__json_number(out, f[j] * scale);
+                cn_fmt__json_num(out, f[j] * scale);
             }
             putc('}', out);
         }

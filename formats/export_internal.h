@@ -3,8 +3,7 @@
  * Trees can be as deep as the stacks the importers and the sampler accept (tens of
  * thousands of frames), so writers never recurse: they walk a pre-order computed with
  * the nodes' parent links, and JSON is streamed by hand rather than built as a nested
- * jansson document (whose dumper recurses). Names come from binaries and scripts and
- * may be invalid UTF-8: the JSON string writer replaces bad bytes with U+FFFD.
+ * jansson document (whose dumper recurses), with json_out.h's string and number writers.
  */
 #ifndef CN_FMT_EXPORT_INTERNAL_H
 #define CN_FMT_EXPORT_INTERNAL_H
@@ -26,11 +25,5 @@ int cn_fmt__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth
  * parent is shown. Returns 0 or -ENOMEM. */
 int cn_fmt__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32_t *depth, size_t n,
                          int max_depth, double min_percent, double denom, bool **visible);
-
-/* Writes s as a JSON string literal (quotes included). Returns 0 or -EIO. */
-int cn_fmt__json_str(FILE *out, const char *s);
-/* Writes a number: integral values (up to 2^53) without a fraction, others with 12
- * significant digits; non-finite values as 0. Returns 0 or -EIO. */
-int cn_fmt__json_num(FILE *out, double v);
 
 #endif /* CN_FMT_EXPORT_INTERNAL_H */

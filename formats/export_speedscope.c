@@ -131,23 +131,6 @@ static int32_t stack_text(ss_writer *w, int32_t stack)
     return x;
 }
 
-/* Writes v as cn_fmt__json_number() does, without stdio's formatting for integers. */
-static void put_number(FILE *out, double v)
-{
-    if (!isfinite(v))
-        v = 0;
-    if (v == (double)(int64_t)v && fabs(v) < 9e15) {
-        char buf[24], *o = buf;
-        int64_t i = (int64_t)v;
-        if (i < 0)
-            *o++ = '-';
-        o = put_uint(o, i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i);
-        fwrite(buf, 1, (size_t)(o - buf), out);
-    } else {
-        cn_fmt__json_number(out, v);
-    }
-}
-
 static int put_node_stack(ss_writer *w, const cn_agg_tree *t, int32_t node)
 {
     size_t n = 0;
@@ -176,9 +159,9 @@ static void open_profile(ss_writer *w, const char *type, const char *name, doubl
     fputs(w->first_profile ? "\n" : ",\n", w->out);
     w->first_profile = false;
     fprintf(w->out, "{\"type\":\"%s\",\"name\":", type);
-    cn_fmt__json_string(w->out, name);
+    cn_fmt__json_str(w->out, name);
     fprintf(w->out, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":", ss_unit(w->p));
-    cn_fmt__json_number(w->out, end);
+    cn_fmt__json_num(w->out, end);
 }
 
 /* ---- raw path: samples in time order ---------------------------------------------- */
@@ -327,7 +310,7 @@ static void write_raw(ss_writer *w, const double *totals)
         for (size_t k = i; k < j; k++) {
             if (k > i)
                 putc(',', w->out);
-            put_number(w->out, w->samples[k].weight * scale);
+            cn_fmt__json_num(w->out, w->samples[k].weight * scale);
         }
         fputs("]}", w->out);
         i = j;
@@ -361,7 +344,7 @@ static int write_tree_profile(ss_writer *w, const cn_agg_tree *t, const char *na
             continue;
         if (n++)
             putc(',', w->out);
-        cn_fmt__json_number(w->out, t->nodes[i].self * scale);
+        cn_fmt__json_num(w->out, t->nodes[i].self * scale);
     }
     fputs("]}", w->out);
     return 0;
@@ -431,14 +414,14 @@ static void write_frames(ss_writer *w)
     for (size_t i = 0; i < w->n_frames; i++) {
         int32_t f = w->frames[i];
         fputs(i ? ",\n{\"name\":" : "\n{\"name\":", w->out);
-        cn_fmt__json_string(w->out, cn_agg_func_name(p, f));
+        cn_fmt__json_str(w->out, cn_agg_func_name(p, f));
         const char *file = cn_agg_func_file(p, f);
         int32_t res = cn_agg_func_resource(p, f);
         if (!file && res >= 0)
             file = cn_agg_resource_name(p, res);
         if (file) {
             fputs(",\"file\":", w->out);
-            cn_fmt__json_string(w->out, file);
+            cn_fmt__json_str(w->out, file);
         }
         if (cn_agg_func_line(p, f) > 0)
             fprintf(w->out, ",\"line\":%d", (int)cn_agg_func_line(p, f));
@@ -488,7 +471,7 @@ static void write_tail(ss_writer *w, const char *name, bool fill)
         fputs(",\"samples\":[],\"weights\":[]}", w->out);
     }
     fputs("],\n\"name\":", w->out);
-    cn_fmt__json_string(w->out, name);
+    cn_fmt__json_str(w->out, name);
     fputs(",\"activeProfileIndex\":0,\"exporter\":\"canopy " CANOPY_VERSION "\"}\n", w->out);
 }
 
@@ -641,7 +624,7 @@ int cn_fmt_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
         fputs(w.first_profile ? "\n" : ",\n", w.out);
         w.first_profile = false;
         fputs("{\"type\":\"evented\",\"name\":", w.out);
-        cn_fmt__json_string(w.out, name);
+        cn_fmt__json_str(w.out, name);
         fprintf(w.out,
                 ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%" PRId64 ",\"events\":[",
                 t1 - t0);

@@ -13,14 +13,6 @@
 
 #include "export_internal.h"
 
-/* Nanoseconds as microseconds: an integer when exact. */
-static int put_us(FILE *out, int64_t ns)
-{
-    if (ns % 1000 == 0)
-        return fprintf(out, "%lld", (long long)(ns / 1000)) < 0 ? -EIO : 0;
-    return fprintf(out, "%.3f", (double)ns / 1000.0) < 0 ? -EIO : 0;
-}
-
 static const char *call_name(const cn_agg_profile *p, int32_t func)
 {
     const char *n = func >= 0 ? cn_agg_func_name(p, func) : NULL;
@@ -57,8 +49,8 @@ int cn_fmt_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls
             cn_fmt__json_str(out, call_name(p, c->func)) < 0 ||
             (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0)) ||
             fprintf(out, ",\"tid\":%d,\"depth\":%d,\"start\":", c->tid, c->depth) < 0 ||
-            put_us(out, c->start_ns) < 0 || fputs(",\"dur\":", out) < 0 ||
-            put_us(out, c->dur_ns) < 0 || fputc('}', out) == EOF)
+            cn_fmt__json_us(out, c->start_ns) < 0 || fputs(",\"dur\":", out) < 0 ||
+            cn_fmt__json_us(out, c->dur_ns) < 0 || fputc('}', out) == EOF)
             return -EIO;
     }
     return fputs("]}\n", out) < 0 ? -EIO : 0;
@@ -137,8 +129,8 @@ int cn_fmt_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls,
         if (fputs(first ? "\n{\"name\":" : ",\n{\"name\":", out) < 0 ||
             cn_fmt__json_str(out, call_name(p, c->func)) < 0 || fputs(",\"cat\":", out) < 0 ||
             cn_fmt__json_str(out, lib ? lib : "canopy") < 0 ||
-            fputs(",\"ph\":\"X\",\"ts\":", out) < 0 || put_us(out, c->start_ns) < 0 ||
-            fputs(",\"dur\":", out) < 0 || put_us(out, c->dur_ns) < 0 ||
+            fputs(",\"ph\":\"X\",\"ts\":", out) < 0 || cn_fmt__json_us(out, c->start_ns) < 0 ||
+            fputs(",\"dur\":", out) < 0 || cn_fmt__json_us(out, c->dur_ns) < 0 ||
             fprintf(out, ",\"pid\":%d,\"tid\":%d,\"args\":{\"depth\":%d", pid,
                     c->tid >= 0 ? c->tid : 0, c->depth) < 0 ||
             (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0)) ||

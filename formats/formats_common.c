@@ -1,6 +1,5 @@
 /* formats_common.c — helpers shared by formats/'s writers (formats_internal.h): what kind
- * of query it is, running a query under another view, and the JSON/XML escaping every
- * text writer needs. */
+ * of query it is, running a query under another view, and XML escaping (JSON is json_out.c's). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -43,43 +42,6 @@ int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view,
     return cn_agg_query_run(p, &copy, out, err);
 }
 
-void cn_fmt__json_string(FILE *out, const char *s)
-{
-    putc('"', out);
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        const unsigned char *run = c; /* bytes that need no escape, in one write */
-        while (*c >= 0x20 && *c != '"' && *c != '\\')
-            c++;
-        if (c > run)
-            fwrite(run, 1, (size_t)(c - run), out);
-        if (!*c)
-            break;
-        switch (*c) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        default:
-            if (*c < 0x20)
-                fprintf(out, "\\u%04x", *c);
-            else
-                putc(*c, out);
-        }
-    }
-    putc('"', out);
-}
-
 void cn_fmt__xml_text(FILE *out, const char *s, long max_chars)
 {
     long chars = 0;
@@ -112,28 +74,6 @@ void cn_fmt__xml_text(FILE *out, const char *s, long max_chars)
             /* XML 1.0 forbids most control characters even as references. */
             putc(*c < 0x20 && *c != '\t' && *c != '\n' ? '?' : *c, out);
         }
-    }
-}
-
-void cn_fmt__json_number(FILE *out, double v)
-{
-    if (!isfinite(v))
-        v = 0;
-    if (fabs(v) < 9e15 && v == (double)(int64_t)v) {
-        /* printf's %lld by hand: the writers print hundreds of thousands of numbers. */
-        char buf[24];
-        size_t n = sizeof(buf);
-        int64_t i = (int64_t)v;
-        uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
-        do {
-            buf[--n] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
-        if (i < 0)
-            buf[--n] = '-';
-        fwrite(buf + n, 1, sizeof(buf) - n, out);
-    } else {
-        fprintf(out, "%.12g", v); /* as export_json.c: display precision, not bits */
     }
 }
 

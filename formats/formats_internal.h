@@ -22,6 +22,7 @@
 
 #include "cn_agg.h"
 #include "cn_fmt.h"
+#include "json_out.h"
 
 /* ---- growable arrays (fmt_map.c) --------------------------------------------------- */
 
@@ -92,15 +93,9 @@ bool cn_fmt__query_all_time(const cn_agg_query *q);
 int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
                      cn_err *err);
 
-/* Writes s as a JSON string literal (quotes included; control bytes escaped; invalid
- * UTF-8 passed through byte for byte). */
-void cn_fmt__json_string(FILE *out, const char *s);
 /* Writes s escaped for XML text and attribute values. At most max_chars characters
  * (UTF-8 aware) are written, followed by "…" when truncated; max_chars < 0 = all. */
 void cn_fmt__xml_text(FILE *out, const char *s, long max_chars);
-/* A double as JSON: integers without a fraction, else up to 17 significant digits;
- * non-finite values as 0. */
-void cn_fmt__json_number(FILE *out, double v);
 
 /* A flame graph to draw: a tree plus, for differential trees, per-node base and new
  * totals (then widths are (base + new) / 2 and colours red for growth, blue for
