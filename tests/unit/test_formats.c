@@ -4,8 +4,10 @@
  * - the .cpuprofile importer stays linear on hostile trees (long chains, wide stars,
  *   unreachable nodes).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -174,11 +176,76 @@ static void test_json_numbers_agree(void **state)
     cn_agg_profile_free(p);
 }
 
+/* ---- .cpuprofile on hostile trees -------------------------------------------------- */
+
+#define HOSTILE_NODES 200000
+
+/* A .cpuprofile of HOSTILE_NODES nodes: the root, then shape "star" (every node a child
+ * of the root), "chain" (each node the child of the one before) or "star+loop" (the
+ * star, then one node that lists itself as its child: unreachable from the root). One
+ * sample on the last node. Returns the malloc'ed text and its length. */
+static char *hostile_cpuprofile(const char *shape, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    assert_non_null(f);
+    bool star = strncmp(shape, "star", 4) == 0, loop = strcmp(shape, "star+loop") == 0;
+    int n = HOSTILE_NODES;
+    fputs("{\"nodes\":[{\"id\":1,\"callFrame\":{\"functionName\":\"(root)\"}", f);
+    if (star) {
+        fputs(",\"children\":[", f);
+        for (int id = 2; id <= n - (loop ? 1 : 0); id++)
+            fprintf(f, "%s%d", id > 2 ? "," : "", id);
+        fputs("]", f);
+    } else {
+        fputs(",\"children\":[2]", f);
+    }
+    fputs("}", f);
+    for (int id = 2; id <= n; id++) {
+        fprintf(f, ",{\"id\":%d,\"callFrame\":{\"functionName\":\"f%d\"}", id, id);
+        if (loop && id == n)
+            fprintf(f, ",\"children\":[%d]", id);
+        else if (!star && id < n)
+            fprintf(f, ",\"children\":[%d]", id + 1);
+        fputs("}", f);
+    }
+    fprintf(f, "],\"startTime\":0,\"endTime\":1000,\"samples\":[%d],\"timeDeltas\":[1]}", n);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+/* The checks of the tree are linear: a 200k-node star or chain imports, and a node the
+ * root cannot reach after 200k reachable ones is found without a quadratic search. */
+static void test_cpuprofile_hostile_trees(void **state)
+{
+    (void)state;
+    static const char *const shapes[] = {"star", "chain", "star+loop"};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        size_t len;
+        char *text = hostile_cpuprofile(shapes[k], &len);
+        cn_agg_profile *p = NULL;
+        cn_err err = {0};
+        int rc = cn_fmt_import_buffer(text, len, "hostile.cpuprofile", &p, &err);
+        if (strcmp(shapes[k], "star+loop") == 0) {
+            assert_int_equal(rc, -EINVAL);
+            assert_non_null(strstr(err.msg, "node 200000 is not reachable"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(cn_agg_sample_count(p), 1);
+            /* the chain's one sample sits 199999 frames deep */
+            assert_int_equal(cn_agg_stack_count(p), HOSTILE_NODES - 1);
+        }
+        cn_agg_profile_free(p);
+        free(text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_formats_bad_utf8),
         cmocka_unit_test(test_json_numbers_agree),
+        cmocka_unit_test(test_cpuprofile_hostile_trees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
