@@ -193,7 +193,6 @@ struct cn_agg_profile {
     /* the query engine's cache of the func-level base table (query.c); owned */
     struct cn_agg__qcache *qcache;
 };
-#define CN_AGG__PROFILE_QCACHE 1
 
 /* Rebuilds the rename map's indexes after its rows were loaded directly (.canopy files).
  * Returns 0, -EINVAL for two rows of one old name, or -ENOMEM. */
@@ -205,21 +204,6 @@ int32_t cn_agg__string_find(const cn_agg_profile *p, const char *s, size_t len);
 
 /* Sorts samples by time (stable) if appends arrived out of order. */
 void cn_agg__samples_sort(cn_agg_profile *p);
-
-/* ---- shared by the query engine's files ------------------------------------------ */
-
-/* The func-level stack table derived from the profile for one query: a prefix tree keyed
- * by (prefix, func) with Invariant U, so each row is a call node. Built from frame stacks
- * (expanding inline chains); the transforms map one such table to another. */
-typedef struct cn_agg__ftable {
-    int32_t *prefix;
-    int32_t *func;
-    size_t n, cap;
-    cn_agg__u64map index; /* (prefix, func) -> row */
-} cn_agg__ftable;
-
-int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func);
-void cn_agg__ftable_clear(cn_agg__ftable *t);
 
 /* ---- line iteration (the .canopy reader) ----------------------------------------- */
 
@@ -252,11 +236,9 @@ static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size
 }
 
 /* ---- query engine ---- */
-/* (declarations added by the query engine; implemented in query.c)
- * The query cache keeps the ungrouped func-level base table across queries (rebuilt after
- * a regroup, extended for new stacks). To enable it, the profile holds
- *     struct cn_agg__qcache *qcache;   (freed with cn_agg__qcache_free)
- * and defines CN_AGG__PROFILE_QCACHE; without it every query builds its own. */
+/* (implemented in query.c) The query cache keeps the ungrouped func-level base table
+ * across queries (rebuilt after a regroup, extended for new stacks); the profile holds it
+ * in p->qcache and frees it with cn_agg__qcache_free. */
 struct cn_agg__qcache;
 struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c);
 /* Bytes the cache holds (for cn_agg_profile_memory); 0 for NULL. */

@@ -568,6 +568,7 @@ int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
     id = (int32_t)p->n_stack;
     if (cn_agg__u64map_put(&p->stack_index, key, id) < 0)
         return -ENOMEM;
+    assert(prefix < id); /* cn_agg.h: prefix < id (one pass in id order sees parents first) */
     p->stack_prefix[id] = prefix;
     p->stack_frame[id] = frame;
     p->n_stack++;
@@ -581,7 +582,10 @@ size_t cn_agg_stack_count(const cn_agg_profile *p)
 
 int32_t cn_agg_stack_prefix(const cn_agg_profile *p, int32_t stack)
 {
-    return stack >= 0 && (size_t)stack < p->n_stack ? p->stack_prefix[stack] : -1;
+    if (stack < 0 || (size_t)stack >= p->n_stack)
+        return -1;
+    assert(p->stack_prefix[stack] < stack); /* cn_agg.h: prefix < id */
+    return p->stack_prefix[stack];
 }
 
 int32_t cn_agg_stack_frame(const cn_agg_profile *p, int32_t stack)

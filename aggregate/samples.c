@@ -6,6 +6,7 @@
  * accumulator keyed by (stack, thread), so all-time totals never lose a sample while the
  * raw table stays bounded.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,17 @@ int cn_agg_sample_set_weight(cn_agg_profile *p, size_t i, double weight)
     return 0;
 }
 
+#ifndef NDEBUG
+/* True when the sample table is in time order (cn_agg.h: kept sorted for range queries). */
+static bool samples_in_order(const cn_agg_profile *p)
+{
+    for (size_t i = 1; i < p->n_sample; i++)
+        if (p->s_time[i - 1] > p->s_time[i])
+            return false;
+    return true;
+}
+#endif
+
 /* ---- sorting ---------------------------------------------------------------------- */
 
 struct order {
@@ -171,6 +183,7 @@ void cn_agg__samples_sort(cn_agg_profile *p)
     if (p->s_tl_stack)
         permute(p->s_tl_stack, ord, n, sizeof(*p->s_tl_stack), tmp);
     p->unsorted = false;
+    assert(samples_in_order(p)); /* O(n) after an O(n log n) sort: debug builds only */
 out:
     free(ord);
     free(tmp);

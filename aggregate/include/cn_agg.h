@@ -420,10 +420,11 @@ const char *cn_agg_view_name(cn_agg_view v);
 typedef int (*cn_agg_sample_fn)(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
                                 double weight, int64_t count);
 
-/* Visits, in time order, every sample with a stack that passes q's time range and
- * tid/pid filters (q's transforms, view and --group-by are NOT applied), then, when q has
- * no time range, every row of the retention accumulator that passes the filters. Sorts
- * the sample table first. Returns 0 or the callback's first negative result. */
+/* Visits, in time order (arrival order if sorting ran out of memory), every sample with a
+ * stack that passes q's time range and tid/pid filters (q's transforms, view and
+ * --group-by are NOT applied), then, when q has no time range, every row of the retention
+ * accumulator that passes the filters. Sorts the sample table first. Returns 0 or the
+ * callback's first negative result. */
 int cn_agg_for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg_sample_fn fn,
                            void *ctx);
 
