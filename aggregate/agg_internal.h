@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cn_agg.h"
 
@@ -192,7 +193,6 @@ struct cn_agg_profile {
     /* the query engine's cache of the func-level base table (query.c); owned */
     struct cn_agg__qcache *qcache;
 };
-#define CN_AGG__PROFILE_QCACHE 1
 
 /* Rebuilds the rename map's indexes after its rows were loaded directly (.canopy files).
  * Returns 0, -EINVAL for two rows of one old name, or -ENOMEM. */
@@ -205,45 +205,40 @@ int32_t cn_agg__string_find(const cn_agg_profile *p, const char *s, size_t len);
 /* Sorts samples by time (stable) if appends arrived out of order. */
 void cn_agg__samples_sort(cn_agg_profile *p);
 
-/* ---- shared by the query engine's files ------------------------------------------ */
+/* ---- line iteration (the .canopy reader) ----------------------------------------- */
 
-/* The func-level stack table derived from the profile for one query: a prefix tree keyed
- * by (prefix, func) with Invariant U, so each row is a call node. Built from frame stacks
- * (expanding inline chains); the transforms map one such table to another. */
-typedef struct cn_agg__ftable {
-    int32_t *prefix;
-    int32_t *func;
-    size_t n, cap;
-    cn_agg__u64map index; /* (prefix, func) -> row */
-} cn_agg__ftable;
+typedef struct cn_agg__lines {
+    const char *pos, *end;
+    size_t lineno; /* 1-based number of the line last returned */
+} cn_agg__lines;
 
-int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func);
-void cn_agg__ftable_clear(cn_agg__ftable *t);
+static inline void cn_agg__lines_init(cn_agg__lines *it, const char *data, size_t len)
+{
+    it->pos = data;
+    it->end = data + len;
+    it->lineno = 0;
+}
 
-/* ---- importers (import.c detects the format and dispatches) --------------------- */
-
-/* Each parses a whole decompressed buffer into a new profile. name is the file name for
- * messages. Return 0 and *out, or negative errno with err "NAME:LINE: what" (or
- * "NAME: byte OFFSET: what"). */
-int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_err *err);
-int cn_agg__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                              cn_err *err);
-int cn_agg__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                               cn_err *err);
-int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_err *err);
-int cn_agg__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_err *err);
-/* Content sniffers: true when the buffer plausibly is that format. */
-bool cn_agg__is_pprof(const void *data, size_t len);
+/* The next line without its "\n" or "\r\n". Returns false at the end. */
+static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size_t *len)
+{
+    if (it->pos >= it->end)
+        return false;
+    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
+    const char *stop = nl ? nl : it->end;
+    *line = it->pos;
+    *len = (size_t)(stop - it->pos);
+    if (*len && (*line)[*len - 1] == '\r')
+        (*len)--;
+    it->pos = nl ? nl + 1 : it->end;
+    it->lineno++;
+    return true;
+}
 
 /* ---- query engine ---- */
-/* (declarations added by the query engine; implemented in query.c)
- * The query cache keeps the ungrouped func-level base table across queries (rebuilt after
- * a regroup, extended for new stacks). To enable it, the profile holds
- *     struct cn_agg__qcache *qcache;   (freed with cn_agg__qcache_free)
- * and defines CN_AGG__PROFILE_QCACHE; without it every query builds its own. */
+/* (implemented in query.c) The query cache keeps the ungrouped func-level base table
+ * across queries (rebuilt after a regroup, extended for new stacks); the profile holds it
+ * in p->qcache and frees it with cn_agg__qcache_free. */
 struct cn_agg__qcache;
 struct cn_agg__qcache *cn_agg__qcache_free(struct cn_agg__qcache *c);
 /* Bytes the cache holds (for cn_agg_profile_memory); 0 for NULL. */

@@ -21,7 +21,10 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "import_internal.h"
+#include "agg_internal.h"
+
+/* The first line of a .canopy file, followed by " VERSION\n". */
+#define CANOPY_MAGIC "canopy-profile"
 
 #define CANOPY_FILE_VERSION 1
 #define OUT_CHUNK           (256 * 1024)
@@ -100,8 +103,8 @@ static void wr_string(wr *w, const char *s, size_t n)
 
 static void write_tables(wr *w, const cn_agg_profile *p)
 {
-    wr_printf(w, "%s %d\nunit %d\nscale %.17g\n", CN_AGG__CANOPY_MAGIC, CANOPY_FILE_VERSION,
-              (int)p->unit, p->scale);
+    wr_printf(w, "%s %d\nunit %d\nscale %.17g\n", CANOPY_MAGIC, CANOPY_FILE_VERSION, (int)p->unit,
+              p->scale);
     wr_printf(w, "strings %zu\n", p->n_str);
     for (size_t i = 0; i < p->n_str; i++)
         wr_string(w, p->str[i], p->str_len[i]);
@@ -599,11 +602,11 @@ static int read_header(rd *r)
 {
     int64_t v;
     double scale;
-    size_t n = strlen(CN_AGG__CANOPY_MAGIC);
+    size_t n = strlen(CANOPY_MAGIC);
     int rc = next_line(r);
     if (rc < 0)
         return rc;
-    if (r->len <= n || memcmp(r->line, CN_AGG__CANOPY_MAGIC, n) || r->line[n] != ' ')
+    if (r->len <= n || memcmp(r->line, CANOPY_MAGIC, n) || r->line[n] != ' ')
         return bad(r, "not a .canopy file");
     r->pos = n;
     if ((rc = get_int(r, 0, INT32_MAX, &v)) < 0)
@@ -630,8 +633,8 @@ static int read_header(rd *r)
     return 0;
 }
 
-int cn_agg__import_canopy(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                          cn_err *err)
+int cn_agg_canopy_read(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                       cn_err *err)
 {
     rd r = {.name = name, .err = err};
     int rc;
@@ -660,8 +663,8 @@ fail:
     return rc;
 }
 
-bool cn_agg__looks_canopy(const char *data, size_t len)
+bool cn_agg_canopy_sniff(const char *data, size_t len)
 {
-    size_t n = strlen(CN_AGG__CANOPY_MAGIC);
-    return len > n && !memcmp(data, CN_AGG__CANOPY_MAGIC, n) && data[n] == ' ';
+    size_t n = strlen(CANOPY_MAGIC);
+    return len > n && !memcmp(data, CANOPY_MAGIC, n) && data[n] == ' ';
 }

@@ -1,13 +1,13 @@
-/* diff.c — differential profiles: NEW − BASE per call path (issue 6).
+/* diff.c — differential profiles: NEW − BASE per call path.
  *
  * A differential profile is an ordinary profile with two synthetic threads, "base"
  * (pid 1, tid 1) and "new" (pid 2, tid 2), and metadata diff=1 — the same tables the
  * three-column folded importer builds — so every transform and view works on it
  * unchanged. cn_agg_diff_run() runs the query once per side (thread filter), merges the
  * two trees by call path with a (parent, func) hash, scales BASE by NEW's total over
- * BASE's (normalizing) and orders children by |NEW − BASE| (calltree.md §1.1 on negative
- * weights, interface.md on ordering). Writers for text, JSON, three-column folded and a
- * differential flame graph sit at the end.
+ * BASE's (normalizing) and orders children by |NEW − BASE| (docs/calltree.md §1.1 on negative
+ * weights, docs/cli.md on ordering). The writers (text, JSON, three-column folded, a
+ * differential flame graph) live in formats/ (cn_fmt.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats_internal.h"
+#include "agg_internal.h"
 
 #define BASE_PID 1
 #define NEW_PID  2
@@ -82,12 +82,22 @@ static int copy_nodes(builder *b, int32_t first, int32_t prefix)
     return 0;
 }
 
+/* Runs q with its view replaced by the plain tree (transforms, range and filters kept). */
+static int run_tree(cn_agg_profile *p, const cn_agg_query *q, cn_agg_tree **out, cn_err *err)
+{
+    cn_agg_query copy = *q;
+    copy.view = CN_AGG_VIEW_TREE;
+    if (q->view != CN_AGG_VIEW_TREE)
+        copy.view_func = NULL;
+    return cn_agg_query_run(p, &copy, out, err);
+}
+
 static int copy_side(cn_agg_profile *src, const cn_agg_query *q, cn_agg_profile *d, int32_t thread,
                      double factor, cn_err *err)
 {
     builder b = {.src = src, .d = d, .thread = thread, .factor = factor};
     cn_agg_tree *t = NULL;
-    int rc = cn_agg__run_view(src, q, CN_AGG_VIEW_TREE, &t, err);
+    int rc = run_tree(src, q, &t, err);
     if (rc < 0)
         return rc;
     b.t = t;
@@ -146,8 +156,7 @@ fail:
     return rc;
 }
 
-/* The thread ids of the two sides, from the metadata (default 1 and 2). */
-static void side_tids(const cn_agg_profile *p, int32_t *base, int32_t *newt)
+void cn_agg_diff_sides(const cn_agg_profile *p, int32_t *base, int32_t *newt)
 {
     const char *b = cn_agg_meta_get(p, "diff.base_tid"), *n = cn_agg_meta_get(p, "diff.new_tid");
     *base = b ? (int32_t)atoi(b) : BASE_PID;
@@ -160,7 +169,7 @@ bool cn_agg_is_diff(const cn_agg_profile *p)
     if (!m || strcmp(m, "1") != 0)
         return false;
     int32_t b, n;
-    side_tids(p, &b, &n);
+    cn_agg_diff_sides(p, &b, &n);
     bool hb = false, hn = false;
     for (size_t i = 0; i < cn_agg_thread_count(p); i++) {
         hb |= cn_agg_thread_tid(p, (int32_t)i) == b;
@@ -367,7 +376,7 @@ int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn
     if (!cn_agg_is_diff(d))
         return cn_err_set(err, -EINVAL, "diff: not a differential profile");
     int32_t tid_b, tid_n;
-    side_tids(d, &tid_b, &tid_n);
+    cn_agg_diff_sides(d, &tid_b, &tid_n);
     cn_agg_tree *tb = NULL, *tn = NULL;
     merger m = {.p = d};
     cn_agg_diff *r = calloc(1, sizeof(*r));
@@ -420,335 +429,5 @@ fail:
     cn_agg_tree_free(tb);
     cn_agg_tree_free(tn);
     cn_agg_diff_free(r);
-    return rc;
-}
-
-/* ---- writers ---------------------------------------------------------------------- */
-
-/* shown[n]: total != 0 or a shown child (interface.md: a differential tree keeps a zero
- * node that has shown children). */
-static bool mark_shown(const cn_agg_tree *t, int32_t n, uint8_t *shown)
-{
-    bool any = false;
-    for (int32_t c = t->nodes[n].first_child; c >= 0; c = t->nodes[c].next_sibling)
-        any |= mark_shown(t, c, shown);
-    shown[n] = any || t->nodes[n].total != 0;
-    return shown[n];
-}
-
-static uint8_t *shown_nodes(const cn_agg_tree *t)
-{
-    uint8_t *shown = calloc(t->n_nodes ? t->n_nodes : 1, 1);
-    if (shown)
-        for (int32_t r = t->first_root; r >= 0; r = t->nodes[r].next_sibling)
-            mark_shown(t, r, shown);
-    return shown;
-}
-
-static void json_node(FILE *out, const cn_agg_profile *p, const cn_agg_diff *r,
-                      const uint8_t *shown, int32_t n, double scale)
-{
-    const cn_agg_node *nd = &r->tree->nodes[n];
-    const cn_agg_diff_vals *v = &r->nodes[n];
-    fputs("{\"name\":", out);
-    cn_agg__json_string(out, cn_agg_func_name(p, nd->func));
-    int32_t res = cn_agg_func_resource(p, nd->func);
-    if (res >= 0) {
-        fputs(",\"lib\":", out);
-        cn_agg__json_string(out, cn_agg_resource_name(p, res));
-    }
-    double f[6] = {nd->total, nd->self, v->base_total, v->new_total, v->base_self, v->new_self};
-    const char *k[6] = {"total", "self", "base", "new", "base_self", "new_self"};
-    for (int i = 0; i < 6; i++) {
-        fprintf(out, ",\"%s\":", k[i]);
-        cn_agg__json_number(out, f[i] * scale);
-    }
-    fputs(",\"children\":[", out);
-    bool first = true;
-    for (int32_t c = nd->first_child; c >= 0; c = r->tree->nodes[c].next_sibling) {
-        if (!shown[c])
-            continue;
-        if (!first)
-            putc(',', out);
-        first = false;
-        json_node(out, p, r, shown, c, scale);
-    }
-    fputs("]}", out);
-}
-
-int cn_agg_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
-                           const cn_agg_write_opts *o, FILE *out)
-{
-    double scale = cn_agg_profile_scale(d);
-    uint8_t *shown = shown_nodes(r->tree);
-    if (!shown)
-        return -ENOMEM;
-    fprintf(out, "{\"unit\":\"%s\",\"diff\":true,\"normalized\":%s,\"factor\":",
-            cn_agg_unit_name(cn_agg_profile_unit(d)), r->normalized ? "true" : "false");
-    cn_agg__json_number(out, r->factor);
-    fputs(",\"total\":", out);
-    cn_agg__json_number(out, r->tree->total * scale);
-    fputs(",\"base_total\":", out);
-    cn_agg__json_number(out, r->base_sum * scale);
-    fputs(",\"new_total\":", out);
-    cn_agg__json_number(out, r->new_sum * scale);
-    fprintf(out, ",\"view\":\"%s\",\"transforms\":[", cn_agg_view_name(r->tree->view));
-    for (size_t i = 0; o && i < o->n_transforms; i++) {
-        char *spec = cn_agg_transform_format(&o->transforms[i]);
-        if (i)
-            putc(',', out);
-        cn_agg__json_string(out, spec ? spec : "");
-        free(spec);
-    }
-    putc(']', out);
-    if (r->tree->view == CN_AGG_VIEW_FUNCTIONS) {
-        fputs(",\"functions\":[", out);
-        for (size_t i = 0; i < r->tree->n_functions; i++) {
-            const cn_agg_func_row *row = &r->tree->functions[i];
-            const cn_agg_diff_vals *v = &r->functions[i];
-            fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
-            cn_agg__json_string(out, cn_agg_func_name(d, row->func));
-            int32_t res = cn_agg_func_resource(d, row->func);
-            if (res >= 0) {
-                fputs(",\"lib\":", out);
-                cn_agg__json_string(out, cn_agg_resource_name(d, res));
-            }
-            double f[6] = {row->self,   row->total,    v->base_self,
-                           v->new_self, v->base_total, v->new_total};
-            const char *k[6] = {"self", "total", "base_self", "new_self", "base", "new"};
-            for (int j = 0; j < 6; j++) {
-                fprintf(out, ",\"%s\":", k[j]);
-                cn_agg__json_number(out, f[j] * scale);
-            }
-            putc('}', out);
-        }
-        fputs("]}\n", out);
-    } else {
-        fputs(",\"roots\":[", out);
-        bool first = true;
-        for (int32_t n = r->tree->first_root; n >= 0; n = r->tree->nodes[n].next_sibling) {
-            if (!shown[n])
-                continue;
-            fputs(first ? "\n" : ",\n", out);
-            first = false;
-            json_node(out, d, r, shown, n, scale);
-        }
-        fputs("]}\n", out);
-    }
-    free(shown);
-    return ferror(out) ? -EIO : 0;
-}
-
-static void text_value(FILE *out, double v, bool sign)
-{
-    if (v == floor(v) && fabs(v) < 1e15)
-        fprintf(out, sign ? "%+10.0f" : "%10.0f", v);
-    else
-        fprintf(out, sign ? "%+10.4g" : "%10.4g", v);
-}
-
-static void text_line(FILE *out, const cn_agg_profile *d, int32_t func, double delta, double base,
-                      double nv, double denom, double scale, int depth)
-{
-    fprintf(out, "%+7.1f%% ", denom > 0 ? 100 * delta / denom : 0);
-    text_value(out, delta * scale, true);
-    fputs("  ", out);
-    text_value(out, base * scale, false);
-    fputs(" -> ", out);
-    text_value(out, nv * scale, false);
-    fprintf(out, "  %*s%s", depth * 2, "", cn_agg_func_name(d, func));
-    int32_t res = cn_agg_func_resource(d, func);
-    if (res >= 0)
-        fprintf(out, "  [%s]", cn_agg_resource_name(d, res));
-    putc('\n', out);
-}
-
-static void text_nodes(FILE *out, const cn_agg_profile *d, const cn_agg_diff *r,
-                       const uint8_t *shown, int32_t first, int depth, double denom, double scale,
-                       const cn_agg_write_opts *o)
-{
-    if (o && o->max_depth >= 0 && depth >= o->max_depth)
-        return;
-    for (int32_t n = first; n >= 0; n = r->tree->nodes[n].next_sibling) {
-        const cn_agg_node *nd = &r->tree->nodes[n];
-        if (!shown[n])
-            continue;
-        if (o && o->min_percent > 0 && denom > 0 &&
-            100 * fabs(nd->total) / denom < o->min_percent && nd->total != 0)
-            continue;
-        text_line(out, d, nd->func, nd->total, r->nodes[n].base_total, r->nodes[n].new_total, denom,
-                  scale, depth);
-        text_nodes(out, d, r, shown, nd->first_child, depth + 1, denom, scale, o);
-    }
-}
-
-int cn_agg_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
-                           const cn_agg_write_opts *o, FILE *out)
-{
-    double scale = cn_agg_profile_scale(d);
-    const char *unit = cn_agg_unit_name(cn_agg_profile_unit(d));
-    fprintf(out, "# diff%s%s  unit %s  base ", o && o->title ? " " : "",
-            o && o->title ? o->title : "", unit);
-    text_value(out, r->base_sum * scale, false);
-    fputs("  new ", out);
-    text_value(out, r->new_sum * scale, false);
-    if (r->normalized)
-        fprintf(out, "  (base normalized x%.4g)", r->factor);
-    for (size_t i = 0; o && i < o->n_transforms; i++) {
-        char *spec = cn_agg_transform_format(&o->transforms[i]);
-        fprintf(out, "%s%s", i ? ", " : "  transforms: ", spec ? spec : "?");
-        free(spec);
-    }
-    fputs("\n#  change%     change        base ->        new  name\n", out);
-    double denom = fabs(r->new_sum);
-    if (r->tree->view == CN_AGG_VIEW_FUNCTIONS) {
-        for (size_t i = 0; i < r->tree->n_functions; i++) {
-            const cn_agg_func_row *row = &r->tree->functions[i];
-            if (row->self == 0 && row->total == 0)
-                continue;
-            text_line(out, d, row->func, row->self, r->functions[i].base_self,
-                      r->functions[i].new_self, denom, scale, 0);
-        }
-        return ferror(out) ? -EIO : 0;
-    }
-    uint8_t *shown = shown_nodes(r->tree);
-    if (!shown)
-        return -ENOMEM;
-    text_nodes(out, d, r, shown, r->tree->first_root, 0, denom, scale, o);
-    free(shown);
-    return ferror(out) ? -EIO : 0;
-}
-
-int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const cn_agg_write_opts *o,
-                          FILE *out, cn_err *err)
-{
-    size_t n = r->tree->n_nodes;
-    double *base = malloc((n ? n : 1) * sizeof(*base));
-    double *nv = malloc((n ? n : 1) * sizeof(*nv));
-    char sub[256];
-    int rc;
-    if (!base || !nv) {
-        rc = cn_err_set(err, -ENOMEM, "SVG output: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        base[i] = r->nodes[i].base_total;
-        nv[i] = r->nodes[i].new_total;
-    }
-    double scale = cn_agg_profile_scale(d);
-    snprintf(sub, sizeof(sub),
-             "base %.6g -> new %.6g %s%s \xc2\xb7 red: grew, blue: shrank \xc2\xb7 width: "
-             "(base + new) / 2",
-             r->base_sum * r->factor * scale, r->new_sum * scale,
-             cn_agg_unit_name(cn_agg_profile_unit(d)), r->normalized ? " (base normalized)" : "");
-    cn_agg__flame f = {
-        .p = d,
-        .t = r->tree,
-        .base = base,
-        .newv = nv,
-        .icicle = r->tree->view == CN_AGG_VIEW_INVERTED || r->tree->view == CN_AGG_VIEW_CALLERS,
-        .title = o && o->title ? o->title : "Differential flame graph",
-        .subtitle = sub,
-    };
-    rc = cn_agg__write_flame(&f, out, err);
-out:
-    free(base);
-    free(nv);
-    return rc;
-}
-
-/* ---- three-column folded ---------------------------------------------------------- */
-
-typedef struct fline {
-    char *text;
-    double base, newv;
-} fline;
-
-typedef struct fold_ctx {
-    const cn_agg_profile *p;
-    const cn_agg_tree *t;
-    fline *lines;
-    size_t n, cap;
-    char *path;
-    size_t path_cap;
-    bool is_base;
-} fold_ctx;
-
-static int fold_collect(fold_ctx *c, int32_t first, size_t len)
-{
-    for (int32_t n = first; n >= 0; n = c->t->nodes[n].next_sibling) {
-        const cn_agg_node *nd = &c->t->nodes[n];
-        const char *name = cn_agg_func_name(c->p, nd->func);
-        size_t nl = strlen(name);
-        if (CN_AGG__RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
-            return -ENOMEM;
-        size_t l = len;
-        if (l)
-            c->path[l++] = ';';
-        for (size_t i = 0; i < nl; i++)
-            c->path[l++] = name[i] == '\n' || name[i] == '\r' ? ' ' : name[i];
-        c->path[l] = '\0';
-        if (nd->self != 0) {
-            if (CN_AGG__RESERVE(c->lines, c->cap, c->n + 1) < 0)
-                return -ENOMEM;
-            char *text = strdup(c->path);
-            if (!text)
-                return -ENOMEM;
-            c->lines[c->n++] = (fline){text, c->is_base ? nd->self : 0, c->is_base ? 0 : nd->self};
-        }
-        int rc = fold_collect(c, nd->first_child, l);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-static int cmp_fline(const void *a, const void *b)
-{
-    return strcmp(((const fline *)a)->text, ((const fline *)b)->text);
-}
-
-int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_err *err)
-{
-    if (!cn_agg_is_diff(d))
-        return cn_err_set(err, -EINVAL, "diff: not a differential profile");
-    int32_t tids[2];
-    side_tids(d, &tids[0], &tids[1]);
-    fold_ctx c = {.p = d};
-    int rc = 0;
-    for (int side = 0; side < 2 && rc == 0; side++) {
-        cn_agg_query qs = *q;
-        qs.tid = tids[side];
-        qs.pid = -1;
-        cn_agg_tree *t = NULL;
-        if ((rc = cn_agg__run_view(d, &qs, CN_AGG_VIEW_TREE, &t, err)) < 0)
-            break;
-        c.t = t;
-        c.is_base = side == 0;
-        if (fold_collect(&c, t->first_root, 0) < 0)
-            rc = cn_err_set(err, -ENOMEM, "diff: out of memory");
-        cn_agg_tree_free(t);
-    }
-    if (rc == 0) {
-        if (c.n > 1)
-            qsort(c.lines, c.n, sizeof(*c.lines), cmp_fline);
-        for (size_t i = 0; i < c.n;) {
-            double b = 0, nv = 0;
-            size_t j = i;
-            while (j < c.n && strcmp(c.lines[j].text, c.lines[i].text) == 0) {
-                b += c.lines[j].base;
-                nv += c.lines[j++].newv;
-            }
-            /* the format's counts are non-negative integers */
-            fprintf(out, "%s %.0f %.0f\n", c.lines[i].text, b > 0 ? round(b) : 0,
-                    nv > 0 ? round(nv) : 0);
-            i = j;
-        }
-        rc = cn_agg__finish_output(out, "folded", err);
-    }
-    for (size_t i = 0; i < c.n; i++)
-        free(c.lines[i].text);
-    free(c.lines);
-    free(c.path);
     return rc;
 }

@@ -9,6 +9,7 @@
  * (cn_agg_add_samples_refs) hashes a group of callchains and prefetches their slots
  * before probing, so the probes' cache misses overlap.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -521,6 +522,22 @@ int32_t cn_agg_frame_line(const cn_agg_profile *p, int32_t frame)
     return frame_ok(p, frame) ? p->frame_line[frame] : 0;
 }
 
+bool cn_agg_frame_is_placeholder(const cn_agg_profile *p, int32_t frame)
+{
+    if (frame < 0 || (size_t)frame >= p->n_frame || p->frame_key_func[frame] >= 0 ||
+        p->frame_depth[frame] != 1)
+        return false;
+    int32_t func = p->chain_pool[p->frame_chain[frame]];
+    char name[320];
+    int32_t res = p->frame_res[frame];
+    uint64_t off = (uint64_t)p->frame_addr[frame];
+    if (res >= 0)
+        snprintf(name, sizeof(name), "%s+0x%" PRIx64, p->str[p->res_name[res]], off);
+    else
+        snprintf(name, sizeof(name), "0x%" PRIx64, off);
+    return strcmp(p->str[p->func_name[func]], name) == 0;
+}
+
 size_t cn_agg_frame_funcs(const cn_agg_profile *p, int32_t frame, const int32_t **funcs)
 {
     if (!frame_ok(p, frame)) {
@@ -551,6 +568,7 @@ int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
     id = (int32_t)p->n_stack;
     if (cn_agg__u64map_put(&p->stack_index, key, id) < 0)
         return -ENOMEM;
+    assert(prefix < id); /* cn_agg.h: prefix < id (one pass in id order sees parents first) */
     p->stack_prefix[id] = prefix;
     p->stack_frame[id] = frame;
     p->n_stack++;
@@ -564,12 +582,31 @@ size_t cn_agg_stack_count(const cn_agg_profile *p)
 
 int32_t cn_agg_stack_prefix(const cn_agg_profile *p, int32_t stack)
 {
-    return stack >= 0 && (size_t)stack < p->n_stack ? p->stack_prefix[stack] : -1;
+    if (stack < 0 || (size_t)stack >= p->n_stack)
+        return -1;
+    assert(p->stack_prefix[stack] < stack); /* cn_agg.h: prefix < id */
+    return p->stack_prefix[stack];
 }
 
 int32_t cn_agg_stack_frame(const cn_agg_profile *p, int32_t stack)
 {
     return stack >= 0 && (size_t)stack < p->n_stack ? p->stack_frame[stack] : -1;
+}
+
+size_t cn_agg_stack_funcs(const cn_agg_profile *p, int32_t stack, int32_t *out, size_t cap)
+{
+    size_t n = 0;
+    if (stack < 0 || (size_t)stack >= p->n_stack)
+        return 0;
+    for (int32_t s = stack; s >= 0; s = p->stack_prefix[s]) {
+        assert(p->stack_prefix[s] < s); /* cn_agg.h: prefix < id */
+        int32_t f = p->stack_frame[s];
+        const int32_t *chain = p->chain_pool + p->frame_chain[f];
+        for (size_t i = p->frame_depth[f]; i-- > 0; n++)
+            if (n < cap)
+                out[n] = chain[i];
+    }
+    return n;
 }
 
 int32_t cn_agg_stack_from_frames(cn_agg_profile *p, const int32_t *root_first, size_t n)

@@ -85,12 +85,8 @@ typedef struct cn_agg__qrun {
 int cn_agg__qrun_init(cn_agg__qrun *run, cn_agg_profile *p, const cn_agg_query *q,
                       struct cn_agg__qcache **cache, cn_err *err);
 
-/* The profile's query cache slot, when the profile has one (agg_internal.h). */
-#ifdef CN_AGG__PROFILE_QCACHE
+/* The profile's query cache slot (agg_internal.h). */
 #define CN_AGG__QCACHE(p) (&(p)->qcache)
-#else
-#define CN_AGG__QCACHE(p) ((struct cn_agg__qcache **)NULL)
-#endif
 void cn_agg__qrun_free(cn_agg__qrun *run);
 /* Applies q's transforms in order. Returns 0 or negative errno. */
 int cn_agg__qrun_transform_all(cn_agg__qrun *run, cn_err *err);

@@ -7,8 +7,6 @@
  * with more than QT_SCAN children go through a (prefix, func) hash. A fresh row (no
  * children yet) costs no hashing at all, and the arrays written are the ones just
  * appended, which keeps cache misses to about one per lookup.
- *
- * The agg_internal.h cn_agg__ftable (a plain hashed table) is kept for other users.
  */
 #include <errno.h>
 #include <stdint.h>

@@ -8,6 +8,7 @@
  * rewrite the table (transform.c) and their row maps are composed over the base rows, so
  * samples are mapped exactly once, in the final pass that sums self weights.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,39 +18,6 @@
 #include "q_engine.h"
 
 /* ---- the func-level table ----------------------------------------------------------- */
-
-/* agg_internal.h's plain hashed table (the engine itself uses cn_agg__qtable). */
-int32_t cn_agg__ftable_intern(cn_agg__ftable *t, int32_t prefix, int32_t func)
-{
-    uint64_t key = cn_agg__pair(prefix, func);
-    int32_t row = cn_agg__u64map_get(&t->index, key);
-    if (row >= 0)
-        return row;
-    if (t->n >= INT32_MAX)
-        return -ENOMEM;
-    if (t->n == t->cap) {
-        size_t c1 = t->cap, c2 = t->cap;
-        if (CN_AGG__RESERVE(t->prefix, c1, t->n + 1) < 0 ||
-            CN_AGG__RESERVE(t->func, c2, t->n + 1) < 0)
-            return -ENOMEM;
-        t->cap = c1 < c2 ? c1 : c2;
-    }
-    row = (int32_t)t->n;
-    if (cn_agg__u64map_put(&t->index, key, row) < 0)
-        return -ENOMEM;
-    t->prefix[row] = prefix;
-    t->func[row] = func;
-    t->n++;
-    return row;
-}
-
-void cn_agg__ftable_clear(cn_agg__ftable *t)
-{
-    free(t->prefix);
-    free(t->func);
-    cn_agg__u64map_clear(&t->index);
-    memset(t, 0, sizeof(*t));
-}
 
 int32_t cn_agg__q_name_id(const cn_agg_profile *p, const char *name)
 {
@@ -330,6 +298,9 @@ static int select_samples(cn_agg__qrun *run)
     run->hi = q->to_ns == INT64_MAX ? p->n_sample : lower_bound(p->s_time, p->n_sample, q->to_ns);
     if (run->hi < run->lo)
         run->hi = run->lo;
+    /* the table is sorted by time (cn_agg.h), so [lo, hi) is exactly the range */
+    assert(run->lo == 0 || p->s_time[run->lo - 1] < q->from_ns);
+    assert(run->hi == p->n_sample || p->s_time[run->hi] >= q->to_ns);
     run->with_acc = q->from_ns == INT64_MIN && q->to_ns == INT64_MAX;
     run->filtered = q->tid >= 0 || q->pid >= 0;
     if (run->filtered) {

@@ -6,6 +6,7 @@
  * accumulator keyed by (stack, thread), so all-time totals never lose a sample while the
  * raw table stays bounded.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,37 @@ int32_t cn_agg_sample_thread(const cn_agg_profile *p, size_t i)
     return i < p->n_sample ? p->s_thread[i] : -1;
 }
 
+int cn_agg_sample_set_time(cn_agg_profile *p, size_t i, int64_t time_ns)
+{
+    if (i >= p->n_sample)
+        return -ERANGE;
+    p->s_time[i] = time_ns;
+    /* Only a neighbour can tell: the sort re-checks the whole table before sorting. */
+    if ((i > 0 && time_ns < p->s_time[i - 1]) ||
+        (i + 1 < p->n_sample && time_ns > p->s_time[i + 1]))
+        p->unsorted = true;
+    return 0;
+}
+
+int cn_agg_sample_set_weight(cn_agg_profile *p, size_t i, double weight)
+{
+    if (i >= p->n_sample)
+        return -ERANGE;
+    p->s_weight[i] = weight;
+    return 0;
+}
+
+#ifndef NDEBUG
+/* True when the sample table is in time order (cn_agg.h: kept sorted for range queries). */
+static bool samples_in_order(const cn_agg_profile *p)
+{
+    for (size_t i = 1; i < p->n_sample; i++)
+        if (p->s_time[i - 1] > p->s_time[i])
+            return false;
+    return true;
+}
+#endif
+
 /* ---- sorting ---------------------------------------------------------------------- */
 
 struct order {
@@ -128,7 +160,13 @@ void cn_agg__samples_sort(cn_agg_profile *p)
 {
     if (!p->unsorted)
         return;
-    size_t n = p->n_sample;
+    size_t n = p->n_sample, k = 1;
+    while (k < n && p->s_time[k - 1] <= p->s_time[k])
+        k++;
+    if (k >= n) { /* a rewrite (cn_agg_sample_set_time) left it in order after all */
+        p->unsorted = false;
+        return;
+    }
     struct order *ord = malloc(n * sizeof(*ord));
     void *tmp = malloc(n * sizeof(int64_t));
     if (!ord || !tmp)
@@ -145,9 +183,56 @@ void cn_agg__samples_sort(cn_agg_profile *p)
     if (p->s_tl_stack)
         permute(p->s_tl_stack, ord, n, sizeof(*p->s_tl_stack), tmp);
     p->unsorted = false;
+    assert(samples_in_order(p)); /* O(n) after an O(n log n) sort: debug builds only */
 out:
     free(ord);
     free(tmp);
+}
+
+int cn_agg_samples_sort(cn_agg_profile *p)
+{
+    cn_agg__samples_sort(p);
+    return p->unsorted ? -ENOMEM : 0;
+}
+
+/* ---- raw iteration ---------------------------------------------------------------- */
+
+static bool thread_matches(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread)
+{
+    if (q->tid < 0 && q->pid < 0)
+        return true;
+    if (thread < 0 || (size_t)thread >= p->n_thr)
+        return false;
+    if (q->tid >= 0 && p->thr_tid[thread] != q->tid)
+        return false;
+    if (q->pid >= 0 && p->thr_pid[thread] != q->pid)
+        return false;
+    return true;
+}
+
+int cn_agg_for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg_sample_fn fn, void *ctx)
+{
+    cn_agg__samples_sort(p);
+    for (size_t i = 0; i < p->n_sample; i++) {
+        int64_t t = p->s_time[i];
+        if (t < q->from_ns || t >= q->to_ns || p->s_stack[i] < 0)
+            continue;
+        if (!thread_matches(p, q, p->s_thread[i]))
+            continue;
+        int rc = fn(ctx, p->s_stack[i], p->s_thread[i], t, p->s_weight[i], 1);
+        if (rc < 0)
+            return rc;
+    }
+    if (q->from_ns != INT64_MIN || q->to_ns != INT64_MAX)
+        return 0; /* ranged queries cannot count folded samples */
+    for (size_t i = 0; i < p->n_acc; i++) {
+        if (!thread_matches(p, q, p->acc_thread[i]))
+            continue;
+        int rc = fn(ctx, p->acc_stack[i], p->acc_thread[i], -1, p->acc_weight[i], 0);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* ---- retention -------------------------------------------------------------------- */

@@ -469,3 +469,20 @@ cn_agg_tree *cn_agg_tree_free(cn_agg_tree *t)
     }
     return NULL;
 }
+
+const char *cn_agg_view_name(cn_agg_view v)
+{
+    switch (v) {
+    case CN_AGG_VIEW_TREE:
+        return "tree";
+    case CN_AGG_VIEW_INVERTED:
+        return "inverted";
+    case CN_AGG_VIEW_CALLEES:
+        return "callees";
+    case CN_AGG_VIEW_CALLERS:
+        return "callers";
+    case CN_AGG_VIEW_FUNCTIONS:
+        return "functions";
+    }
+    return "tree";
+}

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 
 static double now(void)
 {
@@ -74,7 +75,7 @@ typedef int (*writer_fn)(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn
 
 static int svg_writer(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *e)
 {
-    return cn_agg_write_svg(p, q, NULL, out, e);
+    return cn_fmt_write_svg(p, q, NULL, out, e);
 }
 
 static const char *only;     /* argv[3]: only formats whose label starts with it */
@@ -128,15 +129,15 @@ int main(int argc, char **argv)
            cn_agg_sample_count(p), cn_agg_stack_count(p), cn_agg_frame_count(p), now() - t0);
     cn_agg_query q;
     cn_agg_query_init(&q);
-    run("pprof (untransformed)", cn_agg_write_pprof, p, &q);
+    run("pprof (untransformed)", cn_fmt_write_pprof, p, &q);
     run("svg", svg_writer, p, &q);
-    run("speedscope (untransformed)", cn_agg_write_speedscope, p, &q);
+    run("speedscope (untransformed)", cn_fmt_write_speedscope, p, &q);
     cn_agg_transform t;
     cn_err err = {0};
     if (cn_agg_transform_parse("merge:f0_1", &t, &err) == 0) {
         q.transforms = &t;
         q.n_transforms = 1;
-        run("pprof (merge:f0_1)", cn_agg_write_pprof, p, &q);
+        run("pprof (merge:f0_1)", cn_fmt_write_pprof, p, &q);
         run("svg (merge:f0_1)", svg_writer, p, &q);
         cn_agg_transform_clear(&t);
     }

@@ -3,7 +3,7 @@
  * Generates a V8-shaped profile of about SIZE_MB megabytes in /tmp (a random call tree
  * of 20 000 nodes with script URLs and positions, then samples and timeDeltas at ~1 ms
  * as `node --cpu-prof` writes them, hit counts consistent with the samples), then times
- * cn_agg_import_file() on it and a plain query, and reports the peak RSS of the process
+ * cn_fmt_import_file() on it and a plain query, and reports the peak RSS of the process
  * (getrusage) against the file size. The generator streams with a seeded PRNG (run twice:
  * once to count hits, once to write), so it adds almost nothing to the peak.
  * Usage: bench_import [SIZE_MB (default 100)] [--keep]
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 
 #define NODES 20000
 
@@ -142,7 +143,7 @@ int main(int argc, char **argv)
     cn_agg_profile *p = NULL;
     cn_err err;
     double c0 = cpu_seconds(), t0 = now();
-    int rc = cn_agg_import_file(path, &p, &err);
+    int rc = cn_fmt_import_file(path, &p, &err);
     double t1 = now(), c1 = cpu_seconds();
     long rss_after = max_rss_kb();
     if (rc) {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 
 #define CN_EXIT_OK    0
 #define CN_EXIT_FAIL  1
@@ -25,7 +26,7 @@ typedef struct cn_cli_query {
     size_t n_transforms;
     cn_agg_query query; /* points into transforms / view_func */
     char *view_func;    /* owned */
-    cn_agg_format format;
+    cn_fmt_format format;
     bool format_given;
     char *output; /* -o FILE, owned, NULL = stdout */
     int depth;    /* --depth, -1 unlimited */
@@ -58,9 +59,9 @@ int cn_cli_parse_duration(const char *s, int64_t *ns);
 /* Output format names ("text", "json", …) and the default from an -o file name's
  * extension (.json .folded .pb.gz .pb .speedscope.json .trace.json .svg .canopy .txt).
  * The parsers return 0 or a negative errno (unknown name / extension). */
-int cn_cli_format_parse(const char *s, cn_agg_format *out);
-const char *cn_cli_format_name(cn_agg_format f);
-int cn_cli_format_from_path(const char *path, cn_agg_format *out);
+int cn_cli_format_parse(const char *s, cn_fmt_format *out);
+const char *cn_cli_format_name(cn_fmt_format f);
+int cn_cli_format_from_path(const char *path, cn_fmt_format *out);
 
 /* Writes len bytes to path (or stdout when path is NULL), all or nothing as far as the
  * file system allows. Returns an exit status after printing a one-line error. */
@@ -82,7 +83,7 @@ bool cn_cli_want_color(const cn_cli_query *q);
  * file or session in headers; extra (may be NULL) supplies live-session fields.
  * Returns an exit status. */
 int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
-                  const cn_agg_write_opts *extra);
+                  const cn_fmt_write_opts *extra);
 
 /* Runs the estimated call timeline of q on p and writes it as q->format (json,
  * chrome-trace, speedscope — evented, one profile per thread —, else text) into out.

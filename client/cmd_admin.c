@@ -266,14 +266,14 @@ int cn_cmd_save(int argc, char **argv)
     if (status >= 0)
         goto out;
     cn_cli_query *q = &s.a.q;
-    cn_agg_format f;
+    cn_fmt_format f;
     if (!q->output) {
         fprintf(stderr, "canopy save: missing -o FILE\n");
         status = CN_EXIT_USAGE;
         goto out;
     }
     if (!q->format_given && cn_cli_format_from_path(q->output, &f) < 0)
-        q->format = CN_AGG_FMT_CANOPY;
+        q->format = CN_FMT_CANOPY;
     status = query_session(&s, "tree");
 out:
     simple_clear(&s);
@@ -411,13 +411,13 @@ int cn_cmd_lines(int argc, char **argv)
         fprintf(stderr, "canopy lines: usage: canopy lines SESSION|FILE F\n");
         goto out;
     }
-    if (a.q.format != CN_AGG_FMT_TEXT && a.q.format != CN_AGG_FMT_JSON) {
+    if (a.q.format != CN_FMT_TEXT && a.q.format != CN_FMT_JSON) {
         fprintf(stderr, "canopy lines: --format expects text or json\n");
         goto out;
     }
     if (is_file(a.pos[0])) {
         cn_err err = {0};
-        int rc = cn_agg_import_file(a.pos[0], &p, &err);
+        int rc = cn_fmt_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
             fprintf(stderr, "canopy lines: %s\n", err.msg[0] ? err.msg : strerror(-rc));
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
@@ -449,7 +449,7 @@ int cn_cmd_lines(int argc, char **argv)
             goto out;
         }
     }
-    if (a.q.format == CN_AGG_FMT_JSON) {
+    if (a.q.format == CN_FMT_JSON) {
         status = cn_cli_emit_json(a.cmd, doc, a.q.output);
     } else {
         size_t len;
@@ -492,7 +492,7 @@ int cn_cli_live_timeline(int argc, char **argv)
     cn_cli_query *q = &s.a.q;
     if ((status = cn_cli_timeline_check(q)) != CN_EXIT_OK)
         goto out;
-    if (q->format != CN_AGG_FMT_SPEEDSCOPE) {
+    if (q->format != CN_FMT_SPEEDSCOPE) {
         status = query_session(&s, "timeline");
         goto out;
     }

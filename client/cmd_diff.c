@@ -137,7 +137,7 @@ static int load(const side *s, const char *socket, cn_cli_conn **c, cn_agg_profi
         return status ? status : cn_cli_fetch_session("diff", *c, s->path, out);
     }
     cn_err err = {0};
-    int rc = cn_agg_import_file(s->path, out, &err);
+    int rc = cn_fmt_import_file(s->path, out, &err);
     if (rc < 0) {
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
@@ -166,29 +166,29 @@ int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, 
 {
     cn_err err = {0};
     cn_agg_query dq = q->query;
-    cn_agg_write_opts o;
+    cn_fmt_write_opts o;
     cn_agg_diff *r = NULL;
     int rc;
 
     dq.from_ns = INT64_MIN; /* the sides' ranges were applied when d was built */
     dq.to_ns = INT64_MAX;
     dq.tid = dq.pid = -1;
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts_init(&o);
     o.title = title;
     o.max_depth = q->depth;
     o.min_percent = q->min_percent;
     o.transforms = q->transforms;
     o.n_transforms = q->n_transforms;
     switch (q->format) {
-    case CN_AGG_FMT_FOLDED:
-        rc = cn_agg_write_diff_folded(d, &dq, out, &err);
+    case CN_FMT_FOLDED:
+        rc = cn_fmt_write_diff_folded(d, &dq, out, &err);
         goto done;
-    case CN_AGG_FMT_CANOPY:
+    case CN_FMT_CANOPY:
         rc = cn_agg_write_canopy(d, out);
         goto done;
-    case CN_AGG_FMT_TEXT:
-    case CN_AGG_FMT_JSON:
-    case CN_AGG_FMT_SVG:
+    case CN_FMT_TEXT:
+    case CN_FMT_JSON:
+    case CN_FMT_SVG:
         break;
     default:
         fprintf(stderr,
@@ -199,12 +199,12 @@ int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, 
     }
     if ((rc = cn_agg_diff_run(d, &dq, normalize, &r, &err)) < 0)
         goto done;
-    if (q->format == CN_AGG_FMT_JSON)
-        rc = cn_agg_write_diff_json(d, r, &o, out);
-    else if (q->format == CN_AGG_FMT_SVG)
-        rc = cn_agg_write_diff_svg(d, r, &o, out, &err);
+    if (q->format == CN_FMT_JSON)
+        rc = cn_fmt_write_diff_json(d, r, &o, out);
+    else if (q->format == CN_FMT_SVG)
+        rc = cn_fmt_write_diff_svg(d, r, &o, out, &err);
     else
-        rc = cn_agg_write_diff_text(d, r, &o, out);
+        rc = cn_fmt_write_diff_text(d, r, &o, out);
     cn_agg_diff_free(r);
 done:
     if (rc < 0) {

@@ -181,10 +181,10 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 {
     cn_d_session *s = cn_cli_local_session(l);
     cn_d_session_info info;
-    cn_agg_write_opts extra;
+    cn_fmt_write_opts extra;
 
     cn_d_session_info_get(s, &info);
-    cn_agg_write_opts_init(&extra);
+    cn_fmt_write_opts_init(&extra);
     extra.session = info.id;
     extra.event = info.event;
     extra.samples = (int64_t)info.samples;
@@ -558,7 +558,7 @@ int cn_cmd_tree(int argc, char **argv)
     }
     if (a.n_pos == 1 && is_file(a.pos[0])) {
         cn_err err = {0};
-        int rc = cn_agg_import_file(a.pos[0], &p, &err);
+        int rc = cn_fmt_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
             fprintf(stderr, "canopy tree: %s\n", err.msg[0] ? err.msg : strerror(-rc));
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
@@ -704,7 +704,7 @@ static int top_file(const char *path)
 {
     cn_agg_profile *p = NULL;
     cn_err err = {0};
-    int rc = cn_agg_import_file(path, &p, &err);
+    int rc = cn_fmt_import_file(path, &p, &err);
     if (rc < 0) {
         fprintf(stderr, "canopy top: %s\n", err.msg[0] ? err.msg : strerror(-rc));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;

@@ -1,7 +1,7 @@
 /* cmd_open.c — the offline commands: `canopy open FILE [QUERY]` and
  * `canopy timeline FILE [--tid T] [--format text|json|chrome-trace|speedscope]`.
  *
- * Both load the whole file with the engine's importers (cn_agg_import_file: format found
+ * Both load the whole file with the engine's importers (cn_fmt_import_file: format found
  * by content), then hand the profile to the shared renderer (render.c) or to the
  * timeline writers. Output is buffered and emitted only on success.
  */
@@ -68,7 +68,7 @@ static void timeline_help(void)
 static int load(const char *path, cn_agg_profile **out)
 {
     cn_err err = {0};
-    int rc = cn_agg_import_file(path, out, &err);
+    int rc = cn_fmt_import_file(path, out, &err);
 
     if (rc < 0) {
         if (err.msg[0])

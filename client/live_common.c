@@ -347,7 +347,7 @@ int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session, c
                 session);
         goto out;
     }
-    int rc = cn_agg_import_buffer(data, len, session, out, &err);
+    int rc = cn_fmt_import_buffer(data, len, session, out, &err);
     if (rc < 0) {
         /* The daemon's own bytes do not load: a runtime failure, not bad user input. */
         fprintf(stderr, "canopy %s: session '%s': %s\n", cmd, session,

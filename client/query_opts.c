@@ -19,7 +19,7 @@ void cn_cli_query_init(cn_cli_query *q)
 {
     memset(q, 0, sizeof(*q));
     cn_agg_query_init(&q->query);
-    q->format = CN_AGG_FMT_TEXT;
+    q->format = CN_FMT_TEXT;
     q->depth = -1;
     q->min_percent = 0.0;
     q->from_s = NAN;
@@ -92,19 +92,19 @@ static int parse_int32(const char *s, int32_t min, int32_t *out)
 
 static const struct {
     const char *name;
-    cn_agg_format format;
+    cn_fmt_format format;
 } format_names[] = {
-    {"text", CN_AGG_FMT_TEXT},
-    {"json", CN_AGG_FMT_JSON},
-    {"folded", CN_AGG_FMT_FOLDED},
-    {"pprof", CN_AGG_FMT_PPROF},
-    {"speedscope", CN_AGG_FMT_SPEEDSCOPE},
-    {"chrome-trace", CN_AGG_FMT_CHROME_TRACE},
-    {"svg", CN_AGG_FMT_SVG},
-    {"canopy", CN_AGG_FMT_CANOPY},
+    {"text", CN_FMT_TEXT},
+    {"json", CN_FMT_JSON},
+    {"folded", CN_FMT_FOLDED},
+    {"pprof", CN_FMT_PPROF},
+    {"speedscope", CN_FMT_SPEEDSCOPE},
+    {"chrome-trace", CN_FMT_CHROME_TRACE},
+    {"svg", CN_FMT_SVG},
+    {"canopy", CN_FMT_CANOPY},
 };
 
-int cn_cli_format_parse(const char *s, cn_agg_format *out)
+int cn_cli_format_parse(const char *s, cn_fmt_format *out)
 {
     for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++) {
         if (!strcmp(s, format_names[i].name)) {
@@ -115,7 +115,7 @@ int cn_cli_format_parse(const char *s, cn_agg_format *out)
     return -EINVAL;
 }
 
-const char *cn_cli_format_name(cn_agg_format f)
+const char *cn_cli_format_name(cn_fmt_format f)
 {
     for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++)
         if (format_names[i].format == f)
@@ -123,22 +123,22 @@ const char *cn_cli_format_name(cn_agg_format f)
     return "?";
 }
 
-int cn_cli_format_from_path(const char *path, cn_agg_format *out)
+int cn_cli_format_from_path(const char *path, cn_fmt_format *out)
 {
     /* Longest suffixes first: ".speedscope.json" and ".trace.json" end in ".json". */
     static const struct {
         const char *ext;
-        cn_agg_format format;
+        cn_fmt_format format;
     } exts[] = {
-        {".speedscope.json", CN_AGG_FMT_SPEEDSCOPE},
-        {".trace.json", CN_AGG_FMT_CHROME_TRACE},
-        {".json", CN_AGG_FMT_JSON},
-        {".folded", CN_AGG_FMT_FOLDED},
-        {".pb.gz", CN_AGG_FMT_PPROF},
-        {".pb", CN_AGG_FMT_PPROF},
-        {".svg", CN_AGG_FMT_SVG},
-        {".canopy", CN_AGG_FMT_CANOPY},
-        {".txt", CN_AGG_FMT_TEXT},
+        {".speedscope.json", CN_FMT_SPEEDSCOPE},
+        {".trace.json", CN_FMT_CHROME_TRACE},
+        {".json", CN_FMT_JSON},
+        {".folded", CN_FMT_FOLDED},
+        {".pb.gz", CN_FMT_PPROF},
+        {".pb", CN_FMT_PPROF},
+        {".svg", CN_FMT_SVG},
+        {".canopy", CN_FMT_CANOPY},
+        {".txt", CN_FMT_TEXT},
     };
     size_t len = strlen(path);
 
@@ -374,7 +374,7 @@ int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i)
 int cn_cli_query_finish(cn_cli_query *q)
 {
     if (!q->format_given && q->output) {
-        cn_agg_format f;
+        cn_fmt_format f;
         if (cn_cli_format_from_path(q->output, &f) == 0)
             q->format = f;
     }

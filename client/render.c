@@ -78,8 +78,7 @@ int cn_cli_emit_buffered(const char *output, int (*write)(void *ctx, FILE *out),
 
 bool cn_cli_want_color(const cn_cli_query *q)
 {
-    return !q->output && q->format == CN_AGG_FMT_TEXT && isatty(STDOUT_FILENO) &&
-           !getenv("NO_COLOR");
+    return !q->output && q->format == CN_FMT_TEXT && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
 }
 
 int cn_cli_check_transforms(cn_agg_profile *p, const cn_cli_query *q)
@@ -149,7 +148,7 @@ static int note_unmatched_path(cn_agg_profile *p, const cn_cli_query *q, size_t 
 }
 
 /* Runs the query and writes the tree in text or JSON. */
-static int write_tree(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_write_opts *o,
+static int write_tree(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_write_opts *o,
                       FILE *out)
 {
     cn_agg_tree *tree = NULL;
@@ -160,8 +159,8 @@ static int write_tree(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_wri
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
         return status_of(rc);
     }
-    rc = q->format == CN_AGG_FMT_JSON ? cn_agg_write_json(p, tree, o, out)
-                                      : cn_agg_write_text(p, tree, o, out);
+    rc = q->format == CN_FMT_JSON ? cn_fmt_write_json(p, tree, o, out)
+                                  : cn_fmt_write_text(p, tree, o, out);
     cn_agg_tree_free(tree);
     if (rc < 0) {
         fprintf(stderr, "canopy: writing %s output: %s\n", cn_cli_format_name(q->format),
@@ -182,14 +181,14 @@ int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out)
         fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
         return status_of(rc);
     }
-    if (q->format == CN_AGG_FMT_JSON)
-        rc = cn_agg_write_timeline_json(p, calls, n, out);
-    else if (q->format == CN_AGG_FMT_CHROME_TRACE)
-        rc = cn_agg_write_chrome_trace(p, calls, n, out);
-    else if (q->format == CN_AGG_FMT_SPEEDSCOPE)
-        rc = cn_agg_write_timeline_speedscope(p, calls, n, out, &err);
+    if (q->format == CN_FMT_JSON)
+        rc = cn_fmt_write_timeline_json(p, calls, n, out);
+    else if (q->format == CN_FMT_CHROME_TRACE)
+        rc = cn_fmt_write_chrome_trace(p, calls, n, out);
+    else if (q->format == CN_FMT_SPEEDSCOPE)
+        rc = cn_fmt_write_timeline_speedscope(p, calls, n, out, &err);
     else
-        rc = cn_agg_write_timeline_text(p, calls, n, out);
+        rc = cn_fmt_write_timeline_text(p, calls, n, out);
     free(calls);
     if (rc < 0) {
         if (err.msg[0])
@@ -204,8 +203,8 @@ int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out)
 
 int cn_cli_timeline_check(const cn_cli_query *q)
 {
-    if (q->format != CN_AGG_FMT_TEXT && q->format != CN_AGG_FMT_JSON &&
-        q->format != CN_AGG_FMT_CHROME_TRACE && q->format != CN_AGG_FMT_SPEEDSCOPE) {
+    if (q->format != CN_FMT_TEXT && q->format != CN_FMT_JSON && q->format != CN_FMT_CHROME_TRACE &&
+        q->format != CN_FMT_SPEEDSCOPE) {
         fprintf(stderr,
                 "canopy timeline: --format %s: expected text, json, chrome-trace or speedscope\n",
                 cn_cli_format_name(q->format));
@@ -241,7 +240,7 @@ int cn_cli_timeline_emit(cn_agg_profile *p, cn_cli_query *q)
 }
 
 /* Writes the result into out. Returns an exit status after printing any error. */
-static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_write_opts *o,
+static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_write_opts *o,
                         FILE *out)
 {
     cn_err err = {0};
@@ -250,24 +249,24 @@ static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_w
     if (cn_agg_is_diff(p))
         return cn_cli_write_diff(p, q, true, o->title, out);
     switch (q->format) {
-    case CN_AGG_FMT_TEXT:
-    case CN_AGG_FMT_JSON:
+    case CN_FMT_TEXT:
+    case CN_FMT_JSON:
         return write_tree(p, q, o, out);
-    case CN_AGG_FMT_CHROME_TRACE:
+    case CN_FMT_CHROME_TRACE:
         return cn_cli_write_timeline(p, q, out);
-    case CN_AGG_FMT_FOLDED:
-        rc = cn_agg_write_folded(p, &q->query, out, &err);
+    case CN_FMT_FOLDED:
+        rc = cn_fmt_write_folded(p, &q->query, out, &err);
         break;
-    case CN_AGG_FMT_PPROF:
-        rc = cn_agg_write_pprof(p, &q->query, out, &err);
+    case CN_FMT_PPROF:
+        rc = cn_fmt_write_pprof(p, &q->query, out, &err);
         break;
-    case CN_AGG_FMT_SPEEDSCOPE:
-        rc = cn_agg_write_speedscope(p, &q->query, out, &err);
+    case CN_FMT_SPEEDSCOPE:
+        rc = cn_fmt_write_speedscope(p, &q->query, out, &err);
         break;
-    case CN_AGG_FMT_SVG:
-        rc = cn_agg_write_svg(p, &q->query, o, out, &err);
+    case CN_FMT_SVG:
+        rc = cn_fmt_write_svg(p, &q->query, o, out, &err);
         break;
-    case CN_AGG_FMT_CANOPY:
+    case CN_FMT_CANOPY:
         rc = cn_agg_write_canopy(p, out);
         break;
     default:
@@ -285,7 +284,7 @@ static int write_format(cn_agg_profile *p, const cn_cli_query *q, const cn_agg_w
 typedef struct render_ctx {
     cn_agg_profile *p;
     const cn_cli_query *q;
-    const cn_agg_write_opts *o;
+    const cn_fmt_write_opts *o;
 } render_ctx;
 
 static int render_write(void *ctx, FILE *out)
@@ -295,9 +294,9 @@ static int render_write(void *ctx, FILE *out)
 }
 
 int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
-                  const cn_agg_write_opts *extra)
+                  const cn_fmt_write_opts *extra)
 {
-    cn_agg_write_opts o;
+    cn_fmt_write_opts o;
     int status;
 
     cn_cli_query_resolve_range(p, q);
@@ -311,7 +310,7 @@ int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
             return status;
     }
 
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts_init(&o);
     if (extra) {
         o.session = extra->session;
         o.event = extra->event;

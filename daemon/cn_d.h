@@ -36,6 +36,7 @@
 #include <jansson.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 #include "cn_common.h"
 #include "cn_smp.h"
 
@@ -179,7 +180,7 @@ typedef struct cn_d_query {
     char *last;          /* "--last" as given; applied at render time */
     int64_t last_ns;     /* -1 = none */
     double from_s, to_s; /* NAN = none */
-    cn_agg_format format;
+    cn_fmt_format format;
     int depth; /* -1 = unlimited */
     double min_percent;
     bool color;
@@ -195,8 +196,8 @@ int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_err *err);
 int cn_d_query_to_json(const cn_d_query *q, json_t *req);
 /* Format names: "text", "json", "folded", "pprof", "speedscope", "chrome-trace", "svg",
  * "canopy". Parse returns -EINVAL for others. */
-const char *cn_d_format_name(cn_agg_format f);
-int cn_d_format_parse(const char *name, cn_agg_format *out);
+const char *cn_d_format_name(cn_fmt_format f);
+int cn_d_format_parse(const char *name, cn_fmt_format *out);
 
 /* Runs q on the session and renders it in q->format into out (bytes; binary formats
  * too). The time range comes from last/from/to relative to the session's start.

@@ -11,26 +11,26 @@
 #include "d_internal.h"
 
 static const char *const format_names[] = {
-    [CN_AGG_FMT_TEXT] = "text",
-    [CN_AGG_FMT_JSON] = "json",
-    [CN_AGG_FMT_FOLDED] = "folded",
-    [CN_AGG_FMT_CANOPY] = "canopy",
-    [CN_AGG_FMT_PPROF] = "pprof",
-    [CN_AGG_FMT_SPEEDSCOPE] = "speedscope",
-    [CN_AGG_FMT_CHROME_TRACE] = "chrome-trace",
-    [CN_AGG_FMT_SVG] = "svg",
+    [CN_FMT_TEXT] = "text",
+    [CN_FMT_JSON] = "json",
+    [CN_FMT_FOLDED] = "folded",
+    [CN_FMT_CANOPY] = "canopy",
+    [CN_FMT_PPROF] = "pprof",
+    [CN_FMT_SPEEDSCOPE] = "speedscope",
+    [CN_FMT_CHROME_TRACE] = "chrome-trace",
+    [CN_FMT_SVG] = "svg",
 };
 
-const char *cn_d_format_name(cn_agg_format f)
+const char *cn_d_format_name(cn_fmt_format f)
 {
     return (size_t)f < sizeof(format_names) / sizeof(format_names[0]) ? format_names[f] : "?";
 }
 
-int cn_d_format_parse(const char *name, cn_agg_format *out)
+int cn_d_format_parse(const char *name, cn_fmt_format *out)
 {
     for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++) {
         if (format_names[i] && !strcmp(name, format_names[i])) {
-            *out = (cn_agg_format)i;
+            *out = (cn_fmt_format)i;
             return 0;
         }
     }
@@ -44,7 +44,7 @@ void cn_d_query_init(cn_d_query *q)
     q->last_ns = -1;
     q->from_s = NAN;
     q->to_s = NAN;
-    q->format = CN_AGG_FMT_JSON;
+    q->format = CN_FMT_JSON;
     q->depth = -1;
 }
 
@@ -273,8 +273,8 @@ static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *a
     cn_agg_call *calls = NULL;
     size_t ncalls = 0;
     int r;
-    cn_agg_write_opts o;
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts o;
+    cn_fmt_write_opts_init(&o);
     cn_d_session_info info;
     cn_d_session_info_get(s, &info);
     o.title = s->name ? s->name : s->id;
@@ -288,32 +288,32 @@ static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *a
     o.samples = (int64_t)info.samples;
     o.lost = (int64_t)info.lost;
     switch (q->format) {
-    case CN_AGG_FMT_TEXT:
-    case CN_AGG_FMT_JSON:
+    case CN_FMT_TEXT:
+    case CN_FMT_JSON:
         r = cn_agg_query_run(s->p, aq, &tree, &aerr);
         if (r == 0)
-            r = q->format == CN_AGG_FMT_TEXT ? cn_agg_write_text(s->p, tree, &o, f)
-                                             : cn_agg_write_json(s->p, tree, &o, f);
+            r = q->format == CN_FMT_TEXT ? cn_fmt_write_text(s->p, tree, &o, f)
+                                         : cn_fmt_write_json(s->p, tree, &o, f);
         break;
-    case CN_AGG_FMT_FOLDED:
-        r = cn_agg_write_folded(s->p, aq, f, &aerr);
+    case CN_FMT_FOLDED:
+        r = cn_fmt_write_folded(s->p, aq, f, &aerr);
         break;
-    case CN_AGG_FMT_CANOPY:
+    case CN_FMT_CANOPY:
         r = cn_agg_write_canopy(s->p, f);
         break;
-    case CN_AGG_FMT_PPROF:
-        r = cn_agg_write_pprof(s->p, aq, f, &aerr);
+    case CN_FMT_PPROF:
+        r = cn_fmt_write_pprof(s->p, aq, f, &aerr);
         break;
-    case CN_AGG_FMT_SPEEDSCOPE:
-        r = cn_agg_write_speedscope(s->p, aq, f, &aerr);
+    case CN_FMT_SPEEDSCOPE:
+        r = cn_fmt_write_speedscope(s->p, aq, f, &aerr);
         break;
-    case CN_AGG_FMT_SVG:
-        r = cn_agg_write_svg(s->p, aq, &o, f, &aerr);
+    case CN_FMT_SVG:
+        r = cn_fmt_write_svg(s->p, aq, &o, f, &aerr);
         break;
-    case CN_AGG_FMT_CHROME_TRACE:
+    case CN_FMT_CHROME_TRACE:
         r = cn_agg_timeline(s->p, aq, &calls, &ncalls, &aerr);
         if (r == 0)
-            r = cn_agg_write_chrome_trace(s->p, calls, ncalls, f);
+            r = cn_fmt_write_chrome_trace(s->p, calls, ncalls, f);
         break;
     default:
         r = -EINVAL;
@@ -343,12 +343,12 @@ static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err
         size_t n = 0;
         r = cn_agg_timeline(s->p, &aq, &calls, &n, &aerr);
         if (r == 0) {
-            if (q->format == CN_AGG_FMT_TEXT)
-                r = cn_agg_write_timeline_text(s->p, calls, n, f);
-            else if (q->format == CN_AGG_FMT_CHROME_TRACE)
-                r = cn_agg_write_chrome_trace(s->p, calls, n, f);
+            if (q->format == CN_FMT_TEXT)
+                r = cn_fmt_write_timeline_text(s->p, calls, n, f);
+            else if (q->format == CN_FMT_CHROME_TRACE)
+                r = cn_fmt_write_chrome_trace(s->p, calls, n, f);
             else
-                r = cn_agg_write_timeline_json(s->p, calls, n, f);
+                r = cn_fmt_write_timeline_json(s->p, calls, n, f);
         } else {
             cn_err_set(err, r, "%s", aerr.msg);
         }

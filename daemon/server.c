@@ -431,7 +431,7 @@ static int json_quote(cn_buf *out, const char *src, size_t n)
 /* Adds rendered bytes to a reply: with payload (the request's "raw": true) as they are,
  * after the line, announced by "raw_bytes"; otherwise JSON trees spliced raw, text as a
  * string (escaped here, spliced too), binary formats in base64. */
-static int attach_output(reply *rp, cn_agg_format fmt, const char *json_key, cn_buf *out,
+static int attach_output(reply *rp, cn_fmt_format fmt, const char *json_key, cn_buf *out,
                          bool payload)
 {
     int r = 0;
@@ -441,11 +441,11 @@ static int attach_output(reply *rp, cn_agg_format fmt, const char *json_key, cn_
         rp->payload = true;
         rp->raw = *out;
         cn_buf_init(out, 0);
-    } else if (fmt == CN_AGG_FMT_JSON && json_key) {
+    } else if (fmt == CN_FMT_JSON && json_key) {
         rp->key = json_key;
         rp->raw = *out;
         cn_buf_init(out, 0);
-    } else if (fmt == CN_AGG_FMT_PPROF || fmt == CN_AGG_FMT_CANOPY) {
+    } else if (fmt == CN_FMT_PPROF || fmt == CN_FMT_CANOPY) {
         char *b = cn_common_base64_encode(cn_buf_ptr(out), cn_buf_len(out));
         r = b ? json_object_set_new(rp->msg, "output_base64", json_string(b)) : -ENOMEM;
         free(b);
@@ -757,7 +757,7 @@ static entry *req_session(cn_d_server *srv, client *cl, const json_t *req, reply
 }
 
 static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *rp,
-                       cn_agg_format def, bool timeline)
+                       cn_fmt_format def, bool timeline)
 {
     cn_d_query q;
     cn_err err = {0};
@@ -796,17 +796,17 @@ out:
 
 static void cmd_tree(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    render_cmd(srv, cl, req, rp, CN_AGG_FMT_JSON, false);
+    render_cmd(srv, cl, req, rp, CN_FMT_JSON, false);
 }
 
 static void cmd_save(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    render_cmd(srv, cl, req, rp, CN_AGG_FMT_CANOPY, false);
+    render_cmd(srv, cl, req, rp, CN_FMT_CANOPY, false);
 }
 
 static void cmd_timeline(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    render_cmd(srv, cl, req, rp, CN_AGG_FMT_JSON, true);
+    render_cmd(srv, cl, req, rp, CN_FMT_JSON, true);
 }
 
 static void cmd_lines(cn_d_server *srv, client *cl, const json_t *req, reply *rp)

@@ -577,7 +577,7 @@ int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err)
 {
     cn_err aerr = {0};
     cn_agg_profile *p = NULL;
-    int r = cn_agg_import_file(path, &p, &aerr);
+    int r = cn_fmt_import_file(path, &p, &aerr);
     if (r < 0) {
         cn_err_set(err, 0, "%s", aerr.msg);
         return r;

@@ -5,7 +5,8 @@
 #ifndef CN_FUZZ_COMMON_H
 #define CN_FUZZ_COMMON_H
 
-#include "agg_internal.h"
+#include "cn_fmt.h"
+#include "import_internal.h"
 
 /* Runs the default query (whole tree, no transforms) on p, ignoring its result, then frees
  * p. Takes ownership of p (NULL is accepted). Returns 0, libFuzzer's "input processed". */

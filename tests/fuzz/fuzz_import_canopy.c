@@ -1,5 +1,5 @@
 /* fuzz_import_canopy.c — libFuzzer target for the importer of .canopy files, through
- * cn_agg_import_buffer (gzip, detection, every importer). On success a plain query runs over the
+ * cn_fmt_import_buffer (gzip, detection, every importer). On success a plain query runs over the
  * profile; everything is freed. */
 #include <stddef.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cn_agg_profile *p = NULL;
     cn_err err;
-    if (cn_agg_import_buffer(data, size, "fuzz.canopy", &p, &err) != 0)
+    if (cn_fmt_import_buffer(data, size, "fuzz.canopy", &p, &err) != 0)
         return 0;
     return cn_fuzz_query_and_free(p);
 }

@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cn_agg_profile *p = NULL;
     cn_err err;
-    if (cn_agg__import_perf_script((const char *)data, size, "fuzz.perf", &p, &err) != 0)
+    if (cn_fmt__import_perf_script((const char *)data, size, "fuzz.perf", &p, &err) != 0)
         return 0;
     return cn_fuzz_query_and_free(p);
 }

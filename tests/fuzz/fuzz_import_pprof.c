@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agg_internal.h"
+#include "cn_fmt.h"
+#include "import_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -13,8 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cn_agg_profile *p = NULL;
     cn_err err = {0};
-    (void)cn_agg__is_pprof(data, size);
-    if (cn_agg__import_pprof(data, size, "fuzz", &p, &err) < 0)
+    (void)cn_fmt__is_pprof(data, size);
+    if (cn_fmt__import_pprof(data, size, "fuzz", &p, &err) < 0)
         return 0;
     cn_agg_query q;
     cn_agg_query_init(&q);
@@ -22,9 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
     if (out) {
-        cn_agg_write_pprof(p, &q, out, &err);
-        cn_agg_write_speedscope(p, &q, out, &err);
-        cn_agg_write_svg(p, &q, NULL, out, &err);
+        cn_fmt_write_pprof(p, &q, out, &err);
+        cn_fmt_write_speedscope(p, &q, out, &err);
+        cn_fmt_write_svg(p, &q, NULL, out, &err);
         fclose(out);
     }
     free(buf);

@@ -304,7 +304,7 @@ static void test_query_json(void **state)
     assert_int_equal(q.q.pid, 9);
     assert_int_equal(q.depth, 3);
     assert_true(q.min_percent == 1.5);
-    assert_int_equal(q.format, CN_AGG_FMT_FOLDED);
+    assert_int_equal(q.format, CN_FMT_FOLDED);
 
     json_t *back = json_object();
     assert_int_equal(cn_d_query_to_json(&q, back), 0);
@@ -316,7 +316,7 @@ static void test_query_json(void **state)
     assert_string_equal(q2.transforms[1].arg, "malloc");
     assert_int_equal(q2.q.view, CN_AGG_VIEW_CALLERS);
     assert_true(q2.last_ns == q.last_ns);
-    assert_int_equal(q2.format, CN_AGG_FMT_FOLDED);
+    assert_int_equal(q2.format, CN_FMT_FOLDED);
     cn_d_query_clear(&q2);
     cn_d_query_clear(&q);
     json_decref(back);

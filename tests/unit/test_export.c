@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 
 struct fixture {
     cn_agg_profile *p;
@@ -57,14 +58,14 @@ static int teardown(void **state)
 }
 
 /* Runs a writer into a malloc'ed string. */
-static char *capture_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+static char *capture_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fmt_write_opts *o,
                           int json)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     assert_non_null(m);
-    int rc = json ? cn_agg_write_json(p, t, o, m) : cn_agg_write_text(p, t, o, m);
+    int rc = json ? cn_fmt_write_json(p, t, o, m) : cn_fmt_write_text(p, t, o, m);
     assert_int_equal(rc, 0);
     fclose(m);
     return buf;
@@ -73,8 +74,8 @@ static char *capture_text(const cn_agg_profile *p, const cn_agg_tree *t, const c
 static void test_text_layout(void **state)
 {
     struct fixture *f = *state;
-    cn_agg_write_opts o;
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts o;
+    cn_fmt_write_opts_init(&o);
     o.title = "t.folded";
     char *s = capture_text(f->p, &f->tree, &o, 0);
     const char *want = "t.folded: call tree, total 5 samples, transforms: none\n"
@@ -89,15 +90,15 @@ static void test_text_layout(void **state)
 static void test_text_depth_and_min_percent(void **state)
 {
     struct fixture *f = *state;
-    cn_agg_write_opts o;
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts o;
+    cn_fmt_write_opts_init(&o);
     o.max_depth = 1;
     char *s = capture_text(f->p, &f->tree, &o, 0);
     assert_null(strstr(s, " B\n"));
     assert_non_null(strstr(s, "   A\n"));
     assert_non_null(strstr(s, "   Z\n"));
     free(s);
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts_init(&o);
     o.min_percent = 30;
     s = capture_text(f->p, &f->tree, &o, 0);
     assert_non_null(strstr(s, "   A\n"));
@@ -110,8 +111,8 @@ static void test_text_depth_and_min_percent(void **state)
 static void test_text_scaled_values(void **state)
 {
     struct fixture *f = *state;
-    cn_agg_write_opts o;
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts o;
+    cn_fmt_write_opts_init(&o);
     cn_agg_profile_set_scale(f->p, 0.5);
     char *s = capture_text(f->p, &f->tree, &o, 0);
     assert_non_null(strstr(s, "total 2.5 samples"));
@@ -127,10 +128,10 @@ static void test_text_scaled_values(void **state)
 static void test_json_tree(void **state)
 {
     struct fixture *f = *state;
-    cn_agg_write_opts o;
+    cn_fmt_write_opts o;
     cn_agg_transform tf;
     cn_err err;
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts_init(&o);
     assert_int_equal(cn_agg_transform_parse("merge:C", &tf, &err), 0);
     o.transforms = &tf;
     o.n_transforms = 1;
@@ -162,9 +163,9 @@ static void test_json_tree(void **state)
 static void test_json_views(void **state)
 {
     struct fixture *f = *state;
-    cn_agg_write_opts o;
+    cn_fmt_write_opts o;
     cn_agg_func_row rows[2] = {{f->fb, 2, 2}, {f->fa, 1, 4}};
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts_init(&o);
     o.session = "s1";
     o.event = "cpu-clock";
     o.samples = 7;
@@ -185,7 +186,7 @@ static void test_json_views(void **state)
     json_decref(doc);
     free(s);
 
-    cn_agg_write_opts_init(&o);
+    cn_fmt_write_opts_init(&o);
     f->tree.view = CN_AGG_VIEW_CALLEES;
     f->tree.call_sites = 3;
     f->tree.has_recursion_counts = true;
@@ -278,7 +279,7 @@ static void test_timeline_writers(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
-    assert_int_equal(cn_agg_write_timeline_json(f->p, calls, 2, m), 0);
+    assert_int_equal(cn_fmt_write_timeline_json(f->p, calls, 2, m), 0);
     fclose(m);
     json_t *doc = json_loads(buf, 0, NULL);
     assert_non_null(doc);
@@ -296,7 +297,7 @@ static void test_timeline_writers(void **state)
     int32_t th = cn_agg_thread(f->p, 7, 42, "worker");
     assert_true(th >= 0);
     m = open_memstream(&buf, &len);
-    assert_int_equal(cn_agg_write_chrome_trace(f->p, calls, 2, m), 0);
+    assert_int_equal(cn_fmt_write_chrome_trace(f->p, calls, 2, m), 0);
     fclose(m);
     doc = json_loads(buf, 0, NULL);
     assert_non_null(doc);
@@ -320,7 +321,7 @@ static void test_timeline_writers(void **state)
     free(buf);
 
     m = open_memstream(&buf, &len);
-    assert_int_equal(cn_agg_write_timeline_text(f->p, calls, 2, m), 0);
+    assert_int_equal(cn_fmt_write_timeline_text(f->p, calls, 2, m), 0);
     fclose(m);
     assert_non_null(strstr(buf, "      1000.000     2000.500       42   A\n"));
     assert_non_null(strstr(buf, "      1500.000        0.000       42     Z  [libz.so]\n"));

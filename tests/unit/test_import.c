@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -27,7 +28,7 @@ static cn_agg_profile *import_ok(const char *text)
 {
     cn_agg_profile *p = NULL;
     cn_err err = {0};
-    int rc = cn_agg_import_buffer(text, strlen(text), "t", &p, &err);
+    int rc = cn_fmt_import_buffer(text, strlen(text), "t", &p, &err);
     if (rc != 0)
         fprintf(stderr, "import failed: %s\n", err.msg);
     assert_int_equal(rc, 0);
@@ -40,7 +41,7 @@ static void import_fails(const char *text, size_t len, int rc_want, const char *
 {
     cn_agg_profile *p = NULL;
     cn_err err = {0};
-    int rc = cn_agg_import_buffer(text, len, "bad.txt", &p, &err);
+    int rc = cn_fmt_import_buffer(text, len, "bad.txt", &p, &err);
     if (rc != rc_want || !strstr(err.msg, want))
         fprintf(stderr, "rc %d, message '%s', wanted '%s'\n", rc, err.msg, want);
     assert_int_equal(rc, rc_want);
@@ -153,9 +154,9 @@ static void test_detection_errors(void **state)
     import_fails("\n\n  \n", 5, -EINVAL, "not a profile");
     cn_agg_profile *p = NULL;
     cn_err err;
-    assert_int_equal(cn_agg_import_file("/nonexistent/x.folded", &p, &err), -ENOENT);
+    assert_int_equal(cn_fmt_import_file("/nonexistent/x.folded", &p, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/x.folded"));
-    assert_int_equal(cn_agg_import_file("/tmp", &p, &err), -EISDIR);
+    assert_int_equal(cn_fmt_import_file("/tmp", &p, &err), -EISDIR);
 }
 
 static void test_gzip(void **state)
@@ -167,7 +168,7 @@ static void test_gzip(void **state)
     gzip_buf(text, strlen(text), &gz, &gz_len);
     cn_agg_profile *p = NULL;
     cn_err err;
-    assert_int_equal(cn_agg_import_buffer(gz, gz_len, "x.gz", &p, &err), 0);
+    assert_int_equal(cn_fmt_import_buffer(gz, gz_len, "x.gz", &p, &err), 0);
     assert_int_equal(cn_agg_sample_count(p), 2);
     assert_true(total_weight(p) == 5.0);
     cn_agg_profile_free(p);
@@ -178,15 +179,15 @@ static void test_gzip(void **state)
     FILE *f = fdopen(fd, "wb");
     fwrite(gz, 1, gz_len, f);
     fclose(f);
-    assert_int_equal(cn_agg_import_file(path, &p, &err), 0);
+    assert_int_equal(cn_fmt_import_file(path, &p, &err), 0);
     assert_true(total_weight(p) == 5.0);
     cn_agg_profile_free(p);
     /* truncated and corrupted */
-    assert_int_equal(cn_agg_import_buffer(gz, gz_len - 6, "x.gz", &p, &err), -EINVAL);
+    assert_int_equal(cn_fmt_import_buffer(gz, gz_len - 6, "x.gz", &p, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "x.gz: truncated gzip data"));
     gz[gz_len / 2] ^= 0xff;
     gz[gz_len / 2 + 1] ^= 0x55;
-    assert_int_equal(cn_agg_import_buffer(gz, gz_len, "x.gz", &p, &err), -EINVAL);
+    assert_int_equal(cn_fmt_import_buffer(gz, gz_len, "x.gz", &p, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "x.gz:"));
     unlink(path);
     free(gz);
@@ -348,7 +349,7 @@ static void test_perf_real(void **state)
     cn_agg_profile *p = NULL;
     cn_err err;
     int rc =
-        cn_agg_import_file(data_path("perf/workload.perf.txt.gz", path, sizeof(path)), &p, &err);
+        cn_fmt_import_file(data_path("perf/workload.perf.txt.gz", path, sizeof(path)), &p, &err);
     if (rc)
         fprintf(stderr, "%s\n", err.msg);
     assert_int_equal(rc, 0);
@@ -654,7 +655,7 @@ static void test_cpuprofile_real(void **state)
 
     cn_agg_profile *p = NULL;
     cn_err err;
-    assert_int_equal(cn_agg_import_file(path, &p, &err), 0);
+    assert_int_equal(cn_fmt_import_file(path, &p, &err), 0);
     assert_int_equal(cn_agg_sample_count(p), n_samples);
     assert_int_equal(cn_agg_sample_time(p, n_samples - 1), delta_sum * 1000);
     assert_true(fabs(total_weight(p) * cn_agg_profile_scale(p) - span_ms) < 1e-6);
@@ -768,7 +769,7 @@ static char *round_trip(cn_agg_profile *p, size_t *len_out)
     fclose(f);
     cn_agg_profile *q = NULL;
     cn_err err;
-    int rc = cn_agg_import_buffer(mem, len, "rt.canopy", &q, &err);
+    int rc = cn_fmt_import_buffer(mem, len, "rt.canopy", &q, &err);
     if (rc)
         fprintf(stderr, "%s\n", err.msg);
     assert_int_equal(rc, 0);
@@ -817,7 +818,7 @@ static void test_canopy_round_trip(void **state)
     /* damaged copies fail cleanly */
     cn_agg_profile *q = NULL;
     cn_err err;
-    assert_int_equal(cn_agg_import_buffer(mem, len - 20, "rt.canopy", &q, &err), -EINVAL);
+    assert_int_equal(cn_fmt_import_buffer(mem, len - 20, "rt.canopy", &q, &err), -EINVAL);
     assert_null(q);
     free(mem);
     cn_agg_profile_free(p);

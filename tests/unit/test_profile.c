@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "cn_agg.h"
+#include "cn_fmt.h"
 
 static int setup(void **state)
 {
@@ -317,7 +318,7 @@ static void test_regroup_renames(void **state)
     assert_int_equal(cn_agg_write_canopy(p, mem), 0);
     fclose(mem);
     cn_agg_profile *back = NULL;
-    assert_int_equal(cn_agg_import_buffer(buf, len, "mem.canopy", &back, NULL), 0);
+    assert_int_equal(cn_fmt_import_buffer(buf, len, "mem.canopy", &back, NULL), 0);
     free(buf);
     assert_int_equal(cn_agg_transform_parse("focus:L+0x10;L+0x80", &t, NULL), 0);
     assert_int_equal(cn_agg_remap_transform(back, &t), 1);

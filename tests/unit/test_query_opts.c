@@ -67,7 +67,7 @@ static void test_all_options(void **state)
     assert_int_equal(q.query.pid, 7);
     assert_int_equal(q.depth, 4);
     assert_true(q.min_percent == 0.5);
-    assert_int_equal(q.format, CN_AGG_FMT_SVG);
+    assert_int_equal(q.format, CN_FMT_SVG);
     assert_string_equal(q.output, "x.svg");
     cn_cli_query_clear(&q);
 }
@@ -113,29 +113,29 @@ static void test_formats_from_extension(void **state)
     (void)state;
     struct {
         const char *path;
-        cn_agg_format f;
+        cn_fmt_format f;
     } cases[] = {
-        {"a.json", CN_AGG_FMT_JSON},
-        {"a.speedscope.json", CN_AGG_FMT_SPEEDSCOPE},
-        {"a.trace.json", CN_AGG_FMT_CHROME_TRACE},
-        {"a.folded", CN_AGG_FMT_FOLDED},
-        {"a.pb.gz", CN_AGG_FMT_PPROF},
-        {"a.svg", CN_AGG_FMT_SVG},
-        {"a.canopy", CN_AGG_FMT_CANOPY},
+        {"a.json", CN_FMT_JSON},
+        {"a.speedscope.json", CN_FMT_SPEEDSCOPE},
+        {"a.trace.json", CN_FMT_CHROME_TRACE},
+        {"a.folded", CN_FMT_FOLDED},
+        {"a.pb.gz", CN_FMT_PPROF},
+        {"a.svg", CN_FMT_SVG},
+        {"a.canopy", CN_FMT_CANOPY},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        cn_agg_format f;
+        cn_fmt_format f;
         assert_int_equal(cn_cli_format_from_path(cases[k].path, &f), 0);
         assert_int_equal(f, cases[k].f);
     }
-    cn_agg_format f;
+    cn_fmt_format f;
     assert_true(cn_cli_format_from_path("a.txt.bak", &f) < 0);
     /* --format wins over the extension */
     char *argv[] = {"--format", "folded", "-o", "x.json"};
     cn_cli_query q;
     cn_cli_query_init(&q);
     assert_int_equal(parse_all(&q, 4, argv), 1);
-    assert_int_equal(q.format, CN_AGG_FMT_FOLDED);
+    assert_int_equal(q.format, CN_FMT_FOLDED);
     cn_cli_query_clear(&q);
 }
 

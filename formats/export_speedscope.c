@@ -42,7 +42,7 @@ typedef struct ss_writer {
     size_t path_cap;
     bool first_profile;
     /* raw path: each distinct stack's JSON array text, made once (stack_text()) */
-    cn_agg__u64map text_index; /* stack -> index into text_off */
+    cn_fmt__u64map text_index; /* stack -> index into text_off */
     size_t *text_off;          /* [index, index + 1) -> range in text */
     size_t n_text_off, cap_text_off;
     char *text;
@@ -74,7 +74,7 @@ static int32_t frame_index(ss_writer *w, int32_t func)
 
 static int path_push(ss_writer *w, size_t n, int32_t func)
 {
-    if (n >= w->path_cap && CN_AGG__RESERVE(w->path, w->path_cap, n + 1) < 0)
+    if (n >= w->path_cap && CN_FMT__RESERVE(w->path, w->path_cap, n + 1) < 0)
         return -ENOMEM;
     w->path[n] = func;
     return 0;
@@ -98,23 +98,20 @@ static char *put_uint(char *o, uint64_t v)
  * Returns the index of its range in w->text_off, or -ENOMEM. */
 static int32_t stack_text(ss_writer *w, int32_t stack)
 {
-    int32_t x = cn_agg__u64map_get(&w->text_index, (uint64_t)(uint32_t)stack);
+    int32_t x = cn_fmt__u64map_get(&w->text_index, (uint64_t)(uint32_t)stack);
     if (x >= 0)
         return x;
-    const cn_agg_profile *p = w->p;
-    size_t n = 0;
-    for (int32_t s = stack; s >= 0; s = p->stack_prefix[s]) {
-        int32_t f = p->stack_frame[s];
-        const int32_t *chain = p->chain_pool + p->frame_chain[f];
-        for (size_t i = p->frame_depth[f]; i-- > 0;) /* leaf-first: innermost first */
-            if (path_push(w, n++, chain[i]) < 0)
-                return -ENOMEM;
+    size_t n = cn_agg_stack_funcs(w->p, stack, w->path, w->path_cap); /* leaf first */
+    if (n > w->path_cap) {
+        if (CN_FMT__RESERVE(w->path, w->path_cap, n) < 0)
+            return -ENOMEM;
+        cn_agg_stack_funcs(w->p, stack, w->path, w->path_cap);
     }
     size_t need = w->n_text + 2 + n * 11; /* "[" "]" and up to 10 digits and "," each */
-    if (need > w->cap_text && CN_AGG__RESERVE(w->text, w->cap_text, need) < 0)
+    if (need > w->cap_text && CN_FMT__RESERVE(w->text, w->cap_text, need) < 0)
         return -ENOMEM;
     if (w->n_text_off + 2 > w->cap_text_off &&
-        CN_AGG__RESERVE(w->text_off, w->cap_text_off, w->n_text_off + 2) < 0)
+        CN_FMT__RESERVE(w->text_off, w->cap_text_off, w->n_text_off + 2) < 0)
         return -ENOMEM;
     if (w->n_text_off == 0)
         w->text_off[w->n_text_off++] = 0;
@@ -129,26 +126,9 @@ static int32_t stack_text(ss_writer *w, int32_t stack)
     w->n_text = (size_t)(o - w->text);
     x = (int32_t)(w->n_text_off - 1);
     w->text_off[w->n_text_off++] = w->n_text;
-    if (cn_agg__u64map_put(&w->text_index, (uint64_t)(uint32_t)stack, x) < 0)
+    if (cn_fmt__u64map_put(&w->text_index, (uint64_t)(uint32_t)stack, x) < 0)
         return -ENOMEM;
     return x;
-}
-
-/* Writes v as cn_agg__json_number() does, without stdio's formatting for integers. */
-static void put_number(FILE *out, double v)
-{
-    if (!isfinite(v))
-        v = 0;
-    if (v == (double)(int64_t)v && fabs(v) < 9e15) {
-        char buf[24], *o = buf;
-        int64_t i = (int64_t)v;
-        if (i < 0)
-            *o++ = '-';
-        o = put_uint(o, i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i);
-        fwrite(buf, 1, (size_t)(o - buf), out);
-    } else {
-        cn_agg__json_number(out, v);
-    }
 }
 
 static int put_node_stack(ss_writer *w, const cn_agg_tree *t, int32_t node)
@@ -179,9 +159,9 @@ static void open_profile(ss_writer *w, const char *type, const char *name, doubl
     fputs(w->first_profile ? "\n" : ",\n", w->out);
     w->first_profile = false;
     fprintf(w->out, "{\"type\":\"%s\",\"name\":", type);
-    cn_agg__json_string(w->out, name);
+    cn_fmt__json_str(w->out, name);
     fprintf(w->out, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":", ss_unit(w->p));
-    cn_agg__json_number(w->out, end);
+    cn_fmt__json_num(w->out, end);
 }
 
 /* ---- raw path: samples in time order ---------------------------------------------- */
@@ -193,7 +173,7 @@ static int collect_sample(void *ctx, int32_t stack, int32_t thread, int64_t time
     if (weight == 0)
         return 0; /* weighs nothing in any view */
     if (w->n_samples == w->cap_samples &&
-        CN_AGG__RESERVE(w->samples, w->cap_samples, w->n_samples + 1) < 0)
+        CN_FMT__RESERVE(w->samples, w->cap_samples, w->n_samples + 1) < 0)
         return -ENOMEM;
     w->samples[w->n_samples] = (ss_sample){thread, stack, time_ns, weight, w->n_samples};
     w->n_samples++;
@@ -222,7 +202,7 @@ static int cmp_thread(const void *a, const void *b)
  * order (samples usually arrive in time order). */
 static int sort_samples(ss_writer *w)
 {
-    size_t n = w->n_samples, n_b = w->p->n_thr + 1; /* bucket 0: thread -1 */
+    size_t n = w->n_samples, n_b = cn_agg_thread_count(w->p) + 1; /* bucket 0: thread -1 */
     for (size_t i = 0; i < n; i++)
         if (w->samples[i].thread < -1 || (size_t)(w->samples[i].thread + 1) >= n_b) {
             qsort(w->samples, n, sizeof(*w->samples), cmp_thread); /* not a thread row */
@@ -266,7 +246,7 @@ static int sort_samples(ss_writer *w)
  * the caller). */
 static int prepare_raw(ss_writer *w, const cn_agg_query *q, double **totals, size_t *n_profiles)
 {
-    int rc = cn_agg__for_each_sample(w->p, q, collect_sample, w);
+    int rc = cn_agg_for_each_sample(w->p, q, collect_sample, w);
     if (rc < 0)
         return rc;
     if (w->n_samples > 1 && (rc = sort_samples(w)) < 0)
@@ -330,7 +310,7 @@ static void write_raw(ss_writer *w, const double *totals)
         for (size_t k = i; k < j; k++) {
             if (k > i)
                 putc(',', w->out);
-            put_number(w->out, w->samples[k].weight * scale);
+            cn_fmt__json_num(w->out, w->samples[k].weight * scale);
         }
         fputs("]}", w->out);
         i = j;
@@ -364,39 +344,55 @@ static int write_tree_profile(ss_writer *w, const cn_agg_tree *t, const char *na
             continue;
         if (n++)
             putc(',', w->out);
-        cn_agg__json_number(w->out, t->nodes[i].self * scale);
+        cn_fmt__json_num(w->out, t->nodes[i].self * scale);
     }
     fputs("]}", w->out);
     return 0;
 }
 
+/* Stops the walk at a folded (accumulator) row without a thread. */
+static int threadless_folded(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
+                             double weight, int64_t count)
+{
+    (void)ctx, (void)stack, (void)weight, (void)count;
+    return time_ns < 0 && thread < 0 ? -ECANCELED : 0;
+}
+
+/* True when retention folded samples of no known thread into the all-time accumulator. */
+static bool has_threadless_folded(cn_agg_profile *p)
+{
+    cn_agg_query all;
+    cn_agg_query_init(&all);
+    return cn_agg_for_each_sample(p, &all, threadless_folded, NULL) == -ECANCELED;
+}
+
 static int write_transformed(ss_writer *w, const cn_agg_query *q, cn_err *err)
 {
     const cn_agg_profile *p = w->p;
-    bool per_thread = p->n_thr > 0 && p->n_thr <= MAX_THREAD_QUERIES;
-    for (size_t i = 0; per_thread && i < p->n_sample; i++)
-        if (p->s_thread[i] < 0)
+    size_t n_thr = cn_agg_thread_count(p);
+    bool per_thread = n_thr > 0 && n_thr <= MAX_THREAD_QUERIES;
+    for (size_t i = 0, n = cn_agg_sample_count(p); per_thread && i < n; i++)
+        if (cn_agg_sample_thread(p, i) < 0)
             per_thread = false; /* samples no thread query would select */
-    for (size_t i = 0; per_thread && i < p->n_acc; i++)
-        if (p->acc_thread[i] < 0)
-            per_thread = false;
+    if (per_thread && has_threadless_folded(w->p))
+        per_thread = false;
     char name[320];
     int rc = 0;
     cn_agg_tree *t = NULL;
     if (!per_thread) {
-        if ((rc = cn_agg__run_view(w->p, q, CN_AGG_VIEW_TREE, &t, err)) < 0)
+        if ((rc = cn_fmt__run_view(w->p, q, CN_AGG_VIEW_TREE, &t, err)) < 0)
             return rc;
         rc = write_tree_profile(w, t, "all threads");
         cn_agg_tree_free(t);
         return rc;
     }
-    for (size_t th = 0; th < p->n_thr; th++) {
-        if (!cn_agg__thread_matches(p, q, (int32_t)th))
+    for (size_t th = 0; th < n_thr; th++) {
+        if (!cn_fmt__thread_matches(p, q, (int32_t)th))
             continue;
         cn_agg_query tq = *q;
-        tq.tid = p->thr_tid[th];
-        tq.pid = p->thr_pid[th];
-        if ((rc = cn_agg__run_view(w->p, &tq, CN_AGG_VIEW_TREE, &t, err)) < 0)
+        tq.tid = cn_agg_thread_tid(p, (int32_t)th);
+        tq.pid = cn_agg_thread_pid(p, (int32_t)th);
+        if ((rc = cn_fmt__run_view(w->p, &tq, CN_AGG_VIEW_TREE, &t, err)) < 0)
             return rc;
         if (t->n_nodes > 0) {
             profile_name(p, (int32_t)th, name, sizeof(name));
@@ -418,14 +414,14 @@ static void write_frames(ss_writer *w)
     for (size_t i = 0; i < w->n_frames; i++) {
         int32_t f = w->frames[i];
         fputs(i ? ",\n{\"name\":" : "\n{\"name\":", w->out);
-        cn_agg__json_string(w->out, cn_agg_func_name(p, f));
+        cn_fmt__json_str(w->out, cn_agg_func_name(p, f));
         const char *file = cn_agg_func_file(p, f);
         int32_t res = cn_agg_func_resource(p, f);
         if (!file && res >= 0)
             file = cn_agg_resource_name(p, res);
         if (file) {
             fputs(",\"file\":", w->out);
-            cn_agg__json_string(w->out, file);
+            cn_fmt__json_str(w->out, file);
         }
         if (cn_agg_func_line(p, f) > 0)
             fprintf(w->out, ",\"line\":%d", (int)cn_agg_func_line(p, f));
@@ -440,7 +436,7 @@ static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
     w->p = p;
     w->out = out;
     w->first_profile = true;
-    size_t n = p->n_func ? p->n_func : 1;
+    size_t n = cn_agg_func_count(p) ? cn_agg_func_count(p) : 1;
     w->frame_of = malloc(n * sizeof(*w->frame_of));
     w->frames = malloc(n * sizeof(*w->frames));
     if (!w->frame_of || !w->frames)
@@ -451,7 +447,7 @@ static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
 
 static void writer_free(ss_writer *w)
 {
-    cn_agg__u64map_clear(&w->text_index);
+    cn_fmt__u64map_clear(&w->text_index);
     free(w->text_off);
     free(w->text);
     free(w->frame_of);
@@ -475,7 +471,7 @@ static void write_tail(ss_writer *w, const char *name, bool fill)
         fputs(",\"samples\":[],\"weights\":[]}", w->out);
     }
     fputs("],\n\"name\":", w->out);
-    cn_agg__json_string(w->out, name);
+    cn_fmt__json_str(w->out, name);
     fputs(",\"activeProfileIndex\":0,\"exporter\":\"canopy " CANOPY_VERSION "\"}\n", w->out);
 }
 
@@ -491,7 +487,7 @@ static int write_file(ss_writer *w, const char *body, size_t len, const char *na
     return 0;
 }
 
-int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
+int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
     if (!p || !q || !out)
         return cn_err_set(err, -EINVAL, "speedscope output: bad arguments");
@@ -505,14 +501,14 @@ int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
     int rc = writer_init(&w, p, out);
     if (rc < 0)
         goto nomem;
-    if (cn_agg__query_is_raw(q)) {
+    if (cn_fmt__query_is_raw(q)) {
         size_t n_profiles = 0;
         if ((rc = prepare_raw(&w, q, &totals, &n_profiles)) < 0)
             goto fail;
         write_head(&w);
         write_raw(&w, totals);
         write_tail(&w, name, true);
-        rc = cn_agg__finish_output(out, "speedscope", err);
+        rc = cn_fmt__finish_output(out, "speedscope", err);
         goto out;
     }
     if (!(mem = open_memstream(&body, &len)))
@@ -526,7 +522,7 @@ int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
         goto fail;
     w.out = out;
     write_file(&w, body, len, name, true);
-    rc = cn_agg__finish_output(out, "speedscope", err);
+    rc = cn_fmt__finish_output(out, "speedscope", err);
     goto out;
 fail:
     if (rc != -ENOMEM)
@@ -591,7 +587,7 @@ static int write_events(ss_writer *w, const cn_agg_call **calls, size_t n, int64
     return 0;
 }
 
-int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+int cn_fmt_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
                                      FILE *out, cn_err *err)
 {
     ss_writer w;
@@ -606,7 +602,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
         !(open = malloc((n ? n : 1) * sizeof(*open))))
         goto nomem;
     for (size_t i = 0; i < n; i++) {
-        if (calls[i].func < 0 || (size_t)calls[i].func >= p->n_func) {
+        if (calls[i].func < 0 || (size_t)calls[i].func >= cn_agg_func_count(p)) {
             rc = cn_err_set(err, -EINVAL, "speedscope output: call %zu has no func", i);
             goto out;
         }
@@ -628,7 +624,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
         fputs(w.first_profile ? "\n" : ",\n", w.out);
         w.first_profile = false;
         fputs("{\"type\":\"evented\",\"name\":", w.out);
-        cn_agg__json_string(w.out, name);
+        cn_fmt__json_str(w.out, name);
         fprintf(w.out,
                 ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%" PRId64 ",\"events\":[",
                 t1 - t0);
@@ -643,7 +639,7 @@ int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
     mem = NULL;
     w.out = out;
     write_file(&w, body, len, "canopy timeline", false);
-    rc = cn_agg__finish_output(out, "speedscope", err);
+    rc = cn_fmt__finish_output(out, "speedscope", err);
     goto out;
 nomem:
     rc = cn_err_set(err, -ENOMEM, "speedscope output: out of memory");

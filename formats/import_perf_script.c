@@ -131,12 +131,12 @@ static bool parse_header(const char *s, size_t len, perf_hdr *h)
     tok toks[24];
     size_t nt = 0, i = 0, ti;
     while (i < len && nt < sizeof(toks) / sizeof(toks[0])) {
-        while (i < len && cn_agg__is_blank(s[i]))
+        while (i < len && cn_fmt__is_blank(s[i]))
             i++;
         if (i == len)
             break;
         size_t start = i;
-        while (i < len && !cn_agg__is_blank(s[i]))
+        while (i < len && !cn_fmt__is_blank(s[i]))
             i++;
         toks[nt].s = s + start;
         toks[nt].n = i - start;
@@ -154,7 +154,7 @@ static bool parse_header(const char *s, size_t len, perf_hdr *h)
         return false;
     h->comm = s;
     h->comm_len = (size_t)(toks[pi].s - s);
-    while (h->comm_len && cn_agg__is_blank(s[h->comm_len - 1]))
+    while (h->comm_len && cn_fmt__is_blank(s[h->comm_len - 1]))
         h->comm_len--;
     size_t k = ti + 1;
     int64_t period;
@@ -173,7 +173,7 @@ static bool parse_header(const char *s, size_t len, perf_hdr *h)
         h->event_len = (size_t)(colon - toks[k].s);
         const char *after = toks[k].s + toks[k].n;
         size_t rest = len - (size_t)(after - s);
-        while (rest && cn_agg__is_blank(*after))
+        while (rest && cn_fmt__is_blank(*after))
             after++, rest--;
         h->rest = after;
         h->rest_len = rest;
@@ -186,7 +186,7 @@ static bool parse_header(const char *s, size_t len, perf_hdr *h)
 /* A NUL-terminated copy of s in the scratch buffer (valid until the next call). */
 static char *scratch(perf_in *in, const char *s, size_t n)
 {
-    if (CN_AGG__RESERVE(in->scratch, in->scratch_cap, n + 1) < 0)
+    if (CN_FMT__RESERVE(in->scratch, in->scratch_cap, n + 1) < 0)
         return NULL;
     memcpy(in->scratch, s, n);
     in->scratch[n] = '\0';
@@ -223,13 +223,13 @@ static int32_t dso_resource(perf_in *in, const char *dso, size_t n)
 /* Parses "ADDRESS SYMBOL[+0xOFF] (DSO)" into a frame and appends it to the sample. */
 static int parse_frame(perf_in *in, const char *s, size_t len)
 {
-    while (len && cn_agg__is_blank(s[len - 1]))
+    while (len && cn_fmt__is_blank(s[len - 1]))
         len--;
-    while (len && cn_agg__is_blank(s[0]))
+    while (len && cn_fmt__is_blank(s[0]))
         s++, len--;
     size_t i = 0;
     uint64_t addr = 0;
-    while (i < len && !cn_agg__is_blank(s[i])) {
+    while (i < len && !cn_fmt__is_blank(s[i])) {
         char c = s[i];
         int d = c >= '0' && c <= '9'   ? c - '0'
                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -261,9 +261,9 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
             sym_len = j;
         }
     }
-    while (sym_len && cn_agg__is_blank(sym[0]))
+    while (sym_len && cn_fmt__is_blank(sym[0]))
         sym++, sym_len--;
-    while (sym_len && cn_agg__is_blank(sym[sym_len - 1]))
+    while (sym_len && cn_fmt__is_blank(sym[sym_len - 1]))
         sym_len--;
     int32_t res = dso_resource(in, dso, dso_len);
     if (res < -1)
@@ -273,7 +273,7 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
         char buf[64];
         if (res >= 0) {
             const char *lib = cn_agg_resource_name(in->p, res);
-            if (CN_AGG__RESERVE(in->scratch, in->scratch_cap, strlen(lib) + 24) < 0)
+            if (CN_FMT__RESERVE(in->scratch, in->scratch_cap, strlen(lib) + 24) < 0)
                 return -ENOMEM;
             sprintf(in->scratch, "%s+0x%" PRIx64, lib, addr);
             name = in->scratch;
@@ -305,7 +305,7 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
     if (in->n_frames >= MAX_FRAMES)
         return cn_err_set(in->err, -EINVAL, "%s:%zu: callchain deeper than %d frames", in->name,
                           in->lineno, MAX_FRAMES);
-    if (CN_AGG__RESERVE(in->frames, in->cap_frames, in->n_frames + 1) < 0)
+    if (CN_FMT__RESERVE(in->frames, in->cap_frames, in->n_frames + 1) < 0)
         return -ENOMEM;
     in->frames[in->n_frames++] = frame;
     return 0;
@@ -365,12 +365,12 @@ static int start_sample(perf_in *in, const perf_hdr *h)
     return 0;
 }
 
-/* One line of the file (cn_agg__for_each_line's callback; ctx is the perf_in state). */
+/* One line of the file (cn_fmt__for_each_line's callback; ctx is the perf_in state). */
 static int parse_line(void *ctx, const char *s, size_t len)
 {
     perf_in *in = ctx;
     size_t i = 0;
-    while (i < len && cn_agg__is_blank(s[i]))
+    while (i < len && cn_fmt__is_blank(s[i]))
         i++;
     if (i == len)
         return end_sample(in);
@@ -392,7 +392,7 @@ static int parse_line(void *ctx, const char *s, size_t len)
     return rc < 0 ? rc : start_sample(in, &h);
 }
 
-int cn_agg__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
+int cn_fmt__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
                                cn_err *err)
 {
     perf_in in = {.name = name, .err = err};
@@ -405,7 +405,7 @@ int cn_agg__import_perf_script(const char *data, size_t len, const char *name, c
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = cn_agg__for_each_line(data, len, name, &in.lineno, parse_line, &in, err)) < 0)
+    if ((rc = cn_fmt__for_each_line(data, len, name, &in.lineno, parse_line, &in, err)) < 0)
         goto fail;
     if ((rc = end_sample(&in)) < 0 || (rc = cn_agg_meta_set(in.p, "format", "perf-script")) < 0)
         goto fail;
@@ -424,15 +424,15 @@ fail:
 }
 
 /* The first line that is neither blank nor a '#' comment is a sample header. */
-bool cn_agg__looks_perf_script(const char *data, size_t len)
+bool cn_fmt__looks_perf_script(const char *data, size_t len)
 {
-    cn_agg__lines it;
+    cn_fmt__lines it;
     const char *s;
     size_t n;
-    cn_agg__lines_init(&it, data, len);
-    while (cn_agg__lines_next(&it, &s, &n)) {
+    cn_fmt__lines_init(&it, data, len);
+    while (cn_fmt__lines_next(&it, &s, &n)) {
         size_t i = 0;
-        while (i < n && cn_agg__is_blank(s[i]))
+        while (i < n && cn_fmt__is_blank(s[i]))
             i++;
         if (i == n || (i == 0 && s[0] == '#'))
             continue;

@@ -3,34 +3,27 @@
  * Trees can be as deep as the stacks the importers and the sampler accept (tens of
  * thousands of frames), so writers never recurse: they walk a pre-order computed with
  * the nodes' parent links, and JSON is streamed by hand rather than built as a nested
- * jansson document (whose dumper recurses). Names come from binaries and scripts and
- * may be invalid UTF-8: the JSON string writer replaces bad bytes with U+FFFD.
+ * jansson document (whose dumper recurses), with json_out.h's string and number writers.
  */
-#ifndef CN_AGG_EXPORT_INTERNAL_H
-#define CN_AGG_EXPORT_INTERNAL_H
+#ifndef CN_FMT_EXPORT_INTERNAL_H
+#define CN_FMT_EXPORT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cn_agg.h"
+#include "formats_internal.h"
 
 /* The tree's nodes in pre-order (each root, then its subtree, in sibling order) and
  * each one's depth (roots 0). *order and *depth are malloc'ed (caller frees both);
  * *n is the number of nodes reached. Returns 0 or -ENOMEM. */
-int cn_agg__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth, size_t *n);
+int cn_fmt__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth, size_t *n);
 
 /* Which nodes to show (indexed by node id, malloc'ed into *visible, caller frees): a node
  * is shown when its depth is below max_depth (-1: any), its |total| is at least
  * min_percent of denom (0: any), its total is not 0 or it has a shown child, and its
  * parent is shown. Returns 0 or -ENOMEM. */
-int cn_agg__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32_t *depth, size_t n,
+int cn_fmt__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32_t *depth, size_t n,
                          int max_depth, double min_percent, double denom, bool **visible);
 
-/* Writes s as a JSON string literal (quotes included). Returns 0 or -EIO. */
-int cn_agg__json_str(FILE *out, const char *s);
-/* Writes a number: integral values (up to 2^53) without a fraction, others with 12
- * significant digits; non-finite values as 0. Returns 0 or -EIO. */
-int cn_agg__json_num(FILE *out, double v);
-
-#endif /* CN_AGG_EXPORT_INTERNAL_H */
+#endif /* CN_FMT_EXPORT_INTERNAL_H */

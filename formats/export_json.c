@@ -1,5 +1,5 @@
-/* export_json.c — the JSON tree (interface.md "JSON tree") of a query result, and the
- * JSON primitives the other writers share (export_internal.h).
+/* export_json.c — the JSON tree (docs/cli.md "JSON tree") of a query result. Strings and
+ * numbers are json_out.c's (one UTF-8 policy, one number format for every JSON writer).
  *
  * Streamed without recursion: a pre-order walk opens `{"name":…,"children":[` for each
  * shown node and closes `]}` as the walk climbs back, so a tree as deep as the deepest
@@ -14,128 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg_internal.h"
 #include "export_internal.h"
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes are not one. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = c & (0x3f >> (len - 1));
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* Whether byte c goes out as it is: printable ASCII other than '"' and '\\'. */
-static inline bool plain_byte(unsigned c)
-{
-    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-}
-
-int cn_agg__json_str(FILE *out, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-
-    if (fputc('"', out) == EOF)
-        return -EIO;
-    while (*p) {
-        /* Runs of plain bytes (nearly every name) in one write. */
-        const unsigned char *run = p;
-        while (plain_byte(*p))
-            p++;
-        if (p > run && fwrite(run, 1, (size_t)(p - run), out) != (size_t)(p - run))
-            return -EIO;
-        if (!*p)
-            break;
-        unsigned c = *p;
-        size_t len = utf8_len(p);
-        int r;
-        if (c == '"' || c == '\\')
-            r = fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            r = fprintf(out, "\\u%04x", c);
-        else if (len == 0)
-            r = fputs("\xef\xbf\xbd", out); /* U+FFFD for a byte that is not UTF-8 */
-        else
-            r = (int)fwrite(p, 1, len, out) == (int)len ? 0 : -1;
-        if (r < 0)
-            return -EIO;
-        p += len ? len : 1;
-    }
-    return fputc('"', out) == EOF ? -EIO : 0;
-}
-
-/* Writes v (|v| < 2^53, integral) in decimal at buf; returns the length (no NUL).
- * printf's %lld by hand: writers print hundreds of thousands of numbers. */
-static size_t fmt_int(char *buf, long long v)
-{
-    char tmp[24];
-    size_t n = 0, k = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        buf[k++] = '-';
-    while (n)
-        buf[k++] = tmp[--n];
-    return k;
-}
-
-/* v as JSON at buf (room for 32 bytes); returns the length. */
-static size_t fmt_num(char *buf, double v)
-{
-    if (!isfinite(v))
-        v = 0;
-    if (fabs(v) < 9007199254740992.0 && v == floor(v))
-        return fmt_int(buf, (long long)v);
-    int n = snprintf(buf, 32, "%.12g", v);
-    return n > 0 && n < 32 ? (size_t)n : 0;
-}
-
-int cn_agg__json_num(FILE *out, double v)
-{
-    char buf[32];
-    size_t n = fmt_num(buf, v);
-    return fwrite(buf, 1, n, out) == n ? 0 : -EIO;
-}
-
-const char *cn_agg_view_name(cn_agg_view v)
-{
-    switch (v) {
-    case CN_AGG_VIEW_TREE:
-        return "tree";
-    case CN_AGG_VIEW_INVERTED:
-        return "inverted";
-    case CN_AGG_VIEW_CALLEES:
-        return "callees";
-    case CN_AGG_VIEW_CALLERS:
-        return "callers";
-    case CN_AGG_VIEW_FUNCTIONS:
-        return "functions";
-    }
-    return "tree";
-}
 
 /* `"name":…` and, when the func has a resource, `,"lib":…`. */
 static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
@@ -144,9 +23,9 @@ static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
     int32_t res = func >= 0 ? cn_agg_func_resource(p, func) : -1;
     const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
 
-    if (fputs("\"name\":", out) < 0 || cn_agg__json_str(out, name ? name : "?") < 0)
+    if (fputs("\"name\":", out) < 0 || cn_fmt__json_str(out, name ? name : "?") < 0)
         return -EIO;
-    if (lib && (fputs(",\"lib\":", out) < 0 || cn_agg__json_str(out, lib) < 0))
+    if (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0))
         return -EIO;
     return 0;
 }
@@ -164,7 +43,7 @@ static int put_num(FILE *out, const char *key, double v)
     n += kl;
     buf[n++] = '"';
     buf[n++] = ':';
-    n += fmt_num(buf + n, v);
+    n += cn_fmt__json_num_fmt(buf + n, v);
     return fwrite(buf, 1, n, out) == n ? 0 : -EIO;
 }
 
@@ -177,7 +56,7 @@ static size_t buf_plain_str(char *buf, size_t room, const char *s)
         return 0;
     buf[n++] = '"';
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (!plain_byte(*p) || n + 2 > room)
+        if (!cn_fmt__json_plain(*p) || n + 2 > room)
             return 0;
         buf[n++] = (char)*p;
     }
@@ -195,7 +74,7 @@ static size_t buf_num(char *buf, const char *key, double v)
     n += kl;
     buf[n++] = '"';
     buf[n++] = ':';
-    return n + fmt_num(buf + n, v);
+    return n + cn_fmt__json_num_fmt(buf + n, v);
 }
 
 /* Node n's fields in one write when its names need no escaping (nearly always): the
@@ -262,9 +141,9 @@ static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double sca
     bool comma = false;
     int rc;
 
-    rc = cn_agg__tree_preorder(t, &order, &depth, &n);
+    rc = cn_fmt__tree_preorder(t, &order, &depth, &n);
     if (rc == 0)
-        rc = cn_agg__tree_visible(t, order, depth, n, -1, 0, 1, &visible);
+        rc = cn_fmt__tree_visible(t, order, depth, n, -1, 0, 1, &visible);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         int32_t node = order[i];
         if (!visible[node])
@@ -301,13 +180,13 @@ static int write_functions(const cn_agg_profile *p, const cn_agg_tree *t, double
 }
 
 /* The top-level fields before roots/functions, from `{` to the last field. */
-static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fmt_write_opts *o,
                         double scale, FILE *out)
 {
     if (fputs("{\"unit\":", out) < 0 ||
-        cn_agg__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p))) < 0 ||
+        cn_fmt__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p))) < 0 ||
         put_num(out, "total", t->total * scale) < 0 || fputs(",\"view\":", out) < 0 ||
-        cn_agg__json_str(out, cn_agg_view_name(t->view)) < 0)
+        cn_fmt__json_str(out, cn_agg_view_name(t->view)) < 0)
         return -EIO;
     if (t->view == CN_AGG_VIEW_CALLEES && put_num(out, "call_sites", (double)t->call_sites) < 0)
         return -EIO;
@@ -321,7 +200,7 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
         char *s = cn_agg_transform_format(&o->transforms[i]);
         if (!s)
             return -ENOMEM;
-        int rc = (i && fputc(',', out) == EOF) ? -EIO : cn_agg__json_str(out, s);
+        int rc = (i && fputc(',', out) == EOF) ? -EIO : cn_fmt__json_str(out, s);
         free(s);
         if (rc < 0)
             return rc;
@@ -329,8 +208,8 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
     if (fputc(']', out) == EOF)
         return -EIO;
     if (o && o->session) {
-        if (fputs(",\"session\":", out) < 0 || cn_agg__json_str(out, o->session) < 0 ||
-            fputs(",\"event\":", out) < 0 || cn_agg__json_str(out, o->event ? o->event : "") < 0 ||
+        if (fputs(",\"session\":", out) < 0 || cn_fmt__json_str(out, o->session) < 0 ||
+            fputs(",\"event\":", out) < 0 || cn_fmt__json_str(out, o->event ? o->event : "") < 0 ||
             put_num(out, "samples", (double)o->samples) < 0 ||
             put_num(out, "lost", (double)o->lost) < 0)
             return -EIO;
@@ -338,7 +217,7 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
     return 0;
 }
 
-int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+int cn_fmt_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fmt_write_opts *o,
                       FILE *out)
 {
     double scale;

@@ -40,14 +40,14 @@ typedef struct box {
 } box;
 
 typedef struct layout {
-    const cn_agg__flame *f;
+    const cn_fmt__flame *f;
     box *boxes;
     size_t n, cap;
     int32_t max_depth;
     double min_w;
 } layout;
 
-static double node_width(const cn_agg__flame *f, int32_t n)
+static double node_width(const cn_fmt__flame *f, int32_t n)
 {
     if (f->base)
         return (fabs(f->base[n]) + fabs(f->newv[n])) / 2;
@@ -56,7 +56,7 @@ static double node_width(const cn_agg__flame *f, int32_t n)
 
 static int push_box(layout *l, box b)
 {
-    if (l->n == l->cap && CN_AGG__RESERVE(l->boxes, l->cap, l->n + 1) < 0)
+    if (l->n == l->cap && CN_FMT__RESERVE(l->boxes, l->cap, l->n + 1) < 0)
         return -ENOMEM;
     l->boxes[l->n++] = b;
     if (b.depth > l->max_depth)
@@ -68,7 +68,7 @@ static int push_box(layout *l, box b)
  * is bounded by the tree's depth, which the engine's stacks bound. */
 static int lay_out(layout *l, int32_t first, double x, int32_t depth)
 {
-    const cn_agg__flame *f = l->f;
+    const cn_fmt__flame *f = l->f;
     box small = {.node = -1, .depth = depth};
     for (int32_t c = first; c >= 0; c = f->t->nodes[c].next_sibling) {
         double w = node_width(f, c);
@@ -107,7 +107,7 @@ static uint32_t fnv1a(const char *s)
 }
 
 /* The fill of box b, as CSS hsl(). */
-static void box_fill(const cn_agg__flame *f, const box *b, double max_delta, char *buf, size_t len)
+static void box_fill(const cn_fmt__flame *f, const box *b, double max_delta, char *buf, size_t len)
 {
     if (f->base) {
         double d = b->node >= 0 ? f->newv[b->node] - f->base[b->node] : b->m_new - b->m_base;
@@ -148,7 +148,7 @@ static void box_fill(const cn_agg__flame *f, const box *b, double max_delta, cha
     }
 }
 
-static const char *kind_name(const cn_agg__flame *f, const box *b)
+static const char *kind_name(const cn_fmt__flame *f, const box *b)
 {
     if (b->node < 0)
         return "merged";
@@ -176,7 +176,7 @@ static void put_value(FILE *out, double v)
         fprintf(out, "%.4g", v);
 }
 
-static void put_tooltip(const cn_agg__flame *f, const box *b, double denom, FILE *out)
+static void put_tooltip(const cn_fmt__flame *f, const box *b, double denom, FILE *out)
 {
     double scale = cn_agg_profile_scale(f->p);
     const char *unit = cn_agg_unit_name(cn_agg_profile_unit(f->p));
@@ -188,10 +188,10 @@ static void put_tooltip(const cn_agg__flame *f, const box *b, double denom, FILE
     }
     const cn_agg_node *nd = &f->t->nodes[b->node];
     int32_t res = cn_agg_func_resource(f->p, nd->func);
-    cn_agg__xml_text(out, cn_agg_func_name(f->p, nd->func), -1);
+    cn_fmt__xml_text(out, cn_agg_func_name(f->p, nd->func), -1);
     if (res >= 0) {
         fputs("\nlibrary: ", out);
-        cn_agg__xml_text(out, cn_agg_resource_name(f->p, res), -1);
+        cn_fmt__xml_text(out, cn_agg_resource_name(f->p, res), -1);
     }
     if (f->base) {
         double base = f->base[b->node], nv = f->newv[b->node], d = nv - base;
@@ -305,7 +305,7 @@ static const char SCRIPT[] =
     "})();\n"
     "]]></script>\n";
 
-static void write_header(const cn_agg__flame *f, const layout *l, double total_w, double height,
+static void write_header(const cn_fmt__flame *f, const layout *l, double total_w, double height,
                          FILE *out)
 {
     fprintf(out,
@@ -330,7 +330,7 @@ static void write_header(const cn_agg__flame *f, const layout *l, double total_w
     fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\"/>\n", SVG_W,
             height);
     fprintf(out, "<text id=\"title\" x=\"%.0f\" y=\"22\" text-anchor=\"middle\">", SVG_W / 2);
-    cn_agg__xml_text(out,
+    cn_fmt__xml_text(out,
                      f->title ? f->title
                               : (f->base     ? "Differential flame graph"
                                  : f->icicle ? "Icicle graph"
@@ -338,7 +338,7 @@ static void write_header(const cn_agg__flame *f, const layout *l, double total_w
                      120);
     fputs("</text>\n", out);
     fprintf(out, "<text id=\"subtitle\" x=\"%.0f\" y=\"40\" text-anchor=\"middle\">", SVG_W / 2);
-    cn_agg__xml_text(out, f->subtitle ? f->subtitle : "", 140);
+    cn_fmt__xml_text(out, f->subtitle ? f->subtitle : "", 140);
     fputs("</text>\n", out);
     fprintf(out,
             "<text id=\"reset\" class=\"hide\" x=\"%.0f\" y=\"22\">Reset zoom</text>\n"
@@ -352,7 +352,7 @@ static void write_header(const cn_agg__flame *f, const layout *l, double total_w
     (void)l;
 }
 
-static void write_boxes(const cn_agg__flame *f, const layout *l, double total_w, double denom,
+static void write_boxes(const cn_fmt__flame *f, const layout *l, double total_w, double denom,
                         FILE *out)
 {
     double max_delta = 0;
@@ -379,7 +379,7 @@ static void write_boxes(const cn_agg__flame *f, const layout *l, double total_w,
                 "<g class=\"f\" data-k=\"%s\" data-x=\"%.17g\" data-w=\"%.17g\" "
                 "data-d=\"%d\" data-n=\"",
                 kind_name(f, b), b->x, b->w, (int)b->depth);
-        cn_agg__xml_text(out, name, -1);
+        cn_fmt__xml_text(out, name, -1);
         fputs("\"><title>", out);
         put_tooltip(f, b, denom, out);
         fprintf(out,
@@ -391,14 +391,14 @@ static void write_boxes(const cn_agg__flame *f, const layout *l, double total_w,
             size_t len = 0;
             for (const unsigned char *c = (const unsigned char *)name; *c; c++)
                 len += (*c & 0xc0) != 0x80;
-            cn_agg__xml_text(out, name, (long)len <= chars ? -1 : chars - 1);
+            cn_fmt__xml_text(out, name, (long)len <= chars ? -1 : chars - 1);
         }
         fputs("</text></g>\n", out);
     }
     fputs("</g>\n", out);
 }
 
-int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_err *err)
+int cn_fmt__write_flame(const cn_fmt__flame *f, FILE *out, cn_err *err)
 {
     layout l = {.f = f, .max_depth = 0};
     double total_w = 0, denom = 0;
@@ -419,7 +419,7 @@ int cn_agg__write_flame(const cn_agg__flame *f, FILE *out, cn_err *err)
     fputs(SCRIPT, out);
     fputs("</svg>\n", out);
     free(l.boxes);
-    return cn_agg__finish_output(out, "SVG", err);
+    return cn_fmt__finish_output(out, "SVG", err);
 }
 
 /* "total 123 samples · tree · merge:foo, drop:bar" */
@@ -448,25 +448,25 @@ static char *make_subtitle(const cn_agg_profile *p, const cn_agg_tree *t, const 
     return s;
 }
 
-int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
+int cn_fmt_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_write_opts *o,
                      FILE *out, cn_err *err)
 {
     if (!p || !q || !out)
         return cn_err_set(err, -EINVAL, "SVG output: bad arguments");
     cn_agg_view view = q->view == CN_AGG_VIEW_FUNCTIONS ? CN_AGG_VIEW_TREE : q->view;
     cn_agg_tree *tree = NULL;
-    int rc = cn_agg__run_view(p, q, view, &tree, err);
+    int rc = cn_fmt__run_view(p, q, view, &tree, err);
     if (rc < 0)
         return rc;
     char *subtitle = make_subtitle(p, tree, q);
-    cn_agg__flame f = {
+    cn_fmt__flame f = {
         .p = p,
         .t = tree,
         .icicle = view == CN_AGG_VIEW_INVERTED || view == CN_AGG_VIEW_CALLERS,
         .title = o ? o->title : NULL,
         .subtitle = subtitle,
     };
-    rc = cn_agg__write_flame(&f, out, err);
+    rc = cn_fmt__write_flame(&f, out, err);
     free(subtitle);
     cn_agg_tree_free(tree);
     return rc;

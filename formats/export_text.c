@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg_internal.h"
 #include "export_internal.h"
 
 #define C_RESET "\033[0m"
@@ -27,13 +26,13 @@
  * tree's text stays linear in size. */
 #define MAX_INDENT_DEPTH 100
 
-void cn_agg_write_opts_init(cn_agg_write_opts *o)
+void cn_fmt_write_opts_init(cn_fmt_write_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->max_depth = -1;
 }
 
-int cn_agg__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth, size_t *n)
+int cn_fmt__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth, size_t *n)
 {
     size_t cap = t->n_nodes ? t->n_nodes : 1, k = 0;
     int32_t *o = malloc(cap * sizeof(*o));
@@ -67,7 +66,7 @@ int cn_agg__tree_preorder(const cn_agg_tree *t, int32_t **order, int32_t **depth
     return 0;
 }
 
-int cn_agg__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32_t *depth, size_t n,
+int cn_fmt__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32_t *depth, size_t n,
                          int max_depth, double min_percent, double denom, bool **visible)
 {
     size_t cap = t->n_nodes ? t->n_nodes : 1;
@@ -200,7 +199,7 @@ static size_t put_right(char *buf, const char *s, int width)
 struct text_ctx {
     const cn_agg_profile *p;
     const cn_agg_tree *t;
-    const cn_agg_write_opts *o;
+    const cn_fmt_write_opts *o;
     FILE *out;
     double scale;
     double denom; /* |total| for percentages, 1 when the tree is empty */
@@ -283,10 +282,10 @@ static int print_nodes(struct text_ctx *c)
     int32_t *order = NULL, *depth = NULL;
     bool *visible = NULL;
     size_t n = 0;
-    int rc = cn_agg__tree_preorder(c->t, &order, &depth, &n);
+    int rc = cn_fmt__tree_preorder(c->t, &order, &depth, &n);
 
     if (rc == 0)
-        rc = cn_agg__tree_visible(c->t, order, depth, n, c->o->max_depth, c->o->min_percent,
+        rc = cn_fmt__tree_visible(c->t, order, depth, n, c->o->max_depth, c->o->min_percent,
                                   c->denom, &visible);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (!visible[order[i]])
@@ -324,7 +323,7 @@ static const char *view_label(const cn_agg_tree *t)
 
 static int print_header(const struct text_ctx *c)
 {
-    const cn_agg_write_opts *o = c->o;
+    const cn_fmt_write_opts *o = c->o;
     char tv[64];
     FILE *out = c->out;
 
@@ -368,17 +367,17 @@ static int print_functions(struct text_ctx *c)
     return 0;
 }
 
-int cn_agg_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
+int cn_fmt_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fmt_write_opts *o,
                       FILE *out)
 {
-    cn_agg_write_opts defaults;
+    cn_fmt_write_opts defaults;
     struct text_ctx c;
     int rc;
 
     if (!p || !t || !out)
         return -EINVAL;
     if (!o) {
-        cn_agg_write_opts_init(&defaults);
+        cn_fmt_write_opts_init(&defaults);
         o = &defaults;
     }
     c.p = p;

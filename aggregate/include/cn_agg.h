@@ -5,12 +5,13 @@
  * resources (libraries), funcs and frames, build stacks as an append-only prefix tree of
  * frames, and append samples {stack, time, weight, thread}. A query (time range, thread
  * filter, ordered transform stack, view) is then run over those tables: frames are grouped
- * into funcs, the transforms rewrite the func-level stack table (calltree.md §2), and the
- * view builds a cn_agg_tree with self and total weights (calltree.md §1.4, §3, §6).
+ * into funcs, the transforms rewrite the func-level stack table (docs/calltree.md §2), and the
+ * view builds a cn_agg_tree with self and total weights (docs/calltree.md §1.4, §3, §6).
  * Symbolication arrives later through cn_agg_regroup(), which changes which func (or
  * inline chain of funcs) each frame belongs to; trees and held paths are re-derived and
- * remapped (calltree.md §4). Importers and exporters (folded, .cpuprofile, perf script,
- * .canopy, pprof, JSON, text …) sit on the same tables.
+ * remapped (docs/calltree.md §4). File formats (importers and writers: folded, .cpuprofile,
+ * perf script, pprof, JSON, text, SVG …) live in formats/ (cn_fmt.h) and use only this
+ * header; the engine's own lossless snapshot, .canopy, is here (cn_agg_write_canopy).
  *
  * aggregate knows nothing of perf, ELF, sockets or threads: a frame is (resource, offset)
  * or a func, a func is a name. Every table is struct-of-arrays with dense int32 ids,
@@ -33,7 +34,7 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------
- * Profile tables (calltree.md §1.1)
+ * Profile tables (docs/calltree.md §1.1)
  */
 
 typedef struct cn_agg_profile cn_agg_profile;
@@ -113,6 +114,11 @@ int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame);
 size_t cn_agg_stack_count(const cn_agg_profile *p);
 int32_t cn_agg_stack_prefix(const cn_agg_profile *p, int32_t stack);
 int32_t cn_agg_stack_frame(const cn_agg_profile *p, int32_t stack);
+/* The funcs of a whole stack, LEAF FIRST, each frame's inline chain expanded innermost
+ * first (what a leaf-first func path shows). Writes min(length, cap) funcs to out and
+ * returns the length (call again with a larger buffer when it exceeds cap); 0 for a
+ * stack that is not an id. One call instead of three accessors per frame (writers). */
+size_t cn_agg_stack_funcs(const cn_agg_profile *p, int32_t stack, int32_t *out, size_t cap);
 
 /* A native frame reference as the sampler produces it. */
 typedef struct cn_agg_frame_ref {
@@ -172,7 +178,7 @@ const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid);   /* or N
 int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double weight,
                       int32_t thread);
 /* An alternative stack for sample i used only by the timeline (the .cpuprofile
- * missing-sample fix, calltree.md §5.2 step 6, changes calls but not self/total).
+ * missing-sample fix, docs/calltree.md §5.2 step 6, changes calls but not self/total).
  * Returns 0, -ERANGE or -ENOMEM. _timeline_stack returns the sample's stack if none. */
 int cn_agg_sample_set_timeline_stack(cn_agg_profile *p, size_t i, int32_t stack);
 int32_t cn_agg_sample_timeline_stack(const cn_agg_profile *p, size_t i);
@@ -204,7 +210,7 @@ size_t cn_agg_meta_count(const cn_agg_profile *p);
 const char *cn_agg_meta_key(const cn_agg_profile *p, size_t i);
 
 /* ---------------------------------------------------------------------------------------
- * Symbolication reshapes the tree (calltree.md §4)
+ * Symbolication reshapes the tree (docs/calltree.md §4)
  */
 
 /* One element of an inline chain, outer first. file may be NULL, line 0 = unknown. */
@@ -230,7 +236,7 @@ typedef struct cn_agg_frame_symbols {
 int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t n);
 
 /* ---------------------------------------------------------------------------------------
- * Transforms (calltree.md §2, "Canopy's operations")
+ * Transforms (docs/calltree.md §2, "Canopy's operations")
  */
 
 typedef enum cn_agg_tf_kind {
@@ -273,7 +279,7 @@ const char *cn_agg_tf_name(cn_agg_tf_kind kind);
 bool cn_agg_tf_takes_path(cn_agg_tf_kind kind);
 
 /* Checks that a function or library argument occurs somewhere in the untransformed
- * profile (interface.md: otherwise exit 2). PATH arguments are never an error here.
+ * profile (docs/cli.md: otherwise exit 2). PATH arguments are never an error here.
  * Returns 0 or -ENOENT with err naming the SPEC. */
 int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_err *err);
 
@@ -382,7 +388,7 @@ int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
                  cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
- * Estimated call timeline (calltree.md §5.5 without trace events)
+ * Estimated call timeline (docs/calltree.md §5.5 without trace events)
  */
 
 typedef struct cn_agg_call {
@@ -400,82 +406,63 @@ typedef struct cn_agg_call {
 int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls, size_t *n_calls,
                     cn_err *err);
 
-/* ---------------------------------------------------------------------------------------
- * Files in and out
- */
-
-/* Reads a profile file of any supported format (detected by content; gzip first).
- * Returns 0 and *out, or negative errno with err naming the file and line or offset
- * (-EINVAL for bad content, -ENOENT/-EACCES… for I/O). */
-int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_err *err);
-/* The same for a buffer already in memory (fuzzing); name is used in messages. */
-int cn_agg_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
-                         cn_err *err);
-
-/* Output formats of trees (exporters of the query result). */
-typedef enum cn_agg_format {
-    CN_AGG_FMT_TEXT = 0,
-    CN_AGG_FMT_JSON,
-    CN_AGG_FMT_FOLDED,
-    CN_AGG_FMT_CANOPY,
-    CN_AGG_FMT_PPROF,
-    CN_AGG_FMT_SPEEDSCOPE,
-    CN_AGG_FMT_CHROME_TRACE,
-    CN_AGG_FMT_SVG,
-} cn_agg_format;
-
-/* Options shared by the tree writers. */
-typedef struct cn_agg_write_opts {
-    const char *title;                  /* header: session or file name */
-    int max_depth;                      /* text: -1 = unlimited */
-    double min_percent;                 /* text: hide nodes below this % of the total */
-    bool color;                         /* text: ANSI colours */
-    const cn_agg_transform *transforms; /* echoed in headers and JSON */
-    size_t n_transforms;
-    /* Live sessions add these JSON fields when session is not NULL. */
-    const char *session;
-    const char *event;
-    int64_t samples;
-    int64_t lost;
-} cn_agg_write_opts;
-
-void cn_agg_write_opts_init(cn_agg_write_opts *o);
-
-int cn_agg_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
-                      FILE *out);
-int cn_agg_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_agg_write_opts *o,
-                      FILE *out);
 /* A view's name as the JSON tree and the protocol spell it ("tree", "inverted", "callees",
  * "callers", "functions"); "tree" for an unknown value. A static string. */
 const char *cn_agg_view_name(cn_agg_view v);
-/* Folded stacks of the query's samples after transforms: one line per distinct stack,
- * sorted by the stack text. Takes the query, not a tree, because a tree loses stacks. */
-int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
-/* The lossless .canopy file of the whole profile (tables, samples, metadata). */
-int cn_agg_write_canopy(const cn_agg_profile *p, FILE *out);
-/* Timeline outputs (see cn_agg_timeline). */
-int cn_agg_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
-                               FILE *out);
-int cn_agg_write_timeline_text(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
-                               FILE *out);
-int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
-                              FILE *out);
-
-/* Formats of issue 6 (pprof, speedscope, SVG flame graphs). They take the query, not a
- * tree, where they need whole stacks. Return 0 or negative errno with err set. */
-int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
-int cn_agg_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
-int cn_agg_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_agg_write_opts *o,
-                     FILE *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
- * Formats and differential profiles (issue 6; export_*.c, import_pprof.c, diff.c)
+ * Raw samples of a query (for writers that need frame stacks: pprof, speedscope)
  */
 
-/* speedscope's evented profiles for an estimated timeline (one profile per tid, balanced
- * open/close events in ns). Returns 0 or negative errno with err set. */
-int cn_agg_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls, size_t n,
-                                     FILE *out, cn_err *err);
+/* One visited sample: its frame stack (>= 0), thread (-1 = unknown), time (-1 for a row
+ * of the all-time accumulator), weight, and count (1 for a sample; 0 for an accumulator
+ * row, whose sample count is not kept). A negative return stops the walk. */
+typedef int (*cn_agg_sample_fn)(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
+                                double weight, int64_t count);
+
+/* Visits, in time order (arrival order if sorting ran out of memory), every sample with a
+ * stack that passes q's time range and tid/pid filters (q's transforms, view and
+ * --group-by are NOT applied), then, when q has no time range, every row of the retention
+ * accumulator that passes the filters. Sorts the sample table first. Returns 0 or the
+ * callback's first negative result. */
+int cn_agg_for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg_sample_fn fn,
+                           void *ctx);
+
+/* True when native frame `frame` still carries its placeholder func (`LIB+0xOFFSET`,
+ * see cn_agg_native_frame): no symbol is known for it yet. */
+bool cn_agg_frame_is_placeholder(const cn_agg_profile *p, int32_t frame);
+
+/* ---------------------------------------------------------------------------------------
+ * Bulk loading (importers that learn a sample's time or weight after adding it)
+ */
+
+/* Rewrites sample i's time or weight (i indexes the table as it is now: appends keep
+ * their order until the table is sorted). A time change may leave the table unsorted;
+ * the next query (or cn_agg_samples_sort) re-sorts it. Returns 0 or -ERANGE. */
+int cn_agg_sample_set_time(cn_agg_profile *p, size_t i, int64_t time_ns);
+int cn_agg_sample_set_weight(cn_agg_profile *p, size_t i, double weight);
+/* Sorts the sample table by time now (stable: equal times keep their order), so that
+ * sample index order is time order. Returns 0 or -ENOMEM (then the order is unchanged). */
+int cn_agg_samples_sort(cn_agg_profile *p);
+
+/* ---------------------------------------------------------------------------------------
+ * The lossless .canopy snapshot (canopy_file.c, docs/canopy-format.md)
+ */
+
+/* Writes the whole profile (tables, samples, metadata, rename map, accumulator) as a
+ * gzipped .canopy file. Returns 0 or negative errno (-EIO, -ENOMEM). */
+int cn_agg_write_canopy(const cn_agg_profile *p, FILE *out);
+/* True when data (already decompressed) starts with the .canopy magic line. */
+bool cn_agg_canopy_sniff(const char *data, size_t len);
+/* Reads a decompressed .canopy text into a new profile, id for id the one written.
+ * name is used in messages. Returns 0 and *out (free with cn_agg_profile_free), or
+ * negative errno with err "NAME:LINE: what" (-EINVAL for bad content). */
+int cn_agg_canopy_read(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                       cn_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Differential profiles (diff.c; their writers are in formats/, cn_fmt.h)
+ */
 
 /* A differential profile holds two sides in one set of tables, the representation the
  * three-column folded importer also produces: metadata "diff" = "1", BASE's samples on
@@ -490,6 +477,9 @@ int cn_agg_diff_profile(cn_agg_profile *base, const cn_agg_query *qbase, cn_agg_
                         const cn_agg_query *qnew, cn_agg_profile **out, cn_err *err);
 /* True when p is a differential profile (metadata diff=1 and both threads present). */
 bool cn_agg_is_diff(const cn_agg_profile *p);
+/* The tids of the two sides' threads (metadata diff.base_tid / diff.new_tid; 1 and 2 when
+ * absent). */
+void cn_agg_diff_sides(const cn_agg_profile *p, int32_t *base_tid, int32_t *new_tid);
 
 /* Per node (or function row) values of a differential result: the BASE side already
  * multiplied by the normalizing factor. */
@@ -500,7 +490,7 @@ typedef struct cn_agg_diff_vals {
 
 /* A differential result. tree->nodes[i].total/self are NEW − BASE (normalized); children
  * are ordered by |total| descending, ties by name; every merged call path is present
- * (writers omit zero nodes without shown children, interface.md). Owns everything. */
+ * (writers omit zero nodes without shown children, docs/cli.md). Owns everything. */
 typedef struct cn_agg_diff {
     cn_agg_tree *tree;
     cn_agg_diff_vals *nodes;     /* tree->n_nodes entries */
@@ -512,27 +502,12 @@ typedef struct cn_agg_diff {
 
 /* Runs q (transforms, view, range) on both sides of differential profile d and merges the
  * two results by call path (by func for the FUNCTIONS view). q's tid/pid are ignored.
- * normalize scales BASE to NEW's total (calltree.md §1.1: weights may be negative).
+ * normalize scales BASE to NEW's total (docs/calltree.md §1.1: weights may be negative).
  * Returns 0 and *out (free with cn_agg_diff_free) or negative errno with err set
  * (-EINVAL if d is not differential). */
 int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn_agg_diff **out,
                     cn_err *err);
 cn_agg_diff *cn_agg_diff_free(cn_agg_diff *r);
-
-/* Writers of a differential result. Text: one line per node with the change, its share
- * of NEW's total, BASE and NEW. JSON: the tree format with "base" and "new" (totals) and
- * "base_self"/"new_self" on every node, plus "diff", "base_total", "new_total",
- * "factor", "normalized" at the top. SVG: a differential flame graph (width (BASE + NEW)
- * / 2, red for growth, blue for shrinkage). Return 0 or negative errno. */
-int cn_agg_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
-                           const cn_agg_write_opts *o, FILE *out);
-int cn_agg_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
-                           const cn_agg_write_opts *o, FILE *out);
-int cn_agg_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const cn_agg_write_opts *o,
-                          FILE *out, cn_err *err);
-/* Three-column folded `STACK BASE NEW` of d after q's transforms: raw (unnormalized)
- * weights, one line per stack, sorted by the stack text; reads back as the same d. */
-int cn_agg_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_err *err);
 
 #ifdef __cplusplus
 }

@@ -66,13 +66,13 @@ static bool split_last(const char *s, size_t len, const char **tok, size_t *tok_
                        size_t *rest_len)
 {
     size_t i = len;
-    while (i > 0 && !cn_agg__is_blank(s[i - 1]))
+    while (i > 0 && !cn_fmt__is_blank(s[i - 1]))
         i--;
     if (i == 0)
         return false;
     *tok = s + i;
     *tok_len = len - i;
-    while (i > 0 && cn_agg__is_blank(s[i - 1]))
+    while (i > 0 && cn_fmt__is_blank(s[i - 1]))
         i--;
     *rest_len = i;
     return true;
@@ -90,7 +90,7 @@ static int32_t intern_stack(folded *f, const char *s, size_t len)
         if (n == 0)
             return cn_err_set(f->err, -EINVAL, "%s:%zu: empty function name in stack", f->name,
                               f->lineno);
-        if (CN_AGG__RESERVE(f->scratch, f->scratch_cap, n + 1) < 0)
+        if (CN_FMT__RESERVE(f->scratch, f->scratch_cap, n + 1) < 0)
             return -ENOMEM;
         memcpy(f->scratch, s + start, n);
         f->scratch[n] = '\0';
@@ -124,14 +124,14 @@ static int start_columns(folded *f, const char *rest, size_t rest_len)
     return 0;
 }
 
-/* One line of the file (cn_agg__for_each_line's callback; ctx is the folded state). */
+/* One line of the file (cn_fmt__for_each_line's callback; ctx is the folded state). */
 static int parse_line(void *ctx, const char *s, size_t len)
 {
     folded *f = ctx;
 
-    while (len && cn_agg__is_blank(s[len - 1]))
+    while (len && cn_fmt__is_blank(s[len - 1]))
         len--;
-    while (len && cn_agg__is_blank(s[0]))
+    while (len && cn_fmt__is_blank(s[0]))
         s++, len--;
     if (len == 0)
         return 0;
@@ -165,7 +165,7 @@ static int parse_line(void *ctx, const char *s, size_t len)
     return rc < 0 ? cn_err_set(f->err, rc, "%s: out of memory", f->name) : 0;
 }
 
-int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
+int cn_fmt__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
                           cn_err *err)
 {
     folded f = {.name = name, .err = err, .diff = -1, .thr_base = -1, .thr_new = -1};
@@ -176,7 +176,7 @@ int cn_agg__import_folded(const char *data, size_t len, const char *name, cn_agg
     f.p = cn_agg_profile_new();
     if (!f.p)
         return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
-    if ((rc = cn_agg__for_each_line(data, len, name, &f.lineno, parse_line, &f, err)) < 0)
+    if ((rc = cn_fmt__for_each_line(data, len, name, &f.lineno, parse_line, &f, err)) < 0)
         goto fail;
     if (cn_agg_meta_set(f.p, "format", "folded") < 0) {
         rc = cn_err_set(err, -ENOMEM, "%s: out of memory", name);
@@ -194,16 +194,16 @@ fail:
 }
 
 /* The first non-blank line ends in a count after some stack text. */
-bool cn_agg__looks_folded(const char *data, size_t len)
+bool cn_fmt__looks_folded(const char *data, size_t len)
 {
-    cn_agg__lines it;
+    cn_fmt__lines it;
     const char *s;
     size_t n;
-    cn_agg__lines_init(&it, data, len);
-    while (cn_agg__lines_next(&it, &s, &n)) {
-        while (n && cn_agg__is_blank(s[n - 1]))
+    cn_fmt__lines_init(&it, data, len);
+    while (cn_fmt__lines_next(&it, &s, &n)) {
+        while (n && cn_fmt__is_blank(s[n - 1]))
             n--;
-        while (n && cn_agg__is_blank(s[0]))
+        while (n && cn_fmt__is_blank(s[0]))
             s++, n--;
         if (n == 0)
             continue;

@@ -1,4 +1,4 @@
-/* export_pprof.c — a query's result as a gzipped pprof profile.proto (issue 6).
+/* export_pprof.c — a query's result as a gzipped pprof profile.proto.
  *
  * Two sources of stacks (formats_internal.h):
  * - raw (untransformed query): one pprof Sample per distinct (frame stack, thread) with
@@ -16,8 +16,9 @@
  * from 1). The bytes are what protobuf-c would pack for the whole message, but for the
  * order of the samples (and of thread names in the string table).
  * docs/perf-formats.md has the figures.
- * Strings: the pprof string table points into the profile's interned strings (mapped
- * by string id) and a few literals; nothing is copied.
+ * Strings: the pprof string table points into the profile's interned strings (found
+ * again by address: an interned string has one address for the profile's lifetime) and a
+ * few literals; nothing is copied.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -54,11 +55,11 @@ typedef struct writer {
     /* rows; raw rows are found again by (stack, thread) */
     row *rows;
     size_t n_rows, cap_rows;
-    cn_agg__u64map row_index;
+    cn_fmt__u64map row_index;
     bool counts_known;
 
-    /* strings: profile string id -> pprof index (0 = not yet) and the table itself */
-    int64_t *str_map;
+    /* strings: a profile string's address -> pprof index, and the table itself */
+    cn_fmt__u64map str_index;
     char **strs;
     size_t n_strs, cap_strs;
 
@@ -108,8 +109,8 @@ static void writer_free(writer *w)
 {
     free(w->rows);
     free(w->first_row);
-    cn_agg__u64map_clear(&w->row_index);
-    free(w->str_map);
+    cn_fmt__u64map_clear(&w->row_index);
+    cn_fmt__u64map_clear(&w->str_index);
     free(w->strs);
     free(w->loc_of);
     free(w->loc_key);
@@ -141,24 +142,25 @@ static void writer_free(writer *w)
 
 static int64_t add_str(writer *w, const char *s)
 {
-    if (w->n_strs == w->cap_strs && CN_AGG__RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0)
+    if (w->n_strs == w->cap_strs && CN_FMT__RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0)
         return -ENOMEM;
     w->strs[w->n_strs] = (char *)s; /* protobuf-c only reads it */
     return (int64_t)w->n_strs++;
 }
 
-/* The pprof index of profile string `id` (-1 → 0, the empty string). */
-static int64_t str_id(writer *w, int32_t id)
+/* The pprof index of interned profile string s (NULL → 0, the empty string). */
+static int64_t str_id(writer *w, const char *s)
 {
-    if (id < 0)
+    if (!s)
         return 0;
-    if (w->str_map[id] == 0) {
-        int64_t x = add_str(w, w->p->str[id]);
-        if (x < 0)
-            return x;
-        w->str_map[id] = x;
-    }
-    return w->str_map[id];
+    uint64_t key = (uint64_t)(uintptr_t)s;
+    int32_t x = cn_fmt__u64map_get(&w->str_index, key);
+    if (x >= 0)
+        return x;
+    int64_t id = add_str(w, s);
+    if (id < 0 || id > INT32_MAX || cn_fmt__u64map_put(&w->str_index, key, (int32_t)id) < 0)
+        return -ENOMEM;
+    return id;
 }
 
 /* A literal not taken from the profile: looked up linearly (there are few). */
@@ -174,7 +176,7 @@ static int64_t str_lit(writer *w, const char *s)
 
 static int push_row(writer *w, int32_t leaf, int32_t thread, double weight, int64_t count)
 {
-    if (w->n_rows == w->cap_rows && CN_AGG__RESERVE(w->rows, w->cap_rows, w->n_rows + 1) < 0)
+    if (w->n_rows == w->cap_rows && CN_FMT__RESERVE(w->rows, w->cap_rows, w->n_rows + 1) < 0)
         return -ENOMEM;
     w->rows[w->n_rows++] = (row){leaf, thread, weight, count};
     return 0;
@@ -184,8 +186,8 @@ static int raw_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
                       int64_t count)
 {
     writer *w = ctx;
-    uint64_t key = cn_agg__pair(stack, thread);
-    int32_t r = cn_agg__u64map_get(&w->row_index, key);
+    uint64_t key = cn_fmt__pair(stack, thread);
+    int32_t r = cn_fmt__u64map_get(&w->row_index, key);
     if (r >= 0) {
         w->rows[r].weight += weight;
         w->rows[r].count += count;
@@ -193,7 +195,7 @@ static int raw_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
     }
     if (count == 0)
         w->counts_known = false; /* a retention row: its count was not kept */
-    if (cn_agg__u64map_put(&w->row_index, key, (int32_t)w->n_rows) < 0)
+    if (cn_fmt__u64map_put(&w->row_index, key, (int32_t)w->n_rows) < 0)
         return -ENOMEM;
     return push_row(w, stack, thread, weight, count);
 }
@@ -215,7 +217,7 @@ static void use_function(writer *w, int32_t func)
         return;
     w->fn_func[w->n_fns] = func;
     w->fn_of[func] = (uint32_t)++w->n_fns;
-    use_mapping(w, w->p->func_res[func]);
+    use_mapping(w, cn_agg_func_resource(w->p, func));
 }
 
 /* Gives key (a frame or a func) a location id on first use, with its functions. */
@@ -231,13 +233,14 @@ static void use_location(writer *w, int32_t key)
         w->n_lines++;
         return;
     }
-    use_mapping(w, p->frame_res[key]);
-    if (cn_agg__frame_unsymbolized(p, key))
+    use_mapping(w, cn_agg_frame_resource(p, key));
+    if (cn_agg_frame_is_placeholder(p, key))
         return;
-    const int32_t *chain = p->chain_pool + p->frame_chain[key];
-    for (size_t i = 0; i < p->frame_depth[key]; i++)
+    const int32_t *chain;
+    size_t depth = cn_agg_frame_funcs(p, key, &chain);
+    for (size_t i = 0; i < depth; i++)
         use_function(w, chain[i]);
-    w->n_lines += p->frame_depth[key];
+    w->n_lines += depth;
 }
 
 /* The location ids of a row, leaf first, into w->ids (grown as needed); giving each
@@ -246,16 +249,16 @@ static ssize_t row_path(writer *w, const row *r)
 {
     size_t n = 0;
     if (w->raw) {
-        for (int32_t s = r->leaf; s >= 0; s = w->p->stack_prefix[s], n++) {
-            if (n == w->cap_ids && CN_AGG__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
+        for (int32_t s = r->leaf; s >= 0; s = cn_agg_stack_prefix(w->p, s), n++) {
+            if (n == w->cap_ids && CN_FMT__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
                 return -ENOMEM;
-            int32_t f = w->p->stack_frame[s];
+            int32_t f = cn_agg_stack_frame(w->p, s);
             use_location(w, f);
             w->ids[n] = w->loc_of[f];
         }
     } else {
         for (int32_t nd = r->leaf; nd >= 0; nd = w->tree->nodes[nd].parent, n++) {
-            if (n == w->cap_ids && CN_AGG__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
+            if (n == w->cap_ids && CN_FMT__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
                 return -ENOMEM;
             int32_t f = w->tree->nodes[nd].func;
             use_location(w, f);
@@ -289,23 +292,24 @@ static void *alloc_n(size_t n, size_t size)
 static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
 {
     const cn_agg_profile *p = w->p;
+    cn_agg_unit unit = cn_agg_profile_unit(p);
     int64_t samples = str_lit(w, "samples"), count = str_lit(w, "count");
     if (samples < 0 || count < 0)
         return -ENOMEM;
     size_t n = 0;
-    if (p->unit == CN_AGG_UNIT_SAMPLES || w->counts_known) {
+    if (unit == CN_AGG_UNIT_SAMPLES || w->counts_known) {
         perftools__profiles__value_type__init(&w->types[n]);
         w->types[n].type = samples;
         w->types[n++].unit = count;
     }
-    if (p->unit != CN_AGG_UNIT_SAMPLES) {
-        const char *type = "cpu", *unit = "nanoseconds";
-        if (p->unit == CN_AGG_UNIT_EVENTS) {
+    if (unit != CN_AGG_UNIT_SAMPLES) {
+        const char *type = "cpu", *unit_name = "nanoseconds";
+        if (unit == CN_AGG_UNIT_EVENTS) {
             const char *ev = cn_agg_meta_get(p, "event");
             type = ev && *ev ? ev : "events";
-            unit = "count";
+            unit_name = "count";
         }
-        int64_t t = str_lit(w, type), u = str_lit(w, unit);
+        int64_t t = str_lit(w, type), u = str_lit(w, unit_name);
         if (t < 0 || u < 0)
             return -ENOMEM;
         perftools__profiles__value_type__init(&w->types[n]);
@@ -327,13 +331,14 @@ static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
 /* Weight in the last value type's unit (ns for time units). */
 static double unit_factor(const cn_agg_profile *p)
 {
-    switch (p->unit) {
+    double scale = cn_agg_profile_scale(p);
+    switch (cn_agg_profile_unit(p)) {
     case CN_AGG_UNIT_MS:
-        return p->scale * 1e6;
+        return scale * 1e6;
     case CN_AGG_UNIT_US:
-        return p->scale * 1e3;
+        return scale * 1e3;
     default:
-        return p->scale;
+        return scale;
     }
 }
 
@@ -433,7 +438,7 @@ static int encode_locations(writer *w, const row *r)
     if (n < 0)
         return (int)n;
     size_t need = (size_t)n * 10;
-    if (need > w->cap_locbuf && CN_AGG__RESERVE(w->locbuf, w->cap_locbuf, need) < 0)
+    if (need > w->cap_locbuf && CN_FMT__RESERVE(w->locbuf, w->cap_locbuf, need) < 0)
         return -ENOMEM;
     uint8_t *o = w->locbuf;
     for (ssize_t i = 0; i < n; i++)
@@ -503,9 +508,10 @@ static int32_t *row_order(writer *w)
         free(start);
         return order;
     }
-    if (!ALLOC_N(w->first_row, w->p->n_stack))
+    size_t n_stacks = cn_agg_stack_count(w->p);
+    if (!ALLOC_N(w->first_row, n_stacks))
         goto fail;
-    memset(w->first_row, 0xff, w->p->n_stack * sizeof(*w->first_row));
+    memset(w->first_row, 0xff, n_stacks * sizeof(*w->first_row));
     for (size_t i = 0; i < n; i++) { /* counting sort by the stack's first row */
         int32_t *f = &w->first_row[w->rows[i].leaf];
         if (*f < 0)
@@ -555,11 +561,11 @@ static int write_samples(writer *w, pb_profile *m, size_t n_values)
         int64_t key[3] = {k_tid, k_pid, k_thread}, str[3] = {0, 0, 0}, num[3] = {0, 0, 0};
         size_t n_labels = 0;
         if (r->thread >= 0) {
-            int32_t name = p->thr_name[r->thread];
-            num[0] = p->thr_tid[r->thread];
-            num[1] = p->thr_pid[r->thread];
+            const char *name = cn_agg_thread_name(p, r->thread);
+            num[0] = cn_agg_thread_tid(p, r->thread);
+            num[1] = cn_agg_thread_pid(p, r->thread);
             n_labels = 2;
-            if (name >= 0) {
+            if (name) {
                 if ((str[2] = str_id(w, name)) < 0) {
                     rc = -ENOMEM;
                     goto out;
@@ -571,7 +577,8 @@ static int write_samples(writer *w, pb_profile *m, size_t n_values)
             goto out;
     }
     rc = enc_flush(w);
-    m->period = count_sum > 0 && p->unit != CN_AGG_UNIT_SAMPLES ? period_sum / count_sum : 1;
+    m->period =
+        count_sum > 0 && cn_agg_profile_unit(p) != CN_AGG_UNIT_SAMPLES ? period_sum / count_sum : 1;
     const char *period = cn_agg_meta_get(p, "period");
     if (period && atoll(period) > 0)
         m->period = atoll(period);
@@ -590,11 +597,11 @@ static int build_functions(writer *w, pb_profile *m)
         pb_function *fn = &w->fns[i];
         perftools__profiles__function__init(fn);
         fn->id = i + 1;
-        if ((fn->name = str_id(w, p->func_name[f])) < 0 ||
-            (fn->filename = str_id(w, p->func_file[f])) < 0)
+        if ((fn->name = str_id(w, cn_agg_func_name(p, f))) < 0 ||
+            (fn->filename = str_id(w, cn_agg_func_file(p, f))) < 0)
             return -ENOMEM;
         fn->system_name = fn->name;
-        fn->start_line = p->func_line[f];
+        fn->start_line = cn_agg_func_line(p, f);
         w->fn_ptrs[i] = fn;
     }
     m->n_function = w->n_fns;
@@ -616,26 +623,27 @@ static int build_locations(writer *w, pb_profile *m)
         l->id = i + 1;
         l->line = w->line_ptrs + ln;
         if (!w->raw) {
-            int32_t res = p->func_res[key];
+            int32_t res = cn_agg_func_resource(p, key);
             l->mapping_id = res >= 0 ? w->map_of[res] : 0;
             pb_line *line = &w->lines[ln];
             perftools__profiles__line__init(line);
             line->function_id = w->fn_of[key];
-            line->line = p->func_line[key];
+            line->line = cn_agg_func_line(p, key);
             w->line_ptrs[ln++] = line;
             l->n_line = 1;
         } else {
-            int32_t res = p->frame_res[key];
+            int32_t res = cn_agg_frame_resource(p, key);
+            int64_t addr = cn_agg_frame_address(p, key);
             l->mapping_id = res >= 0 ? w->map_of[res] : 0;
-            l->address = p->frame_addr[key] >= 0 ? (uint64_t)p->frame_addr[key] : 0;
-            if (!cn_agg__frame_unsymbolized(p, key)) {
-                const int32_t *chain = p->chain_pool + p->frame_chain[key];
-                size_t d = p->frame_depth[key];
+            l->address = addr >= 0 ? (uint64_t)addr : 0;
+            if (!cn_agg_frame_is_placeholder(p, key)) {
+                const int32_t *chain;
+                size_t d = cn_agg_frame_funcs(p, key, &chain);
                 for (size_t j = 0; j < d; j++) { /* innermost first */
                     pb_line *line = &w->lines[ln];
                     perftools__profiles__line__init(line);
                     line->function_id = w->fn_of[chain[d - 1 - j]];
-                    line->line = j == 0 ? p->frame_line[key] : 0;
+                    line->line = j == 0 ? cn_agg_frame_line(p, key) : 0;
                     w->line_ptrs[ln++] = line;
                     l->n_line++;
                 }
@@ -658,12 +666,11 @@ static int build_mappings(writer *w, pb_profile *m)
         pb_mapping *mp = &w->maps[i];
         perftools__profiles__mapping__init(mp);
         mp->id = i + 1;
-        int32_t file = p->res_path[res] >= 0 ? p->res_path[res] : p->res_name[res];
-        if ((mp->filename = str_id(w, file)) < 0)
+        const char *file = cn_agg_resource_path(p, res);
+        if ((mp->filename = str_id(w, file ? file : cn_agg_resource_name(p, res))) < 0)
             return -ENOMEM;
-        int32_t ident = p->res_identity[res];
-        if (ident >= 0 && looks_like_build_id(p->str[ident]) &&
-            (mp->build_id = str_id(w, ident)) < 0)
+        const char *ident = cn_agg_resource_identity(p, res);
+        if (ident && looks_like_build_id(ident) && (mp->build_id = str_id(w, ident)) < 0)
             return -ENOMEM;
         mp->has_functions = true;
         mp->memory_start = UINT64_MAX;
@@ -677,7 +684,7 @@ static int build_mappings(writer *w, pb_profile *m)
         if (!l->mapping_id)
             continue;
         pb_mapping *mp = &w->maps[l->mapping_id - 1];
-        if (w->raw && p->frame_addr[w->loc_key[i]] >= 0) {
+        if (w->raw && cn_agg_frame_address(p, w->loc_key[i]) >= 0) {
             mp->memory_start = l->address < mp->memory_start ? l->address : mp->memory_start;
             mp->memory_limit =
                 l->address + 1 > mp->memory_limit ? l->address + 1 : mp->memory_limit;
@@ -732,9 +739,9 @@ static int collect_rows(writer *w, const cn_agg_query *q, cn_agg_tree **tree, cn
 {
     if (w->raw) {
         w->counts_known = true;
-        return cn_agg__for_each_sample(w->p, q, raw_sample, w);
+        return cn_agg_for_each_sample(w->p, q, raw_sample, w);
     }
-    int rc = cn_agg__run_view(w->p, q, CN_AGG_VIEW_TREE, tree, err);
+    int rc = cn_fmt__run_view(w->p, q, CN_AGG_VIEW_TREE, tree, err);
     if (rc < 0)
         return rc;
     w->tree = *tree;
@@ -760,9 +767,9 @@ static int put_message(writer *w, const pb_profile *m, bool finish)
 
 /* The message goes out in three parts, in field order: sample_type (protobuf-c), the
  * samples (encoded here, row by row), then the tables and scalars (protobuf-c). */
-int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
+int cn_fmt_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
-    writer w = {.p = p, .raw = cn_agg__query_is_raw(q), .out = out};
+    writer w = {.p = p, .raw = cn_fmt__query_is_raw(q), .out = out};
     cn_agg_tree *tree = NULL;
     pb_profile m, head;
     perftools__profiles__profile__init(&m);
@@ -772,11 +779,11 @@ int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_e
     if (rc < 0)
         goto out;
     rc = -ENOMEM;
-    size_t nkeys = w.raw ? p->n_frame : p->n_func;
-    if (!ALLOC_N(w.str_map, p->n_str) || !ALLOC_N(w.loc_of, nkeys) || !ALLOC_N(w.loc_key, nkeys) ||
-        !ALLOC_N(w.fn_of, p->n_func) || !ALLOC_N(w.fn_func, p->n_func) ||
-        !ALLOC_N(w.map_of, p->n_res) || !ALLOC_N(w.map_res, p->n_res) || add_str(&w, "") < 0 ||
-        z_open(&w) < 0 || build_value_types(&w, &m, &n_values) < 0)
+    size_t n_func = cn_agg_func_count(p), n_res = cn_agg_resource_count(p);
+    size_t nkeys = w.raw ? cn_agg_frame_count(p) : n_func;
+    if (!ALLOC_N(w.loc_of, nkeys) || !ALLOC_N(w.loc_key, nkeys) || !ALLOC_N(w.fn_of, n_func) ||
+        !ALLOC_N(w.fn_func, n_func) || !ALLOC_N(w.map_of, n_res) || !ALLOC_N(w.map_res, n_res) ||
+        add_str(&w, "") < 0 || z_open(&w) < 0 || build_value_types(&w, &m, &n_values) < 0)
         goto nomem;
     head.n_sample_type = m.n_sample_type;
     head.sample_type = m.sample_type;
@@ -787,12 +794,14 @@ int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_e
     if (build_functions(&w, &m) < 0 || build_locations(&w, &m) < 0 || build_mappings(&w, &m) < 0 ||
         build_comments(&w, &m, q) < 0)
         goto nomem;
-    if (w.raw && p->n_sample > 0) {
+    size_t n_samples = cn_agg_sample_count(p);
+    if (w.raw && n_samples > 0) {
         int64_t lo = INT64_MAX, hi = INT64_MIN;
-        for (size_t i = 0; i < p->n_sample; i++) {
-            if (p->s_time[i] >= q->from_ns && p->s_time[i] < q->to_ns) {
-                lo = p->s_time[i] < lo ? p->s_time[i] : lo;
-                hi = p->s_time[i] > hi ? p->s_time[i] : hi;
+        for (size_t i = 0; i < n_samples; i++) {
+            int64_t t = cn_agg_sample_time(p, i);
+            if (t >= q->from_ns && t < q->to_ns) {
+                lo = t < lo ? t : lo;
+                hi = t > hi ? t : hi;
             }
         }
         m.duration_nanos = hi >= lo ? hi - lo : 0;
@@ -801,7 +810,7 @@ int cn_agg_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_e
     m.string_table = w.strs;
     if ((rc = put_message(&w, &m, true)) < 0)
         goto fail;
-    rc = cn_agg__finish_output(out, "pprof", err);
+    rc = cn_fmt__finish_output(out, "pprof", err);
     goto out;
 fail:
     if (rc == -ENOMEM)

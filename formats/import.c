@@ -2,8 +2,8 @@
  *
  * A source is a file descriptor or a memory buffer, optionally gzip-compressed (magic
  * 1f 8b; concatenated members are read in turn), decompressed by zlib in chunks with a
- * bound on the total (CN_AGG__IMPORT_MAX) so a gzip bomb fails cleanly. The first 64 KiB
- * of content decide the format (cn_agg__looks_*, in this order: .canopy magic line, JSON
+ * bound on the total (CN_FMT__IMPORT_MAX) so a gzip bomb fails cleanly. The first 64 KiB
+ * of content decide the format (cn_fmt__looks_*, in this order: .canopy magic line, JSON
  * object = .cpuprofile, pprof, perf script header, folded line). A .cpuprofile is fed to
  * the streaming parser chunk by chunk, never held whole; the other formats are read into
  * one buffer and parsed from it.
@@ -117,9 +117,9 @@ static ssize_t src_read(src *s, void *buf, size_t cap)
     ssize_t n = s->gz ? gz_read(s, buf, cap) : raw_read(s, buf, cap);
     if (n > 0) {
         s->total += (size_t)n;
-        if (s->total > CN_AGG__IMPORT_MAX)
+        if (s->total > CN_FMT__IMPORT_MAX)
             return cn_err_set(s->err, -EFBIG, "%s: more than %zu bytes of content", s->name,
-                              CN_AGG__IMPORT_MAX);
+                              CN_FMT__IMPORT_MAX);
     }
     return n;
 }
@@ -175,16 +175,16 @@ static int dispatch(const char *data, size_t len, const char *name, cn_agg_profi
     size_t head = len < HEAD_BYTES ? len : HEAD_BYTES;
     if (len == 0)
         return cn_err_set(err, -EINVAL, "%s: empty file", name);
-    if (cn_agg__looks_canopy(data, head))
-        return cn_agg__import_canopy(data, len, name, out, err);
-    if (cn_agg__looks_json(data, head))
-        return cn_agg__import_cpuprofile(data, len, name, out, err);
-    if (cn_agg__is_pprof(data, len))
-        return cn_agg__import_pprof(data, len, name, out, err);
-    if (cn_agg__looks_perf_script(data, head))
-        return cn_agg__import_perf_script(data, len, name, out, err);
-    if (cn_agg__looks_folded(data, head))
-        return cn_agg__import_folded(data, len, name, out, err);
+    if (cn_agg_canopy_sniff(data, head))
+        return cn_agg_canopy_read(data, len, name, out, err);
+    if (cn_fmt__looks_json(data, head))
+        return cn_fmt__import_cpuprofile(data, len, name, out, err);
+    if (cn_fmt__is_pprof(data, len))
+        return cn_fmt__import_pprof(data, len, name, out, err);
+    if (cn_fmt__looks_perf_script(data, head))
+        return cn_fmt__import_perf_script(data, len, name, out, err);
+    if (cn_fmt__looks_folded(data, head))
+        return cn_fmt__import_folded(data, len, name, out, err);
     return cn_err_set(err, -EINVAL,
                       "%s: not a profile canopy can read (expected .canopy, folded stacks, "
                       ".cpuprofile JSON, perf script output or pprof)",
@@ -195,14 +195,14 @@ static int dispatch(const char *data, size_t len, const char *name, cn_agg_profi
 static int stream_cpuprofile(src *s, const char *head, size_t head_len, cn_agg_profile **out,
                              cn_err *err)
 {
-    cn_agg__cpuprof *c = cn_agg__cpuprof_new(s->name);
+    cn_fmt__cpuprof *c = cn_fmt__cpuprof_new(s->name);
     char *chunk = malloc(CHUNK_BYTES);
     int rc;
     if (!c || !chunk) {
         rc = cn_err_set(err, -ENOMEM, "%s: out of memory", s->name);
         goto out;
     }
-    if ((rc = cn_agg__cpuprof_feed(c, head, head_len, err)) < 0)
+    if ((rc = cn_fmt__cpuprof_feed(c, head, head_len, err)) < 0)
         goto out;
     for (;;) {
         ssize_t n = src_read(s, chunk, CHUNK_BYTES);
@@ -212,13 +212,13 @@ static int stream_cpuprofile(src *s, const char *head, size_t head_len, cn_agg_p
         }
         if (n == 0)
             break;
-        if ((rc = cn_agg__cpuprof_feed(c, chunk, (size_t)n, err)) < 0)
+        if ((rc = cn_fmt__cpuprof_feed(c, chunk, (size_t)n, err)) < 0)
             goto out;
     }
-    rc = cn_agg__cpuprof_finish(c, out, err);
+    rc = cn_fmt__cpuprof_finish(c, out, err);
 out:
     free(chunk);
-    cn_agg__cpuprof_free(c);
+    cn_fmt__cpuprof_free(c);
     return rc;
 }
 
@@ -227,7 +227,7 @@ static int read_all(src *s, char **buf, size_t *len, size_t *cap)
 {
     for (;;) {
         if (*cap - *len < CHUNK_BYTES / 4 &&
-            cn_agg__grow((void **)buf, cap, *len + CHUNK_BYTES, 1) < 0)
+            cn_fmt__grow((void **)buf, cap, *len + CHUNK_BYTES, 1) < 0)
             return cn_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
         ssize_t n = src_read(s, *buf + *len, *cap - *len);
         if (n < 0)
@@ -251,7 +251,7 @@ static int import_src(src *s, cn_agg_profile **out, cn_err *err)
         goto out;
     }
     size_t probed = (size_t)rc;
-    if ((rc = cn_agg__grow((void **)&buf, &cap, HEAD_BYTES, 1)) < 0)
+    if ((rc = cn_fmt__grow((void **)&buf, &cap, HEAD_BYTES, 1)) < 0)
         goto nomem;
     if (!s->gz) { /* the magic probe already read these bytes */
         memcpy(buf, s->in, probed);
@@ -268,7 +268,7 @@ static int import_src(src *s, cn_agg_profile **out, cn_err *err)
             break;
         len += (size_t)n;
     }
-    if (len > 0 && cn_agg__looks_json(buf, len) && !cn_agg__looks_canopy(buf, len)) {
+    if (len > 0 && cn_fmt__looks_json(buf, len) && !cn_agg_canopy_sniff(buf, len)) {
         rc = stream_cpuprofile(s, buf, len, out, err);
         goto out;
     }
@@ -284,17 +284,17 @@ out:
     return rc;
 }
 
-int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
+int cn_fmt__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
                           int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
                           cn_err *err)
 {
-    cn_agg__lines it;
+    cn_fmt__lines it;
     const char *line;
     size_t line_len;
     int rc;
 
-    cn_agg__lines_init(&it, data, len);
-    while (cn_agg__lines_next(&it, &line, &line_len)) {
+    cn_fmt__lines_init(&it, data, len);
+    while (cn_fmt__lines_next(&it, &line, &line_len)) {
         *lineno = it.lineno;
         if (memchr(line, '\0', line_len))
             return cn_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, *lineno);
@@ -304,7 +304,7 @@ int cn_agg__for_each_line(const char *data, size_t len, const char *name, size_t
     return 0;
 }
 
-int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_err *err)
+int cn_fmt_import_file(const char *path, cn_agg_profile **out, cn_err *err)
 {
     cn_err local;
     struct stat st;
@@ -324,7 +324,7 @@ int cn_agg_import_file(const char *path, cn_agg_profile **out, cn_err *err)
     return rc;
 }
 
-int cn_agg_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
+int cn_fmt_import_buffer(const void *data, size_t len, const char *name, cn_agg_profile **out,
                          cn_err *err)
 {
     cn_err local;

@@ -11,16 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg_internal.h"
 #include "export_internal.h"
-
-/* Nanoseconds as microseconds: an integer when exact. */
-static int put_us(FILE *out, int64_t ns)
-{
-    if (ns % 1000 == 0)
-        return fprintf(out, "%lld", (long long)(ns / 1000)) < 0 ? -EIO : 0;
-    return fprintf(out, "%.3f", (double)ns / 1000.0) < 0 ? -EIO : 0;
-}
 
 static const char *call_name(const cn_agg_profile *p, int32_t func)
 {
@@ -44,7 +35,7 @@ static int32_t pid_of(const cn_agg_profile *p, int32_t tid)
     return 0;
 }
 
-int cn_agg_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+int cn_fmt_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
                                FILE *out)
 {
     if (!p || (!calls && n) || !out)
@@ -55,17 +46,17 @@ int cn_agg_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls
         const cn_agg_call *c = &calls[i];
         const char *lib = call_lib(p, c->func);
         if (fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out) < 0 ||
-            cn_agg__json_str(out, call_name(p, c->func)) < 0 ||
-            (lib && (fputs(",\"lib\":", out) < 0 || cn_agg__json_str(out, lib) < 0)) ||
+            cn_fmt__json_str(out, call_name(p, c->func)) < 0 ||
+            (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0)) ||
             fprintf(out, ",\"tid\":%d,\"depth\":%d,\"start\":", c->tid, c->depth) < 0 ||
-            put_us(out, c->start_ns) < 0 || fputs(",\"dur\":", out) < 0 ||
-            put_us(out, c->dur_ns) < 0 || fputc('}', out) == EOF)
+            cn_fmt__json_us(out, c->start_ns) < 0 || fputs(",\"dur\":", out) < 0 ||
+            cn_fmt__json_us(out, c->dur_ns) < 0 || fputc('}', out) == EOF)
             return -EIO;
     }
     return fputs("]}\n", out) < 0 ? -EIO : 0;
 }
 
-int cn_agg_write_timeline_text(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+int cn_fmt_write_timeline_text(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
                                FILE *out)
 {
     if (!p || (!calls && n) || !out)
@@ -107,14 +98,14 @@ static int thread_names(const cn_agg_profile *p, const cn_agg_call *calls, size_
                     "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                     "\"args\":{\"name\":",
                     cn_agg_thread_pid(p, (int32_t)t), tid) < 0 ||
-            cn_agg__json_str(out, name) < 0 || fputs("}}", out) < 0)
+            cn_fmt__json_str(out, name) < 0 || fputs("}}", out) < 0)
             return -EIO;
         *first = false;
     }
     return 0;
 }
 
-int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
+int cn_fmt_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls, size_t n,
                               FILE *out)
 {
     bool first = true;
@@ -136,13 +127,13 @@ int cn_agg_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls,
             pid = pid_of(p, c->tid);
         }
         if (fputs(first ? "\n{\"name\":" : ",\n{\"name\":", out) < 0 ||
-            cn_agg__json_str(out, call_name(p, c->func)) < 0 || fputs(",\"cat\":", out) < 0 ||
-            cn_agg__json_str(out, lib ? lib : "canopy") < 0 ||
-            fputs(",\"ph\":\"X\",\"ts\":", out) < 0 || put_us(out, c->start_ns) < 0 ||
-            fputs(",\"dur\":", out) < 0 || put_us(out, c->dur_ns) < 0 ||
+            cn_fmt__json_str(out, call_name(p, c->func)) < 0 || fputs(",\"cat\":", out) < 0 ||
+            cn_fmt__json_str(out, lib ? lib : "canopy") < 0 ||
+            fputs(",\"ph\":\"X\",\"ts\":", out) < 0 || cn_fmt__json_us(out, c->start_ns) < 0 ||
+            fputs(",\"dur\":", out) < 0 || cn_fmt__json_us(out, c->dur_ns) < 0 ||
             fprintf(out, ",\"pid\":%d,\"tid\":%d,\"args\":{\"depth\":%d", pid,
                     c->tid >= 0 ? c->tid : 0, c->depth) < 0 ||
-            (lib && (fputs(",\"lib\":", out) < 0 || cn_agg__json_str(out, lib) < 0)) ||
+            (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0)) ||
             fputs("}}", out) < 0)
             return -EIO;
         first = false;

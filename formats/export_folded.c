@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg_internal.h"
 #include "export_internal.h"
 
 struct folded_line {
@@ -34,7 +33,7 @@ struct folded_ctx {
 static long path_push(struct folded_ctx *c, size_t len, const char *name)
 {
     size_t nl = strlen(name);
-    if (CN_AGG__RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
+    if (CN_FMT__RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
         return -ENOMEM;
     if (len)
         c->path[len++] = ';';
@@ -50,7 +49,7 @@ static int collect(struct folded_ctx *c)
 {
     int32_t *order = NULL, *depth = NULL;
     size_t n = 0, *plen = NULL;
-    int rc = cn_agg__tree_preorder(c->t, &order, &depth, &n);
+    int rc = cn_fmt__tree_preorder(c->t, &order, &depth, &n);
 
     if (rc == 0 && !(plen = calloc(n + 2, sizeof(*plen))))
         rc = -ENOMEM;
@@ -65,7 +64,7 @@ static int collect(struct folded_ctx *c)
         plen[depth[i] + 1] = (size_t)nlen;
         if (nd->self == 0)
             continue;
-        if (CN_AGG__RESERVE(c->lines, c->cap, c->n + 1) < 0 ||
+        if (CN_FMT__RESERVE(c->lines, c->cap, c->n + 1) < 0 ||
             !(c->lines[c->n].text = strdup(c->path))) {
             rc = -ENOMEM;
             break;
@@ -104,7 +103,7 @@ static int print_lines(struct folded_ctx *c, FILE *out)
     return 0;
 }
 
-int cn_agg_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
+int cn_fmt_write_folded(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
     cn_agg_query tq;
     cn_agg_tree *tree = NULL;

@@ -1,0 +1,91 @@
+/* fmt_map.c — the two containers formats/'s writers and importers need (formats_internal.h):
+ * a growable array that doubles, and a uint64 → int32 open-addressing map (linear probing,
+ * load factor at most 1/2, no deletion). They are formats' own copy of the engine's
+ * (aggregate/hash.c): formats/ sees only aggregate's public API.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats_internal.h"
+
+int cn_fmt__grow(void **data, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / elem)
+            return -ENOMEM;
+        ncap *= 2;
+    }
+    void *p = realloc(*data, ncap * elem);
+    if (!p)
+        return -ENOMEM;
+    *data = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- uint64 -> int32 map ---------------------------------------------------------- */
+
+static int u64map_rehash(cn_fmt__u64map *m, size_t ncap)
+{
+    uint64_t *keys = malloc(ncap * sizeof(*keys));
+    int32_t *vals = malloc(ncap * sizeof(*vals));
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -ENOMEM;
+    }
+    memset(vals, 0xff, ncap * sizeof(*vals));
+    size_t nmask = ncap - 1;
+    for (size_t i = 0; m->mask && i <= m->mask; i++) {
+        if (m->vals[i] < 0)
+            continue;
+        size_t j = cn_fmt__mix64(m->keys[i]) & nmask;
+        while (vals[j] >= 0)
+            j = (j + 1) & nmask;
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->mask = nmask;
+    return 0;
+}
+
+int cn_fmt__u64map_reserve(cn_fmt__u64map *m, size_t n)
+{
+    size_t cap = m->mask ? m->mask + 1 : 0;
+    if (n * 2 < cap)
+        return 0;
+    size_t ncap = cap ? cap : 64;
+    while (ncap <= n * 2)
+        ncap *= 2;
+    return u64map_rehash(m, ncap);
+}
+
+int cn_fmt__u64map_put(cn_fmt__u64map *m, uint64_t key, int32_t val)
+{
+    int rc = cn_fmt__u64map_reserve(m, m->count + 1);
+    if (rc < 0)
+        return rc;
+    size_t i = cn_fmt__mix64(key) & m->mask;
+    while (m->vals[i] >= 0)
+        i = (i + 1) & m->mask;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->count++;
+    return 0;
+}
+
+void cn_fmt__u64map_clear(cn_fmt__u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}

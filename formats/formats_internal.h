@@ -1,0 +1,118 @@
+/* formats_internal.h — what formats/'s files share; nobody else sees it.
+ *
+ * formats/ sits on aggregate's public API (cn_agg.h) only. Two ways to get a query's
+ * weighted stacks out of the engine:
+ * - the tree path: run the query's transforms with the TREE view (cn_agg_query_run);
+ *   every call node with self != 0 is one func-level stack (walk node.parent to the root).
+ *   This is what every transformed query uses, since transforms work on funcs.
+ * - the raw path: an untransformed query (no transforms, no --group-by) can read the
+ *   profile's own frame stacks (cn_agg_for_each_sample), which keep addresses, resources
+ *   and inline chains (pprof locations that can be symbolized later; speedscope samples
+ *   in time order).
+ * Plus the containers the importers and writers use (fmt_map.c). Names carry the cn_fmt__
+ * prefix.
+ */
+#ifndef CN_FMT_FORMATS_INTERNAL_H
+#define CN_FMT_FORMATS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cn_agg.h"
+#include "cn_fmt.h"
+#include "json_out.h"
+
+/* ---- growable arrays (fmt_map.c) --------------------------------------------------- */
+
+/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling).
+ * Returns 0 or -ENOMEM (then *data is unchanged). */
+int cn_fmt__grow(void **data, size_t *cap, size_t need, size_t elem);
+
+#define CN_FMT__RESERVE(arr, cap, need)                                                            \
+    cn_fmt__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* ---- uint64 -> int32 open-addressing map (fmt_map.c) -------------------------------- */
+
+typedef struct cn_fmt__u64map {
+    uint64_t *keys;
+    int32_t *vals; /* -1 = empty slot */
+    size_t mask;   /* capacity - 1 (power of two), 0 when unallocated */
+    size_t count;
+} cn_fmt__u64map;
+
+static inline uint64_t cn_fmt__mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t cn_fmt__pair(int32_t a, int32_t b)
+{
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+
+/* Returns the value for key, or -1. */
+static inline int32_t cn_fmt__u64map_get(const cn_fmt__u64map *m, uint64_t key)
+{
+    if (!m->mask)
+        return -1;
+    size_t i = cn_fmt__mix64(key) & m->mask;
+    for (;;) {
+        int32_t v = m->vals[i];
+        if (v < 0 || m->keys[i] == key)
+            return v;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* Inserts (key, val >= 0); key must be absent. Returns 0 or -ENOMEM. */
+int cn_fmt__u64map_put(cn_fmt__u64map *m, uint64_t key, int32_t val);
+/* Pre-sizes for n entries. Returns 0 or -ENOMEM. */
+int cn_fmt__u64map_reserve(cn_fmt__u64map *m, size_t n);
+void cn_fmt__u64map_clear(cn_fmt__u64map *m); /* frees */
+
+/* ---- queries (formats_common.c) ------------------------------------------------------ */
+
+/* True when q has no transforms and no --group-by: frame stacks are the answer. */
+bool cn_fmt__query_is_raw(const cn_agg_query *q);
+
+/* True when sample thread `thread` (-1 = unknown) passes q's tid/pid filters. */
+bool cn_fmt__thread_matches(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread);
+
+/* True when q has no time range (retention's all-time accumulator then counts too). */
+bool cn_fmt__query_all_time(const cn_agg_query *q);
+
+/* Runs q with its view replaced by `view` (transforms, range, filters kept).
+ * Returns 0 and *out (caller frees with cn_agg_tree_free) or negative errno, err set. */
+int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
+                     cn_err *err);
+
+/* Writes s escaped for XML text and attribute values. At most max_chars characters
+ * (UTF-8 aware) are written, followed by "…" when truncated; max_chars < 0 = all. */
+void cn_fmt__xml_text(FILE *out, const char *s, long max_chars);
+
+/* A flame graph to draw: a tree plus, for differential trees, per-node base and new
+ * totals (then widths are (base + new) / 2 and colours red for growth, blue for
+ * shrinkage). icicle draws roots at the top (inverted and callers views). */
+typedef struct cn_fmt__flame {
+    const cn_agg_profile *p;
+    const cn_agg_tree *t;
+    const double *base, *newv; /* per node, or NULL */
+    bool icicle;
+    const char *title;    /* may be NULL */
+    const char *subtitle; /* may be NULL */
+} cn_fmt__flame;
+
+/* Writes f as one self-contained SVG. Returns 0 or negative errno with err set. */
+int cn_fmt__write_flame(const cn_fmt__flame *f, FILE *out, cn_err *err);
+
+/* Flushes out and turns a write error into -EIO with err set. */
+int cn_fmt__finish_output(FILE *out, const char *what, cn_err *err);
+
+#endif /* CN_FMT_FORMATS_INTERNAL_H */

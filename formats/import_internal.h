@@ -1,0 +1,102 @@
+/* import_internal.h — what formats/'s importer files (import.c, import_folded.c,
+ * cpuprofile_parse.c, cpuprofile_model.c, import_perf_script.c, import_pprof.c) share.
+ *
+ * import.c reads a file (or takes a buffer), undoes gzip, sniffs the content with the
+ * cn_fmt__looks_* predicates below and hands the bytes to one importer. The .cpuprofile
+ * importer is also a stream parser (feed chunks, then finish), so a large JSON file is
+ * never held in memory whole. Lines are split by a tiny iterator shared by the text
+ * formats. Nothing here is public; names carry the cn_fmt__ prefix.
+ */
+#ifndef CN_FMT_IMPORT_INTERNAL_H
+#define CN_FMT_IMPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "formats_internal.h"
+
+/* The largest decompressed input accepted (bytes): a bound on what a gzip bomb costs. */
+#define CN_FMT__IMPORT_MAX ((size_t)4 << 30)
+
+/* ---- the importers (import.c detects the format and dispatches) ------------------- */
+
+/* Each parses a whole decompressed buffer into a new profile. name is the file name for
+ * messages. Return 0 and *out, or negative errno with err "NAME:LINE: what" (or
+ * "NAME: byte OFFSET: what"). */
+int cn_fmt__import_folded(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                          cn_err *err);
+int cn_fmt__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                              cn_err *err);
+int cn_fmt__import_perf_script(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                               cn_err *err);
+int cn_fmt__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
+                         cn_err *err);
+/* True when the buffer plausibly is a gzipped or plain pprof profile.proto. */
+bool cn_fmt__is_pprof(const void *data, size_t len);
+
+/* ---- line iteration --------------------------------------------------------------- */
+
+typedef struct cn_fmt__lines {
+    const char *pos, *end;
+    size_t lineno; /* 1-based number of the line last returned */
+} cn_fmt__lines;
+
+static inline void cn_fmt__lines_init(cn_fmt__lines *it, const char *data, size_t len)
+{
+    it->pos = data;
+    it->end = data + len;
+    it->lineno = 0;
+}
+
+/* The next line without its "\n" or "\r\n". Returns false at the end. */
+static inline bool cn_fmt__lines_next(cn_fmt__lines *it, const char **line, size_t *len)
+{
+    if (it->pos >= it->end)
+        return false;
+    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
+    const char *stop = nl ? nl : it->end;
+    *line = it->pos;
+    *len = (size_t)(stop - it->pos);
+    if (*len && (*line)[*len - 1] == '\r')
+        (*len)--;
+    it->pos = nl ? nl + 1 : it->end;
+    it->lineno++;
+    return true;
+}
+
+/* Hands each line of data (without its end of line) to fn, setting *lineno to the line's
+ * 1-based number first so that fn and the caller's error path can name it. A line holding
+ * a NUL byte is an error ("NAME:LINE: NUL byte in a text line", err set). Returns 0, or
+ * the first negative errno from fn (which sets err itself) or for a NUL byte. */
+int cn_fmt__for_each_line(const char *data, size_t len, const char *name, size_t *lineno,
+                          int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
+                          cn_err *err);
+
+static inline bool cn_fmt__is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* ---- sniffers: true when the (decompressed) head of a file looks like the format --- */
+
+bool cn_fmt__looks_json(const char *data, size_t len);
+bool cn_fmt__looks_perf_script(const char *data, size_t len);
+bool cn_fmt__looks_folded(const char *data, size_t len);
+
+/* ---- the streaming .cpuprofile parser -------------------------------------------- */
+
+typedef struct cn_fmt__cpuprof cn_fmt__cpuprof;
+
+/* A parser that reports errors as "NAME: byte OFFSET: what" (name is copied).
+ * NULL on ENOMEM. */
+cn_fmt__cpuprof *cn_fmt__cpuprof_new(const char *name);
+/* Parses the next chunk. Returns 0 or negative errno with err set (then only _free). */
+int cn_fmt__cpuprof_feed(cn_fmt__cpuprof *c, const void *data, size_t len, cn_err *err);
+/* Ends the input and hands over the profile (*out, caller frees). 0 or negative errno. */
+int cn_fmt__cpuprof_finish(cn_fmt__cpuprof *c, cn_agg_profile **out, cn_err *err);
+/* Frees the parser and a profile it still owns; accepts NULL; returns NULL. */
+cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c);
+
+#endif /* CN_FMT_IMPORT_INTERNAL_H */

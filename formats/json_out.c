@@ -1,0 +1,136 @@
+/* json_out.c — JSON strings and numbers for every writer of formats/ (json_out.h).
+ *
+ * Both are on the writers' hot path (a tree or a speedscope file holds hundreds of
+ * thousands of names and numbers): runs of plain bytes go out in one fwrite, and
+ * integers are formatted by hand rather than through printf.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json_out.h"
+
+/* Length of the valid UTF-8 sequence at s (1..4; at most avail bytes are read), or 0 if
+ * the bytes are not one. */
+static size_t utf8_len(const unsigned char *s, size_t avail)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    if (len > avail)
+        return 0;
+    unsigned cp = c & (0x3f >> (len - 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+int cn_fmt__json_strn(FILE *out, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    const unsigned char *end = p + (s ? n : 0);
+
+    if (fputc('"', out) == EOF)
+        return -EIO;
+    while (p < end) {
+        /* Runs of plain bytes (nearly every name) in one write. */
+        const unsigned char *run = p;
+        while (p < end && cn_fmt__json_plain(*p))
+            p++;
+        if (p > run && fwrite(run, 1, (size_t)(p - run), out) != (size_t)(p - run))
+            return -EIO;
+        if (p == end)
+            break;
+        unsigned c = *p;
+        size_t len = utf8_len(p, (size_t)(end - p));
+        int r;
+        if (c == '"' || c == '\\')
+            r = fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            r = fprintf(out, "\\u%04x", c);
+        else if (len == 0)
+            r = fputs("\xef\xbf\xbd", out); /* U+FFFD for a byte that is not UTF-8 */
+        else
+            r = fwrite(p, 1, len, out) == len ? 0 : -1;
+        if (r < 0)
+            return -EIO;
+        p += len ? len : 1;
+    }
+    return fputc('"', out) == EOF ? -EIO : 0;
+}
+
+int cn_fmt__json_str(FILE *out, const char *s)
+{
+    return cn_fmt__json_strn(out, s, s ? strlen(s) : 0);
+}
+
+/* Writes u in decimal at buf; returns the length (no NUL). */
+static size_t fmt_uint(char *buf, unsigned long long u)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (n)
+        buf[k++] = tmp[--n];
+    return k;
+}
+
+size_t cn_fmt__json_num_fmt(char *buf, double v)
+{
+    if (!isfinite(v))
+        v = 0;
+    if (fabs(v) < 9007199254740992.0 && v == floor(v)) {
+        long long i = (long long)v;
+        size_t k = 0;
+        if (i < 0)
+            buf[k++] = '-';
+        return k + fmt_uint(buf + k, i < 0 ? 0ULL - (unsigned long long)i : (unsigned long long)i);
+    }
+    int n = snprintf(buf, CN_FMT__JSON_NUM_MAX, "%.12g", v);
+    return n > 0 && n < CN_FMT__JSON_NUM_MAX ? (size_t)n : 0;
+}
+
+int cn_fmt__json_num(FILE *out, double v)
+{
+    char buf[CN_FMT__JSON_NUM_MAX];
+    size_t n = cn_fmt__json_num_fmt(buf, v);
+    return fwrite(buf, 1, n, out) == n ? 0 : -EIO;
+}
+
+int cn_fmt__json_us(FILE *out, int64_t ns)
+{
+    char buf[CN_FMT__JSON_NUM_MAX];
+    size_t k = 0;
+    uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    if (ns < 0)
+        buf[k++] = '-';
+    k += fmt_uint(buf + k, u / 1000);
+    if (u % 1000) {
+        unsigned frac = (unsigned)(u % 1000);
+        buf[k++] = '.';
+        buf[k++] = (char)('0' + frac / 100);
+        buf[k++] = (char)('0' + frac / 10 % 10);
+        buf[k++] = (char)('0' + frac % 10);
+    }
+    return fwrite(buf, 1, k, out) == k ? 0 : -EIO;
+}

@@ -1,0 +1,251 @@
+/* test_formats.c — properties every writer or importer of formats/ shares:
+ * - every JSON format is valid JSON whatever bytes a name holds (invalid UTF-8, control
+ *   characters, quotes), and prints one number the same way (json_out.c);
+ * - the .cpuprofile importer stays linear on hostile trees (long chains, wide stars,
+ *   unreachable nodes).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "cn_agg.h"
+#include "cn_fmt.h"
+
+/* A name with an invalid byte, a truncated sequence, an overlong NUL, a surrogate, a
+ * control character, a quote and a backslash. */
+#define BAD_NAME                                                                                   \
+    "bad\xff"                                                                                      \
+    "na\xc3"                                                                                       \
+    "me\xc0\x80"                                                                                   \
+    "\xed\xa0\x80"                                                                                 \
+    "\x01\"\\"
+
+/* Two stacks main;BAD (weight 1/3) and main;big (weight 2^53 - 1 - 2: integral, above
+ * 9e15), on one thread, one sample each, unit samples. */
+static cn_agg_profile *make_profile(void)
+{
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    int32_t lib = cn_agg_resource(p, "lib\xfe.so", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t fm = cn_agg_func(p, "main", -1, NULL, 0);
+    int32_t fb = cn_agg_func(p, BAD_NAME, lib, "file\xff.c", 3);
+    int32_t fg = cn_agg_func(p, "big", -1, NULL, 0);
+    int32_t th = cn_agg_thread(p, 10, 11, "thr\xff");
+    assert_true(lib >= 0 && fm >= 0 && fb >= 0 && fg >= 0 && th >= 0);
+    int32_t m = cn_agg_stack(p, -1, cn_agg_frame(p, fm, -1, -1, 0));
+    int32_t b = cn_agg_stack(p, m, cn_agg_frame(p, fb, lib, 0x10, 7));
+    int32_t g = cn_agg_stack(p, m, cn_agg_frame(p, fg, -1, -1, 0));
+    assert_true(m >= 0 && b >= 0 && g >= 0);
+    assert_int_equal(cn_agg_add_sample(p, b, 1000, 1.0 / 3.0, th), 0);
+    assert_int_equal(cn_agg_add_sample(p, g, 2500, 9007199254740989.0, th), 0);
+    return p;
+}
+
+typedef struct capture {
+    char *buf;
+    size_t len;
+    FILE *f;
+} capture;
+
+static FILE *cap_open(capture *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->f = open_memstream(&c->buf, &c->len);
+    assert_non_null(c->f);
+    return c->f;
+}
+
+/* Closes the capture, checks the bytes parse as JSON; returns the text (caller frees). */
+static char *cap_json(capture *c, const char *what)
+{
+    assert_int_equal(fclose(c->f), 0);
+    json_error_t e;
+    json_t *doc = json_loadb(c->buf, c->len, 0, &e);
+    if (!doc)
+        fail_msg("%s: invalid JSON: %s at %d", what, e.text, e.position);
+    json_decref(doc);
+    return c->buf;
+}
+
+/* Every JSON format is valid and shows the bad name with U+FFFD. */
+static void test_json_formats_bad_utf8(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = make_profile();
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    cn_err err;
+    capture c;
+    char *s;
+
+    cn_agg_tree *t = NULL;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    assert_int_equal(cn_fmt_write_json(p, t, NULL, cap_open(&c)), 0);
+    s = cap_json(&c, "tree JSON");
+    assert_non_null(strstr(s, "bad\xef\xbf\xbdna"));
+    free(s);
+    cn_agg_tree_free(t);
+
+    assert_int_equal(cn_fmt_write_speedscope(p, &q, cap_open(&c), &err), 0);
+    s = cap_json(&c, "speedscope");
+    assert_non_null(strstr(s, "bad\xef\xbf\xbdna"));
+    free(s);
+
+    cn_agg_transform tf;
+    assert_int_equal(cn_agg_transform_parse("merge:main", &tf, &err), 0);
+    cn_agg_query qt = q;
+    qt.transforms = &tf;
+    qt.n_transforms = 1;
+    assert_int_equal(cn_fmt_write_speedscope(p, &qt, cap_open(&c), &err), 0);
+    free(cap_json(&c, "speedscope (transformed)"));
+    cn_agg_transform_clear(&tf);
+
+    cn_agg_call *calls = NULL;
+    size_t n = 0;
+    assert_int_equal(cn_agg_timeline(p, &q, &calls, &n, &err), 0);
+    assert_true(n > 0);
+    assert_int_equal(cn_fmt_write_timeline_json(p, calls, n, cap_open(&c)), 0);
+    free(cap_json(&c, "timeline JSON"));
+    assert_int_equal(cn_fmt_write_chrome_trace(p, calls, n, cap_open(&c)), 0);
+    s = cap_json(&c, "chrome trace");
+    assert_non_null(strstr(s, "thr\xef\xbf\xbd"));
+    free(s);
+    assert_int_equal(cn_fmt_write_timeline_speedscope(p, calls, n, cap_open(&c), &err), 0);
+    free(cap_json(&c, "timeline speedscope"));
+    free(calls);
+
+    cn_agg_profile *d = NULL;
+    cn_agg_query qbase = q; /* BASE without the sample of BAD: it shows as a change */
+    qbase.from_ns = 2000;
+    assert_int_equal(cn_agg_diff_profile(p, &qbase, p, &q, &d, &err), 0);
+    cn_agg_diff *r = NULL;
+    assert_int_equal(cn_agg_diff_run(d, &q, true, &r, &err), 0);
+    assert_int_equal(cn_fmt_write_diff_json(d, r, NULL, cap_open(&c)), 0);
+    s = cap_json(&c, "diff JSON");
+    assert_non_null(strstr(s, "bad\xef\xbf\xbdna"));
+    free(s);
+    cn_agg_diff_free(r);
+    cn_agg_profile_free(d);
+    cn_agg_profile_free(p);
+}
+
+/* 1/3 and an integral value above 9e15 print the same in every JSON format that shows
+ * weights: 12 significant digits, and an integer. */
+static void test_json_numbers_agree(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = make_profile();
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    cn_err err;
+    capture c;
+    char *s[3];
+
+    cn_agg_tree *t = NULL;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    assert_int_equal(cn_fmt_write_json(p, t, NULL, cap_open(&c)), 0);
+    s[0] = cap_json(&c, "tree JSON");
+    cn_agg_tree_free(t);
+    assert_int_equal(cn_fmt_write_speedscope(p, &q, cap_open(&c), &err), 0);
+    s[1] = cap_json(&c, "speedscope");
+    cn_agg_profile *d = NULL;
+    cn_agg_diff *r = NULL;
+    cn_agg_query qbase = q; /* BASE: only 1/3 (main's base), so big's change is all NEW */
+    qbase.to_ns = 2000;
+    assert_int_equal(cn_agg_diff_profile(p, &qbase, p, &q, &d, &err), 0);
+    assert_int_equal(cn_agg_diff_run(d, &q, false, &r, &err), 0);
+    assert_int_equal(cn_fmt_write_diff_json(d, r, NULL, cap_open(&c)), 0);
+    s[2] = cap_json(&c, "diff JSON");
+    for (int i = 0; i < 3; i++) {
+        assert_non_null(strstr(s[i], "0.333333333333"));
+        assert_null(strstr(s[i], "0.3333333333333"));
+        assert_non_null(strstr(s[i], "9007199254740989"));
+        free(s[i]);
+    }
+    cn_agg_diff_free(r);
+    cn_agg_profile_free(d);
+    cn_agg_profile_free(p);
+}
+
+/* ---- .cpuprofile on hostile trees -------------------------------------------------- */
+
+#define HOSTILE_NODES 200000
+
+/* A .cpuprofile of HOSTILE_NODES nodes: the root, then shape "star" (every node a child
+ * of the root), "chain" (each node the child of the one before) or "star+loop" (the
+ * star, then one node that lists itself as its child: unreachable from the root). One
+ * sample on the last node. Returns the malloc'ed text and its length. */
+static char *hostile_cpuprofile(const char *shape, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    assert_non_null(f);
+    bool star = strncmp(shape, "star", 4) == 0, loop = strcmp(shape, "star+loop") == 0;
+    int n = HOSTILE_NODES;
+    fputs("{\"nodes\":[{\"id\":1,\"callFrame\":{\"functionName\":\"(root)\"}", f);
+    if (star) {
+        fputs(",\"children\":[", f);
+        for (int id = 2; id <= n - (loop ? 1 : 0); id++)
+            fprintf(f, "%s%d", id > 2 ? "," : "", id);
+        fputs("]", f);
+    } else {
+        fputs(",\"children\":[2]", f);
+    }
+    fputs("}", f);
+    for (int id = 2; id <= n; id++) {
+        fprintf(f, ",{\"id\":%d,\"callFrame\":{\"functionName\":\"f%d\"}", id, id);
+        if (loop && id == n)
+            fprintf(f, ",\"children\":[%d]", id);
+        else if (!star && id < n)
+            fprintf(f, ",\"children\":[%d]", id + 1);
+        fputs("}", f);
+    }
+    fprintf(f, "],\"startTime\":0,\"endTime\":1000,\"samples\":[%d],\"timeDeltas\":[1]}", n);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+/* The checks of the tree are linear: a 200k-node star or chain imports, and a node the
+ * root cannot reach after 200k reachable ones is found without a quadratic search. */
+static void test_cpuprofile_hostile_trees(void **state)
+{
+    (void)state;
+    static const char *const shapes[] = {"star", "chain", "star+loop"};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        size_t len;
+        char *text = hostile_cpuprofile(shapes[k], &len);
+        cn_agg_profile *p = NULL;
+        cn_err err = {0};
+        int rc = cn_fmt_import_buffer(text, len, "hostile.cpuprofile", &p, &err);
+        if (strcmp(shapes[k], "star+loop") == 0) {
+            assert_int_equal(rc, -EINVAL);
+            assert_non_null(strstr(err.msg, "node 200000 is not reachable"));
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(cn_agg_sample_count(p), 1);
+            /* the chain's one sample sits 199999 frames deep */
+            assert_int_equal(cn_agg_stack_count(p), HOSTILE_NODES - 1);
+        }
+        cn_agg_profile_free(p);
+        free(text);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_formats_bad_utf8),
+        cmocka_unit_test(test_json_numbers_agree),
+        cmocka_unit_test(test_cpuprofile_hostile_trees),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
