@@ -154,8 +154,6 @@ int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size
 /* For a response with "ok": false, prints "canopy CMD: MESSAGE" and returns its "exit"
  * (1 when absent). For ok responses returns 0. */
 int cn_cli_resp_status(const char *cmd, const json_t *resp);
-/* Fd of the connection (to poll it alongside a child process). */
-int cn_cli_conn_fd(const cn_cli_conn *c);
 
 /* ---------------------------------------------------------------------------------------
  * The engine in-process (inproc.c): a symbolizer and one session, owned by the caller.

@@ -214,8 +214,7 @@ static void flush_samples(cn_live_session *s)
         size_t before = cn_agg_sample_count(s->p);
         int r = cn_agg_add_samples_refs(s->p, s->pend + i, s->npend - i);
         size_t k = cn_agg_sample_count(s->p) - before;
-        if (k > s->npend - i)
-            k = s->npend - i; /* cannot happen: the profile only grows here */
+        assert(k <= s->npend - i); /* the profile only grows here */
         for (size_t j = i; j < i + k; j++) {
             s->samples++;
             if (s->pend[j].time_ns > s->last_sample_ns)
@@ -600,6 +599,7 @@ int cn_live_session_stop(cn_live_session *s)
 
 void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *out)
 {
+    assert(s->npend == 0); /* the counters include every queued sample */
     memset(out, 0, sizeof(*out));
     out->id = s->id;
     out->name = s->name;
@@ -631,7 +631,8 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
 
 cn_agg_profile *cn_live_session_profile(cn_live_session *s)
 {
-    flush_samples(s); /* a no-op outside pump/finish, where the queue is always empty */
+    /* The queue is empty outside pump and finish, which flush it before they return. */
+    assert(s->npend == 0);
     return s->p;
 }
 
@@ -760,7 +761,7 @@ int cn_live_session_save(cn_live_session *s, const char *path, cn_err *err)
         cn_err_set(err, 0, "%s: path too long", path);
         return -ENAMETOOLONG;
     }
-    flush_samples(s);
+    assert(s->npend == 0); /* pump and finish flush the queue before they return */
     r = write_meta(s);
     if (r < 0) {
         cn_err_set(err, 0, "%s: out of memory", path);
