@@ -95,11 +95,6 @@ cn_cli_conn *cn_cli_conn_free(cn_cli_conn *c)
     return NULL;
 }
 
-int cn_cli_conn_fd(const cn_cli_conn *c)
-{
-    return c->fd;
-}
-
 static int send_all(int fd, const char *p, size_t n)
 {
     while (n) {

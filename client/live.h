@@ -21,7 +21,7 @@
 
 #include "client.h"
 #include "cn_agg.h"
-#include "cn_d.h"
+#include "cn_live.h"
 
 /* ---------------------------------------------------------------------------------------
  * SAMPLING options (interface.md)
@@ -154,8 +154,6 @@ int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size
 /* For a response with "ok": false, prints "canopy CMD: MESSAGE" and returns its "exit"
  * (1 when absent). For ok responses returns 0. */
 int cn_cli_resp_status(const char *cmd, const json_t *resp);
-/* Fd of the connection (to poll it alongside a child process). */
-int cn_cli_conn_fd(const cn_cli_conn *c);
 
 /* ---------------------------------------------------------------------------------------
  * The engine in-process (inproc.c): a symbolizer and one session, owned by the caller.
@@ -164,12 +162,12 @@ int cn_cli_conn_fd(const cn_cli_conn *c);
 typedef struct cn_cli_local cn_cli_local;
 
 /* Starts sampling kind/pid with the SAMPLING options (freq default_freq when not given).
- * For CN_D_RUN the child must be held before exec; release it after this returns.
+ * For CN_LIVE_RUN the child must be held before exec; release it after this returns.
  * Returns 0 and *out, or negative errno with msg set. */
-int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int default_freq,
+int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
                        cn_cli_local **out, char *msg, size_t msglen);
 cn_cli_local *cn_cli_local_free(cn_cli_local *l);
-cn_d_session *cn_cli_local_session(cn_cli_local *l);
+cn_live_session *cn_cli_local_session(cn_cli_local *l);
 /* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
  * and dispatches symbol answers. Returns 0 or negative errno with msg set. */
 int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen);

@@ -4,8 +4,12 @@
  * accept, recv and send on the client sockets, multishot poll on watched fds, a timeout
  * op for the tick) and epoll (non-blocking sockets, level-triggered readiness). Upper
  * layers see connections with an input and an output cn_buf, watched fds, and a tick.
- * Access control (access.c), the session store and persistence (store.c) and the request
- * handlers (server.c) sit on top. Names carry the cn_d__ prefix.
+ * On top: server.c (the listening socket, connections and their credentials, the
+ * dispatch table, the tick, setup and shutdown), access.c (access control), store.c (the
+ * sessions in memory and in the state dir: loading, checkpoints, eviction), handlers.c
+ * (one function per protocol command), reply.c (building a response and queueing its
+ * bytes) and query.c (the QUERY object and rendering). The sessions themselves are
+ * live/'s (cn_live.h). Names carry the cn_d__ prefix; config.c holds cn_d_config.
  */
 #ifndef CN_D_INTERNAL_H
 #define CN_D_INTERNAL_H
@@ -81,62 +85,6 @@ size_t cn_d__loop_conn_count(const cn_d__loop *l);
 int cn_d__loop_run(cn_d__loop *l);
 void cn_d__loop_stop(cn_d__loop *l);
 
-/* ---- sessions (session.c) and the shared symbolizer (symbolizer.c) ---------------- */
-
-#define CN_D__PEND_SAMPLES 64   /* samples queued per session before a batched add */
-#define CN_D__PEND_REFS    8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
-
-struct cn_d_session {
-    char *id, *name, *event, *path; /* owned; path: the state-dir file, NULL if none */
-    cn_d_kind kind;
-    cn_d_state state;
-    cn_d_state saved_state; /* SAVED: the state it had when written */
-    pid_t pid;
-    char comm[32];
-    uid_t owner;
-    uint32_t freq;
-    char unwind[8];
-    int64_t started_unix;
-    int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
-    int64_t end_ns;         /* session time when sampling ended */
-    int64_t duration_limit; /* > 0: stop after */
-    int64_t retention_ns;
-    int64_t last_fold_ns;
-    int64_t last_sample_ns;
-    size_t max_memory;
-    bool memory_limited;   /* samples are being refused */
-    bool hit_memory_bound; /* the bound was reached at least once */
-    bool dirty;            /* changed since the last save */
-    uint64_t samples, dropped, lost_saved, threads_saved;
-    cn_smp_session *smp;
-    cn_agg_profile *p;
-    int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
-    size_t n_obj_res;
-    const cn_smp_object **res_obj; /* resource -> sampler object */
-    size_t n_res_obj;
-    pid_t last_tid;
-    int32_t last_thread;
-    /* symbolization */
-    cn_d_symbolizer *sym;
-    uint64_t tag;      /* this session's tag in the symbolizer */
-    size_t next_frame; /* frames [0, next_frame) were submitted (or need none) */
-    uint64_t sym_pending, sym_failed;
-    cn_d_session *sym_next;
-    /* Samples delivered by the sampler but not yet in the profile: on_sample queues them
-     * here and session.c flushes them with cn_agg_add_samples_refs() when the queue fills
-     * and at the end of every read, so the queue is empty whenever the owner's code runs
-     * (queries, save, info). pend[i].leaf_first points into pend_refs. */
-    size_t npend, npend_refs;
-    cn_agg_sample_refs pend[CN_D__PEND_SAMPLES];
-    cn_agg_frame_ref pend_refs[CN_D__PEND_REFS];
-};
-
-/* Registers s for answers (sets s->sym, s->tag); detach cancels its requests. */
-void cn_d__symbolizer_attach(cn_d_symbolizer *y, cn_d_session *s);
-void cn_d__symbolizer_detach(cn_d_symbolizer *y, cn_d_session *s);
-/* Submits s's frames created since the last call. */
-void cn_d__symbolizer_submit(cn_d_symbolizer *y, cn_d_session *s);
-
 /* ---- access control (access.c) ---------------------------------------------------- */
 
 typedef struct cn_d__cred {
@@ -150,9 +98,126 @@ int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err);
 /* May cred start a system session (root, CAP_PERFMON/CAP_SYS_ADMIN, or member of
  * group, which may be NULL)? 0 or -EPERM. */
 int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err);
-/* The process's comm ("" when gone). */
-void cn_d__comm(pid_t pid, char *buf, size_t size);
 /* Resident set size of this process in bytes. */
 size_t cn_d__rss(void);
+
+/* ---- the server's state (server.c) ------------------------------------------------- */
+
+/* A hosted session and what the server keeps beside it. Owned by the store. */
+typedef struct cn_d__entry {
+    cn_live_session *s; /* owned */
+    cn_d_server *srv;
+    cn_d__watch **watches; /* one per ring fd while running; NULL once that fd hung up */
+    int *fds;              /* watches[i] polls fds[i] */
+    size_t nwatch;
+    int64_t last_checkpoint;
+    bool finished_saved;    /* written after leaving RUNNING */
+    uint64_t errors_logged; /* the session's allocation failures already reported */
+} cn_d__entry;
+
+/* A connected client: its credentials are taken once, at accept (SO_PEERCRED). */
+typedef struct cn_d__client {
+    cn_d__conn *c;
+    cn_d__cred cred;
+    struct cn_d__client *next, *prev;
+} cn_d__client;
+
+#define CN_D__MAX_LOADED_SESSIONS 4096 /* sessions held at once, saved ones included */
+
+struct cn_d_server {
+    cn_d_config cfg;
+    char *socket_path, *state_dir, *system_group; /* owned */
+    int listen_fd;
+    bool own_socket;
+    int sig_fd;
+    cn_d__loop *loop;
+    cn_d__loop_ops ops;
+    cn_live_symbolizer *sym; /* shared by every session; freed after them */
+    cn_d__watch *sym_watch, *sig_watch;
+    cn_d__entry **entries; /* the store: oldest first */
+    size_t n_entries, cap_entries;
+    cn_d__client *clients;
+    uint64_t next_id; /* the next session is "s<next_id>" */
+    int64_t start_ns;
+    uint64_t evicted;
+    uint64_t rate_samples;
+    int64_t rate_t;
+    double samples_per_s;
+    uint64_t state_dir_bytes;
+    int64_t shutdown_at; /* a shutdown was asked for: stop once replies are out (<= 1 s) */
+};
+
+/* ---- the session store (store.c) --------------------------------------------------- */
+
+/* Loads every STATE_DIR/ *.canopy as a SAVED session (removing interrupted .tmp writes),
+ * oldest first, then applies the state dir's size bound. */
+void cn_d__store_load(cn_d_server *srv);
+/* Adds a new session (the entry takes ownership of s) and watches its ring fds. Returns
+ * 0 and *out, or -ENOMEM (then s was freed and the store is unchanged). */
+int cn_d__store_add(cn_d_server *srv, cn_live_session *s, cn_d__entry **out);
+/* Removes e (and frees its session); with unlink, its state-dir file too. */
+void cn_d__store_remove(cn_d_server *srv, cn_d__entry *e, bool unlink_file);
+/* The session named key (id, or the newest with that name) or, without key, the newest
+ * non-system session of pid, among those cred may see. NULL if none. */
+cn_d__entry *cn_d__store_find(cn_d_server *srv, const cn_d__cred *cred, const char *key, pid_t pid);
+size_t cn_d__store_running(const cn_d_server *srv);
+/* Drains e's rings into its session (running sessions only); unwatches the rings once it
+ * stops running. */
+void cn_d__store_pump(cn_d__entry *e);
+/* Stops e's sampling if it runs, and writes it to the state dir once it no longer does. */
+void cn_d__store_stop(cn_d_server *srv, cn_d__entry *e);
+/* Every tick: saves sessions that left RUNNING, checkpoints running ones, re-saves those
+ * that late symbol answers changed, and applies the state dir's bound. */
+void cn_d__store_tick(cn_d_server *srv);
+/* Shutdown: stops every session, waits (bounded) for their symbols, saves what changed. */
+void cn_d__store_shutdown(cn_d_server *srv);
+/* Frees every entry and its session (no saving). */
+void cn_d__store_free(cn_d_server *srv);
+
+/* ---- replies (reply.c) ------------------------------------------------------------- */
+
+/* A response being built: the JSON object, and optionally rendered bytes that follow it
+ * or are embedded into it (docs/protocol.md "Responses"). */
+typedef struct cn_d__reply {
+    json_t *msg;     /* the response object (owned); NULL = out of memory */
+    const char *key; /* set: raw is the JSON value of msg's member `key` (a rendered tree) */
+    cn_buf raw;      /* that value's bytes, or the payload when payload is set */
+    bool payload;    /* "raw": true: msg's line is followed by raw's bytes as they are */
+} cn_d__reply;
+
+void cn_d__reply_init(cn_d__reply *rp);
+/* An error response for a negative errno from a session or a query: the protocol's code
+ * name and exit status for it, err's message (or strerror). New reference or NULL. */
+json_t *cn_d__reply_error(const json_t *req, int code, const cn_err *err);
+/* Adds rendered bytes in format fmt to rp (whose msg is set): with payload as they are
+ * after the line; otherwise JSON trees embedded as the member json_key, text as the
+ * string "output", binary formats as base64 "output_base64". Takes out's bytes. 0 or
+ * -ENOMEM. */
+int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key, cn_buf *out,
+                       bool payload);
+/* Queues rp's bytes on c's output, all or nothing (an error response replaces a reply
+ * that cannot be queued), and releases rp. */
+void cn_d__reply_send(cn_d__conn *c, cn_d__reply *rp);
+
+/* ---- request handlers (handlers.c) ------------------------------------------------- */
+
+/* One protocol command: reads req, acts as cl (whose credentials were checked at accept
+ * only for identity: each handler checks access), sets rp->msg (NULL = out of memory). */
+typedef void (*cn_d__handler)(cn_d_server *srv, cn_d__client *cl, const json_t *req,
+                              cn_d__reply *rp);
+
+void cn_d__cmd_hello(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_sessions(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_attach(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_run(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_system(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_tree(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_save(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_timeline(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_lines(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_stop(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_rm(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
+void cn_d__cmd_shutdown(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp);
 
 #endif /* CN_D_INTERNAL_H */

@@ -1,0 +1,238 @@
+/* reply.c — building a response and queueing its bytes on the connection.
+ *
+ * A response is one JSON line (docs/protocol.md "Responses"). Rendered output travels in
+ * one of three ways: after the line as raw bytes (the request's "raw": true, announced by
+ * "raw_bytes"), or embedded in the line — JSON trees as the member's value as rendered,
+ * text as a JSON string, binary formats in base64. Embedding builds the line as
+ * '{' + the object's members (jansson's JSON_EMBED) + ',"KEY":' + the rendered bytes +
+ * "}\n", because re-parsing megabytes of rendered JSON into jansson only to dump them
+ * again would dominate a round trip. A reply is queued all or nothing: its total size is
+ * reserved in the output buffer first, so a client never reads half a response.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "d_internal.h"
+
+void cn_d__reply_init(cn_d__reply *rp)
+{
+    memset(rp, 0, sizeof(*rp));
+    cn_buf_init(&rp->raw, 0);
+}
+
+json_t *cn_d__reply_error(const json_t *req, int code, const cn_err *err)
+{
+    const char *name = "failed";
+    int exit = 1;
+    switch (code) {
+    case -EPERM:
+    case -EACCES:
+        name = "permission_denied";
+        break;
+    case -ESRCH:
+        name = "no_such_process";
+        break;
+    case -ENOENT:
+        name = "unknown_function";
+        exit = 2;
+        break;
+    case -EINVAL:
+        name = "bad_query";
+        exit = 2;
+        break;
+    default:
+        break;
+    }
+    return cn_proto_error(req, name, exit, "%s", err->msg[0] ? err->msg : strerror(-code));
+}
+
+/* Replaces bytes that are not valid UTF-8 with '?' (names from ELF files may be
+ * anything; JSON strings must be UTF-8). */
+static void utf8_sanitize(char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n && !(len == 2 && c < 0xc2);
+        for (size_t k = 1; ok && k < len; k++)
+            ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (!ok) {
+            s[i++] = '?';
+            continue;
+        }
+        i += len;
+    }
+}
+
+/* Appends src as a JSON string literal (quotes included) to out, in one pass: a text
+ * rendering of a big tree is megabytes, and jansson's per-character dump is the slow part
+ * of a round trip. src must be valid UTF-8 (utf8_sanitize). 0 or -ENOMEM. */
+static int json_quote(cn_buf *out, const char *src, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t room;
+    char *o = cn_buf_space(out, n + n / 8 + 16, &room);
+    if (!o || room < n + 2)
+        return -ENOMEM;
+    size_t w = 0;
+    o[w++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (room - w < 8) {
+            cn_buf_commit(out, w);
+            o = cn_buf_space(out, (n - i) + (n - i) / 8 + 16, &room);
+            if (!o)
+                return -ENOMEM;
+            w = 0;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            o[w++] = (char)c;
+            continue;
+        }
+        o[w++] = '\\';
+        switch (c) {
+        case '"':
+        case '\\':
+            o[w++] = (char)c;
+            break;
+        case '\n':
+            o[w++] = 'n';
+            break;
+        case '\t':
+            o[w++] = 't';
+            break;
+        case '\r':
+            o[w++] = 'r';
+            break;
+        default:
+            o[w++] = 'u';
+            o[w++] = '0';
+            o[w++] = '0';
+            o[w++] = hex[c >> 4];
+            o[w++] = hex[c & 15];
+            break;
+        }
+    }
+    o[w++] = '"';
+    cn_buf_commit(out, w);
+    return 0;
+}
+
+/* Text goes into the JSON string "output", escaped here (json_quote) and embedded like a
+ * tree; "raw_bytes" announces a payload. */
+int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key, cn_buf *out,
+                       bool payload)
+{
+    int r = 0;
+    assert(rp->msg && !rp->key && !rp->payload && cn_buf_len(&rp->raw) == 0);
+    json_object_set_new(rp->msg, "format", json_string(cn_d_format_name(fmt)));
+    if (payload) {
+        r = json_object_set_new(rp->msg, "raw_bytes", json_integer((json_int_t)cn_buf_len(out)));
+        rp->payload = true;
+        rp->raw = *out;
+        cn_buf_init(out, 0);
+    } else if (fmt == CN_FMT_JSON && json_key) {
+        rp->key = json_key;
+        rp->raw = *out;
+        cn_buf_init(out, 0);
+    } else if (fmt == CN_FMT_PPROF || fmt == CN_FMT_CANOPY) {
+        char *b = cn_common_base64_encode(cn_buf_ptr(out), cn_buf_len(out));
+        r = b ? json_object_set_new(rp->msg, "output_base64", json_string(b)) : -ENOMEM;
+        free(b);
+    } else {
+        utf8_sanitize(cn_buf_ptr(out), cn_buf_len(out));
+        rp->key = "output";
+        r = json_quote(&rp->raw, cn_buf_ptr(out), cn_buf_len(out));
+    }
+    return r < 0 ? -ENOMEM : 0;
+}
+
+/* What a client gets when not even an error response can be built. */
+static const char oom_line[] = "{\"v\":1,\"ok\":false,\"error\":{\"code\":\"failed\",\"message\":"
+                               "\"out of memory\",\"exit\":1}}\n";
+
+static int dump_cb(const char *buffer, size_t size, void *data)
+{
+    return cn_buf_append(data, buffer, size) < 0 ? -1 : 0;
+}
+
+/* Appends parts[0, n) to out, all or nothing. 0 or -ENOMEM/-EMSGSIZE. */
+static int append_all(cn_buf *out, const cn_buf *const *parts, size_t n)
+{
+    size_t total = 0, room = 0;
+    for (size_t i = 0; i < n; i++)
+        total += cn_buf_len(parts[i]);
+    errno = 0;
+    if (!cn_buf_space(out, total, &room))
+        return errno == ENOMEM ? -ENOMEM : -EMSGSIZE;
+    if (room < total)
+        return -EMSGSIZE;
+    for (size_t i = 0; i < n; i++) {
+        int r = cn_buf_append(out, cn_buf_ptr(parts[i]), cn_buf_len(parts[i]));
+        assert(r == 0); /* the room was made above: these appends cannot fail */
+        (void)r;
+    }
+    return 0;
+}
+
+/* Queues rp as described at the top of this file. 0 or negative errno (out unchanged). */
+static int queue_reply(cn_buf *out, cn_d__reply *rp)
+{
+    cn_buf head, tail;
+    int r;
+    cn_buf_init(&head, 0);
+    cn_buf_init(&tail, 0);
+    if (!rp->key) {
+        /* The line; with a payload, its bytes follow as they are. */
+        r = cn_proto_encode(rp->msg, &head);
+        if (r == 0) {
+            const cn_buf *parts[] = {&head, &rp->raw};
+            r = append_all(out, parts, rp->payload ? 2 : 1);
+        }
+        goto done;
+    }
+    /* Embedded: newlines in a rendered JSON tree become spaces (whitespace between
+     * tokens: JSON strings escape newlines, so none is inside a string), keeping the
+     * response on one line. */
+    char *raw = cn_buf_ptr(&rp->raw);
+    for (size_t i = 0; i < cn_buf_len(&rp->raw); i++)
+        if (raw[i] == '\n' || raw[i] == '\r')
+            raw[i] = ' ';
+    assert(!strpbrk(rp->key, "\"\\")); /* a member name of ours, quoted as it is */
+    r = cn_buf_append(&head, "{", 1);
+    if (r == 0 && json_dump_callback(rp->msg, dump_cb, &head, JSON_COMPACT | JSON_EMBED) < 0)
+        r = -ENOMEM;
+    if (r == 0)
+        r = cn_buf_appendf(&head, "%s\"%s\":", json_object_size(rp->msg) ? "," : "", rp->key);
+    if (r == 0)
+        r = cn_buf_append(&tail, "}\n", 2);
+    if (r == 0) {
+        const cn_buf *parts[] = {&head, &rp->raw, &tail};
+        r = append_all(out, parts, 3);
+    }
+done:
+    cn_buf_free(&head);
+    cn_buf_free(&tail);
+    return r;
+}
+
+void cn_d__reply_send(cn_d__conn *c, cn_d__reply *rp)
+{
+    int r = rp->msg ? queue_reply(&c->out, rp) : -ENOMEM;
+    if (r < 0) {
+        json_t *e =
+            rp->msg ? cn_proto_error(rp->msg, "failed", 1, "response: %s", strerror(-r)) : NULL;
+        if (!e || cn_proto_encode(e, &c->out) < 0)
+            cn_buf_append(&c->out, oom_line, sizeof(oom_line) - 1);
+        json_decref(e);
+    }
+    json_decref(rp->msg);
+    cn_buf_free(&rp->raw);
+    rp->msg = NULL;
+    rp->key = NULL;
+    rp->payload = false;
+    cn_d__conn_update(c);
+}
