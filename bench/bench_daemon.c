@@ -209,9 +209,9 @@ static int bench_tree(cn_d_backend backend)
     int rc = 0;
     /* The same queries in process (cn_d_render: engine + writers, no socket), to split
      * the round trip into its parts. */
-    cn_d_session *ls = NULL;
+    cn_live_session *ls = NULL;
     cn_err lerr = {0};
-    if (cn_d_session_load(path, &ls, &lerr) == 0) {
+    if (cn_live_session_load(path, &ls, &lerr) == 0) {
         for (int k = 0; k < 2; k++) {
             char req[256];
             snprintf(req, sizeof(req),
@@ -236,7 +236,7 @@ static int bench_tree(cn_d_backend backend)
             cn_d_query_clear(&q);
             json_decref(jq);
         }
-        cn_d_session_free(ls);
+        cn_live_session_free(ls);
     }
     if (srv_start(&b, backend) < 0)
         return 1;

@@ -179,17 +179,17 @@ static void daemon_rm(cn_cli_conn *c, const char *id)
 /* Renders an in-process session's profile like `canopy open` does, with the live fields. */
 static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 {
-    cn_d_session *s = cn_cli_local_session(l);
-    cn_d_session_info info;
+    cn_live_session *s = cn_cli_local_session(l);
+    cn_live_session_info info;
     cn_fmt_write_opts extra;
 
-    cn_d_session_info_get(s, &info);
+    cn_live_session_info_get(s, &info);
     cn_fmt_write_opts_init(&extra);
     extra.session = info.id;
     extra.event = info.event;
     extra.samples = (int64_t)info.samples;
     extra.lost = (int64_t)info.lost;
-    return cn_cli_render(cn_d_session_profile(s), q, title, &extra);
+    return cn_cli_render(cn_live_session_profile(s), q, title, &extra);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -240,7 +240,8 @@ static int run_in_process(run_ctx *r)
     int status;
 
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_D_RUN, r->child.pid, RUN_FREQ, &l, msg, sizeof(msg)) < 0) {
+    if (cn_cli_local_start(&a->smp, CN_LIVE_RUN, r->child.pid, RUN_FREQ, &l, msg, sizeof(msg)) <
+        0) {
         fprintf(stderr, "canopy run: %s\n", msg);
         cn_smp_child_abort(&r->child);
         return CN_EXIT_FAIL;
@@ -255,8 +256,8 @@ static int run_in_process(run_ctx *r)
             cn_cli_local_free(l);
             return CN_EXIT_FAIL;
         }
-        cn_d_session_info info;
-        cn_d_session_info_get(cn_cli_local_session(l), &info);
+        cn_live_session_info info;
+        cn_live_session_info_get(cn_cli_local_session(l), &info);
         cn_cli_progress_update(&r->pr, (int64_t)info.samples, (int64_t)info.lost, false);
         run_reap(r);
     }
@@ -480,7 +481,7 @@ static int tree_in_process(cn_cli_live_args *a)
     if (!a->smp.duration_ns)
         a->smp.duration_ns = TEMP_DURATION_NS;
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_D_ATTACH, a->pid, RUN_FREQ, &l, msg, sizeof(msg)) < 0) {
+    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &l, msg, sizeof(msg)) < 0) {
         fprintf(stderr, "canopy tree: %s\n", msg);
         return CN_EXIT_FAIL;
     }
@@ -491,10 +492,10 @@ static int tree_in_process(cn_cli_live_args *a)
             fprintf(stderr, "canopy tree: %s\n", msg);
             goto out;
         }
-        cn_d_session_info info;
-        cn_d_session_info_get(cn_cli_local_session(l), &info);
+        cn_live_session_info info;
+        cn_live_session_info_get(cn_cli_local_session(l), &info);
         cn_cli_progress_update(&pr, (int64_t)info.samples, (int64_t)info.lost, false);
-        if (info.state != CN_D_RUNNING)
+        if (info.state != CN_LIVE_RUNNING)
             break;
     }
     cn_cli_progress_end(&pr);
@@ -622,15 +623,15 @@ static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot
                            size_t msglen)
 {
     local_top *t = ctx;
-    cn_d_session *s = cn_cli_local_session(t->l);
-    cn_d_session_info info;
-    cn_d_session_info_get(s, &info);
-    t->now_ns = cn_d_session_now(s);
+    cn_live_session *s = cn_cli_local_session(t->l);
+    cn_live_session_info info;
+    cn_live_session_info_get(s, &info);
+    t->now_ns = cn_live_session_now(s);
     t->samples = (int64_t)info.samples;
     t->lost = (int64_t)info.lost;
     int rc = cn_top_profile_fetch(&t->ps, req, out, msg, msglen);
-    if (rc == 0 && info.state != CN_D_RUNNING)
-        snprintf(out->note, sizeof(out->note), "[%s]", cn_d_state_name(info.state));
+    if (rc == 0 && info.state != CN_LIVE_RUNNING)
+        snprintf(out->note, sizeof(out->note), "[%s]", cn_live_state_name(info.state));
     return rc;
 }
 
@@ -722,11 +723,11 @@ static int top_in_process(cn_cli_live_args *a)
     char msg[512] = "", title[64];
     memset(&t, 0, sizeof(t));
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_D_ATTACH, a->pid, RUN_FREQ, &t.l, msg, sizeof(msg)) < 0) {
+    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &t.l, msg, sizeof(msg)) < 0) {
         fprintf(stderr, "canopy top: %s\n", msg);
         return CN_EXIT_FAIL;
     }
-    t.ps.profile = cn_d_session_profile(cn_cli_local_session(t.l));
+    t.ps.profile = cn_live_session_profile(cn_cli_local_session(t.l));
     t.ps.live_end_ns = &t.now_ns;
     t.ps.samples = &t.samples;
     t.ps.lost = &t.lost;

@@ -1,8 +1,8 @@
 /* inproc.c — the engine hosted inside the client when no daemon answers.
  *
- * The same pieces canopyd uses (daemon/cn_d.h): one cn_d_symbolizer (its worker thread
- * resolves frames in the background) and one cn_d_session that owns the perf rings and the
- * profile. The client's thread is the session's owner: it polls the ring fds and the
+ * The same pieces canopyd hosts (live/cn_live.h): one cn_live_symbolizer (its worker
+ * thread resolves frames in the background) and one cn_live_session that owns the perf
+ * rings and the profile. The client's thread is the session's owner: it polls the ring fds and the
  * symbolizer's fd and pumps them; queries run on the same thread between pumps.
  */
 #include <errno.h>
@@ -15,14 +15,14 @@
 #include "live.h"
 
 struct cn_cli_local {
-    cn_d_symbolizer *sym;
-    cn_d_session *session;
+    cn_live_symbolizer *sym;
+    cn_live_session *session;
 };
 
-int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int default_freq,
+int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
                        cn_cli_local **out, char *msg, size_t msglen)
 {
-    cn_d_session_opts o;
+    cn_live_session_opts o;
     cn_err err = {0};
     cn_cli_local *l = calloc(1, sizeof(*l));
     int rc;
@@ -31,10 +31,10 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int 
         snprintf(msg, msglen, "out of memory");
         return -ENOMEM;
     }
-    rc = cn_d_symbolizer_new(0, &l->sym, &err);
+    rc = cn_live_symbolizer_new(0, &l->sym, &err);
     if (rc < 0)
         goto fail;
-    cn_d_session_opts_init(&o);
+    cn_live_session_opts_init(&o);
     o.kind = kind;
     o.pid = pid;
     o.name = s->name;
@@ -47,7 +47,7 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int 
     o.no_kernel = s->kernel == 0;
     o.duration_ns = s->duration_ns;
     o.owner = getuid();
-    rc = cn_d_session_new(&o, l->sym, &l->session, &err);
+    rc = cn_live_session_new(&o, l->sym, &l->session, &err);
     if (rc < 0)
         goto fail;
     *out = l;
@@ -62,14 +62,14 @@ cn_cli_local *cn_cli_local_free(cn_cli_local *l)
 {
     if (!l)
         return NULL;
-    /* Sessions before the symbolizer they use (cn_d.h). */
-    cn_d_session_free(l->session);
-    cn_d_symbolizer_free(l->sym);
+    /* Sessions before the symbolizer they use (cn_live.h). */
+    cn_live_session_free(l->session);
+    cn_live_symbolizer_free(l->sym);
     free(l);
     return NULL;
 }
 
-cn_d_session *cn_cli_local_session(cn_cli_local *l)
+cn_live_session *cn_cli_local_session(cn_cli_local *l)
 {
     return l->session;
 }
@@ -77,12 +77,12 @@ cn_d_session *cn_cli_local_session(cn_cli_local *l)
 int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
 {
     const int *fds;
-    size_t n = cn_d_session_fds(l->session, &fds);
+    size_t n = cn_live_session_fds(l->session, &fds);
     struct pollfd pfd[257];
     size_t np = 0;
     int rc;
 
-    pfd[np++] = (struct pollfd){.fd = cn_d_symbolizer_fd(l->sym), .events = POLLIN};
+    pfd[np++] = (struct pollfd){.fd = cn_live_symbolizer_fd(l->sym), .events = POLLIN};
     for (size_t i = 0; i < n && np < sizeof(pfd) / sizeof(pfd[0]); i++)
         pfd[np++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     if (timeout_ms > 0 && poll(pfd, np, timeout_ms) < 0 && errno != EINTR) {
@@ -92,12 +92,12 @@ int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
     }
     /* Pump on a timer too: it is cheap when nothing is there, and it is where the
      * session notices the target's exit and its duration. */
-    rc = cn_d_session_pump(l->session);
+    rc = cn_live_session_pump(l->session);
     if (rc < 0) {
         snprintf(msg, msglen, "sampling failed: %s", strerror(-rc));
         return rc;
     }
-    rc = cn_d_symbolizer_dispatch(l->sym);
+    rc = cn_live_symbolizer_dispatch(l->sym);
     if (rc < 0) {
         snprintf(msg, msglen, "symbolizer failed: %s", strerror(-rc));
         return rc;
@@ -107,12 +107,12 @@ int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
 
 int cn_cli_local_finish(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
 {
-    int rc = cn_d_session_stop(l->session);
+    int rc = cn_live_session_stop(l->session);
     if (rc < 0) {
         snprintf(msg, msglen, "stopping the session: %s", strerror(-rc));
         return rc;
     }
-    rc = cn_d_symbolizer_flush(l->sym, timeout_ms);
+    rc = cn_live_symbolizer_flush(l->sym, timeout_ms);
     if (rc == -ETIMEDOUT)
         rc = 0; /* what is not resolved yet stays LIB+0xOFFSET */
     if (rc < 0)

@@ -21,7 +21,7 @@
 
 #include "client.h"
 #include "cn_agg.h"
-#include "cn_d.h"
+#include "cn_live.h"
 
 /* ---------------------------------------------------------------------------------------
  * SAMPLING options (interface.md)
@@ -164,12 +164,12 @@ int cn_cli_conn_fd(const cn_cli_conn *c);
 typedef struct cn_cli_local cn_cli_local;
 
 /* Starts sampling kind/pid with the SAMPLING options (freq default_freq when not given).
- * For CN_D_RUN the child must be held before exec; release it after this returns.
+ * For CN_LIVE_RUN the child must be held before exec; release it after this returns.
  * Returns 0 and *out, or negative errno with msg set. */
-int cn_cli_local_start(const cn_cli_sampling *s, cn_d_kind kind, pid_t pid, int default_freq,
+int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
                        cn_cli_local **out, char *msg, size_t msglen);
 cn_cli_local *cn_cli_local_free(cn_cli_local *l);
-cn_d_session *cn_cli_local_session(cn_cli_local *l);
+cn_live_session *cn_cli_local_session(cn_cli_local *l);
 /* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
  * and dispatches symbol answers. Returns 0 or negative errno with msg set. */
 int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen);

@@ -181,19 +181,6 @@ int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err)
     return -EPERM;
 }
 
-void cn_d__comm(pid_t pid, char *buf, size_t size)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-    buf[0] = '\0';
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    if (fgets(buf, (int)size, f))
-        buf[strcspn(buf, "\n")] = '\0';
-    fclose(f);
-}
-
 size_t cn_d__rss(void)
 {
     FILE *f = fopen("/proc/self/statm", "re");

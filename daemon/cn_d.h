@@ -1,28 +1,15 @@
 /* cn_d.h — canopy's daemon side: the whole public API of daemon/.
  *
- * Two layers, both usable outside canopyd:
+ * canopyd hosts live sessions (live/cn_live.h: sampler + symbolizer + aggregate) for its
+ * clients. cn_d_server owns the listening socket, the event loop (io_uring, or epoll
+ * where io_uring is unavailable), the sessions of every client and their persistence in
+ * the state dir, access control from SO_PEERCRED, and the protocol of docs/protocol.md.
+ * main.c only parses flags into a cn_d_config and runs it. Queries decode the protocol's
+ * QUERY object (cn_d_query) and render it on a session's profile (cn_d_render), on the
+ * loop thread between pumps.
  *
- * 1. Sessions (what the client's in-process mode reuses). A cn_d_session samples one
- *    target (a PID with all its threads and future children, a held child for `run`, or
- *    the whole system) into one cn_agg_profile:
- *      perf rings → cn_smp (read, unwind) → callbacks here → cn_agg (intern frames and
- *      stacks, add samples) → new native frames → the shared cn_d_symbolizer (a cn_sym
- *      worker thread) → answers routed back by session → cn_agg_regroup().
- *    The owner polls cn_d_session_fds() (POLLIN) and the symbolizer's fd, and calls
- *    cn_d_session_pump() / cn_d_symbolizer_dispatch() when they are readable (or on a
- *    timer: pump is cheap when nothing is there). Pump also applies the live window:
- *    raw samples older than the retention are folded into the all-time tree
- *    (cn_agg_fold_before), and the memory bound (reaching it is reported in the info's
- *    `memory_limited`, and further samples are counted as dropped, never a crash).
- *    Queries (cn_d_render) run on the owner's thread between pumps.
- *
- * 2. The server (canopyd): cn_d_server owns the listening socket, the event loop
- *    (io_uring, or epoll where io_uring is unavailable), the sessions of every client,
- *    access control from SO_PEERCRED, persistence in the state dir, and the protocol of
- *    docs/protocol.md. main.c only parses flags into a cn_d_config and runs it.
- *
- * Ownership: a session owns its profile and its sampler; the symbolizer must outlive every
- * session attached to it. Everything is single-threaded except the symbolizer's worker.
+ * Ownership: the server owns its sessions and the one symbolizer they share; sessions are
+ * freed before it. Everything runs on the loop thread except the symbolizer's worker.
  * Errors are negative errno values with a one-line message in a cn_err.
  */
 #ifndef CN_D_H
@@ -38,134 +25,11 @@
 #include "cn_agg.h"
 #include "cn_fmt.h"
 #include "cn_common.h"
-#include "cn_smp.h"
+#include "cn_live.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------------------------------
- * The shared symbolizer: one cn_sym cache + worker for every session.
- */
-
-typedef struct cn_d_symbolizer cn_d_symbolizer;
-
-/* Starts the worker. max_memory: the object cache bound (0 = cn_sym's default).
- * Returns 0 and *out, or negative errno. */
-int cn_d_symbolizer_new(size_t max_memory, cn_d_symbolizer **out, cn_err *err);
-/* Stops the worker and frees the cache; every session using it must be freed first.
- * Accepts NULL; returns NULL. */
-cn_d_symbolizer *cn_d_symbolizer_free(cn_d_symbolizer *s);
-/* The fd to poll for POLLIN: answers are waiting. */
-int cn_d_symbolizer_fd(const cn_d_symbolizer *s);
-/* Takes every waiting answer and applies it to its session (cn_agg_regroup). Answers for
- * sessions that are gone are dropped. Returns the number of frames applied or -errno. */
-int cn_d_symbolizer_dispatch(cn_d_symbolizer *s);
-/* Blocks until every submitted frame is answered, then dispatches (end of `run`, tests).
- * timeout_ms < 0 = forever. Returns 0 or -ETIMEDOUT. */
-int cn_d_symbolizer_flush(cn_d_symbolizer *s, int timeout_ms);
-
-/* ---------------------------------------------------------------------------------------
- * Sessions
- */
-
-typedef enum cn_d_kind {
-    CN_D_ATTACH = 0, /* a running process */
-    CN_D_RUN,        /* a child held before exec: sampling starts at exec (enable_on_exec) */
-    CN_D_SYSTEM,     /* every CPU */
-} cn_d_kind;
-
-typedef enum cn_d_state {
-    CN_D_RUNNING = 0,
-    CN_D_EXITED,  /* the target exited; data kept */
-    CN_D_STOPPED, /* stopped by a request (or the duration elapsed) */
-    CN_D_SAVED,   /* loaded from the state dir; queryable, not sampling */
-} cn_d_state;
-
-const char *cn_d_kind_name(cn_d_kind k);   /* "attach", "run", "system" */
-const char *cn_d_state_name(cn_d_state s); /* "running", "exited", "stopped", "saved" */
-
-typedef struct cn_d_session_opts {
-    cn_d_kind kind;
-    pid_t pid;         /* ATTACH / RUN */
-    const char *name;  /* optional display name (copied) */
-    const char *id;    /* session id (copied); NULL = "local" */
-    const char *event; /* NULL = auto */
-    uint32_t freq;     /* 0 = 99 */
-    cn_smp_unwind unwind;
-    uint32_t stack_size; /* 0 = sampler default */
-    bool no_kernel;
-    int64_t duration_ns;  /* > 0: stop after this long */
-    int64_t retention_ns; /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
-    size_t max_memory;    /* bytes of profile tables; 0 = default 256 MiB */
-    uid_t owner;          /* who may see it (daemon); informative in-process */
-    uint32_t ring_pages;  /* 0 = sampler default */
-} cn_d_session_opts;
-
-void cn_d_session_opts_init(cn_d_session_opts *o);
-
-typedef struct cn_d_session cn_d_session;
-
-/* Creates and starts a session: opens the perf events (for RUN with enable_on_exec; the
- * caller releases the held child afterwards). sym may be NULL (no symbolization: frames
- * stay `LIB+0xOFFSET`). Returns 0 and *out, or negative errno with err set
- * (-ESRCH no such process, -EACCES/-EPERM, -ENOENT unknown event, ...). */
-int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_session **out,
-                     cn_err *err);
-/* A SAVED session from a .canopy file (meta keys written by cn_d_session_save restore
- * the id, name, owner, target, counters). Returns 0 and *out, or negative errno. */
-int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err);
-/* Stops sampling (if running) and frees everything; accepts NULL; returns NULL. */
-cn_d_session *cn_d_session_free(cn_d_session *s);
-
-/* The ring fds (POLLIN) while running; 0 otherwise. The array belongs to the session. */
-size_t cn_d_session_fds(const cn_d_session *s, const int **fds);
-/* Drains the rings into the profile, submits new frames to the symbolizer, applies the
- * retention window, the memory bound and the duration, and notices target exit (state
- * EXITED). Never blocks. Returns the number of samples added (>= 0) or negative errno. */
-int cn_d_session_pump(cn_d_session *s);
-/* Stops sampling (delivers what the rings still hold); state STOPPED unless it was
- * EXITED. Idempotent. Returns 0 or negative errno. */
-int cn_d_session_stop(cn_d_session *s);
-
-typedef struct cn_d_session_info {
-    const char *id, *name; /* owned by the session */
-    cn_d_kind kind;
-    cn_d_state state;
-    pid_t pid;     /* 0 for SYSTEM */
-    char comm[32]; /* the target's name at attach */
-    uid_t owner;
-    const char *event; /* "cpu-clock", … (owned by the session) */
-    uint32_t freq;
-    const char *unwind;    /* "fp", "dwarf", "auto" */
-    int64_t started_unix;  /* wall-clock seconds at start */
-    int64_t duration_ns;   /* time sampled so far (or in total when not running) */
-    uint64_t samples;      /* samples added to the profile (all time) */
-    uint64_t lost;         /* records the kernel dropped */
-    uint64_t dropped;      /* samples dropped because the memory bound was reached */
-    uint64_t threads;      /* threads seen */
-    uint64_t unsymbolized; /* frames submitted and not yet resolved, plus unresolvable */
-    size_t memory;         /* profile bytes */
-    bool memory_limited;   /* the memory bound was reached */
-} cn_d_session_info;
-
-void cn_d_session_info_get(const cn_d_session *s, cn_d_session_info *out);
-/* The session's profile (owned by the session; only touch it on the owner's thread). */
-cn_agg_profile *cn_d_session_profile(cn_d_session *s);
-/* Nanoseconds of session time now (the profile's time base: samples carry
- * time since start); for `--last`. */
-int64_t cn_d_session_now(const cn_d_session *s);
-
-/* Writes the session as a lossless .canopy file atomically: path.tmp, fsync, rename,
- * fsync of the directory. The session's identity and counters go into the file's
- * metadata. Returns 0 or negative errno with err set. */
-int cn_d_session_save(cn_d_session *s, const char *path, cn_err *err);
-/* Sets whether the state dir copy is current (the server's checkpointing). */
-bool cn_d_session_dirty(const cn_d_session *s);
-void cn_d_session_mark_clean(cn_d_session *s);
-
-/* A session's description as in `canopy sessions --format json` (new reference). */
-json_t *cn_d_session_json(const cn_d_session *s);
 
 /* ---------------------------------------------------------------------------------------
  * Queries: the protocol's QUERY object, decoded and rendered (same semantics as files)
@@ -203,13 +67,13 @@ int cn_d_format_parse(const char *name, cn_fmt_format *out);
  * too). The time range comes from last/from/to relative to the session's start.
  * Transform arguments are checked against the profile first (-ENOENT, exit 2).
  * Returns 0 or negative errno with err set. */
-int cn_d_render(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
+int cn_d_render(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
 /* `lines` for function F: the interface's lines JSON object (new reference) or NULL with
  * err set and *code = negative errno. */
-json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, int *code,
+json_t *cn_d_lines_json(cn_live_session *s, const cn_d_query *q, const char *func, int *code,
                         cn_err *err);
 /* `timeline` in format json|text|chrome-trace into out. 0 or negative errno. */
-int cn_d_render_timeline(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
+int cn_d_render_timeline(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * The server (canopyd)

@@ -81,62 +81,6 @@ size_t cn_d__loop_conn_count(const cn_d__loop *l);
 int cn_d__loop_run(cn_d__loop *l);
 void cn_d__loop_stop(cn_d__loop *l);
 
-/* ---- sessions (session.c) and the shared symbolizer (symbolizer.c) ---------------- */
-
-#define CN_D__PEND_SAMPLES 64   /* samples queued per session before a batched add */
-#define CN_D__PEND_REFS    8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
-
-struct cn_d_session {
-    char *id, *name, *event, *path; /* owned; path: the state-dir file, NULL if none */
-    cn_d_kind kind;
-    cn_d_state state;
-    cn_d_state saved_state; /* SAVED: the state it had when written */
-    pid_t pid;
-    char comm[32];
-    uid_t owner;
-    uint32_t freq;
-    char unwind[8];
-    int64_t started_unix;
-    int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
-    int64_t end_ns;         /* session time when sampling ended */
-    int64_t duration_limit; /* > 0: stop after */
-    int64_t retention_ns;
-    int64_t last_fold_ns;
-    int64_t last_sample_ns;
-    size_t max_memory;
-    bool memory_limited;   /* samples are being refused */
-    bool hit_memory_bound; /* the bound was reached at least once */
-    bool dirty;            /* changed since the last save */
-    uint64_t samples, dropped, lost_saved, threads_saved;
-    cn_smp_session *smp;
-    cn_agg_profile *p;
-    int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
-    size_t n_obj_res;
-    const cn_smp_object **res_obj; /* resource -> sampler object */
-    size_t n_res_obj;
-    pid_t last_tid;
-    int32_t last_thread;
-    /* symbolization */
-    cn_d_symbolizer *sym;
-    uint64_t tag;      /* this session's tag in the symbolizer */
-    size_t next_frame; /* frames [0, next_frame) were submitted (or need none) */
-    uint64_t sym_pending, sym_failed;
-    cn_d_session *sym_next;
-    /* Samples delivered by the sampler but not yet in the profile: on_sample queues them
-     * here and session.c flushes them with cn_agg_add_samples_refs() when the queue fills
-     * and at the end of every read, so the queue is empty whenever the owner's code runs
-     * (queries, save, info). pend[i].leaf_first points into pend_refs. */
-    size_t npend, npend_refs;
-    cn_agg_sample_refs pend[CN_D__PEND_SAMPLES];
-    cn_agg_frame_ref pend_refs[CN_D__PEND_REFS];
-};
-
-/* Registers s for answers (sets s->sym, s->tag); detach cancels its requests. */
-void cn_d__symbolizer_attach(cn_d_symbolizer *y, cn_d_session *s);
-void cn_d__symbolizer_detach(cn_d_symbolizer *y, cn_d_session *s);
-/* Submits s's frames created since the last call. */
-void cn_d__symbolizer_submit(cn_d_symbolizer *y, cn_d_session *s);
-
 /* ---- access control (access.c) ---------------------------------------------------- */
 
 typedef struct cn_d__cred {
@@ -150,8 +94,6 @@ int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err);
 /* May cred start a system session (root, CAP_PERFMON/CAP_SYS_ADMIN, or member of
  * group, which may be NULL)? 0 or -EPERM. */
 int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err);
-/* The process's comm ("" when gone). */
-void cn_d__comm(pid_t pid, char *buf, size_t size);
 /* Resident set size of this process in bytes. */
 size_t cn_d__rss(void);
 

@@ -240,11 +240,11 @@ int cn_d_query_to_json(const cn_d_query *q, json_t *req)
 /* ---- rendering --------------------------------------------------------------------- */
 
 /* The engine query with the time range resolved against the session's clock. */
-static void resolve_range(const cn_d_session *s, const cn_d_query *q, cn_agg_query *out)
+static void resolve_range(const cn_live_session *s, const cn_d_query *q, cn_agg_query *out)
 {
     *out = q->q;
     if (q->last_ns >= 0) {
-        int64_t now = cn_d_session_now(s);
+        int64_t now = cn_live_session_now(s);
         out->from_ns = now - q->last_ns;
         out->to_ns = INT64_MAX;
     }
@@ -254,18 +254,18 @@ static void resolve_range(const cn_d_session *s, const cn_d_query *q, cn_agg_que
         out->to_ns = (int64_t)(q->to_s * 1e9);
 }
 
-static int check_transforms(cn_d_session *s, const cn_d_query *q, cn_err *err)
+static int check_transforms(cn_live_session *s, const cn_d_query *q, cn_err *err)
 {
     for (size_t i = 0; i < q->n_transforms; i++) {
         cn_err aerr = {0};
-        int r = cn_agg_transform_check(s->p, &q->transforms[i], &aerr);
+        int r = cn_agg_transform_check(cn_live_session_profile(s), &q->transforms[i], &aerr);
         if (r < 0)
             return cn_err_set(err, r, "%s", aerr.msg);
     }
     return 0;
 }
 
-static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *aq, FILE *f,
+static int render_to(cn_live_session *s, const cn_d_query *q, const cn_agg_query *aq, FILE *f,
                      cn_err *err)
 {
     cn_err aerr = {0};
@@ -275,45 +275,46 @@ static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *a
     int r;
     cn_fmt_write_opts o;
     cn_fmt_write_opts_init(&o);
-    cn_d_session_info info;
-    cn_d_session_info_get(s, &info);
-    o.title = s->name ? s->name : s->id;
+    cn_live_session_info info;
+    cn_live_session_info_get(s, &info);
+    o.title = cn_live_session_name(s) ? cn_live_session_name(s) : cn_live_session_id(s);
     o.max_depth = q->depth;
     o.min_percent = q->min_percent;
     o.color = q->color;
     o.transforms = q->transforms;
     o.n_transforms = q->n_transforms;
-    o.session = s->id;
+    o.session = cn_live_session_id(s);
     o.event = info.event;
     o.samples = (int64_t)info.samples;
     o.lost = (int64_t)info.lost;
     switch (q->format) {
     case CN_FMT_TEXT:
     case CN_FMT_JSON:
-        r = cn_agg_query_run(s->p, aq, &tree, &aerr);
+        r = cn_agg_query_run(cn_live_session_profile(s), aq, &tree, &aerr);
         if (r == 0)
-            r = q->format == CN_FMT_TEXT ? cn_fmt_write_text(s->p, tree, &o, f)
-                                         : cn_fmt_write_json(s->p, tree, &o, f);
+            r = q->format == CN_FMT_TEXT
+                    ? cn_fmt_write_text(cn_live_session_profile(s), tree, &o, f)
+                    : cn_fmt_write_json(cn_live_session_profile(s), tree, &o, f);
         break;
     case CN_FMT_FOLDED:
-        r = cn_fmt_write_folded(s->p, aq, f, &aerr);
+        r = cn_fmt_write_folded(cn_live_session_profile(s), aq, f, &aerr);
         break;
     case CN_FMT_CANOPY:
-        r = cn_agg_write_canopy(s->p, f);
+        r = cn_agg_write_canopy(cn_live_session_profile(s), f);
         break;
     case CN_FMT_PPROF:
-        r = cn_fmt_write_pprof(s->p, aq, f, &aerr);
+        r = cn_fmt_write_pprof(cn_live_session_profile(s), aq, f, &aerr);
         break;
     case CN_FMT_SPEEDSCOPE:
-        r = cn_fmt_write_speedscope(s->p, aq, f, &aerr);
+        r = cn_fmt_write_speedscope(cn_live_session_profile(s), aq, f, &aerr);
         break;
     case CN_FMT_SVG:
-        r = cn_fmt_write_svg(s->p, aq, &o, f, &aerr);
+        r = cn_fmt_write_svg(cn_live_session_profile(s), aq, &o, f, &aerr);
         break;
     case CN_FMT_CHROME_TRACE:
-        r = cn_agg_timeline(s->p, aq, &calls, &ncalls, &aerr);
+        r = cn_agg_timeline(cn_live_session_profile(s), aq, &calls, &ncalls, &aerr);
         if (r == 0)
-            r = cn_fmt_write_chrome_trace(s->p, calls, ncalls, f);
+            r = cn_fmt_write_chrome_trace(cn_live_session_profile(s), calls, ncalls, f);
         break;
     default:
         r = -EINVAL;
@@ -327,7 +328,7 @@ static int render_to(cn_d_session *s, const cn_d_query *q, const cn_agg_query *a
 }
 
 /* Runs fn into a memory stream and appends the bytes to out. */
-static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err, bool timeline)
+static int to_buf(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err, bool timeline)
 {
     char *mem = NULL;
     size_t len = 0;
@@ -341,14 +342,14 @@ static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err
         cn_err aerr = {0};
         cn_agg_call *calls = NULL;
         size_t n = 0;
-        r = cn_agg_timeline(s->p, &aq, &calls, &n, &aerr);
+        r = cn_agg_timeline(cn_live_session_profile(s), &aq, &calls, &n, &aerr);
         if (r == 0) {
             if (q->format == CN_FMT_TEXT)
-                r = cn_fmt_write_timeline_text(s->p, calls, n, f);
+                r = cn_fmt_write_timeline_text(cn_live_session_profile(s), calls, n, f);
             else if (q->format == CN_FMT_CHROME_TRACE)
-                r = cn_fmt_write_chrome_trace(s->p, calls, n, f);
+                r = cn_fmt_write_chrome_trace(cn_live_session_profile(s), calls, n, f);
             else
-                r = cn_fmt_write_timeline_json(s->p, calls, n, f);
+                r = cn_fmt_write_timeline_json(cn_live_session_profile(s), calls, n, f);
         } else {
             cn_err_set(err, r, "%s", aerr.msg);
         }
@@ -364,17 +365,17 @@ static int to_buf(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err
     return r;
 }
 
-int cn_d_render(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err)
+int cn_d_render(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err)
 {
     return to_buf(s, q, out, err, false);
 }
 
-int cn_d_render_timeline(cn_d_session *s, const cn_d_query *q, cn_buf *out, cn_err *err)
+int cn_d_render_timeline(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err)
 {
     return to_buf(s, q, out, err, true);
 }
 
-json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, int *code,
+json_t *cn_d_lines_json(cn_live_session *s, const cn_d_query *q, const char *func, int *code,
                         cn_err *err)
 {
     cn_agg_query aq;
@@ -386,21 +387,21 @@ json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, 
     *code = check_transforms(s, q, err);
     if (*code < 0)
         return NULL;
-    *code = cn_agg_lines(s->p, &aq, func, &lines, &nl, &addrs, &na, &aerr);
+    *code = cn_agg_lines(cn_live_session_profile(s), &aq, func, &lines, &nl, &addrs, &na, &aerr);
     if (*code < 0) {
         cn_err_set(err, *code, "%s", aerr.msg[0] ? aerr.msg : "no such function");
         return NULL;
     }
     const char *lib = NULL, *file = NULL;
-    for (size_t i = 0; i < cn_agg_func_count(s->p); i++) {
-        if (!strcmp(cn_agg_func_name(s->p, (int32_t)i), func)) {
-            int32_t res = cn_agg_func_resource(s->p, (int32_t)i);
-            lib = res >= 0 ? cn_agg_resource_name(s->p, res) : NULL;
-            file = cn_agg_func_file(s->p, (int32_t)i);
+    for (size_t i = 0; i < cn_agg_func_count(cn_live_session_profile(s)); i++) {
+        if (!strcmp(cn_agg_func_name(cn_live_session_profile(s), (int32_t)i), func)) {
+            int32_t res = cn_agg_func_resource(cn_live_session_profile(s), (int32_t)i);
+            lib = res >= 0 ? cn_agg_resource_name(cn_live_session_profile(s), res) : NULL;
+            file = cn_agg_func_file(cn_live_session_profile(s), (int32_t)i);
             break;
         }
     }
-    double scale = cn_agg_profile_scale(s->p);
+    double scale = cn_agg_profile_scale(cn_live_session_profile(s));
     json_t *jl = json_array(), *ja = json_array();
     for (size_t i = 0; jl && i < nl; i++)
         json_array_append_new(jl, json_pack("{s:I, s:f}", "line", (json_int_t)lines[i].key, "self",
@@ -409,8 +410,8 @@ json_t *cn_d_lines_json(cn_d_session *s, const cn_d_query *q, const char *func, 
         json_array_append_new(ja, json_pack("{s:I, s:f}", "offset", (json_int_t)addrs[i].key,
                                             "self", addrs[i].self * scale));
     o = json_pack("{s:s, s:s?, s:s?, s:s, s:o, s:o}", "function", func, "lib", lib, "file", file,
-                  "unit", cn_agg_unit_name(cn_agg_profile_unit(s->p)), "lines", jl, "addresses",
-                  ja);
+                  "unit", cn_agg_unit_name(cn_agg_profile_unit(cn_live_session_profile(s))),
+                  "lines", jl, "addresses", ja);
     if (!o) {
         *code = -ENOMEM;
         cn_err_set(err, -ENOMEM, "out of memory");

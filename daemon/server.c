@@ -37,13 +37,14 @@
 #define MAX_LOADED_SESSIONS 4096
 
 typedef struct entry {
-    cn_d_session *s;
+    cn_live_session *s;
     cn_d_server *srv;
     cn_d__watch **watches;
     int *fds; /* watches[i] polls fds[i] */
     size_t nwatch;
     int64_t last_checkpoint;
-    bool finished_saved; /* written after leaving RUNNING */
+    bool finished_saved;    /* written after leaving RUNNING */
+    uint64_t errors_logged; /* the session's allocation failures already reported */
 } entry;
 
 typedef struct client {
@@ -60,7 +61,7 @@ struct cn_d_server {
     int sig_fd;
     cn_d__loop *loop;
     cn_d__loop_ops ops;
-    cn_d_symbolizer *sym;
+    cn_live_symbolizer *sym;
     cn_d__watch *sym_watch, *sig_watch;
     entry **entries;
     size_t n_entries, cap_entries;
@@ -93,13 +94,13 @@ static void entry_free(entry *e)
     if (!e)
         return;
     entry_unwatch(e);
-    cn_d_session_free(e->s);
+    cn_live_session_free(e->s);
     free(e);
 }
 
-static void session_path(cn_d_server *srv, const cn_d_session *s, char *buf, size_t n)
+static void session_path(cn_d_server *srv, const cn_live_session *s, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/%s.canopy", srv->state_dir, s->id);
+    snprintf(buf, n, "%s/%s.canopy", srv->state_dir, cn_live_session_id(s));
 }
 
 static int save_entry(cn_d_server *srv, entry *e)
@@ -107,10 +108,20 @@ static int save_entry(cn_d_server *srv, entry *e)
     char path[4096];
     cn_err err = {0};
     session_path(srv, e->s, path, sizeof(path));
-    int r = cn_d_session_save(e->s, path, &err);
+    cn_live_session_info info;
+    int r = cn_live_session_save(e->s, path, &err);
     if (r < 0)
-        fprintf(stderr, "canopyd: saving session %s: %s\n", e->s->id, err.msg);
+        fprintf(stderr, "canopyd: saving session %s: %s\n", cn_live_session_id(e->s), err.msg);
     e->last_checkpoint = cn_common_now_ns();
+    /* Data the session lost to allocation failures: reported once per checkpoint. */
+    cn_live_session_info_get(e->s, &info);
+    if (info.errors > e->errors_logged) {
+        fprintf(stderr,
+                "canopyd: session %s: %" PRIu64 " frames or symbols lost to allocation "
+                "failures\n",
+                info.id, info.errors - e->errors_logged);
+        e->errors_logged = info.errors;
+    }
     return r;
 }
 
@@ -129,22 +140,23 @@ static void enforce_state_dir(cn_d_server *srv)
         uint64_t total = 0;
         size_t oldest = SIZE_MAX;
         for (size_t i = 0; i < srv->n_entries; i++) {
-            cn_d_session *s = srv->entries[i]->s;
+            cn_live_session *s = srv->entries[i]->s;
             struct stat st;
-            if (!s->path || stat(s->path, &st) < 0)
+            if (!cn_live_session_path(s) || stat(cn_live_session_path(s), &st) < 0)
                 continue;
             total += (uint64_t)st.st_size;
-            if (s->state != CN_D_RUNNING &&
-                (oldest == SIZE_MAX || s->started_unix < srv->entries[oldest]->s->started_unix))
+            if (cn_live_session_state(s) != CN_LIVE_RUNNING &&
+                (oldest == SIZE_MAX ||
+                 cn_live_session_started(s) < cn_live_session_started(srv->entries[oldest]->s)))
                 oldest = i;
         }
         srv->state_dir_bytes = total;
         if (total <= srv->cfg.state_dir_max || oldest == SIZE_MAX)
             return;
-        cn_d_session *s = srv->entries[oldest]->s;
+        cn_live_session *s = srv->entries[oldest]->s;
         fprintf(stderr, "canopyd: state dir over %" PRIu64 " bytes: deleting session %s\n",
-                srv->cfg.state_dir_max, s->id);
-        unlink(s->path);
+                srv->cfg.state_dir_max, cn_live_session_id(s));
+        unlink(cn_live_session_path(s));
         remove_entry(srv, oldest);
         srv->evicted++;
     }
@@ -156,7 +168,7 @@ static void on_ring(void *arg, int fd, uint32_t revents)
 {
     entry *e = arg;
     pump_entry(e);
-    if ((revents & (POLLHUP | POLLERR)) && e->s->state == CN_D_RUNNING) {
+    if ((revents & (POLLHUP | POLLERR)) && cn_live_session_state(e->s) == CN_LIVE_RUNNING) {
         /* This CPU's (or thread's) events are gone: stop polling that fd. */
         for (size_t i = 0; i < e->nwatch; i++) {
             if (e->watches[i] && e->fds[i] == fd) {
@@ -170,7 +182,7 @@ static void on_ring(void *arg, int fd, uint32_t revents)
 static int entry_watch(cn_d_server *srv, entry *e)
 {
     const int *fds;
-    size_t n = cn_d_session_fds(e->s, &fds);
+    size_t n = cn_live_session_fds(e->s, &fds);
     e->watches = calloc(n ? n : 1, sizeof(*e->watches));
     e->fds = calloc(n ? n : 1, sizeof(*e->fds));
     if (!e->watches || !e->fds)
@@ -187,12 +199,13 @@ static int entry_watch(cn_d_server *srv, entry *e)
 
 static void pump_entry(entry *e)
 {
-    if (e->s->state != CN_D_RUNNING)
+    if (cn_live_session_state(e->s) != CN_LIVE_RUNNING)
         return;
-    int r = cn_d_session_pump(e->s);
+    int r = cn_live_session_pump(e->s);
     if (r < 0)
-        fprintf(stderr, "canopyd: session %s: reading samples: %s\n", e->s->id, strerror(-r));
-    if (e->s->state != CN_D_RUNNING) {
+        fprintf(stderr, "canopyd: session %s: reading samples: %s\n", cn_live_session_id(e->s),
+                strerror(-r));
+    if (cn_live_session_state(e->s) != CN_LIVE_RUNNING) {
         /* Unwatch before anything opens an fd that could reuse the rings' numbers. */
         entry_unwatch(e);
     }
@@ -205,21 +218,20 @@ static void store_tick(cn_d_server *srv)
     bool saved = false;
     for (size_t i = 0; i < srv->n_entries; i++) {
         entry *e = srv->entries[i];
-        cn_d_session *s = e->s;
-        if (s->state == CN_D_RUNNING) {
+        cn_live_session *s = e->s;
+        if (cn_live_session_state(s) == CN_LIVE_RUNNING) {
             if (srv->cfg.checkpoint_ns > 0 && now - e->last_checkpoint >= srv->cfg.checkpoint_ns &&
-                cn_d_session_dirty(s)) {
+                cn_live_session_dirty(s)) {
                 save_entry(srv, e);
                 saved = true;
             }
-        } else if (s->state != CN_D_SAVED && !e->finished_saved) {
+        } else if (cn_live_session_state(s) != CN_LIVE_SAVED && !e->finished_saved) {
             entry_unwatch(e);
-            if (s->sym)
-                cn_d__symbolizer_submit(s->sym, s);
+            cn_live_session_symbolize(s);
             save_entry(srv, e);
             e->finished_saved = true;
             saved = true;
-        } else if (s->state != CN_D_SAVED && cn_d_session_dirty(s) &&
+        } else if (cn_live_session_state(s) != CN_LIVE_SAVED && cn_live_session_dirty(s) &&
                    now - e->last_checkpoint >= 2000000000LL) {
             save_entry(srv, e); /* late symbol answers */
             saved = true;
@@ -234,12 +246,14 @@ static entry *find_session(cn_d_server *srv, const cn_d__cred *cred, const char 
     entry *best = NULL;
     for (size_t i = 0; i < srv->n_entries; i++) {
         entry *e = srv->entries[i];
-        cn_d_session *s = e->s;
-        if (cred->uid != 0 && s->owner != cred->uid)
+        cn_live_session *s = e->s;
+        if (cred->uid != 0 && cn_live_session_owner(s) != cred->uid)
             continue;
-        if (key && (!strcmp(s->id, key) || (s->name && !strcmp(s->name, key))))
+        if (key && (!strcmp(cn_live_session_id(s), key) ||
+                    (cn_live_session_name(s) && !strcmp(cn_live_session_name(s), key))))
             best = e; /* the newest with that name */
-        else if (!key && pid > 0 && s->pid == pid && s->kind != CN_D_SYSTEM)
+        else if (!key && pid > 0 && cn_live_session_pid(s) == pid &&
+                 cn_live_session_kind(s) != CN_LIVE_SYSTEM)
             best = e;
     }
     return best;
@@ -249,11 +263,11 @@ static size_t running_count(const cn_d_server *srv)
 {
     size_t n = 0;
     for (size_t i = 0; i < srv->n_entries; i++)
-        n += srv->entries[i]->s->state == CN_D_RUNNING;
+        n += cn_live_session_state(srv->entries[i]->s) == CN_LIVE_RUNNING;
     return n;
 }
 
-static int add_entry(cn_d_server *srv, cn_d_session *s, entry **out)
+static int add_entry(cn_d_server *srv, cn_live_session *s, entry **out)
 {
     if (srv->n_entries == srv->cap_entries) {
         size_t cap = srv->cap_entries ? srv->cap_entries * 2 : 16;
@@ -269,7 +283,7 @@ static int add_entry(cn_d_server *srv, cn_d_session *s, entry **out)
     e->s = s;
     e->srv = srv;
     e->last_checkpoint = cn_common_now_ns();
-    e->finished_saved = s->state == CN_D_SAVED;
+    e->finished_saved = cn_live_session_state(s) == CN_LIVE_SAVED;
     srv->entries[srv->n_entries++] = e;
     *out = e;
     return 0;
@@ -293,20 +307,21 @@ static void load_state_dir(cn_d_server *srv)
         if (len < 8 || strcmp(de->d_name + len - 7, ".canopy"))
             continue;
         snprintf(path, sizeof(path), "%s/%s", srv->state_dir, de->d_name);
-        cn_d_session *s = NULL;
+        cn_live_session *s = NULL;
         cn_err err = {0};
         entry *e;
-        if (cn_d_session_load(path, &s, &err) < 0) {
+        if (cn_live_session_load(path, &s, &err) < 0) {
             fprintf(stderr, "canopyd: skipping %s: %s\n", path, err.msg);
             continue;
         }
-        if (s->id[0] == 's') {
-            uint64_t n = strtoull(s->id + 1, NULL, 10);
+        if (cn_live_session_id(s)[0] == 's') {
+            uint64_t n = strtoull(cn_live_session_id(s) + 1, NULL, 10);
             if (n >= srv->next_id)
                 srv->next_id = n + 1;
         }
-        if (find_session(srv, &(cn_d__cred){.uid = 0}, s->id, 0) || add_entry(srv, s, &e) < 0) {
-            cn_d_session_free(s);
+        if (find_session(srv, &(cn_d__cred){.uid = 0}, cn_live_session_id(s), 0) ||
+            add_entry(srv, s, &e) < 0) {
+            cn_live_session_free(s);
             continue;
         }
     }
@@ -315,7 +330,9 @@ static void load_state_dir(cn_d_server *srv)
     for (size_t i = 1; i < srv->n_entries; i++) {
         entry *e = srv->entries[i];
         size_t j = i;
-        for (; j > 0 && srv->entries[j - 1]->s->started_unix > e->s->started_unix; j--)
+        for (; j > 0 &&
+               cn_live_session_started(srv->entries[j - 1]->s) > cn_live_session_started(e->s);
+             j--)
             srv->entries[j] = srv->entries[j - 1];
         srv->entries[j] = e;
     }
@@ -533,11 +550,11 @@ static void cmd_status(cn_d_server *srv, client *cl, const json_t *req, reply *r
     uint64_t lost = 0;
     size_t n = 0;
     for (size_t i = 0; i < srv->n_entries; i++) {
-        cn_d_session *s = srv->entries[i]->s;
-        if (cl->cred.uid != 0 && s->owner != cl->cred.uid)
+        cn_live_session *s = srv->entries[i]->s;
+        if (cl->cred.uid != 0 && cn_live_session_owner(s) != cl->cred.uid)
             continue;
-        cn_d_session_info info;
-        cn_d_session_info_get(s, &info);
+        cn_live_session_info info;
+        cn_live_session_info_get(s, &info);
         lost += info.lost;
         n++;
     }
@@ -560,9 +577,9 @@ static void cmd_sessions(cn_d_server *srv, client *cl, const json_t *req, reply 
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < srv->n_entries; i++) {
-        cn_d_session *s = srv->entries[i]->s;
-        if (cl->cred.uid == 0 || s->owner == cl->cred.uid)
-            json_array_append_new(a, cn_d_session_json(s));
+        cn_live_session *s = srv->entries[i]->s;
+        if (cl->cred.uid == 0 || cn_live_session_owner(s) == cl->cred.uid)
+            json_array_append_new(a, cn_live_session_json(s));
     }
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
@@ -572,7 +589,7 @@ static void cmd_sessions(cn_d_server *srv, client *cl, const json_t *req, reply 
 }
 
 /* Parses the sampling fields of attach/run/system into o. 0 or -EINVAL (msg in err). */
-static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts *o, cn_err *err)
+static int sampling_opts(cn_d_server *srv, const json_t *req, cn_live_session_opts *o, cn_err *err)
 {
     cn_err pe;
     const char *str;
@@ -641,20 +658,20 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_d_session_opts 
 }
 
 static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply *rp,
-                          cn_d_kind kind)
+                          cn_live_kind kind)
 {
-    cn_d_session_opts o;
+    cn_live_session_opts o;
     cn_err err = {0};
     cn_err pe;
     char id[32];
     int64_t pid = 0;
     int r;
-    cn_d_session_opts_init(&o);
+    cn_live_session_opts_init(&o);
     o.kind = kind;
-    o.freq = kind == CN_D_RUN ? 999 : 99;
+    o.freq = kind == CN_LIVE_RUN ? 999 : 99;
     o.owner = cl->cred.uid;
     o.max_memory = srv->cfg.session_memory;
-    if (kind != CN_D_SYSTEM) {
+    if (kind != CN_LIVE_SYSTEM) {
         r = cn_proto_get_int(req, "pid", &pid, &pe);
         if (r != 0 || pid <= 0 || pid > INT32_MAX) {
             rp->msg =
@@ -668,8 +685,8 @@ static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply
         return;
     }
     /* Access control first: a denied request changes nothing. */
-    r = kind == CN_D_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
-                            : cn_d__may_attach(&cl->cred, o.pid, &err);
+    r = kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
+                               : cn_d__may_attach(&cl->cred, o.pid, &err);
     if (r < 0) {
         rp->msg = err_reply(req, r, &err);
         return;
@@ -681,7 +698,7 @@ static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply
     }
     if (o.name && find_session(srv, &cl->cred, o.name, 0)) {
         entry *dup = find_session(srv, &cl->cred, o.name, 0);
-        if (dup->s->state == CN_D_RUNNING) {
+        if (cn_live_session_state(dup->s) == CN_LIVE_RUNNING) {
             rp->msg = cn_proto_error(req, "bad_request", 2,
                                      "a running session is already named '%s'", o.name);
             return;
@@ -689,9 +706,9 @@ static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply
     }
     snprintf(id, sizeof(id), "s%" PRIu64, srv->next_id);
     o.id = id;
-    cn_d_session *s = NULL;
+    cn_live_session *s = NULL;
     entry *e = NULL;
-    r = cn_d_session_new(&o, srv->sym, &s, &err);
+    r = cn_live_session_new(&o, srv->sym, &s, &err);
     if (r < 0) {
         if (r == -ENOENT)
             r = -EINVAL; /* an unknown event is bad input */
@@ -704,29 +721,29 @@ static void start_session(cn_d_server *srv, client *cl, const json_t *req, reply
             srv->n_entries--;
             entry_free(e);
         } else {
-            cn_d_session_free(s);
+            cn_live_session_free(s);
         }
         rp->msg = cn_proto_error(req, "failed", 1, "out of memory");
         return;
     }
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
-        json_object_set_new(rp->msg, "session", cn_d_session_json(s));
+        json_object_set_new(rp->msg, "session", cn_live_session_json(s));
 }
 
 static void cmd_attach(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    start_session(srv, cl, req, rp, CN_D_ATTACH);
+    start_session(srv, cl, req, rp, CN_LIVE_ATTACH);
 }
 
 static void cmd_run(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    start_session(srv, cl, req, rp, CN_D_RUN);
+    start_session(srv, cl, req, rp, CN_LIVE_RUN);
 }
 
 static void cmd_system(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    start_session(srv, cl, req, rp, CN_D_SYSTEM);
+    start_session(srv, cl, req, rp, CN_LIVE_SYSTEM);
 }
 
 /* The session a request names ("session" or "pid"), or NULL with rp->msg set. */
@@ -845,20 +862,19 @@ static void cmd_stop(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
     entry *e = req_session(srv, cl, req, rp);
     if (!e)
         return;
-    if (e->s->state == CN_D_RUNNING) {
+    if (cn_live_session_state(e->s) == CN_LIVE_RUNNING) {
         entry_unwatch(e);
-        cn_d_session_stop(e->s);
+        cn_live_session_stop(e->s);
     }
-    if (e->s->state != CN_D_SAVED && !e->finished_saved) {
-        if (e->s->sym)
-            cn_d__symbolizer_submit(e->s->sym, e->s);
+    if (cn_live_session_state(e->s) != CN_LIVE_SAVED && !e->finished_saved) {
+        cn_live_session_symbolize(e->s);
         save_entry(srv, e);
         e->finished_saved = true;
         enforce_state_dir(srv);
     }
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
-        json_object_set_new(rp->msg, "session", cn_d_session_json(e->s));
+        json_object_set_new(rp->msg, "session", cn_live_session_json(e->s));
 }
 
 static void cmd_rm(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
@@ -867,7 +883,7 @@ static void cmd_rm(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
     if (!e)
         return;
     char path[4096];
-    char *id = strdup(e->s->id);
+    char *id = strdup(cn_live_session_id(e->s));
     session_path(srv, e->s, path, sizeof(path));
     unlink(path);
     for (size_t i = 0; i < srv->n_entries; i++) {
@@ -1043,7 +1059,7 @@ static void on_tick(void *ctx)
     for (size_t i = 0; i < srv->n_entries; i++)
         pump_entry(srv->entries[i]);
     if (srv->sym)
-        cn_d_symbolizer_dispatch(srv->sym);
+        cn_live_symbolizer_dispatch(srv->sym);
     store_tick(srv);
     for (client *cl = srv->clients; cl; cl = cl->next) {
         cn_d__conn *c = cl->c;
@@ -1053,8 +1069,8 @@ static void on_tick(void *ctx)
     if (now - srv->rate_t >= 1000000000LL) {
         uint64_t total = 0;
         for (size_t i = 0; i < srv->n_entries; i++)
-            if (srv->entries[i]->s->state == CN_D_RUNNING)
-                total += srv->entries[i]->s->samples;
+            if (cn_live_session_state(srv->entries[i]->s) == CN_LIVE_RUNNING)
+                total += cn_live_session_samples(srv->entries[i]->s);
         if (srv->rate_t)
             srv->samples_per_s = total >= srv->rate_samples ? (double)(total - srv->rate_samples) *
                                                                   1e9 / (double)(now - srv->rate_t)
@@ -1067,7 +1083,7 @@ static void on_tick(void *ctx)
 static void on_symbols(void *arg, int fd, uint32_t revents)
 {
     cn_d_server *srv = arg;
-    cn_d_symbolizer_dispatch(srv->sym);
+    cn_live_symbolizer_dispatch(srv->sym);
 }
 
 static void on_signal(void *arg, int fd, uint32_t revents)
@@ -1228,12 +1244,12 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
     } else if ((r = bind_socket(srv, err)) < 0) {
         goto fail;
     }
-    if ((r = cn_d_symbolizer_new(0, &srv->sym, err)) < 0)
+    if ((r = cn_live_symbolizer_new(0, &srv->sym, err)) < 0)
         goto fail;
     r = -ENOMEM;
     if (cn_d__loop_listen(srv->loop, srv->listen_fd) < 0 ||
         !(srv->sym_watch =
-              cn_d__loop_watch(srv->loop, cn_d_symbolizer_fd(srv->sym), on_symbols, srv)) ||
+              cn_d__loop_watch(srv->loop, cn_live_symbolizer_fd(srv->sym), on_symbols, srv)) ||
         !(srv->sig_watch = cn_d__loop_watch(srv->loop, srv->sig_fd, on_signal, srv))) {
         cn_err_set(err, 0, "event loop setup failed");
         goto fail;
@@ -1260,17 +1276,18 @@ int cn_d_server_run(cn_d_server *srv)
     /* Shutdown: stop sampling, let late symbols land, write everything. */
     for (size_t i = 0; i < srv->n_entries; i++) {
         entry *e = srv->entries[i];
-        if (e->s->state == CN_D_RUNNING) {
+        if (cn_live_session_state(e->s) == CN_LIVE_RUNNING) {
             pump_entry(e);
             entry_unwatch(e);
-            cn_d_session_stop(e->s);
+            cn_live_session_stop(e->s);
         }
     }
     if (srv->sym)
-        cn_d_symbolizer_flush(srv->sym, 2000);
+        cn_live_symbolizer_flush(srv->sym, 2000);
     for (size_t i = 0; i < srv->n_entries; i++) {
         entry *e = srv->entries[i];
-        if (e->s->state != CN_D_SAVED && (!e->finished_saved || cn_d_session_dirty(e->s)))
+        if (cn_live_session_state(e->s) != CN_LIVE_SAVED &&
+            (!e->finished_saved || cn_live_session_dirty(e->s)))
             save_entry(srv, e);
     }
     return r;
@@ -1297,7 +1314,7 @@ cn_d_server *cn_d_server_free(cn_d_server *srv)
     free(srv->entries);
     srv->n_entries = 0;
     cn_d__loop_free(srv->loop); /* closes connections (on_closed frees clients) */
-    cn_d_symbolizer_free(srv->sym);
+    cn_live_symbolizer_free(srv->sym);
     if (srv->listen_fd >= 0 && srv->listen_fd != srv->cfg.listen_fd)
         close(srv->listen_fd);
     if (srv->own_socket)

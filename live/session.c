@@ -9,56 +9,107 @@
  * symbolizer which file to read). Frames are handed to the symbolizer in order of
  * creation: frames [0, next_frame) have been submitted. Saved sessions have no sampler:
  * their counters come from the file's metadata.
+ *
+ * struct cn_live_session is defined here and nowhere else: the symbolizer (symbolizer.c)
+ * and every host (daemon/, client/) go through the functions of cn_live.h and
+ * live_internal.h.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cn_sym.h"
-#include "d_internal.h"
+#include "live_internal.h"
 
 #define DEFAULT_RETENTION_NS (600LL * 1000000000)
 #define DEFAULT_MAX_MEMORY   ((size_t)256 << 20)
 #define FOLD_EVERY_NS        1000000000LL
-#define SUBMIT_BATCH         512
+#define SUBMIT_BATCH         1024 /* symbol requests built on the stack per submit */
+#define APPLY_FRAMES         256  /* answers per regroup when the heap batch cannot be had */
+#define APPLY_SYMBOLS        2048 /* their chains' symbols */
+#define PEND_SAMPLES         64   /* samples queued before a batched add */
+#define PEND_REFS            8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
 
-const char *cn_d_kind_name(cn_d_kind k)
+struct cn_live_session {
+    char *id, *name, *event, *path; /* owned; path: the file last saved or loaded, or NULL */
+    cn_live_kind kind;
+    cn_live_state state;
+    cn_live_state saved_state; /* SAVED: the state it had when written */
+    pid_t pid;
+    char comm[32];
+    uid_t owner;
+    uint32_t freq;
+    char unwind[8];
+    int64_t started_unix;
+    int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
+    int64_t end_ns;         /* session time when sampling ended */
+    int64_t duration_limit; /* > 0: stop after */
+    int64_t retention_ns;
+    int64_t last_fold_ns;
+    int64_t last_sample_ns;
+    size_t max_memory;
+    bool memory_limited;   /* samples are being refused */
+    bool hit_memory_bound; /* the bound was reached at least once */
+    bool dirty;            /* changed since the last save */
+    uint64_t samples, dropped, lost_saved, threads_saved;
+    uint64_t errors; /* allocation failures that lost data (cn_live_session_info) */
+    cn_smp_session *smp;
+    cn_agg_profile *p;
+    int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
+    size_t n_obj_res;
+    const cn_smp_object **res_obj; /* resource -> sampler object */
+    size_t n_res_obj;
+    pid_t last_tid;
+    int32_t last_thread;
+    /* symbolization */
+    cn_live_symbolizer *sym; /* NULL: none (or it went away first) */
+    uint64_t tag;            /* this session's tag in the symbolizer */
+    size_t next_frame;       /* frames [0, next_frame) were submitted (or need none) */
+    uint64_t sym_pending, sym_failed;
+    /* Samples delivered by the sampler but not yet in the profile: on_sample queues them
+     * here and flush_samples() adds them with cn_agg_add_samples_refs() when the queue
+     * fills and at the end of every read, so the queue is empty whenever the owner's code
+     * runs (queries, save, info). pend[i].leaf_first points into pend_refs. */
+    size_t npend, npend_refs;
+    cn_agg_sample_refs pend[PEND_SAMPLES];
+    cn_agg_frame_ref pend_refs[PEND_REFS];
+};
+
+const char *cn_live_kind_name(cn_live_kind k)
 {
     switch (k) {
-    case CN_D_ATTACH:
+    case CN_LIVE_ATTACH:
         return "attach";
-    case CN_D_RUN:
+    case CN_LIVE_RUN:
         return "run";
-    case CN_D_SYSTEM:
+    case CN_LIVE_SYSTEM:
         return "system";
     }
     return "?";
 }
 
-const char *cn_d_state_name(cn_d_state s)
+const char *cn_live_state_name(cn_live_state s)
 {
     switch (s) {
-    case CN_D_RUNNING:
+    case CN_LIVE_RUNNING:
         return "running";
-    case CN_D_EXITED:
+    case CN_LIVE_EXITED:
         return "exited";
-    case CN_D_STOPPED:
+    case CN_LIVE_STOPPED:
         return "stopped";
-    case CN_D_SAVED:
+    case CN_LIVE_SAVED:
         return "saved";
     }
     return "?";
 }
 
-void cn_d_session_opts_init(cn_d_session_opts *o)
+void cn_live_session_opts_init(cn_live_session_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->unwind = CN_SMP_UNWIND_AUTO;
@@ -66,27 +117,22 @@ void cn_d_session_opts_init(cn_d_session_opts *o)
 
 /* ---- sampler callbacks ------------------------------------------------------------- */
 
-static int32_t obj_resource(cn_d_session *s, const cn_smp_object *obj)
+/* Maps a sampler object to an aggregate resource (or -1 for anonymous memory) and
+ * records both directions. Returns the resource, -1, or -ENOMEM (nothing recorded: the
+ * object stays unknown and the next frame that uses it tries again). */
+static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
 {
-    if (obj->id < s->n_obj_res && s->obj_res[obj->id] != INT32_MIN)
-        return s->obj_res[obj->id];
-    return -1;
-}
-
-static void on_object(void *arg, const cn_smp_object *obj)
-{
-    cn_d_session *s = arg;
+    cn_agg_resource_kind kind;
     if (obj->id >= s->n_obj_res) {
-        size_t n = obj->id + 64;
+        size_t n = (size_t)obj->id + 64;
         int32_t *a = realloc(s->obj_res, n * sizeof(*a));
         if (!a)
-            return;
+            return -ENOMEM;
         for (size_t i = s->n_obj_res; i < n; i++)
             a[i] = INT32_MIN;
         s->obj_res = a;
         s->n_obj_res = n;
     }
-    cn_agg_resource_kind kind;
     switch (obj->kind) {
     case CN_SMP_OBJ_USER:
         kind = CN_AGG_RES_LIBRARY;
@@ -100,26 +146,48 @@ static void on_object(void *arg, const cn_smp_object *obj)
         break;
     default:
         s->obj_res[obj->id] = -1; /* anonymous memory: frames are bare addresses */
-        return;
+        return -1;
     }
     const char *name = obj->kind == CN_SMP_OBJ_JIT ? "[jit]" : obj->name;
     int32_t res = cn_agg_resource(s->p, name, obj->identity, obj->path, kind);
     if (res < 0)
-        return;
+        return -ENOMEM;
     if ((size_t)res >= s->n_res_obj) {
         size_t n = (size_t)res + 64;
         const cn_smp_object **a = realloc(s->res_obj, n * sizeof(*a));
         if (!a)
-            return;
+            return -ENOMEM;
         memset(a + s->n_res_obj, 0, (n - s->n_res_obj) * sizeof(*a));
         s->res_obj = a;
         s->n_res_obj = n;
     }
     s->res_obj[res] = obj;
     s->obj_res[obj->id] = res;
+    return res;
 }
 
-static int32_t thread_of(cn_d_session *s, pid_t pid, pid_t tid)
+/* A new object, before the first sample that uses it. A failure is retried by
+ * obj_resource() when a frame needs the object. */
+static void on_object(void *arg, const cn_smp_object *obj)
+{
+    map_object(arg, obj);
+}
+
+/* The resource of a frame's object; -1 for anonymous memory, and for an object that
+ * could not be mapped even now (counted in errors: its frames stay bare addresses). */
+static int64_t obj_resource(cn_live_session *s, const cn_smp_object *obj)
+{
+    if (obj->id < s->n_obj_res && s->obj_res[obj->id] != INT32_MIN)
+        return s->obj_res[obj->id];
+    int64_t res = map_object(s, obj);
+    if (res == -ENOMEM) {
+        s->errors++;
+        return -1;
+    }
+    return res;
+}
+
+static int32_t thread_of(cn_live_session *s, pid_t pid, pid_t tid)
 {
     if (tid == s->last_tid && s->last_thread >= 0)
         return s->last_thread;
@@ -131,7 +199,7 @@ static int32_t thread_of(cn_d_session *s, pid_t pid, pid_t tid)
     return t;
 }
 
-_Static_assert(CN_D__PEND_REFS >= CN_SMP_MAX_FRAMES, "pend_refs must hold a max-depth chain");
+_Static_assert(PEND_REFS >= CN_SMP_MAX_FRAMES, "pend_refs must hold a max-depth chain");
 
 /* Adds the queued samples to the profile with one batched call (cn_agg_add_samples_refs
  * hashes the callchains of a group together and prefetches their cache slots). An entry
@@ -139,7 +207,7 @@ _Static_assert(CN_D__PEND_REFS >= CN_SMP_MAX_FRAMES, "pend_refs must hold a max-
  * the queue is still added. Counters move exactly as if each sample had been added on
  * its own: samples and last_sample_ns for every entry added, dropped for every failure.
  * Empties the queue. */
-static void flush_samples(cn_d_session *s)
+static void flush_samples(cn_live_session *s)
 {
     size_t i = 0;
     while (i < s->npend) {
@@ -169,7 +237,7 @@ static void flush_samples(cn_d_session *s)
  * or could not take another chain of CN_SMP_MAX_FRAMES. */
 static void on_sample(void *arg, const cn_smp_sample *smp)
 {
-    cn_d_session *s = arg;
+    cn_live_session *s = arg;
     if (s->memory_limited) {
         s->dropped++;
         return;
@@ -192,13 +260,13 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         .thread = thread_of(s, smp->pid, smp->tid),
     };
     s->npend_refs += n;
-    if (s->npend == CN_D__PEND_SAMPLES || s->npend_refs > CN_D__PEND_REFS - CN_SMP_MAX_FRAMES)
+    if (s->npend == PEND_SAMPLES || s->npend_refs > PEND_REFS - CN_SMP_MAX_FRAMES)
         flush_samples(s);
 }
 
 static void on_task(void *arg, const cn_smp_task_event *ev)
 {
-    cn_d_session *s = arg;
+    cn_live_session *s = arg;
     if (ev->kind != CN_SMP_TASK_COMM || !ev->comm)
         return;
     int32_t t = cn_agg_thread(s->p, ev->pid, ev->tid, ev->comm);
@@ -210,11 +278,152 @@ static void on_task(void *arg, const cn_smp_task_event *ev)
         snprintf(s->comm, sizeof(s->comm), "%s", ev->comm); /* `run`: the command's name */
 }
 
+/* ---- symbolization ----------------------------------------------------------------- */
+
+/* Fills q for frame f of s. Returns false when the frame needs no symbols (anonymous
+ * memory: it stays 0xADDRESS). */
+static bool frame_request(const cn_live_session *s, size_t f, cn_sym_request *q)
+{
+    int32_t res = cn_agg_frame_resource(s->p, (int32_t)f);
+    const cn_smp_object *obj = res >= 0 && (size_t)res < s->n_res_obj ? s->res_obj[res] : NULL;
+    if (!obj)
+        return false;
+    memset(q, 0, sizeof(*q));
+    q->tag = s->tag;
+    q->cookie = f;
+    q->addr = (uint64_t)cn_agg_frame_address(s->p, (int32_t)f);
+    q->obj.pid = obj->pid;
+    q->obj.identity = obj->identity;
+    q->obj.path = obj->path;
+    switch (obj->kind) {
+    case CN_SMP_OBJ_KERNEL:
+    case CN_SMP_OBJ_MODULE:
+        q->obj.kind = CN_SYM_KERNEL;
+        q->obj.path = NULL;
+        q->obj.identity = NULL;
+        break;
+    case CN_SMP_OBJ_JIT:
+        q->obj.kind = CN_SYM_JIT;
+        q->obj.path = NULL;
+        q->obj.identity = NULL;
+        break;
+    default:
+        q->obj.kind = CN_SYM_USER;
+        break;
+    }
+    return true;
+}
+
+void cn_live_session_symbolize(cn_live_session *s)
+{
+    cn_sym_request reqs[SUBMIT_BATCH];
+    size_t total;
+    if (!s->sym)
+        return;
+    total = cn_agg_frame_count(s->p);
+    while (s->next_frame < total) {
+        size_t n = 0, f = s->next_frame;
+        for (; f < total && n < SUBMIT_BATCH; f++)
+            n += frame_request(s, f, &reqs[n]);
+        if (cn_live__symbolizer_submit(s->sym, reqs, n) < 0)
+            return; /* full (or no memory): these frames go again on the next pump */
+        s->sym_pending += n;
+        s->next_frame = f;
+    }
+}
+
+/* Applies answers a[0, n) to at most `cap` frames' worth of batch/chains, starting at
+ * *next; advances *next past what it consumed. Returns frames applied, or negative errno
+ * from cn_agg_regroup (then nothing changed and the consumed answers were not applied). */
+static int apply_some(cn_live_session *s, const cn_sym_answer *a, size_t n, size_t *next,
+                      cn_agg_frame_symbols *batch, size_t cap, cn_agg_symbol *chains,
+                      size_t cap_syms)
+{
+    size_t nb = 0, k = 0, i = *next;
+    for (; i < n && nb < cap; i++) {
+        const cn_sym_result *res = &a[i].result;
+        if (res->status == 0 && res->depth > 0 && k + res->depth > cap_syms && nb > 0)
+            break; /* the chain does not fit this round: the next one takes it */
+        s->sym_pending -= s->sym_pending ? 1 : 0;
+        if (res->status < 0 || res->depth == 0 || res->depth > cap_syms ||
+            a[i].cookie >= cn_agg_frame_count(s->p)) {
+            s->sym_failed++;
+            continue;
+        }
+        batch[nb].frame = (int32_t)a[i].cookie;
+        batch[nb].chain = chains + k;
+        batch[nb].depth = res->depth;
+        for (size_t d = 0; d < res->depth; d++, k++) {
+            chains[k].name = res->chain[d].name;
+            chains[k].file = res->chain[d].file;
+            chains[k].line = res->chain[d].line;
+        }
+        nb++;
+    }
+    *next = i;
+    int r = nb ? cn_agg_regroup(s->p, batch, nb) : 0;
+    if (r < 0) {
+        /* The symbols are lost for these frames (the worker answers each request once):
+         * say so in the counters rather than dropping them silently. */
+        s->sym_failed += nb;
+        s->errors += nb;
+        return r;
+    }
+    return (int)nb;
+}
+
+int cn_live__session_apply_symbols(cn_live_session *s, const cn_sym_answer *a, size_t n)
+{
+    size_t depth = 0, next = 0;
+    int applied = 0;
+    for (size_t i = 0; i < n; i++)
+        depth += a[i].result.status == 0 ? a[i].result.depth : 0;
+    /* One regroup for the whole run when the memory is there (a regroup re-derives held
+     * paths: fewer is cheaper); otherwise fixed-size rounds on the stack. */
+    cn_agg_frame_symbols *batch = calloc(n ? n : 1, sizeof(*batch));
+    cn_agg_symbol *chains = calloc(depth ? depth : 1, sizeof(*chains));
+    if (batch && chains) {
+        int r = apply_some(s, a, n, &next, batch, n, chains, depth ? depth : 1);
+        applied = r > 0 ? r : 0;
+        assert(next == n);
+    } else {
+        cn_agg_frame_symbols sbatch[APPLY_FRAMES];
+        cn_agg_symbol schains[APPLY_SYMBOLS];
+        while (next < n) {
+            int r = apply_some(s, a, n, &next, sbatch, APPLY_FRAMES, schains, APPLY_SYMBOLS);
+            applied += r > 0 ? r : 0;
+        }
+    }
+    free(batch);
+    free(chains);
+    s->dirty = true;
+    return applied;
+}
+
+void cn_live__session_detached(cn_live_session *s)
+{
+    s->sym = NULL;
+}
+
 /* ---- lifecycle --------------------------------------------------------------------- */
 
-static cn_d_session *session_alloc(const char *id, const char *name)
+/* The process's comm ("" when it is gone). */
+static void read_comm(pid_t pid, char *buf, size_t size)
 {
-    cn_d_session *s = calloc(1, sizeof(*s));
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    if (fgets(buf, (int)size, f))
+        buf[strcspn(buf, "\n")] = '\0';
+    fclose(f);
+}
+
+static cn_live_session *session_alloc(const char *id, const char *name)
+{
+    cn_live_session *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     s->id = strdup(id ? id : "local");
@@ -223,36 +432,36 @@ static cn_d_session *session_alloc(const char *id, const char *name)
     s->last_tid = -1;
     s->last_thread = -1;
     if (!s->id || (name && *name && !s->name) || !s->p)
-        return cn_d_session_free(s);
+        return cn_live_session_free(s);
     return s;
 }
 
-int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_session **out,
-                     cn_err *err)
+int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
+                        cn_live_session **out, cn_err *err)
 {
     int r;
-    cn_d_session *s = session_alloc(o->id, o->name);
+    cn_live_session *s = session_alloc(o->id, o->name);
     if (!s)
         return -ENOMEM;
     s->kind = o->kind;
-    s->pid = o->kind == CN_D_SYSTEM ? 0 : o->pid;
+    s->pid = o->kind == CN_LIVE_SYSTEM ? 0 : o->pid;
     s->owner = o->owner;
     s->freq = o->freq ? o->freq : 99;
     s->duration_limit = o->duration_ns;
     s->retention_ns = o->retention_ns ? o->retention_ns : DEFAULT_RETENTION_NS;
     s->max_memory = o->max_memory ? o->max_memory : DEFAULT_MAX_MEMORY;
     if (s->pid)
-        cn_d__comm(s->pid, s->comm, sizeof(s->comm));
+        read_comm(s->pid, s->comm, sizeof(s->comm));
 
     cn_smp_config cfg = {
-        .target = o->kind == CN_D_SYSTEM ? CN_SMP_TARGET_SYSTEM : CN_SMP_TARGET_PID,
+        .target = o->kind == CN_LIVE_SYSTEM ? CN_SMP_TARGET_SYSTEM : CN_SMP_TARGET_PID,
         .pid = s->pid,
         .event = o->event,
         .freq = s->freq,
         .unwind = o->unwind,
         .stack_size = o->stack_size,
         .no_kernel = o->no_kernel,
-        .enable_on_exec = o->kind == CN_D_RUN,
+        .enable_on_exec = o->kind == CN_LIVE_RUN,
         .ring_pages = o->ring_pages,
     };
     static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
@@ -277,23 +486,29 @@ int cn_d_session_new(const cn_d_session_opts *o, cn_d_symbolizer *sym, cn_d_sess
     snprintf(s->unwind, sizeof(s->unwind), "%s", cn_smp_unwind_name(cn_smp_session_unwind(s->smp)));
     cn_agg_profile_set_unit(s->p, CN_AGG_UNIT_SAMPLES);
     cn_agg_meta_set(s->p, "event", s->event);
-    s->state = CN_D_RUNNING;
+    s->state = CN_LIVE_RUNNING;
     s->dirty = true;
-    if (sym)
-        cn_d__symbolizer_attach(sym, s);
+    if (sym) {
+        r = cn_live__symbolizer_attach(sym, s, &s->tag);
+        if (r < 0) {
+            cn_err_set(err, r, "symbolizer: out of memory");
+            goto fail;
+        }
+        s->sym = sym;
+    }
     *out = s;
     return 0;
 fail:
-    cn_d_session_free(s);
+    cn_live_session_free(s);
     return r;
 }
 
-cn_d_session *cn_d_session_free(cn_d_session *s)
+cn_live_session *cn_live_session_free(cn_live_session *s)
 {
     if (!s)
         return NULL;
     if (s->sym)
-        cn_d__symbolizer_detach(s->sym, s);
+        cn_live__symbolizer_detach(s->sym, s->tag);
     if (s->smp) {
         cn_smp_session_stop(s->smp);
         cn_smp_session_free(s->smp);
@@ -309,25 +524,25 @@ cn_d_session *cn_d_session_free(cn_d_session *s)
     return NULL;
 }
 
-size_t cn_d_session_fds(const cn_d_session *s, const int **fds)
+size_t cn_live_session_fds(const cn_live_session *s, const int **fds)
 {
-    if (s->state != CN_D_RUNNING || !s->smp) {
+    if (s->state != CN_LIVE_RUNNING || !s->smp) {
         *fds = NULL;
         return 0;
     }
     return cn_smp_session_fds(s->smp, fds);
 }
 
-int64_t cn_d_session_now(const cn_d_session *s)
+int64_t cn_live_session_now(const cn_live_session *s)
 {
-    if (s->state == CN_D_RUNNING)
+    if (s->state == CN_LIVE_RUNNING)
         return cn_common_now_ns() - s->start_mono;
     return s->end_ns;
 }
 
 /* The memory bound: fold every raw sample first; if the tables are still over, refuse
  * further samples (counted as dropped) and say so. */
-static void enforce_memory(cn_d_session *s)
+static void enforce_memory(cn_live_session *s)
 {
     if (cn_agg_profile_memory(s->p) <= s->max_memory)
         return;
@@ -338,9 +553,9 @@ static void enforce_memory(cn_d_session *s)
     s->hit_memory_bound = true;
 }
 
-static void finish(cn_d_session *s, cn_d_state state)
+static void finish(cn_live_session *s, cn_live_state state)
 {
-    if (s->state != CN_D_RUNNING)
+    if (s->state != CN_LIVE_RUNNING)
         return;
     if (s->smp)
         cn_smp_session_stop(s->smp); /* delivers what the rings still held */
@@ -348,13 +563,12 @@ static void finish(cn_d_session *s, cn_d_state state)
     s->end_ns = cn_common_now_ns() - s->start_mono;
     s->state = state;
     s->dirty = true;
-    if (s->sym)
-        cn_d__symbolizer_submit(s->sym, s);
+    cn_live_session_symbolize(s);
 }
 
-int cn_d_session_pump(cn_d_session *s)
+int cn_live_session_pump(cn_live_session *s)
 {
-    if (s->state != CN_D_RUNNING || !s->smp)
+    if (s->state != CN_LIVE_RUNNING || !s->smp)
         return 0;
     uint64_t before = s->samples;
     int r = cn_smp_session_read(s->smp);
@@ -370,22 +584,21 @@ int cn_d_session_pump(cn_d_session *s)
             cn_agg_fold_before(s->p, now - s->retention_ns);
     }
     enforce_memory(s);
-    if (s->sym)
-        cn_d__symbolizer_submit(s->sym, s);
+    cn_live_session_symbolize(s);
     if (cn_smp_session_ended(s->smp))
-        finish(s, CN_D_EXITED);
+        finish(s, CN_LIVE_EXITED);
     else if (s->duration_limit > 0 && now >= s->duration_limit)
-        finish(s, CN_D_STOPPED);
+        finish(s, CN_LIVE_STOPPED);
     return (int)(s->samples - before);
 }
 
-int cn_d_session_stop(cn_d_session *s)
+int cn_live_session_stop(cn_live_session *s)
 {
-    finish(s, CN_D_STOPPED);
+    finish(s, CN_LIVE_STOPPED);
     return 0;
 }
 
-void cn_d_session_info_get(const cn_d_session *s, cn_d_session_info *out)
+void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *out)
 {
     memset(out, 0, sizeof(*out));
     out->id = s->id;
@@ -399,7 +612,7 @@ void cn_d_session_info_get(const cn_d_session *s, cn_d_session_info *out)
     out->freq = s->freq;
     out->unwind = s->unwind;
     out->started_unix = s->started_unix;
-    out->duration_ns = cn_d_session_now(s);
+    out->duration_ns = cn_live_session_now(s);
     out->samples = s->samples;
     out->dropped = s->dropped;
     out->lost = s->lost_saved;
@@ -411,38 +624,79 @@ void cn_d_session_info_get(const cn_d_session *s, cn_d_session_info *out)
         out->threads = c.threads;
     }
     out->unsymbolized = s->sym_pending + s->sym_failed;
+    out->errors = s->errors;
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;
 }
 
-cn_agg_profile *cn_d_session_profile(cn_d_session *s)
+cn_agg_profile *cn_live_session_profile(cn_live_session *s)
 {
     flush_samples(s); /* a no-op outside pump/finish, where the queue is always empty */
     return s->p;
 }
 
-bool cn_d_session_dirty(const cn_d_session *s)
+bool cn_live_session_dirty(const cn_live_session *s)
 {
     return s->dirty;
 }
 
-void cn_d_session_mark_clean(cn_d_session *s)
+const char *cn_live_session_id(const cn_live_session *s)
 {
-    s->dirty = false;
+    return s->id;
 }
 
-json_t *cn_d_session_json(const cn_d_session *s)
+const char *cn_live_session_name(const cn_live_session *s)
 {
-    cn_d_session_info i;
-    cn_d_session_info_get(s, &i);
-    json_t *target = s->kind == CN_D_SYSTEM
+    return s->name;
+}
+
+cn_live_kind cn_live_session_kind(const cn_live_session *s)
+{
+    return s->kind;
+}
+
+cn_live_state cn_live_session_state(const cn_live_session *s)
+{
+    return s->state;
+}
+
+pid_t cn_live_session_pid(const cn_live_session *s)
+{
+    return s->pid;
+}
+
+uid_t cn_live_session_owner(const cn_live_session *s)
+{
+    return s->owner;
+}
+
+int64_t cn_live_session_started(const cn_live_session *s)
+{
+    return s->started_unix;
+}
+
+uint64_t cn_live_session_samples(const cn_live_session *s)
+{
+    return s->samples;
+}
+
+const char *cn_live_session_path(const cn_live_session *s)
+{
+    return s->path;
+}
+
+json_t *cn_live_session_json(const cn_live_session *s)
+{
+    cn_live_session_info i;
+    cn_live_session_info_get(s, &i);
+    json_t *target = s->kind == CN_LIVE_SYSTEM
                          ? json_string("system")
                          : json_pack("{s:i, s:s}", "pid", (int)i.pid, "comm", i.comm);
     json_t *o = json_pack(
         "{s:s, s:s?, s:s, s:o, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, "
         "s:f, s:I}",
-        "id", i.id, "name", i.name, "kind", cn_d_kind_name(i.kind), "target", target, "state",
-        cn_d_state_name(i.state), "event", i.event, "freq", (int)i.freq, "unwind", i.unwind,
+        "id", i.id, "name", i.name, "kind", cn_live_kind_name(i.kind), "target", target, "state",
+        cn_live_state_name(i.state), "event", i.event, "freq", (int)i.freq, "unwind", i.unwind,
         "samples", (json_int_t)i.samples, "lost", (json_int_t)i.lost, "dropped",
         (json_int_t)i.dropped, "threads", (json_int_t)i.threads, "unsymbolized",
         (json_int_t)i.unsymbolized, "memory", (json_int_t)i.memory, "memory_limited",
@@ -470,17 +724,17 @@ static int64_t meta_geti(const cn_agg_profile *p, const char *key, int64_t def)
     return *end ? def : (int64_t)x;
 }
 
-static int write_meta(cn_d_session *s)
+static int write_meta(cn_live_session *s)
 {
-    cn_d_session_info i;
-    cn_d_session_info_get(s, &i);
+    cn_live_session_info i;
+    cn_live_session_info_get(s, &i);
     cn_agg_profile *p = s->p;
     int r = 0;
     r |= cn_agg_meta_set(p, "canopy.session.id", s->id);
     r |= cn_agg_meta_set(p, "canopy.session.name", s->name ? s->name : "");
-    r |= cn_agg_meta_set(p, "canopy.session.kind", cn_d_kind_name(s->kind));
+    r |= cn_agg_meta_set(p, "canopy.session.kind", cn_live_kind_name(s->kind));
     r |= cn_agg_meta_set(p, "canopy.session.state",
-                         cn_d_state_name(s->state == CN_D_SAVED ? s->saved_state : s->state));
+                         cn_live_state_name(s->state == CN_LIVE_SAVED ? s->saved_state : s->state));
     r |= cn_agg_meta_set(p, "canopy.session.comm", s->comm);
     r |= cn_agg_meta_set(p, "canopy.session.unwind", s->unwind);
     r |= cn_agg_meta_set(p, "event", i.event);
@@ -497,7 +751,7 @@ static int write_meta(cn_d_session *s)
     return r < 0 ? -ENOMEM : 0;
 }
 
-int cn_d_session_save(cn_d_session *s, const char *path, cn_err *err)
+int cn_live_session_save(cn_live_session *s, const char *path, cn_err *err)
 {
     char tmp[4096];
     int r, fd = -1;
@@ -550,7 +804,7 @@ int cn_d_session_save(cn_d_session *s, const char *path, cn_err *err)
     }
     free(s->path);
     s->path = strdup(path);
-    s->dirty = s->state == CN_D_RUNNING ? s->dirty : false;
+    s->dirty = s->state == CN_LIVE_RUNNING ? s->dirty : false;
     return 0;
 fail:
     cn_err_set(err, 0, "%s: %s", tmp, strerror(-r));
@@ -560,23 +814,23 @@ fail:
     return r;
 }
 
-static cn_d_kind kind_parse(const char *k)
+static cn_live_kind kind_parse(const char *k)
 {
     if (k && !strcmp(k, "system"))
-        return CN_D_SYSTEM;
+        return CN_LIVE_SYSTEM;
     if (k && !strcmp(k, "run"))
-        return CN_D_RUN;
-    return CN_D_ATTACH;
+        return CN_LIVE_RUN;
+    return CN_LIVE_ATTACH;
 }
 
-static cn_d_state state_parse(const char *k)
+static cn_live_state state_parse(const char *k)
 {
     if (k && !strcmp(k, "exited"))
-        return CN_D_EXITED;
-    return CN_D_STOPPED;
+        return CN_LIVE_EXITED;
+    return CN_LIVE_STOPPED;
 }
 
-int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err)
+int cn_live_session_load(const char *path, cn_live_session **out, cn_err *err)
 {
     cn_err aerr = {0};
     cn_agg_profile *p = NULL;
@@ -591,7 +845,7 @@ int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err)
         cn_agg_profile_free(p);
         return -EINVAL;
     }
-    cn_d_session *s = session_alloc(id, cn_agg_meta_get(p, "canopy.session.name"));
+    cn_live_session *s = session_alloc(id, cn_agg_meta_get(p, "canopy.session.name"));
     if (!s) {
         cn_agg_profile_free(p);
         return -ENOMEM;
@@ -600,7 +854,7 @@ int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err)
     s->p = p;
     s->kind = kind_parse(cn_agg_meta_get(p, "canopy.session.kind"));
     s->saved_state = state_parse(cn_agg_meta_get(p, "canopy.session.state"));
-    s->state = CN_D_SAVED;
+    s->state = CN_LIVE_SAVED;
     snprintf(s->comm, sizeof(s->comm), "%s",
              cn_agg_meta_get(p, "canopy.session.comm") ? cn_agg_meta_get(p, "canopy.session.comm")
                                                        : "");
@@ -620,7 +874,7 @@ int cn_d_session_load(const char *path, cn_d_session **out, cn_err *err)
     s->threads_saved = (uint64_t)meta_geti(p, "canopy.session.threads", 0);
     s->hit_memory_bound = meta_geti(p, "canopy.session.memory_limited", 0) != 0;
     if (!s->event || !s->path) {
-        cn_d_session_free(s);
+        cn_live_session_free(s);
         return -ENOMEM;
     }
     *out = s;

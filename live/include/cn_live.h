@@ -1,0 +1,198 @@
+/* cn_live.h — canopy's live sessions: the whole public API of live/.
+ *
+ * A live session is the sampler, the symbolizer and the aggregate engine wired together,
+ * with no sockets and no event loop: canopyd (daemon/) hosts one per client request and
+ * the CLI's in-process mode (client/inproc.c) hosts one for itself. A cn_live_session
+ * samples one target (a PID with all its threads and future children, a child held
+ * before exec for `run`, or the whole system) into one cn_agg_profile:
+ *   perf rings → cn_smp (read records, unwind) → the session's callbacks → cn_agg (intern
+ *   frames and stacks, add samples in batches) → new native frames → the shared
+ *   cn_live_symbolizer (one cn_sym cache and worker thread for every session) → answers
+ *   routed back to their session → cn_agg_regroup() (docs/calltree.md §4).
+ * The owner polls cn_live_session_fds() (POLLIN) and cn_live_symbolizer_fd(), and calls
+ * cn_live_session_pump() / cn_live_symbolizer_dispatch() when they are readable (or on a
+ * timer: pump is cheap when nothing is there). Pump also applies the live window (raw
+ * samples older than the retention are folded into the all-time tree with
+ * cn_agg_fold_before), the memory bound (reaching it is reported in the info's
+ * `memory_limited`, and further samples are counted as dropped, never a crash), the
+ * duration, and notices the target's exit. Queries run on the owner's thread between
+ * pumps, on cn_live_session_profile().
+ *
+ * Ownership and threads: a session owns its profile, its sampler and its strings; the
+ * symbolizer must outlive every session attached to it (free sessions first). Everything
+ * here runs on the owner's thread except the symbolizer's worker, which never touches a
+ * session: it receives copies of (object, address) requests and hands answers back
+ * through a queue and an eventfd. Errors are negative errno values with a one-line
+ * message in a cn_err. Allocation failures that lose data on the way (an object that
+ * could not be mapped, symbol answers that could not be applied) are retried where that
+ * makes sense and counted in the info's `errors` otherwise: never lost silently.
+ */
+#ifndef CN_LIVE_H
+#define CN_LIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "cn_agg.h"
+#include "cn_common.h"
+#include "cn_smp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * The shared symbolizer: one cn_sym cache + worker for every session.
+ */
+
+typedef struct cn_live_symbolizer cn_live_symbolizer;
+
+/* Starts the worker. max_memory: the object cache bound (0 = cn_sym's default).
+ * Returns 0 and *out, or negative errno with err set. */
+int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *err);
+/* Stops the worker and frees the cache; every session using it must be freed first.
+ * Accepts NULL; returns NULL. */
+cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y);
+/* The fd to poll for POLLIN: answers are waiting. */
+int cn_live_symbolizer_fd(const cn_live_symbolizer *y);
+/* Takes every waiting answer and applies it to its session (cn_agg_regroup). Answers for
+ * sessions that are gone are dropped. Returns the number of frames applied or -errno. */
+int cn_live_symbolizer_dispatch(cn_live_symbolizer *y);
+/* Submits what every session has not submitted yet, blocks until every submitted frame
+ * is answered, then dispatches (end of `run`, shutdown, tests). timeout_ms < 0 = forever.
+ * Returns 0 or -ETIMEDOUT. */
+int cn_live_symbolizer_flush(cn_live_symbolizer *y, int timeout_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Sessions
+ */
+
+typedef enum cn_live_kind {
+    CN_LIVE_ATTACH = 0, /* a running process */
+    CN_LIVE_RUN,        /* a child held before exec: sampling starts at exec (enable_on_exec) */
+    CN_LIVE_SYSTEM,     /* every CPU */
+} cn_live_kind;
+
+typedef enum cn_live_state {
+    CN_LIVE_RUNNING = 0,
+    CN_LIVE_EXITED,  /* the target exited; data kept */
+    CN_LIVE_STOPPED, /* stopped by a request (or the duration elapsed) */
+    CN_LIVE_SAVED,   /* loaded from a file; queryable, not sampling */
+} cn_live_state;
+
+const char *cn_live_kind_name(cn_live_kind k);   /* "attach", "run", "system" */
+const char *cn_live_state_name(cn_live_state s); /* "running", "exited", "stopped", "saved" */
+
+typedef struct cn_live_session_opts {
+    cn_live_kind kind;
+    pid_t pid;         /* ATTACH / RUN */
+    const char *name;  /* optional display name (copied) */
+    const char *id;    /* session id (copied); NULL = "local" */
+    const char *event; /* NULL = auto */
+    uint32_t freq;     /* 0 = 99 */
+    cn_smp_unwind unwind;
+    uint32_t stack_size; /* 0 = sampler default */
+    bool no_kernel;
+    int64_t duration_ns;  /* > 0: stop after this long */
+    int64_t retention_ns; /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
+    size_t max_memory;    /* bytes of profile tables; 0 = default 256 MiB */
+    uid_t owner;          /* who may see it (daemon); informative in-process */
+    uint32_t ring_pages;  /* 0 = sampler default */
+} cn_live_session_opts;
+
+void cn_live_session_opts_init(cn_live_session_opts *o);
+
+typedef struct cn_live_session cn_live_session;
+
+/* Creates and starts a session: opens the perf events (for RUN with enable_on_exec; the
+ * caller releases the held child afterwards). sym may be NULL (no symbolization: frames
+ * stay `LIB+0xOFFSET`). Returns 0 and *out, or negative errno with err set
+ * (-ESRCH no such process, -EACCES/-EPERM, -ENOENT unknown event, ...). */
+int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
+                        cn_live_session **out, cn_err *err);
+/* A SAVED session from a .canopy file (meta keys written by cn_live_session_save restore
+ * the id, name, owner, target, counters). Returns 0 and *out, or negative errno. */
+int cn_live_session_load(const char *path, cn_live_session **out, cn_err *err);
+/* Stops sampling (if running) and frees everything; accepts NULL; returns NULL. */
+cn_live_session *cn_live_session_free(cn_live_session *s);
+
+/* The ring fds (POLLIN) while running; 0 otherwise. The array belongs to the session. */
+size_t cn_live_session_fds(const cn_live_session *s, const int **fds);
+/* Drains the rings into the profile, submits new frames to the symbolizer, applies the
+ * retention window, the memory bound and the duration, and notices target exit (state
+ * EXITED). Never blocks. Returns the number of samples added (>= 0) or negative errno. */
+int cn_live_session_pump(cn_live_session *s);
+/* Stops sampling (delivers what the rings still hold); state STOPPED unless it was
+ * EXITED. Idempotent. Returns 0 or negative errno. */
+int cn_live_session_stop(cn_live_session *s);
+/* Hands the symbolizer the frames it has not been given yet (pump and stop do it; this
+ * retries after the worker's queue was full, e.g. before a final save). No-op without a
+ * symbolizer. */
+void cn_live_session_symbolize(cn_live_session *s);
+
+typedef struct cn_live_session_info {
+    const char *id, *name; /* owned by the session */
+    cn_live_kind kind;
+    cn_live_state state;
+    pid_t pid;     /* 0 for SYSTEM */
+    char comm[32]; /* the target's name at attach */
+    uid_t owner;
+    const char *event; /* "cpu-clock", … (owned by the session) */
+    uint32_t freq;
+    const char *unwind;    /* "fp", "dwarf", "auto" */
+    int64_t started_unix;  /* wall-clock seconds at start */
+    int64_t duration_ns;   /* time sampled so far (or in total when not running) */
+    uint64_t samples;      /* samples added to the profile (all time) */
+    uint64_t lost;         /* records the kernel dropped */
+    uint64_t dropped;      /* samples dropped because the memory bound was reached */
+    uint64_t threads;      /* threads seen */
+    uint64_t unsymbolized; /* frames submitted and not yet resolved, plus unresolvable */
+    uint64_t errors;       /* data lost to allocation failures after retrying: frames
+                              whose object could not be mapped (they stay bare
+                              addresses), symbol answers not applied (also counted in
+                              unsymbolized) */
+    size_t memory;         /* profile bytes */
+    bool memory_limited;   /* the memory bound was reached */
+} cn_live_session_info;
+
+void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *out);
+/* A session's description as in `canopy sessions --format json` (new reference, NULL on
+ * ENOMEM). */
+json_t *cn_live_session_json(const cn_live_session *s);
+
+/* Cheap accessors, for hosts that scan many sessions (the info above costs a sampler
+ * counter read). Strings are owned by the session and live as long as it does. */
+const char *cn_live_session_id(const cn_live_session *s);
+const char *cn_live_session_name(const cn_live_session *s); /* NULL when unnamed */
+cn_live_kind cn_live_session_kind(const cn_live_session *s);
+cn_live_state cn_live_session_state(const cn_live_session *s);
+pid_t cn_live_session_pid(const cn_live_session *s); /* 0 for SYSTEM */
+uid_t cn_live_session_owner(const cn_live_session *s);
+int64_t cn_live_session_started(const cn_live_session *s);  /* wall-clock seconds */
+uint64_t cn_live_session_samples(const cn_live_session *s); /* as in the info */
+/* The file it was last saved to or loaded from; NULL if none. */
+const char *cn_live_session_path(const cn_live_session *s);
+/* Whether the session changed since it was last saved (a host's checkpointing). */
+bool cn_live_session_dirty(const cn_live_session *s);
+
+/* The session's profile (owned by the session; only touch it on the owner's thread,
+ * between pumps). */
+cn_agg_profile *cn_live_session_profile(cn_live_session *s);
+/* Nanoseconds of session time now (the profile's time base: samples carry time since
+ * start); for `--last`. */
+int64_t cn_live_session_now(const cn_live_session *s);
+
+/* Writes the session as a lossless .canopy file atomically: path.tmp, fsync, rename,
+ * fsync of the directory. The session's identity and counters go into the file's
+ * metadata; path becomes cn_live_session_path() and the session is clean unless it is
+ * still running. Returns 0 or negative errno with err set. */
+int cn_live_session_save(cn_live_session *s, const char *path, cn_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CN_LIVE_H */

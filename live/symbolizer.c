@@ -1,0 +1,142 @@
+/* symbolizer.c — the symbolizer every session shares: one cn_sym cache and worker thread.
+ *
+ * Sessions register and get a unique tag; they build their own requests (tag, cookie =
+ * frame id, object, address) and queue them here. Answers come back through the worker's
+ * eventfd and are routed, one run of consecutive answers with the same tag at a time, to
+ * that session's cn_live__session_apply_symbols() on the owner's thread. The registry is a
+ * small array (sessions that sample at once: tens, so a linear search by tag is cheap). A
+ * session that goes away cancels its tag; late answers for an unknown tag are dropped.
+ * This file never reads or writes a session's fields.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "live_internal.h"
+
+typedef struct attached {
+    uint64_t tag;
+    cn_live_session *s;
+} attached;
+
+struct cn_live_symbolizer {
+    cn_sym_cache *cache;
+    cn_sym_worker *worker;
+    attached *sessions; /* registered sessions, in order of attachment */
+    size_t n_sessions, cap_sessions;
+    uint64_t next_tag;
+};
+
+int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *err)
+{
+    int r;
+    cn_sym_config cfg;
+    cn_live_symbolizer *y = calloc(1, sizeof(*y));
+    if (!y)
+        return cn_err_set(err, -ENOMEM, "symbolizer: out of memory");
+    cn_sym_config_init(&cfg);
+    if (max_memory)
+        cfg.max_memory = max_memory;
+    cfg.debuginfod = false; /* a daemon must not block on the network by default */
+    y->cache = cn_sym_cache_new(&cfg);
+    r = y->cache ? cn_sym_worker_new(y->cache, 0, &y->worker) : -ENOMEM;
+    if (r < 0) {
+        cn_err_set(err, r, "symbolizer: %s", strerror(-r));
+        cn_live_symbolizer_free(y);
+        return r;
+    }
+    y->next_tag = 1;
+    *out = y;
+    return 0;
+}
+
+cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y)
+{
+    if (!y)
+        return NULL;
+    for (size_t i = 0; i < y->n_sessions; i++)
+        cn_live__session_detached(y->sessions[i].s);
+    cn_sym_worker_free(y->worker);
+    cn_sym_cache_free(y->cache);
+    free(y->sessions);
+    free(y);
+    return NULL;
+}
+
+int cn_live_symbolizer_fd(const cn_live_symbolizer *y)
+{
+    return cn_sym_worker_fd(y->worker);
+}
+
+int cn_live__symbolizer_attach(cn_live_symbolizer *y, cn_live_session *s, uint64_t *tag)
+{
+    if (y->n_sessions == y->cap_sessions) {
+        size_t cap = y->cap_sessions ? y->cap_sessions * 2 : 8;
+        attached *a = realloc(y->sessions, cap * sizeof(*a));
+        if (!a)
+            return -ENOMEM;
+        y->sessions = a;
+        y->cap_sessions = cap;
+    }
+    y->sessions[y->n_sessions++] = (attached){.tag = y->next_tag, .s = s};
+    *tag = y->next_tag++;
+    return 0;
+}
+
+void cn_live__symbolizer_detach(cn_live_symbolizer *y, uint64_t tag)
+{
+    cn_sym_worker_cancel(y->worker, tag);
+    for (size_t i = 0; i < y->n_sessions; i++) {
+        if (y->sessions[i].tag == tag) {
+            memmove(y->sessions + i, y->sessions + i + 1,
+                    (y->n_sessions - i - 1) * sizeof(*y->sessions));
+            y->n_sessions--;
+            return;
+        }
+    }
+    assert(!"detaching a session that is not attached");
+}
+
+int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs, size_t n)
+{
+    return n ? cn_sym_worker_submit(y->worker, reqs, n) : 0;
+}
+
+static cn_live_session *find_tag(const cn_live_symbolizer *y, uint64_t tag)
+{
+    for (size_t i = 0; i < y->n_sessions; i++)
+        if (y->sessions[i].tag == tag)
+            return y->sessions[i].s;
+    return NULL;
+}
+
+int cn_live_symbolizer_dispatch(cn_live_symbolizer *y)
+{
+    cn_sym_batch *b = NULL;
+    int r = cn_sym_worker_take(y->worker, &b);
+    if (r <= 0 || !b)
+        return r;
+    int applied = 0;
+    for (size_t i = 0; i < b->n;) {
+        size_t j = i + 1;
+        while (j < b->n && b->answers[j].tag == b->answers[i].tag)
+            j++;
+        cn_live_session *s = find_tag(y, b->answers[i].tag);
+        if (s)
+            applied += cn_live__session_apply_symbols(s, b->answers + i, j - i);
+        i = j;
+    }
+    cn_sym_batch_free(b);
+    return applied;
+}
+
+int cn_live_symbolizer_flush(cn_live_symbolizer *y, int timeout_ms)
+{
+    for (size_t i = 0; i < y->n_sessions; i++)
+        cn_live_session_symbolize(y->sessions[i].s);
+    int r = cn_sym_worker_drain(y->worker, timeout_ms);
+    while (cn_live_symbolizer_dispatch(y) > 0)
+        ;
+    return r;
+}
