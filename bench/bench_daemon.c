@@ -211,7 +211,9 @@ static int bench_tree(cn_d_backend backend)
      * the round trip into its parts. */
     cn_live_session *ls = NULL;
     cn_err lerr = {0};
-    if (cn_live_session_load(path, &ls, &lerr) == 0) {
+    cn_agg_profile *lp = NULL;
+    if (cn_fmt_import_file(path, &lp, &lerr) == 0 &&
+        cn_live_session_load(lp, path, &ls, &lerr) == 0) {
         for (int k = 0; k < 2; k++) {
             char req[256];
             snprintf(req, sizeof(req),

@@ -310,7 +310,9 @@ static void load_state_dir(cn_d_server *srv)
         cn_live_session *s = NULL;
         cn_err err = {0};
         entry *e;
-        if (cn_live_session_load(path, &s, &err) < 0) {
+        cn_agg_profile *prof = NULL;
+        if (cn_fmt_import_file(path, &prof, &err) < 0 ||
+            cn_live_session_load(prof, path, &s, &err) < 0) {
             fprintf(stderr, "canopyd: skipping %s: %s\n", path, err.msg);
             continue;
         }

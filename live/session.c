@@ -830,15 +830,8 @@ static cn_live_state state_parse(const char *k)
     return CN_LIVE_STOPPED;
 }
 
-int cn_live_session_load(const char *path, cn_live_session **out, cn_err *err)
+int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **out, cn_err *err)
 {
-    cn_err aerr = {0};
-    cn_agg_profile *p = NULL;
-    int r = cn_fmt_import_file(path, &p, &aerr);
-    if (r < 0) {
-        cn_err_set(err, 0, "%s", aerr.msg);
-        return r;
-    }
     const char *id = cn_agg_meta_get(p, "canopy.session.id");
     if (!id || !*id) {
         cn_err_set(err, 0, "%s: not a canopyd session (no canopy.session.id)", path);

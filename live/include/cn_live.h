@@ -114,9 +114,11 @@ typedef struct cn_live_session cn_live_session;
  * (-ESRCH no such process, -EACCES/-EPERM, -ENOENT unknown event, ...). */
 int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
                         cn_live_session **out, cn_err *err);
-/* A SAVED session from a .canopy file (meta keys written by cn_live_session_save restore
- * the id, name, owner, target, counters). Returns 0 and *out, or negative errno. */
-int cn_live_session_load(const char *path, cn_live_session **out, cn_err *err);
+/* A SAVED session from the profile of a .canopy file at path (read by the caller, e.g.
+ * with cn_fmt_import_file: live/ reads no files): meta keys written by
+ * cn_live_session_save restore the id, name, owner, target, counters. Takes p in every
+ * case (freed on failure). Returns 0 and *out, or negative errno with err set. */
+int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **out, cn_err *err);
 /* Stops sampling (if running) and frees everything; accepts NULL; returns NULL. */
 cn_live_session *cn_live_session_free(cn_live_session *s);
 
