@@ -454,7 +454,7 @@ static int attach_output(reply *rp, cn_fmt_format fmt, const char *json_key, cn_
                          bool payload)
 {
     int r = 0;
-    json_object_set_new(rp->msg, "format", json_string(cn_d_format_name(fmt)));
+    json_object_set_new(rp->msg, "format", json_string(cn_fmt_format_name(fmt)));
     if (payload) {
         r = json_object_set_new(rp->msg, "raw_bytes", json_integer((json_int_t)cn_buf_len(out)));
         rp->payload = true;
@@ -778,7 +778,7 @@ static entry *req_session(cn_d_server *srv, client *cl, const json_t *req, reply
 static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *rp,
                        cn_fmt_format def, bool timeline)
 {
-    cn_d_query q;
+    cn_fmt_spec q;
     cn_err err = {0};
     cn_err pe;
     cn_buf out;
@@ -786,19 +786,20 @@ static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *r
     entry *e = req_session(srv, cl, req, rp);
     if (!e)
         return;
-    cn_d_query_init(&q);
+    cn_fmt_spec_init(&q);
     q.format = def;
+    q.timeline = timeline;
     cn_buf_init(&out, 0);
     if (cn_proto_get_bool(req, "raw", &payload, &pe) < 0) {
         rp->msg = cn_proto_error(req, pe.code, 2, "%s", pe.msg);
         goto out;
     }
-    int r = cn_d_query_from_json(req, &q, &err);
+    int r = cn_fmt_spec_from_json(req, &q, &err);
     if (r < 0) {
         rp->msg = r == -ENOMEM ? NULL : cn_proto_error(req, "bad_query", 2, "%s", err.msg);
         goto out;
     }
-    r = timeline ? cn_d_render_timeline(e->s, &q, &out, &err) : cn_d_render(e->s, &q, &out, &err);
+    r = cn_d_render(e->s, &q, &out, &err);
     if (r < 0) {
         rp->msg = err_reply(req, r, &err);
         goto out;
@@ -810,7 +811,7 @@ static void render_cmd(cn_d_server *srv, client *cl, const json_t *req, reply *r
     }
 out:
     cn_buf_free(&out);
-    cn_d_query_clear(&q);
+    cn_fmt_spec_clear(&q);
 }
 
 static void cmd_tree(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
@@ -830,7 +831,7 @@ static void cmd_timeline(cn_d_server *srv, client *cl, const json_t *req, reply 
 
 static void cmd_lines(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
 {
-    cn_d_query q;
+    cn_fmt_spec q;
     cn_err err = {0};
     cn_err pe;
     const char *func = NULL;
@@ -842,8 +843,8 @@ static void cmd_lines(cn_d_server *srv, client *cl, const json_t *req, reply *rp
         rp->msg = cn_proto_error(req, "bad_request", 2, "\"function\" (a string) is required");
         return;
     }
-    cn_d_query_init(&q);
-    int r = cn_d_query_from_json(req, &q, &err);
+    cn_fmt_spec_init(&q);
+    int r = cn_fmt_spec_from_json(req, &q, &err);
     if (r < 0) {
         rp->msg = cn_proto_error(req, "bad_query", 2, "%s", err.msg);
     } else {
@@ -856,7 +857,7 @@ static void cmd_lines(cn_d_server *srv, client *cl, const json_t *req, reply *rp
             json_decref(l);
         }
     }
-    cn_d_query_clear(&q);
+    cn_fmt_spec_clear(&q);
 }
 
 static void cmd_stop(cn_d_server *srv, client *cl, const json_t *req, reply *rp)
