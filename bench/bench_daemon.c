@@ -220,9 +220,9 @@ static int bench_tree(cn_d_backend backend)
                      "{\"format\":\"%s\",\"transforms\":[\"merge:fn%d\",\"focus-func:fn%d\"]}",
                      formats[k], (int)f2, (int)f1);
             json_t *jq = json_loads(req, 0, NULL);
-            cn_d_query q;
-            cn_d_query_init(&q);
-            cn_d_query_from_json(jq, &q, &lerr);
+            cn_fmt_spec q;
+            cn_fmt_spec_init(&q);
+            cn_fmt_spec_from_json(jq, &q, &lerr);
             double *t = calloc((size_t)reps, sizeof(*t));
             for (int i = 0; i < reps; i++) {
                 cn_buf out;
@@ -235,7 +235,7 @@ static int bench_tree(cn_d_backend backend)
             qsort(t, (size_t)reps, sizeof(*t), cmp_double);
             printf("in process (cn_d_render, %s): median %.1f ms\n", formats[k], t[reps / 2]);
             free(t);
-            cn_d_query_clear(&q);
+            cn_fmt_spec_clear(&q);
             json_decref(jq);
         }
         cn_live_session_free(ls);

@@ -1,9 +1,10 @@
 /* client.h — internals of the canopy CLI (not a library API).
  *
  * main.c dispatches argv[1] to one cn_cmd_* function per command; each returns the
- * process exit status (0 success, 1 runtime failure, 2 bad usage or input: interface.md)
+ * process exit status (0 success, 1 runtime failure, 2 bad usage or input: docs/cli.md)
  * and prints its own one-line errors. QUERY and output options are parsed once, by
- * cn_cli_parse_query(), for files and live sessions alike.
+ * cn_cli_parse_query_opt(), into a cn_fmt_spec for files and live sessions alike; every
+ * output is rendered by formats/' cn_fmt_render, here or in canopyd.
  */
 #ifndef CN_CLIENT_H
 #define CN_CLIENT_H
@@ -20,21 +21,13 @@
 #define CN_EXIT_FAIL  1
 #define CN_EXIT_USAGE 2
 
-/* Everything QUERY and output options (interface.md) can say. */
+/* What the QUERY and output options (docs/cli.md) say: the spec every side renders
+ * (formats/cn_fmt.h), plus what stays on the client: the output path and what the user
+ * wrote explicitly (to check combinations and pick defaults). */
 typedef struct cn_cli_query {
-    cn_agg_transform *transforms; /* owned */
-    size_t n_transforms;
-    cn_agg_query query; /* points into transforms / view_func */
-    char *view_func;    /* owned */
-    cn_fmt_format format;
-    bool format_given;
+    cn_fmt_spec spec;
     char *output; /* -o FILE, owned, NULL = stdout */
-    int depth;    /* --depth, -1 unlimited */
-    double min_percent;
-    char *last;      /* --last DURATION as given (owned) */
-    double from_s;   /* --from, NAN if absent */
-    double to_s;     /* --to, NAN if absent */
-    int64_t last_ns; /* --last parsed, -1 if absent */
+    bool format_given;
     bool view_given; /* a view option was seen (they exclude each other) */
     bool callers_mode_given;
 } cn_cli_query;
@@ -45,23 +38,9 @@ void cn_cli_query_clear(cn_cli_query *q);
 /* Parses one QUERY/output option at argv[*i] (advancing *i past its value). Returns 1 if
  * consumed, 0 if argv[*i] is not a query option, or -1 after printing a usage error. */
 int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i);
-/* After parsing: the format from -o's extension if none was given; the view_func and
- * transform pointers wired into q->query. Returns 0 or -1 after printing an error. */
+/* After parsing: checks the combination; the format from -o's extension if none was
+ * given; colours when text goes to a terminal. Returns 0 or -1 after printing an error. */
 int cn_cli_query_finish(cn_cli_query *q);
-
-/* Sets q->query.from_ns/to_ns from --last (relative to the profile's last sample) or
- * --from/--to (seconds since the profile's start). Call before running the query;
- * cn_cli_render() does. Returns 0. */
-int cn_cli_query_resolve_range(const cn_agg_profile *p, cn_cli_query *q);
-
-/* Durations such as "30s", "5m", "500ms", "2h", "1.5" (seconds). 0 or -EINVAL/-ERANGE. */
-int cn_cli_parse_duration(const char *s, int64_t *ns);
-/* Output format names ("text", "json", …) and the default from an -o file name's
- * extension (.json .folded .pb.gz .pb .speedscope.json .trace.json .svg .canopy .txt).
- * The parsers return 0 or a negative errno (unknown name / extension). */
-int cn_cli_format_parse(const char *s, cn_fmt_format *out);
-const char *cn_cli_format_name(cn_fmt_format f);
-int cn_cli_format_from_path(const char *path, cn_fmt_format *out);
 
 /* Writes len bytes to path (or stdout when path is NULL), all or nothing as far as the
  * file system allows. Returns an exit status after printing a one-line error. */
@@ -72,36 +51,23 @@ int cn_cli_emit(const char *path, const char *data, size_t len);
  * write returns an exit status after printing its own error. Returns an exit status. */
 int cn_cli_emit_buffered(const char *output, int (*write)(void *ctx, FILE *out), void *ctx);
 
-/* Checks q's transform arguments against p (unknown function or library). Returns
- * CN_EXIT_OK, or CN_EXIT_USAGE after printing the error. */
-int cn_cli_check_transforms(cn_agg_profile *p, const cn_cli_query *q);
-
 /* Whether text output to stdout gets colours (no -o, text, a terminal, no NO_COLOR). */
 bool cn_cli_want_color(const cn_cli_query *q);
 
-/* Runs q on a loaded profile and writes the result in q's format. title names the
- * file or session in headers; extra (may be NULL) supplies live-session fields.
- * Returns an exit status. */
-int cn_cli_render(cn_agg_profile *p, cn_cli_query *q, const char *title,
-                  const cn_fmt_write_opts *extra);
+/* The exit status for a negative errno from the libraries: resource exhaustion is a
+ * runtime failure (1), anything else (bad query, unknown function, unsupported
+ * combination) bad usage or input (2). */
+int cn_cli_status_of(int rc);
 
-/* Runs the estimated call timeline of q on p and writes it as q->format (json,
- * chrome-trace, speedscope — evented, one profile per thread —, else text) into out.
- * Returns an exit status after printing any error. */
-int cn_cli_write_timeline(cn_agg_profile *p, const cn_cli_query *q, FILE *out);
-/* Whether q can ask for a timeline (format text, json, chrome-trace or speedscope; no
- * view, no --group-by). Returns CN_EXIT_OK or CN_EXIT_USAGE after printing the error. */
+/* Renders q->spec on p with the one renderer (cn_fmt_render) and writes it to q->output
+ * (NULL = stdout) only when everything succeeded; notes (an unmatched transform PATH) go
+ * to stderr first. opts (may be NULL) gives the title, live fields and normalization;
+ * its notes field is ignored. Returns an exit status after printing any error. */
+int cn_cli_render(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_render_opts *opts);
+
+/* Whether q can ask for a timeline (cn_fmt_timeline_check). Returns CN_EXIT_OK or
+ * CN_EXIT_USAGE after printing the error. */
 int cn_cli_timeline_check(const cn_cli_query *q);
-/* `canopy timeline` on a loaded profile (a file, or a session fetched whole): resolves
- * q's range against p, checks the transforms, writes the timeline to q->output (NULL =
- * stdout) only when everything succeeded. Returns an exit status. */
-int cn_cli_timeline_emit(cn_agg_profile *p, cn_cli_query *q);
-
-/* Writes a differential profile d (cn_agg_is_diff) after q, NEW − BASE with BASE scaled to
- * NEW's total when normalize. Used by `diff`, and by `open` on a three-column folded or
- * differential .canopy file. Returns an exit status after printing any error. */
-int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, const char *title,
-                      FILE *out);
 
 /* Commands. */
 int cn_cmd_open(int argc, char **argv);

@@ -1,6 +1,6 @@
 /* cmd_admin.c — the session commands that only talk to canopyd (sessions, stop, rm, save,
  * status), and those that read a session or a file alike (lines, timeline on sessions).
- * Output shapes are interface.md's; the daemon's JSON is passed through with the protocol
+ * Output shapes are docs/cli.md's; the daemon's JSON is passed through with the protocol
  * envelope (v, ok, id) removed.
  */
 #include <errno.h>
@@ -83,7 +83,7 @@ static int query_session(simple_cmd *s, const char *key)
 {
     s->req = cn_proto_request(s->a.cmd);
     if (!s->req || json_object_set_new(s->req, "session", json_string(s->a.pos[0])) ||
-        cn_cli_query_to_json(&s->a.q, s->req, false) < 0) {
+        cn_fmt_spec_to_json(&s->a.q.spec, s->req) < 0) {
         fprintf(stderr, "canopy %s: out of memory\n", s->a.cmd);
         return CN_EXIT_FAIL;
     }
@@ -272,8 +272,8 @@ int cn_cmd_save(int argc, char **argv)
         status = CN_EXIT_USAGE;
         goto out;
     }
-    if (!q->format_given && cn_cli_format_from_path(q->output, &f) < 0)
-        q->format = CN_FMT_CANOPY;
+    if (!q->format_given && cn_fmt_format_from_path(q->output, &f) < 0)
+        q->spec.format = CN_FMT_CANOPY;
     status = query_session(&s, "tree");
 out:
     simple_clear(&s);
@@ -291,67 +291,6 @@ static void lines_help(void)
            "for a live session or a profile file (an existing file wins). Lines are known\n"
            "once symbols with debug information arrive; addresses are always there for\n"
            "native code.\n");
-}
-
-/* The interface's lines JSON for a loaded profile (new reference), or NULL with *status. */
-static json_t *file_lines(cn_agg_profile *p, cn_cli_query *q, const char *func, int *status)
-{
-    cn_agg_line_row *lines = NULL, *addrs = NULL;
-    size_t n_lines = 0, n_addrs = 0;
-    cn_err err = {0};
-    json_t *o = NULL, *la = NULL, *aa = NULL;
-
-    cn_cli_query_resolve_range(p, q);
-    if ((*status = cn_cli_check_transforms(p, q)) != CN_EXIT_OK)
-        return NULL;
-    int rc = cn_agg_lines(p, &q->query, func, &lines, &n_lines, &addrs, &n_addrs, &err);
-    if (rc < 0) {
-        if (rc == -ENOENT && !err.msg[0])
-            snprintf(err.msg, sizeof(err.msg), "function '%s' occurs nowhere in the profile", func);
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
-        *status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
-        return NULL;
-    }
-    double scale = cn_agg_profile_scale(p);
-    const char *lib = NULL, *file = NULL;
-    for (size_t f = 0; f < cn_agg_func_count(p); f++) {
-        if (strcmp(cn_agg_func_name(p, (int32_t)f), func))
-            continue;
-        int32_t res = cn_agg_func_resource(p, (int32_t)f);
-        lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
-        file = cn_agg_func_file(p, (int32_t)f);
-        break;
-    }
-    int bad = !(o = json_object()) || !(la = json_array()) || !(aa = json_array());
-    if (!bad) {
-        bad |= json_object_set_new(o, "function", json_string(func));
-        if (lib)
-            bad |= json_object_set_new(o, "lib", json_string(lib));
-        if (file)
-            bad |= json_object_set_new(o, "file", json_string(file));
-        bad |=
-            json_object_set_new(o, "unit", json_string(cn_agg_unit_name(cn_agg_profile_unit(p))));
-        for (size_t i = 0; i < n_lines && !bad; i++)
-            bad |= json_array_append_new(la, json_pack("{sI sf}", "line", (json_int_t)lines[i].key,
-                                                       "self", lines[i].self * scale));
-        for (size_t i = 0; i < n_addrs && !bad; i++)
-            bad |=
-                json_array_append_new(aa, json_pack("{sI sf}", "offset", (json_int_t)addrs[i].key,
-                                                    "self", addrs[i].self * scale));
-        bad |= json_object_set(o, "lines", la);
-        bad |= json_object_set(o, "addresses", aa);
-    }
-    json_decref(la);
-    json_decref(aa);
-    free(lines);
-    free(addrs);
-    if (bad) {
-        json_decref(o);
-        fprintf(stderr, "canopy lines: out of memory\n");
-        *status = CN_EXIT_FAIL;
-        return NULL;
-    }
-    return o;
 }
 
 /* Text form of the lines JSON, into a malloc'ed buffer. */
@@ -411,7 +350,7 @@ int cn_cmd_lines(int argc, char **argv)
         fprintf(stderr, "canopy lines: usage: canopy lines SESSION|FILE F\n");
         goto out;
     }
-    if (a.q.format != CN_FMT_TEXT && a.q.format != CN_FMT_JSON) {
+    if (a.q.spec.format != CN_FMT_TEXT && a.q.spec.format != CN_FMT_JSON) {
         fprintf(stderr, "canopy lines: --format expects text or json\n");
         goto out;
     }
@@ -423,8 +362,14 @@ int cn_cmd_lines(int argc, char **argv)
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
             goto out;
         }
-        if (!(doc = file_lines(p, &a.q, a.pos[1], &status)))
+        cn_fmt_render_opts o;
+        cn_fmt_render_opts_init(&o);
+        rc = cn_fmt_lines_json(p, &a.q.spec, &o, a.pos[1], &doc, &err);
+        if (rc < 0) {
+            fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            status = cn_cli_status_of(rc);
             goto out;
+        }
     } else {
         status = cn_cli_live_connect(&a, true, &c);
         if (status)
@@ -432,7 +377,7 @@ int cn_cmd_lines(int argc, char **argv)
         req = cn_proto_request("lines");
         if (!req || json_object_set_new(req, "session", json_string(a.pos[0])) ||
             json_object_set_new(req, "function", json_string(a.pos[1])) ||
-            cn_cli_query_to_json(&a.q, req, false) < 0) {
+            cn_fmt_spec_to_json(&a.q.spec, req) < 0) {
             fprintf(stderr, "canopy lines: out of memory\n");
             status = CN_EXIT_FAIL;
             goto out;
@@ -449,7 +394,7 @@ int cn_cmd_lines(int argc, char **argv)
             goto out;
         }
     }
-    if (a.q.format == CN_FMT_JSON) {
+    if (a.q.spec.format == CN_FMT_JSON) {
         status = cn_cli_emit_json(a.cmd, doc, a.q.output);
     } else {
         size_t len;
@@ -476,33 +421,22 @@ static void timeline_help(void)
     printf("usage: canopy timeline SESSION|FILE [--tid T]\n"
            "                       [--format text|json|chrome-trace|speedscope] [-o FILE]\n"
            "                       [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
-           "Estimated calls from consecutive samples of a live session or a file.\n"
-           "speedscope (an evented profile per thread) is rendered here from the session's\n"
-           "lossless profile, fetched whole from canopyd.\n");
+           "Estimated calls from consecutive samples of a live session or a file, in\n"
+           "text, json, chrome-trace or speedscope (an evented profile per thread).\n");
 }
 
 int cn_cli_live_timeline(int argc, char **argv)
 {
     simple_cmd s;
-    cn_agg_profile *p = NULL;
     int status =
         simple_begin(&s, "timeline", argc, argv, CN_LIVE_QUERY, 1, "SESSION|FILE", timeline_help);
     if (status >= 0)
         goto out;
-    cn_cli_query *q = &s.a.q;
-    if ((status = cn_cli_timeline_check(q)) != CN_EXIT_OK)
+    if ((status = cn_cli_timeline_check(&s.a.q)) != CN_EXIT_OK)
         goto out;
-    if (q->format != CN_FMT_SPEEDSCOPE) {
-        status = query_session(&s, "timeline");
-        goto out;
-    }
-    /* The daemon's timeline request renders text, json and chrome-trace only: speedscope's
-     * evented profile is made here from the session's .canopy tables. */
-    if ((status = cn_cli_fetch_session(s.a.cmd, s.c, s.a.pos[0], &p)) != CN_EXIT_OK)
-        goto out;
-    status = cn_cli_timeline_emit(p, q);
+    /* canopyd renders every timeline format (speedscope too) with the one renderer. */
+    status = query_session(&s, "timeline");
 out:
-    cn_agg_profile_free(p);
     simple_clear(&s);
     return status;
 }

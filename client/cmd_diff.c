@@ -147,71 +147,20 @@ static int load(const side *s, const char *socket, cn_cli_conn **c, cn_agg_profi
 
 /* The side's query: the window (or QUERY's range), QUERY's thread filters, no transforms
  * (they run on the differential profile). */
-static void side_query(const cn_agg_profile *p, cn_cli_query *q, const side *s, cn_agg_query *out)
+static void side_query(const cn_agg_profile *p, const cn_cli_query *q, const side *s,
+                       cn_agg_query *out)
 {
-    cn_cli_query_resolve_range(p, q);
+    cn_agg_query r;
+    cn_fmt_spec_resolve(p, &q->spec, NULL, &r);
     cn_agg_query_init(out);
-    out->from_ns = q->query.from_ns;
-    out->to_ns = q->query.to_ns;
+    out->from_ns = r.from_ns;
+    out->to_ns = r.to_ns;
     if (!isnan(s->from_s))
         out->from_ns = (int64_t)llround(s->from_s * 1e9);
     if (!isnan(s->to_s))
         out->to_ns = (int64_t)llround(s->to_s * 1e9);
-    out->tid = q->query.tid;
-    out->pid = q->query.pid;
-}
-
-int cn_cli_write_diff(cn_agg_profile *d, const cn_cli_query *q, bool normalize, const char *title,
-                      FILE *out)
-{
-    cn_err err = {0};
-    cn_agg_query dq = q->query;
-    cn_fmt_write_opts o;
-    cn_agg_diff *r = NULL;
-    int rc;
-
-    dq.from_ns = INT64_MIN; /* the sides' ranges were applied when d was built */
-    dq.to_ns = INT64_MAX;
-    dq.tid = dq.pid = -1;
-    cn_fmt_write_opts_init(&o);
-    o.title = title;
-    o.max_depth = q->depth;
-    o.min_percent = q->min_percent;
-    o.transforms = q->transforms;
-    o.n_transforms = q->n_transforms;
-    switch (q->format) {
-    case CN_FMT_FOLDED:
-        rc = cn_fmt_write_diff_folded(d, &dq, out, &err);
-        goto done;
-    case CN_FMT_CANOPY:
-        rc = cn_agg_write_canopy(d, out);
-        goto done;
-    case CN_FMT_TEXT:
-    case CN_FMT_JSON:
-    case CN_FMT_SVG:
-        break;
-    default:
-        fprintf(stderr,
-                "canopy diff: --format %s is not available for differential profiles "
-                "(text, json, folded, svg, canopy)\n",
-                cn_cli_format_name(q->format));
-        return CN_EXIT_USAGE;
-    }
-    if ((rc = cn_agg_diff_run(d, &dq, normalize, &r, &err)) < 0)
-        goto done;
-    if (q->format == CN_FMT_JSON)
-        rc = cn_fmt_write_diff_json(d, r, &o, out);
-    else if (q->format == CN_FMT_SVG)
-        rc = cn_fmt_write_diff_svg(d, r, &o, out, &err);
-    else
-        rc = cn_fmt_write_diff_text(d, r, &o, out);
-    cn_agg_diff_free(r);
-done:
-    if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
-        return rc == -ENOMEM || rc == -EIO ? CN_EXIT_FAIL : CN_EXIT_USAGE;
-    }
-    return CN_EXIT_OK;
+    out->tid = r.tid;
+    out->pid = r.pid;
 }
 
 /* Builds (or loads) the differential profile. Returns an exit status; *out on success. */
@@ -252,20 +201,6 @@ out:
     cn_agg_profile_free(p[0]);
     cn_agg_profile_free(p[1]);
     return status;
-}
-
-/* cn_cli_emit_buffered's writer: the differential tree of d after q. */
-typedef struct diff_ctx {
-    cn_agg_profile *d;
-    const cn_cli_query *q;
-    bool normalize;
-    const char *title;
-} diff_ctx;
-
-static int diff_write(void *ctx, FILE *out)
-{
-    const diff_ctx *c = ctx;
-    return cn_cli_write_diff(c->d, c->q, c->normalize, c->title, out);
 }
 
 int cn_cmd_diff(int argc, char **argv)
@@ -326,16 +261,17 @@ int cn_cmd_diff(int argc, char **argv)
         goto out;
     if ((status = make_diff(sides, n_sides, &q, socket, &d)) != CN_EXIT_OK)
         goto out;
-    if ((status = cn_cli_check_transforms(d, &q)) != CN_EXIT_OK)
-        goto out;
     char title[512];
     if (n_sides == 2)
         snprintf(title, sizeof(title), "%s -> %s", base_name(sides[0].path),
                  base_name(sides[1].path));
     else
         snprintf(title, sizeof(title), "%s", base_name(sides[0].path));
-    diff_ctx c = {.d = d, .q = &q, .normalize = normalize, .title = title};
-    status = cn_cli_emit_buffered(q.output, diff_write, &c);
+    cn_fmt_render_opts o;
+    cn_fmt_render_opts_init(&o);
+    o.title = title;
+    o.normalize = normalize;
+    status = cn_cli_render(d, &q, &o);
 out:
     cn_agg_profile_free(d);
     free(sides[0].path);

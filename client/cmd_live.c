@@ -133,7 +133,7 @@ static int daemon_tree(cn_cli_conn *c, const char *cmd, const char *id, int pid,
     if (req && (id ? json_object_set_new(req, "session", json_string(id))
                    : json_object_set_new(req, "pid", json_integer(pid))))
         goto out;
-    if (req && cn_cli_query_to_json(q, req, cn_cli_want_color(q)) < 0)
+    if (req && cn_fmt_spec_to_json(&q->spec, req) < 0)
         goto out;
     status = cn_cli_request_emit(cmd, c, req, "tree", q->output);
 out:
@@ -181,15 +181,16 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 {
     cn_live_session *s = cn_cli_local_session(l);
     cn_live_session_info info;
-    cn_fmt_write_opts extra;
+    cn_fmt_render_opts o;
 
     cn_live_session_info_get(s, &info);
-    cn_fmt_write_opts_init(&extra);
-    extra.session = info.id;
-    extra.event = info.event;
-    extra.samples = (int64_t)info.samples;
-    extra.lost = (int64_t)info.lost;
-    return cn_cli_render(cn_live_session_profile(s), q, title, &extra);
+    cn_fmt_render_opts_init(&o);
+    o.title = title;
+    o.session = info.id;
+    o.event = info.event;
+    o.samples = (int64_t)info.samples;
+    o.lost = (int64_t)info.lost;
+    return cn_cli_render(cn_live_session_profile(s), q, &o);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -565,7 +566,10 @@ int cn_cmd_tree(int argc, char **argv)
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
             goto out;
         }
-        status = cn_cli_render(p, &a.q, a.pos[0], NULL);
+        cn_fmt_render_opts o;
+        cn_fmt_render_opts_init(&o);
+        o.title = a.pos[0];
+        status = cn_cli_render(p, &a.q, &o);
         goto out;
     }
     status = cn_cli_live_connect(&a, a.pid < 0, &c);
@@ -648,25 +652,27 @@ typedef struct daemon_top {
     int pid;
 } daemon_top;
 
-static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, const char *view,
+static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, cn_agg_view view,
                                 char *msg, size_t msglen)
 {
-    json_t *r = cn_proto_request("tree"), *resp = NULL, *tf = json_array(), *tree = NULL;
-    int rc = !r || !tf;
-    for (size_t i = 0; i < req->n_transforms && !rc; i++) {
-        char *spec = cn_agg_transform_format(&req->transforms[i]);
-        rc = !spec || json_array_append_new(tf, json_string(spec));
-        free(spec);
+    json_t *r = cn_proto_request("tree"), *resp = NULL, *tree = NULL;
+    cn_fmt_spec spec; /* borrows req's transforms through spec.query */
+    char last[32];
+    int rc = !r;
+
+    cn_fmt_spec_init(&spec);
+    spec.query.transforms = req->transforms;
+    spec.query.n_transforms = req->n_transforms;
+    spec.query.view = view;
+    spec.format = CN_FMT_JSON;
+    if (req->window_ns > 0) {
+        snprintf(last, sizeof(last), "%lldms", (long long)(req->window_ns / 1000000));
+        rc |= cn_fmt_spec_set_last(&spec, last) < 0;
     }
     if (!rc) {
         rc |= t->session ? json_object_set_new(r, "session", json_string(t->session))
                          : json_object_set_new(r, "pid", json_integer(t->pid));
-        rc |= json_object_set(r, "transforms", tf);
-        rc |= json_object_set_new(r, "view", json_string(view));
-        rc |= json_object_set_new(r, "format", json_string("json"));
-        if (req->window_ns > 0)
-            rc |= json_object_set_new(
-                r, "last", json_sprintf("%lldms", (long long)(req->window_ns / 1000000)));
+        rc |= cn_fmt_spec_to_json(&spec, r) < 0;
     }
     if (rc) {
         snprintf(msg, msglen, "out of memory");
@@ -682,8 +688,8 @@ static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, const 
         }
     }
     json_decref(resp);
-    json_decref(tf);
     json_decref(r);
+    cn_fmt_spec_clear(&spec);
     return tree;
 }
 
@@ -691,10 +697,11 @@ static int daemon_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapsho
                             size_t msglen)
 {
     daemon_top *t = ctx;
-    json_t *tree = daemon_top_query(t, req, req->inverted ? "inverted" : "tree", msg, msglen);
+    json_t *tree = daemon_top_query(t, req, req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE,
+                                    msg, msglen);
     if (!tree)
         return -EIO;
-    json_t *funcs = daemon_top_query(t, req, "functions", msg, msglen);
+    json_t *funcs = daemon_top_query(t, req, CN_AGG_VIEW_FUNCTIONS, msg, msglen);
     int rc = funcs ? cn_top_snapshot_from_json(out, tree, funcs, msg, msglen) : -EIO;
     json_decref(funcs);
     json_decref(tree);

@@ -1,9 +1,10 @@
 /* cmd_open.c — the offline commands: `canopy open FILE [QUERY]` and
  * `canopy timeline FILE [--tid T] [--format text|json|chrome-trace|speedscope]`.
  *
- * Both load the whole file with the engine's importers (cn_fmt_import_file: format found
- * by content), then hand the profile to the shared renderer (render.c) or to the
- * timeline writers. Output is buffered and emitted only on success.
+ * Both load the whole file with the importers (cn_fmt_import_file: format found by
+ * content), then hand the profile and the parsed spec to the one renderer (cn_cli_render:
+ * cn_fmt_render, a timeline when spec.timeline). Output is buffered and emitted only on
+ * success.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -138,7 +139,10 @@ int cn_cmd_open(int argc, char **argv)
     status = load(file, &p);
     if (status != CN_EXIT_OK)
         goto out;
-    status = cn_cli_render(p, &q, file, NULL);
+    cn_fmt_render_opts o;
+    cn_fmt_render_opts_init(&o);
+    o.title = file;
+    status = cn_cli_render(p, &q, &o);
 out:
     cn_agg_profile_free(p);
     cn_cli_query_clear(&q);
@@ -152,7 +156,7 @@ int cn_cmd_timeline(int argc, char **argv)
     const char *file = NULL;
     int status;
 
-    /* SESSION or FILE: an existing file path wins (interface.md). */
+    /* SESSION or FILE: an existing file path wins (docs/cli.md). */
     if (argc > 1 && argv[1][0] != '-' && access(argv[1], F_OK) != 0)
         return cn_cli_live_timeline(argc, argv);
     cn_cli_query_init(&q);
@@ -164,7 +168,8 @@ int cn_cmd_timeline(int argc, char **argv)
     status = load(file, &p);
     if (status != CN_EXIT_OK)
         goto out;
-    status = cn_cli_timeline_emit(p, &q);
+    q.spec.timeline = true;
+    status = cn_cli_render(p, &q, NULL);
 out:
     cn_agg_profile_free(p);
     cn_cli_query_clear(&q);

@@ -91,8 +91,6 @@ void cn_cli_live_args_clear(cn_cli_live_args *a);
  * (0 after --help, 2 after a one-line usage error). */
 int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags,
                       void (*help)(void));
-/* Adds q's fields to a protocol request. 0 or -ENOMEM. */
-int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color);
 /* Writes doc compactly on one line, "\n"-terminated, to output (NULL = stdout); the
  * caller keeps doc. Returns an exit status after printing any error. */
 int cn_cli_emit_json(const char *cmd, const json_t *doc, const char *output);

@@ -1,10 +1,10 @@
 /* live_common.c — what the live commands share: argument parsing (SAMPLING, QUERY, the
- * connection options and positionals in one pass), the QUERY options as protocol fields,
- * writing a daemon's rendered answer, connecting with the in-process fallback, and
- * fetching a session's lossless profile to work on it locally (diff, timeline speedscope).
+ * connection options and positionals in one pass; the QUERY options travel as protocol
+ * fields through cn_fmt_spec_to_json), writing a daemon's rendered answer, connecting with
+ * the in-process fallback, and fetching a session's lossless profile to work on it
+ * locally (diff).
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,55 +138,6 @@ int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags
     if ((flags & CN_LIVE_QUERY) && cn_cli_query_finish(&a->q) < 0)
         return CN_EXIT_USAGE;
     return -1;
-}
-
-/* ---------------------------------------------------------------------------------------
- * QUERY → protocol fields (docs/protocol.md "Queries")
- */
-
-static const char *group_name(cn_agg_group_by g)
-{
-    return g == CN_AGG_GROUP_PROCESS ? "process" : g == CN_AGG_GROUP_THREAD ? "thread" : "none";
-}
-
-int cn_cli_query_to_json(const cn_cli_query *q, json_t *req, bool color)
-{
-    json_t *tf = json_array();
-    int rc = tf ? 0 : -1;
-
-    for (size_t i = 0; i < q->n_transforms && !rc; i++) {
-        char *spec = cn_agg_transform_format(&q->transforms[i]);
-        rc = spec ? json_array_append_new(tf, json_string(spec)) : -1;
-        free(spec);
-    }
-    if (tf)
-        rc |= json_object_set_new(req, "transforms", tf);
-    rc |= json_object_set_new(req, "view", json_string(cn_agg_view_name(q->query.view)));
-    if (q->view_func)
-        rc |= json_object_set_new(req, "view_func", json_string(q->view_func));
-    if (q->query.view == CN_AGG_VIEW_CALLERS)
-        rc |= json_object_set_new(
-            req, "callers_mode",
-            json_string(q->query.callers_mode == CN_AGG_CALLERS_SELF ? "self" : "total"));
-    rc |= json_object_set_new(req, "group_by", json_string(group_name(q->query.group_by)));
-    if (q->last)
-        rc |= json_object_set_new(req, "last", json_string(q->last));
-    if (!isnan(q->from_s))
-        rc |= json_object_set_new(req, "from", json_real(q->from_s));
-    if (!isnan(q->to_s))
-        rc |= json_object_set_new(req, "to", json_real(q->to_s));
-    if (q->query.tid >= 0)
-        rc |= json_object_set_new(req, "tid", json_integer(q->query.tid));
-    if (q->query.pid >= 0)
-        rc |= json_object_set_new(req, "only_pid", json_integer(q->query.pid));
-    if (q->depth >= 0)
-        rc |= json_object_set_new(req, "depth", json_integer(q->depth));
-    if (q->min_percent > 0)
-        rc |= json_object_set_new(req, "min_percent", json_real(q->min_percent));
-    rc |= json_object_set_new(req, "format", json_string(cn_cli_format_name(q->format)));
-    if (color)
-        rc |= json_object_set_new(req, "color", json_true());
-    return rc ? -ENOMEM : 0;
 }
 
 int cn_cli_emit_json(const char *cmd, const json_t *doc, const char *output)

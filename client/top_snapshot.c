@@ -294,22 +294,26 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
 {
     cn_top_profile_source *ps = ctx;
     cn_agg_tree *tree = NULL, *funcs = NULL;
+    cn_fmt_spec spec; /* borrows req's transforms through spec.query; owns nothing */
+    cn_fmt_render_opts o;
     cn_agg_query q;
     cn_err err = {0};
     int rc;
 
-    for (size_t i = 0; i < req->n_transforms; i++) {
-        rc = cn_agg_transform_check(ps->profile, &req->transforms[i], &err);
-        if (rc < 0)
-            goto fail;
-    }
-    cn_agg_query_init(&q);
-    q.transforms = req->transforms;
-    q.n_transforms = req->n_transforms;
-    int64_t end = ps->live_end_ns ? *ps->live_end_ns : profile_end_ns(ps->profile);
+    cn_fmt_spec_init(&spec);
+    spec.query.transforms = req->transforms;
+    spec.query.n_transforms = req->n_transforms;
+    spec.query.view = req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE;
     if (req->window_ns > 0)
-        q.from_ns = end - req->window_ns;
-    q.view = req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE;
+        spec.last_ns = req->window_ns;
+    /* The window ends at the live end, or just after the profile's last sample. */
+    int64_t end = ps->live_end_ns ? *ps->live_end_ns : profile_end_ns(ps->profile);
+    cn_fmt_render_opts_init(&o);
+    o.has_now = true;
+    o.now_ns = end;
+    if ((rc = cn_fmt_spec_check(ps->profile, &spec, &err)) < 0)
+        goto fail;
+    cn_fmt_spec_resolve(ps->profile, &spec, &o, &q);
     rc = cn_agg_query_run(ps->profile, &q, &tree, &err);
     if (rc < 0)
         goto fail;

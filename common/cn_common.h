@@ -138,9 +138,11 @@ int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_err *err);
  * Utilities
  */
 
-/* Parses a duration: a non-negative decimal number (fraction allowed) followed by one of
- * ns, us, ms, s, m, h; no unit means seconds ("30s", "5m", "250ms", "1.5", "2h").
- * Returns 0 and *ns, or -EINVAL (empty, bad number, unknown unit, overflow). */
+/* Parses a duration, the one syntax of the CLI, the protocol and canopyd's config
+ * (docs/cli.md "Durations"): digits with at most one '.', no sign, exponent or spaces,
+ * then ns, us, ms, s, m or min, h; no unit means seconds ("30s", "5m", "5min", "250ms",
+ * "1.5", "2h"). Returns 0 and *ns, or -EINVAL (empty, bad number such as "1e2s", unknown
+ * unit, overflow). */
 int cn_common_parse_duration(const char *s, int64_t *ns);
 /* Parses a size: a non-negative integer with an optional K, M, G suffix (binary: KiB…,
  * "KB"/"KiB" also accepted). Returns 0 and *bytes or -EINVAL. */

@@ -11,7 +11,8 @@ int cn_common_parse_duration(const char *s, int64_t *ns)
 {
     if (!s || !*s)
         return -EINVAL;
-    /* Digits and at most one '.', then the unit: strtod alone would accept "inf", hex… */
+    /* Digits and at most one '.', then the unit: strtod alone would accept "inf", hex,
+     * exponents and signs, which the one syntax (docs/cli.md "Durations") leaves out. */
     size_t i = 0, digits = 0, dots = 0;
     for (; s[i] && (s[i] == '.' || (s[i] >= '0' && s[i] <= '9')); i++) {
         if (s[i] == '.')

@@ -252,7 +252,7 @@ static cn_d__entry *req_session(cn_d_server *srv, cn_d__client *cl, const json_t
 static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
                        cn_fmt_format def, bool timeline)
 {
-    cn_d_query q;
+    cn_fmt_spec q;
     cn_err err = {0};
     cn_err pe;
     cn_buf out;
@@ -260,19 +260,20 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
     cn_d__entry *e = req_session(srv, cl, req, rp);
     if (!e)
         return;
-    cn_d_query_init(&q);
+    cn_fmt_spec_init(&q);
     q.format = def;
+    q.timeline = timeline;
     cn_buf_init(&out, 0);
     if (cn_proto_get_bool(req, "raw", &payload, &pe) < 0) {
         rp->msg = cn_proto_error(req, pe.code, 2, "%s", pe.msg);
         goto out;
     }
-    int r = cn_d_query_from_json(req, &q, &err);
+    int r = cn_fmt_spec_from_json(req, &q, &err);
     if (r < 0) {
         rp->msg = r == -ENOMEM ? NULL : cn_proto_error(req, "bad_query", 2, "%s", err.msg);
         goto out;
     }
-    r = timeline ? cn_d_render_timeline(e->s, &q, &out, &err) : cn_d_render(e->s, &q, &out, &err);
+    r = cn_d_render(e->s, &q, &out, &err);
     if (r < 0) {
         rp->msg = cn_d__reply_error(req, r, &err);
         goto out;
@@ -285,7 +286,7 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
     }
 out:
     cn_buf_free(&out);
-    cn_d_query_clear(&q);
+    cn_fmt_spec_clear(&q);
 }
 
 void cn_d__cmd_tree(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
@@ -305,7 +306,7 @@ void cn_d__cmd_timeline(cn_d_server *srv, cn_d__client *cl, const json_t *req, c
 
 void cn_d__cmd_lines(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
-    cn_d_query q;
+    cn_fmt_spec q;
     cn_err err = {0};
     cn_err pe;
     const char *func = NULL;
@@ -317,8 +318,8 @@ void cn_d__cmd_lines(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
         rp->msg = cn_proto_error(req, "bad_request", 2, "\"function\" (a string) is required");
         return;
     }
-    cn_d_query_init(&q);
-    int r = cn_d_query_from_json(req, &q, &err);
+    cn_fmt_spec_init(&q);
+    int r = cn_fmt_spec_from_json(req, &q, &err);
     if (r < 0) {
         rp->msg = cn_proto_error(req, "bad_query", 2, "%s", err.msg);
     } else {
@@ -331,7 +332,7 @@ void cn_d__cmd_lines(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
             json_decref(l);
         }
     }
-    cn_d_query_clear(&q);
+    cn_fmt_spec_clear(&q);
 }
 
 void cn_d__cmd_stop(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)

@@ -128,7 +128,7 @@ int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key,
 {
     int r = 0;
     assert(rp->msg && !rp->key && !rp->payload && cn_buf_len(&rp->raw) == 0);
-    json_object_set_new(rp->msg, "format", json_string(cn_d_format_name(fmt)));
+    json_object_set_new(rp->msg, "format", json_string(cn_fmt_format_name(fmt)));
     if (payload) {
         r = json_object_set_new(rp->msg, "raw_bytes", json_integer((json_int_t)cn_buf_len(out)));
         rp->payload = true;

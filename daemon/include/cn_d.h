@@ -5,8 +5,8 @@
  * where io_uring is unavailable), the sessions of every client and their persistence in
  * the state dir, access control from SO_PEERCRED, and the protocol of docs/protocol.md.
  * main.c only parses flags into a cn_d_config and runs it. Queries decode the protocol's
- * QUERY object (cn_d_query) and render it on a session's profile (cn_d_render), on the
- * loop thread between pumps.
+ * QUERY object into a cn_fmt_spec (formats/cn_fmt.h) and render it on a session's profile
+ * (cn_d_render), on the loop thread between pumps.
  *
  * Ownership: the server owns its sessions and the one symbolizer they share; sessions are
  * freed before it. Everything runs on the loop thread except the symbolizer's worker.
@@ -32,48 +32,20 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------------------------------
- * Queries: the protocol's QUERY object, decoded and rendered (same semantics as files)
+ * Queries: the protocol's QUERY fields are a cn_fmt_spec (cn_fmt_spec_from_json), rendered
+ * on a session's profile by formats/' one renderer, so files and sessions print alike
  */
 
-/* A decoded query: owns its transforms and strings. */
-typedef struct cn_d_query {
-    cn_agg_query q;               /* points into the fields below */
-    cn_agg_transform *transforms; /* owned */
-    size_t n_transforms;
-    char *view_func;     /* owned */
-    char *last;          /* "--last" as given; applied at render time */
-    int64_t last_ns;     /* -1 = none */
-    double from_s, to_s; /* NAN = none */
-    cn_fmt_format format;
-    int depth; /* -1 = unlimited */
-    double min_percent;
-    bool color;
-} cn_d_query;
-
-void cn_d_query_init(cn_d_query *q);
-void cn_d_query_clear(cn_d_query *q);
-/* Decodes the query fields of a request (docs/protocol.md "Queries"): transforms, view,
- * callers/callees, callers_mode, group_by, last, from, to, tid, only_pid, depth,
- * min_percent, format. Returns 0, or -EINVAL with err naming the bad field or SPEC. */
-int cn_d_query_from_json(const json_t *req, cn_d_query *q, cn_err *err);
-/* The reverse, for clients: adds q's fields to req. 0 or -ENOMEM. */
-int cn_d_query_to_json(const cn_d_query *q, json_t *req);
-/* Format names: "text", "json", "folded", "pprof", "speedscope", "chrome-trace", "svg",
- * "canopy". Parse returns -EINVAL for others. */
-const char *cn_d_format_name(cn_fmt_format f);
-int cn_d_format_parse(const char *name, cn_fmt_format *out);
-
-/* Runs q on the session and renders it in q->format into out (bytes; binary formats
- * too). The time range comes from last/from/to relative to the session's start.
- * Transform arguments are checked against the profile first (-ENOENT, exit 2).
- * Returns 0 or negative errno with err set. */
-int cn_d_render(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
+/* Renders spec on the session's profile (cn_fmt_render) into out (bytes; binary formats
+ * too; spec->timeline for the `timeline` request). Headers name the session (its name,
+ * else its id) with its event, samples and lost; --last counts back from the session's
+ * clock (cn_live_session_now). Transform arguments are checked against the profile first
+ * (-ENOENT, exit 2). Returns 0 or negative errno with err set. */
+int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_err *err);
 /* `lines` for function F: the interface's lines JSON object (new reference) or NULL with
  * err set and *code = negative errno. */
-json_t *cn_d_lines_json(cn_live_session *s, const cn_d_query *q, const char *func, int *code,
+json_t *cn_d_lines_json(cn_live_session *s, const cn_fmt_spec *spec, const char *func, int *code,
                         cn_err *err);
-/* `timeline` in format json|text|chrome-trace into out. 0 or negative errno. */
-int cn_d_render_timeline(cn_live_session *s, const cn_d_query *q, cn_buf *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * The server (canopyd)

@@ -10,6 +10,10 @@
  *   graph), a query's stacks (folded, pprof, speedscope), an estimated timeline
  *   (cn_agg_timeline: JSON, text, Chrome trace, speedscope) or a differential result
  *   (cn_agg_diff_run: text, JSON, SVG, three-column folded).
+ * - queries: a cn_fmt_spec holds everything the QUERY and output options say; it travels
+ *   between the CLI and canopyd as JSON (cn_fmt_spec_to_json / _from_json) and
+ *   cn_fmt_render() turns (profile, spec) into bytes for every format, view, timeline and
+ *   differential profile, for files and live sessions alike.
  * Importers own nothing after they return: the profile is the caller's (free it with
  * cn_agg_profile_free). Writers never keep a pointer and never close `out`. Errors are
  * negative errno values; parsers fill a cn_err naming the file and line or byte offset.
@@ -120,6 +124,124 @@ int cn_fmt_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const c
  * raw (unnormalized) weights, one line per stack, sorted by the stack text; reads back as
  * the same d. */
 int cn_fmt_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Queries: one spec, one codec, one renderer (spec.c, render.c)
+ *
+ * A cn_fmt_spec is everything the QUERY and output options (docs/cli.md "QUERY options")
+ * and the protocol's query fields (docs/protocol.md "Queries") can say. The CLI fills one
+ * from argv, sends it to canopyd with cn_fmt_spec_to_json(); canopyd decodes it with
+ * cn_fmt_spec_from_json(); both then hand (profile, spec) to cn_fmt_render(), so a file
+ * opened by `canopy open` and the same profile served by canopyd print the same bytes.
+ */
+
+/* Everything a query and its output options say. Initialise with cn_fmt_spec_init();
+ * release with cn_fmt_spec_clear(). `query` is the engine's view of the spec: the setters
+ * below keep query.transforms / query.view_func pointing into the owned fields. The
+ * range fields of `query` (from_ns, to_ns) are resolved by cn_fmt_render from last /
+ * from_s / to_s against the profile, never set by hand. */
+typedef struct cn_fmt_spec {
+    cn_agg_query query;           /* view, callers_mode, group_by, tid, pid (only_pid) */
+    cn_agg_transform *transforms; /* owned, n_transforms of them (at most
+                                     CN_FMT_MAX_TRANSFORMS) */
+    size_t n_transforms;
+    char *view_func;     /* owned; F of callees/callers */
+    char *last;          /* owned; --last as given, NULL = none */
+    int64_t last_ns;     /* --last parsed, -1 = none */
+    double from_s, to_s; /* --from / --to, seconds since the start; NAN = none */
+    cn_fmt_format format;
+    int depth;          /* text: levels shown, -1 = unlimited */
+    double min_percent; /* text: hide nodes below this % of the total */
+    bool color;         /* text: ANSI colours */
+    bool timeline;      /* render the estimated call timeline (docs/cli.md `timeline`) */
+} cn_fmt_spec;
+
+#define CN_FMT_MAX_TRANSFORMS 1024
+
+/* Defaults: no transforms, tree view, everything in range, format text, depth -1. */
+void cn_fmt_spec_init(cn_fmt_spec *s);
+/* Frees what s owns and re-initialises it. Accepts NULL. */
+void cn_fmt_spec_clear(cn_fmt_spec *s);
+/* Parses a transform SPEC ("focus:main;run") and appends it. Returns 0, -EINVAL (bad
+ * SPEC, or more than CN_FMT_MAX_TRANSFORMS) with err set, or -ENOMEM. */
+int cn_fmt_spec_add_transform(cn_fmt_spec *s, const char *text, cn_err *err);
+/* Sets the view and (func may be NULL: keep the current one) its F. 0 or -ENOMEM. */
+int cn_fmt_spec_set_view(cn_fmt_spec *s, cn_agg_view view, const char *func);
+/* Sets --last from its text (cn_common_parse_duration syntax). 0, -EINVAL or -ENOMEM. */
+int cn_fmt_spec_set_last(cn_fmt_spec *s, const char *text);
+
+/* Adds s's fields to a protocol request (docs/protocol.md "Queries"): the transforms as
+ * SPEC strings, then every field that differs from the default, and "format" always. The
+ * engine fields are read from s->query (transforms may be borrowed there). 0 or -ENOMEM. */
+int cn_fmt_spec_to_json(const cn_fmt_spec *s, json_t *req);
+/* Decodes the query fields of req into s (initialised by the caller, whose values stay
+ * where req says nothing, e.g. the request's default format). Bounds: at most
+ * CN_FMT_MAX_TRANSFORMS transforms, from/to in [0, 9e9] s, depth <= 1000000, min_percent
+ * in [0, 100]. Returns 0, -EINVAL with err naming the bad field or SPEC, or -ENOMEM. */
+int cn_fmt_spec_from_json(const json_t *req, cn_fmt_spec *s, cn_err *err);
+
+/* The name tables (one each, for argv and the protocol alike). The parsers return 0 or
+ * -EINVAL for an unknown name; the name functions return a static string ("?" for an
+ * unknown value). Views use aggregate's names (cn_agg_view_name). */
+int cn_fmt_format_parse(const char *name, cn_fmt_format *out);
+const char *cn_fmt_format_name(cn_fmt_format f);
+/* The format an output file name implies (.json .folded .pb.gz .pb .speedscope.json
+ * .trace.json .svg .canopy .txt). 0, or -ENOENT for any other extension. */
+int cn_fmt_format_from_path(const char *path, cn_fmt_format *out);
+int cn_fmt_view_parse(const char *name, cn_agg_view *out);
+int cn_fmt_callers_mode_parse(const char *name, cn_agg_callers_mode *out);
+const char *cn_fmt_callers_mode_name(cn_agg_callers_mode m);
+int cn_fmt_group_by_parse(const char *name, cn_agg_group_by *out);
+const char *cn_fmt_group_by_name(cn_agg_group_by g);
+
+/* What the renderer needs besides the profile and the spec. Nothing is owned. */
+typedef struct cn_fmt_render_opts {
+    const char *title; /* headers: the file or session name */
+    /* Live sessions add these header fields (text header, JSON) when session != NULL. */
+    const char *session;
+    const char *event;
+    int64_t samples;
+    int64_t lost;
+    /* --last ends at now_ns when has_now (a live session's clock), else at the profile's
+     * last sample. */
+    bool has_now;
+    int64_t now_ns;
+    bool normalize; /* differential profiles: scale BASE to NEW's total (default true) */
+    /* When not NULL, one line per note ("note: …\n", no prefix) is appended: a transform
+     * PATH that names no call node path (docs/cli.md "Transforms"). NULL: not looked for. */
+    cn_buf *notes;
+} cn_fmt_render_opts;
+
+void cn_fmt_render_opts_init(cn_fmt_render_opts *o);
+
+/* The one renderer: resolves spec's range against p (--last from opts' now or the last
+ * sample; --from/--to from the start), checks the transform arguments against the
+ * untransformed profile, runs the query and writes spec->format to out — a tree (text,
+ * JSON, SVG), stacks (folded, pprof, speedscope), the lossless .canopy, the estimated call
+ * timeline (spec->timeline, or chrome-trace: JSON, text, Chrome trace, speedscope), or for
+ * a differential profile (cn_agg_is_diff) the differential tree (text, JSON, SVG, folded,
+ * canopy). out receives partial bytes on error: callers buffer. Returns 0, or negative
+ * errno with err set: -ENOENT for a function or library absent from the profile, -EINVAL
+ * for a combination the format cannot show, -ENOMEM/-EIO for resources (exit 1 rather
+ * than 2). */
+int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
+                  FILE *out, cn_err *err);
+/* The engine query of spec with its range resolved as cn_fmt_render does (for callers
+ * that run other engine calls, e.g. lines). Pointers in *out borrow from spec. */
+void cn_fmt_spec_resolve(const cn_agg_profile *p, const cn_fmt_spec *spec,
+                         const cn_fmt_render_opts *opts, cn_agg_query *out);
+/* `lines` for function F (docs/cli.md "canopy lines"): self weight per source line and
+ * per address inside F after spec's range and transforms, as the lines JSON object
+ * {"function", "lib"?, "file"?, "unit", "lines", "addresses"}. Returns 0 and *out (a new
+ * reference), or negative errno with err set (-ENOENT: unknown transform argument or F). */
+int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
+                      const char *func, json_t **out, cn_err *err);
+/* Whether spec can ask for a timeline: format text, json, chrome-trace or speedscope; no
+ * view, no group-by. 0 or -EINVAL with err set (cn_fmt_render checks it too). */
+int cn_fmt_timeline_check(const cn_fmt_spec *spec, cn_err *err);
+/* Checks spec's transform arguments against p (unknown function or library: -ENOENT with
+ * err set). */
+int cn_fmt_spec_check(cn_agg_profile *p, const cn_fmt_spec *spec, cn_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* fuzz_protocol.c — libFuzzer target for canopyd's protocol decoder: the bytes arrive as a
  * client would send them (split into lines by the bounded framing), each line is decoded
- * as a request, its QUERY fields are decoded into a cn_d_query and encoded back, and an
+ * as a request, its QUERY fields are decoded into a cn_fmt_spec and encoded back, and an
  * error reply is built and encoded for it, as the daemon does. */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,21 +24,21 @@ static void one_line(const char *line, size_t len)
         cn_buf_free(&out);
         return;
     }
-    cn_d_query q;
+    cn_fmt_spec q;
     cn_err err = {0};
-    cn_d_query_init(&q);
-    if (cn_d_query_from_json(req, &q, &err) == 0) {
+    cn_fmt_spec_init(&q);
+    if (cn_fmt_spec_from_json(req, &q, &err) == 0) {
         json_t *back = cn_proto_request("tree");
-        if (back && cn_d_query_to_json(&q, back) == 0) {
-            cn_d_query q2;
-            cn_d_query_init(&q2);
-            cn_d_query_from_json(back, &q2, &err); /* what we encode must decode */
-            cn_d_query_clear(&q2);
+        if (back && cn_fmt_spec_to_json(&q, back) == 0) {
+            cn_fmt_spec q2;
+            cn_fmt_spec_init(&q2);
+            cn_fmt_spec_from_json(back, &q2, &err); /* what we encode must decode */
+            cn_fmt_spec_clear(&q2);
             cn_proto_encode(back, &out);
         }
         json_decref(back);
     }
-    cn_d_query_clear(&q);
+    cn_fmt_spec_clear(&q);
     json_t *ok = cn_proto_ok(req);
     if (ok)
         cn_proto_encode(ok, &out);

@@ -1,5 +1,5 @@
 /* test_common.c — common/: the bounded buffer, protocol framing and decoding, message
- * builders, durations, sizes, base64; and the daemon's query decoding (cn_d_query). */
+ * builders, durations, sizes, base64; and the daemon's query codec (cn_fmt_spec, formats/). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -288,37 +288,37 @@ static void test_query_json(void **state)
                       "\"depth\":3,\"min_percent\":1.5,\"format\":\"folded\"}";
     json_error_t je;
     json_t *req = json_loads(txt, 0, &je);
-    cn_d_query q;
+    cn_fmt_spec q;
     cn_err err = {0};
-    cn_d_query_init(&q);
-    assert_int_equal(cn_d_query_from_json(req, &q, &err), 0);
+    cn_fmt_spec_init(&q);
+    assert_int_equal(cn_fmt_spec_from_json(req, &q, &err), 0);
     assert_int_equal(q.n_transforms, 2);
     assert_int_equal(q.transforms[0].kind, CN_AGG_TF_FOCUS);
     assert_int_equal(q.transforms[0].path_len, 2);
-    assert_int_equal(q.q.view, CN_AGG_VIEW_CALLERS);
-    assert_string_equal(q.q.view_func, "f");
-    assert_int_equal(q.q.callers_mode, CN_AGG_CALLERS_SELF);
-    assert_int_equal(q.q.group_by, CN_AGG_GROUP_THREAD);
+    assert_int_equal(q.query.view, CN_AGG_VIEW_CALLERS);
+    assert_string_equal(q.query.view_func, "f");
+    assert_int_equal(q.query.callers_mode, CN_AGG_CALLERS_SELF);
+    assert_int_equal(q.query.group_by, CN_AGG_GROUP_THREAD);
     assert_true(q.last_ns == 30000000000LL);
-    assert_int_equal(q.q.tid, 7);
-    assert_int_equal(q.q.pid, 9);
+    assert_int_equal(q.query.tid, 7);
+    assert_int_equal(q.query.pid, 9);
     assert_int_equal(q.depth, 3);
     assert_true(q.min_percent == 1.5);
     assert_int_equal(q.format, CN_FMT_FOLDED);
 
     json_t *back = json_object();
-    assert_int_equal(cn_d_query_to_json(&q, back), 0);
-    cn_d_query q2;
-    cn_d_query_init(&q2);
-    assert_int_equal(cn_d_query_from_json(back, &q2, &err), 0);
+    assert_int_equal(cn_fmt_spec_to_json(&q, back), 0);
+    cn_fmt_spec q2;
+    cn_fmt_spec_init(&q2);
+    assert_int_equal(cn_fmt_spec_from_json(back, &q2, &err), 0);
     assert_int_equal(q2.n_transforms, 2);
     assert_int_equal(q2.transforms[1].kind, CN_AGG_TF_MERGE);
     assert_string_equal(q2.transforms[1].arg, "malloc");
-    assert_int_equal(q2.q.view, CN_AGG_VIEW_CALLERS);
+    assert_int_equal(q2.query.view, CN_AGG_VIEW_CALLERS);
     assert_true(q2.last_ns == q.last_ns);
     assert_int_equal(q2.format, CN_FMT_FOLDED);
-    cn_d_query_clear(&q2);
-    cn_d_query_clear(&q);
+    cn_fmt_spec_clear(&q2);
+    cn_fmt_spec_clear(&q);
     json_decref(back);
     json_decref(req);
 
@@ -333,11 +333,11 @@ static void test_query_json(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         req = json_loads(bad[i], 0, &je);
         assert_non_null(req);
-        cn_d_query_init(&q);
+        cn_fmt_spec_init(&q);
         err.msg[0] = '\0';
-        assert_true(cn_d_query_from_json(req, &q, &err) < 0);
+        assert_true(cn_fmt_spec_from_json(req, &q, &err) < 0);
         assert_true(strlen(err.msg) > 0);
-        cn_d_query_clear(&q);
+        cn_fmt_spec_clear(&q);
         json_decref(req);
     }
 }

@@ -1,6 +1,7 @@
-/* test_query_opts.c — QUERY option parsing (client/query_opts.c): every option, the
- * --opt=VALUE form, formats from -o extensions, durations, and the time range resolved
- * against a profile's last sample. */
+/* test_query_opts.c — QUERY option parsing (client/query_opts.c) into a cn_fmt_spec: every
+ * option, the --opt=VALUE form, formats from -o extensions (cn_fmt_format_from_path),
+ * durations (cn_common_parse_duration, the one parser), and the time range resolved
+ * against a profile's last sample (cn_fmt_spec_resolve). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,21 +54,21 @@ static void test_all_options(void **state)
     cn_cli_query q;
     cn_cli_query_init(&q);
     assert_int_equal(parse_all(&q, (int)(sizeof(argv) / sizeof(argv[0])), argv), 1);
-    assert_int_equal(q.n_transforms, 2);
-    assert_int_equal(q.transforms[0].kind, CN_AGG_TF_MERGE);
-    assert_int_equal(q.transforms[1].kind, CN_AGG_TF_FOCUS);
-    assert_int_equal(q.transforms[1].path_len, 2);
-    assert_ptr_equal(q.query.transforms, q.transforms);
-    assert_int_equal(q.query.view, CN_AGG_VIEW_CALLERS);
-    assert_string_equal(q.query.view_func, "F");
-    assert_int_equal(q.query.callers_mode, CN_AGG_CALLERS_SELF);
-    assert_int_equal(q.query.group_by, CN_AGG_GROUP_THREAD);
-    assert_true(q.from_s == 1.5 && q.to_s == 3.0);
-    assert_int_equal(q.query.tid, 42);
-    assert_int_equal(q.query.pid, 7);
-    assert_int_equal(q.depth, 4);
-    assert_true(q.min_percent == 0.5);
-    assert_int_equal(q.format, CN_FMT_SVG);
+    assert_int_equal(q.spec.n_transforms, 2);
+    assert_int_equal(q.spec.transforms[0].kind, CN_AGG_TF_MERGE);
+    assert_int_equal(q.spec.transforms[1].kind, CN_AGG_TF_FOCUS);
+    assert_int_equal(q.spec.transforms[1].path_len, 2);
+    assert_ptr_equal(q.spec.query.transforms, q.spec.transforms);
+    assert_int_equal(q.spec.query.view, CN_AGG_VIEW_CALLERS);
+    assert_string_equal(q.spec.query.view_func, "F");
+    assert_int_equal(q.spec.query.callers_mode, CN_AGG_CALLERS_SELF);
+    assert_int_equal(q.spec.query.group_by, CN_AGG_GROUP_THREAD);
+    assert_true(q.spec.from_s == 1.5 && q.spec.to_s == 3.0);
+    assert_int_equal(q.spec.query.tid, 42);
+    assert_int_equal(q.spec.query.pid, 7);
+    assert_int_equal(q.spec.depth, 4);
+    assert_true(q.spec.min_percent == 0.5);
+    assert_int_equal(q.spec.format, CN_FMT_SVG);
     assert_string_equal(q.output, "x.svg");
     cn_cli_query_clear(&q);
 }
@@ -125,17 +126,17 @@ static void test_formats_from_extension(void **state)
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         cn_fmt_format f;
-        assert_int_equal(cn_cli_format_from_path(cases[k].path, &f), 0);
+        assert_int_equal(cn_fmt_format_from_path(cases[k].path, &f), 0);
         assert_int_equal(f, cases[k].f);
     }
     cn_fmt_format f;
-    assert_true(cn_cli_format_from_path("a.txt.bak", &f) < 0);
+    assert_true(cn_fmt_format_from_path("a.txt.bak", &f) < 0);
     /* --format wins over the extension */
     char *argv[] = {"--format", "folded", "-o", "x.json"};
     cn_cli_query q;
     cn_cli_query_init(&q);
     assert_int_equal(parse_all(&q, 4, argv), 1);
-    assert_int_equal(q.format, CN_FMT_FOLDED);
+    assert_int_equal(q.spec.format, CN_FMT_FOLDED);
     cn_cli_query_clear(&q);
 }
 
@@ -143,20 +144,20 @@ static void test_durations(void **state)
 {
     (void)state;
     int64_t ns;
-    assert_int_equal(cn_cli_parse_duration("30s", &ns), 0);
+    assert_int_equal(cn_common_parse_duration("30s", &ns), 0);
     assert_true(ns == 30000000000LL);
-    assert_int_equal(cn_cli_parse_duration("5m", &ns), 0);
+    assert_int_equal(cn_common_parse_duration("5m", &ns), 0);
     assert_true(ns == 300000000000LL);
-    assert_int_equal(cn_cli_parse_duration("1.5", &ns), 0);
+    assert_int_equal(cn_common_parse_duration("1.5", &ns), 0);
     assert_true(ns == 1500000000LL);
-    assert_int_equal(cn_cli_parse_duration("250us", &ns), 0);
+    assert_int_equal(cn_common_parse_duration("250us", &ns), 0);
     assert_true(ns == 250000);
-    assert_int_equal(cn_cli_parse_duration("2h", &ns), 0);
+    assert_int_equal(cn_common_parse_duration("2h", &ns), 0);
     assert_true(ns == 7200000000000LL);
-    assert_true(cn_cli_parse_duration("", &ns) < 0);
-    assert_true(cn_cli_parse_duration("-1s", &ns) < 0);
-    assert_true(cn_cli_parse_duration("3 s", &ns) < 0);
-    assert_true(cn_cli_parse_duration("1e300h", &ns) < 0);
+    assert_true(cn_common_parse_duration("", &ns) < 0);
+    assert_true(cn_common_parse_duration("-1s", &ns) < 0);
+    assert_true(cn_common_parse_duration("3 s", &ns) < 0);
+    assert_true(cn_common_parse_duration("1e300h", &ns) < 0);
 }
 
 static void test_last_is_relative_to_the_last_sample(void **state)
@@ -170,17 +171,18 @@ static void test_last_is_relative_to_the_last_sample(void **state)
     cn_cli_query q;
     cn_cli_query_init(&q);
     assert_int_equal(parse_all(&q, 2, argv), 1);
-    cn_cli_query_resolve_range(p, &q);
-    assert_true(q.query.from_ns == 7000000000LL);
-    assert_true(q.query.to_ns == INT64_MAX);
+    cn_agg_query r;
+    cn_fmt_spec_resolve(p, &q.spec, NULL, &r);
+    assert_true(r.from_ns == 7000000000LL);
+    assert_true(r.to_ns == INT64_MAX);
     cn_cli_query_clear(&q);
 
     char *argv2[] = {"--from", "0.5", "--to", "2"};
     cn_cli_query_init(&q);
     assert_int_equal(parse_all(&q, 4, argv2), 1);
-    cn_cli_query_resolve_range(p, &q);
-    assert_true(q.query.from_ns == 500000000LL);
-    assert_true(q.query.to_ns == 2000000000LL);
+    cn_fmt_spec_resolve(p, &q.spec, NULL, &r);
+    assert_true(r.from_ns == 500000000LL);
+    assert_true(r.to_ns == 2000000000LL);
     cn_cli_query_clear(&q);
     cn_agg_profile_free(p);
 }

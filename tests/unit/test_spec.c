@@ -1,0 +1,320 @@
+/* test_spec.c — formats/' query spec (cn_fmt_spec): the JSON codec round trip (spec →
+ * JSON → spec, every field), the bounds the decoder enforces, the name tables, the one
+ * duration parser both sides use (cn_common_parse_duration), and the renderer's range
+ * resolution, checks and notes. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cn_fmt.h"
+
+/* A spec with every field away from its default. */
+static void full_spec(cn_fmt_spec *s)
+{
+    cn_err err = {0};
+    cn_fmt_spec_init(s);
+    assert_int_equal(cn_fmt_spec_add_transform(s, "focus:main;run", &err), 0);
+    assert_int_equal(cn_fmt_spec_add_transform(s, "merge:malloc", &err), 0);
+    assert_int_equal(cn_fmt_spec_add_transform(s, "collapse-all-rec", &err), 0);
+    assert_int_equal(cn_fmt_spec_set_view(s, CN_AGG_VIEW_CALLERS, "f"), 0);
+    s->query.callers_mode = CN_AGG_CALLERS_SELF;
+    s->query.group_by = CN_AGG_GROUP_THREAD;
+    assert_int_equal(cn_fmt_spec_set_last(s, "5min"), 0);
+    s->from_s = 1.25;
+    s->to_s = 7.5;
+    s->query.tid = 7;
+    s->query.pid = 9;
+    s->depth = 3;
+    s->min_percent = 1.5;
+    s->color = true;
+    s->format = CN_FMT_SVG;
+}
+
+static void assert_same(const cn_fmt_spec *a, const cn_fmt_spec *b)
+{
+    assert_int_equal(a->n_transforms, b->n_transforms);
+    assert_ptr_equal(b->query.transforms, b->transforms);
+    for (size_t i = 0; i < a->n_transforms; i++) {
+        char *x = cn_agg_transform_format(&a->transforms[i]);
+        char *y = cn_agg_transform_format(&b->transforms[i]);
+        assert_string_equal(x, y);
+        free(x);
+        free(y);
+    }
+    assert_int_equal(a->query.view, b->query.view);
+    if (a->view_func)
+        assert_string_equal(a->view_func, b->query.view_func);
+    assert_int_equal(a->query.callers_mode, b->query.callers_mode);
+    assert_int_equal(a->query.group_by, b->query.group_by);
+    assert_true(a->last_ns == b->last_ns);
+    if (a->last)
+        assert_string_equal(a->last, b->last);
+    assert_true((isnan(a->from_s) && isnan(b->from_s)) || a->from_s == b->from_s);
+    assert_true((isnan(a->to_s) && isnan(b->to_s)) || a->to_s == b->to_s);
+    assert_int_equal(a->query.tid, b->query.tid);
+    assert_int_equal(a->query.pid, b->query.pid);
+    assert_int_equal(a->depth, b->depth);
+    assert_true(a->min_percent == b->min_percent);
+    assert_int_equal(a->color, b->color);
+    assert_int_equal(a->format, b->format);
+}
+
+static void round_trip(const cn_fmt_spec *s)
+{
+    cn_fmt_spec back;
+    cn_err err = {0};
+    json_t *req = json_object();
+    assert_int_equal(cn_fmt_spec_to_json(s, req), 0);
+    cn_fmt_spec_init(&back);
+    back.format = CN_FMT_JSON; /* the request's default must not win over "format" */
+    assert_int_equal(cn_fmt_spec_from_json(req, &back, &err), 0);
+    assert_same(s, &back);
+    cn_fmt_spec_clear(&back);
+    json_decref(req);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    cn_fmt_spec s;
+    full_spec(&s);
+    round_trip(&s);
+    cn_fmt_spec_clear(&s);
+    cn_fmt_spec_clear(NULL);
+
+    /* Defaults travel as nothing but the format. */
+    cn_fmt_spec_init(&s);
+    json_t *req = json_object();
+    assert_int_equal(cn_fmt_spec_to_json(&s, req), 0);
+    assert_int_equal(json_object_size(req), 1);
+    assert_string_equal(json_string_value(json_object_get(req, "format")), "text");
+    json_decref(req);
+    round_trip(&s);
+
+    /* Every format, view, group-by and callers mode by name. */
+    for (int f = CN_FMT_TEXT; f <= CN_FMT_SVG; f++) {
+        s.format = (cn_fmt_format)f;
+        round_trip(&s);
+    }
+    const char *views[] = {"tree", "inverted", "callees", "callers", "functions"};
+    for (size_t i = 0; i < 5; i++) {
+        cn_agg_view v;
+        assert_int_equal(cn_fmt_view_parse(views[i], &v), 0);
+        assert_string_equal(cn_agg_view_name(v), views[i]);
+        assert_int_equal(cn_fmt_spec_set_view(&s, v, "g"), 0);
+        round_trip(&s);
+    }
+    for (int g = CN_AGG_GROUP_NONE; g <= CN_AGG_GROUP_THREAD; g++) {
+        cn_agg_group_by back;
+        assert_int_equal(cn_fmt_group_by_parse(cn_fmt_group_by_name(g), &back), 0);
+        assert_int_equal(back, g);
+    }
+    cn_agg_callers_mode m;
+    assert_int_equal(cn_fmt_callers_mode_parse("self", &m), 0);
+    assert_string_equal(cn_fmt_callers_mode_name(m), "self");
+    cn_fmt_format f;
+    assert_int_equal(cn_fmt_format_parse("chrome-trace", &f), 0);
+    assert_string_equal(cn_fmt_format_name(f), "chrome-trace");
+    assert_true(cn_fmt_format_parse("png", &f) < 0);
+    assert_true(cn_fmt_view_parse("sideways", &(cn_agg_view){0}) < 0);
+    assert_true(cn_fmt_group_by_parse("cpu", &(cn_agg_group_by){0}) < 0);
+    cn_fmt_spec_clear(&s);
+}
+
+static void test_decoder_bounds(void **state)
+{
+    (void)state;
+    /* 1024 transforms pass, 1025 do not. */
+    for (size_t n = 1024; n <= 1025; n++) {
+        json_t *req = json_object(), *a = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(a, json_string("merge:x"));
+        json_object_set_new(req, "transforms", a);
+        cn_fmt_spec s;
+        cn_err err = {0};
+        cn_fmt_spec_init(&s);
+        int r = cn_fmt_spec_from_json(req, &s, &err);
+        if (n == 1024) {
+            assert_int_equal(r, 0);
+            assert_int_equal(s.n_transforms, 1024);
+            cn_err e2 = {0};
+            assert_int_equal(cn_fmt_spec_add_transform(&s, "merge:y", &e2), -EINVAL);
+        } else {
+            assert_int_equal(r, -EINVAL);
+            assert_non_null(strstr(err.msg, "too many transforms"));
+        }
+        cn_fmt_spec_clear(&s);
+        json_decref(req);
+    }
+    const char *bad[] = {
+        "{\"transforms\":\"x\"}",
+        "{\"transforms\":[\"nope:x\"]}",
+        "{\"transforms\":[1]}",
+        "{\"view\":\"sideways\"}",
+        "{\"view\":\"callers\"}",
+        "{\"group_by\":\"cpu\"}",
+        "{\"last\":\"soon\"}",
+        "{\"last\":\"1e2s\"}",
+        "{\"from\":-1}",
+        "{\"to\":1e10}",
+        "{\"tid\":\"1\"}",
+        "{\"tid\":-2}",
+        "{\"only_pid\":3e9}",
+        "{\"depth\":1000001}",
+        "{\"format\":\"png\"}",
+        "{\"min_percent\":101}",
+        "{\"callers_mode\":\"all\"}",
+        "{\"color\":1}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *req = json_loads(bad[i], 0, NULL);
+        assert_non_null(req);
+        cn_fmt_spec s;
+        cn_err err = {0};
+        cn_fmt_spec_init(&s);
+        assert_true(cn_fmt_spec_from_json(req, &s, &err) < 0);
+        assert_true(strlen(err.msg) > 0);
+        cn_fmt_spec_clear(&s);
+        json_decref(req);
+    }
+}
+
+/* The one duration syntax (docs/cli.md "Durations"): what the client and canopyd used to
+ * disagree on. */
+static void test_durations(void **state)
+{
+    (void)state;
+    int64_t ns;
+    assert_int_equal(cn_common_parse_duration("5min", &ns), 0);
+    assert_true(ns == 300000000000LL);
+    assert_int_equal(cn_common_parse_duration("5m", &ns), 0);
+    assert_true(ns == 300000000000LL);
+    assert_int_equal(cn_common_parse_duration("500ms", &ns), 0);
+    assert_true(ns == 500000000LL);
+    assert_int_equal(cn_common_parse_duration("1.5", &ns), 0);
+    assert_true(ns == 1500000000LL);
+    assert_int_equal(cn_common_parse_duration(".5s", &ns), 0);
+    assert_true(ns == 500000000LL);
+    assert_int_equal(cn_common_parse_duration("2.h", &ns), 0);
+    assert_true(ns == 7200000000000LL);
+    const char *bad[] = {"1e2s", "1E2", "+1s", "-1s", "5 min", "5mins", "inf", "0x1p3", "1,5s", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(cn_common_parse_duration(bad[i], &ns), -EINVAL);
+    /* The spec's setter uses it and keeps the text. */
+    cn_fmt_spec s;
+    cn_fmt_spec_init(&s);
+    assert_int_equal(cn_fmt_spec_set_last(&s, "1e2s"), -EINVAL);
+    assert_null(s.last);
+    assert_int_equal(cn_fmt_spec_set_last(&s, "250us"), 0);
+    assert_string_equal(s.last, "250us");
+    assert_true(s.last_ns == 250000);
+    cn_fmt_spec_clear(&s);
+}
+
+/* A profile: main;a (t = 1 s), main;b (t = 9 s). */
+static cn_agg_profile *two_samples(void)
+{
+    cn_agg_profile *p = NULL;
+    cn_err err = {0};
+    const char *text = "main;a 1\nmain;b 1\n";
+    assert_int_equal(cn_fmt_import_buffer(text, strlen(text), "t.folded", &p, &err), 0);
+    return p;
+}
+
+static void test_render_checks_and_notes(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = two_samples();
+    cn_fmt_spec s;
+    cn_fmt_render_opts o;
+    cn_err err = {0};
+    cn_buf notes;
+    char *mem = NULL;
+    size_t len = 0;
+
+    cn_fmt_spec_init(&s);
+    cn_fmt_render_opts_init(&o);
+    cn_buf_init(&notes, 0);
+    o.notes = &notes;
+    o.title = "T";
+    /* An unknown function: -ENOENT, nothing written. */
+    assert_int_equal(cn_fmt_spec_add_transform(&s, "merge:nosuch", &err), 0);
+    FILE *f = open_memstream(&mem, &len);
+    assert_int_equal(cn_fmt_render(p, &s, &o, f, &err), -ENOENT);
+    fclose(f);
+    assert_int_equal(len, 0);
+    assert_true(strlen(err.msg) > 0);
+    free(mem);
+    cn_fmt_spec_clear(&s);
+
+    /* A PATH that is no call node path: a note, and the rule applies. */
+    assert_int_equal(cn_fmt_spec_add_transform(&s, "focus:a;main", &err), 0);
+    s.format = CN_FMT_JSON;
+    f = open_memstream(&mem, &len);
+    assert_int_equal(cn_fmt_render(p, &s, &o, f, &err), 0);
+    fclose(f);
+    assert_non_null(strstr(cn_buf_ptr(&notes), "note: 'focus:a;main'"));
+    assert_non_null(strstr(mem, "\"roots\":[]"));
+    free(mem);
+
+    /* A timeline takes no view; chrome-trace is a timeline. */
+    cn_fmt_spec_clear(&s);
+    s.timeline = true;
+    s.format = CN_FMT_FOLDED;
+    assert_int_equal(cn_fmt_timeline_check(&s, &err), -EINVAL);
+    s.format = CN_FMT_SPEEDSCOPE;
+    assert_int_equal(cn_fmt_timeline_check(&s, &err), 0);
+    f = open_memstream(&mem, &len);
+    assert_int_equal(cn_fmt_render(p, &s, &o, f, &err), 0);
+    fclose(f);
+    assert_non_null(strstr(mem, "\"evented\""));
+    free(mem);
+
+    cn_buf_free(&notes);
+    cn_fmt_spec_clear(&s);
+    cn_agg_profile_free(p);
+}
+
+static void test_range(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    assert_int_equal(cn_agg_add_sample(p, -1, 1000000000LL, 1, -1), 0);
+    assert_int_equal(cn_agg_add_sample(p, -1, 9000000000LL, 1, -1), 0);
+    cn_fmt_spec s;
+    cn_fmt_render_opts o;
+    cn_agg_query q;
+    cn_fmt_spec_init(&s);
+    cn_fmt_render_opts_init(&o);
+    assert_int_equal(cn_fmt_spec_set_last(&s, "2s"), 0);
+    cn_fmt_spec_resolve(p, &s, NULL, &q); /* from the last sample */
+    assert_true(q.from_ns == 7000000000LL && q.to_ns == INT64_MAX);
+    o.has_now = true;
+    o.now_ns = 20000000000LL; /* from a live "now" */
+    cn_fmt_spec_resolve(p, &s, &o, &q);
+    assert_true(q.from_ns == 18000000000LL);
+    s.from_s = 0.5; /* --from wins (the protocol allows both) */
+    cn_fmt_spec_resolve(p, &s, &o, &q);
+    assert_true(q.from_ns == 500000000LL);
+    cn_fmt_spec_clear(&s);
+    cn_agg_profile_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_decoder_bounds),
+        cmocka_unit_test(test_durations),  cmocka_unit_test(test_render_checks_and_notes),
+        cmocka_unit_test(test_range),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
