@@ -1,5 +1,5 @@
 /* lines.c — self weight per source line and per address inside one function
- * (`canopy lines`, calltree.md §4.5).
+ * (`canopy lines`, docs/calltree.md §4.5).
  *
  * A sample counts when, after the query, its innermost func is named F. Its weight goes
  * to the line and the address of the innermost frame of its stack whose func chain holds

@@ -1,5 +1,5 @@
 /* profile.c — the profile's tables: strings, resources, funcs, frames, stacks, threads,
- * samples and metadata (calltree.md §1.1).
+ * samples and metadata (docs/calltree.md §1.1).
  *
  * Every table is append-only struct-of-arrays with dense int32 ids, interned through the
  * hash tables of hash.c. Strings live in an arena of blocks that never move, so a name
@@ -462,7 +462,7 @@ static uint64_t native_key(int32_t res, uint64_t offset, uint32_t salt)
     return cn_agg__mix64(offset + salt) ^ ((uint64_t)(uint32_t)res << 32 | salt);
 }
 
-/* The placeholder name of an unsymbolized native frame (interface.md "Names"). */
+/* The placeholder name of an unsymbolized native frame (docs/cli.md "Names"). */
 static int32_t placeholder_func(cn_agg_profile *p, int32_t res, uint64_t offset)
 {
     char name[320];

@@ -109,7 +109,7 @@ int cn_agg__qrun_self(cn_agg__qrun *run, double **self);
  * merged/recur: collapse-all-rec counters of the input rows (may be NULL), carried
  * through other rebuilding transforms; for collapse-all-rec, self[] (self weight per
  * input row; NULL = all 0) must be given and o->merged and o->recur receive the new
- * counters (malloc'ed), computed over the input tree only (calltree.md §6.1). */
+ * counters (malloc'ed), computed over the input tree only (docs/calltree.md §6.1). */
 typedef struct cn_agg__tfout {
     cn_agg__qtable t;
     int32_t *map;

@@ -1,4 +1,4 @@
-/* regroup.c — symbolication reshapes the tree (calltree.md §4).
+/* regroup.c — symbolication reshapes the tree (docs/calltree.md §4).
  *
  * A frame's func chain (outer first; longer than one when inlines were found) is
  * replaced by what the symbolizer found. Nothing else is rewritten: call nodes are derived

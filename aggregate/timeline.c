@@ -1,4 +1,4 @@
-/* timeline.c — estimated calls from consecutive samples (calltree.md §5.5 without trace
+/* timeline.c — estimated calls from consecutive samples (docs/calltree.md §5.5 without trace
  * events).
  *
  * Per thread, in time order: each sample's path (after the query's transforms, from its

@@ -1,4 +1,4 @@
-/* transform.c — the transforms of calltree.md §2 on func-level stack tables.
+/* transform.c — the transforms of docs/calltree.md §2 on func-level stack tables.
  *
  * Every transform is one pass over the input table in row order (prefix < row, so a
  * row's parent has always been handled): per-row state (a match counter, "F seen", the

@@ -1,4 +1,4 @@
-/* bench_formats.c — export speed of the issue-6 formats (docs/perf-formats.md).
+/* bench_formats.c — export speed of pprof, speedscope and SVG (docs/perf-formats.md).
  *
  * Builds a synthetic profile of N samples over S distinct native stacks (depth 8..40,
  * 64 functions per library over 4 libraries, 4 threads, ns weights), then times

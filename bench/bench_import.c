@@ -7,7 +7,7 @@
  * (getrusage) against the file size. The generator streams with a seeded PRNG (run twice:
  * once to count hits, once to write), so it adds almost nothing to the peak.
  * Usage: bench_import [SIZE_MB (default 100)] [--keep]
- * Target (issue 2): 100 MB in <= 2 s, peak RSS <= 3x the file size (Release build).
+ * Target: 100 MB in <= 2 s, peak RSS <= 3x the file size (Release build).
  */
 #include <stdint.h>
 #include <stdio.h>

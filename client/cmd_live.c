@@ -1,6 +1,6 @@
 /* cmd_live.c — the sampling commands: `canopy run`, `tree`, `top`, `attach`, `system`.
  *
- * Each talks to canopyd when one answers (daemon_client.c) and, where interface.md allows
+ * Each talks to canopyd when one answers (daemon_client.c) and, where docs/cli.md allows
  * it (run, tree --pid, top --pid), hosts the engine in-process otherwise (inproc.c),
  * saying so in one line on stderr. Rendering reuses the offline CLI's code: in-process
  * profiles go through cn_cli_render() exactly like `canopy open`; the daemon renders with

@@ -24,7 +24,7 @@
 #include "cn_live.h"
 
 /* ---------------------------------------------------------------------------------------
- * SAMPLING options (interface.md)
+ * SAMPLING options (docs/cli.md)
  */
 
 typedef enum cn_cli_unwind {

@@ -1,5 +1,5 @@
 /* sampling_opts.c — the SAMPLING options of run, attach, system, tree --pid and top --pid
- * (interface.md): -F/--freq, --event, --unwind, --stack-size, --kernel/--no-kernel,
+ * (docs/cli.md): -F/--freq, --event, --unwind, --stack-size, --kernel/--no-kernel,
  * --duration and, for sessions, --name. One option at a time, like the QUERY options, so
  * a command can mix both; values are checked here and errors printed as one line.
  */

@@ -2,7 +2,7 @@
  * for live sources.
  *
  * Two panes: the hottest functions by self weight, and the call tree (or the inverted
- * tree) with expand/collapse. Keys (interface.md) push transforms onto a stack that is
+ * tree) with expand/collapse. Keys (docs/cli.md) push transforms onto a stack that is
  * sent with every query: f focus on the selected node, F focus on its function, m merge
  * its function, M merge the node, d drop its function, u pops; i inverts, w cycles the
  * time window (all, 60 s, 10 s), p pauses refreshes, / searches, q quits.
@@ -10,7 +10,7 @@
  * State that must survive a refresh is kept by name, never by node index: the selection
  * is a call node path (root first), the expanded nodes a sorted set of joined paths.
  * After a refresh the selection falls back to its longest existing prefix
- * (calltree.md §2.14); after a transform it is mapped through cn_agg_map_path.
+ * (docs/calltree.md §2.14); after a transform it is mapped through cn_agg_map_path.
  *
  * The loop polls stdin and a signalfd (SIGINT, SIGTERM, SIGHUP, SIGQUIT blocked while top
  * runs), so a signal ends the loop through the one cleanup path that restores the

@@ -113,7 +113,7 @@ int cn_top_snapshot_add_func(cn_top_snapshot *s, const char *name, const char *l
 }
 
 /* ---------------------------------------------------------------------------------------
- * From JSON (interface.md "JSON tree")
+ * From JSON (docs/cli.md "JSON tree")
  */
 
 static int json_nodes(cn_top_snapshot *s, int32_t parent, const json_t *arr, int depth, char *msg,

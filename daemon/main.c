@@ -1,4 +1,4 @@
-/* canopyd: the canopy daemon. Parses its flags (interface.md) into a cn_d_config and runs
+/* canopyd: the canopy daemon. Parses its flags (docs/cli.md) into a cn_d_config and runs
  * the server (daemon/cn_d.h) until SIGTERM/SIGINT or a `shutdown` request. It never forks
  * into the background: systemd (or the caller) supervises it. Exit status: 0 after a clean
  * shutdown, 1 on a runtime failure (socket busy, state dir unusable), 2 on bad usage. */

@@ -310,7 +310,7 @@ static int cmp_order(const void *a, const void *b)
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-/* fixMissingSamples (calltree.md §5.2 step 6) on the time-ordered samples, written as
+/* fixMissingSamples (docs/calltree.md §5.2 step 6) on the time-ordered samples, written as
  * timeline stacks. 1, or 0 with error. */
 static int fix_missing(cn_fmt__cpuprof *c)
 {

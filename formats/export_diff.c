@@ -12,7 +12,7 @@
 
 /* ---- writers ---------------------------------------------------------------------- */
 
-/* shown[n]: total != 0 or a shown child (interface.md: a differential tree keeps a zero
+/* shown[n]: total != 0 or a shown child (docs/cli.md: a differential tree keeps a zero
  * node that has shown children). */
 static bool mark_shown(const cn_agg_tree *t, int32_t n, uint8_t *shown)
 {

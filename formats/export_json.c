@@ -5,7 +5,7 @@
  * shown node and closes `]}` as the walk climbs back, so a tree as deep as the deepest
  * stack costs no C stack. Values are weight × the profile's scale; integral values are
  * written as JSON integers so that sample counts read as `3`, not `3.0`. A node whose
- * total is 0 and that has no shown child is left out (interface.md), whatever the engine
+ * total is 0 and that has no shown child is left out (docs/cli.md), whatever the engine
  * kept.
  */
 #include <errno.h>

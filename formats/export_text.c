@@ -1,4 +1,4 @@
-/* export_text.c — the text tree (interface.md "Text tree") and the writer options.
+/* export_text.c — the text tree (docs/cli.md "Text tree") and the writer options.
  *
  * A header line (title, unit, total, view, transforms), then one node per line indented
  * two spaces per level: total and self as percentages of the total and in the unit, then

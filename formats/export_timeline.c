@@ -1,6 +1,6 @@
 /* export_timeline.c — writers for estimated calls (cn_agg_timeline()'s output).
  *
- * Three forms: canopy's JSON (`{"unit": "us", "calls": [...]}`, interface.md), a text
+ * Three forms: canopy's JSON (`{"unit": "us", "calls": [...]}`, docs/cli.md), a text
  * listing indented by depth, and Chrome trace events (one complete "X" event per call,
  * ts/dur in µs, plus a thread_name metadata event per named thread), which
  * chrome://tracing and Perfetto load. Calls are written in the order given

@@ -58,7 +58,7 @@ typedef enum cn_d_backend {
 } cn_d_backend;
 
 typedef struct cn_d_config {
-    const char *socket_path; /* NULL = default for the uid (interface.md) */
+    const char *socket_path; /* NULL = default for the uid (docs/cli.md) */
     const char *state_dir;   /* NULL = default for the uid */
     cn_d_backend backend;
     int listen_fd;             /* >= 0: an already-listening socket (systemd activation) */

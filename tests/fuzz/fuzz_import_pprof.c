@@ -1,5 +1,5 @@
 /* fuzz_import_pprof.c — the pprof importer (import_pprof.c) on arbitrary bytes, and, when
- * a profile comes out, every issue-6 exporter on it (pprof, speedscope, SVG), so a
+ * a profile comes out, every exporter on it (pprof, speedscope, SVG), so a
  * hostile profile can neither crash the parser nor the writers. */
 #include <stdint.h>
 #include <stdio.h>

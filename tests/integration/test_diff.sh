@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `canopy diff BASE NEW [QUERY]` (issue 6): NEW − BASE after normalizing BASE to NEW's
+# `canopy diff BASE NEW [QUERY]`: NEW − BASE after normalizing BASE to NEW's
 # total (raw with --no-normalize), ordered by |total|; JSON nodes carry base and new; the
 # three-column folded output reads back to the same tree; time windows FILE@FROM..TO;
 # transforms and views apply to both sides; the differential SVG renders in Chromium;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live sessions in `canopy diff` and `canopy timeline --format speedscope` (issue 6),
+# Live sessions in `canopy diff` and `canopy timeline --format speedscope`,
 # against a real canopyd on a private socket and state dir:
 # - diff SESSION@FROM..TO SESSION@FROM..TO (two windows of one session) and diff SESSION
 #   SESSION (two sessions): JSON shape, raw side totals equal to `canopy tree` of the same

@@ -63,7 +63,7 @@ grep -q '^A;B;C;D;E 1$' "$TMP/x.json" || fail "--format folded -o x.json: $(cat 
 grep -q "100.0%" "$TMP/x.out" || fail "-o x.out is not text"
 echo "PASS -o and --format"
 
-# Time options on a profile with times (calltree.md §7.5.4: a, a, b, b every 100 µs).
+# Time options on a profile with times (docs/calltree.md §7.5.4: a, a, b, b every 100 µs).
 T=$CANOPY_TEST_DATA/timeline/integrator.cpuprofile
 "$C" open "$T" --format json >"$TMP/all.json" || fail "exit $?"
 "$C" open "$T" --last 150us --format json >"$TMP/last.json" || fail "--last: exit $?"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pprof export and import (issue 6): every pprof canopy writes is read by `go tool pprof`
+# pprof export and import: every pprof canopy writes is read by `go tool pprof`
 # (-raw and -top show the same functions and totals as `canopy open --functions`), with
 # and without transforms; folded -> pprof -> folded is identical; profiles written by Go's
 # runtime/pprof import with the totals `go tool pprof` reports; bad input exits 2 with a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# speedscope output (issue 6): valid against speedscope's file-format schema (vendored
+# speedscope output: valid against speedscope's file-format schema (vendored
 # from the speedscope npm package, tests/data/speedscope), one sampled profile per thread,
 # and the weighted stacks give back canopy's per-function self and total, with and
 # without transforms. (speedscope's own importer is a browser app that does not settle in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SVG flame graphs (issue 6), rendered in headless Chromium (formats/svg_check.py): no
+# SVG flame graphs, rendered in headless Chromium (formats/svg_check.py): no
 # script errors, rect widths = totals, frames match canopy's JSON tree by call path,
 # zoom and search work, and the PNG screenshot's root row is as wide as its rects.
 # Also: the icicle graph for --invert, a transformed tree, kernel frames coloured apart

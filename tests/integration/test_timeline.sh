@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `canopy timeline` on .cpuprofile files: the SamplesIntegrator results of calltree.md
+# `canopy timeline` on .cpuprofile files: the SamplesIntegrator results of docs/calltree.md
 # §7.1.16 and §7.5.4 (no trace events), in JSON, text and Chrome trace form.
 source "$(dirname "$0")/lib.sh"
 DATA=$CANOPY_TEST_DATA/timeline

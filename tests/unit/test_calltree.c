@@ -1,4 +1,4 @@
-/* test_calltree.c — the query engine against the worked vectors of calltree.md §7, the
+/* test_calltree.c — the query engine against the worked vectors of docs/calltree.md §7, the
  * edge cases of §2, path mapping, transform specs, views, timeline, lines, and the
  * symbolication reshaping of §4.4/§4.5.
  *

@@ -1,6 +1,6 @@
 /* test_import.c — the profile importers (folded, .cpuprofile, perf script, .canopy),
  * format detection and gzip, on hand-written inputs, on the DevTools vectors of
- * calltree.md §7.5, and on real files recorded on this machine (tests/data/cpuprofile/
+ * docs/calltree.md §7.5, and on real files recorded on this machine (tests/data/cpuprofile/
  * from `node --cpu-prof`, tests/data/perf/ from `perf record -g`), whose expected figures
  * are computed here independently (jansson over the same JSON; the construction of
  * tests/data/src/workload.c).
@@ -392,7 +392,7 @@ static void test_perf_real(void **state)
 
 /* ---- .cpuprofile ------------------------------------------------------------------ */
 
-/* calltree.md §7.5.1 */
+/* docs/calltree.md §7.5.1 */
 static const char cpu_basic[] =
     "{\"nodes\":["
     "{\"id\":1,\"callFrame\":{\"functionName\":\"(root)\",\"scriptId\":\"0\",\"url\":\"\","
@@ -498,7 +498,7 @@ static void test_cpuprofile_variants(void **state)
     cn_agg_profile_free(p);
 }
 
-/* calltree.md §7.5.3: fixMissingSamples replaces samples 2, 4 and 11 — in the timeline
+/* docs/calltree.md §7.5.3: fixMissingSamples replaces samples 2, 4 and 11 — in the timeline
  * stacks only. */
 static void test_cpuprofile_fix_missing(void **state)
 {

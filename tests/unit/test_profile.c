@@ -272,7 +272,7 @@ static void test_timeline_stack(void **state)
     assert_int_equal(cn_agg_sample_set_timeline_stack(p, 5, sb), -ERANGE);
 }
 
-/* calltree.md §4.4: frames 0x10,0x14 -> main, 0x40,0x48 -> work, 0x80 -> leaf. */
+/* docs/calltree.md §4.4: frames 0x10,0x14 -> main, 0x40,0x48 -> work, 0x80 -> leaf. */
 static void test_regroup_renames(void **state)
 {
     cn_agg_profile *p = *state;

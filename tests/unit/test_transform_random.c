@@ -4,7 +4,7 @@
  * so recursion and shared names are common; weights in [-2, 5]) and random transform
  * sequences. The engine (stack-table transforms) is compared with an independent, simple
  * model written here: each sample's path (list of funcs, root first) is rewritten by the
- * per-sample path rules of calltree.md §2.0–§2.12 / §6.1, then the views are built by
+ * per-sample path rules of docs/calltree.md §2.0–§2.12 / §6.1, then the views are built by
  * brute force over the rewritten paths. Trees are compared as sorted "path total self"
  * lines; the engine's sibling order is checked separately. Every query runs three ways:
  * through the profile's own query cache, through a cache that was filled before symbols

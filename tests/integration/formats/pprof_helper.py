@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helpers for test_pprof.sh (issue 6).
+"""Helpers for test_pprof.sh.
 
   compare-top CANOPY_FUNCTIONS_JSON PPROF_TOP_TXT
       `go tool pprof -top -unit=<u>` output against `canopy open --functions --format json`:
