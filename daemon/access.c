@@ -1,13 +1,20 @@
-/* access.c — who may do what, from the socket peer's credentials (SO_PEERCRED).
+/* access.c — who may do what, from credentials captured once per connection.
+ *
+ * At accept, cn_d__cred_capture() takes the peer's uid, gid and pid (SO_PEERCRED, fixed by
+ * the kernel at connect), its groups (SO_PEERGROUPS, also from connect) and its capability
+ * sets from /proc/PID/status. The status is trusted only if it still shows the connect-time
+ * uid and gid and the process, held through a pidfd, is still alive afterwards (so the pid
+ * was not reused): a peer that exec'ed a setuid program in between is treated as having no
+ * capabilities. Requests never read the peer's /proc again (docs/security.md).
  *
  * Root may do everything. Another user may attach only to a process it could ptrace
  * itself, checked the way the kernel's ptrace_may_access does it from what /proc shows:
  * the target's real, effective and saved uids and gids equal the caller's; the target is
- * dumpable (/proc/PID is owned by root otherwise); and Yama's ptrace_scope holds
+ * dumpable (/proc/PID is owned by root otherwise); without CAP_SYS_PTRACE the target's
+ * permitted capabilities are a subset of the caller's; and Yama's ptrace_scope holds
  * (1: the target descends from the caller's process; 2: CAP_SYS_PTRACE; 3: nobody).
  * A system session needs CAP_PERFMON or CAP_SYS_ADMIN in the caller's effective set, or
- * membership of the configured group. Everything read here comes from /proc; a process
- * that vanishes while we look is -ESRCH.
+ * membership of the configured group. A target that vanishes while we look is -ESRCH.
  */
 #include <errno.h>
 #include <grp.h>
@@ -15,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "d_internal.h"
@@ -23,6 +32,13 @@
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_ADMIN_BIT  21
 #define CAP_PERFMON_BIT    38
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
 
 /* Reads the value after "key:" in /proc/PID/status into buf. 0, -ESRCH or -ENOENT. */
 static int status_field(pid_t pid, const char *key, char *buf, size_t size)
@@ -62,13 +78,20 @@ static int ids_match(pid_t pid, const char *key, unsigned want)
     return (a == want && b == want && c == want && d == want) ? 1 : 0;
 }
 
-static bool has_cap(pid_t pid, int bit)
+static bool has_cap(const cn_d__cred *cred, int bit)
+{
+    return (cred->cap_eff >> bit) & 1;
+}
+
+/* A hexadecimal capability set from /proc/PID/status ("CapPrm" …). 0, -ESRCH, -ENOENT. */
+static int status_caps(pid_t pid, const char *key, uint64_t *out)
 {
     char v[64];
-    if (status_field(pid, "CapEff", v, sizeof(v)) < 0)
-        return false;
-    uint64_t caps = strtoull(v, NULL, 16);
-    return (caps >> bit) & 1;
+    int r = status_field(pid, key, v, sizeof(v));
+    if (r < 0)
+        return r;
+    *out = strtoull(v, NULL, 16);
+    return 0;
 }
 
 static pid_t parent_of(pid_t pid)
@@ -124,14 +147,21 @@ int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err)
                  (int)pid);
         return -EPERM;
     }
+    uint64_t target_prm = 0;
+    if (!has_cap(cred, CAP_SYS_PTRACE_BIT) &&
+        (status_caps(pid, "CapPrm", &target_prm) < 0 || (target_prm & ~cred->cap_prm) != 0)) {
+        snprintf(err->msg, sizeof(err->msg),
+                 "permission denied: process %d has capabilities the caller lacks", (int)pid);
+        return -EPERM;
+    }
     int scope = yama_scope();
-    if (scope >= 3 || (scope == 2 && !has_cap(cred->pid, CAP_SYS_PTRACE_BIT))) {
+    if (scope >= 3 || (scope == 2 && !has_cap(cred, CAP_SYS_PTRACE_BIT))) {
         snprintf(err->msg, sizeof(err->msg),
                  "permission denied: kernel.yama.ptrace_scope=%d forbids attaching to %d", scope,
                  (int)pid);
         return -EPERM;
     }
-    if (scope == 1 && !has_cap(cred->pid, CAP_SYS_PTRACE_BIT)) {
+    if (scope == 1 && !has_cap(cred, CAP_SYS_PTRACE_BIT)) {
         pid_t p = pid;
         for (int depth = 0; p > 1 && p != cred->pid && depth < 4096; depth++)
             p = parent_of(p);
@@ -146,39 +176,81 @@ int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err)
     return 0;
 }
 
-static bool in_group(const cn_d__cred *cred, gid_t gid)
-{
-    if (cred->gid == gid)
-        return true;
-    char v[4096];
-    if (status_field(cred->pid, "Groups", v, sizeof(v)) < 0)
-        return false;
-    for (char *p = v, *end; *p; p = end) {
-        unsigned long g = strtoul(p, &end, 10);
-        if (end == p)
-            break;
-        if ((gid_t)g == gid)
-            return true;
-    }
-    return false;
-}
-
 int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err)
 {
-    if (cred->uid == 0 || has_cap(cred->pid, CAP_PERFMON_BIT) ||
-        has_cap(cred->pid, CAP_SYS_ADMIN_BIT))
+    if (cred->uid == 0 || has_cap(cred, CAP_PERFMON_BIT) || has_cap(cred, CAP_SYS_ADMIN_BIT) ||
+        cred->in_system_group)
         return 0;
-    if (group && *group) {
-        struct group gr, *res = NULL;
-        char buf[4096];
-        if (getgrnam_r(group, &gr, buf, sizeof(buf), &res) == 0 && res &&
-            in_group(cred, res->gr_gid))
-            return 0;
-    }
     snprintf(err->msg, sizeof(err->msg),
              "permission denied: a system session needs root, CAP_PERFMON%s%s",
              group ? " or group " : "", group ? group : "");
     return -EPERM;
+}
+
+/* Whether gid `want` is the peer's gid or among its supplementary groups at connect. */
+static bool peer_in_group(int fd, gid_t primary, gid_t want)
+{
+    gid_t small[256], *groups = small;
+    socklen_t len = sizeof(small);
+    bool found = primary == want;
+    if (found)
+        return true;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+        if (errno != ERANGE || !(groups = malloc(len)))
+            return false;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < len / sizeof(gid_t); i++)
+        found |= groups[i] == want;
+out:
+    if (groups != small)
+        free(groups);
+    return found;
+}
+
+/* The peer's capability sets, if /proc/PID/status still describes the process that
+ * connected as uid/gid: its effective uid and gid unchanged, and the process, held through
+ * a pidfd from before the read, still alive after it (so the pid was not reused). */
+static void capture_caps(int fd, const struct ucred *uc, cn_d__cred *out)
+{
+    socklen_t len = sizeof(int);
+    int pidfd = -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+        pidfd = (int)syscall(SYS_pidfd_open, uc->pid, 0);
+    if (pidfd < 0)
+        return;
+    char v[128];
+    unsigned ruid, euid, rgid, egid;
+    uint64_t eff = 0, prm = 0;
+    if (status_field(uc->pid, "Uid", v, sizeof(v)) < 0 || sscanf(v, "%u %u", &ruid, &euid) != 2 ||
+        status_field(uc->pid, "Gid", v, sizeof(v)) < 0 || sscanf(v, "%u %u", &rgid, &egid) != 2 ||
+        euid != uc->uid || egid != uc->gid || status_caps(uc->pid, "CapEff", &eff) < 0 ||
+        status_caps(uc->pid, "CapPrm", &prm) < 0)
+        goto out;
+    if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+        goto out; /* gone: the status may have been another process's */
+    out->cap_eff = eff;
+    out->cap_prm = prm;
+out:
+    close(pidfd);
+}
+
+int cn_d__cred_capture(int fd, const char *system_group, cn_d__cred *out)
+{
+    struct ucred uc;
+    socklen_t len = sizeof(uc);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+        return -errno;
+    *out = (cn_d__cred){.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
+    capture_caps(fd, &uc, out);
+    if (system_group && *system_group) {
+        struct group gr, *res = NULL;
+        char buf[4096];
+        if (getgrnam_r(system_group, &gr, buf, sizeof(buf), &res) == 0 && res)
+            out->in_system_group = peer_in_group(fd, uc.gid, res->gr_gid);
+    }
+    return 0;
 }
 
 size_t cn_d__rss(void)

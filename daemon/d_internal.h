@@ -87,16 +87,30 @@ void cn_d__loop_stop(cn_d__loop *l);
 
 /* ---- access control (access.c) ---------------------------------------------------- */
 
+/* A client's credentials, all captured when its connection is accepted and never read
+ * again by pid number (a later read could see what the peer exec'ed since: a setuid
+ * program, another process that reused the pid). docs/security.md explains the rules. */
 typedef struct cn_d__cred {
-    pid_t pid;
-    uid_t uid;
-    gid_t gid;
+    pid_t pid;            /* the connecting process (SO_PEERCRED, at connect) */
+    uid_t uid;            /* its effective uid at connect (SO_PEERCRED) */
+    gid_t gid;            /* its effective gid at connect (SO_PEERCRED) */
+    uint64_t cap_eff;     /* effective and permitted capabilities read at accept, 0 when */
+    uint64_t cap_prm;     /* the process no longer ran as uid/gid by then (it exec'ed) */
+    bool in_system_group; /* the configured system group is among its groups at connect
+                             (SO_PEERGROUPS) or is its gid */
 } cn_d__cred;
+
+/* Captures the credentials of the peer of connected socket fd into *out: SO_PEERCRED,
+ * SO_PEERGROUPS (membership of system_group, which may be NULL), and the capability sets
+ * from /proc/PID/status, kept only when the status still shows the connect-time uid and
+ * gid and the process (held through a pidfd) is still the one that connected. Returns 0 or
+ * negative errno (getsockopt failed). */
+int cn_d__cred_capture(int fd, const char *system_group, cn_d__cred *out);
 
 /* May cred attach to pid? 0, -EPERM with err explaining, or -ESRCH. */
 int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err);
 /* May cred start a system session (root, CAP_PERFMON/CAP_SYS_ADMIN, or member of
- * group, which may be NULL)? 0 or -EPERM. */
+ * the system group, which is named in the message and may be NULL)? 0 or -EPERM. */
 int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err);
 /* Resident set size of this process in bytes. */
 size_t cn_d__rss(void);

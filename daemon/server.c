@@ -75,10 +75,10 @@ static void handle_line(cn_d_server *srv, cn_d__client *cl, const char *line, si
 static int on_accept(void *ctx, cn_d__conn *c)
 {
     cn_d_server *srv = ctx;
-    struct ucred uc;
-    socklen_t len = sizeof(uc);
-    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-        return -errno;
+    cn_d__cred cred;
+    int r = cn_d__cred_capture(c->fd, srv->system_group, &cred);
+    if (r < 0)
+        return r;
     if (cn_d__loop_conn_count(srv->loop) > srv->cfg.max_clients) {
         json_t *e =
             cn_proto_error(NULL, "busy", 1, "too many clients (limit %u)", srv->cfg.max_clients);
@@ -91,7 +91,7 @@ static int on_accept(void *ctx, cn_d__conn *c)
     if (!cl)
         return -ENOMEM;
     cl->c = c;
-    cl->cred = (cn_d__cred){.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
+    cl->cred = cred;
     c->in.limit = srv->cfg.max_request + 16384;
     c->user = cl;
     cl->next = srv->clients;
