@@ -31,6 +31,7 @@
 
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_ADMIN_BIT  21
+#define CAP_SYSLOG_BIT     34
 #define CAP_PERFMON_BIT    38
 
 #ifndef SO_PEERGROUPS
@@ -251,6 +252,32 @@ int cn_d__cred_capture(int fd, const char *system_group, cn_d__cred *out)
             out->in_system_group = peer_in_group(fd, uc.gid, res->gr_gid);
     }
     return 0;
+}
+
+/* An integer sysctl under /proc/sys/kernel (def when unreadable). */
+static int kernel_sysctl(const char *name, int def)
+{
+    char path[96];
+    int v = def;
+    snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return def;
+    if (fscanf(f, "%d", &v) != 1)
+        v = def;
+    fclose(f);
+    return v;
+}
+
+bool cn_d__may_see_kernel(const cn_d__cred *cred)
+{
+    if (cred->uid == 0 || has_cap(cred, CAP_SYS_ADMIN_BIT))
+        return true;
+    int paranoid = kernel_sysctl("perf_event_paranoid", 2);
+    int kptr = kernel_sysctl("kptr_restrict", 1);
+    bool frames = paranoid <= 1 || has_cap(cred, CAP_PERFMON_BIT);
+    bool addresses = (kptr == 0 && paranoid <= 1) || (kptr <= 1 && has_cap(cred, CAP_SYSLOG_BIT));
+    return frames && addresses;
 }
 
 size_t cn_d__rss(void)

@@ -112,6 +112,12 @@ int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err);
 /* May cred start a system session (root, CAP_PERFMON/CAP_SYS_ADMIN, or member of
  * the system group, which is named in the message and may be NULL)? 0 or -EPERM. */
 int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err);
+/* May cred get kernel frames? Only where it could get them and their addresses itself:
+ * kernel samples (perf_event_paranoid <= 1, or CAP_PERFMON) and kernel addresses (what
+ * kptr_restrict shows it: 0 with paranoid <= 1, or CAP_SYSLOG with kptr_restrict <= 1).
+ * Root and CAP_SYS_ADMIN always may. Otherwise a session drops kernel frames
+ * (docs/security.md, docs/cli-live.md). */
+bool cn_d__may_see_kernel(const cn_d__cred *cred);
 /* Resident set size of this process in bytes. */
 size_t cn_d__rss(void);
 

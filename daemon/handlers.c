@@ -171,6 +171,8 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         rp->msg = cn_d__reply_error(req, r, &err);
         return;
     }
+    if (!cn_d__may_see_kernel(&cl->cred))
+        o.no_kernel = true; /* no kernel addresses for who could not read them itself */
     if (cn_d__store_running(srv) >= srv->cfg.max_sessions ||
         srv->n_entries >= CN_D__MAX_LOADED_SESSIONS) {
         rp->msg = cn_proto_error(req, "limit", 1, "too many sessions (limit %u running)",

@@ -7,7 +7,10 @@
 # - the same user holding CAP_PERFMON itself (ambient) is allowed a system session, so the
 #   captured capabilities are really used;
 # - the capability-subset rule of the kernel's ptrace check: a process of the same uid
-#   that holds capabilities the caller lacks cannot be attached to; without them it can.
+#   that holds capabilities the caller lacks cannot be attached to; without them it can;
+# - kernel frames and addresses only where the caller could read them itself: with
+#   perf_event_paranoid > 1 an unprivileged user's session of a read()-bound process has no
+#   kernel frame (not even a raw address), while root's session of the same workload does.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (to switch to an unprivileged user)"
@@ -53,6 +56,32 @@ r=$(ucall "{\"cmd\":\"attach\",\"pid\":$T1}")
 jget 'd["error"]["message"]' <<<"$r" | grep -q 'capabilities' || fail "message: $r"
 r=$(ucall "{\"cmd\":\"attach\",\"pid\":$T2}")
 [ "$(jget 'd["ok"]' <<<"$r")" = True ] || fail "attach to an equal process: $r"
+
+# 4. Kernel frames: nobody's session of its own read()-heavy process vs root's.
+WL="$CANOPY_WORKLOADS/wl_clockread"
+[ -x "$WL" ] || fail "no workload $WL"
+cp "$WL" "$TMP/wl"
+chmod 755 "$TMP/wl"
+paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
+setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/wl" 3 kernel >/dev/null &
+W1=$!
+"$TMP/wl" 3 kernel >/dev/null &
+W2=$!
+sleep 0.2
+r=$(ucall "{\"cmd\":\"attach\",\"pid\":$W1,\"freq\":499}")
+US=$(jget 'd["session"]["id"]' <<<"$r") || fail "attach as nobody: $r"
+RS=$(ok "{\"cmd\":\"attach\",\"pid\":$W2,\"freq\":499}" | jget 'd["session"]["id"]')
+wait $W1 $W2 || true
+sleep 0.5
+ufold=$(ucall "{\"cmd\":\"tree\",\"session\":\"$US\",\"format\":\"folded\"}" | jget 'd["output"]')
+rfold=$(ok "{\"cmd\":\"tree\",\"session\":\"$RS\",\"format\":\"folded\"}" | jget 'd["output"]')
+grep -q zero_loop <<<"$ufold" || fail "nobody's session has no samples of the workload: $ufold"
+grep -q '\[kernel\]\|vfs_read\|0xffff' <<<"$rfold" || fail "root's session shows no kernel frames: $rfold"
+if [ "$paranoid" -gt 1 ]; then
+  if grep -q '\[kernel\]\|vfs_read\|read_zero\|0xffff' <<<"$ufold"; then
+    fail "nobody got kernel frames with perf_event_paranoid=$paranoid: $(head -3 <<<"$ufold")"
+  fi
+fi
 
 stop_daemon
 echo "PASS: capabilities captured at accept; exec'ed setuid denied; capability subset enforced"
