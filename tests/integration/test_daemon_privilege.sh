@@ -72,9 +72,13 @@ r=$(ucall "{\"cmd\":\"attach\",\"pid\":$W1,\"freq\":499}")
 US=$(jget 'd["session"]["id"]' <<<"$r") || fail "attach as nobody: $r"
 RS=$(ok "{\"cmd\":\"attach\",\"pid\":$W2,\"freq\":499}" | jget 'd["session"]["id"]')
 wait $W1 $W2 || true
-sleep 0.5
-ufold=$(ucall "{\"cmd\":\"tree\",\"session\":\"$US\",\"format\":\"folded\"}" | jget 'd["output"]')
-rfold=$(ok "{\"cmd\":\"tree\",\"session\":\"$RS\",\"format\":\"folded\"}" | jget 'd["output"]')
+# Symbols arrive asynchronously: poll until both trees name the workload's loop.
+for ((i = 0; i < 100; i++)); do
+  ufold=$(ucall "{\"cmd\":\"tree\",\"session\":\"$US\",\"format\":\"folded\"}" | jget 'd["output"]')
+  rfold=$(ok "{\"cmd\":\"tree\",\"session\":\"$RS\",\"format\":\"folded\"}" | jget 'd["output"]')
+  grep -q zero_loop <<<"$ufold" && grep -q zero_loop <<<"$rfold" && break
+  sleep 0.1
+done
 grep -q zero_loop <<<"$ufold" || fail "nobody's session has no samples of the workload: $ufold"
 grep -q '\[kernel\]\|vfs_read\|0xffff' <<<"$rfold" || fail "root's session shows no kernel frames: $rfold"
 if [ "$paranoid" -gt 1 ]; then
