@@ -10,7 +10,8 @@
  * Numbers: integral values below 2^53 in magnitude are written as JSON integers (sample
  * counts read as `3`, not `3.0`), others with 12 significant digits (display precision,
  * not bits: "%.12g"); NaN and infinities, which JSON cannot spell, as 0.
- * Writers never recurse and never allocate. Names carry the cn_fmt__ prefix.
+ * Writers never recurse and never allocate. Names carry the cn_fmt__ prefix. The public
+ * cn_fmt_json_string (cn_fmt.h) writes strings with the same policy into a cn_buf.
  */
 #ifndef CN_FMT_JSON_OUT_H
 #define CN_FMT_JSON_OUT_H
