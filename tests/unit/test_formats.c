@@ -2,7 +2,9 @@
  * - every JSON format is valid JSON whatever bytes a name holds (invalid UTF-8, control
  *   characters, quotes), and prints one number the same way (json_out.c);
  * - the .cpuprofile importer stays linear on hostile trees (long chains, wide stars,
- *   unreachable nodes).
+ *   unreachable nodes);
+ * - speedscope with --group-by on a profile never grouped before (the query grows the
+ *   func table under the writer).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -240,12 +242,81 @@ static void test_cpuprofile_hostile_trees(void **state)
     }
 }
 
+/* speedscope with --group-by on a freshly imported profile: the query interns one group
+ * func per thread while the writer runs, past the funcs the profile had when the writer
+ * started (its frame map must grow: ASan caught the overflow). Every thread gets a
+ * frame named after it, and every frame index a sample uses names a frame. */
+#define GROUP_THREADS 12
+static void test_speedscope_group_by_fresh(void **state)
+{
+    (void)state;
+    char text[8192];
+    size_t len = 0;
+    for (int t = 0; t < GROUP_THREADS; t++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len,
+                                "app 100/%d 10.%06d: 1000 cpu-clock: \n"
+                                "\t10 leaf+0x1 (/bin/app)\n\t20 main+0x1 (/bin/app)\n\n",
+                                200 + t, t);
+    const cn_agg_group_by groups[] = {CN_AGG_GROUP_THREAD, CN_AGG_GROUP_PROCESS};
+    for (size_t g = 0; g < 2; g++) {
+        for (int via_render = 0; via_render < 2; via_render++) {
+            cn_agg_profile *p = NULL;
+            cn_err err = {0};
+            capture c;
+            assert_int_equal(cn_fmt_import_buffer(text, len, "t.perf", &p, &err), 0);
+            size_t funcs_before = cn_agg_func_count(p);
+            if (via_render) {
+                cn_fmt_spec spec;
+                cn_fmt_spec_init(&spec);
+                spec.format = CN_FMT_SPEEDSCOPE;
+                spec.query.group_by = groups[g];
+                assert_int_equal(cn_fmt_render(p, &spec, NULL, cap_open(&c), &err), 0);
+                cn_fmt_spec_clear(&spec);
+            } else {
+                cn_agg_query q;
+                cn_agg_query_init(&q);
+                q.group_by = groups[g];
+                assert_int_equal(cn_fmt_write_speedscope(p, &q, cap_open(&c), &err), 0);
+            }
+            assert_true(cn_agg_func_count(p) > funcs_before); /* the query interned groups */
+            char *out = cap_json(&c, "speedscope --group-by");
+            json_error_t je;
+            json_t *doc = json_loads(out, 0, &je);
+            json_t *frames = json_object_get(json_object_get(doc, "shared"), "frames");
+            size_t n_frames = json_array_size(frames), n_groups = 0;
+            for (size_t k = 0; k < n_frames; k++) {
+                const char *name =
+                    json_string_value(json_object_get(json_array_get(frames, k), "name"));
+                assert_non_null(name);
+                n_groups += strstr(name, "[") != NULL;
+            }
+            assert_int_equal(n_groups, groups[g] == CN_AGG_GROUP_THREAD ? GROUP_THREADS : 1);
+            json_t *profiles = json_object_get(doc, "profiles"), *prof, *st, *fi;
+            size_t k, m, x;
+            json_array_foreach(profiles, k, prof)
+            {
+                json_array_foreach(json_object_get(prof, "samples"), m, st)
+                {
+                    json_array_foreach(st, x, fi)
+                    {
+                        assert_true(json_integer_value(fi) < (json_int_t)n_frames);
+                    }
+                }
+            }
+            json_decref(doc);
+            free(out);
+            cn_agg_profile_free(p);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_formats_bad_utf8),
         cmocka_unit_test(test_json_numbers_agree),
         cmocka_unit_test(test_cpuprofile_hostile_trees),
+        cmocka_unit_test(test_speedscope_group_by_fresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
