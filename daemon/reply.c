@@ -80,6 +80,45 @@ int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key,
     return r < 0 ? -ENOMEM : 0;
 }
 
+/* A JSON string of the n bytes at s with the one UTF-8 policy (cn_fmt_json_string): a
+ * note quotes transform arguments, which may name functions of any bytes. New reference
+ * or NULL. */
+static json_t *json_string_fffd(const char *s, size_t n)
+{
+    cn_buf lit;
+    json_t *v = NULL;
+    cn_buf_init(&lit, 0);
+    if (cn_fmt_json_string(&lit, s, n) == 0)
+        v = json_loadb(cn_buf_ptr(&lit), cn_buf_len(&lit), JSON_DECODE_ANY, NULL);
+    cn_buf_free(&lit);
+    return v;
+}
+
+int cn_d__reply_notes(cn_d__reply *rp, const cn_buf *notes)
+{
+    static const char prefix[] = "note: ";
+    const char *p = cn_buf_ptr(notes), *end = p + cn_buf_len(notes);
+    json_t *arr;
+
+    if (p == end)
+        return 0;
+    if (!(arr = json_array()) || json_object_set_new(rp->msg, "notes", arr) < 0)
+        return -ENOMEM;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        const char *line = p;
+        p += n + 1;
+        if (n >= sizeof(prefix) - 1 && !memcmp(line, prefix, sizeof(prefix) - 1)) {
+            line += sizeof(prefix) - 1;
+            n -= sizeof(prefix) - 1;
+        }
+        if (json_array_append_new(arr, json_string_fffd(line, n)) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 /* What a client gets when not even an error response can be built. */
 static const char oom_line[] = "{\"v\":1,\"ok\":false,\"error\":{\"code\":\"failed\",\"message\":"
                                "\"out of memory\",\"exit\":1}}\n";
