@@ -60,6 +60,11 @@ static size_t escape_at(const unsigned char *p, const unsigned char *end, char *
         esc[1] = (char)c;
         return 2;
     }
+    if (c == '\n' || c == '\t' || c == '\r') { /* short forms: text is full of newlines */
+        esc[0] = '\\';
+        esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        return 2;
+    }
     if (c < 0x20) {
         memcpy(esc, "\\u00", 4);
         esc[4] = hex[c >> 4];

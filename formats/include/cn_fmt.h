@@ -127,10 +127,10 @@ int cn_fmt_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out
 
 /* Appends the n bytes at s (NULL as "") to out as one JSON string literal, quotes
  * included, with the one policy of every JSON writer here: bytes that are not valid UTF-8
- * become U+FFFD, '"' and '\\' are backslash-escaped, control characters are \u00XX, so
- * the result is valid JSON whatever s holds (canopyd embeds rendered text in replies with
- * it, docs/protocol.md "Responses"). Returns 0, or -EMSGSIZE past out's limit / -ENOMEM;
- * then out holds a partial literal (callers drop the buffer). */
+ * become U+FFFD, '"' and '\\' are backslash-escaped, control characters are \n, \t, \r
+ * or \u00XX, so the result is valid JSON whatever s holds (canopyd embeds rendered text in
+ * replies with it, docs/protocol.md "Responses"). Returns 0, or -EMSGSIZE past out's
+ * limit / -ENOMEM; then out holds a partial literal (callers drop the buffer). */
 int cn_fmt_json_string(cn_buf *out, const char *s, size_t n);
 
 /* ---------------------------------------------------------------------------------------
