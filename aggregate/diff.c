@@ -20,6 +20,59 @@
 #define BASE_PID 1
 #define NEW_PID  2
 
+/* ---- walking a tree ----------------------------------------------------------------- */
+
+/* Walks the sibling list starting at `first` and everything under it in preorder, without
+ * recursion (a tree is as deep as the deepest stack: tens of thousands of levels), going
+ * back up by the parent links. visit(ctx, n, depth) returns 0 to go on or a negative
+ * errno that stops the walk and is returned. */
+static int walk(const cn_agg_tree *t, int32_t first, int (*visit)(void *ctx, int32_t n, int depth),
+                void *ctx)
+{
+    if (first < 0)
+        return 0;
+    int32_t top = t->nodes[first].parent, n = first;
+    int depth = 0;
+    for (;;) {
+        int r = visit(ctx, n, depth);
+        if (r < 0)
+            return r;
+        if (t->nodes[n].first_child >= 0) {
+            n = t->nodes[n].first_child;
+            depth++;
+            continue;
+        }
+        while (t->nodes[n].next_sibling < 0) {
+            n = t->nodes[n].parent;
+            depth--;
+            if (n == top)
+                return 0;
+        }
+        n = t->nodes[n].next_sibling;
+    }
+}
+
+/* ids[depth]: a per-depth id (the d stack or merged node of the node being walked at each
+ * depth), grown as the walk goes deeper. */
+typedef struct depth_ids {
+    int32_t *ids;
+    size_t cap;
+} depth_ids;
+
+/* The id recorded for depth - 1 (the parent of a node at depth), or `none` at depth 0. */
+static int32_t parent_id(const depth_ids *d, int depth, int32_t none)
+{
+    return depth ? d->ids[depth - 1] : none;
+}
+
+static int set_id(depth_ids *d, int depth, int32_t id)
+{
+    if (CN_AGG__RESERVE(d->ids, d->cap, (size_t)depth + 1) < 0)
+        return -ENOMEM;
+    d->ids[depth] = id;
+    return 0;
+}
+
 /* ---- building a differential profile --------------------------------------------- */
 
 typedef struct builder {
@@ -29,7 +82,8 @@ typedef struct builder {
     int32_t *res_map;  /* src resource -> d resource (-2 = not yet) */
     int32_t *func_map; /* src func -> d frame (-2 = not yet) */
     int32_t thread;
-    double factor; /* src weight -> d weight */
+    double factor;      /* src weight -> d weight */
+    depth_ids stack_at; /* the d stack of the node walked at each depth */
 } builder;
 
 static int32_t map_resource(builder *b, int32_t res)
@@ -61,25 +115,22 @@ static int32_t map_func(builder *b, int32_t f)
     return frame;
 }
 
-/* Copies the subtree list starting at `first` under d stack `prefix`. */
-static int copy_nodes(builder *b, int32_t first, int32_t prefix)
+/* Copies node n (at depth, under the d stack of its parent) into d: its stack, and a
+ * sample of its self weight. 0 or negative errno. */
+static int copy_node(void *ctx, int32_t n, int depth)
 {
-    for (int32_t n = first; n >= 0; n = b->t->nodes[n].next_sibling) {
-        const cn_agg_node *nd = &b->t->nodes[n];
-        int32_t frame = map_func(b, nd->func);
-        if (frame < 0)
-            return frame;
-        int32_t stack = cn_agg_stack(b->d, prefix, frame);
-        if (stack < 0)
-            return stack;
-        int rc;
-        if (nd->self != 0 &&
-            (rc = cn_agg_add_sample(b->d, stack, 0, nd->self * b->factor, b->thread)) < 0)
-            return rc;
-        if ((rc = copy_nodes(b, nd->first_child, stack)) < 0)
-            return rc;
-    }
-    return 0;
+    builder *b = ctx;
+    const cn_agg_node *nd = &b->t->nodes[n];
+    int32_t frame = map_func(b, nd->func);
+    if (frame < 0)
+        return frame;
+    int32_t stack = cn_agg_stack(b->d, parent_id(&b->stack_at, depth, -1), frame);
+    if (stack < 0)
+        return stack;
+    int rc = set_id(&b->stack_at, depth, stack);
+    if (rc == 0 && nd->self != 0)
+        rc = cn_agg_add_sample(b->d, stack, 0, nd->self * b->factor, b->thread);
+    return rc < 0 ? rc : 0;
 }
 
 /* Runs q with its view replaced by the plain tree (transforms, range and filters kept). */
@@ -111,12 +162,13 @@ static int copy_side(cn_agg_profile *src, const cn_agg_query *q, cn_agg_profile 
         b.res_map[i] = -2;
     for (size_t i = 0; i < src->n_func; i++)
         b.func_map[i] = -2;
-    rc = copy_nodes(&b, t->first_root, -1);
+    rc = walk(t, t->first_root, copy_node, &b);
 out:
     if (rc < 0)
         rc = cn_err_set(err, rc, "diff: %s", strerror(-rc));
     free(b.res_map);
     free(b.func_map);
+    free(b.stack_at.ids);
     cn_agg_tree_free(t);
     return rc;
 }
@@ -186,6 +238,11 @@ typedef struct merger {
     cn_agg_diff_vals *vals;
     size_t n, cap, cap_vals;
     cn_agg__u64map index; /* (parent + 1, func) -> node */
+    /* merge_tree's walk: the side's tree and weights, the merged node at each depth */
+    const cn_agg_tree *t;
+    bool is_base;
+    double factor;
+    depth_ids node_at;
 } merger;
 
 static int32_t merge_node(merger *m, int32_t parent, int32_t func)
@@ -206,26 +263,34 @@ static int32_t merge_node(merger *m, int32_t parent, int32_t func)
     return n;
 }
 
-static int merge_tree(merger *m, const cn_agg_tree *t, int32_t first, int32_t parent, bool is_base,
-                      double factor)
+/* Adds node c of one side's tree (m->t) to the merged node of its call path. Parents are
+ * walked before their children, so merged nodes are created parents first (link_children
+ * relies on it). 0 or -ENOMEM. */
+static int merge_visit(void *ctx, int32_t c, int depth)
 {
-    for (int32_t c = first; c >= 0; c = t->nodes[c].next_sibling) {
-        int32_t n = merge_node(m, parent, t->nodes[c].func);
-        if (n < 0)
-            return n;
-        cn_agg_diff_vals *v = &m->vals[n];
-        if (is_base) {
-            v->base_total += t->nodes[c].total * factor;
-            v->base_self += t->nodes[c].self * factor;
-        } else {
-            v->new_total += t->nodes[c].total;
-            v->new_self += t->nodes[c].self;
-        }
-        int rc = merge_tree(m, t, t->nodes[c].first_child, n, is_base, factor);
-        if (rc < 0)
-            return rc;
+    merger *m = ctx;
+    const cn_agg_node *nd = &m->t->nodes[c];
+    int32_t n = merge_node(m, parent_id(&m->node_at, depth, -1), nd->func);
+    if (n < 0 || set_id(&m->node_at, depth, n) < 0)
+        return -ENOMEM;
+    cn_agg_diff_vals *v = &m->vals[n];
+    if (m->is_base) {
+        v->base_total += nd->total * m->factor;
+        v->base_self += nd->self * m->factor;
+    } else {
+        v->new_total += nd->total;
+        v->new_self += nd->self;
     }
     return 0;
+}
+
+/* Merges the whole tree t of one side (BASE weights scaled by factor) into m. */
+static int merge_tree(merger *m, const cn_agg_tree *t, bool is_base, double factor)
+{
+    m->t = t;
+    m->is_base = is_base;
+    m->factor = factor;
+    return walk(t, t->first_root, merge_visit, m);
 }
 
 /* Sibling order: |total| descending, then name ascending. */
@@ -401,8 +466,7 @@ int cn_agg_diff_run(cn_agg_profile *d, const cn_agg_query *q, bool normalize, cn
     r->tree->call_sites = tn->call_sites;
     r->tree->first_root = -1;
     r->tree->total = tn->total - tb->total * r->factor;
-    if (merge_tree(&m, tb, tb->first_root, -1, true, r->factor) < 0 ||
-        merge_tree(&m, tn, tn->first_root, -1, false, 1) < 0)
+    if (merge_tree(&m, tb, true, r->factor) < 0 || merge_tree(&m, tn, false, 1) < 0)
         goto fail;
     for (size_t i = 0; i < m.n; i++) {
         m.nodes[i].total = m.vals[i].new_total - m.vals[i].base_total;
@@ -425,6 +489,7 @@ fail:
         cn_err_set(err, rc, "diff: out of memory");
     free(m.nodes);
     free(m.vals);
+    free(m.node_at.ids);
     cn_agg__u64map_clear(&m.index);
     cn_agg_tree_free(tb);
     cn_agg_tree_free(tn);

@@ -228,7 +228,7 @@ static int bench_tree(cn_d_backend backend)
                 cn_buf out;
                 cn_buf_init(&out, 0);
                 double t0 = bg_now();
-                cn_d_render(ls, &q, &out, &lerr);
+                cn_d_render(ls, &q, &out, NULL, &lerr);
                 t[i] = (bg_now() - t0) * 1e3;
                 cn_buf_free(&out);
             }

@@ -108,8 +108,9 @@ int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp);
 /* Sends a rendering request (tree, save, timeline; req borrowed, NULL means ENOMEM) asking
  * for a raw payload, and writes the rendered output to output (NULL = stdout) without
  * parsing it: the payload's bytes, or with an older daemon resp[key] / "output" /
- * "output_base64" as cn_cli_emit_rendered does. Returns an exit status after printing any
- * error. */
+ * "output_base64" as cn_cli_emit_rendered does. The reply's notes (an unmatched transform
+ * PATH) go to stderr first, as `canopy open` prints them. Returns an exit status after
+ * printing any error. */
 int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char *key,
                         const char *output);
 

@@ -244,6 +244,19 @@ int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
     return status;
 }
 
+/* Prints the reply's "notes" (docs/protocol.md `tree`) on stderr exactly as the in-process
+ * renderer's notes are printed (client/render.c): "canopy: note: …". */
+static void print_reply_notes(const json_t *resp)
+{
+    const json_t *v;
+    size_t i;
+    json_array_foreach(json_object_get(resp, "notes"), i, v)
+    {
+        if (json_is_string(v))
+            fprintf(stderr, "canopy: note: %s\n", json_string_value(v));
+    }
+}
+
 int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char *key,
                         const char *output)
 {
@@ -260,6 +273,8 @@ int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, resp);
+    if (status == 0)
+        print_reply_notes(resp);
     if (status == 0)
         status =
             raw ? cn_cli_emit(output, raw, raw_len) : cn_cli_emit_rendered(cmd, resp, key, output);

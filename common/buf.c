@@ -1,5 +1,6 @@
 /* buf.c — the bounded dynamic byte buffer (cn_buf). A consumed prefix is kept until the
  * next growth so that consuming a line costs nothing; growth compacts first and doubles. */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +8,26 @@
 #include <string.h>
 
 #include "cn_common.h"
+
+/* The layout cn_common.h states for a cn_buf: no storage means no content; otherwise the
+ * content and the NUL after it fit in the storage, and the content within the limit. The
+ * NUL itself is checked where a function restores it (cn_buf_space hands out the bytes
+ * from data[off + len] on, the NUL's included, until the next commit). */
+static void buf_assert(const cn_buf *b)
+{
+    assert(b->data || (b->len == 0 && b->off == 0 && b->cap == 0));
+    assert(!b->data || b->off + b->len < b->cap);
+    assert(b->len <= b->limit);
+    (void)b;
+}
+
+/* buf_assert, and the NUL after the content. */
+static void buf_assert_nul(const cn_buf *b)
+{
+    buf_assert(b);
+    assert(!b->data || b->data[b->off + b->len] == '\0');
+    (void)b;
+}
 
 void cn_buf_init(cn_buf *b, size_t limit)
 {
@@ -33,6 +54,7 @@ void cn_buf_reset(cn_buf *b)
 /* Ensures room for n more bytes plus the NUL. 0, -EMSGSIZE or -ENOMEM. */
 static int buf_reserve(cn_buf *b, size_t n)
 {
+    buf_assert(b);
     if (n > b->limit - b->len)
         return -EMSGSIZE;
     size_t need = b->len + n + 1;
@@ -68,6 +90,7 @@ int cn_buf_append(cn_buf *b, const void *p, size_t n)
         memcpy(b->data + b->off + b->len, p, n);
     b->len += n;
     b->data[b->off + b->len] = '\0';
+    buf_assert_nul(b);
     return 0;
 }
 
@@ -89,6 +112,7 @@ int cn_buf_appendf(cn_buf *b, const char *fmt, ...)
     vsnprintf(b->data + b->off + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
+    buf_assert_nul(b);
     return 0;
 }
 
@@ -110,17 +134,23 @@ char *cn_buf_space(cn_buf *b, size_t n, size_t *room)
     if (avail > b->limit - b->len)
         avail = b->limit - b->len;
     *room = avail;
+    assert(avail >= 1); /* cn_common.h: a non-NULL answer has room for at least 1 byte */
     return b->data + b->off + b->len;
 }
 
 void cn_buf_commit(cn_buf *b, size_t n)
 {
+    /* Only bytes cn_buf_space made room for: within the storage (the NUL too) and the
+     * limit. */
+    assert(b->data && n < b->cap - b->off - b->len && n <= b->limit - b->len);
     b->len += n;
     b->data[b->off + b->len] = '\0';
+    buf_assert_nul(b);
 }
 
 void cn_buf_consume(cn_buf *b, size_t n)
 {
+    buf_assert(b);
     if (n >= b->len) {
         cn_buf_reset(b);
         return;

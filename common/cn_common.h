@@ -49,8 +49,10 @@ int cn_err_setc(cn_err *err, int code, const char *name, const char *fmt, ...)
  * Bounded dynamic buffer (after curl's dynbuf)
  */
 
+/* Invariants (asserted in buf.c): data == NULL means len == off == cap == 0; otherwise
+ * off + len < cap (the content and its NUL fit) and len <= limit. */
 typedef struct cn_buf {
-    char *data;   /* owned; always NUL-terminated after data[len] when data != NULL */
+    char *data;   /* owned; always NUL-terminated after data[off + len] when data != NULL */
     size_t len;   /* bytes in use, starting at data[off] */
     size_t off;   /* consumed prefix (cn_buf_consume advances it; compacted lazily) */
     size_t cap;   /* allocated bytes */
@@ -77,7 +79,8 @@ int cn_buf_append(cn_buf *b, const void *p, size_t n);
 int cn_buf_appendf(cn_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Makes room for at least n more bytes and returns where they go (*room receives how many
  * fit before the limit or the allocation end, >= 1) — for recv() straight into the buffer;
- * then cn_buf_commit(n) the bytes written. NULL with *room = 0 when the limit is reached,
+ * then cn_buf_commit(n) the bytes written (n <= *room: committing more is a bug, asserted).
+ * NULL with *room = 0 when the limit is reached,
  * NULL with errno ENOMEM on allocation failure. */
 char *cn_buf_space(cn_buf *b, size_t n, size_t *room);
 void cn_buf_commit(cn_buf *b, size_t n);

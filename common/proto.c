@@ -1,6 +1,7 @@
 /* proto.c — newline-delimited JSON framing and message helpers (docs/protocol.md).
  * Decoding is defensive: a depth pre-scan bounds recursion before jansson sees the bytes,
  * and every message must be an object with the fields the protocol requires. */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,7 +143,8 @@ int cn_proto_encode(const json_t *msg, cn_buf *out)
     if (c.err == 0)
         c.err = cn_buf_append(out, "\n", 1);
     if (c.err < 0) {
-        out->len = before; /* drop the partial message */
+        assert(cn_buf_len(out) >= before); /* appends only ever grew it */
+        out->len = before;                 /* drop the partial message */
         if (out->data)
             out->data[out->off + before] = '\0';
     }

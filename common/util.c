@@ -1,4 +1,5 @@
 /* util.c — small shared utilities: durations, sizes, base64, clock, errno names. */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -105,6 +106,7 @@ char *cn_common_base64_encode(const void *data, size_t len)
         *o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
         *o++ = '=';
     }
+    assert((size_t)(o - out) == (len + 2) / 3 * 4); /* exactly what was allocated */
     *o = '\0';
     return out;
 }
@@ -137,6 +139,7 @@ void *cn_common_base64_decode(const char *s, size_t slen, size_t *len)
         if (d >= 0)
             *o++ = (unsigned char)((c & 3) << 6 | d);
     }
+    assert((size_t)(o - out) <= slen / 4 * 3); /* within the allocation */
     *len = (size_t)(o - out);
     return out;
 bad:

@@ -215,6 +215,10 @@ json_t *cn_d__reply_error(const json_t *req, int code, const cn_err *err);
  * -ENOMEM. */
 int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key, cn_buf *out,
                        bool payload);
+/* Adds the renderer's notes ("note: …\n" lines, cn_fmt_render_opts.notes) to rp's msg as
+ * the array of strings "notes", without the "note: " prefix (docs/protocol.md `tree`);
+ * nothing when there are none. 0 or -ENOMEM. */
+int cn_d__reply_notes(cn_d__reply *rp, const cn_buf *notes);
 /* Queues rp's bytes on c's output, all or nothing (an error response replaces a reply
  * that cannot be queued), and releases rp. */
 void cn_d__reply_send(cn_d__conn *c, cn_d__reply *rp);

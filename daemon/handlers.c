@@ -257,7 +257,7 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
     cn_fmt_spec q;
     cn_err err = {0};
     cn_err pe;
-    cn_buf out;
+    cn_buf out, notes;
     bool payload = false;
     cn_d__entry *e = req_session(srv, cl, req, rp);
     if (!e)
@@ -266,6 +266,7 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
     q.format = def;
     q.timeline = timeline;
     cn_buf_init(&out, 0);
+    cn_buf_init(&notes, 0); /* one line per transform at most: bounded by the request */
     if (cn_proto_get_bool(req, "raw", &payload, &pe) < 0) {
         rp->msg = cn_proto_error(req, pe.code, 2, "%s", pe.msg);
         goto out;
@@ -275,18 +276,20 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
         rp->msg = r == -ENOMEM ? NULL : cn_proto_error(req, "bad_query", 2, "%s", err.msg);
         goto out;
     }
-    r = cn_d_render(e->s, &q, &out, &err);
+    r = cn_d_render(e->s, &q, &out, &notes, &err);
     if (r < 0) {
         rp->msg = cn_d__reply_error(req, r, &err);
         goto out;
     }
     rp->msg = cn_proto_ok(req);
     if (rp->msg &&
-        cn_d__reply_output(rp, q.format, timeline ? "timeline" : "tree", &out, payload) < 0) {
+        (cn_d__reply_notes(rp, &notes) < 0 ||
+         cn_d__reply_output(rp, q.format, timeline ? "timeline" : "tree", &out, payload) < 0)) {
         json_decref(rp->msg);
         rp->msg = NULL;
     }
 out:
+    cn_buf_free(&notes);
     cn_buf_free(&out);
     cn_fmt_spec_clear(&q);
 }

@@ -24,7 +24,8 @@ static void session_opts(cn_live_session *s, cn_live_session_info *info, cn_fmt_
     o->now_ns = cn_live_session_now(s);
 }
 
-int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_err *err)
+int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_buf *notes,
+                cn_err *err)
 {
     cn_live_session_info info;
     cn_fmt_render_opts o;
@@ -35,6 +36,7 @@ int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_err
     if (!f)
         return cn_err_set(err, -ENOMEM, "out of memory");
     session_opts(s, &info, &o);
+    o.notes = notes;
     int r = cn_fmt_render(cn_live_session_profile(s), spec, &o, f, err);
     if (fclose(f) != 0 && r == 0)
         r = cn_err_set(err, -ENOMEM, "out of memory");

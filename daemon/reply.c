@@ -49,80 +49,11 @@ json_t *cn_d__reply_error(const json_t *req, int code, const cn_err *err)
     return cn_proto_error(req, name, exit, "%s", err->msg[0] ? err->msg : strerror(-code));
 }
 
-/* Replaces bytes that are not valid UTF-8 with '?' (names from ELF files may be
- * anything; JSON strings must be UTF-8). */
-static void utf8_sanitize(char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= n && !(len == 2 && c < 0xc2);
-        for (size_t k = 1; ok && k < len; k++)
-            ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (!ok) {
-            s[i++] = '?';
-            continue;
-        }
-        i += len;
-    }
-}
-
-/* Appends src as a JSON string literal (quotes included) to out, in one pass: a text
- * rendering of a big tree is megabytes, and jansson's per-character dump is the slow part
- * of a round trip. src must be valid UTF-8 (utf8_sanitize). 0 or -ENOMEM. */
-static int json_quote(cn_buf *out, const char *src, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t room;
-    char *o = cn_buf_space(out, n + n / 8 + 16, &room);
-    if (!o || room < n + 2)
-        return -ENOMEM;
-    size_t w = 0;
-    o[w++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        if (room - w < 8) {
-            cn_buf_commit(out, w);
-            o = cn_buf_space(out, (n - i) + (n - i) / 8 + 16, &room);
-            if (!o)
-                return -ENOMEM;
-            w = 0;
-        }
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            o[w++] = (char)c;
-            continue;
-        }
-        o[w++] = '\\';
-        switch (c) {
-        case '"':
-        case '\\':
-            o[w++] = (char)c;
-            break;
-        case '\n':
-            o[w++] = 'n';
-            break;
-        case '\t':
-            o[w++] = 't';
-            break;
-        case '\r':
-            o[w++] = 'r';
-            break;
-        default:
-            o[w++] = 'u';
-            o[w++] = '0';
-            o[w++] = '0';
-            o[w++] = hex[c >> 4];
-            o[w++] = hex[c & 15];
-            break;
-        }
-    }
-    o[w++] = '"';
-    cn_buf_commit(out, w);
-    return 0;
-}
-
-/* Text goes into the JSON string "output", escaped here (json_quote) and embedded like a
- * tree; "raw_bytes" announces a payload. */
+/* Text goes into the JSON string "output", written by formats/' one JSON string writer
+ * (cn_fmt_json_string: invalid UTF-8 becomes U+FFFD, as in every JSON output) in one pass
+ * — a text rendering of a big tree is megabytes, and jansson's per-character dump would
+ * be the slow part of a round trip — and embedded like a tree; "raw_bytes" announces a
+ * payload. */
 int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key, cn_buf *out,
                        bool payload)
 {
@@ -143,11 +74,49 @@ int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key,
         r = b ? json_object_set_new(rp->msg, "output_base64", json_string(b)) : -ENOMEM;
         free(b);
     } else {
-        utf8_sanitize(cn_buf_ptr(out), cn_buf_len(out));
         rp->key = "output";
-        r = json_quote(&rp->raw, cn_buf_ptr(out), cn_buf_len(out));
+        r = cn_fmt_json_string(&rp->raw, cn_buf_ptr(out), cn_buf_len(out));
     }
     return r < 0 ? -ENOMEM : 0;
+}
+
+/* A JSON string of the n bytes at s with the one UTF-8 policy (cn_fmt_json_string): a
+ * note quotes transform arguments, which may name functions of any bytes. New reference
+ * or NULL. */
+static json_t *json_string_fffd(const char *s, size_t n)
+{
+    cn_buf lit;
+    json_t *v = NULL;
+    cn_buf_init(&lit, 0);
+    if (cn_fmt_json_string(&lit, s, n) == 0)
+        v = json_loadb(cn_buf_ptr(&lit), cn_buf_len(&lit), JSON_DECODE_ANY, NULL);
+    cn_buf_free(&lit);
+    return v;
+}
+
+int cn_d__reply_notes(cn_d__reply *rp, const cn_buf *notes)
+{
+    static const char prefix[] = "note: ";
+    const char *p = cn_buf_ptr(notes), *end = p + cn_buf_len(notes);
+    json_t *arr;
+
+    if (p == end)
+        return 0;
+    if (!(arr = json_array()) || json_object_set_new(rp->msg, "notes", arr) < 0)
+        return -ENOMEM;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        const char *line = p;
+        p += n + 1;
+        if (n >= sizeof(prefix) - 1 && !memcmp(line, prefix, sizeof(prefix) - 1)) {
+            line += sizeof(prefix) - 1;
+            n -= sizeof(prefix) - 1;
+        }
+        if (json_array_append_new(arr, json_string_fffd(line, n)) < 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 /* What a client gets when not even an error response can be built. */

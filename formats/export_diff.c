@@ -10,33 +10,104 @@
 
 #include "formats_internal.h"
 
+/* ---- walking a tree ----------------------------------------------------------------- */
+
+/* Walks the sibling list starting at `first` and everything under it in preorder, without
+ * recursion (a tree is as deep as the deepest stack: tens of thousands of levels), going
+ * back up by the parent links. enter(ctx, n, depth) returns 1 to walk n's children, 0 to
+ * skip n's subtree, or a negative errno that stops the walk and is returned; leave(ctx, n,
+ * depth), when not NULL, runs after the children of a node entered with 1. */
+typedef int (*walk_enter)(void *ctx, int32_t n, int depth);
+typedef void (*walk_leave)(void *ctx, int32_t n, int depth);
+
+static int walk(const cn_agg_tree *t, int32_t first, walk_enter enter, walk_leave leave, void *ctx)
+{
+    if (first < 0)
+        return 0;
+    int32_t top = t->nodes[first].parent, n = first;
+    int depth = 0;
+    for (;;) {
+        int r = enter(ctx, n, depth);
+        if (r < 0)
+            return r;
+        if (r > 0 && t->nodes[n].first_child >= 0) {
+            n = t->nodes[n].first_child;
+            depth++;
+            continue;
+        }
+        if (r > 0 && leave)
+            leave(ctx, n, depth);
+        /* n is done: its next sibling, else that of the nearest ancestor that has one
+         * (every ancestor was entered with 1: it is left on the way up). */
+        while (t->nodes[n].next_sibling < 0) {
+            n = t->nodes[n].parent;
+            depth--;
+            if (n == top)
+                return 0;
+            if (leave)
+                leave(ctx, n, depth);
+        }
+        n = t->nodes[n].next_sibling;
+    }
+}
+
 /* ---- writers ---------------------------------------------------------------------- */
 
-/* shown[n]: total != 0 or a shown child (docs/cli.md: a differential tree keeps a zero
- * node that has shown children). */
-static bool mark_shown(const cn_agg_tree *t, int32_t n, uint8_t *shown)
+typedef struct shown_ctx {
+    const cn_agg_tree *t;
+    uint8_t *shown;
+} shown_ctx;
+
+static int shown_enter(void *ctx, int32_t n, int depth)
 {
-    bool any = false;
-    for (int32_t c = t->nodes[n].first_child; c >= 0; c = t->nodes[c].next_sibling)
-        any |= mark_shown(t, c, shown);
-    shown[n] = any || t->nodes[n].total != 0;
-    return shown[n];
+    (void)ctx, (void)n, (void)depth;
+    return 1;
 }
 
+/* Children are left before their parent: a shown node marks its parent shown. */
+static void shown_leave(void *ctx, int32_t n, int depth)
+{
+    shown_ctx *c = ctx;
+    (void)depth;
+    if (c->t->nodes[n].total != 0)
+        c->shown[n] = 1;
+    if (c->shown[n] && c->t->nodes[n].parent >= 0)
+        c->shown[c->t->nodes[n].parent] = 1;
+}
+
+/* shown[n]: total != 0 or a shown child (docs/cli.md: a differential tree keeps a zero
+ * node that has shown children). A new array (the caller frees it) or NULL. */
 static uint8_t *shown_nodes(const cn_agg_tree *t)
 {
-    uint8_t *shown = calloc(t->n_nodes ? t->n_nodes : 1, 1);
-    if (shown)
-        for (int32_t r = t->first_root; r >= 0; r = t->nodes[r].next_sibling)
-            mark_shown(t, r, shown);
-    return shown;
+    shown_ctx c = {t, calloc(t->n_nodes ? t->n_nodes : 1, 1)};
+    if (c.shown)
+        walk(t, t->first_root, shown_enter, shown_leave, &c);
+    return c.shown;
 }
 
-static void json_node(FILE *out, const cn_agg_profile *p, const cn_agg_diff *r,
-                      const uint8_t *shown, int32_t n, double scale)
+typedef struct json_ctx {
+    FILE *out;
+    const cn_agg_profile *p;
+    const cn_agg_diff *r;
+    const uint8_t *shown;
+    double scale;
+    bool sibling_before; /* a node was written before this one in its list */
+} json_ctx;
+
+/* Opens shown node n (its fields and "children":[); json_leave closes it. */
+static int json_enter(void *ctx, int32_t n, int depth)
 {
-    const cn_agg_node *nd = &r->tree->nodes[n];
-    const cn_agg_diff_vals *v = &r->nodes[n];
+    json_ctx *c = ctx;
+    FILE *out = c->out;
+    const cn_agg_profile *p = c->p;
+    const cn_agg_node *nd = &c->r->tree->nodes[n];
+    const cn_agg_diff_vals *v = &c->r->nodes[n];
+    if (!c->shown[n])
+        return 0;
+    if (depth == 0)
+        fputs(c->sibling_before ? ",\n" : "\n", out); /* one root per line */
+    else if (c->sibling_before)
+        putc(',', out);
     fputs("{\"name\":", out);
     cn_fmt__json_str(out, cn_agg_func_name(p, nd->func));
     int32_t res = cn_agg_func_resource(p, nd->func);
@@ -48,19 +119,19 @@ static void json_node(FILE *out, const cn_agg_profile *p, const cn_agg_diff *r,
     const char *k[6] = {"total", "self", "base", "new", "base_self", "new_self"};
     for (int i = 0; i < 6; i++) {
         fprintf(out, ",\"%s\":", k[i]);
-        cn_fmt__json_num(out, f[i] * scale);
+        cn_fmt__json_num(out, f[i] * c->scale);
     }
     fputs(",\"children\":[", out);
-    bool first = true;
-    for (int32_t c = nd->first_child; c >= 0; c = r->tree->nodes[c].next_sibling) {
-        if (!shown[c])
-            continue;
-        if (!first)
-            putc(',', out);
-        first = false;
-        json_node(out, p, r, shown, c, scale);
-    }
-    fputs("]}", out);
+    c->sibling_before = false;
+    return 1;
+}
+
+static void json_leave(void *ctx, int32_t n, int depth)
+{
+    json_ctx *c = ctx;
+    (void)n, (void)depth;
+    fputs("]}", c->out);
+    c->sibling_before = true;
 }
 
 int cn_fmt_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
@@ -111,15 +182,9 @@ int cn_fmt_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
         }
         fputs("]}\n", out);
     } else {
+        json_ctx c = {.out = out, .p = d, .r = r, .shown = shown, .scale = scale};
         fputs(",\"roots\":[", out);
-        bool first = true;
-        for (int32_t n = r->tree->first_root; n >= 0; n = r->tree->nodes[n].next_sibling) {
-            if (!shown[n])
-                continue;
-            fputs(first ? "\n" : ",\n", out);
-            first = false;
-            json_node(out, d, r, shown, n, scale);
-        }
+        walk(r->tree, r->tree->first_root, json_enter, json_leave, &c);
         fputs("]}\n", out);
     }
     free(shown);
@@ -150,23 +215,32 @@ static void text_line(FILE *out, const cn_agg_profile *d, int32_t func, double d
     putc('\n', out);
 }
 
-static void text_nodes(FILE *out, const cn_agg_profile *d, const cn_agg_diff *r,
-                       const uint8_t *shown, int32_t first, int depth, double denom, double scale,
-                       const cn_fmt_write_opts *o)
+typedef struct text_ctx {
+    FILE *out;
+    const cn_agg_profile *d;
+    const cn_agg_diff *r;
+    const uint8_t *shown;
+    double denom, scale;
+    const cn_fmt_write_opts *o;
+} text_ctx;
+
+/* One line per shown node within --depth and --min-percent (a node cut off hides its
+ * subtree). */
+static int text_enter(void *ctx, int32_t n, int depth)
 {
+    const text_ctx *c = ctx;
+    const cn_agg_node *nd = &c->r->tree->nodes[n];
+    const cn_fmt_write_opts *o = c->o;
     if (o && o->max_depth >= 0 && depth >= o->max_depth)
-        return;
-    for (int32_t n = first; n >= 0; n = r->tree->nodes[n].next_sibling) {
-        const cn_agg_node *nd = &r->tree->nodes[n];
-        if (!shown[n])
-            continue;
-        if (o && o->min_percent > 0 && denom > 0 &&
-            100 * fabs(nd->total) / denom < o->min_percent && nd->total != 0)
-            continue;
-        text_line(out, d, nd->func, nd->total, r->nodes[n].base_total, r->nodes[n].new_total, denom,
-                  scale, depth);
-        text_nodes(out, d, r, shown, nd->first_child, depth + 1, denom, scale, o);
-    }
+        return 0;
+    if (!c->shown[n])
+        return 0;
+    if (o && o->min_percent > 0 && c->denom > 0 &&
+        100 * fabs(nd->total) / c->denom < o->min_percent && nd->total != 0)
+        return 0;
+    text_line(c->out, c->d, nd->func, nd->total, c->r->nodes[n].base_total,
+              c->r->nodes[n].new_total, c->denom, c->scale, depth);
+    return 1;
 }
 
 int cn_fmt_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
@@ -201,7 +275,8 @@ int cn_fmt_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
     uint8_t *shown = shown_nodes(r->tree);
     if (!shown)
         return -ENOMEM;
-    text_nodes(out, d, r, shown, r->tree->first_root, 0, denom, scale, o);
+    text_ctx c = {out, d, r, shown, denom, scale, o};
+    walk(r->tree, r->tree->first_root, text_enter, NULL, &c);
     free(shown);
     return ferror(out) ? -EIO : 0;
 }
@@ -256,38 +331,40 @@ typedef struct fold_ctx {
     const cn_agg_tree *t;
     fline *lines;
     size_t n, cap;
-    char *path;
+    char *path; /* the current node's path, root first, ';'-separated */
     size_t path_cap;
+    size_t *ends; /* ends[k]: length of path up to the node at depth k */
+    size_t ends_cap;
     bool is_base;
 } fold_ctx;
 
-static int fold_collect(fold_ctx *c, int32_t first, size_t len)
+/* Appends node n's name to the path of its parent (depth - 1) and collects a line when n
+ * has self weight. 1, or -ENOMEM. */
+static int fold_enter(void *ctx, int32_t n, int depth)
 {
-    for (int32_t n = first; n >= 0; n = c->t->nodes[n].next_sibling) {
-        const cn_agg_node *nd = &c->t->nodes[n];
-        const char *name = cn_agg_func_name(c->p, nd->func);
-        size_t nl = strlen(name);
-        if (CN_FMT__RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
+    fold_ctx *c = ctx;
+    const cn_agg_node *nd = &c->t->nodes[n];
+    const char *name = cn_agg_func_name(c->p, nd->func);
+    size_t nl = strlen(name), len = depth ? c->ends[depth - 1] : 0;
+    if (CN_FMT__RESERVE(c->path, c->path_cap, len + nl + 2) < 0 ||
+        CN_FMT__RESERVE(c->ends, c->ends_cap, (size_t)depth + 1) < 0)
+        return -ENOMEM;
+    size_t l = len;
+    if (l)
+        c->path[l++] = ';';
+    for (size_t i = 0; i < nl; i++)
+        c->path[l++] = name[i] == '\n' || name[i] == '\r' ? ' ' : name[i];
+    c->path[l] = '\0';
+    c->ends[depth] = l;
+    if (nd->self != 0) {
+        if (CN_FMT__RESERVE(c->lines, c->cap, c->n + 1) < 0)
             return -ENOMEM;
-        size_t l = len;
-        if (l)
-            c->path[l++] = ';';
-        for (size_t i = 0; i < nl; i++)
-            c->path[l++] = name[i] == '\n' || name[i] == '\r' ? ' ' : name[i];
-        c->path[l] = '\0';
-        if (nd->self != 0) {
-            if (CN_FMT__RESERVE(c->lines, c->cap, c->n + 1) < 0)
-                return -ENOMEM;
-            char *text = strdup(c->path);
-            if (!text)
-                return -ENOMEM;
-            c->lines[c->n++] = (fline){text, c->is_base ? nd->self : 0, c->is_base ? 0 : nd->self};
-        }
-        int rc = fold_collect(c, nd->first_child, l);
-        if (rc < 0)
-            return rc;
+        char *text = strdup(c->path);
+        if (!text)
+            return -ENOMEM;
+        c->lines[c->n++] = (fline){text, c->is_base ? nd->self : 0, c->is_base ? 0 : nd->self};
     }
-    return 0;
+    return 1;
 }
 
 static int cmp_fline(const void *a, const void *b)
@@ -312,7 +389,7 @@ int cn_fmt_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out
             break;
         c.t = t;
         c.is_base = side == 0;
-        if (fold_collect(&c, t->first_root, 0) < 0)
+        if (walk(t, t->first_root, fold_enter, NULL, &c) < 0)
             rc = cn_err_set(err, -ENOMEM, "diff: out of memory");
         cn_agg_tree_free(t);
     }
@@ -337,5 +414,6 @@ int cn_fmt_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out
         free(c.lines[i].text);
     free(c.lines);
     free(c.path);
+    free(c.ends);
     return rc;
 }

@@ -1,4 +1,5 @@
-/* export_internal.h — helpers shared by the tree and timeline writers (export_*.c).
+/* export_internal.h — the pre-order and visibility helpers (export_text.c) that the tree
+ * writers (text, JSON, folded) share.
  *
  * Trees can be as deep as the stacks the importers and the sampler accept (tens of
  * thousands of frames), so writers never recurse: they walk a pre-order computed with

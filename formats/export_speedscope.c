@@ -33,9 +33,12 @@ typedef struct ss_sample {
 typedef struct ss_writer {
     cn_agg_profile *p;
     FILE *out;
-    int32_t *frame_of; /* func -> shared frame index, -1 unused */
-    int32_t *frames;   /* shared frame index -> func */
-    size_t n_frames;
+    /* func -> shared frame index, -1 unused. Grows on demand: a --group-by query interns
+     * its group funcs into the profile while the writer runs (write_transformed). */
+    int32_t *frame_of;
+    size_t cap_frame_of;
+    int32_t *frames; /* shared frame index -> func */
+    size_t n_frames, cap_frames;
     ss_sample *samples; /* raw path */
     size_t n_samples, cap_samples;
     int32_t *path; /* scratch: one stack's funcs, leaf first */
@@ -63,13 +66,22 @@ static const char *ss_unit(const cn_agg_profile *p)
     }
 }
 
+/* The shared frame index of func (a func of w->p), numbered on first use. -ENOMEM. */
 static int32_t frame_index(ss_writer *w, int32_t func)
 {
-    if (w->frame_of[func] < 0) {
-        w->frames[w->n_frames] = func;
-        w->frame_of[func] = (int32_t)w->n_frames++;
+    size_t f = (size_t)func, old = w->cap_frame_of;
+    if (f >= old) {
+        if (CN_FMT__RESERVE(w->frame_of, w->cap_frame_of, f + 1) < 0)
+            return -ENOMEM;
+        memset(w->frame_of + old, 0xff, (w->cap_frame_of - old) * sizeof(*w->frame_of));
     }
-    return w->frame_of[func];
+    if (w->frame_of[f] < 0) {
+        if (CN_FMT__RESERVE(w->frames, w->cap_frames, w->n_frames + 1) < 0)
+            return -ENOMEM;
+        w->frames[w->n_frames] = func;
+        w->frame_of[f] = (int32_t)w->n_frames++;
+    }
+    return w->frame_of[f];
 }
 
 static int path_push(ss_writer *w, size_t n, int32_t func)
@@ -118,9 +130,12 @@ static int32_t stack_text(ss_writer *w, int32_t stack)
     char *o = w->text + w->n_text;
     *o++ = '[';
     for (size_t i = n; i-- > 0;) {
+        int32_t fi = frame_index(w, w->path[i]);
+        if (fi < 0)
+            return fi;
         if (i + 1 != n)
             *o++ = ',';
-        o = put_uint(o, (uint64_t)frame_index(w, w->path[i]));
+        o = put_uint(o, (uint64_t)fi);
     }
     *o++ = ']';
     w->n_text = (size_t)(o - w->text);
@@ -138,8 +153,12 @@ static int put_node_stack(ss_writer *w, const cn_agg_tree *t, int32_t node)
         if (path_push(w, n++, t->nodes[nd].func) < 0)
             return -ENOMEM;
     putc('[', w->out);
-    for (size_t i = n; i-- > 0;)
-        fprintf(w->out, "%s%d", i + 1 == n ? "" : ",", (int)frame_index(w, w->path[i]));
+    for (size_t i = n; i-- > 0;) {
+        int32_t fi = frame_index(w, w->path[i]);
+        if (fi < 0)
+            return fi;
+        fprintf(w->out, "%s%d", i + 1 == n ? "" : ",", (int)fi);
+    }
     putc(']', w->out);
     return 0;
 }
@@ -436,12 +455,12 @@ static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
     w->p = p;
     w->out = out;
     w->first_profile = true;
+    /* Sized for the funcs the profile has now; frame_index grows the map for the ones a
+     * query adds. */
     size_t n = cn_agg_func_count(p) ? cn_agg_func_count(p) : 1;
-    w->frame_of = malloc(n * sizeof(*w->frame_of));
-    w->frames = malloc(n * sizeof(*w->frames));
-    if (!w->frame_of || !w->frames)
+    if (CN_FMT__RESERVE(w->frame_of, w->cap_frame_of, n) < 0)
         return -ENOMEM;
-    memset(w->frame_of, 0xff, n * sizeof(*w->frame_of));
+    memset(w->frame_of, 0xff, w->cap_frame_of * sizeof(*w->frame_of));
     return 0;
 }
 
@@ -564,9 +583,12 @@ static int write_events(ss_writer *w, const cn_agg_call **calls, size_t n, int64
 #define EMIT(kind, call, at)                                                                       \
     do {                                                                                           \
         int64_t at_ = (at)-t0 < last ? last : (at)-t0;                                             \
+        int32_t fi_ = frame_index(w, (call)->func);                                                \
+        if (fi_ < 0)                                                                               \
+            return fi_;                                                                            \
         last = at_;                                                                                \
         fprintf(w->out, "%s{\"type\":\"%s\",\"frame\":%d,\"at\":%" PRId64 "}", first ? "" : ",",   \
-                kind, (int)frame_index(w, (call)->func), at_);                                     \
+                kind, (int)fi_, at_);                                                              \
         first = false;                                                                             \
     } while (0)
     for (size_t i = 0; i < n; i++) {
@@ -628,7 +650,8 @@ int cn_fmt_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
         fprintf(w.out,
                 ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%" PRId64 ",\"events\":[",
                 t1 - t0);
-        write_events(&w, sorted + i, j - i, t0, open);
+        if ((rc = write_events(&w, sorted + i, j - i, t0, open)) < 0)
+            goto nomem;
         fputs("]}", w.out);
         i = j;
     }

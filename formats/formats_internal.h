@@ -1,4 +1,5 @@
-/* formats_internal.h — what formats/'s files share; nobody else sees it.
+/* formats_internal.h — what formats/'s files share; private to formats/ (only the
+ * importers' fuzz targets reach it, through import_internal.h: tests/CMakeLists.txt).
  *
  * formats/ sits on aggregate's public API (cn_agg.h) only. Two ways to get a query's
  * weighted stacks out of the engine:

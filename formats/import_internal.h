@@ -1,5 +1,6 @@
 /* import_internal.h — what formats/'s importer files (import.c, import_folded.c,
- * cpuprofile_parse.c, cpuprofile_model.c, import_perf_script.c, import_pprof.c) share.
+ * cpuprofile_parse.c, cpuprofile_model.c, import_perf_script.c, import_pprof.c) share,
+ * and what the importers' fuzz targets call directly.
  *
  * import.c reads a file (or takes a buffer), undoes gzip, sniffs the content with the
  * cn_fmt__looks_* predicates below and hands the bytes to one importer. The .cpuprofile

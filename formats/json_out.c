@@ -1,4 +1,5 @@
-/* json_out.c — JSON strings and numbers for every writer of formats/ (json_out.h).
+/* json_out.c — JSON strings and numbers for every writer of formats/ (json_out.h), and
+ * the same string policy into a cn_buf for canopyd's replies (cn_fmt_json_string).
  *
  * Both are on the writers' hot path (a tree or a speedscope file holds hundreds of
  * thousands of names and numbers): runs of plain bytes go out in one fwrite, and
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cn_fmt.h"
 #include "json_out.h"
 
 /* Length of the valid UTF-8 sequence at s (1..4; at most avail bytes are read), or 0 if
@@ -42,10 +44,48 @@ static size_t utf8_len(const unsigned char *s, size_t avail)
     return len;
 }
 
+/* The policy of json_out.h for the byte(s) at p, one of which is not plain: writes their
+ * JSON form (at most CN_FMT__JSON_ESC_MAX bytes) at esc and returns its length; *used
+ * receives how many input bytes it stands for. */
+#define CN_FMT__JSON_ESC_MAX 6
+static size_t escape_at(const unsigned char *p, const unsigned char *end, char *esc, size_t *used)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned c = *p;
+    size_t len;
+
+    *used = 1;
+    if (c == '"' || c == '\\') {
+        esc[0] = '\\';
+        esc[1] = (char)c;
+        return 2;
+    }
+    if (c == '\n' || c == '\t' || c == '\r') { /* short forms: text is full of newlines */
+        esc[0] = '\\';
+        esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        return 2;
+    }
+    if (c < 0x20) {
+        memcpy(esc, "\\u00", 4);
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        return 6;
+    }
+    len = utf8_len(p, (size_t)(end - p));
+    if (len == 0) {
+        memcpy(esc, "\xef\xbf\xbd", 3); /* U+FFFD for a byte that is not UTF-8 */
+        return 3;
+    }
+    memcpy(esc, p, len);
+    *used = len;
+    return len;
+}
+
 int cn_fmt__json_strn(FILE *out, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     const unsigned char *end = p + (s ? n : 0);
+    char esc[CN_FMT__JSON_ESC_MAX];
 
     if (fputc('"', out) == EOF)
         return -EIO;
@@ -58,22 +98,51 @@ int cn_fmt__json_strn(FILE *out, const char *s, size_t n)
             return -EIO;
         if (p == end)
             break;
-        unsigned c = *p;
-        size_t len = utf8_len(p, (size_t)(end - p));
-        int r;
-        if (c == '"' || c == '\\')
-            r = fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            r = fprintf(out, "\\u%04x", c);
-        else if (len == 0)
-            r = fputs("\xef\xbf\xbd", out); /* U+FFFD for a byte that is not UTF-8 */
-        else
-            r = fwrite(p, 1, len, out) == len ? 0 : -1;
-        if (r < 0)
+        size_t used, len = escape_at(p, end, esc, &used);
+        if (fwrite(esc, 1, len, out) != len)
             return -EIO;
-        p += len ? len : 1;
+        p += used;
     }
     return fputc('"', out) == EOF ? -EIO : 0;
+}
+
+int cn_fmt_json_string(cn_buf *out, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    const unsigned char *end = p + (s ? n : 0);
+    /* Room for the longest escape and the closing quote, checked once per input byte. */
+    const size_t slack = CN_FMT__JSON_ESC_MAX + 2;
+    size_t room, w = 0;
+    char *o;
+
+    /* Most text needs few escapes: reserve its length and a little more, then grow by what
+     * is left whenever the room runs short. */
+    errno = 0;
+    o = cn_buf_space(out, n + n / 8 + slack, &room);
+    if (!o || room < slack)
+        return errno == ENOMEM ? -ENOMEM : -EMSGSIZE;
+    o[w++] = '"';
+    while (p < end) {
+        if (room - w < slack) {
+            size_t left = (size_t)(end - p);
+            cn_buf_commit(out, w);
+            errno = 0;
+            o = cn_buf_space(out, left + left / 8 + slack, &room);
+            if (!o || room < slack)
+                return errno == ENOMEM ? -ENOMEM : -EMSGSIZE;
+            w = 0;
+        }
+        if (cn_fmt__json_plain(*p)) {
+            o[w++] = (char)*p++;
+            continue;
+        }
+        size_t used;
+        w += escape_at(p, end, o + w, &used);
+        p += used;
+    }
+    o[w++] = '"';
+    cn_buf_commit(out, w);
+    return 0;
 }
 
 int cn_fmt__json_str(FILE *out, const char *s)

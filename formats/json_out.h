@@ -5,12 +5,15 @@
  * Strings: names come from binaries and scripts and may be any bytes. One policy: a byte
  * that does not start a valid UTF-8 sequence (overlong forms, surrogates and code points
  * above U+10FFFF are invalid too) becomes U+FFFD; '"' and '\\' are escaped with a
- * backslash and control characters (< 0x20) as \u00XX; everything else is copied. The
- * output is therefore always valid JSON (RFC 8259) whatever the input.
+ * backslash, newline, tab and carriage return as \n, \t, \r (rendered text embedded in
+ * canopyd's replies is full of newlines) and other control characters (< 0x20) as
+ * \u00XX; everything else is copied. The output is therefore always valid JSON (RFC
+ * 8259) whatever the input.
  * Numbers: integral values below 2^53 in magnitude are written as JSON integers (sample
  * counts read as `3`, not `3.0`), others with 12 significant digits (display precision,
  * not bits: "%.12g"); NaN and infinities, which JSON cannot spell, as 0.
- * Writers never recurse and never allocate. Names carry the cn_fmt__ prefix.
+ * Writers never recurse and never allocate. Names carry the cn_fmt__ prefix. The public
+ * cn_fmt_json_string (cn_fmt.h) writes strings with the same policy into a cn_buf.
  */
 #ifndef CN_FMT_JSON_OUT_H
 #define CN_FMT_JSON_OUT_H

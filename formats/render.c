@@ -238,22 +238,6 @@ static int render_tree(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_agg_
     return r < 0 ? write_failed(r, spec->format, err) : 0;
 }
 
-/* Workaround: the speedscope writer sizes its func → frame map by cn_agg_func_count()
- * before it runs the query, and a --group-by query interns one func per process or thread
- * into the profile as it runs, so on a profile never grouped before (a file just loaded)
- * the group funcs fell outside the map (a wrong frame name, and an out-of-bounds access).
- * Running the query once first interns them. To be removed once export_speedscope.c
- * sizes its map after the query. */
-static int intern_groups(cn_agg_profile *p, const cn_agg_query *q, cn_err *err)
-{
-    cn_agg_tree *tree = NULL;
-    if (q->group_by == CN_AGG_GROUP_NONE)
-        return 0;
-    int r = cn_agg_query_run(p, q, &tree, err);
-    cn_agg_tree_free(tree);
-    return r;
-}
-
 int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
                   FILE *out, cn_err *err)
 {
@@ -287,9 +271,7 @@ int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_rende
         r = cn_fmt_write_pprof(p, &q, out, err);
         break;
     case CN_FMT_SPEEDSCOPE:
-        r = intern_groups(p, &q, err);
-        if (r == 0)
-            r = cn_fmt_write_speedscope(p, &q, out, err);
+        r = cn_fmt_write_speedscope(p, &q, out, err);
         break;
     case CN_FMT_SVG:
         r = cn_fmt_write_svg(p, &q, &o, out, err);

@@ -40,8 +40,11 @@ extern "C" {
  * too; spec->timeline for the `timeline` request). Headers name the session (its name,
  * else its id) with its event, samples and lost; --last counts back from the session's
  * clock (cn_live_session_now). Transform arguments are checked against the profile first
- * (-ENOENT, exit 2). Returns 0 or negative errno with err set. */
-int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_err *err);
+ * (-ENOENT, exit 2). When notes is not NULL, the renderer's notes are appended to it, one
+ * "note: …\n" line each (cn_fmt_render_opts.notes). Returns 0 or negative errno with err
+ * set. */
+int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_buf *notes,
+                cn_err *err);
 /* `lines` for function F: the interface's lines JSON object (new reference) or NULL with
  * err set and *code = negative errno. */
 json_t *cn_d_lines_json(cn_live_session *s, const cn_fmt_spec *spec, const char *func, int *code,

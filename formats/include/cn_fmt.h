@@ -125,6 +125,14 @@ int cn_fmt_write_diff_svg(const cn_agg_profile *d, const cn_agg_diff *r, const c
  * the same d. */
 int cn_fmt_write_diff_folded(cn_agg_profile *d, const cn_agg_query *q, FILE *out, cn_err *err);
 
+/* Appends the n bytes at s (NULL as "") to out as one JSON string literal, quotes
+ * included, with the one policy of every JSON writer here: bytes that are not valid UTF-8
+ * become U+FFFD, '"' and '\\' are backslash-escaped, control characters are \n, \t, \r
+ * or \u00XX, so the result is valid JSON whatever s holds (canopyd embeds rendered text in
+ * replies with it, docs/protocol.md "Responses"). Returns 0, or -EMSGSIZE past out's
+ * limit / -ENOMEM; then out holds a partial literal (callers drop the buffer). */
+int cn_fmt_json_string(cn_buf *out, const char *s, size_t n);
+
 /* ---------------------------------------------------------------------------------------
  * Queries: one spec, one codec, one renderer (spec.c, render.c)
  *

@@ -38,14 +38,6 @@ if(TARGET test_sampler)
   add_dependencies(test_sampler cn_workloads)
 endif()
 
-# test_sampler and fuzz_maps reach the parsers through sampler/'s private header
-# (smp_internal.h): they, and only they, get sampler/ as an include directory.
-foreach(t test_sampler replay_fuzz_maps fuzz_maps)
-  if(TARGET ${t})
-    target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/sampler)
-  endif()
-endforeach()
-
 # aarch64 (tests/arm64/cross.sh): sampler.aarch64_build cross-compiles every sampler/*.c
 # (and common/err.c) with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
 # the unwind selftest against it and the arm64 libunwind/libdw/libelf (scripts/setup installs

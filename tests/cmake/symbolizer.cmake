@@ -29,7 +29,4 @@ add_custom_target(sym_test_binaries ALL
 add_dependencies(sym_query sym_test_binaries)
 if(TARGET test_symbolizer)
   add_dependencies(test_symbolizer sym_test_binaries)
-  # It reaches the symbol table and parsers through symbolizer/'s private header
-  # (sym_internal.h): it, and only it, gets symbolizer/ as an include directory.
-  target_include_directories(test_symbolizer PRIVATE ${CMAKE_SOURCE_DIR}/symbolizer)
 endif()

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "cn_common.h"
-#include "cn_d.h"
+#include "cn_fmt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,8 @@
 #   --tid/--from/--to, --depth/--min-percent: `canopy tree S SPEC` == `canopy open FILE SPEC`;
 # - the timeline in text, json, chrome-trace and speedscope: `canopy timeline S` ==
 #   `canopy timeline FILE` (canopyd renders speedscope itself now);
-# - `lines`: the same JSON from the session and the file.
+# - `lines`: the same JSON from the session and the file;
+# - notes (a transform PATH that is no call node path): the same stderr from both.
 # The file is saved under the session's id, so the header's title is the same on both
 # sides. Normalization, and only this: a live session's header adds its own fields (text:
 # ", session ID, event E, N samples, N lost" at the end of the first line; JSON: the
@@ -118,6 +119,43 @@ for fmt in text json chrome-trace speedscope; do
   [ -s "$TMP/a.out" ] && cmp -s "$TMP/a.out" "$TMP/b.out" || fail "timeline $fmt: outputs differ"
 done
 echo "PASS timeline SESSION == timeline FILE (text, json, chrome-trace, speedscope)"
+
+# Notes: a transform PATH that names no call node path is applied as written, with a note
+# on stderr (docs/cli.md "Transforms"); canopyd sends it in the reply's "notes" and the
+# client prints it as `canopy open` does: the same stderr, line for line.
+NT=(-t 'focus:nonexistent;path' -t 'merge:burn' -t 'prune:work_b_inner;main')
+for cmd in tree timeline; do
+  (cd "$TMP" && "$C" $cmd "$S" --format json "${NT[@]}" >"$TMP/a.out" 2>"$TMP/a.err") ||
+    fail "notes: $cmd session: $(cat "$TMP/a.err")"
+  if [ $cmd = tree ]; then
+    (cd "$TMP/files" && "$C" open "$S" --format json "${NT[@]}" >"$TMP/b.out" 2>"$TMP/b.err")
+  else
+    (cd "$TMP/files" && "$C" timeline "$S" --format json "${NT[@]}" >"$TMP/b.out" 2>"$TMP/b.err")
+  fi || fail "notes: $cmd file: $(cat "$TMP/b.err")"
+  [ "$(grep -c '^canopy: note: ' "$TMP/b.err")" = 2 ] ||
+    fail "notes: $cmd: expected 2 notes from the file, got: $(cat "$TMP/b.err")"
+  cmp -s "$TMP/a.err" "$TMP/b.err" ||
+    fail "notes: $cmd: stderr differs: $(diff "$TMP/a.err" "$TMP/b.err")"
+done
+# The reply itself carries them (docs/protocol.md `tree`), without the "note: " prefix.
+python3 - "$CANOPY_SOCKET" "$S" <<'PY' || fail "notes: the reply's notes array"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+req = {"cmd": "tree", "session": sys.argv[2], "format": "text",
+       "transforms": ["focus:nonexistent;path", "merge:burn"]}
+s.sendall((json.dumps(req) + "\n").encode())
+buf = b""
+while b"\n" not in buf:
+    d = s.recv(1 << 20)
+    assert d, "no reply"
+    buf += d
+r = json.loads(buf.split(b"\n", 1)[0])
+assert r["ok"], r
+assert r["notes"] == ["'focus:nonexistent;path': 'nonexistent;path' is not a call node "
+                      "path; applied as written"], r.get("notes")
+PY
+echo "PASS notes: tree/timeline SESSION print the notes open FILE prints"
 
 # lines: the same JSON object.
 (cd "$TMP" && "$C" lines "$S" work_a --format json >"$TMP/a.out") || fail "lines session"

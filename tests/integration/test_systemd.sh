@@ -2,8 +2,8 @@
 # systemd integration, as far as a machine without systemd as PID 1 allows:
 #  1. `systemd-analyze verify` accepts canopyd.service and canopyd.socket without a single
 #     warning (the unit's bare ExecStart=canopyd is pointed at the built binary, since
-#     verify checks that the executable exists), and the hardening the issue asks for is
-#     there;
+#     verify checks that the executable exists), and the hardening docs/cli-live.md
+#     ("canopyd under systemd") lists is there;
 #  2. `cmake --install` installs the units, the example config and the binaries;
 #  3. socket activation: systemd-socket-activate listens, canopyd is started on the first
 #     connection with the listener as fd 3 (LISTEN_FDS), answers `canopy status` through

@@ -1,5 +1,6 @@
 /* test_common.c — common/: the bounded buffer, protocol framing and decoding, message
- * builders, durations, sizes, base64; and the daemon's query codec (cn_fmt_spec, formats/). */
+ * builders, durations, sizes, base64. (The QUERY fields' codec, cn_fmt_spec, is formats/'
+ * and tested in test_spec.c.) */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -11,7 +12,6 @@
 #include <cmocka.h>
 
 #include "cn_common.h"
-#include "cn_d.h"
 
 static void test_buf_bounded(void **state)
 {
@@ -278,70 +278,6 @@ static void test_errno_name(void **state)
     assert_string_equal(cn_common_errno_name(ENOENT), "ENOENT");
 }
 
-/* The query fields of a request, decoded and encoded back. */
-static void test_query_json(void **state)
-{
-    (void)state;
-    const char *txt = "{\"cmd\":\"tree\",\"transforms\":[\"focus:main;run\",\"merge:malloc\"],"
-                      "\"view\":\"callers\",\"view_func\":\"f\",\"callers_mode\":\"self\","
-                      "\"group_by\":\"thread\",\"last\":\"30s\",\"tid\":7,\"only_pid\":9,"
-                      "\"depth\":3,\"min_percent\":1.5,\"format\":\"folded\"}";
-    json_error_t je;
-    json_t *req = json_loads(txt, 0, &je);
-    cn_fmt_spec q;
-    cn_err err = {0};
-    cn_fmt_spec_init(&q);
-    assert_int_equal(cn_fmt_spec_from_json(req, &q, &err), 0);
-    assert_int_equal(q.n_transforms, 2);
-    assert_int_equal(q.transforms[0].kind, CN_AGG_TF_FOCUS);
-    assert_int_equal(q.transforms[0].path_len, 2);
-    assert_int_equal(q.query.view, CN_AGG_VIEW_CALLERS);
-    assert_string_equal(q.query.view_func, "f");
-    assert_int_equal(q.query.callers_mode, CN_AGG_CALLERS_SELF);
-    assert_int_equal(q.query.group_by, CN_AGG_GROUP_THREAD);
-    assert_true(q.last_ns == 30000000000LL);
-    assert_int_equal(q.query.tid, 7);
-    assert_int_equal(q.query.pid, 9);
-    assert_int_equal(q.depth, 3);
-    assert_true(q.min_percent == 1.5);
-    assert_int_equal(q.format, CN_FMT_FOLDED);
-
-    json_t *back = json_object();
-    assert_int_equal(cn_fmt_spec_to_json(&q, back), 0);
-    cn_fmt_spec q2;
-    cn_fmt_spec_init(&q2);
-    assert_int_equal(cn_fmt_spec_from_json(back, &q2, &err), 0);
-    assert_int_equal(q2.n_transforms, 2);
-    assert_int_equal(q2.transforms[1].kind, CN_AGG_TF_MERGE);
-    assert_string_equal(q2.transforms[1].arg, "malloc");
-    assert_int_equal(q2.query.view, CN_AGG_VIEW_CALLERS);
-    assert_true(q2.last_ns == q.last_ns);
-    assert_int_equal(q2.format, CN_FMT_FOLDED);
-    cn_fmt_spec_clear(&q2);
-    cn_fmt_spec_clear(&q);
-    json_decref(back);
-    json_decref(req);
-
-    const char *bad[] = {
-        "{\"transforms\":\"x\"}", "{\"transforms\":[\"nope:x\"]}",
-        "{\"transforms\":[1]}",   "{\"view\":\"sideways\"}",
-        "{\"view\":\"callers\"}", "{\"group_by\":\"cpu\"}",
-        "{\"last\":\"soon\"}",    "{\"from\":-1}",
-        "{\"tid\":\"1\"}",        "{\"format\":\"png\"}",
-        "{\"min_percent\":101}",  "{\"callers_mode\":\"all\"}",
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        req = json_loads(bad[i], 0, &je);
-        assert_non_null(req);
-        cn_fmt_spec_init(&q);
-        err.msg[0] = '\0';
-        assert_true(cn_fmt_spec_from_json(req, &q, &err) < 0);
-        assert_true(strlen(err.msg) > 0);
-        cn_fmt_spec_clear(&q);
-        json_decref(req);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,7 +285,7 @@ int main(void)
         cmocka_unit_test(test_framing),     cmocka_unit_test(test_decode_errors),
         cmocka_unit_test(test_messages),    cmocka_unit_test(test_duration),
         cmocka_unit_test(test_size),        cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_errno_name),  cmocka_unit_test(test_query_json),
+        cmocka_unit_test(test_errno_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ typedef struct fixture {
     char dir[64];
     char sock[108];
     char file[128];
+    char file2[128];
     cn_d_server *srv;
     pthread_t thread;
     cn_cli_conn *c;
@@ -38,13 +39,13 @@ static void *srv_main(void *arg)
     return NULL;
 }
 
-/* A session file with a few named stacks, 2 threads. */
-static void write_session(const char *path)
+/* A session file (session id) with a few named stacks, 2 threads; odd names a leaf. */
+static void write_session(const char *path, const char *id, const char *odd)
 {
     cn_agg_profile *p = cn_agg_profile_new();
     assert_non_null(p);
     int32_t lib = cn_agg_resource(p, "libx.so", NULL, NULL, CN_AGG_RES_LIBRARY);
-    const char *names[] = {"main", "run", "work_a", "work_b", "odd \"name\"\\tab", "leaf"};
+    const char *names[] = {"main", "run", "work_a", "work_b", odd, "leaf"};
     int32_t fr[6];
     for (int i = 0; i < 6; i++)
         fr[i] = cn_agg_frame(p, cn_agg_func(p, names[i], lib, NULL, 0), lib, 0x100 + i, 0);
@@ -57,7 +58,7 @@ static void write_session(const char *path)
         assert_int_equal(cn_agg_add_sample(p, st[i % 3 == 2 ? 2 : (i % 7 == 0 ? 1 : 0)],
                                            (int64_t)i * 1000000, 1.0, th[i & 1]),
                          0);
-    cn_agg_meta_set(p, "canopy.session.id", "s1");
+    cn_agg_meta_set(p, "canopy.session.id", id);
     cn_agg_meta_set(p, "canopy.session.kind", "attach");
     cn_agg_meta_set(p, "canopy.session.state", "exited");
     cn_agg_meta_set(p, "event", "cpu-clock");
@@ -78,7 +79,10 @@ static int setup(void **state)
     assert_non_null(mkdtemp(fx->dir));
     snprintf(fx->sock, sizeof(fx->sock), "%s/d.sock", fx->dir);
     snprintf(fx->file, sizeof(fx->file), "%s/s1.canopy", fx->dir);
-    write_session(fx->file);
+    write_session(fx->file, "s1", "odd \"name\"\\tab");
+    /* Names from ELF files may be any bytes: an invalid UTF-8 byte and a control one. */
+    snprintf(fx->file2, sizeof(fx->file2), "%s/s2.canopy", fx->dir);
+    write_session(fx->file2, "s2", "bad\xffname\x01");
     cn_d_config_init(&cfg);
     cfg.backend = CN_D_LOOP_EPOLL;
     cfg.socket_path = fx->sock;
@@ -103,21 +107,27 @@ static int teardown(void **state)
     pthread_join(fx->thread, NULL);
     cn_d_server_free(fx->srv);
     unlink(fx->file);
+    unlink(fx->file2);
     unlink(fx->sock);
     rmdir(fx->dir);
     free(fx);
     return 0;
 }
 
-static json_t *tree_req(const char *format, const char *transform)
+static json_t *session_tree_req(const char *session, const char *format, const char *transform)
 {
     json_t *r = cn_proto_request("tree");
     assert_non_null(r);
-    json_object_set_new(r, "session", json_string("s1"));
+    json_object_set_new(r, "session", json_string(session));
     json_object_set_new(r, "format", json_string(format));
     if (transform)
         json_object_set_new(r, "transforms", json_pack("[s]", transform));
     return r;
+}
+
+static json_t *tree_req(const char *format, const char *transform)
+{
+    return session_tree_req("s1", format, transform);
 }
 
 /* Raw payload == the embedded reply's content, for every kind of format. */
@@ -168,6 +178,32 @@ static void test_raw_equals_embedded(void **state)
         json_decref(plain);
         json_decref(req);
     }
+}
+
+/* Rendered text embedded in a reply goes through formats/' one JSON string policy: the
+ * line is valid JSON (cn_cli_call parses it with jansson, which refuses invalid UTF-8), a
+ * byte that is not UTF-8 reads as U+FFFD and a control byte survives as its escape; the
+ * raw payload keeps the bytes as the writer printed them (docs/protocol.md). */
+static void test_embedded_text_utf8(void **state)
+{
+    fixture *fx = *state;
+    char msg[256], *raw = NULL;
+    size_t raw_len = 0;
+    json_t *req = session_tree_req("s2", "text", NULL), *resp = NULL;
+    assert_int_equal(cn_cli_call(fx->c, req, &resp, msg, sizeof(msg)), 0);
+    assert_true(json_is_true(json_object_get(resp, "ok")));
+    const char *out = json_string_value(json_object_get(resp, "output"));
+    assert_non_null(out);
+    assert_non_null(strstr(out, "bad\xef\xbf\xbdname\x01"));
+    assert_null(strchr(out, '\xff'));
+    json_decref(resp);
+
+    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, msg, sizeof(msg)), 0);
+    assert_non_null(raw);
+    assert_non_null(memmem(raw, raw_len, "bad\xffname\x01", 9));
+    free(raw);
+    json_decref(resp);
+    json_decref(req);
 }
 
 /* Errors carry no payload; a mistyped "raw" is bad_request; the connection stays usable. */
@@ -298,6 +334,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_raw_equals_embedded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_embedded_text_utf8, setup, teardown),
         cmocka_unit_test(test_raw_bad_daemon),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* test_export.c — the tree and timeline writers (export_text.c, export_json.c,
  * export_timeline.c) on hand-built trees, independent of the query engine. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -239,6 +240,52 @@ static void test_json_bad_utf8_and_escapes(void **state)
     free(s);
 }
 
+/* cn_fmt_json_string (canopyd's replies) follows the one string policy of the file writers:
+ * for random bytes (invalid UTF-8, controls, quotes, long runs that make the buffer grow)
+ * its literal is exactly the one the tree JSON writer prints, and it always parses. */
+static void test_json_string_buf(void **state)
+{
+    struct fixture *f = *state;
+    static const char pick[] =
+        "ab\"\\\n\x01\x7f\xc3\xa9\xe2\x82\xac\xff\xf0\x9f\x98\x80\xed\xa0\x80";
+    unsigned seed = 7;
+    for (int round = 0; round < 40; round++) {
+        size_t n = (size_t)(round * round * 7) % 5000 + 1;
+        char *name = malloc(n + 1);
+        assert_non_null(name);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            name[i] = pick[(seed >> 16) % (sizeof(pick) - 1)];
+            if (name[i] == '\0')
+                name[i] = 'z';
+        }
+        name[n] = '\0';
+        cn_buf b;
+        cn_buf_init(&b, 0);
+        assert_int_equal(cn_fmt_json_string(&b, name, n), 0);
+        json_error_t je;
+        json_t *v = json_loadb(cn_buf_ptr(&b), cn_buf_len(&b), JSON_DECODE_ANY, &je);
+        assert_non_null(v);
+        assert_true(json_is_string(v));
+        json_decref(v);
+        f->nodes[4].func = cn_agg_func(f->p, name, -1, NULL, 0);
+        char *doc = capture_text(f->p, &f->tree, NULL, 1);
+        assert_non_null(strstr(doc, cn_buf_ptr(&b)));
+        free(doc);
+        cn_buf_free(&b);
+        free(name);
+    }
+    /* A bounded buffer fails cleanly when full. */
+    cn_buf b;
+    cn_buf_init(&b, 16);
+    assert_int_equal(cn_fmt_json_string(&b, "\x01\x01\x01\x01", 4), -EMSGSIZE);
+    cn_buf_free(&b);
+    cn_buf_init(&b, 0);
+    assert_int_equal(cn_fmt_json_string(&b, NULL, 0), 0);
+    assert_string_equal(cn_buf_ptr(&b), "\"\"");
+    cn_buf_free(&b);
+}
+
 /* A chain as deep as the deepest stack the importers accept: no recursion, no crash. */
 static void test_deep_tree(void **state)
 {
@@ -338,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_empty_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_bad_utf8_and_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_string_buf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeline_writers, setup, teardown),
     };

@@ -2,9 +2,13 @@
  * - every JSON format is valid JSON whatever bytes a name holds (invalid UTF-8, control
  *   characters, quotes), and prints one number the same way (json_out.c);
  * - the .cpuprofile importer stays linear on hostile trees (long chains, wide stars,
- *   unreachable nodes).
+ *   unreachable nodes);
+ * - speedscope with --group-by on a profile never grouped before (the query grows the
+ *   func table under the writer);
+ * - differential trees 100000 levels deep are computed and written without recursion.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -240,12 +244,177 @@ static void test_cpuprofile_hostile_trees(void **state)
     }
 }
 
+/* speedscope with --group-by on a freshly imported profile: the query interns one group
+ * func per thread while the writer runs, past the funcs the profile had when the writer
+ * started (its frame map must grow: ASan caught the overflow). Every thread gets a
+ * frame named after it, and every frame index a sample uses names a frame. */
+#define GROUP_THREADS 12
+static void test_speedscope_group_by_fresh(void **state)
+{
+    (void)state;
+    char text[8192];
+    size_t len = 0;
+    for (int t = 0; t < GROUP_THREADS; t++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len,
+                                "app 100/%d 10.%06d: 1000 cpu-clock: \n"
+                                "\t10 leaf+0x1 (/bin/app)\n\t20 main+0x1 (/bin/app)\n\n",
+                                200 + t, t);
+    const cn_agg_group_by groups[] = {CN_AGG_GROUP_THREAD, CN_AGG_GROUP_PROCESS};
+    for (size_t g = 0; g < 2; g++) {
+        for (int via_render = 0; via_render < 2; via_render++) {
+            cn_agg_profile *p = NULL;
+            cn_err err = {0};
+            capture c;
+            assert_int_equal(cn_fmt_import_buffer(text, len, "t.perf", &p, &err), 0);
+            size_t funcs_before = cn_agg_func_count(p);
+            if (via_render) {
+                cn_fmt_spec spec;
+                cn_fmt_spec_init(&spec);
+                spec.format = CN_FMT_SPEEDSCOPE;
+                spec.query.group_by = groups[g];
+                assert_int_equal(cn_fmt_render(p, &spec, NULL, cap_open(&c), &err), 0);
+                cn_fmt_spec_clear(&spec);
+            } else {
+                cn_agg_query q;
+                cn_agg_query_init(&q);
+                q.group_by = groups[g];
+                assert_int_equal(cn_fmt_write_speedscope(p, &q, cap_open(&c), &err), 0);
+            }
+            assert_true(cn_agg_func_count(p) > funcs_before); /* the query interned groups */
+            char *out = cap_json(&c, "speedscope --group-by");
+            json_error_t je;
+            json_t *doc = json_loads(out, 0, &je);
+            json_t *frames = json_object_get(json_object_get(doc, "shared"), "frames");
+            size_t n_frames = json_array_size(frames), n_groups = 0;
+            for (size_t k = 0; k < n_frames; k++) {
+                const char *name =
+                    json_string_value(json_object_get(json_array_get(frames, k), "name"));
+                assert_non_null(name);
+                n_groups += strstr(name, "[") != NULL;
+            }
+            assert_int_equal(n_groups, groups[g] == CN_AGG_GROUP_THREAD ? GROUP_THREADS : 1);
+            json_t *profiles = json_object_get(doc, "profiles"), *prof, *st, *fi;
+            size_t k, m, x;
+            json_array_foreach(profiles, k, prof)
+            {
+                json_array_foreach(json_object_get(prof, "samples"), m, st)
+                {
+                    json_array_foreach(st, x, fi)
+                    {
+                        assert_true(json_integer_value(fi) < (json_int_t)n_frames);
+                    }
+                }
+            }
+            json_decref(doc);
+            free(out);
+            cn_agg_profile_free(p);
+        }
+    }
+}
+
+/* A differential tree 100000 levels deep (a deep recursion on both sides, one level
+ * deeper in NEW): computing it (aggregate/diff.c) and writing it as JSON, three-column
+ * folded and text (export_diff.c) walk it without recursion. */
+#define DIFF_DEPTH 100000
+static cn_agg_profile *deep_profile(size_t depth)
+{
+    cn_agg_profile *p = cn_agg_profile_new();
+    int32_t *frames = malloc(depth * sizeof(*frames));
+    assert_true(p && frames);
+    int32_t fr[2] = {cn_agg_frame(p, cn_agg_func(p, "even", -1, NULL, 0), -1, 0x10, 0),
+                     cn_agg_frame(p, cn_agg_func(p, "odd", -1, NULL, 0), -1, 0x20, 0)};
+    for (size_t i = 0; i < depth; i++)
+        frames[i] = fr[i & 1];
+    int32_t st = cn_agg_stack_from_frames(p, frames, depth);
+    int32_t th = cn_agg_thread(p, 1, 1, "t");
+    assert_true(st >= 0 && th >= 0);
+    assert_int_equal(cn_agg_add_sample(p, st, 1000, 1, th), 0);
+    free(frames);
+    return p;
+}
+
+static void *diff_deep(void *arg)
+{
+    (void)arg;
+    cn_agg_profile *base = deep_profile(DIFF_DEPTH - 1), *newp = deep_profile(DIFF_DEPTH);
+    cn_agg_profile *d = NULL;
+    cn_agg_diff *r = NULL;
+    cn_agg_query q;
+    cn_err err = {0};
+    capture c;
+    cn_agg_query_init(&q);
+    assert_int_equal(cn_agg_diff_profile(base, &q, newp, &q, &d, &err), 0);
+    assert_int_equal(cn_agg_diff_run(d, &q, true, &r, &err), 0);
+    assert_int_equal(r->tree->n_nodes, DIFF_DEPTH);
+
+    /* JSON: one object per level (jansson's parser stops at 2048 levels: count them). */
+    assert_int_equal(cn_fmt_write_diff_json(d, r, NULL, cap_open(&c)), 0);
+    assert_int_equal(fclose(c.f), 0);
+    size_t objects = 0, open = 0, close = 0;
+    for (size_t i = 0; i < c.len; i++) {
+        open += c.buf[i] == '[';
+        close += c.buf[i] == ']';
+        objects += !strncmp(c.buf + i, "{\"name\":", 8);
+    }
+    assert_int_equal(objects, DIFF_DEPTH);
+    assert_int_equal(open, close);
+    free(c.buf);
+
+    /* Folded: the two leaves' stacks, BASE's one level shorter. */
+    assert_int_equal(cn_fmt_write_diff_folded(d, &q, cap_open(&c), &err), 0);
+    assert_int_equal(fclose(c.f), 0);
+    size_t lines = 0, semis = 0;
+    for (size_t i = 0; i < c.len; i++) {
+        lines += c.buf[i] == '\n';
+        semis += c.buf[i] == ';';
+    }
+    assert_int_equal(lines, 2);
+    assert_int_equal(semis, (DIFF_DEPTH - 2) + (DIFF_DEPTH - 1));
+    assert_non_null(strstr(c.buf, "odd 0 1\n"));
+    free(c.buf);
+
+    /* Text indents by depth (quadratic at this depth): --depth cuts it, after a walk down
+     * and back up the whole chain. */
+    cn_fmt_write_opts o;
+    cn_fmt_write_opts_init(&o);
+    o.max_depth = 50;
+    assert_int_equal(cn_fmt_write_diff_text(d, r, &o, cap_open(&c)), 0);
+    assert_int_equal(fclose(c.f), 0);
+    lines = 0;
+    for (size_t i = 0; i < c.len; i++)
+        lines += c.buf[i] == '\n';
+    assert_int_equal(lines, 2 + 50); /* two header lines */
+    free(c.buf);
+
+    cn_agg_diff_free(r);
+    cn_agg_profile_free(d);
+    cn_agg_profile_free(base);
+    cn_agg_profile_free(newp);
+    return NULL;
+}
+
+/* On a thread with a 1 MiB stack: 10 bytes per level, so any recursion over the depth
+ * overflows it (the default 8 MiB hides a small recursive frame at this depth). */
+static void test_diff_deep(void **state)
+{
+    (void)state;
+    pthread_attr_t attr;
+    pthread_t t;
+    assert_int_equal(pthread_attr_init(&attr), 0);
+    assert_int_equal(pthread_attr_setstacksize(&attr, 1 << 20), 0);
+    assert_int_equal(pthread_create(&t, &attr, diff_deep, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    pthread_attr_destroy(&attr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_formats_bad_utf8),
         cmocka_unit_test(test_json_numbers_agree),
         cmocka_unit_test(test_cpuprofile_hostile_trees),
+        cmocka_unit_test(test_speedscope_group_by_fresh),
+        cmocka_unit_test(test_diff_deep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -309,12 +309,77 @@ static void test_range(void **state)
     cn_agg_profile_free(p);
 }
 
+/* The query fields of a request as canopyd receives it, decoded and encoded back; and
+ * requests the decoder must refuse with a message. */
+static void test_query_json(void **state)
+{
+    (void)state;
+    const char *txt = "{\"cmd\":\"tree\",\"transforms\":[\"focus:main;run\",\"merge:malloc\"],"
+                      "\"view\":\"callers\",\"view_func\":\"f\",\"callers_mode\":\"self\","
+                      "\"group_by\":\"thread\",\"last\":\"30s\",\"tid\":7,\"only_pid\":9,"
+                      "\"depth\":3,\"min_percent\":1.5,\"format\":\"folded\"}";
+    json_error_t je;
+    json_t *req = json_loads(txt, 0, &je);
+    cn_fmt_spec q;
+    cn_err err = {0};
+    cn_fmt_spec_init(&q);
+    assert_int_equal(cn_fmt_spec_from_json(req, &q, &err), 0);
+    assert_int_equal(q.n_transforms, 2);
+    assert_int_equal(q.transforms[0].kind, CN_AGG_TF_FOCUS);
+    assert_int_equal(q.transforms[0].path_len, 2);
+    assert_int_equal(q.query.view, CN_AGG_VIEW_CALLERS);
+    assert_string_equal(q.query.view_func, "f");
+    assert_int_equal(q.query.callers_mode, CN_AGG_CALLERS_SELF);
+    assert_int_equal(q.query.group_by, CN_AGG_GROUP_THREAD);
+    assert_true(q.last_ns == 30000000000LL);
+    assert_int_equal(q.query.tid, 7);
+    assert_int_equal(q.query.pid, 9);
+    assert_int_equal(q.depth, 3);
+    assert_true(q.min_percent == 1.5);
+    assert_int_equal(q.format, CN_FMT_FOLDED);
+
+    json_t *back = json_object();
+    assert_int_equal(cn_fmt_spec_to_json(&q, back), 0);
+    cn_fmt_spec q2;
+    cn_fmt_spec_init(&q2);
+    assert_int_equal(cn_fmt_spec_from_json(back, &q2, &err), 0);
+    assert_int_equal(q2.n_transforms, 2);
+    assert_int_equal(q2.transforms[1].kind, CN_AGG_TF_MERGE);
+    assert_string_equal(q2.transforms[1].arg, "malloc");
+    assert_int_equal(q2.query.view, CN_AGG_VIEW_CALLERS);
+    assert_true(q2.last_ns == q.last_ns);
+    assert_int_equal(q2.format, CN_FMT_FOLDED);
+    cn_fmt_spec_clear(&q2);
+    cn_fmt_spec_clear(&q);
+    json_decref(back);
+    json_decref(req);
+
+    const char *bad[] = {
+        "{\"transforms\":\"x\"}", "{\"transforms\":[\"nope:x\"]}",
+        "{\"transforms\":[1]}",   "{\"view\":\"sideways\"}",
+        "{\"view\":\"callers\"}", "{\"group_by\":\"cpu\"}",
+        "{\"last\":\"soon\"}",    "{\"from\":-1}",
+        "{\"tid\":\"1\"}",        "{\"format\":\"png\"}",
+        "{\"min_percent\":101}",  "{\"callers_mode\":\"all\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        req = json_loads(bad[i], 0, &je);
+        assert_non_null(req);
+        cn_fmt_spec_init(&q);
+        err.msg[0] = '\0';
+        assert_true(cn_fmt_spec_from_json(req, &q, &err) < 0);
+        assert_true(strlen(err.msg) > 0);
+        cn_fmt_spec_clear(&q);
+        json_decref(req);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip), cmocka_unit_test(test_decoder_bounds),
         cmocka_unit_test(test_durations),  cmocka_unit_test(test_render_checks_and_notes),
-        cmocka_unit_test(test_range),
+        cmocka_unit_test(test_range),      cmocka_unit_test(test_query_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
