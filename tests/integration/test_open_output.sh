@@ -56,6 +56,28 @@ LC_ALL=C sort -c "$TMP/i.folded" || fail "folded output not sorted"
 [ ! -s "$TMP/z.folded" ] || fail "empty profile: folded output not empty: $(cat "$TMP/z.folded")"
 echo "PASS folded"
 
+# Two functions of one name from different libraries are told apart in text output (the
+# library in parentheses), and only those; folded output keeps bare names.
+cat >"$TMP/start.txt" <<'PS'
+python3 100   1.000000:    1000000 cpu-clock: 
+	            1000 main+0x10 (/usr/bin/python3.11)
+	            2000 _start+0x20 (/usr/bin/python3.11)
+
+python3 100   1.001000:    1000000 cpu-clock: 
+	            3000 _dl_start+0x10 (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)
+	            4000 _start+0x8 (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)
+
+PS
+"$C" open "$TMP/start.txt" >"$TMP/s.txt" || fail "collisions: exit $?"
+grep -q '^ 50.0%.*   _start (python3.11)$' "$TMP/s.txt" || fail "collisions: $(cat "$TMP/s.txt")"
+grep -q '^ 50.0%.*   _start (ld-linux-x86-64.so.2)$' "$TMP/s.txt" || fail "collisions: $(cat "$TMP/s.txt")"
+grep -q '     main$' "$TMP/s.txt" || fail "collisions: unique name changed: $(cat "$TMP/s.txt")"
+"$C" open "$TMP/start.txt" --functions | grep -q '   _start (ld-linux-x86-64.so.2)$' ||
+  fail "collisions: --functions"
+"$C" open "$TMP/start.txt" --format folded | grep -qx '_start;main 1000000' ||
+  fail "collisions: folded output changed"
+echo "PASS colliding names"
+
 # --format beats the extension; an unknown extension means text.
 "$C" open "$V/abc.folded" --format folded -o "$TMP/x.json" || fail "exit $?"
 grep -q '^A;B;C;D;E 1$' "$TMP/x.json" || fail "--format folded -o x.json: $(cat "$TMP/x.json")"
