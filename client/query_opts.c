@@ -233,6 +233,10 @@ int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i)
         return set_view(q, CN_AGG_VIEW_INVERTED, NULL, arg);
     if (!strcmp(arg, "--functions"))
         return set_view(q, CN_AGG_VIEW_FUNCTIONS, NULL, arg);
+    if (!strcmp(arg, "--no-inline")) {
+        q->spec.query.no_inline = true;
+        return 1;
+    }
 
     for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++) {
         size_t ll = strlen(valued[k].lng);

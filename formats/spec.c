@@ -321,6 +321,8 @@ static int decode_values(const json_t *req, cn_fmt_spec *s, cn_err *err)
     s->min_percent = dv;
     if ((r = cn_proto_get_bool(req, "color", &s->color, err)) < 0)
         return r;
+    if ((r = cn_proto_get_bool(req, "no_inline", &s->query.no_inline, err)) < 0)
+        return r;
     v = NULL;
     if ((r = cn_proto_get_str(req, "format", &v, err)) < 0)
         return r;
@@ -379,6 +381,8 @@ int cn_fmt_spec_to_json(const cn_fmt_spec *s, json_t *req)
         r |= json_object_set_new(req, "min_percent", json_real(s->min_percent));
     if (s->color)
         r |= json_object_set_new(req, "color", json_true());
+    if (q->no_inline)
+        r |= json_object_set_new(req, "no_inline", json_true());
     r |= json_object_set_new(req, "format", json_string(cn_fmt_format_name(s->format)));
     return r ? -ENOMEM : 0;
 }
