@@ -78,6 +78,33 @@ grep -q '     main$' "$TMP/s.txt" || fail "collisions: unique name changed: $(ca
   fail "collisions: folded output changed"
 echo "PASS colliding names"
 
+# canopy's JSON tree reads back (docs/cli.md "JSON tree"): the text of open(FILE) is the
+# text of open(open(FILE) --format json), header aside from the file name, for every test
+# vector, and for a tree larger than the importer's first read (streamed, and gzipped).
+python3 - "$TMP/big.folded" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(6000):
+        f.write(f"main;run_{i % 50};step_{i % 997};leaf_{i} {1 + i % 5}\n")
+PY
+n=0
+for f in "$V"/*.folded "$CANOPY_TEST_DATA"/vectors-extra/*.folded "$TMP/big.folded"; do
+  "$C" open "$f" --format json >"$TMP/rt.json" || fail "json of $f: exit $?"
+  "$C" open "$f" | sed '1s/^[^:]*://' >"$TMP/rt.want"
+  "$C" open "$TMP/rt.json" | sed '1s/^[^:]*://' | diff -u "$TMP/rt.want" - ||
+    fail "JSON round trip of $f changed the text"
+  n=$((n + 1))
+done
+[ "$(stat -c %s "$TMP/rt.json")" -gt 65536 ] || fail "big JSON tree is not larger than 64 KiB"
+gzip -c "$TMP/rt.json" >"$TMP/rt.json.gz"
+"$C" open "$TMP/rt.json.gz" --format folded >"$TMP/rt.folded" || fail "gzipped JSON: exit $?"
+"$C" open "$TMP/big.folded" --format folded | diff -q - "$TMP/rt.folded" >/dev/null ||
+  fail "gzipped JSON round trip differs"
+"$C" open "$V/abc.folded" --functions --format json >"$TMP/fn.json"
+expect_fail 2 "$C" open "$TMP/fn.json"
+grep -q "cannot be read back" "$TMP/f.err" || fail "functions JSON: $(cat "$TMP/f.err")"
+echo "PASS JSON tree round trip ($n files)"
+
 # --format beats the extension; an unknown extension means text.
 "$C" open "$V/abc.folded" --format folded -o "$TMP/x.json" || fail "exit $?"
 grep -q '^A;B;C;D;E 1$' "$TMP/x.json" || fail "--format folded -o x.json: $(cat "$TMP/x.json")"
