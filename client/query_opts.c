@@ -211,10 +211,12 @@ static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *va
         return 1;
     }
     case O_FORMAT:
-        if (cn_fmt_format_parse(val, &q->spec.format) < 0)
-            return bad_value(opt, val,
-                             "expected text, json, folded, pprof, speedscope, chrome-trace, "
-                             "svg or canopy");
+        if (cn_fmt_format_parse(val, &q->spec.format) < 0) {
+            char names[160], what[180];
+            cn_fmt_format_names(names, sizeof(names));
+            snprintf(what, sizeof(what), "expected %s", names);
+            return bad_value(opt, val, what);
+        }
         q->format_given = true;
         return 1;
     case O_OUTPUT:

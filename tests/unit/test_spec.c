@@ -130,6 +130,21 @@ static void test_round_trip(void **state)
     assert_int_equal(cn_fmt_format_parse("chrome-trace", &f), 0);
     assert_string_equal(cn_fmt_format_name(f), "chrome-trace");
     assert_true(cn_fmt_format_parse("png", &f) < 0);
+    /* The list of names for messages holds every format's name once, parsable back. */
+    char names[256], small[6];
+    size_t need = cn_fmt_format_names(names, sizeof(names));
+    assert_int_equal(need, strlen(names));
+    int n_names = 0;
+    for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
+        if (!strcmp(tok, "or"))
+            continue;
+        assert_int_equal(cn_fmt_format_parse(tok, &f), 0);
+        assert_string_equal(cn_fmt_format_name(f), tok);
+        n_names++;
+    }
+    assert_int_equal(n_names, CN_FMT_SVG + 1);
+    assert_int_equal(cn_fmt_format_names(small, sizeof(small)), need);
+    assert_int_equal(strlen(small), sizeof(small) - 1);
     assert_true(cn_fmt_view_parse("sideways", &(cn_agg_view){0}) < 0);
     assert_true(cn_fmt_group_by_parse("cpu", &(cn_agg_group_by){0}) < 0);
     cn_fmt_spec_clear(&s);
