@@ -221,11 +221,15 @@ static int cmp_by_name(const void *a, const void *b, void *ctx)
     int32_t nx = cn_agg_func_name_id(p, x), ny = cn_agg_func_name_id(p, y);
     if (nx != ny)
         return nx < ny ? -1 : 1;
+    int32_t rx = cn_agg_func_resource(p, x), ry = cn_agg_func_resource(p, y);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
-/* Marks in bits[] the funcs of fs[0 .. n) (sorted by name id) that share their name with
- * another: QUAL_LIB, plus QUAL_FILE when one of the others has the same library. */
+/* Marks in bits[] the funcs of fs[0 .. n) (sorted by name id, then library) that share
+ * their name with another: QUAL_LIB, plus QUAL_FILE when another has the same library too
+ * (then it is a neighbour in the order). */
 static void mark_groups(const cn_agg_profile *p, const int32_t *fs, size_t n, uint8_t *bits)
 {
     for (size_t i = 0; i < n;) {
@@ -234,10 +238,11 @@ static void mark_groups(const cn_agg_profile *p, const int32_t *fs, size_t n, ui
         while (j < n && cn_agg_func_name_id(p, fs[j]) == name)
             j++;
         for (size_t a = i; j - i > 1 && a < j; a++) {
+            int32_t res = cn_agg_func_resource(p, fs[a]);
             bits[fs[a]] = QUAL_LIB;
-            for (size_t b = i; b < j; b++)
-                if (b != a && cn_agg_func_resource(p, fs[b]) == cn_agg_func_resource(p, fs[a]))
-                    bits[fs[a]] |= QUAL_FILE;
+            if ((a > i && cn_agg_func_resource(p, fs[a - 1]) == res) ||
+                (a + 1 < j && cn_agg_func_resource(p, fs[a + 1]) == res))
+                bits[fs[a]] |= QUAL_FILE;
         }
         i = j;
     }
@@ -286,7 +291,7 @@ out:
     return rc;
 }
 
-/* *out: " (LIB)" or " (LIB, FILE)" for a func whose name collides (malloc'ed, caller
+/* *out: " (LIB)", " (LIB, FILE)" or " (FILE)" for a func whose name collides (malloc'ed, caller
  * frees), NULL when it needs none or nothing is known to tell it apart. 0 or -ENOMEM. */
 static int qualifier(const struct text_ctx *c, int32_t func, char **out)
 {
@@ -297,6 +302,8 @@ static int qualifier(const struct text_ctx *c, int32_t func, char **out)
     int r = 0;
 
     *out = NULL;
+    if (lib && file && !strncmp(file, lib, strlen(lib)))
+        lib = NULL; /* a script's file is its URL and a position: the URL once is enough */
     if (lib && file)
         r = asprintf(out, " (%s, %s)", lib, file);
     else if (lib || file)

@@ -141,6 +141,21 @@ static void test_text_colliding_names(void **state)
     assert_non_null(strstr(s, "   _start\n"));
     assert_non_null(strstr(s, "   helper\n"));
     free(s);
+    t = cn_agg_tree_free(t);
+    /* Script functions: the file is the URL and a position, so it is shown alone. */
+    int32_t js = cn_agg_resource(p, "https://x/a.js", NULL, NULL, CN_AGG_RES_URL);
+    int32_t f_a1 = cn_agg_func(p, "(anonymous)", js, "https://x/a.js:3:1", 3);
+    int32_t f_a2 = cn_agg_func(p, "(anonymous)", js, "https://x/a.js:9:1", 9);
+    int32_t fa1 = cn_agg_frame(p, f_a1, js, -1, 0), fa2 = cn_agg_frame(p, f_a2, js, -1, 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, &fa1, 1), 3, 1, -1), 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, &fa2, 1), 4, 1, -1), 0);
+    q.from_ns = 3;
+    q.to_ns = 5;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    s = capture_text(p, t, NULL, 0);
+    assert_non_null(strstr(s, "   (anonymous) (https://x/a.js:3:1)\n"));
+    assert_non_null(strstr(s, "   (anonymous) (https://x/a.js:9:1)\n"));
+    free(s);
     cn_agg_tree_free(t);
     cn_agg_profile_free(p);
 }
