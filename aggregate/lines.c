@@ -39,13 +39,15 @@ static int row_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* The innermost frame on stack s whose chain holds a func named F, or -1. */
-static int32_t frame_of(const cn_agg_profile *p, int32_t s, int32_t F)
+/* The innermost frame on stack s whose chain holds a func named F (whose outer func is
+ * named F, no_inline), or -1. */
+static int32_t frame_of(const cn_agg_profile *p, int32_t s, int32_t F, bool no_inline)
 {
     for (; s >= 0; s = p->stack_prefix[s]) {
         int32_t fr = p->stack_frame[s];
         const int32_t *chain = p->chain_pool + p->frame_chain[fr];
-        for (uint16_t d = 0; d < p->frame_depth[fr]; d++)
+        uint16_t depth = no_inline ? 1 : p->frame_depth[fr];
+        for (uint16_t d = 0; d < depth; d++)
             if (p->func_name[chain[d]] == F)
                 return fr;
     }
@@ -62,7 +64,7 @@ static int add_sample(const cn_agg__qrun *run, int32_t F, int32_t stack, int32_t
     int32_t r = b >= 0 ? run->rmap[b] : -1;
     if (r < 0 || p->func_name[run->t.func[r]] != F)
         return 0;
-    int32_t fr = frame_of(p, stack, F);
+    int32_t fr = frame_of(p, stack, F, run->q->no_inline);
     if (fr < 0)
         return 0;
     if (p->frame_line[fr] > 0 && acc_add(lines, p->frame_line[fr], w) < 0)

@@ -45,10 +45,11 @@ void cn_agg_query_init(cn_agg_query *q)
 
 /* ---- base table ---------------------------------------------------------------------- */
 
-/* Maps frame stacks [from, to) to their rows in t, expanding inline chains; fnode holds
- * the rows of earlier stacks. Returns 0 or -ENOMEM. */
+/* Maps frame stacks [from, to) to their rows in t, expanding inline chains (only each
+ * chain's outer func when no_inline); fnode holds the rows of earlier stacks. Returns 0 or
+ * -ENOMEM. */
 static int map_stacks(const cn_agg_profile *p, cn_agg__qtable *t, int32_t *fnode, size_t from,
-                      size_t to)
+                      size_t to, bool no_inline)
 {
     if (cn_agg__qt_reserve(t, t->n + (to - from) / 4 + 16) < 0)
         return -ENOMEM;
@@ -57,7 +58,8 @@ static int map_stacks(const cn_agg_profile *p, cn_agg__qtable *t, int32_t *fnode
         int32_t row = pre < 0 ? -1 : fnode[pre];
         int32_t fr = p->stack_frame[s];
         const int32_t *chain = p->chain_pool + p->frame_chain[fr];
-        for (uint16_t d = 0; d < p->frame_depth[fr]; d++) {
+        uint16_t depth = no_inline ? 1 : p->frame_depth[fr];
+        for (uint16_t d = 0; d < depth; d++) {
             row = cn_agg__qt_intern(t, row, chain[d]);
             if (row < 0)
                 return row;
@@ -141,7 +143,7 @@ static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
     }
     if (c->cap_fnode != cap)
         cn_agg__q_hugepages(c->fnode, c->cap_fnode * sizeof(*c->fnode));
-    if (map_stacks(p, &c->t, c->fnode, c->n_fnode, p->n_stack) < 0) {
+    if (map_stacks(p, &c->t, c->fnode, c->n_fnode, p->n_stack, false) < 0) {
         c->valid = false;
         return -ENOMEM;
     }
@@ -192,11 +194,13 @@ static const int32_t *qcache_sample_rows(struct cn_agg__qcache *c, const cn_agg_
     return srow;
 }
 
-/* Sets run->fnode and run->plain: from the cache, or built for this run. */
+/* Sets run->fnode and run->plain: from the cache, or built for this run. The cache holds
+ * the table with inline chains expanded; a --no-inline query builds its own (one pass
+ * over the stacks, the same cost as a cache miss). */
 static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
 {
     const cn_agg_profile *p = run->p;
-    if (cache) {
+    if (cache && !run->q->no_inline) {
         int rc = qcache_update(cache, p);
         if (rc < 0)
             return rc;
@@ -212,7 +216,7 @@ static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
     if (!run->own_fnode)
         return -ENOMEM;
     cn_agg__q_hugepages(run->own_fnode, n * sizeof(*run->own_fnode));
-    int rc = map_stacks(p, &run->own_plain, run->own_fnode, 0, n);
+    int rc = map_stacks(p, &run->own_plain, run->own_fnode, 0, n, run->q->no_inline);
     run->fnode = run->own_fnode;
     run->n_fnode = n;
     run->plain = &run->own_plain;

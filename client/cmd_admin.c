@@ -308,9 +308,25 @@ static char *lines_text(const json_t *o, size_t *len)
     const json_t *e;
     json_array_foreach(json_object_get(o, "addresses"), i, e) total +=
         json_number_value(json_object_get(e, "self"));
-    fprintf(m, "%s%s%s%s%s  (self, %s)\n", json_string_value(json_object_get(o, "function")),
-            lib ? "  " : "", lib ? lib : "", file ? "  " : "", file ? file : "", unit);
-    fprintf(m, "  %8s %8s %7s\n", "LINE", "SELF", "SELF%");
+    const char *func = json_string_value(json_object_get(o, "function"));
+    size_t n_lines = json_array_size(json_object_get(o, "lines"));
+    size_t n_addrs = json_array_size(json_object_get(o, "addresses"));
+    fprintf(m, "%s%s%s%s%s  (self, %s)\n", func, lib ? "  " : "", lib ? lib : "", file ? "  " : "",
+            file ? file : "", unit);
+    /* Say why a table would be empty instead of printing its bare header (docs/cli.md
+     * "canopy lines"). */
+    if (n_lines == 0 && n_addrs > 0)
+        fprintf(m,
+                "no line info for %s: no debug info for %s (or a profile format without "
+                "lines); per-address costs only\n",
+                func, lib ? lib : "its library");
+    else if (n_lines == 0)
+        fprintf(m,
+                "no line or address info for %s: no sample has it innermost at a known "
+                "address (folded stacks have none)\n",
+                func);
+    if (n_lines > 0)
+        fprintf(m, "  %8s %8s %7s\n", "LINE", "SELF", "SELF%");
     json_array_foreach(json_object_get(o, "lines"), i, e)
     {
         double self = json_number_value(json_object_get(e, "self"));
@@ -318,7 +334,8 @@ static char *lines_text(const json_t *o, size_t *len)
                 json_integer_value(json_object_get(e, "line")), self,
                 total ? 100 * self / total : 0);
     }
-    fprintf(m, "  %8s %8s %7s\n", "OFFSET", "SELF", "SELF%");
+    if (n_addrs > 0)
+        fprintf(m, "  %8s %8s %7s\n", "OFFSET", "SELF", "SELF%");
     json_array_foreach(json_object_get(o, "addresses"), i, e)
     {
         double self = json_number_value(json_object_get(e, "self"));

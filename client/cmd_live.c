@@ -41,8 +41,8 @@ static const char sampling_help[] =
 
 static const char query_summary[] =
     "QUERY options are those of canopy open (canopy open --help): -t SPEC, --invert,\n"
-    "--callees F, --callers F, --functions, --group-by, --last, --from/--to, --tid,\n"
-    "--only-pid, --depth, --min-percent, --format, -o FILE.\n";
+    "--callees F, --callers F, --functions, --group-by, --no-inline, --last,\n"
+    "--from/--to, --tid, --only-pid, --depth, --min-percent, --format, -o FILE.\n";
 
 /* Is path an existing regular file (then it wins over a session name)? */
 static bool is_file(const char *path)

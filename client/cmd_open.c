@@ -28,6 +28,8 @@ static const char query_help[] =
     "  --callers F               callers of F; --callers-mode total|self (default total)\n"
     "  --functions               function list: self and total per function\n"
     "  --group-by none|process|thread   add a root per process or thread\n"
+    "  --no-inline               fold inlined functions into the function they are\n"
+    "                            inlined in (the symbol table's function)\n"
     "  --last DURATION           only the last DURATION of the profile (30s, 5m, 500ms)\n"
     "  --from T, --to T          only samples between T and T seconds since the start\n"
     "  --tid TID, --only-pid PID only this thread / process\n"

@@ -211,10 +211,12 @@ static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *va
         return 1;
     }
     case O_FORMAT:
-        if (cn_fmt_format_parse(val, &q->spec.format) < 0)
-            return bad_value(opt, val,
-                             "expected text, json, folded, pprof, speedscope, chrome-trace, "
-                             "svg or canopy");
+        if (cn_fmt_format_parse(val, &q->spec.format) < 0) {
+            char names[160], what[180];
+            cn_fmt_format_names(names, sizeof(names));
+            snprintf(what, sizeof(what), "expected %s", names);
+            return bad_value(opt, val, what);
+        }
         q->format_given = true;
         return 1;
     case O_OUTPUT:
@@ -233,6 +235,10 @@ int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i)
         return set_view(q, CN_AGG_VIEW_INVERTED, NULL, arg);
     if (!strcmp(arg, "--functions"))
         return set_view(q, CN_AGG_VIEW_FUNCTIONS, NULL, arg);
+    if (!strcmp(arg, "--no-inline")) {
+        q->spec.query.no_inline = true;
+        return 1;
+    }
 
     for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++) {
         size_t ll = strlen(valued[k].lng);

@@ -6,7 +6,11 @@
  * thousands of frames deep): a pre-order walk over parent links decides which nodes are
  * shown, one pass measures the widest value so that the columns line up, one prints.
  * The pre-order and visibility helpers of export_internal.h live here. The function list
- * prints one row per function instead of a tree.
+ * prints one row per function instead of a tree. Two different funcs that print the same
+ * name in one result (ld.so's and the executable's `_start`) get their library appended,
+ * `_start (ld-linux-x86-64.so.2)`, and their file too when the library alone does not
+ * tell them apart (docs/cli.md "Text tree"): the funcs shown are sorted by name id once,
+ * so equal names are neighbours.
  */
 #include <errno.h>
 #include <math.h>
@@ -202,9 +206,114 @@ struct text_ctx {
     const cn_fmt_write_opts *o;
     FILE *out;
     double scale;
-    double denom; /* |total| for percentages, 1 when the tree is empty */
-    int width;    /* value column width: 4, or one more than the widest value */
+    double denom;  /* |total| for percentages, 1 when the tree is empty */
+    int width;     /* value column width: 4, or one more than the widest value */
+    uint8_t *qual; /* per func: QUAL_* bits, or NULL when no name collides (owned) */
 };
+
+#define QUAL_LIB  1 /* append the library */
+#define QUAL_FILE 2 /* append the file: another func of the same name shares the library */
+
+static int cmp_by_name(const void *a, const void *b, void *ctx)
+{
+    const cn_agg_profile *p = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    int32_t nx = cn_agg_func_name_id(p, x), ny = cn_agg_func_name_id(p, y);
+    if (nx != ny)
+        return nx < ny ? -1 : 1;
+    int32_t rx = cn_agg_func_resource(p, x), ry = cn_agg_func_resource(p, y);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* Marks in bits[] the funcs of fs[0 .. n) (sorted by name id, then library) that share
+ * their name with another: QUAL_LIB, plus QUAL_FILE when another has the same library too
+ * (then it is a neighbour in the order). */
+static void mark_groups(const cn_agg_profile *p, const int32_t *fs, size_t n, uint8_t *bits)
+{
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        int32_t name = cn_agg_func_name_id(p, fs[i]);
+        while (j < n && cn_agg_func_name_id(p, fs[j]) == name)
+            j++;
+        for (size_t a = i; j - i > 1 && a < j; a++) {
+            int32_t res = cn_agg_func_resource(p, fs[a]);
+            bits[fs[a]] = QUAL_LIB;
+            if ((a > i && cn_agg_func_resource(p, fs[a - 1]) == res) ||
+                (a + 1 < j && cn_agg_func_resource(p, fs[a + 1]) == res))
+                bits[fs[a]] |= QUAL_FILE;
+        }
+        i = j;
+    }
+}
+
+/* Fills c->qual for the funcs the result shows (tree nodes or function rows); leaves it
+ * NULL when no two of them share a name (the usual case). Returns 0 or -ENOMEM. */
+static int find_collisions(struct text_ctx *c)
+{
+    size_t nf = cn_agg_func_count(c->p), n = 0;
+    size_t m = c->t->view == CN_AGG_VIEW_FUNCTIONS ? c->t->n_functions : c->t->n_nodes;
+    uint8_t *seen = calloc(nf ? nf : 1, 1);
+    int32_t *fs = malloc((m ? m : 1) * sizeof(*fs));
+    int rc = -ENOMEM;
+
+    if (!seen || !fs)
+        goto out;
+    for (size_t i = 0; i < m; i++) {
+        int32_t f;
+        if (c->t->view == CN_AGG_VIEW_FUNCTIONS) {
+            f = c->t->functions[i].func;
+        } else {
+            /* a zero node without children is never shown (docs/cli.md "JSON tree") */
+            const cn_agg_node *nd = &c->t->nodes[i];
+            f = nd->total == 0 && nd->first_child < 0 ? -1 : nd->func;
+        }
+        if (f >= 0 && (size_t)f < nf && !seen[f]) {
+            seen[f] = 1;
+            fs[n++] = f;
+        }
+    }
+    if (n > 1)
+        qsort_r(fs, n, sizeof(*fs), cmp_by_name, (void *)c->p);
+    memset(seen, 0, nf ? nf : 1);
+    mark_groups(c->p, fs, n, seen);
+    rc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (seen[fs[i]]) {
+            c->qual = seen; /* ownership moves to the context */
+            seen = NULL;
+            break;
+        }
+out:
+    free(seen);
+    free(fs);
+    return rc;
+}
+
+/* *out: " (LIB)", " (LIB, FILE)" or " (FILE)" for a func whose name collides (malloc'ed, caller
+ * frees), NULL when it needs none or nothing is known to tell it apart. 0 or -ENOMEM. */
+static int qualifier(const struct text_ctx *c, int32_t func, char **out)
+{
+    uint8_t q = c->qual && func >= 0 ? c->qual[func] : 0;
+    int32_t res = q ? cn_agg_func_resource(c->p, func) : -1;
+    const char *lib = res >= 0 ? cn_agg_resource_name(c->p, res) : NULL;
+    const char *file = q & QUAL_FILE ? cn_agg_func_file(c->p, func) : NULL;
+    int r = 0;
+
+    *out = NULL;
+    if (lib && file && !strncmp(file, lib, strlen(lib)))
+        lib = NULL; /* a script's file is its URL and a position: the URL once is enough */
+    if (lib && file)
+        r = asprintf(out, " (%s, %s)", lib, file);
+    else if (lib || file)
+        r = asprintf(out, " (%s)", lib ? lib : file);
+    if (r < 0) {
+        *out = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
 
 static double pct(const struct text_ctx *c, double v)
 {
@@ -228,6 +337,7 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
     double tp = pct(c, total);
     const char *col = "", *reset = "";
     size_t n = 0;
+    int rc = 0;
 
     fmt_value(tv, sizeof(tv), total * c->scale);
     fmt_value(sv, sizeof(sv), self * c->scale);
@@ -241,15 +351,19 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
     }
     if (!name)
         name = "?";
+    char *qual_owned = NULL;
+    if (qualifier(c, func, &qual_owned) < 0)
+        return -ENOMEM;
+    const char *qual = qual_owned ? qual_owned : "";
     /* Fixed parts: colors, two percentages, two values (< 64 each, padded to width),
      * indentation (<= 200), deep: well under the buffer unless width is huge. */
     char tp_s[48], sp_s[48];
     size_t tpl = put_pct(tp_s, tp), spl = put_pct(sp_s, pct(c, self));
     if (c->width > 64 || tpl == 0 || spl == 0) {
-        if (fprintf(c->out, "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s\n", col, tp, c->width, tv, reset,
-                    pct(c, self), c->width, sv, 2 * depth, "", deep, name) < 0)
-            return -EIO;
-        return 0;
+        if (fprintf(c->out, "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s%s\n", col, tp, c->width, tv,
+                    reset, pct(c, self), c->width, sv, 2 * depth, "", deep, name, qual) < 0)
+            rc = -EIO;
+        goto out;
     }
     n += put_right(line + n, col, 0);
     memcpy(line + n, tp_s, tpl);
@@ -264,16 +378,22 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
     memset(line + n, ' ', (size_t)(2 * depth));
     n += (size_t)(2 * depth);
     n += put_right(line + n, deep, 0);
-    size_t nl = strlen(name);
-    if (n + nl + 1 <= sizeof(line)) {
+    size_t nl = strlen(name), ql = strlen(qual);
+    if (n + nl + ql + 1 <= sizeof(line)) {
         memcpy(line + n, name, nl);
         n += nl;
+        memcpy(line + n, qual, ql);
+        n += ql;
         line[n++] = '\n';
-        return fwrite(line, 1, n, c->out) == n ? 0 : -EIO;
+        rc = fwrite(line, 1, n, c->out) == n ? 0 : -EIO;
+        goto out;
     }
-    if (fwrite(line, 1, n, c->out) != n || fputs(name, c->out) < 0 || fputc('\n', c->out) == EOF)
-        return -EIO;
-    return 0;
+    if (fwrite(line, 1, n, c->out) != n || fputs(name, c->out) < 0 || fputs(qual, c->out) < 0 ||
+        fputc('\n', c->out) == EOF)
+        rc = -EIO;
+out:
+    free(qual_owned);
+    return rc;
 }
 
 /* Measures the widest value, then prints the shown nodes in pre-order. */
@@ -387,10 +507,12 @@ int cn_fmt_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fm
     c.scale = cn_agg_profile_scale(p);
     c.denom = t->total != 0 ? fabs(t->total) : 1.0;
     c.width = 4;
-    rc = print_header(&c);
-    if (rc < 0)
-        return rc;
-    if (t->view == CN_AGG_VIEW_FUNCTIONS)
-        return print_functions(&c);
-    return print_nodes(&c);
+    c.qual = NULL;
+    rc = find_collisions(&c);
+    if (rc == 0)
+        rc = print_header(&c);
+    if (rc == 0)
+        rc = t->view == CN_AGG_VIEW_FUNCTIONS ? print_functions(&c) : print_nodes(&c);
+    free(c.qual);
+    return rc;
 }

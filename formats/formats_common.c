@@ -11,7 +11,7 @@
 
 bool cn_fmt__query_is_raw(const cn_agg_query *q)
 {
-    return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE;
+    return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE && !q->no_inline;
 }
 
 bool cn_fmt__query_all_time(const cn_agg_query *q)

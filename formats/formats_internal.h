@@ -80,7 +80,8 @@ void cn_fmt__u64map_clear(cn_fmt__u64map *m); /* frees */
 
 /* ---- queries (formats_common.c) ------------------------------------------------------ */
 
-/* True when q has no transforms and no --group-by: frame stacks are the answer. */
+/* True when q has no transforms, no --group-by and keeps inline frames: frame stacks are
+ * the answer. */
 bool cn_fmt__query_is_raw(const cn_agg_query *q);
 
 /* True when sample thread `thread` (-1 = unknown) passes q's tid/pid filters. */

@@ -4,9 +4,10 @@
  * 1f 8b; concatenated members are read in turn), decompressed by zlib in chunks with a
  * bound on the total (CN_FMT__IMPORT_MAX) so a gzip bomb fails cleanly. The first 64 KiB
  * of content decide the format (cn_fmt__looks_*, in this order: .canopy magic line, JSON
- * object = .cpuprofile, pprof, perf script header, folded line). A .cpuprofile is fed to
- * the streaming parser chunk by chunk, never held whole; the other formats are read into
- * one buffer and parsed from it.
+ * object with "unit" first = canopy's JSON tree, other JSON object = .cpuprofile, pprof,
+ * perf script header, folded line). The two JSON formats are fed to their streaming
+ * parsers chunk by chunk, never held whole; the other formats are read into one buffer
+ * and parsed from it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -177,6 +178,8 @@ static int dispatch(const char *data, size_t len, const char *name, cn_agg_profi
         return cn_err_set(err, -EINVAL, "%s: empty file", name);
     if (cn_agg_canopy_sniff(data, head))
         return cn_agg_canopy_read(data, len, name, out, err);
+    if (cn_fmt__looks_tree_json(data, head))
+        return cn_fmt__import_tree_json(data, len, name, out, err);
     if (cn_fmt__looks_json(data, head))
         return cn_fmt__import_cpuprofile(data, len, name, out, err);
     if (cn_fmt__is_pprof(data, len))
@@ -187,22 +190,66 @@ static int dispatch(const char *data, size_t len, const char *name, cn_agg_profi
         return cn_fmt__import_folded(data, len, name, out, err);
     return cn_err_set(err, -EINVAL,
                       "%s: not a profile canopy can read (expected .canopy, folded stacks, "
-                      ".cpuprofile JSON, perf script output or pprof)",
+                      ".cpuprofile JSON, canopy's JSON tree, perf script output or pprof)",
                       name);
 }
 
-/* Streams the rest of a .cpuprofile source; head holds its first bytes. */
-static int stream_cpuprofile(src *s, const char *head, size_t head_len, cn_agg_profile **out,
-                             cn_err *err)
+/* A streaming JSON parser: .cpuprofile or canopy's JSON tree. */
+typedef struct json_parser {
+    void *(*new_)(const char *name);
+    int (*feed)(void *c, const void *data, size_t len, cn_err *err);
+    int (*finish)(void *c, cn_agg_profile **out, cn_err *err);
+    void *(*free_)(void *c);
+} json_parser;
+
+static void *cp_new(const char *name)
 {
-    cn_fmt__cpuprof *c = cn_fmt__cpuprof_new(s->name);
+    return cn_fmt__cpuprof_new(name);
+}
+static int cp_feed(void *c, const void *data, size_t len, cn_err *err)
+{
+    return cn_fmt__cpuprof_feed(c, data, len, err);
+}
+static int cp_finish(void *c, cn_agg_profile **out, cn_err *err)
+{
+    return cn_fmt__cpuprof_finish(c, out, err);
+}
+static void *cp_free(void *c)
+{
+    return cn_fmt__cpuprof_free(c);
+}
+static void *tj_new(const char *name)
+{
+    return cn_fmt__treejson_new(name);
+}
+static int tj_feed(void *c, const void *data, size_t len, cn_err *err)
+{
+    return cn_fmt__treejson_feed(c, data, len, err);
+}
+static int tj_finish(void *c, cn_agg_profile **out, cn_err *err)
+{
+    return cn_fmt__treejson_finish(c, out, err);
+}
+static void *tj_free(void *c)
+{
+    return cn_fmt__treejson_free(c);
+}
+
+static const json_parser cpuprofile_parser = {cp_new, cp_feed, cp_finish, cp_free};
+static const json_parser tree_json_parser = {tj_new, tj_feed, tj_finish, tj_free};
+
+/* Streams the rest of a JSON source through parser jp; head holds its first bytes. */
+static int stream_json(src *s, const json_parser *jp, const char *head, size_t head_len,
+                       cn_agg_profile **out, cn_err *err)
+{
+    void *c = jp->new_(s->name);
     char *chunk = malloc(CHUNK_BYTES);
     int rc;
     if (!c || !chunk) {
         rc = cn_err_set(err, -ENOMEM, "%s: out of memory", s->name);
         goto out;
     }
-    if ((rc = cn_fmt__cpuprof_feed(c, head, head_len, err)) < 0)
+    if ((rc = jp->feed(c, head, head_len, err)) < 0)
         goto out;
     for (;;) {
         ssize_t n = src_read(s, chunk, CHUNK_BYTES);
@@ -212,13 +259,13 @@ static int stream_cpuprofile(src *s, const char *head, size_t head_len, cn_agg_p
         }
         if (n == 0)
             break;
-        if ((rc = cn_fmt__cpuprof_feed(c, chunk, (size_t)n, err)) < 0)
+        if ((rc = jp->feed(c, chunk, (size_t)n, err)) < 0)
             goto out;
     }
-    rc = cn_fmt__cpuprof_finish(c, out, err);
+    rc = jp->finish(c, out, err);
 out:
     free(chunk);
-    cn_fmt__cpuprof_free(c);
+    jp->free_(c);
     return rc;
 }
 
@@ -269,7 +316,9 @@ static int import_src(src *s, cn_agg_profile **out, cn_err *err)
         len += (size_t)n;
     }
     if (len > 0 && cn_fmt__looks_json(buf, len) && !cn_agg_canopy_sniff(buf, len)) {
-        rc = stream_cpuprofile(s, buf, len, out, err);
+        rc = stream_json(s,
+                         cn_fmt__looks_tree_json(buf, len) ? &tree_json_parser : &cpuprofile_parser,
+                         buf, len, out, err);
         goto out;
     }
     if (len == HEAD_BYTES && (rc = read_all(s, &buf, &len, &cap)) < 0)

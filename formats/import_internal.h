@@ -1,12 +1,12 @@
 /* import_internal.h — what formats/'s importer files (import.c, import_folded.c,
- * cpuprofile_parse.c, cpuprofile_model.c, import_perf_script.c, import_pprof.c) share,
- * and what the importers' fuzz targets call directly.
+ * cpuprofile_parse.c, cpuprofile_model.c, import_perf_script.c, import_pprof.c,
+ * import_tree_json.c) share, and what the importers' fuzz targets call directly.
  *
  * import.c reads a file (or takes a buffer), undoes gzip, sniffs the content with the
  * cn_fmt__looks_* predicates below and hands the bytes to one importer. The .cpuprofile
- * importer is also a stream parser (feed chunks, then finish), so a large JSON file is
- * never held in memory whole. Lines are split by a tiny iterator shared by the text
- * formats. Nothing here is public; names carry the cn_fmt__ prefix.
+ * importer and that of canopy's own JSON tree are also stream parsers (feed chunks, then
+ * finish), so a large JSON file is never held in memory whole. Lines are split by a tiny iterator
+ * shared by the text formats. Nothing here is public; names carry the cn_fmt__ prefix.
  */
 #ifndef CN_FMT_IMPORT_INTERNAL_H
 #define CN_FMT_IMPORT_INTERNAL_H
@@ -34,6 +34,9 @@ int cn_fmt__import_perf_script(const char *data, size_t len, const char *name, c
                                cn_err *err);
 int cn_fmt__import_pprof(const void *data, size_t len, const char *name, cn_agg_profile **out,
                          cn_err *err);
+/* canopy's JSON tree (docs/cli.md "JSON tree"): each node's path weighted by its self. */
+int cn_fmt__import_tree_json(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                             cn_err *err);
 /* True when the buffer plausibly is a gzipped or plain pprof profile.proto. */
 bool cn_fmt__is_pprof(const void *data, size_t len);
 
@@ -83,6 +86,9 @@ static inline bool cn_fmt__is_blank(char c)
 /* ---- sniffers: true when the (decompressed) head of a file looks like the format --- */
 
 bool cn_fmt__looks_json(const char *data, size_t len);
+/* A JSON object whose first key is "unit": canopy's JSON tree (checked before
+ * cn_fmt__looks_json, which would take it for a .cpuprofile). */
+bool cn_fmt__looks_tree_json(const char *data, size_t len);
 bool cn_fmt__looks_perf_script(const char *data, size_t len);
 bool cn_fmt__looks_folded(const char *data, size_t len);
 
@@ -99,5 +105,16 @@ int cn_fmt__cpuprof_feed(cn_fmt__cpuprof *c, const void *data, size_t len, cn_er
 int cn_fmt__cpuprof_finish(cn_fmt__cpuprof *c, cn_agg_profile **out, cn_err *err);
 /* Frees the parser and a profile it still owns; accepts NULL; returns NULL. */
 cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c);
+
+/* ---- the streaming JSON tree parser (import_tree_json.c) ------------------------- */
+
+typedef struct cn_fmt__treejson cn_fmt__treejson;
+
+/* The same contract as the .cpuprofile parser's: _new (NULL on ENOMEM), _feed chunks,
+ * _finish hands over the profile, _free accepts NULL and returns NULL. */
+cn_fmt__treejson *cn_fmt__treejson_new(const char *name);
+int cn_fmt__treejson_feed(cn_fmt__treejson *c, const void *data, size_t len, cn_err *err);
+int cn_fmt__treejson_finish(cn_fmt__treejson *c, cn_agg_profile **out, cn_err *err);
+cn_fmt__treejson *cn_fmt__treejson_free(cn_fmt__treejson *c);
 
 #endif /* CN_FMT_IMPORT_INTERNAL_H */

@@ -116,6 +116,20 @@ int cn_fmt_format_parse(const char *name, cn_fmt_format *out)
     return -EINVAL;
 }
 
+size_t cn_fmt_format_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < N_OF(format_names); i++) {
+        const char *sep = i == 0 ? "" : i + 1 == N_OF(format_names) ? " or " : ", ";
+        int w = snprintf(buf && n < size ? buf + n : NULL, buf && n < size ? size - n : 0, "%s%s",
+                         sep, format_names[i].name);
+        n += w > 0 ? (size_t)w : 0;
+    }
+    if (buf && size > 0 && n == 0)
+        buf[0] = '\0';
+    return n;
+}
+
 const char *cn_fmt_format_name(cn_fmt_format f)
 {
     for (size_t i = 0; i < N_OF(format_names); i++)
@@ -321,11 +335,16 @@ static int decode_values(const json_t *req, cn_fmt_spec *s, cn_err *err)
     s->min_percent = dv;
     if ((r = cn_proto_get_bool(req, "color", &s->color, err)) < 0)
         return r;
+    if ((r = cn_proto_get_bool(req, "no_inline", &s->query.no_inline, err)) < 0)
+        return r;
     v = NULL;
     if ((r = cn_proto_get_str(req, "format", &v, err)) < 0)
         return r;
-    if (v && cn_fmt_format_parse(v, &s->format) < 0)
-        return cn_err_set(err, -EINVAL, "unknown format '%s'", v);
+    if (v && cn_fmt_format_parse(v, &s->format) < 0) {
+        char names[160];
+        cn_fmt_format_names(names, sizeof(names));
+        return cn_err_set(err, -EINVAL, "unknown format '%s' (%s)", v, names);
+    }
     return 0;
 }
 
@@ -379,6 +398,8 @@ int cn_fmt_spec_to_json(const cn_fmt_spec *s, json_t *req)
         r |= json_object_set_new(req, "min_percent", json_real(s->min_percent));
     if (s->color)
         r |= json_object_set_new(req, "color", json_true());
+    if (q->no_inline)
+        r |= json_object_set_new(req, "no_inline", json_true());
     r |= json_object_set_new(req, "format", json_string(cn_fmt_format_name(s->format)));
     return r ? -ENOMEM : 0;
 }

@@ -329,6 +329,9 @@ typedef struct cn_agg_query {
     int64_t to_ns;   /* exclusive; INT64_MAX = to the end */
     int32_t tid;     /* -1 = every thread */
     int32_t pid;     /* -1 = every process */
+    bool no_inline;  /* inline frames fold into their outer function: each frame counts as
+                        the first func of its chain, the symbol table's (docs/calltree.md
+                        §4.5); false keeps the chain's inline funcs as call nodes */
 } cn_agg_query;
 
 void cn_agg_query_init(cn_agg_query *q);

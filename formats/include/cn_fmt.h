@@ -193,6 +193,10 @@ int cn_fmt_spec_from_json(const json_t *req, cn_fmt_spec *s, cn_err *err);
  * unknown value). Views use aggregate's names (cn_agg_view_name). */
 int cn_fmt_format_parse(const char *name, cn_fmt_format *out);
 const char *cn_fmt_format_name(cn_fmt_format f);
+/* Every format name, for messages: "text, json, …, svg or canopy" into buf (always
+ * NUL-terminated when size > 0, truncated if small). Returns the length the whole list
+ * needs, as snprintf does. */
+size_t cn_fmt_format_names(char *buf, size_t size);
 /* The format an output file name implies (.json .folded .pb.gz .pb .speedscope.json
  * .trace.json .svg .canopy .txt). 0, or -ENOENT for any other extension. */
 int cn_fmt_format_from_path(const char *path, cn_fmt_format *out);

@@ -108,6 +108,10 @@ same "range and thread" --format json --tid "$TID" --from 0.2 --to 0.8
 same "depth and min-percent" --format text --depth 2 --min-percent 5
 same "collapse-all-rec" --format json -t collapse-all-rec -t drop:work_c
 same "chrome-trace via tree" --format chrome-trace
+# --no-inline travels in the request: pprof then writes call nodes, not raw frames, so a
+# daemon that dropped the flag would answer differently from the file.
+same "no-inline json" --format json --no-inline
+same "no-inline pprof" --format pprof --no-inline
 echo "PASS tree SESSION == open FILE: $n cases"
 
 # Timelines: canopyd renders all four formats.

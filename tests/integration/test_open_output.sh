@@ -56,6 +56,55 @@ LC_ALL=C sort -c "$TMP/i.folded" || fail "folded output not sorted"
 [ ! -s "$TMP/z.folded" ] || fail "empty profile: folded output not empty: $(cat "$TMP/z.folded")"
 echo "PASS folded"
 
+# Two functions of one name from different libraries are told apart in text output (the
+# library in parentheses), and only those; folded output keeps bare names.
+cat >"$TMP/start.txt" <<'PS'
+python3 100   1.000000:    1000000 cpu-clock: 
+	            1000 main+0x10 (/usr/bin/python3.11)
+	            2000 _start+0x20 (/usr/bin/python3.11)
+
+python3 100   1.001000:    1000000 cpu-clock: 
+	            3000 _dl_start+0x10 (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)
+	            4000 _start+0x8 (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)
+
+PS
+"$C" open "$TMP/start.txt" >"$TMP/s.txt" || fail "collisions: exit $?"
+grep -q '^ 50.0%.*   _start (python3.11)$' "$TMP/s.txt" || fail "collisions: $(cat "$TMP/s.txt")"
+grep -q '^ 50.0%.*   _start (ld-linux-x86-64.so.2)$' "$TMP/s.txt" || fail "collisions: $(cat "$TMP/s.txt")"
+grep -q '     main$' "$TMP/s.txt" || fail "collisions: unique name changed: $(cat "$TMP/s.txt")"
+"$C" open "$TMP/start.txt" --functions | grep -q '   _start (ld-linux-x86-64.so.2)$' ||
+  fail "collisions: --functions"
+"$C" open "$TMP/start.txt" --format folded | grep -qx '_start;main 1000000' ||
+  fail "collisions: folded output changed"
+echo "PASS colliding names"
+
+# canopy's JSON tree reads back (docs/cli.md "JSON tree"): the text of open(FILE) is the
+# text of open(open(FILE) --format json), header aside from the file name, for every test
+# vector, and for a tree larger than the importer's first read (streamed, and gzipped).
+python3 - "$TMP/big.folded" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(6000):
+        f.write(f"main;run_{i % 50};step_{i % 997};leaf_{i} {1 + i % 5}\n")
+PY
+n=0
+for f in "$V"/*.folded "$CANOPY_TEST_DATA"/vectors-extra/*.folded "$TMP/big.folded"; do
+  "$C" open "$f" --format json >"$TMP/rt.json" || fail "json of $f: exit $?"
+  "$C" open "$f" | sed '1s/^[^:]*://' >"$TMP/rt.want"
+  "$C" open "$TMP/rt.json" | sed '1s/^[^:]*://' | diff -u "$TMP/rt.want" - ||
+    fail "JSON round trip of $f changed the text"
+  n=$((n + 1))
+done
+[ "$(stat -c %s "$TMP/rt.json")" -gt 65536 ] || fail "big JSON tree is not larger than 64 KiB"
+gzip -c "$TMP/rt.json" >"$TMP/rt.json.gz"
+"$C" open "$TMP/rt.json.gz" --format folded >"$TMP/rt.folded" || fail "gzipped JSON: exit $?"
+"$C" open "$TMP/big.folded" --format folded | diff -q - "$TMP/rt.folded" >/dev/null ||
+  fail "gzipped JSON round trip differs"
+"$C" open "$V/abc.folded" --functions --format json >"$TMP/fn.json"
+expect_fail 2 "$C" open "$TMP/fn.json"
+grep -q "cannot be read back" "$TMP/f.err" || fail "functions JSON: $(cat "$TMP/f.err")"
+echo "PASS JSON tree round trip ($n files)"
+
 # --format beats the extension; an unknown extension means text.
 "$C" open "$V/abc.folded" --format folded -o "$TMP/x.json" || fail "exit $?"
 grep -q '^A;B;C;D;E 1$' "$TMP/x.json" || fail "--format folded -o x.json: $(cat "$TMP/x.json")"

@@ -715,6 +715,90 @@ static void test_symbolication_45(void **state)
     cn_agg_profile_free(p);
 }
 
+/* --no-inline (§4.5): a frame whose chain is [outer, inl1, inl2] is the call nodes outer →
+ * inl1 → inl2 by default and outer alone with no_inline, in every view, with transforms,
+ * for lines, and the cached and uncached tables do not mix. */
+static void test_no_inline(void **state)
+{
+    cn_agg_profile *p = cn_agg_profile_new();
+    int32_t L = cn_agg_resource(p, "libm.so.6", "bid-m", "/x/libm.so.6", CN_AGG_RES_LIBRARY);
+    int32_t th = cn_agg_thread(p, 1, 1, "t");
+    cn_agg_add_sample(p, native_stack(p, L, (uint64_t[]){0x10, 0x80}, 2), 0, 2, th);
+    cn_agg_add_sample(p, native_stack(p, L, (uint64_t[]){0x10, 0x90}, 2), 1, 1, th);
+    cn_agg_symbol mainsym = {"main", "m.c", 3};
+    cn_agg_symbol chain[3] = {{"outer", "s.c", 10}, {"inl1", "s.c", 20}, {"inl2", "s.c", 30}};
+    cn_agg_frame_symbols batch[3];
+    for (int32_t f = 0; f < 3; f++) {
+        int64_t a = cn_agg_frame_address(p, f);
+        batch[f] = a == 0x80   ? (cn_agg_frame_symbols){f, chain, 3}
+                   : a == 0x90 ? (cn_agg_frame_symbols){f, chain, 1}
+                               : (cn_agg_frame_symbols){f, &mainsym, 1};
+    }
+    assert_int_equal(cn_agg_regroup(p, batch, 3), 0);
+    assert_string_equal(TREE(p, NULL), "main(3,0)[outer(3,1)[inl1(2,0)[inl2(2,2)]]]");
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.no_inline = true;
+    cn_agg_tree *t = NULL;
+    cn_err err = {0};
+    char out[512];
+    for (int round = 0; round < 2; round++) { /* twice: the cache must not serve it */
+        assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+        out[0] = 0;
+        render(p, t, t->first_root, out, sizeof(out));
+        assert_string_equal(out, "main(3,0)[outer(3,3)]");
+        t = cn_agg_tree_free(t);
+        assert_string_equal(TREE(p, NULL), "main(3,0)[outer(3,1)[inl1(2,0)[inl2(2,2)]]]");
+    }
+    q.view = CN_AGG_VIEW_FUNCTIONS;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    assert_int_equal(t->n_functions, 2);
+    assert_string_equal(cn_agg_func_name(p, t->functions[0].func), "outer");
+    assert_true(t->functions[0].self == 3);
+    t = cn_agg_tree_free(t);
+    q.view = CN_AGG_VIEW_INVERTED;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    out[0] = 0;
+    render(p, t, t->first_root, out, sizeof(out));
+    assert_string_equal(out, "outer(3,3)[main(3,0)]");
+    t = cn_agg_tree_free(t);
+    /* a transform on the folded table */
+    cn_agg_transform tf;
+    assert_int_equal(cn_agg_transform_parse("merge:main", &tf, &err), 0);
+    q.view = CN_AGG_VIEW_TREE;
+    q.transforms = &tf;
+    q.n_transforms = 1;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    out[0] = 0;
+    render(p, t, t->first_root, out, sizeof(out));
+    assert_string_equal(out, "outer(3,3)");
+    t = cn_agg_tree_free(t);
+    cn_agg_transform_clear(&tf);
+    q.transforms = NULL;
+    q.n_transforms = 0;
+    /* lines: outer's samples include the inlined ones with no_inline, not without */
+    cn_agg_line_row *lines = NULL, *addrs = NULL;
+    size_t nl = 0, na = 0;
+    assert_int_equal(cn_agg_lines(p, &q, "outer", &lines, &nl, &addrs, &na, &err), 0);
+    assert_int_equal(na, 2);
+    assert_true(addrs[0].key == 0x80 && addrs[0].self == 2);
+    assert_true(addrs[1].key == 0x90 && addrs[1].self == 1);
+    free(lines);
+    free(addrs);
+    q.no_inline = false;
+    assert_int_equal(cn_agg_lines(p, &q, "outer", &lines, &nl, &addrs, &na, &err), 0);
+    assert_int_equal(na, 1);
+    assert_true(addrs[0].key == 0x90 && addrs[0].self == 1);
+    free(lines);
+    free(addrs);
+    q.no_inline = true;
+    assert_int_equal(cn_agg_lines(p, &q, "inl2", &lines, &nl, &addrs, &na, &err), 0);
+    assert_int_equal(na, 0);
+    free(lines);
+    free(addrs);
+    cn_agg_profile_free(p);
+}
+
 /* ---- timeline ---------------------------------------------------------------------------- */
 
 static void test_timeline(void **state)
@@ -803,7 +887,7 @@ int main(void)
         cmocka_unit_test(test_edge_cases),        cmocka_unit_test(test_query_filters),
         cmocka_unit_test(test_transform_specs),   cmocka_unit_test(test_map_path),
         cmocka_unit_test(test_symbolication_44),  cmocka_unit_test(test_symbolication_45),
-        cmocka_unit_test(test_timeline),
+        cmocka_unit_test(test_timeline),          cmocka_unit_test(test_no_inline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,79 @@ static void test_text_layout(void **state)
     free(s);
 }
 
+/* Two funcs printing the same name get their library (and file, when the library does not
+ * tell them apart) in the text tree and the function list; unique names stay bare. */
+static void test_text_colliding_names(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    int32_t py = cn_agg_resource(p, "python3", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t ld = cn_agg_resource(p, "ld-linux-x86-64.so.2", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t f_py = cn_agg_func(p, "_start", py, NULL, 0);
+    int32_t f_ld = cn_agg_func(p, "_start", ld, NULL, 0);
+    int32_t f_main = cn_agg_func(p, "main", py, NULL, 0);
+    int32_t f_h1 = cn_agg_func(p, "helper", py, "a.c", 0);
+    int32_t f_h2 = cn_agg_func(p, "helper", py, "b.c", 0);
+    int32_t fr[5];
+    int32_t fs[5] = {f_py, f_ld, f_main, f_h1, f_h2};
+    for (int i = 0; i < 5; i++)
+        assert_true((fr[i] = cn_agg_frame(p, fs[i], cn_agg_func_resource(p, fs[i]), -1, 0)) >= 0);
+    int32_t s1[] = {fr[0], fr[2], fr[3]}, s2[] = {fr[1]}, s3[] = {fr[0], fr[2], fr[4]};
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, s1, 3), 0, 2, -1), 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, s2, 1), 1, 1, -1), 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, s3, 3), 2, 1, -1), 0);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    cn_agg_tree *t = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    char *s = capture_text(p, t, NULL, 0);
+    const char *want = "profile: call tree, total 4 samples, transforms: none\n"
+                       " 75.0%   3     0.0%   0   _start (python3)\n"
+                       " 75.0%   3     0.0%   0     main\n"
+                       " 50.0%   2    50.0%   2       helper (python3, a.c)\n"
+                       " 25.0%   1    25.0%   1       helper (python3, b.c)\n"
+                       " 25.0%   1    25.0%   1   _start (ld-linux-x86-64.so.2)\n";
+    assert_string_equal(s, want);
+    free(s);
+    t = cn_agg_tree_free(t);
+    /* The functions view; and a result without a collision prints bare names. */
+    q.view = CN_AGG_VIEW_FUNCTIONS;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    s = capture_text(p, t, NULL, 0);
+    assert_non_null(strstr(s, "   _start (ld-linux-x86-64.so.2)\n"));
+    assert_non_null(strstr(s, "   _start (python3)\n"));
+    assert_non_null(strstr(s, "   main\n"));
+    free(s);
+    t = cn_agg_tree_free(t);
+    q.view = CN_AGG_VIEW_TREE;
+    q.from_ns = 0; /* only the first sample: no name collides in the result */
+    q.to_ns = 1;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    s = capture_text(p, t, NULL, 0);
+    assert_non_null(strstr(s, "   _start\n"));
+    assert_non_null(strstr(s, "   helper\n"));
+    free(s);
+    t = cn_agg_tree_free(t);
+    /* Script functions: the file is the URL and a position, so it is shown alone. */
+    int32_t js = cn_agg_resource(p, "https://x/a.js", NULL, NULL, CN_AGG_RES_URL);
+    int32_t f_a1 = cn_agg_func(p, "(anonymous)", js, "https://x/a.js:3:1", 3);
+    int32_t f_a2 = cn_agg_func(p, "(anonymous)", js, "https://x/a.js:9:1", 9);
+    int32_t fa1 = cn_agg_frame(p, f_a1, js, -1, 0), fa2 = cn_agg_frame(p, f_a2, js, -1, 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, &fa1, 1), 3, 1, -1), 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, &fa2, 1), 4, 1, -1), 0);
+    q.from_ns = 3;
+    q.to_ns = 5;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    s = capture_text(p, t, NULL, 0);
+    assert_non_null(strstr(s, "   (anonymous) (https://x/a.js:3:1)\n"));
+    assert_non_null(strstr(s, "   (anonymous) (https://x/a.js:9:1)\n"));
+    free(s);
+    cn_agg_tree_free(t);
+    cn_agg_profile_free(p);
+}
+
 static void test_text_depth_and_min_percent(void **state)
 {
     struct fixture *f = *state;
@@ -379,6 +452,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_text_layout, setup, teardown),
+        cmocka_unit_test(test_text_colliding_names),
         cmocka_unit_test_setup_teardown(test_text_depth_and_min_percent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_scaled_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_tree, setup, teardown),

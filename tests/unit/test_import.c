@@ -606,6 +606,118 @@ static void test_cpuprofile_errors(void **state)
     import_fails(buf, strlen(buf), -EINVAL, "not a profile");
 }
 
+/* ---- canopy's JSON tree read back (docs/cli.md "JSON tree") -------------------------- */
+
+/* Each node's path weighted by its self; libraries and units carried; unknown fields of
+ * any type skipped; the text of the imported tree is the original's. */
+static void test_tree_json(void **state)
+{
+    (void)state;
+    const char *t =
+        "{\"unit\":\"ms\",\"total\":4.5,\"view\":\"tree\",\"transforms\":[\"merge:x\"],"
+        "\"roots\":[{\"name\":\"main\",\"lib\":\"app\",\"total\":4.5,\"self\":0.5,"
+        "\"extra\":{\"k\":[1,{\"z\":null}]},\"children\":["
+        "{\"name\":\"read\",\"lib\":\"[kernel]\",\"total\":3,\"self\":3,\"children\":[]},"
+        "{\"name\":\"f\",\"lib\":\"https://x/a.js\",\"total\":1,\"self\":1,"
+        "\"children\":[{\"name\":\"zero\",\"total\":0,\"self\":0,\"children\":[]}]}]}],"
+        "\"session\":\"s1\",\"samples\":9,\"diff\":false}";
+    cn_agg_profile *p = import_ok(t);
+    assert_int_equal(cn_agg_profile_unit(p), CN_AGG_UNIT_MS);
+    assert_true(cn_agg_profile_scale(p) == 1);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    cn_agg_tree *tree = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_query_run(p, &q, &tree, &err), 0);
+    assert_true(tree->total == 4.5);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(cn_fmt_write_text(p, tree, NULL, m), 0);
+    fclose(m);
+    assert_string_equal(buf, "profile: call tree, total 4.5 ms, transforms: none\n"
+                             "100.0% 4.5    11.1% 0.5   main\n"
+                             " 66.7%   3    66.7%   3     read\n"
+                             " 22.2%   1    22.2%   1     f\n");
+    free(buf);
+    cn_agg_tree_free(tree);
+    bool kernel = false, url = false;
+    for (size_t r = 0; r < cn_agg_resource_count(p); r++) {
+        const char *name = cn_agg_resource_name(p, (int32_t)r);
+        kernel |= !strcmp(name, "[kernel]") &&
+                  cn_agg_resource_kind_of(p, (int32_t)r) == CN_AGG_RES_KERNEL;
+        url |= !strcmp(name, "https://x/a.js") &&
+               cn_agg_resource_kind_of(p, (int32_t)r) == CN_AGG_RES_URL;
+    }
+    assert_true(kernel && url);
+    cn_agg_profile_free(p);
+    /* an empty tree is a profile without samples */
+    p = import_ok("  {\"unit\":\"samples\",\"total\":0,\"view\":\"tree\",\"roots\":[]}\n");
+    assert_int_equal(cn_agg_sample_count(p), 0);
+    cn_agg_profile_free(p);
+}
+
+static void test_tree_json_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"{\"unit\":\"samples\",\"view\":\"functions\",\"functions\":[]}",
+         "a JSON 'functions' view cannot be read back"},
+        {"{\"unit\":\"samples\",\"functions\":[]}", "a JSON function list cannot be read back"},
+        {"{\"unit\":\"samples\",\"view\":\"callers\",\"roots\":[]}", "'callers' view cannot"},
+        {"{\"unit\":\"samples\",\"diff\":true,\"roots\":[]}", "a differential JSON tree"},
+        {"{\"unit\":\"parsecs\",\"roots\":[]}", "unknown unit 'parsecs'"},
+        {"{\"unit\":\"samples\"}", "without 'roots'"},
+        {"{\"unit\":\"samples\",\"roots\":{}}", "'roots' must be an array"},
+        {"{\"unit\":\"samples\",\"roots\":[1]}", "elements must be objects"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"children\":[null]}]}",
+         "elements must be objects"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"self\":1}]}", "a node without 'name'"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"children\":[],\"name\":\"a\"}]}",
+         "a node without 'name' (or 'name' after 'children')"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":1}]}", "'name' must be a string"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"self\":\"1\"}]}",
+         "'self' must be a number"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"self\":1e999}]}",
+         "'self' out of range"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"children\":7}]}",
+         "'children' must be an array"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"self\":1", "truncated JSON"},
+        {"{\"unit\":\"samples\",\"roots\":[]} x", "invalid JSON"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        import_fails(bad[i].text, strlen(bad[i].text), -EINVAL, bad[i].want);
+        import_fails(bad[i].text, strlen(bad[i].text), -EINVAL, "bad.txt: byte ");
+    }
+    /* A tree as deep as the bound allows fails cleanly beyond it (no recursion). */
+    size_t depth = 100001, n = 0;
+    char *deep = malloc(depth * 40 + 64);
+    assert_non_null(deep);
+    n += (size_t)sprintf(deep, "{\"unit\":\"samples\",\"roots\":[");
+    for (size_t d = 0; d < depth; d++)
+        n += (size_t)sprintf(deep + n, "{\"name\":\"f\",\"self\":1,\"children\":[");
+    for (size_t d = 0; d < depth; d++)
+        n += (size_t)sprintf(deep + n, "]}");
+    n += (size_t)sprintf(deep + n, "]}");
+    import_fails(deep, n, -EINVAL, "tree deeper than 100000 levels");
+    /* 3000 levels (6000 nested JSON values, beyond a recursive parser's bound) import */
+    n = (size_t)sprintf(deep, "{\"unit\":\"samples\",\"roots\":[");
+    for (size_t d = 0; d < 3000; d++)
+        n += (size_t)sprintf(deep + n, "{\"name\":\"f%zu\",\"self\":1,\"children\":[", d % 7);
+    for (size_t d = 0; d < 3000; d++)
+        n += (size_t)sprintf(deep + n, "]}");
+    n += (size_t)sprintf(deep + n, "]}");
+    cn_agg_profile *p = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_fmt_import_buffer(deep, n, "deep.json", &p, &err), 0);
+    assert_int_equal(cn_agg_sample_count(p), 3000);
+    assert_int_equal(cn_agg_stack_count(p), 3000);
+    cn_agg_profile_free(p);
+    free(deep);
+}
+
 /* Reads the real node --cpu-prof file with jansson and computes DevTools' self per
  * function name: hitCount × (endTime − startTime) / 1000 / Σ hitCount. */
 static void test_cpuprofile_real(void **state)
@@ -850,6 +962,8 @@ int main(void)
         cmocka_unit_test(test_cpuprofile_errors),
         cmocka_unit_test(test_cpuprofile_real),
         cmocka_unit_test(test_canopy_round_trip),
+        cmocka_unit_test(test_tree_json),
+        cmocka_unit_test(test_tree_json_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,7 @@ static void test_all_options(void **state)
                     "4",
                     "--min-percent",
                     "0.5",
+                    "--no-inline",
                     "-o",
                     "x.svg"};
     cn_cli_query q;
@@ -68,6 +69,7 @@ static void test_all_options(void **state)
     assert_int_equal(q.spec.query.pid, 7);
     assert_int_equal(q.spec.depth, 4);
     assert_true(q.spec.min_percent == 0.5);
+    assert_true(q.spec.query.no_inline);
     assert_int_equal(q.spec.format, CN_FMT_SVG);
     assert_string_equal(q.output, "x.svg");
     cn_cli_query_clear(&q);

@@ -35,6 +35,7 @@ static void full_spec(cn_fmt_spec *s)
     s->depth = 3;
     s->min_percent = 1.5;
     s->color = true;
+    s->query.no_inline = true;
     s->format = CN_FMT_SVG;
 }
 
@@ -64,6 +65,7 @@ static void assert_same(const cn_fmt_spec *a, const cn_fmt_spec *b)
     assert_int_equal(a->depth, b->depth);
     assert_true(a->min_percent == b->min_percent);
     assert_int_equal(a->color, b->color);
+    assert_int_equal(a->query.no_inline, b->query.no_inline);
     assert_int_equal(a->format, b->format);
 }
 
@@ -87,6 +89,10 @@ static void test_round_trip(void **state)
     cn_fmt_spec s;
     full_spec(&s);
     round_trip(&s);
+    json_t *full = json_object();
+    assert_int_equal(cn_fmt_spec_to_json(&s, full), 0);
+    assert_true(json_is_true(json_object_get(full, "no_inline")));
+    json_decref(full);
     cn_fmt_spec_clear(&s);
     cn_fmt_spec_clear(NULL);
 
@@ -124,6 +130,21 @@ static void test_round_trip(void **state)
     assert_int_equal(cn_fmt_format_parse("chrome-trace", &f), 0);
     assert_string_equal(cn_fmt_format_name(f), "chrome-trace");
     assert_true(cn_fmt_format_parse("png", &f) < 0);
+    /* The list of names for messages holds every format's name once, parsable back. */
+    char names[256], small[6];
+    size_t need = cn_fmt_format_names(names, sizeof(names));
+    assert_int_equal(need, strlen(names));
+    int n_names = 0;
+    for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
+        if (!strcmp(tok, "or"))
+            continue;
+        assert_int_equal(cn_fmt_format_parse(tok, &f), 0);
+        assert_string_equal(cn_fmt_format_name(f), tok);
+        n_names++;
+    }
+    assert_int_equal(n_names, CN_FMT_SVG + 1);
+    assert_int_equal(cn_fmt_format_names(small, sizeof(small)), need);
+    assert_int_equal(strlen(small), sizeof(small) - 1);
     assert_true(cn_fmt_view_parse("sideways", &(cn_agg_view){0}) < 0);
     assert_true(cn_fmt_group_by_parse("cpu", &(cn_agg_group_by){0}) < 0);
     cn_fmt_spec_clear(&s);
@@ -173,6 +194,7 @@ static void test_decoder_bounds(void **state)
         "{\"min_percent\":101}",
         "{\"callers_mode\":\"all\"}",
         "{\"color\":1}",
+        "{\"no_inline\":\"yes\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_t *req = json_loads(bad[i], 0, NULL);

@@ -1,0 +1,452 @@
+/* import_tree_json.c — canopy's own JSON tree (`--format json`, docs/cli.md "JSON tree")
+ * read back as a profile, so that `canopy open x.json` works on canopy's output.
+ *
+ * Layout: {"unit", "total", "view", "transforms", "roots": [{"name", "lib", "total",
+ * "self", "children": [...]}]} plus fields that are skipped whatever their type. Every
+ * node with non-zero self becomes one sample of weight `self` on the stack of its path
+ * (names and libraries from the root), so the tree is rebuilt exactly, in the units the
+ * JSON carries (its display values: scale 1). Only the call tree can be read back: an
+ * inverted, callees or callers tree or a function list does not hold call paths, and a
+ * differential tree holds two sides; those are refused with a clear message.
+ *
+ * Parsed as a stream with yajl (a tree may be as deep as the stacks canopy accepts,
+ * deeper than a recursive parser allows): a stack of open nodes, each with its name,
+ * library, self weight and, once its children open, its interned stack id. A node's
+ * `name` and `lib` must come before its `children`, as canopy writes them.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_parse.h>
+
+#include "import_internal.h"
+
+/* Deeper trees are refused (canopy's importers accept stacks of this many frames). */
+#define MAX_DEPTH 100000
+
+enum tj_state { TJ_START, TJ_TOP, TJ_ROOTS, TJ_NODE, TJ_END };
+enum tj_key {
+    K_OTHER,
+    K_UNIT,
+    K_VIEW,
+    K_DIFF,
+    K_ROOTS,
+    K_FUNCTIONS,
+    K_NAME,
+    K_LIB,
+    K_SELF,
+    K_CHILDREN
+};
+
+typedef struct tj_node {
+    int32_t name; /* string id, -1 = not seen */
+    int32_t lib;  /* string id, -1 = none */
+    double self;
+    int32_t stack; /* interned stack id, -1 = not yet */
+} tj_node;
+
+struct cn_fmt__treejson {
+    char *name; /* owned: the file name for messages */
+    cn_agg_profile *p;
+    yajl_handle h;
+    cn_err *err;
+    int rc;
+    uint64_t base; /* bytes fed before the current chunk */
+    enum tj_state st;
+    enum tj_key key;
+    size_t skip;    /* nesting depth of a skipped value, 0 = not skipping */
+    tj_node *nodes; /* open nodes, root first */
+    size_t depth, cap;
+    bool have_roots;
+};
+
+static int tj_fail(cn_fmt__treejson *c, int code, const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    uint64_t off = c->base + (c->h ? yajl_get_bytes_consumed(c->h) : 0);
+    c->rc = cn_err_set(c->err, code, "%s: byte %llu: %s", c->name, (unsigned long long)off, msg);
+    return 0; /* stops yajl */
+}
+
+static enum tj_key key_of(enum tj_state st, const unsigned char *s, size_t n)
+{
+    static const struct {
+        enum tj_state st;
+        const char *name;
+        enum tj_key key;
+    } keys[] = {
+        {TJ_TOP, "unit", K_UNIT},
+        {TJ_TOP, "view", K_VIEW},
+        {TJ_TOP, "diff", K_DIFF},
+        {TJ_TOP, "roots", K_ROOTS},
+        {TJ_TOP, "functions", K_FUNCTIONS},
+        {TJ_NODE, "name", K_NAME},
+        {TJ_NODE, "lib", K_LIB},
+        {TJ_NODE, "self", K_SELF},
+        {TJ_NODE, "children", K_CHILDREN},
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (keys[i].st == st && strlen(keys[i].name) == n && !memcmp(keys[i].name, s, n))
+            return keys[i].key;
+    return K_OTHER;
+}
+
+/* The key's name and the type its value must have, for messages. */
+static void key_info(enum tj_key k, const char **name, const char **want)
+{
+    static const char *const names[] = {"?",         "unit", "view", "diff", "roots",
+                                        "functions", "name", "lib",  "self", "children"};
+    *name = names[k];
+    *want = k == K_DIFF                                           ? "a boolean"
+            : k == K_SELF                                         ? "a number"
+            : k == K_ROOTS || k == K_FUNCTIONS || k == K_CHILDREN ? "an array"
+                                                                  : "a string";
+}
+
+/* A value of the wrong type for a known key, or an element of roots/children that is not
+ * an object. */
+static int bad_type(cn_fmt__treejson *c)
+{
+    const char *name, *want;
+    if (c->st == TJ_ROOTS)
+        return tj_fail(c, -EINVAL, "'roots' and 'children' elements must be objects");
+    key_info(c->key, &name, &want);
+    return tj_fail(c, -EINVAL, "'%s' must be %s", name, want);
+}
+
+/* A library's kind from its display name (docs/cli.md "Names"). */
+static cn_agg_resource_kind lib_kind(const char *lib)
+{
+    if (!strcmp(lib, "[kernel]") || (lib[0] == '[' && strcmp(lib, "[jit]") != 0))
+        return CN_AGG_RES_KERNEL;
+    if (!strcmp(lib, "[jit]"))
+        return CN_AGG_RES_JIT;
+    if (strstr(lib, "://"))
+        return CN_AGG_RES_URL;
+    return CN_AGG_RES_LIBRARY;
+}
+
+/* Interns the stack of the innermost open node (its parent's is interned already).
+ * Returns 1 (yajl: go on) or 0 with c->rc set. */
+static int node_stack(cn_fmt__treejson *c)
+{
+    tj_node *n = &c->nodes[c->depth - 1];
+    if (n->stack >= 0)
+        return 1;
+    if (n->name < 0)
+        return tj_fail(c, -EINVAL, "a node without 'name' (or 'name' after 'children')");
+    int32_t res = -1, func, frame, stack;
+    if (n->lib >= 0) {
+        const char *lib = cn_agg_string_get(c->p, n->lib);
+        if ((res = cn_agg_resource(c->p, lib, NULL, NULL, lib_kind(lib))) < 0)
+            return tj_fail(c, res, "out of memory");
+    }
+    if ((func = cn_agg_func(c->p, cn_agg_string_get(c->p, n->name), res, NULL, 0)) < 0 ||
+        (frame = cn_agg_frame(c->p, func, res, -1, 0)) < 0 ||
+        (stack = cn_agg_stack(c->p, c->depth > 1 ? c->nodes[c->depth - 2].stack : -1, frame)) < 0)
+        return tj_fail(c, -ENOMEM, "out of memory");
+    n->stack = stack;
+    return 1;
+}
+
+/* ---- yajl callbacks -------------------------------------------------------------- */
+
+/* True when the value that starts now is skipped: inside a skipped value, or the value
+ * of a key this importer does not read. */
+static bool skipped(const cn_fmt__treejson *c)
+{
+    return c->skip || (c->st != TJ_ROOTS && c->key == K_OTHER);
+}
+
+static int cb_null(void *ctx)
+{
+    cn_fmt__treejson *c = ctx;
+    return skipped(c) ? 1 : bad_type(c);
+}
+
+static int cb_bool(void *ctx, int b)
+{
+    cn_fmt__treejson *c = ctx;
+    if (skipped(c))
+        return 1;
+    if (c->st == TJ_TOP && c->key == K_DIFF) {
+        if (b)
+            return tj_fail(c, -EINVAL,
+                           "a differential JSON tree cannot be read back "
+                           "(write it with --format folded instead)");
+        return 1;
+    }
+    return bad_type(c);
+}
+
+static int cb_number(void *ctx, const char *s, size_t n)
+{
+    cn_fmt__treejson *c = ctx;
+    if (skipped(c))
+        return 1;
+    if (c->st == TJ_NODE && c->key == K_SELF) {
+        char buf[64];
+        if (n >= sizeof(buf))
+            return tj_fail(c, -EINVAL, "'self' is not a number");
+        memcpy(buf, s, n);
+        buf[n] = '\0';
+        double v = strtod(buf, NULL);
+        if (!isfinite(v) || fabs(v) > 1e300)
+            return tj_fail(c, -EINVAL, "'self' out of range");
+        c->nodes[c->depth - 1].self = v;
+        return 1;
+    }
+    return bad_type(c);
+}
+
+static int cb_string(void *ctx, const unsigned char *s, size_t n)
+{
+    cn_fmt__treejson *c = ctx;
+    if (skipped(c))
+        return 1;
+    if (c->st == TJ_TOP && c->key == K_UNIT) {
+        for (int u = CN_AGG_UNIT_SAMPLES; u <= CN_AGG_UNIT_EVENTS; u++) {
+            const char *name = cn_agg_unit_name((cn_agg_unit)u);
+            if (strlen(name) == n && !memcmp(name, s, n)) {
+                cn_agg_profile_set_unit(c->p, (cn_agg_unit)u);
+                return 1;
+            }
+        }
+        return tj_fail(c, -EINVAL, "unknown unit '%.*s'", (int)(n > 40 ? 40 : n), s);
+    }
+    if (c->st == TJ_TOP && c->key == K_VIEW) {
+        if (n == 4 && !memcmp(s, "tree", 4))
+            return 1;
+        return tj_fail(c, -EINVAL,
+                       "a JSON '%.*s' view cannot be read back: only a call tree "
+                       "(\"view\": \"tree\") holds the call paths",
+                       (int)(n > 40 ? 40 : n), s);
+    }
+    if (c->st == TJ_NODE && (c->key == K_NAME || c->key == K_LIB)) {
+        if (memchr(s, '\0', n))
+            return tj_fail(c, -EINVAL, "NUL byte in a name");
+        int32_t id = cn_agg_string(c->p, (const char *)s, n);
+        if (id < 0)
+            return tj_fail(c, -ENOMEM, "out of memory");
+        tj_node *nd = &c->nodes[c->depth - 1];
+        if (nd->stack >= 0)
+            return tj_fail(c, -EINVAL, "'%s' after 'children'", c->key == K_NAME ? "name" : "lib");
+        *(c->key == K_NAME ? &nd->name : &nd->lib) = id;
+        return 1;
+    }
+    return bad_type(c);
+}
+
+static int cb_start_map(void *ctx)
+{
+    cn_fmt__treejson *c = ctx;
+    if (c->skip) {
+        c->skip++;
+        return 1;
+    }
+    switch (c->st) {
+    case TJ_START:
+        c->st = TJ_TOP;
+        c->key = K_OTHER;
+        return 1;
+    case TJ_ROOTS:
+        if (c->depth >= MAX_DEPTH)
+            return tj_fail(c, -EINVAL, "tree deeper than %d levels", MAX_DEPTH);
+        if (CN_FMT__RESERVE(c->nodes, c->cap, c->depth + 1) < 0)
+            return tj_fail(c, -ENOMEM, "out of memory");
+        c->nodes[c->depth++] = (tj_node){.name = -1, .lib = -1, .self = 0, .stack = -1};
+        c->st = TJ_NODE;
+        c->key = K_OTHER;
+        return 1;
+    default:
+        if (c->key == K_OTHER) {
+            c->skip = 1;
+            return 1;
+        }
+        return bad_type(c);
+    }
+}
+
+static int cb_map_key(void *ctx, const unsigned char *s, size_t n)
+{
+    cn_fmt__treejson *c = ctx;
+    if (!c->skip)
+        c->key = key_of(c->st, s, n);
+    return 1;
+}
+
+static int cb_end_map(void *ctx)
+{
+    cn_fmt__treejson *c = ctx;
+    if (c->skip) {
+        c->skip--;
+        return 1;
+    }
+    if (c->st == TJ_TOP) {
+        c->st = TJ_END;
+        return 1;
+    }
+    /* TJ_NODE: the node is complete */
+    if (!node_stack(c))
+        return 0;
+    tj_node *n = &c->nodes[c->depth - 1];
+    if (n->self != 0 && cn_agg_add_sample(c->p, n->stack, 0, n->self, -1) < 0)
+        return tj_fail(c, -ENOMEM, "out of memory");
+    c->depth--;
+    c->st = TJ_ROOTS;
+    return 1;
+}
+
+static int cb_start_array(void *ctx)
+{
+    cn_fmt__treejson *c = ctx;
+    if (c->skip) {
+        c->skip++;
+        return 1;
+    }
+    if (c->st == TJ_TOP && c->key == K_ROOTS) {
+        c->have_roots = true;
+        c->st = TJ_ROOTS;
+        return 1;
+    }
+    if (c->st == TJ_TOP && c->key == K_FUNCTIONS)
+        return tj_fail(c, -EINVAL,
+                       "a JSON function list cannot be read back: only a call "
+                       "tree (\"view\": \"tree\") holds the call paths");
+    if (c->st == TJ_NODE && c->key == K_CHILDREN) {
+        if (!node_stack(c))
+            return 0;
+        c->st = TJ_ROOTS;
+        return 1;
+    }
+    if (c->st != TJ_ROOTS && c->key == K_OTHER) {
+        c->skip = 1;
+        return 1;
+    }
+    return bad_type(c);
+}
+
+static int cb_end_array(void *ctx)
+{
+    cn_fmt__treejson *c = ctx;
+    if (c->skip) {
+        c->skip--;
+        return 1;
+    }
+    /* TJ_ROOTS: back to the node whose children these were, or to the top */
+    c->st = c->depth > 0 ? TJ_NODE : TJ_TOP;
+    c->key = K_OTHER;
+    return 1;
+}
+
+static const yajl_callbacks callbacks = {
+    cb_null,      cb_bool,    NULL,       NULL,           cb_number,    cb_string,
+    cb_start_map, cb_map_key, cb_end_map, cb_start_array, cb_end_array,
+};
+
+/* ---- module-internal API ---------------------------------------------------------- */
+
+cn_fmt__treejson *cn_fmt__treejson_new(const char *name)
+{
+    cn_fmt__treejson *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->name = strdup(name ? name : "(buffer)");
+    c->p = cn_agg_profile_new();
+    c->h = yajl_alloc(&callbacks, NULL, c);
+    if (!c->name || !c->p || !c->h)
+        return cn_fmt__treejson_free(c);
+    return c;
+}
+
+cn_fmt__treejson *cn_fmt__treejson_free(cn_fmt__treejson *c)
+{
+    if (!c)
+        return NULL;
+    if (c->h)
+        yajl_free(c->h);
+    cn_agg_profile_free(c->p);
+    free(c->nodes);
+    free(c->name);
+    free(c);
+    return NULL;
+}
+
+/* A yajl error (not one of ours) as a message with the byte offset. */
+static int yajl_fail(cn_fmt__treejson *c, const unsigned char *chunk, size_t len)
+{
+    if (c->rc < 0)
+        return c->rc;
+    unsigned char *msg = yajl_get_error(c->h, 0, chunk, len);
+    const char *m = msg ? (const char *)msg : "parse error";
+    size_t ml = strlen(m);
+    while (ml && (m[ml - 1] == '\n' || m[ml - 1] == ' '))
+        ml--;
+    tj_fail(c, -EINVAL, "%s (%.*s)", strstr(m, "premature EOF") ? "truncated JSON" : "invalid JSON",
+            (int)ml, m);
+    if (msg)
+        yajl_free_error(c->h, msg);
+    return c->rc;
+}
+
+int cn_fmt__treejson_feed(cn_fmt__treejson *c, const void *data, size_t len, cn_err *err)
+{
+    c->err = err;
+    if (c->rc < 0)
+        return c->rc;
+    if (yajl_parse(c->h, data, len) != yajl_status_ok)
+        return yajl_fail(c, data, len);
+    c->base += len;
+    return 0;
+}
+
+int cn_fmt__treejson_finish(cn_fmt__treejson *c, cn_agg_profile **out, cn_err *err)
+{
+    c->err = err;
+    if (c->rc < 0)
+        return c->rc;
+    if (yajl_complete_parse(c->h) != yajl_status_ok)
+        return yajl_fail(c, NULL, 0);
+    if (c->st != TJ_END)
+        return tj_fail(c, -EINVAL, "truncated JSON"), c->rc;
+    if (!c->have_roots)
+        return tj_fail(c, -EINVAL, "a canopy JSON tree without 'roots'"), c->rc;
+    *out = c->p;
+    c->p = NULL;
+    return 0;
+}
+
+int cn_fmt__import_tree_json(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                             cn_err *err)
+{
+    cn_fmt__treejson *c = cn_fmt__treejson_new(name);
+    if (!c)
+        return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
+    int rc = cn_fmt__treejson_feed(c, data, len, err);
+    if (rc == 0)
+        rc = cn_fmt__treejson_finish(c, out, err);
+    cn_fmt__treejson_free(c);
+    return rc;
+}
+
+/* canopy writes "unit" first (docs/cli.md "JSON tree"); a .cpuprofile has no such key. */
+bool cn_fmt__looks_tree_json(const char *data, size_t len)
+{
+    size_t i = 0;
+    if (len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3))
+        i = 3;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    if (i >= len || data[i++] != '{')
+        return false;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    return len - i >= 6 && !memcmp(data + i, "\"unit\"", 6);
+}
