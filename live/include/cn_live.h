@@ -152,7 +152,14 @@ typedef struct cn_live_session_info {
     uint64_t lost;         /* records the kernel dropped */
     uint64_t dropped;      /* samples dropped because the memory bound was reached */
     uint64_t threads;      /* threads seen */
-    uint64_t unsymbolized; /* frames submitted and not yet resolved, plus unresolvable */
+    uint64_t unsymbolized; /* frames without a name yet: sym_pending + unresolved +
+                              unresolvable (anonymous-memory frames are not counted) */
+    uint64_t sym_pending;  /* frames submitted to the symbolizer, not answered yet */
+    uint64_t unresolved;   /* frames answered without a symbol (no symbol covers the
+                              address, the file could not be read; JIT frames waiting for
+                              their perf map to name them) */
+    uint64_t unresolvable; /* frames the symbolizer cannot take at all (their mapping's
+                              file could not be found): never submitted */
     uint64_t errors;       /* data lost to allocation failures after retrying: frames
                               whose object could not be mapped (they stay bare
                               addresses), symbol answers not applied (also counted in

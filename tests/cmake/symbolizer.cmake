@@ -33,3 +33,6 @@ if(TARGET test_symbolizer)
   # (sym_internal.h): it, and only it, gets symbolizer/ as an include directory.
   target_include_directories(test_symbolizer PRIVATE ${CMAKE_SOURCE_DIR}/symbolizer)
 endif()
+
+# JIT code whose perf map is written late (tests/integration/test_symbolizer_jitmap.sh).
+cn_workload(wl_jitmap jitmap.c -fno-omit-frame-pointer)
