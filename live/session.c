@@ -84,6 +84,7 @@ struct cn_live_session {
     size_t n_res_obj;
     pid_t last_tid;
     int32_t last_thread;
+    bool idle_named; /* pid 0's process name was set */
     /* symbolization */
     cn_live_symbolizer *sym;   /* NULL: none (or it went away first) */
     uint64_t tag;              /* this session's tag in the symbolizer */
@@ -244,11 +245,16 @@ static int64_t obj_resource(cn_live_session *s, const cn_smp_object *obj)
     return res;
 }
 
+/* The idle task: pid 0 has no COMM record and no /proc entry; perf calls it swapper. */
+#define IDLE_NAME "swapper"
+
 static int32_t thread_of(cn_live_session *s, pid_t pid, pid_t tid)
 {
     if (tid == s->last_tid && s->last_thread >= 0)
         return s->last_thread;
-    int32_t t = cn_agg_thread(s->p, pid, tid, NULL);
+    int32_t t = cn_agg_thread(s->p, pid, tid, pid == 0 ? IDLE_NAME : NULL);
+    if (t >= 0 && pid == 0 && !s->idle_named)
+        s->idle_named = cn_agg_process_set_name(s->p, 0, IDLE_NAME) >= 0;
     if (t >= 0) {
         s->last_tid = tid;
         s->last_thread = t;

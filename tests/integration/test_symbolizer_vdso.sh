@@ -4,6 +4,7 @@
 # function — sampled in-process, through canopyd (`canopy run`), and in a system session
 # that a process joins later. One frame the symbolizer could not take used to stop every
 # later frame from being named; perf script is the oracle for the vDSO function's name.
+# The system session also checks that the idle task is named swapper, as perf does.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 WL=$CANOPY_WORKLOADS/wl_clockread
@@ -80,5 +81,15 @@ if [ "$(id -u)" = 0 ]; then
   "$C" tree sys --only-pid "$W" --format folded -o "$TMP/sys.folded" 2>"$TMP/sys.err" ||
     fail "tree --only-pid: $(cat "$TMP/sys.err")"
   check "$TMP/sys.folded" "system session"
+  # The idle task (pid 0) is named as perf names it, never "? [0]".
+  "$C" tree sys --group-by process --format json -o "$TMP/proc.json" || fail "tree --group-by process"
+  python3 - "$TMP/proc.json" <<'PY' || fail "system session: pid 0 is not named swapper"
+import json, sys
+roots = [r["name"] for r in json.load(open(sys.argv[1]))["roots"]]
+idle = [r for r in roots if r.endswith("[0]")]
+# (A machine busy on every CPU for the whole session has no idle samples to check.)
+print("pid 0 roots:", idle or "none: no CPU was idle", file=sys.stderr)
+assert all(r.startswith("swapper ") for r in idle), idle
+PY
 fi
 echo "PASS [vdso] frames and everything around them are named"
