@@ -75,7 +75,9 @@ struct cn_live_session {
     bool hit_memory_bound; /* the bound was reached at least once */
     bool dirty;            /* changed since the last save */
     uint64_t samples, dropped, lost_saved, threads_saved;
-    uint64_t errors; /* allocation failures that lost data (cn_live_session_info) */
+    uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
+    uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
+    cn_live_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
     cn_smp_session *smp;
     cn_agg_profile *p;
     int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
@@ -297,9 +299,36 @@ static void flush_samples(cn_live_session *s)
 
 /* Queues one sample (its frames copied into pend_refs); flushes when the queue is full
  * or could not take another chain of CN_SMP_MAX_FRAMES. */
+/* Counts how the unwind of a sample with user frames ended. The sampler's reasons map to
+ * what a user can act on (docs/cli-live.md, "Session counters"). */
+static void count_unwind(cn_live_session *s, const cn_smp_sample *smp)
+{
+    if (smp->nframes <= smp->nkernel)
+        return; /* no user frames: nothing was unwound */
+    s->user_stacks++;
+    switch (smp->stop) {
+    case CN_SMP_STOP_NONE:
+        s->unwind_outcomes.complete++;
+        break;
+    case CN_SMP_STOP_STACK_SHORT:
+        s->unwind_outcomes.truncated_stack++;
+        break;
+    case CN_SMP_STOP_NO_INFO:
+        s->unwind_outcomes.no_cfi++;
+        break;
+    case CN_SMP_STOP_BAD_READ:
+        s->unwind_outcomes.read_fault++;
+        break;
+    default: /* MAX_DEPTH, OTHER */
+        s->unwind_outcomes.other++;
+        break;
+    }
+}
+
 static void on_sample(void *arg, const cn_smp_sample *smp)
 {
     cn_live_session *s = arg;
+    count_unwind(s, smp);
     if (s->memory_limited) {
         s->dropped++;
         return;
@@ -801,6 +830,16 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->unresolved = s->sym_failed;
     out->unresolvable = s->sym_unresolvable;
     out->errors = s->errors;
+    out->user_stacks = s->user_stacks;
+    out->unwind_outcomes = s->unwind_outcomes;
+    if (s->smp) {
+        cn_smp_counters c;
+        cn_smp_session_counters(s->smp, &c);
+        out->dwarf_unwinds = c.dwarf_unwinds;
+        out->cfi_unwinds = c.cfi_unwinds;
+        out->libunwind_unwinds = c.libunwind_unwinds;
+        out->unmapped = c.unmapped;
+    }
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;
 }
@@ -883,6 +922,22 @@ json_t *cn_live_session_json(const cn_live_session *s)
         (json_int_t)i.unsymbolized, "memory", (json_int_t)i.memory, "memory_limited",
         i.memory_limited, "started", (json_int_t)i.started_unix, "duration_s",
         (double)i.duration_ns / 1e9, "owner", (json_int_t)i.owner);
+    /* docs/cli-live.md, "Session counters" */
+    json_t *more = json_pack(
+        "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:I}",
+        "user_stacks", (json_int_t)i.user_stacks, "unwind_outcomes", "complete",
+        (json_int_t)i.unwind_outcomes.complete, "truncated_stack",
+        (json_int_t)i.unwind_outcomes.truncated_stack, "no_cfi",
+        (json_int_t)i.unwind_outcomes.no_cfi, "read_fault",
+        (json_int_t)i.unwind_outcomes.read_fault, "other", (json_int_t)i.unwind_outcomes.other,
+        "unwinder", "dwarf", (json_int_t)i.dwarf_unwinds, "cfi", (json_int_t)i.cfi_unwinds,
+        "libunwind", (json_int_t)i.libunwind_unwinds, "unmapped", (json_int_t)i.unmapped, "symbols",
+        "pending", (json_int_t)i.sym_pending, "unresolved", (json_int_t)i.unresolved,
+        "unresolvable", (json_int_t)i.unresolvable, "errors", (json_int_t)i.errors);
+    if (!o || !more || json_object_update_new(o, more) < 0) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -929,6 +984,13 @@ static int write_meta(cn_live_session *s)
     r |= meta_seti(p, "canopy.session.dropped", (int64_t)i.dropped);
     r |= meta_seti(p, "canopy.session.threads", (int64_t)i.threads);
     r |= meta_seti(p, "canopy.session.memory_limited", i.memory_limited);
+    r |= meta_seti(p, "canopy.session.user_stacks", (int64_t)i.user_stacks);
+    r |= meta_seti(p, "canopy.session.unwind.complete", (int64_t)i.unwind_outcomes.complete);
+    r |= meta_seti(p, "canopy.session.unwind.truncated_stack",
+                   (int64_t)i.unwind_outcomes.truncated_stack);
+    r |= meta_seti(p, "canopy.session.unwind.no_cfi", (int64_t)i.unwind_outcomes.no_cfi);
+    r |= meta_seti(p, "canopy.session.unwind.read_fault", (int64_t)i.unwind_outcomes.read_fault);
+    r |= meta_seti(p, "canopy.session.unwind.other", (int64_t)i.unwind_outcomes.other);
     return r < 0 ? -ENOMEM : 0;
 }
 
@@ -1047,6 +1109,13 @@ int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **
     s->dropped = (uint64_t)meta_geti(p, "canopy.session.dropped", 0);
     s->threads_saved = (uint64_t)meta_geti(p, "canopy.session.threads", 0);
     s->hit_memory_bound = meta_geti(p, "canopy.session.memory_limited", 0) != 0;
+    s->user_stacks = (uint64_t)meta_geti(p, "canopy.session.user_stacks", 0);
+    s->unwind_outcomes.complete = (uint64_t)meta_geti(p, "canopy.session.unwind.complete", 0);
+    s->unwind_outcomes.truncated_stack =
+        (uint64_t)meta_geti(p, "canopy.session.unwind.truncated_stack", 0);
+    s->unwind_outcomes.no_cfi = (uint64_t)meta_geti(p, "canopy.session.unwind.no_cfi", 0);
+    s->unwind_outcomes.read_fault = (uint64_t)meta_geti(p, "canopy.session.unwind.read_fault", 0);
+    s->unwind_outcomes.other = (uint64_t)meta_geti(p, "canopy.session.unwind.other", 0);
     if (!s->event || !s->path) {
         cn_live_session_free(s);
         return -ENOMEM;
