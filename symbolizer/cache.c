@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NBUCKETS 1024
 
@@ -208,12 +209,24 @@ static int32_t ns_pid(int32_t pid)
     return ns;
 }
 
+/* Whether process pid still exists (its /proc directory). */
+static bool proc_alive(int32_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    return pid > 0 && access(path, F_OK) == 0;
+}
+
+/* The perf map's path: the one given, else the one inside the process's root, else (it
+ * exited, and its root went with it) /tmp/perf-PID.map in ours. */
 static void jit_path(const cn_sym_object *obj, char *buf, size_t size)
 {
     if (obj->path)
         snprintf(buf, size, "%s", obj->path);
-    else
+    else if (proc_alive(obj->pid))
         snprintf(buf, size, "/proc/%d/root/tmp/perf-%d.map", (int)obj->pid, (int)ns_pid(obj->pid));
+    else
+        snprintf(buf, size, "/tmp/perf-%d.map", (int)obj->pid);
 }
 
 int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
@@ -239,20 +252,18 @@ static int64_t jit_now(const cn_sym_object *obj)
 }
 
 /* The uid a JIT object's perf map must belong to: the one given, else the owner of
- * /proc/PID now. Returns 0, or -ESRCH when neither is known. */
-static int jit_owner(const cn_sym_object *obj, uint32_t *uid)
+ * /proc/PID now, else (the process is gone) our own: a map nobody vouches for is only
+ * trusted when we wrote it, never when another user could have planted it. */
+static uint32_t jit_owner(const cn_sym_object *obj)
 {
     char path[64];
     struct stat st;
-    if (obj->has_owner) {
-        *uid = obj->owner_uid;
-        return 0;
-    }
+    if (obj->has_owner)
+        return obj->owner_uid;
     snprintf(path, sizeof(path), "/proc/%d", (int)obj->pid);
-    if (obj->pid <= 0 || stat(path, &st) < 0)
-        return -ESRCH;
-    *uid = (uint32_t)st.st_uid;
-    return 0;
+    if (obj->pid > 0 && stat(path, &st) == 0)
+        return (uint32_t)st.st_uid;
+    return (uint32_t)geteuid();
 }
 
 /* Builds a new object (outside the lock). Always returns an object unless ENOMEM;
@@ -286,19 +297,12 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym
             rc = cn_sym__kallsyms_parse(&o->syms, buf, len);
         snprintf(o->source, sizeof(o->source), "kallsyms");
         break;
-    case CN_SYM_JIT: {
-        uint32_t owner = 0;
+    case CN_SYM_JIT:
         o->is_exec_addr = 1;
-        o->jit_file_size = -1;
         jit_path(obj, path, sizeof(path));
-        rc = jit_owner(obj, &owner);
-        if (rc == 0)
-            rc = cn_sym__perfmap_load(o, prev, path, owner);
-        else
-            o->jit_file_size = jit_now(obj);
+        rc = cn_sym__perfmap_load(o, prev, path, jit_owner(obj));
         snprintf(o->source, sizeof(o->source), "perfmap");
         break;
-    }
     case CN_SYM_VDSO:
         rc = cn_sym__vdso_load(o);
         break;

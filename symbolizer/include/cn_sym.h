@@ -65,9 +65,9 @@ typedef enum cn_sym_kind {
  *   works after the process exited). The map is untrusted: it is opened with O_NOFOLLOW |
  *   O_NONBLOCK (a symlink is refused, a FIFO never blocks), must be a regular file owned
  *   by the target's uid (owner_uid when has_owner, else the owner of /proc/PID at read
- *   time: a map of an exited process whose owner was not given is refused), and at most
- *   256 MiB are read. When it grows only the appended lines are read. identity NULL =
- *   "jit:PID".
+ *   time, else — the process exited — our own uid), and at most 256 MiB are read. Once
+ *   the process is gone, its root is too: the default path becomes /tmp/perf-PID.map.
+ *   When the map grows only the appended lines are read. identity NULL = "jit:PID".
  * - VDSO: the vDSO image of the running kernel, which is the same in every (64-bit)
  *   process: the symbolizer reads its own copy (getauxval(AT_SYSINFO_EHDR)); path, pid
  *   and identity are ignored. Addresses are offsets into the image (the mapping's file
