@@ -101,10 +101,23 @@ static void sessions_help(void)
            "List canopyd's sessions (yours, or all of them for root).\n");
 }
 
+/* "97%": the share of stacks with user frames whose unwind completed; "-" without any. */
+static void unwound_share(const json_t *s, char *buf, size_t size)
+{
+    json_int_t all = json_integer_value(json_object_get(s, "user_stacks"));
+    json_int_t done =
+        json_integer_value(json_object_get(json_object_get(s, "unwind_outcomes"), "complete"));
+    if (all > 0)
+        snprintf(buf, size, "%.0f%%", 100.0 * (double)done / (double)all);
+    else
+        snprintf(buf, size, "-");
+}
+
 static void print_session_row(const json_t *s)
 {
     const json_t *target = json_object_get(s, "target");
-    char tgt[64], started[32] = "-";
+    char tgt[64], started[32] = "-", unwound[16];
+    unwound_share(s, unwound, sizeof(unwound));
     if (json_is_string(target))
         snprintf(tgt, sizeof(tgt), "%s", json_string_value(target));
     else
@@ -116,7 +129,8 @@ static void print_session_row(const json_t *s)
     if (t && localtime_r(&t, &tm))
         strftime(started, sizeof(started), "%Y-%m-%d %H:%M:%S", &tm);
     printf("%-6s %-12s %-22s %-8s %-10s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
-           " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT "  %s\n",
+           " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7s %6" JSON_INTEGER_FORMAT
+           "  %s\n",
            json_string_value(json_object_get(s, "id")) ?: "?",
            json_string_value(json_object_get(s, "name")) ?: "-", tgt,
            json_string_value(json_object_get(s, "state")) ?: "?",
@@ -124,7 +138,8 @@ static void print_session_row(const json_t *s)
            json_integer_value(json_object_get(s, "freq")),
            json_integer_value(json_object_get(s, "samples")),
            json_integer_value(json_object_get(s, "lost")),
-           json_integer_value(json_object_get(s, "threads")), started);
+           json_integer_value(json_object_get(s, "threads")), unwound,
+           json_integer_value(json_object_get(s, "unsymbolized")), started);
 }
 
 int cn_cmd_sessions(int argc, char **argv)
@@ -147,8 +162,8 @@ int cn_cmd_sessions(int argc, char **argv)
         status = emit_answer(&s);
         goto out;
     }
-    printf("%-6s %-12s %-22s %-8s %-10s %5s %9s %6s %7s  %s\n", "ID", "NAME", "TARGET", "STATE",
-           "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "STARTED");
+    printf("%-6s %-12s %-22s %-8s %-10s %5s %9s %6s %7s %7s %6s  %s\n", "ID", "NAME", "TARGET",
+           "STATE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "UNWOUND", "UNSYM", "STARTED");
     size_t i;
     const json_t *e;
     json_array_foreach(list, i, e) print_session_row(e);
@@ -191,6 +206,12 @@ int cn_cmd_status(int argc, char **argv)
            json_integer_value(json_object_get(r, "lost")),
            json_number_value(json_object_get(r, "rss_bytes")) / (1024.0 * 1024.0),
            json_string_value(json_object_get(r, "event_loop")) ?: "?");
+    char unwound[16];
+    unwound_share(r, unwound, sizeof(unwound));
+    printf("stacks: %" JSON_INTEGER_FORMAT " with user frames, %s unwound completely; "
+           "%" JSON_INTEGER_FORMAT " frames unsymbolized\n",
+           json_integer_value(json_object_get(r, "user_stacks")), unwound,
+           json_integer_value(json_object_get(r, "unsymbolized")));
 out:
     simple_clear(&s);
     return status;

@@ -27,7 +27,8 @@ void cn_d__cmd_hello(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
 
 void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
-    uint64_t lost = 0;
+    uint64_t lost = 0, user_stacks = 0, unsymbolized = 0;
+    cn_live_unwind_outcomes u = {0};
     size_t n = 0;
     for (size_t i = 0; i < srv->n_entries; i++) {
         cn_live_session *s = srv->entries[i]->s;
@@ -36,6 +37,13 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
         cn_live_session_info info;
         cn_live_session_info_get(s, &info);
         lost += info.lost;
+        user_stacks += info.user_stacks;
+        unsymbolized += info.unsymbolized;
+        u.complete += info.unwind_outcomes.complete;
+        u.truncated_stack += info.unwind_outcomes.truncated_stack;
+        u.no_cfi += info.unwind_outcomes.no_cfi;
+        u.read_fault += info.unwind_outcomes.read_fault;
+        u.other += info.unwind_outcomes.other;
         n++;
     }
     rp->msg = cn_proto_ok(req);
@@ -51,6 +59,16 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
                       "clients", (json_int_t)cn_d__loop_conn_count(srv->loop), "state_dir",
                       srv->state_dir, "state_dir_bytes", (json_int_t)srv->state_dir_bytes,
                       "evicted_sessions", (json_int_t)srv->evicted));
+    /* The sessions' unwind outcomes and unnamed frames, summed (docs/cli-live.md,
+     * "Session counters"). */
+    if (rp->msg)
+        json_object_update_new(
+            rp->msg,
+            json_pack("{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:I}", "user_stacks",
+                      (json_int_t)user_stacks, "unwind_outcomes", "complete",
+                      (json_int_t)u.complete, "truncated_stack", (json_int_t)u.truncated_stack,
+                      "no_cfi", (json_int_t)u.no_cfi, "read_fault", (json_int_t)u.read_fault,
+                      "other", (json_int_t)u.other, "unsymbolized", (json_int_t)unsymbolized));
 }
 
 void cn_d__cmd_sessions(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)

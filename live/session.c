@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,22 @@
 #define APPLY_SYMBOLS        2048 /* their chains' symbols */
 #define PEND_SAMPLES         64   /* samples queued before a batched add */
 #define PEND_REFS            8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
+#define JIT_RECHECK_NS       250000000LL /* how often unresolved JIT frames look for a map */
+
+/* What the symbolizer needs to know of a resource's object. */
+typedef struct res_src {
+    const cn_smp_object *obj; /* the sampler's object (owned by the sampler session) */
+    char *jit_path;           /* JIT: the perf map's path when the process shares our root
+                                 (owned; still readable after it exits), else NULL */
+    bool has_owner;           /* JIT: owner_uid is the process's uid, read when seen */
+    uint32_t owner_uid;
+} res_src;
+
+/* A JIT frame whose perf map did not name it yet (docs/cli-live.md, "Symbols"). */
+typedef struct jit_retry {
+    int32_t frame;
+    uint64_t map_bytes; /* map size the last lookup used: retried once the map is bigger */
+} jit_retry;
 
 struct cn_live_session {
     char *id, *name, *event, *path; /* owned; path: the file last saved or loaded, or NULL */
@@ -58,20 +75,28 @@ struct cn_live_session {
     bool hit_memory_bound; /* the bound was reached at least once */
     bool dirty;            /* changed since the last save */
     uint64_t samples, dropped, lost_saved, threads_saved;
-    uint64_t errors; /* allocation failures that lost data (cn_live_session_info) */
+    uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
+    uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
+    cn_live_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
     cn_smp_session *smp;
     cn_agg_profile *p;
     int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
     size_t n_obj_res;
-    const cn_smp_object **res_obj; /* resource -> sampler object */
+    res_src *res_obj; /* resource -> sampler object (and its perf map) */
     size_t n_res_obj;
     pid_t last_tid;
     int32_t last_thread;
+    bool idle_named; /* pid 0's process name was set */
     /* symbolization */
-    cn_live_symbolizer *sym; /* NULL: none (or it went away first) */
-    uint64_t tag;            /* this session's tag in the symbolizer */
-    size_t next_frame;       /* frames [0, next_frame) were submitted (or need none) */
-    uint64_t sym_pending, sym_failed;
+    cn_live_symbolizer *sym;   /* NULL: none (or it went away first) */
+    uint64_t tag;              /* this session's tag in the symbolizer */
+    size_t next_frame;         /* frames [0, next_frame) were submitted (or need none) */
+    uint64_t sym_pending;      /* submitted, not answered yet */
+    uint64_t sym_failed;       /* answered without a symbol (includes waiting JIT frames) */
+    uint64_t sym_unresolvable; /* frames the symbolizer cannot take (no file to read) */
+    jit_retry *retry;          /* unresolved JIT frames, retried when their map grows */
+    size_t n_retry, cap_retry;
+    int64_t last_retry_ns;
     /* Samples delivered by the sampler but not yet in the profile: on_sample queues them
      * here and flush_samples() adds them with cn_agg_add_samples_refs() when the queue
      * fills and at the end of every read, so the queue is empty whenever the owner's code
@@ -117,6 +142,39 @@ void cn_live_session_opts_init(cn_live_session_opts *o)
 
 /* ---- sampler callbacks ------------------------------------------------------------- */
 
+/* Whether two /proc paths name the same file (same device and inode). */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* Records, while process pid is alive, what its perf map needs later: its uid (the map
+ * must belong to it) and, when it shares our mount namespace and root, the plain
+ * /tmp/perf-PID.map path, which stays readable after it exits (a JVM run with
+ * -XX:+DumpPerfMapAtExit writes its map then). Otherwise the symbolizer reads
+ * /proc/PID/root/tmp/perf-NSPID.map. Failures leave the defaults. */
+static void jit_source(res_src *src, pid_t pid)
+{
+    char a[64], b[64], root[8];
+    struct stat st;
+    snprintf(a, sizeof(a), "/proc/%d", (int)pid);
+    if (pid <= 0 || stat(a, &st) < 0)
+        return;
+    src->has_owner = true;
+    src->owner_uid = (uint32_t)st.st_uid;
+    snprintf(a, sizeof(a), "/proc/%d/ns/mnt", (int)pid);
+    snprintf(b, sizeof(b), "/proc/%d/root", (int)pid);
+    ssize_t n = readlink(b, root, sizeof(root));
+    if (n == 1 && root[0] == '/' && same_file(a, "/proc/self/ns/mnt")) {
+        char path[64];
+        snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)pid);
+        free(src->jit_path);
+        src->jit_path = strdup(path); /* NULL on ENOMEM: the /proc path is used */
+    }
+}
+
 /* Maps a sampler object to an aggregate resource (or -1 for anonymous memory) and
  * records both directions. Returns the resource, -1, or -ENOMEM (nothing recorded: the
  * object stays unknown and the next frame that uses it tries again). */
@@ -154,14 +212,16 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         return -ENOMEM;
     if ((size_t)res >= s->n_res_obj) {
         size_t n = (size_t)res + 64;
-        const cn_smp_object **a = realloc(s->res_obj, n * sizeof(*a));
+        res_src *a = realloc(s->res_obj, n * sizeof(*a));
         if (!a)
             return -ENOMEM;
         memset(a + s->n_res_obj, 0, (n - s->n_res_obj) * sizeof(*a));
         s->res_obj = a;
         s->n_res_obj = n;
     }
-    s->res_obj[res] = obj;
+    if (s->res_obj[res].obj != obj && obj->kind == CN_SMP_OBJ_JIT)
+        jit_source(&s->res_obj[res], obj->pid);
+    s->res_obj[res].obj = obj;
     s->obj_res[obj->id] = res;
     return res;
 }
@@ -187,11 +247,16 @@ static int64_t obj_resource(cn_live_session *s, const cn_smp_object *obj)
     return res;
 }
 
+/* The idle task: pid 0 has no COMM record and no /proc entry; perf calls it swapper. */
+#define IDLE_NAME "swapper"
+
 static int32_t thread_of(cn_live_session *s, pid_t pid, pid_t tid)
 {
     if (tid == s->last_tid && s->last_thread >= 0)
         return s->last_thread;
-    int32_t t = cn_agg_thread(s->p, pid, tid, NULL);
+    int32_t t = cn_agg_thread(s->p, pid, tid, pid == 0 ? IDLE_NAME : NULL);
+    if (t >= 0 && pid == 0 && !s->idle_named)
+        s->idle_named = cn_agg_process_set_name(s->p, 0, IDLE_NAME) >= 0;
     if (t >= 0) {
         s->last_tid = tid;
         s->last_thread = t;
@@ -234,9 +299,36 @@ static void flush_samples(cn_live_session *s)
 
 /* Queues one sample (its frames copied into pend_refs); flushes when the queue is full
  * or could not take another chain of CN_SMP_MAX_FRAMES. */
+/* Counts how the unwind of a sample with user frames ended. The sampler's reasons map to
+ * what a user can act on (docs/cli-live.md, "Session counters"). */
+static void count_unwind(cn_live_session *s, const cn_smp_sample *smp)
+{
+    if (smp->nframes <= smp->nkernel)
+        return; /* no user frames: nothing was unwound */
+    s->user_stacks++;
+    switch (smp->stop) {
+    case CN_SMP_STOP_NONE:
+        s->unwind_outcomes.complete++;
+        break;
+    case CN_SMP_STOP_STACK_SHORT:
+        s->unwind_outcomes.truncated_stack++;
+        break;
+    case CN_SMP_STOP_NO_INFO:
+        s->unwind_outcomes.no_cfi++;
+        break;
+    case CN_SMP_STOP_BAD_READ:
+        s->unwind_outcomes.read_fault++;
+        break;
+    default: /* MAX_DEPTH, OTHER */
+        s->unwind_outcomes.other++;
+        break;
+    }
+}
+
 static void on_sample(void *arg, const cn_smp_sample *smp)
 {
     cn_live_session *s = arg;
+    count_unwind(s, smp);
     if (s->memory_limited) {
         s->dropped++;
         return;
@@ -279,12 +371,24 @@ static void on_task(void *arg, const cn_smp_task_event *ev)
 
 /* ---- symbolization ----------------------------------------------------------------- */
 
-/* Fills q for frame f of s. Returns false when the frame needs no symbols (anonymous
- * memory: it stays 0xADDRESS). */
-static bool frame_request(const cn_live_session *s, size_t f, cn_sym_request *q)
+/* The source of frame f's resource, or NULL (anonymous memory, or a saved profile). */
+static const res_src *frame_src(const cn_live_session *s, int32_t f)
 {
-    int32_t res = cn_agg_frame_resource(s->p, (int32_t)f);
-    const cn_smp_object *obj = res >= 0 && (size_t)res < s->n_res_obj ? s->res_obj[res] : NULL;
+    int32_t res = cn_agg_frame_resource(s->p, f);
+    if (res < 0 || (size_t)res >= s->n_res_obj || !s->res_obj[res].obj)
+        return NULL;
+    return &s->res_obj[res];
+}
+
+/* Fills q for frame f of s. Returns false when the frame is not to be submitted:
+ * anonymous memory needs no symbols (it stays 0xADDRESS), and an object the symbolizer
+ * cannot read (a mapping whose file could not be found, [vsyscall]) is counted as
+ * unresolvable here rather than sent: one such frame must never hold back the others
+ * (docs/cli-live.md, "Symbols"). */
+static bool frame_request(cn_live_session *s, size_t f, cn_sym_request *q)
+{
+    const res_src *src = frame_src(s, (int32_t)f);
+    const cn_smp_object *obj = src ? src->obj : NULL;
     if (!obj)
         return false;
     memset(q, 0, sizeof(*q));
@@ -303,13 +407,86 @@ static bool frame_request(const cn_live_session *s, size_t f, cn_sym_request *q)
         break;
     case CN_SMP_OBJ_JIT:
         q->obj.kind = CN_SYM_JIT;
-        q->obj.path = NULL;
+        q->obj.path = src->jit_path;
         q->obj.identity = NULL;
+        q->obj.has_owner = src->has_owner;
+        q->obj.owner_uid = src->owner_uid;
         break;
     default:
-        q->obj.kind = CN_SYM_USER;
+        /* The vDSO has no file; the symbolizer reads the kernel's image (the sampler
+         * names it by its maps name "[vdso]"). */
+        q->obj.kind = !obj->path && obj->identity && !strcmp(obj->identity, "[vdso]") ? CN_SYM_VDSO
+                                                                                      : CN_SYM_USER;
         break;
     }
+    if (!cn_sym_object_valid(&q->obj)) {
+        s->sym_unresolvable++;
+        return false;
+    }
+    return true;
+}
+
+/* Resubmits the waiting JIT frames whose perf map has grown past what their last lookup
+ * saw (or appeared), at most every JIT_RECHECK_NS unless force. Frames stay waiting when
+ * the symbolizer's queue is full. */
+static void retry_jit(cn_live_session *s, bool force)
+{
+    cn_sym_request reqs[SUBMIT_BATCH];
+    size_t idx[SUBMIT_BATCH];
+    int64_t now = cn_common_now_ns();
+    if (!s->sym || !s->n_retry || (!force && now - s->last_retry_ns < JIT_RECHECK_NS))
+        return;
+    s->last_retry_ns = now;
+    const res_src *last_src = NULL;
+    int64_t last_size = -1;
+    size_t n = 0, keep = 0;
+    for (size_t i = 0; i <= s->n_retry; i++) {
+        if (i < s->n_retry) {
+            const res_src *src = frame_src(s, s->retry[i].frame);
+            if (src && src != last_src) {
+                cn_sym_request q;
+                uint64_t size;
+                last_src = src;
+                last_size = frame_request(s, (size_t)s->retry[i].frame, &q) &&
+                                    cn_sym_perfmap_size(&q.obj, &size) == 0
+                                ? (int64_t)size
+                                : -1;
+            }
+            if (src && last_size > (int64_t)s->retry[i].map_bytes &&
+                frame_request(s, (size_t)s->retry[i].frame, &reqs[n])) {
+                idx[n++] = i;
+                continue;
+            }
+            if (!src)
+                continue; /* cannot happen for a frame that was submitted; forget it */
+            s->retry[keep++] = s->retry[i];
+        }
+        if (n == SUBMIT_BATCH || (i == s->n_retry && n)) {
+            if (cn_live__symbolizer_submit(s->sym, reqs, n) < 0) {
+                for (size_t k = 0; k < n; k++) /* full: they wait for the next check */
+                    s->retry[keep++] = s->retry[idx[k]];
+            } else {
+                s->sym_pending += n;
+                s->sym_failed -= s->sym_failed >= n ? n : s->sym_failed;
+            }
+            n = 0;
+        }
+    }
+    s->n_retry = keep;
+}
+
+/* Remembers an unresolved JIT frame for retry_jit. Returns false on ENOMEM. */
+static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
+{
+    if (s->n_retry == s->cap_retry) {
+        size_t cap = s->cap_retry ? s->cap_retry * 2 : 64;
+        jit_retry *r = realloc(s->retry, cap * sizeof(*r));
+        if (!r)
+            return false;
+        s->retry = r;
+        s->cap_retry = cap;
+    }
+    s->retry[s->n_retry++] = (jit_retry){.frame = frame, .map_bytes = map_bytes};
     return true;
 }
 
@@ -322,13 +499,23 @@ void cn_live_session_symbolize(cn_live_session *s)
     total = cn_agg_frame_count(s->p);
     while (s->next_frame < total) {
         size_t n = 0, f = s->next_frame;
+        uint64_t unresolvable = s->sym_unresolvable;
         for (; f < total && n < SUBMIT_BATCH; f++)
             n += frame_request(s, f, &reqs[n]);
-        if (cn_live__symbolizer_submit(s->sym, reqs, n) < 0)
-            return; /* full (or no memory): these frames go again on the next pump */
-        s->sym_pending += n;
+        int r = cn_live__symbolizer_submit(s->sym, reqs, n);
+        if (r == -EAGAIN) {
+            s->sym_unresolvable = unresolvable; /* counted again on the next pump */
+            break;                              /* full: these frames go again then */
+        }
+        if (r < 0) { /* out of memory: these frames' symbols are lost, and counted */
+            s->sym_failed += n;
+            s->errors += n;
+        } else {
+            s->sym_pending += n;
+        }
         s->next_frame = f;
     }
+    retry_jit(s, false);
 }
 
 /* Applies answers a[0, n) to at most `cap` frames' worth of batch/chains, starting at
@@ -344,9 +531,20 @@ static int apply_some(cn_live_session *s, const cn_sym_answer *a, size_t n, size
         if (res->status == 0 && res->depth > 0 && k + res->depth > cap_syms && nb > 0)
             break; /* the chain does not fit this round: the next one takes it */
         s->sym_pending -= s->sym_pending ? 1 : 0;
-        if (res->status < 0 || res->depth == 0 || res->depth > cap_syms ||
-            a[i].cookie >= cn_agg_frame_count(s->p)) {
+        if (a[i].cookie >= cn_agg_frame_count(s->p)) {
             s->sym_failed++;
+            continue;
+        }
+        if (res->status == -EINVAL) { /* an object the symbolizer cannot read */
+            s->sym_unresolvable++;
+            continue;
+        }
+        if (res->status < 0 || res->depth == 0 || res->depth > cap_syms) {
+            const res_src *src = frame_src(s, (int32_t)a[i].cookie);
+            s->sym_failed++;
+            if (res->status < 0 && src && src->obj->kind == CN_SMP_OBJ_JIT &&
+                !add_retry(s, (int32_t)a[i].cookie, res->map_bytes))
+                s->errors++; /* it will not be retried */
             continue;
         }
         batch[nb].frame = (int32_t)a[i].cookie;
@@ -396,6 +594,9 @@ int cn_live__session_apply_symbols(cn_live_session *s, const cn_sym_answer *a, s
     free(batch);
     free(chains);
     s->dirty = true;
+    /* A map that grew while these were looked up is read again now, not at the next
+     * check: a process that writes its map as it exits leaves no later chance to. */
+    retry_jit(s, true);
     return applied;
 }
 
@@ -511,7 +712,10 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
     }
     cn_agg_profile_free(s->p);
     free(s->obj_res);
+    for (size_t i = 0; i < s->n_res_obj; i++)
+        free(s->res_obj[i].jit_path);
     free(s->res_obj);
+    free(s->retry);
     free(s->id);
     free(s->name);
     free(s->event);
@@ -560,6 +764,7 @@ static void finish(cn_live_session *s, cn_live_state state)
     s->state = state;
     s->dirty = true;
     cn_live_session_symbolize(s);
+    retry_jit(s, true);
 }
 
 int cn_live_session_pump(cn_live_session *s)
@@ -620,8 +825,21 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->lost = c.lost;
         out->threads = c.threads;
     }
-    out->unsymbolized = s->sym_pending + s->sym_failed;
+    out->unsymbolized = s->sym_pending + s->sym_failed + s->sym_unresolvable;
+    out->sym_pending = s->sym_pending;
+    out->unresolved = s->sym_failed;
+    out->unresolvable = s->sym_unresolvable;
     out->errors = s->errors;
+    out->user_stacks = s->user_stacks;
+    out->unwind_outcomes = s->unwind_outcomes;
+    if (s->smp) {
+        cn_smp_counters c;
+        cn_smp_session_counters(s->smp, &c);
+        out->dwarf_unwinds = c.dwarf_unwinds;
+        out->cfi_unwinds = c.cfi_unwinds;
+        out->libunwind_unwinds = c.libunwind_unwinds;
+        out->unmapped = c.unmapped;
+    }
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;
 }
@@ -630,6 +848,10 @@ cn_agg_profile *cn_live_session_profile(cn_live_session *s)
 {
     /* The queue is empty outside pump and finish, which flush it before they return. */
     assert(s->npend == 0);
+    /* A session that stopped sampling is not pumped any more: a perf map that appears
+     * later (written at exit) is found when someone looks at the profile. */
+    if (s->state != CN_LIVE_RUNNING)
+        cn_live_session_symbolize(s);
     return s->p;
 }
 
@@ -700,6 +922,22 @@ json_t *cn_live_session_json(const cn_live_session *s)
         (json_int_t)i.unsymbolized, "memory", (json_int_t)i.memory, "memory_limited",
         i.memory_limited, "started", (json_int_t)i.started_unix, "duration_s",
         (double)i.duration_ns / 1e9, "owner", (json_int_t)i.owner);
+    /* docs/cli-live.md, "Session counters" */
+    json_t *more = json_pack(
+        "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:I}",
+        "user_stacks", (json_int_t)i.user_stacks, "unwind_outcomes", "complete",
+        (json_int_t)i.unwind_outcomes.complete, "truncated_stack",
+        (json_int_t)i.unwind_outcomes.truncated_stack, "no_cfi",
+        (json_int_t)i.unwind_outcomes.no_cfi, "read_fault",
+        (json_int_t)i.unwind_outcomes.read_fault, "other", (json_int_t)i.unwind_outcomes.other,
+        "unwinder", "dwarf", (json_int_t)i.dwarf_unwinds, "cfi", (json_int_t)i.cfi_unwinds,
+        "libunwind", (json_int_t)i.libunwind_unwinds, "unmapped", (json_int_t)i.unmapped, "symbols",
+        "pending", (json_int_t)i.sym_pending, "unresolved", (json_int_t)i.unresolved,
+        "unresolvable", (json_int_t)i.unresolvable, "errors", (json_int_t)i.errors);
+    if (!o || !more || json_object_update_new(o, more) < 0) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -746,6 +984,13 @@ static int write_meta(cn_live_session *s)
     r |= meta_seti(p, "canopy.session.dropped", (int64_t)i.dropped);
     r |= meta_seti(p, "canopy.session.threads", (int64_t)i.threads);
     r |= meta_seti(p, "canopy.session.memory_limited", i.memory_limited);
+    r |= meta_seti(p, "canopy.session.user_stacks", (int64_t)i.user_stacks);
+    r |= meta_seti(p, "canopy.session.unwind.complete", (int64_t)i.unwind_outcomes.complete);
+    r |= meta_seti(p, "canopy.session.unwind.truncated_stack",
+                   (int64_t)i.unwind_outcomes.truncated_stack);
+    r |= meta_seti(p, "canopy.session.unwind.no_cfi", (int64_t)i.unwind_outcomes.no_cfi);
+    r |= meta_seti(p, "canopy.session.unwind.read_fault", (int64_t)i.unwind_outcomes.read_fault);
+    r |= meta_seti(p, "canopy.session.unwind.other", (int64_t)i.unwind_outcomes.other);
     return r < 0 ? -ENOMEM : 0;
 }
 
@@ -864,6 +1109,13 @@ int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **
     s->dropped = (uint64_t)meta_geti(p, "canopy.session.dropped", 0);
     s->threads_saved = (uint64_t)meta_geti(p, "canopy.session.threads", 0);
     s->hit_memory_bound = meta_geti(p, "canopy.session.memory_limited", 0) != 0;
+    s->user_stacks = (uint64_t)meta_geti(p, "canopy.session.user_stacks", 0);
+    s->unwind_outcomes.complete = (uint64_t)meta_geti(p, "canopy.session.unwind.complete", 0);
+    s->unwind_outcomes.truncated_stack =
+        (uint64_t)meta_geti(p, "canopy.session.unwind.truncated_stack", 0);
+    s->unwind_outcomes.no_cfi = (uint64_t)meta_geti(p, "canopy.session.unwind.no_cfi", 0);
+    s->unwind_outcomes.read_fault = (uint64_t)meta_geti(p, "canopy.session.unwind.read_fault", 0);
+    s->unwind_outcomes.other = (uint64_t)meta_geti(p, "canopy.session.unwind.other", 0);
     if (!s->event || !s->path) {
         cn_live_session_free(s);
         return -ENOMEM;

@@ -26,6 +26,7 @@ struct cn_live_symbolizer {
     attached *sessions; /* registered sessions, in order of attachment */
     size_t n_sessions, cap_sessions;
     uint64_t next_tag;
+    uint64_t submits; /* successful submissions (flush loops while answers cause more) */
 };
 
 int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *err)
@@ -100,7 +101,9 @@ void cn_live__symbolizer_detach(cn_live_symbolizer *y, uint64_t tag)
 
 int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs, size_t n)
 {
-    return n ? cn_sym_worker_submit(y->worker, reqs, n) : 0;
+    int r = n ? cn_sym_worker_submit(y->worker, reqs, n) : 0;
+    y->submits += n && r == 0;
+    return r;
 }
 
 static cn_live_session *find_tag(const cn_live_symbolizer *y, uint64_t tag)
@@ -131,12 +134,22 @@ int cn_live_symbolizer_dispatch(cn_live_symbolizer *y)
     return applied;
 }
 
+/* Rounds of flushing: answers may submit again (a JIT frame whose perf map grew while it
+ * was looked up), and those answers are waited for too, a few rounds at most. */
+#define FLUSH_ROUNDS 4
+
 int cn_live_symbolizer_flush(cn_live_symbolizer *y, int timeout_ms)
 {
-    for (size_t i = 0; i < y->n_sessions; i++)
-        cn_live_session_symbolize(y->sessions[i].s);
-    int r = cn_sym_worker_drain(y->worker, timeout_ms);
-    while (cn_live_symbolizer_dispatch(y) > 0)
-        ;
+    int r = 0;
+    for (int round = 0; round < FLUSH_ROUNDS; round++) {
+        uint64_t before = y->submits;
+        for (size_t i = 0; i < y->n_sessions; i++)
+            cn_live_session_symbolize(y->sessions[i].s);
+        r = cn_sym_worker_drain(y->worker, timeout_ms);
+        while (cn_live_symbolizer_dispatch(y) > 0)
+            ;
+        if (r < 0 || y->submits == before)
+            break;
+    }
     return r;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NBUCKETS 1024
 
@@ -116,7 +117,11 @@ static char *make_key(const cn_sym_object *obj)
         if (obj->identity)
             n = asprintf(&key, "j:%s", obj->identity);
         else
-            n = asprintf(&key, "j:jit:%d:%s", (int)obj->pid, obj->path ? obj->path : "");
+            n = asprintf(&key, "j:jit:%d:%s:%lld", (int)obj->pid, obj->path ? obj->path : "",
+                         obj->has_owner ? (long long)obj->owner_uid : -1LL);
+        break;
+    case CN_SYM_VDSO:
+        n = asprintf(&key, "v:[vdso]");
         break;
     }
     return n < 0 ? NULL : key;
@@ -176,23 +181,95 @@ static cn_sym__obj *find_locked(cn_sym_cache *c, const char *key, uint64_t h)
     return NULL;
 }
 
-static int64_t file_size(const char *path)
+/* The pid of process pid inside its own pid namespace (the last NSpid of its status),
+ * which is the number in the name of the perf map it writes; pid when unknown. */
+static int32_t ns_pid(int32_t pid)
 {
-    struct stat st;
-    return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+    char path[64], line[256];
+    int32_t ns = pid;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return pid;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "NSpid:", 6) != 0)
+            continue;
+        char *p = line + 6, *end;
+        for (;;) {
+            long v = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            if (v > 0 && v <= INT32_MAX)
+                ns = (int32_t)v;
+            p = end;
+        }
+        break;
+    }
+    fclose(f);
+    return ns;
 }
 
+/* Whether process pid still exists (its /proc directory). */
+static bool proc_alive(int32_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    return pid > 0 && access(path, F_OK) == 0;
+}
+
+/* The perf map's path: the one given, else the one inside the process's root, else (it
+ * exited, and its root went with it) /tmp/perf-PID.map in ours. */
 static void jit_path(const cn_sym_object *obj, char *buf, size_t size)
 {
     if (obj->path)
         snprintf(buf, size, "%s", obj->path);
+    else if (proc_alive(obj->pid))
+        snprintf(buf, size, "/proc/%d/root/tmp/perf-%d.map", (int)obj->pid, (int)ns_pid(obj->pid));
     else
         snprintf(buf, size, "/tmp/perf-%d.map", (int)obj->pid);
 }
 
+int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
+{
+    char path[4096];
+    struct stat st;
+    if (!obj || obj->kind != CN_SYM_JIT || !cn_sym_object_valid(obj))
+        return -EINVAL;
+    jit_path(obj, path, sizeof(path));
+    if (lstat(path, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+/* The perf map's size now (lstat: the path itself, as it will be opened), or -1. */
+static int64_t jit_now(const cn_sym_object *obj)
+{
+    uint64_t size;
+    return cn_sym_perfmap_size(obj, &size) == 0 ? (int64_t)size : -1;
+}
+
+/* The uid a JIT object's perf map must belong to: the one given, else the owner of
+ * /proc/PID now, else (the process is gone) our own: a map nobody vouches for is only
+ * trusted when we wrote it, never when another user could have planted it. */
+static uint32_t jit_owner(const cn_sym_object *obj)
+{
+    char path[64];
+    struct stat st;
+    if (obj->has_owner)
+        return obj->owner_uid;
+    snprintf(path, sizeof(path), "/proc/%d", (int)obj->pid);
+    if (obj->pid > 0 && stat(path, &st) == 0)
+        return (uint32_t)st.st_uid;
+    return (uint32_t)geteuid();
+}
+
 /* Builds a new object (outside the lock). Always returns an object unless ENOMEM;
- * o->status says whether the load worked. */
-static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj)
+ * o->status says whether the load worked. prev (JIT, held by the caller, may be NULL) is
+ * the object it replaces: a grown perf map is read from where prev stopped. */
+static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym__obj *prev)
 {
     struct cn_sym_handle *h = calloc(1, sizeof(*h));
     if (!h)
@@ -223,17 +300,18 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj)
     case CN_SYM_JIT:
         o->is_exec_addr = 1;
         jit_path(obj, path, sizeof(path));
-        rc = cn_sym__read_file(path, CN_SYM__MAX_TEXT_FILE, &buf, &len);
-        if (rc == 0) {
-            o->jit_size = (int64_t)len;
-            rc = cn_sym__perfmap_parse(&o->syms, buf, len);
-        }
+        rc = cn_sym__perfmap_load(o, prev, path, jit_owner(obj));
         snprintf(o->source, sizeof(o->source), "perfmap");
+        break;
+    case CN_SYM_VDSO:
+        rc = cn_sym__vdso_load(o);
         break;
     }
     free(buf);
     if (rc < 0) {
+        int64_t jit_file_size = o->jit_file_size;
         cn_sym__obj_clear(o);
+        o->jit_file_size = jit_file_size; /* a failed map is retried when its size changes */
         if (rc == -ENOMEM) {
             obj_free(o);
             return NULL;
@@ -244,48 +322,64 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj)
     return o;
 }
 
-static int valid_object(const cn_sym_object *obj)
+bool cn_sym_object_valid(const cn_sym_object *obj)
 {
     if (!obj)
-        return 0;
+        return false;
     switch (obj->kind) {
     case CN_SYM_USER:
         return obj->path != NULL;
     case CN_SYM_KERNEL:
-        return 1;
+    case CN_SYM_VDSO:
+        return true;
     case CN_SYM_JIT:
         return obj->pid > 0 || obj->path != NULL;
     }
-    return 0;
+    return false;
 }
 
-int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle **out)
+/* Drops a reference taken under the lock. Caller holds the lock. */
+static void unref_locked(cn_sym_cache *c, cn_sym__obj *o)
 {
-    if (!c || !out || !valid_object(obj))
-        return -EINVAL;
+    assert(o->refs > 0); /* every put matches a get */
+    if (--o->refs == 0) {
+        if (((struct cn_sym_handle *)o)->detached)
+            obj_free(o);
+        else
+            evict(c);
+    }
+}
+
+/* A held reference to obj's object, loaded or failed (o->status), or -ENOMEM. */
+static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
+{
     char *key = make_key(obj);
     if (!key)
         return -ENOMEM;
     uint64_t h = hash_str(key);
-    int64_t jit_now = -1;
-    if (obj->kind == CN_SYM_JIT) {
-        char path[4096];
-        jit_path(obj, path, sizeof(path));
-        jit_now = file_size(path);
-    }
+    int64_t size_now = obj->kind == CN_SYM_JIT ? jit_now(obj) : -1;
     pthread_mutex_lock(&c->lock);
     cn_sym__obj *o = find_locked(c, key, h);
-    if (o && !(obj->kind == CN_SYM_JIT && jit_now > o->jit_size)) {
+    if (o) {
         o->refs++;
-        lru_unlink(o);
-        lru_push_front(c, o);
-        pthread_mutex_unlock(&c->lock);
-        free(key);
-        goto done;
+        if (!(obj->kind == CN_SYM_JIT && size_now != o->jit_file_size)) {
+            lru_unlink(o);
+            lru_push_front(c, o);
+            pthread_mutex_unlock(&c->lock);
+            free(key);
+            *out = o;
+            return 0;
+        }
     }
     pthread_mutex_unlock(&c->lock);
 
-    cn_sym__obj *fresh = load(c, obj);
+    /* o (held, or NULL) is a perf map whose size changed: read what was appended. */
+    cn_sym__obj *prev = o;
+    cn_sym__obj *fresh = load(c, obj, prev);
+    pthread_mutex_lock(&c->lock);
+    if (prev)
+        unref_locked(c, prev);
+    pthread_mutex_unlock(&c->lock);
     if (!fresh) {
         free(key);
         return -ENOMEM;
@@ -294,7 +388,7 @@ int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle *
     fresh->hash = h;
     pthread_mutex_lock(&c->lock);
     o = find_locked(c, key, h);
-    if (o && !(obj->kind == CN_SYM_JIT && fresh->jit_size > o->jit_size)) {
+    if (o && !(obj->kind == CN_SYM_JIT && fresh->jit_file_size != o->jit_file_size)) {
         obj_free(fresh); /* another thread won the race */
     } else {
         if (o) { /* a grown perf map replaces the old table */
@@ -318,7 +412,18 @@ int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle *
     o->refs++;
     evict(c);
     pthread_mutex_unlock(&c->lock);
-done:
+    *out = o;
+    return 0;
+}
+
+int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle **out)
+{
+    cn_sym__obj *o;
+    if (!c || !out || !cn_sym_object_valid(obj))
+        return -EINVAL;
+    int rc = acquire(c, obj, &o);
+    if (rc < 0)
+        return rc;
     if (o->status < 0) {
         int st = o->status;
         cn_sym_handle_put(c, (cn_sym_handle *)o);
@@ -333,13 +438,7 @@ void cn_sym_handle_put(cn_sym_cache *c, cn_sym_handle *h)
     if (!c || !h)
         return;
     pthread_mutex_lock(&c->lock);
-    assert(h->o.refs > 0); /* every put matches a get */
-    if (--h->o.refs == 0) {
-        if (h->detached)
-            obj_free(&h->o);
-        else
-            evict(c);
-    }
+    unref_locked(c, &h->o);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -463,21 +562,22 @@ static int resolve(cn_sym__obj *o, uint64_t addr, cn_sym_result *r)
 
 int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_sym_result *out)
 {
-    if (!c || !out || !valid_object(obj))
+    if (!c || !out || !cn_sym_object_valid(obj))
         return -EINVAL;
     memset(out, 0, sizeof(*out));
-    cn_sym_handle *h = NULL;
-    int rc = cn_sym_handle_get(c, obj, &h);
+    cn_sym__obj *o = NULL;
+    int rc = acquire(c, obj, &o);
     pthread_mutex_lock(&c->lock);
     c->stats.lookups++;
     pthread_mutex_unlock(&c->lock);
-    if (rc == -ENOMEM)
+    if (rc < 0)
         return rc;
-    if (rc < 0) {
-        out->status = rc;
-        return 0;
-    }
-    rc = resolve(&h->o, addr, out);
-    cn_sym_handle_put(c, h);
+    if (o->kind == CN_SYM_JIT && o->jit_file_size > 0)
+        out->map_bytes = (uint64_t)o->jit_file_size;
+    if (o->status < 0)
+        out->status = o->status;
+    else
+        rc = resolve(o, addr, out);
+    cn_sym_handle_put(c, (cn_sym_handle *)o);
     return rc;
 }

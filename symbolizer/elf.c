@@ -15,6 +15,7 @@
 #include <lzma.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -613,6 +614,39 @@ int cn_sym__elf_load_mem(cn_sym__obj *o, const void *data, size_t size)
     free(copy);
     if (rc < 0)
         cn_sym__obj_clear(o);
+    return rc;
+}
+
+/* Length of our own [vdso] mapping starting at addr, from /proc/self/maps; 0 if none. */
+static size_t own_vdso_len(uint64_t addr)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    size_t len = 0;
+    if (!f)
+        return 0;
+    while (!len && fgets(line, sizeof(line), f)) {
+        unsigned long long start, end;
+        if (sscanf(line, "%llx-%llx", &start, &end) == 2 && start == addr && end > start &&
+            strstr(line, "[vdso]"))
+            len = (size_t)(end - start);
+    }
+    fclose(f);
+    return len;
+}
+
+int cn_sym__vdso_load(cn_sym__obj *o)
+{
+    /* The kernel maps one vDSO image into every 64-bit process, so ours names the
+     * target's [vdso] frames. The image is copied (cn_sym__elf_load_mem) so that the
+     * object owns what it was built from. */
+    uint64_t own = getauxval(AT_SYSINFO_EHDR);
+    size_t len = own ? own_vdso_len(own) : 0;
+    if (!len)
+        return -ENOENT;
+    int rc = cn_sym__elf_load_mem(o, (const void *)(uintptr_t)own, len);
+    if (rc == 0)
+        snprintf(o->source, sizeof(o->source), "vdso");
     return rc;
 }
 

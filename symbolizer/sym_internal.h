@@ -78,7 +78,10 @@ typedef struct cn_sym__obj {
     int status; /* 0 loaded, or the negative errno of the failed load */
     /* What the object is, immutable after load. */
     cn_sym_kind kind;
-    int64_t jit_size; /* perf map size when loaded (re-read when it grows) */
+    int64_t jit_size;      /* JIT: perf map bytes parsed (whole lines) */
+    int64_t jit_file_size; /* JIT: the map's size when loaded (-1: none); reloaded when the
+                              size changes, reading only what was appended */
+    uint64_t jit_dev, jit_ino;
     cn_sym__table syms;
     cn_sym__segment seg[CN_SYM__MAX_SEGMENTS];
     size_t n_seg;
@@ -105,6 +108,15 @@ void cn_sym__obj_clear(cn_sym__obj *o);
 /* kallsyms and perf maps (textmaps.c), from a buffer. Return 0 or negative errno. */
 int cn_sym__kallsyms_parse(cn_sym__table *t, const char *buf, size_t len);
 int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len);
+/* Loads a JIT object's perf map at path into o->syms with the rules of cn_sym.h
+ * (O_NOFOLLOW | O_NONBLOCK, regular file owned by owner, bounded). When prev is the
+ * same file's earlier load, its symbols are kept and only the bytes appended since are
+ * read. Sets o->jit_file_size (-1 when the file could not be opened) even on error.
+ * Returns 0 or negative errno (-ELOOP symlink, -EINVAL not a regular file, -EPERM wrong
+ * owner, -ENOENT…). */
+int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner);
+/* The running kernel's vDSO from our own process into o (elf.c). */
+int cn_sym__vdso_load(cn_sym__obj *o);
 /* Reads at most max bytes of a (possibly /proc) file into a malloc'ed, NUL-terminated
  * buffer (caller frees). Returns 0 or negative errno. */
 int cn_sym__read_file(const char *path, size_t max, char **buf, size_t *len);

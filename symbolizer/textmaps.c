@@ -93,7 +93,8 @@ int cn_sym__kallsyms_parse(cn_sym__table *t, const char *buf, size_t len)
     return cn_sym__table_finish(t, 1u << 20, 0);
 }
 
-int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len)
+/* Adds the entries of buf's lines to t (not finished). */
+static int perfmap_add(cn_sym__table *t, const char *buf, size_t len)
 {
     const char *p = buf, *end = buf + len;
     while (p < end) {
@@ -120,7 +121,109 @@ int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len)
             return rc;
     }
     t->section_bytes += len;
-    return cn_sym__table_finish(t, 0, 1);
+    return 0;
+}
+
+int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len)
+{
+    int rc = perfmap_add(t, buf, len);
+    return rc < 0 ? rc : cn_sym__table_finish(t, 0, 1);
+}
+
+/* Copies prev's entries (already finished: sorted, aliases resolved) into t, in order,
+ * so that lines appended later still win over them. */
+static int perfmap_copy(cn_sym__table *t, const cn_sym__table *prev)
+{
+    for (size_t i = 0; i < prev->n; i++) {
+        const cn_sym__entry *e = &prev->e[i];
+        const char *name = prev->pool + e->name;
+        int rc = cn_sym__table_add(t, e->start, e->size, UINT64_MAX, name, strlen(name),
+                                   CN_SYM__BIND_GLOBAL);
+        if (rc < 0)
+            return rc;
+    }
+    t->section_bytes = prev->section_bytes;
+    return 0;
+}
+
+/* Reads [from, to) of fd into a malloc'ed buffer (caller frees). */
+static int read_range(int fd, uint64_t from, uint64_t to, char **out, size_t *len)
+{
+    size_t want = (size_t)(to - from), got = 0;
+    char *buf = malloc(want + 1);
+    if (!buf)
+        return -ENOMEM;
+    while (got < want) {
+        ssize_t r = pread(fd, buf + got, want - got, (off_t)(from + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = -errno;
+            free(buf);
+            return e;
+        }
+        if (r == 0)
+            break; /* truncated meanwhile: what was read is all there is */
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
+int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0;
+    int rc;
+    o->jit_file_size = -1;
+    /* O_NOFOLLOW: a symlink planted at the map's path is refused (ELOOP); O_NONBLOCK: a
+     * FIFO there cannot block the symbolizer before fstat rejects it. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
+        goto out;
+    }
+    o->jit_file_size = (int64_t)st.st_size;
+    o->jit_dev = (uint64_t)st.st_dev;
+    o->jit_ino = (uint64_t)st.st_ino;
+    if (st.st_uid != owner) { /* written by someone else than the target: not its names */
+        rc = -EPERM;
+        goto out;
+    }
+    uint64_t from = 0, to = (uint64_t)st.st_size;
+    if (to > CN_SYM__MAX_TEXT_FILE)
+        to = CN_SYM__MAX_TEXT_FILE;
+    bool grown = prev && prev->status == 0 && prev->jit_dev == o->jit_dev &&
+                 prev->jit_ino == o->jit_ino && (uint64_t)prev->jit_size <= to;
+    if (grown) {
+        rc = perfmap_copy(&o->syms, &prev->syms);
+        if (rc < 0)
+            goto out;
+        from = (uint64_t)prev->jit_size;
+    }
+    rc = read_range(fd, from, to, &buf, &len);
+    if (rc < 0)
+        goto out;
+    /* Only complete lines: a line being written now is read once it is finished. */
+    const char *nl = len ? memrchr(buf, '\n', len) : NULL;
+    size_t whole = nl ? (size_t)(nl - buf) + 1 : 0;
+    rc = perfmap_add(&o->syms, buf, whole);
+    if (rc == 0)
+        rc = cn_sym__table_finish(&o->syms, 0, 1);
+    o->jit_size = (int64_t)(from + whole);
+out:
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 int cn_sym__read_file(const char *path, size_t max, char **buf_out, size_t *len_out)

@@ -92,9 +92,10 @@ static void *worker_main(void *arg)
         for (size_t i = 0; i < n; i++) {
             ans[i].tag = batch[i].tag;
             ans[i].cookie = batch[i].cookie;
-            if (cn_sym_lookup(w->cache, &batch[i].obj, batch[i].addr, &ans[i].result) < 0) {
+            int rc = cn_sym_lookup(w->cache, &batch[i].obj, batch[i].addr, &ans[i].result);
+            if (rc < 0) { /* -EINVAL (an object it cannot read) or -ENOMEM */
                 memset(&ans[i].result, 0, sizeof(ans[i].result));
-                ans[i].result.status = -ENOMEM;
+                ans[i].result.status = rc;
             }
             req_free_strings(&batch[i]);
         }
@@ -174,12 +175,9 @@ int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n)
 {
     if (!w || (!reqs && n))
         return -EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        const cn_sym_object *o = &reqs[i].obj;
-        if ((o->kind == CN_SYM_USER && !o->path) ||
-            (o->kind == CN_SYM_JIT && o->pid <= 0 && !o->path) || o->kind > CN_SYM_JIT)
-            return -EINVAL;
-    }
+    /* Requests for objects the symbolizer cannot read are queued like the others and
+     * answered -EINVAL by the thread (cn_sym_lookup refuses them): one bad frame never
+     * holds back the rest of a batch (docs/cli-live.md, "Symbols"). */
     int rc = 0;
     pthread_mutex_lock(&w->lock);
     if (w->in_flight + n > w->max_pending) {

@@ -136,6 +136,16 @@ int cn_live_session_stop(cn_live_session *s);
  * symbolizer. */
 void cn_live_session_symbolize(cn_live_session *s);
 
+/* How the user-space unwinds of a session's samples ended (docs/cli-live.md, "Session
+ * counters"): over the samples that had user frames, they sum to user_stacks. */
+typedef struct cn_live_unwind_outcomes {
+    uint64_t complete;        /* reached the outermost frame (or the stack's end) */
+    uint64_t truncated_stack; /* the copied stack was too small (--stack-size) */
+    uint64_t no_cfi;          /* an address without unwind information, or unmapped */
+    uint64_t read_fault;      /* a memory read outside the stack copy failed */
+    uint64_t other;           /* deeper than the frame limit, another unwinder error */
+} cn_live_unwind_outcomes;
+
 typedef struct cn_live_session_info {
     const char *id, *name; /* owned by the session */
     cn_live_kind kind;
@@ -152,13 +162,26 @@ typedef struct cn_live_session_info {
     uint64_t lost;         /* records the kernel dropped */
     uint64_t dropped;      /* samples dropped because the memory bound was reached */
     uint64_t threads;      /* threads seen */
-    uint64_t unsymbolized; /* frames submitted and not yet resolved, plus unresolvable */
+    uint64_t unsymbolized; /* frames without a name yet: sym_pending + unresolved +
+                              unresolvable (anonymous-memory frames are not counted) */
+    uint64_t sym_pending;  /* frames submitted to the symbolizer, not answered yet */
+    uint64_t unresolved;   /* frames answered without a symbol (no symbol covers the
+                              address, the file could not be read; JIT frames waiting for
+                              their perf map to name them) */
+    uint64_t unresolvable; /* frames the symbolizer cannot take at all (their mapping's
+                              file could not be found): never submitted */
     uint64_t errors;       /* data lost to allocation failures after retrying: frames
                               whose object could not be mapped (they stay bare
                               addresses), symbol answers not applied (also counted in
                               unsymbolized) */
-    size_t memory;         /* profile bytes */
-    bool memory_limited;   /* the memory bound was reached */
+    uint64_t user_stacks;  /* samples delivered with user-space frames */
+    cn_live_unwind_outcomes unwind_outcomes; /* how their unwinds ended (sum: user_stacks) */
+    /* The sampler's unwinder counters (0 for a saved session): stacks unwound from their
+     * copy (dwarf, auto's fallback), of those wholly through compiled CFI rules or with
+     * libunwind, and user addresses outside every known mapping. */
+    uint64_t dwarf_unwinds, cfi_unwinds, libunwind_unwinds, unmapped;
+    size_t memory;       /* profile bytes */
+    bool memory_limited; /* the memory bound was reached */
 } cn_live_session_info;
 
 void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *out);

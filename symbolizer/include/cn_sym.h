@@ -48,6 +48,7 @@ typedef enum cn_sym_kind {
     CN_SYM_USER = 0, /* an ELF file; addresses are FILE OFFSETS into it */
     CN_SYM_KERNEL,   /* the kernel and its modules (/proc/kallsyms); absolute addresses */
     CN_SYM_JIT,      /* JIT code named by a perf map (/tmp/perf-PID.map); absolute addresses */
+    CN_SYM_VDSO,     /* the running kernel's vDSO; addresses are offsets into its image */
 } cn_sym_kind;
 
 /* Describes an object to symbolize. Nothing is owned; strings are copied when needed.
@@ -58,14 +59,26 @@ typedef enum cn_sym_kind {
  *   /proc/PID/root as well as in the host's directories.
  * - KERNEL: path NULL reads /proc/kallsyms (module symbols included); a non-NULL path
  *   names another file in kallsyms format (tests). identity NULL = "[kernel]".
- * - JIT: pid selects /tmp/perf-PID.map; path, when not NULL, overrides the map's path
- *   (e.g. /proc/PID/root/tmp/perf-NSPID.map for a container). The map is re-read when it
- *   grows. identity NULL = "jit:PID". */
+ * - JIT: pid selects the perf map /proc/PID/root/tmp/perf-NSPID.map (NSPID: the pid
+ *   inside the process's own pid namespace); path, when not NULL, overrides it (e.g.
+ *   /tmp/perf-PID.map for a process known to share our mount namespace: that path still
+ *   works after the process exited). The map is untrusted: it is opened with O_NOFOLLOW |
+ *   O_NONBLOCK (a symlink is refused, a FIFO never blocks), must be a regular file owned
+ *   by the target's uid (owner_uid when has_owner, else the owner of /proc/PID at read
+ *   time, else — the process exited — our own uid), and at most 256 MiB are read. Once
+ *   the process is gone, its root is too: the default path becomes /tmp/perf-PID.map.
+ *   When the map grows only the appended lines are read. identity NULL = "jit:PID".
+ * - VDSO: the vDSO image of the running kernel, which is the same in every (64-bit)
+ *   process: the symbolizer reads its own copy (getauxval(AT_SYSINFO_EHDR)); path, pid
+ *   and identity are ignored. Addresses are offsets into the image (the mapping's file
+ *   offsets, as for USER). */
 typedef struct cn_sym_object {
     cn_sym_kind kind;
     const char *path;
     const char *identity;
     int32_t pid;
+    bool has_owner;     /* JIT: owner_uid is the uid the perf map must belong to */
+    uint32_t owner_uid; /* JIT: see has_owner */
 } cn_sym_object;
 
 /* ---------------------------------------------------------------------------------------
@@ -87,6 +100,9 @@ typedef struct cn_sym_result {
     size_t depth;
     cn_sym_frame *chain; /* owned by the result */
     uint64_t sym_offset; /* address - start of the outer symbol (status 0) */
+    uint64_t map_bytes;  /* JIT: bytes of the perf map the lookup used (0: none could be
+                            read): a caller may retry an unresolved address once the map
+                            has grown past this */
 } cn_sym_result;
 
 /* Frees what a result owns and zeroes it. Accepts a zeroed result. */
@@ -144,13 +160,23 @@ void cn_sym_handle_put(cn_sym_cache *c, cn_sym_handle *h);
 int cn_sym_handle_symbol(const cn_sym_handle *h, uint64_t addr, const char **name, uint64_t *start,
                          uint64_t *size);
 
+/* Whether obj describes something this symbolizer can read (USER with a path, JIT with a
+ * pid or a path, KERNEL, VDSO). Requests for other objects are answered -EINVAL. */
+bool cn_sym_object_valid(const cn_sym_object *obj);
+
+/* The size of a JIT object's perf map as the symbolizer would read it (its path is not
+ * followed if it is a symlink), so that a caller can retry addresses once it grows past
+ * a result's map_bytes. Returns 0 and *size, -EINVAL (not a JIT object, or not a regular
+ * file), or the negative errno of lstat (-ENOENT: no map yet). */
+int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size);
+
 /* Counts for a handle's object (tests, benchmarks). */
 typedef struct cn_sym_object_info {
     size_t symbols;       /* entries in the sorted symbol table */
     size_t memory;        /* bytes the object holds */
     size_t section_bytes; /* sizes of the symbol and string sections it was built from */
     bool has_dwarf;       /* line/inline information found */
-    char source[16];      /* "symtab", "minidebug", "dynsym", "kallsyms", "perfmap", "" */
+    char source[16];      /* "symtab", "minidebug", "dynsym", "kallsyms", "perfmap", "vdso", "" */
 } cn_sym_object_info;
 void cn_sym_handle_info(const cn_sym_handle *h, cn_sym_object_info *out);
 
@@ -189,8 +215,11 @@ int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **o
 /* Stops the thread (pending requests are dropped), frees everything; accepts NULL. */
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w);
 
-/* Queues n requests (copied). Never waits on resolution. Returns 0, or -EAGAIN when the
- * pending bound would be exceeded (nothing queued), -ENOMEM, -EINVAL. */
+/* Queues n requests (copied). Never waits on resolution. A request the symbolizer cannot
+ * take (an object without the file its kind needs, an unknown kind) does not fail the
+ * batch: it is queued and answered with status -EINVAL, like any unresolved address.
+ * Returns 0, or -EAGAIN when the pending bound would be exceeded (nothing queued: retry
+ * later), -ENOMEM (nothing queued), -EINVAL (w NULL, or reqs NULL with n > 0). */
 int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n);
 
 /* The eventfd (O_NONBLOCK, O_CLOEXEC) that is readable while answers wait. Owned by the

@@ -30,3 +30,6 @@ add_dependencies(sym_query sym_test_binaries)
 if(TARGET test_symbolizer)
   add_dependencies(test_symbolizer sym_test_binaries)
 endif()
+
+# JIT code whose perf map is written late (tests/integration/test_symbolizer_jitmap.sh).
+cn_workload(wl_jitmap jitmap.c -fno-omit-frame-pointer)

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char bin_dir[4096];
@@ -144,7 +146,8 @@ static void test_perfmap(void **state)
                      "1000 10 LazyCompile:*foo file.js:1\n"
                      "3000 0 zero size skipped\n");
     cn_sym_cache *c = cn_sym_cache_new(NULL);
-    cn_sym_object o = {.kind = CN_SYM_JIT, .path = path, .pid = 1};
+    cn_sym_object o = {
+        .kind = CN_SYM_JIT, .path = path, .pid = 1, .has_owner = true, .owner_uid = getuid()};
     cn_sym_result r;
     assert_int_equal(cn_sym_lookup(c, &o, 0x100f, &r), 0);
     assert_int_equal(r.status, 0);
@@ -165,6 +168,121 @@ static void test_perfmap(void **state)
     cn_sym_result_clear(&r);
     cn_sym_cache_free(c);
     unlink(path);
+}
+
+/* The perf map's reading rules (cn_sym.h): no symlink followed, no FIFO blocking, the
+ * target's owner only, whole lines only, and only the appended part read again. */
+static void test_perfmap_rules(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_sym_rules_XXXXXX", map[4200], target[4200];
+    assert_non_null(mkdtemp(dir));
+    snprintf(map, sizeof(map), "%s/perf-1.map", dir);
+    snprintf(target, sizeof(target), "%s/elsewhere", dir);
+    write_file(target, "1000 10 secret\n");
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {
+        .kind = CN_SYM_JIT, .path = map, .pid = 1, .has_owner = true, .owner_uid = getuid()};
+    cn_sym_result r;
+    uint64_t size;
+
+    assert_int_equal(symlink(target, map), 0); /* a symlink is refused, never followed */
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0);
+    assert_int_equal(r.status, -ELOOP);
+    assert_int_equal(cn_sym_perfmap_size(&o, &size), -EINVAL);
+    unlink(map);
+
+    assert_int_equal(mkfifo(map, 0600), 0); /* a FIFO without a writer: must not block */
+    cn_sym_cache_free(c); /* (a failed map is only re-read when its size changes) */
+    c = cn_sym_cache_new(NULL);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0);
+    assert_int_equal(r.status, -EINVAL);
+    unlink(map);
+
+    write_file(map, "1000 10 mine\n2000 10 par"); /* the last line is not finished */
+    o.owner_uid = getuid() + 1;                   /* someone else's map */
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0);
+    assert_int_equal(r.status, -EPERM);
+    o.owner_uid = getuid();
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "mine");
+    assert_int_equal(r.map_bytes, strlen("1000 10 mine\n2000 10 par"));
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x2001, &r), 0);
+    assert_int_equal(r.status, -ENOENT); /* half a line is not read */
+
+    FILE *f = fopen(map, "a");
+    fputs("tial\n3000 10 third\n", f);
+    fclose(f);
+    assert_int_equal(cn_sym_perfmap_size(&o, &size), 0);
+    assert_true(size > r.map_bytes);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x2001, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "partial");
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0); /* kept from the first read */
+    assert_string_equal(r.chain[0].name, "mine");
+    cn_sym_result_clear(&r);
+    cn_sym_handle *h;
+    assert_int_equal(cn_sym_handle_get(c, &o, &h), 0);
+    cn_sym_object_info info;
+    cn_sym_handle_info(h, &info);
+    assert_int_equal(info.symbols, 3);
+    cn_sym_handle_put(c, h);
+
+    cn_sym_cache_free(c);
+    unlink(map);
+    unlink(target);
+    rmdir(dir);
+}
+
+/* [vdso] frames: the kernel's image, read from our own process. */
+static void test_vdso(void **state)
+{
+    (void)state;
+    uint64_t base = getauxval(AT_SYSINFO_EHDR);
+    if (!base)
+        skip(); /* no vDSO on this kernel */
+    /* Find clock_gettime's offset in the image with libelf, as the sampler reports it
+     * (an offset into the mapping). The ELF header says how far the image reaches. */
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(uintptr_t)base;
+    size_t len = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_memory((char *)(uintptr_t)base, len);
+    assert_non_null(elf);
+    uint64_t off = 0, load_vaddr = UINT64_MAX;
+    size_t nph = 0;
+    elf_getphdrnum(elf, &nph);
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && load_vaddr == UINT64_MAX)
+            load_vaddr = ph.p_vaddr - ph.p_offset;
+    }
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Sym sym;
+            const char *name =
+                gelf_getsym(d, (int)i, &sym) ? elf_strptr(elf, sh.sh_link, sym.st_name) : NULL;
+            if (name && strstr(name, "clock_gettime") && sym.st_value)
+                off = sym.st_value - load_vaddr;
+        }
+    }
+    elf_end(elf);
+    assert_true(off > 0);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {.kind = CN_SYM_VDSO}; /* no path: the image is the kernel's */
+    assert_true(cn_sym_object_valid(&o));
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, off + 1, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.chain[0].name, "clock_gettime"));
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
 }
 
 static void test_kallsyms(void **state)
@@ -405,6 +523,42 @@ static void test_worker(void **state)
     cn_sym_cache_free(c);
 }
 
+/* A request the symbolizer cannot take is answered -EINVAL; the others in its batch are
+ * resolved as usual (it used to fail the whole batch, forever). */
+static void test_worker_bad_frame(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char path[4200];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t size, off = sym_offset(path, "work_b", &size);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_worker *w;
+    assert_int_equal(cn_sym_worker_new(c, 0, &w), 0);
+    cn_sym_request reqs[3] = {
+        {.cookie = 0, .obj = {.kind = CN_SYM_USER, .path = path}, .addr = off},
+        {.cookie = 1, .obj = {.kind = CN_SYM_USER, .path = NULL}, .addr = 0xb46},
+        {.cookie = 2, .obj = {.kind = CN_SYM_USER, .path = path}, .addr = off + 1},
+    };
+    assert_false(cn_sym_object_valid(&reqs[1].obj));
+    assert_int_equal(cn_sym_worker_submit(w, reqs, 3), 0);
+    assert_int_equal(cn_sym_worker_drain(w, 20000), 0);
+    cn_sym_batch *b;
+    assert_int_equal(cn_sym_worker_take(w, &b), 3);
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->answers[i].cookie == 1) {
+            assert_int_equal(b->answers[i].result.status, -EINVAL);
+        } else {
+            assert_int_equal(b->answers[i].result.status, 0);
+            assert_string_equal(b->answers[i].result.chain[0].name, "work_b");
+        }
+    }
+    cn_sym_batch_free(b);
+    cn_sym_worker_free(w);
+    cn_sym_cache_free(c);
+}
+
 /* --- a live tree keeps a held focus path valid while symbols arrive ----------------- */
 
 static double focus_total(cn_agg_profile *p, const cn_agg_transform *t)
@@ -522,7 +676,8 @@ int main(void)
         cmocka_unit_test(test_perfmap),      cmocka_unit_test(test_kallsyms),
         cmocka_unit_test(test_elf_objects),  cmocka_unit_test(test_corrupt_elf),
         cmocka_unit_test(test_cache_bound),  cmocka_unit_test(test_worker),
-        cmocka_unit_test(test_live_regroup),
+        cmocka_unit_test(test_live_regroup), cmocka_unit_test(test_perfmap_rules),
+        cmocka_unit_test(test_vdso),         cmocka_unit_test(test_worker_bad_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
