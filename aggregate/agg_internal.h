@@ -15,59 +15,6 @@
 
 #include "cn_agg.h"
 
-/* ---- growable arrays -------------------------------------------------------------- */
-
-/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling).
- * Returns 0 or -ENOMEM (then *data is unchanged). */
-int cn_agg__grow(void **data, size_t *cap, size_t need, size_t elem);
-
-#define CN_AGG__RESERVE(arr, cap, need)                                                            \
-    cn_agg__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
-
-/* ---- uint64 -> int32 open-addressing map ------------------------------------------ */
-
-typedef struct cn_agg__u64map {
-    uint64_t *keys;
-    int32_t *vals; /* -1 = empty slot */
-    size_t mask;   /* capacity - 1 (power of two), 0 when unallocated */
-    size_t count;
-} cn_agg__u64map;
-
-static inline uint64_t cn_agg__mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static inline uint64_t cn_agg__pair(int32_t a, int32_t b)
-{
-    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-}
-
-/* Returns the value for key, or -1. */
-static inline int32_t cn_agg__u64map_get(const cn_agg__u64map *m, uint64_t key)
-{
-    if (!m->mask)
-        return -1;
-    size_t i = cn_agg__mix64(key) & m->mask;
-    for (;;) {
-        int32_t v = m->vals[i];
-        if (v < 0 || m->keys[i] == key)
-            return v;
-        i = (i + 1) & m->mask;
-    }
-}
-
-/* Inserts (key, val >= 0); key must be absent. Returns 0 or -ENOMEM. */
-int cn_agg__u64map_put(cn_agg__u64map *m, uint64_t key, int32_t val);
-/* Pre-sizes for n entries. Returns 0 or -ENOMEM. */
-int cn_agg__u64map_reserve(cn_agg__u64map *m, size_t n);
-void cn_agg__u64map_clear(cn_agg__u64map *m); /* frees */
-
 /* ---- id set with keys stored elsewhere -------------------------------------------- */
 
 /* Slots hold (hash, id); equality is asked of the caller through eq(ctx, id, key). */
@@ -141,13 +88,13 @@ struct cn_agg_profile {
     size_t n_frame, cap_frame;
     int32_t *chain_pool;
     size_t chain_len, chain_cap;
-    cn_agg__idset frame_index;         /* frames of known funcs by (func, res, addr, line) */
-    cn_agg__u64map native_frame_index; /* (res, offset) for native frames */
+    cn_agg__idset frame_index;    /* frames of known funcs by (func, res, addr, line) */
+    cn_u64map native_frame_index; /* (res, offset) for native frames */
 
     /* stacks */
     int32_t *stack_prefix, *stack_frame;
     size_t n_stack, cap_stack;
-    cn_agg__u64map stack_index; /* (prefix, frame) */
+    cn_u64map stack_index; /* (prefix, frame) */
     cn_agg__stack_cache cache;
 
     /* samples, kept sorted by time (sorted_upto marks the sorted prefix) */
@@ -162,15 +109,15 @@ struct cn_agg_profile {
     int32_t *acc_stack, *acc_thread;
     double *acc_weight;
     size_t n_acc, cap_acc;
-    cn_agg__u64map acc_index; /* (stack, thread) */
+    cn_u64map acc_index; /* (stack, thread) */
 
     /* threads and processes */
     int32_t *thr_pid, *thr_tid, *thr_name; /* name: string id or -1 */
     size_t n_thr, cap_thr;
-    cn_agg__u64map thr_index; /* (pid, tid) */
+    cn_u64map thr_index; /* (pid, tid) */
     int32_t *proc_pid, *proc_name;
     size_t n_proc, cap_proc;
-    cn_agg__u64map proc_index; /* pid -> row */
+    cn_u64map proc_index; /* pid -> row */
 
     /* metadata */
     cn_agg_unit unit;
@@ -184,8 +131,8 @@ struct cn_agg_profile {
     size_t n_rename, cap_rename;
     int32_t *rename_pool;
     size_t rename_pool_len, rename_pool_cap;
-    cn_agg__u64map rename_index;   /* old name -> row */
-    cn_agg__u64map rename_targets; /* names that occur in some row's new names -> 1 */
+    cn_u64map rename_index;   /* old name -> row */
+    cn_u64map rename_targets; /* names that occur in some row's new names -> 1 */
 
     /* bumped by every change that invalidates derived data (regroup) */
     uint64_t func_generation;
@@ -204,36 +151,6 @@ int32_t cn_agg__string_find(const cn_agg_profile *p, const char *s, size_t len);
 
 /* Sorts samples by time (stable) if appends arrived out of order. */
 void cn_agg__samples_sort(cn_agg_profile *p);
-
-/* ---- line iteration (the .canopy reader) ----------------------------------------- */
-
-typedef struct cn_agg__lines {
-    const char *pos, *end;
-    size_t lineno; /* 1-based number of the line last returned */
-} cn_agg__lines;
-
-static inline void cn_agg__lines_init(cn_agg__lines *it, const char *data, size_t len)
-{
-    it->pos = data;
-    it->end = data + len;
-    it->lineno = 0;
-}
-
-/* The next line without its "\n" or "\r\n". Returns false at the end. */
-static inline bool cn_agg__lines_next(cn_agg__lines *it, const char **line, size_t *len)
-{
-    if (it->pos >= it->end)
-        return false;
-    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
-    const char *stop = nl ? nl : it->end;
-    *line = it->pos;
-    *len = (size_t)(stop - it->pos);
-    if (*len && (*line)[*len - 1] == '\r')
-        (*len)--;
-    it->pos = nl ? nl + 1 : it->end;
-    it->lineno++;
-    return true;
-}
 
 /* ---- query engine ---- */
 /* (implemented in query.c) The query cache keeps the ungrouped func-level base table

@@ -201,7 +201,7 @@ typedef struct rd {
     cn_agg_profile *p;
     const char *name;
     cn_err *err;
-    cn_agg__lines it;
+    cn_lines it;
     const char *line; /* current line and the parse position in it */
     size_t len, pos;
     char *sbuf; /* unescaped string */
@@ -222,7 +222,7 @@ __attribute__((format(printf, 2, 3))) static int bad(rd *r, const char *fmt, ...
 
 static int next_line(rd *r)
 {
-    if (!cn_agg__lines_next(&r->it, &r->line, &r->len))
+    if (!cn_lines_next(&r->it, &r->line, &r->len))
         return bad(r, "unexpected end of file (truncated .canopy)");
     r->pos = 0;
     return 0;
@@ -320,7 +320,7 @@ static int read_strings(rd *r)
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if ((rc = next_line(r)) < 0)
             return rc;
-        if (CN_AGG__RESERVE(r->sbuf, r->sbuf_cap, r->len + 1) < 0)
+        if (CN_RESERVE(r->sbuf, r->sbuf_cap, r->len + 1) < 0)
             return -ENOMEM;
         size_t k = 0;
         for (size_t j = 0; j < r->len; j++) {
@@ -391,7 +391,7 @@ static int set_chain(rd *r, int32_t f, const int32_t *chain, size_t depth)
         return 0;
     if (p->chain_len + depth > INT32_MAX)
         return -ENOSPC;
-    if (CN_AGG__RESERVE(p->chain_pool, p->chain_cap, p->chain_len + depth) < 0)
+    if (CN_RESERVE(p->chain_pool, p->chain_cap, p->chain_len + depth) < 0)
         return -ENOMEM;
     memcpy(p->chain_pool + p->chain_len, chain, depth * sizeof(*chain));
     p->frame_chain[f] = (int32_t)p->chain_len;
@@ -416,7 +416,7 @@ static int read_frames(rd *r)
             (rc = get_i32(r, INT32_MIN, INT32_MAX, &line)) < 0 ||
             (rc = get_i32(r, 1, MAX_CHAIN, &depth)) < 0)
             return rc;
-        if (CN_AGG__RESERVE(r->ints, r->ints_cap, (size_t)depth) < 0)
+        if (CN_RESERVE(r->ints, r->ints_cap, (size_t)depth) < 0)
             return -ENOMEM;
         for (int32_t d = 0; d < depth; d++)
             if ((rc = get_i32(r, 0, (int64_t)r->p->n_func - 1, &r->ints[d])) < 0)
@@ -517,11 +517,9 @@ static int read_renames(rd *r)
             (rc = get_i32(r, 0, 1 << 20, &cnt)) < 0)
             return rc;
         size_t c1 = p->cap_rename, c2 = p->cap_rename, c3 = p->cap_rename;
-        if (CN_AGG__RESERVE(p->rename_old, c1, i + 1) < 0 ||
-            CN_AGG__RESERVE(p->rename_off, c2, i + 1) < 0 ||
-            CN_AGG__RESERVE(p->rename_cnt, c3, i + 1) < 0 ||
-            CN_AGG__RESERVE(p->rename_pool, p->rename_pool_cap, p->rename_pool_len + (size_t)cnt) <
-                0)
+        if (CN_RESERVE(p->rename_old, c1, i + 1) < 0 || CN_RESERVE(p->rename_off, c2, i + 1) < 0 ||
+            CN_RESERVE(p->rename_cnt, c3, i + 1) < 0 ||
+            CN_RESERVE(p->rename_pool, p->rename_pool_cap, p->rename_pool_len + (size_t)cnt) < 0)
             return -ENOMEM;
         p->cap_rename = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
         if (p->rename_pool_len + (size_t)cnt > INT32_MAX)
@@ -576,14 +574,13 @@ static int read_samples(rd *r)
             (rc = get_i32(r, -1, (int64_t)p->n_thr - 1, &thread)) < 0 ||
             (rc = get_double(r, &weight)) < 0 || (rc = end_of_line(r)) < 0)
             return rc;
-        uint64_t key = cn_agg__pair(stack, thread);
-        if (cn_agg__u64map_get(&p->acc_index, key) >= 0)
+        uint64_t key = cn_pair(stack, thread);
+        if (cn_u64map_get(&p->acc_index, key) >= 0)
             return bad(r, "accumulator row for stack %d thread %d appears twice", stack, thread);
         size_t c1 = p->cap_acc, c2 = p->cap_acc, c3 = p->cap_acc;
-        if (CN_AGG__RESERVE(p->acc_stack, c1, i + 1) < 0 ||
-            CN_AGG__RESERVE(p->acc_thread, c2, i + 1) < 0 ||
-            CN_AGG__RESERVE(p->acc_weight, c3, i + 1) < 0 ||
-            cn_agg__u64map_put(&p->acc_index, key, (int32_t)i) < 0)
+        if (CN_RESERVE(p->acc_stack, c1, i + 1) < 0 || CN_RESERVE(p->acc_thread, c2, i + 1) < 0 ||
+            CN_RESERVE(p->acc_weight, c3, i + 1) < 0 ||
+            cn_u64map_put(&p->acc_index, key, (int32_t)i) < 0)
             return -ENOMEM;
         p->cap_acc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
         p->acc_stack[i] = stack;
@@ -638,7 +635,7 @@ int cn_agg_canopy_read(const char *data, size_t len, const char *name, cn_agg_pr
 {
     rd r = {.name = name, .err = err};
     int rc;
-    cn_agg__lines_init(&r.it, data, len);
+    cn_lines_init(&r.it, data, len);
     r.p = cn_agg_profile_new();
     if (!r.p) {
         rc = -ENOMEM;

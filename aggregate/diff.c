@@ -67,7 +67,7 @@ static int32_t parent_id(const depth_ids *d, int depth, int32_t none)
 
 static int set_id(depth_ids *d, int depth, int32_t id)
 {
-    if (CN_AGG__RESERVE(d->ids, d->cap, (size_t)depth + 1) < 0)
+    if (CN_RESERVE(d->ids, d->cap, (size_t)depth + 1) < 0)
         return -ENOMEM;
     d->ids[depth] = id;
     return 0;
@@ -237,7 +237,7 @@ typedef struct merger {
     cn_agg_node *nodes;
     cn_agg_diff_vals *vals;
     size_t n, cap, cap_vals;
-    cn_agg__u64map index; /* (parent + 1, func) -> node */
+    cn_u64map index; /* (parent + 1, func) -> node */
     /* merge_tree's walk: the side's tree and weights, the merged node at each depth */
     const cn_agg_tree *t;
     bool is_base;
@@ -247,18 +247,18 @@ typedef struct merger {
 
 static int32_t merge_node(merger *m, int32_t parent, int32_t func)
 {
-    uint64_t key = cn_agg__pair(parent + 1, func);
-    int32_t n = cn_agg__u64map_get(&m->index, key);
+    uint64_t key = cn_pair(parent + 1, func);
+    int32_t n = cn_u64map_get(&m->index, key);
     if (n >= 0)
         return n;
-    if (CN_AGG__RESERVE(m->nodes, m->cap, m->n + 1) < 0 ||
-        CN_AGG__RESERVE(m->vals, m->cap_vals, m->n + 1) < 0)
+    if (CN_RESERVE(m->nodes, m->cap, m->n + 1) < 0 ||
+        CN_RESERVE(m->vals, m->cap_vals, m->n + 1) < 0)
         return -ENOMEM;
     n = (int32_t)m->n++;
     m->nodes[n] =
         (cn_agg_node){.func = func, .parent = parent, .first_child = -1, .next_sibling = -1};
     memset(&m->vals[n], 0, sizeof(m->vals[n]));
-    if (cn_agg__u64map_put(&m->index, key, n) < 0)
+    if (cn_u64map_put(&m->index, key, n) < 0)
         return -ENOMEM;
     return n;
 }
@@ -490,7 +490,7 @@ fail:
     free(m.nodes);
     free(m.vals);
     free(m.node_at.ids);
-    cn_agg__u64map_clear(&m.index);
+    cn_u64map_clear(&m.index);
     cn_agg_tree_free(tb);
     cn_agg_tree_free(tn);
     cn_agg_diff_free(r);

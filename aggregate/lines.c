@@ -13,19 +13,19 @@
 #include "q_engine.h"
 
 typedef struct acc {
-    cn_agg__u64map index;
+    cn_u64map index;
     cn_agg_line_row *rows;
     size_t n, cap;
 } acc;
 
 static int acc_add(acc *a, int64_t key, double w)
 {
-    int32_t r = cn_agg__u64map_get(&a->index, (uint64_t)key);
+    int32_t r = cn_u64map_get(&a->index, (uint64_t)key);
     if (r < 0) {
-        if (CN_AGG__RESERVE(a->rows, a->cap, a->n + 1) < 0)
+        if (CN_RESERVE(a->rows, a->cap, a->n + 1) < 0)
             return -ENOMEM;
         r = (int32_t)a->n;
-        if (cn_agg__u64map_put(&a->index, (uint64_t)key, r) < 0)
+        if (cn_u64map_put(&a->index, (uint64_t)key, r) < 0)
             return -ENOMEM;
         a->rows[a->n++] = (cn_agg_line_row){.key = key, .self = 0};
     }
@@ -112,8 +112,8 @@ int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
 out:
     free(la.rows);
     free(aa.rows);
-    cn_agg__u64map_clear(&la.index);
-    cn_agg__u64map_clear(&aa.index);
+    cn_u64map_clear(&la.index);
+    cn_u64map_clear(&aa.index);
     cn_agg__qrun_free(&run);
     return rc;
 }

@@ -61,10 +61,10 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->frame_key_func);
     free(p->chain_pool);
     cn_agg__idset_clear(&p->frame_index);
-    cn_agg__u64map_clear(&p->native_frame_index);
+    cn_u64map_clear(&p->native_frame_index);
     free(p->stack_prefix);
     free(p->stack_frame);
-    cn_agg__u64map_clear(&p->stack_index);
+    cn_u64map_clear(&p->stack_index);
     free(p->cache.slots);
     free(p->s_stack);
     free(p->s_thread);
@@ -74,22 +74,22 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->acc_stack);
     free(p->acc_thread);
     free(p->acc_weight);
-    cn_agg__u64map_clear(&p->acc_index);
+    cn_u64map_clear(&p->acc_index);
     free(p->thr_pid);
     free(p->thr_tid);
     free(p->thr_name);
-    cn_agg__u64map_clear(&p->thr_index);
+    cn_u64map_clear(&p->thr_index);
     free(p->proc_pid);
     free(p->proc_name);
-    cn_agg__u64map_clear(&p->proc_index);
+    cn_u64map_clear(&p->proc_index);
     free(p->meta_key);
     free(p->meta_val);
     free(p->rename_old);
     free(p->rename_off);
     free(p->rename_cnt);
     free(p->rename_pool);
-    cn_agg__u64map_clear(&p->rename_index);
-    cn_agg__u64map_clear(&p->rename_targets);
+    cn_u64map_clear(&p->rename_index);
+    cn_u64map_clear(&p->rename_targets);
     cn_agg__qcache_free(p->qcache);
     free(p);
     return NULL;
@@ -142,8 +142,8 @@ int32_t cn_agg_string(cn_agg_profile *p, const char *s, size_t len)
     if (p->n_str >= INT32_MAX)
         return -ENOSPC;
     size_t cap_len = p->cap_str;
-    if (CN_AGG__RESERVE(p->str, p->cap_str, p->n_str + 1) < 0 ||
-        CN_AGG__RESERVE(p->str_len, cap_len, p->n_str + 1) < 0)
+    if (CN_RESERVE(p->str, p->cap_str, p->n_str + 1) < 0 ||
+        CN_RESERVE(p->str_len, cap_len, p->n_str + 1) < 0)
         return -ENOMEM;
     p->cap_str = cap_len < p->cap_str ? cap_len : p->cap_str;
     char *copy = arena_copy(p, s, len);
@@ -202,8 +202,8 @@ static bool res_eq(const void *ctx, int32_t id, const void *key)
 static int reserve_resources(cn_agg_profile *p, size_t n)
 {
     size_t c1 = p->cap_res, c2 = p->cap_res, c3 = p->cap_res, c4 = p->cap_res;
-    if (CN_AGG__RESERVE(p->res_name, c1, n) < 0 || CN_AGG__RESERVE(p->res_identity, c2, n) < 0 ||
-        CN_AGG__RESERVE(p->res_path, c3, n) < 0 || CN_AGG__RESERVE(p->res_kind, c4, n) < 0)
+    if (CN_RESERVE(p->res_name, c1, n) < 0 || CN_RESERVE(p->res_identity, c2, n) < 0 ||
+        CN_RESERVE(p->res_path, c3, n) < 0 || CN_RESERVE(p->res_kind, c4, n) < 0)
         return -ENOMEM;
     p->cap_res = c1;
     if (c2 < p->cap_res)
@@ -226,7 +226,7 @@ int32_t cn_agg_resource(cn_agg_profile *p, const char *name, const char *identit
     if (name_id < 0 || ident_id < -1 || path_id < -1)
         return -ENOMEM;
     struct res_key key = {ident_id >= 0 ? ident_id : name_id, ident_id >= 0};
-    uint32_t h = (uint32_t)cn_agg__mix64(cn_agg__pair(key.key_str, key.by_identity));
+    uint32_t h = (uint32_t)cn_mix64(cn_pair(key.key_str, key.by_identity));
     int32_t id = cn_agg__idset_find(&p->res_index, h, res_eq, p, &key);
     if (id >= 0)
         return id;
@@ -288,15 +288,15 @@ static bool func_eq(const void *ctx, int32_t id, const void *key)
 
 static uint32_t func_hash(const struct func_key *k)
 {
-    return (uint32_t)cn_agg__mix64(cn_agg__pair(k->name, k->res) ^
-                                   ((uint64_t)(uint32_t)k->file * 0x9e3779b97f4a7c15ULL));
+    return (uint32_t)cn_mix64(cn_pair(k->name, k->res) ^
+                              ((uint64_t)(uint32_t)k->file * 0x9e3779b97f4a7c15ULL));
 }
 
 static int reserve_funcs(cn_agg_profile *p, size_t n)
 {
     size_t c1 = p->cap_func, c2 = p->cap_func, c3 = p->cap_func, c4 = p->cap_func;
-    if (CN_AGG__RESERVE(p->func_name, c1, n) < 0 || CN_AGG__RESERVE(p->func_res, c2, n) < 0 ||
-        CN_AGG__RESERVE(p->func_file, c3, n) < 0 || CN_AGG__RESERVE(p->func_line, c4, n) < 0)
+    if (CN_RESERVE(p->func_name, c1, n) < 0 || CN_RESERVE(p->func_res, c2, n) < 0 ||
+        CN_RESERVE(p->func_file, c3, n) < 0 || CN_RESERVE(p->func_line, c4, n) < 0)
         return -ENOMEM;
     p->cap_func = c1 < c2 ? c1 : c2;
     p->cap_func = p->cap_func < c3 ? p->cap_func : c3;
@@ -391,11 +391,9 @@ static int reserve_frames(cn_agg_profile *p, size_t n)
 {
     size_t c[6] = {p->cap_frame, p->cap_frame, p->cap_frame,
                    p->cap_frame, p->cap_frame, p->cap_frame};
-    if (CN_AGG__RESERVE(p->frame_res, c[0], n) < 0 || CN_AGG__RESERVE(p->frame_line, c[1], n) < 0 ||
-        CN_AGG__RESERVE(p->frame_chain, c[2], n) < 0 ||
-        CN_AGG__RESERVE(p->frame_addr, c[3], n) < 0 ||
-        CN_AGG__RESERVE(p->frame_depth, c[4], n) < 0 ||
-        CN_AGG__RESERVE(p->frame_key_func, c[5], n) < 0)
+    if (CN_RESERVE(p->frame_res, c[0], n) < 0 || CN_RESERVE(p->frame_line, c[1], n) < 0 ||
+        CN_RESERVE(p->frame_chain, c[2], n) < 0 || CN_RESERVE(p->frame_addr, c[3], n) < 0 ||
+        CN_RESERVE(p->frame_depth, c[4], n) < 0 || CN_RESERVE(p->frame_key_func, c[5], n) < 0)
         return -ENOMEM;
     size_t m = c[0];
     for (int i = 1; i < 6; i++)
@@ -409,7 +407,7 @@ static int64_t chain_append(cn_agg_profile *p, const int32_t *funcs, size_t n)
 {
     if (p->chain_len + n > INT32_MAX)
         return -ENOSPC;
-    if (CN_AGG__RESERVE(p->chain_pool, p->chain_cap, p->chain_len + n) < 0)
+    if (CN_RESERVE(p->chain_pool, p->chain_cap, p->chain_len + n) < 0)
         return -ENOMEM;
     memcpy(p->chain_pool + p->chain_len, funcs, n * sizeof(*funcs));
     int64_t off = (int64_t)p->chain_len;
@@ -442,8 +440,8 @@ int32_t cn_agg_frame(cn_agg_profile *p, int32_t func, int32_t resource, int64_t 
     if (!func_ok(p, func) || (resource >= 0 && !res_ok(p, resource)))
         return -EINVAL;
     struct frame_key key = {func, resource < 0 ? -1 : resource, line, address};
-    uint32_t h = (uint32_t)cn_agg__mix64(cn_agg__pair(func, key.res) ^
-                                         cn_agg__mix64((uint64_t)address ^ (uint64_t)line << 48));
+    uint32_t h = (uint32_t)cn_mix64(cn_pair(func, key.res) ^
+                                    cn_mix64((uint64_t)address ^ (uint64_t)line << 48));
     int32_t id = cn_agg__idset_find(&p->frame_index, h, frame_eq, p, &key);
     if (id >= 0)
         return id;
@@ -459,7 +457,7 @@ int32_t cn_agg_frame(cn_agg_profile *p, int32_t func, int32_t resource, int64_t 
  * two; the stored frame is compared exactly, and collisions probe a second key. */
 static uint64_t native_key(int32_t res, uint64_t offset, uint32_t salt)
 {
-    return cn_agg__mix64(offset + salt) ^ ((uint64_t)(uint32_t)res << 32 | salt);
+    return cn_mix64(offset + salt) ^ ((uint64_t)(uint32_t)res << 32 | salt);
 }
 
 /* The placeholder name of an unsymbolized native frame (docs/cli.md "Names"). */
@@ -480,7 +478,7 @@ int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset
     int32_t res = resource < 0 ? -1 : resource;
     uint32_t salt = 0;
     for (;; salt++) {
-        int32_t id = cn_agg__u64map_get(&p->native_frame_index, native_key(res, offset, salt));
+        int32_t id = cn_u64map_get(&p->native_frame_index, native_key(res, offset, salt));
         if (id < 0)
             break;
         if (p->frame_res[id] == res && (uint64_t)p->frame_addr[id] == offset)
@@ -492,7 +490,7 @@ int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset
     int32_t id = frame_append(p, -1, func, res, (int64_t)offset, 0);
     if (id < 0)
         return id;
-    if (cn_agg__u64map_put(&p->native_frame_index, native_key(res, offset, salt), id) < 0)
+    if (cn_u64map_put(&p->native_frame_index, native_key(res, offset, salt), id) < 0)
         return -ENOMEM;
     return id;
 }
@@ -554,19 +552,19 @@ int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
 {
     if (!frame_ok(p, frame) || prefix < -1 || (prefix >= 0 && (size_t)prefix >= p->n_stack))
         return -EINVAL;
-    uint64_t key = cn_agg__pair(prefix, frame);
-    int32_t id = cn_agg__u64map_get(&p->stack_index, key);
+    uint64_t key = cn_pair(prefix, frame);
+    int32_t id = cn_u64map_get(&p->stack_index, key);
     if (id >= 0)
         return id;
     if (p->n_stack >= INT32_MAX)
         return -ENOSPC;
     size_t c1 = p->cap_stack, c2 = p->cap_stack;
-    if (CN_AGG__RESERVE(p->stack_prefix, c1, p->n_stack + 1) < 0 ||
-        CN_AGG__RESERVE(p->stack_frame, c2, p->n_stack + 1) < 0)
+    if (CN_RESERVE(p->stack_prefix, c1, p->n_stack + 1) < 0 ||
+        CN_RESERVE(p->stack_frame, c2, p->n_stack + 1) < 0)
         return -ENOMEM;
     p->cap_stack = c1 < c2 ? c1 : c2;
     id = (int32_t)p->n_stack;
-    if (cn_agg__u64map_put(&p->stack_index, key, id) < 0)
+    if (cn_u64map_put(&p->stack_index, key, id) < 0)
         return -ENOMEM;
     assert(prefix < id); /* cn_agg.h: prefix < id (one pass in id order sees parents first) */
     p->stack_prefix[id] = prefix;
@@ -796,8 +794,8 @@ int cn_agg_add_samples_refs(cn_agg_profile *p, const cn_agg_sample_refs *batch, 
 
 int32_t cn_agg_thread(cn_agg_profile *p, int32_t pid, int32_t tid, const char *name)
 {
-    uint64_t key = cn_agg__pair(pid, tid);
-    int32_t id = cn_agg__u64map_get(&p->thr_index, key);
+    uint64_t key = cn_pair(pid, tid);
+    int32_t id = cn_u64map_get(&p->thr_index, key);
     if (id >= 0) {
         if (name && p->thr_name[id] < 0)
             return cn_agg_thread_set_name(p, id, name) < 0 ? -ENOMEM : id;
@@ -807,13 +805,13 @@ int32_t cn_agg_thread(cn_agg_profile *p, int32_t pid, int32_t tid, const char *n
     if (name_id < -1)
         return -ENOMEM;
     size_t c1 = p->cap_thr, c2 = p->cap_thr, c3 = p->cap_thr;
-    if (CN_AGG__RESERVE(p->thr_pid, c1, p->n_thr + 1) < 0 ||
-        CN_AGG__RESERVE(p->thr_tid, c2, p->n_thr + 1) < 0 ||
-        CN_AGG__RESERVE(p->thr_name, c3, p->n_thr + 1) < 0)
+    if (CN_RESERVE(p->thr_pid, c1, p->n_thr + 1) < 0 ||
+        CN_RESERVE(p->thr_tid, c2, p->n_thr + 1) < 0 ||
+        CN_RESERVE(p->thr_name, c3, p->n_thr + 1) < 0)
         return -ENOMEM;
     p->cap_thr = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
     id = (int32_t)p->n_thr;
-    if (cn_agg__u64map_put(&p->thr_index, key, id) < 0)
+    if (cn_u64map_put(&p->thr_index, key, id) < 0)
         return -ENOMEM;
     p->thr_pid[id] = pid;
     p->thr_tid[id] = tid;
@@ -840,18 +838,18 @@ int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name)
     int32_t name_id = cn_agg_cstring(p, name);
     if (name_id < 0)
         return name_id;
-    int32_t row = cn_agg__u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
+    int32_t row = cn_u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
     if (row >= 0) {
         p->proc_name[row] = name_id;
         return 0;
     }
     size_t c1 = p->cap_proc, c2 = p->cap_proc;
-    if (CN_AGG__RESERVE(p->proc_pid, c1, p->n_proc + 1) < 0 ||
-        CN_AGG__RESERVE(p->proc_name, c2, p->n_proc + 1) < 0)
+    if (CN_RESERVE(p->proc_pid, c1, p->n_proc + 1) < 0 ||
+        CN_RESERVE(p->proc_name, c2, p->n_proc + 1) < 0)
         return -ENOMEM;
     p->cap_proc = c1 < c2 ? c1 : c2;
     row = (int32_t)p->n_proc;
-    if (cn_agg__u64map_put(&p->proc_index, (uint64_t)(uint32_t)pid, row) < 0)
+    if (cn_u64map_put(&p->proc_index, (uint64_t)(uint32_t)pid, row) < 0)
         return -ENOMEM;
     p->proc_pid[row] = pid;
     p->proc_name[row] = name_id;
@@ -883,7 +881,7 @@ const char *cn_agg_thread_name(const cn_agg_profile *p, int32_t thread)
 
 const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid)
 {
-    int32_t row = cn_agg__u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
+    int32_t row = cn_u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
     return row >= 0 ? p->str[p->proc_name[row]] : NULL;
 }
 
@@ -929,8 +927,8 @@ int cn_agg_meta_set(cn_agg_profile *p, const char *key, const char *value)
         }
     }
     size_t c1 = p->cap_meta, c2 = p->cap_meta;
-    if (CN_AGG__RESERVE(p->meta_key, c1, p->n_meta + 1) < 0 ||
-        CN_AGG__RESERVE(p->meta_val, c2, p->n_meta + 1) < 0)
+    if (CN_RESERVE(p->meta_key, c1, p->n_meta + 1) < 0 ||
+        CN_RESERVE(p->meta_val, c2, p->n_meta + 1) < 0)
         return -ENOMEM;
     p->cap_meta = c1 < c2 ? c1 : c2;
     p->meta_key[p->n_meta] = k;

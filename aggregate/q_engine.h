@@ -35,7 +35,7 @@ typedef struct cn_agg__qtable {
     cn_agg__qhead *head;
     size_t n, cap;
     cn_agg__qhead roots;
-    cn_agg__u64map big; /* (prefix, func) -> row, children of rows with many children */
+    cn_u64map big; /* (prefix, func) -> row, children of rows with many children */
 } cn_agg__qtable;
 
 void cn_agg__qt_init(cn_agg__qtable *t);
@@ -64,7 +64,7 @@ typedef struct cn_agg__qrun {
     int32_t *own_fnode;
     cn_agg__qtable own_plain;
     bool grouped;
-    cn_agg__u64map gmemo;  /* (ungrouped row + 1, group func) -> base row (grouped) */
+    cn_u64map gmemo;       /* (ungrouped row + 1, group func) -> base row (grouped) */
     int32_t *thr_group;    /* thread -> group func (grouped); n_thr entries */
     int32_t unknown_group; /* group func of samples without thread */
     /* sample selection */
@@ -140,7 +140,7 @@ typedef struct cn_agg__ivec {
 
 static inline int cn_agg__ivec_push(cn_agg__ivec *v, int32_t x)
 {
-    if (v->n == v->cap && CN_AGG__RESERVE(v->v, v->cap, v->n + 1) < 0)
+    if (v->n == v->cap && CN_RESERVE(v->v, v->cap, v->n + 1) < 0)
         return -ENOMEM;
     v->v[v->n++] = x;
     return 0;

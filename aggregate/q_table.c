@@ -35,8 +35,8 @@ int cn_agg__qt_reserve(cn_agg__qtable *t, size_t n)
     if (n <= t->cap)
         return 0;
     size_t c[4] = {t->cap, t->cap, t->cap, t->cap};
-    if (CN_AGG__RESERVE(t->prefix, c[0], n) < 0 || CN_AGG__RESERVE(t->func, c[1], n) < 0 ||
-        CN_AGG__RESERVE(t->link, c[2], n) < 0 || CN_AGG__RESERVE(t->head, c[3], n) < 0)
+    if (CN_RESERVE(t->prefix, c[0], n) < 0 || CN_RESERVE(t->func, c[1], n) < 0 ||
+        CN_RESERVE(t->link, c[2], n) < 0 || CN_RESERVE(t->head, c[3], n) < 0)
         return -ENOMEM;
     size_t m = c[0];
     for (int i = 1; i < 4; i++)
@@ -51,7 +51,7 @@ int cn_agg__qt_reserve(cn_agg__qtable *t, size_t n)
 static int qt_promote(cn_agg__qtable *t, int32_t prefix, int32_t first)
 {
     for (int32_t c = first; c >= 0; c = t->link[c].sib)
-        if (cn_agg__u64map_put(&t->big, cn_agg__pair(prefix, t->link[c].func), c) < 0)
+        if (cn_u64map_put(&t->big, cn_pair(prefix, t->link[c].func), c) < 0)
             return -ENOMEM;
     return 0;
 }
@@ -60,7 +60,7 @@ int32_t cn_agg__qt_intern(cn_agg__qtable *t, int32_t prefix, int32_t func)
 {
     cn_agg__qhead *h = prefix < 0 ? &t->roots : &t->head[prefix];
     if (h->nkids > QT_SCAN) {
-        int32_t r = cn_agg__u64map_get(&t->big, cn_agg__pair(prefix, func));
+        int32_t r = cn_u64map_get(&t->big, cn_pair(prefix, func));
         if (r >= 0)
             return r;
     } else {
@@ -84,7 +84,7 @@ int32_t cn_agg__qt_intern(cn_agg__qtable *t, int32_t prefix, int32_t func)
     h->nkids++;
     if (h->nkids == QT_SCAN + 1)
         return qt_promote(t, prefix, r) < 0 ? -ENOMEM : r;
-    if (h->nkids > QT_SCAN + 1 && cn_agg__u64map_put(&t->big, cn_agg__pair(prefix, func), r) < 0)
+    if (h->nkids > QT_SCAN + 1 && cn_u64map_put(&t->big, cn_pair(prefix, func), r) < 0)
         return -ENOMEM;
     return r;
 }
@@ -101,6 +101,6 @@ void cn_agg__qt_clear(cn_agg__qtable *t)
     free(t->func);
     free(t->link);
     free(t->head);
-    cn_agg__u64map_clear(&t->big);
+    cn_u64map_clear(&t->big);
     cn_agg__qt_init(t);
 }

@@ -137,7 +137,7 @@ static int qcache_update(struct cn_agg__qcache **slot, const cn_agg_profile *p)
     if (c->n_fnode == p->n_stack)
         return 0;
     size_t cap = c->cap_fnode;
-    if (CN_AGG__RESERVE(c->fnode, c->cap_fnode, p->n_stack) < 0) {
+    if (CN_RESERVE(c->fnode, c->cap_fnode, p->n_stack) < 0) {
         c->valid = false;
         return -ENOMEM;
     }
@@ -162,9 +162,8 @@ static const int32_t *qcache_sample_rows(struct cn_agg__qcache *c, const cn_agg_
         return c->srow;
     size_t nchunk = (n + QC_CHUNK - 1) / QC_CHUNK;
     size_t cap = c->cap_srow;
-    if (CN_AGG__RESERVE(c->srow, c->cap_srow, n) < 0 ||
-        CN_AGG__RESERVE(c->chash, c->cap_chash, nchunk) < 0 ||
-        CN_AGG__RESERVE(c->clen, c->cap_clen, nchunk) < 0)
+    if (CN_RESERVE(c->srow, c->cap_srow, n) < 0 || CN_RESERVE(c->chash, c->cap_chash, nchunk) < 0 ||
+        CN_RESERVE(c->clen, c->cap_clen, nchunk) < 0)
         return NULL;
     if (c->cap_srow != cap)
         cn_agg__q_hugepages(c->srow, c->cap_srow * sizeof(*c->srow));
@@ -250,7 +249,7 @@ static int32_t graft(cn_agg__qrun *run, cn_agg__ivec *tmp, int32_t r, int32_t g)
     int32_t at = -1;
     for (int32_t x = r;; x = run->plain->prefix[x]) {
         at = x < 0 ? cn_agg__qt_intern(&run->t, -1, g)
-                   : cn_agg__u64map_get(&run->gmemo, cn_agg__pair(x + 1, g));
+                   : cn_u64map_get(&run->gmemo, cn_pair(x + 1, g));
         if (at >= 0 || x < 0)
             break;
         if (cn_agg__ivec_push(tmp, x) < 0)
@@ -261,7 +260,7 @@ static int32_t graft(cn_agg__qrun *run, cn_agg__ivec *tmp, int32_t r, int32_t g)
     while (tmp->n > 0) {
         int32_t x = tmp->v[--tmp->n];
         at = cn_agg__qt_intern(&run->t, at, run->plain->func[x]);
-        if (at < 0 || cn_agg__u64map_put(&run->gmemo, cn_agg__pair(x + 1, g), at) < 0)
+        if (at < 0 || cn_u64map_put(&run->gmemo, cn_pair(x + 1, g), at) < 0)
             return -ENOMEM;
     }
     return at;
@@ -275,7 +274,7 @@ int32_t cn_agg__qrun_base(const cn_agg__qrun *run, int32_t stack, int32_t thread
     if (!run->grouped)
         return r;
     int32_t g = thread >= 0 ? run->thr_group[thread] : run->unknown_group;
-    return cn_agg__u64map_get(&run->gmemo, cn_agg__pair(r + 1, g));
+    return cn_u64map_get(&run->gmemo, cn_pair(r + 1, g));
 }
 
 static size_t lower_bound(const int64_t *t, size_t n, int64_t v)
@@ -395,7 +394,7 @@ void cn_agg__qrun_free(cn_agg__qrun *run)
     if (!run->t_borrowed)
         cn_agg__qt_clear(&run->t);
     cn_agg__qt_clear(&run->own_plain);
-    cn_agg__u64map_clear(&run->gmemo);
+    cn_u64map_clear(&run->gmemo);
     free(run->rmap);
     free(run->own_fnode);
     free(run->thr_group);

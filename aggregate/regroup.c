@@ -28,19 +28,19 @@ struct scratch {
     size_t len, cap;
     struct candidate *cand;
     size_t n_cand, cap_cand;
-    cn_agg__u64map cand_index; /* old func -> candidate */
+    cn_u64map cand_index; /* old func -> candidate */
 };
 
 static void scratch_free(struct scratch *s)
 {
     free(s->pool);
     free(s->cand);
-    cn_agg__u64map_clear(&s->cand_index);
+    cn_u64map_clear(&s->cand_index);
 }
 
 static int pool_push(struct scratch *s, int32_t v)
 {
-    if (CN_AGG__RESERVE(s->pool, s->cap, s->len + 1) < 0)
+    if (CN_RESERVE(s->pool, s->cap, s->len + 1) < 0)
         return -ENOMEM;
     s->pool[s->len++] = v;
     return 0;
@@ -80,14 +80,14 @@ static bool same_chain(const int32_t *a, size_t na, const int32_t *b, size_t nb)
  * maps to chain[0..len): a second, different mapping makes the old func divergent. */
 static int propose(struct scratch *s, int32_t old, const int32_t *chain, size_t len)
 {
-    int32_t ci = cn_agg__u64map_get(&s->cand_index, (uint64_t)(uint32_t)old);
+    int32_t ci = cn_u64map_get(&s->cand_index, (uint64_t)(uint32_t)old);
     if (ci >= 0) {
         struct candidate *c = &s->cand[ci];
         if (!same_chain(s->pool + c->off, (size_t)c->len, chain, len))
             c->divergent = true;
         return 0;
     }
-    if (CN_AGG__RESERVE(s->cand, s->cap_cand, s->n_cand + 1) < 0)
+    if (CN_RESERVE(s->cand, s->cap_cand, s->n_cand + 1) < 0)
         return -ENOMEM;
     /* chain may point into s->pool: copy by index, since pushing can move the pool */
     size_t src = (size_t)(chain - s->pool), off = s->len;
@@ -95,7 +95,7 @@ static int propose(struct scratch *s, int32_t old, const int32_t *chain, size_t 
         if (pool_push(s, s->pool[src + d]) < 0)
             return -ENOMEM;
     s->cand[s->n_cand] = (struct candidate){old, (int32_t)off, (int32_t)len, false};
-    if (cn_agg__u64map_put(&s->cand_index, (uint64_t)(uint32_t)old, (int32_t)s->n_cand) < 0)
+    if (cn_u64map_put(&s->cand_index, (uint64_t)(uint32_t)old, (int32_t)s->n_cand) < 0)
         return -ENOMEM;
     s->n_cand++;
     return 0;
@@ -117,7 +117,7 @@ static void set_chain(cn_agg_profile *p, int32_t f, const int32_t *chain, size_t
 
 static int rename_pool_push(cn_agg_profile *p, int32_t v)
 {
-    if (CN_AGG__RESERVE(p->rename_pool, p->rename_pool_cap, p->rename_pool_len + 1) < 0)
+    if (CN_RESERVE(p->rename_pool, p->rename_pool_cap, p->rename_pool_len + 1) < 0)
         return -ENOMEM;
     p->rename_pool[p->rename_pool_len++] = v;
     return 0;
@@ -155,23 +155,23 @@ static int rename_add(cn_agg_profile *p, int32_t old_name, const int32_t *names,
 {
     /* Only a name that is some row's target needs the scan that keeps the map closed:
      * the usual old names (`LIB+0x…` placeholders) never are, so the usual add is O(1). */
-    if (cn_agg__u64map_get(&p->rename_targets, (uint64_t)(uint32_t)old_name) >= 0 &&
+    if (cn_u64map_get(&p->rename_targets, (uint64_t)(uint32_t)old_name) >= 0 &&
         rename_substitute(p, old_name, names, n) < 0)
         return -ENOMEM;
     for (size_t j = 0; j < n; j++)
-        if (cn_agg__u64map_get(&p->rename_targets, (uint64_t)(uint32_t)names[j]) < 0 &&
-            cn_agg__u64map_put(&p->rename_targets, (uint64_t)(uint32_t)names[j], 1) < 0)
+        if (cn_u64map_get(&p->rename_targets, (uint64_t)(uint32_t)names[j]) < 0 &&
+            cn_u64map_put(&p->rename_targets, (uint64_t)(uint32_t)names[j], 1) < 0)
             return -ENOMEM;
-    int32_t found = cn_agg__u64map_get(&p->rename_index, (uint64_t)(uint32_t)old_name);
+    int32_t found = cn_u64map_get(&p->rename_index, (uint64_t)(uint32_t)old_name);
     size_t row = found >= 0 ? (size_t)found : p->n_rename;
     if (row == p->n_rename) {
         size_t c1 = p->cap_rename, c2 = p->cap_rename, c3 = p->cap_rename;
-        if (CN_AGG__RESERVE(p->rename_old, c1, row + 1) < 0 ||
-            CN_AGG__RESERVE(p->rename_off, c2, row + 1) < 0 ||
-            CN_AGG__RESERVE(p->rename_cnt, c3, row + 1) < 0)
+        if (CN_RESERVE(p->rename_old, c1, row + 1) < 0 ||
+            CN_RESERVE(p->rename_off, c2, row + 1) < 0 ||
+            CN_RESERVE(p->rename_cnt, c3, row + 1) < 0)
             return -ENOMEM;
         p->cap_rename = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
-        if (cn_agg__u64map_put(&p->rename_index, (uint64_t)(uint32_t)old_name, (int32_t)row) < 0)
+        if (cn_u64map_put(&p->rename_index, (uint64_t)(uint32_t)old_name, (int32_t)row) < 0)
             return -ENOMEM;
         p->n_rename++;
     }
@@ -221,18 +221,18 @@ out:
 
 int cn_agg__rename_reindex(cn_agg_profile *p)
 {
-    cn_agg__u64map_clear(&p->rename_index);
-    cn_agg__u64map_clear(&p->rename_targets);
+    cn_u64map_clear(&p->rename_index);
+    cn_u64map_clear(&p->rename_targets);
     for (size_t i = 0; i < p->n_rename; i++) {
         uint64_t old = (uint64_t)(uint32_t)p->rename_old[i];
-        if (cn_agg__u64map_get(&p->rename_index, old) >= 0)
+        if (cn_u64map_get(&p->rename_index, old) >= 0)
             return -EINVAL; /* one row per old name */
-        if (cn_agg__u64map_put(&p->rename_index, old, (int32_t)i) < 0)
+        if (cn_u64map_put(&p->rename_index, old, (int32_t)i) < 0)
             return -ENOMEM;
         for (int32_t k = 0; k < p->rename_cnt[i]; k++) {
             uint64_t name = (uint64_t)(uint32_t)p->rename_pool[p->rename_off[i] + k];
-            if (cn_agg__u64map_get(&p->rename_targets, name) < 0 &&
-                cn_agg__u64map_put(&p->rename_targets, name, 1) < 0)
+            if (cn_u64map_get(&p->rename_targets, name) < 0 &&
+                cn_u64map_put(&p->rename_targets, name, 1) < 0)
                 return -ENOMEM;
         }
     }
@@ -242,7 +242,7 @@ int cn_agg__rename_reindex(cn_agg_profile *p)
 int32_t cn_agg__rename_row(const cn_agg_profile *p, const char *s)
 {
     int32_t name = cn_agg__string_find(p, s, strlen(s));
-    return name < 0 ? -1 : cn_agg__u64map_get(&p->rename_index, (uint64_t)(uint32_t)name);
+    return name < 0 ? -1 : cn_u64map_get(&p->rename_index, (uint64_t)(uint32_t)name);
 }
 
 int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t n)
@@ -259,7 +259,7 @@ int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t 
     size_t extra = s.len;
     rc = -ENOMEM;
     if (p->chain_len + extra > INT32_MAX ||
-        CN_AGG__RESERVE(p->chain_pool, p->chain_cap, p->chain_len + extra) < 0)
+        CN_RESERVE(p->chain_pool, p->chain_cap, p->chain_len + extra) < 0)
         goto out;
     /* First gather the renames (reads the old chains), then apply: only the first
      * step can fail, so a failure leaves every frame as it was. */

@@ -18,10 +18,10 @@ static int reserve_samples(cn_agg_profile *p, size_t n)
     if (n <= p->cap_sample)
         return 0;
     size_t c[5] = {p->cap_sample, p->cap_sample, p->cap_sample, p->cap_sample, p->cap_sample};
-    if (CN_AGG__RESERVE(p->s_stack, c[0], n) < 0 || CN_AGG__RESERVE(p->s_thread, c[1], n) < 0 ||
-        CN_AGG__RESERVE(p->s_time, c[2], n) < 0 || CN_AGG__RESERVE(p->s_weight, c[3], n) < 0)
+    if (CN_RESERVE(p->s_stack, c[0], n) < 0 || CN_RESERVE(p->s_thread, c[1], n) < 0 ||
+        CN_RESERVE(p->s_time, c[2], n) < 0 || CN_RESERVE(p->s_weight, c[3], n) < 0)
         return -ENOMEM;
-    if (p->s_tl_stack && CN_AGG__RESERVE(p->s_tl_stack, c[4], n) < 0)
+    if (p->s_tl_stack && CN_RESERVE(p->s_tl_stack, c[4], n) < 0)
         return -ENOMEM;
     size_t m = c[0];
     for (int i = 1; i < 4; i++)
@@ -239,20 +239,20 @@ int cn_agg_for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg_samp
 
 static int acc_add(cn_agg_profile *p, int32_t stack, int32_t thread, double weight)
 {
-    uint64_t key = cn_agg__pair(stack, thread);
-    int32_t row = cn_agg__u64map_get(&p->acc_index, key);
+    uint64_t key = cn_pair(stack, thread);
+    int32_t row = cn_u64map_get(&p->acc_index, key);
     if (row >= 0) {
         p->acc_weight[row] += weight;
         return 0;
     }
     size_t c1 = p->cap_acc, c2 = p->cap_acc, c3 = p->cap_acc;
-    if (CN_AGG__RESERVE(p->acc_stack, c1, p->n_acc + 1) < 0 ||
-        CN_AGG__RESERVE(p->acc_thread, c2, p->n_acc + 1) < 0 ||
-        CN_AGG__RESERVE(p->acc_weight, c3, p->n_acc + 1) < 0)
+    if (CN_RESERVE(p->acc_stack, c1, p->n_acc + 1) < 0 ||
+        CN_RESERVE(p->acc_thread, c2, p->n_acc + 1) < 0 ||
+        CN_RESERVE(p->acc_weight, c3, p->n_acc + 1) < 0)
         return -ENOMEM;
     p->cap_acc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
     row = (int32_t)p->n_acc;
-    if (cn_agg__u64map_put(&p->acc_index, key, row) < 0)
+    if (cn_u64map_put(&p->acc_index, key, row) < 0)
         return -ENOMEM;
     p->acc_stack[row] = stack;
     p->acc_thread[row] = thread;
@@ -277,10 +277,10 @@ int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns)
     size_t k = lo;
     /* Reserve for the worst case first, so folding cannot fail half-way. */
     size_t c1 = p->cap_acc, c2 = p->cap_acc, c3 = p->cap_acc;
-    if (CN_AGG__RESERVE(p->acc_stack, c1, p->n_acc + k) < 0 ||
-        CN_AGG__RESERVE(p->acc_thread, c2, p->n_acc + k) < 0 ||
-        CN_AGG__RESERVE(p->acc_weight, c3, p->n_acc + k) < 0 ||
-        cn_agg__u64map_reserve(&p->acc_index, p->n_acc + k) < 0)
+    if (CN_RESERVE(p->acc_stack, c1, p->n_acc + k) < 0 ||
+        CN_RESERVE(p->acc_thread, c2, p->n_acc + k) < 0 ||
+        CN_RESERVE(p->acc_weight, c3, p->n_acc + k) < 0 ||
+        cn_u64map_reserve(&p->acc_index, p->n_acc + k) < 0)
         return -ENOMEM;
     p->cap_acc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
     for (size_t i = 0; i < k; i++)

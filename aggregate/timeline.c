@@ -32,7 +32,7 @@ static int close_to(tl *s, size_t depth, int64_t t, int32_t tid)
 {
     while (s->n_open > depth) {
         open_call *c = &s->open[--s->n_open];
-        if (CN_AGG__RESERVE(s->calls, s->cap, s->n + 1) < 0)
+        if (CN_RESERVE(s->calls, s->cap, s->n + 1) < 0)
             return -ENOMEM;
         s->calls[s->n++] = (cn_agg_call){.func = c->func,
                                          .tid = tid,
@@ -49,8 +49,8 @@ static int feed(tl *s, const cn_agg__qtable *t, int32_t r, int64_t time, int32_t
     size_t depth = 0;
     for (int32_t x = r; x >= 0; x = t->prefix[x])
         depth++;
-    if (CN_AGG__RESERVE(s->path, s->cap_path, depth + 1) < 0 ||
-        CN_AGG__RESERVE(s->open, s->cap_open, depth + 1) < 0)
+    if (CN_RESERVE(s->path, s->cap_path, depth + 1) < 0 ||
+        CN_RESERVE(s->open, s->cap_open, depth + 1) < 0)
         return -ENOMEM;
     size_t i = depth;
     for (int32_t x = r; x >= 0; x = t->prefix[x])

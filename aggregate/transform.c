@@ -287,9 +287,8 @@ static int tf_collapse_all_rec(tfctx *c, const double *self)
         if (e >= 0) { /* enter e */
             if (nfr == cap) {
                 size_t c1 = cap, c2 = cap, c3 = cap;
-                if (CN_AGG__RESERVE(fr, c1, cap + 1) < 0 ||
-                    CN_AGG__RESERVE(ostk, c2, cap + 1) < 0 ||
-                    CN_AGG__RESERVE(saved, c3, cap + 1) < 0)
+                if (CN_RESERVE(fr, c1, cap + 1) < 0 || CN_RESERVE(ostk, c2, cap + 1) < 0 ||
+                    CN_RESERVE(saved, c3, cap + 1) < 0)
                     goto out;
                 cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
             }

@@ -198,7 +198,7 @@ static int trie_add(trie *tr, int32_t pre, int32_t func, double w, int32_t *row)
         return r;
     if ((size_t)r >= tr->cap) {
         size_t old = tr->cap;
-        if (CN_AGG__RESERVE(tr->val, tr->cap, (size_t)r + 1) < 0)
+        if (CN_RESERVE(tr->val, tr->cap, (size_t)r + 1) < 0)
             return -ENOMEM;
         memset(tr->val + old, 0, (tr->cap - old) * sizeof(*tr->val));
     }
@@ -223,7 +223,7 @@ static int trie_insert_reversed(trie *tr, const cn_agg__qtable *t, int32_t x, do
 static int trie_emit(const cn_agg_profile *p, trie *tr, bool roots_self, cn_agg_tree *tree)
 {
     size_t n = tr->t.n ? tr->t.n : 1;
-    if (CN_AGG__RESERVE(tr->val, tr->cap, n) < 0)
+    if (CN_RESERVE(tr->val, tr->cap, n) < 0)
         return -ENOMEM;
     double *self = calloc(n, sizeof(*self));
     uint8_t *shown = calloc(n, 1);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -44,6 +45,88 @@ int cn_err_set(cn_err *err, int code, const char *fmt, ...) __attribute__((forma
 /* The same, also setting err->code to name (a static string). */
 int cn_err_setc(cn_err *err, int code, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* ---- growable arrays -------------------------------------------------------------- */
+
+/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling).
+ * Returns 0 or -ENOMEM (then *data is unchanged). */
+int cn_grow(void **data, size_t *cap, size_t need, size_t elem);
+
+#define CN_RESERVE(arr, cap, need) cn_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+typedef struct cn_u64map {
+    uint64_t *keys;
+    int32_t *vals; /* -1 = empty slot */
+    size_t mask;   /* capacity - 1 (power of two), 0 when unallocated */
+    size_t count;
+} cn_u64map;
+
+static inline uint64_t cn_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t cn_pair(int32_t a, int32_t b)
+{
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+
+/* Returns the value for key, or -1. */
+static inline int32_t cn_u64map_get(const cn_u64map *m, uint64_t key)
+{
+    if (!m->mask)
+        return -1;
+    size_t i = cn_mix64(key) & m->mask;
+    for (;;) {
+        int32_t v = m->vals[i];
+        if (v < 0 || m->keys[i] == key)
+            return v;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* Inserts (key, val >= 0); key must be absent. Returns 0 or -ENOMEM. */
+int cn_u64map_put(cn_u64map *m, uint64_t key, int32_t val);
+/* Pre-sizes for n entries. Returns 0 or -ENOMEM. */
+int cn_u64map_reserve(cn_u64map *m, size_t n);
+void cn_u64map_clear(cn_u64map *m); /* frees */
+
+/* ---------------------------------------------------------------------------------------
+ * Line iteration over a text buffer (the .canopy reader and the text importers)
+ */
+
+typedef struct cn_lines {
+    const char *pos, *end;
+    size_t lineno; /* 1-based number of the line last returned */
+} cn_lines;
+
+static inline void cn_lines_init(cn_lines *it, const char *data, size_t len)
+{
+    it->pos = data;
+    it->end = data + len;
+    it->lineno = 0;
+}
+
+/* The next line without its "\n" or "\r\n". Returns false at the end. */
+static inline bool cn_lines_next(cn_lines *it, const char **line, size_t *len)
+{
+    if (it->pos >= it->end)
+        return false;
+    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
+    const char *stop = nl ? nl : it->end;
+    *line = it->pos;
+    *len = (size_t)(stop - it->pos);
+    if (*len && (*line)[*len - 1] == '\r')
+        (*len)--;
+    it->pos = nl ? nl + 1 : it->end;
+    it->lineno++;
+    return true;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Bounded dynamic buffer (after curl's dynbuf)

@@ -75,7 +75,7 @@ struct cn_fmt__cpuprof {
     size_t n_nodes, cap_nodes;
     int32_t *child_ids;
     size_t n_child_ids, cap_child_ids;
-    cn_fmt__u64map id_index; /* id -> node index */
+    cn_u64map id_index; /* id -> node index */
     /* the node being read */
     int64_t cur_id, cur_parent, cur_hit, cur_line, cur_col;
     int32_t cur_name, cur_url;

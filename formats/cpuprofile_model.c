@@ -36,7 +36,7 @@
 
 int32_t cn_fmt__cpuprof_node(const cn_fmt__cpuprof *c, int64_t id)
 {
-    return cn_fmt__u64map_get(&c->id_index, (uint64_t)id);
+    return cn_u64map_get(&c->id_index, (uint64_t)id);
 }
 
 /* Interns the func and frame of node i. Returns the frame id or negative errno. */

@@ -124,7 +124,7 @@ static int on_delta(cn_fmt__cpuprof *c, enum vtype t, long long iv, double dv)
             return CN_FMT__CP_FAIL(c, "timeDeltas has more entries than samples (%zu)", c->n_smp);
         return cn_fmt__cpuprof_add_sample(c, k, c->cum_ns);
     }
-    if (CN_FMT__RESERVE(c->times, c->cap_times, k + 1) < 0)
+    if (CN_RESERVE(c->times, c->cap_times, k + 1) < 0)
         return CN_FMT__CP_NOMEM(c);
     c->times[k] = c->cum_ns;
     return 1;
@@ -206,7 +206,7 @@ static int on_scalar(cn_fmt__cpuprof *c, enum vtype t, long long iv, double dv,
     case ST_CHILDREN:
         if (!is_int || iv < INT32_MIN + 1 || iv > INT32_MAX)
             return type_error(c, "32-bit integers");
-        if (CN_FMT__RESERVE(c->child_ids, c->cap_child_ids, c->n_child_ids + 1) < 0)
+        if (CN_RESERVE(c->child_ids, c->cap_child_ids, c->n_child_ids + 1) < 0)
             return CN_FMT__CP_NOMEM(c);
         c->child_ids[c->n_child_ids++] = (int32_t)iv;
         return 1;
@@ -215,7 +215,7 @@ static int on_scalar(cn_fmt__cpuprof *c, enum vtype t, long long iv, double dv,
             return type_error(c, "32-bit integers (node ids)");
         if (c->direct)
             return direct_sample(c, (int32_t)iv);
-        if (CN_FMT__RESERVE(c->smp, c->cap_smp, c->n_smp + 1) < 0)
+        if (CN_RESERVE(c->smp, c->cap_smp, c->n_smp + 1) < 0)
             return CN_FMT__CP_NOMEM(c);
         c->smp[c->n_smp++] = (int32_t)iv;
         return 1;
@@ -268,7 +268,7 @@ static int begin_node(cn_fmt__cpuprof *c)
 #define GROW(a)                                                                                    \
     do {                                                                                           \
         size_t c_ = c->cap_nodes;                                                                  \
-        if (CN_FMT__RESERVE(c->a, c_, n) < 0)                                                      \
+        if (CN_RESERVE(c->a, c_, n) < 0)                                                           \
             return CN_FMT__CP_NOMEM(c);                                                            \
         cap = c_;                                                                                  \
     } while (0)
@@ -304,7 +304,7 @@ static int end_node(cn_fmt__cpuprof *c)
                                     (long long)c->cur_id);
     if (c->n_child_ids > UINT32_MAX || i >= INT32_MAX)
         return CN_FMT__CP_FAIL(c, "too many nodes");
-    if (cn_fmt__u64map_put(&c->id_index, (uint64_t)c->cur_id, (int32_t)i) < 0)
+    if (cn_u64map_put(&c->id_index, (uint64_t)c->cur_id, (int32_t)i) < 0)
         return CN_FMT__CP_NOMEM(c);
     c->n_id[i] = (int32_t)c->cur_id;
     c->n_name[i] = c->cur_name;
@@ -507,7 +507,7 @@ cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c)
     free(c->n_child_cnt);
     free(c->n_offset);
     free(c->child_ids);
-    cn_fmt__u64map_clear(&c->id_index);
+    cn_u64map_clear(&c->id_index);
     free(c->stack);
     free(c->bottom);
     free(c->parent);

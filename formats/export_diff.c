@@ -346,8 +346,8 @@ static int fold_enter(void *ctx, int32_t n, int depth)
     const cn_agg_node *nd = &c->t->nodes[n];
     const char *name = cn_agg_func_name(c->p, nd->func);
     size_t nl = strlen(name), len = depth ? c->ends[depth - 1] : 0;
-    if (CN_FMT__RESERVE(c->path, c->path_cap, len + nl + 2) < 0 ||
-        CN_FMT__RESERVE(c->ends, c->ends_cap, (size_t)depth + 1) < 0)
+    if (CN_RESERVE(c->path, c->path_cap, len + nl + 2) < 0 ||
+        CN_RESERVE(c->ends, c->ends_cap, (size_t)depth + 1) < 0)
         return -ENOMEM;
     size_t l = len;
     if (l)
@@ -357,7 +357,7 @@ static int fold_enter(void *ctx, int32_t n, int depth)
     c->path[l] = '\0';
     c->ends[depth] = l;
     if (nd->self != 0) {
-        if (CN_FMT__RESERVE(c->lines, c->cap, c->n + 1) < 0)
+        if (CN_RESERVE(c->lines, c->cap, c->n + 1) < 0)
             return -ENOMEM;
         char *text = strdup(c->path);
         if (!text)

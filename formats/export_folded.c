@@ -33,7 +33,7 @@ struct folded_ctx {
 static long path_push(struct folded_ctx *c, size_t len, const char *name)
 {
     size_t nl = strlen(name);
-    if (CN_FMT__RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
+    if (CN_RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
         return -ENOMEM;
     if (len)
         c->path[len++] = ';';
@@ -64,7 +64,7 @@ static int collect(struct folded_ctx *c)
         plen[depth[i] + 1] = (size_t)nlen;
         if (nd->self == 0)
             continue;
-        if (CN_FMT__RESERVE(c->lines, c->cap, c->n + 1) < 0 ||
+        if (CN_RESERVE(c->lines, c->cap, c->n + 1) < 0 ||
             !(c->lines[c->n].text = strdup(c->path))) {
             rc = -ENOMEM;
             break;

@@ -55,11 +55,11 @@ typedef struct writer {
     /* rows; raw rows are found again by (stack, thread) */
     row *rows;
     size_t n_rows, cap_rows;
-    cn_fmt__u64map row_index;
+    cn_u64map row_index;
     bool counts_known;
 
     /* strings: a profile string's address -> pprof index, and the table itself */
-    cn_fmt__u64map str_index;
+    cn_u64map str_index;
     char **strs;
     size_t n_strs, cap_strs;
 
@@ -109,8 +109,8 @@ static void writer_free(writer *w)
 {
     free(w->rows);
     free(w->first_row);
-    cn_fmt__u64map_clear(&w->row_index);
-    cn_fmt__u64map_clear(&w->str_index);
+    cn_u64map_clear(&w->row_index);
+    cn_u64map_clear(&w->str_index);
     free(w->strs);
     free(w->loc_of);
     free(w->loc_key);
@@ -142,7 +142,7 @@ static void writer_free(writer *w)
 
 static int64_t add_str(writer *w, const char *s)
 {
-    if (w->n_strs == w->cap_strs && CN_FMT__RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0)
+    if (w->n_strs == w->cap_strs && CN_RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0)
         return -ENOMEM;
     w->strs[w->n_strs] = (char *)s; /* protobuf-c only reads it */
     return (int64_t)w->n_strs++;
@@ -154,11 +154,11 @@ static int64_t str_id(writer *w, const char *s)
     if (!s)
         return 0;
     uint64_t key = (uint64_t)(uintptr_t)s;
-    int32_t x = cn_fmt__u64map_get(&w->str_index, key);
+    int32_t x = cn_u64map_get(&w->str_index, key);
     if (x >= 0)
         return x;
     int64_t id = add_str(w, s);
-    if (id < 0 || id > INT32_MAX || cn_fmt__u64map_put(&w->str_index, key, (int32_t)id) < 0)
+    if (id < 0 || id > INT32_MAX || cn_u64map_put(&w->str_index, key, (int32_t)id) < 0)
         return -ENOMEM;
     return id;
 }
@@ -176,7 +176,7 @@ static int64_t str_lit(writer *w, const char *s)
 
 static int push_row(writer *w, int32_t leaf, int32_t thread, double weight, int64_t count)
 {
-    if (w->n_rows == w->cap_rows && CN_FMT__RESERVE(w->rows, w->cap_rows, w->n_rows + 1) < 0)
+    if (w->n_rows == w->cap_rows && CN_RESERVE(w->rows, w->cap_rows, w->n_rows + 1) < 0)
         return -ENOMEM;
     w->rows[w->n_rows++] = (row){leaf, thread, weight, count};
     return 0;
@@ -186,8 +186,8 @@ static int raw_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
                       int64_t count)
 {
     writer *w = ctx;
-    uint64_t key = cn_fmt__pair(stack, thread);
-    int32_t r = cn_fmt__u64map_get(&w->row_index, key);
+    uint64_t key = cn_pair(stack, thread);
+    int32_t r = cn_u64map_get(&w->row_index, key);
     if (r >= 0) {
         w->rows[r].weight += weight;
         w->rows[r].count += count;
@@ -195,7 +195,7 @@ static int raw_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
     }
     if (count == 0)
         w->counts_known = false; /* a retention row: its count was not kept */
-    if (cn_fmt__u64map_put(&w->row_index, key, (int32_t)w->n_rows) < 0)
+    if (cn_u64map_put(&w->row_index, key, (int32_t)w->n_rows) < 0)
         return -ENOMEM;
     return push_row(w, stack, thread, weight, count);
 }
@@ -250,7 +250,7 @@ static ssize_t row_path(writer *w, const row *r)
     size_t n = 0;
     if (w->raw) {
         for (int32_t s = r->leaf; s >= 0; s = cn_agg_stack_prefix(w->p, s), n++) {
-            if (n == w->cap_ids && CN_FMT__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
+            if (n == w->cap_ids && CN_RESERVE(w->ids, w->cap_ids, n + 1) < 0)
                 return -ENOMEM;
             int32_t f = cn_agg_stack_frame(w->p, s);
             use_location(w, f);
@@ -258,7 +258,7 @@ static ssize_t row_path(writer *w, const row *r)
         }
     } else {
         for (int32_t nd = r->leaf; nd >= 0; nd = w->tree->nodes[nd].parent, n++) {
-            if (n == w->cap_ids && CN_FMT__RESERVE(w->ids, w->cap_ids, n + 1) < 0)
+            if (n == w->cap_ids && CN_RESERVE(w->ids, w->cap_ids, n + 1) < 0)
                 return -ENOMEM;
             int32_t f = w->tree->nodes[nd].func;
             use_location(w, f);
@@ -438,7 +438,7 @@ static int encode_locations(writer *w, const row *r)
     if (n < 0)
         return (int)n;
     size_t need = (size_t)n * 10;
-    if (need > w->cap_locbuf && CN_FMT__RESERVE(w->locbuf, w->cap_locbuf, need) < 0)
+    if (need > w->cap_locbuf && CN_RESERVE(w->locbuf, w->cap_locbuf, need) < 0)
         return -ENOMEM;
     uint8_t *o = w->locbuf;
     for (ssize_t i = 0; i < n; i++)

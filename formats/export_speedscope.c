@@ -45,8 +45,8 @@ typedef struct ss_writer {
     size_t path_cap;
     bool first_profile;
     /* raw path: each distinct stack's JSON array text, made once (stack_text()) */
-    cn_fmt__u64map text_index; /* stack -> index into text_off */
-    size_t *text_off;          /* [index, index + 1) -> range in text */
+    cn_u64map text_index; /* stack -> index into text_off */
+    size_t *text_off;     /* [index, index + 1) -> range in text */
     size_t n_text_off, cap_text_off;
     char *text;
     size_t n_text, cap_text;
@@ -71,12 +71,12 @@ static int32_t frame_index(ss_writer *w, int32_t func)
 {
     size_t f = (size_t)func, old = w->cap_frame_of;
     if (f >= old) {
-        if (CN_FMT__RESERVE(w->frame_of, w->cap_frame_of, f + 1) < 0)
+        if (CN_RESERVE(w->frame_of, w->cap_frame_of, f + 1) < 0)
             return -ENOMEM;
         memset(w->frame_of + old, 0xff, (w->cap_frame_of - old) * sizeof(*w->frame_of));
     }
     if (w->frame_of[f] < 0) {
-        if (CN_FMT__RESERVE(w->frames, w->cap_frames, w->n_frames + 1) < 0)
+        if (CN_RESERVE(w->frames, w->cap_frames, w->n_frames + 1) < 0)
             return -ENOMEM;
         w->frames[w->n_frames] = func;
         w->frame_of[f] = (int32_t)w->n_frames++;
@@ -86,7 +86,7 @@ static int32_t frame_index(ss_writer *w, int32_t func)
 
 static int path_push(ss_writer *w, size_t n, int32_t func)
 {
-    if (n >= w->path_cap && CN_FMT__RESERVE(w->path, w->path_cap, n + 1) < 0)
+    if (n >= w->path_cap && CN_RESERVE(w->path, w->path_cap, n + 1) < 0)
         return -ENOMEM;
     w->path[n] = func;
     return 0;
@@ -110,20 +110,20 @@ static char *put_uint(char *o, uint64_t v)
  * Returns the index of its range in w->text_off, or -ENOMEM. */
 static int32_t stack_text(ss_writer *w, int32_t stack)
 {
-    int32_t x = cn_fmt__u64map_get(&w->text_index, (uint64_t)(uint32_t)stack);
+    int32_t x = cn_u64map_get(&w->text_index, (uint64_t)(uint32_t)stack);
     if (x >= 0)
         return x;
     size_t n = cn_agg_stack_funcs(w->p, stack, w->path, w->path_cap); /* leaf first */
     if (n > w->path_cap) {
-        if (CN_FMT__RESERVE(w->path, w->path_cap, n) < 0)
+        if (CN_RESERVE(w->path, w->path_cap, n) < 0)
             return -ENOMEM;
         cn_agg_stack_funcs(w->p, stack, w->path, w->path_cap);
     }
     size_t need = w->n_text + 2 + n * 11; /* "[" "]" and up to 10 digits and "," each */
-    if (need > w->cap_text && CN_FMT__RESERVE(w->text, w->cap_text, need) < 0)
+    if (need > w->cap_text && CN_RESERVE(w->text, w->cap_text, need) < 0)
         return -ENOMEM;
     if (w->n_text_off + 2 > w->cap_text_off &&
-        CN_FMT__RESERVE(w->text_off, w->cap_text_off, w->n_text_off + 2) < 0)
+        CN_RESERVE(w->text_off, w->cap_text_off, w->n_text_off + 2) < 0)
         return -ENOMEM;
     if (w->n_text_off == 0)
         w->text_off[w->n_text_off++] = 0;
@@ -141,7 +141,7 @@ static int32_t stack_text(ss_writer *w, int32_t stack)
     w->n_text = (size_t)(o - w->text);
     x = (int32_t)(w->n_text_off - 1);
     w->text_off[w->n_text_off++] = w->n_text;
-    if (cn_fmt__u64map_put(&w->text_index, (uint64_t)(uint32_t)stack, x) < 0)
+    if (cn_u64map_put(&w->text_index, (uint64_t)(uint32_t)stack, x) < 0)
         return -ENOMEM;
     return x;
 }
@@ -192,7 +192,7 @@ static int collect_sample(void *ctx, int32_t stack, int32_t thread, int64_t time
     if (weight == 0)
         return 0; /* weighs nothing in any view */
     if (w->n_samples == w->cap_samples &&
-        CN_FMT__RESERVE(w->samples, w->cap_samples, w->n_samples + 1) < 0)
+        CN_RESERVE(w->samples, w->cap_samples, w->n_samples + 1) < 0)
         return -ENOMEM;
     w->samples[w->n_samples] = (ss_sample){thread, stack, time_ns, weight, w->n_samples};
     w->n_samples++;
@@ -458,7 +458,7 @@ static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
     /* Sized for the funcs the profile has now; frame_index grows the map for the ones a
      * query adds. */
     size_t n = cn_agg_func_count(p) ? cn_agg_func_count(p) : 1;
-    if (CN_FMT__RESERVE(w->frame_of, w->cap_frame_of, n) < 0)
+    if (CN_RESERVE(w->frame_of, w->cap_frame_of, n) < 0)
         return -ENOMEM;
     memset(w->frame_of, 0xff, w->cap_frame_of * sizeof(*w->frame_of));
     return 0;
@@ -466,7 +466,7 @@ static int writer_init(ss_writer *w, cn_agg_profile *p, FILE *out)
 
 static void writer_free(ss_writer *w)
 {
-    cn_fmt__u64map_clear(&w->text_index);
+    cn_u64map_clear(&w->text_index);
     free(w->text_off);
     free(w->text);
     free(w->frame_of);

@@ -56,7 +56,7 @@ static double node_width(const cn_fmt__flame *f, int32_t n)
 
 static int push_box(layout *l, box b)
 {
-    if (l->n == l->cap && CN_FMT__RESERVE(l->boxes, l->cap, l->n + 1) < 0)
+    if (l->n == l->cap && CN_RESERVE(l->boxes, l->cap, l->n + 1) < 0)
         return -ENOMEM;
     l->boxes[l->n++] = b;
     if (b.depth > l->max_depth)

@@ -10,7 +10,7 @@
  *   profile's own frame stacks (cn_agg_for_each_sample), which keep addresses, resources
  *   and inline chains (pprof locations that can be symbolized later; speedscope samples
  *   in time order).
- * Plus the containers the importers and writers use (fmt_map.c). Names carry the cn_fmt__
+ * The containers (a doubling array, a uint64 → int32 map) are common/'s. Names carry the cn_fmt__
  * prefix.
  */
 #ifndef CN_FMT_FORMATS_INTERNAL_H
@@ -24,59 +24,6 @@
 #include "cn_agg.h"
 #include "cn_fmt.h"
 #include "json_out.h"
-
-/* ---- growable arrays (fmt_map.c) --------------------------------------------------- */
-
-/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling).
- * Returns 0 or -ENOMEM (then *data is unchanged). */
-int cn_fmt__grow(void **data, size_t *cap, size_t need, size_t elem);
-
-#define CN_FMT__RESERVE(arr, cap, need)                                                            \
-    cn_fmt__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
-
-/* ---- uint64 -> int32 open-addressing map (fmt_map.c) -------------------------------- */
-
-typedef struct cn_fmt__u64map {
-    uint64_t *keys;
-    int32_t *vals; /* -1 = empty slot */
-    size_t mask;   /* capacity - 1 (power of two), 0 when unallocated */
-    size_t count;
-} cn_fmt__u64map;
-
-static inline uint64_t cn_fmt__mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static inline uint64_t cn_fmt__pair(int32_t a, int32_t b)
-{
-    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-}
-
-/* Returns the value for key, or -1. */
-static inline int32_t cn_fmt__u64map_get(const cn_fmt__u64map *m, uint64_t key)
-{
-    if (!m->mask)
-        return -1;
-    size_t i = cn_fmt__mix64(key) & m->mask;
-    for (;;) {
-        int32_t v = m->vals[i];
-        if (v < 0 || m->keys[i] == key)
-            return v;
-        i = (i + 1) & m->mask;
-    }
-}
-
-/* Inserts (key, val >= 0); key must be absent. Returns 0 or -ENOMEM. */
-int cn_fmt__u64map_put(cn_fmt__u64map *m, uint64_t key, int32_t val);
-/* Pre-sizes for n entries. Returns 0 or -ENOMEM. */
-int cn_fmt__u64map_reserve(cn_fmt__u64map *m, size_t n);
-void cn_fmt__u64map_clear(cn_fmt__u64map *m); /* frees */
 
 /* ---- queries (formats_common.c) ------------------------------------------------------ */
 

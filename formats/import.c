@@ -273,8 +273,7 @@ out:
 static int read_all(src *s, char **buf, size_t *len, size_t *cap)
 {
     for (;;) {
-        if (*cap - *len < CHUNK_BYTES / 4 &&
-            cn_fmt__grow((void **)buf, cap, *len + CHUNK_BYTES, 1) < 0)
+        if (*cap - *len < CHUNK_BYTES / 4 && cn_grow((void **)buf, cap, *len + CHUNK_BYTES, 1) < 0)
             return cn_err_set(s->err, -ENOMEM, "%s: out of memory", s->name);
         ssize_t n = src_read(s, *buf + *len, *cap - *len);
         if (n < 0)
@@ -298,7 +297,7 @@ static int import_src(src *s, cn_agg_profile **out, cn_err *err)
         goto out;
     }
     size_t probed = (size_t)rc;
-    if ((rc = cn_fmt__grow((void **)&buf, &cap, HEAD_BYTES, 1)) < 0)
+    if ((rc = cn_grow((void **)&buf, &cap, HEAD_BYTES, 1)) < 0)
         goto nomem;
     if (!s->gz) { /* the magic probe already read these bytes */
         memcpy(buf, s->in, probed);
@@ -337,13 +336,13 @@ int cn_fmt__for_each_line(const char *data, size_t len, const char *name, size_t
                           int (*fn)(void *ctx, const char *line, size_t len), void *ctx,
                           cn_err *err)
 {
-    cn_fmt__lines it;
+    cn_lines it;
     const char *line;
     size_t line_len;
     int rc;
 
-    cn_fmt__lines_init(&it, data, len);
-    while (cn_fmt__lines_next(&it, &line, &line_len)) {
+    cn_lines_init(&it, data, len);
+    while (cn_lines_next(&it, &line, &line_len)) {
         *lineno = it.lineno;
         if (memchr(line, '\0', line_len))
             return cn_err_set(err, -EINVAL, "%s:%zu: NUL byte in a text line", name, *lineno);

@@ -90,7 +90,7 @@ static int32_t intern_stack(folded *f, const char *s, size_t len)
         if (n == 0)
             return cn_err_set(f->err, -EINVAL, "%s:%zu: empty function name in stack", f->name,
                               f->lineno);
-        if (CN_FMT__RESERVE(f->scratch, f->scratch_cap, n + 1) < 0)
+        if (CN_RESERVE(f->scratch, f->scratch_cap, n + 1) < 0)
             return -ENOMEM;
         memcpy(f->scratch, s + start, n);
         f->scratch[n] = '\0';
@@ -196,11 +196,11 @@ fail:
 /* The first non-blank line ends in a count after some stack text. */
 bool cn_fmt__looks_folded(const char *data, size_t len)
 {
-    cn_fmt__lines it;
+    cn_lines it;
     const char *s;
     size_t n;
-    cn_fmt__lines_init(&it, data, len);
-    while (cn_fmt__lines_next(&it, &s, &n)) {
+    cn_lines_init(&it, data, len);
+    while (cn_lines_next(&it, &s, &n)) {
         while (n && cn_fmt__is_blank(s[n - 1]))
             n--;
         while (n && cn_fmt__is_blank(s[0]))

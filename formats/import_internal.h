@@ -40,36 +40,6 @@ int cn_fmt__import_tree_json(const char *data, size_t len, const char *name, cn_
 /* True when the buffer plausibly is a gzipped or plain pprof profile.proto. */
 bool cn_fmt__is_pprof(const void *data, size_t len);
 
-/* ---- line iteration --------------------------------------------------------------- */
-
-typedef struct cn_fmt__lines {
-    const char *pos, *end;
-    size_t lineno; /* 1-based number of the line last returned */
-} cn_fmt__lines;
-
-static inline void cn_fmt__lines_init(cn_fmt__lines *it, const char *data, size_t len)
-{
-    it->pos = data;
-    it->end = data + len;
-    it->lineno = 0;
-}
-
-/* The next line without its "\n" or "\r\n". Returns false at the end. */
-static inline bool cn_fmt__lines_next(cn_fmt__lines *it, const char **line, size_t *len)
-{
-    if (it->pos >= it->end)
-        return false;
-    const char *nl = memchr(it->pos, '\n', (size_t)(it->end - it->pos));
-    const char *stop = nl ? nl : it->end;
-    *line = it->pos;
-    *len = (size_t)(stop - it->pos);
-    if (*len && (*line)[*len - 1] == '\r')
-        (*len)--;
-    it->pos = nl ? nl + 1 : it->end;
-    it->lineno++;
-    return true;
-}
-
 /* Hands each line of data (without its end of line) to fn, setting *lineno to the line's
  * 1-based number first so that fn and the caller's error path can name it. A line holding
  * a NUL byte is an error ("NAME:LINE: NUL byte in a text line", err set). Returns 0, or

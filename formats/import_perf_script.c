@@ -186,7 +186,7 @@ static bool parse_header(const char *s, size_t len, perf_hdr *h)
 /* A NUL-terminated copy of s in the scratch buffer (valid until the next call). */
 static char *scratch(perf_in *in, const char *s, size_t n)
 {
-    if (CN_FMT__RESERVE(in->scratch, in->scratch_cap, n + 1) < 0)
+    if (CN_RESERVE(in->scratch, in->scratch_cap, n + 1) < 0)
         return NULL;
     memcpy(in->scratch, s, n);
     in->scratch[n] = '\0';
@@ -273,7 +273,7 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
         char buf[64];
         if (res >= 0) {
             const char *lib = cn_agg_resource_name(in->p, res);
-            if (CN_FMT__RESERVE(in->scratch, in->scratch_cap, strlen(lib) + 24) < 0)
+            if (CN_RESERVE(in->scratch, in->scratch_cap, strlen(lib) + 24) < 0)
                 return -ENOMEM;
             sprintf(in->scratch, "%s+0x%" PRIx64, lib, addr);
             name = in->scratch;
@@ -305,7 +305,7 @@ static int parse_frame(perf_in *in, const char *s, size_t len)
     if (in->n_frames >= MAX_FRAMES)
         return cn_err_set(in->err, -EINVAL, "%s:%zu: callchain deeper than %d frames", in->name,
                           in->lineno, MAX_FRAMES);
-    if (CN_FMT__RESERVE(in->frames, in->cap_frames, in->n_frames + 1) < 0)
+    if (CN_RESERVE(in->frames, in->cap_frames, in->n_frames + 1) < 0)
         return -ENOMEM;
     in->frames[in->n_frames++] = frame;
     return 0;
@@ -426,11 +426,11 @@ fail:
 /* The first line that is neither blank nor a '#' comment is a sample header. */
 bool cn_fmt__looks_perf_script(const char *data, size_t len)
 {
-    cn_fmt__lines it;
+    cn_lines it;
     const char *s;
     size_t n;
-    cn_fmt__lines_init(&it, data, len);
-    while (cn_fmt__lines_next(&it, &s, &n)) {
+    cn_lines_init(&it, data, len);
+    while (cn_lines_next(&it, &s, &n)) {
         size_t i = 0;
         while (i < n && cn_fmt__is_blank(s[i]))
             i++;

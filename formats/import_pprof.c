@@ -124,10 +124,10 @@ typedef struct importer {
     const char *name;
     cn_agg_profile *p;
     cn_err *err;
-    cn_fmt__u64map map_by_id, loc_by_id, fn_by_id; /* pprof id -> index */
-    int32_t *map_res;                              /* mapping index -> resource (-2 = todo) */
-    cn_fmt__u64map func_of;                        /* (function index, res) -> func */
-    int32_t *loc_frames;                           /* frames of every location, outer first */
+    cn_u64map map_by_id, loc_by_id, fn_by_id; /* pprof id -> index */
+    int32_t *map_res;                         /* mapping index -> resource (-2 = todo) */
+    cn_u64map func_of;                        /* (function index, res) -> func */
+    int32_t *loc_frames;                      /* frames of every location, outer first */
     size_t *loc_off;  /* location index -> offset in loc_frames (n_location + 1) */
     int32_t *scratch; /* one sample's frames, root first */
     size_t scratch_cap;
@@ -135,10 +135,10 @@ typedef struct importer {
 
 static void importer_free(importer *im)
 {
-    cn_fmt__u64map_clear(&im->map_by_id);
-    cn_fmt__u64map_clear(&im->loc_by_id);
-    cn_fmt__u64map_clear(&im->fn_by_id);
-    cn_fmt__u64map_clear(&im->func_of);
+    cn_u64map_clear(&im->map_by_id);
+    cn_u64map_clear(&im->loc_by_id);
+    cn_u64map_clear(&im->fn_by_id);
+    cn_u64map_clear(&im->func_of);
     free(im->map_res);
     free(im->loc_frames);
     free(im->loc_off);
@@ -156,20 +156,20 @@ static const char *str(const importer *im, int64_t i)
 }
 
 /* Indexes `n` ids into map; ids must be non-zero and unique. */
-static int index_ids(importer *im, cn_fmt__u64map *map, size_t n,
+static int index_ids(importer *im, cn_u64map *map, size_t n,
                      uint64_t (*id_of)(const void *, size_t), const void *arr, const char *what)
 {
     if (n > INT32_MAX)
         return cn_err_set(im->err, -EINVAL, "%s: too many %ss", im->name, what);
-    if (cn_fmt__u64map_reserve(map, n) < 0)
+    if (cn_u64map_reserve(map, n) < 0)
         return cn_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
     for (size_t i = 0; i < n; i++) {
         uint64_t id = id_of(arr, i);
         if (id == 0)
             return cn_err_set(im->err, -EINVAL, "%s: %s %zu has id 0", im->name, what, i);
-        if (cn_fmt__u64map_get(map, id) >= 0)
+        if (cn_u64map_get(map, id) >= 0)
             return cn_err_set(im->err, -EINVAL, "%s: duplicate %s id %" PRIu64, im->name, what, id);
-        if (cn_fmt__u64map_put(map, id, (int32_t)i) < 0)
+        if (cn_u64map_put(map, id, (int32_t)i) < 0)
             return cn_err_set(im->err, -ENOMEM, "%s: out of memory", im->name);
     }
     return 0;
@@ -224,12 +224,12 @@ static int validate(importer *im)
     }
     for (size_t i = 0; i < m->n_location; i++) {
         const Perftools__Profiles__Location *l = m->location[i];
-        if (l->mapping_id && cn_fmt__u64map_get(&im->map_by_id, l->mapping_id) < 0)
+        if (l->mapping_id && cn_u64map_get(&im->map_by_id, l->mapping_id) < 0)
             return cn_err_set(im->err, -EINVAL,
                               "%s: location %" PRIu64 ": mapping id %" PRIu64 " does not exist", nm,
                               l->id, l->mapping_id);
         for (size_t j = 0; j < l->n_line; j++)
-            if (cn_fmt__u64map_get(&im->fn_by_id, l->line[j]->function_id) < 0)
+            if (cn_u64map_get(&im->fn_by_id, l->line[j]->function_id) < 0)
                 return cn_err_set(im->err, -EINVAL,
                                   "%s: location %" PRIu64 ": function id %" PRIu64
                                   " does not exist",
@@ -242,7 +242,7 @@ static int validate(importer *im)
                               "%s: sample %zu has %zu values for %zu sample types", nm, i,
                               s->n_value, m->n_sample_type);
         for (size_t j = 0; j < s->n_location_id; j++)
-            if (cn_fmt__u64map_get(&im->loc_by_id, s->location_id[j]) < 0)
+            if (cn_u64map_get(&im->loc_by_id, s->location_id[j]) < 0)
                 return cn_err_set(im->err, -EINVAL,
                                   "%s: sample %zu: location id %" PRIu64 " does not exist", nm, i,
                                   s->location_id[j]);
@@ -291,9 +291,9 @@ static int32_t mapping_resource(importer *im, int32_t mi)
 
 static int32_t function_func(importer *im, uint64_t fn_id, int32_t res)
 {
-    int32_t fi = cn_fmt__u64map_get(&im->fn_by_id, fn_id);
-    uint64_t key = cn_fmt__pair(fi, res);
-    int32_t func = cn_fmt__u64map_get(&im->func_of, key);
+    int32_t fi = cn_u64map_get(&im->fn_by_id, fn_id);
+    uint64_t key = cn_pair(fi, res);
+    int32_t func = cn_u64map_get(&im->func_of, key);
     if (func >= 0)
         return func;
     const Perftools__Profiles__Function *f = im->m->function[fi];
@@ -305,7 +305,7 @@ static int32_t function_func(importer *im, uint64_t fn_id, int32_t res)
     const char *file = str(im, f->filename);
     int32_t line = f->start_line > 0 && f->start_line <= INT32_MAX ? (int32_t)f->start_line : 0;
     func = cn_agg_func(im->p, name, res, *file ? file : NULL, line);
-    if (func >= 0 && cn_fmt__u64map_put(&im->func_of, key, func) < 0)
+    if (func >= 0 && cn_u64map_put(&im->func_of, key, func) < 0)
         return -ENOMEM;
     return func;
 }
@@ -325,7 +325,7 @@ static int build_locations(importer *im)
     for (size_t i = 0; i < m->n_location; i++) {
         const Perftools__Profiles__Location *l = m->location[i];
         im->loc_off[i] = k;
-        int32_t mi = l->mapping_id ? cn_fmt__u64map_get(&im->map_by_id, l->mapping_id) : -1;
+        int32_t mi = l->mapping_id ? cn_u64map_get(&im->map_by_id, l->mapping_id) : -1;
         int32_t res = mapping_resource(im, mi);
         if (res < -1)
             return res;
@@ -420,7 +420,7 @@ static int build_samples(importer *im)
         const Perftools__Profiles__Sample *s = m->sample[i];
         size_t n = 0;
         for (size_t j = 0; j < s->n_location_id; j++) {
-            int32_t li = cn_fmt__u64map_get(&im->loc_by_id, s->location_id[j]);
+            int32_t li = cn_u64map_get(&im->loc_by_id, s->location_id[j]);
             n += im->loc_off[li + 1] - im->loc_off[li];
         }
         if (n == 0 || s->value[vi] == 0)
@@ -435,7 +435,7 @@ static int build_samples(importer *im)
          * root-first array from its end, location by location. */
         size_t k = n;
         for (size_t j = 0; j < s->n_location_id; j++) {
-            int32_t li = cn_fmt__u64map_get(&im->loc_by_id, s->location_id[j]);
+            int32_t li = cn_u64map_get(&im->loc_by_id, s->location_id[j]);
             size_t lo = im->loc_off[li], hi = im->loc_off[li + 1];
             k -= hi - lo;
             memcpy(im->scratch + k, im->loc_frames + lo, (hi - lo) * sizeof(int32_t));

@@ -259,7 +259,7 @@ static int cb_start_map(void *ctx)
     case TJ_ROOTS:
         if (c->depth >= MAX_DEPTH)
             return tj_fail(c, -EINVAL, "tree deeper than %d levels", MAX_DEPTH);
-        if (CN_FMT__RESERVE(c->nodes, c->cap, c->depth + 1) < 0)
+        if (CN_RESERVE(c->nodes, c->cap, c->depth + 1) < 0)
             return tj_fail(c, -ENOMEM, "out of memory");
         c->nodes[c->depth++] = (tj_node){.name = -1, .lib = -1, .self = 0, .stack = -1};
         c->st = TJ_NODE;

@@ -1,16 +1,15 @@
-/* fmt_map.c — the two containers formats/'s writers and importers need (formats_internal.h):
- * a growable array that doubles, and a uint64 → int32 open-addressing map (linear probing,
- * load factor at most 1/2, no deletion). They are formats' own copy of the engine's
- * (aggregate/hash.c): formats/ sees only aggregate's public API.
- */
+/* containers.c — the two containers every table-building module needs: a growable array
+ * that doubles, and a uint64 → int32 open-addressing map (linear probing, load factor at
+ * most 1/2, no deletion; the lookup is inline in cn_common.h). One copy for aggregate/
+ * and formats/. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats_internal.h"
+#include "cn_common.h"
 
-int cn_fmt__grow(void **data, size_t *cap, size_t need, size_t elem)
+int cn_grow(void **data, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return 0;
@@ -30,7 +29,7 @@ int cn_fmt__grow(void **data, size_t *cap, size_t need, size_t elem)
 
 /* ---- uint64 -> int32 map ---------------------------------------------------------- */
 
-static int u64map_rehash(cn_fmt__u64map *m, size_t ncap)
+static int u64map_rehash(cn_u64map *m, size_t ncap)
 {
     uint64_t *keys = malloc(ncap * sizeof(*keys));
     int32_t *vals = malloc(ncap * sizeof(*vals));
@@ -44,7 +43,7 @@ static int u64map_rehash(cn_fmt__u64map *m, size_t ncap)
     for (size_t i = 0; m->mask && i <= m->mask; i++) {
         if (m->vals[i] < 0)
             continue;
-        size_t j = cn_fmt__mix64(m->keys[i]) & nmask;
+        size_t j = cn_mix64(m->keys[i]) & nmask;
         while (vals[j] >= 0)
             j = (j + 1) & nmask;
         keys[j] = m->keys[i];
@@ -58,7 +57,7 @@ static int u64map_rehash(cn_fmt__u64map *m, size_t ncap)
     return 0;
 }
 
-int cn_fmt__u64map_reserve(cn_fmt__u64map *m, size_t n)
+int cn_u64map_reserve(cn_u64map *m, size_t n)
 {
     size_t cap = m->mask ? m->mask + 1 : 0;
     if (n * 2 < cap)
@@ -69,12 +68,12 @@ int cn_fmt__u64map_reserve(cn_fmt__u64map *m, size_t n)
     return u64map_rehash(m, ncap);
 }
 
-int cn_fmt__u64map_put(cn_fmt__u64map *m, uint64_t key, int32_t val)
+int cn_u64map_put(cn_u64map *m, uint64_t key, int32_t val)
 {
-    int rc = cn_fmt__u64map_reserve(m, m->count + 1);
+    int rc = cn_u64map_reserve(m, m->count + 1);
     if (rc < 0)
         return rc;
-    size_t i = cn_fmt__mix64(key) & m->mask;
+    size_t i = cn_mix64(key) & m->mask;
     while (m->vals[i] >= 0)
         i = (i + 1) & m->mask;
     m->keys[i] = key;
@@ -83,9 +82,11 @@ int cn_fmt__u64map_put(cn_fmt__u64map *m, uint64_t key, int32_t val)
     return 0;
 }
 
-void cn_fmt__u64map_clear(cn_fmt__u64map *m)
+void cn_u64map_clear(cn_u64map *m)
 {
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof(*m));
 }
+
+/* ---- id set ----------------------------------------------------------------------- */
