@@ -299,11 +299,12 @@ static int bench_tree(cn_d_backend backend)
         }
         /* Check once: raw payload == the default reply's content. */
         json_t *resp = NULL, *plain = NULL;
-        char msg[256], *raw = NULL;
+        cn_err msg = {0};
+        char *raw = NULL;
         size_t raw_len = 0;
         bool same = false;
-        if (cn_cli_call_raw(cc, jr, &resp, &raw, &raw_len, msg, sizeof(msg)) == 0 && raw &&
-            cn_cli_call(cc, jr, &plain, msg, sizeof(msg)) == 0) {
+        if (cn_cli_call_raw(cc, jr, &resp, &raw, &raw_len, &msg) == 0 && raw &&
+            cn_cli_call(cc, jr, &plain, &msg) == 0) {
             const json_t *o = json_object_get(plain, "output");
             if (o)
                 same =

@@ -65,9 +65,8 @@ static int child_status(int ws)
 static json_t *daemon_session(cn_cli_conn *c, const char *id)
 {
     json_t *req = cn_proto_request("sessions"), *resp = NULL, *found = NULL;
-    char msg[256];
-    if (req && cn_cli_call(c, req, &resp, msg, sizeof(msg)) == 0 &&
-        json_is_true(json_object_get(resp, "ok"))) {
+    cn_err err = {0};
+    if (req && cn_cli_call(c, req, &resp, &err) == 0 && json_is_true(json_object_get(resp, "ok"))) {
         size_t i;
         json_t *s;
         json_array_foreach(json_object_get(resp, "sessions"), i, s)
@@ -108,9 +107,9 @@ static void daemon_settle(cn_cli_conn *c, const char *id, bool stop_if_running)
             if (stop_if_running && !stopped &&
                 cn_common_now_ns() > deadline - (DAEMON_SETTLE_MS - 2000) * 1000000LL) {
                 json_t *req = cn_proto_request("stop"), *resp = NULL;
-                char msg[256];
+                cn_err err = {0};
                 if (req && !json_object_set_new(req, "session", json_string(id)))
-                    cn_cli_call(c, req, &resp, msg, sizeof(msg));
+                    cn_cli_call(c, req, &resp, &err);
                 json_decref(resp);
                 json_decref(req);
                 stopped = true;
@@ -169,9 +168,9 @@ out:
 static void daemon_rm(cn_cli_conn *c, const char *id)
 {
     json_t *req = cn_proto_request("rm"), *resp = NULL;
-    char msg[256];
+    cn_err err = {0};
     if (req && !json_object_set_new(req, "session", json_string(id)))
-        cn_cli_call(c, req, &resp, msg, sizeof(msg));
+        cn_cli_call(c, req, &resp, &err);
     json_decref(resp);
     json_decref(req);
 }
@@ -237,21 +236,20 @@ static int run_in_process(run_ctx *r)
 {
     cn_cli_live_args *a = r->a;
     cn_cli_local *l = NULL;
-    char msg[512] = "";
+    cn_err err = {0};
     int status;
 
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_LIVE_RUN, r->child.pid, RUN_FREQ, &l, msg, sizeof(msg)) <
-        0) {
-        fprintf(stderr, "canopy run: %s\n", msg);
+    if (cn_cli_local_start(&a->smp, CN_LIVE_RUN, r->child.pid, RUN_FREQ, &l, &err) < 0) {
+        fprintf(stderr, "canopy run: %s\n", err.msg);
         cn_smp_child_abort(&r->child);
         return CN_EXIT_FAIL;
     }
     cn_smp_child_release(&r->child);
     while (!r->child_done) {
-        if (cn_cli_local_pump(l, 100, msg, sizeof(msg)) < 0) {
+        if (cn_cli_local_pump(l, 100, &err) < 0) {
             cn_cli_progress_end(&r->pr);
-            fprintf(stderr, "canopy run: %s (the command keeps running)\n", msg);
+            fprintf(stderr, "canopy run: %s (the command keeps running)\n", err.msg);
             while (!r->child_done && waitpid(r->child.pid, &r->child_ws, 0) == r->child.pid)
                 r->child_done = true;
             cn_cli_local_free(l);
@@ -262,10 +260,10 @@ static int run_in_process(run_ctx *r)
         cn_cli_progress_update(&r->pr, (int64_t)info.samples, (int64_t)info.lost, false);
         run_reap(r);
     }
-    cn_cli_local_pump(l, 0, msg, sizeof(msg));
+    cn_cli_local_pump(l, 0, &err);
     cn_cli_progress_end(&r->pr);
-    if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, msg, sizeof(msg)) < 0)
-        fprintf(stderr, "canopy run: %s\n", msg);
+    if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, &err) < 0)
+        fprintf(stderr, "canopy run: %s\n", err.msg);
     char title[256];
     snprintf(title, sizeof(title), "run: %s", a->cmd_argv[0]);
     status = local_render(l, &a->q, title);
@@ -450,10 +448,10 @@ static void tree_help(void)
 static int daemon_has_pid(cn_cli_conn *c, const char *cmd, int pid)
 {
     json_t *req = cn_proto_request("sessions"), *resp = NULL;
-    char msg[256] = "";
+    cn_err err = {0};
     int found = 0;
-    if (!req || cn_cli_call(c, req, &resp, msg, sizeof(msg)) < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, msg[0] ? msg : "out of memory");
+    if (!req || cn_cli_call(c, req, &resp, &err) < 0) {
+        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : "out of memory");
         found = -CN_EXIT_FAIL;
     } else if (!json_is_true(json_object_get(resp, "ok"))) {
         found = -cn_cli_resp_status(cmd, resp);
@@ -476,21 +474,21 @@ static int tree_in_process(cn_cli_live_args *a)
 {
     cn_cli_local *l = NULL;
     cn_cli_progress pr;
-    char msg[512] = "";
+    cn_err err = {0};
     int status = CN_EXIT_FAIL;
 
     if (!a->smp.duration_ns)
         a->smp.duration_ns = TEMP_DURATION_NS;
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &l, msg, sizeof(msg)) < 0) {
-        fprintf(stderr, "canopy tree: %s\n", msg);
+    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &l, &err) < 0) {
+        fprintf(stderr, "canopy tree: %s\n", err.msg);
         return CN_EXIT_FAIL;
     }
     cn_cli_progress_init(&pr);
     for (;;) {
-        if (cn_cli_local_pump(l, 100, msg, sizeof(msg)) < 0) {
+        if (cn_cli_local_pump(l, 100, &err) < 0) {
             cn_cli_progress_end(&pr);
-            fprintf(stderr, "canopy tree: %s\n", msg);
+            fprintf(stderr, "canopy tree: %s\n", err.msg);
             goto out;
         }
         cn_live_session_info info;
@@ -500,8 +498,8 @@ static int tree_in_process(cn_cli_live_args *a)
             break;
     }
     cn_cli_progress_end(&pr);
-    if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, msg, sizeof(msg)) < 0)
-        fprintf(stderr, "canopy tree: %s\n", msg);
+    if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, &err) < 0)
+        fprintf(stderr, "canopy tree: %s\n", err.msg);
     char title[64];
     snprintf(title, sizeof(title), "pid %d", a->pid);
     status = local_render(l, &a->q, title);
@@ -623,8 +621,7 @@ typedef struct local_top {
     bool ended;
 } local_top;
 
-static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
-                           size_t msglen)
+static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err)
 {
     local_top *t = ctx;
     cn_live_session *s = cn_cli_local_session(t->l);
@@ -633,16 +630,16 @@ static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot
     t->now_ns = cn_live_session_now(s);
     t->samples = (int64_t)info.samples;
     t->lost = (int64_t)info.lost;
-    int rc = cn_top_profile_fetch(&t->ps, req, out, msg, msglen);
+    int rc = cn_top_profile_fetch(&t->ps, req, out, err);
     if (rc == 0 && info.state != CN_LIVE_RUNNING)
         snprintf(out->note, sizeof(out->note), "[%s]", cn_live_state_name(info.state));
     return rc;
 }
 
-static int local_top_pump(void *ctx, char *msg, size_t msglen)
+static int local_top_pump(void *ctx, cn_err *err)
 {
     local_top *t = ctx;
-    return cn_cli_local_pump(t->l, 0, msg, msglen);
+    return cn_cli_local_pump(t->l, 0, err);
 }
 
 /* The daemon source: two `tree` queries per refresh (the tree and the function list). */
@@ -653,7 +650,7 @@ typedef struct daemon_top {
 } daemon_top;
 
 static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, cn_agg_view view,
-                                char *msg, size_t msglen)
+                                cn_err *err)
 {
     json_t *r = cn_proto_request("tree"), *resp = NULL, *tree = NULL;
     cn_fmt_spec spec; /* borrows req's transforms through spec.query */
@@ -675,16 +672,16 @@ static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, cn_agg
         rc |= cn_fmt_spec_to_json(&spec, r) < 0;
     }
     if (rc) {
-        snprintf(msg, msglen, "out of memory");
-    } else if (cn_cli_call(t->c, r, &resp, msg, msglen) == 0) {
+        cn_err_set(err, 0, "out of memory");
+    } else if (cn_cli_call(t->c, r, &resp, err) == 0) {
         if (json_is_true(json_object_get(resp, "ok"))) {
             tree = json_incref(json_object_get(resp, "tree"));
             if (!tree)
-                snprintf(msg, msglen, "the daemon's answer has no tree");
+                cn_err_set(err, 0, "the daemon's answer has no tree");
         } else {
             const char *m =
                 json_string_value(json_object_get(json_object_get(resp, "error"), "message"));
-            snprintf(msg, msglen, "%s", m ? m : "the daemon refused the query");
+            cn_err_set(err, 0, "%s", m ? m : "the daemon refused the query");
         }
     }
     json_decref(resp);
@@ -693,16 +690,15 @@ static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, cn_agg
     return tree;
 }
 
-static int daemon_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
-                            size_t msglen)
+static int daemon_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err)
 {
     daemon_top *t = ctx;
-    json_t *tree = daemon_top_query(t, req, req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE,
-                                    msg, msglen);
+    json_t *tree =
+        daemon_top_query(t, req, req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE, err);
     if (!tree)
         return -EIO;
-    json_t *funcs = daemon_top_query(t, req, CN_AGG_VIEW_FUNCTIONS, msg, msglen);
-    int rc = funcs ? cn_top_snapshot_from_json(out, tree, funcs, msg, msglen) : -EIO;
+    json_t *funcs = daemon_top_query(t, req, CN_AGG_VIEW_FUNCTIONS, err);
+    int rc = funcs ? cn_top_snapshot_from_json(out, tree, funcs, err) : -EIO;
     json_decref(funcs);
     json_decref(tree);
     return rc;
@@ -727,11 +723,12 @@ static int top_file(const char *path)
 static int top_in_process(cn_cli_live_args *a)
 {
     local_top t;
-    char msg[512] = "", title[64];
+    cn_err err = {0};
+    char title[64];
     memset(&t, 0, sizeof(t));
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &t.l, msg, sizeof(msg)) < 0) {
-        fprintf(stderr, "canopy top: %s\n", msg);
+    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &t.l, &err) < 0) {
+        fprintf(stderr, "canopy top: %s\n", err.msg);
         return CN_EXIT_FAIL;
     }
     t.ps.profile = cn_live_session_profile(cn_cli_local_session(t.l));

@@ -111,14 +111,14 @@ static int send_all(int fd, const char *p, size_t n)
 }
 
 /* Reads until a whole line is buffered. Returns 0 and the line, or negative errno. */
-static int read_line(cn_cli_conn *c, char **line, size_t *len, char *msg, size_t msglen)
+static int read_line(cn_cli_conn *c, char **line, size_t *len, cn_err *err)
 {
     for (;;) {
         int rc = cn_proto_next_line(&c->in, CN_PROTO_MAX_RESPONSE, line, len);
         if (rc == 1)
             return 0;
         if (rc < 0) {
-            snprintf(msg, msglen, "daemon response larger than %u bytes", CN_PROTO_MAX_RESPONSE);
+            cn_err_set(err, 0, "daemon response larger than %u bytes", CN_PROTO_MAX_RESPONSE);
             return rc;
         }
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
@@ -126,20 +126,20 @@ static int read_line(cn_cli_conn *c, char **line, size_t *len, char *msg, size_t
         if (rc < 0 && errno == EINTR)
             continue;
         if (rc <= 0) {
-            snprintf(msg, msglen, "daemon did not answer within %d s", CALL_TIMEOUT_MS / 1000);
+            cn_err_set(err, 0, "daemon did not answer within %d s", CALL_TIMEOUT_MS / 1000);
             return rc < 0 ? -errno : -ETIMEDOUT;
         }
         size_t room;
         char *space = cn_buf_space(&c->in, 65536, &room);
         if (!space) {
-            snprintf(msg, msglen, "daemon response too large");
+            cn_err_set(err, 0, "daemon response too large");
             return room ? -ENOMEM : -EMSGSIZE;
         }
         ssize_t r = recv(c->fd, space, room, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            snprintf(msg, msglen, "daemon closed the connection");
+            cn_err_set(err, 0, "daemon closed the connection");
             return r < 0 ? -errno : -ECONNRESET;
         }
         cn_buf_commit(&c->in, (size_t)r);
@@ -149,17 +149,17 @@ static int read_line(cn_cli_conn *c, char **line, size_t *len, char *msg, size_t
 /* A response line: a JSON object with a boolean "ok". Not cn_proto_decode_response():
  * its nesting bound (32 levels) suits requests, but a call tree in a response nests two
  * levels per tree level; jansson's own parser bound (2048 levels) applies instead. */
-static int decode_response(const char *line, size_t len, json_t **out, char *msg, size_t msglen)
+static int decode_response(const char *line, size_t len, json_t **out, cn_err *err)
 {
     json_error_t e;
     json_t *o = json_loadb(line, len, 0, &e);
     if (!o) {
-        snprintf(msg, msglen, "malformed daemon response: %s (byte %d)", e.text, e.position);
+        cn_err_set(err, 0, "malformed daemon response: %s (byte %d)", e.text, e.position);
         return -EPROTO;
     }
     if (!json_is_object(o) || !json_is_boolean(json_object_get(o, "ok"))) {
         json_decref(o);
-        snprintf(msg, msglen, "malformed daemon response: no boolean \"ok\"");
+        cn_err_set(err, 0, "malformed daemon response: no boolean \"ok\"");
         return -EPROTO;
     }
     *out = o;
@@ -169,13 +169,13 @@ static int decode_response(const char *line, size_t len, json_t **out, char *msg
 /* Reads the n payload bytes that follow a response line (what c->in already holds
  * first, then straight from the socket into one allocation). Returns 0 and *out
  * (malloc'ed, NUL-terminated, caller frees), or negative errno with msg filled. */
-static int read_payload(cn_cli_conn *c, size_t n, char **out, char *msg, size_t msglen)
+static int read_payload(cn_cli_conn *c, size_t n, char **out, cn_err *err)
 {
     char *p = malloc(n + 1);
     size_t have = cn_buf_len(&c->in) < n ? cn_buf_len(&c->in) : n;
     int rc = 0;
     if (!p) {
-        snprintf(msg, msglen, "out of memory for a %zu-byte daemon answer", n);
+        cn_err_set(err, 0, "out of memory for a %zu-byte daemon answer", n);
         return -ENOMEM;
     }
     memcpy(p, cn_buf_ptr(&c->in), have);
@@ -186,8 +186,8 @@ static int read_payload(cn_cli_conn *c, size_t n, char **out, char *msg, size_t 
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr <= 0) {
-            snprintf(msg, msglen, "daemon did not send its answer within %d s",
-                     CALL_TIMEOUT_MS / 1000);
+            cn_err_set(err, 0, "daemon did not send its answer within %d s",
+                       CALL_TIMEOUT_MS / 1000);
             rc = pr < 0 ? -errno : -ETIMEDOUT;
             goto fail;
         }
@@ -195,7 +195,7 @@ static int read_payload(cn_cli_conn *c, size_t n, char **out, char *msg, size_t 
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            snprintf(msg, msglen, "daemon closed the connection after %zu of %zu bytes", have, n);
+            cn_err_set(err, 0, "daemon closed the connection after %zu of %zu bytes", have, n);
             rc = r < 0 ? -errno : -ECONNRESET;
             goto fail;
         }
@@ -210,8 +210,8 @@ fail:
 }
 
 /* One request/response exchange; with raw, asks for a raw payload and reads it. */
-static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len, char *msg,
-                size_t msglen)
+static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
+                cn_err *err)
 {
     cn_buf out;
     char *line;
@@ -234,24 +234,24 @@ static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *
     else if (raw)
         json_object_del(req, "raw");
     if (rc < 0) {
-        snprintf(msg, msglen, "cannot encode the request: %s", strerror(-rc));
+        cn_err_set(err, 0, "cannot encode the request: %s", strerror(-rc));
         goto out;
     }
     rc = send_all(c->fd, cn_buf_ptr(&out), cn_buf_len(&out));
     if (rc < 0) {
-        snprintf(msg, msglen, "cannot send to the daemon: %s", strerror(-rc));
+        cn_err_set(err, 0, "cannot send to the daemon: %s", strerror(-rc));
         goto out;
     }
-    rc = read_line(c, &line, &len, msg, msglen);
+    rc = read_line(c, &line, &len, err);
     if (rc < 0)
         goto out;
-    rc = decode_response(line, len, resp, msg, msglen);
+    rc = decode_response(line, len, resp, err);
     cn_buf_consume(&c->in, len + 1);
     if (rc < 0)
         goto out;
     const json_t *id = json_object_get(*resp, "id");
     if (id && !(json_is_integer(id) && json_integer_value(id) == c->next_id)) {
-        snprintf(msg, msglen, "daemon response out of order");
+        cn_err_set(err, 0, "daemon response out of order");
         rc = -EPROTO;
         goto fail;
     }
@@ -261,12 +261,12 @@ static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *
         goto out; /* an error, or a daemon that does not know "raw": output in *resp */
     if (!raw || !json_is_integer(nb) || json_integer_value(nb) < 0 ||
         (uint64_t)json_integer_value(nb) > CN_PROTO_MAX_RESPONSE) {
-        snprintf(msg, msglen, "malformed daemon response: bad \"raw_bytes\"");
+        cn_err_set(err, 0, "malformed daemon response: bad \"raw_bytes\"");
         rc = -EPROTO;
         goto fail;
     }
     *raw_len = (size_t)json_integer_value(nb);
-    rc = read_payload(c, *raw_len, raw, msg, msglen);
+    rc = read_payload(c, *raw_len, raw, err);
     if (rc < 0) {
         *raw_len = 0;
         goto fail;
@@ -281,15 +281,15 @@ fail:
     return rc;
 }
 
-int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t msglen)
+int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, cn_err *err)
 {
-    return call(c, req, resp, NULL, NULL, msg, msglen);
+    return call(c, req, resp, NULL, NULL, err);
 }
 
 int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
-                    char *msg, size_t msglen)
+                    cn_err *err)
 {
-    return call(c, req, resp, raw, raw_len, msg, msglen);
+    return call(c, req, resp, raw, raw_len, err);
 }
 
 int cn_cli_resp_status(const char *cmd, const json_t *resp)

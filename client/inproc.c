@@ -20,18 +20,17 @@ struct cn_cli_local {
 };
 
 int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
-                       cn_cli_local **out, char *msg, size_t msglen)
+                       cn_cli_local **out, cn_err *err)
 {
     cn_live_session_opts o;
-    cn_err err = {0};
     cn_cli_local *l = calloc(1, sizeof(*l));
     int rc;
 
     if (!l) {
-        snprintf(msg, msglen, "out of memory");
+        cn_err_set(err, 0, "out of memory");
         return -ENOMEM;
     }
-    rc = cn_live_symbolizer_new(0, &l->sym, &err);
+    rc = cn_live_symbolizer_new(0, &l->sym, err);
     if (rc < 0)
         goto fail;
     cn_live_session_opts_init(&o);
@@ -47,13 +46,14 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, i
     o.no_kernel = s->kernel == 0;
     o.duration_ns = s->duration_ns;
     o.owner = getuid();
-    rc = cn_live_session_new(&o, l->sym, &l->session, &err);
+    rc = cn_live_session_new(&o, l->sym, &l->session, err);
     if (rc < 0)
         goto fail;
     *out = l;
     return 0;
 fail:
-    snprintf(msg, msglen, "%s", err.msg[0] ? err.msg : strerror(-rc));
+    if (err && !err->msg[0])
+        cn_err_set(err, 0, "%s", strerror(-rc));
     cn_cli_local_free(l);
     return rc;
 }
@@ -74,7 +74,7 @@ cn_live_session *cn_cli_local_session(cn_cli_local *l)
     return l->session;
 }
 
-int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
+int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, cn_err *err)
 {
     const int *fds;
     size_t n = cn_live_session_fds(l->session, &fds);
@@ -87,35 +87,35 @@ int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
         pfd[np++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     if (timeout_ms > 0 && poll(pfd, np, timeout_ms) < 0 && errno != EINTR) {
         rc = -errno;
-        snprintf(msg, msglen, "poll: %s", strerror(errno));
+        cn_err_set(err, 0, "poll: %s", strerror(errno));
         return rc;
     }
     /* Pump on a timer too: it is cheap when nothing is there, and it is where the
      * session notices the target's exit and its duration. */
     rc = cn_live_session_pump(l->session);
     if (rc < 0) {
-        snprintf(msg, msglen, "sampling failed: %s", strerror(-rc));
+        cn_err_set(err, 0, "sampling failed: %s", strerror(-rc));
         return rc;
     }
     rc = cn_live_symbolizer_dispatch(l->sym);
     if (rc < 0) {
-        snprintf(msg, msglen, "symbolizer failed: %s", strerror(-rc));
+        cn_err_set(err, 0, "symbolizer failed: %s", strerror(-rc));
         return rc;
     }
     return 0;
 }
 
-int cn_cli_local_finish(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen)
+int cn_cli_local_finish(cn_cli_local *l, int timeout_ms, cn_err *err)
 {
     int rc = cn_live_session_stop(l->session);
     if (rc < 0) {
-        snprintf(msg, msglen, "stopping the session: %s", strerror(-rc));
+        cn_err_set(err, 0, "stopping the session: %s", strerror(-rc));
         return rc;
     }
     rc = cn_live_symbolizer_flush(l->sym, timeout_ms);
     if (rc == -ETIMEDOUT)
         rc = 0; /* what is not resolved yet stays LIB+0xOFFSET */
     if (rc < 0)
-        snprintf(msg, msglen, "symbolizer failed: %s", strerror(-rc));
+        cn_err_set(err, 0, "symbolizer failed: %s", strerror(-rc));
     return rc;
 }

@@ -142,14 +142,14 @@ cn_cli_conn *cn_cli_conn_free(cn_cli_conn *c);
 /* Sends req (borrowed) and waits for its response. Returns 0 and *resp (a new reference,
  * caller json_decref's) whatever "ok" says; negative errno when the connection fails or
  * the response is malformed (msg filled). */
-int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, char *msg, size_t msglen);
+int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, cn_err *err);
 /* The same for tree/save/timeline, asking for the rendered output as a raw payload
  * ("raw": true, docs/protocol.md): when the answer announces "raw_bytes": N, the N bytes
  * that follow its line are read into *raw (malloc'ed, NUL-terminated, caller frees) and
  * *raw_len; otherwise (an error, or an older daemon) *raw is NULL and any output is in
  * *resp as with cn_cli_call. */
 int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
-                    char *msg, size_t msglen);
+                    cn_err *err);
 /* For a response with "ok": false, prints "canopy CMD: MESSAGE" and returns its "exit"
  * (1 when absent). For ok responses returns 0. */
 int cn_cli_resp_status(const char *cmd, const json_t *resp);
@@ -164,15 +164,15 @@ typedef struct cn_cli_local cn_cli_local;
  * For CN_LIVE_RUN the child must be held before exec; release it after this returns.
  * Returns 0 and *out, or negative errno with msg set. */
 int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
-                       cn_cli_local **out, char *msg, size_t msglen);
+                       cn_cli_local **out, cn_err *err);
 cn_cli_local *cn_cli_local_free(cn_cli_local *l);
 cn_live_session *cn_cli_local_session(cn_cli_local *l);
 /* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
  * and dispatches symbol answers. Returns 0 or negative errno with msg set. */
-int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen);
+int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, cn_err *err);
 /* Stops sampling and waits up to timeout_ms for the symbolizer to resolve what it was
  * given. Returns 0 or negative errno with msg set. */
-int cn_cli_local_finish(cn_cli_local *l, int timeout_ms, char *msg, size_t msglen);
+int cn_cli_local_finish(cn_cli_local *l, int timeout_ms, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Progress line (progress.c): elapsed, samples, lost; only when stderr is a terminal.
@@ -236,7 +236,7 @@ int cn_top_snapshot_add_func(cn_top_snapshot *s, const char *name, const char *l
 /* Fills s from the interface JSON of a tree (view tree or inverted) and a function list
  * (view functions; may be NULL). Returns 0 or -EINVAL with msg set. */
 int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json_t *funcs,
-                              char *msg, size_t msglen);
+                              cn_err *err);
 /* Fills s from engine results (scale: display units per weight unit). 0 or -ENOMEM. */
 int cn_top_snapshot_from_agg(cn_top_snapshot *s, const cn_agg_profile *p, const cn_agg_tree *tree,
                              const cn_agg_tree *funcs);
@@ -255,11 +255,10 @@ typedef struct cn_top_source {
     bool live; /* refresh every second */
     /* Fills *out (already cleared). Returns 0, or negative errno with msg set (shown on the
      * status line; top keeps going). -ENOENT on a transform naming an unknown function. */
-    int (*fetch)(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
-                 size_t msglen);
+    int (*fetch)(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err);
     /* Called between key presses (about every 100 ms) so an in-process source can read its
      * rings; may be NULL. Returns 0 or negative errno (then top ends with msg shown). */
-    int (*pump)(void *ctx, char *msg, size_t msglen);
+    int (*pump)(void *ctx, cn_err *err);
 } cn_top_source;
 
 /* Runs the full-screen UI until q, SIGINT or SIGTERM. The terminal is restored whatever
@@ -275,7 +274,6 @@ typedef struct cn_top_profile_source {
     const int64_t *samples;     /* may be NULL */
     const int64_t *lost;        /* may be NULL */
 } cn_top_profile_source;
-int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
-                         size_t msglen);
+int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err);
 
 #endif /* CN_CLIENT_LIVE_H */

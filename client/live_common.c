@@ -225,15 +225,15 @@ void cn_cli_say_in_process(const char *cmd, const cn_cli_live_args *a)
 
 int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
 {
-    char msg[256] = "";
+    cn_err err = {0};
     *resp = NULL;
     if (!req) {
         fprintf(stderr, "canopy %s: out of memory\n", cmd);
         return CN_EXIT_FAIL;
     }
-    int rc = cn_cli_call(c, req, resp, msg, sizeof(msg));
+    int rc = cn_cli_call(c, req, resp, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
+        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : strerror(-rc));
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, *resp);
@@ -260,16 +260,17 @@ static void print_reply_notes(const json_t *resp)
 int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char *key,
                         const char *output)
 {
-    char msg[256] = "", *raw = NULL;
+    cn_err err = {0};
+    char *raw = NULL;
     size_t raw_len = 0;
     json_t *resp = NULL;
     if (!req) {
         fprintf(stderr, "canopy %s: out of memory\n", cmd);
         return CN_EXIT_FAIL;
     }
-    int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, msg, sizeof(msg));
+    int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
+        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : strerror(-rc));
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, resp);

@@ -344,13 +344,13 @@ static int fetch(top_state *st)
                           .n_transforms = st->n_tfs,
                           .inverted = st->inverted,
                           .window_ns = windows_ns[st->window]};
-    char msg[256] = "";
-    int rc = st->src->fetch(st->src->ctx, &req, &fresh, msg, sizeof(msg));
+    cn_err err = {0};
+    int rc = st->src->fetch(st->src->ctx, &req, &fresh, &err);
     st->last_fetch_ns = cn_common_now_ns();
     st->need_fetch = false;
     if (rc < 0) {
         cn_top_snapshot_clear(&fresh);
-        snprintf(st->msg, sizeof(st->msg), "%s", msg[0] ? msg : "query failed");
+        snprintf(st->msg, sizeof(st->msg), "%s", err.msg[0] ? err.msg : "query failed");
         if (st->snap_inverted != st->inverted || st->snap_window != st->window ||
             st->snap_n_tfs != st->n_tfs) {
             cn_top_snapshot_clear(&st->snap);
@@ -907,9 +907,9 @@ int cn_top_run(const cn_top_source *src)
     }
 
     for (;;) {
-        char msg[256] = "";
-        if (src->pump && (rc = src->pump(src->ctx, msg, sizeof(msg))) < 0) {
-            snprintf(st.msg, sizeof(st.msg), "%s", msg);
+        cn_err err = {0};
+        if (src->pump && (rc = src->pump(src->ctx, &err)) < 0) {
+            snprintf(st.msg, sizeof(st.msg), "%s", err.msg);
             status = CN_EXIT_FAIL;
             break;
         }

@@ -116,18 +116,17 @@ int cn_top_snapshot_add_func(cn_top_snapshot *s, const char *name, const char *l
  * From JSON (docs/cli.md "JSON tree")
  */
 
-static int json_nodes(cn_top_snapshot *s, int32_t parent, const json_t *arr, int depth, char *msg,
-                      size_t msglen)
+static int json_nodes(cn_top_snapshot *s, int32_t parent, const json_t *arr, int depth, cn_err *err)
 {
     size_t i;
     const json_t *n;
 
     if (!json_is_array(arr)) {
-        snprintf(msg, msglen, "tree: \"children\" is not an array");
+        cn_err_set(err, 0, "tree: \"children\" is not an array");
         return -EINVAL;
     }
     if (depth > JSON_MAX_DEPTH) {
-        snprintf(msg, msglen, "tree: deeper than %d levels", JSON_MAX_DEPTH);
+        cn_err_set(err, 0, "tree: deeper than %d levels", JSON_MAX_DEPTH);
         return -EINVAL;
     }
     json_array_foreach(arr, i, n)
@@ -136,18 +135,18 @@ static int json_nodes(cn_top_snapshot *s, int32_t parent, const json_t *arr, int
         const char *lib = json_string_value(json_object_get(n, "lib"));
         const json_t *tot = json_object_get(n, "total"), *self = json_object_get(n, "self");
         if (!name || !json_is_number(tot)) {
-            snprintf(msg, msglen, "tree: a node without a name or a total");
+            cn_err_set(err, 0, "tree: a node without a name or a total");
             return -EINVAL;
         }
         int32_t id = cn_top_snapshot_add(s, parent, name, lib, json_number_value(tot),
                                          json_is_number(self) ? json_number_value(self) : 0);
         if (id < 0) {
-            snprintf(msg, msglen, "out of memory");
+            cn_err_set(err, 0, "out of memory");
             return id;
         }
         const json_t *ch = json_object_get(n, "children");
         if (ch) {
-            int rc = json_nodes(s, id, ch, depth + 1, msg, msglen);
+            int rc = json_nodes(s, id, ch, depth + 1, err);
             if (rc < 0)
                 return rc;
         }
@@ -156,10 +155,10 @@ static int json_nodes(cn_top_snapshot *s, int32_t parent, const json_t *arr, int
 }
 
 int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json_t *funcs,
-                              char *msg, size_t msglen)
+                              cn_err *err)
 {
     if (!json_is_object(tree)) {
-        snprintf(msg, msglen, "tree: not a JSON object");
+        cn_err_set(err, 0, "tree: not a JSON object");
         return -EINVAL;
     }
     const char *unit = json_string_value(json_object_get(tree, "unit"));
@@ -173,7 +172,7 @@ int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json
         s->lost = json_integer_value(v);
     const json_t *roots = json_object_get(tree, "roots");
     if (roots) {
-        int rc = json_nodes(s, -1, roots, 0, msg, msglen);
+        int rc = json_nodes(s, -1, roots, 0, err);
         if (rc < 0)
             return rc;
     }
@@ -183,20 +182,20 @@ int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json
     size_t i;
     const json_t *f;
     if (!json_is_array(arr)) {
-        snprintf(msg, msglen, "functions: no \"functions\" array");
+        cn_err_set(err, 0, "functions: no \"functions\" array");
         return -EINVAL;
     }
     json_array_foreach(arr, i, f)
     {
         const char *name = json_string_value(json_object_get(f, "name"));
         if (!name) {
-            snprintf(msg, msglen, "functions: an entry without a name");
+            cn_err_set(err, 0, "functions: an entry without a name");
             return -EINVAL;
         }
         if (cn_top_snapshot_add_func(s, name, json_string_value(json_object_get(f, "lib")),
                                      json_number_value(json_object_get(f, "self")),
                                      json_number_value(json_object_get(f, "total"))) < 0) {
-            snprintf(msg, msglen, "out of memory");
+            cn_err_set(err, 0, "out of memory");
             return -ENOMEM;
         }
     }
@@ -289,15 +288,13 @@ static int64_t profile_end_ns(const cn_agg_profile *p)
     return end;
 }
 
-int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, char *msg,
-                         size_t msglen)
+int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err)
 {
     cn_top_profile_source *ps = ctx;
     cn_agg_tree *tree = NULL, *funcs = NULL;
     cn_fmt_spec spec; /* borrows req's transforms through spec.query; owns nothing */
     cn_fmt_render_opts o;
     cn_agg_query q;
-    cn_err err = {0};
     int rc;
 
     cn_fmt_spec_init(&spec);
@@ -311,19 +308,19 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
     cn_fmt_render_opts_init(&o);
     o.has_now = true;
     o.now_ns = end;
-    if ((rc = cn_fmt_spec_check(ps->profile, &spec, &err)) < 0)
+    if ((rc = cn_fmt_spec_check(ps->profile, &spec, err)) < 0)
         goto fail;
     cn_fmt_spec_resolve(ps->profile, &spec, &o, &q);
-    rc = cn_agg_query_run(ps->profile, &q, &tree, &err);
+    rc = cn_agg_query_run(ps->profile, &q, &tree, err);
     if (rc < 0)
         goto fail;
     q.view = CN_AGG_VIEW_FUNCTIONS;
-    rc = cn_agg_query_run(ps->profile, &q, &funcs, &err);
+    rc = cn_agg_query_run(ps->profile, &q, &funcs, err);
     if (rc < 0)
         goto fail;
     rc = cn_top_snapshot_from_agg(out, ps->profile, tree, funcs);
     if (rc < 0) {
-        snprintf(err.msg, sizeof(err.msg), "out of memory");
+        cn_err_set(err, 0, "out of memory");
         goto fail;
     }
     out->samples = ps->samples ? *ps->samples : -1;
@@ -333,7 +330,8 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
     cn_agg_tree_free(tree);
     return 0;
 fail:
-    snprintf(msg, msglen, "%s", err.msg[0] ? err.msg : "query failed");
+    if (err && !err->msg[0])
+        cn_err_set(err, 0, "query failed");
     cn_agg_tree_free(funcs);
     cn_agg_tree_free(tree);
     return rc;

@@ -99,8 +99,8 @@ static int teardown(void **state)
 {
     fixture *fx = *state;
     json_t *req = cn_proto_request("shutdown"), *resp = NULL;
-    char msg[256];
-    assert_int_equal(cn_cli_call(fx->c, req, &resp, msg, sizeof(msg)), 0);
+    cn_err msg = {0};
+    assert_int_equal(cn_cli_call(fx->c, req, &resp, &msg), 0);
     json_decref(resp);
     json_decref(req);
     cn_cli_conn_free(fx->c);
@@ -135,15 +135,15 @@ static void test_raw_equals_embedded(void **state)
 {
     fixture *fx = *state;
     const char *formats[] = {"text", "json", "folded", "speedscope", "canopy"};
-    char msg[256];
+    cn_err msg = {0};
     for (size_t k = 0; k < sizeof(formats) / sizeof(formats[0]); k++) {
         json_t *req = tree_req(formats[k], k % 2 ? "merge:run" : NULL), *plain = NULL, *resp = NULL;
         char *raw = NULL;
         size_t raw_len = 0;
-        assert_int_equal(cn_cli_call(fx->c, req, &plain, msg, sizeof(msg)), 0);
+        assert_int_equal(cn_cli_call(fx->c, req, &plain, &msg), 0);
         assert_true(json_is_true(json_object_get(plain, "ok")));
         assert_null(json_object_get(plain, "raw_bytes"));
-        assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, msg, sizeof(msg)), 0);
+        assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, &msg), 0);
         assert_null(json_object_get(req, "raw")); /* the caller's request is left as it was */
         assert_true(json_is_true(json_object_get(resp, "ok")));
         assert_string_equal(json_string_value(json_object_get(resp, "format")), formats[k]);
@@ -187,10 +187,11 @@ static void test_raw_equals_embedded(void **state)
 static void test_embedded_text_utf8(void **state)
 {
     fixture *fx = *state;
-    char msg[256], *raw = NULL;
+    cn_err msg = {0};
+    char *raw = NULL;
     size_t raw_len = 0;
     json_t *req = session_tree_req("s2", "text", NULL), *resp = NULL;
-    assert_int_equal(cn_cli_call(fx->c, req, &resp, msg, sizeof(msg)), 0);
+    assert_int_equal(cn_cli_call(fx->c, req, &resp, &msg), 0);
     assert_true(json_is_true(json_object_get(resp, "ok")));
     const char *out = json_string_value(json_object_get(resp, "output"));
     assert_non_null(out);
@@ -198,7 +199,7 @@ static void test_embedded_text_utf8(void **state)
     assert_null(strchr(out, '\xff'));
     json_decref(resp);
 
-    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, msg, sizeof(msg)), 0);
+    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, &msg), 0);
     assert_non_null(raw);
     assert_non_null(memmem(raw, raw_len, "bad\xffname\x01", 9));
     free(raw);
@@ -210,10 +211,11 @@ static void test_embedded_text_utf8(void **state)
 static void test_raw_errors(void **state)
 {
     fixture *fx = *state;
-    char msg[256], *raw = (char *)"x";
+    cn_err msg = {0};
+    char *raw = (char *)"x";
     size_t raw_len = 7;
     json_t *req = tree_req("text", "focus-func:no_such_function"), *resp = NULL;
-    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, msg, sizeof(msg)), 0);
+    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, &msg), 0);
     assert_null(raw);
     assert_int_equal(raw_len, 0);
     assert_true(json_is_false(json_object_get(resp, "ok")));
@@ -224,7 +226,7 @@ static void test_raw_errors(void **state)
 
     req = tree_req("text", NULL);
     json_object_set_new(req, "raw", json_string("yes"));
-    assert_int_equal(cn_cli_call(fx->c, req, &resp, msg, sizeof(msg)), 0);
+    assert_int_equal(cn_cli_call(fx->c, req, &resp, &msg), 0);
     assert_true(json_is_false(json_object_get(resp, "ok")));
     assert_string_equal(json_string_value(json_object_get(json_object_get(resp, "error"), "code")),
                         "bad_request");
@@ -233,14 +235,14 @@ static void test_raw_errors(void **state)
 
     /* Still in step: a raw answer, then a plain one on the same connection. */
     req = tree_req("folded", NULL);
-    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, msg, sizeof(msg)), 0);
+    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, &msg), 0);
     assert_non_null(raw);
     assert_true(raw_len > 0);
     free(raw);
     json_decref(resp);
     json_decref(req);
     req = cn_proto_request("hello");
-    assert_int_equal(cn_cli_call(fx->c, req, &resp, msg, sizeof(msg)), 0);
+    assert_int_equal(cn_cli_call(fx->c, req, &resp, &msg), 0);
     assert_true(json_is_true(json_object_get(resp, "ok")));
     json_decref(resp);
     json_decref(req);
@@ -268,7 +270,7 @@ static void *fake_main(void *arg)
     return NULL;
 }
 
-static int fake_call(const char *answer, char *msg, size_t msglen)
+static int fake_call(const char *answer, cn_err *msg)
 {
     char dir[64], path[108];
     snprintf(dir, sizeof(dir), "/tmp/test_daemon_raw.XXXXXX");
@@ -287,7 +289,7 @@ static int fake_call(const char *answer, char *msg, size_t msglen)
     json_t *req = tree_req("text", NULL), *resp = NULL;
     char *raw = NULL;
     size_t raw_len = 0;
-    int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, msg, msglen);
+    int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, msg);
     if (rc == 0) {
         assert_non_null(raw);
         assert_int_equal(raw_len, 5);
@@ -310,23 +312,18 @@ static int fake_call(const char *answer, char *msg, size_t msglen)
 static void test_raw_bad_daemon(void **state)
 {
     (void)state;
-    char msg[256];
-    assert_int_equal(
-        fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":5}\nhello", msg, sizeof(msg)), 0);
-    msg[0] = '\0';
-    assert_int_equal(
-        fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":10}\nhello", msg, sizeof(msg)),
-        -ECONNRESET);
-    assert_non_null(strstr(msg, "5 of 10 bytes"));
-    assert_int_equal(
-        fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":-1}\n", msg, sizeof(msg)), -EPROTO);
-    assert_int_equal(
-        fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":\"5\"}\nhello", msg, sizeof(msg)),
-        -EPROTO);
-    assert_int_equal(fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":99999999999999}\n", msg,
-                               sizeof(msg)),
+    cn_err msg = {0};
+    assert_int_equal(fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":5}\nhello", &msg), 0);
+    msg.msg[0] = '\0';
+    assert_int_equal(fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":10}\nhello", &msg),
+                     -ECONNRESET);
+    assert_non_null(strstr(msg.msg, "5 of 10 bytes"));
+    assert_int_equal(fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":-1}\n", &msg), -EPROTO);
+    assert_int_equal(fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":\"5\"}\nhello", &msg),
                      -EPROTO);
-    assert_non_null(strstr(msg, "raw_bytes"));
+    assert_int_equal(
+        fake_call("{\"v\":1,\"id\":1,\"ok\":true,\"raw_bytes\":99999999999999}\n", &msg), -EPROTO);
+    assert_non_null(strstr(msg.msg, "raw_bytes"));
 }
 
 int main(void)
