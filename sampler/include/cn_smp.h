@@ -44,6 +44,10 @@ typedef enum cn_smp_target {
     CN_SMP_TARGET_NONE,    /* no perf events: records come from cn_smp_session_feed() */
 } cn_smp_target;
 
+/* User stack bytes copied per sample by default (dwarf and auto); chosen by measurement on
+ * real programs (docs/perf-sampler.md). */
+#define CN_SMP_STACK_DEFAULT 8192
+
 typedef enum cn_smp_unwind {
     CN_SMP_UNWIND_AUTO = 0, /* frame pointers + CFI recovery of a frame-less leaf's caller;
                                DWARF for a leaf in an object without frame pointers */
@@ -58,8 +62,8 @@ typedef struct cn_smp_config {
                              cycles where the kernel offers it, else cpu-clock */
     uint32_t freq;        /* samples per second per thread/CPU; 0 = 99 */
     cn_smp_unwind unwind; /* default CN_SMP_UNWIND_AUTO */
-    uint32_t stack_size;  /* user stack bytes copied per sample (dwarf); 0 = 8192. auto mode
-                             copies min(stack_size, 2048) */
+    uint32_t stack_size;  /* user stack bytes copied per sample (dwarf and auto); 0 =
+                             CN_SMP_STACK_DEFAULT */
     bool no_kernel;       /* true: no kernel frames (also excludes kernel-mode samples'
                              kernel part); default false = kernel frames where permitted */
     bool enable_on_exec;  /* start counting at the target's next exec (cn_smp_spawn'ed
