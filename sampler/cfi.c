@@ -261,9 +261,15 @@ static int read_stack(const cn_smp__rec *r, uint64_t sp0, uint64_t addr, uint64_
 /* Applies rule ru to the callee's registers cur, giving the caller's in next. Returns 0,
  * 1 when the return address is undefined (cur is the outermost frame), -EAGAIN when
  * libunwind must take over, or -EFAULT when a saved register lies outside the copy (its
- * address in *fault). */
+ * address in *fault).
+ *
+ * leaf: cur holds the sampled registers. There a register saved below the sampled stack
+ * pointer was popped by the function's epilogue (x86-64 `pop %rbp; ret`: the CFI keeps
+ * "saved at CFA - 16" until the `ret`): the register holds the popped value, which is also
+ * what that slot still holds in the process (libunwind reads it there when unwinding its
+ * own process; perf's copy starts at the stack pointer). */
 static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *cur, regs *next,
-                uint64_t *fault)
+                bool leaf, uint64_t *fault)
 {
     assert(ru->cfa_slot < NSLOTS); /* the caller hands uncompilable rules to libunwind */
     if (!cur->ok[ru->cfa_slot])
@@ -283,6 +289,10 @@ static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *
             break;
         case R_AT_CFA:
             *fault = cfa + (uint64_t)ru->off[s];
+            if (leaf && *fault < sp0 && cur->ok[s]) {
+                next->v[s] = cur->v[s]; /* popped: see above */
+                break;
+            }
             if (read_stack(r, sp0, *fault, &next->v[s]) < 0)
                 return -EFAULT;
             break;
@@ -348,7 +358,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         if (!ru || ru->cfa_slot >= NSLOTS)
             return -EAGAIN;
         uint64_t fault = 0;
-        int ret = step(r, sp0, ru, &cur, &next, &fault);
+        int ret = step(r, sp0, ru, &cur, &next, n == 1, &fault);
         if (ret == 1) {
             *stop = CN_SMP_STOP_NONE;
             return n;
@@ -363,4 +373,31 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
             return ret;
         cur = next;
     }
+}
+
+int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t addr[2], uint64_t val[2])
+{
+    regs cur;
+    uint64_t bias;
+    rule tmp;
+    if (!initial_regs(arch, r, &cur))
+        return 0;
+    const cn_smp__map *m = cn_smp__proc_find(p, cur.pc);
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
+        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        return 0;
+    const rule *ru = rule_for(arch, &m->obj->elf, cur.pc - bias, &tmp);
+    if (!ru || ru->cfa_slot >= NSLOTS || !cur.ok[ru->cfa_slot])
+        return 0;
+    uint64_t cfa = cur.v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
+    int n = 0;
+    for (int s = SLOT_FP; s <= SLOT_RA; s++) {
+        uint64_t at = cfa + (uint64_t)ru->off[s];
+        if (ru->kind[s] == R_AT_CFA && at < cur.v[SLOT_SP] && cur.ok[s]) {
+            addr[n] = at;
+            val[n++] = cur.v[s];
+        }
+    }
+    return n;
 }

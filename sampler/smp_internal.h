@@ -227,6 +227,13 @@ void cn_smp__cfi_free(cn_smp__cfi *c);
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
                        uint64_t *pcs, int max, cn_smp_stop *stop);
 
+/* The slots of the leaf frame of sample r that its CFI places below the sampled stack
+ * pointer (registers an epilogue popped, cfi.c's step()): up to 2 addresses and, for
+ * each, the value it held (the sampled register). Returns how many; 0 when the leaf's rule
+ * does not compile. For libunwind, whose reads of the stack stop at the copy. */
+int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t addr[2], uint64_t val[2]);
+
 /* Unwinds the user part of a sample from its registers and stack copy (compiled CFI, then
  * libunwind, as u was created), writing up to max return addresses (leaf first, raw: not
  * yet adjusted) into pcs. Returns the count (>= 0) and *stop. */

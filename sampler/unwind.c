@@ -34,6 +34,8 @@ typedef struct uctx {
     cn_smp__obj *cur; /* object of the last find_proc_info, for reads of its tables */
     uint64_t cur_bias;
     cn_smp_stop reason;
+    uint64_t popped_at[2], popped_val[2]; /* cn_smp__cfi_popped(): slots below sp */
+    int npopped;
 } uctx;
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
@@ -98,6 +100,11 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
         memcpy(val, c->r->u.sample.stack + (addr - c->sp), sizeof(*val));
         return 0;
     }
+    for (int i = 0; i < c->npopped; i++)
+        if (addr == c->popped_at[i]) {
+            *val = c->popped_val[i];
+            return 0;
+        }
     if (read_obj(c->cur, c->cur_bias, addr, val) == 0)
         return 0;
     const cn_smp__map *m = cn_smp__proc_find(c->p, addr);
@@ -195,6 +202,8 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
         (uint32_t)iip >= r->u.sample.nregs || max <= 0)
         return 0;
     c.sp = cn_smp__reg_at(r, (uint32_t)isp);
+    /* A leaf in its epilogue: the slots it popped are below the copy (cfi.c's step()). */
+    c.npopped = cn_smp__cfi_popped(arch, p, r, c.popped_at, c.popped_val);
     if (p->pid != u->last_pid) {
         unw_flush_cache(u->as, 0, 0); /* cached rules are per address, hence per process */
         u->last_pid = p->pid;
