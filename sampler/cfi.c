@@ -323,8 +323,57 @@ static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g
     return true;
 }
 
+/* auto's frame-pointer step from frame cur (not the leaf) of a function that set up a
+ * frame: the saved frame pointer at FP, the return address above it, the caller's stack
+ * pointer (the CFA) above that. Returns 0, or -EAGAIN when the frame pointer is not
+ * plausible here (outside the copy or below the stack pointer: the caller takes a CFI
+ * step instead, which classifies a failure). */
+static int fp_step(const cn_smp__rec *r, uint64_t sp0, const regs *cur, regs *next)
+{
+    uint64_t fp = cur->v[SLOT_FP];
+    if (!cur->ok[SLOT_FP] || fp < cur->v[SLOT_SP] ||
+        read_stack(r, sp0, fp, &next->v[SLOT_FP]) < 0 ||
+        read_stack(r, sp0, fp + 8, &next->pc) < 0 || next->pc == 0)
+        return -EAGAIN;
+    next->v[SLOT_SP] = fp + 16;
+    next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
+    next->ok[SLOT_RA] = false;
+    return 0;
+}
+
+/* auto: frame cur (pcs[n - 1], in frame-pointer code) could not be stepped inside the copy.
+ * The kernel's chain was read from the sampled frame pointer f0: chain[i + 1] = *(f_i + 8),
+ * f_(i + 1) = *f_i. When cur's frame pointer is one of the f_i (followed through the copy,
+ * and one past it), its caller is chain[i + 1]: chain[i + 1 ..] is appended (and its
+ * position recorded in fw->joined_at). Matching frame pointers, not return addresses,
+ * keeps recursion (the same return address many times) aligned. Returns the new count,
+ * or -1 when the chains do not meet. */
+static int join_chain(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const regs *cur,
+                      cn_smp__fpwalk *fw, uint64_t *pcs, int n, int max)
+{
+    uint64_t f;
+    if (!cur->ok[SLOT_FP] || fw->nchain < 1 || fw->chain[0] != pcs[0] ||
+        !sample_reg(arch, r, arch->perf_fp, &f))
+        return -1;
+    for (int i = 0; i + 1 < fw->nchain; i++) {
+        if (f == cur->v[SLOT_FP]) {
+            int add = fw->nchain - (i + 1);
+            if (add > max - n)
+                add = max - n;
+            memcpy(pcs + n, fw->chain + i + 1, (size_t)add * sizeof(*pcs));
+            fw->joined_at = n;
+            return n + add;
+        }
+        uint64_t up;
+        if (read_stack(r, sp0, f, &up) < 0 || up <= f)
+            return -1;
+        f = up;
+    }
+    return -1;
+}
+
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t *pcs, int max, cn_smp_stop *stop)
+                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop)
 {
     regs cur, next;
     if (max <= 0 || !initial_regs(arch, r, &cur))
@@ -353,6 +402,14 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
                 !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
                 return -EAGAIN;
         }
+        /* In an object built with frame pointers, a frame above the leaf is at a call, past
+         * its function's prologue: its frame pointer is the frame's base. */
+        bool fp_code = fw && arch->fp_gives_sp && m->obj->elf.has_fp == 1;
+        if (fp_code && n > 1 && fp_step(r, sp0, &cur, &next) == 0) {
+            fw->fp_steps++;
+            cur = next;
+            continue;
+        }
         rule tmp;
         const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
         if (!ru || ru->cfa_slot >= NSLOTS)
@@ -367,6 +424,13 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
             /* As unwind.c classifies it: just above the copy, the copy was too short. */
             *stop = fault >= sp0 && fault - sp0 < CN_SMP__STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
                                                                       : CN_SMP_STOP_BAD_READ;
+            int joined = *stop == CN_SMP_STOP_STACK_SHORT && fp_code
+                             ? join_chain(arch, r, sp0, &cur, fw, pcs, n, max)
+                             : -1;
+            if (joined >= 0) {
+                *stop = joined >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
+                return joined;
+            }
             return n;
         }
         if (ret < 0)

@@ -275,18 +275,26 @@ static void check_against_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p,
 }
 
 int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
-                         uint64_t *pcs, int max, cn_smp_stop *stop)
+                         uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop)
 {
+    uint64_t fp_steps = fw ? fw->fp_steps : 0;
+    if (fw)
+        fw->joined_at = -1;
     if (u->how != CN_SMP__UNWIND_LIBUNWIND) {
-        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, stop);
+        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, fw, stop);
         assert(n <= max);
         if (n >= 0) {
             u->stats.cfi++;
-            if (u->how == CN_SMP__UNWIND_CHECK)
+            /* A stack finished from the kernel's chain: libunwind sees the copy only. */
+            if (u->how == CN_SMP__UNWIND_CHECK && fw && fw->joined_at >= 0)
+                check_against_libunwind(u, p, r, pcs, fw->joined_at, max, CN_SMP_STOP_STACK_SHORT);
+            else if (u->how == CN_SMP__UNWIND_CHECK)
                 check_against_libunwind(u, p, r, pcs, n, max, *stop);
             return n;
         }
     }
+    if (fw)
+        fw->fp_steps = fp_steps; /* the walk was abandoned */
     u->stats.libunwind++;
     return unwind_libunwind(u, p, r, pcs, max, stop);
 }

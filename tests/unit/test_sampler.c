@@ -393,8 +393,14 @@ static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a
     assert_string_equal(c->wl_identity, c->syms[0].build_id);
     assert_int_equal(cnt.lost, 0);
     assert_int_equal(cnt.bad_records, 0);
-    /* Nearly every sample of the workload reaches main. */
+    /* Nearly every sample of the workload reaches main, and through the same root: the
+     * frames above main (libc's, unwound through CFI: libc has no frame pointers) are
+     * the same whatever unwound the frames below (auto once stopped at libc on
+     * frame-pointer stacks and reached _start on the others: two roots for one thread). */
     assert_true(total * 100 >= c->samples * 90);
+    long rooted = count_with(c, "_start;libc.so.6;libc.so.6;main;", 0, true);
+    fprintf(stderr, "  rooted at _start: %ld of %ld reaching main\n", rooted, total);
+    assert_true(rooted * 100 >= total * 99);
     double b = share(c, "main;work_b;work_b_inner;burn", 0, total);
     double cc = share(c, "main;work_c;work_c;work_c;work_c;work_c;burn", 0, total);
     double a = share(c, "main;work_a;burn", 0, total);
@@ -600,11 +606,13 @@ static void deep_checked(const char *bin, cn_smp_unwind mode, uint32_t stack_siz
                         0, total);
     fprintf(stderr,
             "  %s --unwind %s stack %u pad %d: samples %lu, to main %ld, full 30-frame path "
-            "%.1f%%, short %lu; CFI %lu libunwind %lu checked %lu mismatches %lu\n",
+            "%.1f%%, short %lu; CFI %lu libunwind %lu checked %lu mismatches %lu; fp frames %lu "
+            "chain joins %lu\n",
             bin, cn_smp_unwind_name(mode), stack_size, pad, (unsigned long)c->samples, total, full,
             (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT], (unsigned long)cnt.cfi_unwinds,
             (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
-            (unsigned long)cnt.unwind_mismatches);
+            (unsigned long)cnt.unwind_mismatches, (unsigned long)cnt.fp_frames,
+            (unsigned long)cnt.chain_joins);
     assert_true(c->samples > 200);
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
@@ -636,6 +644,17 @@ static void test_stack_size_auto(void **st)
     deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 0, 200, true);
     deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 1024, 200, false);
     deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 1024, 200, false);
+}
+
+/* auto on a 30-frame recursion built with frame pointers: frame-pointer steps from the
+ * leaf's caller on, and with a 512-byte copy (a few frames) the kernel's frame-pointer
+ * chain finishes each stack, aligned by frame pointer (the same return address repeats
+ * 27 times): the full path still, in every sample that reaches main. */
+static void test_auto_fp_and_chain_join(void **st)
+{
+    REQUIRE_PERF();
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 0, 0, true);
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 512, 0, true);
 }
 
 /* Samples in a function's epilogue (epilogue.c: after `pop %rbp` in a tiny leaf called in
@@ -1116,6 +1135,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shares_dwarf_nofp_binary),
         cmocka_unit_test(test_deep_dwarf_checked),
         cmocka_unit_test(test_stack_size_auto),
+        cmocka_unit_test(test_auto_fp_and_chain_join),
         cmocka_unit_test(test_epilogue_unwind),
         cmocka_unit_test(test_shares_dwarf_debug_frame),
         cmocka_unit_test(test_vdso_and_identity),
