@@ -587,32 +587,31 @@ static void test_small_ring_wraps(void **st)
 
 /* A 30-frame stack unwound through compiled CFI, checked against libunwind sample by
  * sample, with a full stack copy and with one too small for the whole stack (both
- * unwinders must stop at the same frame, for the same reason). pad: bytes of stack each
- * deep() frame adds (deep.c). stack_size 0: the default copy. */
-static void deep_checked(const char *bin, cn_smp_unwind mode, uint32_t stack_size, int pad,
+ * unwinders must stop at the same frame, for the same reason). pad: the recursion with
+ * 200 more bytes per frame (deep.c). stack_size 0: the default copy. */
+static void deep_checked(const char *bin, cn_smp_unwind mode, uint32_t stack_size, bool pad,
                          bool expect_full)
 {
-    char padarg[16];
-    snprintf(padarg, sizeof(padarg), "%d", pad);
-    char *args[] = {"1", padarg, NULL};
+    char *args[] = {"1", pad ? "pad" : NULL, NULL};
     cn_smp_config base = {.unwind = mode, .stack_size = stack_size, .check_unwind = true};
     cn_smp_counters cnt;
     collector *c = run_workload_cfg(bin, args, &base, &cnt);
     long total = count_with(c, "main", 0, false);
-    double full = share(c,
-                        "main;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
-                        "deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
-                        "deep;deep;burn",
-                        0, total);
+    /* main, deep(27) .. deep(0) (or deep_pad(27) .. deep_pad(0), deep(0)), burn */
+    char path[512] = "main;";
+    for (int i = 0; i < 28; i++)
+        strcat(path, pad ? "deep_pad;" : "deep;");
+    strcat(path, pad ? "deep;burn" : "burn");
+    double full = share(c, path, 0, total);
     fprintf(stderr,
             "  %s --unwind %s stack %u pad %d: samples %lu, to main %ld, full 30-frame path "
             "%.1f%%, short %lu; CFI %lu libunwind %lu checked %lu mismatches %lu; fp frames %lu "
             "chain joins %lu\n",
-            bin, cn_smp_unwind_name(mode), stack_size, pad, (unsigned long)c->samples, total, full,
-            (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT], (unsigned long)cnt.cfi_unwinds,
-            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
-            (unsigned long)cnt.unwind_mismatches, (unsigned long)cnt.fp_frames,
-            (unsigned long)cnt.chain_joins);
+            bin, cn_smp_unwind_name(mode), stack_size, (int)pad, (unsigned long)c->samples, total,
+            full, (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT],
+            (unsigned long)cnt.cfi_unwinds, (unsigned long)cnt.libunwind_unwinds,
+            (unsigned long)cnt.unwind_checked, (unsigned long)cnt.unwind_mismatches,
+            (unsigned long)cnt.fp_frames, (unsigned long)cnt.chain_joins);
     assert_true(c->samples > 200);
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
@@ -631,19 +630,19 @@ static void deep_checked(const char *bin, cn_smp_unwind mode, uint32_t stack_siz
 static void test_deep_dwarf_checked(void **st)
 {
     REQUIRE_PERF();
-    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 8192, 0, true);
-    deep_checked("wl_deep_fp", CN_SMP_UNWIND_DWARF, 512, 0, false);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 8192, false, true);
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_DWARF, 512, false, false);
 }
 
-/* --stack-size is honoured in auto mode too, and the default copy holds a ~6 KiB stack:
- * 30 frames of 200 bytes in a binary without frame pointers (auto unwinds it from the
+/* --stack-size is honoured in auto mode too, and the default copy holds a ~7 KiB stack:
+ * 28 frames of ~250 bytes in a binary without frame pointers (auto unwinds it from the
  * copy). Auto once copied at most 2 KiB whatever was asked. */
 static void test_stack_size_auto(void **st)
 {
     REQUIRE_PERF();
-    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 0, 200, true);
-    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 1024, 200, false);
-    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 1024, 200, false);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 0, true, true);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 1024, true, false);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 1024, true, false);
 }
 
 /* auto on a 30-frame recursion built with frame pointers: frame-pointer steps from the
@@ -653,8 +652,8 @@ static void test_stack_size_auto(void **st)
 static void test_auto_fp_and_chain_join(void **st)
 {
     REQUIRE_PERF();
-    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 0, 0, true);
-    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 512, 0, true);
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 0, false, true);
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 512, false, true);
 }
 
 /* Samples in a function's epilogue (epilogue.c: after `pop %rbp` in a tiny leaf called in
