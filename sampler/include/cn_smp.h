@@ -46,7 +46,7 @@ typedef enum cn_smp_target {
 
 /* User stack bytes copied per sample by default (dwarf and auto); chosen by measurement on
  * real programs (docs/perf-sampler.md). */
-#define CN_SMP_STACK_DEFAULT 8192
+#define CN_SMP_STACK_DEFAULT 16384
 
 typedef enum cn_smp_unwind {
     CN_SMP_UNWIND_AUTO = 0, /* the copied stack: frame-pointer steps in objects built with
