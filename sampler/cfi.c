@@ -29,6 +29,9 @@
  * and the return-address column. */
 enum { SLOT_SP, SLOT_FP, SLOT_RA, NSLOTS };
 
+/* rule.cfa_slot of a signal frame: the caller's registers come from the ucontext. */
+#define CFA_SIGNAL (NSLOTS + 1)
+
 typedef enum rule_kind {
     R_SAME = 0, /* unchanged from the callee */
     R_UNDEF,    /* not recoverable (for the return address: the outermost frame) */
@@ -41,7 +44,8 @@ typedef struct rule {
     int64_t cfa_off;
     int64_t off[NSLOTS];
     uint8_t kind[NSLOTS];
-    uint8_t cfa_slot; /* SLOT_SP or SLOT_FP; NSLOTS: not compilable, use libunwind */
+    uint8_t cfa_slot; /* SLOT_SP or SLOT_FP; CFA_SIGNAL; NSLOTS: not compilable, use
+                         libunwind */
 } rule;
 
 struct cn_smp__cfi {
@@ -152,6 +156,10 @@ static void compile_frame(const cn_smp__arch *arch, Dwarf_Frame *f, rule *r)
         return;
     r->start = start;
     r->end = end;
+    if (signal && arch->sig_pc) {
+        r->cfa_slot = CFA_SIGNAL;
+        return;
+    }
     Dwarf_Op *ops;
     size_t nops;
     if (signal || ra != arch->dw_ra || dwarf_frame_cfa(f, &ops, &nops) < 0 || nops != 1 ||
@@ -258,20 +266,42 @@ static int read_stack(const cn_smp__rec *r, uint64_t sp0, uint64_t addr, uint64_
     return 0;
 }
 
+/* Through a signal frame (cur: the sigreturn trampoline, SP at the ucontext): the
+ * interrupted code's pc, SP and FP as the kernel saved them. Returns 0, -EFAULT (address
+ * in *fault) or -EAGAIN (the interrupted stack is not above: an alternate signal stack). */
+static int sig_step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const regs *cur,
+                    regs *next, uint64_t *fault)
+{
+    uint64_t sp = cur->v[SLOT_SP];
+    if (!cur->ok[SLOT_SP])
+        return -EAGAIN;
+    if (read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_pc, &next->pc) < 0 ||
+        read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_sp, &next->v[SLOT_SP]) < 0 ||
+        read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_fp, &next->v[SLOT_FP]) < 0)
+        return -EFAULT;
+    next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
+    next->ok[SLOT_RA] = false;
+    return next->v[SLOT_SP] > sp ? 0 : -EAGAIN;
+}
+
 /* Applies rule ru to the callee's registers cur, giving the caller's in next. Returns 0,
  * 1 when the return address is undefined (cur is the outermost frame), -EAGAIN when
  * libunwind must take over, or -EFAULT when a saved register lies outside the copy (its
  * address in *fault).
  *
- * leaf: cur holds the sampled registers. There a register saved below the sampled stack
- * pointer was popped by the function's epilogue (x86-64 `pop %rbp; ret`: the CFI keeps
+ * exact: cur's registers are those of the interrupted code (the sample's, or a signal
+ * frame's), not of a call. There a register saved below its stack pointer was popped by
+ * the function's epilogue (x86-64 `pop %rbp; ret`: the CFI keeps
  * "saved at CFA - 16" until the `ret`): the register holds the popped value, which is also
  * what that slot still holds in the process (libunwind reads it there when unwinding its
  * own process; perf's copy starts at the stack pointer). */
-static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *cur, regs *next,
-                bool leaf, uint64_t *fault)
+static int step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const rule *ru,
+                const regs *cur, regs *next, bool exact, uint64_t *fault)
 {
-    assert(ru->cfa_slot < NSLOTS); /* the caller hands uncompilable rules to libunwind */
+    /* The caller hands uncompilable rules to libunwind. */
+    assert(ru->cfa_slot < NSLOTS || ru->cfa_slot == CFA_SIGNAL);
+    if (ru->cfa_slot == CFA_SIGNAL)
+        return sig_step(arch, r, sp0, cur, next, fault);
     if (!cur->ok[ru->cfa_slot])
         return -EAGAIN;
     uint64_t cfa = cur->v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
@@ -289,7 +319,7 @@ static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *
             break;
         case R_AT_CFA:
             *fault = cfa + (uint64_t)ru->off[s];
-            if (leaf && *fault < sp0 && cur->ok[s]) {
+            if (exact && *fault < cur->v[SLOT_SP] && cur->ok[s]) {
                 next->v[s] = cur->v[s]; /* popped: see above */
                 break;
             }
@@ -380,6 +410,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         return -EAGAIN;
     uint64_t sp0 = cur.v[SLOT_SP];
     int n = 0;
+    bool exact = true; /* cur.pc is not a return address (the leaf) */
     /* Consecutive frames are mostly in one object: its map and bias are kept. */
     const cn_smp__map *m = NULL;
     uint64_t bias = 0;
@@ -395,7 +426,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         pcs[n++] = cur.pc;
         /* A return address points after its call: look up the call itself. */
-        uint64_t at = arch->mask_ret(cur.pc) - (n > 1 ? 1 : 0);
+        uint64_t at = arch->mask_ret(cur.pc) - (exact ? 0 : 1);
         if (!m || at < m->start || at >= m->end) {
             m = cn_smp__proc_find(p, at);
             if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
@@ -405,17 +436,17 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         /* In an object built with frame pointers, a frame above the leaf is at a call, past
          * its function's prologue: its frame pointer is the frame's base. */
         bool fp_code = fw && arch->fp_gives_sp && m->obj->elf.has_fp == 1;
-        if (fp_code && n > 1 && fp_step(r, sp0, &cur, &next) == 0) {
+        if (fp_code && !exact && fp_step(r, sp0, &cur, &next) == 0) {
             fw->fp_steps++;
             cur = next;
             continue;
         }
         rule tmp;
         const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
-        if (!ru || ru->cfa_slot >= NSLOTS)
+        if (!ru || (ru->cfa_slot >= NSLOTS && ru->cfa_slot != CFA_SIGNAL))
             return -EAGAIN;
         uint64_t fault = 0;
-        int ret = step(r, sp0, ru, &cur, &next, n == 1, &fault);
+        int ret = step(arch, r, sp0, ru, &cur, &next, exact, &fault);
         if (ret == 1) {
             *stop = CN_SMP_STOP_NONE;
             return n;
@@ -435,6 +466,9 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         if (ret < 0)
             return ret;
+        /* Past a signal frame the pc is where the code was interrupted, not a return
+         * address (and not at a call: no frame-pointer step there). */
+        exact = ru->cfa_slot == CFA_SIGNAL;
         cur = next;
     }
 }

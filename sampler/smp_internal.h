@@ -39,6 +39,10 @@ typedef struct cn_smp__arch {
     /* Frame-pointer frames give the caller's stack pointer: FP + 2 words (x86-64), so that
      * auto can go on from a frame-pointer step with CFI. false: auto uses CFI only. */
     bool fp_gives_sp;
+    /* A signal frame (CFI 'S' augmentation: the sigreturn trampoline, entered with SP at
+     * the ucontext the kernel saved): offsets from that SP of the interrupted pc, SP and
+     * FP. 0: signal frames are left to libunwind. */
+    int sig_pc, sig_sp, sig_fp;
     /* perf register index for a libunwind (DWARF) register number, or -1. */
     int (*unw_to_perf)(int unw_reg);
     /* Strips pointer-authentication bits from a return address (arm64), else identity. */

@@ -113,6 +113,16 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
         cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias) &&
         read_obj(m->obj, bias, addr, val) == 0)
         return 0;
+    /* A non-executable segment of a mapped object (only executable mappings are tracked):
+     * libunwind evaluates a cached rule's DWARF expression (__restore_rt's) by reading it
+     * from the object's .eh_frame while another object is current. */
+    for (size_t i = 0; i < c->p->nmaps; i++) {
+        const cn_smp__map *o = &c->p->maps[i];
+        if (o->obj->pub.kind == CN_SMP_OBJ_USER && o->obj->elf.ok &&
+            cn_smp__elf_bias(&o->obj->elf, o->start, o->pgoff, &bias) &&
+            read_obj(o->obj, bias, addr, val) == 0)
+            return 0;
+    }
     if (c->reason == CN_SMP_STOP_NONE)
         c->reason = addr >= c->sp && addr - c->sp < CN_SMP__STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
                                                                         : CN_SMP_STOP_BAD_READ;

@@ -690,6 +690,44 @@ static void test_epilogue_unwind(void **st)
     epilogue_checked("wl_epilogue_fp", CN_SMP_UNWIND_AUTO);
 }
 
+/* Samples inside a signal handler (sigprof.c: a SIGPROF handler spins ~1 ms every 2 ms of
+ * CPU time, while main spins in main_work): the unwind goes through __restore_rt's signal
+ * frame into the interrupted code, so handler samples reach main too. Once they stopped
+ * at __restore_rt. */
+static void sigprof_checked(cn_smp_unwind mode)
+{
+    char *args[] = {"1", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload("wl_sigprof", args, mode, true, &cnt);
+    long handler = count_with(c, "spin_handler", 0, false);
+    long through = count_with(c, "main;main_work;", 0, false);
+    long both = 0;
+    for (int i = 0; i < c->nstacks; i++)
+        if (strstr(c->stacks[i].stack, "main;main_work;") &&
+            strstr(c->stacks[i].stack, "on_prof;spin_handler"))
+            both += c->stacks[i].count;
+    dump(c, mode == CN_SMP_UNWIND_AUTO ? "wl_sigprof auto" : "wl_sigprof dwarf");
+    fprintf(stderr,
+            "  samples %lu, in spin_handler %ld (through main_work: %ld), main;main_work %ld; "
+            "CFI %lu libunwind %lu checked %lu mismatches %lu\n",
+            (unsigned long)c->samples, handler, both, through, (unsigned long)cnt.cfi_unwinds,
+            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
+            (unsigned long)cnt.unwind_mismatches);
+    assert_true(c->samples > 300);
+    assert_true(handler * 100 >= (long)c->samples * 20);
+    assert_true(both * 100 >= handler * 95);
+    assert_true(through * 100 >= (long)c->samples * 95);
+    assert_int_equal(cnt.unwind_mismatches, 0);
+    collector_free(c);
+}
+
+static void test_signal_frames(void **st)
+{
+    REQUIRE_PERF();
+    sigprof_checked(CN_SMP_UNWIND_DWARF);
+    sigprof_checked(CN_SMP_UNWIND_AUTO);
+}
+
 /* Attach to an already running process (not through spawn). */
 static collector *attach_workload(const char *bin, char *const args[], const char *lib,
                                   cn_smp_unwind mode, cn_smp_counters *cnt, pid_t *pid_out)
@@ -1136,6 +1174,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stack_size_auto),
         cmocka_unit_test(test_auto_fp_and_chain_join),
         cmocka_unit_test(test_epilogue_unwind),
+        cmocka_unit_test(test_signal_frames),
         cmocka_unit_test(test_shares_dwarf_debug_frame),
         cmocka_unit_test(test_vdso_and_identity),
         cmocka_unit_test(test_kernel_frames_on_off),
