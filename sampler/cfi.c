@@ -5,12 +5,15 @@
  *
  * libunwind (unwind.c) stays the general unwinder. Here only the shapes compilers emit for
  * ordinary code are compiled: CFA = SP or FP + offset; the return address and the frame
- * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame). A DWARF
- * expression, a signal frame, a rule naming another register, an address without CFI or a
- * stack that does not grow the expected way returns -EAGAIN, and the caller hands the
- * whole sample to libunwind: both give the same frames (tests/unit/test_sampler.c checks
- * that sample by sample). Rule tables are per object and so independent of the process,
- * unlike libunwind's per-address cache, which must be flushed when the process changes. */
+ * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame); and, where
+ * the architecture describes it (x86-64), a signal frame, whose caller's registers are
+ * read from the ucontext. A DWARF expression, a rule naming another register, an address
+ * without CFI or a stack that does not grow the expected way returns -EAGAIN, and the
+ * caller hands the whole sample to libunwind: both give the same frames
+ * (tests/unit/test_sampler.c checks that sample by sample). auto also steps frames of
+ * frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per object
+ * and so independent of the process, unlike libunwind's per-address cache, which must be flushed
+ * when the process changes. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
