@@ -612,7 +612,7 @@ static void deep_checked(const char *bin, cn_smp_unwind mode, uint32_t stack_siz
             (unsigned long)cnt.cfi_unwinds, (unsigned long)cnt.libunwind_unwinds,
             (unsigned long)cnt.unwind_checked, (unsigned long)cnt.unwind_mismatches,
             (unsigned long)cnt.fp_frames, (unsigned long)cnt.chain_joins);
-    assert_true(c->samples > 200);
+    assert_true(c->samples > 100); /* 1 s of cpu-clock at 999 Hz: fewer on a loaded machine */
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
     assert_true(cnt.cfi_unwinds * 100 >= (cnt.cfi_unwinds + cnt.libunwind_unwinds) * 95);
