@@ -674,7 +674,7 @@ static void epilogue_checked(const char *bin, cn_smp_unwind mode)
             (unsigned long)cnt.unwind_early, (unsigned long)cnt.cfi_unwinds,
             (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
             (unsigned long)cnt.unwind_mismatches);
-    assert_true(c->samples > 300);
+    assert_true(c->samples > 150); /* 1 s at 999 Hz; fewer under load */
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_true(total * 100 >= (long)c->samples * 99);
     assert_true(leaf * 100 >= (long)c->samples * 50);
@@ -713,7 +713,7 @@ static void sigprof_checked(cn_smp_unwind mode)
             (unsigned long)c->samples, handler, both, through, (unsigned long)cnt.cfi_unwinds,
             (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
             (unsigned long)cnt.unwind_mismatches);
-    assert_true(c->samples > 300);
+    assert_true(c->samples > 150); /* 1 s at 999 Hz; fewer under load */
     assert_true(handler * 100 >= (long)c->samples * 20);
     assert_true(both * 100 >= handler * 95);
     assert_true(through * 100 >= (long)c->samples * 95);
