@@ -3,7 +3,8 @@
  * this thread's CPU time inside cn_smp_session_read/_stop divided by the samples
  * delivered, on a workload started the way `canopy run` starts it.
  *
- *   bench_sampler [--unwind MODE] [--freq HZ] [--libunwind] [--] CMD ARGS...
+ *   bench_sampler [--unwind MODE] [--freq HZ] [--stack-size BYTES] [--libunwind] [--]
+ *                 CMD ARGS...
  *       one run; prints samples, lost, early stops, frames per sample and µs per sample.
  *   bench_sampler --run MODE FREQ -- CMD ARGS...
  *       just runs CMD under the sampler (used by bench/overhead.sh); MODE "none" runs it
@@ -39,8 +40,8 @@ static uint64_t cpu_ns(void)
 }
 
 /* Runs argv under the sampler; fills the results. Returns 0 or negative errno. */
-static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool libunwind_only, stats *st,
-                   cn_smp_counters *cnt, double *us_per_sample)
+static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, uint32_t stack_size,
+                   bool libunwind_only, stats *st, cn_smp_counters *cnt, double *us_per_sample)
 {
     cn_smp_child child;
     int ret = cn_smp_spawn(argv, (uid_t)-1, (gid_t)-1, &child);
@@ -51,6 +52,7 @@ static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, bool libunwin
                          .freq = freq,
                          .unwind = mode,
                          .enable_on_exec = true,
+                         .stack_size = stack_size,
                          .libunwind_only = libunwind_only};
     cn_smp_callbacks cb = {.sample = on_sample};
     cn_smp_session *s = NULL;
@@ -120,7 +122,7 @@ static int suite(void)
             stats st;
             cn_smp_counters c;
             double us;
-            if (run_one(argv, mode, runs[i].freq, lu, &st, &c, &us) < 0)
+            if (run_one(argv, mode, runs[i].freq, 0, lu, &st, &c, &us) < 0)
                 return 1;
             report(runs[i].bin, mode, lu, runs[i].freq, &st, &c, us);
         }
@@ -133,6 +135,7 @@ int main(int argc, char **argv)
     cn_smp_unwind mode = CN_SMP_UNWIND_AUTO;
     uint32_t freq = 999;
     bool libunwind_only = false;
+    uint32_t stack_size = 0;
     int i = 1;
     if (argc > 3 && strcmp(argv[1], "--run") == 0) {
         bool none = strcmp(argv[2], "none") == 0;
@@ -151,7 +154,7 @@ int main(int argc, char **argv)
         stats st;
         cn_smp_counters c;
         double us;
-        return run_one(&argv[i], mode, freq, false, &st, &c, &us) < 0 ? 1 : 0;
+        return run_one(&argv[i], mode, freq, 0, false, &st, &c, &us) < 0 ? 1 : 0;
     }
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -160,6 +163,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--unwind") == 0 && i + 1 < argc) {
             if (cn_smp_unwind_parse(argv[++i], &mode) < 0)
                 return 2;
+        } else if (strcmp(argv[i], "--stack-size") == 0 && i + 1 < argc) {
+            stack_size = (uint32_t)atoi(argv[++i]);
         } else if (strcmp(argv[i], "--libunwind") == 0) {
             libunwind_only = true;
         } else if (strcmp(argv[i], "--freq") == 0 && i + 1 < argc) {
@@ -174,7 +179,7 @@ int main(int argc, char **argv)
     stats st;
     cn_smp_counters c;
     double us;
-    if (run_one(&argv[i], mode, freq, libunwind_only, &st, &c, &us) < 0)
+    if (run_one(&argv[i], mode, freq, stack_size, libunwind_only, &st, &c, &us) < 0)
         return 1;
     report(argv[i], mode, libunwind_only, freq, &st, &c, us);
     return 0;

@@ -32,7 +32,7 @@ static const char sampling_help[] =
     "  --event EVENT             cpu-clock, task-clock, cycles, ... (default cycles where\n"
     "                            the kernel offers it, else cpu-clock)\n"
     "  --unwind fp|dwarf|auto    stack unwinding (default auto)\n"
-    "  --stack-size BYTES        user stack copied per sample in DWARF mode (default 8192)\n"
+    "  --stack-size BYTES        user stack copied per sample, dwarf and auto (default 16384)\n"
     "  --kernel, --no-kernel     kernel frames (default on where permitted)\n"
     "  --duration DURATION       stop sampling after DURATION (5s, 2m, 500ms)\n"
     "  --no-daemon               sample in-process even when a daemon answers\n"

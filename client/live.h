@@ -39,7 +39,7 @@ typedef struct cn_cli_sampling {
     int freq;    /* Hz; 0 = the command's default */
     char *event; /* owned; NULL = default (cycles where offered, else cpu-clock) */
     cn_cli_unwind unwind;
-    uint32_t stack_size; /* bytes of user stack per DWARF sample; 0 = default (8192) */
+    uint32_t stack_size; /* bytes of user stack per sample (dwarf, auto); 0 = default (16384) */
     int kernel;          /* -1 default (on where permitted), 0 --no-kernel, 1 --kernel */
     int64_t duration_ns; /* --duration; 0 = none */
     char *name;          /* --name, owned, NULL if absent */

@@ -77,7 +77,14 @@ const cn_smp__arch cn_smp__arch_x86_64 = {
     .unw_sp = 7,
     .dw_sp = 7,
     .dw_fp = 6,
-    .dw_ra = 16, /* a column of its own: the return address is always in memory */
+    .dw_ra = 16,         /* a column of its own: the return address is always in memory */
+    .fp_gives_sp = true, /* push %rbp; mov %rsp,%rbp: the CFA is %rbp + 16 */
+    /* __restore_rt runs with %rsp at rt_sigframe.uc: uc_mcontext is at 40, and in it
+     * (struct sigcontext) %rbp, %rsp, %rip are words 10, 15, 16 (uapi asm/sigcontext.h;
+     * glibc's CFI for __restore_rt reads the same slots). */
+    .sig_pc = 40 + 16 * 8,
+    .sig_sp = 40 + 15 * 8,
+    .sig_fp = 40 + 10 * 8,
     .unw_to_perf = x86_unw_to_perf,
     .mask_ret = x86_mask_ret,
     .fp_prologue = x86_fp_prologue,

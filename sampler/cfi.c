@@ -5,12 +5,15 @@
  *
  * libunwind (unwind.c) stays the general unwinder. Here only the shapes compilers emit for
  * ordinary code are compiled: CFA = SP or FP + offset; the return address and the frame
- * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame). A DWARF
- * expression, a signal frame, a rule naming another register, an address without CFI or a
- * stack that does not grow the expected way returns -EAGAIN, and the caller hands the
- * whole sample to libunwind: both give the same frames (tests/unit/test_sampler.c checks
- * that sample by sample). Rule tables are per object and so independent of the process,
- * unlike libunwind's per-address cache, which must be flushed when the process changes. */
+ * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame); and, where
+ * the architecture describes it (x86-64), a signal frame, whose caller's registers are
+ * read from the ucontext. A DWARF expression, a rule naming another register, an address
+ * without CFI or a stack that does not grow the expected way returns -EAGAIN, and the
+ * caller hands the whole sample to libunwind: both give the same frames
+ * (tests/unit/test_sampler.c checks that sample by sample). auto also steps frames of
+ * frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per object
+ * and so independent of the process, unlike libunwind's per-address cache, which must be flushed
+ * when the process changes. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -29,6 +32,9 @@
  * and the return-address column. */
 enum { SLOT_SP, SLOT_FP, SLOT_RA, NSLOTS };
 
+/* rule.cfa_slot of a signal frame: the caller's registers come from the ucontext. */
+#define CFA_SIGNAL (NSLOTS + 1)
+
 typedef enum rule_kind {
     R_SAME = 0, /* unchanged from the callee */
     R_UNDEF,    /* not recoverable (for the return address: the outermost frame) */
@@ -41,7 +47,8 @@ typedef struct rule {
     int64_t cfa_off;
     int64_t off[NSLOTS];
     uint8_t kind[NSLOTS];
-    uint8_t cfa_slot; /* SLOT_SP or SLOT_FP; NSLOTS: not compilable, use libunwind */
+    uint8_t cfa_slot; /* SLOT_SP or SLOT_FP; CFA_SIGNAL; NSLOTS: not compilable, use
+                         libunwind */
 } rule;
 
 struct cn_smp__cfi {
@@ -152,6 +159,10 @@ static void compile_frame(const cn_smp__arch *arch, Dwarf_Frame *f, rule *r)
         return;
     r->start = start;
     r->end = end;
+    if (signal && arch->sig_pc) {
+        r->cfa_slot = CFA_SIGNAL;
+        return;
+    }
     Dwarf_Op *ops;
     size_t nops;
     if (signal || ra != arch->dw_ra || dwarf_frame_cfa(f, &ops, &nops) < 0 || nops != 1 ||
@@ -258,14 +269,42 @@ static int read_stack(const cn_smp__rec *r, uint64_t sp0, uint64_t addr, uint64_
     return 0;
 }
 
+/* Through a signal frame (cur: the sigreturn trampoline, SP at the ucontext): the
+ * interrupted code's pc, SP and FP as the kernel saved them. Returns 0, -EFAULT (address
+ * in *fault) or -EAGAIN (the interrupted stack is not above: an alternate signal stack). */
+static int sig_step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const regs *cur,
+                    regs *next, uint64_t *fault)
+{
+    uint64_t sp = cur->v[SLOT_SP];
+    if (!cur->ok[SLOT_SP])
+        return -EAGAIN;
+    if (read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_pc, &next->pc) < 0 ||
+        read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_sp, &next->v[SLOT_SP]) < 0 ||
+        read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_fp, &next->v[SLOT_FP]) < 0)
+        return -EFAULT;
+    next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
+    next->ok[SLOT_RA] = false;
+    return next->v[SLOT_SP] > sp ? 0 : -EAGAIN;
+}
+
 /* Applies rule ru to the callee's registers cur, giving the caller's in next. Returns 0,
  * 1 when the return address is undefined (cur is the outermost frame), -EAGAIN when
  * libunwind must take over, or -EFAULT when a saved register lies outside the copy (its
- * address in *fault). */
-static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *cur, regs *next,
-                uint64_t *fault)
+ * address in *fault).
+ *
+ * exact: cur's registers are those of the interrupted code (the sample's, or a signal
+ * frame's), not of a call. There a register saved below its stack pointer was popped by
+ * the function's epilogue (x86-64 `pop %rbp; ret`: the CFI keeps
+ * "saved at CFA - 16" until the `ret`): the register holds the popped value, which is also
+ * what that slot still holds in the process (libunwind reads it there when unwinding its
+ * own process; perf's copy starts at the stack pointer). */
+static int step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const rule *ru,
+                const regs *cur, regs *next, bool exact, uint64_t *fault)
 {
-    assert(ru->cfa_slot < NSLOTS); /* the caller hands uncompilable rules to libunwind */
+    /* The caller hands uncompilable rules to libunwind. */
+    assert(ru->cfa_slot < NSLOTS || ru->cfa_slot == CFA_SIGNAL);
+    if (ru->cfa_slot == CFA_SIGNAL)
+        return sig_step(arch, r, sp0, cur, next, fault);
     if (!cur->ok[ru->cfa_slot])
         return -EAGAIN;
     uint64_t cfa = cur->v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
@@ -283,6 +322,10 @@ static int step(const cn_smp__rec *r, uint64_t sp0, const rule *ru, const regs *
             break;
         case R_AT_CFA:
             *fault = cfa + (uint64_t)ru->off[s];
+            if (exact && *fault < cur->v[SLOT_SP] && cur->ok[s]) {
+                next->v[s] = cur->v[s]; /* popped: see above */
+                break;
+            }
             if (read_stack(r, sp0, *fault, &next->v[s]) < 0)
                 return -EFAULT;
             break;
@@ -313,14 +356,64 @@ static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g
     return true;
 }
 
+/* auto's frame-pointer step from frame cur (not the leaf) of a function that set up a
+ * frame: the saved frame pointer at FP, the return address above it, the caller's stack
+ * pointer (the CFA) above that. Returns 0, or -EAGAIN when the frame pointer is not
+ * plausible here (outside the copy or below the stack pointer: the caller takes a CFI
+ * step instead, which classifies a failure). */
+static int fp_step(const cn_smp__rec *r, uint64_t sp0, const regs *cur, regs *next)
+{
+    uint64_t fp = cur->v[SLOT_FP];
+    if (!cur->ok[SLOT_FP] || fp < cur->v[SLOT_SP] ||
+        read_stack(r, sp0, fp, &next->v[SLOT_FP]) < 0 ||
+        read_stack(r, sp0, fp + 8, &next->pc) < 0 || next->pc == 0)
+        return -EAGAIN;
+    next->v[SLOT_SP] = fp + 16;
+    next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
+    next->ok[SLOT_RA] = false;
+    return 0;
+}
+
+/* auto: frame cur (pcs[n - 1], in frame-pointer code) could not be stepped inside the copy.
+ * The kernel's chain was read from the sampled frame pointer f0: chain[i + 1] = *(f_i + 8),
+ * f_(i + 1) = *f_i. When cur's frame pointer is one of the f_i (followed through the copy,
+ * and one past it), its caller is chain[i + 1]: chain[i + 1 ..] is appended (and its
+ * position recorded in fw->joined_at). Matching frame pointers, not return addresses,
+ * keeps recursion (the same return address many times) aligned. Returns the new count,
+ * or -1 when the chains do not meet. */
+static int join_chain(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const regs *cur,
+                      cn_smp__fpwalk *fw, uint64_t *pcs, int n, int max)
+{
+    uint64_t f;
+    if (!cur->ok[SLOT_FP] || fw->nchain < 1 || fw->chain[0] != pcs[0] ||
+        !sample_reg(arch, r, arch->perf_fp, &f))
+        return -1;
+    for (int i = 0; i + 1 < fw->nchain; i++) {
+        if (f == cur->v[SLOT_FP]) {
+            int add = fw->nchain - (i + 1);
+            if (add > max - n)
+                add = max - n;
+            memcpy(pcs + n, fw->chain + i + 1, (size_t)add * sizeof(*pcs));
+            fw->joined_at = n;
+            return n + add;
+        }
+        uint64_t up;
+        if (read_stack(r, sp0, f, &up) < 0 || up <= f)
+            return -1;
+        f = up;
+    }
+    return -1;
+}
+
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t *pcs, int max, cn_smp_stop *stop)
+                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop)
 {
     regs cur, next;
     if (max <= 0 || !initial_regs(arch, r, &cur))
         return -EAGAIN;
     uint64_t sp0 = cur.v[SLOT_SP];
     int n = 0;
+    bool exact = true; /* cur.pc is not a return address (the leaf) */
     /* Consecutive frames are mostly in one object: its map and bias are kept. */
     const cn_smp__map *m = NULL;
     uint64_t bias = 0;
@@ -336,19 +429,27 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         pcs[n++] = cur.pc;
         /* A return address points after its call: look up the call itself. */
-        uint64_t at = arch->mask_ret(cur.pc) - (n > 1 ? 1 : 0);
+        uint64_t at = arch->mask_ret(cur.pc) - (exact ? 0 : 1);
         if (!m || at < m->start || at >= m->end) {
             m = cn_smp__proc_find(p, at);
             if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
                 !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
                 return -EAGAIN;
         }
+        /* In an object built with frame pointers, a frame above the leaf is at a call, past
+         * its function's prologue: its frame pointer is the frame's base. */
+        bool fp_code = fw && arch->fp_gives_sp && m->obj->elf.has_fp == 1;
+        if (fp_code && !exact && fp_step(r, sp0, &cur, &next) == 0) {
+            fw->fp_steps++;
+            cur = next;
+            continue;
+        }
         rule tmp;
         const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
-        if (!ru || ru->cfa_slot >= NSLOTS)
+        if (!ru || (ru->cfa_slot >= NSLOTS && ru->cfa_slot != CFA_SIGNAL))
             return -EAGAIN;
         uint64_t fault = 0;
-        int ret = step(r, sp0, ru, &cur, &next, &fault);
+        int ret = step(arch, r, sp0, ru, &cur, &next, exact, &fault);
         if (ret == 1) {
             *stop = CN_SMP_STOP_NONE;
             return n;
@@ -357,10 +458,47 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
             /* As unwind.c classifies it: just above the copy, the copy was too short. */
             *stop = fault >= sp0 && fault - sp0 < CN_SMP__STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
                                                                       : CN_SMP_STOP_BAD_READ;
+            int joined = *stop == CN_SMP_STOP_STACK_SHORT && fp_code
+                             ? join_chain(arch, r, sp0, &cur, fw, pcs, n, max)
+                             : -1;
+            if (joined >= 0) {
+                *stop = joined >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
+                return joined;
+            }
             return n;
         }
         if (ret < 0)
             return ret;
+        /* Past a signal frame the pc is where the code was interrupted, not a return
+         * address (and not at a call: no frame-pointer step there). */
+        exact = ru->cfa_slot == CFA_SIGNAL;
         cur = next;
     }
+}
+
+int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t addr[2], uint64_t val[2])
+{
+    regs cur;
+    uint64_t bias;
+    rule tmp;
+    if (!initial_regs(arch, r, &cur))
+        return 0;
+    const cn_smp__map *m = cn_smp__proc_find(p, cur.pc);
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
+        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        return 0;
+    const rule *ru = rule_for(arch, &m->obj->elf, cur.pc - bias, &tmp);
+    if (!ru || ru->cfa_slot >= NSLOTS || !cur.ok[ru->cfa_slot])
+        return 0;
+    uint64_t cfa = cur.v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
+    int n = 0;
+    for (int s = SLOT_FP; s <= SLOT_RA; s++) {
+        uint64_t at = cfa + (uint64_t)ru->off[s];
+        if (ru->kind[s] == R_AT_CFA && at < cur.v[SLOT_SP] && cur.ok[s]) {
+            addr[n] = at;
+            val[n++] = cur.v[s];
+        }
+    }
+    return n;
 }

@@ -25,11 +25,6 @@
 
 #include "smp_internal.h"
 
-/* Most user stack bytes auto mode copies per sample (cn_smp.h): it reads the copy only for
- * the CFI step from the leaf and for the DWARF fallback in objects without frame
- * pointers. */
-#define AUTO_STACK_MAX 2048
-
 static const struct {
     const char *name;
     uint32_t type;
@@ -62,9 +57,9 @@ void cn_smp__compute_layout(cn_smp_session *s)
     cn_smp_unwind u = s->cfg.unwind;
     s->want_callchain = u != CN_SMP_UNWIND_DWARF || s->kernel;
     s->want_stack = u != CN_SMP_UNWIND_FP;
-    uint32_t ss = s->cfg.stack_size ? s->cfg.stack_size : 8192;
-    if (u == CN_SMP_UNWIND_AUTO && ss > AUTO_STACK_MAX)
-        ss = AUTO_STACK_MAX;
+    /* The same copy in auto as in dwarf: auto unwinds through CFI wherever frame pointers
+     * cannot be trusted, and must reach as far as dwarf does (docs/perf-sampler.md). */
+    uint32_t ss = s->cfg.stack_size ? s->cfg.stack_size : CN_SMP_STACK_DEFAULT;
     s->stack_copy = (ss + 7) & ~7u;
     /* perf wants a multiple of 8 that fits the record's 16-bit size (stack_size <= 65528 is
      * checked by cn_smp_session_new). */

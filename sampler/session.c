@@ -88,18 +88,24 @@ static void count_stop(cn_smp_session *s, cn_smp_stop stop)
         s->cnt.unwind_early++;
 }
 
-/* Does the user chain pass through an object known to lack frame pointers? */
-static bool chain_needs_dwarf(cn_smp_session *s, const cn_smp__proc *p, int nuser)
+/* auto with a stack copy (docs/perf-sampler.md): the copy is walked from the sampled
+ * registers, by frame pointer through objects built with them and by CFI elsewhere, so a
+ * stack gives the same frames as dwarf whatever its objects; where the copy ends inside
+ * frame-pointer code, the kernel's chain (s->pcs[0..nuser) on entry) finishes it. Returns
+ * the user frame count in s->pcs. */
+static int unwind_auto(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
+                       cn_smp_stop *stop)
 {
-    if (!p)
-        return false;
-    for (int i = 0; i < nuser && i < 2; i++) {
-        const cn_smp__map *m = cn_smp__proc_find(p, s->pcs[i]);
-        if (m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
-            m->obj->elf.has_fp == 0)
-            return true;
-    }
-    return false;
+    memcpy(s->kpcs, s->pcs, (size_t)nuser * sizeof(s->pcs[0]));
+    cn_smp__fpwalk fw = {.chain = s->kpcs, .nchain = nuser};
+    int got = cn_smp__unwind_dwarf(s->unw, p, r, s->pcs, CN_SMP_MAX_FRAMES, &fw, stop);
+    int n = got > 0 ? got : 0;
+    s->cnt.fp_frames += fw.fp_steps;
+    if (fw.joined_at >= 0)
+        s->cnt.chain_joins++;
+    if (n >= 2 && nuser >= 1 && s->kpcs[0] == s->pcs[0] && (nuser < 2 || s->kpcs[1] != s->pcs[1]))
+        s->cnt.leaf_fixups++;
+    return n;
 }
 
 static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
@@ -121,29 +127,15 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     cn_smp_unwind mode = s->cfg.unwind;
     if (!r->u.sample.chain && !have_regs && r->u.sample.ip && (int64_t)r->u.sample.ip >= 0)
         s->pcs[nuser++] = r->u.sample.ip; /* no unwinding data at all: the leaf only */
-    if (have_regs && s->unw && p &&
-        (mode == CN_SMP_UNWIND_DWARF ||
-         (mode == CN_SMP_UNWIND_AUTO && chain_needs_dwarf(s, p, nuser)))) {
-        int got = cn_smp__unwind_dwarf(s->unw, p, r, s->pcs, CN_SMP_MAX_FRAMES, &stop);
+    if (have_regs && s->unw && p && mode == CN_SMP_UNWIND_DWARF) {
+        int got = cn_smp__unwind_dwarf(s->unw, p, r, s->pcs, CN_SMP_MAX_FRAMES, NULL, &stop);
         s->cnt.dwarf_unwinds++;
         nuser = got > 0 ? got : 0;
         count_stop(s, stop);
-    } else if (have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO && nuser >= 1) {
-        /* Leaf fix-up: one CFI step from the sample's registers. If the caller it finds is
-         * not the FP chain's second entry, the leaf set up no frame (yet) and the chain
-         * skipped its caller: insert it. */
-        uint64_t two[2];
-        cn_smp_stop st2;
-        int got = cn_smp__unwind_dwarf(s->unw, p, r, two, 2, &st2);
-        if (got == 2 && two[0] == s->pcs[0] && (nuser < 2 || two[1] != s->pcs[1]) &&
-            nuser < CN_SMP_MAX_FRAMES) {
-            assert(nuser >= 1);
-            memmove(&s->pcs[2], &s->pcs[1], (size_t)(nuser - 1) * sizeof(s->pcs[0]));
-            s->pcs[1] = two[1];
-            nuser++;
-            s->cnt.leaf_fixups++;
-        }
-        count_stop(s, CN_SMP_STOP_NONE);
+    } else if (have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO) {
+        nuser = unwind_auto(s, p, r, nuser, &stop);
+        s->cnt.dwarf_unwinds++;
+        count_stop(s, stop);
     } else {
         count_stop(s, nuser >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE);
     }

@@ -36,6 +36,13 @@ typedef struct cn_smp__arch {
     int unw_ip, unw_sp;            /* libunwind numbers of the pc and sp */
     int dw_sp, dw_fp;              /* DWARF numbers of the stack and frame pointers */
     int dw_ra;                     /* DWARF return-address column (arm64: the link register) */
+    /* Frame-pointer frames give the caller's stack pointer: FP + 2 words (x86-64), so that
+     * auto can go on from a frame-pointer step with CFI. false: auto uses CFI only. */
+    bool fp_gives_sp;
+    /* A signal frame (CFI 'S' augmentation: the sigreturn trampoline, entered with SP at
+     * the ucontext the kernel saved): offsets from that SP of the interrupted pc, SP and
+     * FP. 0: signal frames are left to libunwind. */
+    int sig_pc, sig_sp, sig_fp;
     /* perf register index for a libunwind (DWARF) register number, or -1. */
     int (*unw_to_perf)(int unw_reg);
     /* Strips pointer-authentication bits from a return address (arm64), else identity. */
@@ -211,8 +218,8 @@ cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u);
 /* Compiled CFI (cfi.c): the fast path of DWARF unwinding. An object's rules are read with
  * libdw from .eh_frame (else .debug_frame) on first use of an address and kept in a sorted
  * range table on the object. Only simple rules compile (CFA = SP or FP + offset; return
- * address and frame pointer saved at CFA + offset, unchanged, or undefined); anything
- * else makes the whole sample go to libunwind. */
+ * address and frame pointer saved at CFA + offset, unchanged, or undefined; x86-64
+ * signal frames); anything else makes the whole sample go to libunwind. */
 typedef struct cn_smp__cfi cn_smp__cfi;
 
 /* A failed read this far above the stack copy means the copy was too short. */
@@ -223,15 +230,36 @@ void cn_smp__cfi_free(cn_smp__cfi *c);
 
 /* Unwinds the user part of a sample of architecture arch through compiled CFI. Returns the
  * number of return addresses written to pcs (leaf first, raw) with *stop, or -EAGAIN when
- * a frame needs the general unwinder (nothing usable is written then). */
+ * a frame needs the general unwinder (nothing usable is written then).
+ *
+ * fw non-NULL (auto): a frame above the leaf whose code is in an object built with frame
+ * pointers (cn_smp__elf.has_fp, where arch->fp_gives_sp) is stepped through its frame
+ * pointer instead, without looking up its rule. The leaf, frames of other objects and
+ * implausible frame pointers take CFI steps: the walk gives the same frames as CFI alone
+ * (docs/perf-sampler.md). Where the copy ends inside frame-pointer code, the kernel's
+ * chain (fw->chain) finishes the stack. */
+typedef struct cn_smp__fpwalk {
+    const uint64_t *chain; /* the kernel's user callchain (chain[0]: the sampled pc) */
+    int nchain;
+    uint64_t fp_steps; /* out (added to): frames stepped by frame pointer */
+    int joined_at;     /* out: frames before chain's were appended; -1 when none were */
+} cn_smp__fpwalk;
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t *pcs, int max, cn_smp_stop *stop);
+                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop);
+
+/* The slots of the leaf frame of sample r that its CFI places below the sampled stack
+ * pointer (registers an epilogue popped, cfi.c's step()): up to 2 addresses and, for
+ * each, the value it held (the sampled register). Returns how many; 0 when the leaf's rule
+ * does not compile. For libunwind, whose reads of the stack stop at the copy. */
+int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t addr[2], uint64_t val[2]);
 
 /* Unwinds the user part of a sample from its registers and stack copy (compiled CFI, then
  * libunwind, as u was created), writing up to max return addresses (leaf first, raw: not
- * yet adjusted) into pcs. Returns the count (>= 0) and *stop. */
+ * yet adjusted) into pcs. Returns the count (>= 0) and *stop. fw: as for
+ * cn_smp__unwind_cfi (auto), else NULL. */
 int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
-                         uint64_t *pcs, int max, cn_smp_stop *stop);
+                         uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop);
 void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out);
 
 /* ---------------------------------------------------------------------------------------
@@ -302,6 +330,7 @@ struct cn_smp_session {
     cn_smp__unwinder *unw;
     cn_smp_frame frames[CN_SMP_MAX_FRAMES + 2]; /* the sample being delivered */
     uint64_t pcs[CN_SMP_MAX_FRAMES];            /* its raw user addresses */
+    uint64_t kpcs[CN_SMP_MAX_FRAMES];           /* auto: the kernel's user chain, kept */
     bool started, stopped, had_live;
     bool vdso_tried; /* the [vdso] object's image was looked for */
 };

@@ -34,6 +34,8 @@ typedef struct uctx {
     cn_smp__obj *cur; /* object of the last find_proc_info, for reads of its tables */
     uint64_t cur_bias;
     cn_smp_stop reason;
+    uint64_t popped_at[2], popped_val[2]; /* cn_smp__cfi_popped(): slots below sp */
+    int npopped;
 } uctx;
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
@@ -98,6 +100,11 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
         memcpy(val, c->r->u.sample.stack + (addr - c->sp), sizeof(*val));
         return 0;
     }
+    for (int i = 0; i < c->npopped; i++)
+        if (addr == c->popped_at[i]) {
+            *val = c->popped_val[i];
+            return 0;
+        }
     if (read_obj(c->cur, c->cur_bias, addr, val) == 0)
         return 0;
     const cn_smp__map *m = cn_smp__proc_find(c->p, addr);
@@ -106,6 +113,16 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
         cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias) &&
         read_obj(m->obj, bias, addr, val) == 0)
         return 0;
+    /* A non-executable segment of a mapped object (only executable mappings are tracked):
+     * libunwind evaluates a cached rule's DWARF expression (__restore_rt's) by reading it
+     * from the object's .eh_frame while another object is current. */
+    for (size_t i = 0; i < c->p->nmaps; i++) {
+        const cn_smp__map *o = &c->p->maps[i];
+        if (o->obj->pub.kind == CN_SMP_OBJ_USER && o->obj->elf.ok &&
+            cn_smp__elf_bias(&o->obj->elf, o->start, o->pgoff, &bias) &&
+            read_obj(o->obj, bias, addr, val) == 0)
+            return 0;
+    }
     if (c->reason == CN_SMP_STOP_NONE)
         c->reason = addr >= c->sp && addr - c->sp < CN_SMP__STACK_GUESS ? CN_SMP_STOP_STACK_SHORT
                                                                         : CN_SMP_STOP_BAD_READ;
@@ -195,6 +212,8 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
         (uint32_t)iip >= r->u.sample.nregs || max <= 0)
         return 0;
     c.sp = cn_smp__reg_at(r, (uint32_t)isp);
+    /* A leaf in its epilogue: the slots it popped are below the copy (cfi.c's step()). */
+    c.npopped = cn_smp__cfi_popped(arch, p, r, c.popped_at, c.popped_val);
     if (p->pid != u->last_pid) {
         unw_flush_cache(u->as, 0, 0); /* cached rules are per address, hence per process */
         u->last_pid = p->pid;
@@ -266,18 +285,26 @@ static void check_against_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p,
 }
 
 int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
-                         uint64_t *pcs, int max, cn_smp_stop *stop)
+                         uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop)
 {
+    uint64_t fp_steps = fw ? fw->fp_steps : 0;
+    if (fw)
+        fw->joined_at = -1;
     if (u->how != CN_SMP__UNWIND_LIBUNWIND) {
-        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, stop);
+        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, fw, stop);
         assert(n <= max);
         if (n >= 0) {
             u->stats.cfi++;
-            if (u->how == CN_SMP__UNWIND_CHECK)
+            /* A stack finished from the kernel's chain: libunwind sees the copy only. */
+            if (u->how == CN_SMP__UNWIND_CHECK && fw && fw->joined_at >= 0)
+                check_against_libunwind(u, p, r, pcs, fw->joined_at, max, CN_SMP_STOP_STACK_SHORT);
+            else if (u->how == CN_SMP__UNWIND_CHECK)
                 check_against_libunwind(u, p, r, pcs, n, max, *stop);
             return n;
         }
     }
+    if (fw)
+        fw->fp_steps = fp_steps; /* the walk was abandoned */
     u->stats.libunwind++;
     return unwind_libunwind(u, p, r, pcs, max, stop);
 }

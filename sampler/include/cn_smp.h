@@ -44,9 +44,14 @@ typedef enum cn_smp_target {
     CN_SMP_TARGET_NONE,    /* no perf events: records come from cn_smp_session_feed() */
 } cn_smp_target;
 
+/* User stack bytes copied per sample by default (dwarf and auto); chosen by measurement on
+ * real programs (docs/perf-sampler.md). */
+#define CN_SMP_STACK_DEFAULT 16384
+
 typedef enum cn_smp_unwind {
-    CN_SMP_UNWIND_AUTO = 0, /* frame pointers + CFI recovery of a frame-less leaf's caller;
-                               DWARF for a leaf in an object without frame pointers */
+    CN_SMP_UNWIND_AUTO = 0, /* the copied stack: frame-pointer steps in objects built with
+                               frame pointers, CFI steps elsewhere and from the leaf; the
+                               kernel's frame-pointer chain where the copy ends */
     CN_SMP_UNWIND_FP,       /* the kernel's frame-pointer callchain only */
     CN_SMP_UNWIND_DWARF,    /* libunwind over the copied user stack */
 } cn_smp_unwind;
@@ -58,8 +63,8 @@ typedef struct cn_smp_config {
                              cycles where the kernel offers it, else cpu-clock */
     uint32_t freq;        /* samples per second per thread/CPU; 0 = 99 */
     cn_smp_unwind unwind; /* default CN_SMP_UNWIND_AUTO */
-    uint32_t stack_size;  /* user stack bytes copied per sample (dwarf); 0 = 8192. auto mode
-                             copies min(stack_size, 2048) */
+    uint32_t stack_size;  /* user stack bytes copied per sample (dwarf and auto); 0 =
+                             CN_SMP_STACK_DEFAULT */
     bool no_kernel;       /* true: no kernel frames (also excludes kernel-mode samples'
                              kernel part); default false = kernel frames where permitted */
     bool enable_on_exec;  /* start counting at the target's next exec (cn_smp_spawn'ed
@@ -164,9 +169,12 @@ typedef struct cn_smp_counters {
     uint64_t bad_records;  /* malformed records (skipped, counted) */
     uint64_t unwind_early; /* samples whose user unwind stopped early (sum of by_reason) */
     uint64_t unwind_stop[CN_SMP_STOP__COUNT]; /* by reason; [NONE] counts complete unwinds */
-    uint64_t leaf_fixups;       /* auto: callers of frame-less leaves recovered from CFI */
-    uint64_t dwarf_unwinds;     /* samples unwound from their stack copy (dwarf, or auto's
-                                   fallback for objects without frame pointers) */
+    uint64_t leaf_fixups;       /* auto: samples where the kernel's frame-pointer chain skipped
+                                   the caller of a frame-less leaf (CFI found it) */
+    uint64_t dwarf_unwinds;     /* samples unwound from their stack copy (dwarf and auto) */
+    uint64_t fp_frames;         /* auto: frames stepped by frame pointer, not CFI */
+    uint64_t chain_joins;       /* auto: samples whose stack copy ended inside frame-pointer
+                                   code, completed from the kernel's frame-pointer chain */
     uint64_t cfi_unwinds;       /* stack unwinds (incl. auto's leaf steps) done wholly through
                                    compiled CFI rules */
     uint64_t libunwind_unwinds; /* stack unwinds that needed libunwind */

@@ -348,13 +348,13 @@ static void unwind_all(const space *sp, const snapshot *s)
         goto out;
 
     /* Compiled CFI takes these frames whole: it must not hand them to libunwind. */
-    int cn =
-        cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, cpcs, CN_SMP_MAX_FRAMES, &cstop);
+    int cn = cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, cpcs, CN_SMP_MAX_FRAMES, NULL,
+                                &cstop);
     CHECK(cn >= 0, "compiled CFI gave up (%d): a frame needs libunwind", cn);
     if (cn >= 0)
         check_frames("compiled CFI", sp, s, cpcs, cn, cstop);
 
-    int ln = cn_smp__unwind_dwarf(lu, &sp->proc, &r, lpcs, CN_SMP_MAX_FRAMES, &lstop);
+    int ln = cn_smp__unwind_dwarf(lu, &sp->proc, &r, lpcs, CN_SMP_MAX_FRAMES, NULL, &lstop);
     bool lsame = cn >= 0 && same_unwind(cpcs, cn, cstop, lpcs, ln, lstop);
     if (!OLD_LIBUNWIND_PAC || lsame) {
         if (check_frames("libunwind", sp, s, lpcs, ln, lstop) == 0)
@@ -376,7 +376,7 @@ static void unwind_all(const space *sp, const snapshot *s)
               ln, cn);
     }
 
-    int kn = cn_smp__unwind_dwarf(ku, &sp->proc, &r, kpcs, CN_SMP_MAX_FRAMES, &kstop);
+    int kn = cn_smp__unwind_dwarf(ku, &sp->proc, &r, kpcs, CN_SMP_MAX_FRAMES, NULL, &kstop);
     cn_smp__unwind_stats st;
     cn_smp__unwinder_stats(ku, &st);
     printf("check mode: %d frames, %s; cfi %llu, libunwind %llu, checked %llu, mismatches "

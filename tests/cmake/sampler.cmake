@@ -13,11 +13,13 @@ function(cn_workload name src fpflag)
   target_link_libraries(${name} PRIVATE ${ARGN})
 endfunction()
 
-foreach(wl shares threads forker deep)
+foreach(wl shares threads forker deep epilogue)
   cn_workload(wl_${wl}_fp ${wl}.c -fno-omit-frame-pointer Threads::Threads)
   cn_workload(wl_${wl}_nofp ${wl}.c -fomit-frame-pointer Threads::Threads)
 endforeach()
 cn_workload(wl_dlopener_fp dlopener.c -fno-omit-frame-pointer ${CMAKE_DL_LIBS})
+# Time in a SIGPROF handler (signal frames).
+cn_workload(wl_sigprof sigprof.c -fomit-frame-pointer)
 # Time in the vDSO and in the kernel; linked without a build-id (identity dev:inode:mtime).
 cn_workload(wl_clockread clockread.c -fomit-frame-pointer)
 target_link_options(wl_clockread PRIVATE -Wl,--build-id=none)
@@ -31,6 +33,7 @@ set_target_properties(wl_dlwork PROPERTIES COMPILE_OPTIONS "" LINK_OPTIONS ""
 target_compile_options(wl_dlwork PRIVATE -O2 -g -fno-omit-frame-pointer -Wall)
 add_custom_target(cn_workloads ALL DEPENDS wl_shares_fp wl_shares_nofp wl_threads_fp
                   wl_threads_nofp wl_forker_fp wl_forker_nofp wl_deep_fp wl_deep_nofp
+                  wl_epilogue_fp wl_epilogue_nofp wl_sigprof
                   wl_dlopener_fp wl_dlwork wl_shares_dbgframe wl_clockread)
 
 # The unit test drives the workloads: build them first.

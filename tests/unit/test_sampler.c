@@ -393,8 +393,14 @@ static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a
     assert_string_equal(c->wl_identity, c->syms[0].build_id);
     assert_int_equal(cnt.lost, 0);
     assert_int_equal(cnt.bad_records, 0);
-    /* Nearly every sample of the workload reaches main. */
+    /* Nearly every sample of the workload reaches main, and through the same root: the
+     * frames above main (libc's, unwound through CFI: libc has no frame pointers) are
+     * the same whatever unwound the frames below (auto once stopped at libc on
+     * frame-pointer stacks and reached _start on the others: two roots for one thread). */
     assert_true(total * 100 >= c->samples * 90);
+    long rooted = count_with(c, "_start;libc.so.6;libc.so.6;main;", 0, true);
+    fprintf(stderr, "  rooted at _start: %ld of %ld reaching main\n", rooted, total);
+    assert_true(rooted * 100 >= total * 99);
     double b = share(c, "main;work_b;work_b_inner;burn", 0, total);
     double cc = share(c, "main;work_c;work_c;work_c;work_c;work_c;burn", 0, total);
     double a = share(c, "main;work_a;burn", 0, total);
@@ -581,37 +587,41 @@ static void test_small_ring_wraps(void **st)
 
 /* A 30-frame stack unwound through compiled CFI, checked against libunwind sample by
  * sample, with a full stack copy and with one too small for the whole stack (both
- * unwinders must stop at the same frame, for the same reason). */
-static void deep_checked(const char *bin, uint32_t stack_size)
+ * unwinders must stop at the same frame, for the same reason). pad: the recursion with
+ * 200 more bytes per frame (deep.c). stack_size 0: the default copy. */
+static void deep_checked(const char *bin, cn_smp_unwind mode, uint32_t stack_size, bool pad,
+                         bool expect_full)
 {
-    char *args[] = {"1", NULL};
-    cn_smp_config base = {
-        .unwind = CN_SMP_UNWIND_DWARF, .stack_size = stack_size, .check_unwind = true};
+    char *args[] = {"1", pad ? "pad" : NULL, NULL};
+    cn_smp_config base = {.unwind = mode, .stack_size = stack_size, .check_unwind = true};
     cn_smp_counters cnt;
     collector *c = run_workload_cfg(bin, args, &base, &cnt);
     long total = count_with(c, "main", 0, false);
-    double full = share(c,
-                        "main;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
-                        "deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;deep;"
-                        "deep;deep;burn",
-                        0, total);
+    /* main, deep(27) .. deep(0) (or deep_pad(27) .. deep_pad(0), deep(0)), burn */
+    char path[512] = "main;";
+    for (int i = 0; i < 28; i++)
+        strcat(path, pad ? "deep_pad;" : "deep;");
+    strcat(path, pad ? "deep;burn" : "burn");
+    double full = share(c, path, 0, total);
     fprintf(stderr,
-            "  %s stack %u: samples %lu, to main %ld, full 30-frame path %.1f%%, short %lu; "
-            "CFI %lu libunwind %lu checked %lu mismatches %lu\n",
-            bin, stack_size, (unsigned long)c->samples, total, full,
-            (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT], (unsigned long)cnt.cfi_unwinds,
-            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
-            (unsigned long)cnt.unwind_mismatches);
-    assert_true(c->samples > 200);
+            "  %s --unwind %s stack %u pad %d: samples %lu, to main %ld, full 30-frame path "
+            "%.1f%%, short %lu; CFI %lu libunwind %lu checked %lu mismatches %lu; fp frames %lu "
+            "chain joins %lu\n",
+            bin, cn_smp_unwind_name(mode), stack_size, (int)pad, (unsigned long)c->samples, total,
+            full, (unsigned long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT],
+            (unsigned long)cnt.cfi_unwinds, (unsigned long)cnt.libunwind_unwinds,
+            (unsigned long)cnt.unwind_checked, (unsigned long)cnt.unwind_mismatches,
+            (unsigned long)cnt.fp_frames, (unsigned long)cnt.chain_joins);
+    assert_true(c->samples > 100); /* 1 s of cpu-clock at 999 Hz: fewer on a loaded machine */
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
     assert_true(cnt.cfi_unwinds * 100 >= (cnt.cfi_unwinds + cnt.libunwind_unwinds) * 95);
-    if (stack_size >= 4096) {
+    if (expect_full) {
         assert_true(total * 100 >= (long)c->samples * 90);
         assert_true(full > 80);
     } else {
-        /* 512 bytes hold a few frames of deep(): the stack is cut short, never wrong. */
-        assert_int_equal(total, 0);
+        /* The copy holds a few frames of deep(): the stack is cut short, never wrong. */
+        assert_true(total * 100 <= (long)c->samples * 2);
         assert_true(cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] * 100 >= (uint64_t)c->samples * 90);
     }
     collector_free(c);
@@ -620,8 +630,102 @@ static void deep_checked(const char *bin, uint32_t stack_size)
 static void test_deep_dwarf_checked(void **st)
 {
     REQUIRE_PERF();
-    deep_checked("wl_deep_nofp", 8192);
-    deep_checked("wl_deep_fp", 512);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 8192, false, true);
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_DWARF, 512, false, false);
+}
+
+/* --stack-size is honoured in auto mode too, and the default copy holds a ~7 KiB stack:
+ * 28 frames of ~250 bytes in a binary without frame pointers (auto unwinds it from the
+ * copy). Auto once copied at most 2 KiB whatever was asked. */
+static void test_stack_size_auto(void **st)
+{
+    REQUIRE_PERF();
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 0, true, true);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_AUTO, 1024, true, false);
+    deep_checked("wl_deep_nofp", CN_SMP_UNWIND_DWARF, 1024, true, false);
+}
+
+/* auto on a 30-frame recursion built with frame pointers: frame-pointer steps from the
+ * leaf's caller on, and with a 512-byte copy (a few frames) the kernel's frame-pointer
+ * chain finishes each stack, aligned by frame pointer (the same return address repeats
+ * 27 times): the full path still, in every sample that reaches main. */
+static void test_auto_fp_and_chain_join(void **st)
+{
+    REQUIRE_PERF();
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 0, false, true);
+    deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 512, false, true);
+}
+
+/* Samples in a function's epilogue (epilogue.c: after `pop %rbp` in a tiny leaf called in
+ * a tight loop, the CFI says the caller's %rbp is saved below the sampled stack pointer,
+ * where the copy does not reach): the register still holds the popped value, and the
+ * unwind goes on to main. Once ~1/3 of these samples stopped at the leaf. */
+static void epilogue_checked(const char *bin, cn_smp_unwind mode)
+{
+    char *args[] = {"1", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload(bin, args, mode, true, &cnt);
+    long total = count_with(c, "main", 0, false);
+    long leaf = count_with(c, "main;spin;tiny", 0, false);
+    fprintf(stderr,
+            "  %s --unwind %s: samples %lu, to main %ld, main;spin;tiny %ld; early %lu; CFI %lu "
+            "libunwind %lu checked %lu mismatches %lu\n",
+            bin, cn_smp_unwind_name(mode), (unsigned long)c->samples, total, leaf,
+            (unsigned long)cnt.unwind_early, (unsigned long)cnt.cfi_unwinds,
+            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
+            (unsigned long)cnt.unwind_mismatches);
+    assert_true(c->samples > 150); /* 1 s at 999 Hz; fewer under load */
+    assert_int_equal(cnt.unwind_mismatches, 0);
+    assert_true(total * 100 >= (long)c->samples * 99);
+    assert_true(leaf * 100 >= (long)c->samples * 50);
+    collector_free(c);
+}
+
+static void test_epilogue_unwind(void **st)
+{
+    REQUIRE_PERF();
+    epilogue_checked("wl_epilogue_nofp", CN_SMP_UNWIND_DWARF);
+    epilogue_checked("wl_epilogue_nofp", CN_SMP_UNWIND_AUTO);
+    epilogue_checked("wl_epilogue_fp", CN_SMP_UNWIND_DWARF);
+    epilogue_checked("wl_epilogue_fp", CN_SMP_UNWIND_AUTO);
+}
+
+/* Samples inside a signal handler (sigprof.c: a SIGPROF handler spins ~1 ms every 2 ms of
+ * CPU time, while main spins in main_work): the unwind goes through __restore_rt's signal
+ * frame into the interrupted code, so handler samples reach main too. Once they stopped
+ * at __restore_rt. */
+static void sigprof_checked(cn_smp_unwind mode)
+{
+    char *args[] = {"1", NULL};
+    cn_smp_counters cnt;
+    collector *c = run_workload("wl_sigprof", args, mode, true, &cnt);
+    long handler = count_with(c, "spin_handler", 0, false);
+    long through = count_with(c, "main;main_work;", 0, false);
+    long both = 0;
+    for (int i = 0; i < c->nstacks; i++)
+        if (strstr(c->stacks[i].stack, "main;main_work;") &&
+            strstr(c->stacks[i].stack, "on_prof;spin_handler"))
+            both += c->stacks[i].count;
+    dump(c, mode == CN_SMP_UNWIND_AUTO ? "wl_sigprof auto" : "wl_sigprof dwarf");
+    fprintf(stderr,
+            "  samples %lu, in spin_handler %ld (through main_work: %ld), main;main_work %ld; "
+            "CFI %lu libunwind %lu checked %lu mismatches %lu\n",
+            (unsigned long)c->samples, handler, both, through, (unsigned long)cnt.cfi_unwinds,
+            (unsigned long)cnt.libunwind_unwinds, (unsigned long)cnt.unwind_checked,
+            (unsigned long)cnt.unwind_mismatches);
+    assert_true(c->samples > 150); /* 1 s at 999 Hz; fewer under load */
+    assert_true(handler * 100 >= (long)c->samples * 20);
+    assert_true(both * 100 >= handler * 95);
+    assert_true(through * 100 >= (long)c->samples * 95);
+    assert_int_equal(cnt.unwind_mismatches, 0);
+    collector_free(c);
+}
+
+static void test_signal_frames(void **st)
+{
+    REQUIRE_PERF();
+    sigprof_checked(CN_SMP_UNWIND_DWARF);
+    sigprof_checked(CN_SMP_UNWIND_AUTO);
 }
 
 /* Attach to an already running process (not through spawn). */
@@ -1067,6 +1171,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shares_dwarf_fp_binary),
         cmocka_unit_test(test_shares_dwarf_nofp_binary),
         cmocka_unit_test(test_deep_dwarf_checked),
+        cmocka_unit_test(test_stack_size_auto),
+        cmocka_unit_test(test_auto_fp_and_chain_join),
+        cmocka_unit_test(test_epilogue_unwind),
+        cmocka_unit_test(test_signal_frames),
         cmocka_unit_test(test_shares_dwarf_debug_frame),
         cmocka_unit_test(test_vdso_and_identity),
         cmocka_unit_test(test_kernel_frames_on_off),
