@@ -198,14 +198,15 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 
 static void run_help(void)
 {
-    printf("usage: canopy run [SAMPLING] [QUERY] [--name N] -- CMD [ARGS...]\n\n"
+    printf("usage: canopy run [SAMPLING] [QUERY] [--name N] [--rm] -- CMD [ARGS...]\n\n"
            "Profile CMD from its first instruction: canopy starts it as you, held before\n"
            "exec until sampling is attached (through canopyd's session when a daemon\n"
            "answers, else in-process), lets it run with the terminal, and prints the call\n"
            "tree when it exits (or writes it to -o FILE). canopy exits with CMD's status\n"
            "(128+N when a signal N killed it); before CMD starts, canopy's own failures\n"
            "exit 1 (runtime) or 2 (usage). While it samples, a progress line shows on\n"
-           "stderr when stderr is a terminal.\n\n%s\n%s",
+           "stderr when stderr is a terminal. Through canopyd the session stays there for\n"
+           "later queries; --rm removes it once the tree is printed.\n\n%s\n%s",
            sampling_help, query_summary);
 }
 
@@ -296,8 +297,11 @@ static int run_with_daemon(run_ctx *r, cn_cli_conn *c)
     cn_cli_progress_end(&r->pr);
     daemon_settle(c, id, true);
     status = daemon_tree(c, a->cmd, id, 0, &a->q);
-    if (status == 0)
-        fprintf(stderr, "canopy run: session %s stays in canopyd (canopy rm %s)\n", id, id);
+    if (a->rm)
+        daemon_rm(c, id);
+    else if (status == 0)
+        fprintf(stderr, "canopy run: session %s stays in canopyd (canopy rm %s, or run --rm)\n", id,
+                id);
     free(id);
     return status;
 }

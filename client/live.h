@@ -75,6 +75,7 @@ typedef struct cn_cli_live_args {
     const char *cmd;
     const char *socket; /* --socket, NULL if absent */
     bool no_daemon;     /* --no-daemon: in-process even when a daemon answers */
+    bool rm;            /* run --rm: remove the daemon's session once its tree is printed */
     int pid;            /* --pid, -1 if absent */
     bool json;          /* --format json (CN_LIVE_SIMPLE_FORMAT) */
     cn_cli_sampling smp;

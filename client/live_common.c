@@ -67,6 +67,10 @@ int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags
             a->no_daemon = true;
             continue;
         }
+        if ((flags & CN_LIVE_COMMAND) && !strcmp(s, "--rm")) {
+            a->rm = true;
+            continue;
+        }
         if ((flags & CN_LIVE_PID) && (!strcmp(s, "--pid") || !strncmp(s, "--pid=", 6))) {
             const char *v = s[5] == '=' ? s + 6 : i + 1 < argc ? argv[++i] : NULL;
             if (!v) {

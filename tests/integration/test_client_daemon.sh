@@ -50,6 +50,15 @@ sys.exit(any(abs(got[k] - w) > 5 for k, w in (("work_a", 50), ("work_b", 30), ("
 PY
 "$C" run -o "$TMP/x.json" -- sh -c 'exit 5' 2>/dev/null && rc=0 || rc=$?
 [ "$rc" = 5 ] || fail "run via daemon: exit status $rc, expected 5"
+# --rm: the tree is printed and the daemon keeps no session of it.
+n_before=$("$C" sessions --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')
+"$C" run --rm --format json -o "$TMP/rm.json" -- "$WL" --rounds 5 >/dev/null 2>"$TMP/rm.err" ||
+  fail "run --rm: $(cat "$TMP/rm.err")"
+RMID=$(json "$TMP/rm.json" 'd["session"]')
+n_after=$("$C" sessions --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sessions"]))')
+[ "$n_before" = "$n_after" ] || fail "run --rm left a session ($n_before -> $n_after)"
+grep -q 'stays in canopyd' "$TMP/rm.err" && fail "run --rm says the session stays"
+expect_fail 1 "$C" tree "$RMID"
 echo "PASS run via daemon"
 
 # ---- sessions ----------------------------------------------------------------------------
