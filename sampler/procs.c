@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "smp_internal.h"
 
@@ -202,9 +203,15 @@ cn_smp__obj *cn_smp__obj_special(cn_smp_session *s, const char *key, const char 
     return o;
 }
 
-static bool stat_matches(const char *path, uint64_t ino, struct stat *st)
+/* Whether path is the mapped file: a regular file with the mapping's inode and, when
+ * same_dev, on the mapping's device too (an inode number alone names a file on *some*
+ * device: another mount at the same path can have a file with that number). */
+static bool stat_matches(const char *path, uint32_t maj, uint32_t min, uint64_t ino, bool same_dev,
+                         struct stat *st)
 {
-    return stat(path, st) == 0 && S_ISREG(st->st_mode) && (uint64_t)st->st_ino == ino;
+    if (stat(path, st) != 0 || !S_ISREG(st->st_mode) || (uint64_t)st->st_ino != ino)
+        return false;
+    return !same_dev || (major(st->st_dev) == maj && minor(st->st_dev) == min);
 }
 
 /* The object for a file mapping of process pid, created on first use. */
@@ -226,16 +233,18 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     struct stat st = {0};
     const char *open_path = NULL, *pub_path = NULL;
     bool live = s->cfg.target != CN_SMP_TARGET_NONE;
-    if (live && !deleted && stat_matches(path, ino, &st)) {
+    if (live && !deleted && stat_matches(path, maj, min, ino, true, &st)) {
         open_path = pub_path = path;
     } else if (live && pid > 0) {
         snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-        if (!deleted && stat_matches(buf, ino, &st)) {
+        if (!deleted && stat_matches(buf, maj, min, ino, true, &st)) {
             open_path = pub_path = buf;
         } else {
             snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start,
                      end);
-            if (stat_matches(buf, ino, &st))
+            /* map_files/ is the mapped file itself; its device may be reported differently
+             * (overlayfs), so the inode suffices there. */
+            if (stat_matches(buf, maj, min, ino, false, &st))
                 open_path = pub_path = buf;
         }
     }
