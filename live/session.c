@@ -396,7 +396,9 @@ static bool frame_request(cn_live_session *s, size_t f, cn_sym_request *q)
     q->cookie = f;
     q->addr = (uint64_t)cn_agg_frame_address(s->p, (int32_t)f);
     q->obj.pid = obj->pid;
-    q->obj.identity = obj->identity;
+    /* The symbolizer's cache is shared by every user's sessions: key it by the file read,
+     * not by a build-id its owner could have forged (docs/security.md). */
+    q->obj.identity = obj->file_key;
     q->obj.path = obj->path;
     switch (obj->kind) {
     case CN_SMP_OBJ_KERNEL:

@@ -137,6 +137,8 @@ static void obj_free(cn_smp__obj *o)
     if (!o)
         return;
     cn_smp__elf_unload(&o->elf);
+    if (o->pub.file_key != o->pub.identity)
+        free((char *)o->pub.file_key);
     free((char *)o->pub.identity);
     free((char *)o->pub.name);
     free((char *)o->pub.path);
@@ -149,6 +151,8 @@ static void obj_free(cn_smp__obj *o)
 /* Registers a new object (the session owns it) and announces it. */
 static int obj_add(cn_smp_session *s, cn_smp__obj *o)
 {
+    if (!o->pub.file_key)
+        o->pub.file_key = o->pub.identity; /* no file: nothing more to tell apart */
     if (s->nobjs == s->capobjs) {
         size_t cap = s->capobjs ? s->capobjs * 2 : 32;
         cn_smp__obj **n = realloc(s->objs, cap * sizeof(*n));
@@ -263,7 +267,11 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
         snprintf(buf, sizeof(buf), "%x:%x:%" PRIu64 ":%lld", maj, min, ino, (long long)st.st_mtime);
         o->pub.identity = strdup(buf);
     }
-    if (!o->pub.identity || obj_add(s, o) < 0)
+    if (!o->pub.identity)
+        goto fail;
+    snprintf(buf, sizeof(buf), "%s@%x:%x:%" PRIu64 ":%lld:%lld", o->pub.identity, maj, min, ino,
+             (long long)st.st_size, (long long)st.st_mtime);
+    if (!(o->pub.file_key = strdup(buf)) || obj_add(s, o) < 0)
         goto fail;
     return o;
 fail:

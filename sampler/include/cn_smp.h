@@ -103,6 +103,10 @@ typedef struct cn_smp_object {
                              process has another root; /proc/PID/map_files/... when the file
                              was deleted); NULL when there is none */
     const char *build_id; /* lowercase hex, or NULL */
+    const char *file_key; /* what a cache shared across users must key this object's file
+                             by: identity plus "@dev:inode:size:mtime" of the file read, so
+                             a build-id copied into another file never names that file;
+                             equals identity for objects without a file */
     pid_t pid;            /* ANON/JIT/[vdso]: the process; else 0 */
 } cn_smp_object;
 
