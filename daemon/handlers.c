@@ -107,6 +107,11 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_live_session_op
         cn_err_set(err, 0, "\"name\" must have 1 to 128 bytes");
         return -EINVAL;
     }
+    if (str && str[0] == 's' && str[1] && strspn(str + 1, "0123456789") == strlen(str + 1)) {
+        /* Ids are s<number>: a name spelled like one would shadow that session. */
+        cn_err_set(err, 0, "\"name\" '%s' looks like a session id (s<number>)", str);
+        return -EINVAL;
+    }
     o->name = str;
     str = NULL;
     CHECK(cn_proto_get_str(req, "event", &str, &pe));

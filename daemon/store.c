@@ -187,6 +187,16 @@ void cn_d__store_tick(cn_d_server *srv)
         enforce_state_dir(srv);
 }
 
+/* Whether a session with this id is loaded. By id only: another session's *name* must
+ * never make a saved session look like a duplicate and hide it. */
+static bool store_has_id(const cn_d_server *srv, const char *id)
+{
+    for (size_t i = 0; i < srv->n_entries; i++)
+        if (!strcmp(cn_live_session_id(srv->entries[i]->s), id))
+            return true;
+    return false;
+}
+
 cn_d__entry *cn_d__store_find(cn_d_server *srv, const cn_d__cred *cred, const char *key, pid_t pid)
 {
     cn_d__entry *best = NULL;
@@ -269,8 +279,7 @@ void cn_d__store_load(cn_d_server *srv)
             if (n >= srv->next_id)
                 srv->next_id = n + 1;
         }
-        if (cn_d__store_find(srv, &(cn_d__cred){.uid = 0}, cn_live_session_id(s), 0) ||
-            add_entry(srv, s, &e) < 0) {
+        if (store_has_id(srv, cn_live_session_id(s)) || add_entry(srv, s, &e) < 0) {
             cn_live_session_free(s);
             continue;
         }

@@ -43,6 +43,11 @@ for BACKEND in io_uring epoll; do
   after=$(ok '{"cmd":"sessions"}' | jget 'len(d["sessions"])')
   [ "$before" = "$after" ] || fail "a denied request changed the sessions ($before -> $after)"
 
+  # A name spelled like a session id would shadow that session (for root's lookups, and
+  # at restart): refused, nothing created.
+  r=$(ucall "{\"cmd\":\"attach\",\"pid\":$U_PID,\"name\":\"$RS\"}")
+  [ "$(jget 'd["error"]["code"]' <<<"$r")" = bad_request ] || fail "an id-like name was accepted: $r"
+
   # Its own process: allowed, and owned by it.
   r=$(ucall "{\"cmd\":\"attach\",\"pid\":$U_PID,\"name\":\"mine\"}")
   [ "$(jget 'd["ok"]' <<<"$r")" = True ] || fail "attach to own process: $r"
