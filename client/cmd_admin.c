@@ -198,13 +198,16 @@ int cn_cmd_status(int argc, char **argv)
     }
     const json_t *r = s.resp;
     printf("canopyd %s: up %.1f s, %" JSON_INTEGER_FORMAT " sessions, %.0f samples/s, "
-           "%" JSON_INTEGER_FORMAT " lost, %.1f MiB, event loop %s\n",
+           "%" JSON_INTEGER_FORMAT " lost, %.1f MiB resident (%.1f MiB anonymous, %.1f MiB "
+           "file-backed), event loop %s\n",
            json_string_value(json_object_get(r, "version")) ?: "?",
            json_number_value(json_object_get(r, "uptime_s")),
            json_integer_value(json_object_get(r, "sessions")),
            json_number_value(json_object_get(r, "samples_per_s")),
            json_integer_value(json_object_get(r, "lost")),
            json_number_value(json_object_get(r, "rss_bytes")) / (1024.0 * 1024.0),
+           json_number_value(json_object_get(r, "rss_anon_bytes")) / (1024.0 * 1024.0),
+           json_number_value(json_object_get(r, "rss_file_bytes")) / (1024.0 * 1024.0),
            json_string_value(json_object_get(r, "event_loop")) ?: "?");
     char unwound[16];
     unwound_share(r, unwound, sizeof(unwound));

@@ -189,6 +189,7 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
     o.event = info.event;
     o.samples = (int64_t)info.samples;
     o.lost = (int64_t)info.lost;
+    cn_cli_unwind_from_info(&info, &o.unwind);
     return cn_cli_render(cn_live_session_profile(s), q, &o);
 }
 
@@ -635,6 +636,8 @@ static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot
     t->samples = (int64_t)info.samples;
     t->lost = (int64_t)info.lost;
     int rc = cn_top_profile_fetch(&t->ps, req, out, err);
+    if (rc == 0)
+        cn_cli_unwind_from_info(&info, &out->unwind);
     if (rc == 0 && info.state != CN_LIVE_RUNNING)
         snprintf(out->note, sizeof(out->note), "[%s]", cn_live_state_name(info.state));
     return rc;

@@ -168,6 +168,9 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, i
                        cn_cli_local **out, cn_err *err);
 cn_cli_local *cn_cli_local_free(cn_cli_local *l);
 cn_live_session *cn_cli_local_session(cn_cli_local *l);
+/* A session's unwind outcomes as the renderer and top show them; daemon/query.c fills the
+ * same fields, so the in-process path and canopyd print the same tree header. */
+void cn_cli_unwind_from_info(const cn_live_session_info *info, cn_fmt_unwind *u);
 /* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
  * and dispatches symbol answers. Returns 0 or negative errno with msg set. */
 int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, cn_err *err);
@@ -219,12 +222,13 @@ typedef struct cn_top_snapshot {
     int32_t first_root, last_root;
     cn_top_func *funcs;
     size_t n_funcs, cap_funcs;
-    double total;    /* display units */
-    char unit[16];   /* "samples", "ms", … */
-    int64_t samples; /* -1 unknown */
-    int64_t lost;    /* -1 unknown */
-    double span_s;   /* seconds the source covers so far */
-    char note[160];  /* a source's one-line remark (e.g. "target exited") */
+    double total;         /* display units */
+    char unit[16];        /* "samples", "ms", … */
+    int64_t samples;      /* -1 unknown */
+    int64_t lost;         /* -1 unknown */
+    double span_s;        /* seconds the source covers so far */
+    cn_fmt_unwind unwind; /* a live source's unwind outcomes (known false otherwise) */
+    char note[160];       /* a source's one-line remark (e.g. "target exited") */
 } cn_top_snapshot;
 
 void cn_top_snapshot_clear(cn_top_snapshot *s);

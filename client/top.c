@@ -541,6 +541,9 @@ static void draw_header(const top_state *st, int w)
         n += snprintf(line + n, sizeof(line) - (size_t)n, "  %lld samples", (long long)s->samples);
     if (s->lost >= 0)
         n += snprintf(line + n, sizeof(line) - (size_t)n, "  %lld lost", (long long)s->lost);
+    char cut[160];
+    if (cn_fmt_unwind_summary(&s->unwind, cut, sizeof(cut)))
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "  %s", cut);
     if (s->note[0])
         n += snprintf(line + n, sizeof(line) - (size_t)n, "  %s", s->note);
     snprintf(line + n, sizeof(line) - (size_t)n, "  %s", st->src->title);

@@ -170,6 +170,23 @@ int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json
         s->samples = json_integer_value(v);
     if (json_is_integer(v = json_object_get(tree, "lost")))
         s->lost = json_integer_value(v);
+    /* A live session's "unwind" object (docs/cli.md, JSON tree): all six counts or none. */
+    if (json_is_object(v = json_object_get(tree, "unwind"))) {
+        static const char *const keys[] = {"user_stacks", "complete",   "truncated_stack",
+                                           "no_cfi",      "read_fault", "other"};
+        uint64_t *dst[] = {&s->unwind.user_stacks,     &s->unwind.complete,
+                           &s->unwind.truncated_stack, &s->unwind.no_cfi,
+                           &s->unwind.read_fault,      &s->unwind.other};
+        s->unwind.known = true;
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+            const json_t *n = json_object_get(v, keys[i]);
+            if (!json_is_integer(n) || json_integer_value(n) < 0) {
+                s->unwind.known = false;
+                break;
+            }
+            *dst[i] = (uint64_t)json_integer_value(n);
+        }
+    }
     const json_t *roots = json_object_get(tree, "roots");
     if (roots) {
         int rc = json_nodes(s, -1, roots, 0, err);

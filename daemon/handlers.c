@@ -25,6 +25,28 @@ void cn_d__cmd_hello(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
                                                   (json_int_t)cl->cred.uid));
 }
 
+/* Resident memory apart (docs/cli-live.md, "Daemon memory"): anonymous pages are canopyd's
+ * own (profiles, caches), file-backed ones are mostly the ELF files the symbolizer maps,
+ * which the kernel can drop and reread. From /proc/self/status's RssAnon and RssFile
+ * (kB); both 0 when it cannot be read. */
+static void rss_split(size_t *anon, size_t *file)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    unsigned long kb;
+
+    *anon = *file = 0;
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "RssAnon: %lu kB", &kb) == 1)
+            *anon = (size_t)kb * 1024;
+        else if (sscanf(line, "RssFile: %lu kB", &kb) == 1)
+            *file = (size_t)kb * 1024;
+    }
+    fclose(f);
+}
+
 void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
     uint64_t lost = 0, user_stacks = 0, unsymbolized = 0;
@@ -46,6 +68,8 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
         u.other += info.unwind_outcomes.other;
         n++;
     }
+    size_t rss_anon, rss_file;
+    rss_split(&rss_anon, &rss_file);
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
         json_object_update_new(
@@ -59,6 +83,10 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
                       "clients", (json_int_t)cn_d__loop_conn_count(srv->loop), "state_dir",
                       srv->state_dir, "state_dir_bytes", (json_int_t)srv->state_dir_bytes,
                       "evicted_sessions", (json_int_t)srv->evicted));
+    if (rp->msg)
+        json_object_update_new(rp->msg,
+                               json_pack("{s:I, s:I}", "rss_anon_bytes", (json_int_t)rss_anon,
+                                         "rss_file_bytes", (json_int_t)rss_file));
     /* The sessions' unwind outcomes and unnamed frames, summed (docs/cli-live.md,
      * "Session counters"). */
     if (rp->msg)

@@ -9,6 +9,7 @@
  * kept.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,16 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
             fputs(",\"event\":", out) < 0 || cn_fmt__json_str(out, o->event ? o->event : "") < 0 ||
             put_num(out, "samples", (double)o->samples) < 0 ||
             put_num(out, "lost", (double)o->lost) < 0)
+            return -EIO;
+        /* How the session's unwinds ended (docs/cli-live.md, "Truncated stacks"). */
+        const cn_fmt_unwind *u = &o->unwind;
+        if (u->known &&
+            (fputs(",\"unwind\":{\"user_stacks\":", out) < 0 ||
+             fprintf(out,
+                     "%" PRIu64 ",\"complete\":%" PRIu64 ",\"truncated_stack\":%" PRIu64
+                     ",\"no_cfi\":%" PRIu64 ",\"read_fault\":%" PRIu64 ",\"other\":%" PRIu64 "}",
+                     u->user_stacks, u->complete, u->truncated_stack, u->no_cfi, u->read_fault,
+                     u->other) < 0))
             return -EIO;
     }
     return 0;

@@ -441,6 +441,46 @@ static const char *view_label(const cn_agg_tree *t)
     return "call tree";
 }
 
+/* part as a percentage of whole; "<0.1%" rather than a misleading "0.0%" for a few
+ * stacks. */
+static int put_share(char *buf, size_t n, uint64_t part, uint64_t whole)
+{
+    double pct = 100.0 * (double)part / (double)whole;
+    return pct < 0.05 ? snprintf(buf, n, "<0.1%%") : snprintf(buf, n, "%.1f%%", pct);
+}
+
+bool cn_fmt_unwind_summary(const cn_fmt_unwind *u, char *buf, size_t n)
+{
+    static const char *const names[] = {"stack copy", "no CFI", "read fault", "other"};
+    uint64_t parts[4];
+    uint64_t cut;
+    size_t len;
+    char pct[16];
+
+    if (n)
+        buf[0] = '\0';
+    if (!u || !u->known || u->user_stacks == 0 || n == 0)
+        return false;
+    parts[0] = u->truncated_stack;
+    parts[1] = u->no_cfi;
+    parts[2] = u->read_fault;
+    parts[3] = u->other;
+    cut = parts[0] + parts[1] + parts[2] + parts[3];
+    if (cut == 0)
+        return false;
+    put_share(pct, sizeof(pct), cut, u->user_stacks);
+    len = (size_t)snprintf(buf, n, "%s of stacks truncated (", pct);
+    for (size_t i = 0, shown = 0; i < 4 && len < n; i++) {
+        if (!parts[i])
+            continue;
+        put_share(pct, sizeof(pct), parts[i], u->user_stacks);
+        len += (size_t)snprintf(buf + len, n - len, "%s%s %s", shown++ ? ", " : "", names[i], pct);
+    }
+    if (len < n)
+        snprintf(buf + len, n - len, ")");
+    return true;
+}
+
 static int print_header(const struct text_ctx *c)
 {
     const cn_fmt_write_opts *o = c->o;
@@ -456,6 +496,9 @@ static int print_header(const struct text_ctx *c)
     if (o->session)
         fprintf(out, ", session %s, event %s, %lld samples, %lld lost", o->session,
                 o->event ? o->event : "?", (long long)o->samples, (long long)o->lost);
+    char cut[160];
+    if (o->session && cn_fmt_unwind_summary(&o->unwind, cut, sizeof(cut)))
+        fprintf(out, ", %s", cut);
     fprintf(out, ", transforms:");
     if (o->n_transforms == 0)
         fprintf(out, " none");

@@ -63,6 +63,20 @@ typedef enum cn_fmt_format {
     CN_FMT_SVG,
 } cn_fmt_format;
 
+/* How a live session's user-space unwinds ended (docs/cli-live.md, "Session counters"),
+ * for the tree header's truncation summary and the JSON tree's "unwind" object. The five
+ * outcomes sum to user_stacks. */
+typedef struct cn_fmt_unwind {
+    bool known; /* false: not shown (files, sources without the counters) */
+    uint64_t user_stacks, complete, truncated_stack, no_cfi, read_fault, other;
+} cn_fmt_unwind;
+
+/* The one-line summary of u's stacks cut short (docs/cli-live.md, "Truncated stacks"), e.g.
+ * "12.3% of stacks truncated (stack copy 9.1%, no CFI 2.0%, read fault 1.2%)", written to
+ * buf (NUL-terminated, clipped to n). Returns false, buf empty, when u is not known or no
+ * stack was cut short: the tree header and `canopy top` show it only when true. */
+bool cn_fmt_unwind_summary(const cn_fmt_unwind *u, char *buf, size_t n);
+
 /* Options shared by the tree writers. Nothing is owned. */
 typedef struct cn_fmt_write_opts {
     const char *title;                  /* header: session or file name */
@@ -76,6 +90,7 @@ typedef struct cn_fmt_write_opts {
     const char *event;
     int64_t samples;
     int64_t lost;
+    cn_fmt_unwind unwind; /* with session: text summary, JSON "unwind" when known */
 } cn_fmt_write_opts;
 
 void cn_fmt_write_opts_init(cn_fmt_write_opts *o);
@@ -214,6 +229,7 @@ typedef struct cn_fmt_render_opts {
     const char *event;
     int64_t samples;
     int64_t lost;
+    cn_fmt_unwind unwind; /* with session: the header's truncation summary, JSON "unwind" */
     /* --last ends at now_ns when has_now (a live session's clock), else at the profile's
      * last sample. */
     bool has_now;

@@ -12,8 +12,9 @@
 # - notes (a transform PATH that is no call node path): the same stderr from both.
 # The file is saved under the session's id, so the header's title is the same on both
 # sides. Normalization, and only this: a live session's header adds its own fields (text:
-# ", session ID, event E, N samples, N lost" at the end of the first line; JSON: the
-# top-level "session", "event", "samples", "lost"), which a file does not have; they are
+# ", session ID, event E, N samples, N lost" and, when stacks were cut short,
+# ", P% of stacks truncated (…)" at the end of the first line; JSON: the top-level
+# "session", "event", "samples", "lost", "unwind"), which a file does not have; they are
 # removed before comparing. --last is left out on purpose: a session counts it back from
 # its clock (its end once stopped), a file from its last sample (docs/cli.md "QUERY
 # options"). The in-process path (`canopy tree --pid P --no-daemon`) samples a different
@@ -62,12 +63,13 @@ try:
 except Exception:
     d = None
 if isinstance(d, dict) and "unit" in d and ("roots" in d or "functions" in d):
-    for k in ("session", "event", "samples", "lost"):
+    for k in ("session", "event", "samples", "lost", "unwind"):
         d.pop(k, None)
     data = json.dumps(d, sort_keys=True).encode()
 elif data[:1] not in (b"{", b"<", b"\x1f") and b"\n" in data:
     first, rest = data.split(b"\n", 1)
-    first = re.sub(rb", session [^,]*, event [^,]*, -?\d+ samples, -?\d+ lost", b"", first)
+    first = re.sub(rb", session [^,]*, event [^,]*, -?\d+ samples, -?\d+ lost"
+                   rb"(, (<0\.1|\d+\.\d)% of stacks truncated \([^()]*\))?", b"", first)
     data = first + b"\n" + rest
 open(path, "wb").write(data)
 PY

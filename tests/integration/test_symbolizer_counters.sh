@@ -4,6 +4,11 @@
 # consistent — the outcomes sum to the samples with user stacks — and they move: a
 # stack copy too small for a 30-frame stack shows as truncated, a frame-pointer workload
 # unwinds completely, and a vDSO-heavy one leaves no frame unsymbolized.
+# Where users read trees (docs/cli-live.md, "Truncated stacks"): the small copy's tree
+# header says how many stacks were cut short and its JSON tree has the "unwind" counts,
+# from canopyd and in-process alike; the frame-pointer tree says nothing. `canopy status`
+# splits resident memory into anonymous and file-backed (docs/cli-live.md, "Daemon
+# memory").
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 C=$CANOPY_BIN
@@ -67,3 +72,85 @@ grep -Eq '^[a-z0-9]+ +fp .* 100% +0 ' "$TMP/s.txt" || grep -Eq '^[a-z0-9]+ +fp .
 grep -q 'unwound completely' "$TMP/status.txt" || fail "status text: $(cat "$TMP/status.txt")"
 cat "$TMP/s.txt" "$TMP/status.txt" >&2
 echo "PASS session counters"
+
+# Tree headers. The same session through canopyd (text and JSON), and an in-process run
+# of the same workload with the same small copy (its own counts: compared by form).
+"$C" tree small >"$TMP/small.txt" || fail "tree small"
+"$C" tree small --format json >"$TMP/small.json" || fail "tree small json"
+"$C" tree fp >"$TMP/fp.txt" || fail "tree fp"
+"$C" tree fp --format json >"$TMP/fp.json" || fail "tree fp json"
+for fmt in txt json; do
+  "$C" run --no-daemon --unwind dwarf --stack-size 512 -F 499 -o "$TMP/inproc.$fmt" \
+    -- "$W/wl_deep_nofp" 1 >/dev/null 2>"$TMP/e" || fail "run --no-daemon ($fmt): $(cat "$TMP/e")"
+done
+python3 - "$TMP" <<'PY' || fail "tree headers"
+import json, re, sys
+d = sys.argv[1]
+sessions = {s["name"]: s for s in json.load(open(d + "/s.json"))["sessions"]}
+keys = ("complete", "truncated_stack", "no_cfi", "read_fault", "other")
+
+def share(part, whole):
+    pct = 100.0 * part / whole
+    return "<0.1%" if pct < 0.05 else "%.1f%%" % pct
+
+def summary(u):
+    """The header clause docs/cli-live.md describes, from the six counts."""
+    names = (("truncated_stack", "stack copy"), ("no_cfi", "no CFI"),
+             ("read_fault", "read fault"), ("other", "other"))
+    cut = sum(u[k] for k, _ in names)
+    if cut == 0:
+        return None
+    parts = ", ".join("%s %s" % (n, share(u[k], u["user_stacks"])) for k, n in names if u[k])
+    return "%s of stacks truncated (%s)" % (share(cut, u["user_stacks"]), parts)
+
+CLAUSE = re.compile(r", ((?:<0\.1|\d+\.\d)% of stacks truncated \([^()]*\)), transforms:")
+
+def header(path):
+    first = open(path).readline()
+    assert ", session " in first, (path, first)
+    m = CLAUSE.search(first)
+    return first, (m.group(1) if m else None)
+
+def unwind(path):
+    u = json.load(open(path)).get("unwind")
+    assert u is not None, (path, "no unwind object")
+    assert sorted(u) == sorted(keys + ("user_stacks",)), u
+    assert sum(u[k] for k in keys) == u["user_stacks"], u
+    return u
+
+small = sessions["small"]
+expect = dict(small["unwind_outcomes"], user_stacks=small["user_stacks"])
+# The daemon's JSON tree carries the session's counters as they are.
+assert unwind(d + "/small.json") == expect, (unwind(d + "/small.json"), expect)
+first, clause = header(d + "/small.txt")
+print("daemon:", first.strip(), file=sys.stderr)
+assert clause is not None and clause == summary(expect), (first, summary(expect))
+# The in-process runs: the same fields, their own counts, the same form.
+first, clause = header(d + "/inproc.txt")
+print("in-process:", first.strip(), file=sys.stderr)
+iu = unwind(d + "/inproc.json")
+assert iu["truncated_stack"] >= 0.5 * iu["user_stacks"] > 0, iu
+# Two runs (text, JSON): the counts differ, so the text clause is checked by form.
+assert clause is not None and "(stack copy " in clause, first
+assert set(json.load(open(d + "/inproc.json"))) == set(json.load(open(d + "/small.json"))), \
+    "in-process and canopyd JSON trees have different top-level fields"
+# Frame pointers: every unwind completes, and the header says nothing about truncation.
+fp = unwind(d + "/fp.json")
+first, clause = header(d + "/fp.txt")
+assert fp["complete"] == fp["user_stacks"] > 0, fp
+assert clause is None and "truncated" not in first, first
+PY
+echo "PASS tree headers: truncation summary and unwind counts"
+
+python3 - "$TMP/status.json" <<'PY' || fail "status memory"
+import json, sys
+s = json.load(open(sys.argv[1]))
+anon, file, rss = s["rss_anon_bytes"], s["rss_file_bytes"], s["rss_bytes"]
+print("rss", rss, "anon", anon, "file", file, file=sys.stderr)
+assert anon > 0 and file > 0 and rss > 0, s
+# RssAnon + RssFile + RssShmem = VmRSS; canopyd has little shared memory.
+assert abs(anon + file - rss) <= 0.1 * rss, (anon, file, rss)
+PY
+grep -Eq '[0-9.]+ MiB resident \([0-9.]+ MiB anonymous, [0-9.]+ MiB file-backed\)' "$TMP/status.txt" ||
+  fail "status text: no memory split: $(cat "$TMP/status.txt")"
+echo "PASS status memory: anonymous and file-backed"

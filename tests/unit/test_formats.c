@@ -407,6 +407,35 @@ static void test_diff_deep(void **state)
     pthread_attr_destroy(&attr);
 }
 
+/* The truncation summary of live tree headers and top (docs/cli-live.md, "Truncated
+ * stacks"): nothing when all completed, causes in a fixed order, tiny shares not "0.0%". */
+static void test_unwind_summary(void **state)
+{
+    (void)state;
+    char buf[160];
+    cn_fmt_unwind u = {.known = true, .user_stacks = 1000, .complete = 1000};
+    assert_false(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
+    assert_string_equal(buf, "");
+    u.complete = 877;
+    u.truncated_stack = 91;
+    u.no_cfi = 20;
+    u.read_fault = 12;
+    assert_true(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
+    assert_string_equal(
+        buf, "12.3% of stacks truncated (stack copy 9.1%, no CFI 2.0%, read fault 1.2%)");
+    u = (cn_fmt_unwind){.known = true, .user_stacks = 10000, .complete = 9999, .other = 1};
+    assert_true(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
+    assert_string_equal(buf, "<0.1% of stacks truncated (other <0.1%)");
+    /* Clipped, still NUL-terminated. */
+    assert_true(cn_fmt_unwind_summary(&u, buf, 8));
+    assert_string_equal(buf, "<0.1% o");
+    /* Not known (files) or no user stacks: nothing. */
+    u.known = false;
+    assert_false(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
+    u = (cn_fmt_unwind){.known = true};
+    assert_false(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_cpuprofile_hostile_trees),
         cmocka_unit_test(test_speedscope_group_by_fresh),
         cmocka_unit_test(test_diff_deep),
+        cmocka_unit_test(test_unwind_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
