@@ -127,6 +127,7 @@ int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
     for (size_t i = 0; i < k; i++) {
         assert(i == 0 || t->e[i - 1].start < t->e[i].start); /* sorted, one per start */
         cn_sym__entry *e = &t->e[i];
+        e->limit = e->size == 0; /* from here on: "size inferred" (sym_internal.h) */
         if (e->size != 0)
             continue;
         uint64_t end = i + 1 < k ? t->e[i + 1].start : UINT64_MAX;
