@@ -23,7 +23,7 @@
 #define PE_DATAREL 0x30
 #define PE_FORMAT  0x0f
 
-/* One function is never this large; a bigger fde_range is a corrupt FDE. */
+/* One function is never this large; a bigger range is a corrupt FDE. */
 #define MAX_FDE_RANGE (256u << 20)
 
 typedef struct fde_range {
@@ -173,7 +173,7 @@ int cn_sym__fdes_load(cn_sym__fdes *f, Elf *elf)
         f->n++;
     }
     /* Sorted by the linker, but not trusted: sort, then make the ranges disjoint (an
-     * overlapped fde_range ends where the next one starts). */
+     * overlapped range ends where the next one starts). */
     sort_ranges(f);
     size_t k = 0;
     for (size_t i = 0; i < f->n; i++) {
