@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,7 +319,8 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym
         }
     }
     o->status = rc < 0 ? rc : 0;
-    o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__dwarf_memory(o->dw);
+    o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__fdes_memory(&o->fdes) +
+                cn_sym__dwarf_memory(o->dw);
     return o;
 }
 
@@ -518,8 +520,30 @@ static int result_fill(cn_sym_result *r, const cn_sym__chain *ch)
     return 0;
 }
 
+/* The function of a stripped object's local code (docs/cli.md "Names"): when no symbol
+ * covers va, or only a sizeless one stretched over it from before the FDE range that
+ * contains va, the FDE range is the function, named `LIB+0xSTART` exactly as aggregate
+ * names an unresolved frame (LIB: the file's name, START: the range's file offset), so
+ * the tree keeps one node per function. A /proc/PID/map_files path does not give the
+ * file's name: such frames stay unresolved. Returns true and fills name, *start_va. */
+static bool fde_function(const cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, uint64_t va,
+                         const cn_sym__entry *e, char *name, size_t size, uint64_t *start_va)
+{
+    uint64_t s;
+    if (o->fdes.n == 0 || obj->kind != CN_SYM_USER || !obj->path ||
+        strstr(obj->path, "/map_files/") || cn_sym__fdes_find(&o->fdes, va, &s) < 0)
+        return false;
+    if (e && !(e->limit && s > e->start)) /* a symbol of its own size names it */
+        return false;
+    const char *slash = strrchr(obj->path, '/');
+    const char *base = slash && slash[1] ? slash + 1 : obj->path;
+    snprintf(name, size, "%s+0x%" PRIx64, base, addr - (va - s));
+    *start_va = s;
+    return true;
+}
+
 /* Resolves addr on a held object into r. */
-static int resolve(cn_sym__obj *o, uint64_t addr, cn_sym_result *r)
+static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_sym_result *r)
 {
     uint64_t va;
     r->status = -ENOENT;
@@ -529,6 +553,8 @@ static int resolve(cn_sym__obj *o, uint64_t addr, cn_sym_result *r)
     cn_sym__chain ch;
     ch.depth = 0;
     int have_dw = 0;
+    char fname[CN_SYM__MAX_NAME];
+    uint64_t fstart = 0;
     if (o->dw) {
         pthread_mutex_lock(&o->dw_lock);
         have_dw = cn_sym__dwarf_lookup(o->dw, va, &ch) == 0;
@@ -548,6 +574,14 @@ static int resolve(cn_sym__obj *o, uint64_t addr, cn_sym_result *r)
         rc = result_fill(r, &ch);
         cn_sym__chain_clear(&ch);
         pthread_mutex_unlock(&o->dw_lock);
+    } else if (fde_function(o, obj, addr, va, e, fname, sizeof(fname), &fstart)) {
+        ch.name[0] = fname;
+        ch.owned[0] = NULL;
+        ch.file[0] = NULL;
+        ch.line[0] = 0;
+        ch.depth = 1;
+        r->sym_offset = va - fstart;
+        rc = result_fill(r, &ch);
     } else if (e) {
         ch.name[0] = o->syms.pool + e->name;
         ch.owned[0] = NULL;
@@ -577,7 +611,7 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
     if (o->status < 0)
         out->status = o->status;
     else
-        rc = resolve(o, addr, out);
+        rc = resolve(o, obj, addr, out);
     cn_sym_handle_put(c, (cn_sym_handle *)o);
     return rc;
 }

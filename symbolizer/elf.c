@@ -543,6 +543,13 @@ static int load_symbols(cn_sym__obj *o, Elf *elf, Elf *dbg)
     rc = add_plt(&o->syms, elf);
     if (rc < 0)
         return rc;
+    /* Without a full symbol table, local functions are found by their CFI ranges
+     * (fde.c); a .symtab (own, debug file or MiniDebugInfo) names them already. */
+    if (!strcmp(o->source, "dynsym") || !o->source[0]) {
+        rc = cn_sym__fdes_load(&o->fdes, elf);
+        if (rc < 0)
+            return rc;
+    }
     return cn_sym__table_finish(&o->syms, 0, 0);
 }
 
@@ -669,7 +676,11 @@ int cn_sym_fuzz_elf(const uint8_t *data, size_t size)
     }
     for (size_t i = 0; i < o.syms.n; i++)
         (void)cn_sym__table_find(&o.syms, o.syms.e[i].start + o.syms.e[i].size / 2);
-    rc = (int)o.syms.n;
+    uint64_t s;
+    for (size_t i = 0; i < o.fdes.n; i++)
+        (void)cn_sym__fdes_find(&o.fdes, o.fdes.start[i] + (o.fdes.end[i] - o.fdes.start[i]) / 2,
+                                &s);
+    rc = (int)(o.syms.n + o.fdes.n);
     cn_sym__obj_clear(&o);
     return rc;
 }
@@ -677,6 +688,7 @@ int cn_sym_fuzz_elf(const uint8_t *data, size_t size)
 void cn_sym__obj_clear(cn_sym__obj *o)
 {
     cn_sym__table_clear(&o->syms);
+    cn_sym__fdes_clear(&o->fdes);
     o->dw = cn_sym__dwarf_free(o->dw);
     o->n_seg = 0;
     o->source[0] = '\0';

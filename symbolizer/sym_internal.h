@@ -35,7 +35,9 @@ enum {
 typedef struct cn_sym__entry {
     uint64_t start;
     uint64_t size;     /* 0 while building = unknown (extends to the next symbol, to limit) */
-    uint64_t limit;    /* while building: end of the symbol's section (UINT64_MAX unknown) */
+    uint64_t limit;    /* while building: end of the symbol's section (UINT64_MAX unknown);
+                          after _finish: 1 when size was inferred (gap to the next symbol),
+                          0 when the source gave it */
     uint32_t name;     /* offset into the pool */
     uint32_t seq_bind; /* binding (top 2 bits) and insertion order (later perf-map lines win) */
 } cn_sym__entry;
@@ -68,6 +70,22 @@ typedef struct cn_sym__segment {
 
 typedef struct cn_sym__dwarf cn_sym__dwarf; /* dwarf.c */
 
+/* Function ranges from the call-frame information (fde.c), for objects whose symbol
+ * table misses local functions: sorted, disjoint [start[i], end[i]) virtual addresses. */
+typedef struct cn_sym__fdes {
+    uint64_t *start, *end;
+    size_t n;
+} cn_sym__fdes;
+
+struct Elf;
+/* Reads elf's .eh_frame_hdr table and each FDE's range into *f (zeroed first). A missing
+ * or malformed table leaves f empty. Returns 0 or -ENOMEM. */
+int cn_sym__fdes_load(cn_sym__fdes *f, struct Elf *elf);
+/* The start of the FDE range covering va: 0 and *start, or -ENOENT. */
+int cn_sym__fdes_find(const cn_sym__fdes *f, uint64_t va, uint64_t *start);
+void cn_sym__fdes_clear(cn_sym__fdes *f);
+size_t cn_sym__fdes_memory(const cn_sym__fdes *f);
+
 typedef struct cn_sym__obj {
     /* Cache bookkeeping (cache.c; guarded by the cache mutex). */
     struct cn_sym__obj *hnext;
@@ -83,6 +101,7 @@ typedef struct cn_sym__obj {
                               size changes, reading only what was appended */
     uint64_t jit_dev, jit_ino;
     cn_sym__table syms;
+    cn_sym__fdes fdes; /* only when syms lacks local functions (.dynsym alone, or none) */
     cn_sym__segment seg[CN_SYM__MAX_SEGMENTS];
     size_t n_seg;
     int is_exec_addr; /* addresses are absolute (kernel, JIT): no segment mapping */

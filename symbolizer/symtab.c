@@ -127,14 +127,17 @@ int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
     for (size_t i = 0; i < k; i++) {
         assert(i == 0 || t->e[i - 1].start < t->e[i].start); /* sorted, one per start */
         cn_sym__entry *e = &t->e[i];
-        if (e->size != 0)
+        if (e->size != 0) {
+            e->limit = 0; /* from here on: "size inferred" (sym_internal.h) */
             continue;
+        }
         uint64_t end = i + 1 < k ? t->e[i + 1].start : UINT64_MAX;
         if (e->limit < end && e->limit > e->start)
             end = e->limit;
         if (end == UINT64_MAX || (max_gap && end - e->start > max_gap))
             end = max_gap ? e->start + max_gap : e->start;
         e->size = end - e->start;
+        e->limit = 1;
     }
     /* Rebuild the pool with the kept names, demangled. */
     size_t cap = 0;

@@ -27,7 +27,12 @@
  * Ownership: results (cn_sym_result, cn_sym_batch) own their strings and are freed with
  * their _clear/_free function. Errors are negative errno values. A frame that cannot be
  * resolved is reported as unresolved (status -ENOENT); naming it `LIB+0xOFFSET` or
- * `0xADDRESS` is the caller's business (aggregate does it).
+ * `0xADDRESS` is the caller's business (aggregate does it). One exception: in a USER object
+ * without a full symbol table, an address that no exported symbol covers but an FDE range
+ * of .eh_frame does resolves to that function, named `LIB+0xSTART` (LIB: the base name of
+ * the object's path, START: the range's file offset) exactly as aggregate would name the
+ * function's first address (docs/cli.md "Names"); not for /proc/PID/map_files paths,
+ * whose base name is not the file's. cn_sym_handle_symbol does not use FDE ranges.
  */
 #ifndef CN_SYM_H
 #define CN_SYM_H
@@ -252,7 +257,8 @@ char *cn_sym_demangle(const char *name);
 int cn_sym_build_id(const char *path, char *buf, size_t size);
 
 /* Parsers over untrusted bytes (fuzz targets). Each builds a symbol table from data,
- * runs a few lookups and frees it. Return the number of symbols or negative errno. */
+ * runs a few lookups and frees it. Return the number of symbols (for an ELF image: plus
+ * its FDE function ranges, when it has no .symtab) or negative errno. */
 int cn_sym_fuzz_elf(const uint8_t *data, size_t size);
 int cn_sym_fuzz_perfmap(const uint8_t *data, size_t size);
 int cn_sym_fuzz_kallsyms(const uint8_t *data, size_t size);

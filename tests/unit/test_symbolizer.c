@@ -1,8 +1,8 @@
 /* Unit tests of symbolizer/: symbol-table rules (sizes, aliases, sizeless symbols), perf
  * maps and kallsyms, ELF objects (PIE, stripped + .gnu_debuglink, inline chains),
- * corrupt files, the cache's memory bound, the worker thread, and a live tree that keeps
- * a client's focus path valid while symbols arrive (with aggregate's regroup).
- * The ELF tests use the binaries tests/cmake/symbolizer.cmake builds. */
+ * functions of stripped code from FDE ranges, corrupt files, the cache's memory bound, the worker
+ * thread, and a live tree that keeps a client's focus path valid while symbols arrive (with
+ * aggregate's regroup). The ELF tests use the binaries tests/cmake/symbolizer.cmake builds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <inttypes.h>
 #include <libelf.h>
 #include <poll.h>
 #include <stdio.h>
@@ -444,6 +445,159 @@ static void test_corrupt_elf(void **state)
     assert_true(cn_sym_fuzz_perfmap((const uint8_t *)"1 2 x\n", 6) == 1);
 }
 
+/* --- stripped code: functions from FDE ranges ------------------------------------------ */
+
+/* A shared library with two local functions and two exported ones, built by the test and
+ * stripped with `strip --strip-all` (.dynsym keeps exported_fn and asm_entry only).
+ * asm_entry has no size (hand-written assembly): the gap after it, which the symbol
+ * table gives it, covers the local functions that follow (-fno-toplevel-reorder keeps
+ * that order), and their FDE ranges must still win there. */
+static const char stripped_src[] =
+    "__asm__(\".text\\n.globl asm_entry\\n.type asm_entry,@function\\nasm_entry:\\n"
+    ".cfi_startproc\\nret\\n.cfi_endproc\\n\");\n"
+    "__attribute__((noinline, noclone)) static int local_fn(volatile int *a, int n)\n"
+    "{ int s = 0; for (int i = 0; i < n; i++) s += (a[i] * a[i]) ^ i; return s; }\n"
+    "__attribute__((noinline, noclone)) static int local_two(int x)\n"
+    "{ volatile int y = x; for (int i = 0; i < x; i++) y = y * 3 + i; return y; }\n"
+    "int exported_fn(volatile int *a, int n) { return local_fn(a, n) + local_two(n); }\n";
+
+/* Builds DIR/libfde.so (unstripped, for the reference offsets) and DIR/libfde_s.so
+ * (stripped). Returns 0, or -1 when the compiler is missing. */
+static int build_stripped(const char *dir)
+{
+    char cmd[8192], src[4200];
+    snprintf(src, sizeof(src), "%s/fde.c", dir);
+    write_file(src, stripped_src);
+    snprintf(cmd, sizeof(cmd),
+             "cc -O2 -fPIC -shared -fasynchronous-unwind-tables -fno-toplevel-reorder -o "
+             "%s/libfde.so %s && "
+             "strip --strip-all -o %s/libfde_s.so %s/libfde.so",
+             dir, src, dir, dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void expect_name(cn_sym_cache *c, const char *path, uint64_t off, const char *want)
+{
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.depth, 1);
+    assert_string_equal(r.chain[0].name, want);
+    cn_sym_result_clear(&r);
+}
+
+static void test_stripped_fde(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_sym_fde_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(build_stripped(dir), 0);
+    char full[4200], stripped[4200];
+    snprintf(full, sizeof(full), "%s/libfde.so", dir);
+    snprintf(stripped, sizeof(stripped), "%s/libfde_s.so", dir);
+    uint64_t lsize = 0, tsize = 0, esize = 0;
+    uint64_t loc = sym_offset(full, "local_fn", &lsize);
+    uint64_t two = sym_offset(full, "local_two", &tsize);
+    uint64_t exp = sym_offset(full, "exported_fn", &esize);
+    assert_true(loc && lsize > 4 && two && tsize > 4 && exp && esize > 0);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    /* The unstripped file names its local functions from .symtab. */
+    expect_name(c, full, loc + lsize / 2, "local_fn");
+    /* Stripped: two addresses inside local_fn share one name, its start (the FDE's
+     * start is the function's); local_two gets its own; exported_fn keeps its name. */
+    char want[64], want2[64];
+    snprintf(want, sizeof(want), "libfde_s.so+0x%" PRIx64, loc);
+    snprintf(want2, sizeof(want2), "libfde_s.so+0x%" PRIx64, two);
+    expect_name(c, stripped, loc + 1, want);
+    expect_name(c, stripped, loc + lsize - 1, want);
+    expect_name(c, stripped, two + tsize / 2, want2);
+    expect_name(c, stripped, exp, "exported_fn");
+    uint64_t asize = 0, asm_off = sym_offset(full, "asm_entry", &asize);
+    assert_true(asm_off && asize == 0 && asm_off < loc); /* sizeless, before local_fn */
+    expect_name(c, stripped, asm_off, "asm_entry");
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = stripped};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, loc + 1, &r), 0);
+    assert_int_equal(r.sym_offset, 1);
+    cn_sym_result_clear(&r);
+    /* A /proc/PID/map_files path does not give the file's name: no FDE names there. */
+    char link[4200];
+    snprintf(link, sizeof(link), "%s/map_files", dir);
+    assert_int_equal(mkdir(link, 0700), 0);
+    snprintf(link, sizeof(link), "%s/map_files/1000-2000", dir);
+    assert_int_equal(symlink(stripped, link), 0);
+    cn_sym_object mo = {.kind = CN_SYM_USER, .path = link, .identity = "mapfiles"};
+    assert_int_equal(cn_sym_lookup(c, &mo, loc + 1, &r), 0);
+    /* (the rules before FDE ranges: here asm_entry's stretched gap) */
+    assert_true(r.status < 0 || strcmp(r.chain[0].name, want) != 0);
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &mo, exp, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "exported_fn");
+    cn_sym_result_clear(&r);
+    unlink(link);
+    snprintf(link, sizeof(link), "%s/map_files", dir);
+    rmdir(link);
+    cn_sym_cache_free(c);
+
+    /* Hostile .eh_frame_hdr: a count past the section, garbage table entries, a
+     * truncated section. Fewer ranges, never a crash. */
+    size_t len;
+    uint8_t *img = slurp(stripped, &len);
+    int fd = open(stripped, O_RDONLY);
+    assert_true(fd >= 0);
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    size_t shstrndx, hdr_off = 0, hdr_size = 0;
+    assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+        if (n && strcmp(n, ".eh_frame_hdr") == 0) {
+            hdr_off = sh.sh_offset;
+            hdr_size = sh.sh_size;
+        }
+    }
+    elf_end(elf);
+    close(fd);
+    assert_true(hdr_off > 0 && hdr_size >= 20 && hdr_off + hdr_size <= len);
+    cn_sym__obj ob;
+    memset(&ob, 0, sizeof(ob));
+    assert_int_equal(cn_sym__elf_load_mem(&ob, img, len), 0);
+    size_t nfde = ob.fdes.n;
+    assert_true(nfde >= 3); /* local_fn, local_two, exported_fn at least */
+    cn_sym__obj_clear(&ob);
+    int full_n = cn_sym_fuzz_elf(img, len);
+    uint8_t *copy = malloc(len);
+    assert_non_null(copy);
+    /* A count the section cannot hold: no ranges at all. */
+    memcpy(copy, img, len);
+    uint32_t big = 0x7fffffff;
+    memcpy(copy + hdr_off + 8, &big, 4);
+    memset(&ob, 0, sizeof(ob));
+    assert_int_equal(cn_sym__elf_load_mem(&ob, copy, len), 0);
+    assert_int_equal(ob.fdes.n, 0);
+    cn_sym__obj_clear(&ob);
+    /* Garbage table entries (initial locations and FDE pointers anywhere). */
+    srand(11);
+    for (int round = 0; round < 200; round++) {
+        memcpy(copy, img, len);
+        for (size_t k = 12; k < hdr_size; k++)
+            if (rand() % 3 == 0)
+                copy[hdr_off + k] = (uint8_t)rand();
+        assert_true(cn_sym_fuzz_elf(copy, len) <= full_n + (int)nfde);
+    }
+    /* The section cut short: the image ends inside the table. */
+    for (size_t cut = hdr_off; cut < hdr_off + hdr_size; cut += 3)
+        assert_true(cn_sym_fuzz_elf(img, cut) <= full_n);
+    free(copy);
+    free(img);
+    snprintf(full, sizeof(full), "rm -rf %s", dir);
+    assert_int_equal(system(full), 0);
+}
+
 /* --- cache bound -------------------------------------------------------------------- */
 
 static void test_cache_bound(void **state)
@@ -678,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_cache_bound),  cmocka_unit_test(test_worker),
         cmocka_unit_test(test_live_regroup), cmocka_unit_test(test_perfmap_rules),
         cmocka_unit_test(test_vdso),         cmocka_unit_test(test_worker_bad_frame),
+        cmocka_unit_test(test_stripped_fde),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
