@@ -92,19 +92,6 @@ static int path_push(ss_writer *w, size_t n, int32_t func)
     return 0;
 }
 
-/* Decimal digits of v (>= 0) at o; returns the end. */
-static char *put_uint(char *o, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do
-        tmp[n++] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    while (n)
-        *o++ = tmp[--n];
-    return o;
-}
-
 /* The text of frame stack `stack` as a root-first JSON array of frame indexes, made on
  * first use (which numbers its frames, as writing it would) and kept in w->text.
  * Returns the index of its range in w->text_off, or -ENOMEM. */
@@ -135,7 +122,7 @@ static int32_t stack_text(ss_writer *w, int32_t stack)
             return fi;
         if (i + 1 != n)
             *o++ = ',';
-        o = put_uint(o, (uint64_t)fi);
+        o += cn_fmt__put_uint(o, (uint64_t)fi);
     }
     *o++ = ']';
     w->n_text = (size_t)(o - w->text);

@@ -102,21 +102,6 @@ int cn_fmt__tree_visible(const cn_agg_tree *t, const int32_t *order, const int32
     return 0;
 }
 
-/* Digits of u at buf (no NUL); returns the length. printf by hand: a big tree has
- * hundreds of thousands of rows, and vfprintf of doubles was the writer's top cost. */
-static size_t put_uint(char *buf, uint64_t u)
-{
-    char tmp[24];
-    size_t n = 0, k = 0;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        buf[k++] = tmp[--n];
-    return k;
-}
-
 /* v with `decimals` (1..3) digits after the point, as printf's "%.Nf" prints it, at buf
  * (room for 32 bytes); returns the length, or 0 when only printf can tell (negative,
  * large, or so close to a rounding tie that the scaled product could round either way). */
@@ -135,7 +120,7 @@ static size_t put_fixed(char *buf, double v, int decimals)
         mul *= 10;
     ip = r / mul;
     fp = r % mul;
-    size_t n = put_uint(buf, ip);
+    size_t n = cn_fmt__put_uint(buf, ip);
     buf[n++] = '.';
     for (uint64_t d = mul / 10; d > 0; d /= 10)
         buf[n++] = (char)('0' + (fp / d) % 10);
@@ -150,7 +135,7 @@ static void fmt_value(char *buf, size_t size, double v)
         snprintf(buf, size, "?");
     } else if (v == floor(v) && fabs(v) < 1e15) {
         if (!signbit(v) && size >= 24) {
-            buf[put_uint(buf, (uint64_t)v)] = '\0';
+            buf[cn_fmt__put_uint(buf, (uint64_t)v)] = '\0';
             return;
         }
         snprintf(buf, size, "%.0f", v);

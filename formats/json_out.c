@@ -150,8 +150,7 @@ int cn_fmt__json_str(FILE *out, const char *s)
     return cn_fmt__json_strn(out, s, s ? strlen(s) : 0);
 }
 
-/* Writes u in decimal at buf; returns the length (no NUL). */
-static size_t fmt_uint(char *buf, unsigned long long u)
+size_t cn_fmt__put_uint(char *buf, uint64_t u)
 {
     char tmp[24];
     size_t n = 0, k = 0;
@@ -173,7 +172,7 @@ size_t cn_fmt__json_num_fmt(char *buf, double v)
         size_t k = 0;
         if (i < 0)
             buf[k++] = '-';
-        return k + fmt_uint(buf + k, i < 0 ? 0ULL - (unsigned long long)i : (unsigned long long)i);
+        return k + cn_fmt__put_uint(buf + k, i < 0 ? 0ULL - (uint64_t)i : (uint64_t)i);
     }
     int n = snprintf(buf, CN_FMT__JSON_NUM_MAX, "%.12g", v);
     return n > 0 && n < CN_FMT__JSON_NUM_MAX ? (size_t)n : 0;
@@ -193,7 +192,7 @@ int cn_fmt__json_us(FILE *out, int64_t ns)
     uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
     if (ns < 0)
         buf[k++] = '-';
-    k += fmt_uint(buf + k, u / 1000);
+    k += cn_fmt__put_uint(buf + k, u / 1000);
     if (u % 1000) {
         unsigned frac = (unsigned)(u % 1000);
         buf[k++] = '.';

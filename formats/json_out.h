@@ -40,6 +40,10 @@ static inline bool cn_fmt__json_plain(unsigned char c)
 /* Formats v as a JSON number at buf (CN_FMT__JSON_NUM_MAX bytes); returns the length
  * (no NUL is written). */
 size_t cn_fmt__json_num_fmt(char *buf, double v);
+/* Writes u in decimal at buf (at least 20 bytes of room; no NUL) and returns the length:
+ * printf by hand, since writers print hundreds of thousands of numbers and vfprintf was
+ * their top cost. */
+size_t cn_fmt__put_uint(char *buf, uint64_t u);
 /* Writes v as a JSON number. 0 or -EIO. */
 int cn_fmt__json_num(FILE *out, double v);
 /* Writes nanoseconds as microseconds, exactly: an integer when ns is a multiple of 1000,
