@@ -39,20 +39,20 @@ start_daemon epoll "$TMP/state"
 ucall() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups /usr/bin/python3 "$TMP/daemon_proto.py" call "$SOCK" "$1"; }
 tree_of() { # caller session → folded text, polled until a name from want shows up
   local who=$1 sid=$2 want=$3 out i
-  for ((i = 0; i < 80; i++)); do
+  for ((i = 0; i < 150; i++)); do
     if [ "$who" = nobody ]; then
       out=$(ucall "{\"cmd\":\"tree\",\"session\":\"$sid\",\"format\":\"folded\"}" | jget 'd["output"]')
     else
       out=$(ok "{\"cmd\":\"tree\",\"session\":\"$sid\",\"format\":\"folded\"}" | jget 'd["output"]')
     fi
     grep -q "$want" <<<"$out" && break
-    sleep 0.1
+    sleep 0.2
   done
   printf '%s\n' "$out"
 }
 
 # 1. The attacker's binary is symbolized first, filling the cache under the build-id.
-setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/attacker" 3 &
+setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/attacker" 30 &
 A=$!
 sleep 0.2
 AS=$(ucall "{\"cmd\":\"attach\",\"pid\":$A,\"freq\":499}" | jget 'd["session"]["id"]')
@@ -60,7 +60,7 @@ aout=$(tree_of nobody "$AS" attacker_owns_this)
 grep -q attacker_owns_this <<<"$aout" || fail "the attacker's own session is not symbolized: $aout"
 
 # 2. Root profiles the victim, which carries the same build-id.
-"$TMP/victim" 3 &
+"$TMP/victim" 30 &
 V=$!
 sleep 0.2
 VS=$(ok "{\"cmd\":\"attach\",\"pid\":$V,\"freq\":499}" | jget 'd["session"]["id"]')
@@ -69,6 +69,7 @@ if grep -q attacker <<<"$vout"; then
   fail "the victim's tree shows the attacker's names: $(grep -m2 attacker <<<"$vout")"
 fi
 grep -q victim_loop <<<"$vout" || fail "the victim's functions are not named: $(head -3 <<<"$vout")"
-wait $A $V || true
+kill $A $V 2>/dev/null || true
+wait $A $V 2>/dev/null || true
 stop_daemon
 echo "PASS: a forged build-id does not name another user's binary"

@@ -18,7 +18,7 @@ command -v setpriv >/dev/null || skip "setpriv not installed"
 [ -u /usr/bin/su ] || skip "no setuid su"
 NOBODY=65534
 T1= T2=
-trap 'stop_daemon KILL || true; kill $T1 $T2 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'stop_daemon KILL || true; kill $T1 $T2 ${W1:-} ${W2:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 PY=/usr/bin/python3
 as_user() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 cp "$(dirname "$0")/daemon_proto.py" "$(dirname "$0")/attack_borrow_caps.py" "$TMP/"
@@ -63,22 +63,24 @@ WL="$CANOPY_WORKLOADS/wl_clockread"
 cp "$WL" "$TMP/wl"
 chmod 755 "$TMP/wl"
 paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
-setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/wl" 3 kernel >/dev/null &
+# Long enough for a slow (sanitized, loaded) daemon; killed once both trees are read.
+setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/wl" 30 kernel >/dev/null &
 W1=$!
-"$TMP/wl" 3 kernel >/dev/null &
+"$TMP/wl" 30 kernel >/dev/null &
 W2=$!
 sleep 0.2
 r=$(ucall "{\"cmd\":\"attach\",\"pid\":$W1,\"freq\":499}")
 US=$(jget 'd["session"]["id"]' <<<"$r") || fail "attach as nobody: $r"
 RS=$(ok "{\"cmd\":\"attach\",\"pid\":$W2,\"freq\":499}" | jget 'd["session"]["id"]')
-wait $W1 $W2 || true
-# Symbols arrive asynchronously: poll until both trees name the workload's loop.
-for ((i = 0; i < 100; i++)); do
+# Samples and symbols arrive asynchronously: poll until both trees name the workload's loop.
+for ((i = 0; i < 150; i++)); do
   ufold=$(ucall "{\"cmd\":\"tree\",\"session\":\"$US\",\"format\":\"folded\"}" | jget 'd["output"]')
   rfold=$(ok "{\"cmd\":\"tree\",\"session\":\"$RS\",\"format\":\"folded\"}" | jget 'd["output"]')
   grep -q zero_loop <<<"$ufold" && grep -q zero_loop <<<"$rfold" && break
-  sleep 0.1
+  sleep 0.2
 done
+kill $W1 $W2 2>/dev/null || true
+wait $W1 $W2 2>/dev/null || true
 grep -q zero_loop <<<"$ufold" || fail "nobody's session has no samples of the workload: $ufold"
 grep -q '\[kernel\]\|vfs_read\|0xffff' <<<"$rfold" || fail "root's session shows no kernel frames: $rfold"
 if [ "$paranoid" -gt 1 ]; then
