@@ -523,19 +523,12 @@ cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c)
 /* Turns a yajl error (not one of ours) into a message with the byte offset. */
 static int yajl_fail(cn_fmt__cpuprof *c, const unsigned char *chunk, size_t len)
 {
+    char what[320];
     if (c->rc < 0)
         return c->rc;
-    unsigned char *msg = yajl_get_error(c->h, 0, chunk, len);
-    const char *m = msg ? (const char *)msg : "parse error";
-    bool truncated = strstr(m, "premature EOF") != NULL;
-    size_t ml = strlen(m);
-    while (ml && (m[ml - 1] == '\n' || m[ml - 1] == ' '))
-        ml--;
-    c->rc = cn_err_set(c->err, -EINVAL, "%s: byte %llu: %s (%.*s)", c->name,
-                       (unsigned long long)cn_fmt__cpuprof_offset(c),
-                       truncated ? "truncated JSON" : "invalid JSON", (int)ml, m);
-    if (msg)
-        yajl_free_error(c->h, msg);
+    cn_fmt__yajl_describe(c->h, chunk, len, what, sizeof(what));
+    c->rc = cn_err_set(c->err, -EINVAL, "%s: byte %llu: %s", c->name,
+                       (unsigned long long)cn_fmt__cpuprof_offset(c), what);
     return c->rc;
 }
 
@@ -590,10 +583,6 @@ int cn_fmt__import_cpuprofile(const char *data, size_t len, const char *name, cn
 /* The first byte after blanks (and a UTF-8 byte order mark) opens a JSON object. */
 bool cn_fmt__looks_json(const char *data, size_t len)
 {
-    size_t i = 0;
-    if (len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3))
-        i = 3;
-    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
-        i++;
+    size_t i = cn_fmt__json_skip_blank(data, len, 0);
     return i < len && data[i] == '{';
 }

@@ -11,11 +11,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include <yajl/yajl_parse.h>
 
 #include "import_internal.h"
 
@@ -385,4 +388,27 @@ int cn_fmt_import_buffer(const void *data, size_t len, const char *name, cn_agg_
     src s = {
         .fd = -1, .mem = data ? data : (const void *)"", .mem_len = len, .name = name, .err = err};
     return import_src(&s, out, err);
+}
+
+size_t cn_fmt__json_skip_blank(const char *data, size_t len, size_t i)
+{
+    if (i == 0 && len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3))
+        i = 3;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    return i;
+}
+
+void cn_fmt__yajl_describe(struct yajl_handle_t *h, const unsigned char *chunk, size_t len,
+                           char *buf, size_t n)
+{
+    unsigned char *msg = yajl_get_error(h, 0, chunk, len);
+    const char *m = msg ? (const char *)msg : "parse error";
+    size_t ml = strlen(m);
+    while (ml && (m[ml - 1] == '\n' || m[ml - 1] == ' '))
+        ml--;
+    snprintf(buf, n, "%s (%.*s)", strstr(m, "premature EOF") ? "truncated JSON" : "invalid JSON",
+             (int)ml, m);
+    if (msg)
+        yajl_free_error(h, msg);
 }

@@ -382,17 +382,11 @@ cn_fmt__treejson *cn_fmt__treejson_free(cn_fmt__treejson *c)
 /* A yajl error (not one of ours) as a message with the byte offset. */
 static int yajl_fail(cn_fmt__treejson *c, const unsigned char *chunk, size_t len)
 {
+    char what[320];
     if (c->rc < 0)
         return c->rc;
-    unsigned char *msg = yajl_get_error(c->h, 0, chunk, len);
-    const char *m = msg ? (const char *)msg : "parse error";
-    size_t ml = strlen(m);
-    while (ml && (m[ml - 1] == '\n' || m[ml - 1] == ' '))
-        ml--;
-    tj_fail(c, -EINVAL, "%s (%.*s)", strstr(m, "premature EOF") ? "truncated JSON" : "invalid JSON",
-            (int)ml, m);
-    if (msg)
-        yajl_free_error(c->h, msg);
+    cn_fmt__yajl_describe(c->h, chunk, len, what, sizeof(what));
+    tj_fail(c, -EINVAL, "%s", what);
     return c->rc;
 }
 
@@ -439,14 +433,9 @@ int cn_fmt__import_tree_json(const char *data, size_t len, const char *name, cn_
 /* canopy writes "unit" first (docs/cli.md "JSON tree"); a .cpuprofile has no such key. */
 bool cn_fmt__looks_tree_json(const char *data, size_t len)
 {
-    size_t i = 0;
-    if (len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3))
-        i = 3;
-    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
-        i++;
+    size_t i = cn_fmt__json_skip_blank(data, len, 0);
     if (i >= len || data[i++] != '{')
         return false;
-    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
-        i++;
+    i = cn_fmt__json_skip_blank(data, len, i);
     return len - i >= 6 && !memcmp(data + i, "\"unit\"", 6);
 }
