@@ -54,8 +54,12 @@ static void wr_flush(wr *w, bool finish)
         w->zs.avail_out = OUT_CHUNK;
         z = deflate(&w->zs, finish ? Z_FINISH : Z_NO_FLUSH);
         size_t n = OUT_CHUNK - w->zs.avail_out;
-        if (z == Z_STREAM_ERROR || (n && fwrite(w->zbuf, 1, n, w->out) != n)) {
+        if (z == Z_STREAM_ERROR) {
             w->rc = -EIO;
+            return;
+        }
+        if (n && fwrite(w->zbuf, 1, n, w->out) != n) {
+            w->rc = errno ? -errno : -EIO; /* ENOSPC says more than EIO */
             return;
         }
     } while (w->zs.avail_out == 0 || (finish && z != Z_STREAM_END));
@@ -188,7 +192,7 @@ int cn_agg_write_canopy(const cn_agg_profile *p, FILE *out)
     wr_flush(&w, true);
     deflateEnd(&w.zs);
     if (w.rc == 0 && fflush(out) != 0)
-        w.rc = -EIO;
+        w.rc = errno ? -errno : -EIO;
 out:
     free(w.buf);
     free(w.zbuf);

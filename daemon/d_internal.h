@@ -133,6 +133,8 @@ typedef struct cn_d__entry {
     int64_t last_checkpoint;
     bool finished_saved;    /* written after leaving RUNNING */
     uint64_t errors_logged; /* the session's allocation failures already reported */
+    int64_t save_backoff;   /* after failed saves (ENOSPC…): the next try waits this long
+                               (doubling up to 5 min); 0 after a success */
 } cn_d__entry;
 
 /* A connected client: its credentials are taken once, at accept (SO_PEERCRED). */

@@ -22,7 +22,8 @@
 
 #include "d_internal.h"
 
-#define LATE_SYMBOLS_NS 2000000000LL /* a stopped session changed by symbols: re-save after */
+#define LATE_SYMBOLS_NS     2000000000LL   /* a stopped session changed by symbols: re-save after */
+#define SAVE_BACKOFF_MAX_NS 300000000000LL /* failed saves are retried at most this rarely */
 
 static void entry_unwatch(cn_d__entry *e)
 {
@@ -58,9 +59,21 @@ static int save_entry(cn_d_server *srv, cn_d__entry *e)
     session_path(srv, e->s, path, sizeof(path));
     cn_live_session_info info;
     int r = cn_live_session_save(e->s, path, &err);
-    if (r < 0)
-        fprintf(stderr, "canopyd: saving session %s: %s\n", cn_live_session_id(e->s), err.msg);
     e->last_checkpoint = cn_common_now_ns();
+    if (r < 0) {
+        /* A full disk does not empty itself in 2 s: back off (doubling) instead of
+         * serializing the whole session again at every tick; say so once per streak. */
+        if (!e->save_backoff)
+            fprintf(stderr, "canopyd: saving session %s: %s (retrying with back-off)\n",
+                    cn_live_session_id(e->s), err.msg);
+        e->save_backoff = e->save_backoff ? e->save_backoff * 2 : LATE_SYMBOLS_NS;
+        if (e->save_backoff > SAVE_BACKOFF_MAX_NS)
+            e->save_backoff = SAVE_BACKOFF_MAX_NS;
+        e->last_checkpoint += e->save_backoff; /* the tick's intervals count from here */
+    } else if (e->save_backoff) {
+        fprintf(stderr, "canopyd: saving session %s: written again\n", cn_live_session_id(e->s));
+        e->save_backoff = 0;
+    }
     /* Data the session lost to allocation failures: reported once per checkpoint. */
     cn_live_session_info_get(e->s, &info);
     if (info.errors > e->errors_logged) {
