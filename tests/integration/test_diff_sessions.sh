@@ -62,8 +62,20 @@ def walk(n):
         walk(c)
 for r in norm["roots"]:
     walk(r)
-assert {"work_a", "work_b", "work_c"} <= set(worst), worst
-assert max(worst.values()) < 0.08, worst
+# A node whose normalized change is exactly 0 is left out of the tree (docs/cli.md "JSON
+# tree"), which happens when both sides hold it in the same proportion (likely with few
+# samples): presence is checked on the sides' own trees, the changes on what is shown.
+seen = set()
+def names(n):
+    if n["name"].startswith("work_"):
+        seen.add(n["name"])
+    for c in n.get("children", []):
+        names(c)
+for t in (bt, nt):
+    for r in t["roots"]:
+        names(r)
+assert {"work_a", "work_b", "work_c"} <= seen, seen
+assert not worst or max(worst.values()) < 0.08, worst
 print({k: round(100 * v, 1) for k, v in sorted(worst.items())}, "% of total")
 PY
 }
