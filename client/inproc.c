@@ -45,6 +45,8 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, i
     o.stack_size = s->stack_size;
     o.no_kernel = s->kernel == 0;
     o.duration_ns = s->duration_ns;
+    o.mode = s->mode;
+    o.min_block_ns = (uint64_t)s->min_block_ns;
     o.owner = getuid();
     rc = cn_live_session_new(&o, l->sym, &l->session, err);
     if (rc < 0)

@@ -1,7 +1,7 @@
 /* sampling_opts.c — the SAMPLING options of run, attach, system, tree --pid and top --pid
  * (docs/cli.md): -F/--freq, --event, --unwind, --stack-size, --kernel/--no-kernel,
- * --duration and, for sessions, --name. One option at a time, like the QUERY options, so
- * a command can mix both; values are checked here and errors printed as one line.
+ * --duration, --mode, --min-block and, for sessions, --name. One option at a time, like the QUERY
+ * options, so a command can mix both; values are checked here and errors printed as one line.
  */
 #include <errno.h>
 #include <limits.h>
@@ -157,6 +157,26 @@ int cn_cli_parse_sampling_opt(cn_cli_sampling *s, const char *cmd, bool allow_na
         s->duration_ns = ns;
         return 1;
     }
+    if (is_opt(a, "--mode")) {
+        if (!(v = opt_value(cmd, "--mode", argc, argv, i)))
+            return -1;
+        if (cn_smp_mode_parse(v, &s->mode) < 0) {
+            fprintf(stderr, "canopy %s: bad --mode '%s' (cpu, off-cpu or wall)\n", cmd, v);
+            return -1;
+        }
+        return 1;
+    }
+    if (is_opt(a, "--min-block")) {
+        int64_t ns;
+        if (!(v = opt_value(cmd, "--min-block", argc, argv, i)))
+            return -1;
+        if (cn_common_parse_duration(v, &ns) < 0 || ns < 0) {
+            fprintf(stderr, "canopy %s: bad --min-block '%s' (e.g. 1ms, 100us)\n", cmd, v);
+            return -1;
+        }
+        s->min_block_ns = ns;
+        return 1;
+    }
     if (allow_name && is_opt(a, "--name")) {
         if (!(v = opt_value(cmd, "--name", argc, argv, i)))
             return -1;
@@ -199,5 +219,10 @@ int cn_cli_sampling_to_json(const cn_cli_sampling *s, int default_freq, json_t *
                                   json_sprintf("%lldms", (long long)(s->duration_ns / 1000000)));
     if (s->name)
         rc |= json_object_set_new(req, "name", json_string(s->name));
+    if (s->mode != CN_SMP_MODE_CPU)
+        rc |= json_object_set_new(req, "mode", json_string(cn_smp_mode_name(s->mode)));
+    if (s->min_block_ns) /* a duration string, in us so nothing is rounded away */
+        rc |= json_object_set_new(req, "min_block",
+                                  json_sprintf("%lldus", (long long)(s->min_block_ns / 1000)));
     return rc ? -ENOMEM : 0;
 }

@@ -523,6 +523,24 @@ static void fmt_value(char *buf, size_t n, double v)
         snprintf(buf, n, "%.1f", v);
 }
 
+/* A weight in the snapshot's unit: times (off-cpu and wall sessions, time-based files)
+ * as "12.3 ms" (docs/cli-live.md, "canopy top"), counts as above. */
+static double ns_per_unit(const cn_top_snapshot *s)
+{
+    return !strcmp(s->unit, "ns")   ? 1
+           : !strcmp(s->unit, "us") ? 1e3
+           : !strcmp(s->unit, "ms") ? 1e6
+                                    : 0;
+}
+
+static void fmt_weight(const cn_top_snapshot *s, char *buf, size_t n, double v)
+{
+    if (ns_per_unit(s) > 0)
+        cn_fmt_time(buf, n, v * ns_per_unit(s));
+    else
+        fmt_value(buf, n, v);
+}
+
 /* Prints s clipped to the columns left on row y, starting at column x. */
 static void put_clipped(int y, int x, const char *s, int width)
 {
@@ -576,7 +594,7 @@ static void draw_functions(const top_state *st, int y0, int rows, int w)
     for (int r = 0; r < rows - 1 && (size_t)r < s->n_funcs; r++) {
         const cn_top_func *f = &s->funcs[r];
         char line[512], v[32];
-        fmt_value(v, sizeof(v), f->self);
+        fmt_weight(s, v, sizeof(v), f->self);
         int n = snprintf(line, sizeof(line), " %5.1f%% %8s  %5.1f%%  %s", pct(f->self, s->total), v,
                          pct(f->total, s->total), f->name);
         if (st->colors)
@@ -601,9 +619,11 @@ static void draw_tree(top_state *st, int y0, int rows, int w)
     attron(A_BOLD | A_UNDERLINE);
     mvhline(y0, 0, ' ', w);
     char head[160], total[32];
-    fmt_value(total, sizeof(total), s->total);
-    snprintf(head, sizeof(head), " TOTAL%%   SELF%%  %s  (total %s %s)",
-             st->inverted ? "INVERTED TREE (callers below)" : "CALL TREE", total, s->unit);
+    fmt_weight(s, total, sizeof(total), s->total);
+    bool time = ns_per_unit(s) > 0; /* the unit is in the value */
+    snprintf(head, sizeof(head), " TOTAL%%   SELF%%  %s  (total %s%s%s)",
+             st->inverted ? "INVERTED TREE (callers below)" : "CALL TREE", total, time ? "" : " ",
+             time ? "" : s->unit);
     put_clipped(y0, 0, head, w);
     attroff(A_BOLD | A_UNDERLINE);
     int body = rows - 1;

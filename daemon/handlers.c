@@ -177,6 +177,20 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_live_session_op
         cn_err_set(err, 0, "bad duration '%s'", str);
         return -EINVAL;
     }
+    str = NULL;
+    CHECK(cn_proto_get_str(req, "mode", &str, &pe));
+    if (str && cn_smp_mode_parse(str, &o->mode) < 0) {
+        cn_err_set(err, 0, "unknown mode '%s' (cpu, off-cpu, wall)", str);
+        return -EINVAL;
+    }
+    str = NULL;
+    CHECK(cn_proto_get_str(req, "min_block", &str, &pe));
+    int64_t mb = 0;
+    if (str && (cn_common_parse_duration(str, &mb) < 0 || mb < 0)) {
+        cn_err_set(err, 0, "bad min_block '%s'", str);
+        return -EINVAL;
+    }
+    o->min_block_ns = (uint64_t)mb;
     o->retention_ns = srv->cfg.retention_ns;
     str = NULL;
     CHECK(cn_proto_get_str(req, "retention", &str, &pe));

@@ -304,6 +304,11 @@ static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
     }
     if (unit != CN_AGG_UNIT_SAMPLES) {
         const char *type = "cpu", *unit_name = "nanoseconds";
+        const char *mode = cn_agg_meta_get(p, "mode");
+        if (unit == CN_AGG_UNIT_NS && mode && !strcmp(mode, "off-cpu"))
+            type = "off_cpu"; /* docs/cli.md, "Modes" */
+        else if (unit == CN_AGG_UNIT_NS && mode && !strcmp(mode, "wall"))
+            type = "wall";
         if (unit == CN_AGG_UNIT_EVENTS) {
             const char *ev = cn_agg_meta_get(p, "event");
             type = ev && *ev ? ev : "events";

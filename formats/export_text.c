@@ -191,6 +191,7 @@ struct text_ctx {
     const cn_fmt_write_opts *o;
     FILE *out;
     double scale;
+    bool time;     /* weights are nanoseconds of an off-CPU or wall profile: shown as time */
     double denom;  /* |total| for percentages, 1 when the tree is empty */
     int width;     /* value column width: 4, or one more than the widest value */
     uint8_t *qual; /* per func: QUAL_* bits, or NULL when no name collides (owned) */
@@ -300,6 +301,15 @@ static int qualifier(const struct text_ctx *c, int32_t func, char **out)
     return 0;
 }
 
+/* A weight as the text shows it: a time (docs/cli.md, "Modes") or a plain value. */
+static void fmt_weight(const struct text_ctx *c, char *buf, size_t size, double v)
+{
+    if (c->time)
+        cn_fmt_time(buf, size, v);
+    else
+        fmt_value(buf, size, v);
+}
+
 static double pct(const struct text_ctx *c, double v)
 {
     return 100.0 * v / c->denom;
@@ -308,7 +318,7 @@ static double pct(const struct text_ctx *c, double v)
 static void widen(struct text_ctx *c, double v)
 {
     char buf[64];
-    fmt_value(buf, sizeof(buf), v * c->scale);
+    fmt_weight(c, buf, sizeof(buf), v * c->scale);
     if ((int)strlen(buf) + 1 > c->width) /* at least one space after the percentage */
         c->width = (int)strlen(buf) + 1;
 }
@@ -324,8 +334,8 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
     size_t n = 0;
     int rc = 0;
 
-    fmt_value(tv, sizeof(tv), total * c->scale);
-    fmt_value(sv, sizeof(sv), self * c->scale);
+    fmt_weight(c, tv, sizeof(tv), total * c->scale);
+    fmt_weight(c, sv, sizeof(sv), self * c->scale);
     if (c->o->color) {
         col = fabs(tp) >= 50 ? C_HOT : fabs(tp) >= 10 ? C_WARM : "";
         reset = *col ? C_RESET : "";
@@ -472,9 +482,15 @@ static int print_header(const struct text_ctx *c)
     char tv[64];
     FILE *out = c->out;
 
-    fmt_value(tv, sizeof(tv), c->t->total * c->scale);
-    fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "", o->title ? o->title : "profile",
-            view_label(c->t), tv, cn_agg_unit_name(cn_agg_profile_unit(c->p)));
+    fmt_weight(c, tv, sizeof(tv), c->t->total * c->scale);
+    if (c->time) /* the unit is in the value; the mode says what it measures */
+        fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "",
+                o->title ? o->title : "profile", view_label(c->t), tv,
+                cn_agg_meta_get(c->p, "mode"));
+    else
+        fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "",
+                o->title ? o->title : "profile", view_label(c->t), tv,
+                cn_agg_unit_name(cn_agg_profile_unit(c->p)));
     if (c->t->view == CN_AGG_VIEW_CALLEES)
         fprintf(out, ", %lld call site%s", (long long)c->t->call_sites,
                 c->t->call_sites == 1 ? "" : "s");
@@ -533,6 +549,7 @@ int cn_fmt_write_text(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fm
     c.o = o;
     c.out = out;
     c.scale = cn_agg_profile_scale(p);
+    c.time = cn_fmt_is_time_profile(p);
     c.denom = t->total != 0 ? fabs(t->total) : 1.0;
     c.width = 4;
     c.qual = NULL;

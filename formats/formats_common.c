@@ -83,3 +83,29 @@ int cn_fmt__finish_output(FILE *out, const char *what, cn_err *err)
         return cn_err_set(err, -EIO, "writing %s output: %s", what, strerror(errno));
     return 0;
 }
+
+bool cn_fmt_is_time_profile(const cn_agg_profile *p)
+{
+    const char *mode = p ? cn_agg_meta_get(p, "mode") : NULL;
+    return mode && cn_agg_profile_unit(p) == CN_AGG_UNIT_NS &&
+           (!strcmp(mode, "off-cpu") || !strcmp(mode, "wall"));
+}
+
+void cn_fmt_time(char *buf, size_t n, double ns)
+{
+    static const struct {
+        double div;
+        const char *unit;
+    } units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+    size_t i = 0;
+    if (ns == 0) {
+        snprintf(buf, n, "0");
+        return;
+    }
+    while (i + 1 < sizeof(units) / sizeof(units[0]) && fabs(ns) < units[i].div)
+        i++;
+    double v = ns / units[i].div, av = fabs(v);
+    /* 999.96 ms must not print as "1000.0 ms": rounding decides the decimals. */
+    int dec = i == 3 || av >= 99.95 ? 0 : av >= 9.995 ? 1 : 2;
+    snprintf(buf, n, "%.*f %s", dec, v, units[i].unit);
+}

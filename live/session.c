@@ -10,6 +10,11 @@
  * creation: frames [0, next_frame) have been submitted. Saved sessions have no sampler:
  * their counters come from the file's metadata.
  *
+ * Off-CPU samples (modes off-cpu and wall) end, below the frame where the thread went off
+ * CPU, in a pseudo-frame naming its state, "[blocked]" or "[preempted]" (docs/cli.md,
+ * "Modes"): resource "[state]", offset the cn_smp_state, named once at the start by a
+ * regroup so the symbolizer never sees them.
+ *
  * struct cn_live_session is defined here and nowhere else: the symbolizer (symbolizer.c)
  * and every host (daemon/, client/) go through the functions of cn_live.h and
  * live_internal.h.
@@ -63,6 +68,8 @@ struct cn_live_session {
     uid_t owner;
     uint32_t freq;
     char unwind[8];
+    cn_smp_mode mode;  /* CPU: weights count samples; OFFCPU, WALL: nanoseconds */
+    int64_t state_res; /* OFFCPU/WALL: the "[state]" pseudo-resource, else -1 */
     int64_t started_unix;
     int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
     int64_t end_ns;         /* session time when sampling ended */
@@ -333,12 +340,20 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         s->dropped++;
         return;
     }
-    uint32_t n = smp->nframes < CN_SMP_MAX_FRAMES ? smp->nframes : CN_SMP_MAX_FRAMES;
+    bool state = smp->state != CN_SMP_STATE_RUNNING && s->state_res >= 0;
+    uint32_t max = CN_SMP_MAX_FRAMES - state;
+    uint32_t n = smp->nframes < max ? smp->nframes : max;
     cn_agg_frame_ref *refs = s->pend_refs + s->npend_refs;
+    if (state)
+        *refs++ = (cn_agg_frame_ref){s->state_res, (uint64_t)smp->state};
     for (uint32_t i = 0; i < n; i++) {
         const cn_smp_frame *f = &smp->frames[i];
         refs[i].resource = obj_resource(s, f->obj);
         refs[i].offset = f->offset;
+    }
+    if (state) {
+        refs--;
+        n++;
     }
     int64_t t = (int64_t)smp->time_ns - s->start_mono;
     if (t < 0)
@@ -347,7 +362,7 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         .leaf_first = n ? refs : NULL,
         .n = n,
         .time_ns = t,
-        .weight = 1.0,
+        .weight = s->mode == CN_SMP_MODE_CPU ? 1.0 : (double)smp->weight_ns,
         .thread = thread_of(s, smp->pid, smp->tid),
     };
     s->npend_refs += n;
@@ -623,6 +638,27 @@ static void read_comm(pid_t pid, char *buf, size_t size)
     fclose(f);
 }
 
+/* OFFCPU/WALL: the state pseudo-frames (see the top of this file). 0 or negative errno. */
+static int state_frames(cn_live_session *s)
+{
+    int32_t res = cn_agg_resource(s->p, "[state]", "[canopy:state]", NULL, CN_AGG_RES_OTHER);
+    if (res < 0)
+        return res;
+    cn_agg_symbol names[2] = {{"[blocked]", NULL, 0}, {"[preempted]", NULL, 0}};
+    cn_agg_frame_symbols batch[2];
+    for (int i = 0; i < 2; i++) {
+        int32_t f = cn_agg_native_frame(s->p, res, (uint64_t)CN_SMP_STATE_BLOCKED + (uint64_t)i);
+        if (f < 0)
+            return f;
+        batch[i] = (cn_agg_frame_symbols){f, &names[i], 1};
+    }
+    int r = cn_agg_regroup(s->p, batch, 2);
+    if (r < 0)
+        return r;
+    s->state_res = res;
+    return 0;
+}
+
 static cn_live_session *session_alloc(const char *id, const char *name)
 {
     cn_live_session *s = calloc(1, sizeof(*s));
@@ -633,6 +669,7 @@ static cn_live_session *session_alloc(const char *id, const char *name)
     s->p = cn_agg_profile_new();
     s->last_tid = -1;
     s->last_thread = -1;
+    s->state_res = -1;
     if (!s->id || (name && *name && !s->name) || !s->p)
         return cn_live_session_free(s);
     return s;
@@ -649,6 +686,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     s->pid = o->kind == CN_LIVE_SYSTEM ? 0 : o->pid;
     s->owner = o->owner;
     s->freq = o->freq ? o->freq : 99;
+    s->mode = o->mode;
     s->duration_limit = o->duration_ns;
     s->retention_ns = o->retention_ns ? o->retention_ns : DEFAULT_RETENTION_NS;
     s->max_memory = o->max_memory ? o->max_memory : DEFAULT_MAX_MEMORY;
@@ -665,6 +703,8 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         .no_kernel = o->no_kernel,
         .enable_on_exec = o->kind == CN_LIVE_RUN,
         .ring_pages = o->ring_pages,
+        .mode = o->mode,
+        .min_block_ns = o->min_block_ns,
     };
     static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
     r = cn_smp_session_new(&cfg, &cbs, s, &s->smp);
@@ -683,8 +723,15 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         goto fail;
     }
     snprintf(s->unwind, sizeof(s->unwind), "%s", cn_smp_unwind_name(cn_smp_session_unwind(s->smp)));
-    cn_agg_profile_set_unit(s->p, CN_AGG_UNIT_SAMPLES);
+    /* Off-CPU and wall weights are nanoseconds (docs/cli.md, "Modes"). */
+    cn_agg_profile_set_unit(s->p,
+                            s->mode == CN_SMP_MODE_CPU ? CN_AGG_UNIT_SAMPLES : CN_AGG_UNIT_NS);
     cn_agg_meta_set(s->p, "event", s->event);
+    cn_agg_meta_set(s->p, "mode", cn_smp_mode_name(s->mode));
+    if (s->mode != CN_SMP_MODE_CPU && (r = state_frames(s)) < 0) {
+        cn_err_set(err, r, "out of memory");
+        goto fail;
+    }
     s->state = CN_LIVE_RUNNING;
     s->dirty = true;
     if (sym) {
@@ -815,6 +862,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->event = s->event ? s->event : "";
     out->freq = s->freq;
     out->unwind = s->unwind;
+    out->mode = cn_smp_mode_name(s->mode);
     out->started_unix = s->started_unix;
     out->duration_ns = cn_live_session_now(s);
     out->samples = s->samples;
@@ -841,6 +889,9 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->cfi_unwinds = c.cfi_unwinds;
         out->libunwind_unwinds = c.libunwind_unwinds;
         out->unmapped = c.unmapped;
+        out->switches = c.switches;
+        out->offcpu_unmatched = c.offcpu_unmatched;
+        out->offcpu_short = c.offcpu_short;
     }
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;
@@ -936,6 +987,18 @@ json_t *cn_live_session_json(const cn_live_session *s)
         "libunwind", (json_int_t)i.libunwind_unwinds, "unmapped", (json_int_t)i.unmapped, "symbols",
         "pending", (json_int_t)i.sym_pending, "unresolved", (json_int_t)i.unresolved,
         "unresolvable", (json_int_t)i.unresolvable, "errors", (json_int_t)i.errors);
+    if (o && json_object_set_new(o, "mode", json_string(i.mode)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && s->mode != CN_SMP_MODE_CPU && s->smp &&
+        json_object_set_new(o, "offcpu",
+                            json_pack("{s:I, s:I, s:I}", "switches", (json_int_t)i.switches,
+                                      "unmatched", (json_int_t)i.offcpu_unmatched, "short",
+                                      (json_int_t)i.offcpu_short)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     if (!o || !more || json_object_update_new(o, more) < 0) {
         json_decref(o);
         return NULL;
@@ -975,6 +1038,7 @@ static int write_meta(cn_live_session *s)
                          cn_live_state_name(s->state == CN_LIVE_SAVED ? s->saved_state : s->state));
     r |= cn_agg_meta_set(p, "canopy.session.comm", s->comm);
     r |= cn_agg_meta_set(p, "canopy.session.unwind", s->unwind);
+    r |= cn_agg_meta_set(p, "mode", cn_smp_mode_name(s->mode));
     r |= cn_agg_meta_set(p, "event", i.event);
     r |= meta_seti(p, "freq", i.freq);
     r |= meta_seti(p, "canopy.session.pid", i.pid);
@@ -1100,6 +1164,8 @@ int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **
     snprintf(s->unwind, sizeof(s->unwind), "%s", uw ? uw : "");
     const char *ev = cn_agg_meta_get(p, "event");
     s->event = strdup(ev ? ev : "");
+    if (cn_smp_mode_parse(cn_agg_meta_get(p, "mode"), &s->mode) < 0)
+        s->mode = cn_agg_profile_unit(p) == CN_AGG_UNIT_NS ? CN_SMP_MODE_WALL : CN_SMP_MODE_CPU;
     s->path = strdup(path);
     s->freq = (uint32_t)meta_geti(p, "freq", 0);
     s->pid = (pid_t)meta_geti(p, "canopy.session.pid", 0);

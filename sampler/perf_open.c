@@ -39,6 +39,7 @@ static const struct {
     {"task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
     {"page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
     {"faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS},
+    {"context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
 };
 
 static int lookup_event(const char *name, uint32_t *type, uint64_t *config)
@@ -70,6 +71,8 @@ void cn_smp__compute_layout(cn_smp_session *s)
         s->lay.sample_type |= PERF_SAMPLE_CALLCHAIN;
     if (s->want_stack)
         s->lay.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    if (s->cfg.mode == CN_SMP_MODE_WALL) /* two events in one ring: which one sampled */
+        s->lay.sample_type |= PERF_SAMPLE_IDENTIFIER;
     s->lay.regs_mask = s->want_stack ? s->arch->regs_mask : 0;
     s->lay.sample_id_all = true;
 }
@@ -102,6 +105,8 @@ static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
     a->exclude_callchain_user = s->cfg.unwind == CN_SMP_UNWIND_DWARF;
     a->watermark = 1;
     a->wakeup_watermark = (uint32_t)((size_t)s->ring_pages * (size_t)getpagesize() / 4);
+    if (s->cfg.mode == CN_SMP_MODE_OFFCPU)
+        cn_smp__offcpu_attr(s, a, true);
 }
 
 static int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
@@ -122,6 +127,26 @@ static int add_fd(cn_smp_session *s, int fd)
     }
     s->fds[s->nfds++] = fd;
     return 0;
+}
+
+/* WALL: the context-switch event of task tid on ring rg, into that ring. */
+static int open_switch_event(cn_smp_session *s, const struct perf_event_attr *cpu_attr, pid_t tid,
+                             cn_smp__ring *rg)
+{
+    struct perf_event_attr a = *cpu_attr;
+    cn_smp__offcpu_attr(s, &a, false);
+    int fd = perf_open(&a, tid, rg->cpu);
+    if (fd < 0)
+        return fd;
+    uint64_t id = 0;
+    int ret = add_fd(s, fd);
+    if (ret < 0) {
+        close(fd);
+        return ret;
+    }
+    if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rg->fd) < 0 || ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
+        return -errno;
+    return cn_smp__offcpu_add_id(s, id);
 }
 
 static int read_cpus(int *cpus, int max)
@@ -178,6 +203,11 @@ static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
         } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rg->fd) < 0) {
             return -errno;
         }
+        if (s->cfg.mode == CN_SMP_MODE_WALL) {
+            int ret = open_switch_event(s, a, tid, rg);
+            if (ret < 0)
+                return ret;
+        }
         opened++;
     }
     return opened ? 0 : -ENODEV;
@@ -188,8 +218,10 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
 {
     const char *want = s->event_req;
     bool autoev = !want;
-    if (autoev)
-        want = "cycles";
+    if (autoev) /* WALL weighs CPU samples in time: a clock event's period is exact ns */
+        want = s->cfg.mode == CN_SMP_MODE_WALL ? "cpu-clock" : "cycles";
+    if (s->cfg.mode == CN_SMP_MODE_OFFCPU)
+        want = "context-switches";
     if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)
         return cn_err_set(err, -ENOENT, "unknown event '%s'", want);
     for (int attempt = 0; attempt < 4; attempt++) {
@@ -214,6 +246,12 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
         }
         if (fd == -ESRCH)
             return cn_err_set(err, fd, "no such process %d", (int)probe_pid);
+        if ((fd == -EACCES || fd == -EPERM) && s->cfg.mode != CN_SMP_MODE_CPU)
+            return cn_err_set(err, fd,
+                              "perf_event_open not permitted: %s mode samples context switches "
+                              "in the kernel (kernel.perf_event_paranoid <= 1, or root or "
+                              "CAP_PERFMON)",
+                              cn_smp_mode_name(s->cfg.mode));
         if (fd == -EACCES || fd == -EPERM)
             return cn_err_set(err, fd,
                               "perf_event_open not permitted (kernel.perf_event_paranoid; "

@@ -89,7 +89,7 @@ static int parse_sample(const cn_smp__layout *lay, cursor *c, cn_smp__rec *out)
     if (st & (PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK))
         return -ENOTSUP; /* never requested */
     if (st & PERF_SAMPLE_IDENTIFIER)
-        rd64(c);
+        out->u.sample.id = rd64(c);
     if (st & PERF_SAMPLE_IP)
         out->u.sample.ip = rd64(c);
     if (st & PERF_SAMPLE_TID)
@@ -208,6 +208,11 @@ int cn_smp__parse(const cn_smp__layout *lay, const void *recp, size_t len, cn_sm
     case PERF_RECORD_LOST:
         out->u.lost.id = rd64(&c);
         out->u.lost.lost = rd64(&c);
+        return c.bad ? -EINVAL : 0;
+    case PERF_RECORD_SWITCH:
+        return 0; /* all in the header's misc and the sample_id trailer */
+    case PERF_RECORD_SWITCH_CPU_WIDE:
+        rd32x2(&c, &out->u.sw.next_prev_pid, &out->u.sw.next_prev_tid);
         return c.bad ? -EINVAL : 0;
     case PERF_RECORD_THROTTLE:
     case PERF_RECORD_UNTHROTTLE: {

@@ -25,7 +25,7 @@
 
 /* Records this much older than a read are delivered by it; newer ones wait for a later
  * read (records are written within microseconds of their time stamp). */
-#define HOLD_NS 5000000ULL
+#define HOLD_NS CN_SMP__HOLD_NS
 
 /* A held record: its bytes are at arena[off, off + len). */
 typedef struct cn_smp__held {

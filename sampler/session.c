@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "smp_internal.h"
 
@@ -146,11 +147,29 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
             a = s->arch->mask_ret(a) - 1; /* into the call instruction */
         add_user_frame(s, p, &n, a);
     }
+    assert(nk <= n && n <= CN_SMP_MAX_FRAMES);
+    uint64_t weight_ns = 0;
+    if (s->off) {
+        if (cn_smp__offcpu_is_switch(s, r)) {
+            cn_smp__offcpu_out(s, r, n, nk, stop); /* delivered when it ends */
+            return;
+        }
+        cn_smp__offcpu_in(s, (pid_t)r->tid, r->time, false); /* it runs: not off CPU */
+        weight_ns = cn_smp__offcpu_cpu_weight(s, r);
+    }
     if (!s->cb.sample)
         return;
-    assert(nk <= n && n <= CN_SMP_MAX_FRAMES);
-    cn_smp_sample out = {
-        (pid_t)r->pid, (pid_t)r->tid, r->cpu, r->time, r->u.sample.period, s->frames, n, nk, stop};
+    cn_smp_sample out = {(pid_t)r->pid,
+                         (pid_t)r->tid,
+                         r->cpu,
+                         r->time,
+                         r->u.sample.period,
+                         s->frames,
+                         n,
+                         nk,
+                         stop,
+                         weight_ns,
+                         CN_SMP_STATE_RUNNING};
     s->cb.sample(s->arg, &out);
 }
 
@@ -180,6 +199,7 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
             cn_smp__proc_fork(s, (pid_t)t->ppid, (pid_t)t->pid);
         if (s->cfg.target == CN_SMP_TARGET_PID && cn_smp__tidset_add(&s->live, (int32_t)t->tid) > 0)
             s->had_live = true;
+        cn_smp__offcpu_fork(s, (pid_t)t->tid);
         cn_smp__emit_task(s, CN_SMP_TASK_FORK, (pid_t)t->pid, (pid_t)t->tid, (pid_t)t->ppid,
                           (pid_t)t->ptid, r->time, NULL, false);
         break;
@@ -187,12 +207,17 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
     case PERF_RECORD_EXIT: {
         const typeof(r->u.task) *t = &r->u.task;
         cn_smp__tidset_del(&s->live, (int32_t)t->tid);
+        cn_smp__offcpu_exit(s, (pid_t)t->tid, r->time);
         cn_smp__emit_task(s, CN_SMP_TASK_EXIT, (pid_t)t->pid, (pid_t)t->tid, (pid_t)t->ppid,
                           (pid_t)t->ptid, r->time, NULL, false);
         if (t->pid == t->tid && s->cfg.target == CN_SMP_TARGET_SYSTEM)
             cn_smp__proc_drop(s, (pid_t)t->pid);
         break;
     }
+    case PERF_RECORD_SWITCH:
+    case PERF_RECORD_SWITCH_CPU_WIDE:
+        cn_smp__offcpu_switch(s, r);
+        break;
     case PERF_RECORD_LOST:
         s->cnt.lost += r->u.lost.lost;
         s->cnt.lost_events++;
@@ -232,7 +257,7 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
 {
     if (!cfg || !ret || cfg->target > CN_SMP_TARGET_NONE || cfg->unwind > CN_SMP_UNWIND_DWARF ||
         (cfg->target == CN_SMP_TARGET_PID && cfg->pid <= 0) || cfg->stack_size > 65528 ||
-        (cfg->ring_pages & (cfg->ring_pages - 1)))
+        (cfg->ring_pages & (cfg->ring_pages - 1)) || cfg->mode > CN_SMP_MODE_WALL)
         return -EINVAL;
     cn_smp_session *s = calloc(1, sizeof(*s));
     if (!s)
@@ -252,6 +277,8 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     s->kernel = !cfg->no_kernel;
     cn_smp__compute_layout(s);
     s->ring_pages = cfg->ring_pages ? cfg->ring_pages : (s->want_stack ? 1024 : 256);
+    if (cn_smp__offcpu_new(s) < 0)
+        goto nomem;
     s->kernel_obj = cn_smp__obj_special(s, "[kernel]", "[kernel]", CN_SMP_OBJ_KERNEL, 0);
     s->unknown_obj = cn_smp__obj_special(s, "[unknown]", "[unknown]", CN_SMP_OBJ_ANON, 0);
     if (!s->kernel_obj || !s->unknown_obj)
@@ -308,13 +335,26 @@ size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds)
     return s->nrings;
 }
 
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int cn_smp_session_read(cn_smp_session *s)
 {
     if (!s)
         return -EINVAL;
     if (!s->started || s->stopped)
         return 0;
-    return cn_smp__drain(s, false);
+    /* Taken before the drain: every record older than now - HOLD is delivered by it, so
+     * waits in progress can be delivered up to there without a switch-in overtaking. */
+    uint64_t now = mono_now();
+    int ret = cn_smp__drain(s, false);
+    if (ret >= 0 && s->off && now > CN_SMP__HOLD_NS)
+        cn_smp_session_pending(s, now - CN_SMP__HOLD_NS);
+    return ret;
 }
 
 int cn_smp_session_wait(cn_smp_session *s, int timeout_ms)
@@ -387,6 +427,8 @@ int cn_smp_session_stop(cn_smp_session *s)
         return 0;
     cn_smp__perf_disable(s);
     int ret = cn_smp__drain(s, true);
+    if (ret >= 0 && s->off) /* threads still waiting: up to now */
+        cn_smp_session_pending(s, mono_now());
     close_all(s);
     s->stopped = true;
     return ret < 0 ? ret : 0;
@@ -399,6 +441,7 @@ cn_smp_session *cn_smp_session_free(cn_smp_session *s)
     close_all(s);
     cn_smp__procs_free(s);
     cn_smp__unwinder_free(s->unw);
+    cn_smp__offcpu_free(s);
     free(s->event_req);
     free(s);
     return NULL;

@@ -11,6 +11,7 @@
  *   procs.c       the session's tasks: tid sets, processes, objects, vDSO, kernel modules
  *   perf_open.c   perf_event_attr, perf_event_open with fallbacks, fds, enable/disable
  *   ring.c        ring mapping, in-place reading, k-way merge in time order, held records
+ *   offcpu.c      off-CPU intervals: switch-out stacks per thread, closed by switch-ins
  *   session.c     the session's lifecycle, the public entry points, record dispatch
  *   spawn.c       held child for `canopy run`
  */
@@ -75,6 +76,7 @@ typedef struct cn_smp__rec {
     uint64_t time;
     union {
         struct {
+            uint64_t id; /* PERF_SAMPLE_IDENTIFIER (WALL: which event), else 0 */
             uint64_t ip, period;
             uint64_t nr;           /* callchain entries */
             const uint64_t *chain; /* unaligned-safe: read with memcpy */
@@ -104,6 +106,9 @@ typedef struct cn_smp__rec {
         struct {
             uint64_t id, lost;
         } lost;
+        struct {
+            uint32_t next_prev_pid, next_prev_tid; /* SWITCH_CPU_WIDE only */
+        } sw;
     } u;
 } cn_smp__rec;
 
@@ -333,7 +338,41 @@ struct cn_smp_session {
     uint64_t kpcs[CN_SMP_MAX_FRAMES];           /* auto: the kernel's user chain, kept */
     bool started, stopped, had_live;
     bool vdso_tried; /* the [vdso] object's image was looked for */
+
+    /* Off-CPU intervals (offcpu.c); NULL in CPU mode. */
+    struct cn_smp__offcpu *off;
 };
+
+/* How long ring.c holds records back so that another CPU's cannot overtake them. */
+#define CN_SMP__HOLD_NS 5000000ULL
+
+/* offcpu.c: OFFCPU/WALL state, created by cn_smp_session_new. Returns 0 or -ENOMEM. */
+int cn_smp__offcpu_new(cn_smp_session *s);
+void cn_smp__offcpu_free(cn_smp_session *s);
+/* offcpu.c: turns a (filled as for the CPU event) into the context-switch event: every
+ * switch sampled (period 1) with the session's sample layout, plus PERF_RECORD_SWITCH
+ * records for the switch-ins. sideband false: no task and mmap records (WALL: the CPU
+ * event has them). */
+struct perf_event_attr;
+void cn_smp__offcpu_attr(const cn_smp_session *s, struct perf_event_attr *a, bool sideband);
+/* offcpu.c: WALL: remembers the id (PERF_EVENT_IOC_ID) of a context-switch event. */
+int cn_smp__offcpu_add_id(cn_smp_session *s, uint64_t id);
+/* offcpu.c: whether sample r is a context switch (a thread going off CPU). */
+bool cn_smp__offcpu_is_switch(const cn_smp_session *s, const cn_smp__rec *r);
+/* offcpu.c: a context-switch sample whose frames are s->frames[0..n): kept as the
+ * thread's stack until its switch-in. */
+void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
+                        cn_smp_stop stop);
+/* offcpu.c: a thread seen running at time t (a switch-in record, or a CPU sample): closes
+ * its interval, if any. */
+void cn_smp__offcpu_in(cn_smp_session *s, pid_t tid, uint64_t t, bool from_switch);
+/* offcpu.c: SWITCH / SWITCH_CPU_WIDE records. */
+void cn_smp__offcpu_switch(cn_smp_session *s, const cn_smp__rec *r);
+/* offcpu.c: task events: a new thread (forgets that tid exited), an exited thread. */
+void cn_smp__offcpu_fork(cn_smp_session *s, pid_t tid);
+void cn_smp__offcpu_exit(cn_smp_session *s, pid_t tid, uint64_t t);
+/* offcpu.c: WALL: the time a CPU sample stands for, in ns. */
+uint64_t cn_smp__offcpu_cpu_weight(const cn_smp_session *s, const cn_smp__rec *r);
 
 /* session.c: hands a parsed record (parse_ret 0) to its handler; counts malformed ones
  * (any other parse_ret but -ENOTSUP, a type we do not use). */

@@ -77,6 +77,12 @@ typedef struct cn_fmt_unwind {
  * stack was cut short: the tree header and `canopy top` show it only when true. */
 bool cn_fmt_unwind_summary(const cn_fmt_unwind *u, char *buf, size_t n);
 
+/* Off-CPU and wall profiles (meta "mode" "off-cpu" or "wall", unit ns: docs/cli.md,
+ * "Modes") show their weights as times. cn_fmt_time writes ns with three significant
+ * digits and a unit: "850 ns", "12.3 us", "4.56 s". */
+bool cn_fmt_is_time_profile(const cn_agg_profile *p);
+void cn_fmt_time(char *buf, size_t n, double ns);
+
 /* Options shared by the tree writers. Nothing is owned. */
 typedef struct cn_fmt_write_opts {
     const char *title;                  /* header: session or file name */

@@ -97,11 +97,13 @@ typedef struct cn_live_session_opts {
     cn_smp_unwind unwind;
     uint32_t stack_size; /* 0 = sampler default */
     bool no_kernel;
-    int64_t duration_ns;  /* > 0: stop after this long */
-    int64_t retention_ns; /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
-    size_t max_memory;    /* bytes of profile tables; 0 = default 256 MiB */
-    uid_t owner;          /* who may see it (daemon); informative in-process */
-    uint32_t ring_pages;  /* 0 = sampler default */
+    int64_t duration_ns;   /* > 0: stop after this long */
+    int64_t retention_ns;  /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
+    size_t max_memory;     /* bytes of profile tables; 0 = default 256 MiB */
+    uid_t owner;           /* who may see it (daemon); informative in-process */
+    uint32_t ring_pages;   /* 0 = sampler default */
+    cn_smp_mode mode;      /* CPU (default), OFFCPU or WALL: then weights are ns */
+    uint64_t min_block_ns; /* OFFCPU/WALL: shorter off-CPU intervals are dropped */
 } cn_live_session_opts;
 
 void cn_live_session_opts_init(cn_live_session_opts *o);
@@ -156,6 +158,7 @@ typedef struct cn_live_session_info {
     const char *event; /* "cpu-clock", … (owned by the session) */
     uint32_t freq;
     const char *unwind;    /* "fp", "dwarf", "auto" */
+    const char *mode;      /* "cpu", "off-cpu", "wall" */
     int64_t started_unix;  /* wall-clock seconds at start */
     int64_t duration_ns;   /* time sampled so far (or in total when not running) */
     uint64_t samples;      /* samples added to the profile (all time) */
@@ -180,6 +183,10 @@ typedef struct cn_live_session_info {
      * copy (dwarf, auto's fallback), of those wholly through compiled CFI rules or with
      * libunwind, and user addresses outside every known mapping. */
     uint64_t dwarf_unwinds, cfi_unwinds, libunwind_unwinds, unmapped;
+    /* OFFCPU/WALL (0 otherwise): context switches sampled, switch-ins or -outs without
+     * their other half (lost records, threads waiting since before the start), intervals
+     * under min_block_ns. */
+    uint64_t switches, offcpu_unmatched, offcpu_short;
     size_t memory;       /* profile bytes */
     bool memory_limited; /* the memory bound was reached */
 } cn_live_session_info;

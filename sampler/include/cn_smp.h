@@ -56,6 +56,22 @@ typedef enum cn_smp_unwind {
     CN_SMP_UNWIND_DWARF,    /* libunwind over the copied user stack */
 } cn_smp_unwind;
 
+/* What a session measures (docs/cli.md, "Modes"). */
+typedef enum cn_smp_mode {
+    CN_SMP_MODE_CPU = 0, /* samples of the CPU event: where threads burn CPU */
+    CN_SMP_MODE_OFFCPU,  /* every context switch: where threads wait, weighted by the time
+                            they spent switched out (ns) */
+    CN_SMP_MODE_WALL,    /* both: CPU samples weighted by their period in time (ns) plus the
+                            off-CPU intervals, so a thread's samples total its wall time */
+} cn_smp_mode;
+
+/* What a thread was doing over the time a sample stands for. */
+typedef enum cn_smp_state {
+    CN_SMP_STATE_RUNNING = 0, /* on CPU (a CPU sample) */
+    CN_SMP_STATE_BLOCKED,     /* switched out waiting (sleep, I/O, lock) */
+    CN_SMP_STATE_PREEMPTED,   /* switched out while still runnable (waiting for a CPU) */
+} cn_smp_state;
+
 typedef struct cn_smp_config {
     cn_smp_target target;
     pid_t pid;            /* CN_SMP_TARGET_PID: the process to sample */
@@ -73,9 +89,11 @@ typedef struct cn_smp_config {
                              1024 when stacks are copied) */
     /* How copied stacks are unwound (dwarf, and auto's CFI steps). By default through
      * compiled CFI rules, with libunwind for the frames those cannot describe. */
-    bool libunwind_only; /* libunwind for every sample (for comparisons) */
-    bool check_unwind;   /* tests: also unwind each compiled-CFI sample with libunwind and
-                            count the disagreements (counters.unwind_mismatches) */
+    bool libunwind_only;   /* libunwind for every sample (for comparisons) */
+    bool check_unwind;     /* tests: also unwind each compiled-CFI sample with libunwind and
+                              count the disagreements (counters.unwind_mismatches) */
+    cn_smp_mode mode;      /* default CN_SMP_MODE_CPU */
+    uint64_t min_block_ns; /* OFFCPU/WALL: off-CPU intervals shorter than this are dropped */
 } cn_smp_config;
 
 /* ---------------------------------------------------------------------------------------
@@ -139,6 +157,10 @@ typedef struct cn_smp_sample {
     uint32_t nframes;
     uint32_t nkernel; /* how many of the first frames are kernel frames */
     cn_smp_stop stop; /* why the user unwind stopped early, or NONE */
+    /* OFFCPU and WALL: the nanoseconds this sample stands for (an off-CPU interval, or a
+     * part of one, or a CPU sample's period in time); 0 in CPU mode. */
+    uint64_t weight_ns;
+    cn_smp_state state;
 } cn_smp_sample;
 
 typedef enum cn_smp_task_kind {
@@ -188,6 +210,13 @@ typedef struct cn_smp_counters {
     uint64_t processes;         /* processes seen */
     uint64_t threads;           /* threads seen */
     uint64_t live_threads;      /* threads not yet exited (PID target) */
+    /* OFFCPU and WALL (docs/perf-sampler.md, "Off-CPU"). */
+    uint64_t switches;         /* context-switch samples (a thread going off CPU) */
+    uint64_t offcpu_intervals; /* intervals closed by the thread's switch back in */
+    uint64_t offcpu_short;     /* of those, dropped as shorter than min_block_ns */
+    uint64_t offcpu_unmatched; /* switch-ins without a switch-out, and switch-outs whose
+                                  switch-in was never seen (lost records) */
+    uint64_t offcpu_ns;        /* off-CPU time delivered */
 } cn_smp_counters;
 
 /* ---------------------------------------------------------------------------------------
@@ -216,6 +245,14 @@ size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds);
  * different CPUs come out ordered (a sample is unwound with the mappings in force at its
  * time). Returns the number of samples delivered (>= 0) or a negative errno (-ENOMEM). */
 int cn_smp_session_read(cn_smp_session *s);
+
+/* OFFCPU and WALL: delivers, for every thread switched out now, the time it has spent
+ * switched out up to now_ns (CLOCK_MONOTONIC) that was not delivered yet, as samples at the
+ * stack where it went off CPU (so a live tree shows the waits in progress). The rest of
+ * the interval comes with the thread's switch-in. _read does this itself, up to the time
+ * before which every record was delivered; tests and replays call it. Returns the samples
+ * delivered (>= 0) or -EINVAL. */
+int cn_smp_session_pending(cn_smp_session *s, uint64_t now_ns);
 
 /* Blocking helper for simple tools: polls the rings for up to timeout_ms (-1 = forever,
  * until data arrives or the session ends), then reads. Returns like _read. */
@@ -253,6 +290,11 @@ uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
 const char *cn_smp_unwind_name(cn_smp_unwind u);
 int cn_smp_unwind_parse(const char *name, cn_smp_unwind *ret);
 const char *cn_smp_stop_name(cn_smp_stop stop);
+/* Modes: "cpu", "off-cpu", "wall"; parse returns -EINVAL on anything else. */
+const char *cn_smp_mode_name(cn_smp_mode m);
+int cn_smp_mode_parse(const char *name, cn_smp_mode *ret);
+/* States: "running", "blocked", "preempted". */
+const char *cn_smp_state_name(cn_smp_state st);
 
 /* ---------------------------------------------------------------------------------------
  * Starting a command held before its first instruction (for `canopy run`)

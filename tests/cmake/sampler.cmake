@@ -13,7 +13,7 @@ function(cn_workload name src fpflag)
   target_link_libraries(${name} PRIVATE ${ARGN})
 endfunction()
 
-foreach(wl shares threads forker deep epilogue)
+foreach(wl shares threads forker deep epilogue waits)
   cn_workload(wl_${wl}_fp ${wl}.c -fno-omit-frame-pointer Threads::Threads)
   cn_workload(wl_${wl}_nofp ${wl}.c -fomit-frame-pointer Threads::Threads)
 endforeach()
@@ -33,7 +33,7 @@ set_target_properties(wl_dlwork PROPERTIES COMPILE_OPTIONS "" LINK_OPTIONS ""
 target_compile_options(wl_dlwork PRIVATE -O2 -g -fno-omit-frame-pointer -Wall)
 add_custom_target(cn_workloads ALL DEPENDS wl_shares_fp wl_shares_nofp wl_threads_fp
                   wl_threads_nofp wl_forker_fp wl_forker_nofp wl_deep_fp wl_deep_nofp
-                  wl_epilogue_fp wl_epilogue_nofp wl_sigprof
+                  wl_epilogue_fp wl_epilogue_nofp wl_waits_fp wl_waits_nofp wl_sigprof
                   wl_dlopener_fp wl_dlwork wl_shares_dbgframe wl_clockread)
 
 # The unit test drives the workloads: build them first.

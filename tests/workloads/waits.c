@@ -1,0 +1,94 @@
+/* waits.c — where a thread waits, for the off-CPU and wall-clock modes' tests:
+ *   waits SECONDS
+ * Per round, the main thread spends ~40 ms computing (compute), ~30 ms blocked in read()
+ * on a pipe that the writer thread answers after 30 ms (wait_answer), and ~30 ms in
+ * nanosleep (nap): a wall profile of main is 40/30/30, an off-CPU one 0/50/50. The writer
+ * waits in read() for the request (wait_request), then sleeps 30 ms (delay) and answers. */
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "wl_common.h"
+
+volatile uint64_t wl_sink;
+static int req_pipe[2], resp_pipe[2];
+
+__attribute__((noinline)) static void compute(uint64_t ns)
+{
+    uint64_t end = wl_now_ns() + ns, n = 0;
+    while (wl_now_ns() < end)
+        for (int i = 0; i < 1000; i++)
+            n += (uint64_t)i * n + 1;
+    wl_sink = n;
+}
+
+__attribute__((noinline)) static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The sink writes keep the calls from becoming tail calls: nap and delay stay frames. */
+__attribute__((noinline)) static void nap(void)
+{
+    sleep_ns(30000000);
+    wl_sink++;
+}
+
+__attribute__((noinline)) static int wait_answer(void)
+{
+    char c = 1;
+    if (write(req_pipe[1], &c, 1) != 1)
+        return -1;
+    return read(resp_pipe[0], &c, 1) == 1 ? 0 : -1;
+}
+
+__attribute__((noinline)) static int wait_request(char *c)
+{
+    return read(req_pipe[0], c, 1) == 1 ? 0 : -1;
+}
+
+__attribute__((noinline)) static void delay(void)
+{
+    sleep_ns(30000000);
+    wl_sink++;
+}
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    char c;
+    while (wait_request(&c) == 0 && c) {
+        delay();
+        if (write(resp_pipe[1], &c, 1) != 1)
+            break;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    double secs = wl_seconds(argc, argv, 2);
+    if (pipe(req_pipe) < 0 || pipe(resp_pipe) < 0)
+        return 1;
+    pthread_t th;
+    if (pthread_create(&th, NULL, writer, NULL) != 0)
+        return 1;
+    pthread_setname_np(th, "writer");
+    uint64_t end = wl_now_ns() + (uint64_t)(secs * 1e9);
+    int rounds = 0;
+    while (wl_now_ns() < end) {
+        compute(40000000);
+        if (wait_answer() < 0)
+            return 1;
+        nap();
+        rounds++;
+    }
+    char stop = 0;
+    if (write(req_pipe[1], &stop, 1) != 1)
+        return 1;
+    pthread_join(th, NULL);
+    printf("waits rounds %d\n", rounds);
+    return 0;
+}
