@@ -128,12 +128,13 @@ static void print_session_row(const json_t *s)
     struct tm tm;
     if (t && localtime_r(&t, &tm))
         strftime(started, sizeof(started), "%Y-%m-%d %H:%M:%S", &tm);
-    printf("%-6s %-12s %-22s %-8s %-10s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
+    printf("%-6s %-12s %-22s %-8s %-7s %-16s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
            " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7s %6" JSON_INTEGER_FORMAT
            "  %s\n",
            json_string_value(json_object_get(s, "id")) ?: "?",
            json_string_value(json_object_get(s, "name")) ?: "-", tgt,
            json_string_value(json_object_get(s, "state")) ?: "?",
+           json_string_value(json_object_get(s, "mode")) ?: "cpu",
            json_string_value(json_object_get(s, "event")) ?: "?",
            json_integer_value(json_object_get(s, "freq")),
            json_integer_value(json_object_get(s, "samples")),
@@ -162,8 +163,9 @@ int cn_cmd_sessions(int argc, char **argv)
         status = emit_answer(&s);
         goto out;
     }
-    printf("%-6s %-12s %-22s %-8s %-10s %5s %9s %6s %7s %7s %6s  %s\n", "ID", "NAME", "TARGET",
-           "STATE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "UNWOUND", "UNSYM", "STARTED");
+    printf("%-6s %-12s %-22s %-8s %-7s %-16s %5s %9s %6s %7s %7s %6s  %s\n", "ID", "NAME", "TARGET",
+           "STATE", "MODE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "UNWOUND", "UNSYM",
+           "STARTED");
     size_t i;
     const json_t *e;
     json_array_foreach(list, i, e) print_session_row(e);

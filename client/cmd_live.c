@@ -35,6 +35,10 @@ static const char sampling_help[] =
     "  --stack-size BYTES        user stack copied per sample, dwarf and auto (default 16384)\n"
     "  --kernel, --no-kernel     kernel frames (default on where permitted)\n"
     "  --duration DURATION       stop sampling after DURATION (5s, 2m, 500ms)\n"
+    "  --mode cpu|off-cpu|wall   what to measure: CPU samples (default), the time threads\n"
+    "                            spend switched out (where they wait), or both (wall\n"
+    "                            time); off-cpu and wall weigh in time (ns)\n"
+    "  --min-block DURATION      off-cpu/wall: drop off-CPU intervals shorter than this\n"
     "  --no-daemon               sample in-process even when a daemon answers\n"
     "  --socket PATH             the daemon's socket (else $CANOPY_SOCKET,\n"
     "                            /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock)\n";

@@ -1109,6 +1109,247 @@ static void test_feed_records(void **st)
     cn_smp_session_free(s);
 }
 
+/* ---- off-CPU interval accounting (offcpu.c), on synthetic records ---------------------- */
+
+typedef struct off_ctx {
+    int n;
+    struct {
+        pid_t tid;
+        uint64_t time, weight;
+        cn_smp_state state;
+        uint32_t nframes;
+        uint64_t leaf;
+    } s[32];
+} off_ctx;
+
+static void off_sample(void *arg, const cn_smp_sample *smp)
+{
+    off_ctx *o = arg;
+    assert_true(o->n < 32);
+    o->s[o->n].tid = smp->tid;
+    o->s[o->n].time = smp->time_ns;
+    o->s[o->n].weight = smp->weight_ns;
+    o->s[o->n].state = smp->state;
+    o->s[o->n].nframes = smp->nframes;
+    o->s[o->n].leaf = smp->nframes ? smp->frames[0].offset : 0;
+    o->n++;
+}
+
+/* A session fed by hand in mode m; its first record maps /bin/x at 0x400000. */
+static cn_smp_session *off_session(cn_smp_mode m, uint64_t min_block, off_ctx *o)
+{
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_NONE,
+                         .unwind = CN_SMP_UNWIND_FP,
+                         .freq = 100,
+                         .mode = m,
+                         .min_block_ns = min_block};
+    cn_smp_callbacks cb = {.sample = off_sample};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, o, &s), 0);
+    assert_int_equal(cn_smp_session_start(s, NULL), 0);
+    struct {
+        struct perf_event_header h;
+        uint32_t pid, tid;
+        uint64_t addr, len, pgoff;
+        uint32_t maj, min;
+        uint64_t ino, gen;
+        uint32_t prot, flags;
+        char name[16];
+        uint32_t spid, stid;
+        uint64_t time;
+        uint32_t cpu, res;
+    } mm = {{PERF_RECORD_MMAP2, 0, sizeof(mm)},
+            42,
+            42,
+            0x400000,
+            0x2000,
+            0,
+            0,
+            0,
+            99,
+            0,
+            5,
+            2,
+            "/bin/x",
+            42,
+            42,
+            1,
+            0,
+            0};
+    cn_smp_session_feed(s, &mm, sizeof(mm));
+    return s;
+}
+
+/* A sample of tid at time t with user frames leaf..0x401000 (id for WALL's layout). */
+static void off_feed_sample(cn_smp_session *s, bool with_id, uint64_t id, pid_t tid, uint64_t t,
+                            uint64_t leaf, uint64_t period)
+{
+    struct {
+        uint64_t ip;
+        uint32_t pid, tid;
+        uint64_t time;
+        uint32_t cpu, res;
+        uint64_t period, nr, chain[3];
+    } body = {
+        leaf, 42, (uint32_t)tid, t, 0, 0, period, 3, {(uint64_t)PERF_CONTEXT_USER, leaf, 0x401000}};
+    uint8_t buf[256];
+    struct perf_event_header h = {PERF_RECORD_SAMPLE, 0,
+                                  (uint16_t)(sizeof(h) + sizeof(body) + (with_id ? 8 : 0))};
+    size_t n = put(buf, 0, &h, sizeof(h));
+    if (with_id)
+        n = put(buf, n, &id, 8);
+    n = put(buf, n, &body, sizeof(body));
+    assert_int_equal(cn_smp_session_feed(s, buf, n), 1);
+}
+
+/* A PERF_RECORD_SWITCH of tid at t: out (with PREEMPT when preempt) or in. The sample_id
+ * trailer ends with the identifier where the layout has one (WALL). */
+static void off_feed_switch(cn_smp_session *s, pid_t tid, uint64_t t, bool out, bool preempt)
+{
+    bool with_id = cn_smp_session_sample_type(s) & PERF_SAMPLE_IDENTIFIER;
+    struct {
+        uint32_t pid, tid;
+        uint64_t time;
+        uint32_t cpu, res;
+        uint64_t id;
+    } trailer = {42, (uint32_t)tid, t, 0, 0, 3};
+    size_t tl = sizeof(trailer) - (with_id ? 0 : 8);
+    struct perf_event_header h = {PERF_RECORD_SWITCH,
+                                  (uint16_t)((out ? PERF_RECORD_MISC_SWITCH_OUT : 0) |
+                                             (preempt ? PERF_RECORD_MISC_SWITCH_OUT_PREEMPT : 0)),
+                                  (uint16_t)(sizeof(h) + tl)};
+    uint8_t buf[64];
+    size_t n = put(buf, 0, &h, sizeof(h));
+    n = put(buf, n, &trailer, tl);
+    assert_int_equal(cn_smp_session_feed(s, buf, n), 0);
+}
+
+static void off_feed_exit(cn_smp_session *s, pid_t tid, uint64_t t)
+{
+    struct {
+        struct perf_event_header h;
+        uint32_t pid, ppid, tid, ptid;
+        uint64_t time;
+        uint32_t spid, stid;
+        uint64_t stime;
+        uint32_t cpu, res;
+    } ex = {
+        {PERF_RECORD_EXIT, 0, sizeof(ex)}, 42, 1, (uint32_t)tid, 1, t, 42, (uint32_t)tid, t, 0, 0};
+    cn_smp_session_feed(s, &ex, sizeof(ex));
+}
+
+static void test_offcpu_intervals(void **st)
+{
+    (void)st;
+    off_ctx o = {0};
+    cn_smp_session *s = off_session(CN_SMP_MODE_OFFCPU, 0, &o);
+    cn_smp_counters c;
+    /* Out at 1000 (blocked), in at 5000: one sample of 4000 ns at the switch-out stack. */
+    off_feed_sample(s, false, 0, 43, 1000, 0x400010, 1);
+    off_feed_switch(s, 43, 1000, true, false);
+    assert_int_equal(o.n, 0); /* nothing until the interval ends */
+    off_feed_switch(s, 43, 5000, false, false);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.s[0].tid, 43);
+    assert_int_equal(o.s[0].weight, 4000);
+    assert_int_equal(o.s[0].time, 5000);
+    assert_int_equal(o.s[0].state, CN_SMP_STATE_BLOCKED);
+    assert_int_equal(o.s[0].nframes, 2);
+    assert_true(o.s[0].leaf == 0x10);
+    /* Preempted: the switch-out record's flag. Two threads interleaved. */
+    off_feed_sample(s, false, 0, 44, 6000, 0x400020, 1);
+    off_feed_switch(s, 44, 6000, true, true);
+    off_feed_sample(s, false, 0, 43, 6500, 0x400030, 1);
+    off_feed_switch(s, 43, 6500, true, false);
+    off_feed_switch(s, 44, 7000, false, false);
+    off_feed_switch(s, 43, 9500, false, false);
+    assert_int_equal(o.n, 3);
+    assert_int_equal(o.s[1].tid, 44);
+    assert_int_equal(o.s[1].weight, 1000);
+    assert_int_equal(o.s[1].state, CN_SMP_STATE_PREEMPTED);
+    assert_int_equal(o.s[2].tid, 43);
+    assert_int_equal(o.s[2].weight, 3000);
+    assert_true(o.s[2].leaf == 0x30);
+    /* A wait in progress: pending delivers up to now, the switch-in the rest. */
+    off_feed_sample(s, false, 0, 43, 10000, 0x400010, 1);
+    assert_int_equal(cn_smp_session_pending(s, 15000), 1);
+    assert_int_equal(o.n, 4);
+    assert_int_equal(o.s[3].weight, 5000);
+    assert_int_equal(cn_smp_session_pending(s, 15000), 0); /* nothing new */
+    off_feed_switch(s, 43, 18000, false, false);
+    assert_int_equal(o.n, 5);
+    assert_int_equal(o.s[4].weight, 3000);
+    /* A switch-in without its switch-out (before the start, or lost): counted only. */
+    off_feed_switch(s, 45, 19000, false, false);
+    assert_int_equal(o.n, 5);
+    /* A lost switch-in: the next switch-out of the thread ends what we know. */
+    off_feed_sample(s, false, 0, 46, 20000, 0x400010, 1);
+    off_feed_sample(s, false, 0, 46, 26000, 0x400010, 1);
+    assert_int_equal(o.n, 6);
+    assert_int_equal(o.s[5].weight, 6000);
+    /* Exit while switched out closes it; the dead task's last switch-out opens nothing. */
+    off_feed_exit(s, 46, 27000);
+    assert_int_equal(o.n, 7);
+    assert_int_equal(o.s[6].weight, 1000);
+    off_feed_sample(s, false, 0, 46, 27100, 0x400010, 1);
+    assert_int_equal(cn_smp_session_pending(s, 99000), 0);
+    cn_smp_session_counters(s, &c);
+    assert_int_equal(c.switches, 7);
+    assert_int_equal(c.offcpu_unmatched, 2);
+    assert_int_equal(c.offcpu_ns, 4000 + 1000 + 3000 + 8000 + 6000 + 1000);
+    assert_int_equal(c.offcpu_short, 0);
+    cn_smp_session_free(s);
+}
+
+static void test_offcpu_min_block(void **st)
+{
+    (void)st;
+    off_ctx o = {0};
+    cn_smp_session *s = off_session(CN_SMP_MODE_OFFCPU, 2000, &o);
+    off_feed_sample(s, false, 0, 43, 1000, 0x400010, 1);
+    off_feed_switch(s, 43, 2500, false, false); /* 1500 < 2000: dropped */
+    assert_int_equal(o.n, 0);
+    off_feed_sample(s, false, 0, 43, 3000, 0x400010, 1);
+    assert_int_equal(cn_smp_session_pending(s, 4000), 0); /* too short so far */
+    assert_int_equal(cn_smp_session_pending(s, 5000), 1); /* now it counts: 2000 */
+    off_feed_switch(s, 43, 6000, false, false);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.s[0].weight + o.s[1].weight, 3000);
+    cn_smp_counters c;
+    cn_smp_session_counters(s, &c);
+    assert_int_equal(c.offcpu_short, 1);
+    assert_int_equal(c.offcpu_intervals, 2);
+    cn_smp_session_free(s);
+}
+
+static void test_offcpu_wall_ids(void **st)
+{
+    (void)st;
+    off_ctx o = {0};
+    cn_smp_session *s = off_session(CN_SMP_MODE_WALL, 0, &o);
+    assert_true(cn_smp_session_sample_type(s) & PERF_SAMPLE_IDENTIFIER);
+    assert_int_equal(cn_smp__offcpu_add_id(s, 7), 0);
+    assert_int_equal(cn_smp__offcpu_add_id(s, 3), 0);
+    /* A CPU sample (id 5): its sampling interval in time, 1e9 / 100 Hz. */
+    off_feed_sample(s, true, 5, 43, 1000, 0x400010, 12345);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.s[0].weight, 10000000);
+    assert_int_equal(o.s[0].state, CN_SMP_STATE_RUNNING);
+    /* A context switch (id 3, then 7): an interval, closed by the thread's next CPU sample
+     * when no switch-in record came. */
+    off_feed_sample(s, true, 3, 43, 2000, 0x400020, 1);
+    assert_int_equal(o.n, 1);
+    off_feed_sample(s, true, 5, 43, 9000, 0x400010, 12345);
+    assert_int_equal(o.n, 3);
+    assert_int_equal(o.s[1].weight, 7000);
+    assert_true(o.s[1].leaf == 0x20);
+    off_feed_sample(s, true, 7, 43, 10000, 0x400020, 1);
+    off_feed_switch(s, 43, 10500, false, false);
+    assert_int_equal(o.n, 4);
+    assert_int_equal(o.s[3].weight, 500);
+    cn_smp_session_free(s);
+}
+
 /* `test_sampler --record MODE CMD ARGS...`: runs CMD under the sampler (as `canopy run`
  * would) and prints folded stacks (root first, by function for CMD's own binary, by
  * object name elsewhere) weighted by period (ns); used by tests/integration/test_sampler_perf.sh
@@ -1164,6 +1405,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_maps_line),
         cmocka_unit_test(test_address_space_overlaps),
         cmocka_unit_test(test_feed_records),
+        cmocka_unit_test(test_offcpu_intervals),
+        cmocka_unit_test(test_offcpu_min_block),
+        cmocka_unit_test(test_offcpu_wall_ids),
         cmocka_unit_test(test_attach_errors),
         cmocka_unit_test(test_shares_fp_mode),
         cmocka_unit_test(test_shares_auto_fp_binary),
