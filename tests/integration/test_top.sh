@@ -5,7 +5,8 @@
 #     u (pop), / (search), w (window), p (pause) change the view as they should; q quits
 #     and restores the terminal; SIGINT does too;
 #  2. live, in-process on the known-profile workload (top --pid): it shows the
-#     workload's hot functions after a few refreshes.
+#     workload's hot functions after a few refreshes;
+#  3. live in wall mode (top --pid --mode wall): totals and self columns are times.
 source "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || skip "tmux is not installed"
 
@@ -163,3 +164,19 @@ wait_status
 [ "$(cat "$TMP/status")" = 0 ] || fail "live top exited with $(cat "$TMP/status"): $(cat "$TMP/top.err")"
 kill "$WL_PID" 2>/dev/null || true
 echo "PASS top live in-process"
+
+# ---- 3. live, wall mode: weights are times ------------------------------------------------
+WL=$CANOPY_WORKLOADS/wl_waits_fp
+[ -x "$WL" ] || fail "workload $WL not built"
+"$WL" 60 >/dev/null &
+WL_PID=$!
+start_top --pid "$WL_PID" --mode wall
+wait_for 'compute' 20
+wait_for 'total [0-9.]+ (ms|s)\)' 10
+s=$(screen)
+echo "$s" | grep -qE '^ +[0-9.]+% +[0-9.]+ (ms|s) ' || { echo "$s" >&2; fail "wall: hot functions not in time units"; }
+keys q
+wait_status
+[ "$(cat "$TMP/status")" = 0 ] || fail "wall top exited with $(cat "$TMP/status"): $(cat "$TMP/top.err")"
+kill "$WL_PID" 2>/dev/null || true
+echo "PASS top live wall"

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Off-CPU and wall-clock modes (docs/cli.md, "Modes") on tests/workloads/waits.c, whose
+# main thread per round computes 40 ms, waits 30 ms in read() on a pipe its writer thread
+# answers after 30 ms, and sleeps 30 ms:
+#  1. in-process (`canopy run`), fp and dwarf: --mode wall gives main 40/30/30 and the
+#     writer 0/70/30 (waiting in read while main computes and sleeps); --mode off-cpu gives
+#     main 0/50/50 once preemption ([preempted]) is dropped; --no-kernel still samples
+#     the switches (user frames only); units are time in text, JSON and pprof;
+#  2. in-process `tree --pid` on a running workload (attached after its start);
+#  3. through canopyd: run --mode off-cpu, attach --mode wall after the start, the mode in
+#     sessions (JSON and text); a live off-cpu session shows a thread blocked right now
+#     (its wait grows while it lasts); `diff` refuses samples against ns.
+source "$(dirname "$0")/lib.sh"
+: "${CANOPYD_BIN:?}"
+C=$CANOPY_BIN
+FP=$CANOPY_WORKLOADS/wl_waits_fp
+NOFP=$CANOPY_WORKLOADS/wl_waits_nofp
+[ -x "$FP" ] && [ -x "$NOFP" ] || fail "waits workloads not built"
+SHARES="python3 $(dirname "$0")/offcpu_shares.py"
+D_PID=
+W_PID=
+B_PID=
+trap 'kill $D_PID $W_PID $B_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+
+"$C" run --no-daemon --mode off-cpu --duration 1s -o "$TMP/probe.json" -- true 2>"$TMP/probe.err" ||
+  { grep -qi 'not permitted' "$TMP/probe.err" && skip "perf events not permitted"; fail "probe: $(cat "$TMP/probe.err")"; }
+
+# ---- 1. in-process run -------------------------------------------------------------------
+for u in fp dwarf; do
+  wl=$FP
+  [ $u = dwarf ] && wl=$NOFP
+  "$C" run --no-daemon --mode wall --unwind $u --group-by thread --format json \
+    -o "$TMP/wall_$u.json" -- "$wl" 1.5 >/dev/null 2>"$TMP/err" || fail "run wall $u: $(cat "$TMP/err")"
+  [ "$(json "$TMP/wall_$u.json" 'd["unit"]')" = ns ] || fail "wall $u: unit is not ns"
+  $SHARES "$TMP/wall_$u.json" main 40 30 30 || fail "wall $u: main's shares"
+  $SHARES "$TMP/wall_$u.json" writer 0 70 30 || fail "wall $u: the writer's shares"
+  "$C" run --no-daemon --mode off-cpu --unwind $u -t 'drop:[preempted]' --group-by thread \
+    --format json -o "$TMP/off_$u.json" -- "$wl" 1.5 >/dev/null 2>"$TMP/err" ||
+    fail "run off-cpu $u: $(cat "$TMP/err")"
+  $SHARES "$TMP/off_$u.json" main 0 50 50 || fail "off-cpu $u: main's shares"
+done
+# Wall: each thread's tree totals its wall time (1.5 s of rounds, +- start and end).
+python3 - "$TMP/wall_fp.json" <<'PY' || fail "wall: thread totals are not wall time"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = [r["total"] / 1e9 for r in d["roots"]]
+print("wall thread totals (s):", [round(x, 2) for x in t])
+sys.exit(not all(1.4 < x < 1.9 for x in t))
+PY
+# --no-kernel: switches are still sampled (exclude_kernel would drop them all), user frames only.
+"$C" run --no-daemon --mode off-cpu --unwind dwarf --no-kernel --format json -o "$TMP/nok.json" \
+  -- "$NOFP" 0.5 >/dev/null 2>"$TMP/err" || fail "off-cpu --no-kernel: $(cat "$TMP/err")"
+grep -q '"nap"' "$TMP/nok.json" || fail "off-cpu --no-kernel: no nap frame"
+grep -q '"schedule"' "$TMP/nok.json" && fail "off-cpu --no-kernel: kernel frames"
+# Text shows time; the state pseudo-frames; pprof's sample type.
+"$C" run --no-daemon --mode off-cpu -o "$TMP/off.canopy" -- "$FP" 0.5 >/dev/null 2>&1 || fail "run -o .canopy"
+"$C" open "$TMP/off.canopy" >"$TMP/off.txt" || fail "open .canopy"
+head -1 "$TMP/off.txt" | grep -qE 'total [0-9.]+ (ms|s) off-cpu' || fail "text header: $(head -1 "$TMP/off.txt")"
+grep -qE '^ *[0-9.]+% +[0-9.]+ ms ' "$TMP/off.txt" || fail "text rows are not in ms: $(head -5 "$TMP/off.txt")"
+grep -q '\[blocked\]' "$TMP/off.txt" || fail "no [blocked] pseudo-frame"
+[ "$("$C" open "$TMP/off.canopy" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["unit"])')" = ns ] ||
+  fail ".canopy lost the unit"
+"$C" open "$TMP/off.canopy" --format pprof -o "$TMP/off.pb.gz" || fail "pprof"
+gzip -dc "$TMP/off.pb.gz" | grep -aq off_cpu || fail "pprof: no off_cpu sample type"
+"$C" open "$TMP/off.canopy" --format speedscope -o "$TMP/off.speedscope.json" || fail "speedscope"
+grep -q '"unit":"nanoseconds"' "$TMP/off.speedscope.json" || fail "speedscope: not in nanoseconds"
+echo "PASS in-process run (wall, off-cpu; fp, dwarf)"
+
+# ---- 2. in-process tree --pid (attach after the start) ------------------------------------
+"$FP" 30 >/dev/null &
+W_PID=$!
+sleep 0.3
+"$C" tree --pid $W_PID --no-daemon --mode wall --duration 1.5s --group-by thread --format json \
+  -o "$TMP/pid.json" 2>"$TMP/err" || fail "tree --pid: $(cat "$TMP/err")"
+$SHARES "$TMP/pid.json" main 40 30 30 || fail "tree --pid wall: main's shares"
+echo "PASS in-process tree --pid"
+
+# ---- 3. through canopyd -------------------------------------------------------------------
+export CANOPY_SOCKET=$TMP/d.sock
+start_canopyd
+"$C" run --rm --mode off-cpu --unwind dwarf -t 'drop:[preempted]' --group-by thread --format json \
+  -o "$TMP/d_off.json" -- "$NOFP" 1.5 >/dev/null 2>"$TMP/err" || fail "daemon run: $(cat "$TMP/err")"
+grep -q in-process "$TMP/err" && fail "run went in-process with a daemon up"
+$SHARES "$TMP/d_off.json" main 0 50 50 || fail "daemon off-cpu: main's shares"
+"$C" attach $W_PID --mode wall --unwind fp --name w >/dev/null 2>"$TMP/err" || fail "attach: $(cat "$TMP/err")"
+sleep 1.5
+"$C" tree w --group-by thread --format json -o "$TMP/d_wall.json" || fail "tree w"
+$SHARES "$TMP/d_wall.json" main 40 30 30 || fail "daemon wall (attached): main's shares"
+$SHARES "$TMP/d_wall.json" writer 0 70 30 || fail "daemon wall (attached): the writer's shares"
+"$C" sessions --format json >"$TMP/s.json"
+[ "$(json "$TMP/s.json" '[s["mode"] for s in d["sessions"] if s["name"] == "w"][0]')" = wall ] ||
+  fail "sessions JSON: no mode wall"
+"$C" sessions | grep -E '^s[0-9]+ +w ' | grep -q ' wall ' || fail "sessions text: no mode"
+# A thread blocked right now: it went to sleep after the attach and has not woken up.
+sh -c 'sleep 0.4; exec sleep 30' &
+B_PID=$!
+"$C" attach $B_PID --mode off-cpu --name blk >/dev/null 2>"$TMP/err" || fail "attach blk: $(cat "$TMP/err")"
+sleep 1.5
+wait_ns() { "$C" tree blk --format json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+def walk(n):
+    if "nanosleep" in n["name"]:
+        return n["total"]
+    return sum(walk(c) for c in n.get("children", []))
+print(int(sum(walk(r) for r in d["roots"])))'; }
+t1=$(date +%s%N)
+w1=$(wait_ns)
+sleep 1
+w2=$(wait_ns)
+t2=$(date +%s%N)
+echo "blocked thread's current wait: $w1 ns, then $w2 ns, $((t2 - t1)) ns apart at most"
+[ "$w1" -gt 700000000 ] || fail "live off-cpu: the current wait is not shown ($w1 ns)"
+# It grows by the time between the two queries: at least the 1 s sleep (less the 5 ms the
+# sampler holds records back and the pump period), never more than the time elapsed.
+[ "$((w2 - w1))" -gt 800000000 ] || fail "live off-cpu: the current wait does not grow ($w1 -> $w2)"
+[ "$((w2 - w1))" -le "$((t2 - t1))" ] || fail "live off-cpu: the wait grew faster than time"
+"$C" tree blk | head -1 | grep -qE 'total [0-9.]+ s off-cpu' || fail "live text header not in time"
+# diff: a CPU profile against a wall one is refused, clearly.
+"$C" run --no-daemon --format json -o "$TMP/cpu.json" -- "$FP" 0.3 >/dev/null 2>&1 || fail "cpu run"
+expect_fail 2 "$C" diff "$TMP/cpu.json" "$TMP/wall_fp.json"
+grep -q 'samples.*ns' "$TMP/f.err" || fail "diff error does not name the units: $(cat "$TMP/f.err")"
+echo "PASS through canopyd (run, attach, live wait, sessions, diff)"
