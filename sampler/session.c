@@ -276,7 +276,11 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     s->arch = cn_smp__arch_get();
     s->kernel = !cfg->no_kernel;
     cn_smp__compute_layout(s);
-    s->ring_pages = cfg->ring_pages ? cfg->ring_pages : (s->want_stack ? 1024 : 256);
+    /* Every context switch copies a stack in off-cpu and wall modes: at tens of thousands
+     * of switches per second a 4 MiB ring overflows between two reads
+     * (docs/perf-sampler.md, "Off-CPU overhead"). ring.c halves what the kernel refuses. */
+    uint32_t stack_pages = cfg->mode == CN_SMP_MODE_CPU ? 1024 : 4096;
+    s->ring_pages = cfg->ring_pages ? cfg->ring_pages : (s->want_stack ? stack_pages : 256);
     if (cn_smp__offcpu_new(s) < 0)
         goto nomem;
     s->kernel_obj = cn_smp__obj_special(s, "[kernel]", "[kernel]", CN_SMP_OBJ_KERNEL, 0);
