@@ -3,7 +3,8 @@
 # of work done through context switches (bench/wl_switches.c: two threads ping-pong over
 # pipes) without profiling, under `canopy run --mode off-cpu` (fp; dwarf with an 8 KiB
 # stack copy) and under `perf record -e context-switches -c 1` with the same unwinding
-# (-g; --call-graph dwarf,8192), at two switch rates. Runs are interleaved (every
+# (-g; --call-graph dwarf,8192), and perf -g with --switch-events (the switch-in records
+# canopy also asks for: without them perf records no interval), at two switch rates. Runs are interleaved (every
 # configuration once per iteration), RUNS iterations. Per cell: medians of the target's
 # own CPU time (user + system: the kernel's work at each sampled switch is charged to the
 # switching thread), of the CPU time of everything (target + profiler, /usr/bin/time), the
@@ -25,7 +26,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # name:rounds:work per round (ns), tuned on a 2-core VM for ~20k and ~100k switches/s.
 RATES=${RATES:-"20k:20000:15000 100k:60000:3000"}
-configs="none canopy-fp canopy-dwarf perf-fp perf-dwarf"
+configs="none canopy-fp canopy-dwarf perf-fp perf-fp-sw perf-dwarf"
 timed() { /usr/bin/time -f "%U %S" -o "$TMP/t" "$@"; }
 run() { # config rounds work -> "target_cpu_ms total_cpu_ms switches switches_per_s lost"
   local cfg=$1 r=$2 w=$3 out lost=0
@@ -35,9 +36,10 @@ run() { # config rounds work -> "target_cpu_ms total_cpu_ms switches switches_pe
       out=$(timed "$C" run --no-daemon --mode off-cpu --unwind "${cfg#canopy-}" --stack-size 8192 \
         --format json -o "$TMP/c.json" -- "$WL" "$r" "$w" 2>/dev/null)
       lost=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lost"])' "$TMP/c.json") ;;
-    perf-fp | perf-dwarf)
+    perf-fp | perf-fp-sw | perf-dwarf)
       local g=-g
       [ "$cfg" = perf-dwarf ] && g="--call-graph=dwarf,8192"
+      [ "$cfg" = perf-fp-sw ] && g="-g --switch-events"
       out=$(timed perf record -q -e context-switches -c 1 $g -o "$TMP/p.data" -- "$WL" "$r" "$w" 2>/dev/null)
       lost=$(perf report -i "$TMP/p.data" --stats 2>/dev/null |
         awk '$1 == "LOST" && $2 == "events:" { s += $3 } END { print s + 0 }') ;;
@@ -64,9 +66,9 @@ for spec in $RATES; do
     }
     { k = ++n[$1]; for (f = 2; f <= 6; f++) v[$1, k, f] = $f }
     END {
-      split("none canopy-fp canopy-dwarf perf-fp perf-dwarf", order, " ")
+      split("none canopy-fp canopy-dwarf perf-fp perf-fp-sw perf-dwarf", order, " ")
       base = med("none", 3)
-      for (k = 1; k <= 5; k++) {
+      for (k = 1; k <= 6; k++) {
         c = order[k]; sw = med(c, 4)
         printf "%-13s %9.0f ms %9.0f ms %11.2f us %12d %10d %8d\n", c, med(c, 2), med(c, 3),
           (med(c, 3) - base) * 1000 / sw, sw, med(c, 5), med(c, 6)

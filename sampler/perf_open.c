@@ -228,6 +228,12 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
         struct perf_event_attr a;
         fill_attr(s, &a);
         int fd = perf_open(&a, probe_pid, probe_cpu);
+        if (fd >= 0 && s->cfg.mode == CN_SMP_MODE_WALL) {
+            /* The context-switch event needs kernel sampling: probe it too. */
+            close(fd);
+            cn_smp__offcpu_attr(s, &a, false);
+            fd = perf_open(&a, probe_pid, probe_cpu);
+        }
         if (fd >= 0) {
             close(fd);
             snprintf(s->event_name, sizeof(s->event_name), "%s", want);

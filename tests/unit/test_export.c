@@ -448,6 +448,35 @@ static void test_timeline_writers(void **state)
     free(buf);
 }
 
+/* Off-CPU and wall weights as times (docs/cli.md, "Modes"): three significant digits,
+ * rounding deciding the unit's decimals, and only ns-unit profiles of those modes. */
+static void test_time_units(void **state)
+{
+    (void)state;
+    static const struct {
+        double ns;
+        const char *want;
+    } cases[] = {
+        {0, "0"},           {850, "850 ns"},       {1500, "1.50 us"},    {12345678, "12.3 ms"},
+        {4.56e9, "4.56 s"}, {999.96e6, "1000 ms"}, {99.996e6, "100 ms"}, {-2.5e6, "-2.50 ms"},
+        {125e9, "125 s"}};
+    char buf[32];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cn_fmt_time(buf, sizeof(buf), cases[i].ns);
+        assert_string_equal(buf, cases[i].want);
+    }
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    assert_false(cn_fmt_is_time_profile(p));
+    cn_agg_profile_set_unit(p, CN_AGG_UNIT_NS);
+    assert_false(cn_fmt_is_time_profile(p)); /* ns of another kind (a perf script import) */
+    cn_agg_meta_set(p, "mode", "off-cpu");
+    assert_true(cn_fmt_is_time_profile(p));
+    cn_agg_meta_set(p, "mode", "cpu");
+    assert_false(cn_fmt_is_time_profile(p));
+    cn_agg_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +491,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_string_buf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeline_writers, setup, teardown),
+        cmocka_unit_test(test_time_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
