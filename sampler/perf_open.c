@@ -220,6 +220,11 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
     bool autoev = !want;
     if (autoev) /* WALL weighs CPU samples in time: a clock event's period is exact ns */
         want = s->cfg.mode == CN_SMP_MODE_WALL ? "cpu-clock" : "cycles";
+    if (s->cfg.mode == CN_SMP_MODE_OFFCPU && !autoev && strcmp(want, "context-switches") != 0)
+        return cn_err_set(err, -EINVAL,
+                          "event '%s' does not apply to off-cpu mode (it samples context "
+                          "switches; wall mode takes a CPU event)",
+                          want);
     if (s->cfg.mode == CN_SMP_MODE_OFFCPU)
         want = "context-switches";
     if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)

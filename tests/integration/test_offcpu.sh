@@ -64,6 +64,10 @@ grep -q '\[blocked\]' "$TMP/off.txt" || fail "no [blocked] pseudo-frame"
 gzip -dc "$TMP/off.pb.gz" | grep -aq off_cpu || fail "pprof: no off_cpu sample type"
 "$C" open "$TMP/off.canopy" --format speedscope -o "$TMP/off.speedscope.json" || fail "speedscope"
 grep -q '"unit":"nanoseconds"' "$TMP/off.speedscope.json" || fail "speedscope: not in nanoseconds"
+# A CPU event means nothing to off-cpu mode: refused, not ignored.
+"$C" run --no-daemon --mode off-cpu --event cycles -- true >/dev/null 2>"$TMP/err" &&
+  fail "off-cpu --event cycles accepted"
+grep -q "does not apply to off-cpu" "$TMP/err" || fail "off-cpu --event: $(cat "$TMP/err")"
 echo "PASS in-process run (wall, off-cpu; fp, dwarf)"
 
 # ---- 2. in-process tree --pid (attach after the start) ------------------------------------
