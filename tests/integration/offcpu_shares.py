@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 """offcpu_shares.py TREE.json THREAD C R S [TOL]: checks the waits workload's shares.
+   offcpu_shares.py --expect OUT MODE THREAD: the shares C R S that the workload's own
+   measurement (its last output line OUT) gives for MODE (wall, off-cpu) and THREAD.
 
 TREE.json is a `--group-by thread --format json` tree of tests/workloads/waits.c; THREAD
 is "main" (the root not named writer) or "writer". Each path is charged to the outermost
@@ -21,7 +23,22 @@ def kind(name):
     return None
 
 
+def expect(out, mode, who):
+    f = open(out).read().split()
+    v = {f[i]: float(f[i + 1]) for i in range(1, len(f) - 1, 2)}
+    if who == "writer":
+        parts = (0, v["writer_read"], v["writer_sleep"])
+    elif mode == "wall":
+        parts = (v["main_compute"], v["main_read"], v["main_sleep"])
+    else:  # off-cpu without [preempted]: main blocks only in read and sleep
+        parts = (0, v["main_read"], v["main_sleep"])
+    print(" ".join(f"{100.0 * p / sum(parts):.1f}" for p in parts))
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--expect":
+        return expect(*sys.argv[2:5])
     d = json.load(open(sys.argv[1]))
     who = sys.argv[2]
     want = dict(zip("CRS", map(float, sys.argv[3:6])))

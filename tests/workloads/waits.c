@@ -3,7 +3,11 @@
  * Per round, the main thread spends ~40 ms computing (compute), ~30 ms blocked in read()
  * on a pipe that the writer thread answers after 30 ms (wait_answer), and ~30 ms in
  * nanosleep (nap): a wall profile of main is 40/30/30, an off-CPU one 0/50/50. The writer
- * waits in read() for the request (wait_request), then sleeps 30 ms (delay) and answers. */
+ * waits in read() for the request (wait_request), then sleeps 30 ms (delay) and answers.
+ * On a loaded machine the split drifts (compute overshoots when preempted near its end,
+ * wake-ups come late), so at exit it prints the wall time it measured in each activity:
+ *   waits rounds N main_compute NS main_read NS main_sleep NS writer_read NS writer_sleep NS
+ */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -12,6 +16,8 @@
 
 volatile uint64_t wl_sink;
 static int req_pipe[2], resp_pipe[2];
+/* Wall time per activity (ns): main's compute, read, sleep; the writer's read, sleep. */
+static uint64_t t_compute, t_read, t_sleep, t_wread, t_wsleep;
 
 __attribute__((noinline)) static void compute(uint64_t ns)
 {
@@ -59,8 +65,14 @@ static void *writer(void *arg)
 {
     (void)arg;
     char c;
-    while (wait_request(&c) == 0 && c) {
+    for (;;) {
+        uint64_t t0 = wl_now_ns();
+        if (wait_request(&c) != 0 || !c)
+            break;
+        uint64_t t1 = wl_now_ns();
         delay();
+        t_wread += t1 - t0;
+        t_wsleep += wl_now_ns() - t1;
         if (write(resp_pipe[1], &c, 1) != 1)
             break;
     }
@@ -79,16 +91,25 @@ int main(int argc, char **argv)
     uint64_t end = wl_now_ns() + (uint64_t)(secs * 1e9);
     int rounds = 0;
     while (wl_now_ns() < end) {
+        uint64_t t0 = wl_now_ns();
         compute(40000000);
+        uint64_t t1 = wl_now_ns();
         if (wait_answer() < 0)
             return 1;
+        uint64_t t2 = wl_now_ns();
         nap();
+        t_compute += t1 - t0;
+        t_read += t2 - t1;
+        t_sleep += wl_now_ns() - t2;
         rounds++;
     }
     char stop = 0;
     if (write(req_pipe[1], &stop, 1) != 1)
         return 1;
     pthread_join(th, NULL);
-    printf("waits rounds %d\n", rounds);
+    printf("waits rounds %d main_compute %llu main_read %llu main_sleep %llu writer_read %llu "
+           "writer_sleep %llu\n",
+           rounds, (unsigned long long)t_compute, (unsigned long long)t_read,
+           (unsigned long long)t_sleep, (unsigned long long)t_wread, (unsigned long long)t_wsleep);
     return 0;
 }
