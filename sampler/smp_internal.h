@@ -133,7 +133,8 @@ int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 /* An object's in-memory file image and the facts unwinding needs (lazy, cached). */
 typedef struct cn_smp__elf {
     bool tried, ok;
-    const uint8_t *data; /* private mmap of the file, or a heap copy when heap */
+    const uint8_t *data; /* the file's sparse image (anonymous mmap filled by pread, see
+                            maps.c read_image), or a heap copy when heap */
     size_t size;
     bool heap;
     /* PT_LOAD segments */
