@@ -665,6 +665,9 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         .no_kernel = o->no_kernel,
         .enable_on_exec = o->kind == CN_LIVE_RUN,
         .ring_pages = o->ring_pages,
+        .image = o->image,
+        .may_profile = o->may_profile,
+        .may_profile_arg = o->may_profile_arg,
     };
     static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
     r = cn_smp_session_new(&cfg, &cbs, s, &s->smp);

@@ -300,7 +300,8 @@ struct cn_smp_session {
     cn_smp__layout lay;
     bool kernel, want_callchain, want_stack;
     uint32_t stack_copy, ring_pages;
-    int *fds; /* every perf fd, rings' included */
+    int pidfd; /* the PID target held from _start to the re-check (-1: none) */
+    int *fds;  /* every perf fd, rings' included */
     size_t nfds, capfds;
 
     /* Rings and held records (ring.c). */
@@ -381,6 +382,11 @@ void cn_smp__compute_layout(cn_smp_session *s);
 int cn_smp__perf_open(cn_smp_session *s, cn_err *err);
 /* perf_open.c: enables every event (unless the kernel does it at exec). */
 int cn_smp__perf_enable(cn_smp_session *s, cn_err *err);
+/* The re-check of cfg.image and cfg.may_profile before enabling (perf_open.c): whether it
+ * applies, the pidfd taken first (s->pidfd), and the check itself. 0 or -errno with err. */
+bool cn_smp__recheck_wanted(const cn_smp_session *s);
+int cn_smp__pidfd_open(cn_smp_session *s, cn_err *err);
+int cn_smp__recheck(cn_smp_session *s, cn_err *err);
 void cn_smp__perf_disable(cn_smp_session *s);
 /* perf_open.c: closes every perf fd. */
 void cn_smp__perf_close(cn_smp_session *s);

@@ -102,6 +102,12 @@ typedef struct cn_live_session_opts {
     size_t max_memory;    /* bytes of profile tables; 0 = default 256 MiB */
     uid_t owner;          /* who may see it (daemon); informative in-process */
     uint32_t ring_pages;  /* 0 = sampler default */
+    /* ATTACH/RUN for a caller that checked access first (canopyd): the image it checked
+     * and its rule, re-applied before sampling is enabled (cn_smp_config.image and
+     * may_profile; docs/security.md). Zero/NULL: no re-check. */
+    cn_smp_image image;
+    cn_smp_may_profile_fn may_profile;
+    void *may_profile_arg;
 } cn_live_session_opts;
 
 void cn_live_session_opts_init(cn_live_session_opts *o);
