@@ -100,6 +100,7 @@ cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d)
         cu_free(d->cus[i]);
     free(d->cus);
     dwarf_end(d->dbg);
+    elf_end(d->elf); /* after dwarf_end: libdw reads through it */
     close(d->fd);
     free(d);
     return NULL;
