@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "d_internal.h"
@@ -202,6 +203,36 @@ static int sampling_opts(cn_d_server *srv, const json_t *req, cn_live_session_op
     return 0;
 }
 
+/* cn_smp_may_profile_fn over the connection's credentials (arg: a cn_d__cred valid for
+ * the duration of cn_live_session_new, which is when the sampler calls it). */
+static int may_profile(void *arg, pid_t pid, cn_err *err)
+{
+    return cn_d__may_attach(arg, pid, err);
+}
+
+/* The access check of an attach or run, tied to one process image: the image read before
+ * and after the check must agree (the check's reads describe that image, not one an exec
+ * put in place meanwhile), and both it and the rule go to the sampler, which re-applies
+ * them before enabling the events it opened disabled (docs/security.md). */
+static int attach_check(const cn_d__cred *cred, cn_live_session_opts *o, cn_err *err)
+{
+    cn_smp_image after;
+    if (cn_smp_image_read(o->pid, &o->image) < 0)
+        return cn_err_set(err, -ESRCH, "no such process: %d", (int)o->pid);
+    int r = cn_d__may_attach(cred, o->pid, err);
+    if (r < 0)
+        return r;
+    if (cn_smp_image_read(o->pid, &after) < 0)
+        return cn_err_set(err, -ESRCH, "no such process: %d", (int)o->pid);
+    if (!cn_smp_image_equal(&o->image, &after))
+        return cn_err_set(err, -EPERM,
+                          "permission denied: process %d exec'ed during the access check",
+                          (int)o->pid);
+    o->may_profile = may_profile;
+    o->may_profile_arg = (void *)cred;
+    return 0;
+}
+
 static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
                           cn_live_kind kind)
 {
@@ -231,11 +262,15 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
     }
     /* Access control first: a denied request changes nothing. */
     r = kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
-                               : cn_d__may_attach(&cl->cred, o.pid, &err);
+                               : attach_check(&cl->cred, &o, &err);
     if (r < 0) {
         rp->msg = cn_d__reply_error(req, r, &err);
         return;
     }
+    if (srv->cfg.test_attach_delay_ns > 0)
+        nanosleep(&(struct timespec){srv->cfg.test_attach_delay_ns / 1000000000,
+                                     srv->cfg.test_attach_delay_ns % 1000000000},
+                  NULL);
     if (!cn_d__may_see_kernel(&cl->cred))
         o.no_kernel = true; /* no kernel addresses for who could not read them itself */
     if (cn_d__store_running(srv) >= srv->cfg.max_sessions ||

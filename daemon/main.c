@@ -4,6 +4,7 @@
  * shutdown, 1 on a runtime failure (socket busy, state dir unusable), 2 on bad usage. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cn_d.h"
@@ -80,6 +81,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* Tests only: widens the access-check race (docs/security.md) so that the attack test
+     * hits it every time. */
+    const char *delay = getenv("CANOPYD_TEST_ATTACH_DELAY_MS");
+    if (delay)
+        cfg.test_attach_delay_ns = strtoll(delay, NULL, 10) * 1000000;
     cn_d_server *srv = NULL;
     int rc = cn_d_server_new(&cfg, &srv, &err);
     if (rc < 0) {

@@ -63,7 +63,8 @@ struct cn_fmt__treejson {
     bool have_roots;
 };
 
-static int tj_fail(cn_fmt__treejson *c, int code, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int tj_fail(cn_fmt__treejson *c, int code,
+                                                         const char *fmt, ...)
 {
     char msg[320];
     va_list ap;

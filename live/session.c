@@ -705,6 +705,9 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         .ring_pages = o->ring_pages,
         .mode = o->mode,
         .min_block_ns = o->min_block_ns,
+        .image = o->image,
+        .may_profile = o->may_profile,
+        .may_profile_arg = o->may_profile_arg,
     };
     static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
     r = cn_smp_session_new(&cfg, &cbs, s, &s->smp);

@@ -3,8 +3,8 @@
  * An address space is a sorted array of non-overlapping executable mappings (binary
  * search by start); a new mapping replaces whatever it overlaps (splitting partial
  * overlaps), which is how MMAP2 records supersede older mappings. Objects' files are
- * mapped read-only once and parsed by hand with bounds checks on every header, so a
- * truncated or hostile ELF file gives an error, never a crash. */
+ * read once (pread, never mmap: see read_image) and parsed by hand with bounds checks on
+ * every header, so a truncated or hostile ELF file gives an error, never a crash. */
 #include <assert.h>
 #include <elf.h>
 #include <errno.h>
@@ -19,8 +19,10 @@
 
 #include "smp_internal.h"
 
-/* Largest object file we map (bounds a target's influence on our address space). */
+/* Largest object file we load (bounds a target's influence on our address space: the
+ * image is reserved, not committed), and most bytes read from one (bounds our memory). */
 #define CN_SMP_MAX_OBJECT_BYTES (4ULL << 30)
+#define CN_SMP_MAX_READ_BYTES   (1ULL << 30)
 
 static int hexnum(const char **s, uint64_t *out)
 {
@@ -316,6 +318,87 @@ static int elf_parse(cn_smp__elf *e)
     return 0;
 }
 
+/* Reads [off, off + n) of fd into the same place of img (size bytes), within the budget
+ * *left. A short read (the file shrank meanwhile) leaves zeros: a corrupt image, which
+ * the parsers reject or read as garbage, never a fault. */
+static void read_part(int fd, uint8_t *img, size_t size, uint64_t off, uint64_t n, uint64_t *left)
+{
+    if (off >= size)
+        return;
+    if (n > size - off)
+        n = size - off;
+    if (n > *left)
+        n = *left;
+    *left -= n;
+    while (n) {
+        ssize_t r = pread(fd, img + off, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return;
+        off += (uint64_t)r;
+        n -= (uint64_t)r;
+    }
+}
+
+/* Whether section name (at off in the string table strs of img) is one unwinding reads. */
+static bool wanted_section(const uint8_t *img, const Elf64_Shdr *strs, uint32_t name)
+{
+    static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
+    if (name >= strs->sh_size)
+        return false;
+    const char *n = (const char *)img + strs->sh_offset + name;
+    size_t room = strs->sh_size - name;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (strnlen(n, room) == strlen(want[i]) && !strcmp(n, want[i]))
+            return true;
+    return false;
+}
+
+/* The file's image in memory we own: an anonymous, reserved-not-committed region of the
+ * file's size in which only what unwinding reads is filled by pread (headers, executable
+ * and note segments, .eh_frame_hdr, .eh_frame, .debug_frame); the rest stays zero pages.
+ * Never a mapping of the file itself: the target's user may truncate the file while a
+ * session runs, and touching a mapped page past the new end is SIGBUS for the whole
+ * daemon (docs/security.md). Returns 0 and *out (munmap size bytes), or negative errno. */
+static int read_image(int fd, size_t size, uint8_t **out)
+{
+    uint8_t *img = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (img == MAP_FAILED)
+        return -errno;
+    uint64_t left = CN_SMP_MAX_READ_BYTES;
+    Elf64_Ehdr eh;
+    read_part(fd, img, size, 0, sizeof(eh), &left);
+    memcpy(&eh, img, sizeof(eh));
+    if (eh.e_phentsize == sizeof(Elf64_Phdr))
+        read_part(fd, img, size, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), &left);
+    if (elf_header(img, size, &eh) == 0) {
+        for (unsigned i = 0; i < eh.e_phnum; i++) {
+            Elf64_Phdr ph;
+            memcpy(&ph, img + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
+            if ((ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) || ph.p_type == PT_NOTE ||
+                ph.p_type == PT_GNU_EH_FRAME)
+                read_part(fd, img, size, ph.p_offset, ph.p_filesz, &left);
+        }
+    }
+    if (eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shstrndx < eh.e_shnum && eh.e_shoff < size &&
+        (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) <= size - eh.e_shoff) {
+        read_part(fd, img, size, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), &left);
+        Elf64_Shdr strs, sh;
+        memcpy(&strs, img + eh.e_shoff + (size_t)eh.e_shstrndx * sizeof(strs), sizeof(strs));
+        read_part(fd, img, size, strs.sh_offset, strs.sh_size, &left);
+        bool strs_ok = strs.sh_offset <= size && strs.sh_size <= size - strs.sh_offset;
+        for (unsigned i = 0; strs_ok && i < eh.e_shnum; i++) {
+            memcpy(&sh, img + eh.e_shoff + (size_t)i * sizeof(sh), sizeof(sh));
+            if (sh.sh_type != SHT_NOBITS && wanted_section(img, &strs, sh.sh_name))
+                read_part(fd, img, size, sh.sh_offset, sh.sh_size, &left);
+        }
+    }
+    *out = img;
+    return 0;
+}
+
 int cn_smp__elf_load(cn_smp__obj *o)
 {
     cn_smp__elf *e = &o->elf;
@@ -325,7 +408,7 @@ int cn_smp__elf_load(cn_smp__obj *o)
     e->has_fp = -1;
     if (!o->open_path)
         return -ENOENT;
-    int fd = open(o->open_path, O_RDONLY | O_CLOEXEC);
+    int fd = open(o->open_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -errno;
     struct stat st;
@@ -335,14 +418,11 @@ int cn_smp__elf_load(cn_smp__obj *o)
         ret = -ENOEXEC;
         goto out;
     }
-    /* Private and writable: libelf (cfi.c) may write into an image it is given; nothing
-     * reaches the file, and untouched pages are never copied. */
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-        ret = -errno;
+    uint8_t *img = NULL;
+    ret = read_image(fd, (size_t)st.st_size, &img);
+    if (ret < 0)
         goto out;
-    }
-    e->data = m;
+    e->data = img;
     e->size = (size_t)st.st_size;
     ret = elf_parse(e);
 out:

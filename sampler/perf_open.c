@@ -13,12 +13,14 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -372,4 +374,105 @@ void cn_smp__perf_close(cn_smp_session *s)
     free(s->fds);
     s->fds = NULL;
     s->nfds = s->capfds = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The re-check before enabling (docs/security.md): the caller's access check and our
+ * perf_event_open both name the process by pid, and it may exec a setuid program between
+ * them. The events are opened disabled, so nothing is sampled until the process is shown
+ * to be the image that was checked and still allowed.
+ */
+
+int cn_smp_image_read(pid_t pid, cn_smp_image *out)
+{
+    char path[64], buf[1024];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -ESRCH;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -ESRCH;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+    if (!p)
+        return -ESRCH;
+    cn_smp_image im = {0};
+    p++;
+    for (int field = 3; field <= 28 && *p; field++) {
+        while (*p == ' ')
+            p++;
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (field == 22)
+            im.start_time = v;
+        else if (field == 26)
+            im.start_code = v;
+        else if (field == 28)
+            im.start_stack = v;
+        p = end;
+        while (*p && *p != ' ')
+            p++;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    if (stat(path, &st) == 0) {
+        im.exe_dev = (uint64_t)st.st_dev;
+        im.exe_ino = (uint64_t)st.st_ino;
+    }
+    if (!im.start_time)
+        return -ESRCH;
+    *out = im;
+    return 0;
+}
+
+bool cn_smp_image_equal(const cn_smp_image *a, const cn_smp_image *b)
+{
+    return a->start_time == b->start_time && a->start_code == b->start_code &&
+           a->start_stack == b->start_stack && a->exe_dev == b->exe_dev && a->exe_ino == b->exe_ino;
+}
+
+bool cn_smp__recheck_wanted(const cn_smp_session *s)
+{
+    return s->cfg.target == CN_SMP_TARGET_PID && (s->cfg.image.start_time || s->cfg.may_profile);
+}
+
+int cn_smp__pidfd_open(cn_smp_session *s, cn_err *err)
+{
+    s->pidfd = -1;
+    if (!cn_smp__recheck_wanted(s))
+        return 0;
+    int fd = (int)syscall(SYS_pidfd_open, s->cfg.pid, 0);
+    if (fd < 0 && errno == ESRCH)
+        return cn_err_set(err, -ESRCH, "no such process %d", (int)s->cfg.pid);
+    s->pidfd = fd; /* -1 without pidfd_open (ENOSYS): the start time still tells reuse */
+    return 0;
+}
+
+int cn_smp__recheck(cn_smp_session *s, cn_err *err)
+{
+    pid_t pid = s->cfg.pid;
+    if (!cn_smp__recheck_wanted(s))
+        return 0;
+    if (s->cfg.image.start_time) {
+        cn_smp_image now;
+        if (cn_smp_image_read(pid, &now) < 0)
+            return cn_err_set(err, -ESRCH, "no such process %d", (int)pid);
+        if (!cn_smp_image_equal(&now, &s->cfg.image))
+            return cn_err_set(err, -EPERM,
+                              "permission denied: process %d exec'ed (or its pid was reused) "
+                              "since the access check; not profiled",
+                              (int)pid);
+    }
+    if (s->cfg.may_profile) {
+        int r = s->cfg.may_profile(s->cfg.may_profile_arg, pid, err);
+        if (r < 0)
+            return r;
+    }
+    /* Alive after the reads: they described the process the pidfd holds, not a successor
+     * under the same pid. */
+    if (s->pidfd >= 0 && syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) < 0)
+        return cn_err_set(err, -ESRCH, "process %d exited", (int)pid);
+    return 0;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "smp_internal.h"
 
@@ -263,6 +264,7 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    s->pidfd = -1;
     s->cfg.freq = cfg->freq ? cfg->freq : 99;
     if (cfg->event && strcmp(cfg->event, "auto") != 0) {
         s->event_req = strdup(cfg->event);
@@ -309,7 +311,11 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
         s->started = true;
         return 0;
     }
-    int ret = cn_smp__perf_open(s, err);
+    /* The pidfd first: the re-check below knows its reads describe this process. */
+    int ret = cn_smp__pidfd_open(s, err);
+    if (ret < 0)
+        return ret;
+    ret = cn_smp__perf_open(s, err);
     if (ret < 0)
         return ret;
     if (s->kernel) /* settled by perf_open: kernel frames may not be permitted */
@@ -320,6 +326,13 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
         cn_smp__procs_attach(s);
     if (cn_smp__rings_ready(s) < 0)
         return cn_err_set(err, -ENOMEM, "out of memory");
+    /* Opened disabled: nothing is sampled unless the process is still the one checked. */
+    ret = cn_smp__recheck(s, err);
+    if (s->pidfd >= 0)
+        close(s->pidfd);
+    s->pidfd = -1;
+    if (ret < 0)
+        return ret;
     ret = cn_smp__perf_enable(s, err);
     if (ret < 0)
         return ret;
@@ -419,6 +432,9 @@ int cn_smp_session_feed(cn_smp_session *s, const void *buf, size_t len)
 
 static void close_all(cn_smp_session *s)
 {
+    if (s->pidfd >= 0)
+        close(s->pidfd);
+    s->pidfd = -1;
     cn_smp__rings_free(s);
     cn_smp__perf_close(s);
 }

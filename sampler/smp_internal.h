@@ -138,7 +138,8 @@ int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 /* An object's in-memory file image and the facts unwinding needs (lazy, cached). */
 typedef struct cn_smp__elf {
     bool tried, ok;
-    const uint8_t *data; /* private mmap of the file, or a heap copy when heap */
+    const uint8_t *data; /* the file's sparse image (anonymous mmap filled by pread, see
+                            maps.c read_image), or a heap copy when heap */
     size_t size;
     bool heap;
     /* PT_LOAD segments */
@@ -304,7 +305,8 @@ struct cn_smp_session {
     cn_smp__layout lay;
     bool kernel, want_callchain, want_stack;
     uint32_t stack_copy, ring_pages;
-    int *fds; /* every perf fd, rings' included */
+    int pidfd; /* the PID target held from _start to the re-check (-1: none) */
+    int *fds;  /* every perf fd, rings' included */
     size_t nfds, capfds;
 
     /* Rings and held records (ring.c). */
@@ -419,6 +421,11 @@ void cn_smp__compute_layout(cn_smp_session *s);
 int cn_smp__perf_open(cn_smp_session *s, cn_err *err);
 /* perf_open.c: enables every event (unless the kernel does it at exec). */
 int cn_smp__perf_enable(cn_smp_session *s, cn_err *err);
+/* The re-check of cfg.image and cfg.may_profile before enabling (perf_open.c): whether it
+ * applies, the pidfd taken first (s->pidfd), and the check itself. 0 or -errno with err. */
+bool cn_smp__recheck_wanted(const cn_smp_session *s);
+int cn_smp__pidfd_open(cn_smp_session *s, cn_err *err);
+int cn_smp__recheck(cn_smp_session *s, cn_err *err);
 void cn_smp__perf_disable(cn_smp_session *s);
 /* perf_open.c: closes every perf fd. */
 void cn_smp__perf_close(cn_smp_session *s);

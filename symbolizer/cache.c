@@ -237,15 +237,17 @@ int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
     if (!obj || obj->kind != CN_SYM_JIT || !cn_sym_object_valid(obj))
         return -EINVAL;
     jit_path(obj, path, sizeof(path));
-    if (lstat(path, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    int fd = cn_sym__perfmap_open(path); /* as it will be read: same resolution rules */
+    if (fd < 0)
+        return fd;
+    int rc = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : 0;
+    close(fd);
+    if (rc == 0)
+        *size = (uint64_t)st.st_size;
+    return rc;
 }
 
-/* The perf map's size now (lstat: the path itself, as it will be opened), or -1. */
+/* The perf map's size now (opened as it will be read), or -1. */
 static int64_t jit_now(const cn_sym_object *obj)
 {
     uint64_t size;

@@ -45,6 +45,7 @@ typedef struct cu_index {
 
 struct cn_sym__dwarf {
     Dwarf *dbg;
+    Elf *elf; /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
     int fd;
     cu_index **cus; /* open addressing by cu_off */
     size_t cap, n;
@@ -53,9 +54,16 @@ struct cn_sym__dwarf {
 
 cn_sym__dwarf *cn_sym__dwarf_open(int fd)
 {
-    Dwarf *dbg = dwarf_begin(fd, DWARF_C_READ);
-    if (!dbg)
+    /* Not dwarf_begin(fd): it maps the file, and the lazily parsed CUs would fault (SIGBUS)
+     * on a file the target's user truncated meanwhile. libelf's ELF_C_READ preads each
+     * section libdw asks for into a buffer it owns (docs/security.md). */
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    Dwarf *dbg = elf ? dwarf_begin_elf(elf, DWARF_C_READ, NULL) : NULL;
+    if (!dbg) {
+        if (elf)
+            elf_end(elf);
         return NULL;
+    }
     cn_sym__dwarf *d = calloc(1, sizeof(*d));
     if (!d)
         goto fail;
@@ -64,12 +72,14 @@ cn_sym__dwarf *cn_sym__dwarf_open(int fd)
         goto fail;
     d->cap = CU_TABLE_INIT;
     d->dbg = dbg;
+    d->elf = elf;
     d->fd = fd;
     d->memory = sizeof(*d) + CU_TABLE_INIT * sizeof(*d->cus) + 64 * 1024;
     return d;
 fail:
     free(d);
     dwarf_end(dbg);
+    elf_end(elf);
     return NULL;
 }
 
@@ -90,6 +100,7 @@ cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d)
         cu_free(d->cus[i]);
     free(d->cus);
     dwarf_end(d->dbg);
+    elf_end(d->elf); /* after dwarf_end: libdw reads through it */
     close(d->fd);
     free(d);
     return NULL;

@@ -266,7 +266,9 @@ int cn_sym_build_id(const char *path, char *buf, size_t size)
         return -errno;
     elf_version(EV_CURRENT);
     int rc = -EINVAL;
-    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    /* ELF_C_READ: libelf preads what it needs into its own buffers; nothing of a target's
+     * file is mapped, so truncating it cannot raise SIGBUS here (docs/security.md). */
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
     if (elf && elf_kind(elf) == ELF_K_ELF) {
         uint8_t id[20];
         size_t n = elf_build_id(elf, id, sizeof(id));
@@ -308,7 +310,10 @@ static int elf_file_open(elf_file *f, const char *path)
         elf_file_close(f);
         return -EINVAL;
     }
-    f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
+    /* Read, never mapped: a target's user may truncate the file while we parse it, and a
+     * read past the new end of a mapping is SIGBUS for the whole daemon; pread just comes
+     * back short and libelf reports an error (docs/security.md). */
+    f->elf = elf_begin(f->fd, ELF_C_READ, NULL);
     if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
         elf_file_close(f);
         return -EINVAL;

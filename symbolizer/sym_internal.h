@@ -134,6 +134,14 @@ int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len);
  * Returns 0 or negative errno (-ELOOP symlink, -EINVAL not a regular file, -EPERM wrong
  * owner, -ENOENT…). */
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner);
+/* Opens a perf map's path as cn_sym__perfmap_load does: O_NOFOLLOW | O_NONBLOCK; for
+ * /proc/PID/root/... resolved inside that root with no symlink (openat2), and refused
+ * (-EREMOTE) on a FUSE file system per /proc/PID/mountinfo. Returns an fd or -errno. */
+int cn_sym__perfmap_open(const char *path);
+/* The type of the file system whose mount (in mountinfo's text, /proc/PID/mountinfo)
+ * covers path: the longest mount point that is a prefix of it, the later on ties. Writes
+ * fstype and returns 0, or -ENOENT. */
+int cn_sym__mount_fstype(const char *mountinfo, const char *path, char *fstype, size_t size);
 /* The running kernel's vDSO from our own process into o (elf.c). */
 int cn_sym__vdso_load(cn_sym__obj *o);
 /* Reads at most max bytes of a (possibly /proc) file into a malloc'ed, NUL-terminated

@@ -5,15 +5,28 @@
  * perf maps (/tmp/perf-PID.map, written by node --perf-basic-prof, the JVM's agents…):
  * "START SIZE NAME" in hex, NAME the rest of the line; when two entries start at the same
  * address the later line wins (code was replaced). Lines that do not parse are skipped;
- * the input is untrusted and bounded by the caller. */
+ * the input is untrusted and bounded by the caller. A perf map is the target's file: it is
+ * opened without following its links out of the target's root, refused on a file system
+ * its user could make stall (FUSE), and read within a byte and time budget per load, the
+ * rest on the next load, so one target cannot hold up symbolization for the others
+ * (docs/security.md). */
 #include "sym_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Per load of a perf map: at most this many bytes, and no new chunk after this long. */
+#define PERFMAP_LOAD_BYTES (4u << 20)
+#define PERFMAP_CHUNK      (1u << 20)
+#define PERFMAP_LOAD_NS    (50 * 1000000LL)
 
 static int parse_hex(const char **p, const char *end, uint64_t *out)
 {
@@ -146,15 +159,25 @@ static int perfmap_copy(cn_sym__table *t, const cn_sym__table *prev)
     return 0;
 }
 
-/* Reads [from, to) of fd into a malloc'ed buffer (caller frees). */
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Reads [from, to) of fd into a malloc'ed buffer (caller frees), in chunks, stopping early
+ * once PERFMAP_LOAD_NS have passed: *len may be less than to - from. */
 static int read_range(int fd, uint64_t from, uint64_t to, char **out, size_t *len)
 {
     size_t want = (size_t)(to - from), got = 0;
+    int64_t deadline = mono_ns() + PERFMAP_LOAD_NS;
     char *buf = malloc(want + 1);
     if (!buf)
         return -ENOMEM;
     while (got < want) {
-        ssize_t r = pread(fd, buf + got, want - got, (off_t)(from + got));
+        size_t n = want - got < PERFMAP_CHUNK ? want - got : PERFMAP_CHUNK;
+        ssize_t r = pread(fd, buf + got, n, (off_t)(from + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -165,11 +188,118 @@ static int read_range(int fd, uint64_t from, uint64_t to, char **out, size_t *le
         if (r == 0)
             break; /* truncated meanwhile: what was read is all there is */
         got += (size_t)r;
+        if (mono_ns() > deadline)
+            break; /* a slow file: the rest at the next load */
     }
     buf[got] = '\0';
     *out = buf;
     *len = got;
     return 0;
+}
+
+int cn_sym__mount_fstype(const char *mountinfo, const char *path, char *fstype, size_t size)
+{
+    size_t best = 0;
+    bool found = false;
+    for (const char *line = mountinfo; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        char mp[4096], type[64];
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+        const char *dash = memmem(line, len, " - ", 3);
+        if (dash && sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 &&
+            sscanf(dash + 3, "%63s", type) == 1) {
+            size_t n = strlen(mp);
+            bool covers =
+                !strcmp(mp, "/") || (!strncmp(path, mp, n) && (path[n] == '/' || path[n] == '\0'));
+            if (covers && (!found || n >= best)) { /* ties: the later mount is on top */
+                best = n;
+                found = true;
+                snprintf(fstype, size, "%s", type);
+            }
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    return found ? 0 : -ENOENT;
+}
+
+/* The type of the file system holding path as mountinfo file proc describes it. */
+static int fstype_in(const char *proc, const char *path, char *type, size_t size)
+{
+    char *info = NULL;
+    size_t len;
+    int rc = cn_sym__read_file(proc, 4u << 20, &info, &len);
+    if (rc == 0)
+        rc = cn_sym__mount_fstype(info, path, type, size);
+    free(info);
+    return rc;
+}
+
+/* Whether two /proc paths name the same file (for namespaces). */
+static bool same_inode(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* Whether the file system holding path inside process pid's root is one a user could make
+ * stall our reads (FUSE: every open and read is answered by a process of theirs). Found in
+ * the mount tables, so that nothing on that file system is touched to find out: the
+ * target's /proc/PID/mountinfo, or, for a chroot (whose table shows nothing above its
+ * root) in our own mount namespace, ours at the root's path. Unknown counts as stalling. */
+static bool stalling_fs(int pid, const char *path)
+{
+    char proc[64], type[64], root[4096], full[8192];
+    snprintf(proc, sizeof(proc), "/proc/%d/mountinfo", pid);
+    if (fstype_in(proc, path, type, sizeof(type)) < 0) {
+        snprintf(proc, sizeof(proc), "/proc/%d/ns/mnt", pid);
+        char link[64];
+        snprintf(link, sizeof(link), "/proc/%d/root", pid);
+        ssize_t n = readlink(link, root, sizeof(root) - 1);
+        if (n <= 0 || !same_inode(proc, "/proc/self/ns/mnt"))
+            return true;
+        root[n] = '\0';
+        snprintf(full, sizeof(full), "%s%s", strcmp(root, "/") ? root : "", path);
+        if (fstype_in("/proc/self/mountinfo", full, type, sizeof(type)) < 0)
+            return true;
+    }
+    return !strncmp(type, "fuse", 4);
+}
+
+int cn_sym__perfmap_open(const char *path)
+{
+    int pid = 0, n = 0;
+    const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    /* O_NOFOLLOW: a symlink planted at the map's path is refused (ELOOP); O_NONBLOCK: a
+     * FIFO there cannot block the symbolizer before fstat rejects it. */
+    if (sscanf(path, "/proc/%d/root/%n", &pid, &n) != 1 || n == 0 || pid <= 0) {
+        int fd = open(path, flags);
+        return fd < 0 ? -errno : fd;
+    }
+    /* Inside another root (a container): every component resolved in that root and no
+     * symlink anywhere on the way (a /tmp linking to "/etc" would otherwise resolve in
+     * ours), so the mount checked below is the one the file is on. */
+    const char *rest = path + n;
+    char inside[4096];
+    snprintf(inside, sizeof(inside), "/%s", rest);
+    if (stalling_fs(pid, inside))
+        return -EREMOTE;
+    char root[64];
+    snprintf(root, sizeof(root), "/proc/%d/root", pid);
+    int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -errno;
+    struct open_how how = {
+        .flags = (uint64_t)flags,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dfd, rest, &how, sizeof(how));
+    if (fd < 0 && errno == ENOSYS)
+        fd = openat(dfd, rest, flags); /* before Linux 5.6: O_NOFOLLOW on the last part only */
+    int ret = fd < 0 ? -errno : fd;
+    close(dfd);
+    return ret;
 }
 
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner)
@@ -179,11 +309,9 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
     size_t len = 0;
     int rc;
     o->jit_file_size = -1;
-    /* O_NOFOLLOW: a symlink planted at the map's path is refused (ELOOP); O_NONBLOCK: a
-     * FIFO there cannot block the symbolizer before fstat rejects it. */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = cn_sym__perfmap_open(path);
     if (fd < 0)
-        return -errno;
+        return fd;
     if (fstat(fd, &st) < 0) {
         rc = -errno;
         goto out;
@@ -210,12 +338,21 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
             goto out;
         from = (uint64_t)prev->jit_size;
     }
+    if (to - from > PERFMAP_LOAD_BYTES)
+        to = from + PERFMAP_LOAD_BYTES;
     rc = read_range(fd, from, to, &buf, &len);
     if (rc < 0)
         goto out;
     /* Only complete lines: a line being written now is read once it is finished. */
     const char *nl = len ? memrchr(buf, '\n', len) : NULL;
     size_t whole = nl ? (size_t)(nl - buf) + 1 : 0;
+    if (from + len < (uint64_t)st.st_size && (uint64_t)st.st_size <= CN_SYM__MAX_TEXT_FILE) {
+        /* Stopped by the budget: the size recorded is what was read, so the next lookup
+         * sees a different size and reads on (cache.c reloads on a size change). */
+        o->jit_file_size = (int64_t)(from + len);
+        if (!whole)
+            whole = len; /* a "line" longer than a load's budget is no perf map line */
+    }
     rc = perfmap_add(&o->syms, buf, whole);
     if (rc == 0)
         rc = cn_sym__table_finish(&o->syms, 0, 1);

@@ -64,18 +64,21 @@ typedef struct cn_d_config {
     const char *socket_path; /* NULL = default for the uid (docs/cli.md) */
     const char *state_dir;   /* NULL = default for the uid */
     cn_d_backend backend;
-    int listen_fd;             /* >= 0: an already-listening socket (systemd activation) */
-    unsigned max_sessions;     /* default 64 */
-    unsigned max_clients;      /* default 128 */
-    size_t max_request;        /* default CN_PROTO_MAX_REQUEST */
-    size_t session_memory;     /* per-session profile bound, default 256 MiB */
-    int64_t retention_ns;      /* default 10 min */
-    int64_t checkpoint_ns;     /* default 60 s; 0 disables */
-    uint64_t state_dir_max;    /* bytes of saved sessions; default 1 GiB */
-    int64_t client_timeout_ns; /* a request must complete within this; default 30 s */
-    const char *system_group;  /* members may start system sessions; NULL = none */
-    unsigned socket_mode;      /* default 0666 for root, 0600 otherwise */
-    unsigned owned;            /* which strings _load allocated (internal) */
+    int listen_fd;                /* >= 0: an already-listening socket (systemd activation) */
+    unsigned max_sessions;        /* default 64 */
+    unsigned max_clients;         /* default 128 */
+    size_t max_request;           /* default CN_PROTO_MAX_REQUEST */
+    size_t session_memory;        /* per-session profile bound, default 256 MiB */
+    int64_t retention_ns;         /* default 10 min */
+    int64_t checkpoint_ns;        /* default 60 s; 0 disables */
+    uint64_t state_dir_max;       /* bytes of saved sessions; default 1 GiB */
+    int64_t client_timeout_ns;    /* a request must complete within this; default 30 s */
+    const char *system_group;     /* members may start system sessions; NULL = none */
+    unsigned socket_mode;         /* default 0666 for root, 0600 otherwise */
+    int64_t test_attach_delay_ns; /* tests only (CANOPYD_TEST_ATTACH_DELAY_MS): a pause between
+                                     the access check and opening the events, widening the race
+                                     the re-check before enabling closes; 0 in production */
+    unsigned owned;               /* which strings _load allocated (internal) */
 } cn_d_config;
 
 /* Defaults; then cn_d_config_load() for a config file (key = value lines, see

@@ -71,6 +71,23 @@ typedef enum cn_smp_state {
     CN_SMP_STATE_BLOCKED,     /* switched out waiting (sleep, I/O, lock) */
     CN_SMP_STATE_PREEMPTED,   /* switched out while still runnable (waiting for a CPU) */
 } cn_smp_state;
+/* What tells one process image from another (docs/security.md): the pid's start time
+ * (/proc/PID/stat field 22: a reused pid has another) and marks an exec replaces: where the
+ * image's code and stack start (stat fields 26 and 28, randomized per exec) and the
+ * executable's device and inode. All zero = not known. */
+typedef struct cn_smp_image {
+    uint64_t start_time, start_code, start_stack, exe_dev, exe_ino;
+} cn_smp_image;
+
+/* Reads pid's image from /proc now. Returns 0, or -ESRCH when there is no such process. A
+ * caller that checks a process's credentials reads it before and after, and passes it in
+ * cn_smp_config.image so that the sampler profiles only that image. */
+int cn_smp_image_read(pid_t pid, cn_smp_image *out);
+bool cn_smp_image_equal(const cn_smp_image *a, const cn_smp_image *b);
+
+/* A caller's access rule, re-applied by cn_smp_session_start() (see may_profile below):
+ * 0 when the process may be profiled, else a negative errno with err set. */
+typedef int (*cn_smp_may_profile_fn)(void *arg, pid_t pid, cn_err *err);
 
 typedef struct cn_smp_config {
     cn_smp_target target;
@@ -94,6 +111,20 @@ typedef struct cn_smp_config {
                               count the disagreements (counters.unwind_mismatches) */
     cn_smp_mode mode;      /* default CN_SMP_MODE_CPU */
     uint64_t min_block_ns; /* OFFCPU/WALL: off-CPU intervals shorter than this are dropped */
+    bool libunwind_only;   /* libunwind for every sample (for comparisons) */
+    bool check_unwind;     /* tests: also unwind each compiled-CFI sample with libunwind and
+                              count the disagreements (counters.unwind_mismatches) */
+    /* PID targets, for a caller that checked access before starting (canopyd): the events
+     * are opened disabled; before enabling them, cn_smp_session_start() re-checks, through
+     * a pidfd taken first (so every /proc read is known to describe that process), that the
+     * process is still `image` (when known: no exec, no reused pid) and that may_profile
+     * (when set; called during _start only) still allows it; otherwise everything is
+     * closed and _start fails with -EPERM (-ESRCH if the process is gone). Threads and
+     * children appearing later inherit the events; an exec that changes credentials
+     * detaches them in the kernel. */
+    cn_smp_image image;
+    cn_smp_may_profile_fn may_profile;
+    void *may_profile_arg;
 } cn_smp_config;
 
 /* ---------------------------------------------------------------------------------------

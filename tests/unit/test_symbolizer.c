@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char bin_dir[4096];
@@ -190,7 +191,7 @@ static void test_perfmap_rules(void **state)
     assert_int_equal(symlink(target, map), 0); /* a symlink is refused, never followed */
     assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0);
     assert_int_equal(r.status, -ELOOP);
-    assert_int_equal(cn_sym_perfmap_size(&o, &size), -EINVAL);
+    assert_int_equal(cn_sym_perfmap_size(&o, &size), -ELOOP);
     unlink(map);
 
     assert_int_equal(mkfifo(map, 0600), 0); /* a FIFO without a writer: must not block */
@@ -235,6 +236,140 @@ static void test_perfmap_rules(void **state)
     cn_sym_cache_free(c);
     unlink(map);
     unlink(target);
+    rmdir(dir);
+}
+
+/* The mount a perf map lies on, from mountinfo's text: a FUSE one is refused unread. */
+static void test_perfmap_mounts(void **state)
+{
+    (void)state;
+    const char *info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+                       "30 22 0:40 / /tmp rw shared:9 - tmpfs tmpfs rw\n"
+                       "31 30 0:41 / /tmp/fuse rw - fuse.sshfs host:/ rw\n"
+                       "32 22 0:42 / /tmpx rw - fuse x rw\n"
+                       "33 22 0:43 / /var rw - tmpfs a rw\n"
+                       "34 22 0:44 / /var rw - fuse b rw\n";
+    char t[64];
+    assert_int_equal(cn_sym__mount_fstype(info, "/tmp/perf-1.map", t, sizeof(t)), 0);
+    assert_string_equal(t, "tmpfs");
+    assert_int_equal(cn_sym__mount_fstype(info, "/tmp/fuse/perf-1.map", t, sizeof(t)), 0);
+    assert_string_equal(t, "fuse.sshfs");
+    assert_int_equal(cn_sym__mount_fstype(info, "/tmpx/perf-1.map", t, sizeof(t)), 0);
+    assert_string_equal(t, "fuse"); /* /tmp is no prefix of /tmpx */
+    assert_int_equal(cn_sym__mount_fstype(info, "/etc/perf-1.map", t, sizeof(t)), 0);
+    assert_string_equal(t, "ext4");
+    assert_int_equal(cn_sym__mount_fstype(info, "/var/perf-1.map", t, sizeof(t)), 0);
+    assert_string_equal(t, "fuse"); /* mounted over the tmpfs: the later one is on top */
+    assert_int_equal(cn_sym__mount_fstype("", "/tmp/perf-1.map", t, sizeof(t)), -ENOENT);
+    assert_int_equal(cn_sym__mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
+}
+
+/* A perf map of a process with another root (a chroot here) is resolved in that root: a
+ * /tmp there that links to an absolute path must not lead to our file system's file. */
+static void test_perfmap_root(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip(); /* chroot needs root */
+    char dir[] = "/tmp/cn_sym_root_XXXXXX", out[] = "/tmp/cn_sym_out_XXXXXX";
+    char p1[4200], p2[4200], path[128];
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(out));
+    snprintf(p1, sizeof(p1), "%s/perf-77.map", out);
+    write_file(p1, "1000 10 host_file\n");
+    snprintf(p2, sizeof(p2), "%s/tmp", dir);
+    assert_int_equal(symlink(out, p2), 0); /* the target's /tmp -> our out/ */
+    int pfd[2], ctl[2];
+    assert_int_equal(pipe(pfd), 0);
+    assert_int_equal(pipe(ctl), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) { /* lives until the test, or the whole binary, is done with it */
+        char c = chroot(dir) == 0 && chdir("/") == 0;
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        close(ctl[1]);
+        if (write(pfd[1], &c, 1) != 1 || read(ctl[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    close(ctl[0]);
+    char ok = 0;
+    assert_int_equal(read(pfd[0], &ok, 1), 1);
+    assert_true(ok);
+    snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-77.map", (int)child);
+    cn_sym__obj o;
+    memset(&o, 0, sizeof(o));
+    assert_true(cn_sym__perfmap_load(&o, NULL, path, getuid()) < 0);
+    assert_int_equal(o.syms.n, 0);
+    cn_sym__obj_clear(&o);
+    /* A real /tmp in that root is read. */
+    unlink(p2);
+    assert_int_equal(mkdir(p2, 0755), 0);
+    snprintf(p2, sizeof(p2), "%s/tmp/perf-77.map", dir);
+    write_file(p2, "1000 10 in_root\n");
+    memset(&o, 0, sizeof(o));
+    assert_int_equal(cn_sym__perfmap_load(&o, NULL, path, getuid()), 0);
+    const cn_sym__entry *e = cn_sym__table_find(&o.syms, 0x1001);
+    assert_non_null(e);
+    assert_string_equal(o.syms.pool + e->name, "in_root");
+    cn_sym__obj_clear(&o);
+    close(ctl[1]);
+    waitpid(child, NULL, 0);
+    close(pfd[0]);
+    close(pfd[1]);
+    unlink(p2);
+    snprintf(p2, sizeof(p2), "%s/tmp", dir);
+    rmdir(p2);
+    rmdir(dir);
+    unlink(p1);
+    rmdir(out);
+}
+
+/* A big perf map is read a bounded part per load (so one target cannot hold the worker),
+ * each lookup going on where the last load stopped, until all of it is known. */
+static void test_perfmap_budget(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_sym_budget_XXXXXX", map[4200];
+    assert_non_null(mkdtemp(dir));
+    snprintf(map, sizeof(map), "%s/perf-9.map", dir);
+    FILE *f = fopen(map, "w");
+    assert_non_null(f);
+    enum { LINES = 40000 }; /* ~10 MiB at 256 bytes a line */
+    for (int i = 0; i < LINES; i++)
+        fprintf(f, "%x 10 jit_%05d_%0230d\n", 0x100000 + i * 0x10, i, 0);
+    fclose(f);
+    struct stat st;
+    assert_int_equal(stat(map, &st), 0);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {
+        .kind = CN_SYM_JIT, .path = map, .pid = 9, .has_owner = true, .owner_uid = getuid()};
+    cn_sym_result r;
+    uint64_t last = 0x100000 + (LINES - 1) * 0x10 + 1;
+    int loads = 0;
+    for (; loads < 20; loads++) {
+        assert_int_equal(cn_sym_lookup(c, &o, last, &r), 0);
+        if (loads == 0) {
+            assert_int_equal(r.status, -ENOENT); /* not read yet */
+            assert_true(r.map_bytes > 0 && r.map_bytes <= (4u << 20));
+        }
+        int done = r.status == 0;
+        if (done)
+            assert_non_null(strstr(r.chain[0].name, "jit_39999_"));
+        cn_sym_result_clear(&r);
+        if (done)
+            break;
+    }
+    /* ceil(size / 4 MiB) loads, the last one finding it. */
+    assert_int_equal(loads + 1, (int)((st.st_size + (4 << 20) - 1) / (4 << 20)));
+    assert_int_equal(cn_sym_lookup(c, &o, 0x100001, &r), 0); /* the first part is kept */
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.chain[0].name, "jit_00000_"));
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
+    unlink(map);
     rmdir(dir);
 }
 
@@ -826,13 +961,14 @@ static void test_live_regroup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_rules),  cmocka_unit_test(test_demangle),
-        cmocka_unit_test(test_perfmap),      cmocka_unit_test(test_kallsyms),
-        cmocka_unit_test(test_elf_objects),  cmocka_unit_test(test_corrupt_elf),
-        cmocka_unit_test(test_cache_bound),  cmocka_unit_test(test_worker),
-        cmocka_unit_test(test_live_regroup), cmocka_unit_test(test_perfmap_rules),
-        cmocka_unit_test(test_vdso),         cmocka_unit_test(test_worker_bad_frame),
-        cmocka_unit_test(test_stripped_fde),
+        cmocka_unit_test(test_table_rules),      cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_perfmap),          cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_elf_objects),      cmocka_unit_test(test_corrupt_elf),
+        cmocka_unit_test(test_cache_bound),      cmocka_unit_test(test_worker),
+        cmocka_unit_test(test_live_regroup),     cmocka_unit_test(test_perfmap_rules),
+        cmocka_unit_test(test_perfmap_mounts),   cmocka_unit_test(test_perfmap_root),
+        cmocka_unit_test(test_perfmap_budget),   cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_worker_bad_frame), cmocka_unit_test(test_stripped_fde),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
