@@ -382,7 +382,8 @@ static int fp_step(const cn_smp__rec *r, uint64_t sp0, const regs *cur, regs *ne
  * cur's pc is a return address into m (an object with has_fp), not 0, and its frame pointer
  * is plausible, cur's pc is written to pcs and cur becomes its caller — exactly what the
  * loop would do for such a frame, without its rule lookup set-up and register-set copies.
- * cur is left unwritten (the loop writes it and takes it from there). Returns the new n. */
+ * The frame cur is left at is not written to pcs: the loop writes it and takes it from
+ * there. Returns the new n. */
 static int fp_run(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0,
                   const cn_smp__map *m, regs *cur, uint64_t *pcs, int n, int max, uint64_t *steps)
 {
