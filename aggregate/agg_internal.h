@@ -101,7 +101,7 @@ struct cn_agg_profile {
     int32_t *s_stack, *s_thread;
     int64_t *s_time;
     double *s_weight;
-    int32_t *s_tl_stack; /* NULL until a timeline stack is set; -1 = same as s_stack */
+    int32_t *s_tl_stack; /* NULL until a timeline stack is set; -2 = same as s_stack, -1 = none */
     size_t n_sample, cap_sample;
     bool unsorted;
 

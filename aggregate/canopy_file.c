@@ -160,8 +160,9 @@ static void write_samples(wr *w, const cn_agg_profile *p)
         prev = p->s_time[i];
         wr_printf(w, "%" PRId32 " %" PRId64 " %.17g %" PRId32, p->s_stack[i], dt, p->s_weight[i],
                   p->s_thread[i]);
-        if (p->s_tl_stack && p->s_tl_stack[i] >= 0)
-            wr_printf(w, " %" PRId32, p->s_tl_stack[i]);
+        int32_t tl = cn_agg_sample_timeline_stack(p, i); /* -1: no path on the timeline */
+        if (tl != p->s_stack[i])
+            wr_printf(w, " %" PRId32, tl);
         wr_printf(w, "\n");
     }
     wr_printf(w, "accumulator %zu\n", p->n_acc);
@@ -552,21 +553,21 @@ static int read_samples(rd *r)
     uint64_t t = 0;
     int rc = section(r, "samples", SIZE_MAX, &n);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        int32_t stack = -1, thread = -1, tl = -1;
+        int32_t stack = -1, thread = -1, tl = -2; /* -2: no timeline stack of its own */
         int64_t dt = 0;
         double weight = 0;
         if ((rc = next_line(r)) < 0 || (rc = get_i32(r, -1, (int64_t)p->n_stack - 1, &stack)) < 0 ||
             (rc = get_int(r, INT64_MIN, INT64_MAX, &dt)) < 0 || (rc = get_double(r, &weight)) < 0 ||
             (rc = get_i32(r, -1, (int64_t)p->n_thr - 1, &thread)) < 0)
             return rc;
-        if (r->pos < r->len && (rc = get_i32(r, 0, (int64_t)p->n_stack - 1, &tl)) < 0)
+        if (r->pos < r->len && (rc = get_i32(r, -1, (int64_t)p->n_stack - 1, &tl)) < 0)
             return rc;
         if ((rc = end_of_line(r)) < 0)
             return rc;
         t += (uint64_t)dt;
         if ((rc = cn_agg_add_sample(p, stack, (int64_t)t, weight, thread)) < 0)
             return rc;
-        if (tl >= 0 && (rc = cn_agg_sample_set_timeline_stack(p, i, tl)) < 0)
+        if (tl >= -1 && (rc = cn_agg_sample_set_timeline_stack(p, i, tl)) < 0)
             return rc;
     }
     if (rc < 0 || (rc = section(r, "accumulator", SIZE_MAX, &n)) < 0)

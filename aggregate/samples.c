@@ -13,6 +13,10 @@
 
 #include "agg_internal.h"
 
+/* s_tl_stack's value for "no timeline stack of its own: the sample's stack" (-1 is taken:
+ * "no path on the timeline"). */
+#define TL_SAME (-2)
+
 static int reserve_samples(cn_agg_profile *p, size_t n)
 {
     if (n <= p->cap_sample)
@@ -48,7 +52,7 @@ int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double 
     p->s_weight[i] = weight;
     p->s_thread[i] = thread;
     if (p->s_tl_stack)
-        p->s_tl_stack[i] = -1;
+        p->s_tl_stack[i] = TL_SAME;
     p->n_sample++;
     return 0;
 }
@@ -61,7 +65,8 @@ int cn_agg_sample_set_timeline_stack(cn_agg_profile *p, size_t i, int32_t stack)
         p->s_tl_stack = malloc((p->cap_sample ? p->cap_sample : 1) * sizeof(*p->s_tl_stack));
         if (!p->s_tl_stack)
             return -ENOMEM;
-        memset(p->s_tl_stack, 0xff, p->n_sample * sizeof(*p->s_tl_stack));
+        for (size_t k = 0; k < p->n_sample; k++)
+            p->s_tl_stack[k] = TL_SAME;
     }
     p->s_tl_stack[i] = stack;
     return 0;
@@ -71,7 +76,7 @@ int32_t cn_agg_sample_timeline_stack(const cn_agg_profile *p, size_t i)
 {
     if (i >= p->n_sample)
         return -1;
-    if (p->s_tl_stack && p->s_tl_stack[i] >= 0)
+    if (p->s_tl_stack && p->s_tl_stack[i] != TL_SAME)
         return p->s_tl_stack[i];
     return p->s_stack[i];
 }

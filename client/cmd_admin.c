@@ -217,6 +217,14 @@ int cn_cmd_status(int argc, char **argv)
            "%" JSON_INTEGER_FORMAT " frames unsymbolized\n",
            json_integer_value(json_object_get(r, "user_stacks")), unwound,
            json_integer_value(json_object_get(r, "unsymbolized")));
+    const json_t *sc = json_object_get(r, "symbol_cache");
+    if (json_is_object(sc))
+        printf("symbol cache: %" JSON_INTEGER_FORMAT " objects, %.1f MiB heap, %.1f MiB of debug "
+               "files mapped, %" JSON_INTEGER_FORMAT " evicted\n",
+               json_integer_value(json_object_get(sc, "objects")),
+               json_number_value(json_object_get(sc, "heap_bytes")) / (1024.0 * 1024.0),
+               json_number_value(json_object_get(sc, "mapped_bytes")) / (1024.0 * 1024.0),
+               json_integer_value(json_object_get(sc, "evictions")));
 out:
     simple_clear(&s);
     return status;

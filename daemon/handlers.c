@@ -84,10 +84,16 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
                       "clients", (json_int_t)cn_d__loop_conn_count(srv->loop), "state_dir",
                       srv->state_dir, "state_dir_bytes", (json_int_t)srv->state_dir_bytes,
                       "evicted_sessions", (json_int_t)srv->evicted));
+    cn_live_symbolizer_stats sym;
+    cn_live_symbolizer_stats_get(srv->sym, &sym);
     if (rp->msg)
-        json_object_update_new(rp->msg,
-                               json_pack("{s:I, s:I}", "rss_anon_bytes", (json_int_t)rss_anon,
-                                         "rss_file_bytes", (json_int_t)rss_file));
+        json_object_update_new(
+            rp->msg,
+            json_pack("{s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "rss_anon_bytes", (json_int_t)rss_anon,
+                      "rss_file_bytes", (json_int_t)rss_file, "symbol_cache", "objects",
+                      (json_int_t)sym.objects, "heap_bytes", (json_int_t)sym.heap_bytes,
+                      "mapped_bytes", (json_int_t)sym.mapped_bytes, "evictions",
+                      (json_int_t)sym.evictions));
     /* The sessions' unwind outcomes and unnamed frames, summed (docs/cli-live.md,
      * "Session counters"). */
     if (rp->msg)

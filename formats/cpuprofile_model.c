@@ -16,7 +16,8 @@
  * counted from the samples when nodes[0] has none. The profile's unit is ms and its
  * scale the average interval (endTime − startTime) / 1000 / Σ hitCount, so self(node) =
  * hitCount × the average interval, exactly DevTools' figure. fixMissingSamples (§5.2
- * step 6) only changes timeline stacks (cn_agg_sample_set_timeline_stack).
+ * step 6) and the SamplesIntegrator's GC, (program) and (idle) rules (§5.5) only change
+ * timeline stacks (cn_agg_sample_set_timeline_stack).
  *
  * Memory: when the nodes come first (as V8 writes them) and no two nodes share a stack,
  * each `samples` entry goes straight into the profile ("direct mode": at time 0, its time
@@ -371,6 +372,35 @@ out:
     return ok;
 }
 
+/* DevTools' SamplesIntegrator (docs/calltree.md §5.5 steps 1 and 7), as timeline stacks
+ * on the time-ordered samples after fix_missing: a `(garbage collector)` sample takes the
+ * stack of the last sample before it that is not GC (so the calls around it go on), and a
+ * `(program)` or `(idle)` sample has no path (it ends every call and is no call itself).
+ * Trees are untouched. 1, or 0 with error. */
+static int meta_timeline(cn_fmt__cpuprof *c)
+{
+    const int32_t none = -3; /* matches no stack */
+    int32_t gc = c->gc >= 0 ? c->stack[c->gc] : none;
+    int32_t program = c->program >= 0 ? c->stack[c->program] : none;
+    int32_t idle = c->idle >= 0 ? c->stack[c->idle] : none;
+    int32_t prev = -1; /* the timeline stack of the last sample that is not GC */
+    size_t n = cn_agg_sample_count(c->p);
+    if (gc == none && program == none && idle == none)
+        return 1;
+    if (cn_agg_samples_sort(c->p) < 0)
+        return CN_FMT__CP_NOMEM(c);
+    for (size_t i = 0; i < n; i++) {
+        int32_t st = cn_agg_sample_timeline_stack(c->p, i), tl;
+        if (st == gc)
+            tl = prev;
+        else
+            tl = prev = st == program || st == idle ? -1 : st;
+        if (tl != st && cn_agg_sample_set_timeline_stack(c->p, i, tl) < 0)
+            return CN_FMT__CP_NOMEM(c);
+    }
+    return 1;
+}
+
 static int set_meta(cn_fmt__cpuprof *c)
 {
     char buf[64];
@@ -433,7 +463,7 @@ int cn_fmt__cpuprof_complete(cn_fmt__cpuprof *c)
     if (c->streaming && !c->direct && c->n_deltas != c->n_smp)
         return cn_err_set(c->err, -EINVAL, "%s: samples has %zu entries but timeDeltas %zu",
                           c->name, c->n_smp, c->n_deltas);
-    if (!fix_missing(c) || !set_meta(c))
+    if (!fix_missing(c) || !meta_timeline(c) || !set_meta(c))
         return c->rc;
     return 0;
 }

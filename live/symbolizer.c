@@ -70,6 +70,16 @@ int cn_live_symbolizer_fd(const cn_live_symbolizer *y)
     return cn_sym_worker_fd(y->worker);
 }
 
+void cn_live_symbolizer_stats_get(const cn_live_symbolizer *y, cn_live_symbolizer_stats *out)
+{
+    cn_sym_stats st;
+    cn_sym_cache_stats(y->cache, &st);
+    *out = (cn_live_symbolizer_stats){.objects = st.objects,
+                                      .heap_bytes = st.memory,
+                                      .mapped_bytes = st.mapped,
+                                      .evictions = st.evictions};
+}
+
 int cn_live__symbolizer_attach(cn_live_symbolizer *y, cn_live_session *s, uint64_t *tag)
 {
     if (y->n_sessions == y->cap_sessions) {

@@ -32,6 +32,9 @@
  * and the return-address column. */
 enum { SLOT_SP, SLOT_FP, SLOT_RA, NSLOTS };
 
+/* Bytes of a sample's stack copy prefetched before it is walked (cn_smp__unwind_cfi). */
+#define PREFETCH_BYTES 4096
+
 /* rule.cfa_slot of a signal frame: the caller's registers come from the ucontext. */
 #define CFA_SIGNAL (NSLOTS + 1)
 
@@ -374,6 +377,47 @@ static int fp_step(const cn_smp__rec *r, uint64_t sp0, const regs *cur, regs *ne
     return 0;
 }
 
+/* auto: a run of frame-pointer steps through m, fp_step() and the walk's loop below fused
+ * for the common case (frame-pointer programs spend most frames in one object): while
+ * cur's pc is a return address into m (an object with has_fp), not 0, and its frame pointer
+ * is plausible, cur's pc is written to pcs and cur becomes its caller — exactly what the
+ * loop would do for such a frame, without its rule lookup set-up and register-set copies.
+ * The frame cur is left at is not written to pcs: the loop writes it and takes it from
+ * there. Returns the new n. */
+static int fp_run(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0,
+                  const cn_smp__map *m, regs *cur, uint64_t *pcs, int n, int max, uint64_t *steps)
+{
+    /* Locals: the stores to pcs could alias anything read through a pointer. */
+    const uint8_t *stack = r->u.sample.stack;
+    const uint64_t size = r->u.sample.stack_size, lo = m->start, span = m->end - m->start;
+    uint64_t (*const mask_ret)(uint64_t) = arch->mask_ret;
+    uint64_t pc = cur->pc, fp = cur->v[SLOT_FP], sp = cur->v[SLOT_SP], caller[2];
+    int n0 = n;
+    if (!cur->ok[SLOT_FP] || sp < sp0 || size < sizeof(caller))
+        return n;
+    /* the highest frame pointer whose two words lie in the copy */
+    const uint64_t top = sp0 + (size - sizeof(caller));
+    while (pc != 0 && n < max) {
+        /* at in m; fp_step's plausibility: at or above the stack pointer (so above sp0,
+         * which sp never goes below), inside the copy */
+        if (mask_ret(pc) - 1 - lo >= span || fp < sp || fp > top)
+            break;
+        memcpy(caller, stack + (fp - sp0), sizeof(caller));
+        if (caller[1] == 0)
+            break;
+        pcs[n++] = pc;
+        sp = fp + 16;
+        fp = caller[0];
+        pc = caller[1];
+    }
+    *steps += (uint64_t)(n - n0);
+    cur->pc = pc;
+    cur->v[SLOT_SP] = sp;
+    cur->v[SLOT_FP] = fp;
+    cur->ok[SLOT_SP] = cur->ok[SLOT_FP] = true; /* and RA unknown, as after fp_step */
+    return n;
+}
+
 /* auto: frame cur (pcs[n - 1], in frame-pointer code) could not be stepped inside the copy.
  * The kernel's chain was read from the sampled frame pointer f0: chain[i + 1] = *(f_i + 8),
  * f_(i + 1) = *f_i. When cur's frame pointer is one of the f_i (followed through the copy,
@@ -414,6 +458,12 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
     uint64_t sp0 = cur.v[SLOT_SP];
     int n = 0;
     bool exact = true; /* cur.pc is not a return address (the leaf) */
+    /* The copy was just written by the kernel, often on another CPU, and the walk's reads
+     * depend on each other (each frame pointer comes from the previous frame): one cache
+     * miss after the other was most of auto's cost over fp's. Asking for the lines the
+     * walk most likely visits first lets them load in parallel (docs/perf-sampler.md). */
+    for (uint64_t off = 0; off < r->u.sample.stack_size && off < PREFETCH_BYTES; off += 64)
+        __builtin_prefetch(r->u.sample.stack + off);
     /* Consecutive frames are mostly in one object: its map and bias are kept. */
     const cn_smp__map *m = NULL;
     uint64_t bias = 0;
@@ -442,6 +492,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         if (fp_code && !exact && fp_step(r, sp0, &cur, &next) == 0) {
             fw->fp_steps++;
             cur = next;
+            n = fp_run(arch, r, sp0, m, &cur, pcs, n, max, &fw->fp_steps);
             continue;
         }
         rule tmp;

@@ -43,11 +43,18 @@ static void add_kernel_frame(cn_smp_session *s, uint32_t *n, uint64_t addr)
     s->frames[(*n)++] = (cn_smp_frame){o, addr};
 }
 
-static void add_user_frame(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n, uint64_t addr)
+/* *last: the mapping of the previous frame of this stack (NULL at its start): consecutive
+ * frames mostly lie in one object, and a binary search per frame was a quarter of fp's
+ * cost per sample (docs/perf-sampler.md). */
+static void add_user_frame(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n, uint64_t addr,
+                           const cn_smp__map **last)
 {
     if (*n >= CN_SMP_MAX_FRAMES)
         return;
-    const cn_smp__map *m = p ? cn_smp__proc_find(p, addr) : NULL;
+    const cn_smp__map *m = *last && addr >= (*last)->start && addr < (*last)->end ? *last
+                           : p ? cn_smp__proc_find(p, addr)
+                               : NULL;
+    *last = m;
     /* Every mapped object is one of the session's, its id its index in objs. */
     assert(!m || (m->obj->pub.id < s->nobjs && s->objs[m->obj->pub.id] == m->obj));
     if (m && m->obj->pub.kind == CN_SMP_OBJ_USER) {
@@ -142,11 +149,12 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         count_stop(s, nuser >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE);
     }
     assert(nuser >= 0 && nuser <= CN_SMP_MAX_FRAMES && nk <= CN_SMP_MAX_FRAMES);
+    const cn_smp__map *last = NULL;
     for (int i = 0; i < nuser; i++) {
         uint64_t a = s->pcs[i];
         if (i > 0)
             a = s->arch->mask_ret(a) - 1; /* into the call instruction */
-        add_user_frame(s, p, &n, a);
+        add_user_frame(s, p, &n, a, &last);
     }
     assert(nk <= n && n <= CN_SMP_MAX_FRAMES);
     uint64_t weight_ns = 0;

@@ -238,6 +238,14 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
             *stop = c.reason != CN_SMP_STOP_NONE ? c.reason : CN_SMP_STOP_OTHER;
             break;
         }
+        /* A return address in no executable mapping is no frame: libunwind's frame-chain
+         * guess above code without unwind info (JIT code that keeps no frame pointer, such
+         * as Python's -X perf trampolines) read a register that held something else. The
+         * stack ends at the frame before it, with no unwind info as the reason. */
+        if (n > 0 && p->nmaps > 0 && !cn_smp__proc_find(p, arch->mask_ret(ip) - 1)) {
+            *stop = CN_SMP_STOP_NO_INFO;
+            break;
+        }
         prev_ip = ip;
         prev_sp = have_sp ? sp : 0;
         if (n >= max) {

@@ -2,7 +2,10 @@
  *
  * Objects are kept in a chained hash table keyed by "kind:identity" and on an LRU list.
  * A handle is a reference to one loaded (immutable) object; objects with no reference are
- * evicted, least recently used first, while the cache holds more than its memory bound.
+ * evicted, least recently used first, while the cache holds more than one of its bounds:
+ * heap bytes, objects, or bytes of mapped debug files (cn_sym.h). The most recently used
+ * object is exempt from the last two: a worker resolving frames of a huge object and of
+ * small ones in turn must not reload the huge one for each frame.
  * Loading runs outside the cache mutex, so a slow load never blocks lookups of other
  * objects; if two threads load the same object at once, the first insertion wins.
  * A failed load is cached too (status < 0), so a bad file is not re-read for every frame.
@@ -21,6 +24,10 @@
 
 #define NBUCKETS 1024
 
+#define DEFAULT_MAX_MEMORY  ((size_t)256 << 20)
+#define DEFAULT_MAX_OBJECTS 1024
+#define DEFAULT_MAX_MAPPED  ((size_t)512 << 20)
+
 struct cn_sym_handle {
     cn_sym__obj o;
     int detached; /* replaced in the hash; freed on last put */
@@ -38,7 +45,9 @@ struct cn_sym_cache {
 void cn_sym_config_init(cn_sym_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->max_memory = 256u << 20;
+    cfg->max_memory = DEFAULT_MAX_MEMORY;
+    cfg->max_objects = DEFAULT_MAX_OBJECTS;
+    cfg->max_mapped = DEFAULT_MAX_MAPPED;
     cfg->lines = true;
     cfg->debuginfod = true;
     cfg->debug_dirs = NULL;
@@ -54,7 +63,11 @@ cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
     else
         cn_sym_config_init(&c->cfg);
     if (c->cfg.max_memory == 0)
-        c->cfg.max_memory = 256u << 20;
+        c->cfg.max_memory = DEFAULT_MAX_MEMORY;
+    if (c->cfg.max_objects == 0)
+        c->cfg.max_objects = DEFAULT_MAX_OBJECTS;
+    if (c->cfg.max_mapped == 0)
+        c->cfg.max_mapped = DEFAULT_MAX_MAPPED;
     if (c->cfg.debug_dirs) {
         c->debug_dirs = strdup(c->cfg.debug_dirs);
         if (!c->debug_dirs) {
@@ -154,20 +167,36 @@ static void hash_unlink(cn_sym_cache *c, cn_sym__obj *o)
     o->hnext = NULL;
 }
 
-/* Drops unreferenced objects, oldest first, while over the bound. Caller holds lock. */
+/* Whether the cache is over a bound that object o, when evicted, would help with: the
+ * heap bound always, the count and mapped bounds unless o is the most recently used. */
+static bool over_bound(const cn_sym_cache *c, const cn_sym__obj *o)
+{
+    if (c->stats.memory > c->cfg.max_memory)
+        return true;
+    if (o == c->lru.lru_next)
+        return false;
+    return c->stats.objects > c->cfg.max_objects ||
+           (o->mapped > 0 && c->stats.mapped > c->cfg.max_mapped);
+}
+
+/* Drops unreferenced objects, oldest first, while over a bound. Caller holds lock. */
 static void evict(cn_sym_cache *c)
 {
     cn_sym__obj *o = c->lru.lru_prev;
-    while (c->stats.memory > c->cfg.max_memory && o != &c->lru) {
+    while (o != &c->lru) {
         cn_sym__obj *prev = o->lru_prev;
-        if (o->refs == 0) {
+        if (o->refs == 0 && over_bound(c, o)) {
             hash_unlink(c, o);
             lru_unlink(o);
-            assert(c->stats.memory >= o->memory);
+            assert(c->stats.memory >= o->memory && c->stats.mapped >= o->mapped);
             c->stats.memory -= o->memory;
+            c->stats.mapped -= o->mapped;
             c->stats.objects--;
             c->stats.evictions++;
             obj_free(o);
+        } else if (c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
+                   c->stats.mapped <= c->cfg.max_mapped) {
+            break;
         }
         o = prev;
     }
@@ -323,6 +352,7 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym
     o->status = rc < 0 ? rc : 0;
     o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__fdes_memory(&o->fdes) +
                 cn_sym__dwarf_memory(o->dw);
+    o->mapped = cn_sym__dwarf_mapped(o->dw);
     return o;
 }
 
@@ -399,6 +429,7 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
             hash_unlink(c, o);
             lru_unlink(o);
             c->stats.memory -= o->memory;
+            c->stats.mapped -= o->mapped;
             c->stats.objects--;
             if (o->refs == 0)
                 obj_free(o);
@@ -410,6 +441,7 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
         c->buckets[h % NBUCKETS] = o;
         lru_push_front(c, o);
         c->stats.memory += o->memory;
+        c->stats.mapped += o->mapped;
         c->stats.objects++;
         c->stats.loads++;
     }

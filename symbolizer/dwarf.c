@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_DEPTH     128
@@ -50,6 +51,7 @@ struct cn_sym__dwarf {
     cu_index **cus; /* open addressing by cu_off */
     size_t cap, n;
     size_t memory;
+    size_t mapped; /* the file's size: libdw maps all of it */
 };
 
 cn_sym__dwarf *cn_sym__dwarf_open(int fd)
@@ -75,6 +77,8 @@ cn_sym__dwarf *cn_sym__dwarf_open(int fd)
     d->elf = elf;
     d->fd = fd;
     d->memory = sizeof(*d) + CU_TABLE_INIT * sizeof(*d->cus) + 64 * 1024;
+    struct stat st;
+    d->mapped = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size : 0;
     return d;
 fail:
     free(d);
@@ -109,6 +113,11 @@ cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d)
 size_t cn_sym__dwarf_memory(const cn_sym__dwarf *d)
 {
     return d ? d->memory : 0;
+}
+
+size_t cn_sym__dwarf_mapped(const cn_sym__dwarf *d)
+{
+    return d ? d->mapped : 0;
 }
 
 static int add_scope(cu_index *c, Dwarf_Off die, int32_t parent, int is_inline)

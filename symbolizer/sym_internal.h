@@ -108,7 +108,8 @@ typedef struct cn_sym__obj {
     char source[16];
     cn_sym__dwarf *dw; /* NULL when no debug info (or lines disabled) */
     pthread_mutex_t dw_lock;
-    size_t memory;
+    size_t memory; /* heap bytes */
+    size_t mapped; /* bytes of files kept mapped (dw's) */
 } cn_sym__obj;
 
 /* Loads an ELF object (elf.c): symbols from .symtab, the separate debug file's
@@ -153,6 +154,8 @@ int cn_sym__read_file(const char *path, size_t max, char **buf, size_t *len);
 cn_sym__dwarf *cn_sym__dwarf_open(int fd);
 cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d);
 size_t cn_sym__dwarf_memory(const cn_sym__dwarf *d);
+/* Bytes of the file d keeps mapped (its size). */
+size_t cn_sym__dwarf_mapped(const cn_sym__dwarf *d);
 
 /* A chain under construction (outer first); strings point into the object, so the
  * caller copies them (into a cn_sym_result) while the object is held. */

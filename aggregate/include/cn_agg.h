@@ -178,8 +178,10 @@ const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid);   /* or N
 int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double weight,
                       int32_t thread);
 /* An alternative stack for sample i used only by the timeline (the .cpuprofile
- * missing-sample fix, docs/calltree.md §5.2 step 6, changes calls but not self/total).
- * Returns 0, -ERANGE or -ENOMEM. _timeline_stack returns the sample's stack if none. */
+ * missing-sample fix, docs/calltree.md §5.2 step 6, and DevTools' GC, (program) and (idle)
+ * samples, §5.5, change calls but not self/total). stack -1: the sample has no path on the
+ * timeline (it ends every open call). Returns 0, -ERANGE or -ENOMEM. _timeline_stack
+ * returns the sample's stack if none was set. */
 int cn_agg_sample_set_timeline_stack(cn_agg_profile *p, size_t i, int32_t stack);
 int32_t cn_agg_sample_timeline_stack(const cn_agg_profile *p, size_t i);
 size_t cn_agg_sample_count(const cn_agg_profile *p);

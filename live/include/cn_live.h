@@ -59,6 +59,13 @@ int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *
 cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y);
 /* The fd to poll for POLLIN: answers are waiting. */
 int cn_live_symbolizer_fd(const cn_live_symbolizer *y);
+/* The object cache's figures (docs/cli-live.md, "Daemon memory"): objects loaded, their
+ * heap bytes, the bytes of debug files they keep mapped, evictions so far. */
+typedef struct cn_live_symbolizer_stats {
+    size_t objects, heap_bytes, mapped_bytes;
+    uint64_t evictions;
+} cn_live_symbolizer_stats;
+void cn_live_symbolizer_stats_get(const cn_live_symbolizer *y, cn_live_symbolizer_stats *out);
 /* Takes every waiting answer and applies it to its session (cn_agg_regroup). Answers for
  * sessions that are gone are dropped. Returns the number of frames applied or -errno. */
 int cn_live_symbolizer_dispatch(cn_live_symbolizer *y);

@@ -18,8 +18,10 @@
  *
  * Objects are loaded once and cached by identity (build-id hex, else "dev:inode:mtime")
  * in a cn_sym_cache shared by every user and session. The cache is thread-safe (one
- * mutex; loaded objects are reference-counted and immutable) and memory-bounded: the
- * least recently used unreferenced objects are evicted when the bound is exceeded.
+ * mutex; loaded objects are reference-counted and immutable) and bounded three ways — the
+ * heap bytes of the loaded objects, their number, and the bytes of the debug files they
+ * keep mapped (libdw maps a whole DWARF file: file-backed pages of the process): the
+ * least recently used unreferenced objects are evicted while a bound is exceeded.
  *
  * ELF and DWARF files come from target processes and are untrusted: reads are bounded,
  * sizes and counts checked; a corrupt file gives an error or fewer symbols, never a crash.
@@ -121,12 +123,18 @@ typedef struct cn_sym_cache cn_sym_cache;
 
 typedef struct cn_sym_config {
     size_t max_memory;      /* bound on loaded objects' bytes; 0 = default (256 MiB) */
+    size_t max_objects;     /* bound on loaded objects; 0 = default (1024) */
+    size_t max_mapped;      /* bound on the bytes of files they keep mapped; 0 = default
+                               (512 MiB). The most recently used object is exempt from this
+                               bound and max_objects, so one object larger than the bound
+                               is not reloaded for every lookup. */
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
 } cn_sym_config;
 
-/* Fills *cfg with defaults (256 MiB, lines on, debuginfod on, /usr/lib/debug). */
+/* Fills *cfg with defaults (256 MiB, 1024 objects, 512 MiB mapped, lines on, debuginfod
+ * on, /usr/lib/debug). */
 void cn_sym_config_init(cn_sym_config *cfg);
 
 /* A new cache (cfg NULL = defaults; copied). NULL on ENOMEM. */
@@ -145,6 +153,7 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
 typedef struct cn_sym_stats {
     size_t objects; /* objects loaded now */
     size_t memory;  /* their bytes */
+    size_t mapped;  /* bytes of the files they keep mapped (DWARF) */
     uint64_t loads; /* objects loaded since creation */
     uint64_t evictions;
     uint64_t lookups;

@@ -150,7 +150,14 @@ print("rss", rss, "anon", anon, "file", file, file=sys.stderr)
 assert anon > 0 and file > 0 and rss > 0, s
 # RssAnon + RssFile + RssShmem = VmRSS; canopyd has little shared memory.
 assert abs(anon + file - rss) <= 0.1 * rss, (anon, file, rss)
+# The symbolizer's object cache, apart: the sessions above loaded objects.
+sc = s["symbol_cache"]
+print("symbol cache", sc, file=sys.stderr)
+assert sc["objects"] > 0 and sc["heap_bytes"] > 0 and sc["mapped_bytes"] >= 0, sc
+assert sc["evictions"] >= 0 and sc["heap_bytes"] < rss, sc
 PY
 grep -Eq '[0-9.]+ MiB resident \([0-9.]+ MiB anonymous, [0-9.]+ MiB file-backed\)' "$TMP/status.txt" ||
   fail "status text: no memory split: $(cat "$TMP/status.txt")"
+grep -Eq '^symbol cache: [1-9][0-9]* objects, [0-9.]+ MiB heap, [0-9.]+ MiB of debug files mapped, [0-9]+ evicted$' \
+  "$TMP/status.txt" || fail "status text: no symbol cache line: $(cat "$TMP/status.txt")"
 echo "PASS status memory: anonymous and file-backed"

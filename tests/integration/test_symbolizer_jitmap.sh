@@ -70,3 +70,32 @@ wait $W_PID
 W_PID=
 check "$TMP/attach.folded" "attached, map written after 1 s"
 echo "PASS JIT frames named by late perf maps"
+
+# JIT code that keeps no frame pointer (docs/perf-sampler.md, "Interpreters and JITs"):
+# wl_jitmap's badfp loop runs with %rbp at a fake frame record whose return address is
+# mapped nowhere. The default unwinding must end the stack at the JIT frame (an early stop,
+# no unwind info) instead of making that address a frame (a false root).
+if [ "$(uname -m)" = x86_64 ]; then
+  "$C" run --no-daemon --no-kernel -F 499 --format json -o "$TMP/badfp.json" -- "$WL" 1.5 0 badfp \
+    >"$TMP/badfp.out" 2>"$TMP/badfp.err" || fail "run badfp: $(cat "$TMP/badfp.err")"
+  python3 - "$TMP/badfp.json" <<'PY' || fail "badfp: a guessed frame above JIT code"
+import json, sys
+d = json.load(open(sys.argv[1]))
+roots = {}
+def walk(n, depth):
+    if depth == 0:
+        roots[n["name"]] = roots.get(n["name"], 0) + n["total"]
+    for c in n.get("children", []):
+        walk(c, depth + 1)
+for r in d["roots"]:
+    walk(r, 0)
+u = d["unwind"]
+print("badfp roots", roots, "unwind", u, file=sys.stderr)
+total = sum(roots.values())
+bare = sum(v for k, v in roots.items() if k.startswith("0x"))
+assert total > 0 and bare == 0, roots
+assert roots.get("jitted_spin", 0) >= 0.8 * total, roots
+assert u["no_cfi"] >= 0.8 * u["user_stacks"] > 0, u
+PY
+  echo "PASS JIT code without frame pointers: the stack ends at the JIT frame"
+fi

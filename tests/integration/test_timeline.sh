@@ -81,6 +81,51 @@ grep -Eq '^ +100\.000 +300\.000 +-?[0-9]+   a  \[app\.js\]$' "$TMP/tl.txt" || fa
 grep -Eq '^ +300\.000 +100\.000 +-?[0-9]+     b  \[app\.js\]$' "$TMP/tl.txt" || fail "text: no line for b: $(cat "$TMP/tl.txt")"
 echo "PASS text timeline"
 
+# A real node --cpu-prof profile with GC (tests/data/src/gc_heavy.js: 210 of 589 samples are
+# `(garbage collector)`), committed, and a fresh one from this machine's node: the calls must
+# be exactly those of DevTools' model (devtools_timeline.py, §5.5): GC samples extend the
+# calls around them, `(program)`/`(idle)` end them and are no calls.
+check_devtools() {
+  local label=$1 file=$2
+  "$CANOPY_BIN" timeline "$file" --format json >"$TMP/real.json" 2>"$TMP/err" ||
+    fail "$label: exit $?: $(cat "$TMP/err")"
+  /usr/bin/python3 "$(dirname "$0")/devtools_timeline.py" "$file" >"$TMP/oracle.json" ||
+    fail "$label: the DevTools model failed"
+  "$CANOPY_BIN" timeline "$file" --format chrome-trace >"$TMP/real.trace.json" ||
+    fail "$label: chrome-trace: exit $?"
+  /usr/bin/python3 - "$TMP/real.json" "$TMP/oracle.json" "$TMP/real.trace.json" "$label" <<'PY' || exit 1
+import json, sys
+got = json.load(open(sys.argv[1]))["calls"]
+exp = json.load(open(sys.argv[2]))
+label = sys.argv[4]
+key = lambda c: (c["name"], c["depth"], round(float(c["start"]), 3), round(float(c["dur"]), 3))
+g, e = sorted(map(key, got)), sorted(map(key, exp))
+if g != e:
+    print(f"FAIL {label}: {len(g)} calls, DevTools {len(e)}")
+    print("  only canopy:  ", sorted(set(g) - set(e))[:8])
+    print("  only DevTools:", sorted(set(e) - set(g))[:8])
+    sys.exit(1)
+assert len(e) > 20, f"{label}: only {len(e)} calls"
+meta = ("(program)", "(idle)", "(garbage collector)", "(root)")
+events = json.load(open(sys.argv[3]))["traceEvents"]
+x = [ev for ev in events if ev.get("ph") == "X"]
+assert len(x) == len(e), f"{label}: {len(x)} trace events for {len(e)} calls"
+bad = [ev["name"] for ev in x if ev["name"] in meta]
+assert not bad, f"{label}: meta nodes as calls in the chrome trace: {bad[:5]}"
+print(f"PASS {label}: {len(g)} calls = DevTools' model")
+PY
+}
+prof=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n={x["id"]:x["callFrame"]["functionName"] for x in d["nodes"]}; print(sum(n[s]=="(garbage collector)" for s in d["samples"]))' "$DATA/node-gc.cpuprofile")
+[ "$prof" -gt 50 ] || fail "node-gc.cpuprofile: only $prof GC samples"
+check_devtools "node-gc.cpuprofile (committed)" "$DATA/node-gc.cpuprofile"
+if command -v node >/dev/null; then
+  node --cpu-prof --cpu-prof-dir="$TMP/prof" --cpu-prof-interval 1000 \
+    "$CANOPY_TEST_DATA/src/gc_heavy.js" >/dev/null || fail "node --cpu-prof: exit $?"
+  check_devtools "node --cpu-prof (fresh)" "$(ls "$TMP"/prof/*.cpuprofile | head -1)"
+elif [ "${CI:-}" = true ]; then
+  fail "node is not installed (scripts/setup installs it)"
+fi
+
 # --help
 "$CANOPY_BIN" timeline --help | grep -q "usage: canopy timeline" || fail "timeline --help"
 echo "all passed"

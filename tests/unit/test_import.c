@@ -517,22 +517,11 @@ static void test_cpuprofile_fix_missing(void **state)
         "1000,1000,1000]}";
     cn_agg_profile *p = import_ok(text);
     assert_int_equal(cn_agg_sample_count(p), 16);
-    const char *want[16] = {"(program)",
-                            "bar",
-                            "bar",
-                            "bar",
-                            "bar",
-                            "bar;foo",
-                            "(garbage collector)",
-                            "(garbage collector)",
-                            "(program)",
-                            "bar;foo",
-                            "bar;foo",
-                            "bar;foo",
-                            "bar;foo",
-                            "baz",
-                            "(program)",
-                            "bar;foo"};
+    /* and, as DevTools' SamplesIntegrator (§5.5), (program) samples have no path and GC
+     * samples take the last non-GC sample's stack (5 for 6 and 7) */
+    const char *want[16] = {"",        "bar",     "bar", "bar",     "bar",     "bar;foo",
+                            "bar;foo", "bar;foo", "",    "bar;foo", "bar;foo", "bar;foo",
+                            "bar;foo", "baz",     "",    "bar;foo"};
     const char *raw[16] = {"(program)",
                            "bar",
                            "(program)",
@@ -919,6 +908,7 @@ static void test_canopy_round_trip(void **state)
                                            i % 2 ? th : -1),
                          0);
     assert_int_equal(cn_agg_sample_set_timeline_stack(p, 3, s2), 0);
+    assert_int_equal(cn_agg_sample_set_timeline_stack(p, 12, -1), 0); /* no timeline path */
     cn_agg_symbol chain[2] = {{"outer", "a.c", 3}, {"inl", "b.h", 9}};
     cn_agg_frame_symbols fs = {cn_agg_stack_frame(p, s1), chain, 2};
     assert_int_equal(cn_agg_regroup(p, &fs, 1), 0);

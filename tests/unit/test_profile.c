@@ -270,6 +270,14 @@ static void test_timeline_stack(void **state)
     assert_int_equal(cn_agg_sample_timeline_stack(p, 1), sb);
     assert_int_equal(cn_agg_sample_timeline_stack(p, 0), sa);
     assert_int_equal(cn_agg_sample_set_timeline_stack(p, 5, sb), -ERANGE);
+    assert_int_equal(cn_agg_sample_set_timeline_stack(p, 1, -2), -ERANGE);
+    /* -1: no path on the timeline (a DevTools (program) sample), not "the sample's own" */
+    assert_int_equal(cn_agg_sample_set_timeline_stack(p, 0, -1), 0);
+    assert_int_equal(cn_agg_sample_timeline_stack(p, 0), -1);
+    assert_int_equal(cn_agg_sample_stack(p, 0), sa);
+    /* samples added later have none of their own */
+    cn_agg_add_sample(p, sb, 2, 1, -1);
+    assert_int_equal(cn_agg_sample_timeline_stack(p, 2), sb);
 }
 
 /* Inflates the gzip stream cn_agg_write_canopy wrote (cn_agg_canopy_read takes the text).

@@ -772,6 +772,82 @@ static void test_cache_bound(void **state)
     cn_sym_cache_free(c);
 }
 
+/* The count and mapped-bytes bounds: LRU, the most recent object exempt. */
+static void get_put(cn_sym_cache *c, const char *path)
+{
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    cn_sym_handle *h;
+    assert_int_equal(cn_sym_handle_get(c, &o, &h), 0);
+    cn_sym_handle_put(c, h);
+}
+
+static void test_cache_count_and_mapped_bounds(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char a[4200], b[4200], s[4200];
+    bin_path(a, sizeof(a), "inl_pie");
+    bin_path(b, sizeof(b), "inl_nopie");
+    bin_path(s, sizeof(s), "inl_stripped");
+    cn_sym_config cfg;
+    cn_sym_stats st;
+    cn_sym_config_init(&cfg);
+    assert_true(cfg.max_objects > 0 && cfg.max_mapped > 0);
+
+    /* At most two objects, least recently used out first. */
+    cfg.lines = false;
+    cfg.max_objects = 2;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    get_put(c, a);
+    get_put(c, b);
+    get_put(c, s); /* evicts a */
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 2);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.mapped, 0); /* no DWARF kept without lines */
+    get_put(c, b);                  /* a hit: b is now more recent than s */
+    get_put(c, a);                  /* reloads a, evicts s (not b) */
+    get_put(c, b);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.loads, 4);
+    assert_int_equal(st.objects, 2);
+    assert_int_equal(st.evictions, 2);
+    cn_sym_cache_free(c);
+
+    /* Mapped debug files: one byte allowed, so only the most recent object keeps its
+     * DWARF file mapped, whatever its size. */
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    cfg.max_mapped = 1;
+    c = cn_sym_cache_new(&cfg);
+    get_put(c, a);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1); /* the most recent stays */
+    struct stat sa;
+    assert_int_equal(stat(a, &sa), 0);
+    assert_int_equal(st.mapped, (size_t)sa.st_size); /* a carries its own DWARF */
+    get_put(c, b);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.evictions, 1);
+    struct stat sb;
+    assert_int_equal(stat(b, &sb), 0);
+    assert_int_equal(st.mapped, (size_t)sb.st_size);
+    get_put(c, a); /* reloaded: b goes */
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.loads, 3);
+    assert_int_equal(st.evictions, 2);
+    assert_int_equal(st.mapped, (size_t)sa.st_size);
+    /* lookups still resolve lines after evictions and reloads */
+    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &oa, 0, &r), 0);
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
+}
+
 /* --- worker ------------------------------------------------------------------------- */
 
 static void test_worker(void **state)
@@ -961,14 +1037,15 @@ static void test_live_regroup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_rules),      cmocka_unit_test(test_demangle),
-        cmocka_unit_test(test_perfmap),          cmocka_unit_test(test_kallsyms),
-        cmocka_unit_test(test_elf_objects),      cmocka_unit_test(test_corrupt_elf),
-        cmocka_unit_test(test_cache_bound),      cmocka_unit_test(test_worker),
-        cmocka_unit_test(test_live_regroup),     cmocka_unit_test(test_perfmap_rules),
-        cmocka_unit_test(test_perfmap_mounts),   cmocka_unit_test(test_perfmap_root),
-        cmocka_unit_test(test_perfmap_budget),   cmocka_unit_test(test_vdso),
-        cmocka_unit_test(test_worker_bad_frame), cmocka_unit_test(test_stripped_fde),
+        cmocka_unit_test(test_table_rules),   cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_perfmap),       cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_elf_objects),   cmocka_unit_test(test_corrupt_elf),
+        cmocka_unit_test(test_cache_bound),   cmocka_unit_test(test_cache_count_and_mapped_bounds),
+        cmocka_unit_test(test_worker),        cmocka_unit_test(test_live_regroup),
+        cmocka_unit_test(test_perfmap_rules), cmocka_unit_test(test_perfmap_mounts),
+        cmocka_unit_test(test_perfmap_root),  cmocka_unit_test(test_perfmap_budget),
+        cmocka_unit_test(test_vdso),          cmocka_unit_test(test_worker_bad_frame),
+        cmocka_unit_test(test_stripped_fde),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

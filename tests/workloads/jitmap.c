@@ -1,9 +1,12 @@
 /* jitmap.c — JIT code whose perf map comes late, for the symbolizer's tests:
- *   jitmap SECONDS [DELAY]
+ *   jitmap SECONDS [DELAY [badfp]]
  * copies a tiny counting loop into an anonymous executable mapping (as a JIT compiler
  * does), calls it until SECONDS have passed, and writes /tmp/perf-PID.map naming it
  * `jitted_spin` only at the end — as a JVM run with -XX:+DumpPerfMapAtExit does — or,
- * with DELAY, after DELAY seconds while it still runs. Prints the map's path. */
+ * with DELAY (> 0), after DELAY seconds while it still runs. Prints the map's path.
+ * With "badfp" (x86-64) the loop runs with %rbp pointing at a fake frame record whose
+ * return address is mapped nowhere, as JIT code that uses %rbp for something else leaves
+ * it: a frame-chain guess through it must not produce a frame. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -19,6 +22,22 @@ static const unsigned char spin_code[] = {
     0x75, 0xfb,       /* jnz 1b */
     0xc3,             /* ret */
 };
+/* the same loop under a fake frame record: [rsp] = 0, [rsp + 8] = 0x100000000123 */
+static const unsigned char badfp_code[] = {
+    0x55,                                                       /* push %rbp */
+    0x48, 0x83, 0xec, 0x10,                                     /* sub $16, %rsp */
+    0x48, 0xb8, 0x23, 0x01, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, /* movabs $0x100000000123, %rax */
+    0x48, 0x89, 0x44, 0x24, 0x08,                               /* mov %rax, 8(%rsp) */
+    0x48, 0xc7, 0x04, 0x24, 0x00, 0x00, 0x00, 0x00,             /* movq $0, (%rsp) */
+    0x48, 0x89, 0xe5,                                           /* mov %rsp, %rbp */
+    0x48, 0x89, 0xf8,                                           /* mov %rdi, %rax */
+    0x48, 0xff, 0xc8,                                           /* 1: dec %rax */
+    0x75, 0xfb,                                                 /* jnz 1b */
+    0x48, 0x83, 0xc4, 0x10,                                     /* add $16, %rsp */
+    0x5d,                                                       /* pop %rbp */
+    0xc3,                                                       /* ret */
+};
+#define HAVE_BADFP 1
 #elif defined(__aarch64__)
 static const unsigned int spin_code[] = {
     0xf1000400, /* 1: subs x0, x0, #1 */
@@ -30,6 +49,10 @@ static const unsigned int spin_code[] = {
 #endif
 
 typedef void (*spin_fn)(uint64_t);
+
+#ifndef HAVE_BADFP
+static const unsigned char badfp_code[1];
+#endif
 
 static void write_map(const void *code, size_t size)
 {
@@ -45,36 +68,43 @@ static void write_map(const void *code, size_t size)
 }
 
 __attribute__((noinline)) static void jit_driver(spin_fn fn, uint64_t end, uint64_t map_at,
-                                                 const void *code)
+                                                 const void *code, size_t size)
 {
     bool mapped = false;
     while (wl_now_ns() < end) {
         fn(200000);
         if (!mapped && map_at && wl_now_ns() >= map_at) {
-            write_map(code, sizeof(spin_code));
+            write_map(code, size);
             mapped = true;
         }
     }
     if (!mapped)
-        write_map(code, sizeof(spin_code));
+        write_map(code, size);
 }
 
 int main(int argc, char **argv)
 {
     double secs = wl_seconds(argc, argv, 2);
     double delay = argc > 2 ? atof(argv[2]) : 0;
+    bool badfp = argc > 3 && strcmp(argv[3], "badfp") == 0;
+    const void *src = badfp ? (const void *)badfp_code : (const void *)spin_code;
+    size_t size = badfp ? sizeof(badfp_code) : sizeof(spin_code);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
+#ifndef HAVE_BADFP
+    if (badfp)
+        return 2;
+#endif
     void *code = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (code == MAP_FAILED)
         return 1;
-    memcpy(code, spin_code, sizeof(spin_code));
-    __builtin___clear_cache((char *)code, (char *)code + sizeof(spin_code));
+    memcpy(code, src, size);
+    __builtin___clear_cache((char *)code, (char *)code + size);
     if (mprotect(code, page, PROT_READ | PROT_EXEC) < 0)
         return 1;
     uint64_t start = wl_now_ns();
     spin_fn fn;
     memcpy(&fn, &code, sizeof(fn));
     jit_driver(fn, start + (uint64_t)(secs * 1e9), delay > 0 ? start + (uint64_t)(delay * 1e9) : 0,
-               code);
+               code, size);
     return 0;
 }

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Real programs, canopy against perf (docs/perf-sampler.md, "Real programs"): Debian's
+# python3 (a pure-Python script), gcc's cc1 (-O2 -c on aggregate/*.c), xz -9 (liblzma),
+# node --perf-basic-prof (JIT code named by its perf map) and a Go binary built here,
+# each ~SECS seconds at 999 Hz, user space only (cpu-clock:u), under
+#   canopy run --no-daemon --unwind auto | dwarf | fp  (--no-inline, --format folded)
+#   perf record -g | --call-graph dwarf                 (perf script --no-inline -F ip,sym)
+# For each cell: the share of samples whose stack reaches the program's start (_start,
+# the unnamed frame above __libc_start_main in a stripped program, a thread start, Go's
+# runtime.goexit/mstart/rt0_go), the number of distinct roots, the share of samples whose
+# leaf has no name (0x…, LIB+0x…, [jit]+0x…, perf's [unknown]), and the largest gap, in
+# points, between the cell's self shares and perf --call-graph dwarf's over perf dwarf's
+# top-10 self functions (unnamed leaves counted as one "[unknown]", as perf does).
+#   bench/real_programs.sh [BUILD_DIR] [SECS] [PROGRAMS...]   (default: all five)
+set -euo pipefail
+BUILD=${1:-build}
+SECS=${2:-3}
+shift 2 2>/dev/null || true
+PROGRAMS=${*:-python3 cc1 xz node go}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+C=$BUILD/client/canopy
+[ -x "$C" ] || { echo "build $C first" >&2; exit 1; }
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# CANOPY_REAL_KEEP=DIR keeps the folded files and perf scripts there.
+export CANOPY_SOCKET=$TMP/no-daemon.sock
+
+cat >"$TMP/busy.py" <<PYEOF
+import time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def words(i):
+    return sorted(str(k * 7919 % 1000) for k in range(i))
+end = time.time() + $SECS
+while time.time() < end:
+    fib(16)
+    d = {w: len(w) for w in words(1500)}
+    "".join(sorted(d)).count("9")
+PYEOF
+# xz input: words drawn from a small vocabulary, ~5 MiB (xz -9 -T1 spends ~3 s).
+$PY - "$TMP/data.txt" <<'PYEOF'
+import random, sys
+r = random.Random(7)
+words = ["".join(r.choice("abcdefghij") for _ in range(r.randint(2, 9))) for _ in range(5000)]
+with open(sys.argv[1], "w") as f:
+    for _ in range(800_000):
+        f.write(r.choice(words) + (" " if r.random() < 0.9 else "\n"))
+PYEOF
+
+cmd_for() {
+  case $1 in
+    python3) echo "$PY $TMP/busy.py" ;;
+    cc1) echo "sh -c 'for f in $SRC/aggregate/*.c; do gcc -O2 -c -I$SRC/common -I$SRC/aggregate/include -I$SRC/aggregate \$f -o /dev/null || exit 1; done'" ;;
+    xz) echo "xz -9 -T1 -k -f -c $TMP/data.txt" ;;
+    node) echo "node --perf-basic-prof $SRC/bench/real/busy.js $SECS" ;;
+    go) echo "$TMP/busy-go $SECS" ;;
+  esac
+}
+if [[ " $PROGRAMS " == *" go "* ]]; then
+  (cd "$SRC/bench/real" && GOCACHE=$TMP/gocache GO111MODULE=off go build -o "$TMP/busy-go" busy.go)
+fi
+
+for prog in $PROGRAMS; do
+  cmd=$(cmd_for "$prog")
+  for mode in auto dwarf fp; do
+    eval "\"$C\" run --no-daemon --no-kernel --unwind $mode -F 999 --no-inline --format folded \
+      -o \"$TMP/$prog.$mode.folded\" -- $cmd" >/dev/null 2>"$TMP/err" ||
+      { echo "canopy $mode $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
+  done
+  for pm in fp dwarf; do
+    cg=$([ $pm = fp ] && echo "-g" || echo "--call-graph dwarf")
+    eval "perf record -q -e cpu-clock:u -F 999 $cg -o \"$TMP/$prog.$pm.data\" -- $cmd" >/dev/null 2>&1
+    perf script --no-inline -i "$TMP/$prog.$pm.data" -F ip,sym >"$TMP/$prog.perf-$pm.txt" 2>/dev/null
+  done
+  rm -f /tmp/perf-*.map.canopy-bench 2>/dev/null || true
+done
+
+$PY - "$TMP" $PROGRAMS <<'PYEOF'
+import collections, re, sys
+d, progs = sys.argv[1], sys.argv[2:]
+ROOTS = {"_start", "clone3", "__clone3", "start_thread", "clone", "__clone",
+         "runtime.goexit", "runtime.goexit.abi0", "runtime.mstart", "runtime.rt0_go",
+         "runtime.rt0_go.abi0", "runtime.mstart.abi0"}
+UNNAMED = re.compile(r"^(0x[0-9a-f]+|.*\+0x[0-9a-f]+|\[unknown\]|)$")
+
+def canopy(path):
+    out = []
+    for line in open(path):
+        st, _, n = line.rstrip("\n").rpartition(" ")
+        if st:
+            out.append((st.split(";"), int(n)))
+    return out
+
+def perf(path):
+    out, fr = [], []
+    for line in list(open(path, errors="replace")) + [""]:
+        f = line.split(None, 1)
+        if not f:
+            if fr:
+                out.append((fr[::-1], 1))
+            fr = []
+        elif line[0].isspace():
+            fr.append(f[1].strip().split("+0x")[0] if len(f) > 1 else "[unknown]")
+    return out
+
+def rooted(fr):
+    return bool(fr) and (fr[0] in ROOTS or (len(fr) > 1 and fr[1].startswith("__libc_start_main")))
+
+def norm(name):
+    """perf lumps unnamed code as [unknown] and prints C++ names without their parameter
+    lists; canopy may add " (LIB)" to tell same-named functions apart."""
+    if UNNAMED.match(name):
+        return "[unknown]"
+    name = re.sub(r" \([^()]*\.so[^()]*\)$", "", name)
+    name = re.sub(r" const$", "", name)
+    if name.endswith(")") and not name.startswith("JS:"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i] if i > 0 else name
+    return name
+
+def stats(stacks):
+    tot = sum(n for _, n in stacks) or 1
+    self_ = collections.Counter()
+    for fr, n in stacks:
+        self_[norm(fr[-1])] += n
+    return dict(
+        n=tot,
+        reach=100.0 * sum(n for fr, n in stacks if rooted(fr)) / tot,
+        roots=len({fr[0] for fr, _ in stacks}),
+        unnamed=100.0 * sum(n for fr, n in stacks if UNNAMED.match(fr[-1])) / tot,
+        self={k: 100.0 * v / tot for k, v in self_.items()})
+
+cols = [("canopy auto", "auto.folded", canopy), ("canopy dwarf", "dwarf.folded", canopy),
+        ("canopy fp", "fp.folded", canopy), ("perf fp", "perf-fp.txt", perf),
+        ("perf dwarf", "perf-dwarf.txt", perf)]
+print("| program | measure | " + " | ".join(c for c, _, _ in cols) + " |")
+print("|---|---|" + "---|" * len(cols))
+for p in progs:
+    s = [stats(f(f"{d}/{p}.{suffix}")) for _, suffix, f in cols]
+    ref = s[-1]["self"]
+    top = sorted(ref, key=lambda k: -ref[k])[:10]
+    gap = [max(abs(x["self"].get(k, 0.0) - ref[k]) for k in top) for x in s]
+    rows = [("samples", [f"{x['n']}" for x in s]),
+            ("reach start", [f"{x['reach']:.1f}%" for x in s]),
+            ("roots", [f"{x['roots']}" for x in s]),
+            ("unnamed leaf", [f"{x['unnamed']:.1f}%" for x in s]),
+            ("top-10 self, max gap", [f"{g:.1f} pt" for g in gap])]
+    for label, vals in rows:
+        print(f"| {p} | {label} | " + " | ".join(vals) + " |")
+    print(f"<!-- {p} perf dwarf top-10 self: " +
+          ", ".join(f"{k} {ref[k]:.1f}" for k in top) + " -->")
+    worst = max(top, key=lambda k: abs(s[0]["self"].get(k, 0.0) - ref[k]))
+    print(f"<!-- {p} auto's largest gap: {worst}: auto {s[0]['self'].get(worst, 0):.1f} perf {ref[worst]:.1f} -->")
+PYEOF
+[ -z "${CANOPY_REAL_KEEP:-}" ] || cp "$TMP"/*.folded "$TMP"/*.txt "$CANOPY_REAL_KEEP"/
