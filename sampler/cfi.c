@@ -356,6 +356,21 @@ static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g
     return true;
 }
 
+/* The sampled leaf at an address without CFI, on an architecture with a link register:
+ * its caller is the link register, with the stack pointer unchanged. That is what a
+ * frameless leaf and a PLT stub look like, and arm64's vDSO (built without unwind tables
+ * since Linux 5.x: docs/perf-sampler.md "arm64") is made of frameless leaves. Returns
+ * false when there is no link register or it holds nothing. */
+static bool lr_step(const cn_smp__arch *arch, const regs *cur, regs *next)
+{
+    if (arch->perf_lr < 0 || !cur->ok[SLOT_RA] || arch->mask_ret(cur->v[SLOT_RA]) == 0)
+        return false;
+    *next = *cur;
+    next->pc = cur->v[SLOT_RA];
+    next->ok[SLOT_RA] = false; /* the caller's own link register is gone */
+    return true;
+}
+
 /* auto's frame-pointer step from frame cur (not the leaf) of a function that set up a
  * frame: the saved frame pointer at FP, the return address above it, the caller's stack
  * pointer (the CFA) above that. Returns 0, or -EAGAIN when the frame pointer is not
@@ -446,6 +461,11 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         rule tmp;
         const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
+        if ((!ru || ru->cfa_slot == NSLOTS) && n == 1 && lr_step(arch, &cur, &next)) {
+            cur = next;
+            exact = false;
+            continue;
+        }
         if (!ru || (ru->cfa_slot >= NSLOTS && ru->cfa_slot != CFA_SIGNAL))
             return -EAGAIN;
         uint64_t fault = 0;

@@ -15,7 +15,8 @@
 #    ("VMFILE BEGIN name" .. "VMFILE END name", base64) land in OUTDIR/files/;
 # 5. checks on this host that the .canopy saved in the VM opens here (x86-64) exactly as
 #    it opened there: `canopy open` in text, folded and JSON, byte for byte.
-# "bench" boots the sampler's cost measurement (bench_sampler in fp/dwarf/auto) instead.
+# "bench" boots the sampler's cost measurement (bench_sampler in fp/dwarf/auto) instead;
+# "debug" runs the script $CANOPY_A64_DEBUG in the machine (vm_tests.sh's helpers at hand).
 # Exit 0 when everything passed; 77 (skip) when a tool is missing, except under CI=true,
 # where a machine that cannot be built or booted is a failure.
 set -u
@@ -117,6 +118,11 @@ for f in client/canopy daemon/canopyd bench/bench_sampler; do
 done
 cp "$src/tests/arm64/vm_init.sh" "$root/init" && chmod +x "$root/init" || die "no vm_init.sh"
 cp "$src/tests/arm64/vm_tests.sh" "$root/vm_tests.sh" || die "no vm_tests.sh"
+rm -f "$root/debug.sh"
+if [ "$mode" = debug ]; then
+    cp "${CANOPY_A64_DEBUG:?debug mode: set CANOPY_A64_DEBUG to a script}" "$root/debug.sh" ||
+        die "cannot copy $CANOPY_A64_DEBUG"
+fi
 
 # needed FILE: the shared libraries FILE asks for (DT_NEEDED).
 needed() {

@@ -5,6 +5,7 @@
 # "VMFILE END NAME" in base64.
 #   vm_tests.sh test    the checks below
 #   vm_tests.sh bench   bench_sampler's cost per sample, fp/dwarf/auto ("VMBENCH" lines)
+#   vm_tests.sh debug   sources /debug.sh (vm.sh copies $CANOPY_A64_DEBUG there)
 # Shares are those of tests/workloads/shares.c (work_a 50, work_b 30, work_c 20 per round,
 # all through burn), counted on full paths (docs/perf-sampler.md "Accuracy"), ±5 points.
 WL=/wl
@@ -54,13 +55,15 @@ shares() {
     }
     END {
         if (!tot) tot = 1
-        printf "%.1f %.1f %.1f %.1f %.1f %d\n", 100*a/tot, 100*b/tot, 100*c/tot, 100*full/tot,
-            100*inmain/tot, tot
+        if (!inmain) inmain = 1
+        printf "%.1f %.1f %.1f %.1f %.1f %d\n", 100*a/inmain, 100*b/inmain, 100*c/inmain,
+            100*full/inmain, 100*inmain/tot, tot
     }' "$2"
 }
 
-# check_shares NAME MODE FOLDED: the shares within ±5 points, ≥ 90% of samples under main,
-# and in dwarf/auto ≥ 40% with the full path down to burn.
+# check_shares NAME MODE FOLDED: the shares of the samples under main within ±5 points
+# (the program's start, exec and ld.so, is slow to emulate: a few % of a short run), ≥ 85%
+# of the samples under main, and in dwarf/auto ≥ 40% with the full path down to burn.
 check_shares() {
     set -- "$1" "$2" "$3" $(shares "$2" "$3")
     if awk -v a="$4" -v b="$5" -v c="$6" -v f="$7" -v m="$8" -v n="$9" -v mode="$2" 'BEGIN {
@@ -68,7 +71,7 @@ check_shares() {
         d = b - 30; if (d < 0) d = -d; if (d > 5) exit 1
         d = c - 20; if (d < 0) d = -d; if (d > 5) exit 1
         if (mode != "fp" && f < 40) exit 1
-        exit !(m >= 90 && n >= 200) }'; then
+        exit !(m >= 85 && n >= 200) }'; then
         pass "$1: work_a $4 work_b $5 work_c $6 (full paths $7%, in main $8%, $9 samples)"
     else
         fail "$1: work_a $4 work_b $5 work_c $6 (want 50/30/20 ±5; full paths $7%, in main $8%, $9 samples)"
@@ -91,6 +94,10 @@ tests() {
         "kptr_restrict $(cat /proc/sys/kernel/kptr_restrict)" \
         "pmu $(ls /sys/bus/event_source/devices | tr '\n' ' ')"
     echo "VMINFO cpu $(grep -m1 Features /proc/cpuinfo)"
+    # The kernel lowers perf_event_max_sample_rate at run time when sampling interrupts take
+    # more than perf_cpu_time_max_percent of a CPU, which an emulated machine on a loaded host
+    # soon does (down to a few dozen Hz): not what is tested here (but see max-sample-rate).
+    echo 0 >/proc/sys/kernel/perf_cpu_time_max_percent
     rate=/proc/sys/kernel/perf_event_max_sample_rate
     echo "VMINFO perf_event_max_sample_rate $(cat $rate)" \
         "perf_cpu_time_max_percent $(cat /proc/sys/kernel/perf_cpu_time_max_percent)"
@@ -127,24 +134,29 @@ tests() {
     echo "$max0" >$rate
 
     # ---- the vDSO and the kernel ---------------------------------------------------------
-    canopy run --unwind dwarf --format folded -o $T/vdso.folded -- $WL/wl_clockread 2 clock \
-        >/dev/null 2>$T/run.err || fail "vdso: canopy run exited $?: $(tail -3 $T/run.err)"
-    main=$(share $T/vdso.folded '(^|;)main;clock_loop(;|$| )')
-    vdso=$(share $T/vdso.folded '(^|;)main;clock_loop;.*__kernel_clock_gettime')
-    if ge "$main" 90 && ge "$vdso" 25; then
-        pass "vdso: $main% reach main;clock_loop, $vdso% through __kernel_clock_gettime"
-    else
-        fail "vdso: $main% reach main;clock_loop (want ≥ 90), $vdso% through __kernel_clock_gettime (want ≥ 25)"
-        show $T/vdso.folded
-    fi
-    for m in fp dwarf; do
+    # The vDSO (no unwind tables on arm64): its leaves return through the link register.
+    for m in dwarf auto; do
+        canopy run --unwind $m --format folded -o $T/vdso-$m.folded -- $WL/wl_clockread 2 clock \
+            >/dev/null 2>$T/run.err || fail "vdso-$m: canopy run exited $?: $(tail -3 $T/run.err)"
+        main=$(share $T/vdso-$m.folded '(^|;)main;clock_loop[; ]')
+        vdso=$(share $T/vdso-$m.folded '(^|;)main;clock_loop;(wl_now_ns;)?clock_gettime;__kernel_clock_gettime[; ]')
+        if ge "$main" 90 && ge "$vdso" 25; then
+            pass "vdso-$m: $main% reach main;clock_loop, $vdso% main;clock_loop;…;clock_gettime;__kernel_clock_gettime"
+        else
+            fail "vdso-$m: $main% reach main;clock_loop (want ≥ 90), $vdso% through __kernel_clock_gettime (want ≥ 25)"
+            show $T/vdso-$m.folded
+        fi
+    done
+    # wl_clockread has no frame pointers: auto and dwarf reach main.
+    for m in auto dwarf; do
         canopy run --unwind $m --format folded -o $T/kern-$m.folded -- $WL/wl_clockread 2 kernel \
             >/dev/null 2>$T/run.err || fail "kernel-$m: canopy run exited $?: $(tail -3 $T/run.err)"
-        k=$(share $T/kern-$m.folded '(^|;)main;zero_loop;.*el0_svc.*;read_zero')
-        if ge "$k" 50; then
-            pass "kernel-$m: $k% main;zero_loop;…;el0_svc;…;read_zero"
+        # read_zero's clear_user is an assembler leaf: read_zero itself may be missing.
+        k=$(share $T/kern-$m.folded '(^|;)main;zero_loop;read;el0t_64_sync;.*el0_svc;.*;vfs_read(;|$| )')
+        if ge "$k" 80; then
+            pass "kernel-$m: $k% main;zero_loop;read;el0t_64_sync;…;el0_svc;…;vfs_read"
         else
-            fail "kernel-$m: $k% main;zero_loop;…;el0_svc;…;read_zero (want ≥ 50)"
+            fail "kernel-$m: $k% main;zero_loop;read;el0t_64_sync;…;el0_svc;…;vfs_read (want ≥ 80)"
             show $T/kern-$m.folded
         fi
     done
@@ -257,6 +269,7 @@ bench() {
 case ${1:-test} in
 test) tests ;;
 bench) bench ;;
+debug) . /debug.sh ;; # vm.sh SRC OUT CANOPY debug, with CANOPY_A64_DEBUG=SCRIPT
 *) fail "unknown mode $1" ;;
 esac
 if [ $fails = 0 ]; then
