@@ -80,7 +80,8 @@ log "canopy, canopyd, bench_sampler cross-built"
 
 # The workloads: shares with and without frame pointers and with return-address signing
 # (-mbranch-protection=pac-ret: PAC in every saved LR, stripped by the unwinders), threads
-# (started after attach), clockread (vDSO and kernel), deep (the bench's 30-frame stack).
+# (started after attach), clockread (vDSO and kernel), sigprof (a signal handler's frames),
+# deep (the bench's 30-frame stack).
 wl=$out/root/wl
 mkdir -p "$wl" || die "cannot create $wl"
 W=$src/tests/workloads
@@ -97,7 +98,7 @@ pids=""
 for j in "wl_shares_fp shares.c $FP" "wl_shares_nofp shares.c $NOFP" \
     "wl_shares_pac shares.c $FP $PAC" "wl_shares_pacnofp shares.c $NOFP $PAC" \
     "wl_threads_fp threads.c $FP" "wl_threads_pac threads.c $NOFP $PAC" \
-    "wl_clockread clockread.c $NOFP -Wl,--build-id=none" \
+    "wl_clockread clockread.c $NOFP -Wl,--build-id=none" "wl_sigprof sigprof.c $NOFP" \
     "wl_deep_fp deep.c $FP" "wl_deep_nofp deep.c $NOFP"; do
     # shellcheck disable=SC2086 # j is a word list
     wlbuild $j &

@@ -79,12 +79,30 @@ check_shares() {
     fi
 }
 
-# share FOLDED ERE: percentage of samples whose stack matches ERE.
+# share FOLDED ERE [BASE]: percentage of samples whose stack matches ERE, among those
+# matching the ERE BASE (default: all).
 share() {
-    awk -v re="$2" '{ n = $NF; tot += n; if ($0 ~ re) m += n }
+    awk -v re="$2" -v base="${3:-.}" '{ n = $NF; if ($0 !~ base) next; tot += n; if ($0 ~ re) m += n }
         END { printf "%.1f\n", tot ? 100 * m / tot : 0 }' "$1"
 }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+
+# Samples in a signal handler (sigprof.c): the unwind goes through the signal frame
+# (arm64: the vDSO's __kernel_rt_sigreturn) into the interrupted main_work.
+sigprof() {
+    for m in dwarf auto; do
+        canopy run --unwind $m --format folded -o $T/sig-$m.folded -- $WL/wl_sigprof 2 \
+            >/dev/null 2>$T/run.err || fail "sigprof-$m: canopy run exited $?: $(tail -3 $T/run.err)"
+        h=$(share $T/sig-$m.folded ';on_prof;spin_handler[; ]' ';main;')
+        both=$(share $T/sig-$m.folded ';main;main_work;.*;on_prof;spin_handler[; ]' ';on_prof;spin_handler[; ]')
+        if ge "$h" 20 && ge "$both" 90; then
+            pass "sigprof-$m: $h% in on_prof;spin_handler, $both% of them under main;main_work"
+        else
+            fail "sigprof-$m: $h% in on_prof;spin_handler (want ≥ 20), $both% of them under main;main_work (want ≥ 90)"
+            show $T/sig-$m.folded
+        fi
+    done
+}
 
 tests() {
     # A complete number of rounds (a round is ~25 ms natively, ~10x slower emulated): shares
@@ -135,32 +153,37 @@ tests() {
 
     # ---- the vDSO and the kernel ---------------------------------------------------------
     # The vDSO (no unwind tables on arm64): its leaves return through the link register.
+    # Shares among the samples under main: the program's start (exec, ld.so) is slow to
+    # emulate and takes up to a fifth of a short run on a loaded host.
     for m in dwarf auto; do
-        canopy run --unwind $m --format folded -o $T/vdso-$m.folded -- $WL/wl_clockread 2 clock \
+        canopy run --unwind $m --format folded -o $T/vdso-$m.folded -- $WL/wl_clockread 3 clock \
             >/dev/null 2>$T/run.err || fail "vdso-$m: canopy run exited $?: $(tail -3 $T/run.err)"
         main=$(share $T/vdso-$m.folded '(^|;)main;clock_loop[; ]')
-        vdso=$(share $T/vdso-$m.folded '(^|;)main;clock_loop;(wl_now_ns;)?clock_gettime;__kernel_clock_gettime[; ]')
-        if ge "$main" 90 && ge "$vdso" 25; then
-            pass "vdso-$m: $main% reach main;clock_loop, $vdso% main;clock_loop;…;clock_gettime;__kernel_clock_gettime"
+        vdso=$(share $T/vdso-$m.folded \
+            ';main;clock_loop;(wl_now_ns;)?clock_gettime;__kernel_clock_gettime[; ]' ';main;')
+        if ge "$main" 75 && ge "$vdso" 25; then
+            pass "vdso-$m: $main% reach main;clock_loop; of those, $vdso% main;clock_loop;…;clock_gettime;__kernel_clock_gettime"
         else
-            fail "vdso-$m: $main% reach main;clock_loop (want ≥ 90), $vdso% through __kernel_clock_gettime (want ≥ 25)"
+            fail "vdso-$m: $main% reach main;clock_loop (want ≥ 75); of those, $vdso% through __kernel_clock_gettime (want ≥ 25)"
             show $T/vdso-$m.folded
         fi
     done
-    # wl_clockread has no frame pointers: auto and dwarf reach main.
+    # wl_clockread has no frame pointers: auto and dwarf reach main. read_zero's clear_user is
+    # an assembler leaf: read_zero itself may be missing; samples at the svc are user only.
     for m in auto dwarf; do
-        canopy run --unwind $m --format folded -o $T/kern-$m.folded -- $WL/wl_clockread 2 kernel \
+        canopy run --unwind $m --format folded -o $T/kern-$m.folded -- $WL/wl_clockread 3 kernel \
             >/dev/null 2>$T/run.err || fail "kernel-$m: canopy run exited $?: $(tail -3 $T/run.err)"
-        # read_zero's clear_user is an assembler leaf: read_zero itself may be missing.
-        k=$(share $T/kern-$m.folded '(^|;)main;zero_loop;read;el0t_64_sync;.*el0_svc;.*;vfs_read(;|$| )')
-        if ge "$k" 80; then
-            pass "kernel-$m: $k% main;zero_loop;read;el0t_64_sync;…;el0_svc;…;vfs_read"
+        main=$(share $T/kern-$m.folded '(^|;)main;zero_loop[; ]')
+        k=$(share $T/kern-$m.folded ';main;zero_loop;read;el0t_64_sync;.*el0_svc;.*;vfs_read[; ]' ';main;')
+        if ge "$main" 75 && ge "$k" 50; then
+            pass "kernel-$m: $main% reach main;zero_loop; of those, $k% main;zero_loop;read;el0t_64_sync;…;el0_svc;…;vfs_read"
         else
-            fail "kernel-$m: $k% main;zero_loop;read;el0t_64_sync;…;el0_svc;…;vfs_read (want ≥ 80)"
+            fail "kernel-$m: $main% reach main;zero_loop (want ≥ 75); of those, $k% main;zero_loop;read;el0t_64_sync;…;el0_svc;…;vfs_read (want ≥ 50)"
             show $T/kern-$m.folded
         fi
     done
 
+    sigprof
     # ---- canopyd: attach, threads after attach, live tree, save, persistence ---------------
     canopyd --socket $CANOPY_SOCKET --state-dir $T/state >$T/d.log 2>&1 &
     dpid=$!
@@ -201,7 +224,10 @@ tests() {
         done
     done
 
-    # Threads started after attach: alpha_work 100% of wl-alpha, beta_x/beta_y 70/30.
+    # Threads started after attach: alpha_work is all of its thread's time, beta_x/beta_y
+    # 70/30 of the other's. Per thread: how the two vCPUs are shared depends on the host's
+    # load. The ratio gets ±8 points: on a loaded host the emulated cycle counter follows
+    # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–72).
     for b in fp pac; do
         $WL/wl_threads_$b 3 1.5 >/dev/null &
         wpid=$!
@@ -209,14 +235,17 @@ tests() {
         sid=$(canopy attach $wpid --name thr-$b -F 499 2>$T/at.err) || fail "threads-$b: $(cat $T/at.err)"
         wait $wpid
         canopy tree "$sid" --format folded >$T/thr-$b.folded 2>&1
-        al=$(share $T/thr-$b.folded ';alpha_work;spin[; ]')
-        bx=$(share $T/thr-$b.folded ';beta_x;spin[; ]')
-        by=$(share $T/thr-$b.folded ';beta_y;spin[; ]')
-        if awk -v a="$al" -v x="$bx" -v y="$by" 'BEGIN { t = x + y; if (!t) exit 1
-            r = 100 * x / t; exit !(a >= 35 && a <= 65 && r >= 65 && r <= 75) }'; then
-            pass "threads-$b: alpha_work $al%, beta_x $bx%, beta_y $by% (threads started after attach)"
+        na=$(awk '/;alpha;/ { n += $NF } END { print n + 0 }' $T/thr-$b.folded)
+        nb=$(awk '/;beta;/ { n += $NF } END { print n + 0 }' $T/thr-$b.folded)
+        al=$(share $T/thr-$b.folded ';alpha;alpha_work;spin[; ]' ';alpha;')
+        bx=$(share $T/thr-$b.folded ';beta;beta_x;spin[; ]' ';beta;')
+        by=$(share $T/thr-$b.folded ';beta;beta_y;spin[; ]' ';beta;')
+        if [ "$na" -ge 100 ] && [ "$nb" -ge 100 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
+            BEGIN { t = x + y; if (!t) exit 1; r = 100 * x / t
+                    exit !(a >= 95 && x + y >= 95 && r >= 62 && r <= 78) }'; then
+            pass "threads-$b: wl-alpha $na samples, alpha_work $al%; wl-beta $nb samples, beta_x $bx%, beta_y $by% (started after attach)"
         else
-            fail "threads-$b: alpha_work $al%, beta_x $bx%, beta_y $by% (want ~50, 35, 15)"
+            fail "threads-$b: wl-alpha $na samples, alpha_work $al% (want ≥ 95); wl-beta $nb samples, beta_x $bx%, beta_y $by% (want 70/30 ±8)"
             show $T/thr-$b.folded
         fi
     done
