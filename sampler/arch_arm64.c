@@ -1,7 +1,7 @@
 /* arch_arm64.c — AArch64 parts of the sampler behind cn_smp__arch: the perf user-register
  * set (x0..x30, sp, pc; DWARF numbering is the same), pointer-authentication stripping of
- * return addresses, and the frame-pointer prologue test. Built on every host (tests drive
- * it anywhere); cn_smp__arch_get() picks the host's descriptor. */
+ * return addresses, the signal frame, and the frame-pointer prologue test. Built on every host
+ * (tests drive it anywhere); cn_smp__arch_get() picks the host's descriptor. */
 #include <string.h>
 
 #include "smp_internal.h"
@@ -64,6 +64,16 @@ const cn_smp__arch cn_smp__arch_arm64 = {
     .dw_fp = 29,
     .dw_ra = 30,          /* the link register: a leaf's return address is still in it */
     .fp_gives_sp = false, /* the frame record is anywhere in the frame: no caller's SP */
+    /* The handler returns to the vDSO's __kernel_rt_sigreturn with SP at rt_sigframe:
+     * siginfo (128 bytes), then the ucontext, whose uc_mcontext (struct sigcontext:
+     * fault_address, x0..x30, sp, pc) is at 176 (uapi asm/ucontext.h, asm/sigcontext.h).
+     * The vDSO has no CFI: the trampoline is known by its code, mov x8, #139
+     * (__NR_rt_sigreturn); svc #0, as libunwind knows it. */
+    .sig_pc = 128 + 176 + 8 + 32 * 8,
+    .sig_sp = 128 + 176 + 8 + 31 * 8,
+    .sig_fp = 128 + 176 + 8 + 29 * 8,
+    .sig_lr = 128 + 176 + 8 + 30 * 8,
+    .sig_code = {0xd2801168, 0xd4000001},
     .unw_to_perf = arm64_unw_to_perf,
     .mask_ret = arm64_mask_ret,
     .fp_prologue = arm64_fp_prologue,

@@ -287,6 +287,11 @@ static int sig_step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0
         return -EFAULT;
     next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
     next->ok[SLOT_RA] = false;
+    if (arch->sig_lr) {
+        if (read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_lr, &next->v[SLOT_RA]) < 0)
+            return -EFAULT;
+        next->ok[SLOT_RA] = true; /* live in the interrupted code: lr_step() may use it */
+    }
     return next->v[SLOT_SP] > sp ? 0 : -EAGAIN;
 }
 
@@ -356,6 +361,31 @@ static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g
     g->ok[SLOT_SP] = true;
     g->ok[SLOT_FP] = sample_reg(arch, r, arch->perf_fp, &g->v[SLOT_FP]);
     g->ok[SLOT_RA] = sample_reg(arch, r, arch->perf_lr, &g->v[SLOT_RA]);
+    return true;
+}
+
+/* True when the code at vaddr (in m's object) is arch's sigreturn trampoline: a return
+ * address there is a signal frame even without CFI. */
+static bool is_sigreturn(const cn_smp__arch *arch, const cn_smp__map *m, uint64_t vaddr)
+{
+    uint32_t code[2];
+    return arch->sig_code[0] && arch->sig_pc &&
+           cn_smp__elf_read(&m->obj->elf, vaddr, code, sizeof(code)) == 0 &&
+           code[0] == arch->sig_code[0] && code[1] == arch->sig_code[1];
+}
+
+/* Interrupted code (the sampled leaf, or the code a signal interrupted) at an address
+ * without CFI, on an architecture with a link register: its caller is the link register,
+ * with the stack pointer unchanged. That is what a frameless leaf and a PLT stub look like,
+ * and arm64's vDSO (built without unwind tables: docs/perf-sampler.md "arm64") is made of
+ * frameless leaves. Returns false when there is no link register or it holds nothing. */
+static bool lr_step(const cn_smp__arch *arch, const regs *cur, regs *next)
+{
+    if (arch->perf_lr < 0 || !cur->ok[SLOT_RA] || arch->mask_ret(cur->v[SLOT_RA]) == 0)
+        return false;
+    *next = *cur;
+    next->pc = cur->v[SLOT_RA];
+    next->ok[SLOT_RA] = false; /* the caller's own link register is gone */
     return true;
 }
 
@@ -497,6 +527,15 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         rule tmp;
         const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
+        if ((!ru || ru->cfa_slot == NSLOTS) && exact && lr_step(arch, &cur, &next)) {
+            cur = next;
+            exact = false;
+            continue;
+        }
+        if ((!ru || ru->cfa_slot == NSLOTS) && !exact && is_sigreturn(arch, m, at + 1 - bias)) {
+            tmp = (rule){.cfa_slot = CFA_SIGNAL};
+            ru = &tmp;
+        }
         if (!ru || (ru->cfa_slot >= NSLOTS && ru->cfa_slot != CFA_SIGNAL))
             return -EAGAIN;
         uint64_t fault = 0;

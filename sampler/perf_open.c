@@ -1,7 +1,8 @@
 /* perf_open.c — opening the perf events: the events we know by name, the perf_event_attr
  * this session asks for (its sample layout follows the unwind mode), perf_event_open with
  * the fallbacks the kernel may require (cycles -> cpu-clock where there is no hardware
- * event, kernel frames dropped on EACCES/EPERM, offline CPUs skipped on ENODEV,
+ * event, kernel frames dropped on EACCES/EPERM, the frequency lowered to
+ * kernel.perf_event_max_sample_rate on EINVAL, offline CPUs skipped on ENODEV,
  * RLIMIT_NOFILE raised on EMFILE), and enabling, disabling and closing what was opened.
  *
  * One ring per online CPU (ring.c maps it). A SYSTEM target has one event per CPU. A PID
@@ -215,7 +216,21 @@ static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
     return opened ? 0 : -ENODEV;
 }
 
-/* Picks the event and opens a first probe to settle kernel-frame permission. */
+/* kernel.perf_event_max_sample_rate, or 0 when it cannot be read. */
+static uint32_t max_sample_rate(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/perf_event_max_sample_rate", "re");
+    unsigned long v = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &v) != 1 || v > UINT32_MAX)
+            v = 0;
+        fclose(f);
+    }
+    return (uint32_t)v;
+}
+
+/* Picks the event and opens a first probe to settle kernel-frame permission and the
+ * frequency. */
 static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_err *err)
 {
     const char *want = s->event_req;
@@ -231,7 +246,7 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
         want = "context-switches";
     if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)
         return cn_err_set(err, -ENOENT, "unknown event '%s'", want);
-    for (int attempt = 0; attempt < 4; attempt++) {
+    for (int attempt = 0; attempt < 5; attempt++) {
         struct perf_event_attr a;
         fill_attr(s, &a);
         int fd = perf_open(&a, probe_pid, probe_cpu);
@@ -269,6 +284,16 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
             return cn_err_set(err, fd,
                               "perf_event_open not permitted (kernel.perf_event_paranoid; "
                               "need root or CAP_PERFMON)");
+        if (fd == -EINVAL) {
+            /* The kernel lowers its limit at run time when sampling interrupts take too
+             * long (a loaded or emulated machine: docs/perf-sampler.md "arm64"), below the
+             * 999 Hz `canopy run` asks for; like `perf record`, sample at the limit. */
+            uint32_t max = max_sample_rate();
+            if (max > 0 && s->cfg.freq > max) {
+                s->cfg.freq = max;
+                continue;
+            }
+        }
         if (fd == -EINVAL && s->cfg.freq > 1000)
             return cn_err_set(err, fd,
                               "perf_event_open: invalid argument (frequency %u above "

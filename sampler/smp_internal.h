@@ -42,8 +42,11 @@ typedef struct cn_smp__arch {
     bool fp_gives_sp;
     /* A signal frame (CFI 'S' augmentation: the sigreturn trampoline, entered with SP at
      * the ucontext the kernel saved): offsets from that SP of the interrupted pc, SP and
-     * FP. 0: signal frames are left to libunwind. */
-    int sig_pc, sig_sp, sig_fp;
+     * FP, and of the link register (0: none). 0: signal frames are left to libunwind. */
+    int sig_pc, sig_sp, sig_fp, sig_lr;
+    /* The sigreturn trampoline's two instructions, for a trampoline without CFI (arm64's
+     * vDSO), or zeros. */
+    uint32_t sig_code[2];
     /* perf register index for a libunwind (DWARF) register number, or -1. */
     int (*unw_to_perf)(int unw_reg);
     /* Strips pointer-authentication bits from a return address (arm64), else identity. */

@@ -140,6 +140,11 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t regnum, unw_word_t *val,
     if (idx < 0 || (uint32_t)idx >= c->r->u.sample.nregs)
         return -UNW_EBADREG;
     *val = cn_smp__reg_at(c->r, (uint32_t)idx);
+    /* The link register holds a return address, signed inside pac-ret functions (arm64's
+     * vDSO among them): libunwind 1.6 takes it as is when a leaf has no CFI, and then finds
+     * no caller (docs/perf-sampler.md "arm64"). */
+    if (perf == c->arch->perf_lr)
+        *val = c->arch->mask_ret(*val);
     return 0;
 }
 

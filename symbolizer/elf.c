@@ -3,7 +3,7 @@
  * Symbol sources, best first: the file's own .symtab; the .symtab of its separate debug
  * file (/usr/lib/debug/.build-id/xx/rest.debug, .gnu_debuglink with its CRC checked,
  * debuginfod); the .symtab inside MiniDebugInfo (.gnu_debugdata, xz) together with
- * .dynsym; .dynsym alone. PLT entries are added as `name@plt` (x86-64). Everything read
+ * .dynsym; .dynsym alone. PLT entries are added as `name@plt` (x86-64, AArch64). Everything read
  * from the file is untrusted: section sizes, entry sizes, name offsets, counts and the
  * decompressed size are checked or bounded through libelf's checked accessors. */
 #include "sym_internal.h"
@@ -135,26 +135,39 @@ out:
     return added;
 }
 
-/* PLT entries as `name@plt` (x86-64: 16-byte entries; .plt.sec when IBT splits the PLT,
- * otherwise .plt after its 16-byte header). */
+/* PLT entries as `name@plt`, in .rela.plt's order. x86-64: 16-byte entries, in .plt.sec
+ * when IBT splits the PLT, otherwise in .plt after its 16-byte header. AArch64: .plt opens
+ * with a 32-byte header; entries are 16 bytes, or 24 with return-address signing
+ * (DT_AARCH64_PAC_PLT; BTI adds a landing pad in some linkers' entries too), so the entry
+ * size is derived from the section's size: anything but 16 or 24 is not trusted. */
 static int add_plt(cn_sym__table *t, Elf *elf)
 {
     GElf_Ehdr eh;
-    if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64)
+    if (!gelf_getehdr(elf, &eh) || (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64))
         return 0;
     GElf_Shdr relsh, pltsh;
     Elf_Scn *rel = find_section(elf, ".rela.plt", &relsh);
-    if (!rel || relsh.sh_type != SHT_RELA)
+    if (!rel || relsh.sh_type != SHT_RELA || relsh.sh_entsize == 0)
         return 0;
-    uint64_t base;
-    Elf_Scn *plt = find_section(elf, ".plt.sec", &pltsh);
+    uint64_t nrel = relsh.sh_size / relsh.sh_entsize;
+    uint64_t base, entry = 16;
+    Elf_Scn *plt = eh.e_machine == EM_X86_64 ? find_section(elf, ".plt.sec", &pltsh) : NULL;
     if (plt) {
         base = pltsh.sh_addr;
     } else {
         plt = find_section(elf, ".plt", &pltsh);
         if (!plt)
             return 0;
-        base = pltsh.sh_addr + 16;
+        uint64_t header = eh.e_machine == EM_AARCH64 ? 32 : 16;
+        if (pltsh.sh_size < header || nrel == 0)
+            return 0;
+        base = pltsh.sh_addr + header;
+        if (eh.e_machine == EM_AARCH64) {
+            uint64_t body = pltsh.sh_size - header;
+            entry = body % nrel == 0 ? body / nrel : 0;
+            if (entry != 16 && entry != 24)
+                return 0;
+        }
     }
     Elf_Scn *dynsym = elf_getscn(elf, relsh.sh_link);
     GElf_Shdr dsh;
@@ -162,12 +175,12 @@ static int add_plt(cn_sym__table *t, Elf *elf)
         return 0;
     Elf_Data *rd = elf_getdata(rel, NULL);
     Elf_Data *sd = elf_getdata(dynsym, NULL);
-    if (!rd || !sd || relsh.sh_entsize == 0)
+    if (!rd || !sd)
         return 0;
     size_t n = rd->d_size / relsh.sh_entsize;
     uint64_t end = pltsh.sh_addr + pltsh.sh_size;
     char buf[CN_SYM__MAX_NAME + 8];
-    for (size_t i = 0; i < n && base + (i + 1) * 16 <= end; i++) {
+    for (size_t i = 0; i < n && base + (i + 1) * entry <= end; i++) {
         GElf_Rela r;
         GElf_Sym sym;
         if (!gelf_getrela(rd, (int)i, &r) || !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
@@ -181,7 +194,8 @@ static int add_plt(cn_sym__table *t, Elf *elf)
             memmove(at, buf + len - 4, 5);
             len = (int)strlen(buf);
         }
-        int rc = cn_sym__table_add(t, base + i * 16, 16, end, buf, (size_t)len, CN_SYM__BIND_LOCAL);
+        int rc = cn_sym__table_add(t, base + i * entry, entry, end, buf, (size_t)len,
+                                   CN_SYM__BIND_LOCAL);
         if (rc < 0)
             return rc;
     }

@@ -328,6 +328,57 @@ static bool same_unwind(const uint64_t *a, int na, cn_smp_stop sa, const uint64_
 #define OLD_LIBUNWIND_PAC                                                                          \
     (SELFTEST_PAC && (UNW_VERSION_MAJOR < 1 || (UNW_VERSION_MAJOR == 1 && UNW_VERSION_MINOR < 7)))
 
+/* Runtime address of this executable's first PLT entry (past the 32-byte header), or 0.
+ * The PLT has no CFI: a leaf there is what compiled CFI's link-register step is for. */
+static uint64_t first_plt_entry(const space *sp)
+{
+    const cn_smp__map *m = cn_smp__proc_find(&sp->proc, (uint64_t)(uintptr_t)level_a);
+    uint64_t bias, plt = 0;
+    if (!m || cn_smp__elf_load(m->obj) < 0 ||
+        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        return 0;
+    Elf *e = elf_memory((char *)m->obj->elf.data, m->obj->elf.size);
+    size_t shstr;
+    Elf_Scn *scn = NULL;
+    if (!e || elf_getshdrstrndx(e, &shstr) != 0) {
+        elf_end(e);
+        return 0;
+    }
+    while ((scn = elf_nextscn(e, scn)) != NULL) {
+        GElf_Shdr sh;
+        const char *name;
+        if (gelf_getshdr(scn, &sh) && (name = elf_strptr(e, shstr, sh.sh_name)) &&
+            strcmp(name, ".plt") == 0 && sh.sh_size >= 48)
+            plt = sh.sh_addr + 32 + bias;
+    }
+    elf_end(e);
+    return plt;
+}
+
+/* The snapshot moved into a PLT entry (a leaf without CFI, same SP and link register): its
+ * callers are snap's (level_c, level_b, ...), through the link register. */
+static void unwind_plt_leaf(const space *sp, const cn_smp__rec *r0, const uint64_t *cpcs, int cn,
+                            cn_smp_stop cstop)
+{
+    uint64_t regs[NREGS], pcs[CN_SMP_MAX_FRAMES], plt = first_plt_entry(sp);
+    CHECK(plt != 0, "no .plt in the executable");
+    if (!plt)
+        return;
+    memcpy(regs, r0->u.sample.regs, sizeof(regs));
+    regs[32] = plt + 4;
+    cn_smp__rec r = *r0;
+    r.u.sample.ip = regs[32];
+    r.u.sample.regs = (const uint8_t *)regs;
+    cn_smp_stop stop = CN_SMP_STOP_OTHER;
+    int n =
+        cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, pcs, CN_SMP_MAX_FRAMES, NULL, &stop);
+    printf("leaf in the PLT (no CFI) at %#llx: %d frames, %s\n", (unsigned long long)regs[32], n,
+           n >= 0 ? cn_smp_stop_name(stop) : "gave up");
+    CHECK(n == cn && pcs[0] == regs[32] && stop == cstop &&
+              memcmp(pcs + 1, cpcs + 1, (size_t)(cn - 1) * sizeof(*pcs)) == 0,
+          "a leaf in the PLT does not unwind to snap's callers through the link register");
+}
+
 static void unwind_all(const space *sp, const snapshot *s)
 {
     cn_smp__rec r = {.type = PERF_RECORD_SAMPLE, .pid = (uint32_t)getpid()};
@@ -351,8 +402,10 @@ static void unwind_all(const space *sp, const snapshot *s)
     int cn = cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, cpcs, CN_SMP_MAX_FRAMES, NULL,
                                 &cstop);
     CHECK(cn >= 0, "compiled CFI gave up (%d): a frame needs libunwind", cn);
-    if (cn >= 0)
+    if (cn >= 0) {
         check_frames("compiled CFI", sp, s, cpcs, cn, cstop);
+        unwind_plt_leaf(sp, &r, cpcs, cn, cstop);
+    }
 
     int ln = cn_smp__unwind_dwarf(lu, &sp->proc, &r, lpcs, CN_SMP_MAX_FRAMES, NULL, &lstop);
     bool lsame = cn >= 0 && same_unwind(cpcs, cn, cstop, lpcs, ln, lstop);

@@ -1,6 +1,7 @@
 /* Unit tests of symbolizer/: symbol-table rules (sizes, aliases, sizeless symbols), perf
  * maps and kallsyms, ELF objects (PIE, stripped + .gnu_debuglink, inline chains),
- * functions of stripped code from FDE ranges, corrupt files, the cache's memory bound, the worker
+ * functions of stripped code from FDE ranges, arm64 ELF (PLT names against objdump's,
+ * $x/$d mapping symbols never used as names), corrupt files, the cache's memory bound, the worker
  * thread, and a live tree that keeps a client's focus path valid while symbols arrive (with
  * aggregate's regroup). The ELF tests use the binaries tests/cmake/symbolizer.cmake builds. */
 #include <setjmp.h>
@@ -1034,6 +1035,143 @@ static void test_live_regroup(void **state)
     cn_agg_profile_free(p);
 }
 
+/* --- arm64 ELF: PLT names and mapping symbols ----------------------------------------- */
+
+/* A program with PLT calls (puts, strlen, abs) and a function with a literal word in its
+ * code, so that the linker emits a $d mapping symbol inside it ($x symbols mark code). */
+static const char arm64_src[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "__asm__(\".text\\n.globl data_fn\\n.type data_fn,%function\\ndata_fn:\\nret\\n"
+    ".word 0x12345678\\n.size data_fn, .-data_fn\\n\");\n"
+    "int main(int argc, char **argv)\n"
+    "{ puts(argv[0]); return (int)strlen(argv[0]) + abs(argc); }\n";
+
+/* vaddr -> file offset through PT_LOAD (0 when outside every segment). */
+static uint64_t va_to_off(const char *path, uint64_t va)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(elf);
+    size_t np = 0;
+    uint64_t off = 0;
+    elf_getphdrnum(elf, &np);
+    for (size_t i = 0; i < np; i++) {
+        GElf_Phdr ph;
+        gelf_getphdr(elf, (int)i, &ph);
+        if (ph.p_type == PT_LOAD && va >= ph.p_vaddr && va < ph.p_vaddr + ph.p_filesz)
+            off = va - ph.p_vaddr + ph.p_offset;
+    }
+    elf_end(elf);
+    close(fd);
+    return off;
+}
+
+/* Every "ADDR <NAME@plt>:" label objdump prints for path's .plt (its own reading of the
+ * PLT, the oracle) resolves to NAME@plt, at the entry's first and last instruction.
+ * Returns the number of entries checked. */
+static int check_plt_against_objdump(cn_sym_cache *c, const char *path, uint64_t entry)
+{
+    char cmd[4600], line[512], name[256];
+    snprintf(cmd, sizeof(cmd), "aarch64-linux-gnu-objdump -d -j .plt %s", path);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    int n = 0;
+    unsigned long long va;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%llx <%255[^>]>:", &va, name) != 2 || !strstr(name, "@plt"))
+            continue;
+        uint64_t off = va_to_off(path, va);
+        assert_true(off > 0);
+        expect_name(c, path, off, name);
+        expect_name(c, path, off + entry - 4, name);
+        n++;
+    }
+    assert_int_equal(pclose(f), 0);
+    return n;
+}
+
+/* The lookups at every $x/$d mapping symbol of path's .symtab: none is named after one.
+ * Returns how many were looked up. */
+static int check_mapping_symbols(cn_sym_cache *c, const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(elf);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    int n = 0;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; i < d->d_size / sh.sh_entsize; i++) {
+            GElf_Sym sym;
+            gelf_getsym(d, (int)i, &sym);
+            const char *nm = elf_strptr(elf, sh.sh_link, sym.st_name);
+            if (!nm || nm[0] != '$' || sym.st_shndx == SHN_UNDEF)
+                continue;
+            uint64_t off = va_to_off(path, sym.st_value);
+            if (off == 0)
+                continue;
+            cn_sym_result r;
+            assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+            if (r.status == 0 && r.depth > 0 && r.chain[0].name[0] == '$')
+                fail_msg("%s+0x%" PRIx64 " named after the mapping symbol %s", path, off,
+                         r.chain[0].name);
+            cn_sym_result_clear(&r);
+            n++;
+        }
+    }
+    elf_end(elf);
+    close(fd);
+    return n;
+}
+
+static void test_arm64_elf(void **state)
+{
+    (void)state;
+    if (system("aarch64-linux-gnu-gcc --version >/dev/null 2>&1") != 0) {
+        const char *ci = getenv("CI");
+        if (ci && strcmp(ci, "true") == 0)
+            fail_msg("aarch64-linux-gnu-gcc missing (gcc-aarch64-linux-gnu)");
+        skip();
+    }
+    char dir[] = "/tmp/cn_sym_a64_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char src[4200], cmd[16384];
+    snprintf(src, sizeof(src), "%s/a64.c", dir);
+    write_file(src, arm64_src);
+    /* Plain 16-byte PLT entries, BTI (DT_AARCH64_BTI_PLT) and PAC (DT_AARCH64_PAC_PLT:
+     * 24-byte entries). */
+    static const struct {
+        const char *name, *flags;
+        uint64_t entry;
+    } v[] = {
+        {"plain", "", 16},
+        {"bti", "-mbranch-protection=standard -Wl,-z,force-bti", 16},
+        {"pac", "-mbranch-protection=standard -Wl,-z,pac-plt", 24},
+    };
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/a64_%s", dir, v[i].name);
+        snprintf(cmd, sizeof(cmd), "aarch64-linux-gnu-gcc -O2 %s %s -o %s 2>/dev/null", v[i].flags,
+                 src, path);
+        assert_int_equal(system(cmd), 0);
+        assert_true(check_plt_against_objdump(c, path, v[i].entry) >= 3);
+        assert_true(check_mapping_symbols(c, path) >= 2);
+        uint64_t size = 0, off = sym_offset(path, "data_fn", &size);
+        assert_true(off > 0 && size == 8);
+        expect_name(c, path, off + 4, "data_fn"); /* the literal word, under $d */
+    }
+    cn_sym_cache_free(c);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1045,7 +1183,7 @@ int main(void)
         cmocka_unit_test(test_perfmap_rules), cmocka_unit_test(test_perfmap_mounts),
         cmocka_unit_test(test_perfmap_root),  cmocka_unit_test(test_perfmap_budget),
         cmocka_unit_test(test_vdso),          cmocka_unit_test(test_worker_bad_frame),
-        cmocka_unit_test(test_stripped_fde),
+        cmocka_unit_test(test_stripped_fde),  cmocka_unit_test(test_arm64_elf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
