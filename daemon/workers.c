@@ -378,7 +378,7 @@ static void job_done(cn_d_server *srv, cn_d__job *j)
         } else if (cpu) {
             srv->stats.query_too_expensive++;
             snprintf(msg, sizeof(msg),
-                     "query too expensive: stopped after %.1f s of CPU time or %.1f s in all "
+                     "query too expensive: stopped after %.3g s of CPU time or %.3g s in all "
                      "(limit)",
                      (double)srv->cfg.query_cpu_ns / 1e9, 4 * (double)srv->cfg.query_cpu_ns / 1e9);
             answer_error(j, "query_too_expensive", 1, msg);
