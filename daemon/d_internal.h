@@ -8,8 +8,9 @@
  * dispatch table, the tick, setup and shutdown), access.c (access control), store.c (the
  * sessions in memory and in the state dir: loading, checkpoints, eviction), handlers.c
  * (one function per protocol command), reply.c (building a response and queueing its
- * bytes) and query.c (the QUERY object and rendering). The sessions themselves are
- * live/'s (cn_live.h). Names carry the cn_d__ prefix; config.c holds cn_d_config.
+ * bytes), query.c (the QUERY object and rendering), workers.c (queries and saves in forked
+ * children) and quota.c (per-user quotas, connection timeouts). The sessions themselves
+ * are live/'s (cn_live.h). Names carry the cn_d__ prefix; config.c holds cn_d_config.
  */
 #ifndef CN_D_INTERNAL_H
 #define CN_D_INTERNAL_H
@@ -153,7 +154,7 @@ typedef struct cn_d__client {
     struct cn_d__client *next, *prev;
 } cn_d__client;
 
-/* Counters `status` reports (docs/cli-live.md "Daemon status"). */
+/* Counters `status` reports (docs/cli-live.md "Daemon limits"). */
 typedef struct cn_d__stats {
     uint64_t jobs_done;           /* queries and saves answered by a worker */
     uint64_t query_too_expensive; /* refused or stopped by a query bound */
