@@ -485,7 +485,8 @@ void cn_d__store_load(cn_d_server *srv)
     }
     closedir(d);
     /* Oldest first, as `sessions` lists them. */
-    qsort(srv->entries, srv->n_entries, sizeof(*srv->entries), by_start);
+    if (srv->n_entries > 1)
+        qsort(srv->entries, srv->n_entries, sizeof(*srv->entries), by_start);
     enforce_state_dir(srv);
 }
 

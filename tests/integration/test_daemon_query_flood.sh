@@ -63,9 +63,14 @@ for BACKEND in io_uring epoll; do
   jget 'any("CPU time" in m or "output over" in m for m in d["messages"])' <"$TMP/attack.json" | grep -q True ||
     fail "$BACKEND: no worker bound hit: $(cat "$TMP/attack.json")"
   # B: answered, fast, nothing lost.
-  jget 'd["errors"] == [] and d["n"] >= 10' <"$TMP/probe.json" | grep -q True || fail "$BACKEND: B's queries: $(cat "$TMP/probe.json")"
+  jget "d['errors'] == [] and d['n'] >= 30 // $SLOW" <"$TMP/probe.json" | grep -q True || fail "$BACKEND: B's queries: $(cat "$TMP/probe.json")"
   med=$(jget 'd["median_ms"]' <"$TMP/probe.json")
-  $PY -c "import sys; sys.exit(0 if float('$med') < 100 else 1)" || fail "$BACKEND: B's median latency $med ms >= 100 ms"
+  # The latency bound is the release build's: under a sanitizer every fork of the daemon
+  # costs the loop tens of ms, so only answers and losses are checked there.
+  if [ "$SLOW" = 1 ]; then
+    $PY -c "import sys; sys.exit(0 if float('$med') < 100 else 1)" ||
+      fail "$BACKEND: B's median latency $med ms >= 100 ms"
+  fi
   s=$(ok '{"cmd":"sessions"}')
   lost=$(jget "[x['lost'] for x in d['sessions'] if x['id']=='$BS'][0]" <<<"$s")
   n1=$(jget "[x['samples'] for x in d['sessions'] if x['id']=='$BS'][0]" <<<"$s")
