@@ -1,5 +1,6 @@
 /* config.c — canopyd's settings: defaults and the `key = value` config file. */
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,70 @@ void cn_d_config_init(cn_d_config *c)
     c->checkpoint_ns = 60LL * 1000000000;
     c->state_dir_max = (uint64_t)1 << 30;
     c->client_timeout_ns = 30LL * 1000000000;
+    c->query_workers = 4;
+    c->query_max_transforms = 64;
+    c->query_max_output = (size_t)64 << 20;
+    c->query_cpu_ns = 10LL * 1000000000;
+    c->query_memory = (size_t)1 << 30;
+    c->user_max_clients = 32;
+    c->user_max_sessions = 16;
+    c->user_max_kept = 512;
+    c->user_max_kept_bytes = (uint64_t)256 << 20;
+    c->user_max_fds = 8192;
+    c->idle_timeout_ns = 600LL * 1000000000;
+    c->send_timeout_ns = 30LL * 1000000000;
+}
+
+/* The limits of queries and the per-user quotas (docs/cli-live.md "Daemon limits"): counts,
+ * sizes and durations. 0 or -EINVAL for a bad value, -ENOENT for another key. */
+static int apply_limit(cn_d_config *c, const char *k, const char *v)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        unsigned max;
+    } counts[] = {
+        {"query_workers", offsetof(cn_d_config, query_workers), 64},
+        {"query_max_transforms", offsetof(cn_d_config, query_max_transforms),
+         CN_FMT_MAX_TRANSFORMS},
+        {"user_max_clients", offsetof(cn_d_config, user_max_clients), 100000},
+        {"user_max_sessions", offsetof(cn_d_config, user_max_sessions), 100000},
+        {"user_max_kept", offsetof(cn_d_config, user_max_kept), CN_D__MAX_LOADED_SESSIONS},
+        {"user_max_fds", offsetof(cn_d_config, user_max_fds), 1 << 24},
+    };
+    uint64_t u;
+    int64_t ns;
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        if (strcmp(k, counts[i].key))
+            continue;
+        char *end;
+        unsigned long n = strtoul(v, &end, 10);
+        if (*end || !*v || n == 0 || n > counts[i].max)
+            return -EINVAL;
+        *(unsigned *)((char *)c + counts[i].off) = (unsigned)n;
+        return 0;
+    }
+    if (!strcmp(k, "query_max_output") || !strcmp(k, "query_memory") ||
+        !strcmp(k, "user_max_kept_bytes")) {
+        if (cn_common_parse_size(v, &u) < 0 || u == 0)
+            return -EINVAL;
+        if (!strcmp(k, "query_max_output"))
+            c->query_max_output = (size_t)u;
+        else if (!strcmp(k, "query_memory"))
+            c->query_memory = (size_t)u;
+        else
+            c->user_max_kept_bytes = u;
+        return 0;
+    }
+    if (!strcmp(k, "query_cpu") || !strcmp(k, "idle_timeout") || !strcmp(k, "send_timeout")) {
+        if (cn_common_parse_duration(v, &ns) < 0 || ns <= 0)
+            return -EINVAL;
+        *(!strcmp(k, "query_cpu")      ? &c->query_cpu_ns
+          : !strcmp(k, "idle_timeout") ? &c->idle_timeout_ns
+                                       : &c->send_timeout_ns) = ns;
+        return 0;
+    }
+    return -ENOENT;
 }
 
 void cn_d_config_clear(cn_d_config *c)
@@ -121,7 +186,7 @@ static int apply(cn_d_config *c, const char *k, const char *v)
         c->socket_mode = (unsigned)m;
         return 0;
     }
-    return -ENOENT;
+    return apply_limit(c, k, v);
 }
 
 int cn_d_config_load(cn_d_config *c, const char *path, cn_err *err)

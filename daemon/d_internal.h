@@ -8,8 +8,9 @@
  * dispatch table, the tick, setup and shutdown), access.c (access control), store.c (the
  * sessions in memory and in the state dir: loading, checkpoints, eviction), handlers.c
  * (one function per protocol command), reply.c (building a response and queueing its
- * bytes) and query.c (the QUERY object and rendering). The sessions themselves are
- * live/'s (cn_live.h). Names carry the cn_d__ prefix; config.c holds cn_d_config.
+ * bytes), query.c (the QUERY object and rendering), workers.c (queries and saves in forked
+ * children) and quota.c (per-user quotas, connection timeouts). The sessions themselves
+ * are live/'s (cn_live.h). Names carry the cn_d__ prefix; config.c holds cn_d_config.
  */
 #ifndef CN_D_INTERNAL_H
 #define CN_D_INTERNAL_H
@@ -18,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <stdio.h>
 
 #include "cn_d.h"
 #include "cn_smp.h"
@@ -45,8 +48,9 @@ struct cn_d__conn {
     uint32_t ep_events; /* epoll: registered events */
     cn_d__loop *loop;
     cn_d__conn *next, *prev;
-    int op_recv, op_send; /* their addresses tag io_uring and epoll events */
-    int64_t deadline_ns;  /* server: a request must complete before this (0 = none) */
+    int op_recv, op_send;    /* their addresses tag io_uring and epoll events */
+    int64_t deadline_ns;     /* server: a request must complete before this (0 = none) */
+    int64_t out_progress_ns; /* output waits: when it last moved (0 = nothing waits) */
 };
 
 typedef struct cn_d__loop_ops {
@@ -81,6 +85,8 @@ void cn_d__conn_update(cn_d__conn *c);
 /* Closes after pending output is flushed (flush = true) or at once. */
 void cn_d__conn_close(cn_d__conn *c, bool flush);
 size_t cn_d__loop_conn_count(const cn_d__loop *l);
+/* Connections refused because the daemon was out of fds (EMFILE, ENFILE). */
+uint64_t cn_d__loop_shed_count(const cn_d__loop *l);
 /* Runs until _stop. Returns 0 or negative errno. */
 int cn_d__loop_run(cn_d__loop *l);
 void cn_d__loop_stop(cn_d__loop *l);
@@ -131,18 +137,33 @@ typedef struct cn_d__entry {
     int *fds;              /* watches[i] polls fds[i] */
     size_t nwatch;
     int64_t last_checkpoint;
-    bool finished_saved;    /* written after leaving RUNNING */
-    uint64_t errors_logged; /* the session's allocation failures already reported */
-    int64_t save_backoff;   /* after failed saves (ENOSPC…): the next try waits this long
-                               (doubling up to 5 min); 0 after a success */
+    bool finished_saved;        /* written after leaving RUNNING */
+    uint64_t errors_logged;     /* the session's allocation failures already reported */
+    int64_t save_backoff;       /* after failed saves (ENOSPC…): the next try waits this long
+                                   (doubling up to 5 min); 0 after a success */
+    struct cn_d__job *save_job; /* a forked writer saving this session, or NULL */
+    bool lazy; /* a saved session known by its metadata only: queries read its file */
 } cn_d__entry;
 
 /* A connected client: its credentials are taken once, at accept (SO_PEERCRED). */
 typedef struct cn_d__client {
     cn_d__conn *c;
     cn_d__cred cred;
+    struct cn_d__job *job;  /* the request being answered by a worker, or NULL */
+    int64_t last_active_ns; /* the last request or answer (idle timeout) */
     struct cn_d__client *next, *prev;
 } cn_d__client;
+
+/* Counters `status` reports (docs/cli-live.md "Daemon limits"). */
+typedef struct cn_d__stats {
+    uint64_t jobs_done;           /* queries and saves answered by a worker */
+    uint64_t query_too_expensive; /* refused or stopped by a query bound */
+    uint64_t jobs_failed;         /* workers that died without an answer */
+    uint64_t quota_refused;       /* requests refused by a per-user quota */
+    uint64_t quota_evicted;       /* saved sessions deleted for their owner's quota */
+    uint64_t emfile;              /* connections shed because the daemon was out of fds */
+    uint64_t timeouts;            /* connections closed by the idle or send timeout */
+} cn_d__stats;
 
 #define CN_D__MAX_LOADED_SESSIONS 4096 /* sessions held at once, saved ones included */
 
@@ -166,7 +187,11 @@ struct cn_d_server {
     int64_t rate_t;
     double samples_per_s;
     uint64_t state_dir_bytes;
-    int64_t shutdown_at; /* a shutdown was asked for: stop once replies are out (<= 1 s) */
+    int64_t shutdown_at;    /* a shutdown was asked for: stop once replies are out (<= 1 s) */
+    struct cn_d__job *jobs; /* workers.c: queued and running jobs, oldest first */
+    size_t jobs_running;
+    cn_d__stats stats;
+    int64_t quota_fd_check; /* quota.c: when targets' threads were last counted */
 };
 
 /* ---- the session store (store.c) --------------------------------------------------- */
@@ -196,6 +221,93 @@ void cn_d__store_shutdown(cn_d_server *srv);
 /* Frees every entry and its session (no saving). */
 void cn_d__store_free(cn_d_server *srv);
 
+/* ---- workers (workers.c) ----------------------------------------------------------- */
+
+typedef enum cn_d__job_kind {
+    CN_D__JOB_QUERY, /* tree, save, timeline: rendered bytes */
+    CN_D__JOB_LINES, /* lines: a JSON object */
+    CN_D__JOB_SAVE,  /* write a session to the state dir (checkpoint, stop, late symbols) */
+} cn_d__job_kind;
+
+/* A job runs in a forked child: a copy-on-write snapshot of the daemon at fork time, so
+ * the loop goes on draining rings while it runs (docs/security.md "Queries and saves off
+ * the sampling path"). Built by a handler or the store, owned by the server once
+ * submitted. */
+typedef struct cn_d__job {
+    cn_d__job_kind kind;
+    uid_t uid;            /* whose work it is (fairness, root for saves) */
+    cn_d__client *cl;     /* QUERY/LINES: who waits for the answer; NULL once it left */
+    cn_d__entry *e;       /* the session; NULL once it was removed */
+    json_t *req;          /* QUERY/LINES: the request (a reference) */
+    cn_fmt_spec spec;     /* QUERY/LINES */
+    char *func;           /* LINES: F (owned) */
+    bool payload;         /* QUERY: "raw": true */
+    char *path;           /* SAVE: the file written (owned) */
+    uint64_t changes;     /* SAVE: the session's change counter at fork */
+    cn_agg_profile *prof; /* the profile to query (taken before fork), NULL = read path */
+    pid_t pid;            /* running: the child */
+    int pidfd, memfd;
+    cn_d__watch *watch;
+    int64_t started_ns;
+    cn_d_server *srv;
+    struct cn_d__job *next, *prev;
+} cn_d__job;
+
+/* A new job of kind for the session of e (NULL on ENOMEM). */
+cn_d__job *cn_d__job_new(cn_d__job_kind kind, cn_d__entry *e, uid_t uid);
+/* Frees a job that was never submitted; accepts NULL. */
+void cn_d__job_free(cn_d__job *j);
+/* Queues j (the server takes it) and starts what the bounds allow. */
+void cn_d__job_submit(cn_d_server *srv, cn_d__job *j);
+/* The client left: a queued job is dropped, a running one killed (its answer dropped). */
+void cn_d__job_cancel(cn_d_server *srv, cn_d__job *j);
+/* Session e goes away: its jobs forget it (a save in flight is killed and its file
+ * removed when it ends). */
+void cn_d__jobs_forget_entry(cn_d_server *srv, cn_d__entry *e);
+/* Every tick: kills jobs past their wall-clock bound, starts queued ones. */
+void cn_d__jobs_tick(cn_d_server *srv);
+/* Shutdown: kills queries, waits (bounded) for saves. */
+void cn_d__jobs_shutdown(cn_d_server *srv);
+/* Checks a query's static bounds (transform count) before anything runs: 0, or -E2BIG
+ * with err set (answered as query_too_expensive). */
+int cn_d__query_check(const cn_d_server *srv, const cn_fmt_spec *q, cn_err *err);
+
+/* Renders spec on profile p (the session s's profile or a snapshot read from its file) to
+ * f; notes as cn_d_render. 0 or negative errno with err set. */
+int cn_d__render_to(cn_live_session *s, cn_agg_profile *p, const cn_fmt_spec *spec, FILE *f,
+                    cn_buf *notes, cn_err *err);
+/* cn_d_lines_json on profile p. */
+json_t *cn_d__lines_json(cn_live_session *s, cn_agg_profile *p, const cn_fmt_spec *spec,
+                         const char *func, int *code, cn_err *err);
+
+/* ---- per-user quotas (quota.c) ------------------------------------------------------ */
+
+/* May cred open one more connection? 0 or -EUSERS with err set (root: the global bound
+ * only). Counts the clients already accepted. */
+int cn_d__quota_client(const cn_d_server *srv, const cn_d__cred *cred, cn_err *err);
+/* May cred start a session sampling pid (0 = system)? Running sessions and perf fds
+ * (the target's threads x CPUs) within the user's quota; kept sessions over the quota
+ * make room by deleting the user's oldest stopped one. 0 or -EUSERS with err set. */
+int cn_d__quota_session(cn_d_server *srv, const cn_d__cred *cred, pid_t pid, cn_err *err);
+/* After saves: each user's kept bytes within quota (their oldest stopped sessions go
+ * first), then the state dir's global bound, taken from users over quota first. */
+void cn_d__quota_enforce_state_dir(cn_d_server *srv);
+/* Every tick: running sessions whose targets grew past the user's perf fd quota are
+ * stopped; idle and stalled connections are closed. */
+void cn_d__quota_tick(cn_d_server *srv, int64_t now);
+
+/* ---- saved-session metadata (store.c) ------------------------------------------------ */
+
+/* Writes the metadata of profile p (a session's, just saved to path) beside that file
+ * (PATH minus ".canopy" plus ".meta"), atomically. 0 or negative errno. */
+int cn_d__meta_write(const cn_agg_profile *p, const char *path);
+/* Removes path and its metadata file. */
+void cn_d__unlink_session_files(const char *path);
+/* A save of e failed (err says why): logged once per streak, retried with back-off. */
+void cn_d__store_save_failed(cn_d_server *srv, cn_d__entry *e, const cn_err *err);
+/* Removes the store's entry at index i (freeing the session). */
+void cn_d__store_remove_at(cn_d_server *srv, size_t i);
+
 /* ---- replies (reply.c) ------------------------------------------------------------- */
 
 /* A response being built: the JSON object, and optionally rendered bytes that follow it
@@ -205,6 +317,7 @@ typedef struct cn_d__reply {
     const char *key; /* set: raw is the JSON value of msg's member `key` (a rendered tree) */
     cn_buf raw;      /* that value's bytes, or the payload when payload is set */
     bool payload;    /* "raw": true: msg's line is followed by raw's bytes as they are */
+    bool deferred;   /* a worker answers later (workers.c): nothing to send now */
 } cn_d__reply;
 
 void cn_d__reply_init(cn_d__reply *rp);

@@ -4,9 +4,12 @@
  * ownership: a non-root client sees only its own sessions), acts on the store, and sets
  * the response object; reply.c turns it into bytes. Handlers run on the loop thread, one
  * request at a time; a session named by a request is pumped first so the answer carries
- * the freshest samples.
+ * the freshest samples. Queries are only decoded and checked here: a forked worker
+ * renders them (workers.c) and answers later (rp->deferred).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <sys/resource.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,41 @@ static void rss_split(size_t *anon, size_t *file)
             *file = (size_t)kb * 1024;
     }
     fclose(f);
+}
+
+/* Open fds and their soft limit (RLIMIT_NOFILE). */
+static void fd_use(size_t *open_fds, size_t *limit)
+{
+    struct rlimit rl;
+    DIR *d = opendir("/proc/self/fd");
+    *open_fds = 0;
+    if (d) {
+        for (struct dirent *de; (de = readdir(d));)
+            *open_fds += de->d_name[0] != '.';
+        closedir(d);
+        (*open_fds)--; /* the directory's own fd */
+    }
+    *limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (size_t)rl.rlim_cur : 0;
+}
+
+/* The workers, the bounds' counters and fd use (docs/cli-live.md "Daemon limits"). */
+static void status_limits(cn_d_server *srv, json_t *msg)
+{
+    size_t queued = 0, open_fds, fd_limit;
+    for (const cn_d__job *j = srv->jobs; j; j = j->next)
+        queued += j->pid <= 0;
+    fd_use(&open_fds, &fd_limit);
+    json_object_update_new(
+        msg, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "workers_running",
+                       (json_int_t)srv->jobs_running, "workers_queued", (json_int_t)queued,
+                       "worker_jobs", (json_int_t)srv->stats.jobs_done, "worker_failures",
+                       (json_int_t)srv->stats.jobs_failed, "query_too_expensive",
+                       (json_int_t)srv->stats.query_too_expensive, "quota_refused",
+                       (json_int_t)srv->stats.quota_refused, "quota_evicted",
+                       (json_int_t)srv->stats.quota_evicted, "connection_timeouts",
+                       (json_int_t)srv->stats.timeouts, "emfile_refused",
+                       (json_int_t)cn_d__loop_shed_count(srv->loop), "fds_open",
+                       (json_int_t)open_fds, "fd_limit", (json_int_t)fd_limit));
 }
 
 void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
@@ -94,6 +132,8 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
                       (json_int_t)sym.objects, "heap_bytes", (json_int_t)sym.heap_bytes,
                       "mapped_bytes", (json_int_t)sym.mapped_bytes, "evictions",
                       (json_int_t)sym.evictions));
+    if (rp->msg)
+        status_limits(srv, rp->msg);
     /* The sessions' unwind outcomes and unnamed frames, summed (docs/cli-live.md,
      * "Session counters"). */
     if (rp->msg)
@@ -279,6 +319,11 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
                   NULL);
     if (!cn_d__may_see_kernel(&cl->cred))
         o.no_kernel = true; /* no kernel addresses for who could not read them itself */
+    if (cn_d__quota_session(srv, &cl->cred, kind == CN_LIVE_SYSTEM ? 0 : o.pid, &err) < 0) {
+        srv->stats.quota_refused++;
+        rp->msg = cn_proto_error(req, "limit", 1, "%s", err.msg);
+        return;
+    }
     if (cn_d__store_running(srv) >= srv->cfg.max_sessions ||
         srv->n_entries >= CN_D__MAX_LOADED_SESSIONS) {
         rp->msg = cn_proto_error(req, "limit", 1, "too many sessions (limit %u running)",
@@ -357,13 +402,45 @@ static cn_d__entry *req_session(cn_d_server *srv, cn_d__client *cl, const json_t
     return e;
 }
 
+/* Hands a decoded query to a worker (workers.c): the answer is sent when it is done
+ * (docs/security.md "Queries and saves off the sampling path"). Takes q's contents and
+ * func (LINES' F, or NULL) in every case. */
+static void submit_query(cn_d_server *srv, cn_d__client *cl, cn_d__entry *e, const json_t *req,
+                         cn_d__reply *rp, cn_d__job_kind kind, cn_fmt_spec *q, bool payload,
+                         char *func)
+{
+    cn_err err = {0};
+    cn_d__job *j;
+    if (cn_d__query_check(srv, q, &err) < 0) {
+        srv->stats.query_too_expensive++;
+        rp->msg = cn_proto_error(req, "query_too_expensive", 1, "%s", err.msg);
+        free(func);
+        return;
+    }
+    if (!(j = cn_d__job_new(kind, e, cl->cred.uid))) {
+        free(func);
+        return; /* rp->msg NULL: out of memory */
+    }
+    j->spec = *q;
+    cn_fmt_spec_init(q);
+    j->req = json_incref((json_t *)req);
+    j->cl = cl;
+    j->payload = payload;
+    j->func = func;
+    if (e->lazy && !(j->path = strdup(cn_live_session_path(e->s)))) {
+        cn_d__job_free(j);
+        return;
+    }
+    cn_d__job_submit(srv, j);
+    rp->deferred = true;
+}
+
 static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
                        cn_fmt_format def, bool timeline)
 {
     cn_fmt_spec q;
     cn_err err = {0};
     cn_err pe;
-    cn_buf out, notes;
     bool payload = false;
     cn_d__entry *e = req_session(srv, cl, req, rp);
     if (!e)
@@ -371,8 +448,6 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
     cn_fmt_spec_init(&q);
     q.format = def;
     q.timeline = timeline;
-    cn_buf_init(&out, 0);
-    cn_buf_init(&notes, 0); /* one line per transform at most: bounded by the request */
     if (cn_proto_get_bool(req, "raw", &payload, &pe) < 0) {
         rp->msg = cn_proto_error(req, pe.code, 2, "%s", pe.msg);
         goto out;
@@ -382,21 +457,8 @@ static void render_cmd(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn
         rp->msg = r == -ENOMEM ? NULL : cn_proto_error(req, "bad_query", 2, "%s", err.msg);
         goto out;
     }
-    r = cn_d_render(e->s, &q, &out, &notes, &err);
-    if (r < 0) {
-        rp->msg = cn_d__reply_error(req, r, &err);
-        goto out;
-    }
-    rp->msg = cn_proto_ok(req);
-    if (rp->msg &&
-        (cn_d__reply_notes(rp, &notes) < 0 ||
-         cn_d__reply_output(rp, q.format, timeline ? "timeline" : "tree", &out, payload) < 0)) {
-        json_decref(rp->msg);
-        rp->msg = NULL;
-    }
+    submit_query(srv, cl, e, req, rp, CN_D__JOB_QUERY, &q, payload, NULL);
 out:
-    cn_buf_free(&notes);
-    cn_buf_free(&out);
     cn_fmt_spec_clear(&q);
 }
 
@@ -421,7 +483,6 @@ void cn_d__cmd_lines(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
     cn_err err = {0};
     cn_err pe;
     const char *func = NULL;
-    int code = 0;
     cn_d__entry *e = req_session(srv, cl, req, rp);
     if (!e)
         return;
@@ -434,14 +495,9 @@ void cn_d__cmd_lines(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
     if (r < 0) {
         rp->msg = cn_proto_error(req, "bad_query", 2, "%s", err.msg);
     } else {
-        json_t *l = cn_d_lines_json(e->s, &q, func, &code, &err);
-        if (!l) {
-            rp->msg = cn_d__reply_error(req, code, &err);
-        } else if ((rp->msg = cn_proto_ok(req))) {
-            json_object_set_new(rp->msg, "lines", l);
-        } else {
-            json_decref(l);
-        }
+        char *f = strdup(func);
+        if (f)
+            submit_query(srv, cl, e, req, rp, CN_D__JOB_LINES, &q, false, f);
     }
     cn_fmt_spec_clear(&q);
 }

@@ -9,6 +9,11 @@
  * epoll: non-blocking sockets, level-triggered readiness, the tick as epoll_wait's
  * timeout. In both, connections and watches are destroyed in a reap phase after each
  * batch of events, so no event can refer to freed memory.
+ * Out of fds (EMFILE, ENFILE), a pending connection would make accept fail at once, again
+ * and again: the loop keeps one spare fd, and then closes it, accepts that connection,
+ * tells it `busy` and closes it, and takes the spare back (shed_one), so every failure
+ * consumes a connection instead of spinning; if even that fails, accepting pauses until
+ * the next tick. The count is in `status` (docs/security.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +65,8 @@ struct cn_d__loop {
     size_t nconns;
     cn_d__watch *watches;
     bool stop;
+    int reserve_fd; /* held for the EMFILE case: see shed_one() */
+    uint64_t shed;  /* connections refused because fds ran out */
 };
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
@@ -67,6 +74,32 @@ struct cn_d__loop {
 static int64_t now_ms(void)
 {
     return cn_common_now_ns() / 1000000;
+}
+
+/* ---- running out of fds ------------------------------------------------------------ */
+
+static const char shed_line[] = "{\"v\":1,\"ok\":false,\"error\":{\"code\":\"busy\",\"message\":"
+                                "\"canopyd is out of file descriptors\",\"exit\":1}}\n";
+
+/* Accepting failed with err: on EMFILE/ENFILE, refuses one pending connection using the
+ * spare fd. Returns true if a connection was consumed (accepting may go on). */
+static bool shed_one(cn_d__loop *l, int err)
+{
+    if (err != EMFILE && err != ENFILE)
+        return false;
+    if (l->reserve_fd >= 0) {
+        close(l->reserve_fd);
+        l->reserve_fd = -1;
+    }
+    int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t w = send(fd, shed_line, sizeof(shed_line) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w; /* best effort: the peer learns why, or sees the close */
+        close(fd);
+        l->shed++;
+    }
+    l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
 }
 
 /* ---- io_uring submission helpers --------------------------------------------------- */
@@ -177,6 +210,11 @@ static void epoll_conn_update(cn_d__conn *c)
 
 void cn_d__conn_update(cn_d__conn *c)
 {
+    /* The send timeout counts from the last progress while output waits. */
+    if (conn_output_empty(c))
+        c->out_progress_ns = 0;
+    else if (!c->out_progress_ns)
+        c->out_progress_ns = cn_common_now_ns();
     if (c->loop->backend == CN_D_LOOP_IO_URING)
         uring_conn_update(c);
     else
@@ -310,10 +348,13 @@ static void uring_complete(cn_d__loop *l, struct io_uring_cqe *cqe)
     case OP_ACCEPT:
         if (!more)
             l->accept_armed = false; /* re-armed after the batch */
-        if (cqe->res >= 0)
+        if (cqe->res >= 0) {
             conn_accepted(l, cqe->res);
-        else if (cqe->res != -ECANCELED && cqe->res != -EINTR)
-            l->accept_backoff = true; /* e.g. EMFILE: do not spin on it */
+        } else if (cqe->res != -ECANCELED && cqe->res != -EINTR) {
+            /* EMFILE…: refuse one, then resume at the next tick, never spin on it. */
+            shed_one(l, -cqe->res);
+            l->accept_backoff = true;
+        }
         break;
     case OP_TIMER:
         l->timer_armed = false;
@@ -357,6 +398,8 @@ static void uring_complete(cn_d__loop *l, struct io_uring_cqe *cqe)
             break;
         }
         cn_buf_consume(&c->sending, (size_t)cqe->res);
+        if (cqe->res > 0)
+            c->out_progress_ns = cn_common_now_ns();
         cn_d__conn_update(c);
         if (conn_output_empty(c) && !c->closing)
             l->ops->sent(l->ctx, c);
@@ -427,6 +470,7 @@ static void epoll_conn_event(cn_d__loop *l, cn_d__conn *c, uint32_t ev)
             ssize_t n = send(c->fd, cn_buf_ptr(&c->out), cn_buf_len(&c->out), MSG_NOSIGNAL);
             if (n > 0) {
                 cn_buf_consume(&c->out, (size_t)n);
+                c->out_progress_ns = cn_common_now_ns();
                 continue;
             }
             if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -444,13 +488,29 @@ static void epoll_conn_event(cn_d__loop *l, cn_d__conn *c, uint32_t ev)
         cn_d__conn_update(c);
 }
 
+static void epoll_listen_events(cn_d__loop *l, uint32_t ev)
+{
+    struct epoll_event e = {.events = ev, .data.ptr = &l->op_accept};
+    epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->listen_fd, &e);
+}
+
 static void epoll_accept(cn_d__loop *l)
 {
     for (int i = 0; i < 64; i++) {
         int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd >= 0) {
+            conn_accepted(l, fd);
+            continue;
+        }
+        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
             return;
-        conn_accepted(l, fd);
+        if (!shed_one(l, errno)) {
+            /* Level-triggered: a pending connection we cannot take would wake us at once,
+             * forever. Stop listening until the next tick. */
+            epoll_listen_events(l, 0);
+            l->accept_backoff = true;
+            return;
+        }
     }
 }
 
@@ -477,6 +537,10 @@ static int epoll_run(cn_d__loop *l)
         }
         if (now_ms() >= l->next_tick) {
             l->next_tick = now_ms() + l->tick_ms;
+            if (l->accept_backoff) {
+                l->accept_backoff = false;
+                epoll_listen_events(l, EPOLLIN);
+            }
             l->ops->tick(l->ctx);
         }
         reap(l);
@@ -499,6 +563,7 @@ int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, i
     l->epfd = -1;
     l->op_accept = OP_ACCEPT;
     l->op_timer = OP_TIMER;
+    l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int r = -ENOSYS;
     if (backend != CN_D_LOOP_EPOLL) {
         struct io_uring_params p = {0};
@@ -513,6 +578,8 @@ int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, i
             l->backend = CN_D_LOOP_IO_URING;
         } else if (backend == CN_D_LOOP_IO_URING) {
             snprintf(err->msg, sizeof(err->msg), "io_uring is unavailable: %s", strerror(-r));
+            if (l->reserve_fd >= 0)
+                close(l->reserve_fd);
             free(l);
             return r;
         }
@@ -522,6 +589,8 @@ int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, i
         if (l->epfd < 0) {
             r = -errno;
             snprintf(err->msg, sizeof(err->msg), "epoll_create1: %s", strerror(errno));
+            if (l->reserve_fd >= 0)
+                close(l->reserve_fd);
             free(l);
             return r;
         }
@@ -546,6 +615,8 @@ cn_d__loop *cn_d__loop_free(cn_d__loop *l)
         io_uring_queue_exit(&l->ring);
     if (l->epfd >= 0)
         close(l->epfd);
+    if (l->reserve_fd >= 0)
+        close(l->reserve_fd);
     free(l);
     return NULL;
 }
@@ -558,10 +629,11 @@ const char *cn_d__loop_backend(const cn_d__loop *l)
 int cn_d__loop_listen(cn_d__loop *l, int fd)
 {
     l->listen_fd = fd;
+    /* Non-blocking in both backends: shed_one() accepts synchronously. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -errno;
     if (l->backend == CN_D_LOOP_EPOLL) {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-            return -errno;
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = &l->op_accept};
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e) < 0)
             return -errno;
@@ -614,6 +686,11 @@ void cn_d__loop_unwatch(cn_d__loop *l, cn_d__watch *w)
 size_t cn_d__loop_conn_count(const cn_d__loop *l)
 {
     return l->nconns;
+}
+
+uint64_t cn_d__loop_shed_count(const cn_d__loop *l)
+{
+    return l->shed;
 }
 
 int cn_d__loop_run(cn_d__loop *l)

@@ -38,20 +38,26 @@ static void session_opts(cn_live_session *s, cn_live_session_info *info, cn_fmt_
     o->now_ns = cn_live_session_now(s);
 }
 
-int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_buf *notes,
-                cn_err *err)
+int cn_d__render_to(cn_live_session *s, cn_agg_profile *p, const cn_fmt_spec *spec, FILE *f,
+                    cn_buf *notes, cn_err *err)
 {
     cn_live_session_info info;
     cn_fmt_render_opts o;
+    session_opts(s, &info, &o);
+    o.notes = notes;
+    return cn_fmt_render(p, spec, &o, f, err);
+}
+
+int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_buf *notes,
+                cn_err *err)
+{
     char *mem = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&mem, &len);
 
     if (!f)
         return cn_err_set(err, -ENOMEM, "out of memory");
-    session_opts(s, &info, &o);
-    o.notes = notes;
-    int r = cn_fmt_render(cn_live_session_profile(s), spec, &o, f, err);
+    int r = cn_d__render_to(s, cn_live_session_profile(s), spec, f, notes, err);
     if (fclose(f) != 0 && r == 0)
         r = cn_err_set(err, -ENOMEM, "out of memory");
     if (r == 0 && (r = cn_buf_append(out, mem, len)) < 0)
@@ -60,14 +66,20 @@ int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_buf
     return r;
 }
 
-json_t *cn_d_lines_json(cn_live_session *s, const cn_fmt_spec *spec, const char *func, int *code,
-                        cn_err *err)
+json_t *cn_d__lines_json(cn_live_session *s, cn_agg_profile *p, const cn_fmt_spec *spec,
+                         const char *func, int *code, cn_err *err)
 {
     cn_live_session_info info;
     cn_fmt_render_opts o;
     json_t *lines = NULL;
 
     session_opts(s, &info, &o);
-    *code = cn_fmt_lines_json(cn_live_session_profile(s), spec, &o, func, &lines, err);
+    *code = cn_fmt_lines_json(p, spec, &o, func, &lines, err);
     return lines;
+}
+
+json_t *cn_d_lines_json(cn_live_session *s, const cn_fmt_spec *spec, const char *func, int *code,
+                        cn_err *err)
+{
+    return cn_d__lines_json(s, cn_live_session_profile(s), spec, func, code, err);
 }

@@ -1,14 +1,14 @@
 /* server.c — canopyd's front: the listening socket, client connections, the dispatch of
  * requests to their handlers, the tick, setup and shutdown.
  *
- * Everything runs on the loop thread: a request is decoded, dispatched (handlers.c),
- * checked against the peer's credentials (taken once with SO_PEERCRED at accept),
- * executed and answered (reply.c) before the next event, and sampling is pumped from the
- * ring fds' readiness and from every tick (store.c), so the rings (sized by the sampler
- * to absorb far more than one query's duration) never overflow while a query runs. One
- * response is outstanding per client: the next request is read only when the previous
- * answer has been sent, which bounds every client's memory to one request and one
- * response.
+ * The loop thread decodes a request, dispatches it (handlers.c), checks it against the
+ * peer's credentials (taken once with SO_PEERCRED at accept) and answers it (reply.c)
+ * before the next event — except queries, which a forked worker renders on a snapshot
+ * (workers.c) while sampling goes on being pumped from the ring fds' readiness and from
+ * every tick (store.c). One response is outstanding per client: the next request is read
+ * only when the previous answer has been sent, which bounds every client's memory to one
+ * request and one response, and the worker queue to one job per connection. Per-user
+ * quotas and the idle and send timeouts are quota.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +66,8 @@ static void handle_line(cn_d_server *srv, cn_d__client *cl, const char *line, si
         if (i == sizeof(commands) / sizeof(commands[0]))
             rp.msg = cn_proto_error(req, "unknown_command", 2, "unknown command '%.64s'", cmd);
     }
-    cn_d__reply_send(cl->c, &rp);
+    if (!rp.deferred)
+        cn_d__reply_send(cl->c, &rp);
     json_decref(req);
 }
 
@@ -79,9 +80,12 @@ static int on_accept(void *ctx, cn_d__conn *c)
     int r = cn_d__cred_capture(c->fd, srv->system_group, &cred);
     if (r < 0)
         return r;
-    if (cn_d__loop_conn_count(srv->loop) > srv->cfg.max_clients) {
-        json_t *e =
-            cn_proto_error(NULL, "busy", 1, "too many clients (limit %u)", srv->cfg.max_clients);
+    cn_err qe = {0};
+    if (cn_d__loop_conn_count(srv->loop) > srv->cfg.max_clients ||
+        cn_d__quota_client(srv, &cred, &qe) < 0) {
+        json_t *e = qe.msg[0] ? cn_proto_error(NULL, "busy", 1, "%s", qe.msg)
+                              : cn_proto_error(NULL, "busy", 1, "too many clients (limit %u)",
+                                               srv->cfg.max_clients);
         if (e)
             cn_proto_encode(e, &c->out);
         json_decref(e);
@@ -92,6 +96,7 @@ static int on_accept(void *ctx, cn_d__conn *c)
         return -ENOMEM;
     cl->c = c;
     cl->cred = cred;
+    cl->last_active_ns = cn_common_now_ns();
     c->in.limit = srv->cfg.max_request + 16384;
     c->user = cl;
     cl->next = srv->clients;
@@ -108,7 +113,7 @@ static void on_data(void *ctx, cn_d__conn *c)
     cn_d__client *cl = c->user;
     if (!cl)
         return;
-    while (!c->closing && cn_buf_len(&c->out) == 0 && cn_buf_len(&c->sending) == 0) {
+    while (!c->closing && !cl->job && cn_buf_len(&c->out) == 0 && cn_buf_len(&c->sending) == 0) {
         char *line;
         size_t len;
         int r = cn_proto_next_line(&c->in, srv->cfg.max_request, &line, &len);
@@ -124,8 +129,10 @@ static void on_data(void *ctx, cn_d__conn *c)
             return;
         }
         bool blank = strspn(line, " \t\r") == len;
-        if (!blank)
+        if (!blank) {
+            cl->last_active_ns = cn_common_now_ns();
             handle_line(srv, cl, line, len);
+        }
         cn_buf_consume(&c->in, len + 1);
     }
     /* A partial request must complete within the client timeout. */
@@ -133,6 +140,8 @@ static void on_data(void *ctx, cn_d__conn *c)
         c->deadline_ns = cn_common_now_ns() + srv->cfg.client_timeout_ns;
     else if (cn_buf_len(&c->in) == 0)
         c->deadline_ns = 0;
+    /* Reading goes on while a worker answers, so a peer that leaves is noticed (and its
+     * job killed); the next request waits in c->in, bounded by its limit. */
     c->want_read = cn_buf_len(&c->out) == 0 && cn_buf_len(&c->sending) == 0;
     if (c->eof && !c->closing)
         cn_d__conn_close(c, false);
@@ -152,6 +161,8 @@ static void on_closed(void *ctx, cn_d__conn *c)
     cn_d__client *cl = c->user;
     if (!cl)
         return;
+    if (cl->job)
+        cn_d__job_cancel(srv, cl->job); /* nobody will read its answer */
     if (cl->prev)
         cl->prev->next = cl->next;
     else
@@ -184,6 +195,8 @@ static void on_tick(void *ctx)
     if (srv->sym)
         cn_live_symbolizer_dispatch(srv->sym);
     cn_d__store_tick(srv);
+    cn_d__jobs_tick(srv);
+    cn_d__quota_tick(srv, now);
     for (cn_d__client *cl = srv->clients; cl; cl = cl->next) {
         cn_d__conn *c = cl->c;
         if (!c->closing && c->deadline_ns && now > c->deadline_ns)
@@ -395,6 +408,7 @@ int cn_d_server_run(cn_d_server *srv)
                srv->n_entries, cn_d__loop_backend(srv->loop));
     int r = cn_d__loop_run(srv->loop);
     sd_notify(0, "STOPPING=1\nSTATUS=saving sessions");
+    cn_d__jobs_shutdown(srv);
     cn_d__store_shutdown(srv);
     return r;
 }

@@ -3,8 +3,16 @@
  * STATE_DIR/ID.canopy written atomically (cn_live_session_save) when a session stops,
  * when its target exits, at each checkpoint of a running session, when late symbol
  * answers change a stopped one, and on shutdown. At start every such file is loaded back
- * as a `saved` session. The state dir is bounded in bytes: the oldest sessions that no
- * longer sample are deleted first (docs/protocol.md "Configuration").
+ * as a `saved` session. The state dir is bounded in bytes, globally and per user
+ * (quota.c): the oldest sessions that no longer sample are deleted first.
+ *
+ * Writes run in a forked writer (workers.c) on a copy-on-write snapshot, never on the
+ * loop thread, except at shutdown. Beside each ID.canopy, ID.meta holds the session's
+ * metadata as `KEY<TAB>VALUE` lines (escaped), so a restart reads only those small files:
+ * saved sessions are known by their metadata, and their profiles are read by the query
+ * worker, from the file, when a query asks (docs/security.md "Startup"). A .canopy file
+ * without a current .meta (an older daemon's, or a crash between the two renames) is read
+ * whole once and gets its .meta.
  *
  * Sampling is pumped from the ring fds' readiness (on_ring) and from every tick, on the
  * loop thread, so the rings never overflow while a query runs.
@@ -12,6 +20,7 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -50,31 +59,10 @@ static void session_path(cn_d_server *srv, const cn_live_session *s, char *buf, 
     snprintf(buf, n, "%s/%s.canopy", srv->state_dir, cn_live_session_id(s));
 }
 
-/* Writes e to the state dir; a failure is logged (the previous file stays). Reports the
- * session's allocation failures since the last save. Returns 0 or negative errno. */
-static int save_entry(cn_d_server *srv, cn_d__entry *e)
+/* Logs the session's allocation failures since the last save, once. */
+static void report_errors(cn_d__entry *e)
 {
-    char path[4096];
-    cn_err err = {0};
-    session_path(srv, e->s, path, sizeof(path));
     cn_live_session_info info;
-    int r = cn_live_session_save(e->s, path, &err);
-    e->last_checkpoint = cn_common_now_ns();
-    if (r < 0) {
-        /* A full disk does not empty itself in 2 s: back off (doubling) instead of
-         * serializing the whole session again at every tick; say so once per streak. */
-        if (!e->save_backoff)
-            fprintf(stderr, "canopyd: saving session %s: %s (retrying with back-off)\n",
-                    cn_live_session_id(e->s), err.msg);
-        e->save_backoff = e->save_backoff ? e->save_backoff * 2 : LATE_SYMBOLS_NS;
-        if (e->save_backoff > SAVE_BACKOFF_MAX_NS)
-            e->save_backoff = SAVE_BACKOFF_MAX_NS;
-        e->last_checkpoint += e->save_backoff; /* the tick's intervals count from here */
-    } else if (e->save_backoff) {
-        fprintf(stderr, "canopyd: saving session %s: written again\n", cn_live_session_id(e->s));
-        e->save_backoff = 0;
-    }
-    /* Data the session lost to allocation failures: reported once per checkpoint. */
     cn_live_session_info_get(e->s, &info);
     if (info.errors > e->errors_logged) {
         fprintf(stderr,
@@ -83,45 +71,74 @@ static int save_entry(cn_d_server *srv, cn_d__entry *e)
                 info.id, info.errors - e->errors_logged);
         e->errors_logged = info.errors;
     }
-    return r;
+}
+
+void cn_d__store_save_failed(cn_d_server *srv, cn_d__entry *e, const cn_err *err)
+{
+    /* A full disk does not empty itself in 2 s: back off (doubling) instead of
+     * serializing the whole session again at every tick; say so once per streak. */
+    if (!e->save_backoff)
+        fprintf(stderr, "canopyd: saving session %s: %s (retrying with back-off)\n",
+                cn_live_session_id(e->s), err->msg);
+    e->save_backoff = e->save_backoff ? e->save_backoff * 2 : LATE_SYMBOLS_NS;
+    if (e->save_backoff > SAVE_BACKOFF_MAX_NS)
+        e->save_backoff = SAVE_BACKOFF_MAX_NS;
+    e->last_checkpoint = cn_common_now_ns() + e->save_backoff; /* intervals count from here */
+}
+
+/* Writes e to the state dir in a forked writer (workers.c), or at once (shutdown); a
+ * failure is logged and retried later (the previous file stays). */
+static void save_entry(cn_d_server *srv, cn_d__entry *e, bool now)
+{
+    char path[4096];
+    session_path(srv, e->s, path, sizeof(path));
+    e->last_checkpoint = cn_common_now_ns();
+    report_errors(e);
+    if (e->save_job)
+        return; /* one writer per session; the tick tries again */
+    if (now) {
+        cn_err err = {0};
+        int r = cn_live_session_save(e->s, path, &err);
+        if (r == 0)
+            r = cn_d__meta_write(cn_live_session_profile(e->s), path);
+        if (r < 0) {
+            if (!err.msg[0])
+                cn_err_set(&err, r, "%s: %s", path, strerror(-r));
+            cn_d__store_save_failed(srv, e, &err);
+        } else if (e->save_backoff) {
+            e->save_backoff = 0;
+        }
+        return;
+    }
+    cn_d__job *j = cn_d__job_new(CN_D__JOB_SAVE, e, 0);
+    if (!j || !(j->path = strdup(path))) {
+        cn_d__job_free(j);
+        cn_err err;
+        cn_err_set(&err, -ENOMEM, "out of memory");
+        cn_d__store_save_failed(srv, e, &err);
+        return;
+    }
+    cn_d__job_submit(srv, j);
 }
 
 static void remove_entry(cn_d_server *srv, size_t i)
 {
     assert(i < srv->n_entries);
+    cn_d__jobs_forget_entry(srv, srv->entries[i]);
     entry_free(srv->entries[i]);
     memmove(srv->entries + i, srv->entries + i + 1,
             (srv->n_entries - i - 1) * sizeof(*srv->entries));
     srv->n_entries--;
 }
 
-/* The state dir's size bound: delete the oldest sessions that no longer sample. */
+void cn_d__store_remove_at(cn_d_server *srv, size_t i)
+{
+    remove_entry(srv, i);
+}
+
 static void enforce_state_dir(cn_d_server *srv)
 {
-    for (;;) {
-        uint64_t total = 0;
-        size_t oldest = SIZE_MAX;
-        for (size_t i = 0; i < srv->n_entries; i++) {
-            cn_live_session *s = srv->entries[i]->s;
-            struct stat st;
-            if (!cn_live_session_path(s) || stat(cn_live_session_path(s), &st) < 0)
-                continue;
-            total += (uint64_t)st.st_size;
-            if (cn_live_session_state(s) != CN_LIVE_RUNNING &&
-                (oldest == SIZE_MAX ||
-                 cn_live_session_started(s) < cn_live_session_started(srv->entries[oldest]->s)))
-                oldest = i;
-        }
-        srv->state_dir_bytes = total;
-        if (total <= srv->cfg.state_dir_max || oldest == SIZE_MAX)
-            return;
-        cn_live_session *s = srv->entries[oldest]->s;
-        fprintf(stderr, "canopyd: state dir over %" PRIu64 " bytes: deleting session %s\n",
-                srv->cfg.state_dir_max, cn_live_session_id(s));
-        unlink(cn_live_session_path(s));
-        remove_entry(srv, oldest);
-        srv->evicted++;
-    }
+    cn_d__quota_enforce_state_dir(srv);
 }
 
 static void on_ring(void *arg, int fd, uint32_t revents)
@@ -180,24 +197,36 @@ void cn_d__store_tick(cn_d_server *srv)
         cn_live_session *s = e->s;
         if (cn_live_session_state(s) == CN_LIVE_RUNNING) {
             if (srv->cfg.checkpoint_ns > 0 && now - e->last_checkpoint >= srv->cfg.checkpoint_ns &&
-                cn_live_session_dirty(s)) {
-                save_entry(srv, e);
+                cn_live_session_dirty(s) && !e->save_job) {
+                save_entry(srv, e, false);
                 saved = true;
             }
         } else if (cn_live_session_state(s) != CN_LIVE_SAVED && !e->finished_saved) {
             entry_unwatch(e);
             cn_live_session_symbolize(s);
-            save_entry(srv, e);
+            save_entry(srv, e, false);
             e->finished_saved = true;
             saved = true;
         } else if (cn_live_session_state(s) != CN_LIVE_SAVED && cn_live_session_dirty(s) &&
-                   now - e->last_checkpoint >= LATE_SYMBOLS_NS) {
-            save_entry(srv, e); /* late symbol answers */
+                   !e->save_job && now - e->last_checkpoint >= LATE_SYMBOLS_NS) {
+            save_entry(srv, e, false); /* late symbol answers */
             saved = true;
         }
     }
     if (saved)
         enforce_state_dir(srv);
+}
+
+/* Oldest first; equal starts by id number (qsort is not stable). */
+static int by_start(const void *a, const void *b)
+{
+    const cn_live_session *x = (*(cn_d__entry *const *)a)->s, *y = (*(cn_d__entry *const *)b)->s;
+    int64_t sx = cn_live_session_started(x), sy = cn_live_session_started(y);
+    if (sx != sy)
+        return sx < sy ? -1 : 1;
+    uint64_t ix = strtoull(cn_live_session_id(x) + 1, NULL, 10);
+    uint64_t iy = strtoull(cn_live_session_id(y) + 1, NULL, 10);
+    return ix < iy ? -1 : ix > iy;
 }
 
 /* Whether a session with this id is loaded. By id only: another session's *name* must
@@ -258,6 +287,164 @@ static int add_entry(cn_d_server *srv, cn_live_session *s, cn_d__entry **out)
     return 0;
 }
 
+/* ---- metadata files ------------------------------------------------------------- */
+
+#define META_MAGIC "canopy-session-meta 1\n"
+#define META_MAX   (64 * 1024) /* a session's metadata is ~1 KiB: anything larger is not ours */
+
+/* ID.canopy → ID.meta (n bytes at out). 0 or -ENAMETOOLONG. */
+static int meta_path(const char *path, char *out, size_t n)
+{
+    size_t len = strlen(path);
+    if (len < 7 || strcmp(path + len - 7, ".canopy") || len + 1 > n)
+        return -ENAMETOOLONG;
+    snprintf(out, n, "%.*s.meta", (int)(len - 7), path);
+    return 0;
+}
+
+/* Appends s with \\, \t and \n escaped. */
+static int put_escaped(cn_buf *b, const char *s)
+{
+    int r = 0;
+    for (; *s && r == 0; s++) {
+        if (*s == '\\')
+            r = cn_buf_append(b, "\\\\", 2);
+        else if (*s == '\t')
+            r = cn_buf_append(b, "\\t", 2);
+        else if (*s == '\n')
+            r = cn_buf_append(b, "\\n", 2);
+        else
+            r = cn_buf_append(b, s, 1);
+    }
+    return r;
+}
+
+int cn_d__meta_write(const cn_agg_profile *p, const char *path)
+{
+    char mp[4096], tmp[4200];
+    cn_buf b;
+    int r = meta_path(path, mp, sizeof(mp));
+    if (r < 0)
+        return r;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", mp);
+    cn_buf_init(&b, META_MAX);
+    r = cn_buf_append(&b, META_MAGIC, sizeof(META_MAGIC) - 1);
+    for (size_t i = 0; r == 0 && i < cn_agg_meta_count(p); i++) {
+        const char *k = cn_agg_meta_key(p, i), *v = cn_agg_meta_get(p, k);
+        if (!v)
+            continue;
+        r = put_escaped(&b, k);
+        if (r == 0)
+            r = cn_buf_append(&b, "\t", 1);
+        if (r == 0)
+            r = put_escaped(&b, v);
+        if (r == 0)
+            r = cn_buf_append(&b, "\n", 1);
+    }
+    int fd = r == 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    if (r == 0 && fd < 0)
+        r = -errno;
+    if (fd >= 0) {
+        ssize_t w = write(fd, cn_buf_ptr(&b), cn_buf_len(&b));
+        if (w != (ssize_t)cn_buf_len(&b) || fsync(fd) < 0)
+            r = w < 0 ? -errno : -EIO;
+        close(fd);
+        if (r == 0 && rename(tmp, mp) < 0)
+            r = -errno;
+        if (r < 0)
+            unlink(tmp);
+    }
+    cn_buf_free(&b);
+    return r;
+}
+
+void cn_d__unlink_session_files(const char *path)
+{
+    char mp[4096];
+    unlink(path);
+    if (meta_path(path, mp, sizeof(mp)) == 0)
+        unlink(mp);
+}
+
+/* Unescapes s in place (the inverse of put_escaped). */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '\\' && s[1]) {
+            s++;
+            *o++ = *s == 't' ? '\t' : *s == 'n' ? '\n' : *s;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* A profile holding only the metadata of the session saved at path, from its .meta when
+ * that is at least as new as the file. NULL when there is none (or it is unusable). */
+static cn_agg_profile *meta_read(const char *path, const struct stat *st)
+{
+    char mp[4096], *buf = NULL;
+    struct stat ms;
+    cn_agg_profile *p = NULL;
+    int fd = -1;
+    if (meta_path(path, mp, sizeof(mp)) < 0 ||
+        (fd = open(mp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &ms) < 0 ||
+        !S_ISREG(ms.st_mode) || ms.st_size > META_MAX ||
+        (ms.st_mtim.tv_sec < st->st_mtim.tv_sec ||
+         (ms.st_mtim.tv_sec == st->st_mtim.tv_sec && ms.st_mtim.tv_nsec < st->st_mtim.tv_nsec)))
+        goto out;
+    if (!(buf = malloc((size_t)ms.st_size + 1)) ||
+        read(fd, buf, (size_t)ms.st_size) != (ssize_t)ms.st_size)
+        goto out;
+    buf[ms.st_size] = '\0';
+    if (strncmp(buf, META_MAGIC, sizeof(META_MAGIC) - 1) || !(p = cn_agg_profile_new()))
+        goto out;
+    for (char *line = buf + sizeof(META_MAGIC) - 1, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        next = next ? (*next = '\0', next + 1) : line + strlen(line);
+        char *tab = strchr(line, '\t');
+        if (!tab)
+            continue;
+        *tab = '\0';
+        unescape(line);
+        unescape(tab + 1);
+        if (cn_agg_meta_set(p, line, tab + 1) < 0) {
+            p = cn_agg_profile_free(p);
+            break;
+        }
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return p;
+}
+
+/* The saved session at path, known by its metadata: from its .meta, or (no current .meta)
+ * by reading the whole file once and writing the .meta. 0 and *out, or -errno with err. */
+static int load_saved(const char *path, cn_live_session **out, cn_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return cn_err_set(err, -errno, "%s", strerror(errno));
+    cn_agg_profile *p = meta_read(path, &st);
+    if (!p) {
+        cn_agg_profile *full = NULL;
+        int r = cn_fmt_import_file(path, &full, err);
+        if (r < 0)
+            return r;
+        r = cn_d__meta_write(full, path);
+        cn_agg_profile_free(full);
+        if (r < 0)
+            return cn_err_set(err, r, "writing its metadata: %s", strerror(-r));
+        if (stat(path, &st) < 0 || !(p = meta_read(path, &st)))
+            return cn_err_set(err, -EIO, "its metadata could not be read back");
+    }
+    return cn_live_session_load(p, path, out, err);
+}
+
 void cn_d__store_load(cn_d_server *srv)
 {
     DIR *d = opendir(srv->state_dir);
@@ -281,9 +468,7 @@ void cn_d__store_load(cn_d_server *srv)
         cn_live_session *s = NULL;
         cn_err err = {0};
         cn_d__entry *e;
-        cn_agg_profile *prof = NULL;
-        if (cn_fmt_import_file(path, &prof, &err) < 0 ||
-            cn_live_session_load(prof, path, &s, &err) < 0) {
+        if (load_saved(path, &s, &err) < 0) {
             fprintf(stderr, "canopyd: skipping %s: %s\n", path, err.msg);
             continue;
         }
@@ -296,18 +481,12 @@ void cn_d__store_load(cn_d_server *srv)
             cn_live_session_free(s);
             continue;
         }
+        e->lazy = true;
     }
     closedir(d);
     /* Oldest first, as `sessions` lists them. */
-    for (size_t i = 1; i < srv->n_entries; i++) {
-        cn_d__entry *e = srv->entries[i];
-        size_t j = i;
-        for (; j > 0 &&
-               cn_live_session_started(srv->entries[j - 1]->s) > cn_live_session_started(e->s);
-             j--)
-            srv->entries[j] = srv->entries[j - 1];
-        srv->entries[j] = e;
-    }
+    if (srv->n_entries > 1)
+        qsort(srv->entries, srv->n_entries, sizeof(*srv->entries), by_start);
     enforce_state_dir(srv);
 }
 
@@ -332,7 +511,7 @@ void cn_d__store_remove(cn_d_server *srv, cn_d__entry *e, bool unlink_file)
     if (unlink_file) {
         char path[4096];
         session_path(srv, e->s, path, sizeof(path));
-        unlink(path);
+        cn_d__unlink_session_files(path);
     }
     for (size_t i = 0; i < srv->n_entries; i++) {
         if (srv->entries[i] == e) {
@@ -351,9 +530,8 @@ void cn_d__store_stop(cn_d_server *srv, cn_d__entry *e)
     }
     if (cn_live_session_state(e->s) != CN_LIVE_SAVED && !e->finished_saved) {
         cn_live_session_symbolize(e->s);
-        save_entry(srv, e);
+        save_entry(srv, e, false);
         e->finished_saved = true;
-        enforce_state_dir(srv);
     }
 }
 
@@ -374,7 +552,7 @@ void cn_d__store_shutdown(cn_d_server *srv)
         cn_d__entry *e = srv->entries[i];
         if (cn_live_session_state(e->s) != CN_LIVE_SAVED &&
             (!e->finished_saved || cn_live_session_dirty(e->s)))
-            save_entry(srv, e);
+            save_entry(srv, e, true);
     }
 }
 

@@ -81,6 +81,8 @@ struct cn_live_session {
     bool memory_limited;   /* samples are being refused */
     bool hit_memory_bound; /* the bound was reached at least once */
     bool dirty;            /* changed since the last save */
+    uint64_t changes;      /* bumped with dirty: a save made elsewhere (a forked writer) knows
+                              whether the session changed since its snapshot */
     uint64_t samples, dropped, lost_saved, threads_saved;
     uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
@@ -611,6 +613,7 @@ int cn_live__session_apply_symbols(cn_live_session *s, const cn_sym_answer *a, s
     free(batch);
     free(chains);
     s->dirty = true;
+    s->changes++;
     /* A map that grew while these were looked up is read again now, not at the next
      * check: a process that writes its map as it exits leaves no later chance to. */
     retry_jit(s, true);
@@ -737,6 +740,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     }
     s->state = CN_LIVE_RUNNING;
     s->dirty = true;
+    s->changes++;
     if (sym) {
         r = cn_live__symbolizer_attach(sym, s, &s->tag);
         if (r < 0) {
@@ -815,6 +819,7 @@ static void finish(cn_live_session *s, cn_live_state state)
     s->end_ns = cn_common_now_ns() - s->start_mono;
     s->state = state;
     s->dirty = true;
+    s->changes++;
     cn_live_session_symbolize(s);
     retry_jit(s, true);
 }
@@ -831,6 +836,7 @@ int cn_live_session_pump(cn_live_session *s)
     int64_t now = cn_common_now_ns() - s->start_mono;
     if (s->samples != before)
         s->dirty = true;
+    s->changes++;
     if (s->retention_ns > 0 && now - s->last_fold_ns >= FOLD_EVERY_NS) {
         s->last_fold_ns = now;
         if (now > s->retention_ns && cn_agg_sample_count(s->p) > 0)
@@ -1192,5 +1198,22 @@ int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **
         return -ENOMEM;
     }
     *out = s;
+    return 0;
+}
+
+uint64_t cn_live_session_changes(const cn_live_session *s)
+{
+    return s->changes;
+}
+
+int cn_live_session_mark_saved(cn_live_session *s, const char *path, uint64_t changes)
+{
+    char *p = strdup(path);
+    if (!p)
+        return -ENOMEM;
+    free(s->path);
+    s->path = p;
+    if (s->state != CN_LIVE_RUNNING && s->changes == changes)
+        s->dirty = false;
     return 0;
 }

@@ -6,10 +6,11 @@
  * the state dir, access control from SO_PEERCRED, and the protocol of docs/protocol.md.
  * main.c only parses flags into a cn_d_config and runs it. Queries decode the protocol's
  * QUERY object into a cn_fmt_spec (formats/cn_fmt.h) and render it on a session's profile
- * (cn_d_render), on the loop thread between pumps.
+ * (cn_d_render) in a forked worker: a copy-on-write snapshot taken between pumps.
  *
  * Ownership: the server owns its sessions and the one symbolizer they share; sessions are
- * freed before it. Everything runs on the loop thread except the symbolizer's worker.
+ * freed before it. Everything runs on the loop thread except the symbolizer's worker and
+ * the forked query and save workers (daemon/workers.c), which share no memory with it.
  * Errors are negative errno values with a one-line message in a cn_err.
  */
 #ifndef CN_D_H
@@ -64,17 +65,32 @@ typedef struct cn_d_config {
     const char *socket_path; /* NULL = default for the uid (docs/cli.md) */
     const char *state_dir;   /* NULL = default for the uid */
     cn_d_backend backend;
-    int listen_fd;                /* >= 0: an already-listening socket (systemd activation) */
-    unsigned max_sessions;        /* default 64 */
-    unsigned max_clients;         /* default 128 */
-    size_t max_request;           /* default CN_PROTO_MAX_REQUEST */
-    size_t session_memory;        /* per-session profile bound, default 256 MiB */
-    int64_t retention_ns;         /* default 10 min */
-    int64_t checkpoint_ns;        /* default 60 s; 0 disables */
-    uint64_t state_dir_max;       /* bytes of saved sessions; default 1 GiB */
-    int64_t client_timeout_ns;    /* a request must complete within this; default 30 s */
-    const char *system_group;     /* members may start system sessions; NULL = none */
-    unsigned socket_mode;         /* default 0666 for root, 0600 otherwise */
+    int listen_fd;             /* >= 0: an already-listening socket (systemd activation) */
+    unsigned max_sessions;     /* default 64 */
+    unsigned max_clients;      /* default 128 */
+    size_t max_request;        /* default CN_PROTO_MAX_REQUEST */
+    size_t session_memory;     /* per-session profile bound, default 256 MiB */
+    int64_t retention_ns;      /* default 10 min */
+    int64_t checkpoint_ns;     /* default 60 s; 0 disables */
+    uint64_t state_dir_max;    /* bytes of saved sessions; default 1 GiB */
+    int64_t client_timeout_ns; /* a request must complete within this; default 30 s */
+    const char *system_group;  /* members may start system sessions; NULL = none */
+    unsigned socket_mode;      /* default 0666 for root, 0600 otherwise */
+    /* Queries off the loop (docs/cli-live.md "Daemon limits"): forked workers and the
+     * bounds of one query. */
+    unsigned query_workers;        /* jobs running at once; default 4 */
+    unsigned query_max_transforms; /* default 64 */
+    size_t query_max_output;       /* rendered bytes; default 64 MiB */
+    int64_t query_cpu_ns;          /* CPU time of one query; default 10 s */
+    size_t query_memory;           /* a worker's memory beyond the daemon's; default 1 GiB */
+    /* Per-user quotas (root: the global bounds above only). */
+    unsigned user_max_clients;    /* connections; default 32 */
+    unsigned user_max_sessions;   /* running sessions; default 16 */
+    unsigned user_max_kept;       /* sessions held, saved ones included; default 512 */
+    uint64_t user_max_kept_bytes; /* state-dir bytes; default 256 MiB */
+    unsigned user_max_fds;        /* perf fds of running sessions; default 8192 */
+    int64_t idle_timeout_ns;      /* a connection without requests; default 10 min */
+    int64_t send_timeout_ns;      /* an answer the peer does not read; default 30 s */
     int64_t test_attach_delay_ns; /* tests only (CANOPYD_TEST_ATTACH_DELAY_MS): a pause between
                                      the access check and opening the events, widening the race
                                      the re-check before enabling closes; 0 in production */

@@ -242,6 +242,14 @@ int64_t cn_live_session_now(const cn_live_session *s);
  * still running. Returns 0 or negative errno with err set. */
 int cn_live_session_save(cn_live_session *s, const char *path, cn_err *err);
 
+/* Saving elsewhere: a host that writes the session from a snapshot (canopyd forks a
+ * writer, docs/security.md "Queries and saves off the sampling path") reads the change
+ * counter when it takes the snapshot, and once that copy is written to path calls
+ * _mark_saved(path, counter): path becomes cn_live_session_path() and the session is
+ * clean unless it is running or changed since the snapshot. 0 or -ENOMEM. */
+uint64_t cn_live_session_changes(const cn_live_session *s);
+int cn_live_session_mark_saved(cn_live_session *s, const char *path, uint64_t changes);
+
 #ifdef __cplusplus
 }
 #endif

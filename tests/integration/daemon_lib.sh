@@ -59,3 +59,8 @@ wait_for() {
   done
   return 1
 }
+
+# SLOW: 10 when canopyd is built with a sanitizer (ASan's fork and allocator make each
+# forked query worker tens of ms), else 1. Latency and startup bounds are the release
+# build's; sanitized runs check them scaled by SLOW.
+if grep -q __asan_init "$CANOPYD_BIN" 2>/dev/null; then SLOW=10; else SLOW=1; fi

@@ -160,7 +160,7 @@ print("libc.so.6" if "libc.so.6" in libs else "wl_shares_fp")' "$TMP/t.json")
   cmp -s "$TMP/before.json" "$TMP/after.json" || fail "$BACKEND: tree changed across restart"
   cmp -s "$TMP/before2.json" "$TMP/after2.json" || fail "$BACKEND: thread tree changed across restart"
   # A new session after restart gets a fresh id.
-  sleep 5 &
+  sleep 60 &
   W1=$!
   S3=$(ok "{\"cmd\":\"attach\",\"pid\":$W1}" | jget 'd["session"]["id"]')
   [ "$S3" != "$S1" ] && [ "$S3" != "$S2" ] || fail "id $S3 reused after restart"

@@ -47,7 +47,7 @@ grep -q 'main;work_a' "$TMP/run.folded" || fail "run: no main;work_a stack: $(he
   fail "run session's comm not updated at exec"
 
 # ---- duration, stop -------------------------------------------------------------------------
-"$WL" 20 >/dev/null &
+"$WL" 60 >/dev/null &
 W=$!
 DS=$(ok "{\"cmd\":\"attach\",\"pid\":$W,\"duration\":\"1s\"}" | jget 'd["session"]["id"]')
 wait_for 10 eval '[ "$(field $DS state)" = stopped ]' || fail "duration did not stop the session"

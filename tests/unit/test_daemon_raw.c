@@ -109,6 +109,12 @@ static int teardown(void **state)
     unlink(fx->file);
     unlink(fx->file2);
     unlink(fx->sock);
+    /* The .meta files canopyd wrote beside the saved sessions at start. */
+    char meta[sizeof(fx->dir) + 16];
+    snprintf(meta, sizeof(meta), "%s/s1.meta", fx->dir);
+    unlink(meta);
+    snprintf(meta, sizeof(meta), "%s/s2.meta", fx->dir);
+    unlink(meta);
     rmdir(fx->dir);
     free(fx);
     return 0;
@@ -326,6 +332,62 @@ static void test_raw_bad_daemon(void **state)
     assert_non_null(strstr(msg.msg, "raw_bytes"));
 }
 
+/* Writes text to a temporary config file and loads it into *c (defaults first). */
+static int load_config(const char *text, cn_d_config *c, cn_err *err)
+{
+    char path[] = "/tmp/test_daemon_conf.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    cn_d_config_init(c);
+    int r = cn_d_config_load(c, path, err);
+    unlink(path);
+    return r;
+}
+
+/* The query bounds and per-user quotas (docs/security.md): defaults, keys, bad values. */
+static void test_config_limits(void **state)
+{
+    cn_d_config c;
+    cn_err err = {0};
+    (void)state;
+    cn_d_config_init(&c);
+    assert_int_equal(c.query_workers, 4);
+    assert_int_equal(c.query_max_transforms, 64);
+    assert_int_equal(c.user_max_clients, 32);
+    assert_true(c.user_max_kept_bytes == (uint64_t)256 << 20);
+    assert_int_equal(load_config("query_workers = 2\nquery_max_transforms = 8\n"
+                                 "query_max_output = 1M\nquery_cpu = 250ms\nquery_memory = 2G\n"
+                                 "user_max_clients = 3\nuser_max_sessions = 1\n"
+                                 "user_max_kept = 7\nuser_max_kept_bytes = 10M\n"
+                                 "user_max_fds = 99\nidle_timeout = 5s\nsend_timeout = 2s\n",
+                                 &c, &err),
+                     0);
+    assert_int_equal(c.query_workers, 2);
+    assert_int_equal(c.query_max_transforms, 8);
+    assert_true(c.query_max_output == (size_t)1 << 20);
+    assert_true(c.query_cpu_ns == 250000000LL);
+    assert_true(c.query_memory == (size_t)2 << 30);
+    assert_int_equal(c.user_max_clients, 3);
+    assert_int_equal(c.user_max_sessions, 1);
+    assert_int_equal(c.user_max_kept, 7);
+    assert_true(c.user_max_kept_bytes == (uint64_t)10 << 20);
+    assert_int_equal(c.user_max_fds, 99);
+    assert_true(c.idle_timeout_ns == 5000000000LL);
+    assert_true(c.send_timeout_ns == 2000000000LL);
+    static const char *const bad[] = {
+        "query_workers = 0\n",       "query_workers = 65\n",   "query_max_transforms = 2000\n",
+        "user_max_clients = many\n", "user_max_kept = 5000\n", "query_cpu = 0\n",
+        "idle_timeout = soon\n",     "query_max_output = 0\n", "user_max_fds = -1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        assert_int_equal(load_config(bad[i], &c, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "bad value"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +395,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_raw_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embedded_text_utf8, setup, teardown),
         cmocka_unit_test(test_raw_bad_daemon),
+        cmocka_unit_test(test_config_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""ready_time.py CMD...: runs CMD (canopyd) with NOTIFY_SOCKET set to a private datagram
+socket and prints, as JSON, the seconds from exec to its READY=1 and the pid (the daemon
+keeps running). Fails if READY does not come within 60 s."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+d = tempfile.mkdtemp()
+path = os.path.join(d, "notify")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+s.settimeout(60)
+env = dict(os.environ, NOTIFY_SOCKET=path)
+t0 = time.monotonic()
+p = subprocess.Popen(sys.argv[1:], env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "log"), "w"))
+while True:
+    msg = s.recv(4096).decode()
+    if "READY=1" in msg:
+        break
+print(json.dumps({"ready_s": time.monotonic() - t0, "pid": p.pid, "status": msg}))
+sys.stdout.flush()
+os._exit(0)
