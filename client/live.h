@@ -43,6 +43,8 @@ typedef struct cn_cli_sampling {
     int kernel;          /* -1 default (on where permitted), 0 --no-kernel, 1 --kernel */
     int64_t duration_ns; /* --duration; 0 = none */
     char *name;          /* --name, owned, NULL if absent */
+    json_t *labels;      /* --label K=V (fleet, docs/fleet.md): owned object, NULL if none */
+    bool no_fleet;       /* --no-fleet: keep the session out of the fleet push */
 } cn_cli_sampling;
 
 void cn_cli_sampling_init(cn_cli_sampling *s);

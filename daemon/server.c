@@ -184,6 +184,7 @@ static void on_tick(void *ctx)
     if (srv->sym)
         cn_live_symbolizer_dispatch(srv->sym);
     cn_d__store_tick(srv);
+    cn_d__fleet_tick(srv);
     for (cn_d__client *cl = srv->clients; cl; cl = cl->next) {
         cn_d__conn *c = cl->c;
         if (!c->closing && c->deadline_ns && now > c->deadline_ns)
@@ -378,6 +379,8 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
         goto fail;
     }
     cn_d__store_load(srv);
+    if ((r = cn_d__fleet_new(srv, err)) < 0)
+        goto fail;
     *out = srv;
     return 0;
 fail:
@@ -396,6 +399,7 @@ int cn_d_server_run(cn_d_server *srv)
     int r = cn_d__loop_run(srv->loop);
     sd_notify(0, "STOPPING=1\nSTATUS=saving sessions");
     cn_d__store_shutdown(srv);
+    cn_d__fleet_shutdown(srv);
     return r;
 }
 
@@ -415,6 +419,7 @@ cn_d_server *cn_d_server_free(cn_d_server *srv)
 {
     if (!srv)
         return NULL;
+    cn_d__fleet_free(srv);
     cn_d__store_free(srv);
     cn_d__loop_free(srv->loop); /* closes connections (on_closed frees clients) */
     cn_live_symbolizer_free(srv->sym);

@@ -75,6 +75,11 @@ typedef struct cn_d_config {
     int64_t client_timeout_ns; /* a request must complete within this; default 30 s */
     const char *system_group;  /* members may start system sessions; NULL = none */
     unsigned socket_mode;      /* default 0666 for root, 0600 otherwise */
+    /* The fleet push to ClickHouse (docs/fleet.md): off without fleet_url. */
+    const char *fleet_url, *fleet_database, *fleet_host, *fleet_labels, *fleet_user,
+        *fleet_password_file;
+    int64_t fleet_interval_ns; /* default 10 s */
+    uint64_t fleet_spool_max;  /* bytes of spooled batches; default 256 MiB */
     unsigned owned;            /* which strings _load allocated (internal) */
 } cn_d_config;
 
