@@ -215,6 +215,19 @@ int cn_cmd_status(int argc, char **argv)
            "%" JSON_INTEGER_FORMAT " frames unsymbolized\n",
            json_integer_value(json_object_get(r, "user_stacks")), unwound,
            json_integer_value(json_object_get(r, "unsymbolized")));
+    const json_t *fl = json_object_get(r, "fleet"); /* docs/fleet.md "Status" */
+    if (fl) {
+        const char *e = json_string_value(json_object_get(fl, "last_error"));
+        printf("fleet: %s as %s, %" JSON_INTEGER_FORMAT " rows sent, %" JSON_INTEGER_FORMAT
+               " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
+               json_string_value(json_object_get(fl, "url")) ?: "?",
+               json_string_value(json_object_get(fl, "host")) ?: "?",
+               json_integer_value(json_object_get(fl, "rows_sent")),
+               json_integer_value(json_object_get(fl, "rows_queued")),
+               json_integer_value(json_object_get(fl, "rows_dropped")),
+               json_integer_value(json_object_get(fl, "lag_s")), e ? "; last error: " : "",
+               e ? e : "");
+    }
 out:
     simple_clear(&s);
     return status;
