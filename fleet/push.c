@@ -2,9 +2,11 @@
  *
  * Every batch goes through the spool, so order and restarts need no second path: the
  * caller's thread only links the batch into a memory queue (cn_fleet_pusher_submit); the
- * pusher's thread gzips its two bodies, writes them as one file SPOOL/<seq>.batch
- * (tmp + rename), and sends spooled files oldest first: the stack definitions, then the
- * sample rows, deleting the file once both were accepted. A failure keeps the file and
+ * pusher's thread writes its two bodies as one file SPOOL/<seq>.batch (tmp + rename), and
+ * sends spooled files oldest first, as many as fit in SEND_MAX bytes in one request per
+ * table (ClickHouse makes a part per insert: few large inserts, not many small ones),
+ * gzip'd: the stack definitions, then the sample rows, deleting the files once both were
+ * accepted. A failure keeps the file and
  * retries after a backoff (doubling from 250 ms up to backoff_max). The spool is bounded
  * in bytes: past the bound the oldest files are deleted and their rows counted as
  * dropped, and the caller is told to write stack definitions again (a dropped file may
@@ -26,7 +28,9 @@
 
 #include "cn_fleet.h"
 
-#define QUEUE_MAX      256 /* batches in memory before the oldest is dropped */
+#define QUEUE_MAX      256                  /* batches in memory before the oldest is dropped */
+#define MERGE_MAX      ((size_t)32 << 20)   /* bytes of queued rows merged into one spool file */
+#define SEND_MAX       ((uint64_t)32 << 20) /* bytes of spool files sent in one request */
 #define BACKOFF_MIN_NS 250000000LL
 #define SPOOL_MAGIC    "CNFLEET1"
 
@@ -118,50 +122,38 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-/* Compresses and writes b as the next spool file (mu not held). Returns 0 and *out. */
+/* Writes b as the next spool file (mu not held): the header line, then the two
+ * TabSeparated bodies as they are. They are compressed when sent, several files to one
+ * request. Returns 0 and *out. */
 static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq, spooled *out)
 {
-    cn_buf zs, zk;
     char path[4096], tmp[4200], head[160];
     int r, fd = -1;
-    cn_buf_init(&zs, 0);
-    cn_buf_init(&zk, 0);
-    if ((r = cn_fleet_gzip(cn_buf_ptr(&b->samples), cn_buf_len(&b->samples), 3, &zs)) < 0 ||
-        (r = cn_fleet_gzip(cn_buf_ptr(&b->stacks), cn_buf_len(&b->stacks), 3, &zk)) < 0)
-        goto out;
+    size_t ns = cn_buf_len(&b->samples), nk = cn_buf_len(&b->stacks);
     int hn = snprintf(head, sizeof(head), SPOOL_MAGIC " %llu %llu %zu %zu %lld\n",
-                      (unsigned long long)b->sample_rows, (unsigned long long)b->stack_rows,
-                      cn_buf_len(&zs), cn_buf_len(&zk), (long long)b->time_s);
+                      (unsigned long long)b->sample_rows, (unsigned long long)b->stack_rows, ns, nk,
+                      (long long)b->time_s);
     spool_path(p, seq, path, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        r = -errno;
-        goto out;
-    }
+    if (fd < 0)
+        return -errno;
     if ((r = write_all(fd, head, (size_t)hn)) < 0 ||
-        (r = write_all(fd, cn_buf_ptr(&zs), cn_buf_len(&zs))) < 0 ||
-        (r = write_all(fd, cn_buf_ptr(&zk), cn_buf_len(&zk))) < 0)
+        (ns && (r = write_all(fd, cn_buf_ptr(&b->samples), ns)) < 0) ||
+        (nk && (r = write_all(fd, cn_buf_ptr(&b->stacks), nk)) < 0))
         goto out;
-    if (close(fd) < 0) {
-        fd = -1;
-        r = -errno;
-        goto out;
-    }
+    r = close(fd) < 0 ? -errno : 0;
     fd = -1;
-    if (rename(tmp, path) < 0) {
+    if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
-        goto out;
-    }
-    *out = (spooled){seq, b->sample_rows, (uint64_t)hn + cn_buf_len(&zs) + cn_buf_len(&zk),
-                     b->time_s == INT64_MAX ? 0 : b->time_s};
+    if (r == 0)
+        *out = (spooled){seq, b->sample_rows, (uint64_t)hn + ns + nk,
+                         b->time_s == INT64_MAX ? 0 : b->time_s};
 out:
     if (fd >= 0)
         close(fd);
     if (r < 0)
         unlink(tmp);
-    cn_buf_free(&zs);
-    cn_buf_free(&zk);
     return r;
 }
 
@@ -201,31 +193,63 @@ out:
     return r;
 }
 
-/* Sends spooled batch s (mu not held). 0, or negative errno with err set. */
-static int spool_send(cn_fleet_pusher *p, const spooled *s, cn_err *err)
+/* Sends spooled batches s[0 .. n) (mu not held) as one insert per table: their bodies
+ * concatenated in order, gzip'd. 0, or negative errno with err set (-EBADMSG: s[0] is
+ * unreadable; it is dropped and the rest retried). */
+static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, cn_err *err)
 {
     char path[4096], sql[512];
-    spool_file f;
-    spool_path(p, s->seq, path, sizeof(path));
-    int r = spool_read(path, &f);
-    if (r < 0)
-        return cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
-    if (f.stack_rows) {
+    cn_buf raw_s, raw_k, z;
+    uint64_t stack_rows = 0, rows = 0;
+    int r = 0;
+    cn_buf_init(&raw_s, 0);
+    cn_buf_init(&raw_k, 0);
+    cn_buf_init(&z, 0);
+    for (size_t i = 0; i < n && r == 0; i++) {
+        spool_file f;
+        spool_path(p, s[i].seq, path, sizeof(path));
+        r = spool_read(path, &f);
+        if (r < 0) {
+            if (i > 0) { /* send what came before it; it is dealt with next time */
+                n = i;
+                r = 0;
+                break;
+            }
+            r = cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
+            break;
+        }
+        if (cn_buf_append(&raw_s, f.data, f.zs) < 0 ||
+            cn_buf_append(&raw_k, f.data + f.zs, f.zk) < 0)
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+        stack_rows += f.stack_rows;
+        rows += f.rows;
+        free(f.data);
+    }
+    if (r == 0 && stack_rows) {
         snprintf(sql, sizeof(sql),
                  "INSERT INTO %s.stacks (stack, host, time, funcs, libs, build_ids) FORMAT "
                  "TabSeparated",
                  p->db);
-        r = cn_fleet_exec(p->conn, sql, f.data + f.zs, f.zk, true, NULL, err);
+        if (cn_fleet_gzip(cn_buf_ptr(&raw_k), cn_buf_len(&raw_k), 1, &z) < 0)
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+        else
+            r = cn_fleet_exec(p->conn, sql, cn_buf_ptr(&z), cn_buf_len(&z), true, NULL, err);
     }
-    if (r == 0 && f.rows) {
+    if (r == 0 && rows) {
         snprintf(sql, sizeof(sql),
                  "INSERT INTO %s.samples (time, host, service, session, label_keys, label_values, "
                  "stack, samples, weight) FORMAT TabSeparated",
                  p->db);
-        r = cn_fleet_exec(p->conn, sql, f.data, f.zs, true, NULL, err);
+        cn_buf_reset(&z);
+        if (cn_fleet_gzip(cn_buf_ptr(&raw_s), cn_buf_len(&raw_s), 1, &z) < 0)
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+        else
+            r = cn_fleet_exec(p->conn, sql, cn_buf_ptr(&z), cn_buf_len(&z), true, NULL, err);
     }
-    free(f.data);
-    return r;
+    cn_buf_free(&raw_s);
+    cn_buf_free(&raw_k);
+    cn_buf_free(&z);
+    return r < 0 ? r : (int)n;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -282,6 +306,25 @@ static int spool_load(cn_fleet_pusher *p)
 
 /* ---- the thread -------------------------------------------------------------------- */
 
+/* Appends b's rows to into (in order). 0 or -ENOMEM (then into is unchanged). */
+static int merge_batch(cn_fleet_batch *into, const cn_fleet_batch *b)
+{
+    size_t ns = cn_buf_len(&b->samples), nk = cn_buf_len(&b->stacks), room;
+    /* Room in both first, so that the appends below cannot fail half-way. */
+    if ((ns && !cn_buf_space(&into->samples, ns, &room)) ||
+        (nk && !cn_buf_space(&into->stacks, nk, &room)))
+        return -ENOMEM;
+    if ((ns && cn_buf_append(&into->samples, cn_buf_ptr(&b->samples), ns) < 0) ||
+        (nk && cn_buf_append(&into->stacks, cn_buf_ptr(&b->stacks), nk) < 0))
+        return -ENOMEM; /* not reached: the room was made */
+    into->sample_rows += b->sample_rows;
+    into->stack_rows += b->stack_rows;
+    into->weight_samples += b->weight_samples;
+    if (b->time_s < into->time_s)
+        into->time_s = b->time_s;
+    return 0;
+}
+
 static void *run(void *arg)
 {
     cn_fleet_pusher *p = arg;
@@ -291,9 +334,19 @@ static void *run(void *arg)
         if (p->head) {
             qitem *it = p->head;
             p->head = it->next;
+            p->queued--;
+            /* Batches that queued up while the thread was busy become one spool file
+             * and one insert per table (ClickHouse prefers few large inserts), in order. */
+            while (p->head && cn_buf_len(&it->b->samples) < MERGE_MAX &&
+                   merge_batch(it->b, p->head->b) == 0) {
+                qitem *next = p->head;
+                p->head = next->next;
+                p->queued--;
+                cn_fleet_batch_free(next->b);
+                free(next);
+            }
             if (!p->head)
                 p->tail = NULL;
-            p->queued--;
             uint64_t seq = p->next_seq++;
             p->busy = true;
             pthread_mutex_unlock(&p->mu);
@@ -325,16 +378,29 @@ static void *run(void *arg)
         }
         int64_t now = now_ns();
         if (p->n_sp > 0 && now >= next_try) {
-            spooled s = p->sp[0];
+            /* The oldest files, up to SEND_MAX bytes, in one request per table. */
+            size_t n = 1;
+            uint64_t bytes = p->sp[0].bytes;
+            while (n < p->n_sp && n < 4096 && bytes + p->sp[n].bytes <= SEND_MAX)
+                bytes += p->sp[n++].bytes;
+            spooled *batch = malloc(n * sizeof(*batch));
+            if (!batch)
+                n = 0; /* retried after the backoff */
+            else
+                memcpy(batch, p->sp, n * sizeof(*batch));
             p->busy = true;
             pthread_mutex_unlock(&p->mu);
             cn_err err = {0};
-            int r = spool_send(p, &s, &err);
+            int r =
+                batch ? spool_send(p, batch, n, &err) : cn_err_set(&err, -ENOMEM, "out of memory");
+            free(batch);
             pthread_mutex_lock(&p->mu);
             p->busy = false;
-            if (r == 0 || r == -EBADMSG) {
-                drop_front(p, r == 0);
-                if (r == 0) {
+            if (r >= 0 || r == -EBADMSG) {
+                /* Only this thread removes spool entries: the first ones are still these. */
+                for (int k = 0; k < (r >= 0 ? r : 1); k++)
+                    drop_front(p, r >= 0);
+                if (r >= 0) {
                     p->st.last_success_s = time(NULL);
                     p->st.last_error[0] = '\0';
                 }

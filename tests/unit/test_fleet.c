@@ -224,14 +224,16 @@ static void test_pusher_spool(void **state)
     assert_int_equal(cn_fleet_pusher_flush(p, 300), -ETIMEDOUT);
     cn_fleet_pusher_stats(p, &st);
     assert_int_equal(st.rows_queued, 3);
-    assert_int_equal(st.batches_queued, 3);
+    /* Batches queued together may share a spool file. */
+    assert_true(st.batches_queued >= 1 && st.batches_queued <= 3);
+    uint64_t files = st.batches_queued;
     assert_true(st.failures >= 1);
     assert_non_null(strstr(st.last_error, "127.0.0.1:1"));
     p = cn_fleet_pusher_free(p);
     /* A new pusher adopts them, oldest first. */
     assert_int_equal(cn_fleet_pusher_new(&o, &p, &err), 0);
     cn_fleet_pusher_stats(p, &st);
-    assert_int_equal(st.batches_queued, 3);
+    assert_int_equal(st.batches_queued, files);
     assert_int_equal(st.rows_queued, 3);
     p = cn_fleet_pusher_free(p);
     /* A bound below one batch drops them all, counted. */
