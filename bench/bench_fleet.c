@@ -1,9 +1,10 @@
 /* bench_fleet.c — a simulated fleet through the real push path (docs/perf-fleet.md).
  *
- * HOSTS hosts × MINUTES of samples at 99 Hz × 8 threads: each host has its own set of
- * STACKS distinct call stacks (paths of 8–28 frames through a shared call graph of 3000
- * functions in 24 libraries, so hosts share most function names, as a fleet running the
- * same binaries does), drawn with a Zipf-like skew (a few hot stacks, a long tail). Every
+ * HOSTS hosts × MINUTES of samples at 99 Hz × 8 threads: the fleet runs the same
+ * binaries, so its call stacks come from one pool (POOL = 4 × STACKS paths of 8–28 frames
+ * through a call graph of 3000 functions in 24 libraries); each host samples its own
+ * STACKS of them (a random subset), drawn with a Zipf-like skew in a host-specific order
+ * (a few hot stacks, a long tail). Every
  * fleet interval, a host's new samples are appended to its profile and collected into a
  * batch by cn_fleet_collect (the daemon's per-interval work, timed as thread CPU), and the
  * batch goes to one cn_fleet_pusher (spool, gzip, HTTP to ClickHouse).
@@ -39,9 +40,15 @@ static double now_s(clockid_t c)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A host's stacks as frame ids of its profile; frames are (func, lib) of the shared
- * call graph: function f calls one of its 6 callees f*7+k (mod FUNCS). */
-static int32_t *host_stacks(cn_agg_profile *p, int n_stacks)
+/* The fleet's pool of stacks: each a depth and the seed of its path through the call
+ * graph (function f calls one of its 6 callees f*7+k mod FUNCS). */
+typedef struct pooled {
+    int depth;
+    uint64_t seed;
+} pooled;
+
+/* A host's stacks as stack ids of its profile: n_stacks of the pool, chosen at random. */
+static int32_t *host_stacks(cn_agg_profile *p, const pooled *pool, int n_pool, int n_stacks)
 {
     int32_t *stacks = malloc((size_t)n_stacks * sizeof(*stacks)), frames[32];
     int32_t fid[FUNCS];
@@ -53,12 +60,15 @@ static int32_t *host_stacks(cn_agg_profile *p, int n_stacks)
         fid[f] = cn_agg_frame(p, cn_agg_func(p, name, res, NULL, 0), res, -1, 0);
     }
     for (int s = 0; s < n_stacks; s++) {
-        int depth = 8 + (int)(next_rand() % 21), f = (int)(next_rand() % 16);
-        for (int d = 0; d < depth; d++) {
+        const pooled *ps = &pool[next_rand() % (uint64_t)n_pool];
+        uint64_t x = ps->seed;
+        int f = (int)(x % 16);
+        for (int d = 0; d < ps->depth; d++) {
             frames[d] = fid[f];
-            f = (int)((f * 7 + 1 + next_rand() % 6) % FUNCS);
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            f = (int)((f * 7 + 1 + (x >> 33) % 6) % FUNCS);
         }
-        stacks[s] = cn_agg_stack_from_frames(p, frames, (size_t)depth);
+        stacks[s] = cn_agg_stack_from_frames(p, frames, (size_t)ps->depth);
     }
     return stacks;
 }
@@ -82,6 +92,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_fleet: %s\n", err.msg);
         return 1;
     }
+    int n_pool = 4 * n_stacks;
+    pooled *pool = malloc((size_t)n_pool * sizeof(*pool));
+    for (int i = 0; i < n_pool; i++)
+        pool[i] = (pooled){8 + (int)(next_rand() % 21), next_rand()};
     /* Zipf-like weights over a host's stacks: P(i) ∝ 1/(i+1). */
     double *cdf = malloc((size_t)n_stacks * sizeof(*cdf)), sum = 0;
     for (int i = 0; i < n_stacks; i++)
@@ -95,7 +109,7 @@ int main(int argc, char **argv)
         char host[32];
         snprintf(host, sizeof(host), "host%03d", h);
         cn_agg_profile *p = cn_agg_profile_new();
-        int32_t *stacks = host_stacks(p, n_stacks);
+        int32_t *stacks = host_stacks(p, pool, n_pool, n_stacks);
         int32_t th[THREADS];
         for (int t = 0; t < THREADS; t++)
             th[t] = cn_agg_thread(p, 1000, 1000 + t, "worker");
@@ -146,8 +160,10 @@ int main(int argc, char **argv)
         size_t used = 0;
         for (int i = 0; i < n_stacks; i++)
             used += seen_stack[i];
-        if (h == 0)
+        if (h == 0) {
             printf("host000: %zu distinct stacks sampled in the hour\n", used);
+            fflush(stdout);
+        }
         free(seen_stack);
         cn_fleet_labels_clear(&labels);
         cn_fleet_seen_free(seen);
@@ -173,6 +189,7 @@ int main(int argc, char **argv)
            (unsigned long long)st.rows_sent, (unsigned long long)st.rows_dropped,
            (unsigned long long)st.failures);
     free(cdf);
+    free(pool);
     cn_fleet_pusher_free(pusher);
     return r == 0 && st.rows_dropped == 0 ? 0 : 1;
 }

@@ -97,6 +97,8 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
         .database = c->fleet_database,
         .spool_dir = spool,
         .spool_max = c->fleet_spool_max,
+        /* Bounds how long shutdown can wait for a request in flight. */
+        .timeout_ms = 15000,
     };
     if ((r = cn_fleet_pusher_new(&o, &f->pusher, err)) < 0)
         goto fail;
