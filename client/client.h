@@ -84,5 +84,6 @@ int cn_cmd_stop(int argc, char **argv);
 int cn_cmd_rm(int argc, char **argv);
 int cn_cmd_save(int argc, char **argv);
 int cn_cmd_status(int argc, char **argv);
+int cn_cmd_fleet(int argc, char **argv);
 
 #endif /* CN_CLIENT_H */

@@ -225,6 +225,19 @@ int cn_cmd_status(int argc, char **argv)
                json_number_value(json_object_get(sc, "heap_bytes")) / (1024.0 * 1024.0),
                json_number_value(json_object_get(sc, "mapped_bytes")) / (1024.0 * 1024.0),
                json_integer_value(json_object_get(sc, "evictions")));
+    const json_t *fl = json_object_get(r, "fleet"); /* docs/fleet.md "Status" */
+    if (fl) {
+        const char *e = json_string_value(json_object_get(fl, "last_error"));
+        printf("fleet: %s as %s, %" JSON_INTEGER_FORMAT " rows sent, %" JSON_INTEGER_FORMAT
+               " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
+               json_string_value(json_object_get(fl, "url")) ?: "?",
+               json_string_value(json_object_get(fl, "host")) ?: "?",
+               json_integer_value(json_object_get(fl, "rows_sent")),
+               json_integer_value(json_object_get(fl, "rows_queued")),
+               json_integer_value(json_object_get(fl, "rows_dropped")),
+               json_integer_value(json_object_get(fl, "lag_s")), e ? "; last error: " : "",
+               e ? e : "");
+    }
 out:
     simple_clear(&s);
     return status;

@@ -203,7 +203,8 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 
 static void run_help(void)
 {
-    printf("usage: canopy run [SAMPLING] [QUERY] [--name N] [--rm] -- CMD [ARGS...]\n\n"
+    printf("usage: canopy run [SAMPLING] [QUERY] [--name N] [--label K=V]... [--no-fleet] [--rm] "
+           "-- CMD [ARGS...]\n\n"
            "Profile CMD from its first instruction: canopy starts it as you, held before\n"
            "exec until sampling is attached (through canopyd's session when a daemon\n"
            "answers, else in-process), lets it run with the terminal, and prints the call\n"
@@ -370,7 +371,7 @@ out:
 
 static void attach_help(void)
 {
-    printf("usage: canopy attach PID [SAMPLING] [--name N]\n\n"
+    printf("usage: canopy attach PID [SAMPLING] [--name N] [--label K=V]... [--no-fleet]\n\n"
            "Start a live session in canopyd on a running process (all its threads, present\n"
            "and future) and print the session id. Query it with canopy tree/top/lines,\n"
            "end it with canopy stop / canopy rm. Default frequency 99 Hz.\n\n%s",
@@ -379,7 +380,7 @@ static void attach_help(void)
 
 static void system_help(void)
 {
-    printf("usage: canopy system [SAMPLING] [--name N]\n\n"
+    printf("usage: canopy system [SAMPLING] [--name N] [--label K=V]... [--no-fleet]\n\n"
            "Start a whole-system session in canopyd (root, CAP_PERFMON, or the configured\n"
            "system group) and print the session id. Default frequency 99 Hz.\n\n%s",
            sampling_help);

@@ -25,6 +25,7 @@ static const struct command commands[] = {
     {"rm", cn_cmd_rm, "SESSION                        forget a session"},
     {"save", cn_cmd_save, "SESSION -o FILE              write the session"},
     {"status", cn_cmd_status, "[--format text|json]       daemon health"},
+    {"fleet", cn_cmd_fleet, "init|tree|labels|diff|prune  the fleet's profiles in ClickHouse"},
 };
 
 static void usage(FILE *out)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cn_common.h"
+#include "cn_fleet.h"
 #include "live.h"
 
 /* Bounds that keep a user from asking the kernel for nonsense. */
@@ -28,6 +29,7 @@ void cn_cli_sampling_clear(cn_cli_sampling *s)
         return;
     free(s->event);
     free(s->name);
+    json_decref(s->labels);
     cn_cli_sampling_init(s);
 }
 
@@ -197,6 +199,32 @@ int cn_cli_parse_sampling_opt(cn_cli_sampling *s, const char *cmd, bool allow_na
             goto nomem;
         return 1;
     }
+    if (allow_name && is_opt(a, "--label")) {
+        /* Labels of the session's fleet rows (docs/fleet.md); canopyd checks them again. */
+        if (!(v = opt_value(cmd, "--label", argc, argv, i)))
+            return -1;
+        const char *eq = strchr(v, '=');
+        char key[CN_FLEET_MAX_KEY + 2];
+        cn_err err = {0};
+        if (!eq || (size_t)(eq - v) > CN_FLEET_MAX_KEY) {
+            fprintf(stderr, "canopy %s: bad --label '%s' (KEY=VALUE expected)\n", cmd, v);
+            return -1;
+        }
+        snprintf(key, sizeof(key), "%.*s", (int)(eq - v), v);
+        if (cn_fleet_label_check(key, eq + 1, &err) < 0 || !strcmp(key, "host")) {
+            fprintf(stderr, "canopy %s: %s\n", cmd,
+                    err.msg[0] ? err.msg : "label host is set by canopyd (fleet_host)");
+            return -1;
+        }
+        if ((!s->labels && !(s->labels = json_object())) ||
+            json_object_set_new(s->labels, key, json_string(eq + 1)) < 0)
+            goto nomem;
+        return 1;
+    }
+    if (allow_name && !strcmp(a, "--no-fleet")) {
+        s->no_fleet = true;
+        return 1;
+    }
     return 0;
 nomem:
     fprintf(stderr, "canopy %s: out of memory\n", cmd);
@@ -224,5 +252,9 @@ int cn_cli_sampling_to_json(const cn_cli_sampling *s, int default_freq, json_t *
     if (s->min_block_ns) /* a duration string, in us so nothing is rounded away */
         rc |= json_object_set_new(req, "min_block",
                                   json_sprintf("%lldus", (long long)(s->min_block_ns / 1000)));
+    if (s->labels)
+        rc |= json_object_set(req, "labels", s->labels);
+    if (s->no_fleet)
+        rc |= json_object_set_new(req, "fleet", json_false());
     return rc ? -ENOMEM : 0;
 }

@@ -33,6 +33,8 @@ void cn_d_config_init(cn_d_config *c)
     c->user_max_fds = 8192;
     c->idle_timeout_ns = 600LL * 1000000000;
     c->send_timeout_ns = 30LL * 1000000000;
+    c->fleet_interval_ns = 10LL * 1000000000;
+    c->fleet_spool_max = (uint64_t)256 << 20;
 }
 
 /* The limits of queries and the per-user quotas (docs/cli-live.md "Daemon limits"): counts,
@@ -87,6 +89,22 @@ static int apply_limit(cn_d_config *c, const char *k, const char *v)
     return -ENOENT;
 }
 
+/* The fleet's string settings and their bits in `owned`. */
+static const char **fleet_field(cn_d_config *c, const char *k, unsigned *bit)
+{
+    static const char *const keys[] = {"fleet_url",    "fleet_database", "fleet_host",
+                                       "fleet_labels", "fleet_user",     "fleet_password_file"};
+    const char **fields[] = {&c->fleet_url,    &c->fleet_database, &c->fleet_host,
+                             &c->fleet_labels, &c->fleet_user,     &c->fleet_password_file};
+    for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (!strcmp(k, keys[i])) {
+            *bit = 8u << i;
+            return fields[i];
+        }
+    }
+    return NULL;
+}
+
 void cn_d_config_clear(cn_d_config *c)
 {
     if (c->owned & 1)
@@ -95,6 +113,15 @@ void cn_d_config_clear(cn_d_config *c)
         free((char *)c->state_dir);
     if (c->owned & 4)
         free((char *)c->system_group);
+    static const char *const fleet_keys[] = {"fleet_url",  "fleet_database",
+                                             "fleet_host", "fleet_labels",
+                                             "fleet_user", "fleet_password_file"};
+    for (size_t i = 0; i < sizeof(fleet_keys) / sizeof(fleet_keys[0]); i++) {
+        unsigned bit;
+        const char **f = fleet_field(c, fleet_keys[i], &bit);
+        if (c->owned & bit)
+            free((char *)*f);
+    }
     c->owned = 0;
 }
 
@@ -131,6 +158,22 @@ static int apply(cn_d_config *c, const char *k, const char *v)
         return set_str(c, &c->state_dir, 2, v);
     if (!strcmp(k, "system_group"))
         return set_str(c, &c->system_group, 4, v);
+    unsigned bit;
+    const char **fleet = fleet_field(c, k, &bit);
+    if (fleet)
+        return set_str(c, fleet, bit, v);
+    if (!strcmp(k, "fleet_interval")) {
+        if (cn_common_parse_duration(v, &ns) < 0 || ns < 100000000LL)
+            return -EINVAL; /* at least 100 ms */
+        c->fleet_interval_ns = ns;
+        return 0;
+    }
+    if (!strcmp(k, "fleet_spool_max")) {
+        if (cn_common_parse_size(v, &u) < 0 || u == 0)
+            return -EINVAL;
+        c->fleet_spool_max = u;
+        return 0;
+    }
     if (!strcmp(k, "event_loop")) {
         if (!strcmp(v, "io_uring"))
             c->backend = CN_D_LOOP_IO_URING;

@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "cn_d.h"
+#include "cn_fleet.h"
 #include "cn_smp.h"
 
 /* ---- event loop ------------------------------------------------------------------- */
@@ -142,7 +143,13 @@ typedef struct cn_d__entry {
     int64_t save_backoff;       /* after failed saves (ENOSPC…): the next try waits this long
                                    (doubling up to 5 min); 0 after a success */
     struct cn_d__job *save_job; /* a forked writer saving this session, or NULL */
-    bool lazy; /* a saved session known by its metadata only: queries read its file */
+    bool lazy;              /* a saved session known by its metadata only: queries read its file */
+    bool finished_saved;    /* written after leaving RUNNING */
+    uint64_t errors_logged; /* the session's allocation failures already reported */
+    int64_t save_backoff;   /* after failed saves (ENOSPC…): the next try waits this long
+                               (doubling up to 5 min); 0 after a success */
+    /* owned: the session's fleet push state (fleet_push.c), or NULL */
+    struct cn_d__fleet_src *fleet;
 } cn_d__entry;
 
 /* A connected client: its credentials are taken once, at accept (SO_PEERCRED). */
@@ -192,6 +199,9 @@ struct cn_d_server {
     size_t jobs_running;
     cn_d__stats stats;
     int64_t quota_fd_check; /* quota.c: when targets' threads were last counted */
+    int64_t shutdown_at;    /* a shutdown was asked for: stop once replies are out (<= 1 s) */
+    /* owned: the fleet push (fleet_push.c), NULL when off */
+    struct cn_d__fleet *fleet;
 };
 
 /* ---- the session store (store.c) --------------------------------------------------- */
@@ -307,6 +317,28 @@ void cn_d__unlink_session_files(const char *path);
 void cn_d__store_save_failed(cn_d_server *srv, cn_d__entry *e, const cn_err *err);
 /* Removes the store's entry at index i (freeing the session). */
 void cn_d__store_remove_at(cn_d_server *srv, size_t i);
+/* ---- the fleet push (fleet_push.c, docs/fleet.md) ---------------------------------- */
+
+/* Starts the fleet push when the config has a fleet_url (else nothing). 0 or negative
+ * errno with err set (a bad setting, an unreadable password file). */
+int cn_d__fleet_new(cn_d_server *srv, cn_err *err);
+/* Every tick: once per fleet_interval, collects each pushed session's new samples into
+ * one batch and hands it to the pusher thread. */
+void cn_d__fleet_tick(cn_d_server *srv);
+/* The request's `labels` object and `fleet` flag (attach/run/system) into *labels and
+ * *off. 0 or -EINVAL with err set. */
+int cn_d__fleet_request(const json_t *req, cn_fleet_labels *labels, bool *off, cn_err *err);
+/* Starts pushing e's session with these labels (cleared) unless off or the push is off. */
+void cn_d__fleet_track(cn_d_server *srv, cn_d__entry *e, cn_fleet_labels *labels, bool off);
+/* e is going away: its samples not sent yet are collected now. */
+void cn_d__fleet_forget(cn_d_server *srv, cn_d__entry *e);
+/* Frees an entry's push state (store.c's entry_free). Accepts NULL. */
+void cn_d__fleet_src_free(struct cn_d__fleet_src *src);
+/* Shutdown: collects what every session has left and waits (bounded) for the pusher. */
+void cn_d__fleet_shutdown(cn_d_server *srv);
+void cn_d__fleet_free(cn_d_server *srv);
+/* The `fleet` member of the status answer (new reference), NULL when the push is off. */
+json_t *cn_d__fleet_status(cn_d_server *srv);
 
 /* ---- replies (reply.c) ------------------------------------------------------------- */
 

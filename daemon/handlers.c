@@ -134,6 +134,11 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
                       (json_int_t)sym.evictions));
     if (rp->msg)
         status_limits(srv, rp->msg);
+    json_t *fleet = cn_d__fleet_status(srv); /* docs/fleet.md "Status" */
+    if (rp->msg && fleet)
+        json_object_set_new(rp->msg, "fleet", fleet);
+    else
+        json_decref(fleet);
     /* The sessions' unwind outcomes and unnamed frames, summed (docs/cli-live.md,
      * "Session counters"). */
     if (rp->msg)
@@ -306,11 +311,20 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         rp->msg = cn_proto_error(req, "bad_request", 2, "%s", err.msg);
         return;
     }
+    cn_fleet_labels labels = {0};
+    bool no_fleet = false;
+    if ((r = cn_d__fleet_request(req, &labels, &no_fleet, &err)) < 0) {
+        rp->msg = r == -ENOMEM ? cn_proto_error(req, "failed", 1, "out of memory")
+                               : cn_proto_error(req, "bad_request", 2, "%s", err.msg);
+        cn_fleet_labels_clear(&labels);
+        return;
+    }
     /* Access control first: a denied request changes nothing. */
     r = kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
                                : attach_check(&cl->cred, &o, &err);
     if (r < 0) {
         rp->msg = cn_d__reply_error(req, r, &err);
+        cn_fleet_labels_clear(&labels);
         return;
     }
     if (srv->cfg.test_attach_delay_ns > 0)
@@ -322,12 +336,14 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
     if (cn_d__quota_session(srv, &cl->cred, kind == CN_LIVE_SYSTEM ? 0 : o.pid, &err) < 0) {
         srv->stats.quota_refused++;
         rp->msg = cn_proto_error(req, "limit", 1, "%s", err.msg);
+        cn_fleet_labels_clear(&labels);
         return;
     }
     if (cn_d__store_running(srv) >= srv->cfg.max_sessions ||
         srv->n_entries >= CN_D__MAX_LOADED_SESSIONS) {
         rp->msg = cn_proto_error(req, "limit", 1, "too many sessions (limit %u running)",
                                  srv->cfg.max_sessions);
+        cn_fleet_labels_clear(&labels);
         return;
     }
     if (o.name && cn_d__store_find(srv, &cl->cred, o.name, 0)) {
@@ -335,6 +351,7 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         if (cn_live_session_state(dup->s) == CN_LIVE_RUNNING) {
             rp->msg = cn_proto_error(req, "bad_request", 2,
                                      "a running session is already named '%s'", o.name);
+            cn_fleet_labels_clear(&labels);
             return;
         }
     }
@@ -347,13 +364,16 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         if (r == -ENOENT)
             r = -EINVAL; /* an unknown event is bad input */
         rp->msg = cn_d__reply_error(req, r, &err);
+        cn_fleet_labels_clear(&labels);
         return;
     }
     srv->next_id++;
     if (cn_d__store_add(srv, s, &e) < 0) { /* s is freed */
         rp->msg = cn_proto_error(req, "failed", 1, "out of memory");
+        cn_fleet_labels_clear(&labels);
         return;
     }
+    cn_d__fleet_track(srv, e, &labels, no_fleet); /* clears labels */
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
         json_object_set_new(rp->msg, "session", cn_live_session_json(e->s));

@@ -197,6 +197,7 @@ static void on_tick(void *ctx)
     cn_d__store_tick(srv);
     cn_d__jobs_tick(srv);
     cn_d__quota_tick(srv, now);
+    cn_d__fleet_tick(srv);
     for (cn_d__client *cl = srv->clients; cl; cl = cl->next) {
         cn_d__conn *c = cl->c;
         if (!c->closing && c->deadline_ns && now > c->deadline_ns)
@@ -391,6 +392,8 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
         goto fail;
     }
     cn_d__store_load(srv);
+    if ((r = cn_d__fleet_new(srv, err)) < 0)
+        goto fail;
     *out = srv;
     return 0;
 fail:
@@ -410,6 +413,7 @@ int cn_d_server_run(cn_d_server *srv)
     sd_notify(0, "STOPPING=1\nSTATUS=saving sessions");
     cn_d__jobs_shutdown(srv);
     cn_d__store_shutdown(srv);
+    cn_d__fleet_shutdown(srv);
     return r;
 }
 
@@ -429,6 +433,7 @@ cn_d_server *cn_d_server_free(cn_d_server *srv)
 {
     if (!srv)
         return NULL;
+    cn_d__fleet_free(srv);
     cn_d__store_free(srv);
     cn_d__loop_free(srv->loop); /* closes connections (on_closed frees clients) */
     cn_live_symbolizer_free(srv->sym);

@@ -50,6 +50,7 @@ static void entry_free(cn_d__entry *e)
     if (!e)
         return;
     entry_unwatch(e);
+    cn_d__fleet_src_free(e->fleet);
     cn_live_session_free(e->s);
     free(e);
 }
@@ -508,6 +509,7 @@ int cn_d__store_add(cn_d_server *srv, cn_live_session *s, cn_d__entry **out)
 
 void cn_d__store_remove(cn_d_server *srv, cn_d__entry *e, bool unlink_file)
 {
+    cn_d__fleet_forget(srv, e); /* its last samples still go out */
     if (unlink_file) {
         char path[4096];
         session_path(srv, e->s, path, sizeof(path));

@@ -94,7 +94,12 @@ typedef struct cn_d_config {
     int64_t test_attach_delay_ns; /* tests only (CANOPYD_TEST_ATTACH_DELAY_MS): a pause between
                                      the access check and opening the events, widening the race
                                      the re-check before enabling closes; 0 in production */
-    unsigned owned;               /* which strings _load allocated (internal) */
+    /* The fleet push to ClickHouse (docs/fleet.md): off without fleet_url. */
+    const char *fleet_url, *fleet_database, *fleet_host, *fleet_labels, *fleet_user,
+        *fleet_password_file;
+    int64_t fleet_interval_ns; /* default 10 s */
+    uint64_t fleet_spool_max;  /* bytes of spooled batches; default 256 MiB */
+    unsigned owned;            /* which strings _load allocated (internal) */
 } cn_d_config;
 
 /* Defaults; then cn_d_config_load() for a config file (key = value lines, see

@@ -4,3 +4,10 @@ add_test(NAME layering.client_no_daemon
          COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cmake/check_layering.sh $<TARGET_FILE:canopy>)
 set_tests_properties(layering.client_no_daemon PROPERTIES TIMEOUT 60)
 
+
+# fleet/ sits on aggregate/ and common/ only: no undefined reference to live/, sampler/,
+# daemon/ or client/ symbols in its library.
+add_test(NAME layering.fleet_below_live
+         COMMAND sh -c "! nm -u \"$1\" | grep -E ' (cn_live_|cn_d_|cn_cli_|cn_smp_|cn_sym_)'"
+                 sh $<TARGET_FILE:cn_fleet>)
+set_tests_properties(layering.fleet_below_live PROPERTIES TIMEOUT 60)

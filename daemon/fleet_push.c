@@ -1,0 +1,337 @@
+/* fleet_push.c — canopyd's side of the fleet (docs/fleet.md): once per fleet_interval,
+ * each pushed session's samples since the last push become rows (fleet/'s
+ * cn_fleet_collect), all sessions' rows one batch, handed to fleet/'s pusher thread,
+ * which spools, compresses and inserts it. Only the collection runs on the loop thread
+ * (a pass over the interval's samples and one path walk per distinct stack); nothing
+ * here waits on the network, so the sampler is never slowed by it.
+ *
+ * Each session keeps a cursor in session time: a push covers [cursor, now − 200 ms) (the
+ * margin lets records still in flight land), and a stopped or exited session's last push
+ * covers everything left. A window whose stacks still wait for symbols is held back
+ * while the symbolizer has pending frames, at most HOLDBACK_NS; after that it goes out
+ * with `lib+0xOFF` names and build-ids. Saved sessions loaded at startup are not pushed
+ * again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "d_internal.h"
+
+#define GUARD_NS    200000000LL   /* samples younger than this wait for the next push */
+#define HOLDBACK_NS 30000000000LL /* longest wait for symbols */
+
+struct cn_d__fleet {
+    cn_fleet_pusher *pusher;
+    cn_fleet_seen *seen;
+    cn_fleet_labels labels; /* fleet_labels */
+    char host[256];
+    char url[512];
+    int64_t interval_ns, next_ns;
+    uint64_t collect_ns_last, collect_ns_total, pushes, sessions_done;
+    uint64_t rows_collected;
+};
+
+struct cn_d__fleet_src {
+    cn_fleet_labels labels; /* the config's and the session's (which win) */
+    char *service;          /* owned */
+    int64_t cursor_ns;      /* session time pushed so far */
+    int64_t held_since;     /* monotonic ns the current window started waiting; 0 = not */
+    bool done;
+};
+
+static int read_password(const char *path, char **out, cn_err *err)
+{
+    char buf[1024];
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cn_err_set(err, -errno, "fleet_password_file %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0 || (st.st_mode & 077)) {
+        close(fd);
+        return cn_err_set(err, -EPERM,
+                          "fleet_password_file %s: readable by group or others (chmod 600)", path);
+    }
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n < 0)
+        return cn_err_set(err, -errno, "fleet_password_file %s: %s", path, strerror(errno));
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    *out = strdup(buf);
+    explicit_bzero(buf, sizeof(buf));
+    return *out ? 0 : cn_err_set(err, -ENOMEM, "out of memory");
+}
+
+int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
+{
+    const cn_d_config *c = &srv->cfg;
+    char *password = NULL, spool[4200];
+    int r;
+    if (!c->fleet_url || !*c->fleet_url)
+        return 0;
+    struct cn_d__fleet *f = calloc(1, sizeof(*f));
+    if (!f)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    if ((r = cn_fleet_labels_parse(&f->labels, c->fleet_labels ? c->fleet_labels : "", err)) < 0)
+        goto fail;
+    if (c->fleet_host)
+        snprintf(f->host, sizeof(f->host), "%s", c->fleet_host);
+    else if (gethostname(f->host, sizeof(f->host) - 1) < 0)
+        snprintf(f->host, sizeof(f->host), "unknown");
+    if ((r = cn_fleet_label_check("host", f->host, err)) < 0)
+        goto fail;
+    if (c->fleet_password_file && (r = read_password(c->fleet_password_file, &password, err)) < 0)
+        goto fail;
+    snprintf(f->url, sizeof(f->url), "%s", c->fleet_url);
+    snprintf(spool, sizeof(spool), "%s/fleet-spool", srv->state_dir);
+    cn_fleet_pusher_opts o = {
+        .url = c->fleet_url,
+        .user = c->fleet_user,
+        .password = password,
+        .database = c->fleet_database,
+        .spool_dir = spool,
+        .spool_max = c->fleet_spool_max,
+        /* Bounds how long shutdown can wait for a request in flight. */
+        .timeout_ms = 15000,
+    };
+    if ((r = cn_fleet_pusher_new(&o, &f->pusher, err)) < 0)
+        goto fail;
+    if (!(f->seen = cn_fleet_seen_new(0))) {
+        r = cn_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    f->interval_ns = c->fleet_interval_ns > 0 ? c->fleet_interval_ns : 10000000000LL;
+    f->next_ns = cn_common_now_ns() + f->interval_ns;
+    srv->fleet = f;
+    free(password);
+    return 0;
+fail:
+    if (password) {
+        explicit_bzero(password, strlen(password));
+        free(password);
+    }
+    cn_fleet_pusher_free(f->pusher);
+    cn_fleet_labels_clear(&f->labels);
+    free(f);
+    return r;
+}
+
+int cn_d__fleet_request(const json_t *req, cn_fleet_labels *labels, bool *off, cn_err *err)
+{
+    const json_t *l = json_object_get(req, "labels");
+    const json_t *fl = json_object_get(req, "fleet");
+    const char *k;
+    json_t *v;
+    *off = false;
+    if (fl && !json_is_boolean(fl))
+        return cn_err_set(err, -EINVAL, "\"fleet\" must be a boolean");
+    *off = fl && json_is_false(fl);
+    if (!l)
+        return 0;
+    if (!json_is_object(l))
+        return cn_err_set(err, -EINVAL, "\"labels\" must be an object of strings");
+    json_object_foreach((json_t *)l, k, v)
+    {
+        if (!json_is_string(v))
+            return cn_err_set(err, -EINVAL, "label %.64s: value must be a string", k);
+        if (!strcmp(k, "host"))
+            return cn_err_set(err, -EINVAL, "label host is set by canopyd (fleet_host)");
+        int r = cn_fleet_labels_set(labels, k, json_string_value(v), err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+void cn_d__fleet_src_free(struct cn_d__fleet_src *src)
+{
+    if (!src)
+        return;
+    cn_fleet_labels_clear(&src->labels);
+    free(src->service);
+    free(src);
+}
+
+void cn_d__fleet_track(cn_d_server *srv, cn_d__entry *e, cn_fleet_labels *labels, bool off)
+{
+    struct cn_d__fleet *f = srv->fleet;
+    struct cn_d__fleet_src *src = NULL;
+    cn_live_session_info info;
+    if (!f || off)
+        goto out;
+    if (!(src = calloc(1, sizeof(*src))) || cn_fleet_labels_merge(&src->labels, &f->labels, NULL) ||
+        cn_fleet_labels_merge(&src->labels, labels, NULL))
+        goto fail;
+    /* `service` is a column: the session's label, else the configured one, else the
+     * target's name. */
+    cn_live_session_info_get(e->s, &info);
+    const char *svc = cn_fleet_labels_get(&src->labels, "service");
+    if (!svc)
+        svc = info.kind == CN_LIVE_SYSTEM ? "system" : info.comm[0] ? info.comm : "unknown";
+    if (!(src->service = strdup(svc)))
+        goto fail;
+    for (size_t i = 0; i < src->labels.n; i++) {
+        if (!strcmp(src->labels.v[i].key, "service")) {
+            free(src->labels.v[i].key);
+            free(src->labels.v[i].value);
+            src->labels.v[i] = src->labels.v[--src->labels.n];
+            break;
+        }
+    }
+    e->fleet = src;
+    src = NULL;
+    goto out;
+fail:
+    fprintf(stderr, "canopyd: fleet: session %s: out of memory, not pushed\n",
+            cn_live_session_id(e->s));
+out:
+    cn_d__fleet_src_free(src);
+    cn_fleet_labels_clear(labels);
+}
+
+/* Collects e's window into b (final: everything left, whatever the symbols). */
+static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b, bool final)
+{
+    struct cn_d__fleet_src *src = e->fleet;
+    if (!src || src->done)
+        return;
+    cn_live_session *s = e->s;
+    bool running = cn_live_session_state(s) == CN_LIVE_RUNNING && !final;
+    int64_t end = running ? cn_live_session_now(s) - GUARD_NS : INT64_MAX;
+    if (end <= src->cursor_ns)
+        return;
+    cn_live_session_info info;
+    cn_live_session_info_get(s, &info);
+    int64_t mono = cn_common_now_ns();
+    bool allow = final || info.sym_pending == 0 ||
+                 (src->held_since && mono - src->held_since >= HOLDBACK_NS);
+    cn_fleet_window w = {src->cursor_ns, end, allow};
+    cn_fleet_source so = {
+        .time_s = info.started_unix + src->cursor_ns / 1000000000LL,
+        .host = f->host,
+        .service = src->service,
+        .session = info.id,
+        .labels = &src->labels,
+    };
+    int r = cn_fleet_collect(b, cn_live_session_profile(s), &w, &so, f->seen, NULL);
+    if (r == -EAGAIN) {
+        if (!src->held_since)
+            src->held_since = mono;
+        return;
+    }
+    if (r < 0) {
+        /* Out of memory: the window is retried next interval (rows it appended before
+         * failing, if any, are then sent twice). */
+        fprintf(stderr, "canopyd: fleet: session %s: %s\n", info.id, strerror(-r));
+        return;
+    }
+    src->held_since = 0;
+    src->cursor_ns = end;
+    if (end == INT64_MAX) {
+        src->done = true;
+        f->sessions_done++;
+    }
+}
+
+static void push(cn_d_server *srv, bool final)
+{
+    struct cn_d__fleet *f = srv->fleet;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    if (cn_fleet_pusher_take_reset(f->pusher))
+        cn_fleet_seen_reset(f->seen); /* definitions may have been dropped: write again */
+    cn_fleet_batch *b = cn_fleet_batch_new();
+    if (!b)
+        return;
+    for (size_t i = 0; i < srv->n_entries; i++)
+        collect_one(f, srv->entries[i], b, final);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    f->collect_ns_last =
+        (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec);
+    f->collect_ns_total += f->collect_ns_last;
+    f->pushes++;
+    f->rows_collected += b->sample_rows;
+    if (b->sample_rows == 0 && b->stack_rows == 0) {
+        cn_fleet_batch_free(b);
+        return;
+    }
+    cn_fleet_pusher_submit(f->pusher, b);
+}
+
+void cn_d__fleet_tick(cn_d_server *srv)
+{
+    struct cn_d__fleet *f = srv->fleet;
+    if (!f)
+        return;
+    int64_t now = cn_common_now_ns();
+    if (now < f->next_ns)
+        return;
+    f->next_ns = now + f->interval_ns;
+    push(srv, false);
+}
+
+void cn_d__fleet_forget(cn_d_server *srv, cn_d__entry *e)
+{
+    struct cn_d__fleet *f = srv->fleet;
+    if (!f || !e->fleet || e->fleet->done)
+        return;
+    cn_fleet_batch *b = cn_fleet_batch_new();
+    if (!b)
+        return;
+    collect_one(f, e, b, true);
+    if (b->sample_rows || b->stack_rows)
+        cn_fleet_pusher_submit(f->pusher, b);
+    else
+        cn_fleet_batch_free(b);
+}
+
+void cn_d__fleet_shutdown(cn_d_server *srv)
+{
+    if (!srv->fleet)
+        return;
+    push(srv, true);
+    /* What cannot be sent quickly stays in the spool for the next start. */
+    cn_fleet_pusher_flush(srv->fleet->pusher, 3000);
+}
+
+void cn_d__fleet_free(cn_d_server *srv)
+{
+    struct cn_d__fleet *f = srv->fleet;
+    if (!f)
+        return;
+    cn_fleet_pusher_free(f->pusher);
+    cn_fleet_seen_free(f->seen);
+    cn_fleet_labels_clear(&f->labels);
+    free(f);
+    srv->fleet = NULL;
+}
+
+json_t *cn_d__fleet_status(cn_d_server *srv)
+{
+    struct cn_d__fleet *f = srv->fleet;
+    cn_fleet_push_stats st;
+    size_t pushed = 0;
+    if (!f)
+        return NULL;
+    for (size_t i = 0; i < srv->n_entries; i++)
+        if (srv->entries[i]->fleet && !srv->entries[i]->fleet->done)
+            pushed++;
+    cn_fleet_pusher_stats(f->pusher, &st);
+    return json_pack(
+        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:f, "
+        "s:f, s:I}",
+        "url", f->url, "host", f->host, "sessions", (json_int_t)pushed, "rows_sent",
+        (json_int_t)st.rows_sent, "rows_queued", (json_int_t)st.rows_queued, "rows_dropped",
+        (json_int_t)st.rows_dropped, "batches_sent", (json_int_t)st.batches_sent, "batches_queued",
+        (json_int_t)st.batches_queued, "batches_dropped", (json_int_t)st.batches_dropped,
+        "spool_bytes", (json_int_t)st.spool_bytes, "failures", (json_int_t)st.failures, "lag_s",
+        (json_int_t)st.lag_s, "last_error", st.last_error[0] ? st.last_error : NULL,
+        "collect_ms_last", (double)f->collect_ns_last / 1e6, "collect_ms_total",
+        (double)f->collect_ns_total / 1e6, "last_success", (json_int_t)st.last_success_s);
+}

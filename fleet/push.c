@@ -1,0 +1,618 @@
+/* push.c — the pusher: a thread that spools batches on disk and inserts them in order.
+ *
+ * Every batch goes through the spool, so order and restarts need no second path: the
+ * caller's thread only links the batch into a memory queue (cn_fleet_pusher_submit); the
+ * pusher's thread writes its two bodies as one file SPOOL/<seq>.batch (tmp + rename), and
+ * sends spooled files oldest first, as many as fit in SEND_MAX bytes in one request per
+ * table (ClickHouse makes a part per insert: few large inserts, not many small ones),
+ * gzip'd: the stack definitions, then the sample rows, deleting the files once both were
+ * accepted. A failure keeps the file and
+ * retries after a backoff (doubling from 250 ms up to backoff_max). The spool is bounded
+ * in bytes: past the bound the oldest files are deleted and their rows counted as
+ * dropped, and the caller is told to write stack definitions again (a dropped file may
+ * have held some that later rows use). The spool index is a FIFO array of (seq, rows,
+ * bytes, time); only the thread touches files. A retried insert whose first attempt
+ * reached ClickHouse duplicates its rows (MergeTree has no insert deduplication in
+ * 18.16 outside replicated tables): docs/fleet.md says so.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cn_fleet.h"
+
+#define QUEUE_MAX      256                  /* batches in memory before the oldest is dropped */
+#define MERGE_MAX      ((size_t)32 << 20)   /* bytes of queued rows merged into one spool file */
+#define SEND_MAX       ((uint64_t)32 << 20) /* bytes of spool files sent in one request */
+#define BACKOFF_MIN_NS 250000000LL
+#define SPOOL_MAGIC    "CNFLEET1"
+
+typedef struct qitem {
+    cn_fleet_batch *b;
+    struct qitem *next;
+} qitem;
+
+typedef struct spooled {
+    uint64_t seq, rows, bytes;
+    int64_t time_s;
+} spooled;
+
+struct cn_fleet_pusher {
+    char *dir, *db;
+    uint64_t spool_max;
+    int64_t backoff_max;
+    cn_fleet_conn *conn; /* the thread's */
+    pthread_t thread;
+    bool thread_ok;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, idle_cv;
+    /* under mu: */
+    qitem *head, *tail;
+    size_t queued;
+    uint64_t queued_rows;
+    spooled *sp; /* FIFO: sp[0 .. n_sp) oldest first */
+    size_t n_sp, cap_sp;
+    uint64_t next_seq;
+    bool stop, reset, flushing, busy;
+    cn_fleet_push_stats st;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void spool_path(const cn_fleet_pusher *p, uint64_t seq, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%020llu.batch", p->dir, (unsigned long long)seq);
+}
+
+/* ---- the spool (thread side; mu held only where said) ------------------------------ */
+
+/* Deletes the oldest spooled batch; mu held. */
+static void drop_front(cn_fleet_pusher *p, bool sent)
+{
+    char path[4096];
+    spooled s = p->sp[0];
+    spool_path(p, s.seq, path, sizeof(path));
+    unlink(path);
+    memmove(p->sp, p->sp + 1, (p->n_sp - 1) * sizeof(*p->sp));
+    p->n_sp--;
+    p->st.spool_bytes -= s.bytes;
+    p->st.rows_queued -= s.rows;
+    p->st.batches_queued--;
+    if (sent) {
+        p->st.rows_sent += s.rows;
+        p->st.batches_sent++;
+    } else {
+        p->st.rows_dropped += s.rows;
+        p->st.batches_dropped++;
+        p->reset = true;
+    }
+}
+
+/* Keeps the spool under its bound; mu held. */
+static void enforce_bound(cn_fleet_pusher *p)
+{
+    while (p->n_sp > 0 && p->st.spool_bytes > p->spool_max)
+        drop_front(p, false);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *d = data;
+    while (len) {
+        ssize_t w = write(fd, d, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        d += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes b as the next spool file (mu not held): the header line, then the two
+ * TabSeparated bodies as they are. They are compressed when sent, several files to one
+ * request. Returns 0 and *out. */
+static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq, spooled *out)
+{
+    char path[4096], tmp[4200], head[160];
+    int r, fd = -1;
+    size_t ns = cn_buf_len(&b->samples), nk = cn_buf_len(&b->stacks);
+    int hn = snprintf(head, sizeof(head), SPOOL_MAGIC " %llu %llu %zu %zu %lld\n",
+                      (unsigned long long)b->sample_rows, (unsigned long long)b->stack_rows, ns, nk,
+                      (long long)b->time_s);
+    spool_path(p, seq, path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if ((r = write_all(fd, head, (size_t)hn)) < 0 ||
+        (ns && (r = write_all(fd, cn_buf_ptr(&b->samples), ns)) < 0) ||
+        (nk && (r = write_all(fd, cn_buf_ptr(&b->stacks), nk)) < 0))
+        goto out;
+    r = close(fd) < 0 ? -errno : 0;
+    fd = -1;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r == 0)
+        *out = (spooled){seq, b->sample_rows, (uint64_t)hn + ns + nk,
+                         b->time_s == INT64_MAX ? 0 : b->time_s};
+out:
+    if (fd >= 0)
+        close(fd);
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* Reads a spool file: its header fields and the two gzip'd bodies (into data). */
+typedef struct spool_file {
+    unsigned long long rows, stack_rows;
+    size_t zs, zk;
+    long long time_s;
+    char *data; /* owned: zs + zk bytes */
+} spool_file;
+
+static int spool_read(const char *path, spool_file *f)
+{
+    FILE *in = fopen(path, "re");
+    char magic[16];
+    int r = -EINVAL;
+    memset(f, 0, sizeof(*f));
+    if (!in)
+        return -errno;
+    if (fscanf(in, "%15s %llu %llu %zu %zu %lld", magic, &f->rows, &f->stack_rows, &f->zs, &f->zk,
+               &f->time_s) != 6 ||
+        strcmp(magic, SPOOL_MAGIC) || fgetc(in) != '\n' || f->zs > (1u << 30) || f->zk > (1u << 30))
+        goto out;
+    if (!(f->data = malloc(f->zs + f->zk + 1))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if (fread(f->data, 1, f->zs + f->zk, in) != f->zs + f->zk)
+        goto out;
+    r = 0;
+out:
+    fclose(in);
+    if (r < 0) {
+        free(f->data);
+        f->data = NULL;
+    }
+    return r;
+}
+
+/* Sends spooled batches s[0 .. n) (mu not held) as one insert per table: their bodies
+ * concatenated in order, gzip'd. 0, or negative errno with err set (-EBADMSG: s[0] is
+ * unreadable; it is dropped and the rest retried). */
+static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, cn_err *err)
+{
+    char path[4096], sql[512];
+    cn_buf raw_s, raw_k, z;
+    uint64_t stack_rows = 0, rows = 0;
+    int r = 0;
+    cn_buf_init(&raw_s, 0);
+    cn_buf_init(&raw_k, 0);
+    cn_buf_init(&z, 0);
+    for (size_t i = 0; i < n && r == 0; i++) {
+        spool_file f;
+        spool_path(p, s[i].seq, path, sizeof(path));
+        r = spool_read(path, &f);
+        if (r < 0) {
+            if (i > 0) { /* send what came before it; it is dealt with next time */
+                n = i;
+                r = 0;
+                break;
+            }
+            r = cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
+            break;
+        }
+        if (cn_buf_append(&raw_s, f.data, f.zs) < 0 ||
+            cn_buf_append(&raw_k, f.data + f.zs, f.zk) < 0)
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+        stack_rows += f.stack_rows;
+        rows += f.rows;
+        free(f.data);
+    }
+    if (r == 0 && stack_rows) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO %s.stacks (stack, host, time, funcs, libs, build_ids) FORMAT "
+                 "TabSeparated",
+                 p->db);
+        if (cn_fleet_gzip(cn_buf_ptr(&raw_k), cn_buf_len(&raw_k), 1, &z) < 0)
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+        else
+            r = cn_fleet_exec(p->conn, sql, cn_buf_ptr(&z), cn_buf_len(&z), true, NULL, err);
+    }
+    if (r == 0 && rows) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO %s.samples (time, host, service, session, label_keys, label_values, "
+                 "stack, samples, weight) FORMAT TabSeparated",
+                 p->db);
+        cn_buf_reset(&z);
+        if (cn_fleet_gzip(cn_buf_ptr(&raw_s), cn_buf_len(&raw_s), 1, &z) < 0)
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+        else
+            r = cn_fleet_exec(p->conn, sql, cn_buf_ptr(&z), cn_buf_len(&z), true, NULL, err);
+    }
+    cn_buf_free(&raw_s);
+    cn_buf_free(&raw_k);
+    cn_buf_free(&z);
+    return r < 0 ? r : (int)n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Adopts the batches a previous run left (before the thread starts). */
+static int spool_load(cn_fleet_pusher *p)
+{
+    DIR *d = opendir(p->dir);
+    uint64_t *seqs = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    if (!d)
+        return -errno;
+    while ((de = readdir(d))) {
+        char *end;
+        unsigned long long seq = strtoull(de->d_name, &end, 10);
+        if (end == de->d_name)
+            continue;
+        if (!strcmp(end, ".batch.tmp")) {
+            unlinkat(dirfd(d), de->d_name, 0); /* an interrupted write */
+            continue;
+        }
+        if (strcmp(end, ".batch") || CN_RESERVE(seqs, cap, n + 1) < 0)
+            continue;
+        seqs[n++] = seq;
+    }
+    closedir(d);
+    if (n)
+        qsort(seqs, n, sizeof(*seqs), cmp_u64);
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        struct stat stt;
+        spool_file f;
+        spool_path(p, seqs[i], path, sizeof(path));
+        if (spool_read(path, &f) < 0 || stat(path, &stt) < 0 ||
+            CN_RESERVE(p->sp, p->cap_sp, p->n_sp + 1) < 0) {
+            unlink(path);
+            p->st.batches_dropped++;
+            continue;
+        }
+        free(f.data);
+        p->sp[p->n_sp++] = (spooled){seqs[i], f.rows, (uint64_t)stt.st_size, f.time_s};
+        p->st.rows_queued += f.rows;
+        p->st.batches_queued++;
+        p->st.spool_bytes += (uint64_t)stt.st_size;
+        p->next_seq = seqs[i] + 1;
+    }
+    free(seqs);
+    return 0;
+}
+
+/* ---- the thread -------------------------------------------------------------------- */
+
+/* Appends b's rows to into (in order). 0 or -ENOMEM (then into is unchanged). */
+static int merge_batch(cn_fleet_batch *into, const cn_fleet_batch *b)
+{
+    size_t ns = cn_buf_len(&b->samples), nk = cn_buf_len(&b->stacks), room;
+    /* Room in both first, so that the appends below cannot fail half-way. */
+    if ((ns && !cn_buf_space(&into->samples, ns, &room)) ||
+        (nk && !cn_buf_space(&into->stacks, nk, &room)))
+        return -ENOMEM;
+    if ((ns && cn_buf_append(&into->samples, cn_buf_ptr(&b->samples), ns) < 0) ||
+        (nk && cn_buf_append(&into->stacks, cn_buf_ptr(&b->stacks), nk) < 0))
+        return -ENOMEM; /* not reached: the room was made */
+    into->sample_rows += b->sample_rows;
+    into->stack_rows += b->stack_rows;
+    into->weight_samples += b->weight_samples;
+    if (b->time_s < into->time_s)
+        into->time_s = b->time_s;
+    return 0;
+}
+
+static void *run(void *arg)
+{
+    cn_fleet_pusher *p = arg;
+    int64_t backoff = 0, next_try = 0;
+    pthread_setname_np(pthread_self(), "cn-fleet"); /* its CPU shows apart in /proc and top */
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        if (p->head) {
+            qitem *it = p->head;
+            p->head = it->next;
+            p->queued--;
+            /* Batches that queued up while the thread was busy become one spool file
+             * and one insert per table (ClickHouse prefers few large inserts), in order. */
+            while (p->head && cn_buf_len(&it->b->samples) < MERGE_MAX &&
+                   merge_batch(it->b, p->head->b) == 0) {
+                qitem *next = p->head;
+                p->head = next->next;
+                p->queued--;
+                cn_fleet_batch_free(next->b);
+                free(next);
+            }
+            if (!p->head)
+                p->tail = NULL;
+            uint64_t seq = p->next_seq++;
+            p->busy = true;
+            pthread_mutex_unlock(&p->mu);
+            spooled s;
+            int r = spool_write(p, it->b, seq, &s);
+            pthread_mutex_lock(&p->mu);
+            p->busy = false;
+            p->queued_rows -= it->b->sample_rows;
+            if (r == 0 && CN_RESERVE(p->sp, p->cap_sp, p->n_sp + 1) == 0) {
+                p->sp[p->n_sp++] = s;
+                p->st.batches_queued++;
+                p->st.spool_bytes += s.bytes;
+                enforce_bound(p);
+            } else {
+                char path[4096];
+                spool_path(p, seq, path, sizeof(path));
+                if (r == 0)
+                    unlink(path);
+                p->st.rows_queued -= it->b->sample_rows;
+                p->st.rows_dropped += it->b->sample_rows;
+                p->st.batches_dropped++;
+                p->reset = true;
+                snprintf(p->st.last_error, sizeof(p->st.last_error), "spool %.300s: %s", p->dir,
+                         strerror(r < 0 ? -r : ENOMEM));
+            }
+            cn_fleet_batch_free(it->b);
+            free(it);
+            continue;
+        }
+        int64_t now = now_ns();
+        if (p->n_sp > 0 && now >= next_try) {
+            /* The oldest files, up to SEND_MAX bytes, in one request per table. */
+            size_t n = 1;
+            uint64_t bytes = p->sp[0].bytes;
+            while (n < p->n_sp && n < 4096 && bytes + p->sp[n].bytes <= SEND_MAX)
+                bytes += p->sp[n++].bytes;
+            spooled *batch = malloc(n * sizeof(*batch));
+            if (!batch)
+                n = 0; /* retried after the backoff */
+            else
+                memcpy(batch, p->sp, n * sizeof(*batch));
+            p->busy = true;
+            pthread_mutex_unlock(&p->mu);
+            cn_err err = {0};
+            int r =
+                batch ? spool_send(p, batch, n, &err) : cn_err_set(&err, -ENOMEM, "out of memory");
+            free(batch);
+            pthread_mutex_lock(&p->mu);
+            p->busy = false;
+            if (r >= 0 || r == -EBADMSG) {
+                /* Only this thread removes spool entries: the first ones are still these. */
+                for (int k = 0; k < (r >= 0 ? r : 1); k++)
+                    drop_front(p, r >= 0);
+                if (r >= 0) {
+                    p->st.last_success_s = time(NULL);
+                    p->st.last_error[0] = '\0';
+                }
+                backoff = 0;
+                next_try = 0;
+            } else {
+                p->st.failures++;
+                snprintf(p->st.last_error, sizeof(p->st.last_error), "%s", err.msg);
+                backoff = backoff ? backoff * 2 : BACKOFF_MIN_NS;
+                if (backoff > p->backoff_max)
+                    backoff = p->backoff_max;
+                next_try = now_ns() + (p->flushing ? BACKOFF_MIN_NS : backoff);
+            }
+            continue;
+        }
+        if (!p->head && p->n_sp == 0)
+            pthread_cond_broadcast(&p->idle_cv);
+        if (p->n_sp > 0) {
+            if (p->flushing && next_try > now + BACKOFF_MIN_NS)
+                next_try = now + BACKOFF_MIN_NS;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            int64_t wait = next_try - now;
+            ts.tv_sec += wait / 1000000000LL;
+            ts.tv_nsec += wait % 1000000000LL;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        } else {
+            pthread_cond_wait(&p->cv, &p->mu);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------------------ */
+
+static bool db_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && n <= 64 &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
+}
+
+int cn_fleet_pusher_new(const cn_fleet_pusher_opts *o, cn_fleet_pusher **out, cn_err *err)
+{
+    cn_fleet_pusher *p = calloc(1, sizeof(*p));
+    pthread_condattr_t ca;
+    int r;
+    const char *db = o->database ? o->database : "canopy";
+    if (!p)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_cond_init(&p->idle_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    p->spool_max = o->spool_max ? o->spool_max : (uint64_t)256 << 20;
+    p->backoff_max = o->backoff_max_ns > 0 ? o->backoff_max_ns : 8000000000LL;
+    if (!db_name_ok(db)) {
+        r = cn_err_set(err, -EINVAL, "bad fleet database name '%s' (letters, digits, '_')", db);
+        goto fail;
+    }
+    if (!o->spool_dir || !(p->dir = strdup(o->spool_dir)) || !(p->db = strdup(db))) {
+        r = cn_err_set(err, o->spool_dir ? -ENOMEM : -EINVAL, "no spool directory");
+        goto fail;
+    }
+    if ((r = cn_fleet_conn_new(o->url, o->user, o->password, o->timeout_ms ? o->timeout_ms : 30000,
+                               &p->conn, err)) < 0)
+        goto fail;
+    if (mkdir(p->dir, 0700) < 0 && errno != EEXIST) {
+        r = cn_err_set(err, -errno, "fleet spool %s: %s", p->dir, strerror(errno));
+        goto fail;
+    }
+    if ((r = spool_load(p)) < 0) {
+        cn_err_set(err, r, "fleet spool %s: %s", p->dir, strerror(-r));
+        goto fail;
+    }
+    pthread_mutex_lock(&p->mu);
+    enforce_bound(p);
+    p->reset = false; /* nothing was sent by this run yet */
+    pthread_mutex_unlock(&p->mu);
+    if ((r = -pthread_create(&p->thread, NULL, run, p)) < 0) {
+        cn_err_set(err, r, "fleet pusher thread: %s", strerror(-r));
+        goto fail;
+    }
+    p->thread_ok = true;
+    *out = p;
+    return 0;
+fail:
+    cn_fleet_pusher_free(p);
+    return r;
+}
+
+int cn_fleet_pusher_submit(cn_fleet_pusher *p, cn_fleet_batch *b)
+{
+    qitem *it = calloc(1, sizeof(*it));
+    pthread_mutex_lock(&p->mu);
+    if (!it) {
+        p->st.rows_dropped += b->sample_rows;
+        p->st.batches_dropped++;
+        p->reset = true;
+        pthread_mutex_unlock(&p->mu);
+        cn_fleet_batch_free(b);
+        return -ENOMEM;
+    }
+    it->b = b;
+    if (p->tail)
+        p->tail->next = it;
+    else
+        p->head = it;
+    p->tail = it;
+    p->queued++;
+    p->queued_rows += b->sample_rows;
+    p->st.rows_queued += b->sample_rows;
+    while (p->queued > QUEUE_MAX) { /* the thread is stuck on the disk: drop the oldest */
+        qitem *old = p->head;
+        p->head = old->next;
+        p->queued--;
+        p->queued_rows -= old->b->sample_rows;
+        p->st.rows_queued -= old->b->sample_rows;
+        p->st.rows_dropped += old->b->sample_rows;
+        p->st.batches_dropped++;
+        p->reset = true;
+        cn_fleet_batch_free(old->b);
+        free(old);
+    }
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+bool cn_fleet_pusher_take_reset(cn_fleet_pusher *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool r = p->reset;
+    p->reset = false;
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+void cn_fleet_pusher_stats(cn_fleet_pusher *p, cn_fleet_push_stats *out)
+{
+    pthread_mutex_lock(&p->mu);
+    *out = p->st;
+    int64_t oldest = INT64_MAX;
+    if (p->n_sp)
+        oldest = p->sp[0].time_s;
+    else if (p->head && p->head->b->time_s != INT64_MAX)
+        oldest = p->head->b->time_s;
+    out->batches_queued += p->queued;
+    pthread_mutex_unlock(&p->mu);
+    int64_t now = time(NULL);
+    out->lag_s = oldest != INT64_MAX && oldest < now ? now - oldest : 0;
+}
+
+int cn_fleet_pusher_flush(cn_fleet_pusher *p, int timeout_ms)
+{
+    struct timespec ts;
+    int r = 0;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->flushing = true;
+    pthread_cond_signal(&p->cv);
+    while ((p->head || p->n_sp || p->busy) && r == 0)
+        if (pthread_cond_timedwait(&p->idle_cv, &p->mu, &ts) == ETIMEDOUT)
+            r = -ETIMEDOUT;
+    p->flushing = false;
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+cn_fleet_pusher *cn_fleet_pusher_free(cn_fleet_pusher *p)
+{
+    if (!p)
+        return NULL;
+    if (p->thread_ok) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = true;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->thread, NULL);
+    }
+    /* Batches still in memory are written to the spool for the next run. */
+    while (p->head) {
+        qitem *it = p->head;
+        spooled s;
+        p->head = it->next;
+        if (p->dir)
+            spool_write(p, it->b, p->next_seq++, &s);
+        cn_fleet_batch_free(it->b);
+        free(it);
+    }
+    cn_fleet_conn_free(p->conn);
+    free(p->sp);
+    free(p->dir);
+    free(p->db);
+    pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->idle_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return NULL;
+}

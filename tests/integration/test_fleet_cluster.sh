@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The fleet on a two-node ClickHouse cluster (docs/fleet.md "Cluster"): two servers on
+# this machine form the remote_servers cluster `fleet2` of two shards; `canopy fleet init
+# --cluster` creates the local tables on both and a Distributed table over them; canopyd
+# a writes to node 1 and canopyd b to node 2, and a query on either node returns the
+# whole fleet.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/clickhouse_lib.sh"
+: "${CANOPYD_BIN:?}"
+C=$CANOPY_BIN
+WL=$CANOPY_WORKLOADS/wl_shares_fp
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null || true; ch_stop N1; ch_stop N2; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+
+for n in N1 N2; do
+  eval "CH_${n}_HTTP=$(free_port) CH_${n}_TCP=$(free_port) CH_${n}_INTER=$(free_port)"
+done
+CLUSTER="<fleet2>
+  <shard><replica><host>127.0.0.1</host><port>$CH_N1_TCP</port></replica></shard>
+  <shard><replica><host>127.0.0.1</host><port>$CH_N2_TCP</port></replica></shard>
+</fleet2>"
+ch_start N1 "$CLUSTER"
+ch_start N2 "$CLUSTER"
+U1=$(ch_url N1)
+U2=$(ch_url N2)
+[ "$(ch_query N1 "SELECT count() FROM system.clusters WHERE cluster = 'fleet2'")" = 2 ] ||
+  fail "cluster fleet2 not configured"
+"$C" fleet init --url "$U1" --url "$U2" --cluster fleet2 >/dev/null || fail "fleet init --cluster"
+"$C" fleet init --url "$U1" --url "$U2" --cluster fleet2 >/dev/null || fail "init not idempotent"
+for n in N1 N2; do
+  [ "$(ch_query $n "SELECT engine FROM system.tables WHERE database = 'canopy' AND name = 'samples_all'")" = Distributed ] ||
+    fail "$n: no Distributed samples_all"
+done
+
+start_d() { # NAME URL
+  printf 'fleet_url = %s\nfleet_host = %s\nfleet_interval = 500ms\n' "$2" "$1" >"$TMP/$1.conf"
+  "$CANOPYD_BIN" --socket "$TMP/$1.sock" --state-dir "$TMP/state-$1" --config "$TMP/$1.conf" \
+    >"$TMP/d-$1.log" 2>&1 &
+  PIDS+=($!)
+  for ((i = 0; i < 100; i++)); do [ -S "$TMP/$1.sock" ] && return 0; sleep 0.1; done
+  fail "canopyd $1 did not start: $(cat "$TMP/d-$1.log")"
+}
+start_d a "$U1"
+start_d b "$U2"
+"$WL" 4 >/dev/null & WA=$!; PIDS+=($WA)
+"$WL" 4 >/dev/null & WB=$!; PIDS+=($WB)
+SA=$("$C" attach "$WA" -F 999 --socket "$TMP/a.sock") || fail "attach a"
+SB=$("$C" attach "$WB" -F 999 --socket "$TMP/b.sock") || fail "attach b"
+wait "$WA" "$WB"
+for h in a b; do
+  end=$((SECONDS + 60))
+  until "$C" status --socket "$TMP/$h.sock" --format json >"$TMP/st.json" &&
+    [ "$(json "$TMP/st.json" 'd["fleet"]["sessions"] == 0 and d["fleet"]["rows_queued"] == 0')" = True ]; do
+    [ $SECONDS -lt $end ] || fail "push of $h did not finish: $(cat "$TMP/st.json")"
+    sleep 0.2
+  done
+done
+TA=$("$C" tree "$SA" --socket "$TMP/a.sock" --format json | json /dev/stdin 'int(d["total"])')
+TB=$("$C" tree "$SB" --socket "$TMP/b.sock" --format json | json /dev/stdin 'int(d["total"])')
+# Each shard holds its own host's rows only.
+[ "$(ch_query N1 'SELECT groupUniqArray(host) FROM canopy.samples')" = "['a']" ] || fail "shard 1 rows"
+[ "$(ch_query N2 'SELECT groupUniqArray(host) FROM canopy.samples')" = "['b']" ] || fail "shard 2 rows"
+for u in "$U1" "$U2"; do
+  "$C" fleet tree --url "$u" --group-by host --format json >"$TMP/t.json" || fail "fleet tree on $u"
+  [ "$(json "$TMP/t.json" 'sorted((r["name"], int(r["total"])) for r in d["roots"])')" = \
+    "[('host=a', $TA), ('host=b', $TB)]" ] || fail "fleet tree on $u: $(head -c 300 "$TMP/t.json")"
+  "$C" fleet tree --url "$u" --where host=b --format json >"$TMP/tb.json" || fail "where on $u"
+  [ "$(json "$TMP/tb.json" 'int(d["total"])')" = "$TB" ] || fail "--where host=b on $u"
+  "$C" fleet labels --url "$u" host | grep -Eq "^a +$TA\$" || fail "labels on $u"
+done
+"$C" fleet prune --url "$U1" --url "$U2" --older 1d | grep -q 'dropped 0 ' || fail "prune on the cluster"
+echo "cluster: a $TA, b $TB"
+echo ok
