@@ -45,10 +45,6 @@ typedef struct cn_cli_sampling {
     char *name;           /* --name, owned, NULL if absent */
     cn_smp_mode mode;     /* --mode: cpu (default), off-cpu, wall */
     int64_t min_block_ns; /* --min-block; 0 = every off-CPU interval */
-    uint32_t stack_size;  /* bytes of user stack per sample (dwarf, auto); 0 = default (16384) */
-    int kernel;           /* -1 default (on where permitted), 0 --no-kernel, 1 --kernel */
-    int64_t duration_ns;  /* --duration; 0 = none */
-    char *name;           /* --name, owned, NULL if absent */
     json_t *labels;       /* --label K=V (fleet, docs/fleet.md): owned object, NULL if none */
     bool no_fleet;        /* --no-fleet: keep the session out of the fleet push */
 } cn_cli_sampling;

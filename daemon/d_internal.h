@@ -143,11 +143,7 @@ typedef struct cn_d__entry {
     int64_t save_backoff;       /* after failed saves (ENOSPC…): the next try waits this long
                                    (doubling up to 5 min); 0 after a success */
     struct cn_d__job *save_job; /* a forked writer saving this session, or NULL */
-    bool lazy;              /* a saved session known by its metadata only: queries read its file */
-    bool finished_saved;    /* written after leaving RUNNING */
-    uint64_t errors_logged; /* the session's allocation failures already reported */
-    int64_t save_backoff;   /* after failed saves (ENOSPC…): the next try waits this long
-                               (doubling up to 5 min); 0 after a success */
+    bool lazy; /* a saved session known by its metadata only: queries read its file */
     /* owned: the session's fleet push state (fleet_push.c), or NULL */
     struct cn_d__fleet_src *fleet;
 } cn_d__entry;
@@ -199,7 +195,6 @@ struct cn_d_server {
     size_t jobs_running;
     cn_d__stats stats;
     int64_t quota_fd_check; /* quota.c: when targets' threads were last counted */
-    int64_t shutdown_at;    /* a shutdown was asked for: stop once replies are out (<= 1 s) */
     /* owned: the fleet push (fleet_push.c), NULL when off */
     struct cn_d__fleet *fleet;
 };

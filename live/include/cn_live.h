@@ -111,11 +111,6 @@ typedef struct cn_live_session_opts {
     uint32_t ring_pages;   /* 0 = sampler default */
     cn_smp_mode mode;      /* CPU (default), OFFCPU or WALL: then weights are ns */
     uint64_t min_block_ns; /* OFFCPU/WALL: shorter off-CPU intervals are dropped */
-    int64_t duration_ns;   /* > 0: stop after this long */
-    int64_t retention_ns;  /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
-    size_t max_memory;     /* bytes of profile tables; 0 = default 256 MiB */
-    uid_t owner;           /* who may see it (daemon); informative in-process */
-    uint32_t ring_pages;   /* 0 = sampler default */
     /* ATTACH/RUN for a caller that checked access first (canopyd): the image it checked
      * and its rule, re-applied before sampling is enabled (cn_smp_config.image and
      * may_profile; docs/security.md). Zero/NULL: no re-check. */

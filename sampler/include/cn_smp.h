@@ -111,9 +111,6 @@ typedef struct cn_smp_config {
                               count the disagreements (counters.unwind_mismatches) */
     cn_smp_mode mode;      /* default CN_SMP_MODE_CPU */
     uint64_t min_block_ns; /* OFFCPU/WALL: off-CPU intervals shorter than this are dropped */
-    bool libunwind_only;   /* libunwind for every sample (for comparisons) */
-    bool check_unwind;     /* tests: also unwind each compiled-CFI sample with libunwind and
-                              count the disagreements (counters.unwind_mismatches) */
     /* PID targets, for a caller that checked access before starting (canopyd): the events
      * are opened disabled; before enabling them, cn_smp_session_start() re-checks, through
      * a pidfd taken first (so every /proc read is known to describe that process), that the
