@@ -22,6 +22,7 @@
  * Exit 0 on success, 1 with a message
  * naming what differs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <libunwind.h>
@@ -190,13 +191,18 @@ static void space_free(space *sp)
 }
 
 /* Name of the function containing addr from the object's .symtab, or NULL (libraries
- * without one). *off receives addr's offset in it. */
-static const char *func_name(const cn_smp__map *m, uint64_t addr, uint64_t *off)
+ * without one). *off receives addr's offset in it. The sampler keeps only the parts of a
+ * file unwinding needs (a sparse image), so the symbol table is read from the file itself;
+ * the name is copied into name_buf. */
+static const char *func_name(const cn_smp__map *m, uint64_t addr, uint64_t *off, char *name_buf,
+                             size_t name_size)
 {
     uint64_t bias;
     if (cn_smp__elf_load(m->obj) < 0 || !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
         return NULL;
-    Elf *e = elf_memory((char *)m->obj->elf.data, m->obj->elf.size);
+    const char *path = m->obj->open_path ? m->obj->open_path : m->obj->pub.path;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    Elf *e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
     const char *name = NULL;
     Elf_Scn *scn = NULL;
     while (e && !name && (scn = elf_nextscn(e, scn))) {
@@ -209,14 +215,19 @@ static const char *func_name(const cn_smp__map *m, uint64_t addr, uint64_t *off)
             if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
                 addr - bias < sym.st_value || addr - bias >= sym.st_value + sym.st_size)
                 continue;
-            /* The name points into the file image, which stays mapped with the object. */
-            name = elf_strptr(e, sh.sh_link, sym.st_name);
+            const char *s = elf_strptr(e, sh.sh_link, sym.st_name);
+            if (s) {
+                snprintf(name_buf, name_size, "%s", s);
+                name = name_buf;
+            }
             *off = addr - bias - sym.st_value;
             break;
         }
     }
     if (e)
         elf_end(e);
+    if (fd >= 0)
+        close(fd);
     return name;
 }
 
@@ -284,7 +295,8 @@ static int check_frames(const char *who, const space *sp, const snapshot *s, con
     for (int i = 0; i < n; i++) {
         uint64_t pc = mask(pcs[i]), at = pc - (i > 0), off = 0;
         const cn_smp__map *m = cn_smp__proc_find(&sp->proc, at);
-        const char *name = m ? func_name(m, at, &off) : NULL;
+        char name_buf[256];
+        const char *name = m ? func_name(m, at, &off, name_buf, sizeof(name_buf)) : NULL;
         nsigned += pcs[i] != pc;
         printf("  #%-2d %#018llx %s%s%s+%#llx%s\n", i, (unsigned long long)pcs[i],
                m ? m->obj->pub.name : "?", name ? ":" : "", name ? name : "",
