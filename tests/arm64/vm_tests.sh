@@ -26,7 +26,7 @@ sendfile() { # NAME FILE
     echo "VMFILE END $1"
 }
 # Prints a file's first lines (folded stacks, most weight first) to show what went wrong.
-show() { sort -t' ' -k2 -n -r "$1" | head -${2:-8} | sed 's/^/  | /'; }
+show() { sort -t' ' -k2 -n -r "$1" | head -"${2:-8}" | sed 's/^/  | /'; }
 
 # shares MODE FOLDED: "a b c full in_main total" percentages from folded stacks. A stack
 # counts for work_a, work_b or work_c when its frames below main (kernel frames, from el0t_*
@@ -65,6 +65,7 @@ shares() {
 # (the program's start, exec and ld.so, is slow to emulate: a few % of a short run), ≥ 85%
 # of the samples under main, and in dwarf/auto ≥ 40% with the full path down to burn.
 check_shares() {
+    # shellcheck disable=SC2046 # the figures, one word each
     set -- "$1" "$2" "$3" $(shares "$2" "$3")
     if awk -v a="$4" -v b="$5" -v c="$6" -v f="$7" -v m="$8" -v n="$9" -v mode="$2" 'BEGIN {
         d = a - 50; if (d < 0) d = -d; if (d > 5) exit 1
