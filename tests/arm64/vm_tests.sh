@@ -228,7 +228,8 @@ tests() {
     # Threads started after attach: alpha_work is all of its thread's time, beta_x/beta_y
     # 70/30 of the other's. Per thread: how the two vCPUs are shared depends on the host's
     # load. The ratio gets ±8 points: on a loaded host the emulated cycle counter follows
-    # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–72).
+    # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–74).
+    # At load average 20 a thread got as few as 116 samples in its 3 s: 60 are required.
     for b in fp pac; do
         $WL/wl_threads_$b 3 1.5 >/dev/null &
         wpid=$!
@@ -241,7 +242,7 @@ tests() {
         al=$(share $T/thr-$b.folded ';alpha;alpha_work;spin[; ]' ';alpha;')
         bx=$(share $T/thr-$b.folded ';beta;beta_x;spin[; ]' ';beta;')
         by=$(share $T/thr-$b.folded ';beta;beta_y;spin[; ]' ';beta;')
-        if [ "$na" -ge 100 ] && [ "$nb" -ge 100 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
+        if [ "$na" -ge 60 ] && [ "$nb" -ge 60 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
             BEGIN { t = x + y; if (!t) exit 1; r = 100 * x / t
                     exit !(a >= 95 && x + y >= 95 && r >= 62 && r <= 78) }'; then
             pass "threads-$b: wl-alpha $na samples, alpha_work $al%; wl-beta $nb samples, beta_x $bx%, beta_y $by% (started after attach)"
