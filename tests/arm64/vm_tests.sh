@@ -26,7 +26,7 @@ sendfile() { # NAME FILE
     echo "VMFILE END $1"
 }
 # Prints a file's first lines (folded stacks, most weight first) to show what went wrong.
-show() { sort -t' ' -k2 -n -r "$1" | head -${2:-8} | sed 's/^/  | /'; }
+show() { sort -t' ' -k2 -n -r "$1" | head -"${2:-8}" | sed 's/^/  | /'; }
 
 # shares MODE FOLDED: "a b c full in_main total" percentages from folded stacks. A stack
 # counts for work_a, work_b or work_c when its frames below main (kernel frames, from el0t_*
@@ -65,6 +65,7 @@ shares() {
 # (the program's start, exec and ld.so, is slow to emulate: a few % of a short run), ≥ 85%
 # of the samples under main, and in dwarf/auto ≥ 40% with the full path down to burn.
 check_shares() {
+    # shellcheck disable=SC2046 # the figures, one word each
     set -- "$1" "$2" "$3" $(shares "$2" "$3")
     if awk -v a="$4" -v b="$5" -v c="$6" -v f="$7" -v m="$8" -v n="$9" -v mode="$2" 'BEGIN {
         d = a - 50; if (d < 0) d = -d; if (d > 5) exit 1
@@ -227,7 +228,8 @@ tests() {
     # Threads started after attach: alpha_work is all of its thread's time, beta_x/beta_y
     # 70/30 of the other's. Per thread: how the two vCPUs are shared depends on the host's
     # load. The ratio gets ±8 points: on a loaded host the emulated cycle counter follows
-    # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–72).
+    # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–74).
+    # At load average 20 a thread got as few as 116 samples in its 3 s: 60 are required.
     for b in fp pac; do
         $WL/wl_threads_$b 3 1.5 >/dev/null &
         wpid=$!
@@ -240,7 +242,7 @@ tests() {
         al=$(share $T/thr-$b.folded ';alpha;alpha_work;spin[; ]' ';alpha;')
         bx=$(share $T/thr-$b.folded ';beta;beta_x;spin[; ]' ';beta;')
         by=$(share $T/thr-$b.folded ';beta;beta_y;spin[; ]' ';beta;')
-        if [ "$na" -ge 100 ] && [ "$nb" -ge 100 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
+        if [ "$na" -ge 60 ] && [ "$nb" -ge 60 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
             BEGIN { t = x + y; if (!t) exit 1; r = 100 * x / t
                     exit !(a >= 95 && x + y >= 95 && r >= 62 && r <= 78) }'; then
             pass "threads-$b: wl-alpha $na samples, alpha_work $al%; wl-beta $nb samples, beta_x $bx%, beta_y $by% (started after attach)"
