@@ -73,8 +73,9 @@ for prog in $PROGRAMS; do
     eval "perf record -q -e cpu-clock:u -F 999 $cg -o \"$TMP/$prog.$pm.data\" -- $cmd" >/dev/null 2>&1
     perf script --no-inline -i "$TMP/$prog.$pm.data" -F ip,sym >"$TMP/$prog.perf-$pm.txt" 2>/dev/null
   done
-  rm -f /tmp/perf-*.map.canopy-bench 2>/dev/null || true
 done
+# node's perf maps (perf script has read them): those naming this script's functions
+grep -l "$SRC/bench/real/busy.js" /tmp/perf-*.map 2>/dev/null | xargs -r rm -f
 
 $PY - "$TMP" $PROGRAMS <<'PYEOF'
 import collections, re, sys

@@ -72,8 +72,8 @@ check "$TMP/attach.folded" "attached, map written after 1 s"
 echo "PASS JIT frames named by late perf maps"
 
 # JIT code that keeps no frame pointer (docs/perf-sampler.md, "Interpreters and JITs"):
-# wl_jitmap's badfp loop runs with %rbp at a fake frame record whose return address is
-# mapped nowhere. The default unwinding must end the stack at the JIT frame (an early stop,
+# wl_jitmap's badfp JIT code calls a C loop with %rbp at a fake frame record whose return
+# address is mapped nowhere. The default unwinding must end the stack at the JIT frame (an early stop,
 # no unwind info) instead of making that address a frame (a false root).
 if [ "$(uname -m)" = x86_64 ]; then
   "$C" run --no-daemon --no-kernel -F 499 --format json -o "$TMP/badfp.json" -- "$WL" 1.5 0 badfp \

@@ -67,7 +67,7 @@ ct, ctop, cshare, cdeep, cbare = summary(c)
 pt, ptop, pshare, pdeep, pbare = summary(p)
 print(f"canopy: {ct} samples, top {ctop!r} {cshare:.1f}%, through the JIT to the thread start {cdeep:.1f}%, bare JIT leaves {cbare:.1f}%")
 print(f"perf:   {pt} samples, top {ptop!r} {pshare:.1f}%, through the JIT to the thread start {pdeep:.1f}%, bare JIT leaves {pbare:.1f}%")
-assert ct >= 300, "too few samples"  # 2 s at 999 Hz, fewer on a loaded machine
+assert ct >= 200, "too few samples"  # 2 s at 999 Hz, fewer on a loaded machine
 assert ctop == hot and ptop == hot, (ctop, ptop)
 assert abs(cshare - pshare) <= 5, (cshare, pshare)
 assert cdeep >= 90 and cdeep >= pdeep - 5, (cdeep, pdeep)
@@ -95,6 +95,6 @@ for line in open(sys.argv[1]):
     hot += n if fr[-1] == sys.argv[2] else 0
     bare += n if any(f.startswith("[jit]") for f in fr) else 0
 print(f"live: {total} samples, {hot} in {sys.argv[2]!r}, {bare} with a bare [jit] frame")
-assert total >= 300 and hot >= 0.8 * total and bare <= 0.02 * total, (total, hot, bare)
+assert total >= 100 and hot >= 0.8 * total and bare <= 0.02 * total, (total, hot, bare)
 PY
 echo "PASS live JVM, jcmd Compiler.perfmap while attached"

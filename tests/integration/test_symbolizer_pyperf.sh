@@ -48,7 +48,7 @@ for line in open(sys.argv[1]):
     tramp += n if any(f.startswith("py::inner:") for f in fr) else 0
     hexroot += n if re.fullmatch(r"0x[0-9a-f]+", fr[0]) else 0
 print(f"{sys.argv[2]} -X perf: {total} samples, {tramp} under py::inner, {hexroot} rooted at a bare address")
-assert total >= 300, total  # 2 s at 999 Hz, fewer on a loaded machine
+assert total >= 150, total  # 2 s at 999 Hz; a loaded machine gave 300
 assert tramp >= 0.6 * total, (tramp, total)
 assert hexroot <= 0.01 * total, (hexroot, total)
 PY

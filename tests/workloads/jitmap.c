@@ -4,9 +4,10 @@
  * does), calls it until SECONDS have passed, and writes /tmp/perf-PID.map naming it
  * `jitted_spin` only at the end — as a JVM run with -XX:+DumpPerfMapAtExit does — or,
  * with DELAY (> 0), after DELAY seconds while it still runs. Prints the map's path.
- * With "badfp" (x86-64) the loop runs with %rbp pointing at a fake frame record whose
- * return address is mapped nowhere, as JIT code that uses %rbp for something else leaves
- * it: a frame-chain guess through it must not produce a frame. */
+ * With "badfp" (x86-64) the JIT code calls a C loop (spin_c) with %rbp pointing at a fake
+ * frame record whose return address is mapped nowhere, as JIT code that uses %rbp for
+ * something else leaves it: a frame-chain guess through the JIT frame must not produce a
+ * frame. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -22,7 +23,8 @@ static const unsigned char spin_code[] = {
     0x75, 0xfb,       /* jnz 1b */
     0xc3,             /* ret */
 };
-/* the same loop under a fake frame record: [rsp] = 0, [rsp + 8] = 0x100000000123 */
+/* badfp(n, spin): calls spin(n) under a fake frame record, %rbp pointing at
+ * [rsp] = 0, [rsp + 8] = 0x100000000123 (mapped nowhere) */
 static const unsigned char badfp_code[] = {
     0x55,                                                       /* push %rbp */
     0x48, 0x83, 0xec, 0x10,                                     /* sub $16, %rsp */
@@ -30,9 +32,7 @@ static const unsigned char badfp_code[] = {
     0x48, 0x89, 0x44, 0x24, 0x08,                               /* mov %rax, 8(%rsp) */
     0x48, 0xc7, 0x04, 0x24, 0x00, 0x00, 0x00, 0x00,             /* movq $0, (%rsp) */
     0x48, 0x89, 0xe5,                                           /* mov %rsp, %rbp */
-    0x48, 0x89, 0xf8,                                           /* mov %rdi, %rax */
-    0x48, 0xff, 0xc8,                                           /* 1: dec %rax */
-    0x75, 0xfb,                                                 /* jnz 1b */
+    0xff, 0xd6,                                                 /* call *%rsi */
     0x48, 0x83, 0xc4, 0x10,                                     /* add $16, %rsp */
     0x5d,                                                       /* pop %rbp */
     0xc3,                                                       /* ret */
@@ -49,6 +49,14 @@ static const unsigned int spin_code[] = {
 #endif
 
 typedef void (*spin_fn)(uint64_t);
+typedef void (*badfp_fn)(uint64_t, spin_fn);
+
+/* The loop badfp's JIT code calls: a C function, with unwind tables. */
+__attribute__((noinline)) static void spin_c(uint64_t n)
+{
+    while (n--)
+        __asm__ volatile("");
+}
 
 #ifndef HAVE_BADFP
 static const unsigned char badfp_code[1];
@@ -67,12 +75,19 @@ static void write_map(const void *code, size_t size)
     fflush(stdout);
 }
 
-__attribute__((noinline)) static void jit_driver(spin_fn fn, uint64_t end, uint64_t map_at,
-                                                 const void *code, size_t size)
+__attribute__((noinline)) static void jit_driver(const void *code, size_t size, bool badfp,
+                                                 uint64_t end, uint64_t map_at)
 {
+    spin_fn fn;
+    badfp_fn bfn;
+    memcpy(&fn, &code, sizeof(fn));
+    memcpy(&bfn, &code, sizeof(bfn));
     bool mapped = false;
     while (wl_now_ns() < end) {
-        fn(200000);
+        if (badfp)
+            bfn(200000, spin_c);
+        else
+            fn(200000);
         if (!mapped && map_at && wl_now_ns() >= map_at) {
             write_map(code, size);
             mapped = true;
@@ -102,9 +117,7 @@ int main(int argc, char **argv)
     if (mprotect(code, page, PROT_READ | PROT_EXEC) < 0)
         return 1;
     uint64_t start = wl_now_ns();
-    spin_fn fn;
-    memcpy(&fn, &code, sizeof(fn));
-    jit_driver(fn, start + (uint64_t)(secs * 1e9), delay > 0 ? start + (uint64_t)(delay * 1e9) : 0,
-               code, size);
+    jit_driver(code, size, badfp, start + (uint64_t)(secs * 1e9),
+               delay > 0 ? start + (uint64_t)(delay * 1e9) : 0);
     return 0;
 }
