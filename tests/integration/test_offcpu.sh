@@ -29,7 +29,8 @@ check() {
 D_PID=
 W_PID=
 B_PID=
-trap 'kill $D_PID $W_PID $B_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+T_PID=
+trap 'kill $D_PID $W_PID $B_PID $T_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 "$C" run --no-daemon --mode off-cpu --duration 1s -o "$TMP/probe.json" -- true 2>"$TMP/probe.err" ||
   { grep -qi 'not permitted' "$TMP/probe.err" && skip "perf events not permitted"; fail "probe: $(cat "$TMP/probe.err")"; }
@@ -80,13 +81,21 @@ grep -q "does not apply to off-cpu" "$TMP/err" || fail "off-cpu --event: $(cat "
 echo "PASS in-process run (wall, off-cpu; fp, dwarf)"
 
 # ---- 2. in-process tree --pid (attach after the start) ------------------------------------
-# The oracle covers the workload's whole run: attach early, sample until it exits.
-"$FP" 1.6 >"$TMP/pid.out" &
+# The oracle covers the workload's rounds: they start (SIGUSR1) once sampling is on, and
+# sampling goes on until the workload exits.
+"$FP" 1.5 --wait-signal >"$TMP/pid.out" &
 W_PID=$!
-sleep 0.1
-"$C" tree --pid $W_PID --no-daemon --mode wall --duration 10s --group-by thread --format json \
-  -o "$TMP/pid.json" 2>"$TMP/err" || fail "tree --pid: $(cat "$TMP/err")"
+"$C" tree --pid $W_PID --no-daemon --mode wall --duration 20s --group-by thread --format json \
+  -o "$TMP/pid.json" 2>"$TMP/err" &
+T_PID=$!
+for ((i = 0; i < 200; i++)); do # canopy holds perf fds once the events are open
+  ls -l /proc/$T_PID/fd 2>/dev/null | grep -q perf_event && break
+  sleep 0.05
+done
+sleep 0.3
+kill -USR1 $W_PID
 wait $W_PID
+wait $T_PID || fail "tree --pid: $(cat "$TMP/err")"
 check "$TMP/pid.json" "$TMP/pid.out" wall main || fail "tree --pid wall: main's shares"
 echo "PASS in-process tree --pid"
 
@@ -107,10 +116,10 @@ for ((i = 0; i < 50; i++)); do
 done
 check "$TMP/d_off.json" "$TMP/d_off.out" off-cpu main || fail "daemon off-cpu: main's shares"
 "$C" rm "$SID" >/dev/null || fail "rm $SID"
-"$FP" 1.6 >"$TMP/d_wall.out" &
+"$FP" 1.5 --wait-signal >"$TMP/d_wall.out" &
 W_PID=$!
-sleep 0.1
 "$C" attach $W_PID --mode wall --unwind fp --name w >/dev/null 2>"$TMP/err" || fail "attach: $(cat "$TMP/err")"
+kill -USR1 $W_PID
 wait $W_PID
 for ((i = 0; i < 50; i++)); do
   "$C" tree w --group-by thread --format json -o "$TMP/d_wall.json" || fail "tree w"

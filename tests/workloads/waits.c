@@ -1,5 +1,5 @@
 /* waits.c — where a thread waits, for the off-CPU and wall-clock modes' tests:
- *   waits SECONDS
+ *   waits SECONDS [--wait-signal]
  * Per round, the main thread spends ~40 ms computing (compute), ~30 ms blocked in read()
  * on a pipe that the writer thread answers after 30 ms (wait_answer), and ~30 ms in
  * nanosleep (nap): a wall profile of main is 40/30/30, an off-CPU one 0/50/50. The writer
@@ -7,8 +7,10 @@
  * On a loaded machine the split drifts (compute overshoots when preempted near its end,
  * wake-ups come late), so at exit it prints the wall time it measured in each activity:
  *   waits rounds N main_compute NS main_read NS main_sleep NS writer_read NS writer_sleep NS
- */
+ * With --wait-signal the rounds start at SIGUSR1 (after a profiler attached: then its
+ * window and these figures cover the same rounds). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -82,12 +84,19 @@ static void *writer(void *arg)
 int main(int argc, char **argv)
 {
     double secs = wl_seconds(argc, argv, 2);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL); /* the writer inherits the mask */
     if (pipe(req_pipe) < 0 || pipe(resp_pipe) < 0)
         return 1;
     pthread_t th;
     if (pthread_create(&th, NULL, writer, NULL) != 0)
         return 1;
     pthread_setname_np(th, "writer");
+    int sig;
+    if (argc > 2 && !strcmp(argv[2], "--wait-signal") && sigwait(&usr1, &sig) != 0)
+        return 1;
     uint64_t end = wl_now_ns() + (uint64_t)(secs * 1e9);
     int rounds = 0;
     while (wl_now_ns() < end) {
