@@ -21,20 +21,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define BASE 0x10000000ULL
 #define SP   0x7ff000000000ULL
 
-/* The temporary file every input is written to (one per process; kept between inputs). */
-static const char *input_file(const uint8_t *data, size_t size)
+/* Writes the input to a temporary file of this process (removed after each input). */
+static const char *input_file(char *path, size_t n, const uint8_t *data, size_t size)
 {
-    static char path[64];
-    static int fd = -1;
-    if (fd < 0) {
-        snprintf(path, sizeof(path), "/tmp/fuzz_elf_file.%d", (int)getpid());
-        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0)
-            return NULL;
-    }
-    if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+    snprintf(path, n, "/tmp/fuzz_elf_file.%d", (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
         return NULL;
-    return path;
+    bool ok = !size || pwrite(fd, data, size, 0) == (ssize_t)size;
+    close(fd);
+    if (!ok)
+        unlink(path);
+    return ok ? path : NULL;
 }
 
 /* One synthetic sample at pc: registers from the input's bytes, the input as stack copy. */
@@ -117,10 +115,12 @@ static void symbolizer_side(const char *path, const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const char *path = input_file(data, size);
+    char buf[64];
+    const char *path = input_file(buf, sizeof(buf), data, size);
     if (!path)
         return 0;
     sampler_side(path, data, size);
     symbolizer_side(path, data, size);
+    unlink(path);
     return 0;
 }
