@@ -66,6 +66,8 @@ typedef struct cn_d__loop_ops {
     void (*closed)(void *ctx, cn_d__conn *c);
     /* Every tick_ms. */
     void (*tick)(void *ctx);
+    /* After each batch of events (may be NULL). */
+    void (*batch)(void *ctx);
 } cn_d__loop_ops;
 
 /* A watched fd's callback: revents are poll bits (POLLIN, POLLHUP, POLLERR). */
@@ -271,6 +273,9 @@ void cn_d__job_cancel(cn_d_server *srv, cn_d__job *j);
 void cn_d__jobs_forget_entry(cn_d_server *srv, cn_d__entry *e);
 /* Every tick: kills jobs past their wall-clock bound, starts queued ones. */
 void cn_d__jobs_tick(cn_d_server *srv);
+/* After each batch of loop events: starts queued jobs. Jobs are not started when they are
+ * submitted, so a client that left within the same batch costs no fork. */
+void cn_d__jobs_start(cn_d_server *srv);
 /* Shutdown: kills queries, waits (bounded) for saves. */
 void cn_d__jobs_shutdown(cn_d_server *srv);
 /* Checks a query's static bounds (transform count) before anything runs: 0, or -E2BIG

@@ -434,6 +434,8 @@ static int uring_run(cn_d__loop *l)
             l->accept_backoff = false;
             l->ops->tick(l->ctx);
         }
+        if (l->ops->batch)
+            l->ops->batch(l->ctx);
         reap(l);
     }
     return 0;
@@ -543,6 +545,8 @@ static int epoll_run(cn_d__loop *l)
             }
             l->ops->tick(l->ctx);
         }
+        if (l->ops->batch)
+            l->ops->batch(l->ctx);
         reap(l);
     }
     return 0;

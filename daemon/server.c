@@ -217,6 +217,11 @@ static void on_tick(void *ctx)
     }
 }
 
+static void on_batch(void *ctx)
+{
+    cn_d__jobs_start(ctx);
+}
+
 static void on_symbols(void *arg, int fd, uint32_t revents)
 {
     cn_d_server *srv = arg;
@@ -365,7 +370,7 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
         cn_err_set(err, 0, "state dir %s: %s", srv->state_dir, strerror(-r));
         goto fail;
     }
-    srv->ops = (cn_d__loop_ops){on_accept, on_data, on_sent, on_closed, on_tick};
+    srv->ops = (cn_d__loop_ops){on_accept, on_data, on_sent, on_closed, on_tick, on_batch};
     r = cn_d__loop_new(c->backend, &srv->ops, srv, TICK_MS, &srv->loop, err);
     if (r < 0)
         goto fail;

@@ -487,7 +487,12 @@ void cn_d__job_submit(cn_d_server *srv, cn_d__job *j)
         j->e->save_job = j;
     else
         j->cl->job = j;
-    start_queued(srv);
+}
+
+void cn_d__jobs_start(cn_d_server *srv)
+{
+    if (srv->jobs && srv->jobs_running < srv->cfg.query_workers)
+        start_queued(srv);
 }
 
 void cn_d__job_cancel(cn_d_server *srv, cn_d__job *j)

@@ -113,7 +113,7 @@ d2=$(field "$MS" dropped)
 ok "{\"cmd\":\"tree\",\"session\":\"$MS\"}" >/dev/null
 kill -0 $D_PID || fail "canopyd died at the memory bound"
 stop_daemon TERM
-kill $W
+kill $W 2>/dev/null || true # it may have ended while a loaded machine ran the checks
 wait $W 2>/dev/null || true
 W=
 echo PASS
