@@ -152,6 +152,10 @@ int main(int argc, char **argv)
             if (b->sample_rows > distinct_max)
                 distinct_max = b->sample_rows;
             cn_fleet_pusher_submit(pusher, b);
+            /* One pusher takes all hosts' batches: wait rather than overflow its memory
+             * queue (a canopyd submits one batch per interval). */
+            while (cn_fleet_pusher_backlog(pusher) > 64)
+                nanosleep(&(struct timespec){0, 10000000}, NULL);
             /* The daemon's retention folds old samples; here a new profile per hour is
              * not needed: memory stays bounded by dropping old samples. */
             if (iv % 30 == 29)

@@ -563,6 +563,14 @@ void cn_fleet_pusher_stats(cn_fleet_pusher *p, cn_fleet_push_stats *out)
     out->lag_s = oldest != INT64_MAX && oldest < now ? now - oldest : 0;
 }
 
+size_t cn_fleet_pusher_backlog(cn_fleet_pusher *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t n = p->queued;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
 int cn_fleet_pusher_flush(cn_fleet_pusher *p, int timeout_ms)
 {
     struct timespec ts;

@@ -192,6 +192,10 @@ int cn_fleet_pusher_submit(cn_fleet_pusher *p, cn_fleet_batch *b);
  * need: the caller should reset its cn_fleet_seen. */
 bool cn_fleet_pusher_take_reset(cn_fleet_pusher *p);
 void cn_fleet_pusher_stats(cn_fleet_pusher *p, cn_fleet_push_stats *out);
+/* Batches submitted and not yet written to the spool. The memory queue holds at most 256
+ * (then the oldest is dropped): a producer faster than one batch per interval (a
+ * benchmark) waits while this is high. */
+size_t cn_fleet_pusher_backlog(cn_fleet_pusher *p);
 /* Waits until every batch was sent or timeout_ms passed (retrying at once, not after the
  * backoff). Returns 0 when nothing is left, -ETIMEDOUT otherwise. */
 int cn_fleet_pusher_flush(cn_fleet_pusher *p, int timeout_ms);
