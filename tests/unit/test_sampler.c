@@ -385,7 +385,7 @@ static void check_shares(const char *bin, cn_smp_unwind mode, bool expect_work_a
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_int_equal(cnt.unwind_checked, cnt.cfi_unwinds);
     assert_true(cnt.cfi_unwinds * 100 >= (cnt.cfi_unwinds + cnt.libunwind_unwinds) * 95);
-    assert_true(c->samples > 300); /* fewer on a loaded machine: cpu-clock */
+    assert_true(c->samples > 150); /* fewer on a loaded machine: cpu-clock */
     assert_true(c->saw_exec);
     /* Objects are identified by their build-id (read here with libelf). */
     assert_true(c->syms[0].build_id[0] != 0);
@@ -431,7 +431,7 @@ static void test_shares_fp_mode(void **st)
     collector *c = run_workload("wl_shares_fp", args, CN_SMP_UNWIND_FP, true, &cnt);
     dump(c, "wl_shares_fp --unwind fp");
     long total = count_with(c, "main", 0, false);
-    assert_true(c->samples > 300 && total * 100 >= c->samples * 90);
+    assert_true(c->samples > 150 && total * 100 >= c->samples * 90);
     double b = share(c, "main;work_b;", 0, total), cc = share(c, "main;work_c;", 0, total);
     double a = share(c, "main;burn", 0, total) + share(c, "main;work_a", 0, total);
     fprintf(stderr, "  fp shares: (work_a) %.1f work_b %.1f work_c %.1f\n", a, b, cc);
@@ -482,7 +482,7 @@ static void test_shares_dwarf_debug_frame(void **st)
     double cc = share(c, "main;work_c;work_c;work_c;work_c;work_c;burn", 0, total);
     fprintf(stderr, "  shares: work_a %.1f work_b %.1f work_c %.1f; CFI %lu libunwind %lu\n", a, b,
             cc, (unsigned long)cnt.cfi_unwinds, (unsigned long)cnt.libunwind_unwinds);
-    assert_true(c->samples > 300);
+    assert_true(c->samples > 150);
     assert_true(total * 100 >= c->samples * 90);
     assert_true(share(c, "main;work_a", 0, total) > 45 && share(c, "main;work_a", 0, total) < 55);
     assert_true(share(c, "main;work_b;work_b_inner", 0, total) > 25);
@@ -520,7 +520,7 @@ static void test_vdso_and_identity(void **st)
     long in_vdso = count_leaf(c, "main;clock_loop;", "[vdso]");
     fprintf(stderr, "  %ld samples, %ld reach main;clock_loop, %ld of them in the vDSO\n",
             c->samples, total, in_vdso);
-    assert_true(c->samples > 300);
+    assert_true(c->samples > 150);
     assert_true(total * 100 >= c->samples * 90);
     assert_true(in_vdso * 100 >= c->samples * 20);
     assert_int_equal(cnt.unwind_mismatches, 0);
@@ -557,7 +557,7 @@ static void test_kernel_frames_on_off(void **st)
             assert_true(c->samples * 4 < with_kernel);
         } else {
             with_kernel = c->samples;
-            assert_true(c->samples > 300);
+            assert_true(c->samples > 150);
             assert_true(c->kernel_samples * 100 >= c->samples * 50);
             assert_true(user * 100 >= c->samples * 80);
         }
