@@ -99,15 +99,22 @@ jget 'd["error"]["message"]' <<<"$r" | grep -q "exec'ed" || fail "not refused by
 kill $T1 2>/dev/null || true
 
 # 2. A child forked after sampling started execs the setuid helper.
-setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/bin/racer" "$TMP/go2" "$TMP/bin/suidspin" 4 fork &
+setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$TMP/bin/racer" "$TMP/go2" "$TMP/bin/suidspin" 30 fork &
 T2=$!
 sleep 0.2
 r=$(ucall "{\"cmd\":\"attach\",\"pid\":$T2,\"freq\":999}")
 sid=$(jget 'd["session"]["id"]' <<<"$r") || fail "attach to the forking target: $r"
 touch "$TMP/go2"
-sleep 3
-C2=$(pgrep -P $T2) || fail "the target has no child"
+# Polled: on a loaded machine the fork and exec may take a while (both run 30 s at most,
+# killed below).
+C2=
+for ((i = 0; i < 100; i++)); do
+  C2=$(pgrep -P $T2) && grep -q '^Uid:.*0' /proc/$C2/status 2>/dev/null && break
+  sleep 0.1
+done
+[ -n "$C2" ] || fail "the target has no child"
 grep -q '^Uid:.*0' /proc/$C2/status || fail "the child did not exec the setuid helper"
+sleep 2 # the child spins as root meanwhile: were it sampled, its frames would be in the tree
 for ((i = 0; i < 50; i++)); do
   out=$(ucall "{\"cmd\":\"tree\",\"session\":\"$sid\",\"format\":\"folded\"}" | jget 'd["output"]')
   grep -q user_before_exec <<<"$out" && break
