@@ -884,8 +884,13 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->lost = c.lost;
         out->threads = c.threads;
     }
-    out->unsymbolized = s->sym_pending + s->sym_failed + s->sym_unresolvable;
-    out->sym_pending = s->sym_pending;
+    /* Frames not submitted yet (the symbolizer's queue was full) wait for symbols too: a
+     * client that waits for pending to reach 0 must wait for them (docs/cli-live.md,
+     * "Session counters"). */
+    size_t frames = cn_agg_frame_count(s->p);
+    uint64_t unsubmitted = s->sym && frames > s->next_frame ? frames - s->next_frame : 0;
+    out->sym_pending = s->sym_pending + unsubmitted;
+    out->unsymbolized = out->sym_pending + s->sym_failed + s->sym_unresolvable;
     out->unresolved = s->sym_failed;
     out->unresolvable = s->sym_unresolvable;
     out->errors = s->errors;

@@ -106,14 +106,9 @@ start_canopyd
   >"$TMP/d_off.out" 2>"$TMP/err" || fail "daemon run: $(cat "$TMP/err")"
 grep -q in-process "$TMP/err" && fail "run went in-process with a daemon up"
 SID=$(json "$TMP/d_run.json" 'd["session"]')
-# run prints once the symbolizer stops making progress; on a loaded machine a cold cache
-# may still be at work then: ask again until main's frames have names.
-for ((i = 0; i < 50; i++)); do
-  "$C" tree "$SID" -t 'drop:[preempted]' --group-by thread --format json -o "$TMP/d_off.json" ||
-    fail "tree $SID"
-  grep -q '"nap"' "$TMP/d_off.json" && break
-  sleep 0.2
-done
+# run printed once the symbolizer had answered every frame: the names are there.
+"$C" tree "$SID" -t 'drop:[preempted]' --group-by thread --format json -o "$TMP/d_off.json" ||
+  fail "tree $SID"
 check "$TMP/d_off.json" "$TMP/d_off.out" off-cpu main || fail "daemon off-cpu: main's shares"
 "$C" rm "$SID" >/dev/null || fail "rm $SID"
 "$FP" 1.5 --wait-signal >"$TMP/d_wall.out" &
@@ -121,11 +116,14 @@ W_PID=$!
 "$C" attach $W_PID --mode wall --unwind fp --name w >/dev/null 2>"$TMP/err" || fail "attach: $(cat "$TMP/err")"
 kill -USR1 $W_PID
 wait $W_PID
-for ((i = 0; i < 50; i++)); do
-  "$C" tree w --group-by thread --format json -o "$TMP/d_wall.json" || fail "tree w"
-  grep -q '"nap"' "$TMP/d_wall.json" && break
-  sleep 0.2
+# A live session's tree shows what is there now: wait until the daemon has seen the exit
+# and the symbolizer has answered every frame (docs/cli-live.md, "Session counters").
+for ((i = 0; i < 300; i++)); do
+  "$C" sessions --format json >"$TMP/s.json"
+  [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "w"][0]')" = "('exited', 0)" ] && break
+  sleep 0.1
 done
+"$C" tree w --group-by thread --format json -o "$TMP/d_wall.json" || fail "tree w"
 check "$TMP/d_wall.json" "$TMP/d_wall.out" wall main || fail "daemon wall (attached): main's shares"
 check "$TMP/d_wall.json" "$TMP/d_wall.out" wall writer || fail "daemon wall (attached): the writer's shares"
 "$C" sessions --format json >"$TMP/s.json"
