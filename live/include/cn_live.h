@@ -152,6 +152,9 @@ int cn_live_session_stop(cn_live_session *s);
  * retries after the worker's queue was full, e.g. before a final save). No-op without a
  * symbolizer. */
 void cn_live_session_symbolize(cn_live_session *s);
+/* Frames not handed to the symbolizer yet (its queue was full): 0 once every frame was
+ * submitted, always 0 without a symbolizer. */
+size_t cn_live_session_unsubmitted(const cn_live_session *s);
 
 /* How the user-space unwinds of a session's samples ended (docs/cli-live.md, "Session
  * counters"): over the samples that had user frames, they sum to user_stacks. */
