@@ -47,6 +47,9 @@ int32_t cn_agg__qt_intern(cn_agg__qtable *t, int32_t prefix, int32_t func);
 int cn_agg__qt_reserve(cn_agg__qtable *t, size_t n);
 void cn_agg__qt_clear(cn_agg__qtable *t); /* frees; the table is then empty and usable */
 
+/* --group-by state's groups, in the order of cn_agg__state_names (query.c). */
+enum { CN_AGG__RUNNING, CN_AGG__BLOCKED, CN_AGG__PREEMPTED, CN_AGG__N_STATES };
+
 /* The state of one query run. Owns every array in it. */
 typedef struct cn_agg__qrun {
     cn_agg_profile *p;
@@ -67,6 +70,7 @@ typedef struct cn_agg__qrun {
     cn_u64map gmemo;       /* (ungrouped row + 1, group func) -> base row (grouped) */
     int32_t *thr_group;    /* thread -> group func (grouped); n_thr entries */
     int32_t unknown_group; /* group func of samples without thread */
+    int32_t state_group[CN_AGG__N_STATES]; /* --group-by state: state -> group func */
     /* sample selection */
     size_t lo, hi;       /* sample index range [lo, hi) after the time range */
     bool with_acc;       /* the retention accumulator counts (no time range) */

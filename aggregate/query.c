@@ -242,14 +242,44 @@ static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
     return cn_agg_func(p, label, -1, NULL, 0);
 }
 
-/* Row of the ungrouped row r grafted under group func g (memoized; iterative). */
+/* --group-by state (docs/cli.md, "Modes"): an off-CPU stack ends in a pseudo-frame named
+ * after the thread's state; that state becomes the sample's root and the pseudo-frame
+ * goes (the root says it). Every other stack ran on a CPU. The group roots take the
+ * pseudo-frames' names, so `-t 'drop:[preempted]'` drops the same samples either way. */
+static const char *const state_names[CN_AGG__N_STATES] = {"[running]", "[blocked]", "[preempted]"};
+
+/* The group func of a sample on stack by thread, and in *row the ungrouped row grafted
+ * under it. */
+static int32_t sample_group(const cn_agg__qrun *run, int32_t stack, int32_t thread, int32_t *row)
+{
+    int32_t r = run->fnode[stack];
+    *row = r;
+    if (run->q->group_by != CN_AGG_GROUP_STATE)
+        return thread >= 0 ? run->thr_group[thread] : run->unknown_group;
+    const cn_agg_profile *p = run->p;
+    int32_t name = r >= 0 ? p->func_name[run->plain->func[r]] : -1;
+    for (int k = CN_AGG__BLOCKED; k < CN_AGG__N_STATES; k++) {
+        if (name == p->func_name[run->state_group[k]]) {
+            *row = run->plain->prefix[r];
+            return run->state_group[k];
+        }
+    }
+    return run->state_group[CN_AGG__RUNNING];
+}
+
+/* Row of the ungrouped row r (-1: none, the group's root itself) grafted under group func
+ * g (memoized under (r + 1, g); iterative). */
 static int32_t graft(cn_agg__qrun *run, cn_agg__ivec *tmp, int32_t r, int32_t g)
 {
     tmp->n = 0;
     int32_t at = -1;
     for (int32_t x = r;; x = run->plain->prefix[x]) {
-        at = x < 0 ? cn_agg__qt_intern(&run->t, -1, g)
-                   : cn_u64map_get(&run->gmemo, cn_pair(x + 1, g));
+        at = cn_u64map_get(&run->gmemo, cn_pair(x + 1, g));
+        if (at < 0 && x < 0) {
+            at = cn_agg__qt_intern(&run->t, -1, g);
+            if (at < 0 || cn_u64map_put(&run->gmemo, cn_pair(0, g), at) < 0)
+                return -ENOMEM;
+        }
         if (at >= 0 || x < 0)
             break;
         if (cn_agg__ivec_push(tmp, x) < 0)
@@ -270,10 +300,9 @@ int32_t cn_agg__qrun_base(const cn_agg__qrun *run, int32_t stack, int32_t thread
 {
     if (stack < 0 || (size_t)stack >= run->n_fnode)
         return -1;
-    int32_t r = run->fnode[stack];
     if (!run->grouped)
-        return r;
-    int32_t g = thread >= 0 ? run->thr_group[thread] : run->unknown_group;
+        return run->fnode[stack];
+    int32_t r, g = sample_group(run, stack, thread, &r);
     return cn_u64map_get(&run->gmemo, cn_pair(r + 1, g));
 }
 
@@ -323,33 +352,44 @@ static int build_grouped(cn_agg__qrun *run)
     cn_agg_profile *p = run->p;
     cn_agg__ivec tmp = {0};
     int rc = -ENOMEM;
-    run->thr_group = malloc((p->n_thr ? p->n_thr : 1) * sizeof(*run->thr_group));
-    if (!run->thr_group)
-        goto out;
-    for (size_t i = 0; i < p->n_thr; i++) {
-        run->thr_group[i] = group_func(p, run->q->group_by, (int32_t)i);
-        if (run->thr_group[i] < 0)
+    int32_t r, g;
+    if (run->q->group_by == CN_AGG_GROUP_STATE) {
+        for (int k = 0; k < CN_AGG__N_STATES; k++)
+            if ((run->state_group[k] = cn_agg_func(p, state_names[k], -1, NULL, 0)) < 0)
+                goto out;
+    } else {
+        run->thr_group = malloc((p->n_thr ? p->n_thr : 1) * sizeof(*run->thr_group));
+        if (!run->thr_group)
+            goto out;
+        for (size_t i = 0; i < p->n_thr; i++) {
+            run->thr_group[i] = group_func(p, run->q->group_by, (int32_t)i);
+            if (run->thr_group[i] < 0)
+                goto out;
+        }
+        run->unknown_group = group_func(p, run->q->group_by, -1);
+        if (run->unknown_group < 0)
             goto out;
     }
-    run->unknown_group = group_func(p, run->q->group_by, -1);
-    if (run->unknown_group < 0)
-        goto out;
     for (size_t i = run->lo; i < run->hi; i++) {
         int32_t s = p->s_stack[i], th = p->s_thread[i];
         if (s < 0 || !cn_agg__qrun_keep(run, th))
             continue;
-        if (graft(run, &tmp, run->fnode[s], th >= 0 ? run->thr_group[th] : run->unknown_group) < 0)
+        g = sample_group(run, s, th, &r);
+        if (graft(run, &tmp, r, g) < 0)
             goto out;
         int32_t tl = p->s_tl_stack ? p->s_tl_stack[i] : -1;
-        if (tl >= 0 &&
-            graft(run, &tmp, run->fnode[tl], th >= 0 ? run->thr_group[th] : run->unknown_group) < 0)
-            goto out;
+        if (tl >= 0) {
+            g = sample_group(run, tl, th, &r);
+            if (graft(run, &tmp, r, g) < 0)
+                goto out;
+        }
     }
     for (size_t i = 0; run->with_acc && i < p->n_acc; i++) {
         int32_t s = p->acc_stack[i], th = p->acc_thread[i];
         if (s < 0 || !cn_agg__qrun_keep(run, th))
             continue;
-        if (graft(run, &tmp, run->fnode[s], th >= 0 ? run->thr_group[th] : run->unknown_group) < 0)
+        g = sample_group(run, s, th, &r);
+        if (graft(run, &tmp, r, g) < 0)
             goto out;
     }
     rc = 0;

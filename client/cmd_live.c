@@ -22,8 +22,9 @@
 #define RUN_FREQ         999 /* run and temporary sessions: short and interactive */
 #define SESSION_FREQ     99  /* attach and system: meant to stay on */
 #define TEMP_DURATION_NS 5000000000LL
-#define SYMBOLS_WAIT_MS  10000 /* how long the end of a run waits for symbols */
-#define DAEMON_SETTLE_MS 10000 /* how long a client waits for a session to settle */
+#define SYMBOLS_WAIT_MS  30000 /* at most, the end of a run waits for symbols */
+#define DAEMON_SETTLE_MS 10000 /* how long a client waits for a session to stop sampling */
+#define DAEMON_STALL_MS  30000 /* how long it waits for symbols without any progress */
 
 static const char sampling_help[] =
     "SAMPLING options:\n"
@@ -92,24 +93,34 @@ static int64_t jint(const json_t *o, const char *key)
     return json_is_integer(v) ? json_integer_value(v) : 0;
 }
 
-/* Waits until the daemon's session id is no longer running and its symbol backlog has
- * stopped shrinking (bounded by DAEMON_SETTLE_MS); stops it if it keeps running. */
+/* symbols.pending of a `sessions` entry: frames waiting for the symbolizer. */
+static int64_t sym_pending(const json_t *s)
+{
+    return jint(json_object_get(s, "symbols"), "pending");
+}
+
+/* Waits until the daemon's session id is no longer running (stopping it after 2 s if
+ * stop_if_running), then until the symbolizer has answered every frame it waits on
+ * (symbols.pending reaches 0, docs/cli-live.md "Session counters"): a loaded machine or a
+ * cold cache (a large debug file) can take seconds, so the wait is bounded by the lack of
+ * progress — DAEMON_STALL_MS without pending shrinking — not by a fixed time. */
 static void daemon_settle(cn_cli_conn *c, const char *id, bool stop_if_running)
 {
-    int64_t deadline = cn_common_now_ns() + DAEMON_SETTLE_MS * 1000000LL;
-    int64_t last_unsym = -1;
+    int64_t start = cn_common_now_ns(), progress = start;
+    int64_t last_pending = -1;
     bool stopped = false;
-    while (cn_common_now_ns() < deadline) {
+    for (;;) {
         json_t *s = daemon_session(c, id);
         if (!s)
             return;
         const char *state = json_string_value(json_object_get(s, "state"));
         bool running = state && !strcmp(state, "running");
-        int64_t unsym = jint(s, "unsymbolized");
+        int64_t pending = sym_pending(s), now = cn_common_now_ns();
         json_decref(s);
         if (running) {
-            if (stop_if_running && !stopped &&
-                cn_common_now_ns() > deadline - (DAEMON_SETTLE_MS - 2000) * 1000000LL) {
+            if (now - start > DAEMON_SETTLE_MS * 1000000LL)
+                return; /* still sampling: print what is there */
+            if (stop_if_running && !stopped && now - start > 2000 * 1000000LL) {
                 json_t *req = cn_proto_request("stop"), *resp = NULL;
                 cn_err err = {0};
                 if (req && !json_object_set_new(req, "session", json_string(id)))
@@ -118,12 +129,16 @@ static void daemon_settle(cn_cli_conn *c, const char *id, bool stop_if_running)
                 json_decref(req);
                 stopped = true;
             }
-        } else if (unsym == 0 || unsym == last_unsym) {
+            progress = now;
+        } else if (pending <= 0) {
             return;
-        } else {
-            last_unsym = unsym;
+        } else if (last_pending < 0 || pending < last_pending) {
+            last_pending = pending;
+            progress = now;
+        } else if (now - progress > DAEMON_STALL_MS * 1000000LL) {
+            return; /* what is not resolved stays LIB+0xOFFSET */
         }
-        usleep(100000);
+        usleep(running ? 100000 : 20000);
     }
 }
 

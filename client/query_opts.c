@@ -169,7 +169,7 @@ static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *va
         return 1;
     case O_GROUP_BY:
         if (cn_fmt_group_by_parse(val, &q->spec.query.group_by) < 0)
-            return bad_value(opt, val, "expected none, process or thread");
+            return bad_value(opt, val, "expected none, process, thread or state");
         return 1;
     case O_LAST: {
         int r = cn_fmt_spec_set_last(&q->spec, val);

@@ -87,6 +87,7 @@ void cn_d__loop_unwatch(cn_d__loop *l, cn_d__watch *w);
 void cn_d__conn_update(cn_d__conn *c);
 /* Closes after pending output is flushed (flush = true) or at once. */
 void cn_d__conn_close(cn_d__conn *c, bool flush);
+/* Open connections: those not closing (the client limit counts them). */
 size_t cn_d__loop_conn_count(const cn_d__loop *l);
 /* Connections refused because the daemon was out of fds (EMFILE, ENFILE). */
 uint64_t cn_d__loop_shed_count(const cn_d__loop *l);

@@ -62,7 +62,6 @@ struct cn_d__loop {
     struct __kernel_timespec ts;
     int64_t next_tick;
     cn_d__conn *conns;
-    size_t nconns;
     cn_d__watch *watches;
     bool stop;
     int reserve_fd; /* held for the EMFILE case: see shed_one() */
@@ -261,7 +260,6 @@ static cn_d__conn *conn_new(cn_d__loop *l, int fd)
     if (l->conns)
         l->conns->prev = c;
     l->conns = c;
-    l->nconns++;
     return c;
 }
 
@@ -275,7 +273,6 @@ static void conn_destroy(cn_d__loop *l, cn_d__conn *c)
         l->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    l->nconns--;
     if (l->backend == CN_D_LOOP_EPOLL)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
@@ -689,7 +686,14 @@ void cn_d__loop_unwatch(cn_d__loop *l, cn_d__watch *w)
 
 size_t cn_d__loop_conn_count(const cn_d__loop *l)
 {
-    return l->nconns;
+    /* A closing connection reads no more requests: it only waits for its last answer to
+     * go out or for its in-flight io_uring ops to be cancelled (a batch or two, more while
+     * the loop lags behind a flood). Counting it would refuse clients for peers that have
+     * already left. */
+    size_t n = 0;
+    for (const cn_d__conn *c = l->conns; c; c = c->next)
+        n += !c->closing;
+    return n;
 }
 
 uint64_t cn_d__loop_shed_count(const cn_d__loop *l)

@@ -86,6 +86,10 @@ int main(int argc, char **argv)
     const char *delay = getenv("CANOPYD_TEST_ATTACH_DELAY_MS");
     if (delay)
         cfg.test_attach_delay_ns = strtoll(delay, NULL, 10) * 1000000;
+    /* Tests only: a slow symbolizer, so that clients' waits for symbols are tested. */
+    const char *sym_delay = getenv("CANOPYD_TEST_SYMBOL_DELAY_MS");
+    if (sym_delay)
+        cfg.test_symbol_delay_ns = strtoll(sym_delay, NULL, 10) * 1000000;
     cn_d_server *srv = NULL;
     int rc = cn_d_server_new(&cfg, &srv, &err);
     if (rc < 0) {

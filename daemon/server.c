@@ -388,6 +388,8 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
     }
     if ((r = cn_live_symbolizer_new(0, &srv->sym, err)) < 0)
         goto fail;
+    if (c->test_symbol_delay_ns > 0)
+        cn_live_symbolizer_set_test_delay(srv->sym, c->test_symbol_delay_ns);
     r = -ENOMEM;
     if (cn_d__loop_listen(srv->loop, srv->listen_fd) < 0 ||
         !(srv->sym_watch =

@@ -213,6 +213,11 @@ void cn_d__store_tick(cn_d_server *srv)
             save_entry(srv, e, false); /* late symbol answers */
             saved = true;
         }
+        /* A stopped session is not pumped: frames a full symbolizer queue held back (they
+         * count as symbols.pending, which clients wait on) go now. */
+        if (cn_live_session_state(s) != CN_LIVE_RUNNING &&
+            cn_live_session_state(s) != CN_LIVE_SAVED && cn_live_session_unsubmitted(s) > 0)
+            cn_live_session_symbolize(s);
     }
     if (saved)
         enforce_state_dir(srv);

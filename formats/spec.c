@@ -205,6 +205,7 @@ static const char *const group_by_names[] = {
     [CN_AGG_GROUP_NONE] = "none",
     [CN_AGG_GROUP_PROCESS] = "process",
     [CN_AGG_GROUP_THREAD] = "thread",
+    [CN_AGG_GROUP_STATE] = "state",
 };
 
 int cn_fmt_group_by_parse(const char *name, cn_agg_group_by *out)
@@ -277,7 +278,7 @@ static int decode_names(const json_t *req, cn_fmt_spec *s, cn_err *err)
     if ((r = cn_proto_get_str(req, "group_by", &v, err)) < 0)
         return r;
     if (v && cn_fmt_group_by_parse(v, &s->query.group_by) < 0)
-        return cn_err_set(err, -EINVAL, "unknown group_by '%s' (none, process, thread)", v);
+        return cn_err_set(err, -EINVAL, "unknown group_by '%s' (none, process, thread, state)", v);
     return 0;
 }
 

@@ -537,6 +537,12 @@ void cn_live_session_symbolize(cn_live_session *s)
     retry_jit(s, false);
 }
 
+size_t cn_live_session_unsubmitted(const cn_live_session *s)
+{
+    size_t frames = cn_agg_frame_count(s->p);
+    return s->sym && frames > s->next_frame ? frames - s->next_frame : 0;
+}
+
 /* Applies answers a[0, n) to at most `cap` frames' worth of batch/chains, starting at
  * *next; advances *next past what it consumed. Returns frames applied, or negative errno
  * from cn_agg_regroup (then nothing changed and the consumed answers were not applied). */
@@ -884,8 +890,11 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->lost = c.lost;
         out->threads = c.threads;
     }
-    out->unsymbolized = s->sym_pending + s->sym_failed + s->sym_unresolvable;
-    out->sym_pending = s->sym_pending;
+    /* Frames not submitted yet (the symbolizer's queue was full) wait for symbols too: a
+     * client that waits for pending to reach 0 must wait for them (docs/cli-live.md,
+     * "Session counters"). */
+    out->sym_pending = s->sym_pending + cn_live_session_unsubmitted(s);
+    out->unsymbolized = out->sym_pending + s->sym_failed + s->sym_unresolvable;
     out->unresolved = s->sym_failed;
     out->unresolvable = s->sym_unresolvable;
     out->errors = s->errors;

@@ -65,6 +65,11 @@ cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y)
     return NULL;
 }
 
+void cn_live_symbolizer_set_test_delay(cn_live_symbolizer *y, int64_t ns)
+{
+    cn_sym_worker_set_test_delay(y->worker, ns);
+}
+
 int cn_live_symbolizer_fd(const cn_live_symbolizer *y)
 {
     return cn_sym_worker_fd(y->worker);

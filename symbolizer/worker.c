@@ -34,6 +34,8 @@ struct cn_sym_worker {
     size_t n_out, cap_out;
     size_t max_pending;
     size_t in_flight; /* queued + being resolved */
+    int64_t
+        test_delay_ns; /* tests only: a pause before each batch (cn_sym_worker_set_test_delay) */
     int stop;
     int efd;
 };
@@ -88,7 +90,10 @@ static void *worker_main(void *arg)
         w->queue.n -= n;
         if (w->queue.n == 0)
             w->queue.head = 0;
+        int64_t delay = w->test_delay_ns;
         pthread_mutex_unlock(&w->lock);
+        if (delay > 0)
+            nanosleep(&(struct timespec){delay / 1000000000, delay % 1000000000}, NULL);
         for (size_t i = 0; i < n; i++) {
             ans[i].tag = batch[i].tag;
             ans[i].cookie = batch[i].cookie;
@@ -143,6 +148,13 @@ int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **o
 fail:
     cn_sym_worker_free(w);
     return rc;
+}
+
+void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns)
+{
+    pthread_mutex_lock(&w->lock);
+    w->test_delay_ns = ns;
+    pthread_mutex_unlock(&w->lock);
 }
 
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)

@@ -317,6 +317,8 @@ typedef enum cn_agg_group_by {
     CN_AGG_GROUP_NONE = 0,
     CN_AGG_GROUP_PROCESS,
     CN_AGG_GROUP_THREAD,
+    CN_AGG_GROUP_STATE, /* [running], [blocked], [preempted]: the thread's state, from the
+                           pseudo-frame ending off-CPU stacks (docs/cli.md, "Modes") */
 } cn_agg_group_by;
 
 /* Everything a query asks for. Initialise with cn_agg_query_init(). Nothing is owned. */

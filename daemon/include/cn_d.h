@@ -94,6 +94,9 @@ typedef struct cn_d_config {
     int64_t test_attach_delay_ns; /* tests only (CANOPYD_TEST_ATTACH_DELAY_MS): a pause between
                                      the access check and opening the events, widening the race
                                      the re-check before enabling closes; 0 in production */
+    int64_t test_symbol_delay_ns; /* tests only (CANOPYD_TEST_SYMBOL_DELAY_MS): the symbolizer
+                                     pauses this long before each batch (a slow symbolizer,
+                                     deterministic); 0 in production */
     /* The fleet push to ClickHouse (docs/fleet.md): off without fleet_url. */
     const char *fleet_url, *fleet_database, *fleet_host, *fleet_labels, *fleet_user,
         *fleet_password_file;

@@ -57,6 +57,8 @@ int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *
 /* Stops the worker and frees the cache; every session using it must be freed first.
  * Accepts NULL; returns NULL. */
 cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y);
+/* Tests only: the worker pauses ns before each batch it resolves (0 = off). */
+void cn_live_symbolizer_set_test_delay(cn_live_symbolizer *y, int64_t ns);
 /* The fd to poll for POLLIN: answers are waiting. */
 int cn_live_symbolizer_fd(const cn_live_symbolizer *y);
 /* The object cache's figures (docs/cli-live.md, "Daemon memory"): objects loaded, their
@@ -150,6 +152,9 @@ int cn_live_session_stop(cn_live_session *s);
  * retries after the worker's queue was full, e.g. before a final save). No-op without a
  * symbolizer. */
 void cn_live_session_symbolize(cn_live_session *s);
+/* Frames not handed to the symbolizer yet (its queue was full): 0 once every frame was
+ * submitted, always 0 without a symbolizer. */
+size_t cn_live_session_unsubmitted(const cn_live_session *s);
 
 /* How the user-space unwinds of a session's samples ended (docs/cli-live.md, "Session
  * counters"): over the samples that had user frames, they sum to user_stacks. */
@@ -180,7 +185,8 @@ typedef struct cn_live_session_info {
     uint64_t threads;      /* threads seen */
     uint64_t unsymbolized; /* frames without a name yet: sym_pending + unresolved +
                               unresolvable (anonymous-memory frames are not counted) */
-    uint64_t sym_pending;  /* frames submitted to the symbolizer, not answered yet */
+    uint64_t sym_pending;  /* frames waiting for the symbolizer: submitted and not answered
+                              yet, or not submitted yet (its queue was full) */
     uint64_t unresolved;   /* frames answered without a symbol (no symbol covers the
                               address, the file could not be read; JIT frames waiting for
                               their perf map to name them) */

@@ -228,6 +228,9 @@ cn_sym_batch *cn_sym_batch_free(cn_sym_batch *b); /* accepts NULL; returns NULL 
 int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **out);
 /* Stops the thread (pending requests are dropped), frees everything; accepts NULL. */
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w);
+/* Tests only: the thread pauses ns before resolving each batch (a slow symbolizer, as
+ * under heavy load, made deterministic). 0, the default, turns it off. */
+void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns);
 
 /* Queues n requests (copied). Never waits on resolution. A request the symbolizer cannot
  * take (an object without the file its kind needs, an unknown kind) does not fail the

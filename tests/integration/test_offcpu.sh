@@ -8,10 +8,13 @@
 #     writer 0/70/30 (waiting in read while main computes and sleeps); --mode off-cpu gives
 #     main 0/50/50 once preemption ([preempted]) is dropped; --no-kernel still samples
 #     the switches (user frames only); units are time in text, JSON and pprof;
+#     --group-by state on a saved file gives a root per state ([running], [blocked],
+#     [preempted]) weighing what its pseudo-frame weighs ungrouped;
 #  2. in-process `tree --pid` on a running workload (attached after its start);
 #  3. through canopyd: run --mode off-cpu, attach --mode wall after the start, the mode in
-#     sessions (JSON and text); a live off-cpu session shows a thread blocked right now
-#     (its wait grows while it lasts); `diff` refuses samples against ns.
+#     sessions (JSON and text), --group-by state on the live wall session; a live off-cpu
+#     session shows a thread blocked right now (its wait grows while it lasts); `diff`
+#     refuses samples against ns.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 C=$CANOPY_BIN
@@ -68,6 +71,13 @@ grep -q '"schedule"' "$TMP/nok.json" && fail "off-cpu --no-kernel: kernel frames
 head -1 "$TMP/off.txt" | grep -qE 'total [0-9.]+ (ms|s) off-cpu' || fail "text header: $(head -1 "$TMP/off.txt")"
 grep -qE '^ *[0-9.]+% +[0-9.]+ ms ' "$TMP/off.txt" || fail "text rows are not in ms: $(head -5 "$TMP/off.txt")"
 grep -q '\[blocked\]' "$TMP/off.txt" || fail "no [blocked] pseudo-frame"
+# --group-by state on the saved file: a root per state, each the weight of its pseudo-frame
+# in the ungrouped tree, and no pseudo-frame left below.
+"$C" open "$TMP/off.canopy" --format json -o "$TMP/off_flat.json" || fail "open json"
+"$C" open "$TMP/off.canopy" --group-by state --format json -o "$TMP/off_state.json" ||
+  fail "open --group-by state"
+python3 "$(dirname "$0")/offcpu_states.py" "$TMP/off_flat.json" "$TMP/off_state.json" ||
+  fail "--group-by state (saved file)"
 [ "$("$C" open "$TMP/off.canopy" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["unit"])')" = ns ] ||
   fail ".canopy lost the unit"
 "$C" open "$TMP/off.canopy" --format pprof -o "$TMP/off.pb.gz" || fail "pprof"
@@ -106,14 +116,9 @@ start_canopyd
   >"$TMP/d_off.out" 2>"$TMP/err" || fail "daemon run: $(cat "$TMP/err")"
 grep -q in-process "$TMP/err" && fail "run went in-process with a daemon up"
 SID=$(json "$TMP/d_run.json" 'd["session"]')
-# run prints once the symbolizer stops making progress; on a loaded machine a cold cache
-# may still be at work then: ask again until main's frames have names.
-for ((i = 0; i < 50; i++)); do
-  "$C" tree "$SID" -t 'drop:[preempted]' --group-by thread --format json -o "$TMP/d_off.json" ||
-    fail "tree $SID"
-  grep -q '"nap"' "$TMP/d_off.json" && break
-  sleep 0.2
-done
+# run printed once the symbolizer had answered every frame: the names are there.
+"$C" tree "$SID" -t 'drop:[preempted]' --group-by thread --format json -o "$TMP/d_off.json" ||
+  fail "tree $SID"
 check "$TMP/d_off.json" "$TMP/d_off.out" off-cpu main || fail "daemon off-cpu: main's shares"
 "$C" rm "$SID" >/dev/null || fail "rm $SID"
 "$FP" 1.5 --wait-signal >"$TMP/d_wall.out" &
@@ -121,12 +126,20 @@ W_PID=$!
 "$C" attach $W_PID --mode wall --unwind fp --name w >/dev/null 2>"$TMP/err" || fail "attach: $(cat "$TMP/err")"
 kill -USR1 $W_PID
 wait $W_PID
-for ((i = 0; i < 50; i++)); do
-  "$C" tree w --group-by thread --format json -o "$TMP/d_wall.json" || fail "tree w"
-  grep -q '"nap"' "$TMP/d_wall.json" && break
-  sleep 0.2
+# A live session's tree shows what is there now: wait until the daemon has seen the exit
+# and the symbolizer has answered every frame (docs/cli-live.md, "Session counters").
+for ((i = 0; i < 300; i++)); do
+  "$C" sessions --format json >"$TMP/s.json" || fail "sessions"
+  [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "w"][0]')" = "('exited', 0)" ] && break
+  sleep 0.1
 done
+"$C" tree w --group-by thread --format json -o "$TMP/d_wall.json" || fail "tree w"
 check "$TMP/d_wall.json" "$TMP/d_wall.out" wall main || fail "daemon wall (attached): main's shares"
+# --group-by state on the live session (wall: CPU samples are [running]).
+"$C" tree w --format json -o "$TMP/d_wall_flat.json" || fail "tree w"
+"$C" tree w --group-by state --format json -o "$TMP/d_wall_state.json" || fail "tree w --group-by state"
+python3 "$(dirname "$0")/offcpu_states.py" "$TMP/d_wall_flat.json" "$TMP/d_wall_state.json" ||
+  fail "--group-by state (live wall session)"
 check "$TMP/d_wall.json" "$TMP/d_wall.out" wall writer || fail "daemon wall (attached): the writer's shares"
 "$C" sessions --format json >"$TMP/s.json"
 [ "$(json "$TMP/s.json" '[s["mode"] for s in d["sessions"] if s["name"] == "w"][0]')" = wall ] ||

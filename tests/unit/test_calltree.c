@@ -498,6 +498,50 @@ static void test_query_filters(void **state)
     cn_agg_profile_free(p);
 }
 
+/* --group-by state (docs/cli.md, "Modes"): a leaf [blocked] or [preempted] pseudo-frame
+ * names the sample's root and goes; everything else (a pseudo-frame name inside a stack
+ * included) is [running]; a stack of the pseudo-frame alone weighs on its root. */
+static void test_group_by_state(void **state)
+{
+    cn_agg_profile *p = mk("A;B;[blocked] 30\nA;[preempted] 5\nA;B 10\n[blocked] 2\n"
+                           "X;[blocked];Y 1\n",
+                           NULL);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.group_by = CN_AGG_GROUP_STATE;
+    cn_err err;
+    cn_agg_tree *t = NULL;
+    char out[512];
+    const char *want = "[blocked](32,2)[A(30,0)[B(30,30)]] [running](11,0)[A(10,0)[B(10,10)] "
+                       "X(1,0)[[blocked](1,0)[Y(1,1)]]] [preempted](5,0)[A(5,5)]";
+#define RUN(expect)                                                                                \
+    do {                                                                                           \
+        assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);                                    \
+        out[0] = 0;                                                                                \
+        render(p, t, t->first_root, out, sizeof(out));                                             \
+        assert_string_equal(out, expect);                                                          \
+        t = cn_agg_tree_free(t);                                                                   \
+    } while (0)
+    RUN(want);
+    /* The roots carry the pseudo-frames' names: dropping one drops its state. */
+    cn_agg_transform tf;
+    assert_int_equal(cn_agg_transform_parse("drop:[preempted]", &tf, &err), 0);
+    q.transforms = &tf;
+    q.n_transforms = 1;
+    RUN("[blocked](32,2)[A(30,0)[B(30,30)]] [running](11,0)[A(10,0)[B(10,10)] "
+        "X(1,0)[[blocked](1,0)[Y(1,1)]]]");
+    cn_agg_transform_clear(&tf);
+    q.transforms = NULL;
+    q.n_transforms = 0;
+    /* Samples folded by retention group the same way; a time range sees the rest only. */
+    assert_int_equal(cn_agg_fold_before(p, 3), 3);
+    RUN(want);
+    q.from_ns = 3;
+    RUN("[blocked](2,2) [running](1,0)[X(1,0)[[blocked](1,0)[Y(1,1)]]]");
+#undef RUN
+    cn_agg_profile_free(p);
+}
+
 /* ---- specs, checks and path mapping ------------------------------------------------- */
 
 static void test_transform_specs(void **state)
@@ -885,9 +929,10 @@ int main(void)
         cmocka_unit_test(test_71_libs),           cmocka_unit_test(test_71_views),
         cmocka_unit_test(test_72_recursion),      cmocka_unit_test(test_73_direct_recursion),
         cmocka_unit_test(test_edge_cases),        cmocka_unit_test(test_query_filters),
-        cmocka_unit_test(test_transform_specs),   cmocka_unit_test(test_map_path),
-        cmocka_unit_test(test_symbolication_44),  cmocka_unit_test(test_symbolication_45),
-        cmocka_unit_test(test_timeline),          cmocka_unit_test(test_no_inline),
+        cmocka_unit_test(test_group_by_state),    cmocka_unit_test(test_transform_specs),
+        cmocka_unit_test(test_map_path),          cmocka_unit_test(test_symbolication_44),
+        cmocka_unit_test(test_symbolication_45),  cmocka_unit_test(test_timeline),
+        cmocka_unit_test(test_no_inline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,7 +118,7 @@ static void test_round_trip(void **state)
         assert_int_equal(cn_fmt_spec_set_view(&s, v, "g"), 0);
         round_trip(&s);
     }
-    for (int g = CN_AGG_GROUP_NONE; g <= CN_AGG_GROUP_THREAD; g++) {
+    for (int g = CN_AGG_GROUP_NONE; g <= CN_AGG_GROUP_STATE; g++) {
         cn_agg_group_by back;
         assert_int_equal(cn_fmt_group_by_parse(cn_fmt_group_by_name(g), &back), 0);
         assert_int_equal(back, g);
