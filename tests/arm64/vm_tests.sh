@@ -230,6 +230,8 @@ tests() {
     # load. The ratio gets ±8 points: on a loaded host the emulated cycle counter follows
     # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–74).
     # At load average 20 a thread got as few as 116 samples in its 3 s: 60 are required.
+    # Up to ~5 % of a thread's samples sit in the clock reads between phases
+    # (wl_now_ns;clock_gettime: slow under emulation), so the phases need ≥ 90 %.
     for b in fp pac; do
         $WL/wl_threads_$b 3 1.5 >/dev/null &
         wpid=$!
@@ -244,10 +246,10 @@ tests() {
         by=$(share $T/thr-$b.folded ';beta;beta_y;spin[; ]' ';beta;')
         if [ "$na" -ge 60 ] && [ "$nb" -ge 60 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
             BEGIN { t = x + y; if (!t) exit 1; r = 100 * x / t
-                    exit !(a >= 95 && x + y >= 95 && r >= 62 && r <= 78) }'; then
+                    exit !(a >= 90 && x + y >= 90 && r >= 62 && r <= 78) }'; then
             pass "threads-$b: wl-alpha $na samples, alpha_work $al%; wl-beta $nb samples, beta_x $bx%, beta_y $by% (started after attach)"
         else
-            fail "threads-$b: wl-alpha $na samples, alpha_work $al% (want ≥ 95); wl-beta $nb samples, beta_x $bx%, beta_y $by% (want 70/30 ±8)"
+            fail "threads-$b: wl-alpha $na samples, alpha_work $al% (want ≥ 90); wl-beta $nb samples, beta_x $bx%, beta_y $by% (want 70/30 ±8)"
             show $T/thr-$b.folded
         fi
     done
