@@ -226,7 +226,7 @@ int cn_cmd_status(int argc, char **argv)
                json_number_value(json_object_get(sc, "mapped_bytes")) / (1024.0 * 1024.0),
                json_integer_value(json_object_get(sc, "evictions")));
     const json_t *fl = json_object_get(r, "fleet"); /* docs/fleet.md "Status" */
-    if (fl) {
+    if (json_string_value(json_object_get(fl, "url"))) {
         const char *e = json_string_value(json_object_get(fl, "last_error"));
         printf("fleet: %s as %s, %" JSON_INTEGER_FORMAT " rows sent, %" JSON_INTEGER_FORMAT
                " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
@@ -236,6 +236,18 @@ int cn_cmd_status(int argc, char **argv)
                json_integer_value(json_object_get(fl, "rows_queued")),
                json_integer_value(json_object_get(fl, "rows_dropped")),
                json_integer_value(json_object_get(fl, "lag_s")), e ? "; last error: " : "",
+               e ? e : "");
+    }
+    const json_t *py = json_object_get(fl, "pyroscope");
+    if (py) {
+        const char *e = json_string_value(json_object_get(py, "last_error"));
+        printf("pyroscope: %s, %" JSON_INTEGER_FORMAT " profiles sent, %" JSON_INTEGER_FORMAT
+               " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
+               json_string_value(json_object_get(py, "url")) ?: "?",
+               json_integer_value(json_object_get(py, "profiles_sent")),
+               json_integer_value(json_object_get(py, "profiles_queued")),
+               json_integer_value(json_object_get(py, "profiles_dropped")),
+               json_integer_value(json_object_get(py, "lag_s")), e ? "; last error: " : "",
                e ? e : "");
     }
 out:

@@ -11,6 +11,12 @@
  * while the symbolizer has pending frames, at most HOLDBACK_NS; after that it goes out
  * with `lib+0xOFF` names and build-ids. Saved sessions loaded at startup are not pushed
  * again.
+ *
+ * With fleet_pyroscope_url, each collected window also becomes one pprof profile (the
+ * one pprof encoder, formats/' cn_fmt_write_pprof_cpu, over the same window) sent to
+ * Pyroscope by a second pusher with its own spool and backoff, so that one sink's outage
+ * never holds the other back. The ClickHouse rows are still collected without fleet_url
+ * (they decide whether a window waits for symbols) and then dropped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,13 +27,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cn_fmt.h"
 #include "d_internal.h"
 
 #define GUARD_NS    200000000LL   /* samples younger than this wait for the next push */
 #define HOLDBACK_NS 30000000000LL /* longest wait for symbols */
 
 struct cn_d__fleet {
-    cn_fleet_pusher *pusher;
+    cn_fleet_pusher *pusher; /* ClickHouse; NULL without fleet_url */
+    cn_fleet_pusher *pyro;   /* Pyroscope; NULL without fleet_pyroscope_url */
+    char pyro_url[512];
+    uint64_t pyro_errors; /* windows whose profile could not be written */
     cn_fleet_seen *seen;
     cn_fleet_labels labels; /* fleet_labels */
     char host[256];
@@ -73,7 +83,9 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
     const cn_d_config *c = &srv->cfg;
     char *password = NULL, spool[4200];
     int r;
-    if (!c->fleet_url || !*c->fleet_url)
+    bool ch = c->fleet_url && *c->fleet_url;
+    bool pyro = c->fleet_pyroscope_url && *c->fleet_pyroscope_url;
+    if (!ch && !pyro)
         return 0;
     struct cn_d__fleet *f = calloc(1, sizeof(*f));
     if (!f)
@@ -88,7 +100,7 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
         goto fail;
     if (c->fleet_password_file && (r = read_password(c->fleet_password_file, &password, err)) < 0)
         goto fail;
-    snprintf(f->url, sizeof(f->url), "%s", c->fleet_url);
+    snprintf(f->url, sizeof(f->url), "%s", ch ? c->fleet_url : "");
     snprintf(spool, sizeof(spool), "%s/fleet-spool", srv->state_dir);
     cn_fleet_pusher_opts o = {
         .url = c->fleet_url,
@@ -100,8 +112,23 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
         /* Bounds how long shutdown can wait for a request in flight. */
         .timeout_ms = 15000,
     };
-    if ((r = cn_fleet_pusher_new(&o, &f->pusher, err)) < 0)
+    if (ch && (r = cn_fleet_pusher_new(&o, &f->pusher, err)) < 0)
         goto fail;
+    if (pyro) {
+        /* Its own spool and queue: one sink's outage does not hold the other back. */
+        snprintf(spool, sizeof(spool), "%s/fleet-pyroscope-spool", srv->state_dir);
+        snprintf(f->pyro_url, sizeof(f->pyro_url), "%s", c->fleet_pyroscope_url);
+        cn_fleet_pusher_opts po = {
+            .sink = CN_FLEET_SINK_PYROSCOPE,
+            .url = c->fleet_pyroscope_url,
+            .org_id = c->fleet_pyroscope_org,
+            .spool_dir = spool,
+            .spool_max = c->fleet_spool_max,
+            .timeout_ms = 15000,
+        };
+        if ((r = cn_fleet_pusher_new(&po, &f->pyro, err)) < 0)
+            goto fail;
+    }
     if (!(f->seen = cn_fleet_seen_new(0))) {
         r = cn_err_set(err, -ENOMEM, "out of memory");
         goto fail;
@@ -117,6 +144,7 @@ fail:
         free(password);
     }
     cn_fleet_pusher_free(f->pusher);
+    cn_fleet_pusher_free(f->pyro);
     cn_fleet_labels_clear(&f->labels);
     free(f);
     return r;
@@ -195,8 +223,62 @@ out:
     cn_fleet_labels_clear(labels);
 }
 
-/* Collects e's window into b (final: everything left, whatever the symbols). */
-static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b, bool final)
+/* Pyroscope's name of a session's profile type (docs/fleet.md). */
+static const char *pyro_name(const char *mode)
+{
+    if (mode && !strcmp(mode, "off-cpu"))
+        return "off_cpu";
+    if (mode && !strcmp(mode, "wall"))
+        return "wall";
+    return "process_cpu";
+}
+
+/* Adds the window [from, to) of e's profile to pb as one Pyroscope series: its pprof
+ * (CPU sessions as cpu/nanoseconds, period 1e9 / frequency) with the labels __name__,
+ * service_name, host and the session's. Failures are counted (the window is then missing
+ * from Pyroscope only). */
+static void pyro_add(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_session_info *info,
+                     int64_t from, int64_t to, int64_t time_s, cn_fleet_batch *pb)
+{
+    struct cn_d__fleet_src *src = e->fleet;
+    cn_fleet_label l[CN_FLEET_PYROSCOPE_MAX_LABELS];
+    size_t n = 0;
+    char *mem = NULL, id[512];
+    size_t len = 0;
+    cn_err err = {0};
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.from_ns = from;
+    q.to_ns = to;
+    l[n++] = (cn_fleet_label){(char *)"__name__", (char *)pyro_name(info->mode)};
+    l[n++] = (cn_fleet_label){(char *)"service_name", src->service};
+    l[n++] = (cn_fleet_label){(char *)"host", f->host};
+    for (size_t i = 0; i < src->labels.n && n < CN_FLEET_PYROSCOPE_MAX_LABELS; i++)
+        l[n++] = src->labels.v[i];
+    int64_t period =
+        info->mode && strcmp(info->mode, "cpu") ? 0 : 1000000000LL / (info->freq ? info->freq : 99);
+    FILE *out = open_memstream(&mem, &len);
+    int r = out ? cn_fmt_write_pprof_cpu(cn_live_session_profile(e->s), &q, period, out, &err)
+                : -ENOMEM;
+    if (out && fclose(out) != 0 && r == 0)
+        r = -ENOMEM;
+    /* Unique per host, session run and window: HOST-STARTED-SESSION-FROM. */
+    snprintf(id, sizeof(id), "%s-%lld-%s-%lld", f->host, (long long)info->started_unix, info->id,
+             (long long)from);
+    if (r == 0)
+        r = cn_fleet_pyroscope_add(pb, l, n, mem, len, id, time_s);
+    if (r < 0) {
+        f->pyro_errors++;
+        fprintf(stderr, "canopyd: fleet: Pyroscope profile of session %s: %s\n", info->id,
+                err.msg[0] ? err.msg : strerror(-r));
+    }
+    free(mem);
+}
+
+/* Collects e's window into b, and into pb (may be NULL) as a Pyroscope profile (final:
+ * everything left, whatever the symbols). */
+static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b,
+                        cn_fleet_batch *pb, bool final)
 {
     struct cn_d__fleet_src *src = e->fleet;
     if (!src || src->done)
@@ -219,7 +301,8 @@ static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b
         .session = info.id,
         .labels = &src->labels,
     };
-    int r = cn_fleet_collect(b, cn_live_session_profile(s), &w, &so, f->seen, NULL);
+    uint64_t n_samples = 0;
+    int r = cn_fleet_collect(b, cn_live_session_profile(s), &w, &so, f->seen, &n_samples);
     if (r == -EAGAIN) {
         if (!src->held_since)
             src->held_since = mono;
@@ -232,6 +315,8 @@ static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b
         return;
     }
     src->held_since = 0;
+    if (pb && n_samples > 0)
+        pyro_add(f, e, &info, src->cursor_ns, end, so.time_s, pb);
     src->cursor_ns = end;
     if (end == INT64_MAX) {
         src->done = true;
@@ -239,29 +324,42 @@ static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b
     }
 }
 
+/* Hands the batches to their pushers (each takes its batch; empty ones are freed). */
+static void submit(struct cn_d__fleet *f, cn_fleet_batch *b, cn_fleet_batch *pb)
+{
+    if (f->pusher && (b->sample_rows || b->stack_rows))
+        cn_fleet_pusher_submit(f->pusher, b);
+    else
+        cn_fleet_batch_free(b);
+    if (pb && pb->sample_rows)
+        cn_fleet_pusher_submit(f->pyro, pb);
+    else
+        cn_fleet_batch_free(pb);
+}
+
 static void push(cn_d_server *srv, bool final)
 {
     struct cn_d__fleet *f = srv->fleet;
     struct timespec t0, t1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    if (cn_fleet_pusher_take_reset(f->pusher))
+    if (f->pusher && cn_fleet_pusher_take_reset(f->pusher))
         cn_fleet_seen_reset(f->seen); /* definitions may have been dropped: write again */
     cn_fleet_batch *b = cn_fleet_batch_new();
-    if (!b)
+    cn_fleet_batch *pb = f->pyro ? cn_fleet_batch_new() : NULL;
+    if (!b || (f->pyro && !pb)) {
+        cn_fleet_batch_free(b);
+        cn_fleet_batch_free(pb);
         return;
+    }
     for (size_t i = 0; i < srv->n_entries; i++)
-        collect_one(f, srv->entries[i], b, final);
+        collect_one(f, srv->entries[i], b, pb, final);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     f->collect_ns_last =
         (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec);
     f->collect_ns_total += f->collect_ns_last;
     f->pushes++;
     f->rows_collected += b->sample_rows;
-    if (b->sample_rows == 0 && b->stack_rows == 0) {
-        cn_fleet_batch_free(b);
-        return;
-    }
-    cn_fleet_pusher_submit(f->pusher, b);
+    submit(f, b, pb);
 }
 
 void cn_d__fleet_tick(cn_d_server *srv)
@@ -282,13 +380,14 @@ void cn_d__fleet_forget(cn_d_server *srv, cn_d__entry *e)
     if (!f || !e->fleet || e->fleet->done)
         return;
     cn_fleet_batch *b = cn_fleet_batch_new();
-    if (!b)
-        return;
-    collect_one(f, e, b, true);
-    if (b->sample_rows || b->stack_rows)
-        cn_fleet_pusher_submit(f->pusher, b);
-    else
+    cn_fleet_batch *pb = f->pyro ? cn_fleet_batch_new() : NULL;
+    if (!b || (f->pyro && !pb)) {
         cn_fleet_batch_free(b);
+        cn_fleet_batch_free(pb);
+        return;
+    }
+    collect_one(f, e, b, pb, true);
+    submit(f, b, pb);
 }
 
 void cn_d__fleet_shutdown(cn_d_server *srv)
@@ -297,7 +396,10 @@ void cn_d__fleet_shutdown(cn_d_server *srv)
         return;
     push(srv, true);
     /* What cannot be sent quickly stays in the spool for the next start. */
-    cn_fleet_pusher_flush(srv->fleet->pusher, 3000);
+    if (srv->fleet->pusher)
+        cn_fleet_pusher_flush(srv->fleet->pusher, 3000);
+    if (srv->fleet->pyro)
+        cn_fleet_pusher_flush(srv->fleet->pyro, 3000);
 }
 
 void cn_d__fleet_free(cn_d_server *srv)
@@ -306,32 +408,52 @@ void cn_d__fleet_free(cn_d_server *srv)
     if (!f)
         return;
     cn_fleet_pusher_free(f->pusher);
+    cn_fleet_pusher_free(f->pyro);
     cn_fleet_seen_free(f->seen);
     cn_fleet_labels_clear(&f->labels);
     free(f);
     srv->fleet = NULL;
 }
 
+/* The Pyroscope pusher's counters (docs/fleet.md "Status"): profiles, not rows. */
+static json_t *pyro_status(struct cn_d__fleet *f)
+{
+    cn_fleet_push_stats st;
+    cn_fleet_pusher_stats(f->pyro, &st);
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:I, s:I}", "url", f->pyro_url,
+                     "profiles_sent", (json_int_t)st.rows_sent, "profiles_queued",
+                     (json_int_t)st.rows_queued, "profiles_dropped", (json_int_t)st.rows_dropped,
+                     "spool_bytes", (json_int_t)st.spool_bytes, "failures", (json_int_t)st.failures,
+                     "encode_errors", (json_int_t)f->pyro_errors, "lag_s", (json_int_t)st.lag_s,
+                     "last_error", st.last_error[0] ? st.last_error : NULL, "last_success",
+                     (json_int_t)st.last_success_s, "batches_sent", (json_int_t)st.batches_sent);
+}
+
 json_t *cn_d__fleet_status(cn_d_server *srv)
 {
     struct cn_d__fleet *f = srv->fleet;
-    cn_fleet_push_stats st;
+    cn_fleet_push_stats st = {0};
     size_t pushed = 0;
     if (!f)
         return NULL;
     for (size_t i = 0; i < srv->n_entries; i++)
         if (srv->entries[i]->fleet && !srv->entries[i]->fleet->done)
             pushed++;
-    cn_fleet_pusher_stats(f->pusher, &st);
-    return json_pack(
-        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:f, "
-        "s:f, s:I}",
-        "url", f->url, "host", f->host, "sessions", (json_int_t)pushed, "rows_sent",
-        (json_int_t)st.rows_sent, "rows_queued", (json_int_t)st.rows_queued, "rows_dropped",
-        (json_int_t)st.rows_dropped, "batches_sent", (json_int_t)st.batches_sent, "batches_queued",
-        (json_int_t)st.batches_queued, "batches_dropped", (json_int_t)st.batches_dropped,
-        "spool_bytes", (json_int_t)st.spool_bytes, "failures", (json_int_t)st.failures, "lag_s",
-        (json_int_t)st.lag_s, "last_error", st.last_error[0] ? st.last_error : NULL,
-        "collect_ms_last", (double)f->collect_ns_last / 1e6, "collect_ms_total",
-        (double)f->collect_ns_total / 1e6, "last_success", (json_int_t)st.last_success_s);
+    if (f->pusher)
+        cn_fleet_pusher_stats(f->pusher, &st);
+    json_t *j =
+        json_pack("{s:s?, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:f, "
+                  "s:f, s:I}",
+                  "url", f->pusher ? f->url : NULL, "host", f->host, "sessions", (json_int_t)pushed,
+                  "rows_sent", (json_int_t)st.rows_sent, "rows_queued", (json_int_t)st.rows_queued,
+                  "rows_dropped", (json_int_t)st.rows_dropped, "batches_sent",
+                  (json_int_t)st.batches_sent, "batches_queued", (json_int_t)st.batches_queued,
+                  "batches_dropped", (json_int_t)st.batches_dropped, "spool_bytes",
+                  (json_int_t)st.spool_bytes, "failures", (json_int_t)st.failures, "lag_s",
+                  (json_int_t)st.lag_s, "last_error", st.last_error[0] ? st.last_error : NULL,
+                  "collect_ms_last", (double)f->collect_ns_last / 1e6, "collect_ms_total",
+                  (double)f->collect_ns_total / 1e6, "last_success", (json_int_t)st.last_success_s);
+    if (j && f->pyro)
+        json_object_set_new(j, "pyroscope", pyro_status(f));
+    return j;
 }

@@ -5,7 +5,7 @@
  * its rows in the body, gzip'd with `Content-Encoding: gzip` (ClickHouse 18.16 inflates
  * request bodies itself). ClickHouse reports errors with a non-200 status and a text
  * body ("Code: 60, e.displayText() = DB::Exception: …"), whose first line becomes the
- * cn_err message.
+ * cn_err message. cn_fleet_post is the plain POST of other endpoints (Pyroscope's push).
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -163,6 +163,74 @@ out:
     curl_free(esc);
     free(url);
     cn_buf_free(&ebuf);
+    return r;
+}
+
+/* Common easy-handle options of a request to c. */
+static void set_common(cn_fleet_conn *c, sink *s)
+{
+    CURL *h = c->curl;
+    if (c->user) {
+        curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
+    }
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+}
+
+int cn_fleet_post(cn_fleet_conn *c, const char *path, const char *content_type,
+                  const char *const *headers, const void *body, size_t len, cn_err *err)
+{
+    CURL *h = c->curl;
+    struct curl_slist *hdr = NULL;
+    char *url = NULL, ct[256];
+    cn_buf ans;
+    sink s = {&ans, false};
+    long status = 0;
+    int r = 0;
+    /* The answer is only read for an error's first line. */
+    cn_buf_init(&ans, 64 * 1024);
+    size_t ulen = strlen(c->url);
+    while (ulen > 0 && c->url[ulen - 1] == '/' && path[0] == '/')
+        ulen--; /* "http://h:4040/" + "/push…" */
+    if (!(url = malloc(ulen + strlen(path) + 1))) {
+        r = cn_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(url, c->url, ulen);
+    strcpy(url + ulen, path);
+    snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
+    hdr = curl_slist_append(hdr, ct);
+    hdr = curl_slist_append(hdr, "Expect:");
+    for (size_t i = 0; headers && headers[i]; i++)
+        hdr = curl_slist_append(hdr, headers[i]);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    set_common(c, &s);
+    CURLcode cc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && s.over)) {
+        r = cn_err_set(err, curl_errno(cc), "%s: %s", url, curl_easy_strerror(cc));
+        goto out;
+    }
+    if (status < 200 || status > 299) {
+        const char *msg = cn_buf_ptr(&ans) && cn_buf_len(&ans) ? cn_buf_ptr(&ans) : "";
+        size_t n = strcspn(msg, "\n");
+        bool refused = status >= 400 && status < 500 && status != 408 && status != 429;
+        r = cn_err_set(err, refused ? -EBADMSG : -EIO, "%s: HTTP %ld: %.*s", url, status,
+                       (int)(n > 300 ? 300 : n), msg);
+    }
+out:
+    curl_slist_free_all(hdr);
+    free(url);
+    cn_buf_free(&ans);
     return r;
 }
 

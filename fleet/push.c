@@ -14,6 +14,10 @@
  * bytes, time); only the thread touches files. A retried insert whose first attempt
  * reached ClickHouse duplicates its rows (MergeTree has no insert deduplication in
  * 18.16 outside replicated tables): docs/fleet.md says so.
+ * A Pyroscope pusher (CN_FLEET_SINK_PYROSCOPE) is the same queue, spool and backoff with
+ * another send: a file's body is a PushRequest, POSTed alone (one file per request, so
+ * that a request Pyroscope refuses — HTTP 4xx, which no retry can fix — drops one file,
+ * counted, and not its neighbours).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,7 +49,9 @@ typedef struct spooled {
 } spooled;
 
 struct cn_fleet_pusher {
+    cn_fleet_sink sink;
     char *dir, *db;
+    char *org_hdr; /* "X-Scope-OrgID: …" or NULL */
     uint64_t spool_max;
     int64_t backoff_max;
     cn_fleet_conn *conn; /* the thread's */
@@ -191,6 +197,23 @@ out:
         f->data = NULL;
     }
     return r;
+}
+
+/* Sends one spooled PushRequest to Pyroscope (mu not held). 1, or negative errno with
+ * err set (-EBADMSG: unreadable or refused; it is dropped). */
+static int spool_send_pyroscope(cn_fleet_pusher *p, const spooled *s, cn_err *err)
+{
+    char path[4096];
+    const char *hdrs[2] = {p->org_hdr, NULL};
+    spool_file f;
+    spool_path(p, s->seq, path, sizeof(path));
+    int r = spool_read(path, &f);
+    if (r < 0)
+        return cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
+    r = cn_fleet_post(p->conn, CN_FLEET_PYROSCOPE_PATH, "application/proto", hdrs, f.data, f.zs,
+                      err);
+    free(f.data);
+    return r < 0 ? r : 1;
 }
 
 /* Sends spooled batches s[0 .. n) (mu not held) as one insert per table: their bodies
@@ -383,7 +406,8 @@ static void *run(void *arg)
             /* The oldest files, up to SEND_MAX bytes, in one request per table. */
             size_t n = 1;
             uint64_t bytes = p->sp[0].bytes;
-            while (n < p->n_sp && n < 4096 && bytes + p->sp[n].bytes <= SEND_MAX)
+            while (p->sink == CN_FLEET_SINK_CLICKHOUSE && n < p->n_sp && n < 4096 &&
+                   bytes + p->sp[n].bytes <= SEND_MAX)
                 bytes += p->sp[n++].bytes;
             spooled *batch = malloc(n * sizeof(*batch));
             if (!batch)
@@ -393,8 +417,9 @@ static void *run(void *arg)
             p->busy = true;
             pthread_mutex_unlock(&p->mu);
             cn_err err = {0};
-            int r =
-                batch ? spool_send(p, batch, n, &err) : cn_err_set(&err, -ENOMEM, "out of memory");
+            int r = !batch ? cn_err_set(&err, -ENOMEM, "out of memory")
+                    : p->sink == CN_FLEET_SINK_PYROSCOPE ? spool_send_pyroscope(p, batch, &err)
+                                                         : spool_send(p, batch, n, &err);
             free(batch);
             pthread_mutex_lock(&p->mu);
             p->busy = false;
@@ -405,6 +430,9 @@ static void *run(void *arg)
                 if (r >= 0) {
                     p->st.last_success_s = time(NULL);
                     p->st.last_error[0] = '\0';
+                } else {
+                    p->st.failures++;
+                    snprintf(p->st.last_error, sizeof(p->st.last_error), "%s", err.msg);
                 }
                 backoff = 0;
                 next_try = 0;
@@ -473,6 +501,22 @@ int cn_fleet_pusher_new(const cn_fleet_pusher_opts *o, cn_fleet_pusher **out, cn
     if (!o->spool_dir || !(p->dir = strdup(o->spool_dir)) || !(p->db = strdup(db))) {
         r = cn_err_set(err, o->spool_dir ? -ENOMEM : -EINVAL, "no spool directory");
         goto fail;
+    }
+    p->sink = o->sink;
+    if (o->org_id && *o->org_id) {
+        /* A header line: no control bytes (a newline would add headers). */
+        for (const char *c = o->org_id; *c; c++) {
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+                r = cn_err_set(err, -EINVAL, "bad Pyroscope org id (control characters)");
+                goto fail;
+            }
+        }
+        size_t n = strlen(o->org_id) + 32;
+        if (!(p->org_hdr = malloc(n))) {
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        snprintf(p->org_hdr, n, "X-Scope-OrgID: %s", o->org_id);
     }
     if ((r = cn_fleet_conn_new(o->url, o->user, o->password, o->timeout_ms ? o->timeout_ms : 30000,
                                &p->conn, err)) < 0)
@@ -618,6 +662,7 @@ cn_fleet_pusher *cn_fleet_pusher_free(cn_fleet_pusher *p)
     free(p->sp);
     free(p->dir);
     free(p->db);
+    free(p->org_hdr);
     pthread_cond_destroy(&p->cv);
     pthread_cond_destroy(&p->idle_cv);
     pthread_mutex_destroy(&p->mu);

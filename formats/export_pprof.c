@@ -50,6 +50,7 @@ typedef struct row {
 typedef struct writer {
     cn_agg_profile *p;
     bool raw;
+    int64_t cpu_period;      /* > 0: a samples profile also written as cpu/nanoseconds */
     const cn_agg_tree *tree; /* tree path only */
 
     /* rows; raw rows are found again by (stack, thread) */
@@ -297,7 +298,20 @@ static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
     if (samples < 0 || count < 0)
         return -ENOMEM;
     size_t n = 0;
-    if (unit == CN_AGG_UNIT_SAMPLES || w->counts_known) {
+    if (unit == CN_AGG_UNIT_SAMPLES && w->cpu_period > 0) {
+        /* Every sample stands for one period of CPU time: samples/count, then
+         * cpu/nanoseconds = samples × period, the default and period type (what
+         * Pyroscope's and Go's CPU profiles carry). */
+        int64_t cpu = str_lit(w, "cpu"), ns = str_lit(w, "nanoseconds");
+        if (cpu < 0 || ns < 0)
+            return -ENOMEM;
+        perftools__profiles__value_type__init(&w->types[n]);
+        w->types[n].type = samples;
+        w->types[n++].unit = count;
+        perftools__profiles__value_type__init(&w->types[n]);
+        w->types[n].type = cpu;
+        w->types[n++].unit = ns;
+    } else if (unit == CN_AGG_UNIT_SAMPLES || w->counts_known) {
         perftools__profiles__value_type__init(&w->types[n]);
         w->types[n].type = samples;
         w->types[n++].unit = count;
@@ -558,8 +572,12 @@ static int write_samples(writer *w, pb_profile *m, size_t n_values)
             last_leaf = r->leaf;
         }
         int64_t values[2], v = llround(r->weight * factor);
-        if (n_values == 2)
+        if (w->cpu_period > 0 && cn_agg_profile_unit(p) == CN_AGG_UNIT_SAMPLES) {
+            values[0] = v;
+            v *= w->cpu_period;
+        } else if (n_values == 2) {
             values[0] = r->count;
+        }
         values[n_values - 1] = v;
         period_sum += v;
         count_sum += r->count > 0 ? r->count : 0;
@@ -587,6 +605,8 @@ static int write_samples(writer *w, pb_profile *m, size_t n_values)
     const char *period = cn_agg_meta_get(p, "period");
     if (period && atoll(period) > 0)
         m->period = atoll(period);
+    if (w->cpu_period > 0 && cn_agg_profile_unit(p) == CN_AGG_UNIT_SAMPLES)
+        m->period = w->cpu_period;
 out:
     free(order);
     return rc;
@@ -774,7 +794,13 @@ static int put_message(writer *w, const pb_profile *m, bool finish)
  * samples (encoded here, row by row), then the tables and scalars (protobuf-c). */
 int cn_fmt_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
 {
-    writer w = {.p = p, .raw = cn_fmt__query_is_raw(q), .out = out};
+    return cn_fmt_write_pprof_cpu(p, q, 0, out, err);
+}
+
+int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t period_ns, FILE *out,
+                           cn_err *err)
+{
+    writer w = {.p = p, .raw = cn_fmt__query_is_raw(q), .out = out, .cpu_period = period_ns};
     cn_agg_tree *tree = NULL;
     pb_profile m, head;
     perftools__profiles__profile__init(&m);

@@ -100,6 +100,9 @@ typedef struct cn_d_config {
     /* The fleet push to ClickHouse (docs/fleet.md): off without fleet_url. */
     const char *fleet_url, *fleet_database, *fleet_host, *fleet_labels, *fleet_user,
         *fleet_password_file;
+    /* Also pushing to Grafana Pyroscope (docs/fleet.md): off without fleet_pyroscope_url;
+     * fleet_pyroscope_org is sent as X-Scope-OrgID. */
+    const char *fleet_pyroscope_url, *fleet_pyroscope_org;
     int64_t fleet_interval_ns; /* default 10 s */
     uint64_t fleet_spool_max;  /* bytes of spooled batches; default 256 MiB */
     unsigned owned;            /* which strings _load allocated (internal) */

@@ -12,6 +12,9 @@
  *   - the pusher: a thread that gzips each batch, keeps it in an on-disk spool (bounded,
  *     oldest dropped and counted), and inserts spooled batches in order over HTTP with
  *     libcurl, backing off while ClickHouse is unreachable (cn_fleet_pusher);
+ *   - Pyroscope: a pusher can instead send each batch to Grafana Pyroscope's push API,
+ *     the batch body being a PushRequest of gzip'd pprof profiles (cn_fleet_pyroscope_add;
+ *     the pprof bytes come from the caller);
  *   - the reader: the schema (cn_fleet_init), the WHERE clause of label filters, and a
  *     `GROUP BY stack` query loaded into a cn_agg_profile (cn_fleet_load), plus labels
  *     and retention (cn_fleet_labels_query, cn_fleet_prune).
@@ -148,6 +151,15 @@ const char *cn_fleet_conn_url(const cn_fleet_conn *c);
 int cn_fleet_exec(cn_fleet_conn *c, const char *sql, const void *body, size_t len, bool gzipped,
                   cn_buf *out, cn_err *err);
 
+/* POSTs body (len bytes of content_type) to the connection's URL with path appended
+ * ("/push.v1.PusherService/Push"), plus the extra header lines of headers (NULL-terminated
+ * array, may be NULL). Returns 0 for a 2xx answer, -EBADMSG when the server refused the
+ * request itself (4xx other than 408 and 429: sending it again cannot help), -EIO for
+ * other answers (err holds the status and the body's first line), or the connection
+ * errors of cn_fleet_exec. */
+int cn_fleet_post(cn_fleet_conn *c, const char *path, const char *content_type,
+                  const char *const *headers, const void *body, size_t len, cn_err *err);
+
 /* gzip-compresses in into out (appended). 0 or -ENOMEM. */
 int cn_fleet_gzip(const void *in, size_t len, int level, cn_buf *out);
 
@@ -158,8 +170,17 @@ int cn_fleet_sql_quote(cn_buf *out, const char *s);
  * The pusher: spool and send, off the caller's thread
  */
 
+/* Where a pusher sends its batches. */
+typedef enum cn_fleet_sink {
+    CN_FLEET_SINK_CLICKHOUSE = 0, /* rows (cn_fleet_collect): INSERTs into database */
+    CN_FLEET_SINK_PYROSCOPE,      /* PushRequests (cn_fleet_pyroscope_add): one POST per
+                                     spool file to URL/push.v1.PusherService/Push */
+} cn_fleet_sink;
+
 typedef struct cn_fleet_pusher_opts {
+    cn_fleet_sink sink;
     const char *url, *user, *password; /* copied */
+    const char *org_id;                /* copied; Pyroscope's X-Scope-OrgID, NULL = none */
     const char *database;              /* copied; NULL = "canopy" */
     const char *spool_dir;             /* copied; created (0700) when missing */
     uint64_t spool_max;                /* bytes of spooled batches; 0 = 256 MiB */
@@ -167,6 +188,8 @@ typedef struct cn_fleet_pusher_opts {
     long timeout_ms;                   /* per request; 0 = 30 s */
 } cn_fleet_pusher_opts;
 
+/* For a Pyroscope pusher, "rows" are profiles (series) and a refused request (HTTP 4xx)
+ * is dropped and counted rather than retried. */
 typedef struct cn_fleet_push_stats {
     uint64_t rows_sent;    /* sample rows ClickHouse accepted */
     uint64_t rows_queued;  /* sample rows waiting (memory queue and spool) */
@@ -202,6 +225,23 @@ int cn_fleet_pusher_flush(cn_fleet_pusher *p, int timeout_ms);
 /* Stops the thread (what is not sent stays in the spool for the next run) and frees.
  * Accepts NULL; returns NULL. */
 cn_fleet_pusher *cn_fleet_pusher_free(cn_fleet_pusher *p);
+
+/* ---------------------------------------------------------------------------------------
+ * Pyroscope (docs/fleet.md, "Pushing to Pyroscope")
+ */
+
+#define CN_FLEET_PYROSCOPE_PATH       "/push.v1.PusherService/Push"
+#define CN_FLEET_PYROSCOPE_MAX_LABELS 30 /* Pyroscope's default limit per series */
+
+/* Appends to b's samples body one PushRequest of one series: the labels (names made
+ * Prometheus label names, '.' and '-' becoming '_'; the first of a repeated name kept;
+ * sent sorted; the first CN_FLEET_PYROSCOPE_MAX_LABELS only) and one RawSample with
+ * raw_profile = pprof_gz (a gzip'd pprof profile, copied) and ID = id (may be NULL).
+ * Concatenated PushRequests are one PushRequest with every series, so a batch holds any
+ * number of them. b->sample_rows counts the series; time_s lowers b->time_s. Returns 0,
+ * -EINVAL (no profile, no usable label) or -ENOMEM. */
+int cn_fleet_pyroscope_add(cn_fleet_batch *b, const cn_fleet_label *labels, size_t n,
+                           const void *pprof_gz, size_t len, const char *id, int64_t time_s);
 
 /* ---------------------------------------------------------------------------------------
  * The reader side (canopy fleet)

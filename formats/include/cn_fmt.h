@@ -126,6 +126,13 @@ int cn_fmt_write_timeline_speedscope(cn_agg_profile *p, const cn_agg_call *calls
  * take the query, not a tree, where they need whole stacks (an untransformed query keeps
  * frames, addresses and sample order). Return 0 or negative errno with err set. */
 int cn_fmt_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
+/* cn_fmt_write_pprof for a profile counted in samples, each standing for period_ns of CPU
+ * time (a CPU session: 1e9 / frequency): the values are samples/count and cpu/nanoseconds
+ * (= samples × period_ns, the default sample type and period type), period = period_ns,
+ * as Grafana's agents send CPU profiles to Pyroscope (docs/fleet.md). period_ns <= 0, or
+ * a profile in time units: exactly cn_fmt_write_pprof. */
+int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t period_ns, FILE *out,
+                           cn_err *err);
 int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 int cn_fmt_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_write_opts *o,
                      FILE *out, cn_err *err);

@@ -18,6 +18,7 @@
 
 #include "cn_fleet.h"
 #include "fleet_internal.h"
+#include "push.pb-c.h"
 
 static void test_labels(void **state)
 {
@@ -248,6 +249,55 @@ static void test_pusher_spool(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Two series appended to one batch decode as one PushRequest with both, in order; label
+ * names are made Prometheus names, deduplicated (first wins), sorted and capped. */
+static void test_pyroscope(void **state)
+{
+    (void)state;
+    cn_fleet_batch *b = cn_fleet_batch_new();
+    assert_non_null(b);
+    cn_fleet_label l1[] = {{"__name__", "process_cpu"}, {"service_name", "web"}, {"host", "h1"},
+                           {"dc.zone-x", "z"},          {"dc_zone_x", "later"},  {"1bad", "v"}};
+    static const uint8_t prof1[] = {0x1f, 0x8b, 1, 2, 3}, prof2[] = {0x1f, 0x8b, 9};
+    assert_int_equal(cn_fleet_pyroscope_add(b, l1, 6, prof1, sizeof(prof1), "id-1", 100), 0);
+    cn_fleet_label many[40];
+    char keys[40][8];
+    for (int i = 0; i < 40; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%02d", i);
+        many[i] = (cn_fleet_label){keys[i], "v"};
+    }
+    assert_int_equal(cn_fleet_pyroscope_add(b, many, 40, prof2, sizeof(prof2), NULL, 50), 0);
+    assert_int_equal(b->sample_rows, 2);
+    assert_int_equal(b->time_s, 50);
+    Push__V1__PushRequest *req = push__v1__push_request__unpack(
+        NULL, cn_buf_len(&b->samples), (const uint8_t *)cn_buf_ptr(&b->samples));
+    assert_non_null(req);
+    assert_int_equal(req->n_series, 2);
+    Push__V1__RawProfileSeries *s = req->series[0];
+    /* "1bad" became "_bad"; "dc_zone_x" lost to "dc.zone-x" (same name, first wins). */
+    static const char *const names[] = {"__name__", "_bad", "dc_zone_x", "host", "service_name"};
+    assert_int_equal(s->n_labels, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_string_equal(s->labels[i]->name, names[i]);
+    assert_string_equal(s->labels[2]->value, "z");
+    assert_int_equal(s->n_samples, 1);
+    assert_int_equal(s->samples[0]->raw_profile.len, sizeof(prof1));
+    assert_memory_equal(s->samples[0]->raw_profile.data, prof1, sizeof(prof1));
+    assert_string_equal(s->samples[0]->id, "id-1");
+    s = req->series[1];
+    assert_int_equal(s->n_labels, CN_FLEET_PYROSCOPE_MAX_LABELS);
+    assert_string_equal(s->labels[0]->name, "k00");
+    assert_string_equal(s->labels[CN_FLEET_PYROSCOPE_MAX_LABELS - 1]->name, "k29");
+    assert_memory_equal(s->samples[0]->raw_profile.data, prof2, sizeof(prof2));
+    push__v1__push_request__free_unpacked(req, NULL);
+    /* No profile, no usable label. */
+    assert_int_equal(cn_fleet_pyroscope_add(b, l1, 6, prof1, 0, NULL, 0), -EINVAL);
+    cn_fleet_label empty[] = {{"", "x"}};
+    assert_int_equal(cn_fleet_pyroscope_add(b, empty, 1, prof1, sizeof(prof1), NULL, 0), -EINVAL);
+    assert_int_equal(b->sample_rows, 2);
+    cn_fleet_batch_free(b);
+}
+
 static void test_bad_args(void **state)
 {
     cn_fleet_conn *c = NULL;
@@ -270,7 +320,7 @@ int main(void)
         cmocka_unit_test(test_labels),         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_tsv_round_trip), cmocka_unit_test(test_collect),
         cmocka_unit_test(test_filter_sql),     cmocka_unit_test(test_pusher_spool),
-        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_pyroscope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

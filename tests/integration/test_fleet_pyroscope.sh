@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The push to Pyroscope (docs/fleet.md "Pushing to Pyroscope"): canopyd with
+# fleet_pyroscope_url sends each interval's profile to a stand-in receiver
+# (pyroscope_receiver.py: decodes the PushRequest with python3-protobuf, checks the
+# headers, writes each profile); `go tool pprof -raw` reads every profile back and
+# together they must be the session's tree: total = session samples × period, the
+# workload's known shares (±5 points), labels as configured, in order across a refused
+# stretch (503s) of the receiver. fleet_url points at a closed port at the same time: the
+# ClickHouse sink's failures must not hold the Pyroscope sink back.
+source "$(dirname "$0")/lib.sh"
+: "${CANOPYD_BIN:?}"
+C=$CANOPY_BIN
+WL=$CANOPY_WORKLOADS/wl_shares_fp
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
+command -v go >/dev/null || fail "go (golang-go) is needed for go tool pprof"
+export GOCACHE=$TMP/gocache GOFLAGS= HOME=${HOME:-$TMP}
+
+mkdir -p "$TMP/recv"
+touch "$TMP/failing"
+/usr/bin/python3 "$(dirname "$0")/pyroscope_receiver.py" "$TMP/port" "$TMP/recv" "$TMP/failing" \
+  tenant-7 &
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+[ -s "$TMP/port" ] || fail "receiver did not start"
+
+# A closed port for ClickHouse: bind one, note it, close it.
+DEAD=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$TMP/d.conf" <<CONF
+fleet_url = http://127.0.0.1:$DEAD/
+fleet_pyroscope_url = http://127.0.0.1:$(cat "$TMP/port")/
+fleet_pyroscope_org = tenant-7
+fleet_host = host-a
+fleet_labels = env=test,dc.zone=z1
+fleet_interval = 500ms
+CONF
+"$CANOPYD_BIN" --socket "$TMP/d.sock" --state-dir "$TMP/state" --config "$TMP/d.conf" \
+  >"$TMP/d.log" 2>&1 &
+D_PID=$!
+PIDS+=($D_PID)
+for ((i = 0; i < 100; i++)); do [ -S "$TMP/d.sock" ] && break; sleep 0.1; done
+[ -S "$TMP/d.sock" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
+
+"$WL" 4 >/dev/null &
+W=$!
+PIDS+=($W)
+S=$("$C" attach "$W" -F 999 --label version=2 --socket "$TMP/d.sock") || fail "attach"
+sleep 1.5
+"$C" status --socket "$TMP/d.sock" --format json >"$TMP/st1.json"
+rm "$TMP/failing" # the receiver answers from now on
+wait "$W"
+end=$((SECONDS + 60))
+while :; do
+  "$C" status --socket "$TMP/d.sock" --format json >"$TMP/st.json"
+  [ "$(json "$TMP/st.json" 'd["fleet"]["sessions"] == 0 and d["fleet"]["pyroscope"]["profiles_queued"] == 0')" = True ] && break
+  [ $SECONDS -lt $end ] || fail "Pyroscope push never drained: $(cat "$TMP/st.json")"
+  sleep 0.2
+done
+"$C" tree "$S" --socket "$TMP/d.sock" --format json >"$TMP/tree.json" || fail "tree"
+[ ! -e "$TMP/recv/errors" ] || fail "receiver refused requests: $(cat "$TMP/recv/errors")"
+"$C" status --socket "$TMP/d.sock" | grep -q "^pyroscope: .* profiles sent" ||
+  fail "status text has no pyroscope line"
+
+# Every profile through go tool pprof -raw, one file per profile.
+for p in "$TMP"/recv/*.pprof; do
+  go tool pprof -symbolize=none -raw "$p" >"$p.raw" 2>"$p.err" || fail "go tool pprof $p: $(cat "$p.err")"
+done
+
+/usr/bin/python3 - "$TMP" <<'PY' || fail "profiles do not match the session"
+import glob, json, re, sys
+tmp = sys.argv[1]
+st1, st = json.load(open(tmp + "/st1.json")), json.load(open(tmp + "/st.json"))
+tree = json.load(open(tmp + "/tree.json"))
+series = [json.loads(l) for l in open(tmp + "/recv/series.jsonl")]
+errs = []
+py1, py = st1["fleet"]["pyroscope"], st["fleet"]["pyroscope"]
+# The refused stretch: failures counted and profiles queued while it lasted.
+if not (py1["failures"] > 0 and py1["profiles_queued"] > 0 and py1["profiles_sent"] == 0):
+    errs.append("status during the 503s: %s" % py1)
+if not (py["profiles_sent"] == len(series) and py["profiles_dropped"] == 0 and py["last_error"] is None):
+    errs.append("final status: %s (received %d)" % (py, len(series)))
+# The ClickHouse sink was down the whole time and did not hold Pyroscope back.
+if not (st["fleet"]["failures"] > 0 and st["fleet"]["rows_sent"] == 0):
+    errs.append("ClickHouse sink status: %s" % st["fleet"])
+want = [["__name__", "process_cpu"], ["dc_zone", "z1"], ["env", "test"], ["host", "host-a"],
+        ["service_name", "wl_shares_fp"], ["version", "2"]]
+froms = []
+for s in series:
+    if s["labels"] != want:
+        errs.append("labels %s" % s["labels"])
+    froms.append(int(s["id"].rsplit("-", 1)[1]))
+if froms != sorted(froms) or len(set(froms)) != len(froms):
+    errs.append("profiles out of order: %s" % froms)
+period, total_n, total_ns, funcs = 1000000000 // 999, 0, 0, {"work_a": 0, "work_b": 0, "work_c": 0}
+for s in series:
+    raw = open(s["file"] + ".raw").read()
+    if "PeriodType: cpu nanoseconds" not in raw or "Period: %d" % period not in raw:
+        errs.append("%s: period: %s" % (s["file"], raw[:200]))
+    head, _, rest = raw.partition("\nSamples:\n")
+    samples, _, rest = rest.partition("\nLocations\n")
+    locs, _, _ = rest.partition("\nMappings\n")
+    names, cur = {}, None
+    for l in locs.splitlines():
+        m = re.match(r"\s*(\d+): (0x[0-9a-f]+) M=\d+ (\S+)", l)
+        if m:
+            cur = m.group(1)
+            names[cur] = {m.group(3)}
+        elif cur and l.strip() and not re.match(r"\s*\d+:", l):
+            names[cur].add(l.split()[0])  # an inline frame of the same location
+    lines = samples.splitlines()
+    if not lines or lines[0].split() != ["samples/count", "cpu/nanoseconds[dflt]"]:
+        errs.append("%s: sample types %s" % (s["file"], lines[:1]))
+        continue
+    for l in lines[1:]:
+        m = re.match(r"\s*(\d+)\s+(\d+):((?:\s+\d+)*)\s*$", l)
+        if not m:
+            continue  # a label line
+        n, ns = int(m.group(1)), int(m.group(2))
+        if ns != n * period:
+            errs.append("%s: %d samples weigh %d ns" % (s["file"], n, ns))
+        total_n += n
+        total_ns += ns
+        onstack = set().union(*(names.get(i, set()) for i in m.group(3).split()))
+        for f in funcs:
+            if f in onstack:
+                funcs[f] += ns
+T = int(tree["total"])
+if T < 200 or total_n != T or total_ns != T * period:
+    errs.append("totals: %d samples / %d ns in Pyroscope, session %d samples (× %d = %d)"
+                % (total_n, total_ns, T, period, T * period))
+shares = {f: 100.0 * v / max(total_ns, 1) for f, v in funcs.items()}
+for f, w in {"work_a": 50, "work_b": 30, "work_c": 20}.items():
+    if abs(shares[f] - w) > 5:
+        errs.append("share of %s: %.1f%%, want %d" % (f, shares[f], w))
+print("profiles %d, samples %d (session %d), cpu %.3f s, shares %s" % (
+    len(series), total_n, T, total_ns / 1e9, {f: round(v, 1) for f, v in shares.items()}))
+for e in errs:
+    print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+echo ok
