@@ -459,6 +459,8 @@ static int join_chain(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t s
                       cn_smp__fpwalk *fw, uint64_t *pcs, int n, int max)
 {
     uint64_t f;
+    if (fw->nchain < 0)
+        fw->nchain = cn_smp__user_chain(r, fw->chain_from, fw->chain, CN_SMP_MAX_FRAMES);
     if (!cur->ok[SLOT_FP] || fw->nchain < 1 || fw->chain[0] != pcs[0] ||
         !sample_reg(arch, r, arch->perf_fp, &f))
         return -1;

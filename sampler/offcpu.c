@@ -303,8 +303,9 @@ void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uin
     if (b->cap < n) {
         cn_smp_frame *f = realloc(b->frames, (n ? n : 1) * sizeof(*f));
         if (!f) {
-            find(o, tid, &slot);
-            erase(o, o->nent - 1, slot);
+            ssize_t j = find(o, tid, &slot); /* just inserted: found */
+            if (j >= 0)
+                erase(o, (size_t)j, slot);
             return;
         }
         b->frames = f;

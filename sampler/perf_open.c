@@ -107,7 +107,15 @@ static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
     a->exclude_callchain_kernel = !s->kernel;
     a->exclude_callchain_user = s->cfg.unwind == CN_SMP_UNWIND_DWARF;
     a->watermark = 1;
-    a->wakeup_watermark = (uint32_t)((size_t)s->ring_pages * (size_t)getpagesize() / 4);
+    /* Wake the reader when a quarter of the ring is written; CPU samples with stack copies
+     * at half: each wake-up costs the reader a context switch and a poll (~20 µs), and
+     * with 16 KiB records a quarter is only 64 of them, which made wake-ups ~0.3 µs of
+     * auto's 1.7 µs per sample (docs/perf-sampler.md). Half still leaves 128 records of
+     * room (32 ms at 4 kHz) for a late reader. 0 is the kernel's default, half of the ring
+     * as mapped (right also where cn_smp__ring_map had to map fewer pages). Context-switch
+     * events (off-cpu, wall) come in bursts: they keep a quarter. */
+    bool half = s->want_stack && s->cfg.mode == CN_SMP_MODE_CPU;
+    a->wakeup_watermark = half ? 0 : (uint32_t)((size_t)s->ring_pages * (size_t)getpagesize() / 4);
     if (s->cfg.mode == CN_SMP_MODE_OFFCPU)
         cn_smp__offcpu_attr(s, a, true);
 }

@@ -234,6 +234,20 @@ uint64_t cn_smp__chain_at(const cn_smp__rec *r, uint64_t i)
     return v;
 }
 
+int cn_smp__user_chain(const cn_smp__rec *r, uint64_t from, uint64_t *out, int max)
+{
+    int n = 0;
+    for (uint64_t i = from; i < r->u.sample.nr && n < max; i++) {
+        uint64_t v = cn_smp__chain_at(r, i);
+        if (v == (uint64_t)PERF_CONTEXT_USER)
+            continue;
+        if (v >= (uint64_t)PERF_CONTEXT_MAX)
+            break;
+        out[n++] = v;
+    }
+    return n;
+}
+
 uint64_t cn_smp__reg_at(const cn_smp__rec *r, uint32_t i)
 {
     assert(r->u.sample.regs && i < r->u.sample.nregs);

@@ -67,8 +67,11 @@ static void add_user_frame(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n
     }
 }
 
-/* Splits the kernel's callchain into kernel and raw user addresses (user into s->pcs). */
-static int split_chain(cn_smp_session *s, const cn_smp__rec *r, uint32_t *nk, int *nuser)
+/* Splits the kernel's callchain into kernel and raw user addresses (user into s->pcs).
+ * kernel_only: stops at the user part, whose index is returned (r's nr when none), for a
+ * caller that reads it only if needed (auto: cn_smp__fpwalk). */
+static uint64_t split_chain(cn_smp_session *s, const cn_smp__rec *r, uint32_t *nk, int *nuser,
+                            bool kernel_only)
 {
     uint64_t ctx = PERF_CONTEXT_USER;
     bool first_kernel = true;
@@ -77,6 +80,8 @@ static int split_chain(cn_smp_session *s, const cn_smp__rec *r, uint32_t *nk, in
         uint64_t v = cn_smp__chain_at(r, i);
         if (v >= (uint64_t)PERF_CONTEXT_MAX) {
             ctx = v;
+            if (kernel_only && ctx == PERF_CONTEXT_USER)
+                return i + 1;
             continue;
         }
         if (ctx == PERF_CONTEXT_KERNEL && s->kernel) {
@@ -86,7 +91,7 @@ static int split_chain(cn_smp_session *s, const cn_smp__rec *r, uint32_t *nk, in
             s->pcs[(*nuser)++] = v;
         }
     }
-    return 0;
+    return r->u.sample.nr;
 }
 
 static void count_stop(cn_smp_session *s, cn_smp_stop stop)
@@ -100,19 +105,21 @@ static void count_stop(cn_smp_session *s, cn_smp_stop stop)
 /* auto with a stack copy (docs/perf-sampler.md): the copy is walked from the sampled
  * registers, by frame pointer through objects built with them and by CFI elsewhere, so a
  * stack gives the same frames as dwarf whatever its objects; where the copy ends inside
- * frame-pointer code, the kernel's chain (s->pcs[0..nuser) on entry) finishes it. Returns
- * the user frame count in s->pcs. */
-static int unwind_auto(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
-                       cn_smp_stop *stop)
+ * frame-pointer code, the kernel's chain (r's user entries from index chain_from, read only
+ * then) finishes it. Returns the user frame count in s->pcs. */
+static int unwind_auto(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t chain_from, cn_smp_stop *stop)
 {
-    memcpy(s->kpcs, s->pcs, (size_t)nuser * sizeof(s->pcs[0]));
-    cn_smp__fpwalk fw = {.chain = s->kpcs, .nchain = nuser};
+    cn_smp__fpwalk fw = {.chain = s->kpcs, .nchain = -1, .chain_from = chain_from};
     int got = cn_smp__unwind_dwarf(s->unw, p, r, s->pcs, CN_SMP_MAX_FRAMES, &fw, stop);
     int n = got > 0 ? got : 0;
     s->cnt.fp_frames += fw.fp_steps;
     if (fw.joined_at >= 0)
         s->cnt.chain_joins++;
-    if (n >= 2 && nuser >= 1 && s->kpcs[0] == s->pcs[0] && (nuser < 2 || s->kpcs[1] != s->pcs[1]))
+    /* The kernel's chain missed the leaf's caller (no frame set up): the walk added it. */
+    uint64_t k[2];
+    int nk = n >= 2 ? cn_smp__user_chain(r, chain_from, k, 2) : 0;
+    if (nk >= 1 && k[0] == s->pcs[0] && (nk < 2 || k[1] != s->pcs[1]))
         s->cnt.leaf_fixups++;
     return n;
 }
@@ -126,14 +133,16 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     cn_smp__ensure_comm(s, (pid_t)r->pid, (pid_t)r->tid, r->time);
     s->cnt.samples++;
 
+    bool have_regs = r->u.sample.regs && r->u.sample.abi != PERF_SAMPLE_REGS_ABI_NONE;
+    cn_smp_unwind mode = s->cfg.unwind;
+    bool walk_auto = have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO;
+    uint64_t chain_from = 0;
     if (r->u.sample.chain)
-        split_chain(s, r, &n, &nuser);
+        chain_from = split_chain(s, r, &n, &nuser, walk_auto);
     else if (s->kernel && r->u.sample.ip && (int64_t)r->u.sample.ip < 0)
         add_kernel_frame(s, &n, r->u.sample.ip);
     uint32_t nk = n;
 
-    bool have_regs = r->u.sample.regs && r->u.sample.abi != PERF_SAMPLE_REGS_ABI_NONE;
-    cn_smp_unwind mode = s->cfg.unwind;
     if (!r->u.sample.chain && !have_regs && r->u.sample.ip && (int64_t)r->u.sample.ip >= 0)
         s->pcs[nuser++] = r->u.sample.ip; /* no unwinding data at all: the leaf only */
     if (have_regs && s->unw && p && mode == CN_SMP_UNWIND_DWARF) {
@@ -141,8 +150,8 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         s->cnt.dwarf_unwinds++;
         nuser = got > 0 ? got : 0;
         count_stop(s, stop);
-    } else if (have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO) {
-        nuser = unwind_auto(s, p, r, nuser, &stop);
+    } else if (walk_auto) {
+        nuser = unwind_auto(s, p, r, chain_from, &stop);
         s->cnt.dwarf_unwinds++;
         count_stop(s, stop);
     } else {

@@ -248,11 +248,19 @@ void cn_smp__cfi_free(cn_smp__cfi *c);
  * (docs/perf-sampler.md). Where the copy ends inside frame-pointer code, the kernel's
  * chain (fw->chain) finishes the stack. */
 typedef struct cn_smp__fpwalk {
-    const uint64_t *chain; /* the kernel's user callchain (chain[0]: the sampled pc) */
+    /* The kernel's user callchain (chain[0]: the sampled pc), read from the record only
+     * when a join needs it (its cache lines are cold: docs/perf-sampler.md): nchain < 0
+     * until then, when chain (room for CN_SMP_MAX_FRAMES) receives the record's user
+     * entries from index chain_from on (cn_smp__user_chain). */
+    uint64_t *chain;
     int nchain;
+    uint64_t chain_from;
     uint64_t fp_steps; /* out (added to): frames stepped by frame pointer */
     int joined_at;     /* out: frames before chain's were appended; -1 when none were */
 } cn_smp__fpwalk;
+/* The user entries of r's callchain from index from on (context markers skipped, stopping
+ * at a context other than user), at most max, into out. Returns the count. */
+int cn_smp__user_chain(const cn_smp__rec *r, uint64_t from, uint64_t *out, int max);
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
                        uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop);
 
