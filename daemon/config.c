@@ -119,9 +119,9 @@ void cn_d_config_clear(cn_d_config *c)
         "fleet_url",  "fleet_database",      "fleet_host",          "fleet_labels",
         "fleet_user", "fleet_password_file", "fleet_pyroscope_url", "fleet_pyroscope_org"};
     for (size_t i = 0; i < sizeof(fleet_keys) / sizeof(fleet_keys[0]); i++) {
-        unsigned bit;
+        unsigned bit = 0;
         const char **f = fleet_field(c, fleet_keys[i], &bit);
-        if (c->owned & bit)
+        if (f && (c->owned & bit))
             free((char *)*f);
     }
     c->owned = 0;
@@ -160,7 +160,7 @@ static int apply(cn_d_config *c, const char *k, const char *v)
         return set_str(c, &c->state_dir, 2, v);
     if (!strcmp(k, "system_group"))
         return set_str(c, &c->system_group, 4, v);
-    unsigned bit;
+    unsigned bit = 0;
     const char **fleet = fleet_field(c, k, &bit);
     if (fleet)
         return set_str(c, fleet, bit, v);
