@@ -94,6 +94,22 @@ static int curl_errno(CURLcode cc)
     }
 }
 
+/* Common easy-handle options of a request to c. */
+static void set_common(cn_fleet_conn *c, sink *s)
+{
+    CURL *h = c->curl;
+    if (c->user) {
+        curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
+    }
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+}
+
 int cn_fleet_exec(cn_fleet_conn *c, const char *sql, const void *body, size_t len, bool gzipped,
                   cn_buf *out, cn_err *err)
 {
@@ -129,16 +145,7 @@ int cn_fleet_exec(cn_fleet_conn *c, const char *sql, const void *body, size_t le
     hdr = curl_slist_append(hdr, "Content-Type: text/plain; charset=utf-8");
     hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    if (c->user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
-    }
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    set_common(c, &s);
     CURLcode cc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (cc == CURLE_WRITE_ERROR && s.over) {
@@ -164,22 +171,6 @@ out:
     free(url);
     cn_buf_free(&ebuf);
     return r;
-}
-
-/* Common easy-handle options of a request to c. */
-static void set_common(cn_fleet_conn *c, sink *s)
-{
-    CURL *h = c->curl;
-    if (c->user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
-    }
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
 }
 
 int cn_fleet_post(cn_fleet_conn *c, const char *path, const char *content_type,
