@@ -26,27 +26,8 @@ trap 'rm -rf "$TMP"' EXIT
 # CANOPY_REAL_KEEP=DIR keeps the folded files and perf scripts there.
 export CANOPY_SOCKET=$TMP/no-daemon.sock
 
-cat >"$TMP/busy.py" <<PYEOF
-import time
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-def words(i):
-    return sorted(str(k * 7919 % 1000) for k in range(i))
-end = time.time() + $SECS
-while time.time() < end:
-    fib(16)
-    d = {w: len(w) for w in words(1500)}
-    "".join(sorted(d)).count("9")
-PYEOF
-# xz input: words drawn from a small vocabulary, ~5 MiB (xz -9 -T1 spends ~3 s).
-$PY - "$TMP/data.txt" <<'PYEOF'
-import random, sys
-r = random.Random(7)
-words = ["".join(r.choice("abcdefghij") for _ in range(r.randint(2, 9))) for _ in range(5000)]
-with open(sys.argv[1], "w") as f:
-    for _ in range(800_000):
-        f.write(r.choice(words) + (" " if r.random() < 0.9 else "\n"))
-PYEOF
+source "$SRC/tests/integration/real_inputs.sh"
+real_inputs "$TMP" "$SECS"
 
 cmd_for() {
   case $1 in

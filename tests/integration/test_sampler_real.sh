@@ -19,27 +19,8 @@ perf record -q -e cpu-clock -F 99 -o "$TMP/probe.data" -- true >/dev/null 2>&1 |
 export CANOPY_SOCKET=$TMP/no-daemon.sock
 SECS=${CANOPY_REAL_SECONDS:-3}
 
-cat >"$TMP/busy.py" <<PYEOF
-import time
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-def words(i):
-    return sorted(str(k * 7919 % 1000) for k in range(i))
-end = time.time() + $SECS
-while time.time() < end:
-    fib(16)
-    d = {w: len(w) for w in words(1500)}
-    "".join(sorted(d)).count("9")
-PYEOF
-# Data xz compresses slowly: a pseudo-random text of words (~5 MiB; -9 spends ~3 s).
-$PY - "$TMP/data.txt" <<'PYEOF'
-import random, sys
-r = random.Random(7)
-words = ["".join(r.choice("abcdefghij") for _ in range(r.randint(2, 9))) for _ in range(5000)]
-with open(sys.argv[1], "w") as f:
-    for _ in range(800_000):
-        f.write(r.choice(words) + (" " if r.random() < 0.9 else "\n"))
-PYEOF
+source "$(dirname "$0")/real_inputs.sh"
+real_inputs "$TMP" "$SECS"
 
 # frac KIND FILE: "PERCENT OK TOTAL" of samples whose root is _start (named, or the frame
 # above __libc_start_main_impl) or a thread start.
