@@ -56,7 +56,7 @@ for prog in $PROGRAMS; do
   done
 done
 # node's perf maps (perf script has read them): those naming this script's functions
-grep -l "$SRC/bench/real/busy.js" /tmp/perf-*.map 2>/dev/null | xargs -r rm -f
+{ grep -l "$SRC/bench/real/busy.js" /tmp/perf-*.map 2>/dev/null || true; } | xargs -r rm -f
 
 $PY - "$TMP" $PROGRAMS <<'PYEOF'
 import collections, re, sys
