@@ -337,6 +337,20 @@ static void submit(struct cn_d__fleet *f, cn_fleet_batch *b, cn_fleet_batch *pb)
         cn_fleet_batch_free(pb);
 }
 
+/* An interval's batches: *b for ClickHouse, *pb for Pyroscope (NULL when that push is off).
+ * 0, or -ENOMEM with nothing allocated. */
+static int new_batches(struct cn_d__fleet *f, cn_fleet_batch **b, cn_fleet_batch **pb)
+{
+    *b = cn_fleet_batch_new();
+    *pb = f->pyro ? cn_fleet_batch_new() : NULL;
+    if (*b && (!f->pyro || *pb))
+        return 0;
+    cn_fleet_batch_free(*b);
+    cn_fleet_batch_free(*pb);
+    *b = *pb = NULL;
+    return -ENOMEM;
+}
+
 static void push(cn_d_server *srv, bool final)
 {
     struct cn_d__fleet *f = srv->fleet;
@@ -344,13 +358,9 @@ static void push(cn_d_server *srv, bool final)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     if (f->pusher && cn_fleet_pusher_take_reset(f->pusher))
         cn_fleet_seen_reset(f->seen); /* definitions may have been dropped: write again */
-    cn_fleet_batch *b = cn_fleet_batch_new();
-    cn_fleet_batch *pb = f->pyro ? cn_fleet_batch_new() : NULL;
-    if (!b || (f->pyro && !pb)) {
-        cn_fleet_batch_free(b);
-        cn_fleet_batch_free(pb);
+    cn_fleet_batch *b, *pb;
+    if (new_batches(f, &b, &pb) < 0)
         return;
-    }
     for (size_t i = 0; i < srv->n_entries; i++)
         collect_one(f, srv->entries[i], b, pb, final);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
@@ -379,13 +389,9 @@ void cn_d__fleet_forget(cn_d_server *srv, cn_d__entry *e)
     struct cn_d__fleet *f = srv->fleet;
     if (!f || !e->fleet || e->fleet->done)
         return;
-    cn_fleet_batch *b = cn_fleet_batch_new();
-    cn_fleet_batch *pb = f->pyro ? cn_fleet_batch_new() : NULL;
-    if (!b || (f->pyro && !pb)) {
-        cn_fleet_batch_free(b);
-        cn_fleet_batch_free(pb);
+    cn_fleet_batch *b, *pb;
+    if (new_batches(f, &b, &pb) < 0)
         return;
-    }
     collect_one(f, e, b, pb, true);
     submit(f, b, pb);
 }
