@@ -2,20 +2,20 @@
  * JSON parser (cpuprofile_parse.c) and the DevTools model that turns nodes and samples
  * into a profile (cpuprofile_model.c). Private to formats/.
  *
- * The parser state is one struct: the yajl handle and the nesting state, the nodes as
- * flat arrays (struct of arrays, indexed by the order nodes appear in the file; an id
- * map finds a node by its id), then per node what the model derives once the nodes array
- * closes (stack, bottom node, weight), and the samples (kept as node ids, or added to
- * the profile directly: "direct mode", see cpuprofile_model.c).
+ * The parser state is one struct: the yajl driver (yajl_stream.h) and the nesting state,
+ * the nodes as flat arrays (struct of arrays, indexed by the order nodes appear in the
+ * file; an id map finds a node by its id), then per node what the model derives once the
+ * nodes array closes (stack, bottom node, weight), and the samples (kept as node ids, or
+ * added to the profile directly: "direct mode", see cpuprofile_model.c).
  */
 #ifndef CN_FMT_CPUPROFILE_H
 #define CN_FMT_CPUPROFILE_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <yajl/yajl_parse.h>
 
 #include "import_internal.h"
+#include "yajl_stream.h"
 
 enum state {
     ST_BEGIN,
@@ -54,12 +54,8 @@ enum vtype { V_NULL, V_BOOL, V_INT, V_DOUBLE, V_STRING };
 
 /* The whole import state; owned by the caller of cn_fmt__cpuprof_new, freed by _free. */
 struct cn_fmt__cpuprof {
-    char *name;
-    yajl_handle h;
+    cn_fmt__jstream js; /* the yajl handle, the name, the error bookkeeping */
     cn_agg_profile *p;
-    cn_err *err;   /* of the current feed/finish call */
-    int rc;        /* the error a callback raised */
-    uint64_t base; /* bytes fed before the current chunk */
     enum state st;
     enum key key;
     size_t skip; /* depth inside a value being skipped */
@@ -110,17 +106,10 @@ struct cn_fmt__cpuprof {
 
 /* ---- shared by the parser and the model ------------------------------------------ */
 
-/* The byte offset the parser has reached (for messages). */
-uint64_t cn_fmt__cpuprof_offset(const cn_fmt__cpuprof *c);
-/* Records an error at byte offset off; returns 0 (what a yajl callback returns to stop).
- * c->rc gets the error code. */
-__attribute__((format(printf, 4, 5))) int cn_fmt__cpuprof_fail(cn_fmt__cpuprof *c, int code,
-                                                               uint64_t off, const char *fmt, ...);
-
-#define CN_FMT__CP_FAIL(c, ...)                                                                    \
-    cn_fmt__cpuprof_fail((c), -EINVAL, cn_fmt__cpuprof_offset(c), __VA_ARGS__)
-#define CN_FMT__CP_NOMEM(c)                                                                        \
-    cn_fmt__cpuprof_fail((c), -ENOMEM, cn_fmt__cpuprof_offset(c), "out of memory")
+/* Errors in the parser and the model: "NAME: byte OFFSET: what" at the offset reached
+ * (yajl_stream.h); each returns 0, what a yajl callback returns to stop. */
+#define CN_FMT__CP_FAIL(c, ...) cn_fmt__jstream_fail(&(c)->js, -EINVAL, __VA_ARGS__)
+#define CN_FMT__CP_NOMEM(c)     cn_fmt__jstream_fail(&(c)->js, -ENOMEM, "out of memory")
 
 /* ---- the model (cpuprofile_model.c); each returns 1, or 0 with the error recorded -- */
 
@@ -134,7 +123,7 @@ int cn_fmt__cpuprof_resolve(cn_fmt__cpuprof *c);
 /* Adds kept sample k at time t (ns after startTime). */
 int cn_fmt__cpuprof_add_sample(cn_fmt__cpuprof *c, size_t k, int64_t t);
 /* After the whole input was parsed and checked: adds what did not stream, applies
- * DevTools' fixes and the metadata. Returns 0 or c->rc. */
+ * DevTools' fixes and the metadata. Returns 0 or c->js.rc. */
 int cn_fmt__cpuprof_complete(cn_fmt__cpuprof *c);
 
 #endif /* CN_FMT_CPUPROFILE_H */

@@ -85,8 +85,7 @@ int cn_fmt__cpuprof_build_tree(cn_fmt__cpuprof *c)
     int32_t *par = NULL, *order = NULL, *kid_off = NULL, *kids = NULL;
     int ok = 0;
     if (n == 0)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, cn_fmt__cpuprof_offset(c),
-                                    "the nodes array is empty");
+        return CN_FMT__CP_FAIL(c, "the nodes array is empty");
     par = malloc(n * sizeof(*par));
     order = malloc(n * sizeof(*order));
     kid_off = calloc(n + 1, sizeof(*kid_off));
@@ -106,13 +105,13 @@ int cn_fmt__cpuprof_build_tree(cn_fmt__cpuprof *c)
             int32_t cid = c->child_ids[c->n_child_off[i] + k];
             int32_t j = cn_fmt__cpuprof_node(c, cid);
             if (j < 0) {
-                cn_fmt__cpuprof_fail(c, -EINVAL, c->n_offset[i],
-                                     "node %d lists unknown child id %d", c->n_id[i], cid);
+                cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->n_offset[i],
+                                        "node %d lists unknown child id %d", c->n_id[i], cid);
                 goto out;
             }
             if (par[j] >= 0 || j == 0) {
-                cn_fmt__cpuprof_fail(
-                    c, -EINVAL, c->n_offset[i],
+                cn_fmt__jstream_fail_at(
+                    &c->js, -EINVAL, c->n_offset[i],
                     "node %d lists node %d as a child, but it already has a parent "
                     "or is the root (a cycle)",
                     c->n_id[i], cid);
@@ -126,8 +125,8 @@ int cn_fmt__cpuprof_build_tree(cn_fmt__cpuprof *c)
             continue;
         int32_t j = cn_fmt__cpuprof_node(c, c->n_parent_id[i]);
         if (j < 0 || (par[i] >= 0 && par[i] != j) || i == 0) {
-            cn_fmt__cpuprof_fail(c, -EINVAL, c->n_offset[i], "node %d has a bad parent %d",
-                                 c->n_id[i], c->n_parent_id[i]);
+            cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->n_offset[i], "node %d has a bad parent %d",
+                                    c->n_id[i], c->n_parent_id[i]);
             goto out;
         }
         par[i] = j;
@@ -163,8 +162,9 @@ int cn_fmt__cpuprof_build_tree(cn_fmt__cpuprof *c)
         while (seen[i])
             i++; /* tail < n: some node is unseen */
         free(seen);
-        cn_fmt__cpuprof_fail(c, -EINVAL, c->n_offset[i],
-                             "node %d is not reachable from the root node (a cycle?)", c->n_id[i]);
+        cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->n_offset[i],
+                                "node %d is not reachable from the root node (a cycle?)",
+                                c->n_id[i]);
         goto out;
     }
     c->program = c->idle = c->gc = -1;
@@ -224,8 +224,9 @@ int cn_fmt__cpuprof_resolve(cn_fmt__cpuprof *c)
     for (size_t k = 0; k < c->n_smp; k++) {
         int32_t j = cn_fmt__cpuprof_node(c, c->smp[k]);
         if (j < 0)
-            return cn_fmt__cpuprof_fail(c, -EINVAL, c->samples_offset,
-                                        "samples[%zu] references unknown node id %d", k, c->smp[k]);
+            return cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->samples_offset,
+                                           "samples[%zu] references unknown node id %d", k,
+                                           c->smp[k]);
         c->smp[k] = j;
         c->count[j]++;
     }
@@ -277,9 +278,9 @@ static int add_remaining(cn_fmt__cpuprof *c)
     if (!cn_fmt__cpuprof_resolve(c))
         return 0;
     if (c->have_deltas && c->n_deltas != c->n_smp)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, c->samples_offset,
-                                    "samples has %zu entries but timeDeltas %zu", c->n_smp,
-                                    c->n_deltas);
+        return cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->samples_offset,
+                                       "samples has %zu entries but timeDeltas %zu", c->n_smp,
+                                       c->n_deltas);
     if (!c->have_deltas && c->n_smp) { /* no times: spread the samples evenly */
         c->times = malloc(c->n_smp * sizeof(*c->times));
         if (!c->times)
@@ -434,8 +435,9 @@ static int finish_direct(cn_fmt__cpuprof *c)
     cn_agg_profile *p = c->p;
     size_t n = c->n_added;
     if (c->have_deltas && c->n_deltas != n)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, c->samples_offset,
-                                    "samples has %zu entries but timeDeltas %zu", n, c->n_deltas);
+        return cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->samples_offset,
+                                       "samples has %zu entries but timeDeltas %zu", n,
+                                       c->n_deltas);
     if (!c->have_deltas) { /* no times: spread the samples evenly */
         double step = (c->end_us - c->start_us) * 1000.0 / (double)(n ? n : 1);
         for (size_t k = 0; k < n; k++)
@@ -456,14 +458,14 @@ int cn_fmt__cpuprof_complete(cn_fmt__cpuprof *c)
 {
     if (c->direct) {
         if (!finish_direct(c))
-            return c->rc;
+            return c->js.rc;
     } else if (!c->streaming && !add_remaining(c)) {
-        return c->rc;
+        return c->js.rc;
     }
     if (c->streaming && !c->direct && c->n_deltas != c->n_smp)
-        return cn_err_set(c->err, -EINVAL, "%s: samples has %zu entries but timeDeltas %zu",
-                          c->name, c->n_smp, c->n_deltas);
+        return cn_err_set(c->js.err, -EINVAL, "%s: samples has %zu entries but timeDeltas %zu",
+                          c->js.name, c->n_smp, c->n_deltas);
     if (!fix_missing(c) || !meta_timeline(c) || !set_meta(c))
-        return c->rc;
+        return c->js.rc;
     return 0;
 }

@@ -11,34 +11,11 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 
 #include "cpuprofile.h"
-
-uint64_t cn_fmt__cpuprof_offset(const cn_fmt__cpuprof *c)
-{
-    return c->base + (c->h ? yajl_get_bytes_consumed(c->h) : 0);
-}
-
-int cn_fmt__cpuprof_fail(cn_fmt__cpuprof *c, int code, uint64_t off, const char *fmt, ...)
-{
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    c->rc = cn_err_set(c->err, code, "%s: byte %llu: %s", c->name, (unsigned long long)off, msg);
-    return 0;
-}
-
-#define CN_FMT__CP_FAIL(c, ...)                                                                    \
-    cn_fmt__cpuprof_fail((c), -EINVAL, cn_fmt__cpuprof_offset(c), __VA_ARGS__)
-#define CN_FMT__CP_NOMEM(c)                                                                        \
-    cn_fmt__cpuprof_fail((c), -ENOMEM, cn_fmt__cpuprof_offset(c), "out of memory")
 
 static enum key key_of(enum state st, const unsigned char *s, size_t n)
 {
@@ -285,7 +262,7 @@ static int begin_node(cn_fmt__cpuprof *c)
 #undef GROW
     c->cap_nodes = cap;
     size_t i = c->n_nodes;
-    c->n_offset[i] = cn_fmt__cpuprof_offset(c) - 1;
+    c->n_offset[i] = cn_fmt__jstream_offset(&c->js) - 1;
     c->n_child_off[i] = (uint32_t)c->n_child_ids;
     c->n_child_cnt[i] = 0;
     return 1;
@@ -295,13 +272,13 @@ static int end_node(cn_fmt__cpuprof *c)
 {
     size_t i = c->n_nodes;
     if (c->cur_id == NO_ID)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, c->n_offset[i], "node without an 'id'");
+        return cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->n_offset[i], "node without an 'id'");
     if (!c->cur_cf)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, c->n_offset[i], "node %lld has no 'callFrame'",
-                                    (long long)c->cur_id);
+        return cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->n_offset[i],
+                                       "node %lld has no 'callFrame'", (long long)c->cur_id);
     if (cn_fmt__cpuprof_node(c, c->cur_id) >= 0)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, c->n_offset[i], "repeated node id %lld",
-                                    (long long)c->cur_id);
+        return cn_fmt__jstream_fail_at(&c->js, -EINVAL, c->n_offset[i], "repeated node id %lld",
+                                       (long long)c->cur_id);
     if (c->n_child_ids > UINT32_MAX || i >= INT32_MAX)
         return CN_FMT__CP_FAIL(c, "too many nodes");
     if (cn_u64map_put(&c->id_index, (uint64_t)c->cur_id, (int32_t)i) < 0)
@@ -363,7 +340,7 @@ static int on_open(cn_fmt__cpuprof *c, bool is_map)
             if (c->key == K_NODES) {
                 c->st = ST_NODES;
             } else if (c->key == K_SAMPLES) {
-                c->samples_offset = cn_fmt__cpuprof_offset(c) - 1;
+                c->samples_offset = cn_fmt__jstream_offset(&c->js) - 1;
                 c->st = ST_SAMPLES;
                 c->direct = c->nodes_done && c->injective;
             } else {
@@ -480,10 +457,8 @@ cn_fmt__cpuprof *cn_fmt__cpuprof_new(const char *name)
     cn_fmt__cpuprof *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    c->name = strdup(name ? name : "(buffer)");
     c->p = cn_agg_profile_new();
-    c->h = yajl_alloc(&callbacks, NULL, c);
-    if (!c->name || !c->p || !c->h)
+    if (!c->p || cn_fmt__jstream_init(&c->js, name, &callbacks, c) < 0)
         return cn_fmt__cpuprof_free(c);
     return c;
 }
@@ -492,10 +467,8 @@ cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c)
 {
     if (!c)
         return NULL;
-    if (c->h)
-        yajl_free(c->h);
+    cn_fmt__jstream_fini(&c->js);
     cn_agg_profile_free(c->p);
-    free(c->name);
     free(c->n_id);
     free(c->n_name);
     free(c->n_url);
@@ -520,64 +493,30 @@ cn_fmt__cpuprof *cn_fmt__cpuprof_free(cn_fmt__cpuprof *c)
     return NULL;
 }
 
-/* Turns a yajl error (not one of ours) into a message with the byte offset. */
-static int yajl_fail(cn_fmt__cpuprof *c, const unsigned char *chunk, size_t len)
-{
-    char what[320];
-    if (c->rc < 0)
-        return c->rc;
-    cn_fmt__yajl_describe(c->h, chunk, len, what, sizeof(what));
-    c->rc = cn_err_set(c->err, -EINVAL, "%s: byte %llu: %s", c->name,
-                       (unsigned long long)cn_fmt__cpuprof_offset(c), what);
-    return c->rc;
-}
-
 int cn_fmt__cpuprof_feed(cn_fmt__cpuprof *c, const void *data, size_t len, cn_err *err)
 {
-    c->err = err;
-    if (c->rc < 0)
-        return c->rc;
-    yajl_status s = yajl_parse(c->h, data, len);
-    if (s != yajl_status_ok)
-        return yajl_fail(c, data, len);
-    c->base += len;
-    return 0;
+    return cn_fmt__jstream_feed(&c->js, data, len, err);
 }
 
 int cn_fmt__cpuprof_finish(cn_fmt__cpuprof *c, cn_agg_profile **out, cn_err *err)
 {
-    c->err = err;
-    if (c->rc < 0)
-        return c->rc;
-    if (yajl_complete_parse(c->h) != yajl_status_ok)
-        return yajl_fail(c, NULL, 0);
+    int rc = cn_fmt__jstream_finish(&c->js, err);
+    if (rc < 0)
+        return rc;
     if (c->st != ST_END)
-        return cn_fmt__cpuprof_fail(c, -EINVAL, cn_fmt__cpuprof_offset(c), "truncated JSON"), c->rc;
+        return CN_FMT__CP_FAIL(c, "truncated JSON"), c->js.rc;
     if (!c->have_nodes)
-        return cn_err_set(err, -EINVAL, "%s: not a .cpuprofile: no 'nodes' array", c->name);
+        return cn_err_set(err, -EINVAL, "%s: not a .cpuprofile: no 'nodes' array", c->js.name);
     if (!c->have_start || !c->have_end)
-        return cn_err_set(err, -EINVAL, "%s: missing 'startTime' or 'endTime'", c->name);
+        return cn_err_set(err, -EINVAL, "%s: missing 'startTime' or 'endTime'", c->js.name);
     if (c->end_us < c->start_us)
-        return cn_err_set(err, -EINVAL, "%s: endTime is before startTime", c->name);
-    int rc = cn_fmt__cpuprof_complete(c);
+        return cn_err_set(err, -EINVAL, "%s: endTime is before startTime", c->js.name);
+    rc = cn_fmt__cpuprof_complete(c);
     if (rc < 0)
         return rc;
     *out = c->p;
     c->p = NULL;
     return 0;
-}
-
-int cn_fmt__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                              cn_err *err)
-{
-    cn_fmt__cpuprof *c = cn_fmt__cpuprof_new(name);
-    if (!c)
-        return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
-    int rc = cn_fmt__cpuprof_feed(c, data, len, err);
-    if (rc == 0)
-        rc = cn_fmt__cpuprof_finish(c, out, err);
-    cn_fmt__cpuprof_free(c);
-    return rc;
 }
 
 /* The first byte after blanks (and a UTF-8 byte order mark) opens a JSON object. */

@@ -18,8 +18,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <yajl/yajl_parse.h>
-
 #include "import_internal.h"
 
 #define HEAD_BYTES  (64 * 1024)
@@ -272,6 +270,32 @@ out:
     return rc;
 }
 
+/* Parses a whole buffer with parser jp: the one-shot form of the streaming parsers. */
+static int parse_json(const json_parser *jp, const char *data, size_t len, const char *name,
+                      cn_agg_profile **out, cn_err *err)
+{
+    void *c = jp->new_(name);
+    if (!c)
+        return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
+    int rc = jp->feed(c, data, len, err);
+    if (rc == 0)
+        rc = jp->finish(c, out, err);
+    jp->free_(c);
+    return rc;
+}
+
+int cn_fmt__import_cpuprofile(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                              cn_err *err)
+{
+    return parse_json(&cpuprofile_parser, data, len, name, out, err);
+}
+
+int cn_fmt__import_tree_json(const char *data, size_t len, const char *name, cn_agg_profile **out,
+                             cn_err *err)
+{
+    return parse_json(&tree_json_parser, data, len, name, out, err);
+}
+
 /* Reads everything a source holds into one malloc'ed buffer (caller frees). */
 static int read_all(src *s, char **buf, size_t *len, size_t *cap)
 {
@@ -397,18 +421,4 @@ size_t cn_fmt__json_skip_blank(const char *data, size_t len, size_t i)
     while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
         i++;
     return i;
-}
-
-void cn_fmt__yajl_describe(struct yajl_handle_t *h, const unsigned char *chunk, size_t len,
-                           char *buf, size_t n)
-{
-    unsigned char *msg = yajl_get_error(h, 0, chunk, len);
-    const char *m = msg ? (const char *)msg : "parse error";
-    size_t ml = strlen(m);
-    while (ml && (m[ml - 1] == '\n' || m[ml - 1] == ' '))
-        ml--;
-    snprintf(buf, n, "%s (%.*s)", strstr(m, "premature EOF") ? "truncated JSON" : "invalid JSON",
-             (int)ml, m);
-    if (msg)
-        yajl_free_error(h, msg);
 }

@@ -60,13 +60,6 @@ bool cn_fmt__looks_json(const char *data, size_t len);
  * UTF-8 byte order mark is skipped too); len when there is none. */
 size_t cn_fmt__json_skip_blank(const char *data, size_t len, size_t i);
 
-/* ---- the streaming JSON importers' yajl errors (import.c) ------------------------- */
-
-struct yajl_handle_t;
-/* Describes yajl's own error for the chunk being parsed (chunk NULL at completion) into
- * buf: "truncated JSON (yajl's words)" or "invalid JSON (…)". */
-void cn_fmt__yajl_describe(struct yajl_handle_t *h, const unsigned char *chunk, size_t len,
-                           char *buf, size_t n);
 /* A JSON object whose first key is "unit": canopy's JSON tree (checked before
  * cn_fmt__looks_json, which would take it for a .cpuprofile). */
 bool cn_fmt__looks_tree_json(const char *data, size_t len);

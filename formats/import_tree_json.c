@@ -16,13 +16,11 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_parse.h>
 
 #include "import_internal.h"
+#include "yajl_stream.h"
 
 /* Deeper trees are refused (canopy's importers accept stacks of this many frames). */
 #define MAX_DEPTH 100000
@@ -49,12 +47,8 @@ typedef struct tj_node {
 } tj_node;
 
 struct cn_fmt__treejson {
-    char *name; /* owned: the file name for messages */
+    cn_fmt__jstream js; /* the yajl handle, the name, the error bookkeeping */
     cn_agg_profile *p;
-    yajl_handle h;
-    cn_err *err;
-    int rc;
-    uint64_t base; /* bytes fed before the current chunk */
     enum tj_state st;
     enum tj_key key;
     size_t skip;    /* nesting depth of a skipped value, 0 = not skipping */
@@ -63,18 +57,8 @@ struct cn_fmt__treejson {
     bool have_roots;
 };
 
-__attribute__((format(printf, 3, 4))) static int tj_fail(cn_fmt__treejson *c, int code,
-                                                         const char *fmt, ...)
-{
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    uint64_t off = c->base + (c->h ? yajl_get_bytes_consumed(c->h) : 0);
-    c->rc = cn_err_set(c->err, code, "%s: byte %llu: %s", c->name, (unsigned long long)off, msg);
-    return 0; /* stops yajl */
-}
+/* Records an error at the offset reached; returns 0, what a yajl callback returns to stop. */
+#define TJ_FAIL(c, code, ...) cn_fmt__jstream_fail(&(c)->js, (code), __VA_ARGS__)
 
 static enum tj_key key_of(enum tj_state st, const unsigned char *s, size_t n)
 {
@@ -117,9 +101,9 @@ static int bad_type(cn_fmt__treejson *c)
 {
     const char *name, *want;
     if (c->st == TJ_ROOTS)
-        return tj_fail(c, -EINVAL, "'roots' and 'children' elements must be objects");
+        return TJ_FAIL(c, -EINVAL, "'roots' and 'children' elements must be objects");
     key_info(c->key, &name, &want);
-    return tj_fail(c, -EINVAL, "'%s' must be %s", name, want);
+    return TJ_FAIL(c, -EINVAL, "'%s' must be %s", name, want);
 }
 
 /* A library's kind from its display name (docs/cli.md "Names"). */
@@ -135,24 +119,24 @@ static cn_agg_resource_kind lib_kind(const char *lib)
 }
 
 /* Interns the stack of the innermost open node (its parent's is interned already).
- * Returns 1 (yajl: go on) or 0 with c->rc set. */
+ * Returns 1 (yajl: go on) or 0 with c->js.rc set. */
 static int node_stack(cn_fmt__treejson *c)
 {
     tj_node *n = &c->nodes[c->depth - 1];
     if (n->stack >= 0)
         return 1;
     if (n->name < 0)
-        return tj_fail(c, -EINVAL, "a node without 'name' (or 'name' after 'children')");
+        return TJ_FAIL(c, -EINVAL, "a node without 'name' (or 'name' after 'children')");
     int32_t res = -1, func, frame, stack;
     if (n->lib >= 0) {
         const char *lib = cn_agg_string_get(c->p, n->lib);
         if ((res = cn_agg_resource(c->p, lib, NULL, NULL, lib_kind(lib))) < 0)
-            return tj_fail(c, res, "out of memory");
+            return TJ_FAIL(c, res, "out of memory");
     }
     if ((func = cn_agg_func(c->p, cn_agg_string_get(c->p, n->name), res, NULL, 0)) < 0 ||
         (frame = cn_agg_frame(c->p, func, res, -1, 0)) < 0 ||
         (stack = cn_agg_stack(c->p, c->depth > 1 ? c->nodes[c->depth - 2].stack : -1, frame)) < 0)
-        return tj_fail(c, -ENOMEM, "out of memory");
+        return TJ_FAIL(c, -ENOMEM, "out of memory");
     n->stack = stack;
     return 1;
 }
@@ -179,7 +163,7 @@ static int cb_bool(void *ctx, int b)
         return 1;
     if (c->st == TJ_TOP && c->key == K_DIFF) {
         if (b)
-            return tj_fail(c, -EINVAL,
+            return TJ_FAIL(c, -EINVAL,
                            "a differential JSON tree cannot be read back "
                            "(write it with --format folded instead)");
         return 1;
@@ -195,12 +179,12 @@ static int cb_number(void *ctx, const char *s, size_t n)
     if (c->st == TJ_NODE && c->key == K_SELF) {
         char buf[64];
         if (n >= sizeof(buf))
-            return tj_fail(c, -EINVAL, "'self' is not a number");
+            return TJ_FAIL(c, -EINVAL, "'self' is not a number");
         memcpy(buf, s, n);
         buf[n] = '\0';
         double v = strtod(buf, NULL);
         if (!isfinite(v) || fabs(v) > 1e300)
-            return tj_fail(c, -EINVAL, "'self' out of range");
+            return TJ_FAIL(c, -EINVAL, "'self' out of range");
         c->nodes[c->depth - 1].self = v;
         return 1;
     }
@@ -220,25 +204,25 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
                 return 1;
             }
         }
-        return tj_fail(c, -EINVAL, "unknown unit '%.*s'", (int)(n > 40 ? 40 : n), s);
+        return TJ_FAIL(c, -EINVAL, "unknown unit '%.*s'", (int)(n > 40 ? 40 : n), s);
     }
     if (c->st == TJ_TOP && c->key == K_VIEW) {
         if (n == 4 && !memcmp(s, "tree", 4))
             return 1;
-        return tj_fail(c, -EINVAL,
+        return TJ_FAIL(c, -EINVAL,
                        "a JSON '%.*s' view cannot be read back: only a call tree "
                        "(\"view\": \"tree\") holds the call paths",
                        (int)(n > 40 ? 40 : n), s);
     }
     if (c->st == TJ_NODE && (c->key == K_NAME || c->key == K_LIB)) {
         if (memchr(s, '\0', n))
-            return tj_fail(c, -EINVAL, "NUL byte in a name");
+            return TJ_FAIL(c, -EINVAL, "NUL byte in a name");
         int32_t id = cn_agg_string(c->p, (const char *)s, n);
         if (id < 0)
-            return tj_fail(c, -ENOMEM, "out of memory");
+            return TJ_FAIL(c, -ENOMEM, "out of memory");
         tj_node *nd = &c->nodes[c->depth - 1];
         if (nd->stack >= 0)
-            return tj_fail(c, -EINVAL, "'%s' after 'children'", c->key == K_NAME ? "name" : "lib");
+            return TJ_FAIL(c, -EINVAL, "'%s' after 'children'", c->key == K_NAME ? "name" : "lib");
         *(c->key == K_NAME ? &nd->name : &nd->lib) = id;
         return 1;
     }
@@ -259,9 +243,9 @@ static int cb_start_map(void *ctx)
         return 1;
     case TJ_ROOTS:
         if (c->depth >= MAX_DEPTH)
-            return tj_fail(c, -EINVAL, "tree deeper than %d levels", MAX_DEPTH);
+            return TJ_FAIL(c, -EINVAL, "tree deeper than %d levels", MAX_DEPTH);
         if (CN_RESERVE(c->nodes, c->cap, c->depth + 1) < 0)
-            return tj_fail(c, -ENOMEM, "out of memory");
+            return TJ_FAIL(c, -ENOMEM, "out of memory");
         c->nodes[c->depth++] = (tj_node){.name = -1, .lib = -1, .self = 0, .stack = -1};
         c->st = TJ_NODE;
         c->key = K_OTHER;
@@ -299,7 +283,7 @@ static int cb_end_map(void *ctx)
         return 0;
     tj_node *n = &c->nodes[c->depth - 1];
     if (n->self != 0 && cn_agg_add_sample(c->p, n->stack, 0, n->self, -1) < 0)
-        return tj_fail(c, -ENOMEM, "out of memory");
+        return TJ_FAIL(c, -ENOMEM, "out of memory");
     c->depth--;
     c->st = TJ_ROOTS;
     return 1;
@@ -318,7 +302,7 @@ static int cb_start_array(void *ctx)
         return 1;
     }
     if (c->st == TJ_TOP && c->key == K_FUNCTIONS)
-        return tj_fail(c, -EINVAL,
+        return TJ_FAIL(c, -EINVAL,
                        "a JSON function list cannot be read back: only a call "
                        "tree (\"view\": \"tree\") holds the call paths");
     if (c->st == TJ_NODE && c->key == K_CHILDREN) {
@@ -359,10 +343,8 @@ cn_fmt__treejson *cn_fmt__treejson_new(const char *name)
     cn_fmt__treejson *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    c->name = strdup(name ? name : "(buffer)");
     c->p = cn_agg_profile_new();
-    c->h = yajl_alloc(&callbacks, NULL, c);
-    if (!c->name || !c->p || !c->h)
+    if (!c->p || cn_fmt__jstream_init(&c->js, name, &callbacks, c) < 0)
         return cn_fmt__treejson_free(c);
     return c;
 }
@@ -371,64 +353,30 @@ cn_fmt__treejson *cn_fmt__treejson_free(cn_fmt__treejson *c)
 {
     if (!c)
         return NULL;
-    if (c->h)
-        yajl_free(c->h);
+    cn_fmt__jstream_fini(&c->js);
     cn_agg_profile_free(c->p);
     free(c->nodes);
-    free(c->name);
     free(c);
     return NULL;
 }
 
-/* A yajl error (not one of ours) as a message with the byte offset. */
-static int yajl_fail(cn_fmt__treejson *c, const unsigned char *chunk, size_t len)
-{
-    char what[320];
-    if (c->rc < 0)
-        return c->rc;
-    cn_fmt__yajl_describe(c->h, chunk, len, what, sizeof(what));
-    tj_fail(c, -EINVAL, "%s", what);
-    return c->rc;
-}
-
 int cn_fmt__treejson_feed(cn_fmt__treejson *c, const void *data, size_t len, cn_err *err)
 {
-    c->err = err;
-    if (c->rc < 0)
-        return c->rc;
-    if (yajl_parse(c->h, data, len) != yajl_status_ok)
-        return yajl_fail(c, data, len);
-    c->base += len;
-    return 0;
+    return cn_fmt__jstream_feed(&c->js, data, len, err);
 }
 
 int cn_fmt__treejson_finish(cn_fmt__treejson *c, cn_agg_profile **out, cn_err *err)
 {
-    c->err = err;
-    if (c->rc < 0)
-        return c->rc;
-    if (yajl_complete_parse(c->h) != yajl_status_ok)
-        return yajl_fail(c, NULL, 0);
+    int rc = cn_fmt__jstream_finish(&c->js, err);
+    if (rc < 0)
+        return rc;
     if (c->st != TJ_END)
-        return tj_fail(c, -EINVAL, "truncated JSON"), c->rc;
+        return TJ_FAIL(c, -EINVAL, "truncated JSON"), c->js.rc;
     if (!c->have_roots)
-        return tj_fail(c, -EINVAL, "a canopy JSON tree without 'roots'"), c->rc;
+        return TJ_FAIL(c, -EINVAL, "a canopy JSON tree without 'roots'"), c->js.rc;
     *out = c->p;
     c->p = NULL;
     return 0;
-}
-
-int cn_fmt__import_tree_json(const char *data, size_t len, const char *name, cn_agg_profile **out,
-                             cn_err *err)
-{
-    cn_fmt__treejson *c = cn_fmt__treejson_new(name);
-    if (!c)
-        return cn_err_set(err, -ENOMEM, "%s: out of memory", name);
-    int rc = cn_fmt__treejson_feed(c, data, len, err);
-    if (rc == 0)
-        rc = cn_fmt__treejson_finish(c, out, err);
-    cn_fmt__treejson_free(c);
-    return rc;
 }
 
 /* canopy writes "unit" first (docs/cli.md "JSON tree"); a .cpuprofile has no such key. */

@@ -595,6 +595,56 @@ static void test_cpuprofile_errors(void **state)
     import_fails(buf, strlen(buf), -EINVAL, "not a profile");
 }
 
+/* The streaming JSON importers name the byte of an error in the whole input, not in the
+ * chunk being parsed: a gzipped input is decompressed and fed in chunks (1 MiB after a
+ * 64 KiB head), so an error after 1.5 MB of blanks is reported at the same offset as when
+ * the plain buffer is parsed in one piece, and that offset is where the bad value ends. */
+static void test_json_error_offsets(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *head, *tail, *bad, *want;
+    } cases[] = {
+        {"{\"unit\":\"samples\",\"roots\":[", "{\"name\":\"a\",\"self\":\"x\"}]}", "\"x\"",
+         "'self' must be a number"},
+        {"{\"nodes\":[", "{\"id\":\"x\",\"callFrame\":{}}]}", "\"x\"", "'id' must be"},
+        {"{\"unit\":\"samples\",\"roots\":[", "{\"name\":\"a\",\"self\":1}] @", NULL,
+         "invalid JSON"},
+        {"{\"nodes\":[", "{\"id\":1,\"callFrame\":{}}", NULL, "truncated JSON"},
+    };
+    size_t pad = 1500000;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t hl = strlen(cases[i].head), tl = strlen(cases[i].tail), len = hl + pad + tl;
+        char *text = malloc(len + 1);
+        assert_non_null(text);
+        memcpy(text, cases[i].head, hl);
+        memset(text + hl, ' ', pad);
+        memcpy(text + hl + pad, cases[i].tail, tl + 1);
+        unsigned char *gz;
+        size_t gz_len;
+        gzip_buf(text, len, &gz, &gz_len);
+        cn_agg_profile *p = NULL;
+        cn_err e_plain = {0}, e_gz = {0};
+        assert_int_equal(cn_fmt_import_buffer(text, len, "x", &p, &e_plain), -EINVAL);
+        assert_int_equal(cn_fmt_import_buffer(gz, gz_len, "x", &p, &e_gz), -EINVAL);
+        assert_null(p);
+        if (strcmp(e_plain.msg, e_gz.msg) != 0 || !strstr(e_gz.msg, cases[i].want))
+            fprintf(stderr, "plain '%s', gzip '%s'\n", e_plain.msg, e_gz.msg);
+        assert_string_equal(e_plain.msg, e_gz.msg);
+        assert_non_null(strstr(e_gz.msg, cases[i].want));
+        unsigned long long off = 0;
+        assert_int_equal(sscanf(e_gz.msg, "x: byte %llu:", &off), 1);
+        assert_true(off > 1024 * 1024);
+        if (cases[i].bad) {
+            const char *b = strstr(text + hl + pad, cases[i].bad);
+            assert_non_null(b);
+            assert_int_equal(off, (size_t)(b - text) + strlen(cases[i].bad));
+        }
+        free(gz);
+        free(text);
+    }
+}
+
 /* ---- canopy's JSON tree read back (docs/cli.md "JSON tree") -------------------------- */
 
 /* Each node's path weighted by its self; libraries and units carried; unknown fields of
@@ -950,6 +1000,7 @@ int main(void)
         cmocka_unit_test(test_cpuprofile_variants),
         cmocka_unit_test(test_cpuprofile_fix_missing),
         cmocka_unit_test(test_cpuprofile_errors),
+        cmocka_unit_test(test_json_error_offsets),
         cmocka_unit_test(test_cpuprofile_real),
         cmocka_unit_test(test_canopy_round_trip),
         cmocka_unit_test(test_tree_json),
