@@ -208,7 +208,8 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
     o.event = info.event;
     o.samples = (int64_t)info.samples;
     o.lost = (int64_t)info.lost;
-    cn_cli_unwind_from_info(&info, &o.unwind);
+    o.unwind = (cn_fmt_unwind){
+        .known = true, .user_stacks = info.user_stacks, .outcomes = info.unwind_outcomes};
     return cn_cli_render(cn_live_session_profile(s), q, &o);
 }
 
@@ -657,7 +658,8 @@ static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot
     t->lost = (int64_t)info.lost;
     int rc = cn_top_profile_fetch(&t->ps, req, out, err);
     if (rc == 0)
-        cn_cli_unwind_from_info(&info, &out->unwind);
+        out->unwind = (cn_fmt_unwind){
+            .known = true, .user_stacks = info.user_stacks, .outcomes = info.unwind_outcomes};
     if (rc == 0 && info.state != CN_LIVE_RUNNING)
         snprintf(out->note, sizeof(out->note), "[%s]", cn_live_state_name(info.state));
     return rc;

@@ -76,17 +76,6 @@ cn_live_session *cn_cli_local_session(cn_cli_local *l)
     return l->session;
 }
 
-void cn_cli_unwind_from_info(const cn_live_session_info *info, cn_fmt_unwind *u)
-{
-    u->known = true;
-    u->user_stacks = info->user_stacks;
-    u->complete = info->unwind_outcomes.complete;
-    u->truncated_stack = info->unwind_outcomes.truncated_stack;
-    u->no_cfi = info->unwind_outcomes.no_cfi;
-    u->read_fault = info->unwind_outcomes.read_fault;
-    u->other = info->unwind_outcomes.other;
-}
-
 int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, cn_err *err)
 {
     const int *fds;

@@ -172,9 +172,6 @@ int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, i
                        cn_cli_local **out, cn_err *err);
 cn_cli_local *cn_cli_local_free(cn_cli_local *l);
 cn_live_session *cn_cli_local_session(cn_cli_local *l);
-/* A session's unwind outcomes as the renderer and top show them; daemon/query.c fills the
- * same fields, so the in-process path and canopyd print the same tree header. */
-void cn_cli_unwind_from_info(const cn_live_session_info *info, cn_fmt_unwind *u);
 /* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
  * and dispatches symbol answers. Returns 0 or negative errno with msg set. */
 int cn_cli_local_pump(cn_cli_local *l, int timeout_ms, cn_err *err);

@@ -174,9 +174,9 @@ int cn_top_snapshot_from_json(cn_top_snapshot *s, const json_t *tree, const json
     if (json_is_object(v = json_object_get(tree, "unwind"))) {
         static const char *const keys[] = {"user_stacks", "complete",   "truncated_stack",
                                            "no_cfi",      "read_fault", "other"};
-        uint64_t *dst[] = {&s->unwind.user_stacks,     &s->unwind.complete,
-                           &s->unwind.truncated_stack, &s->unwind.no_cfi,
-                           &s->unwind.read_fault,      &s->unwind.other};
+        cn_unwind_outcomes *o = &s->unwind.outcomes;
+        uint64_t *dst[] = {&s->unwind.user_stacks, &o->complete, &o->truncated_stack, &o->no_cfi,
+                           &o->read_fault,         &o->other};
         s->unwind.known = true;
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
             const json_t *n = json_object_get(v, keys[i]);

@@ -221,6 +221,22 @@ int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_err *err)
 int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
+ * Session counters shared across layers
+ */
+
+/* How the user-space unwinds of a live session's samples ended (docs/cli-live.md,
+ * "Session counters": the `unwind_outcomes` object). Defined here, below both live/ (which
+ * counts them) and formats/ (which shows them in the tree header and the JSON tree), so
+ * that a session's counts reach the renderer as one value. */
+typedef struct cn_unwind_outcomes {
+    uint64_t complete;        /* reached the outermost frame (or the stack's end) */
+    uint64_t truncated_stack; /* the copied stack was too small (--stack-size) */
+    uint64_t no_cfi;          /* an address without unwind information, or unmapped */
+    uint64_t read_fault;      /* a memory read outside the stack copy failed */
+    uint64_t other;           /* deeper than the frame limit, another unwinder error */
+} cn_unwind_outcomes;
+
+/* ---------------------------------------------------------------------------------------
  * Utilities
  */
 

@@ -10,19 +10,6 @@
 
 #include "d_internal.h"
 
-/* A session's unwind outcomes as the renderer shows them; client/cmd_live.c's local_render
- * fills the same fields, so canopyd and the in-process path print the same header. */
-static void unwind_opts(const cn_live_session_info *info, cn_fmt_unwind *u)
-{
-    u->known = true;
-    u->user_stacks = info->user_stacks;
-    u->complete = info->unwind_outcomes.complete;
-    u->truncated_stack = info->unwind_outcomes.truncated_stack;
-    u->no_cfi = info->unwind_outcomes.no_cfi;
-    u->read_fault = info->unwind_outcomes.read_fault;
-    u->other = info->unwind_outcomes.other;
-}
-
 /* The renderer's options for session s: title, live header fields, the session's clock. */
 static void session_opts(cn_live_session *s, cn_live_session_info *info, cn_fmt_render_opts *o)
 {
@@ -33,7 +20,8 @@ static void session_opts(cn_live_session *s, cn_live_session_info *info, cn_fmt_
     o->event = info->event;
     o->samples = (int64_t)info->samples;
     o->lost = (int64_t)info->lost;
-    unwind_opts(info, &o->unwind);
+    o->unwind = (cn_fmt_unwind){
+        .known = true, .user_stacks = info->user_stacks, .outcomes = info->unwind_outcomes};
     o->has_now = true;
     o->now_ns = cn_live_session_now(s);
 }

@@ -221,8 +221,8 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
              fprintf(out,
                      "%" PRIu64 ",\"complete\":%" PRIu64 ",\"truncated_stack\":%" PRIu64
                      ",\"no_cfi\":%" PRIu64 ",\"read_fault\":%" PRIu64 ",\"other\":%" PRIu64 "}",
-                     u->user_stacks, u->complete, u->truncated_stack, u->no_cfi, u->read_fault,
-                     u->other) < 0))
+                     u->user_stacks, u->outcomes.complete, u->outcomes.truncated_stack,
+                     u->outcomes.no_cfi, u->outcomes.read_fault, u->outcomes.other) < 0))
             return -EIO;
     }
     return 0;

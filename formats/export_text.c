@@ -456,10 +456,10 @@ bool cn_fmt_unwind_summary(const cn_fmt_unwind *u, char *buf, size_t n)
         buf[0] = '\0';
     if (!u || !u->known || u->user_stacks == 0 || n == 0)
         return false;
-    parts[0] = u->truncated_stack;
-    parts[1] = u->no_cfi;
-    parts[2] = u->read_fault;
-    parts[3] = u->other;
+    parts[0] = u->outcomes.truncated_stack;
+    parts[1] = u->outcomes.no_cfi;
+    parts[2] = u->outcomes.read_fault;
+    parts[3] = u->outcomes.other;
     cut = parts[0] + parts[1] + parts[2] + parts[3];
     if (cut == 0)
         return false;

@@ -64,11 +64,12 @@ typedef enum cn_fmt_format {
 } cn_fmt_format;
 
 /* How a live session's user-space unwinds ended (docs/cli-live.md, "Session counters"),
- * for the tree header's truncation summary and the JSON tree's "unwind" object. The five
- * outcomes sum to user_stacks. */
+ * for the tree header's truncation summary and the JSON tree's "unwind" object: a live
+ * session's user_stacks and unwind_outcomes (cn_live_session_info) as they are. */
 typedef struct cn_fmt_unwind {
     bool known; /* false: not shown (files, sources without the counters) */
-    uint64_t user_stacks, complete, truncated_stack, no_cfi, read_fault, other;
+    uint64_t user_stacks;
+    cn_unwind_outcomes outcomes; /* sum: user_stacks */
 } cn_fmt_unwind;
 
 /* The one-line summary of u's stacks cut short (docs/cli-live.md, "Truncated stacks"), e.g.

@@ -157,14 +157,9 @@ void cn_live_session_symbolize(cn_live_session *s);
 size_t cn_live_session_unsubmitted(const cn_live_session *s);
 
 /* How the user-space unwinds of a session's samples ended (docs/cli-live.md, "Session
- * counters"): over the samples that had user frames, they sum to user_stacks. */
-typedef struct cn_live_unwind_outcomes {
-    uint64_t complete;        /* reached the outermost frame (or the stack's end) */
-    uint64_t truncated_stack; /* the copied stack was too small (--stack-size) */
-    uint64_t no_cfi;          /* an address without unwind information, or unmapped */
-    uint64_t read_fault;      /* a memory read outside the stack copy failed */
-    uint64_t other;           /* deeper than the frame limit, another unwinder error */
-} cn_live_unwind_outcomes;
+ * counters"): over the samples that had user frames, they sum to user_stacks. common/'s
+ * struct, so that formats/ renders it as it is (cn_fmt_unwind). */
+typedef cn_unwind_outcomes cn_live_unwind_outcomes;
 
 typedef struct cn_live_session_info {
     const char *id, *name; /* owned by the session */

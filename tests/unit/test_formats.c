@@ -413,17 +413,18 @@ static void test_unwind_summary(void **state)
 {
     (void)state;
     char buf[160];
-    cn_fmt_unwind u = {.known = true, .user_stacks = 1000, .complete = 1000};
+    cn_fmt_unwind u = {.known = true, .user_stacks = 1000, .outcomes.complete = 1000};
     assert_false(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
     assert_string_equal(buf, "");
-    u.complete = 877;
-    u.truncated_stack = 91;
-    u.no_cfi = 20;
-    u.read_fault = 12;
+    u.outcomes.complete = 877;
+    u.outcomes.truncated_stack = 91;
+    u.outcomes.no_cfi = 20;
+    u.outcomes.read_fault = 12;
     assert_true(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
     assert_string_equal(
         buf, "12.3% of stacks truncated (stack copy 9.1%, no CFI 2.0%, read fault 1.2%)");
-    u = (cn_fmt_unwind){.known = true, .user_stacks = 10000, .complete = 9999, .other = 1};
+    u = (cn_fmt_unwind){
+        .known = true, .user_stacks = 10000, .outcomes.complete = 9999, .outcomes.other = 1};
     assert_true(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
     assert_string_equal(buf, "<0.1% of stacks truncated (other <0.1%)");
     /* Clipped, still NUL-terminated. */
