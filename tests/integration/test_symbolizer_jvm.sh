@@ -107,3 +107,35 @@ assert total >= 100 and hot >= 0.8 * total and bare <= 0.02 * total, (total, hot
 assert stopped >= 0.9 * hot, (stopped, hot)
 PY
 echo "PASS live JVM, jcmd Compiler.perfmap while attached"
+
+# 3. --unwind fp (the kernel's frame-pointer chain): without -XX:+PreserveFramePointer the
+#    chain ends at hotLoop, in JIT code, and says so as the other modes do; with it, the
+#    chain runs through the JIT to the thread's start and carries no pseudo-frame.
+for pf in - +; do
+  "$C" run --no-daemon --no-kernel --unwind fp -F 999 --format folded -o "$TMP/fp$pf.folded" -- \
+    java -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit -XX:${pf}PreserveFramePointer \
+    -cp "$TMP/cls" Hot 1.5 >"$TMP/fp$pf.out" 2>"$TMP/fp$pf.err" || fail "run fp: $(cat "$TMP/fp$pf.err")"
+  PIDS+=("$(head -1 "$TMP/fp$pf.out")")
+  python3 - "$TMP/fp$pf.folded" "$HOT" "$STOP" "$pf" <<'PY' || exit 1
+import sys
+hot, stop, pf = sys.argv[2], sys.argv[3], sys.argv[4]
+total = in_hot = stopped = start = 0
+for line in open(sys.argv[1]):
+    st, n = line.rstrip("\n").rsplit(" ", 1)
+    fr, n = st.split(";"), int(n)
+    total += n
+    if fr[-1] != hot:
+        continue
+    in_hot += n
+    stopped += n if stop in fr else 0
+    start += n if fr[0] in ("clone3", "start_thread") else 0
+print(f"fp, {pf}PreserveFramePointer: {total} samples, {in_hot} in hotLoop, {stopped} of them "
+      f"under the pseudo-frame, {start} rooted at the thread start")
+assert total >= 100 and in_hot >= 0.8 * total, (total, in_hot)
+if pf == "-":
+    assert stopped >= 0.9 * in_hot, (stopped, in_hot)
+else:
+    assert stopped == 0 and start >= 0.9 * in_hot, (stopped, start, in_hot)
+PY
+done
+echo "PASS --unwind fp: JIT stops said with the pseudo-frame, none with frame pointers"
