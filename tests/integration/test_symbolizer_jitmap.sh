@@ -127,6 +127,11 @@ PY
     grep -qF "$STOP;jitted_spin" "$TMP/reopen.folded" ||
       fail "the pseudo-frame did not survive $f: $(head -3 "$TMP/reopen.folded")"
   done
+  # Through canopyd too (the same live session code, run by the daemon).
+  "$C" run --rm --no-kernel -F 499 --format folded -o "$TMP/d_badfp.folded" -- "$WL" 1 0 badfp \
+    >"$TMP/d_badfp.out" 2>"$TMP/d_badfp.err" || fail "run badfp via canopyd: $(cat "$TMP/d_badfp.err")"
+  grep -qF "$STOP;jitted_spin" "$TMP/d_badfp.folded" ||
+    fail "canopyd: no pseudo-frame: $(head -3 "$TMP/d_badfp.folded")"
   for fmt in json speedscope chrome-trace svg text; do
     "$C" open "$TMP/badfp.canopy" --format $fmt -o "$TMP/out.$fmt" || fail "open → $fmt"
     grep -qF "$STOP" "$TMP/out.$fmt" || fail "$fmt output lacks the pseudo-frame"
