@@ -10,7 +10,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-C=$BUILD/client/canopy
+C=$(cd "$BUILD" && pwd)/client/canopy
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cat >"$TMP/hot.js" <<'JS'
@@ -43,8 +43,9 @@ PY
 }
 uptime
 for u in auto dwarf; do
-  pid=$("$C" run --no-daemon --no-kernel --unwind $u -F 999 --format folded -o "$TMP/n.folded" \
-    -- node --perf-basic-prof "$TMP/hot.js" 2>/dev/null | head -1)
+  # (in $TMP: node --perf-basic-prof also writes an isolate-*-v8.log where it runs)
+  pid=$(cd "$TMP" && "$C" run --no-daemon --no-kernel --unwind $u -F 999 --format folded \
+    -o "$TMP/n.folded" -- node --perf-basic-prof "$TMP/hot.js" 2>/dev/null | head -1)
   rm -f "/tmp/perf-$pid.map"
   stat "$TMP/n.folded" "node $u"
   for pf in + -; do
