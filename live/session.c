@@ -10,10 +10,18 @@
  * creation: frames [0, next_frame) have been submitted. Saved sessions have no sampler:
  * their counters come from the file's metadata.
  *
- * Off-CPU samples (modes off-cpu and wall) end, below the frame where the thread went off
- * CPU, in a pseudo-frame naming its state, "[blocked]" or "[preempted]" (docs/cli.md,
- * "Modes"): resource "[state]", offset the cn_smp_state, named once at the start by a
- * regroup so the symbolizer never sees them.
+ * Pseudo-frames (docs/calltree.md §4.6) are frames canopy adds to a sample's stack to say
+ * something its real frames cannot; each kind is a resource of its own with no sampler
+ * object (so the symbolizer never sees them), whose frames are named once by a regroup
+ * (pseudo_frames()), and they are then ordinary frames of the profile: saved, loaded,
+ * exported and transformed like any other.
+ * - Off-CPU samples (modes off-cpu and wall) end, below the frame where the thread went
+ *   off CPU, in a frame naming its state, "[blocked]" or "[preempted]" (docs/cli.md,
+ *   "Modes"): resource "[state]", offset the cn_smp_state, made at the start.
+ * - A stack whose unwind stopped in JIT code without unwind info, where the frame-pointer
+ *   chain could not be followed, gets an outermost frame saying so, "[unwind stopped: JIT
+ *   code without frame pointers]" (docs/perf-sampler.md, "Interpreters and JITs"), so the
+ *   JIT frame is not taken for a root: resource "[unwind]", made at the first such stack.
  *
  * struct cn_live_session is defined here and nowhere else: the symbolizer (symbolizer.c)
  * and every host (daemon/, client/) go through the functions of cn_live.h and
@@ -70,6 +78,8 @@ struct cn_live_session {
     char unwind[8];
     cn_smp_mode mode;  /* CPU: weights count samples; OFFCPU, WALL: nanoseconds */
     int64_t state_res; /* OFFCPU/WALL: the "[state]" pseudo-resource, else -1 */
+    int64_t stop_res;  /* the "[unwind]" pseudo-resource once a stack needed it, else -1
+                          (-2: it could not be made) */
     int64_t started_unix;
     int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
     int64_t end_ns;         /* session time when sampling ended */
@@ -306,8 +316,42 @@ static void flush_samples(cn_live_session *s)
     s->npend_refs = 0;
 }
 
-/* Queues one sample (its frames copied into pend_refs); flushes when the queue is full
- * or could not take another chain of CN_SMP_MAX_FRAMES. */
+/* Makes the pseudo-frames of one kind (see the top of this file): resource res_name
+ * and identity, frames at offsets base .. base + n - 1 named names[0 .. n - 1] (static
+ * strings: the profile copies them). Returns the resource, or negative errno. */
+static int32_t pseudo_frames(cn_live_session *s, const char *res_name, const char *identity,
+                             uint64_t base, const char *const *names, int n)
+{
+    enum { MAX_PSEUDO = 4 };
+    cn_agg_symbol syms[MAX_PSEUDO];
+    cn_agg_frame_symbols batch[MAX_PSEUDO];
+    assert(n > 0 && n <= MAX_PSEUDO);
+    int32_t res = cn_agg_resource(s->p, res_name, identity, NULL, CN_AGG_RES_OTHER);
+    if (res < 0)
+        return res;
+    for (int i = 0; i < n; i++) {
+        int32_t f = cn_agg_native_frame(s->p, res, base + (uint64_t)i);
+        if (f < 0)
+            return f;
+        syms[i] = (cn_agg_symbol){names[i], NULL, 0};
+        batch[i] = (cn_agg_frame_symbols){f, &syms[i], 1};
+    }
+    int r = cn_agg_regroup(s->p, batch, (size_t)n);
+    return r < 0 ? r : res;
+}
+
+/* OFFCPU/WALL: the state pseudo-frames. 0 or negative errno. */
+static int state_frames(cn_live_session *s)
+{
+    static const char *const names[] = {"[blocked]", "[preempted]"};
+    int32_t res =
+        pseudo_frames(s, "[state]", "[canopy:state]", (uint64_t)CN_SMP_STATE_BLOCKED, names, 2);
+    if (res < 0)
+        return res;
+    s->state_res = res;
+    return 0;
+}
+
 /* Counts how the unwind of a sample with user frames ended. The sampler's reasons map to
  * what a user can act on (docs/cli-live.md, "Session counters"). */
 static void count_unwind(cn_live_session *s, const cn_smp_sample *smp)
@@ -334,6 +378,34 @@ static void count_unwind(cn_live_session *s, const cn_smp_sample *smp)
     }
 }
 
+/* The "[unwind]" pseudo-resource when smp's unwind stopped in JIT code: no unwind info
+ * for its outermost frame, which is in anonymous executable memory (libunwind's
+ * frame-chain guess there failed or gave an address mapped nowhere: the runtime keeps no
+ * frame pointers). Else, or when it cannot be made, -1. Only stopped unwinds are marked:
+ * stacks cut short for other reasons (stack copy, read fault) keep their outermost frame
+ * as the root, as perf, pprof and the Firefox Profiler show them (docs/calltree.md §4.6);
+ * the session's unwind outcomes count them. */
+static int32_t stop_frame_res(cn_live_session *s, const cn_smp_sample *smp)
+{
+    static const char *const names[] = {"[unwind stopped: JIT code without frame pointers]"};
+    if (smp->stop != CN_SMP_STOP_NO_INFO || smp->nframes <= smp->nkernel ||
+        smp->nframes > CN_SMP_MAX_FRAMES - 2 || /* no room left for it (rare) */
+        smp->frames[smp->nframes - 1].obj->kind != CN_SMP_OBJ_JIT || s->stop_res == -2)
+        return -1;
+    if (s->stop_res == -1) {
+        int32_t res = pseudo_frames(s, "[unwind]", "[canopy:unwind]", 0, names, 1);
+        if (res < 0) {
+            s->errors++;
+            s->stop_res = -2;
+            return -1;
+        }
+        s->stop_res = res;
+    }
+    return (int32_t)s->stop_res;
+}
+
+/* Queues one sample (its frames copied into pend_refs); flushes when the queue is full
+ * or could not take another chain of CN_SMP_MAX_FRAMES. */
 static void on_sample(void *arg, const cn_smp_sample *smp)
 {
     cn_live_session *s = arg;
@@ -343,6 +415,7 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         return;
     }
     bool state = smp->state != CN_SMP_STATE_RUNNING && s->state_res >= 0;
+    int32_t stop_res = stop_frame_res(s, smp);
     uint32_t max = CN_SMP_MAX_FRAMES - state;
     uint32_t n = smp->nframes < max ? smp->nframes : max;
     cn_agg_frame_ref *refs = s->pend_refs + s->npend_refs;
@@ -353,6 +426,8 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         refs[i].resource = obj_resource(s, f->obj);
         refs[i].offset = f->offset;
     }
+    if (stop_res >= 0)
+        refs[n++] = (cn_agg_frame_ref){stop_res, 0};
     if (state) {
         refs--;
         n++;
@@ -647,27 +722,6 @@ static void read_comm(pid_t pid, char *buf, size_t size)
     fclose(f);
 }
 
-/* OFFCPU/WALL: the state pseudo-frames (see the top of this file). 0 or negative errno. */
-static int state_frames(cn_live_session *s)
-{
-    int32_t res = cn_agg_resource(s->p, "[state]", "[canopy:state]", NULL, CN_AGG_RES_OTHER);
-    if (res < 0)
-        return res;
-    cn_agg_symbol names[2] = {{"[blocked]", NULL, 0}, {"[preempted]", NULL, 0}};
-    cn_agg_frame_symbols batch[2];
-    for (int i = 0; i < 2; i++) {
-        int32_t f = cn_agg_native_frame(s->p, res, (uint64_t)CN_SMP_STATE_BLOCKED + (uint64_t)i);
-        if (f < 0)
-            return f;
-        batch[i] = (cn_agg_frame_symbols){f, &names[i], 1};
-    }
-    int r = cn_agg_regroup(s->p, batch, 2);
-    if (r < 0)
-        return r;
-    s->state_res = res;
-    return 0;
-}
-
 static cn_live_session *session_alloc(const char *id, const char *name)
 {
     cn_live_session *s = calloc(1, sizeof(*s));
@@ -679,6 +733,7 @@ static cn_live_session *session_alloc(const char *id, const char *name)
     s->last_tid = -1;
     s->last_thread = -1;
     s->state_res = -1;
+    s->stop_res = -1;
     if (!s->id || (name && *name && !s->name) || !s->p)
         return cn_live_session_free(s);
     return s;

@@ -136,6 +136,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     bool have_regs = r->u.sample.regs && r->u.sample.abi != PERF_SAMPLE_REGS_ABI_NONE;
     cn_smp_unwind mode = s->cfg.unwind;
     bool walk_auto = have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO;
+    bool walk_dwarf = have_regs && s->unw && p && mode == CN_SMP_UNWIND_DWARF;
     uint64_t chain_from = 0;
     if (r->u.sample.chain)
         chain_from = split_chain(s, r, &n, &nuser, walk_auto);
@@ -145,7 +146,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
 
     if (!r->u.sample.chain && !have_regs && r->u.sample.ip && (int64_t)r->u.sample.ip >= 0)
         s->pcs[nuser++] = r->u.sample.ip; /* no unwinding data at all: the leaf only */
-    if (have_regs && s->unw && p && mode == CN_SMP_UNWIND_DWARF) {
+    if (walk_dwarf) {
         int got = cn_smp__unwind_dwarf(s->unw, p, r, s->pcs, CN_SMP_MAX_FRAMES, NULL, &stop);
         s->cnt.dwarf_unwinds++;
         nuser = got > 0 ? got : 0;
@@ -155,7 +156,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         s->cnt.dwarf_unwinds++;
         count_stop(s, stop);
     } else {
-        count_stop(s, nuser >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE);
+        stop = nuser >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
     }
     assert(nuser >= 0 && nuser <= CN_SMP_MAX_FRAMES && nk <= CN_SMP_MAX_FRAMES);
     const cn_smp__map *last = NULL;
@@ -164,6 +165,17 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         if (i > 0)
             a = s->arch->mask_ret(a) - 1; /* into the call instruction */
         add_user_frame(s, p, &n, a, &last);
+    }
+    if (!walk_dwarf && !walk_auto) {
+        /* The kernel's frame-pointer chain (fp) ends where a frame pointer could not be
+         * followed. Ending in JIT code (anonymous executable memory) means the runtime
+         * keeps no frame pointers there: cut short for want of unwind info, as dwarf says
+         * it (a runtime that keeps them is walked through to the thread's start; see
+         * docs/perf-sampler.md, "Interpreters and JITs"). */
+        if (stop == CN_SMP_STOP_NONE && r->u.sample.chain && nuser > 0 &&
+            n == nk + (uint32_t)nuser && last && last->obj->pub.kind == CN_SMP_OBJ_JIT)
+            stop = CN_SMP_STOP_NO_INFO;
+        count_stop(s, stop);
     }
     assert(nk <= n && n <= CN_SMP_MAX_FRAMES);
     uint64_t weight_ns = 0;

@@ -258,6 +258,11 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
             break;
         }
         pcs[n++] = ip;
+        /* Only the last step's reason says why the stack ends: an earlier step may have
+         * found no CFI (a JIT frame) and still worked, through libunwind's frame-chain
+         * guess where the runtime keeps frame pointers (docs/perf-sampler.md, "Interpreters
+         * and JITs"). */
+        c.reason = CN_SMP_STOP_NONE;
         int ret = unw_step(&cur);
         if (ret > 0)
             continue;

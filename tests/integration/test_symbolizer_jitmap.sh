@@ -73,29 +73,68 @@ echo "PASS JIT frames named by late perf maps"
 
 # JIT code that keeps no frame pointer (docs/perf-sampler.md, "Interpreters and JITs"):
 # wl_jitmap's badfp JIT code calls a C loop with %rbp at a fake frame record whose return
-# address is mapped nowhere. The default unwinding must end the stack at the JIT frame (an early stop,
-# no unwind info) instead of making that address a frame (a false root).
+# address is mapped nowhere. The default unwinding must end the stack at the JIT frame (an
+# early stop, no unwind info) instead of making that address a frame (a false root), and
+# say so per stack: an outermost pseudo-frame "[unwind stopped: JIT code without frame
+# pointers]" above the JIT frame (docs/calltree.md §4.6). Without badfp the JIT code is a
+# frameless leaf under C code built with frame pointers: the frame-chain guess steps
+# through it to _start, so the stacks are complete and carry no such frame.
+STOP="[unwind stopped: JIT code without frame pointers]"
 if [ "$(uname -m)" = x86_64 ]; then
-  "$C" run --no-daemon --no-kernel -F 499 --format json -o "$TMP/badfp.json" -- "$WL" 1.5 0 badfp \
-    >"$TMP/badfp.out" 2>"$TMP/badfp.err" || fail "run badfp: $(cat "$TMP/badfp.err")"
-  python3 - "$TMP/badfp.json" <<'PY' || fail "badfp: a guessed frame above JIT code"
+  for u in auto dwarf; do
+    for shape in badfp fp; do
+      "$C" run --no-daemon --no-kernel --unwind $u -F 499 --format json -o "$TMP/$shape.json" \
+        -- "$WL" 1 0 $shape >"$TMP/$shape.out" 2>"$TMP/$shape.err" ||
+        fail "run $shape: $(cat "$TMP/$shape.err")"
+    done
+    python3 - "$TMP/badfp.json" "$TMP/fp.json" "$STOP" "$u" <<'PY' || fail "$u: JIT stops"
 import json, sys
-d = json.load(open(sys.argv[1]))
-roots = {}
-def walk(n, depth):
-    if depth == 0:
-        roots[n["name"]] = roots.get(n["name"], 0) + n["total"]
-    for c in n.get("children", []):
-        walk(c, depth + 1)
-for r in d["roots"]:
-    walk(r, 0)
-u = d["unwind"]
-print("badfp roots", roots, "unwind", u, file=sys.stderr)
-total = sum(roots.values())
-bare = sum(v for k, v in roots.items() if k.startswith("0x"))
-assert total > 0 and bare == 0, roots
-assert roots.get("jitted_spin", 0) >= 0.8 * total, roots
-assert u["no_cfi"] >= 0.8 * u["user_stacks"] > 0, u
+stop, u = sys.argv[3], sys.argv[4]
+def roots(path):
+    d = json.load(open(path))
+    out = {}
+    def walk(n, path):
+        if not n.get("children") or n["self"] > 0:
+            key = ";".join(path[:2])
+            out[key] = out.get(key, 0) + n["self"]
+        for c in n.get("children", []):
+            walk(c, path + [c["name"]])
+    for r in d["roots"]:
+        walk(r, [r["name"]])
+    return out, d["unwind"]
+bad, ubad = roots(sys.argv[1])
+good, ugood = roots(sys.argv[2])
+print(u, "badfp: first two frames", bad, "unwind", ubad, file=sys.stderr)
+print(u, "fp: first two frames", good, "unwind", ugood, file=sys.stderr)
+total = sum(bad.values())
+bare = sum(v for k, v in bad.items() if k.startswith("0x"))
+assert total > 0 and bare == 0, bad
+assert bad.get(stop + ";jitted_spin", 0) >= 0.8 * total, bad
+assert ubad["no_cfi"] >= 0.8 * ubad["user_stacks"] > 0, ubad
+gtotal = sum(good.values())
+assert gtotal > 0 and not any(k.startswith(stop) for k in good), good
+assert good.get("_start;__libc_start_main_impl", 0) >= 0.8 * gtotal, good
+assert ugood["complete"] >= 0.8 * ugood["user_stacks"] > 0, ugood
 PY
-  echo "PASS JIT code without frame pointers: the stack ends at the JIT frame"
+  done
+  # The pseudo-frame is an ordinary frame of the profile: kept by .canopy, named by every
+  # writer, and read back from pprof.
+  "$C" run --no-daemon --no-kernel -F 499 -o "$TMP/badfp.canopy" -- "$WL" 1 0 badfp \
+    >/dev/null 2>"$TMP/c.err" || fail "run badfp -o .canopy: $(cat "$TMP/c.err")"
+  "$C" open "$TMP/badfp.canopy" --format pprof -o "$TMP/badfp.pb.gz" || fail "open → pprof"
+  for f in "$TMP/badfp.canopy" "$TMP/badfp.pb.gz"; do
+    "$C" open "$f" --format folded -o "$TMP/reopen.folded" || fail "open $f"
+    grep -qF "$STOP;jitted_spin" "$TMP/reopen.folded" ||
+      fail "the pseudo-frame did not survive $f: $(head -3 "$TMP/reopen.folded")"
+  done
+  # Through canopyd too (the same live session code, run by the daemon).
+  "$C" run --rm --no-kernel -F 499 --format folded -o "$TMP/d_badfp.folded" -- "$WL" 1 0 badfp \
+    >"$TMP/d_badfp.out" 2>"$TMP/d_badfp.err" || fail "run badfp via canopyd: $(cat "$TMP/d_badfp.err")"
+  grep -qF "$STOP;jitted_spin" "$TMP/d_badfp.folded" ||
+    fail "canopyd: no pseudo-frame: $(head -3 "$TMP/d_badfp.folded")"
+  for fmt in json speedscope chrome-trace svg text; do
+    "$C" open "$TMP/badfp.canopy" --format $fmt -o "$TMP/out.$fmt" || fail "open → $fmt"
+    grep -qF "$STOP" "$TMP/out.$fmt" || fail "$fmt output lacks the pseudo-frame"
+  done
+  echo "PASS JIT code without frame pointers: the stack ends at the JIT frame, under $STOP"
 fi
