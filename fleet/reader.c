@@ -571,9 +571,13 @@ static int cmp_hash(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Hashes per definitions query: ~21 bytes each keeps the query well under ClickHouse's
- * default max_query_size (256 KiB). */
-#define DEFS_PER_QUERY 8000
+/* Hashes per definitions query: at most 21 bytes each keeps the query under ClickHouse's
+ * default max_query_size (256 KiB; a reader may not change settings). They go as one
+ * string literal split in the query: ClickHouse parses one literal much faster than
+ * thousands of IN (…) elements. The copies of a definition that ReplacingMergeTree has
+ * not folded yet all come back (add_def keeps the first): a GROUP BY with any() over
+ * the arrays would cost ClickHouse more than the copies cost us. */
+#define DEFS_PER_QUERY 12000
 
 /* Reads the definitions of the distinct stacks of L's rows (the rows were read first). */
 static int load_defs(loader *L, cn_fleet_conn *c, const cn_fleet_schema *s, cn_buf *sql,
@@ -594,12 +598,13 @@ static int load_defs(loader *L, cn_fleet_conn *c, const cn_fleet_schema *s, cn_b
         cn_buf_reset(sql);
         cn_buf_reset(ans);
         r = cn_buf_appendf(sql,
-                           "SELECT stack, arrayStringConcat(any(funcs), '\\x1e'), "
-                           "arrayStringConcat(any(libs), '\\x1e') FROM %s WHERE stack IN (",
+                           "SELECT stack, arrayStringConcat(funcs, '\\x1e'), "
+                           "arrayStringConcat(libs, '\\x1e') FROM %s WHERE stack IN (SELECT "
+                           "toUInt64(arrayJoin(splitByChar(',', '",
                            s->stacks);
         for (size_t j = i; j < n && j < i + DEFS_PER_QUERY && r == 0; j++)
             r = cn_buf_appendf(sql, "%s%llu", j > i ? "," : "", (unsigned long long)h[j]);
-        r = r ? r : cn_buf_appendf(sql, ") GROUP BY stack FORMAT TabSeparated");
+        r = r ? r : cn_buf_appendf(sql, "')))) FORMAT TabSeparated");
         if (r < 0) {
             r = cn_err_set(err, -ENOMEM, "out of memory");
             break;
