@@ -174,9 +174,11 @@ static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r == 0)
-        *out = (spooled){
-            seq,   b->sample_rows, (uint64_t)hn + ns + nk, b->time_s == INT64_MAX ? 0 : b->time_s,
-            batch, false};
+        *out = (spooled){.seq = seq,
+                         .rows = b->sample_rows,
+                         .bytes = (uint64_t)hn + ns + nk,
+                         .time_s = b->time_s == INT64_MAX ? 0 : b->time_s,
+                         .batch = batch};
 out:
     if (fd >= 0)
         close(fd);
@@ -421,12 +423,12 @@ static int spool_load(cn_fleet_pusher *p)
         }
         free(f.data);
         /* A previous run may have inserted it and stopped before deleting the file. */
-        p->sp[p->n_sp++] = (spooled){seqs[i],
-                                     f.rows,
-                                     (uint64_t)stt.st_size,
-                                     f.time_s,
-                                     f.batch ? f.batch : batch_id(p, seqs[i]),
-                                     true};
+        p->sp[p->n_sp++] = (spooled){.seq = seqs[i],
+                                     .rows = f.rows,
+                                     .bytes = (uint64_t)stt.st_size,
+                                     .time_s = f.time_s,
+                                     .batch = f.batch ? f.batch : batch_id(p, seqs[i]),
+                                     .maybe_sent = true};
         p->st.rows_queued += f.rows;
         p->st.batches_queued++;
         p->st.spool_bytes += (uint64_t)stt.st_size;
