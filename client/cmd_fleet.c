@@ -37,6 +37,8 @@ static void fleet_help(FILE *out)
                  "  --last DURATION     rows of the last DURATION (30m, 1h, 7d)\n"
                  "  --from T --to T     rows between T and T (unix seconds or\n"
                  "                      YYYY-MM-DD[THH:MM[:SS]], UTC)\n"
+                 "  --raw               read the raw 10 s rows only, not the hourly rollup\n"
+                 "                      (the same result, slower: to check the rollup)\n"
                  "Connection: --url URL (else $CANOPY_FLEET_URL, else fleet_url in canopyd's\n"
                  "config, --config FILE, default " DEFAULT_CONFIG "), --database DB (default\n"
                  "canopy). QUERY options are those of canopy open (transforms, views, formats).\n"
@@ -189,6 +191,8 @@ static int parse(fleet_args *a, int argc, char **argv)
             if (parse_span(v, &secs) < 0)
                 return usage_err(sub, "bad --last '%s' (a duration: 30m, 1h, 7d)", v);
             a->filter.from_s = (int64_t)time(NULL) - secs;
+        } else if (where_ok && !strcmp(o, "--raw")) {
+            a->filter.raw = true;
         } else if (where_ok && (!strcmp(o, "--from") || !strcmp(o, "--to"))) {
             int64_t t;
             VALUE();
@@ -285,6 +289,7 @@ static int side_filter(const fleet_args *a, const char *extra, cn_fleet_filter *
     cn_fleet_filter_init(f);
     f->from_s = a->filter.from_s;
     f->to_s = a->filter.to_s;
+    f->raw = a->filter.raw;
     for (size_t i = 0; i < a->filter.n; i++) {
         char kv[CN_FLEET_MAX_KEY + CN_FLEET_MAX_VALUE + 2];
         snprintf(kv, sizeof(kv), "%s=%s", a->filter.keys[i], a->filter.values[i]);

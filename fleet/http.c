@@ -135,6 +135,11 @@ int cn_fleet_exec(cn_fleet_conn *c, const char *sql, const void *body, size_t le
         curl_easy_setopt(h, CURLOPT_URL, url);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        /* libcurl sends a request again by itself when a reused connection closes before
+         * any answer (it takes it for a stale keep-alive), which would insert the rows
+         * twice before the pusher could ask whether the first attempt landed; on a fresh
+         * connection it reports the loss instead (docs/fleet.md "Failures"). */
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
         if (gzipped)
             hdr = curl_slist_append(hdr, "Content-Encoding: gzip");
     } else {

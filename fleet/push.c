@@ -11,9 +11,15 @@
  * in bytes: past the bound the oldest files are deleted and their rows counted as
  * dropped, and the caller is told to write stack definitions again (a dropped file may
  * have held some that later rows use). The spool index is a FIFO array of (seq, rows,
- * bytes, time); only the thread touches files. A retried insert whose first attempt
- * reached ClickHouse duplicates its rows (MergeTree has no insert deduplication in
- * 18.16 outside replicated tables): docs/fleet.md says so.
+ * bytes, time, batch id); only the thread touches files.
+ * Retries are idempotent: every spool file has a 64-bit batch id (the pusher's random
+ * nonce plus its sequence number, kept in the file's header), written into the `batch`
+ * column of each of its rows at send time. An insert of fewer than max_insert_block_size
+ * rows is atomic in a MergeTree table, so after a samples insert that failed in any way
+ * (the answer may have been lost after ClickHouse took the rows), and for every file a
+ * restart adopts, the pusher first asks ClickHouse which of those batch ids are in the
+ * table, and sends only the others (ClickHouse 18.16 deduplicates inserts only into
+ * replicated tables; docs/fleet.md "Failures").
  * A Pyroscope pusher (CN_FLEET_SINK_PYROSCOPE) is the same queue, spool and backoff with
  * another send: a file's body is a PushRequest, POSTed alone (one file per request, so
  * that a request Pyroscope refuses — HTTP 4xx, which no retry can fix — drops one file,
@@ -26,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,7 +43,10 @@
 #define MERGE_MAX      ((size_t)32 << 20)   /* bytes of queued rows merged into one spool file */
 #define SEND_MAX       ((uint64_t)32 << 20) /* bytes of spool files sent in one request */
 #define BACKOFF_MIN_NS 250000000LL
-#define SPOOL_MAGIC    "CNFLEET1"
+#define SPOOL_MAGIC    "CNFLEET2" /* "CNFLEET1": the same without the batch id */
+/* Sample rows per insert: under ClickHouse's max_insert_block_size (1 048 576), so that
+ * one insert is one block, written atomically. */
+#define INSERT_ROWS_MAX 1000000
 
 typedef struct qitem {
     cn_fleet_batch *b;
@@ -46,6 +56,8 @@ typedef struct qitem {
 typedef struct spooled {
     uint64_t seq, rows, bytes;
     int64_t time_s;
+    uint64_t batch;  /* the rows' batch id */
+    bool maybe_sent; /* an insert of it may have landed: ask before sending it again */
 } spooled;
 
 struct cn_fleet_pusher {
@@ -66,6 +78,7 @@ struct cn_fleet_pusher {
     spooled *sp; /* FIFO: sp[0 .. n_sp) oldest first */
     size_t n_sp, cap_sp;
     uint64_t next_seq;
+    uint64_t nonce; /* random per pusher: batch id = nonce + seq */
     bool stop, reset, flushing, busy;
     cn_fleet_push_stats st;
 };
@@ -80,6 +93,13 @@ static int64_t now_ns(void)
 static void spool_path(const cn_fleet_pusher *p, uint64_t seq, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/%020llu.batch", p->dir, (unsigned long long)seq);
+}
+
+/* Never 0: the rows written before batch ids existed have 0. */
+static uint64_t batch_id(const cn_fleet_pusher *p, uint64_t seq)
+{
+    uint64_t id = p->nonce + seq;
+    return id ? id : 1;
 }
 
 /* ---- the spool (thread side; mu held only where said) ------------------------------ */
@@ -133,12 +153,13 @@ static int write_all(int fd, const void *data, size_t len)
  * request. Returns 0 and *out. */
 static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq, spooled *out)
 {
-    char path[4096], tmp[4200], head[160];
+    char path[4096], tmp[4200], head[192];
     int r, fd = -1;
     size_t ns = cn_buf_len(&b->samples), nk = cn_buf_len(&b->stacks);
-    int hn = snprintf(head, sizeof(head), SPOOL_MAGIC " %llu %llu %zu %zu %lld\n",
+    uint64_t batch = batch_id(p, seq);
+    int hn = snprintf(head, sizeof(head), SPOOL_MAGIC " %llu %llu %zu %zu %lld %llu\n",
                       (unsigned long long)b->sample_rows, (unsigned long long)b->stack_rows, ns, nk,
-                      (long long)b->time_s);
+                      (long long)b->time_s, (unsigned long long)batch);
     spool_path(p, seq, path, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -153,8 +174,11 @@ static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r == 0)
-        *out = (spooled){seq, b->sample_rows, (uint64_t)hn + ns + nk,
-                         b->time_s == INT64_MAX ? 0 : b->time_s};
+        *out = (spooled){.seq = seq,
+                         .rows = b->sample_rows,
+                         .bytes = (uint64_t)hn + ns + nk,
+                         .time_s = b->time_s == INT64_MAX ? 0 : b->time_s,
+                         .batch = batch};
 out:
     if (fd >= 0)
         close(fd);
@@ -165,7 +189,7 @@ out:
 
 /* Reads a spool file: its header fields and the two gzip'd bodies (into data). */
 typedef struct spool_file {
-    unsigned long long rows, stack_rows;
+    unsigned long long rows, stack_rows, batch; /* batch 0: a CNFLEET1 file */
     size_t zs, zk;
     long long time_s;
     char *data; /* owned: zs + zk bytes */
@@ -181,7 +205,9 @@ static int spool_read(const char *path, spool_file *f)
         return -errno;
     if (fscanf(in, "%15s %llu %llu %zu %zu %lld", magic, &f->rows, &f->stack_rows, &f->zs, &f->zk,
                &f->time_s) != 6 ||
-        strcmp(magic, SPOOL_MAGIC) || fgetc(in) != '\n' || f->zs > (1u << 30) || f->zk > (1u << 30))
+        (strcmp(magic, SPOOL_MAGIC) && strcmp(magic, "CNFLEET1")) ||
+        (!strcmp(magic, SPOOL_MAGIC) && fscanf(in, " %llu", &f->batch) != 1) || fgetc(in) != '\n' ||
+        f->zs > (1u << 30) || f->zk > (1u << 30))
         goto out;
     if (!(f->data = malloc(f->zs + f->zk + 1))) {
         r = -ENOMEM;
@@ -216,20 +242,95 @@ static int spool_send_pyroscope(cn_fleet_pusher *p, const spooled *s, cn_err *er
     return r < 0 ? r : 1;
 }
 
+/* Appends the TabSeparated rows data (len bytes, whole lines) to out, each with one more
+ * field: batch. 0 or -ENOMEM. */
+static int append_with_batch(cn_buf *out, const char *data, size_t len, uint64_t batch)
+{
+    char suffix[32];
+    int sn = snprintf(suffix, sizeof(suffix), "\t%llu\n", (unsigned long long)batch);
+    const char *end = data + len;
+    while (data < end) {
+        const char *nl = memchr(data, '\n', (size_t)(end - data));
+        size_t n = nl ? (size_t)(nl - data) : (size_t)(end - data);
+        if (cn_buf_append(out, data, n) < 0 || cn_buf_append(out, suffix, (size_t)sn) < 0)
+            return -ENOMEM;
+        data += n + 1;
+    }
+    return 0;
+}
+
+/* Sets landed[i] for each s[i] (of n) that may have been inserted already and whose batch
+ * id is in the samples table. 0 or negative errno with err set. */
+static int spool_landed(cn_fleet_pusher *p, const spooled *s, size_t n, bool *landed, cn_err *err)
+{
+    cn_buf sql, ans;
+    int64_t since = INT64_MAX;
+    int r = 0;
+    cn_buf_init(&sql, 0);
+    cn_buf_init(&ans, 1 << 20);
+    r = cn_buf_appendf(&sql, "SELECT DISTINCT batch FROM %s.samples WHERE batch IN (", p->db);
+    const char *comma = "";
+    for (size_t i = 0; i < n && r == 0; i++) {
+        if (!s[i].maybe_sent || !s[i].rows)
+            continue;
+        r = cn_buf_appendf(&sql, "%s%llu", comma, (unsigned long long)s[i].batch);
+        comma = ",";
+        if (s[i].time_s < since)
+            since = s[i].time_s;
+    }
+    if (r == 0 && !*comma)
+        goto out; /* nothing to ask */
+    /* The rows' times bound the partitions read (a batch's time is its earliest row's). */
+    r = r ? r
+          : cn_buf_appendf(&sql, ") AND time >= toDateTime(%lld) FORMAT TabSeparated",
+                           (long long)(since > 0 ? since : 0));
+    if (r < 0) {
+        r = cn_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((r = cn_fleet_exec(p->conn, cn_buf_ptr(&sql), NULL, 0, false, &ans, err)) < 0)
+        goto out;
+    cn_lines it;
+    const char *line;
+    size_t len;
+    cn_lines_init(&it, cn_buf_ptr(&ans), cn_buf_len(&ans));
+    while (cn_lines_next(&it, &line, &len)) {
+        uint64_t id = strtoull(line, NULL, 10);
+        for (size_t i = 0; i < n; i++)
+            if (s[i].maybe_sent && s[i].batch == id)
+                landed[i] = true;
+    }
+out:
+    cn_buf_free(&sql);
+    cn_buf_free(&ans);
+    return r;
+}
+
 /* Sends spooled batches s[0 .. n) (mu not held) as one insert per table: their bodies
- * concatenated in order, gzip'd. 0, or negative errno with err set (-EBADMSG: s[0] is
+ * concatenated in order, gzip'd, each sample row with its file's batch id; files whose
+ * rows an earlier attempt inserted (spool_landed) are left out. *attempted is set once
+ * the samples insert was started (its outcome is then unknown on failure). Returns the
+ * number of files dealt with, or negative errno with err set (-EBADMSG: s[0] is
  * unreadable; it is dropped and the rest retried). */
-static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, cn_err *err)
+static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, bool *attempted, cn_err *err)
 {
     char path[4096], sql[512];
     cn_buf raw_s, raw_k, z;
     uint64_t stack_rows = 0, rows = 0;
-    int r = 0;
+    bool *landed = calloc(n, sizeof(*landed));
+    int r = landed ? 0 : cn_err_set(err, -ENOMEM, "out of memory");
     cn_buf_init(&raw_s, 0);
     cn_buf_init(&raw_k, 0);
     cn_buf_init(&z, 0);
+    for (size_t i = 0; i < n && r == 0; i++)
+        if (s[i].maybe_sent) {
+            r = spool_landed(p, s, n, landed, err);
+            break;
+        }
     for (size_t i = 0; i < n && r == 0; i++) {
         spool_file f;
+        if (landed[i])
+            continue; /* its stacks went in before its rows */
         spool_path(p, s[i].seq, path, sizeof(path));
         r = spool_read(path, &f);
         if (r < 0) {
@@ -241,7 +342,7 @@ static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, cn_err *er
             r = cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
             break;
         }
-        if (cn_buf_append(&raw_s, f.data, f.zs) < 0 ||
+        if (append_with_batch(&raw_s, f.data, f.zs, s[i].batch) < 0 ||
             cn_buf_append(&raw_k, f.data + f.zs, f.zk) < 0)
             r = cn_err_set(err, -ENOMEM, "out of memory");
         stack_rows += f.stack_rows;
@@ -261,14 +362,17 @@ static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, cn_err *er
     if (r == 0 && rows) {
         snprintf(sql, sizeof(sql),
                  "INSERT INTO %s.samples (time, host, service, session, label_keys, label_values, "
-                 "stack, samples, weight) FORMAT TabSeparated",
+                 "stack, samples, weight, batch) FORMAT TabSeparated",
                  p->db);
         cn_buf_reset(&z);
-        if (cn_fleet_gzip(cn_buf_ptr(&raw_s), cn_buf_len(&raw_s), 1, &z) < 0)
+        if (cn_fleet_gzip(cn_buf_ptr(&raw_s), cn_buf_len(&raw_s), 1, &z) < 0) {
             r = cn_err_set(err, -ENOMEM, "out of memory");
-        else
+        } else {
+            *attempted = true;
             r = cn_fleet_exec(p->conn, sql, cn_buf_ptr(&z), cn_buf_len(&z), true, NULL, err);
+        }
     }
+    free(landed);
     cn_buf_free(&raw_s);
     cn_buf_free(&raw_k);
     cn_buf_free(&z);
@@ -318,7 +422,13 @@ static int spool_load(cn_fleet_pusher *p)
             continue;
         }
         free(f.data);
-        p->sp[p->n_sp++] = (spooled){seqs[i], f.rows, (uint64_t)stt.st_size, f.time_s};
+        /* A previous run may have inserted it and stopped before deleting the file. */
+        p->sp[p->n_sp++] = (spooled){.seq = seqs[i],
+                                     .rows = f.rows,
+                                     .bytes = (uint64_t)stt.st_size,
+                                     .time_s = f.time_s,
+                                     .batch = f.batch ? f.batch : batch_id(p, seqs[i]),
+                                     .maybe_sent = true};
         p->st.rows_queued += f.rows;
         p->st.batches_queued++;
         p->st.spool_bytes += (uint64_t)stt.st_size;
@@ -406,9 +516,12 @@ static void *run(void *arg)
             /* The oldest files, up to SEND_MAX bytes, in one request per table. */
             size_t n = 1;
             uint64_t bytes = p->sp[0].bytes;
+            uint64_t rows = p->sp[0].rows;
             while (p->sink == CN_FLEET_SINK_CLICKHOUSE && n < p->n_sp && n < 4096 &&
-                   bytes + p->sp[n].bytes <= SEND_MAX)
+                   bytes + p->sp[n].bytes <= SEND_MAX && rows + p->sp[n].rows <= INSERT_ROWS_MAX) {
+                rows += p->sp[n].rows;
                 bytes += p->sp[n++].bytes;
+            }
             spooled *batch = malloc(n * sizeof(*batch));
             if (!batch)
                 n = 0; /* retried after the backoff */
@@ -417,14 +530,18 @@ static void *run(void *arg)
             p->busy = true;
             pthread_mutex_unlock(&p->mu);
             cn_err err = {0};
+            bool attempted = false;
             int r = !batch ? cn_err_set(&err, -ENOMEM, "out of memory")
-                    : p->sink == CN_FLEET_SINK_PYROSCOPE ? spool_send_pyroscope(p, batch, &err)
-                                                         : spool_send(p, batch, n, &err);
+                    : p->sink == CN_FLEET_SINK_PYROSCOPE
+                        ? spool_send_pyroscope(p, batch, &err)
+                        : spool_send(p, batch, n, &attempted, &err);
             free(batch);
             pthread_mutex_lock(&p->mu);
             p->busy = false;
+            /* Only this thread removes spool entries: the first n ones are still these. */
+            for (size_t k = 0; r < 0 && attempted && k < n; k++)
+                p->sp[k].maybe_sent = true;
             if (r >= 0 || r == -EBADMSG) {
-                /* Only this thread removes spool entries: the first ones are still these. */
                 for (int k = 0; k < (r >= 0 ? r : 1); k++)
                     drop_front(p, r >= 0);
                 if (r >= 0) {
@@ -493,6 +610,11 @@ int cn_fleet_pusher_new(const cn_fleet_pusher_opts *o, cn_fleet_pusher **out, cn
     pthread_cond_init(&p->idle_cv, &ca);
     pthread_condattr_destroy(&ca);
     p->spool_max = o->spool_max ? o->spool_max : (uint64_t)256 << 20;
+    if (getrandom(&p->nonce, sizeof(p->nonce), 0) != sizeof(p->nonce)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts); /* no entropy yet: unique enough per host */
+        p->nonce = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 48);
+    }
     p->backoff_max = o->backoff_max_ns > 0 ? o->backoff_max_ns : 8000000000LL;
     if (!db_name_ok(db)) {
         r = cn_err_set(err, -EINVAL, "bad fleet database name '%s' (letters, digits, '_')", db);

@@ -87,18 +87,80 @@ static int exec_sql(cn_fleet_conn *c, const char *sql, cn_err *err)
     return cn_fleet_exec(c, sql, NULL, 0, false, NULL, err);
 }
 
-static const char samples_cols[] =
-    "(time DateTime, host String, service String, session String, label_keys Array(String), "
-    "label_values Array(String), stack UInt64, samples UInt64, weight Float64)";
+/* The columns both sample tables share; `samples` adds `batch` (the insert's id, which
+ * makes a retried insert idempotent: docs/fleet.md "Failures"). */
+#define COMMON_COLS                                                                                \
+    "time DateTime, host String, service String, session String, label_keys Array(String), "       \
+    "label_values Array(String), stack UInt64, samples UInt64, weight Float64"
+static const char samples_cols[] = "(" COMMON_COLS ", batch UInt64)";
+static const char hourly_cols[] = "(" COMMON_COLS ")";
 static const char stacks_cols[] = "(stack UInt64, host String, time DateTime, funcs Array(String), "
                                   "libs Array(String), build_ids Array(String))";
+/* A row's hour in UTC whatever the server's time zone (toStartOfHour is local time). */
+#define HOUR_EXPR "toDateTime(intDiv(toUInt32(time), 3600) * 3600)"
+/* The rollup of a SELECT over the raw rows: (hour, labels, stack) with summed counts. */
+#define ROLLUP_SELECT                                                                              \
+    "SELECT " HOUR_EXPR " AS time, host, service, session, label_keys, label_values, stack, "      \
+    "sum(samples) AS samples, sum(weight) AS weight FROM %s.samples%s GROUP BY time, host, "       \
+    "service, session, label_keys, label_values, stack"
 
-/* Creates db's tables on one node. */
+/* The highest schema version recorded in db (0: none). */
+static int node_version(cn_fleet_conn *c, const char *db, int *version, cn_err *err)
+{
+    char sql[256];
+    cn_buf ans;
+    cn_buf_init(&ans, 1 << 16);
+    snprintf(sql, sizeof(sql), "SELECT max(version) FROM %s.schema FORMAT TabSeparated", db);
+    int r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
+    if (r == 0)
+        *version = cn_buf_len(&ans) ? atoi(cn_buf_ptr(&ans)) : 0;
+    cn_buf_free(&ans);
+    return r;
+}
+
+/* Whether db.samples has the column `batch` (schema 2). */
+static int has_batch(cn_fleet_conn *c, const char *db, bool *yes, cn_err *err)
+{
+    char sql[256];
+    cn_buf ans;
+    cn_buf_init(&ans, 1 << 16);
+    snprintf(sql, sizeof(sql),
+             "SELECT count() FROM system.columns WHERE database = '%s' AND table = 'samples' "
+             "AND name = 'batch' FORMAT TabSeparated",
+             db);
+    int r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
+    if (r == 0)
+        *yes = cn_buf_len(&ans) && atoi(cn_buf_ptr(&ans)) > 0;
+    cn_buf_free(&ans);
+    return r;
+}
+
+/* Version 1 → 2 on one node (the rollup table and view were just created): the raw table
+ * gets its `batch` column, then the rollup is filled from the rows written before it
+ * (batch 0). The view feeds the rollup from the moment it exists, so the rows a version 1
+ * canopyd inserts between its creation and the backfill would count twice: canopyds are
+ * upgraded first (their inserts fail, spooled, until the column exists), docs/fleet.md
+ * "Upgrading". */
+static int migrate_v1(cn_fleet_conn *c, const char *db, cn_err *err)
+{
+    char sql[1024];
+    bool yes = false;
+    int r = has_batch(c, db, &yes, err);
+    if (r < 0 || yes)
+        return r;
+    snprintf(sql, sizeof(sql), "ALTER TABLE %s.samples ADD COLUMN batch UInt64", db);
+    if ((r = exec_sql(c, sql, err)) < 0)
+        return r;
+    snprintf(sql, sizeof(sql), "INSERT INTO %s.samples_hourly " ROLLUP_SELECT, db, db,
+             " WHERE batch = 0");
+    return exec_sql(c, sql, err);
+}
+
+/* Creates db's tables on one node, or migrates them from version 1. */
 static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_err *err)
 {
     char sql[1024];
-    cn_buf ans;
-    int r;
+    int r, v = 0;
     snprintf(sql, sizeof(sql), "CREATE DATABASE IF NOT EXISTS %s", db);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
@@ -106,21 +168,12 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
              "CREATE TABLE IF NOT EXISTS %s.schema (version UInt32, cluster String, created "
              "DateTime) ENGINE = TinyLog",
              db);
-    if ((r = exec_sql(c, sql, err)) < 0)
+    if ((r = exec_sql(c, sql, err)) < 0 || (r = node_version(c, db, &v, err)) < 0)
         return r;
-    cn_buf_init(&ans, 1 << 16);
-    snprintf(sql, sizeof(sql), "SELECT version, cluster FROM %s.schema FORMAT TabSeparated", db);
-    if ((r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err)) < 0)
-        goto out;
-    if (cn_buf_len(&ans)) {
-        int v = atoi(cn_buf_ptr(&ans));
-        if (v != CN_FLEET_SCHEMA_VERSION) {
-            r = cn_err_set(err, -EPROTO,
-                           "%s: fleet schema version %d, this canopy writes version %d", db, v,
-                           CN_FLEET_SCHEMA_VERSION);
-            goto out;
-        }
-    }
+    if (v > CN_FLEET_SCHEMA_VERSION)
+        return cn_err_set(err, -EPROTO,
+                          "%s: fleet schema version %d, this canopy writes version %d", db, v,
+                          CN_FLEET_SCHEMA_VERSION);
     /* MergeTree with daily partitions (retention drops whole days: cn_fleet_prune); the
      * sort key serves filters by service and host, then time. */
     snprintf(sql, sizeof(sql),
@@ -128,35 +181,46 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
              "toYYYYMMDD(time) ORDER BY (service, host, time, stack)",
              db, samples_cols);
     if ((r = exec_sql(c, sql, err)) < 0)
-        goto out;
+        return r;
+    /* The hourly rollup: rows of one (hour, labels, stack) are summed as parts merge;
+     * readers sum() again, so unmerged parts read the same. */
+    snprintf(sql, sizeof(sql),
+             "CREATE TABLE IF NOT EXISTS %s.samples_hourly %s ENGINE = "
+             "SummingMergeTree((samples, weight)) PARTITION BY toYYYYMMDD(time) ORDER BY "
+             "(service, host, time, stack, session, label_keys, label_values)",
+             db, hourly_cols);
+    if ((r = exec_sql(c, sql, err)) < 0)
+        return r;
+    snprintf(sql, sizeof(sql),
+             "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.samples_hourly_mv TO %s.samples_hourly "
+             "AS " ROLLUP_SELECT,
+             db, db, db, "");
+    if ((r = exec_sql(c, sql, err)) < 0)
+        return r;
+    if (v == 1 && (r = migrate_v1(c, db, err)) < 0)
+        return r;
     /* Definitions are written again now and then (restarts, dropped spool files):
      * ReplacingMergeTree folds the copies in the background, readers use any(). */
     snprintf(sql, sizeof(sql),
              "CREATE TABLE IF NOT EXISTS %s.stacks %s ENGINE = ReplacingMergeTree() ORDER BY stack",
              db, stacks_cols);
     if ((r = exec_sql(c, sql, err)) < 0)
-        goto out;
-    if (cluster) {
+        return r;
+    static const char *const dist[][2] = {
+        {"samples", samples_cols}, {"samples_hourly", hourly_cols}, {"stacks", stacks_cols}};
+    for (size_t i = 0; cluster && i < sizeof(dist) / sizeof(dist[0]); i++) {
         snprintf(sql, sizeof(sql),
-                 "CREATE TABLE IF NOT EXISTS %s.samples_all %s ENGINE = Distributed(%s, %s, "
-                 "samples, rand())",
-                 db, samples_cols, cluster, db);
+                 "CREATE TABLE IF NOT EXISTS %s.%s_all %s ENGINE = Distributed(%s, %s, %s, "
+                 "rand())",
+                 db, dist[i][0], dist[i][1], cluster, db, dist[i][0]);
         if ((r = exec_sql(c, sql, err)) < 0)
-            goto out;
-        snprintf(sql, sizeof(sql),
-                 "CREATE TABLE IF NOT EXISTS %s.stacks_all %s ENGINE = Distributed(%s, %s, "
-                 "stacks, rand())",
-                 db, stacks_cols, cluster, db);
-        if ((r = exec_sql(c, sql, err)) < 0)
-            goto out;
+            return r;
     }
-    if (!cn_buf_len(&ans)) {
+    if (v != CN_FLEET_SCHEMA_VERSION) {
         snprintf(sql, sizeof(sql), "INSERT INTO %s.schema VALUES (%d, '%s', now())", db,
                  CN_FLEET_SCHEMA_VERSION, cluster ? cluster : "");
         r = exec_sql(c, sql, err);
     }
-out:
-    cn_buf_free(&ans);
     return r;
 }
 
@@ -185,9 +249,10 @@ int cn_fleet_schema_get(cn_fleet_conn *c, const char *db, cn_fleet_schema *out, 
     if (!name_ok(db))
         return cn_err_set(err, -EINVAL, "bad database name '%s' (letters, digits, '_')", db);
     cn_buf_init(&ans, 1 << 16);
+    /* The newest version recorded: a migration adds a row. */
     snprintf(sql, sizeof(sql),
-             "SELECT version, cluster FROM %s.schema ORDER BY created DESC LIMIT 1 FORMAT "
-             "TabSeparated",
+             "SELECT version, cluster FROM %s.schema ORDER BY version DESC, created DESC LIMIT 1 "
+             "FORMAT TabSeparated",
              db);
     r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
     if (r == -EIO && (strstr(err->msg, "Code: 60,") || strstr(err->msg, "Code: 81,"))) {
@@ -203,18 +268,24 @@ int cn_fleet_schema_get(cn_fleet_conn *c, const char *db, cn_fleet_schema *out, 
                                    strcspn(cn_buf_ptr(&ans) ? cn_buf_ptr(&ans) : "", "\n"), f, 2);
     memset(out, 0, sizeof(*out));
     out->version = n >= 1 ? atoi(f[0]) : 0;
-    if (out->version != CN_FLEET_SCHEMA_VERSION) {
-        r = out->version == 0
-                ? cn_err_set(err, -ENOENT,
-                             "no fleet schema in database '%s' (run canopy fleet init)", db)
-                : cn_err_set(err, -EPROTO,
-                             "fleet schema version %d in '%s'; this canopy reads version %d",
-                             out->version, db, CN_FLEET_SCHEMA_VERSION);
+    if (out->version == 0)
+        r = cn_err_set(err, -ENOENT, "no fleet schema in database '%s' (run canopy fleet init)",
+                       db);
+    else if (out->version < CN_FLEET_SCHEMA_VERSION)
+        r = cn_err_set(err, -EPROTO,
+                       "fleet schema version %d in '%s'; this canopy reads version %d (run "
+                       "canopy fleet init to migrate it)",
+                       out->version, db, CN_FLEET_SCHEMA_VERSION);
+    else if (out->version != CN_FLEET_SCHEMA_VERSION)
+        r = cn_err_set(err, -EPROTO,
+                       "fleet schema version %d in '%s'; this canopy reads version %d",
+                       out->version, db, CN_FLEET_SCHEMA_VERSION);
+    if (r < 0)
         goto out;
-    }
     snprintf(out->cluster, sizeof(out->cluster), "%s", n == 2 ? f[1] : "");
     const char *suffix = out->cluster[0] ? "_all" : "";
     snprintf(out->samples, sizeof(out->samples), "%s.samples%s", db, suffix);
+    snprintf(out->hourly, sizeof(out->hourly), "%s.samples_hourly%s", db, suffix);
     snprintf(out->stacks, sizeof(out->stacks), "%s.stacks%s", db, suffix);
 out:
     cn_buf_free(&ans);
@@ -277,7 +348,10 @@ static int key_expr(cn_buf *sql, const char *key)
     return r ? r : cn_buf_appendf(sql, ")]");
 }
 
-int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql)
+/* Appends " WHERE …" for f's label conditions, the time window [from, to) (INT64_MIN /
+ * INT64_MAX: open) and extra (may be NULL), or nothing when there is no condition. */
+static int where_sql(const cn_fleet_filter *f, int64_t from, int64_t to, const char *extra,
+                     cn_buf *sql)
 {
     const char *glue = " WHERE ";
     int r = 0;
@@ -302,16 +376,68 @@ int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql)
         }
         r = r ? r : cn_buf_appendf(sql, ")");
     }
-    if (r == 0 && f->from_s != INT64_MIN) {
-        r = cn_buf_appendf(sql, "%stime >= toDateTime(%lld)", glue, (long long)f->from_s);
+    if (r == 0 && from != INT64_MIN) {
+        r = cn_buf_appendf(sql, "%stime >= toDateTime(%lld)", glue, (long long)from);
         glue = " AND ";
     }
-    if (r == 0 && f->to_s != INT64_MAX)
-        r = cn_buf_appendf(sql, "%stime < toDateTime(%lld)", glue, (long long)f->to_s);
+    if (r == 0 && to != INT64_MAX) {
+        r = cn_buf_appendf(sql, "%stime < toDateTime(%lld)", glue, (long long)to);
+        glue = " AND ";
+    }
+    if (r == 0 && extra)
+        r = cn_buf_appendf(sql, "%s%s", glue, extra);
     return r;
 }
 
+int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql)
+{
+    return where_sql(f, f->from_s, f->to_s, NULL, sql);
+}
+
+static int64_t floor_hour(int64_t t)
+{
+    int64_t h = t / 3600 - (t % 3600 < 0);
+    return h * 3600;
+}
+
+static int select_sql(cn_buf *sql, const char *glue, const char *cols, const char *table,
+                      const cn_fleet_filter *f, int64_t from, int64_t to, const char *extra)
+{
+    int r = cn_buf_appendf(sql, "%sSELECT %s FROM %s", glue, cols, table);
+    return r ? r : where_sql(f, from, to, extra, sql);
+}
+
+int cn_fleet_source_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const char *cols,
+                        const char *extra, cn_buf *sql)
+{
+    int64_t from = f->from_s, to = f->to_s;
+    /* The whole hours of [from, to): [h0, h1). A rollup row's time is its hour's start,
+     * so it is inside the window exactly when its hour is. */
+    int64_t h0 = from == INT64_MIN ? INT64_MIN : floor_hour(from);
+    int64_t h1 = to == INT64_MAX ? INT64_MAX : floor_hour(to);
+    if (h0 != INT64_MIN && h0 < from)
+        h0 += 3600;
+    int r = cn_buf_appendf(sql, "(");
+    if (f->raw || h0 >= h1) {
+        r = r ? r : select_sql(sql, "", cols, s->samples, f, from, to, extra);
+    } else {
+        r = r ? r : select_sql(sql, "", cols, s->hourly, f, h0, h1, extra);
+        if (from < h0)
+            r = r ? r : select_sql(sql, " UNION ALL ", cols, s->samples, f, from, h0, extra);
+        if (h1 < to)
+            r = r ? r : select_sql(sql, " UNION ALL ", cols, s->samples, f, h1, to, extra);
+    }
+    return r ? r : cn_buf_appendf(sql, ")");
+}
+
 /* ---- loading a tree ---------------------------------------------------------------- */
+
+/* One aggregated row of the answer, kept until the definitions are in. */
+typedef struct arow {
+    uint64_t hash;
+    int32_t group; /* frame id of the "KEY=VALUE" root, or -1 */
+    double n, w;
+} arow;
 
 typedef struct loader {
     cn_agg_profile *p;
@@ -324,6 +450,8 @@ typedef struct loader {
     size_t n_path, cap_path;
     int32_t *scratch;
     size_t cap_scratch;
+    arow *rows;
+    size_t n_rows, cap_rows;
 } loader;
 
 static int32_t intern_frame(loader *L, const char *func, const char *lib)
@@ -384,29 +512,42 @@ static int add_def(loader *L, char *line, size_t len)
     return 0;
 }
 
-/* One row: [group,] stack, samples, weight. */
-static int add_row(loader *L, char *line, size_t len, bool grouped, const char *group_key,
-                   double *samples)
+/* One answer line: [group,] stack, samples, weight. The group's root frame is interned
+ * now; the stack waits for its definition. */
+static int read_row(loader *L, char *line, size_t len, const char *group_key)
 {
     char *f[4];
-    size_t want = grouped ? 4 : 3;
+    size_t want = group_key ? 4 : 3;
     if (cn_fleet__tsv_split(line, len, f, want) != want)
         return -EBADMSG;
-    char **v = grouped ? f + 1 : f;
-    uint64_t h = strtoull(v[0], NULL, 10);
-    double n = strtod(v[1], NULL), w = strtod(v[2], NULL);
-    int32_t d = cn_u64map_get(&L->defs, h);
-    size_t depth = (d >= 0 ? L->def_len[d] : 1) + (grouped ? 1 : 0), k = 0;
-    if (CN_RESERVE(L->scratch, L->cap_scratch, depth) < 0)
-        return -ENOMEM;
-    if (grouped) {
+    char **v = group_key ? f + 1 : f, *end;
+    arow row = {.group = -1};
+    row.hash = strtoull(v[0], &end, 10);
+    row.n = strtod(v[1], NULL);
+    row.w = strtod(v[2], NULL);
+    if (end == v[0])
+        return -EBADMSG;
+    if (group_key) {
         char name[CN_FLEET_MAX_KEY + CN_FLEET_MAX_VALUE + 8];
         snprintf(name, sizeof(name), "%s=%s", group_key, f[0]);
-        int32_t id = intern_frame(L, name, "");
-        if (id < 0)
-            return id;
-        L->scratch[k++] = id;
+        if ((row.group = intern_frame(L, name, "")) < 0)
+            return row.group;
     }
+    if (CN_RESERVE(L->rows, L->cap_rows, L->n_rows + 1) < 0)
+        return -ENOMEM;
+    L->rows[L->n_rows++] = row;
+    return 0;
+}
+
+/* Adds row as one sample: its group root, then its definition's frames. */
+static int add_row(loader *L, const arow *row, double *samples)
+{
+    int32_t d = cn_u64map_get(&L->defs, row->hash);
+    size_t depth = (d >= 0 ? L->def_len[d] : 1) + (row->group >= 0), k = 0;
+    if (CN_RESERVE(L->scratch, L->cap_scratch, depth) < 0)
+        return -ENOMEM;
+    if (row->group >= 0)
+        L->scratch[k++] = row->group;
     if (d >= 0) {
         memcpy(L->scratch + k, L->path + L->def_off[d], L->def_len[d] * sizeof(int32_t));
         k += L->def_len[d];
@@ -420,20 +561,109 @@ static int add_row(loader *L, char *line, size_t len, bool grouped, const char *
     int32_t stack = k ? cn_agg_stack_from_frames(L->p, L->scratch, k) : -1;
     if (stack < 0 && k)
         return stack;
-    *samples += n;
-    return cn_agg_add_sample(L->p, stack, 0, w, -1);
+    *samples += row->n;
+    return cn_agg_add_sample(L->p, stack, 0, row->w, -1);
 }
 
-static int group_expr(cn_buf *sql, const char *group_by)
+static int cmp_hash(const void *a, const void *b)
 {
-    return group_by ? key_expr(sql, group_by) : cn_buf_appendf(sql, "''");
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Hashes per definitions query: at most 21 bytes each keeps the query under ClickHouse's
+ * default max_query_size (256 KiB; a reader may not change settings). They go as one
+ * string literal split in the query: ClickHouse parses one literal much faster than
+ * thousands of IN (…) elements. The copies of a definition that ReplacingMergeTree has
+ * not folded yet all come back (add_def keeps the first): a GROUP BY with any() over
+ * the arrays would cost ClickHouse more than the copies cost us. */
+#define DEFS_PER_QUERY 12000
+
+/* Reads the definitions of the distinct stacks of L's rows (the rows were read first). */
+static int load_defs(loader *L, cn_fleet_conn *c, const cn_fleet_schema *s, cn_buf *sql,
+                     cn_buf *ans, cn_err *err)
+{
+    uint64_t *h = malloc((L->n_rows ? L->n_rows : 1) * sizeof(*h));
+    size_t n = 0;
+    int r = 0;
+    if (!h)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < L->n_rows; i++)
+        h[i] = L->rows[i].hash;
+    qsort(h, L->n_rows, sizeof(*h), cmp_hash);
+    for (size_t i = 0; i < L->n_rows; i++)
+        if (n == 0 || h[n - 1] != h[i])
+            h[n++] = h[i];
+    for (size_t i = 0; i < n && r == 0; i += DEFS_PER_QUERY) {
+        cn_buf_reset(sql);
+        cn_buf_reset(ans);
+        r = cn_buf_appendf(sql,
+                           "SELECT stack, arrayStringConcat(funcs, '\\x1e'), "
+                           "arrayStringConcat(libs, '\\x1e') FROM %s WHERE stack IN (SELECT "
+                           "toUInt64(arrayJoin(splitByChar(',', '",
+                           s->stacks);
+        for (size_t j = i; j < n && j < i + DEFS_PER_QUERY && r == 0; j++)
+            r = cn_buf_appendf(sql, "%s%llu", j > i ? "," : "", (unsigned long long)h[j]);
+        r = r ? r : cn_buf_appendf(sql, "')))) FORMAT TabSeparated");
+        if (r < 0) {
+            r = cn_err_set(err, -ENOMEM, "out of memory");
+            break;
+        }
+        if ((r = cn_fleet_exec(c, cn_buf_ptr(sql), NULL, 0, false, ans, err)) < 0)
+            break;
+        const char *line;
+        size_t len;
+        cn_lines it;
+        cn_lines_init(&it, cn_buf_ptr(ans), cn_buf_len(ans));
+        while (r == 0 && cn_lines_next(&it, &line, &len))
+            if (len)
+                r = add_def(L, (char *)line, len);
+        if (r == -EBADMSG)
+            r = cn_err_set(err, r, "unexpected answer from ClickHouse at %s", cn_fleet_conn_url(c));
+        else if (r < 0)
+            r = cn_err_set(err, r, "loading the fleet tree: %s", strerror(-r));
+    }
+    free(h);
+    return r;
+}
+
+/* The aggregate query: the rows f selects, summed per ([group value,] stack). */
+static int rows_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const char *group_by,
+                    cn_buf *sql)
+{
+    cn_buf cols, extra;
+    cn_buf_init(&cols, 0);
+    cn_buf_init(&extra, 0);
+    int r = 0;
+    if (group_by) {
+        r = key_expr(&cols, group_by);
+        r = r ? r : cn_buf_appendf(&cols, " AS g, ");
+        /* Rows without the label do not belong to any group. */
+        if (r == 0 && strcmp(group_by, "host") && strcmp(group_by, "service") &&
+            strcmp(group_by, "session")) {
+            r = cn_buf_appendf(&extra, "has(label_keys, ");
+            r = r ? r : cn_fleet_sql_quote(&extra, group_by);
+            r = r ? r : cn_buf_appendf(&extra, ")");
+        }
+    }
+    r = r ? r : cn_buf_appendf(&cols, "stack, samples, weight");
+    r = r ? r
+          : cn_buf_appendf(sql, "SELECT %sstack, sum(samples), sum(weight) FROM ",
+                           group_by ? "g, " : "");
+    r = r ? r
+          : cn_fleet_source_sql(s, f, cn_buf_ptr(&cols),
+                                cn_buf_len(&extra) ? cn_buf_ptr(&extra) : NULL, sql);
+    r = r ? r : cn_buf_appendf(sql, " GROUP BY %sstack FORMAT TabSeparated", group_by ? "g, " : "");
+    cn_buf_free(&cols);
+    cn_buf_free(&extra);
+    return r;
 }
 
 int cn_fleet_load(cn_fleet_conn *c, const cn_fleet_schema *s, const cn_fleet_filter *f,
                   const char *group_by, cn_agg_profile **out, cn_err *err)
 {
     loader L = {0};
-    cn_buf sql, where, ans;
+    cn_buf sql, ans;
     double samples = 0;
     int r;
     const char *line;
@@ -441,49 +671,25 @@ int cn_fleet_load(cn_fleet_conn *c, const cn_fleet_schema *s, const cn_fleet_fil
     cn_lines it;
 
     cn_buf_init(&sql, 0);
-    cn_buf_init(&where, 0);
     cn_buf_init(&ans, ANSWER_MAX);
     if (group_by && cn_fleet_label_check(group_by, "", err) < 0) {
         r = -EINVAL;
         goto out;
     }
-    if (!(L.p = cn_agg_profile_new()) || cn_fleet_filter_sql(f, &where) < 0) {
+    if (!(L.p = cn_agg_profile_new()) || rows_sql(s, f, group_by, &sql) < 0) {
         r = cn_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    /* The definitions of the stacks the filter selects. */
-    r = cn_buf_appendf(&sql,
-                       "SELECT stack, arrayStringConcat(any(funcs), '\\x1e'), "
-                       "arrayStringConcat(any(libs), '\\x1e') FROM %s WHERE stack GLOBAL IN "
-                       "(SELECT stack FROM %s%s) GROUP BY stack FORMAT TabSeparated",
-                       s->stacks, s->samples, cn_buf_ptr(&where) ? cn_buf_ptr(&where) : "");
-    if (r < 0 || (r = cn_fleet_exec(c, cn_buf_ptr(&sql), NULL, 0, false, &ans, err)) < 0)
+    if ((r = cn_fleet_exec(c, cn_buf_ptr(&sql), NULL, 0, false, &ans, err)) < 0)
         goto out;
     cn_lines_init(&it, cn_buf_ptr(&ans), cn_buf_len(&ans));
     while (cn_lines_next(&it, &line, &len))
-        if (len && (r = add_def(&L, (char *)line, len)) < 0)
+        if (len && (r = read_row(&L, (char *)line, len, group_by)) < 0)
             goto bad;
-    /* The rows, summed per (group, stack) in ClickHouse. */
-    cn_buf_reset(&ans);
-    cn_buf_reset(&sql);
-    r = cn_buf_appendf(&sql, "SELECT ");
-    if (group_by)
-        r = r ? r : group_expr(&sql, group_by);
-    r = r ? r
-          : cn_buf_appendf(&sql, "%sstack, sum(samples), sum(weight) FROM %s%s",
-                           group_by ? " AS g, " : "", s->samples,
-                           cn_buf_ptr(&where) ? cn_buf_ptr(&where) : "");
-    if (group_by && !strcmp(group_by, "host") + !strcmp(group_by, "service") == 0)
-        r = r ? r
-              : cn_buf_appendf(&sql, "%shas(label_keys, '%s')",
-                               cn_buf_len(&where) ? " AND " : " WHERE ", group_by);
-    r = r ? r
-          : cn_buf_appendf(&sql, " GROUP BY %sstack FORMAT TabSeparated", group_by ? "g, " : "");
-    if (r < 0 || (r = cn_fleet_exec(c, cn_buf_ptr(&sql), NULL, 0, false, &ans, err)) < 0)
+    if ((r = load_defs(&L, c, s, &sql, &ans, err)) < 0)
         goto out;
-    cn_lines_init(&it, cn_buf_ptr(&ans), cn_buf_len(&ans));
-    while (cn_lines_next(&it, &line, &len))
-        if (len && (r = add_row(&L, (char *)line, len, group_by != NULL, group_by, &samples)) < 0)
+    for (size_t i = 0; i < L.n_rows; i++)
+        if ((r = add_row(&L, &L.rows[i], &samples)) < 0)
             goto bad;
     char num[32];
     snprintf(num, sizeof(num), "%.0f", samples);
@@ -507,8 +713,8 @@ out:
     free(L.def_len);
     free(L.path);
     free(L.scratch);
+    free(L.rows);
     cn_buf_free(&sql);
-    cn_buf_free(&where);
     cn_buf_free(&ans);
     return r;
 }
@@ -518,33 +724,40 @@ out:
 int cn_fleet_labels_query(cn_fleet_conn *c, const cn_fleet_schema *s, const cn_fleet_filter *f,
                           const char *key, cn_buf *out, cn_err *err)
 {
-    cn_buf sql, where;
+    static const char cols[] = "host, service, session, label_keys, label_values, samples";
+    cn_buf sql, extra;
     int r;
     cn_buf_init(&sql, 0);
-    cn_buf_init(&where, 0);
+    cn_buf_init(&extra, 0);
     if (key && (r = cn_fleet_label_check(key, "", err)) < 0)
         goto out;
-    if ((r = cn_fleet_filter_sql(f, &where)) < 0)
-        goto oom;
-    const char *w = cn_buf_ptr(&where) ? cn_buf_ptr(&where) : "";
-    const char *and = *w ? " AND " : " WHERE ";
     if (!key) {
-        r = cn_buf_appendf(&sql,
-                           "SELECT k, uniqExact(v), sum(n) FROM (SELECT 'host' AS k, host AS v, "
-                           "samples AS n FROM %s%s UNION ALL SELECT 'service' AS k, service AS v, "
-                           "samples AS n FROM %s%s UNION ALL SELECT k, v, samples AS n FROM %s "
-                           "ARRAY JOIN label_keys AS k, label_values AS v%s) GROUP BY k ORDER BY "
-                           "k FORMAT TabSeparated",
-                           s->samples, w, s->samples, w, s->samples, w);
+        r = cn_buf_appendf(&sql, "SELECT k, uniqExact(v), sum(n) FROM (SELECT 'host' AS k, host "
+                                 "AS v, samples AS n FROM ");
+        r = r ? r : cn_fleet_source_sql(s, f, cols, NULL, &sql);
+        r = r ? r
+              : cn_buf_appendf(&sql, " UNION ALL SELECT 'service' AS k, service AS v, samples "
+                                     "AS n FROM ");
+        r = r ? r : cn_fleet_source_sql(s, f, cols, NULL, &sql);
+        r = r ? r : cn_buf_appendf(&sql, " UNION ALL SELECT k, v, samples AS n FROM ");
+        r = r ? r : cn_fleet_source_sql(s, f, cols, NULL, &sql);
+        r = r ? r
+              : cn_buf_appendf(&sql, " ARRAY JOIN label_keys AS k, label_values AS v) GROUP BY k "
+                                     "ORDER BY k FORMAT TabSeparated");
     } else {
+        if (strcmp(key, "host") && strcmp(key, "service") && strcmp(key, "session")) {
+            r = cn_buf_appendf(&extra, "has(label_keys, ");
+            r = r ? r : cn_fleet_sql_quote(&extra, key);
+            r = r ? r : cn_buf_appendf(&extra, ")");
+            if (r < 0)
+                goto oom;
+        }
         r = cn_buf_appendf(&sql, "SELECT ");
         r = r ? r : key_expr(&sql, key);
-        r = r ? r : cn_buf_appendf(&sql, " AS v, sum(samples) AS n FROM %s%s", s->samples, w);
-        if (r == 0 && strcmp(key, "host") && strcmp(key, "service") && strcmp(key, "session")) {
-            r = cn_buf_appendf(&sql, "%shas(label_keys, ", and);
-            r = r ? r : cn_fleet_sql_quote(&sql, key);
-            r = r ? r : cn_buf_appendf(&sql, ")");
-        }
+        r = r ? r : cn_buf_appendf(&sql, " AS v, sum(samples) AS n FROM ");
+        r = r ? r
+              : cn_fleet_source_sql(s, f, cols, cn_buf_len(&extra) ? cn_buf_ptr(&extra) : NULL,
+                                    &sql);
         r = r ? r : cn_buf_appendf(&sql, " GROUP BY v ORDER BY n DESC, v FORMAT TabSeparated");
     }
     if (r < 0)
@@ -555,7 +768,7 @@ oom:
     r = cn_err_set(err, -ENOMEM, "out of memory");
 out:
     cn_buf_free(&sql);
-    cn_buf_free(&where);
+    cn_buf_free(&extra);
     return r;
 }
 
@@ -568,14 +781,17 @@ int cn_fleet_prune(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, 
     if (!name_ok(db))
         return cn_err_set(err, -EINVAL, "bad database name '%s' (letters, digits, '_')", db);
     cn_buf_init(&ans, 1 << 20);
-    for (size_t i = 0; i < n_nodes && r == 0; i++) {
+    /* The rollup's partitions are the same days: dropped with the raw rows. */
+    static const char *const tables[] = {"samples", "samples_hourly"};
+    for (size_t i = 0; i < 2 * n_nodes && r == 0; i++) {
+        const char *table = tables[i % 2];
         cn_buf_reset(&ans);
         snprintf(sql, sizeof(sql),
                  "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND table = "
-                 "'samples' AND active AND toUInt32(partition) < toYYYYMMDD(toDateTime(%lld)) "
+                 "'%s' AND active AND toUInt32(partition) < toYYYYMMDD(toDateTime(%lld)) "
                  "ORDER BY partition FORMAT TabSeparated",
-                 db, (long long)before_s);
-        if ((r = cn_fleet_exec(nodes[i], sql, NULL, 0, false, &ans, err)) < 0)
+                 db, table, (long long)before_s);
+        if ((r = cn_fleet_exec(nodes[i / 2], sql, NULL, 0, false, &ans, err)) < 0)
             break;
         cn_lines it;
         const char *line;
@@ -584,9 +800,9 @@ int cn_fleet_prune(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, 
         while (r == 0 && cn_lines_next(&it, &line, &len)) {
             if (len == 0 || len > 8 || strspn(line, "0123456789") < len)
                 continue;
-            snprintf(sql, sizeof(sql), "ALTER TABLE %s.samples DROP PARTITION %.*s", db, (int)len,
+            snprintf(sql, sizeof(sql), "ALTER TABLE %s.%s DROP PARTITION %.*s", db, table, (int)len,
                      line);
-            if ((r = exec_sql(nodes[i], sql, err)) == 0)
+            if ((r = exec_sql(nodes[i / 2], sql, err)) == 0 && i % 2 == 0)
                 n++;
         }
     }

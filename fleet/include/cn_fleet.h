@@ -15,9 +15,11 @@
  *   - Pyroscope: a pusher can instead send each batch to Grafana Pyroscope's push API,
  *     the batch body being a PushRequest of gzip'd pprof profiles (cn_fleet_pyroscope_add;
  *     the pprof bytes come from the caller);
- *   - the reader: the schema (cn_fleet_init), the WHERE clause of label filters, and a
- *     `GROUP BY stack` query loaded into a cn_agg_profile (cn_fleet_load), plus labels
- *     and retention (cn_fleet_labels_query, cn_fleet_prune).
+ *   - the reader: the schema (cn_fleet_init, versioned and migrated), the WHERE clause of
+ *     label filters, the rows a filter selects (raw rows for partial hours, the hourly
+ *     rollup for whole ones: cn_fleet_source_sql), and a `GROUP BY stack` query loaded
+ *     into a cn_agg_profile (cn_fleet_load), plus labels and retention
+ *     (cn_fleet_labels_query, cn_fleet_prune).
  * Only ClickHouse's HTTP interface is used, and only features ClickHouse 18.16 has.
  *
  * Ownership: every object is owned by its creator and freed with its _free (NULL
@@ -39,7 +41,7 @@
 extern "C" {
 #endif
 
-#define CN_FLEET_SCHEMA_VERSION 1
+#define CN_FLEET_SCHEMA_VERSION 2   /* 2: samples.batch, the samples_hourly rollup */
 #define CN_FLEET_MAX_LABELS     30  /* per row, configured and per-session together */
 #define CN_FLEET_MAX_KEY        64  /* bytes of a label key */
 #define CN_FLEET_MAX_VALUE      256 /* bytes of a label value */
@@ -257,15 +259,16 @@ int cn_fleet_init(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, c
                   cn_err *err);
 
 /* What a reader needs to know of the schema: its version and the tables to query
- * (`samples`/`stacks`, or the Distributed `samples_all`/`stacks_all`). */
+ * (`samples`/`samples_hourly`/`stacks`, or their Distributed `…_all` tables). */
 typedef struct cn_fleet_schema {
     int version;
-    char cluster[128];              /* "" for a single server */
-    char samples[160], stacks[160]; /* quoted db.table names to read */
+    char cluster[128];                           /* "" for a single server */
+    char samples[160], hourly[160], stacks[160]; /* db.table names to read */
 } cn_fleet_schema;
 
 /* Reads and checks the schema: -ENOENT (no schema: run `canopy fleet init`), -EPROTO (a
- * version this canopy does not read), or a connection error, with err set. */
+ * version this canopy does not read; an older one is migrated by cn_fleet_init), or a
+ * connection error, with err set. */
 int cn_fleet_schema_get(cn_fleet_conn *c, const char *db, cn_fleet_schema *out, cn_err *err);
 
 /* A filter on rows: label conditions (key=value; host and service are columns, other
@@ -274,6 +277,7 @@ typedef struct cn_fleet_filter {
     char **keys, **values; /* the conditions (owned, parallel arrays) */
     size_t n;
     int64_t from_s, to_s; /* unix seconds; INT64_MIN / INT64_MAX = open */
+    bool raw;             /* read the raw rows only, not the hourly rollup (to check it) */
 } cn_fleet_filter;
 
 void cn_fleet_filter_init(cn_fleet_filter *f);
@@ -282,6 +286,13 @@ int cn_fleet_filter_add(cn_fleet_filter *f, const char *list, cn_err *err);
 void cn_fleet_filter_clear(cn_fleet_filter *f);
 /* Appends " WHERE …" (or nothing) for f to sql. 0 or -ENOMEM. */
 int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql);
+/* Appends "(SELECT cols FROM … WHERE …)": the rows f selects with the columns cols (a
+ * SELECT list over the columns both sample tables have), read from the hourly rollup for
+ * the whole hours of f's window and from the raw rows for its partial hours (UNION ALL),
+ * or from the raw rows only when f->raw; extra (may be NULL) is one more condition ANDed
+ * to f's. Sums over it equal the raw rows' sums. 0 or -ENOMEM. */
+int cn_fleet_source_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const char *cols,
+                        const char *extra, cn_buf *sql);
 
 /* Loads the fleet's samples that pass f into a new profile: per distinct stack (and
  * group) the summed weight, as one sample at time 0, frames named `func` in resource

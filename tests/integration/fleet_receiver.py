@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 portfile, log, failfile = sys.argv[1:4]
 
@@ -37,7 +37,7 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-s = HTTPServer(("127.0.0.1", 0), H)
+s = ThreadingHTTPServer(("127.0.0.1", 0), H)
 with open(portfile + ".tmp", "w") as f:
     f.write(str(s.server_address[1]))
 os.rename(portfile + ".tmp", portfile)

@@ -195,9 +195,15 @@ PY
 # Prune: today's partition is younger than a day; --older 0 would be bad input.
 "$C" fleet prune --url "$URL" --older 1d | grep -q 'dropped 0 ' || fail "prune --older 1d"
 [ "$(ch_query A 'SELECT sum(samples) FROM canopy.samples')" = "$FALL" ] || fail "prune dropped rows"
-ch_query A "INSERT INTO canopy.samples VALUES (toDateTime('2001-01-01 00:00:00'), 'old', 's', 's1', [], [], 1, 5, 5)" >/dev/null
+ch_query A "INSERT INTO canopy.samples VALUES (toDateTime('2001-01-01 00:00:00'), 'old', 's', 's1', [], [], 1, 5, 5, 1)" >/dev/null
+[ "$(ch_query A "SELECT count() FROM canopy.samples_hourly WHERE host = 'old'")" = 1 ] ||
+  fail "the old row is not in the rollup"
 "$C" fleet prune --url "$URL" --older 30d | grep -q 'dropped 1 ' || fail "prune of an old day"
 [ "$(ch_query A "SELECT count() FROM canopy.samples WHERE host = 'old'")" = 0 ] || fail "old rows stayed"
+[ "$(ch_query A "SELECT count() FROM canopy.samples_hourly WHERE host = 'old'")" = 0 ] ||
+  fail "old rollup rows stayed"
+[ "$(ch_query A 'SELECT sum(samples) FROM canopy.samples_hourly')" = "$FALL" ] ||
+  fail "prune dropped rollup rows of today"
 
 # Bad input and failures: one line, exit 2 (usage) or 1 (runtime).
 expect_fail 2 "$C" fleet tree --url "$URL" --where 'bad key=x'

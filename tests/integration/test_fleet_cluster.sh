@@ -67,7 +67,13 @@ for u in "$U1" "$U2"; do
   "$C" fleet tree --url "$u" --where host=b --format json >"$TMP/tb.json" || fail "where on $u"
   [ "$(json "$TMP/tb.json" 'int(d["total"])')" = "$TB" ] || fail "--where host=b on $u"
   "$C" fleet labels --url "$u" host | grep -Eq "^a +$TA\$" || fail "labels on $u"
+  # Each node's view filled its own rollup; samples_hourly_all reads both, like --raw.
+  "$C" fleet tree --url "$u" --format folded | sort >"$TMP/r.txt" || fail "tree on $u"
+  "$C" fleet tree --url "$u" --raw --format folded | sort >"$TMP/w.txt" || fail "--raw on $u"
+  [ -s "$TMP/r.txt" ] && cmp -s "$TMP/r.txt" "$TMP/w.txt" || fail "rollup != raw on $u"
 done
+[ "$(ch_query N1 'SELECT groupUniqArray(host) FROM canopy.samples_hourly')" = "['a']" ] ||
+  fail "shard 1 rollup"
 "$C" fleet prune --url "$U1" --url "$U2" --older 1d | grep -q 'dropped 0 ' || fail "prune on the cluster"
 echo "cluster: a $TA, b $TB"
 echo ok

@@ -6,7 +6,10 @@
 # together they must be the session's tree: total = session samples × period, the
 # workload's known shares (±5 points), labels as configured, in order across a refused
 # stretch (503s) of the receiver. fleet_url points at a closed port at the same time: the
-# ClickHouse sink's failures must not hold the Pyroscope sink back.
+# ClickHouse sink's failures must not hold the Pyroscope sink back. Then an off-cpu and a
+# wall session (tests/workloads/waits.c): their series are named off_cpu and wall, their
+# profiles have the sample types samples/count and off_cpu|wall/nanoseconds, and their
+# nanoseconds sum to each session's own total.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 C=$CANOPY_BIN
@@ -45,8 +48,14 @@ for ((i = 0; i < 100; i++)); do [ -S "$TMP/d.sock" ] && break; sleep 0.1; done
 W=$!
 PIDS+=($W)
 S=$("$C" attach "$W" -F 999 --label version=2 --socket "$TMP/d.sock") || fail "attach"
-sleep 1.5
-"$C" status --socket "$TMP/d.sock" --format json >"$TMP/st1.json"
+# Until the refused stretch shows in the status (a few intervals; longer under load).
+end=$((SECONDS + 30))
+while :; do
+  "$C" status --socket "$TMP/d.sock" --format json >"$TMP/st1.json"
+  [ "$(json "$TMP/st1.json" 'd["fleet"]["pyroscope"]["failures"] > 0 and d["fleet"]["pyroscope"]["profiles_queued"] > 0')" = True ] && break
+  [ $SECONDS -lt $end ] || break # the check below says what is missing
+  sleep 0.2
+done
 rm "$TMP/failing" # the receiver answers from now on
 wait "$W"
 end=$((SECONDS + 60))
@@ -134,6 +143,68 @@ for f, w in {"work_a": 50, "work_b": 30, "work_c": 20}.items():
         errs.append("share of %s: %.1f%%, want %d" % (f, shares[f], w))
 print("profiles %d, samples %d (session %d), cpu %.3f s, shares %s" % (
     len(series), total_n, T, total_ns / 1e9, {f: round(v, 1) for f, v in shares.items()}))
+for e in errs:
+    print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+
+# ---- off-cpu and wall sessions -----------------------------------------------------------
+N1=$(wc -l <"$TMP/recv/series.jsonl")
+WW=$CANOPY_WORKLOADS/wl_waits_fp
+"$WW" 2 >/dev/null & W1=$!; PIDS+=($W1)
+"$WW" 2 >/dev/null & W2=$!; PIDS+=($W2)
+SO=$("$C" attach "$W1" --mode off-cpu --socket "$TMP/d.sock") || fail "attach --mode off-cpu"
+SW=$("$C" attach "$W2" --mode wall --socket "$TMP/d.sock") || fail "attach --mode wall"
+wait "$W1" "$W2"
+end=$((SECONDS + 60))
+while :; do
+  "$C" status --socket "$TMP/d.sock" --format json >"$TMP/st.json"
+  [ "$(json "$TMP/st.json" 'd["fleet"]["sessions"] == 0 and d["fleet"]["pyroscope"]["profiles_queued"] == 0')" = True ] && break
+  [ $SECONDS -lt $end ] || fail "Pyroscope push never drained: $(cat "$TMP/st.json")"
+  sleep 0.2
+done
+"$C" tree "$SO" --socket "$TMP/d.sock" --format json >"$TMP/off.json" || fail "tree off-cpu"
+"$C" tree "$SW" --socket "$TMP/d.sock" --format json >"$TMP/wall.json" || fail "tree wall"
+[ ! -e "$TMP/recv/errors" ] || fail "receiver refused requests: $(cat "$TMP/recv/errors")"
+tail -n +$((N1 + 1)) "$TMP/recv/series.jsonl" >"$TMP/modes.jsonl"
+while read -r f; do
+  go tool pprof -symbolize=none -raw "$f" >"$f.raw" 2>"$f.err" || fail "go tool pprof $f: $(cat "$f.err")"
+done < <(python3 -c '
+import json, sys
+for l in open(sys.argv[1]): print(json.loads(l)["file"])' "$TMP/modes.jsonl")
+/usr/bin/python3 - "$TMP" <<'PY' || fail "off-cpu and wall profiles"
+import json, re, sys
+tmp = sys.argv[1]
+series = [json.loads(l) for l in open(tmp + "/modes.jsonl")]
+want = {"off_cpu": json.load(open(tmp + "/off.json")), "wall": json.load(open(tmp + "/wall.json"))}
+errs, got = [], {"off_cpu": 0, "wall": 0}
+for s in series:
+    labels = dict(s["labels"])
+    name = labels.get("__name__")
+    if name not in got:
+        errs.append("__name__ %s (labels %s)" % (name, s["labels"]))
+        continue
+    if labels.get("service_name") != "wl_waits_fp" or labels.get("host") != "host-a":
+        errs.append("labels %s" % s["labels"])
+    raw = open(s["file"] + ".raw").read()
+    if "PeriodType: %s nanoseconds" % name not in raw:
+        errs.append("%s: %s period type: %s" % (s["file"], name, raw[:200]))
+    lines = raw.partition("\nSamples:\n")[2].partition("\nLocations\n")[0].splitlines()
+    if not lines or lines[0].split() != ["samples/count", "%s/nanoseconds[dflt]" % name]:
+        errs.append("%s: sample types %s" % (s["file"], lines[:1]))
+        continue
+    for l in lines[1:]:
+        m = re.match(r"\s*(\d+)\s+(\d+):", l)
+        if m:
+            got[name] += int(m.group(2))
+for name, tree in want.items():
+    T = float(tree["total"])
+    # The pprof writer rounds each sample's weight to whole ns.
+    if T < 1e8 or abs(got[name] - T) > max(1e-6 * T, 1000):
+        errs.append("%s: %d ns in Pyroscope, session %.0f ns" % (name, got[name], T))
+print("off-cpu/wall: %d profiles; off_cpu %.3f s (session %.3f s), wall %.3f s (session %.3f s)"
+      % (len(series), got["off_cpu"] / 1e9, want["off_cpu"]["total"] / 1e9,
+         got["wall"] / 1e9, want["wall"]["total"] / 1e9))
 for e in errs:
     print("FAIL:", e)
 sys.exit(1 if errs else 0)

@@ -203,6 +203,53 @@ static void test_filter_sql(void **state)
     cn_fleet_filter_clear(&f);
 }
 
+/* The rows of a window: whole hours from the rollup, partial edge hours from the raw
+ * rows; an open end needs no edge; a window inside one hour and --raw read raw rows only. */
+static void test_source_sql(void **state)
+{
+    cn_fleet_schema s = {.version = CN_FLEET_SCHEMA_VERSION};
+    cn_fleet_filter f;
+    cn_buf sql;
+    cn_err err = {0};
+    (void)state;
+    snprintf(s.samples, sizeof(s.samples), "d.samples");
+    snprintf(s.hourly, sizeof(s.hourly), "d.samples_hourly");
+    cn_fleet_filter_init(&f);
+    cn_buf_init(&sql, 0);
+    assert_int_equal(cn_fleet_filter_add(&f, "host=a", &err), 0);
+    f.from_s = 10 * 3600 + 5;
+    f.to_s = 13 * 3600 + 7;
+    assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", "x = 1", &sql), 0);
+    assert_string_equal(cn_buf_ptr(&sql),
+                        "(SELECT stack FROM d.samples_hourly WHERE (host = 'a') AND time >= "
+                        "toDateTime(39600) AND time < toDateTime(46800) AND x = 1"
+                        " UNION ALL SELECT stack FROM d.samples WHERE (host = 'a') AND time >= "
+                        "toDateTime(36005) AND time < toDateTime(39600) AND x = 1"
+                        " UNION ALL SELECT stack FROM d.samples WHERE (host = 'a') AND time >= "
+                        "toDateTime(46800) AND time < toDateTime(46807) AND x = 1)");
+    cn_buf_reset(&sql);
+    f.from_s = 10 * 3600; /* aligned start, open end: the rollup alone */
+    f.to_s = INT64_MAX;
+    assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", NULL, &sql), 0);
+    assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples_hourly WHERE (host = "
+                                          "'a') AND time >= toDateTime(36000))");
+    cn_buf_reset(&sql);
+    f.from_s = 10 * 3600 + 5; /* inside one hour */
+    f.to_s = 10 * 3600 + 3000;
+    assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", NULL, &sql), 0);
+    assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples WHERE (host = 'a') AND "
+                                          "time >= toDateTime(36005) AND time < "
+                                          "toDateTime(39000))");
+    cn_buf_reset(&sql);
+    f.to_s = INT64_MAX;
+    f.raw = true;
+    assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", NULL, &sql), 0);
+    assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples WHERE (host = 'a') AND "
+                                          "time >= toDateTime(36005))");
+    cn_buf_free(&sql);
+    cn_fleet_filter_clear(&f);
+}
+
 static void test_pusher_spool(void **state)
 {
     char dir[] = "/tmp/test_fleet_XXXXXX", spool[64];
@@ -319,8 +366,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_labels),         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_tsv_round_trip), cmocka_unit_test(test_collect),
-        cmocka_unit_test(test_filter_sql),     cmocka_unit_test(test_pusher_spool),
-        cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_pyroscope),
+        cmocka_unit_test(test_filter_sql),     cmocka_unit_test(test_source_sql),
+        cmocka_unit_test(test_pusher_spool),   cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_pyroscope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
