@@ -213,6 +213,11 @@ typedef struct cn_smp_callbacks {
     void (*task)(void *arg, const cn_smp_task_event *ev);
     /* A new object, before the first sample that uses it. */
     void (*object)(void *arg, const cn_smp_object *obj);
+    /* Every raw perf record read from the rings (struct perf_event_header first, len
+     * bytes, valid during the call), in time order, just before it is handled: a capture
+     * that cn_smp_session_feed() can replay (bench/bench_replay.c). Not called for fed
+     * records. */
+    void (*record)(void *arg, const void *rec, size_t len);
 } cn_smp_callbacks;
 
 typedef struct cn_smp_counters {
@@ -313,6 +318,16 @@ void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out);
 int cn_smp_session_feed(cn_smp_session *s, const void *buf, size_t len);
 /* The perf sample_type bits (PERF_SAMPLE_*) this session uses. */
 uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
+/* Makes a CN_SMP_TARGET_NONE session replay a capture (records taken with
+ * cn_smp_callbacks.record, bench/bench_replay.c): records fed from now on are in
+ * sample_type's layout, a superset of the session's own by PERF_SAMPLE_CALLCHAIN,
+ * _REGS_USER (this architecture's register set) and _STACK_USER, so that one capture (e.g.
+ * auto's: chain, registers and stack) replays into sessions of every unwind mode, each
+ * using only what its mode uses; and the files that MMAP records name are opened, as in a
+ * live session (same device and inode), for their unwind tables. Only for captures of this
+ * machine: a plain feed-only session never opens files. Returns 0, or -EINVAL (not a
+ * feed-only session, or not such a superset). */
+int cn_smp_session_replay(cn_smp_session *s, uint64_t sample_type);
 
 /* Names: "fp", "dwarf", "auto"; parse returns -EINVAL on anything else. */
 const char *cn_smp_unwind_name(cn_smp_unwind u);
