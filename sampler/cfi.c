@@ -560,7 +560,10 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
             m = cn_smp__proc_find(p, at);
             if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
                 !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias)) {
-                int joined = exact ? -1 : chain_past_end(arch, p, r, fw, pcs, n, true, max);
+                /* Only where the address is in no mapping (a garbage return address):
+                 * code without CFI (JIT) is libunwind's, whose frame-chain guess does
+                 * better there than the kernel's chain (node: 8% of the stacks). */
+                int joined = exact || m ? -1 : chain_past_end(arch, p, r, fw, pcs, n, true, max);
                 *stop = joined >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
                 return joined >= 0 ? joined : -EAGAIN;
             }
