@@ -51,7 +51,8 @@ typedef enum cn_smp_target {
 typedef enum cn_smp_unwind {
     CN_SMP_UNWIND_AUTO = 0, /* the copied stack: frame-pointer steps in objects built with
                                frame pointers, CFI steps elsewhere and from the leaf; the
-                               kernel's frame-pointer chain where the copy ends */
+                               kernel's frame-pointer chain where the copy ends, and past a
+                               stack switch the CFI does not follow (Go's systemstack) */
     CN_SMP_UNWIND_FP,       /* the kernel's frame-pointer callchain only */
     CN_SMP_UNWIND_DWARF,    /* libunwind over the copied user stack */
 } cn_smp_unwind;
@@ -233,7 +234,8 @@ typedef struct cn_smp_counters {
     uint64_t dwarf_unwinds;     /* samples unwound from their stack copy (dwarf and auto) */
     uint64_t fp_frames;         /* auto: frames stepped by frame pointer, not CFI */
     uint64_t chain_joins;       /* auto: samples whose stack copy ended inside frame-pointer
-                                   code, completed from the kernel's frame-pointer chain */
+                                   code, or whose walk ended at a stack switch, completed
+                                   from the kernel's frame-pointer chain */
     uint64_t cfi_unwinds;       /* stack unwinds (incl. auto's leaf steps) done wholly through
                                    compiled CFI rules */
     uint64_t libunwind_unwinds; /* stack unwinds that needed libunwind */
