@@ -20,7 +20,7 @@
 #   bench/real_programs.sh [BUILD_DIR] [SECS] [PROGRAMS...]   (default: all five)
 #   CANOPY_REAL_FREQ=HZ (default 3999)
 set -euo pipefail
-BUILD=${1:-build}
+BUILD=$(cd "${1:-build}" && pwd)
 SECS=${2:-3}
 shift 2 2>/dev/null || true
 PROGRAMS=${*:-python3 cc1 xz node go}
@@ -37,6 +37,7 @@ export CANOPY_SOCKET=$TMP/no-daemon.sock
 
 source "$SRC/tests/integration/real_inputs.sh"
 real_inputs "$TMP" "$SECS"
+cd "$TMP" # node --perf-basic-prof writes isolate-*-v8.log files where it runs
 
 cmd_for() {
   case $1 in

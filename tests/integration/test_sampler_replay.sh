@@ -72,7 +72,8 @@ check python3 0 "$PY" "$TMP/busy.py"
 check xz 0 xz -9 -T1 -k -f "$TMP/data.txt"
 if command -v node >/dev/null; then
   # JIT code without unwind tables: libunwind's frame-chain guess, not the kernel's chain
-  check node 0 node --perf-basic-prof "$CANOPY_SOURCE_DIR/bench/real/busy.js" "$SECS"
+  # (in $TMP: --perf-basic-prof writes isolate-*-v8.log files where node runs)
+  (cd "$TMP" && check node 0 node --perf-basic-prof "$CANOPY_SOURCE_DIR/bench/real/busy.js" "$SECS")
   { grep -l "bench/real/busy.js" /tmp/perf-*.map 2>/dev/null || true; } | xargs -r rm -f
 elif [ "${CI:-}" = "true" ]; then
   fail "node is missing (scripts/setup installs nodejs)"
