@@ -773,7 +773,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         .may_profile = o->may_profile,
         .may_profile_arg = o->may_profile_arg,
     };
-    static const cn_smp_callbacks cbs = {on_sample, on_task, on_object};
+    static const cn_smp_callbacks cbs = {.sample = on_sample, .task = on_task, .object = on_object};
     r = cn_smp_session_new(&cfg, &cbs, s, &s->smp);
     if (r < 0) {
         cn_err_set(err, 0, "sampler: %s", strerror(-r));

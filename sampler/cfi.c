@@ -481,6 +481,49 @@ static int join_chain(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t s
     return -1;
 }
 
+/* auto: the walk ended at frame pcs[n - 1] (no return address: ended normally), or found
+ * no code at pcs[n - 1] (failed: libunwind's turn). Where the kernel's chain agrees with the
+ * walk's first k frames and goes on, the frame pointer led across a stack switch the CFI
+ * does not describe: Go's runtime.systemstack runs its callee on the thread's g0 stack,
+ * whose CFI ends there or leads to garbage, but keeps the goroutine's frame pointer
+ * (docs/perf-sampler.md "Real programs": perf -g follows it, and auto must not be worse
+ * than fp). The chain from k on replaces the rest: k = n when the walk ended normally, the
+ * longest agreeing prefix when it failed. Guards: at least three agreeing frames, the
+ * frame pointer's use in frame k - 1's object not known absent (Go's prologues are not the
+ * ones cn_smp__elf probes), the chain's next address mapped: in code without frame
+ * pointers the kernel's chain goes astray within a frame or two, and _start and thread
+ * starts clear the frame pointer (the chain ends with the walk). Returns the new count, or
+ * -1 when the chain was not taken. */
+static int chain_past_end(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
+                          cn_smp__fpwalk *fw, uint64_t *pcs, int n, bool failed, int max)
+{
+    /* The chain's length bounds its user entries (one fewer than the walk's frames when
+     * it skipped one, below): most walks end where it does, and its cache lines are cold
+     * (read only when it may go further). */
+    if (!fw || n < 3 || !r->u.sample.chain || r->u.sample.nr <= fw->chain_from ||
+        r->u.sample.nr - fw->chain_from <= (uint64_t)(failed ? 2 : n - 1))
+        return -1;
+    if (fw->nchain < 0)
+        fw->nchain = cn_smp__user_chain(r, fw->chain_from, fw->chain, CN_SMP_MAX_FRAMES);
+    /* d = 1: the chain skipped the caller of a leaf that had not set up its frame (the
+     * walk has it: counters.leaf_fixups), so chain[j] is the walk's pcs[j + 1]. */
+    int lim = failed ? n - 1 : n;
+    int d = fw->nchain > 1 && fw->chain[1] != pcs[1] && fw->chain[1] == pcs[2] ? 1 : 0;
+    int k = fw->nchain > 0 && fw->chain[0] == pcs[0] ? 1 + d : 0;
+    while (k > 0 && k < lim && k - d < fw->nchain && fw->chain[k - d] == pcs[k])
+        k++;
+    if (k < 3 || (!failed && k < n) || fw->nchain <= k - d ||
+        !cn_smp__proc_find(p, arch->mask_ret(fw->chain[k - d]) - 1))
+        return -1;
+    const cn_smp__map *m = cn_smp__proc_find(p, arch->mask_ret(pcs[k - 1]) - (k > 1 ? 1 : 0));
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || m->obj->elf.has_fp == 0)
+        return -1;
+    int add = fw->nchain - (k - d) < max - k ? fw->nchain - (k - d) : max - k;
+    memcpy(pcs + k, fw->chain + (k - d), (size_t)add * sizeof(*pcs));
+    fw->joined_at = k;
+    return k + add;
+}
+
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
                        uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop)
 {
@@ -502,7 +545,8 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
     for (;;) {
         if (cur.pc == 0) {
             *stop = CN_SMP_STOP_NONE;
-            return n;
+            int joined = chain_past_end(arch, p, r, fw, pcs, n, false, max);
+            return joined >= 0 ? joined : n;
         }
         if (n >= max) {
             /* Reaching the max only matters to a caller who asked for everything. */
@@ -515,8 +559,14 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         if (!m || at < m->start || at >= m->end) {
             m = cn_smp__proc_find(p, at);
             if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
-                !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
-                return -EAGAIN;
+                !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias)) {
+                /* Only where the address is in no mapping (a garbage return address):
+                 * code without CFI (JIT) is libunwind's, whose frame-chain guess does
+                 * better there than the kernel's chain (node: 8% of the stacks). */
+                int joined = exact || m ? -1 : chain_past_end(arch, p, r, fw, pcs, n, true, max);
+                *stop = joined >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
+                return joined >= 0 ? joined : -EAGAIN;
+            }
         }
         /* In an object built with frame pointers, a frame above the leaf is at a call, past
          * its function's prologue: its frame pointer is the frame's base. */
@@ -544,7 +594,8 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         int ret = step(arch, r, sp0, ru, &cur, &next, exact, &fault);
         if (ret == 1) {
             *stop = CN_SMP_STOP_NONE;
-            return n;
+            int joined = chain_past_end(arch, p, r, fw, pcs, n, false, max);
+            return joined >= 0 ? joined : n;
         }
         if (ret == -EFAULT) {
             /* As unwind.c classifies it: just above the copy, the copy was too short. */

@@ -236,7 +236,7 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     o->pub.kind = CN_SMP_OBJ_USER;
     struct stat st = {0};
     const char *open_path = NULL, *pub_path = NULL;
-    bool live = s->cfg.target != CN_SMP_TARGET_NONE;
+    bool live = s->cfg.target != CN_SMP_TARGET_NONE || s->replay;
     if (live && !deleted && stat_matches(path, maj, min, ino, true, &st)) {
         open_path = pub_path = path;
     } else if (live && pid > 0) {

@@ -242,12 +242,14 @@ static int merge(cn_smp_session *s, uint64_t bound)
         if (t > bound || (!best && hi >= s->npend))
             break;
         if (best) {
+            cn_smp__tap(s, best->rec, best->len);
             cn_smp__dispatch(s, best->parse_ret, &best->parsed);
             best->tail += best->len;
             cursor_peek(s, best);
         } else {
             const uint8_t *rec = s->arena + s->pend[hi].off;
             cn_smp__rec r;
+            cn_smp__tap(s, rec, s->pend[hi].len);
             cn_smp__dispatch(s, cn_smp__parse(&s->lay, rec, s->pend[hi].len, &r), &r);
             hi++;
         }

@@ -536,6 +536,19 @@ uint64_t cn_smp_session_sample_type(const cn_smp_session *s)
     return s ? s->lay.sample_type : 0;
 }
 
+int cn_smp_session_replay(cn_smp_session *s, uint64_t sample_type)
+{
+    const uint64_t extra = PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    if (!s || s->cfg.target != CN_SMP_TARGET_NONE ||
+        (sample_type & s->lay.sample_type) != s->lay.sample_type ||
+        (sample_type & ~s->lay.sample_type & ~extra))
+        return -EINVAL;
+    s->lay.sample_type = sample_type;
+    s->lay.regs_mask = (sample_type & PERF_SAMPLE_REGS_USER) ? s->arch->regs_mask : 0;
+    s->replay = true;
+    return 0;
+}
+
 const char *cn_smp_unwind_name(cn_smp_unwind u)
 {
     switch (u) {

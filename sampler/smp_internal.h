@@ -350,6 +350,7 @@ struct cn_smp_session {
     uint64_t pcs[CN_SMP_MAX_FRAMES];            /* its raw user addresses */
     uint64_t kpcs[CN_SMP_MAX_FRAMES];           /* auto: the kernel's user chain, kept */
     bool started, stopped, had_live;
+    bool replay;     /* cn_smp_session_replay: fed records' files are opened */
     bool vdso_tried; /* the [vdso] object's image was looked for */
 
     /* Off-CPU intervals (offcpu.c); NULL in CPU mode. */
@@ -387,6 +388,12 @@ void cn_smp__offcpu_exit(cn_smp_session *s, pid_t tid, uint64_t t);
 /* offcpu.c: WALL: the time a CPU sample stands for, in ns. */
 uint64_t cn_smp__offcpu_cpu_weight(const cn_smp_session *s, const cn_smp__rec *r);
 
+/* ring.c: a record read from a ring, to the caller's tap (cn_smp_callbacks.record). */
+static inline void cn_smp__tap(cn_smp_session *s, const uint8_t *rec, size_t len)
+{
+    if (s->cb.record)
+        s->cb.record(s->arg, rec, len);
+}
 /* session.c: hands a parsed record (parse_ret 0) to its handler; counts malformed ones
  * (any other parse_ret but -ENOTSUP, a type we do not use). */
 void cn_smp__dispatch(cn_smp_session *s, int parse_ret, const cn_smp__rec *r);

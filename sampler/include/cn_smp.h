@@ -51,7 +51,8 @@ typedef enum cn_smp_target {
 typedef enum cn_smp_unwind {
     CN_SMP_UNWIND_AUTO = 0, /* the copied stack: frame-pointer steps in objects built with
                                frame pointers, CFI steps elsewhere and from the leaf; the
-                               kernel's frame-pointer chain where the copy ends */
+                               kernel's frame-pointer chain where the copy ends, and past a
+                               stack switch the CFI does not follow (Go's systemstack) */
     CN_SMP_UNWIND_FP,       /* the kernel's frame-pointer callchain only */
     CN_SMP_UNWIND_DWARF,    /* libunwind over the copied user stack */
 } cn_smp_unwind;
@@ -213,6 +214,11 @@ typedef struct cn_smp_callbacks {
     void (*task)(void *arg, const cn_smp_task_event *ev);
     /* A new object, before the first sample that uses it. */
     void (*object)(void *arg, const cn_smp_object *obj);
+    /* Every raw perf record read from the rings (struct perf_event_header first, len
+     * bytes, valid during the call), in time order, just before it is handled: a capture
+     * that cn_smp_session_feed() can replay (bench/bench_replay.c). Not called for fed
+     * records. */
+    void (*record)(void *arg, const void *rec, size_t len);
 } cn_smp_callbacks;
 
 typedef struct cn_smp_counters {
@@ -228,7 +234,8 @@ typedef struct cn_smp_counters {
     uint64_t dwarf_unwinds;     /* samples unwound from their stack copy (dwarf and auto) */
     uint64_t fp_frames;         /* auto: frames stepped by frame pointer, not CFI */
     uint64_t chain_joins;       /* auto: samples whose stack copy ended inside frame-pointer
-                                   code, completed from the kernel's frame-pointer chain */
+                                   code, or whose walk ended at a stack switch, completed
+                                   from the kernel's frame-pointer chain */
     uint64_t cfi_unwinds;       /* stack unwinds (incl. auto's leaf steps) done wholly through
                                    compiled CFI rules */
     uint64_t libunwind_unwinds; /* stack unwinds that needed libunwind */
@@ -313,6 +320,16 @@ void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out);
 int cn_smp_session_feed(cn_smp_session *s, const void *buf, size_t len);
 /* The perf sample_type bits (PERF_SAMPLE_*) this session uses. */
 uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
+/* Makes a CN_SMP_TARGET_NONE session replay a capture (records taken with
+ * cn_smp_callbacks.record, bench/bench_replay.c): records fed from now on are in
+ * sample_type's layout, a superset of the session's own by PERF_SAMPLE_CALLCHAIN,
+ * _REGS_USER (this architecture's register set) and _STACK_USER, so that one capture (e.g.
+ * auto's: chain, registers and stack) replays into sessions of every unwind mode, each
+ * using only what its mode uses; and the files that MMAP records name are opened, as in a
+ * live session (same device and inode), for their unwind tables. Only for captures of this
+ * machine: a plain feed-only session never opens files. Returns 0, or -EINVAL (not a
+ * feed-only session, or not such a superset). */
+int cn_smp_session_replay(cn_smp_session *s, uint64_t sample_type);
 
 /* Names: "fp", "dwarf", "auto"; parse returns -EINVAL on anything else. */
 const char *cn_smp_unwind_name(cn_smp_unwind u);

@@ -1014,6 +1014,62 @@ static void feed_task(void *arg, const cn_smp_task_event *ev)
     f->forks += ev->kind == CN_SMP_TASK_FORK;
 }
 
+/* cn_smp_session_replay: a capture in auto's layout (callchain + registers + stack) fed
+ * into a dwarf session without kernel frames, whose own layout has no callchain: parsed as
+ * the capture's layout, not the session's. Only supersets, only feed-only sessions. */
+static void test_replay_layout(void **st)
+{
+    cn_smp_config cfg = {
+        .target = CN_SMP_TARGET_NONE, .unwind = CN_SMP_UNWIND_DWARF, .no_kernel = true};
+    feed_ctx f = {0};
+    cn_smp_callbacks cb = {.sample = feed_sample};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, &cb, &f, &s), 0);
+    assert_int_equal(cn_smp_session_start(s, NULL), 0);
+    uint64_t own = cn_smp_session_sample_type(s);
+    assert_false(own & PERF_SAMPLE_CALLCHAIN);
+    uint64_t cap = own | PERF_SAMPLE_CALLCHAIN;
+    assert_int_equal(cn_smp_session_replay(s, own & ~(uint64_t)PERF_SAMPLE_TIME), -EINVAL);
+    assert_int_equal(cn_smp_session_replay(s, cap | PERF_SAMPLE_ADDR), -EINVAL);
+    assert_int_equal(cn_smp_session_replay(NULL, cap), -EINVAL);
+    /* The auto-layout sample: chain [USER, u0, u1], no registers (ABI_NONE), empty copy. */
+    struct {
+        struct perf_event_header h;
+        uint64_t ip;
+        uint32_t pid, tid;
+        uint64_t time;
+        uint32_t cpu, res;
+        uint64_t period, nr, chain[3], abi, stack_size;
+    } sm = {{PERF_RECORD_SAMPLE, 0, sizeof(sm)},
+            0x400010,
+            42,
+            42,
+            20,
+            0,
+            0,
+            1000,
+            3,
+            {(uint64_t)PERF_CONTEXT_USER, 0x400010, 0x401000},
+            PERF_SAMPLE_REGS_ABI_NONE,
+            0};
+    /* In the session's own layout the chain's count is read as the registers' ABI. */
+    cn_smp_counters cnt;
+    cn_smp_session_feed(s, &sm, sizeof(sm));
+    assert_int_equal(f.samples, 0);
+    assert_int_equal(cn_smp_session_replay(s, cap), 0);
+    assert_int_equal(cn_smp_session_feed(s, &sm, sizeof(sm)), 1);
+    assert_int_equal(f.nframes, 2); /* no registers to unwind from: the chain's frames */
+    assert_int_equal(f.nkernel, 0);
+    cn_smp_session_counters(s, &cnt);
+    assert_int_equal(cnt.samples, 1);
+    s = cn_smp_session_free(s);
+    /* Not a feed-only session. */
+    cfg = (cn_smp_config){.target = CN_SMP_TARGET_PID, .pid = getpid()};
+    assert_int_equal(cn_smp_session_new(&cfg, NULL, NULL, &s), 0);
+    assert_int_equal(cn_smp_session_replay(s, cn_smp_session_sample_type(s)), -EINVAL);
+    cn_smp_session_free(s);
+}
+
 static void test_feed_records(void **st)
 {
     cn_smp_config cfg = {.target = CN_SMP_TARGET_NONE, .unwind = CN_SMP_UNWIND_FP};
@@ -1405,6 +1461,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_maps_line),
         cmocka_unit_test(test_address_space_overlaps),
         cmocka_unit_test(test_feed_records),
+        cmocka_unit_test(test_replay_layout),
         cmocka_unit_test(test_offcpu_intervals),
         cmocka_unit_test(test_offcpu_min_block),
         cmocka_unit_test(test_offcpu_wall_ids),

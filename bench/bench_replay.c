@@ -1,0 +1,500 @@
+/* bench_replay.c — the unwind modes compared on IDENTICAL samples (docs/perf-sampler.md,
+ * "Real programs"). A run of a command is captured once in auto's record layout (kernel
+ * callchain + user registers + user stack copy: a superset of what dwarf and fp use), raw
+ * records as the rings deliver them (cn_smp_callbacks.record), into a file; the file is
+ * then fed (cn_smp_session_feed with cn_smp_session_replay) into feed-only sessions
+ * unwinding with auto, dwarf and fp, and the three stacks of every sample are compared.
+ * Separate runs differ by their samples (0.3–0.5 points of reach-start between two runs of
+ * one mode); here only the unwinders differ.
+ *
+ *   bench_replay [-F HZ] [--stack-size BYTES] [-o FILE] [--show N] -- CMD ARGS...
+ *       captures CMD (user space only) to FILE (default: a temporary file, removed), then
+ *       replays it; the objects the command mapped must still be on disk.
+ *   bench_replay --replay FILE [--show N]
+ *       replays a capture again (e.g. after changing the unwinder: same samples).
+ *
+ * Prints "key value" lines: samples; reach_auto / reach_dwarf / reach_fp (samples whose
+ * stack's outermost function is a program or thread start: _start, the frame above
+ * __libc_start_main* in a stripped executable, clone/clone3/start_thread, Go's
+ * runtime.goexit/mstart/rt0_go); dwarf_not_auto (dwarf reaches the start, auto does not)
+ * and auto_not_dwarf; fp_not_auto; same_auto_dwarf (identical user frames); and
+ * live_same_auto (the capture run's own auto stacks equal to the replayed auto's: a check
+ * that replaying is faithful). --show N prints up to N samples of each kind: dwarf reaches
+ * the start and auto does not; fp does and auto does not; auto and dwarf differ otherwise
+ * (both stacks named).
+ *
+ * File: "CNREPLAY" magic, the u64 sample_type, then the records; each sample's stack copy
+ * is cut to the bytes the kernel filled (its dyn_size), which keeps a 16 KiB-copy capture
+ * a few times smaller. Names come from the symbolizer's symbol tables (no inlines). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cn_smp.h"
+#include "cn_sym.h"
+
+#define MAGIC "CNREPLAY"
+
+/* One mode's samples: frames of every sample, back to back. */
+typedef struct frame {
+    const cn_smp_object *obj;
+    uint64_t offset;
+} frame;
+
+typedef struct run {
+    frame *fr;
+    size_t nfr, capfr;
+    size_t *start; /* sample i's frames: fr[start[i] .. start[i + 1]) */
+    uint64_t *time;
+    size_t n, cap;
+    bool oom;
+} run;
+
+static void on_sample(void *arg, const cn_smp_sample *s)
+{
+    run *r = arg;
+    if (r->oom)
+        return;
+    if (r->n + 2 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 4096;
+        size_t *st = realloc(r->start, cap * sizeof(*st));
+        uint64_t *t = st ? realloc(r->time, cap * sizeof(*t)) : NULL;
+        if (st)
+            r->start = st;
+        if (!t) {
+            r->oom = true;
+            return;
+        }
+        r->time = t;
+        r->cap = cap;
+    }
+    uint32_t nu = s->nframes - s->nkernel; /* user frames, leaf first */
+    while (r->nfr + nu > r->capfr) {
+        size_t cap = r->capfr ? r->capfr * 2 : 65536;
+        frame *f = realloc(r->fr, cap * sizeof(*f));
+        if (!f) {
+            r->oom = true;
+            return;
+        }
+        r->fr = f;
+        r->capfr = cap;
+    }
+    r->start[r->n] = r->nfr;
+    r->time[r->n++] = s->time_ns;
+    for (uint32_t i = s->nkernel; i < s->nframes; i++)
+        r->fr[r->nfr++] = (frame){s->frames[i].obj, s->frames[i].offset};
+    r->start[r->n] = r->nfr;
+}
+
+static void run_free(run *r)
+{
+    free(r->fr);
+    free(r->start);
+    free(r->time);
+}
+
+static size_t nframes(const run *r, size_t i)
+{
+    return r->start[i + 1] - r->start[i];
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Capture
+ */
+
+typedef struct capture {
+    FILE *f;
+    int err; /* first write error (negative errno) */
+} capture;
+
+/* A SAMPLE record's stack copy cut to its dyn_size. The record ends with the copy's size,
+ * the copy and dyn_size (nothing follows STACK_USER in our layout); the copy's size field
+ * is found as the one u64 whose value matches the record's end. Returns the new length
+ * (the record rewritten in buf) or len when nothing was cut. */
+static size_t cut_stack(const uint8_t *rec, size_t len, uint8_t *buf)
+{
+    uint64_t dyn;
+    if (len < 32)
+        return len;
+    memcpy(&dyn, rec + len - 8, 8);
+    for (size_t pos = 8; pos + 16 <= len; pos += 8) {
+        uint64_t size;
+        memcpy(&size, rec + pos, 8);
+        if (pos + 8 + size + 8 != len || dyn > size)
+            continue;
+        uint64_t keep = (dyn + 7) & ~7ull;
+        if (keep >= size)
+            return len;
+        memcpy(buf, rec, pos);
+        memcpy(buf + pos, &keep, 8);
+        memcpy(buf + pos + 8, rec + pos + 8, keep);
+        memcpy(buf + pos + 8 + keep, &dyn, 8);
+        size_t n = pos + 8 + keep + 8;
+        uint16_t n16 = (uint16_t)n;
+        memcpy(buf + 6, &n16, 2); /* perf_event_header.size */
+        return n;
+    }
+    return len;
+}
+
+static void on_record(void *arg, const void *rec, size_t len)
+{
+    capture *c = arg;
+    static const uint16_t sample_type = 9; /* PERF_RECORD_SAMPLE */
+    uint8_t buf[65536];
+    uint32_t type;
+    memcpy(&type, rec, 4);
+    const void *out = rec;
+    if ((type & 0xffff) == sample_type && len <= sizeof(buf)) {
+        size_t n = cut_stack(rec, len, buf);
+        if (n != len) {
+            out = buf;
+            len = n;
+        }
+    }
+    if (!c->err && fwrite(out, 1, len, c->f) != len)
+        c->err = -EIO;
+}
+
+typedef struct live {
+    capture cap;
+    run *auto_run;
+} live;
+
+static void live_record(void *arg, const void *rec, size_t len)
+{
+    on_record(&((live *)arg)->cap, rec, len);
+}
+
+static void live_sample(void *arg, const cn_smp_sample *s)
+{
+    on_sample(((live *)arg)->auto_run, s);
+}
+
+/* Runs argv under an auto session (stack copy stack_size) writing every record to path;
+ * the session's own stacks go to out, and the session (which owns their objects) to
+ * *ret_s, also on failure (NULL or a session to free). Returns 0 or negative errno. */
+static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const char *path, run *out,
+                       cn_smp_session **ret_s)
+{
+    live lv = {{fopen(path, "we"), 0}, out};
+    if (!lv.cap.f)
+        return -errno;
+    cn_smp_child child;
+    int ret = cn_smp_spawn(argv, (uid_t)-1, (gid_t)-1, &child);
+    if (ret < 0) {
+        fclose(lv.cap.f);
+        return ret;
+    }
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_PID,
+                         .pid = child.pid,
+                         .freq = freq,
+                         .unwind = CN_SMP_UNWIND_AUTO,
+                         .no_kernel = true,
+                         .enable_on_exec = true,
+                         .stack_size = stack_size};
+    cn_smp_callbacks cb = {.sample = live_sample, .record = live_record};
+    cn_smp_session *s = NULL;
+    cn_err err = {0};
+    ret = cn_smp_session_new(&cfg, &cb, &lv, &s);
+    if (ret == 0)
+        ret = cn_smp_session_start(s, &err);
+    if (ret < 0) {
+        fprintf(stderr, "bench_replay: %s\n", err.msg[0] ? err.msg : strerror(-ret));
+        cn_smp_child_abort(&child);
+        goto out;
+    }
+    uint64_t st = cn_smp_session_sample_type(s);
+    if (fwrite(MAGIC, 1, 8, lv.cap.f) != 8 || fwrite(&st, 8, 1, lv.cap.f) != 1)
+        lv.cap.err = -EIO;
+    cn_smp_child_release(&child);
+    while (!cn_smp_session_ended(s))
+        if (cn_smp_session_wait(s, 100) < 0)
+            break;
+    cn_smp_session_stop(s);
+    waitpid(child.pid, NULL, 0);
+    cn_smp_counters c;
+    cn_smp_session_counters(s, &c);
+    if (c.lost)
+        fprintf(stderr, "bench_replay: %" PRIu64 " records lost\n", c.lost);
+    ret = lv.cap.err;
+out:
+    *ret_s = s;
+    if (fclose(lv.cap.f) != 0 && ret == 0)
+        ret = -EIO;
+    return ret;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Replay and comparison
+ */
+
+/* Feeds the capture's records into a new feed-only session of mode; its samples go to
+ * out. *ret_s: the session (owns the objects out's frames point to). */
+static int replay(const uint8_t *data, size_t len, cn_smp_unwind mode, run *out,
+                  cn_smp_session **ret_s)
+{
+    uint64_t st;
+    if (len < 16 || memcmp(data, MAGIC, 8) != 0)
+        return -EINVAL;
+    memcpy(&st, data + 8, 8);
+    cn_smp_config cfg = {.target = CN_SMP_TARGET_NONE, .unwind = mode, .no_kernel = true};
+    cn_smp_callbacks cb = {.sample = on_sample};
+    cn_smp_session *s = NULL;
+    int ret = cn_smp_session_new(&cfg, &cb, out, &s);
+    if (ret == 0)
+        ret = cn_smp_session_start(s, NULL);
+    if (ret == 0)
+        ret = cn_smp_session_replay(s, st);
+    if (ret == 0)
+        ret = cn_smp_session_feed(s, data + 16, len - 16);
+    if (ret >= 0 && out->oom)
+        ret = -ENOMEM;
+    if (ret < 0) {
+        cn_smp_session_free(s);
+        return ret;
+    }
+    cn_smp_session_stop(s);
+    *ret_s = s;
+    return 0;
+}
+
+typedef struct namer {
+    cn_sym_cache *cache;
+    char buf[512];
+} namer;
+
+/* The frame's function name (symbol tables), else "LIB+0xOFF"; valid until the next call. */
+static const char *name_of(namer *nm, const frame *f)
+{
+    const cn_smp_object *o = f->obj;
+    cn_sym_object so = {.kind = CN_SYM_USER, .path = o->path, .identity = o->identity};
+    if (o->kind == CN_SMP_OBJ_USER && !o->path && strncmp(o->identity, "[vdso", 5) == 0)
+        so.kind = CN_SYM_VDSO;
+    else if (o->kind == CN_SMP_OBJ_JIT)
+        so = (cn_sym_object){.kind = CN_SYM_JIT, .pid = o->pid};
+    cn_sym_result r = {0};
+    if (cn_sym_object_valid(&so) && cn_sym_lookup(nm->cache, &so, f->offset, &r) == 0 &&
+        r.status == 0)
+        snprintf(nm->buf, sizeof(nm->buf), "%s", r.chain[0].name);
+    else
+        snprintf(nm->buf, sizeof(nm->buf), "%s+0x%" PRIx64, o->name, f->offset);
+    cn_sym_result_clear(&r);
+    return nm->buf;
+}
+
+static bool is_root_name(const char *n)
+{
+    static const char *const roots[] = {"_start",
+                                        "clone3",
+                                        "__clone3",
+                                        "start_thread",
+                                        "clone",
+                                        "__clone",
+                                        "runtime.goexit",
+                                        "runtime.goexit.abi0",
+                                        "runtime.mstart",
+                                        "runtime.rt0_go",
+                                        "runtime.rt0_go.abi0",
+                                        "runtime.mstart.abi0"};
+    for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++)
+        if (strcmp(n, roots[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Whether sample i's stack reaches a program or thread start (the rule of
+ * bench/real_programs.sh). */
+static bool reaches(namer *nm, const run *r, size_t i)
+{
+    size_t n = nframes(r, i);
+    const frame *f = r->fr + r->start[i];
+    if (n == 0)
+        return false;
+    if (is_root_name(name_of(nm, &f[n - 1])))
+        return true;
+    return n > 1 && strncmp(name_of(nm, &f[n - 2]), "__libc_start_main", 17) == 0;
+}
+
+static bool same_stack(const run *a, size_t i, const run *b, size_t j)
+{
+    size_t n = nframes(a, i);
+    if (n != nframes(b, j))
+        return false;
+    for (size_t k = 0; k < n; k++) {
+        const frame *x = a->fr + a->start[i] + k, *y = b->fr + b->start[j] + k;
+        if (x->offset != y->offset || strcmp(x->obj->identity, y->obj->identity) != 0)
+            return false;
+    }
+    return true;
+}
+
+static void print_stack(namer *nm, const char *label, const run *r, size_t i)
+{
+    printf("  %-5s %2zu:", label, nframes(r, i));
+    for (size_t k = nframes(r, i); k-- > 0;)
+        printf("%s%s", k + 1 == nframes(r, i) ? " " : ";", name_of(nm, r->fr + r->start[i] + k));
+    printf("\n");
+}
+
+static double pct(size_t a, size_t n)
+{
+    return n ? 100.0 * (double)a / (double)n : 0.0;
+}
+
+/* Replays the capture at path into auto, dwarf and fp and prints the comparison; liverun
+ * (may be NULL): the capture session's own auto stacks. Returns 0 or negative errno. */
+static int compare(const char *path, const run *liverun, int show)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    uint8_t *data = NULL;
+    size_t len = 0, cap = 0, got;
+    int ret = 0;
+    do {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 1 << 24;
+            uint8_t *d = realloc(data, cap);
+            if (!d) {
+                ret = -ENOMEM;
+                break;
+            }
+            data = d;
+        }
+        got = fread(data + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    fclose(f);
+    run r[3] = {{0}};
+    cn_smp_session *s[3] = {NULL, NULL, NULL};
+    static const cn_smp_unwind modes[3] = {CN_SMP_UNWIND_AUTO, CN_SMP_UNWIND_DWARF,
+                                           CN_SMP_UNWIND_FP};
+    for (int m = 0; m < 3 && ret == 0; m++)
+        ret = replay(data, len, modes[m], &r[m], &s[m]);
+    free(data);
+    namer nm = {.cache = NULL};
+    cn_sym_config sc;
+    cn_sym_config_init(&sc);
+    sc.lines = false;
+    sc.debuginfod = false;
+    if (ret == 0 && !(nm.cache = cn_sym_cache_new(&sc)))
+        ret = -ENOMEM;
+    if (ret == 0 && (r[1].n != r[0].n || r[2].n != r[0].n))
+        ret = -EPROTO; /* the same records give the same samples in every mode */
+    if (ret < 0)
+        goto out;
+    size_t n = r[0].n, reach[3] = {0}, dwarf_not_auto = 0, auto_not_dwarf = 0, fp_not_auto = 0;
+    size_t same = 0, live_same = 0, shown[3] = {0};
+    for (size_t i = 0; i < n; i++) {
+        bool ra = reaches(&nm, &r[0], i), rd = reaches(&nm, &r[1], i), rf = reaches(&nm, &r[2], i);
+        reach[0] += ra;
+        reach[1] += rd;
+        reach[2] += rf;
+        dwarf_not_auto += rd && !ra;
+        auto_not_dwarf += ra && !rd;
+        fp_not_auto += rf && !ra;
+        bool eq = same_stack(&r[0], i, &r[1], i);
+        same += eq;
+        if (liverun && i < liverun->n && liverun->time[i] == r[0].time[i])
+            live_same += same_stack(liverun, i, &r[0], i);
+        /* What to show: dwarf (or fp) reaches the start and auto does not, or auto and
+         * dwarf differ otherwise. */
+        int kind = rd && !ra ? 0 : rf && !ra ? 1 : !eq ? 2 : -1;
+        static const char *const why[] = {"dwarf reaches the start, auto does not",
+                                          "fp reaches the start, auto does not",
+                                          "auto and dwarf differ"};
+        if (kind >= 0 && shown[kind] < (size_t)show) {
+            printf("sample %zu (t=%" PRIu64 "): %s\n", i, r[0].time[i], why[kind]);
+            print_stack(&nm, "auto", &r[0], i);
+            print_stack(&nm, kind == 1 ? "fp" : "dwarf", &r[kind == 1 ? 2 : 1], i);
+            shown[kind]++;
+        }
+    }
+    printf("samples %zu\n", n);
+    printf("reach_auto %zu %.2f%%\nreach_dwarf %zu %.2f%%\nreach_fp %zu %.2f%%\n", reach[0],
+           pct(reach[0], n), reach[1], pct(reach[1], n), reach[2], pct(reach[2], n));
+    printf("dwarf_not_auto %zu\nauto_not_dwarf %zu\nfp_not_auto %zu\n", dwarf_not_auto,
+           auto_not_dwarf, fp_not_auto);
+    printf("same_auto_dwarf %zu %.2f%%\n", same, pct(same, n));
+    static const char *const mname[3] = {"auto", "dwarf", "fp"};
+    for (int m = 0; m < 3; m++) {
+        cn_smp_counters c;
+        cn_smp_session_counters(s[m], &c);
+        printf("stops_%s", mname[m]);
+        for (int k = 0; k < CN_SMP_STOP__COUNT; k++)
+            printf(" %s=%" PRIu64, cn_smp_stop_name((cn_smp_stop)k), c.unwind_stop[k]);
+        printf(" libunwind=%" PRIu64 "\n", c.libunwind_unwinds);
+    }
+    if (liverun)
+        printf("live_same_auto %zu of %zu\n", live_same, liverun->n);
+out:
+    cn_sym_cache_free(nm.cache);
+    for (int m = 0; m < 3; m++) {
+        cn_smp_session_free(s[m]);
+        run_free(&r[m]);
+    }
+    return ret;
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t freq = 999, stack_size = 16384;
+    const char *out = NULL, *in = NULL;
+    int show = 0, i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(argv[i], "-F") == 0 && i + 1 < argc) {
+            freq = (uint32_t)atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--stack-size") == 0 && i + 1 < argc) {
+            stack_size = (uint32_t)atoi(argv[++i]);
+        } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+            out = argv[++i];
+        } else if (strcmp(argv[i], "--replay") == 0 && i + 1 < argc) {
+            in = argv[++i];
+        } else if (strcmp(argv[i], "--show") == 0 && i + 1 < argc) {
+            show = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "bench_replay: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (in) {
+        int ret = compare(in, NULL, show);
+        if (ret < 0)
+            fprintf(stderr, "bench_replay: %s: %s\n", in, strerror(-ret));
+        return ret < 0;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "usage: bench_replay [-F HZ] [--stack-size B] [-o FILE] [--show N] -- "
+                        "CMD...\n       bench_replay --replay FILE [--show N]\n");
+        return 2;
+    }
+    char tmp[] = "/tmp/canopy-replay-XXXXXX";
+    if (!out) {
+        int fd = mkstemp(tmp);
+        if (fd < 0)
+            return 1;
+        close(fd);
+    }
+    run liverun = {0};
+    cn_smp_session *live_s = NULL;
+    int ret = capture_run(&argv[i], freq, stack_size, out ? out : tmp, &liverun, &live_s);
+    if (ret == 0 && liverun.oom)
+        ret = -ENOMEM;
+    if (ret == 0)
+        ret = compare(out ? out : tmp, &liverun, show);
+    if (ret < 0)
+        fprintf(stderr, "bench_replay: %s\n", strerror(-ret));
+    run_free(&liverun);
+    cn_smp_session_free(live_s);
+    if (!out)
+        unlink(tmp);
+    return ret < 0;
+}
