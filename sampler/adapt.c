@@ -152,6 +152,27 @@ static void tail_put(cn_smp__adapt *ad, pid_t pid, uint64_t key, const uint64_t 
     ad->ntails++;
 }
 
+void cn_smp__adapt_forget(cn_smp_session *s, pid_t pid)
+{
+    cn_smp__adapt *ad = s->ad;
+    for (size_t i = 0; ad && i < TAIL_SLOTS; i++)
+        if (ad->tails[i].key && ad->tails[i].pid == pid)
+            ad->tails[i].ambiguous = true; /* the slot stays taken: probes go on past it */
+}
+
+void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
+{
+    cn_smp__adapt *ad = s->ad;
+    if (!ad || ppid == pid)
+        return;
+    cn_smp__adapt_forget(s, pid);
+    for (size_t i = 0; i < TAIL_SLOTS; i++) {
+        const tail t = ad->tails[i]; /* a copy: tail_put writes into the table */
+        if (t.key && t.pid == ppid && !t.ambiguous)
+            tail_put(ad, pid, t.key, t.pcs, t.n);
+    }
+}
+
 /* A complete walk of a full copy, pcs[0..n): its tails (see the file's comment). */
 static void learn_tails(cn_smp_session *s, const cn_smp__proc *p, const uint64_t *pcs, int n)
 {

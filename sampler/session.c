@@ -210,8 +210,10 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
         break;
     case PERF_RECORD_COMM: {
         bool exec = r->misc & PERF_RECORD_MISC_COMM_EXEC;
-        if (exec && r->u.comm.pid == r->u.comm.tid)
+        if (exec && r->u.comm.pid == r->u.comm.tid) {
             cn_smp__proc_exec(s, (pid_t)r->u.comm.pid);
+            cn_smp__adapt_forget(s, (pid_t)r->u.comm.pid);
+        }
         if (cn_smp__tidset_add(&s->seen, (int32_t)r->u.comm.tid) > 0)
             s->cnt.threads++;
         cn_smp__emit_task(s, CN_SMP_TASK_COMM, (pid_t)r->u.comm.pid, (pid_t)r->u.comm.tid, 0, 0,
@@ -220,8 +222,10 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
     }
     case PERF_RECORD_FORK: {
         const typeof(r->u.task) *t = &r->u.task;
-        if (t->pid != t->ppid) /* a new process, not a thread */
+        if (t->pid != t->ppid) { /* a new process, not a thread */
             cn_smp__proc_fork(s, (pid_t)t->ppid, (pid_t)t->pid);
+            cn_smp__adapt_fork(s, (pid_t)t->ppid, (pid_t)t->pid);
+        }
         if (s->cfg.target == CN_SMP_TARGET_PID && cn_smp__tidset_add(&s->live, (int32_t)t->tid) > 0)
             s->had_live = true;
         cn_smp__offcpu_fork(s, (pid_t)t->tid);
@@ -237,6 +241,8 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
                           (pid_t)t->ptid, r->time, NULL, false);
         if (t->pid == t->tid && s->cfg.target == CN_SMP_TARGET_SYSTEM)
             cn_smp__proc_drop(s, (pid_t)t->pid);
+        if (t->pid == t->tid)
+            cn_smp__adapt_forget(s, (pid_t)t->pid);
         break;
     }
     case PERF_RECORD_SWITCH:

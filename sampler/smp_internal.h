@@ -421,6 +421,10 @@ bool cn_smp__adapt_drop(cn_smp_session *s, const cn_smp__rec *r);
  * with what the small copy would give. May decide a reopen. */
 void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
                           uint64_t chain_from, int *n, cn_smp_stop *stop, int joined_at);
+/* adapt.c: a process's address space changed (exec) or ended: its tails are never used
+ * again; a new process (fork) starts with its parent's. */
+void cn_smp__adapt_forget(cn_smp_session *s, pid_t pid);
+void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid);
 /* adapt.c: does the reopen decided while dispatching (called between drains). */
 void cn_smp__adapt_apply(cn_smp_session *s);
 
