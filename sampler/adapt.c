@@ -284,16 +284,21 @@ void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp
     if (*stop == CN_SMP_STOP_NONE && joined_at < 0)
         learn_tails(s, p, s->pcs, *n);
     ad->seen++;
-    /* A copy twice as large is tried only where the first did not do (it would). */
-    if (fits_small(s, p, r, chain_from, s->pcs, *n, *stop, SMALL_COPY))
+    /* A copy twice as large is tried only where the first did not do (it would), and a
+     * size only while it can still reach FIT_PERMILLE: where frame pointers do not suffice,
+     * the window ends after a few samples, and learning costs little. */
+    uint64_t allowed = ad->window * (1000 - FIT_PERMILLE) / 1000;
+    bool try1 = ad->seen - 1 - ad->fit1 <= allowed;
+    if (try1 && fits_small(s, p, r, chain_from, s->pcs, *n, *stop, SMALL_COPY))
         ad->fit1++, ad->fit2++;
     else
         ad->fit2 += fits_small(s, p, r, chain_from, s->pcs, *n, *stop, 2 * SMALL_COPY);
-    if (ad->seen < ad->window)
+    bool lost = ad->seen - ad->fit2 > allowed;
+    if (ad->seen < ad->window && !lost)
         return;
-    if (ad->fit1 * 1000 >= ad->seen * FIT_PERMILLE) {
+    if (!lost && ad->fit1 * 1000 >= ad->seen * FIT_PERMILLE) {
         ad->want = SMALL_COPY;
-    } else if (ad->fit2 * 1000 >= ad->seen * FIT_PERMILLE) {
+    } else if (!lost && ad->fit2 * 1000 >= ad->seen * FIT_PERMILLE) {
         ad->want = 2 * SMALL_COPY;
     } else {
         ad->state = AD_HOLD;
