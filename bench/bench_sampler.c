@@ -5,7 +5,9 @@
  *
  *   bench_sampler [--unwind MODE] [--freq HZ] [--stack-size BYTES] [--libunwind] [--]
  *                 CMD ARGS...
- *       one run; prints samples, lost, early stops, frames per sample and µs per sample.
+ *       one run; prints samples, lost, early stops, frames per sample and µs per sample;
+ *       in auto without --stack-size, also the adaptive copy's size at the end, its shrinks
+ *       and grows, and µs per sample since its last change (the steady state).
  *   bench_sampler --run MODE FREQ -- CMD ARGS...
  *       just runs CMD under the sampler (used by bench/overhead.sh); MODE "none" runs it
  *       without sampling.
@@ -23,6 +25,7 @@
 
 typedef struct stats {
     uint64_t samples, frames;
+    uint64_t steady_spent, steady_samples; /* since the copy size last changed */
 } stats;
 
 static void on_sample(void *arg, const cn_smp_sample *s)
@@ -69,15 +72,27 @@ static int run_one(char **argv, cn_smp_unwind mode, uint32_t freq, uint32_t stac
     }
     cn_smp_child_release(&child);
     uint64_t spent = 0;
+    /* The steady state of auto's adaptive copy: from the last change of copy size on. */
+    uint64_t changes = 0;
+    st->steady_spent = st->steady_samples = 0;
     while (!cn_smp_session_ended(s)) {
         uint64_t t0 = cpu_ns();
         if (cn_smp_session_wait(s, 100) < 0)
             break;
         spent += cpu_ns() - t0;
+        cn_smp_counters now;
+        cn_smp_session_counters(s, &now);
+        if (now.stack_shrinks + now.stack_grows != changes) {
+            changes = now.stack_shrinks + now.stack_grows;
+            st->steady_spent = spent;
+            st->steady_samples = st->samples;
+        }
     }
     uint64_t t0 = cpu_ns();
     cn_smp_session_stop(s);
     spent += cpu_ns() - t0;
+    st->steady_spent = spent - st->steady_spent;
+    st->steady_samples = st->samples - st->steady_samples;
     waitpid(child.pid, NULL, 0);
     cn_smp_session_counters(s, cnt);
     cn_smp_session_free(s);
@@ -96,6 +111,14 @@ static void report(const char *what, cn_smp_unwind mode, bool libunwind_only, ui
            what, how, freq, (unsigned long long)st->samples, (unsigned long long)c->lost,
            (unsigned long long)c->unwind_early,
            st->samples ? (double)st->frames / (double)st->samples : 0.0, us);
+    if (c->stack_adaptive)
+        printf("%-20s stack copy %llu bytes (adaptive): shrinks %llu grows %llu, twins dropped "
+               "%llu; steady state %llu samples %7.2f us/sample\n",
+               "", (unsigned long long)c->stack_copy, (unsigned long long)c->stack_shrinks,
+               (unsigned long long)c->stack_grows, (unsigned long long)c->stack_switch_dropped,
+               (unsigned long long)st->steady_samples,
+               st->steady_samples ? (double)st->steady_spent / 1e3 / (double)st->steady_samples
+                                  : 0.0);
 }
 
 static int suite(void)

@@ -113,11 +113,25 @@ static void unwound_share(const json_t *s, char *buf, size_t size)
         snprintf(buf, size, "-");
 }
 
+/* "16384", "1024 adaptive" (auto's adaptive copy: docs/perf-sampler.md), "-" without
+ * stack copies or for a reloaded session. */
+static void stack_copy(const json_t *s, char *buf, size_t size)
+{
+    const json_t *c = json_object_get(s, "stack_copy");
+    json_int_t bytes = json_integer_value(json_object_get(c, "bytes"));
+    if (bytes > 0)
+        snprintf(buf, size, "%" JSON_INTEGER_FORMAT "%s", bytes,
+                 json_is_true(json_object_get(c, "adaptive")) ? " adaptive" : "");
+    else
+        snprintf(buf, size, "-");
+}
+
 static void print_session_row(const json_t *s)
 {
     const json_t *target = json_object_get(s, "target");
-    char tgt[64], started[32] = "-", unwound[16];
+    char tgt[64], started[32] = "-", unwound[16], copy[40];
     unwound_share(s, unwound, sizeof(unwound));
+    stack_copy(s, copy, sizeof(copy));
     if (json_is_string(target))
         snprintf(tgt, sizeof(tgt), "%s", json_string_value(target));
     else
@@ -130,7 +144,7 @@ static void print_session_row(const json_t *s)
         strftime(started, sizeof(started), "%Y-%m-%d %H:%M:%S", &tm);
     printf("%-6s %-12s %-22s %-8s %-7s %-16s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
            " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7s %6" JSON_INTEGER_FORMAT
-           "  %s\n",
+           " %-14s %s\n",
            json_string_value(json_object_get(s, "id")) ?: "?",
            json_string_value(json_object_get(s, "name")) ?: "-", tgt,
            json_string_value(json_object_get(s, "state")) ?: "?",
@@ -140,7 +154,7 @@ static void print_session_row(const json_t *s)
            json_integer_value(json_object_get(s, "samples")),
            json_integer_value(json_object_get(s, "lost")),
            json_integer_value(json_object_get(s, "threads")), unwound,
-           json_integer_value(json_object_get(s, "unsymbolized")), started);
+           json_integer_value(json_object_get(s, "unsymbolized")), copy, started);
 }
 
 int cn_cmd_sessions(int argc, char **argv)
@@ -163,9 +177,9 @@ int cn_cmd_sessions(int argc, char **argv)
         status = emit_answer(&s);
         goto out;
     }
-    printf("%-6s %-12s %-22s %-8s %-7s %-16s %5s %9s %6s %7s %7s %6s  %s\n", "ID", "NAME", "TARGET",
-           "STATE", "MODE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "UNWOUND", "UNSYM",
-           "STARTED");
+    printf("%-6s %-12s %-22s %-8s %-7s %-16s %5s %9s %6s %7s %7s %6s %-14s %s\n", "ID", "NAME",
+           "TARGET", "STATE", "MODE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "UNWOUND",
+           "UNSYM", "STACK COPY", "STARTED");
     size_t i;
     const json_t *e;
     json_array_foreach(list, i, e) print_session_row(e);

@@ -962,6 +962,10 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->cfi_unwinds = c.cfi_unwinds;
         out->libunwind_unwinds = c.libunwind_unwinds;
         out->unmapped = c.unmapped;
+        out->stack_copy = c.stack_copy;
+        out->stack_adaptive = c.stack_adaptive != 0;
+        out->stack_shrinks = c.stack_shrinks;
+        out->stack_grows = c.stack_grows;
         out->switches = c.switches;
         out->offcpu_unmatched = c.offcpu_unmatched;
         out->offcpu_short = c.offcpu_short;
@@ -1060,6 +1064,15 @@ json_t *cn_live_session_json(const cn_live_session *s)
         "libunwind", (json_int_t)i.libunwind_unwinds, "unmapped", (json_int_t)i.unmapped, "symbols",
         "pending", (json_int_t)i.sym_pending, "unresolved", (json_int_t)i.unresolved,
         "unresolvable", (json_int_t)i.unresolvable, "errors", (json_int_t)i.errors);
+    if (more && i.stack_copy &&
+        json_object_set_new(more, "stack_copy",
+                            json_pack("{s:I, s:b, s:I, s:I}", "bytes", (json_int_t)i.stack_copy,
+                                      "adaptive", i.stack_adaptive, "shrinks",
+                                      (json_int_t)i.stack_shrinks, "grows",
+                                      (json_int_t)i.stack_grows)) < 0) {
+        json_decref(more);
+        more = NULL;
+    }
     if (o && json_object_set_new(o, "mode", json_string(i.mode)) < 0) {
         json_decref(o);
         o = NULL;

@@ -571,6 +571,15 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         /* In an object built with frame pointers, a frame above the leaf is at a call, past
          * its function's prologue: its frame pointer is the frame's base. */
         bool fp_code = fw && arch->fp_gives_sp && m->obj->elf.has_fp == 1;
+        if (fp_code && !exact && fw->chain_first) {
+            fw->chain_first = false; /* tried once per walk: a failed join reads the copy */
+            int joined = join_chain(arch, r, sp0, &cur, fw, pcs, n, max);
+            if (joined >= 0) {
+                fw->early_join = true;
+                *stop = joined >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
+                return joined;
+            }
+        }
         if (fp_code && !exact && fp_step(r, sp0, &cur, &next) == 0) {
             fw->fp_steps++;
             cur = next;

@@ -384,6 +384,148 @@ int cn_smp__perf_open(cn_smp_session *s, cn_err *err)
     return 0;
 }
 
+static int recheck(cn_smp_session *s, bool policy, cn_err *err);
+
+/* Whether a task the session follows belongs to another process than the target (a child
+ * it started) and still runs. */
+static bool other_process_alive(const cn_smp_session *s)
+{
+    char path[64];
+    for (size_t i = 0; i < s->live.cap; i++) {
+        int32_t tid = s->live.slots[i];
+        if (tid <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)s->cfg.pid, (int)tid);
+        if (access(path, F_OK) == 0)
+            continue; /* one of the target's threads */
+        snprintf(path, sizeof(path), "/proc/%d", (int)tid);
+        if (access(path, F_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* auto's adaptive copy: opens the events of every task of a PID target again with attr a
+ * (the tasks known alive, then /proc/PID/task re-listed until no new thread appears, as
+ * attach_threads does), appending the fds. Returns 0 or negative errno. */
+static int reopen_tasks(cn_smp_session *s, struct perf_event_attr *a)
+{
+    cn_smp__tidset done = {0};
+    int ret = 0;
+    /* Re-checked sessions (canopyd: docs/security.md) reopen on the target's own threads
+     * only: cn_smp__perf_reopen refuses when other processes are followed. */
+    for (size_t i = 0; i < s->live.cap && ret == 0 && !cn_smp__recheck_wanted(s); i++) {
+        int32_t tid = s->live.slots[i];
+        if (tid <= 0 || cn_smp__tidset_has(&done, tid))
+            continue;
+        ret = open_task(s, a, tid);
+        if (ret == -EMFILE) {
+            raise_nofile();
+            ret = open_task(s, a, tid);
+        }
+        if (ret == -ESRCH)
+            ret = 0; /* exited meanwhile */
+        else if (ret == 0 && cn_smp__tidset_add(&done, tid) < 0)
+            ret = -ENOMEM;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)s->cfg.pid);
+    for (int pass = 0; pass < 100 && ret == 0; pass++) {
+        DIR *d = opendir(path);
+        if (!d)
+            break; /* the process is gone: its events end with it */
+        int added = 0;
+        struct dirent *e;
+        while (ret == 0 && (e = readdir(d)) != NULL) {
+            int tid = atoi(e->d_name);
+            if (tid <= 0 || cn_smp__tidset_has(&done, tid))
+                continue;
+            ret = open_task(s, a, tid);
+            if (ret == -ESRCH) {
+                ret = 0;
+                continue;
+            }
+            if (ret == 0 && cn_smp__tidset_add(&done, tid) < 0)
+                ret = -ENOMEM;
+            added++;
+        }
+        closedir(d);
+        if (!added)
+            break;
+    }
+    free(done.slots);
+    return ret;
+}
+
+static bool is_ring_fd(const cn_smp_session *s, int fd)
+{
+    for (size_t i = 0; i < s->nrings; i++)
+        if (s->rings[i].fd == fd)
+            return true;
+    return false;
+}
+
+int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, uint64_t *t_enabled)
+{
+    assert(s->cfg.mode == CN_SMP_MODE_CPU && copy % 8 == 0 && copy <= 65528);
+    uint32_t old = s->stack_copy;
+    size_t nold = s->nfds;
+    s->stack_copy = copy;
+    struct perf_event_attr a;
+    fill_attr(s, &a);
+    a.enable_on_exec = 0; /* the target has exec'ed long ago: enabled below */
+    bool guarded = s->cfg.target == CN_SMP_TARGET_PID && cn_smp__recheck_wanted(s);
+    int ret = 0;
+    cn_err err = {0};
+    /* As at _start (docs/security.md): the target must still be the image that was checked
+     * (a pidfd first, the new events opened disabled, the image read after them), or an
+     * exec'ed setuid program would get events the kernel took away at its exec. The
+     * access rule itself (may_profile) is only asked during _start; the image unchanged,
+     * the process is the one it allowed. Children cannot be re-checked: no reopen then. */
+    if (guarded && other_process_alive(s))
+        ret = -EPERM;
+    if (guarded && ret == 0)
+        ret = cn_smp__pidfd_open(s, &err);
+    if (ret == 0)
+        ret = s->cfg.target == CN_SMP_TARGET_PID ? reopen_tasks(s, &a) : open_task(s, &a, -1);
+    if (guarded && ret == 0)
+        ret = recheck(s, false, &err);
+    if (s->pidfd >= 0)
+        close(s->pidfd);
+    s->pidfd = -1;
+    for (size_t i = nold; ret == 0 && i < s->nfds; i++)
+        if (ioctl(s->fds[i], PERF_EVENT_IOC_ENABLE, 0) < 0)
+            ret = -errno;
+    if (ret < 0) {
+        for (size_t i = nold; i < s->nfds; i++)
+            close(s->fds[i]);
+        s->nfds = nold;
+        s->stack_copy = old;
+        return ret;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *t_enabled = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    /* The old events stop only now: no gap, at worst a few samples twice (adapt.c drops
+     * the old ones' after *t_enabled). A ring's owner stays open, disabled: the ring is its
+     * mapping, and the new events write into it. Closing an inherited event also ends the
+     * events its tasks' children inherited from it (they have new events of their own). */
+    size_t k = 0;
+    for (size_t i = 0; i < s->nfds; i++) {
+        int fd = s->fds[i];
+        if (i < nold) {
+            ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+            if (!is_ring_fd(s, fd)) {
+                close(fd);
+                continue;
+            }
+        }
+        s->fds[k++] = fd;
+    }
+    s->nfds = k;
+    return 0;
+}
+
 int cn_smp__perf_enable(cn_smp_session *s, cn_err *err)
 {
     if (s->cfg.enable_on_exec && s->cfg.target == CN_SMP_TARGET_PID)
@@ -483,7 +625,8 @@ int cn_smp__pidfd_open(cn_smp_session *s, cn_err *err)
     return 0;
 }
 
-int cn_smp__recheck(cn_smp_session *s, cn_err *err)
+/* policy: also ask may_profile (only during _start: its argument lives that long). */
+static int recheck(cn_smp_session *s, bool policy, cn_err *err)
 {
     pid_t pid = s->cfg.pid;
     if (!cn_smp__recheck_wanted(s))
@@ -498,7 +641,7 @@ int cn_smp__recheck(cn_smp_session *s, cn_err *err)
                               "since the access check; not profiled",
                               (int)pid);
     }
-    if (s->cfg.may_profile) {
+    if (policy && s->cfg.may_profile) {
         int r = s->cfg.may_profile(s->cfg.may_profile_arg, pid, err);
         if (r < 0)
             return r;
@@ -508,4 +651,9 @@ int cn_smp__recheck(cn_smp_session *s, cn_err *err)
     if (s->pidfd >= 0 && syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) < 0)
         return cn_err_set(err, -ESRCH, "process %d exited", (int)pid);
     return 0;
+}
+
+int cn_smp__recheck(cn_smp_session *s, cn_err *err)
+{
+    return recheck(s, true, err);
 }

@@ -134,6 +134,7 @@ static int parse_sample(const cn_smp__layout *lay, cursor *c, cn_smp__rec *out)
             return -EINVAL;
         out->u.sample.stack = data;
         out->u.sample.stack_size = dyn;
+        out->u.sample.stack_req = size;
     }
     return c->bad ? -EINVAL : 0;
 }

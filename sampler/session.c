@@ -110,9 +110,14 @@ static void count_stop(cn_smp_session *s, cn_smp_stop stop)
 static int unwind_auto(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
                        uint64_t chain_from, cn_smp_stop *stop)
 {
-    cn_smp__fpwalk fw = {.chain = s->kpcs, .nchain = -1, .chain_from = chain_from};
+    cn_smp__fpwalk fw = {.chain = s->kpcs,
+                         .nchain = -1,
+                         .chain_from = chain_from,
+                         .chain_first = cn_smp__adapt_small(s, r)};
     int got = cn_smp__unwind_dwarf(s->unw, p, r, s->pcs, CN_SMP_MAX_FRAMES, &fw, stop);
     int n = got > 0 ? got : 0;
+    if (s->ad)
+        cn_smp__adapt_sample(s, p, r, chain_from, &n, stop, fw.joined_at);
     s->cnt.fp_frames += fw.fp_steps;
     if (fw.joined_at >= 0)
         s->cnt.chain_joins++;
@@ -129,6 +134,8 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     uint32_t n = 0;
     int nuser = 0;
     cn_smp_stop stop = CN_SMP_STOP_NONE;
+    if (s->ad && cn_smp__adapt_drop(s, r))
+        return;
     cn_smp__proc *p = r->pid > 0 ? cn_smp__proc_for_sample(s, (pid_t)r->pid) : NULL;
     cn_smp__ensure_comm(s, (pid_t)r->pid, (pid_t)r->tid, r->time);
     s->cnt.samples++;
@@ -215,8 +222,10 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
         break;
     case PERF_RECORD_COMM: {
         bool exec = r->misc & PERF_RECORD_MISC_COMM_EXEC;
-        if (exec && r->u.comm.pid == r->u.comm.tid)
+        if (exec && r->u.comm.pid == r->u.comm.tid) {
             cn_smp__proc_exec(s, (pid_t)r->u.comm.pid);
+            cn_smp__adapt_forget(s, (pid_t)r->u.comm.pid);
+        }
         if (cn_smp__tidset_add(&s->seen, (int32_t)r->u.comm.tid) > 0)
             s->cnt.threads++;
         cn_smp__emit_task(s, CN_SMP_TASK_COMM, (pid_t)r->u.comm.pid, (pid_t)r->u.comm.tid, 0, 0,
@@ -225,8 +234,10 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
     }
     case PERF_RECORD_FORK: {
         const typeof(r->u.task) *t = &r->u.task;
-        if (t->pid != t->ppid) /* a new process, not a thread */
+        if (t->pid != t->ppid) { /* a new process, not a thread */
             cn_smp__proc_fork(s, (pid_t)t->ppid, (pid_t)t->pid);
+            cn_smp__adapt_fork(s, (pid_t)t->ppid, (pid_t)t->pid);
+        }
         if (s->cfg.target == CN_SMP_TARGET_PID && cn_smp__tidset_add(&s->live, (int32_t)t->tid) > 0)
             s->had_live = true;
         cn_smp__offcpu_fork(s, (pid_t)t->tid);
@@ -242,6 +253,8 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
                           (pid_t)t->ptid, r->time, NULL, false);
         if (t->pid == t->tid && s->cfg.target == CN_SMP_TARGET_SYSTEM)
             cn_smp__proc_drop(s, (pid_t)t->pid);
+        if (t->pid == t->tid)
+            cn_smp__adapt_forget(s, (pid_t)t->pid);
         break;
     }
     case PERF_RECORD_SWITCH:
@@ -318,6 +331,10 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     s->unknown_obj = cn_smp__obj_special(s, "[unknown]", "[unknown]", CN_SMP_OBJ_ANON, 0);
     if (!s->kernel_obj || !s->unknown_obj)
         goto nomem;
+    if (cn_smp__adapt_new(s) < 0)
+        goto nomem;
+    s->cnt.stack_copy = s->want_stack ? s->stack_copy : 0;
+    s->cnt.stack_adaptive = s->ad != NULL;
     if (s->want_stack) {
         s->unw = cn_smp__unwinder_new(cfg->check_unwind     ? CN_SMP__UNWIND_CHECK
                                       : cfg->libunwind_only ? CN_SMP__UNWIND_LIBUNWIND
@@ -398,6 +415,8 @@ int cn_smp_session_read(cn_smp_session *s)
      * waits in progress can be delivered up to there without a switch-in overtaking. */
     uint64_t now = mono_now();
     int ret = cn_smp__drain(s, false);
+    if (ret >= 0)
+        cn_smp__adapt_apply(s); /* between drains: the rings are not being read */
     if (ret >= 0 && s->off && now > CN_SMP__HOLD_NS)
         cn_smp_session_pending(s, now - CN_SMP__HOLD_NS);
     return ret;
@@ -490,6 +509,7 @@ cn_smp_session *cn_smp_session_free(cn_smp_session *s)
     close_all(s);
     cn_smp__procs_free(s);
     cn_smp__unwinder_free(s->unw);
+    cn_smp__adapt_free(s);
     cn_smp__offcpu_free(s);
     free(s->event_req);
     free(s);

@@ -14,6 +14,7 @@
  *   offcpu.c      off-CPU intervals: switch-out stacks per thread, closed by switch-ins
  *   session.c     the session's lifecycle, the public entry points, record dispatch
  *   spawn.c       held child for `canopy run`
+ *   adapt.c       auto's adaptive stack copy: learning, shrinking, growing back
  */
 #ifndef CN_SMP_INTERNAL_H
 #define CN_SMP_INTERNAL_H
@@ -88,6 +89,8 @@ typedef struct cn_smp__rec {
             uint32_t nregs;
             const uint8_t *stack; /* user stack copy */
             uint64_t stack_size;  /* bytes valid in stack (dyn_size) */
+            uint64_t stack_req;   /* the copy's size as the event asked (which event: auto's
+                                     adaptive copy, adapt.c) */
         } sample;
         struct {
             uint32_t pid, tid;
@@ -255,6 +258,12 @@ typedef struct cn_smp__fpwalk {
     uint64_t *chain;
     int nchain;
     uint64_t chain_from;
+    /* A small copy (adapt.c): at the first frame above the leaf in frame-pointer code,
+     * the kernel's chain is joined at once rather than after walking the copy (the same
+     * frames: both follow the frame pointers; the chain's are a few cache lines, the
+     * copy's one per frame). */
+    bool chain_first;
+    bool early_join;   /* out: the chain was joined that way (before the copy's end) */
     uint64_t fp_steps; /* out (added to): frames stepped by frame pointer */
     int joined_at;     /* out: frames before chain's were appended; -1 when none were */
 } cn_smp__fpwalk;
@@ -355,6 +364,8 @@ struct cn_smp_session {
 
     /* Off-CPU intervals (offcpu.c); NULL in CPU mode. */
     struct cn_smp__offcpu *off;
+    /* auto's adaptive stack copy (adapt.c); NULL when the copy is fixed. */
+    struct cn_smp__adapt *ad;
 };
 
 /* How long ring.c holds records back so that another CPU's cannot overtake them. */
@@ -401,6 +412,29 @@ void cn_smp__dispatch(cn_smp_session *s, int parse_ret, const cn_smp__rec *r);
 void cn_smp__emit_task(cn_smp_session *s, cn_smp_task_kind kind, pid_t pid, pid_t tid, pid_t ppid,
                        pid_t ptid, uint64_t time, const char *comm, bool exec);
 
+/* adapt.c: auto's adaptive stack copy (docs/perf-sampler.md). _new sets s->ad when the
+ * session may adapt (auto, CPU mode, no stack_size asked): 0 or -ENOMEM. */
+typedef struct cn_smp__adapt cn_smp__adapt;
+int cn_smp__adapt_new(cn_smp_session *s);
+void cn_smp__adapt_free(cn_smp_session *s);
+/* adapt.c: whether sample r carries the small copy (its walk joins the chain first). */
+bool cn_smp__adapt_small(const cn_smp_session *s, const cn_smp__rec *r);
+/* adapt.c: whether sample r comes from events replaced by a reopen after the new ones ran
+ * (a twin of one of theirs): dropped, counted. */
+bool cn_smp__adapt_drop(cn_smp_session *s, const cn_smp__rec *r);
+/* adapt.c: after auto's walk of r into s->pcs[0..*n) with *stop (joined_at: where the
+ * kernel's chain was appended, or -1; chain_from: r's user chain's index): a small copy's
+ * stack gets its learned tail or is marked cut short; a full copy's teaches and is compared
+ * with what the small copy would give. May decide a reopen. */
+void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
+                          uint64_t chain_from, int *n, cn_smp_stop *stop, int joined_at);
+/* adapt.c: a process's address space changed (exec) or ended: its tails are never used
+ * again; a new process (fork) starts with its parent's. */
+void cn_smp__adapt_forget(cn_smp_session *s, pid_t pid);
+void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid);
+/* adapt.c: does the reopen decided while dispatching (called between drains). */
+void cn_smp__adapt_apply(cn_smp_session *s);
+
 /* procs.c: tid sets. _add returns 1 when added, 0 when present (or tid <= 0), -ENOMEM. */
 bool cn_smp__tidset_has(const cn_smp__tidset *t, int32_t tid);
 int cn_smp__tidset_add(cn_smp__tidset *t, int32_t tid);
@@ -445,6 +479,13 @@ bool cn_smp__recheck_wanted(const cn_smp_session *s);
 int cn_smp__pidfd_open(cn_smp_session *s, cn_err *err);
 int cn_smp__recheck(cn_smp_session *s, cn_err *err);
 void cn_smp__perf_disable(cn_smp_session *s);
+/* perf_open.c: CPU mode: reopens the events with a stack copy of copy bytes (auto's
+ * adaptive copy, adapt.c) into the same rings, with no gap: the new events (PID target:
+ * on every task known alive and every listed thread, inherited) are enabled before the old
+ * ones are disabled and closed (the rings' owners stay open, disabled). Sets stack_copy
+ * and *t_enabled (CLOCK_MONOTONIC, once every new event runs). Returns 0, or a negative
+ * errno with nothing changed. */
+int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, uint64_t *t_enabled);
 /* perf_open.c: closes every perf fd. */
 void cn_smp__perf_close(cn_smp_session *s);
 

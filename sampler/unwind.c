@@ -288,17 +288,20 @@ void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out
     *out = u->stats;
 }
 
-/* CN_SMP__UNWIND_CHECK: a compiled-CFI result is compared with libunwind's. */
+/* CN_SMP__UNWIND_CHECK: a compiled-CFI result is compared with libunwind's. prefix: only
+ * its first n frames (the kernel's chain was joined before the copy's end, which libunwind
+ * goes on walking). */
 static void check_against_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p,
                                     const cn_smp__rec *r, const uint64_t *pcs, int n, int max,
-                                    cn_smp_stop stop)
+                                    cn_smp_stop stop, bool prefix)
 {
     uint64_t other[CN_SMP_MAX_FRAMES];
     cn_smp_stop ostop;
     int m =
         unwind_libunwind(u, p, r, other, max < CN_SMP_MAX_FRAMES ? max : CN_SMP_MAX_FRAMES, &ostop);
     u->stats.checked++;
-    if (m != n || ostop != stop || memcmp(other, pcs, (size_t)n * sizeof(*pcs)) != 0)
+    if ((prefix ? m < n : m != n || ostop != stop) ||
+        memcmp(other, pcs, (size_t)n * sizeof(*pcs)) != 0)
         u->stats.mismatches++;
 }
 
@@ -315,9 +318,10 @@ int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_sm
             u->stats.cfi++;
             /* A stack finished from the kernel's chain: libunwind sees the copy only. */
             if (u->how == CN_SMP__UNWIND_CHECK && fw && fw->joined_at >= 0)
-                check_against_libunwind(u, p, r, pcs, fw->joined_at, max, CN_SMP_STOP_STACK_SHORT);
+                check_against_libunwind(u, p, r, pcs, fw->joined_at, max, CN_SMP_STOP_STACK_SHORT,
+                                        fw->early_join);
             else if (u->how == CN_SMP__UNWIND_CHECK)
-                check_against_libunwind(u, p, r, pcs, n, max, *stop);
+                check_against_libunwind(u, p, r, pcs, n, max, *stop, false);
             return n;
         }
     }

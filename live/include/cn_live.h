@@ -197,6 +197,11 @@ typedef struct cn_live_session_info {
      * copy (dwarf, auto's fallback), of those wholly through compiled CFI rules or with
      * libunwind, and user addresses outside every known mapping. */
     uint64_t dwarf_unwinds, cfi_unwinds, libunwind_unwinds, unmapped;
+    /* The stack copy the sampler asks for now (bytes; 0 without copies or for a saved
+     * session), whether it adapts (auto without --stack-size: docs/perf-sampler.md), and
+     * how often it shrank and grew back. */
+    uint64_t stack_copy, stack_shrinks, stack_grows;
+    bool stack_adaptive;
     /* OFFCPU/WALL (0 otherwise): context switches sampled, switch-ins or -outs without
      * their other half (lost records, threads waiting since before the start), intervals
      * under min_block_ns. */

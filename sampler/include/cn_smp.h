@@ -119,7 +119,9 @@ typedef struct cn_smp_config {
      * (when set; called during _start only) still allows it; otherwise everything is
      * closed and _start fails with -EPERM (-ESRCH if the process is gone). Threads and
      * children appearing later inherit the events; an exec that changes credentials
-     * detaches them in the kernel. */
+     * detaches them in the kernel. auto's adaptive copy reopens the events later only
+     * after the same image check (not may_profile), on the target's own threads, and not
+     * at all while it has child processes. */
     cn_smp_image image;
     cn_smp_may_profile_fn may_profile;
     void *may_profile_arg;
@@ -242,9 +244,14 @@ typedef struct cn_smp_counters {
     uint64_t unwind_checked;    /* check_unwind: compiled-CFI unwinds redone with libunwind */
     uint64_t unwind_mismatches; /* check_unwind: of those, with a different result */
     uint64_t unmapped;          /* user addresses outside every known mapping */
-    uint64_t processes;         /* processes seen */
-    uint64_t threads;           /* threads seen */
-    uint64_t live_threads;      /* threads not yet exited (PID target) */
+    /* auto's adaptive stack copy (docs/perf-sampler.md): the copy the events ask for now
+     * (bytes; 0 without copies), whether it adapts (no --stack-size), how often it shrank
+     * and grew back, and samples dropped as twins while old and new events overlapped. */
+    uint64_t stack_copy, stack_adaptive;
+    uint64_t stack_shrinks, stack_grows, stack_switch_dropped;
+    uint64_t processes;    /* processes seen */
+    uint64_t threads;      /* threads seen */
+    uint64_t live_threads; /* threads not yet exited (PID target) */
     /* OFFCPU and WALL (docs/perf-sampler.md, "Off-CPU"). */
     uint64_t switches;         /* context-switch samples (a thread going off CPU) */
     uint64_t offcpu_intervals; /* intervals closed by the thread's switch back in */

@@ -18,6 +18,9 @@ foreach(wl shares threads forker deep epilogue waits)
   cn_workload(wl_${wl}_nofp ${wl}.c -fomit-frame-pointer Threads::Threads)
 endforeach()
 cn_workload(wl_dlopener_fp dlopener.c -fno-omit-frame-pointer ${CMAKE_DL_LIBS})
+# Frame-pointer stacks, then stacks through libc's qsort (auto's copy shrinks, then grows).
+cn_workload(wl_phases_fp phases.c -fno-omit-frame-pointer)
+cn_workload(wl_phases_nofp phases.c -fomit-frame-pointer)
 # Time in a SIGPROF handler (signal frames).
 cn_workload(wl_sigprof sigprof.c -fomit-frame-pointer)
 # Time in the vDSO and in the kernel; linked without a build-id (identity dev:inode:mtime).
@@ -34,7 +37,8 @@ target_compile_options(wl_dlwork PRIVATE -O2 -g -fno-omit-frame-pointer -Wall)
 add_custom_target(cn_workloads ALL DEPENDS wl_shares_fp wl_shares_nofp wl_threads_fp
                   wl_threads_nofp wl_forker_fp wl_forker_nofp wl_deep_fp wl_deep_nofp
                   wl_epilogue_fp wl_epilogue_nofp wl_waits_fp wl_waits_nofp wl_sigprof
-                  wl_dlopener_fp wl_dlwork wl_shares_dbgframe wl_clockread)
+                  wl_dlopener_fp wl_dlwork wl_shares_dbgframe wl_clockread wl_phases_fp
+                  wl_phases_nofp)
 
 # The unit test drives the workloads: build them first.
 if(TARGET test_sampler)

@@ -335,7 +335,7 @@ static collector *run_workload_cfg(const char *bin, char *const args[], const cn
     cn_smp_config cfg = *base;
     cfg.target = CN_SMP_TARGET_PID;
     cfg.pid = child.pid;
-    cfg.freq = 999;
+    cfg.freq = base->freq ? base->freq : 999;
     cfg.enable_on_exec = true;
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task, .object = on_object};
     cn_smp_session *s = NULL;
@@ -654,6 +654,94 @@ static void test_auto_fp_and_chain_join(void **st)
     REQUIRE_PERF();
     deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 0, false, true);
     deep_checked("wl_deep_fp", CN_SMP_UNWIND_AUTO, 512, false, true);
+}
+
+/* auto's adaptive stack copy (docs/perf-sampler.md): bin args at 3999 Hz (learning takes
+ * 2 000 samples), checked against libunwind sample by sample; prints what happened and
+ * returns the collector (the caller frees it). */
+static collector *adaptive_run(const char *bin, char *const args[], cn_smp_counters *cnt)
+{
+    cn_smp_config base = {.unwind = CN_SMP_UNWIND_AUTO, .freq = 3999, .check_unwind = true};
+    collector *c = run_workload_cfg(bin, args, &base, cnt);
+    long start = count_with(c, "_start;", 0, true);
+    dump(c, bin);
+    fprintf(stderr,
+            "  %s: samples %ld (lost %lu), reach _start %ld, short %lu; copy %lu (adaptive "
+            "%lu) shrinks %lu grows %lu twins dropped %lu; mismatches %lu\n",
+            bin, c->samples, (unsigned long)cnt->lost, start,
+            (unsigned long)cnt->unwind_stop[CN_SMP_STOP_STACK_SHORT],
+            (unsigned long)cnt->stack_copy, (unsigned long)cnt->stack_adaptive,
+            (unsigned long)cnt->stack_shrinks, (unsigned long)cnt->stack_grows,
+            (unsigned long)cnt->stack_switch_dropped, (unsigned long)cnt->unwind_mismatches);
+    assert_int_equal(cnt->stack_adaptive, 1);
+    assert_int_equal(cnt->unwind_mismatches, 0);
+    /* 16 KiB records at 4 kHz fill the ring in 64 ms: a starved reader loses some */
+    assert_true(cnt->lost * 20 <= (uint64_t)c->samples);
+    assert_true(cnt->stack_switch_dropped <= 50); /* a few ms of overlap at most */
+    return c;
+}
+
+/* Frame pointers throughout (phases.c's first phase alone): the copy shrinks after
+ * learning, and every stack still reaches _start (through libc's start frames, which keep
+ * no frame pointer: their learned tail) with the whole path, as with the full copy. */
+static void test_adaptive_copy_shrinks(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.5", "0", NULL};
+    cn_smp_counters cnt;
+    collector *c = adaptive_run("wl_phases_fp", args, &cnt);
+    char path[512] = "_start;libc.so.6;libc.so.6;main;shallow;";
+    for (int i = 0; i < 21; i++)
+        strcat(path, "deep;");
+    strcat(path, "spin;burn");
+    long full = count_with(c, path, 0, true), start = count_with(c, "_start;", 0, true);
+    assert_true(c->samples > 3500); /* 1.5 s of CPU at 4 kHz (6 000), some lost */
+    assert_int_equal(cnt.stack_shrinks, 1);
+    assert_int_equal(cnt.stack_grows, 0);
+    assert_true(cnt.stack_copy <= 2048);
+    assert_true(start * 100 >= c->samples * 99);
+    assert_true(full * 100 >= c->samples * 80); /* the rest: in spin's clock read */
+    collector_free(c);
+}
+
+/* No frame pointers, 21 frames of ~250 bytes (phases.c's pad): no small copy gives the
+ * same stacks, the copy stays full and the stacks complete. */
+static void test_adaptive_copy_stays_full(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.5", "0", "pad", NULL};
+    cn_smp_counters cnt;
+    collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
+    long start = count_with(c, "_start;", 0, true);
+    assert_true(c->samples > 3500);
+    assert_int_equal(cnt.stack_shrinks, 0);
+    assert_int_equal(cnt.stack_copy, CN_SMP_STACK_DEFAULT);
+    assert_true(start * 100 >= c->samples * 99);
+    collector_free(c);
+}
+
+/* Frame-pointer stacks, then stacks through libc's qsort (phases.c): the copy shrinks,
+ * then grows back when samples start being cut short; those cut short are the ones taken
+ * between the change and the reopen (one read of the rings: ~3% of the samples on an idle
+ * machine, bounded at 25% for a starved reader), and every other stack reaches _start. */
+static void test_adaptive_copy_grows_back(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.5", "1.5", NULL};
+    cn_smp_counters cnt;
+    collector *c = adaptive_run("wl_phases_fp", args, &cnt);
+    long start = count_with(c, "_start;", 0, true);
+    long phase2 = count_with(c, ";nested;", 0, false);
+    long phase2_start = count_with(c, "_start;libc.so.6;libc.so.6;main;nested;", 0, true);
+    fprintf(stderr, "  phase 2: %ld samples, %ld reach _start\n", phase2, phase2_start);
+    assert_true(c->samples > 7000);
+    assert_int_equal(cnt.stack_shrinks, 1);
+    assert_int_equal(cnt.stack_grows, 1);
+    assert_int_equal(cnt.stack_copy, CN_SMP_STACK_DEFAULT);
+    assert_true(cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] * 100 <= (uint64_t)c->samples * 25);
+    assert_true(start + (long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] + 10 >= c->samples);
+    assert_true(phase2 * 3 >= c->samples); /* the second phase was sampled */
+    collector_free(c);
 }
 
 /* Samples in a function's epilogue (epilogue.c: after `pop %rbp` in a tiny leaf called in
@@ -1474,6 +1562,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deep_dwarf_checked),
         cmocka_unit_test(test_stack_size_auto),
         cmocka_unit_test(test_auto_fp_and_chain_join),
+        cmocka_unit_test(test_adaptive_copy_shrinks),
+        cmocka_unit_test(test_adaptive_copy_stays_full),
+        cmocka_unit_test(test_adaptive_copy_grows_back),
         cmocka_unit_test(test_epilogue_unwind),
         cmocka_unit_test(test_signal_frames),
         cmocka_unit_test(test_shares_dwarf_debug_frame),

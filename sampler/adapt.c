@@ -1,0 +1,338 @@
+/* adapt.c — auto's adaptive stack copy (docs/perf-sampler.md, "auto's adaptive stack
+ * copy"). Receiving a 16 KiB copy with every sample costs auto ~2× fp's time before any
+ * walk; where frame pointers suffice, a small copy (the leaf's CFI step and the first
+ * frames) plus the kernel's frame-pointer chain gives the same stacks. Which case a
+ * program is cannot be known before its samples are seen, so a session that may adapt
+ * (auto, CPU mode, no --stack-size) goes through three states:
+ *
+ *   LEARN  the full copy; each sample is also walked as if its copy had been SMALL_COPY
+ *          bytes (the record's copy clamped), or else twice that, and the results
+ *          compared. When at least 99.5% of a window's samples come out identical with one
+ *          of them, the events are reopened with the smaller that does (perf_open.c, no
+ *          gap) -> SMALL; else -> HOLD.
+ *   SMALL  the small copy; a sample the small copy could not finish (the walk ends at the
+ *          copy's end in code without frame pointers, or the kernel's chain runs through
+ *          such code) is reported as cut short (CN_SMP_STOP_STACK_SHORT), and when more
+ *          than 1% of a window's samples are, the full copy is reopened -> HOLD.
+ *   HOLD   the full copy, nothing simulated, for 4 windows; then LEARN again with a window
+ *          twice as long (hysteresis: a program that keeps changing is tried less often).
+ *
+ * A stack's outermost frames are the C runtime's (_start, __libc_start_main, a thread's
+ * clone3): code without frame pointers at the stack's far end, where no small copy
+ * reaches and where the kernel's chain stops. Complete walks of full copies teach their
+ * "tails": for a return address in such code, the frames that always followed it (at
+ * most TAIL_MAX, every one but the outermost without frame pointers, the same every time
+ * it was seen: a return address seen with two tails is never used). A small-copy stack
+ * that ends at such an address gets its tail. The data structure is a small open-addressed
+ * table keyed by (pid, address), bounded (TAIL_SLOTS); a full table learns nothing more.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "smp_internal.h"
+
+#define SMALL_COPY   1024u  /* bytes: the small copy tried first, then twice that */
+#define LEARN_WINDOW 2000u  /* samples in the first learning window */
+#define MAX_WINDOW   64000u /* the longest learning window */
+#define MON_WINDOW   500u   /* SMALL: samples per check of the cut-short rate */
+#define FIT_PERMILLE 995u   /* LEARN: identical samples needed to shrink */
+#define GROW_PERCENT 1u     /* SMALL: cut-short samples beyond which the copy grows back */
+#define GROW_EARLY   16u    /* SMALL: as many cut short decide before the window's end */
+#define TAIL_MAX     4
+#define TAIL_SLOTS   1024u /* a power of two */
+
+typedef enum ad_state { AD_LEARN, AD_SMALL, AD_HOLD, AD_OFF } ad_state;
+
+typedef struct tail {
+    uint64_t key; /* 0: empty slot */
+    pid_t pid;
+    uint8_t n;
+    bool ambiguous;
+    uint64_t pcs[TAIL_MAX];
+} tail;
+
+struct cn_smp__adapt {
+    ad_state state;
+    uint32_t full;
+    uint64_t window, seen; /* LEARN: samples, and of those identical with a copy of */
+    uint64_t fit1, fit2;   /* SMALL_COPY, of 2 * SMALL_COPY bytes */
+    uint64_t hold;         /* HOLD: samples left */
+    uint64_t mon, shorts;  /* SMALL */
+    uint32_t want;         /* a reopen decided while dispatching, done by _apply */
+    uint32_t old_req;      /* the events replaced at switch_time: their later samples */
+    uint64_t switch_time;  /* are the new events' twins */
+    uint64_t max_stack;    /* kernel.perf_event_max_stack: a chain this long was cut */
+    tail tails[TAIL_SLOTS];
+    size_t ntails;
+    uint64_t sim[CN_SMP_MAX_FRAMES], chain[CN_SMP_MAX_FRAMES]; /* LEARN's second walk */
+};
+
+static uint64_t read_max_stack(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/perf_event_max_stack", "re");
+    unsigned long v = 127; /* the kernel's default */
+    if (f) {
+        if (fscanf(f, "%lu", &v) != 1)
+            v = 127;
+        fclose(f);
+    }
+    return v;
+}
+
+int cn_smp__adapt_new(cn_smp_session *s)
+{
+    if (s->cfg.unwind != CN_SMP_UNWIND_AUTO || s->cfg.stack_size || !s->want_stack ||
+        s->cfg.mode != CN_SMP_MODE_CPU || s->cfg.target == CN_SMP_TARGET_NONE ||
+        s->stack_copy <= 2 * SMALL_COPY)
+        return 0;
+    cn_smp__adapt *ad = calloc(1, sizeof(*ad));
+    if (!ad)
+        return -ENOMEM;
+    ad->state = AD_LEARN;
+    ad->full = s->stack_copy;
+    ad->window = LEARN_WINDOW;
+    ad->max_stack = read_max_stack();
+    s->ad = ad;
+    return 0;
+}
+
+void cn_smp__adapt_free(cn_smp_session *s)
+{
+    free(s->ad);
+    s->ad = NULL;
+}
+
+/* Whether return address (ret) or sampled pc (!ret) pc lies in code auto steps by frame
+ * pointer (cfi.c: an object with has_fp, where frame pointers give the caller's SP). */
+static bool fp_code_in(const cn_smp_session *s, const cn_smp__proc *p, uint64_t pc, bool ret,
+                       const cn_smp__map **last)
+{
+    uint64_t at = ret ? s->arch->mask_ret(pc) - 1 : pc;
+    const cn_smp__map *m =
+        *last && at >= (*last)->start && at < (*last)->end ? *last : cn_smp__proc_find(p, at);
+    *last = m;
+    return s->arch->fp_gives_sp && m && m->obj->pub.kind == CN_SMP_OBJ_USER &&
+           m->obj->elf.has_fp == 1;
+}
+
+static bool fp_code(const cn_smp_session *s, const cn_smp__proc *p, uint64_t pc, bool ret)
+{
+    const cn_smp__map *m = NULL;
+    return fp_code_in(s, p, pc, ret, &m);
+}
+
+static tail *tail_slot(cn_smp__adapt *ad, pid_t pid, uint64_t key)
+{
+    uint64_t h = (key ^ ((uint64_t)(uint32_t)pid << 40)) * 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = (uint32_t)(h >> 40), k = 0; k < TAIL_SLOTS; i++, k++) {
+        tail *t = &ad->tails[i & (TAIL_SLOTS - 1)];
+        if (t->key == 0 || (t->key == key && t->pid == pid))
+            return t;
+    }
+    return NULL;
+}
+
+static void tail_put(cn_smp__adapt *ad, pid_t pid, uint64_t key, const uint64_t *pcs, int n)
+{
+    tail *t = key ? tail_slot(ad, pid, key) : NULL;
+    if (!t)
+        return;
+    if (t->key) {
+        if (t->n != n || memcmp(t->pcs, pcs, (size_t)n * sizeof(*pcs)) != 0)
+            t->ambiguous = true;
+        return;
+    }
+    if (ad->ntails >= TAIL_SLOTS / 2)
+        return; /* full: probes stay short */
+    *t = (tail){.key = key, .pid = pid, .n = (uint8_t)n};
+    memcpy(t->pcs, pcs, (size_t)n * sizeof(*pcs));
+    ad->ntails++;
+}
+
+void cn_smp__adapt_forget(cn_smp_session *s, pid_t pid)
+{
+    cn_smp__adapt *ad = s->ad;
+    for (size_t i = 0; ad && i < TAIL_SLOTS; i++)
+        if (ad->tails[i].key && ad->tails[i].pid == pid)
+            ad->tails[i].ambiguous = true; /* the slot stays taken: probes go on past it */
+}
+
+void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
+{
+    cn_smp__adapt *ad = s->ad;
+    if (!ad || ppid == pid)
+        return;
+    cn_smp__adapt_forget(s, pid);
+    for (size_t i = 0; i < TAIL_SLOTS; i++) {
+        const tail t = ad->tails[i]; /* a copy: tail_put writes into the table */
+        if (t.key && t.pid == ppid && !t.ambiguous)
+            tail_put(ad, pid, t.key, t.pcs, t.n);
+    }
+}
+
+/* A complete walk of a full copy, pcs[0..n): its tails (see the file's comment). */
+static void learn_tails(cn_smp_session *s, const cn_smp__proc *p, const uint64_t *pcs, int n)
+{
+    for (int j = n - 2; j >= 0 && n - 1 - j <= TAIL_MAX; j--) {
+        if (j + 1 < n - 1 && fp_code(s, p, pcs[j + 1], true))
+            break; /* the chain goes on through frame-pointer code: no tail here */
+        if (!fp_code(s, p, pcs[j], j > 0))
+            tail_put(s->ad, p->pid, pcs[j], pcs + j + 1, n - 1 - j);
+    }
+}
+
+/* A walk of a small copy, pcs[0..*n) with *stop (joined_at: where the kernel's chain was
+ * appended, or -1): what the small copy could not finish gets its learned tail, or is
+ * reported as cut short. Returns true when cut short. */
+static bool finish_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
+                         uint64_t *pcs, int *n, cn_smp_stop *stop, int joined_at)
+{
+    cn_smp__adapt *ad = s->ad;
+    if (*n <= 0)
+        return false;
+    if (joined_at >= 0 && *stop == CN_SMP_STOP_NONE) {
+        /* Each chain frame's caller came from its frame pointer: right only where the
+         * frame's code keeps one. Past the first that does not, the chain is not the
+         * stack (a caller skipped, or garbage). */
+        int end = *n;
+        const cn_smp__map *last = NULL; /* chain frames mostly lie in one object */
+        for (int j = joined_at; j + 1 < *n; j++)
+            if (!fp_code_in(s, p, pcs[j], true, &last)) {
+                end = j + 1;
+                break;
+            }
+        bool cut = end < *n || r->u.sample.nr >= ad->max_stack;
+        *n = end;
+        if (!cut && fp_code(s, p, pcs[end - 1], end - 1 > 0))
+            return false; /* ended inside frame-pointer code: its outermost frame */
+    } else if (*stop != CN_SMP_STOP_STACK_SHORT) {
+        return false;
+    }
+    const tail *t = tail_slot(ad, p->pid, pcs[*n - 1]);
+    if (t && t->key && !t->ambiguous && *n + t->n <= CN_SMP_MAX_FRAMES) {
+        memcpy(pcs + *n, t->pcs, t->n * sizeof(*pcs));
+        *n += t->n;
+        *stop = CN_SMP_STOP_NONE;
+        return false;
+    }
+    *stop = CN_SMP_STOP_STACK_SHORT;
+    return true;
+}
+
+/* LEARN: whether r, had its copy been copy bytes, would give pcs[0..n) and stop. */
+static bool fits_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t chain_from, const uint64_t *pcs, int n, cn_smp_stop stop,
+                       uint32_t copy)
+{
+    cn_smp__adapt *ad = s->ad;
+    cn_smp__rec small = *r;
+    if (small.u.sample.stack_size > copy)
+        small.u.sample.stack_size = copy;
+    cn_smp__fpwalk fw = {
+        .chain = ad->chain, .nchain = -1, .chain_from = chain_from, .chain_first = true};
+    cn_smp_stop st;
+    int m = cn_smp__unwind_cfi(s->arch, p, &small, ad->sim, CN_SMP_MAX_FRAMES, &fw, &st);
+    if (m < 0)
+        return false;
+    finish_small(s, p, &small, ad->sim, &m, &st, fw.joined_at);
+    return m == n && st == stop && memcmp(ad->sim, pcs, (size_t)n * sizeof(*pcs)) == 0;
+}
+
+bool cn_smp__adapt_small(const cn_smp_session *s, const cn_smp__rec *r)
+{
+    return s->ad && r->u.sample.stack_req < s->ad->full;
+}
+
+bool cn_smp__adapt_drop(cn_smp_session *s, const cn_smp__rec *r)
+{
+    const cn_smp__adapt *ad = s->ad;
+    if (!ad || !ad->old_req || r->u.sample.stack_req != ad->old_req ||
+        ad->old_req == s->stack_copy || r->time <= ad->switch_time)
+        return false;
+    s->cnt.stack_switch_dropped++;
+    return true;
+}
+
+void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
+                          uint64_t chain_from, int *n, cn_smp_stop *stop, int joined_at)
+{
+    cn_smp__adapt *ad = s->ad;
+    if (r->u.sample.stack_req < ad->full) {
+        bool cut = finish_small(s, p, r, s->pcs, n, stop, joined_at);
+        if (ad->state != AD_SMALL)
+            return; /* the last records of replaced events */
+        ad->mon++;
+        ad->shorts += cut;
+        /* At a window's end, or as soon as GROW_EARLY samples were cut short at that rate
+         * (a program that changed: each sample until the reopen is cut short). */
+        bool over = ad->shorts * 100 > ad->mon * GROW_PERCENT;
+        if (over && (ad->mon >= MON_WINDOW || ad->shorts >= GROW_EARLY))
+            ad->want = ad->full;
+        if (ad->mon >= MON_WINDOW || ad->want)
+            ad->mon = ad->shorts = 0;
+        return;
+    }
+    if (ad->state == AD_HOLD && --ad->hold == 0) {
+        ad->state = AD_LEARN;
+        ad->seen = ad->fit1 = ad->fit2 = 0;
+    }
+    if (ad->state != AD_LEARN || ad->want)
+        return;
+    if (*stop == CN_SMP_STOP_NONE && joined_at < 0)
+        learn_tails(s, p, s->pcs, *n);
+    ad->seen++;
+    /* A copy twice as large is tried only where the first did not do (it would), and a
+     * size only while it can still reach FIT_PERMILLE: where frame pointers do not suffice,
+     * the window ends after a few samples, and learning costs little. */
+    uint64_t allowed = ad->window * (1000 - FIT_PERMILLE) / 1000;
+    bool try1 = ad->seen - 1 - ad->fit1 <= allowed;
+    if (try1 && fits_small(s, p, r, chain_from, s->pcs, *n, *stop, SMALL_COPY))
+        ad->fit1++, ad->fit2++;
+    else
+        ad->fit2 += fits_small(s, p, r, chain_from, s->pcs, *n, *stop, 2 * SMALL_COPY);
+    bool lost = ad->seen - ad->fit2 > allowed;
+    if (ad->seen < ad->window && !lost)
+        return;
+    if (!lost && ad->fit1 * 1000 >= ad->seen * FIT_PERMILLE) {
+        ad->want = SMALL_COPY;
+    } else if (!lost && ad->fit2 * 1000 >= ad->seen * FIT_PERMILLE) {
+        ad->want = 2 * SMALL_COPY;
+    } else {
+        ad->state = AD_HOLD;
+        ad->hold = ad->window * 4;
+        if (ad->window < MAX_WINDOW)
+            ad->window *= 2;
+    }
+    ad->seen = ad->fit1 = ad->fit2 = 0;
+}
+
+void cn_smp__adapt_apply(cn_smp_session *s)
+{
+    cn_smp__adapt *ad = s->ad;
+    if (!ad || !ad->want || s->stopped)
+        return;
+    uint32_t to = ad->want, from = s->stack_copy;
+    uint64_t t;
+    ad->want = 0;
+    if (cn_smp__perf_reopen(s, to, &t) < 0) {
+        ad->state = AD_OFF; /* keep what runs (the full copy unless a grow failed) */
+        return;
+    }
+    ad->old_req = from;
+    ad->switch_time = t;
+    s->cnt.stack_copy = to;
+    if (to < from) {
+        s->cnt.stack_shrinks++;
+        ad->state = AD_SMALL;
+        ad->mon = ad->shorts = 0;
+    } else {
+        s->cnt.stack_grows++;
+        ad->state = AD_HOLD;
+        ad->hold = ad->window * 4;
+        if (ad->window < MAX_WINDOW)
+            ad->window *= 2;
+    }
+}
