@@ -78,7 +78,24 @@ typedef struct sort_ctx {
     int later_wins;
 } sort_ctx;
 
-/* Orders by start, then best alias first. */
+/* perf's order among aliases (choose_best_symbol): a non-weak symbol beats a weak one,
+ * then a global one beats a local one. */
+static int bind_rank(const cn_sym__entry *e)
+{
+    switch (bind_of(e)) {
+    case CN_SYM__BIND_GLOBAL:
+        return 2;
+    case CN_SYM__BIND_LOCAL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Orders by start, then best alias first, by perf's rules, so that an address gets the
+ * name perf users know: sized, non-weak, global, fewer leading underscores, the longer
+ * name; names of one length (libc's `__memmove_avx512_unaligned_erms` and
+ * `__memcpy_avx512_unaligned_erms`) go to the one first in the table. */
 static int entry_cmp(const void *a, const void *b, void *arg)
 {
     const cn_sym__entry *x = a, *y = b;
@@ -89,18 +106,15 @@ static int entry_cmp(const void *a, const void *b, void *arg)
         return seq_of(x) > seq_of(y) ? -1 : 1;
     if ((x->size != 0) != (y->size != 0))
         return x->size ? -1 : 1;
-    if (bind_of(x) != bind_of(y))
-        return bind_of(x) > bind_of(y) ? -1 : 1;
+    if (bind_rank(x) != bind_rank(y))
+        return bind_rank(x) > bind_rank(y) ? -1 : 1;
     const char *nx = ctx->pool + x->name, *ny = ctx->pool + y->name;
     size_t ux = leading_underscores(nx), uy = leading_underscores(ny);
     if (ux != uy)
         return ux < uy ? -1 : 1;
     size_t lx = strlen(nx), ly = strlen(ny);
     if (lx != ly)
-        return lx < ly ? -1 : 1;
-    int c = strcmp(nx, ny);
-    if (c)
-        return c;
+        return lx > ly ? -1 : 1;
     return seq_of(x) < seq_of(y) ? -1 : (seq_of(x) > seq_of(y));
 }
 

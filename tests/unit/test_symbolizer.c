@@ -106,8 +106,18 @@ static void test_table_rules(void **state)
     /* a sizeless one extends to the next symbol, bounded by its section's end */
     assert_int_equal(cn_sym__table_add(&t, 0x300, 0, 0x380, "asm_label", 9, 0), 0);
     assert_int_equal(cn_sym__table_add(&t, 0x400, 8, UINT64_MAX, "_ZN1A3fooEv", 11, 2), 0);
+    /* perf's order past underscores: local beats weak, the longer name, then table order */
+    assert_int_equal(cn_sym__table_add(&t, 0x500, 8, UINT64_MAX, "weak_one", 8, 1), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x500, 8, UINT64_MAX, "loc", 3, 0), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x600, 8, UINT64_MAX, "abc", 3, 2), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x600, 8, UINT64_MAX, "abcdef", 6, 2), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x700, 8, UINT64_MAX, "xmemmove", 8, 0), 0);
+    assert_int_equal(cn_sym__table_add(&t, 0x700, 8, UINT64_MAX, "xmemcpy_", 8, 0), 0);
     assert_int_equal(cn_sym__table_finish(&t, 0, 0), 0);
-    assert_int_equal(t.n, 4);
+    assert_int_equal(t.n, 7);
+    assert_string_equal(t.pool + cn_sym__table_find(&t, 0x500)->name, "loc");
+    assert_string_equal(t.pool + cn_sym__table_find(&t, 0x600)->name, "abcdef");
+    assert_string_equal(t.pool + cn_sym__table_find(&t, 0x700)->name, "xmemmove");
     const cn_sym__entry *e = cn_sym__table_find(&t, 0x11f);
     assert_non_null(e);
     assert_string_equal(t.pool + e->name, "foo");
