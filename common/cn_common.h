@@ -236,6 +236,9 @@ typedef struct cn_unwind_outcomes {
     uint64_t other;           /* deeper than the frame limit, another unwinder error */
 } cn_unwind_outcomes;
 
+/* Adds x's counts to sum's (canopyd's status sums its sessions'). */
+void cn_unwind_outcomes_add(cn_unwind_outcomes *sum, const cn_unwind_outcomes *x);
+
 /* ---------------------------------------------------------------------------------------
  * Utilities
  */

@@ -160,3 +160,12 @@ const char *cn_common_errno_name(int err)
     const char *n = strerrorname_np(err);
     return n ? n : "E?";
 }
+
+void cn_unwind_outcomes_add(cn_unwind_outcomes *sum, const cn_unwind_outcomes *x)
+{
+    sum->complete += x->complete;
+    sum->truncated_stack += x->truncated_stack;
+    sum->no_cfi += x->no_cfi;
+    sum->read_fault += x->read_fault;
+    sum->other += x->other;
+}

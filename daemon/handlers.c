@@ -89,7 +89,7 @@ static void status_limits(cn_d_server *srv, json_t *msg)
 void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
     uint64_t lost = 0, user_stacks = 0, unsymbolized = 0;
-    cn_live_unwind_outcomes u = {0};
+    cn_unwind_outcomes u = {0};
     size_t n = 0;
     for (size_t i = 0; i < srv->n_entries; i++) {
         cn_live_session *s = srv->entries[i]->s;
@@ -100,11 +100,7 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
         lost += info.lost;
         user_stacks += info.user_stacks;
         unsymbolized += info.unsymbolized;
-        u.complete += info.unwind_outcomes.complete;
-        u.truncated_stack += info.unwind_outcomes.truncated_stack;
-        u.no_cfi += info.unwind_outcomes.no_cfi;
-        u.read_fault += info.unwind_outcomes.read_fault;
-        u.other += info.unwind_outcomes.other;
+        cn_unwind_outcomes_add(&u, &info.unwind_outcomes);
         n++;
     }
     size_t rss_anon, rss_file;

@@ -96,7 +96,7 @@ struct cn_live_session {
     uint64_t samples, dropped, lost_saved, threads_saved;
     uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
-    cn_live_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
+    cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
     cn_smp_session *smp;
     cn_agg_profile *p;
     int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */

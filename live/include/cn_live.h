@@ -156,11 +156,6 @@ void cn_live_session_symbolize(cn_live_session *s);
  * submitted, always 0 without a symbolizer. */
 size_t cn_live_session_unsubmitted(const cn_live_session *s);
 
-/* How the user-space unwinds of a session's samples ended (docs/cli-live.md, "Session
- * counters"): over the samples that had user frames, they sum to user_stacks. common/'s
- * struct, so that formats/ renders it as it is (cn_fmt_unwind). */
-typedef cn_unwind_outcomes cn_live_unwind_outcomes;
-
 typedef struct cn_live_session_info {
     const char *id, *name; /* owned by the session */
     cn_live_kind kind;
@@ -192,7 +187,10 @@ typedef struct cn_live_session_info {
                               addresses), symbol answers not applied (also counted in
                               unsymbolized) */
     uint64_t user_stacks;  /* samples delivered with user-space frames */
-    cn_live_unwind_outcomes unwind_outcomes; /* how their unwinds ended (sum: user_stacks) */
+    /* How the user-space unwinds of these samples ended (docs/cli-live.md, "Session
+     * counters"); they sum to user_stacks. common/'s struct, so that formats/ renders it
+     * as it is (cn_fmt_unwind). */
+    cn_unwind_outcomes unwind_outcomes;
     /* The sampler's unwinder counters (0 for a saved session): stacks unwound from their
      * copy (dwarf, auto's fallback), of those wholly through compiled CFI rules or with
      * libunwind, and user addresses outside every known mapping. */
