@@ -320,7 +320,7 @@ static void test_regroup_renames(void **state)
     cn_agg_frame_symbols batch[5];
     for (int i = 0; i < 5; i++) {
         sym[i] = (cn_agg_symbol){names[i], "l.c", 10 + i};
-        batch[i] = (cn_agg_frame_symbols){cn_agg_native_frame(p, lib, addrs[i]), &sym[i], 1};
+        batch[i] = (cn_agg_frame_symbols){cn_agg_native_frame(p, lib, addrs[i]), &sym[i], 1, NULL};
     }
     assert_int_equal(cn_agg_regroup(p, batch, 5), 0);
     const int32_t *chain;
@@ -338,7 +338,7 @@ static void test_regroup_renames(void **state)
 
     /* an inline expansion later: leaf -> [outer, inl]; main renamed transitively */
     cn_agg_symbol chain2[2] = {{"outer", NULL, 3}, {"inl", NULL, 4}};
-    cn_agg_frame_symbols b2 = {batch[4].frame, chain2, 2};
+    cn_agg_frame_symbols b2 = {batch[4].frame, chain2, 2, NULL};
     assert_int_equal(cn_agg_regroup(p, &b2, 1), 0);
     assert_int_equal(cn_agg_frame_funcs(p, batch[4].frame, &chain), 2);
     assert_int_equal(cn_agg_transform_parse("merge-node:L+0x80", &t, NULL), 0);
@@ -369,7 +369,7 @@ static void test_regroup_renames(void **state)
     cn_agg_profile_free(back);
 
     /* bad input changes nothing */
-    cn_agg_frame_symbols bad = {12345, chain2, 2};
+    cn_agg_frame_symbols bad = {12345, chain2, 2, NULL};
     assert_int_equal(cn_agg_regroup(p, &bad, 1), -EINVAL);
 }
 

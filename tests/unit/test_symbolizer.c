@@ -1019,7 +1019,7 @@ static void test_live_regroup(void **state)
             chains[i * CN_SYM__MAX_INLINE + d] =
                 (cn_agg_symbol){r->chain[d].name, r->chain[d].file, r->chain[d].line};
         fs[k++] = (cn_agg_frame_symbols){(int32_t)b->answers[i].cookie,
-                                         &chains[i * CN_SYM__MAX_INLINE], r->depth};
+                                         &chains[i * CN_SYM__MAX_INLINE], r->depth, r->symbol};
     }
     assert_int_equal(k, nf);
     assert_int_equal(cn_agg_regroup(p, fs, k), 0);
