@@ -497,6 +497,7 @@ static void check_func(cn_sym_cache *c, const char *file, const char *func, cons
         assert_int_equal(r.status, 0);
         assert_true(r.depth >= 1);
         assert_string_equal(r.chain[0].name, func);
+        assert_null(r.symbol); /* DWARF and the symbol table agree */
         assert_non_null(r.chain[r.depth - 1].file);
         assert_true(r.chain[r.depth - 1].line > 0);
         assert_int_equal(r.sym_offset, d);
