@@ -85,6 +85,10 @@ struct cn_agg_profile {
     int64_t *frame_addr;
     uint16_t *frame_depth;
     int32_t *frame_key_func; /* the func the frame was interned with (-1 for native) */
+    /* the func the symbol table names at the frame's address when it differs from the
+     * chain's outer func (clones, aliases; -1 = none): a no_inline query's func for the
+     * frame (docs/calltree.md §4.5) */
+    int32_t *frame_sym_func;
     size_t n_frame, cap_frame;
     int32_t *chain_pool;
     size_t chain_len, chain_cap;

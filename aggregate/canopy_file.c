@@ -26,7 +26,9 @@
 /* The first line of a .canopy file, followed by " VERSION\n". */
 #define CANOPY_MAGIC "canopy-profile"
 
-#define CANOPY_FILE_VERSION 1
+/* Version 2 adds each frame's symbol func (§4.5 --no-inline). A profile without symbol
+ * funcs is written as version 1, so older readers still read it; both are read. */
+#define CANOPY_FILE_VERSION 2
 #define OUT_CHUNK           (256 * 1024)
 #define MAX_CHAIN           65535 /* frame_depth is a uint16_t */
 
@@ -107,8 +109,11 @@ static void wr_string(wr *w, const char *s, size_t n)
 
 static void write_tables(wr *w, const cn_agg_profile *p)
 {
-    wr_printf(w, "%s %d\nunit %d\nscale %.17g\n", CANOPY_MAGIC, CANOPY_FILE_VERSION, (int)p->unit,
-              p->scale);
+    bool sym_funcs = false;
+    for (size_t i = 0; i < p->n_frame && !sym_funcs; i++)
+        sym_funcs = p->frame_sym_func[i] >= 0;
+    wr_printf(w, "%s %d\nunit %d\nscale %.17g\n", CANOPY_MAGIC, sym_funcs ? CANOPY_FILE_VERSION : 1,
+              (int)p->unit, p->scale);
     wr_printf(w, "strings %zu\n", p->n_str);
     for (size_t i = 0; i < p->n_str; i++)
         wr_string(w, p->str[i], p->str_len[i]);
@@ -126,6 +131,8 @@ static void write_tables(wr *w, const cn_agg_profile *p)
                   p->frame_res[i], p->frame_addr[i], p->frame_line[i], p->frame_depth[i]);
         for (unsigned d = 0; d < p->frame_depth[i]; d++)
             wr_printf(w, " %" PRId32, p->chain_pool[p->frame_chain[i] + d]);
+        if (sym_funcs)
+            wr_printf(w, " %" PRId32, p->frame_sym_func[i]);
         wr_printf(w, "\n");
     }
     wr_printf(w, "stacks %zu\n", p->n_stack);
@@ -213,6 +220,7 @@ typedef struct rd {
     size_t sbuf_cap;
     int32_t *ints;
     size_t ints_cap;
+    int version; /* of the file */
 } rd;
 
 __attribute__((format(printf, 2, 3))) static int bad(rd *r, const char *fmt, ...)
@@ -426,6 +434,9 @@ static int read_frames(rd *r)
         for (int32_t d = 0; d < depth; d++)
             if ((rc = get_i32(r, 0, (int64_t)r->p->n_func - 1, &r->ints[d])) < 0)
                 return rc;
+        int32_t sym = -1;
+        if (r->version >= 2 && (rc = get_i32(r, -1, (int64_t)r->p->n_func - 1, &sym)) < 0)
+            return rc;
         if ((rc = end_of_line(r)) < 0)
             return rc;
         if (key_func < 0)
@@ -440,6 +451,10 @@ static int read_frames(rd *r)
             r->p->frame_line[id] = line; /* set by symbolication; not part of the key */
         if ((rc = set_chain(r, id, r->ints, (size_t)depth)) < 0)
             return rc;
+        if (sym >= 0) {
+            r->p->frame_sym_func[id] = sym;
+            r->p->func_generation++;
+        }
     }
     return rc;
 }
@@ -613,9 +628,10 @@ static int read_header(rd *r)
     r->pos = n;
     if ((rc = get_int(r, 0, INT32_MAX, &v)) < 0)
         return rc;
-    if (v != CANOPY_FILE_VERSION)
-        return bad(r, ".canopy version %" PRId64 " is not supported (this canopy reads %d)", v,
+    if (v < 1 || v > CANOPY_FILE_VERSION)
+        return bad(r, ".canopy version %" PRId64 " is not supported (this canopy reads 1 to %d)", v,
                    CANOPY_FILE_VERSION);
+    r->version = (int)v;
     if ((rc = next_line(r)) < 0)
         return rc;
     if (r->len < 5 || memcmp(r->line, "unit ", 5))

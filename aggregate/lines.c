@@ -39,14 +39,18 @@ static int row_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* The innermost frame on stack s whose chain holds a func named F (whose outer func is
- * named F, no_inline), or -1. */
+/* The innermost frame on stack s whose chain holds a func named F (whose outer func, by
+ * its symbol func when it has one, is named F, no_inline), or -1. */
 static int32_t frame_of(const cn_agg_profile *p, int32_t s, int32_t F, bool no_inline)
 {
     for (; s >= 0; s = p->stack_prefix[s]) {
         int32_t fr = p->stack_frame[s];
         const int32_t *chain = p->chain_pool + p->frame_chain[fr];
-        uint16_t depth = no_inline ? 1 : p->frame_depth[fr];
+        uint16_t depth = p->frame_depth[fr];
+        if (no_inline) {
+            chain = p->frame_sym_func[fr] >= 0 ? &p->frame_sym_func[fr] : chain;
+            depth = 1;
+        }
         for (uint16_t d = 0; d < depth; d++)
             if (p->func_name[chain[d]] == F)
                 return fr;

@@ -59,6 +59,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->frame_addr);
     free(p->frame_depth);
     free(p->frame_key_func);
+    free(p->frame_sym_func);
     free(p->chain_pool);
     cn_agg__idset_clear(&p->frame_index);
     cn_u64map_clear(&p->native_frame_index);
@@ -389,14 +390,15 @@ static bool frame_eq(const void *ctx, int32_t id, const void *key)
 
 static int reserve_frames(cn_agg_profile *p, size_t n)
 {
-    size_t c[6] = {p->cap_frame, p->cap_frame, p->cap_frame,
+    size_t c[7] = {p->cap_frame, p->cap_frame, p->cap_frame, p->cap_frame,
                    p->cap_frame, p->cap_frame, p->cap_frame};
     if (CN_RESERVE(p->frame_res, c[0], n) < 0 || CN_RESERVE(p->frame_line, c[1], n) < 0 ||
         CN_RESERVE(p->frame_chain, c[2], n) < 0 || CN_RESERVE(p->frame_addr, c[3], n) < 0 ||
-        CN_RESERVE(p->frame_depth, c[4], n) < 0 || CN_RESERVE(p->frame_key_func, c[5], n) < 0)
+        CN_RESERVE(p->frame_depth, c[4], n) < 0 || CN_RESERVE(p->frame_key_func, c[5], n) < 0 ||
+        CN_RESERVE(p->frame_sym_func, c[6], n) < 0)
         return -ENOMEM;
     size_t m = c[0];
-    for (int i = 1; i < 6; i++)
+    for (int i = 1; i < 7; i++)
         m = c[i] < m ? c[i] : m;
     p->cap_frame = m;
     return 0;
@@ -426,6 +428,7 @@ static int32_t frame_append(cn_agg_profile *p, int32_t key_func, int32_t func, i
         return (int32_t)off;
     int32_t id = (int32_t)p->n_frame++;
     p->frame_key_func[id] = key_func;
+    p->frame_sym_func[id] = -1;
     p->frame_res[id] = res;
     p->frame_addr[id] = addr;
     p->frame_line[id] = line;

@@ -45,9 +45,9 @@ void cn_agg_query_init(cn_agg_query *q)
 
 /* ---- base table ---------------------------------------------------------------------- */
 
-/* Maps frame stacks [from, to) to their rows in t, expanding inline chains (only each
- * chain's outer func when no_inline); fnode holds the rows of earlier stacks. Returns 0 or
- * -ENOMEM. */
+/* Maps frame stacks [from, to) to their rows in t, expanding inline chains (when
+ * no_inline, only each frame's outer func, named by the symbol table: its symbol func
+ * when it has one, §4.5); fnode holds the rows of earlier stacks. Returns 0 or -ENOMEM. */
 static int map_stacks(const cn_agg_profile *p, cn_agg__qtable *t, int32_t *fnode, size_t from,
                       size_t to, bool no_inline)
 {
@@ -58,7 +58,11 @@ static int map_stacks(const cn_agg_profile *p, cn_agg__qtable *t, int32_t *fnode
         int32_t row = pre < 0 ? -1 : fnode[pre];
         int32_t fr = p->stack_frame[s];
         const int32_t *chain = p->chain_pool + p->frame_chain[fr];
-        uint16_t depth = no_inline ? 1 : p->frame_depth[fr];
+        uint16_t depth = p->frame_depth[fr];
+        if (no_inline) {
+            chain = p->frame_sym_func[fr] >= 0 ? &p->frame_sym_func[fr] : chain;
+            depth = 1;
+        }
         for (uint16_t d = 0; d < depth; d++) {
             row = cn_agg__qt_intern(t, row, chain[d]);
             if (row < 0)

@@ -47,9 +47,10 @@ static int pool_push(struct scratch *s, int32_t v)
 }
 
 /* Resolves every entry's chain to func ids (creating funcs) into s->pool; entry i's
- * chain starts at offs[i]. Creates funcs only: frames are not touched. */
+ * chain starts at offs[i], its symbol func (-1: none) is symf[i]. Creates funcs only:
+ * frames are not touched. */
 static int resolve_chains(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t n,
-                          size_t *offs, struct scratch *s)
+                          size_t *offs, int32_t *symf, struct scratch *s)
 {
     for (size_t i = 0; i < n; i++) {
         const cn_agg_frame_symbols *e = &batch[i];
@@ -66,6 +67,14 @@ static int resolve_chains(cn_agg_profile *p, const cn_agg_frame_symbols *batch, 
                 return f;
             if (pool_push(s, f) < 0)
                 return -ENOMEM;
+        }
+        symf[i] = -1;
+        if (e->symbol) {
+            /* the outer function's file: the symbol names the same code */
+            int32_t f = cn_agg_func(p, e->symbol, p->frame_res[e->frame], e->chain[0].file, 0);
+            if (f < 0)
+                return f;
+            symf[i] = f == s->pool[offs[i]] ? -1 : f; /* the same name: no symbol func */
         }
     }
     return 0;
@@ -249,10 +258,11 @@ int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t 
 {
     struct scratch s = {0};
     size_t *offs = calloc(n ? n : 1, sizeof(*offs));
+    int32_t *symf = calloc(n ? n : 1, sizeof(*symf));
     int rc = -ENOMEM;
-    if (!offs)
+    if (!offs || !symf)
         goto out;
-    rc = resolve_chains(p, batch, n, offs, &s);
+    rc = resolve_chains(p, batch, n, offs, symf, &s);
     if (rc < 0)
         goto out;
     /* Reserve the frames' pool for the worst case so applying cannot fail half-way. */
@@ -274,12 +284,14 @@ int cn_agg_regroup(cn_agg_profile *p, const cn_agg_frame_symbols *batch, size_t 
     for (size_t i = 0; i < n; i++) {
         int32_t f = batch[i].frame;
         set_chain(p, f, s.pool + offs[i], batch[i].depth);
+        p->frame_sym_func[f] = symf[i];
         p->frame_line[f] = batch[i].chain[batch[i].depth - 1].line;
     }
     p->func_generation++;
     rc = commit_renames(p, &s);
 out:
     free(offs);
+    free(symf);
     scratch_free(&s);
     return rc;
 }

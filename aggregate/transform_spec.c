@@ -176,9 +176,12 @@ int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, c
         free(spec);
         return rc;
     }
-    /* A function occurs when some frame's chain holds a func with that name. */
+    /* A function occurs when some frame's chain, or its symbol func (the name no_inline
+     * shows, §4.5), holds a func with that name. */
     int32_t id = cn_agg__q_name_id(p, t->arg);
     for (size_t f = 0; id >= 0 && f < p->n_frame; f++) {
+        if (p->frame_sym_func[f] >= 0 && p->func_name[p->frame_sym_func[f]] == id)
+            return 0;
         const int32_t *chain = p->chain_pool + p->frame_chain[f];
         for (uint16_t d = 0; d < p->frame_depth[f]; d++)
             if (p->func_name[chain[d]] == id)

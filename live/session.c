@@ -334,7 +334,7 @@ static int32_t pseudo_frames(cn_live_session *s, const char *res_name, const cha
         if (f < 0)
             return f;
         syms[i] = (cn_agg_symbol){names[i], NULL, 0};
-        batch[i] = (cn_agg_frame_symbols){f, &syms[i], 1};
+        batch[i] = (cn_agg_frame_symbols){f, &syms[i], 1, NULL};
     }
     int r = cn_agg_regroup(s->p, batch, (size_t)n);
     return r < 0 ? r : res;
@@ -650,6 +650,7 @@ static int apply_some(cn_live_session *s, const cn_sym_answer *a, size_t n, size
         batch[nb].frame = (int32_t)a[i].cookie;
         batch[nb].chain = chains + k;
         batch[nb].depth = res->depth;
+        batch[nb].symbol = res->symbol; /* owned by the answer, which outlives the regroup */
         for (size_t d = 0; d < res->depth; d++, k++) {
             chains[k].name = res->chain[d].name;
             chains[k].file = res->chain[d].file;

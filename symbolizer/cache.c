@@ -523,10 +523,11 @@ void cn_sym_result_clear(cn_sym_result *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Copies a chain into one allocation: the frame array followed by the strings. */
-static int result_fill(cn_sym_result *r, const cn_sym__chain *ch)
+/* Copies a chain and symbol (may be NULL) into one allocation: the frame array followed
+ * by the strings. */
+static int result_fill(cn_sym_result *r, const cn_sym__chain *ch, const char *symbol)
 {
-    size_t bytes = ch->depth * sizeof(cn_sym_frame);
+    size_t bytes = ch->depth * sizeof(cn_sym_frame) + (symbol ? strlen(symbol) + 1 : 0);
     for (size_t i = 0; i < ch->depth; i++)
         bytes += strlen(ch->name[i]) + 1 + (ch->file[i] ? strlen(ch->file[i]) + 1 : 0);
     char *block = malloc(bytes);
@@ -547,6 +548,11 @@ static int result_fill(cn_sym_result *r, const cn_sym__chain *ch)
             s += n;
         }
         f[i].line = ch->line[i];
+    }
+    r->symbol = NULL;
+    if (symbol) {
+        memcpy(s, symbol, strlen(symbol) + 1);
+        r->symbol = s;
     }
     r->chain = f;
     r->depth = ch->depth;
@@ -598,14 +604,18 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
     int rc = 0;
     if (have_dw) {
         /* Like addr2line, DWARF names the function (clones such as foo.constprop.0 and
-         * foo.cold are foo); the symbol table only fills in a nameless DIE. */
+         * foo.cold are foo); the symbol table only fills in a nameless DIE. Its own name,
+         * when different, goes along for --no-inline (docs/calltree.md §4.5). */
+        const char *symbol = e ? o->syms.pool + e->name : NULL;
         if (e && strcmp(ch.name[0], "??") == 0) {
             free(ch.owned[0]);
             ch.owned[0] = NULL;
-            ch.name[0] = o->syms.pool + e->name;
+            ch.name[0] = symbol;
         }
+        if (symbol && strcmp(symbol, ch.name[0]) == 0)
+            symbol = NULL;
         r->sym_offset = e ? va - e->start : ch.func_low != UINT64_MAX ? va - ch.func_low : 0;
-        rc = result_fill(r, &ch);
+        rc = result_fill(r, &ch, symbol);
         cn_sym__chain_clear(&ch);
         pthread_mutex_unlock(&o->dw_lock);
     } else if (fde_function(o, obj, addr, va, e, fname, sizeof(fname), &fstart)) {
@@ -615,7 +625,7 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         ch.line[0] = 0;
         ch.depth = 1;
         r->sym_offset = va - fstart;
-        rc = result_fill(r, &ch);
+        rc = result_fill(r, &ch, NULL);
     } else if (e) {
         ch.name[0] = o->syms.pool + e->name;
         ch.owned[0] = NULL;
@@ -623,7 +633,7 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         ch.line[0] = 0;
         ch.depth = 1;
         r->sym_offset = va - e->start;
-        rc = result_fill(r, &ch);
+        rc = result_fill(r, &ch, NULL);
     }
     return rc;
 }

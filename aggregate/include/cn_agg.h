@@ -223,15 +223,20 @@ typedef struct cn_agg_symbol {
 } cn_agg_symbol;
 
 /* Symbol results for one frame: its new func chain (outer function first, then the
- * functions inlined into it; depth >= 1). */
+ * functions inlined into it; depth >= 1), and optionally the symbol table's name for the
+ * address when it differs from chain[0].name (a clone such as foo.part.0, an alias): the
+ * frame's "symbol func", which `no_inline` queries show instead of chain[0]
+ * (docs/calltree.md §4.5). NULL: chain[0] is the symbol table's name. */
 typedef struct cn_agg_frame_symbols {
     int32_t frame;
     const cn_agg_symbol *chain;
     size_t depth;
+    const char *symbol;
 } cn_agg_frame_symbols;
 
-/* Applies a batch of symbol results: each frame's func chain is replaced; funcs are
- * found or created by (name, frame's resource, file). Old funcs whose frames all agree
+/* Applies a batch of symbol results: each frame's func chain (and symbol func: set, or
+ * none when symbol is NULL) is replaced; funcs are found or created by (name, frame's
+ * resource, file; a symbol func takes chain[0]'s file). Old funcs whose frames all agree
  * get an entry in the profile's rename map (old func name → new names, the §4.2 step 4
  * consensus map), which cn_agg_remap_transform() uses on held paths and transform
  * parameters. Totals never change. Returns 0 or negative errno (then nothing changed). */

@@ -106,6 +106,12 @@ typedef struct cn_sym_result {
     int status;
     size_t depth;
     cn_sym_frame *chain; /* owned by the result */
+    /* The symbol table's name for the address when DWARF named the chain's outer function
+     * and the symbol table names it otherwise (a clone such as msort_with_tmp.part.0, an
+     * alias such as malloc for DWARF's __libc_malloc): what `--no-inline` shows, as perf
+     * does (docs/calltree.md §4.5). NULL when no symbol covers the address or the names
+     * agree (then chain[0].name is the symbol table's). Owned by the result. */
+    const char *symbol;
     uint64_t sym_offset; /* address - start of the outer symbol (status 0) */
     uint64_t map_bytes;  /* JIT: bytes of the perf map the lookup used (0: none could be
                             read): a caller may retry an unresolved address once the map

@@ -774,9 +774,9 @@ static void test_no_inline(void **state)
     cn_agg_frame_symbols batch[3];
     for (int32_t f = 0; f < 3; f++) {
         int64_t a = cn_agg_frame_address(p, f);
-        batch[f] = a == 0x80   ? (cn_agg_frame_symbols){f, chain, 3}
-                   : a == 0x90 ? (cn_agg_frame_symbols){f, chain, 1}
-                               : (cn_agg_frame_symbols){f, &mainsym, 1};
+        batch[f] = a == 0x80   ? (cn_agg_frame_symbols){f, chain, 3, NULL}
+                   : a == 0x90 ? (cn_agg_frame_symbols){f, chain, 1, NULL}
+                               : (cn_agg_frame_symbols){f, &mainsym, 1, NULL};
     }
     assert_int_equal(cn_agg_regroup(p, batch, 3), 0);
     assert_string_equal(TREE(p, NULL), "main(3,0)[outer(3,1)[inl1(2,0)[inl2(2,2)]]]");

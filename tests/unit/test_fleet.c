@@ -101,7 +101,7 @@ static cn_agg_profile *make_profile(int32_t *res_x)
     cn_agg_symbol work = {"work", NULL, 0}, mn = {"main", NULL, 0};
     int32_t fa = cn_agg_native_frame(p, app, 0x10), fb = cn_agg_native_frame(p, app, 0x20);
     int32_t fm = cn_agg_native_frame(p, app, 0x100);
-    cn_agg_frame_symbols syms[] = {{fa, &work, 1}, {fb, &work, 1}, {fm, &mn, 1}};
+    cn_agg_frame_symbols syms[] = {{fa, &work, 1, NULL}, {fb, &work, 1, NULL}, {fm, &mn, 1, NULL}};
     assert_int_equal(cn_agg_regroup(p, syms, 3), 0);
     return p;
 }

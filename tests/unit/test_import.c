@@ -960,7 +960,7 @@ static void test_canopy_round_trip(void **state)
     assert_int_equal(cn_agg_sample_set_timeline_stack(p, 3, s2), 0);
     assert_int_equal(cn_agg_sample_set_timeline_stack(p, 12, -1), 0); /* no timeline path */
     cn_agg_symbol chain[2] = {{"outer", "a.c", 3}, {"inl", "b.h", 9}};
-    cn_agg_frame_symbols fs = {cn_agg_stack_frame(p, s1), chain, 2};
+    cn_agg_frame_symbols fs = {cn_agg_stack_frame(p, s1), chain, 2, NULL};
     assert_int_equal(cn_agg_regroup(p, &fs, 1), 0);
     assert_true(cn_agg_fold_before(p, 5000) > 0);
     cn_agg_profile_set_unit(p, CN_AGG_UNIT_NS);
@@ -975,8 +975,8 @@ static void test_canopy_round_trip(void **state)
     free(mem);
     cn_agg_profile_free(p);
 
-    const char *t = "canopy-profile 2\n";
-    import_fails(t, strlen(t), -EINVAL, "bad.txt:1: .canopy version 2 is not supported");
+    const char *t = "canopy-profile 3\n";
+    import_fails(t, strlen(t), -EINVAL, "bad.txt:1: .canopy version 3 is not supported");
     t = "canopy-profile 1\nunit 0\nscale 1\nstrings 1\nx\nresources 0\nfuncs 1\n0 -1 5 0\n";
     import_fails(t, strlen(t), -EINVAL, "bad.txt:8: value 5 out of range");
     t = "canopy-profile 1\nunit 0\nscale 1\nstrings 2\nx\nx\n";

@@ -320,7 +320,7 @@ static void test_regroup_renames(void **state)
     cn_agg_frame_symbols batch[5];
     for (int i = 0; i < 5; i++) {
         sym[i] = (cn_agg_symbol){names[i], "l.c", 10 + i};
-        batch[i] = (cn_agg_frame_symbols){cn_agg_native_frame(p, lib, addrs[i]), &sym[i], 1};
+        batch[i] = (cn_agg_frame_symbols){cn_agg_native_frame(p, lib, addrs[i]), &sym[i], 1, NULL};
     }
     assert_int_equal(cn_agg_regroup(p, batch, 5), 0);
     const int32_t *chain;
@@ -338,7 +338,7 @@ static void test_regroup_renames(void **state)
 
     /* an inline expansion later: leaf -> [outer, inl]; main renamed transitively */
     cn_agg_symbol chain2[2] = {{"outer", NULL, 3}, {"inl", NULL, 4}};
-    cn_agg_frame_symbols b2 = {batch[4].frame, chain2, 2};
+    cn_agg_frame_symbols b2 = {batch[4].frame, chain2, 2, NULL};
     assert_int_equal(cn_agg_regroup(p, &b2, 1), 0);
     assert_int_equal(cn_agg_frame_funcs(p, batch[4].frame, &chain), 2);
     assert_int_equal(cn_agg_transform_parse("merge-node:L+0x80", &t, NULL), 0);
@@ -369,8 +369,112 @@ static void test_regroup_renames(void **state)
     cn_agg_profile_free(back);
 
     /* bad input changes nothing */
-    cn_agg_frame_symbols bad = {12345, chain2, 2};
+    cn_agg_frame_symbols bad = {12345, chain2, 2, NULL};
     assert_int_equal(cn_agg_regroup(p, &bad, 1), -EINVAL);
+}
+
+/* "NAME:SELF ..." of the FUNCTIONS view (self desc, then name), with or without no_inline. */
+static void functions(cn_agg_profile *p, bool no_inline, const cn_agg_transform *tf, char *out,
+                      size_t size)
+{
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.view = CN_AGG_VIEW_FUNCTIONS;
+    q.no_inline = no_inline;
+    q.transforms = tf;
+    q.n_transforms = tf ? 1 : 0;
+    cn_agg_tree *t = NULL;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, NULL), 0);
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < t->n_functions; i++)
+        n += (size_t)snprintf(out + n, size - n, "%s%s:%g", i ? " " : "",
+                              cn_agg_func_name(p, t->functions[i].func), t->functions[i].self);
+    cn_agg_tree_free(t);
+}
+
+/* The .canopy text of p (decompressed; the caller frees it). */
+static char *canopy_text(const cn_agg_profile *p, size_t *len)
+{
+    char *buf = NULL;
+    size_t gz_len = 0;
+    FILE *mem = open_memstream(&buf, &gz_len);
+    assert_int_equal(cn_agg_write_canopy(p, mem), 0);
+    fclose(mem);
+    char *text = gunzip(buf, gz_len, len);
+    free(buf);
+    return text;
+}
+
+/* docs/calltree.md §4.5: a frame's symbol func (the symbol table's name where DWARF names
+ * the outer function otherwise: a clone, an alias) is what no_inline shows; the default
+ * view keeps the DWARF chain; regroup replaces it; .canopy keeps it. */
+static void test_regroup_symbol_func(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t lib = cn_agg_resource(p, "libc.so.6", "bid", "/l/libc.so.6", CN_AGG_RES_LIBRARY);
+    int32_t th = cn_agg_thread(p, 1, 1, "t");
+    uint64_t addrs[] = {0x10, 0x80, 0x90, 0xa0};
+    int32_t fr[4];
+    for (int i = 0; i < 4; i++)
+        fr[i] = cn_agg_native_frame(p, lib, addrs[i]);
+    double w[] = {2, 1, 4}; /* main → 0x80, 0x90, 0xa0 */
+    for (int i = 0; i < 3; i++)
+        cn_agg_add_sample(p, cn_agg_stack(p, cn_agg_stack(p, -1, fr[0]), fr[i + 1]), i, w[i], th);
+    size_t len;
+    char *text = canopy_text(p, &len);
+    assert_memory_equal(text, "canopy-profile 1\n", 17); /* no symbol funcs: version 1 */
+    free(text);
+
+    cn_agg_symbol mainsym = {"main", "m.c", 3};
+    cn_agg_symbol msort[2] = {{"msort_with_tmp", "msort.c", 10}, {"inl", "msort.c", 20}};
+    cn_agg_symbol mal = {"__libc_malloc", "malloc.c", 30};
+    cn_agg_frame_symbols batch[4] = {{fr[0], &mainsym, 1, NULL},
+                                     {fr[1], msort, 2, "msort_with_tmp.part.0"},
+                                     {fr[2], msort, 1, "msort_with_tmp.part.0"},
+                                     {fr[3], &mal, 1, "malloc"}};
+    assert_int_equal(cn_agg_regroup(p, batch, 4), 0);
+    char out[256];
+    functions(p, false, NULL, out, sizeof(out));
+    assert_string_equal(out, "__libc_malloc:4 inl:2 msort_with_tmp:1 main:0");
+    functions(p, true, NULL, out, sizeof(out));
+    assert_string_equal(out, "malloc:4 msort_with_tmp.part.0:3 main:0");
+
+    /* the symbol name is a function transforms and lines know */
+    cn_agg_transform tf;
+    assert_int_equal(cn_agg_transform_parse("focus:main;malloc", &tf, NULL), 0);
+    assert_int_equal(cn_agg_transform_check(p, &tf, NULL), 0);
+    functions(p, true, &tf, out, sizeof(out));
+    assert_string_equal(out, "malloc:4");
+    cn_agg_transform_clear(&tf);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.no_inline = true;
+    cn_agg_line_row *lines = NULL, *ad = NULL;
+    size_t nl = 0, na = 0;
+    assert_int_equal(cn_agg_lines(p, &q, "msort_with_tmp.part.0", &lines, &nl, &ad, &na, NULL), 0);
+    assert_int_equal(na, 2);
+    assert_true(ad[0].key == 0x80 && ad[0].self == 2 && ad[1].key == 0x90 && ad[1].self == 1);
+    free(lines);
+    free(ad);
+
+    /* .canopy round trip: version 2, the same answers */
+    text = canopy_text(p, &len);
+    assert_memory_equal(text, "canopy-profile 2\n", 17);
+    cn_agg_profile *back = NULL;
+    assert_int_equal(cn_agg_canopy_read(text, len, "mem.canopy", &back, NULL), 0);
+    free(text);
+    functions(back, true, NULL, out, sizeof(out));
+    assert_string_equal(out, "malloc:4 msort_with_tmp.part.0:3 main:0");
+    functions(back, false, NULL, out, sizeof(out));
+    assert_string_equal(out, "__libc_malloc:4 inl:2 msort_with_tmp:1 main:0");
+    cn_agg_profile_free(back);
+
+    /* re-symbolized frames replace it: none, or the same name as the outer func */
+    cn_agg_frame_symbols again[2] = {{fr[3], &mal, 1, NULL}, {fr[2], msort, 1, "msort_with_tmp"}};
+    assert_int_equal(cn_agg_regroup(p, again, 2), 0);
+    functions(p, true, NULL, out, sizeof(out));
+    assert_string_equal(out, "__libc_malloc:4 msort_with_tmp.part.0:2 msort_with_tmp:1 main:0");
 }
 
 int main(void)
@@ -384,6 +488,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_samples_sorted_and_folded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeline_stack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_renames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_regroup_symbol_func, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

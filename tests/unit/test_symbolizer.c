@@ -497,6 +497,7 @@ static void check_func(cn_sym_cache *c, const char *file, const char *func, cons
         assert_int_equal(r.status, 0);
         assert_true(r.depth >= 1);
         assert_string_equal(r.chain[0].name, func);
+        assert_null(r.symbol); /* DWARF and the symbol table agree */
         assert_non_null(r.chain[r.depth - 1].file);
         assert_true(r.chain[r.depth - 1].line > 0);
         assert_int_equal(r.sym_offset, d);
@@ -1019,7 +1020,7 @@ static void test_live_regroup(void **state)
             chains[i * CN_SYM__MAX_INLINE + d] =
                 (cn_agg_symbol){r->chain[d].name, r->chain[d].file, r->chain[d].line};
         fs[k++] = (cn_agg_frame_symbols){(int32_t)b->answers[i].cookie,
-                                         &chains[i * CN_SYM__MAX_INLINE], r->depth};
+                                         &chains[i * CN_SYM__MAX_INLINE], r->depth, r->symbol};
     }
     assert_int_equal(k, nf);
     assert_int_equal(cn_agg_regroup(p, fs, k), 0);
