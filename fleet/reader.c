@@ -93,16 +93,27 @@ static int exec_sql(cn_fleet_conn *c, const char *sql, cn_err *err)
     "time DateTime, host String, service String, session String, label_keys Array(String), "       \
     "label_values Array(String), stack UInt64, samples UInt64, weight Float64"
 static const char samples_cols[] = "(" COMMON_COLS ", batch UInt64)";
-static const char hourly_cols[] = "(" COMMON_COLS ")";
+static const char rollup_cols[] = "(" COMMON_COLS ")";
 static const char stacks_cols[] = "(stack UInt64, host String, time DateTime, funcs Array(String), "
                                   "libs Array(String), build_ids Array(String))";
-/* A row's hour in UTC whatever the server's time zone (toStartOfHour is local time). */
-#define HOUR_EXPR "toDateTime(intDiv(toUInt32(time), 3600) * 3600)"
-/* The rollup of a SELECT over the raw rows: (hour, labels, stack) with summed counts. */
+
+/* The rollup tiers, coarsest first (docs/fleet.md "Schema"): each is the raw rows summed
+ * per (bucket, labels, stack), `time` being the bucket's start in UTC, filled by its own
+ * materialized view. */
+typedef struct tier {
+    const char *table;
+    int secs; /* bucket length; each divides the next coarser one */
+} tier;
+static const tier tiers[] = {{"samples_hourly", 3600}, {"samples_10m", 600}};
+#define N_TIERS (sizeof(tiers) / sizeof(tiers[0]))
+
+/* The rollup of a SELECT over the raw rows: (bucket, labels, stack) with summed counts;
+ * the bucket in UTC whatever the server's time zone (toStartOfHour is local time).
+ * Arguments: bucket seconds twice, db, a WHERE clause or "". */
 #define ROLLUP_SELECT                                                                              \
-    "SELECT " HOUR_EXPR " AS time, host, service, session, label_keys, label_values, stack, "      \
-    "sum(samples) AS samples, sum(weight) AS weight FROM %s.samples%s GROUP BY time, host, "       \
-    "service, session, label_keys, label_values, stack"
+    "SELECT toDateTime(intDiv(toUInt32(time), %d) * %d) AS time, host, service, session, "         \
+    "label_keys, label_values, stack, sum(samples) AS samples, sum(weight) AS weight FROM "        \
+    "%s.samples%s GROUP BY time, host, service, session, label_keys, label_values, stack"
 
 /* The highest schema version recorded in db (0: none). */
 static int node_version(cn_fleet_conn *c, const char *db, int *version, cn_err *err)
@@ -118,49 +129,61 @@ static int node_version(cn_fleet_conn *c, const char *db, int *version, cn_err *
     return r;
 }
 
-/* Whether db.samples has the column `batch` (schema 2). */
-static int has_batch(cn_fleet_conn *c, const char *db, bool *yes, cn_err *err)
+/* The number of rows of system.columns (what = "columns", cond names the column) or
+ * system.tables (what = "tables") matching db, table and cond. */
+static int count_sys(cn_fleet_conn *c, const char *what, const char *db, const char *table,
+                     const char *cond, long *n, cn_err *err)
 {
-    char sql[256];
+    char sql[512];
     cn_buf ans;
     cn_buf_init(&ans, 1 << 16);
     snprintf(sql, sizeof(sql),
-             "SELECT count() FROM system.columns WHERE database = '%s' AND table = 'samples' "
-             "AND name = 'batch' FORMAT TabSeparated",
-             db);
+             "SELECT count() FROM system.%s WHERE database = '%s' AND %s = '%s'%s FORMAT "
+             "TabSeparated",
+             what, db, strcmp(what, "tables") ? "table" : "name", table, cond);
     int r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
     if (r == 0)
-        *yes = cn_buf_len(&ans) && atoi(cn_buf_ptr(&ans)) > 0;
+        *n = cn_buf_len(&ans) ? atol(cn_buf_ptr(&ans)) : 0;
     cn_buf_free(&ans);
     return r;
 }
 
-/* Version 1 → 2 on one node (the rollup table and view were just created): the raw table
- * gets its `batch` column, then the rollup is filled from the rows written before it
- * (batch 0). The view feeds the rollup from the moment it exists, so the rows a version 1
- * canopyd inserts between its creation and the backfill would count twice: canopyds are
- * upgraded first (their inserts fail, spooled, until the column exists), docs/fleet.md
- * "Upgrading". */
-static int migrate_v1(cn_fleet_conn *c, const char *db, cn_err *err)
+/* Fills tier t's rollup from the raw rows (where: "" or a WHERE clause). */
+static int backfill(cn_fleet_conn *c, const char *db, const tier *t, const char *where, cn_err *err)
 {
     char sql[1024];
-    bool yes = false;
-    int r = has_batch(c, db, &yes, err);
-    if (r < 0 || yes)
+    snprintf(sql, sizeof(sql), "INSERT INTO %s.%s " ROLLUP_SELECT, db, t->table, t->secs, t->secs,
+             db, where);
+    return exec_sql(c, sql, err);
+}
+
+/* Version 1 → 3 on one node (the rollup tables and views were just created): the raw
+ * table gets its `batch` column, then the rollups are filled from the rows written
+ * before them (batch 0). The views feed the rollups from the moment they exist, so the
+ * rows a version 1 canopyd inserts between their creation and the backfill would count
+ * twice: canopyds are upgraded first (their inserts fail, spooled, until the column
+ * exists), docs/fleet.md "Upgrading". */
+static int migrate_v1(cn_fleet_conn *c, const char *db, cn_err *err)
+{
+    char sql[256];
+    long n = 0;
+    int r = count_sys(c, "columns", db, "samples", " AND name = 'batch'", &n, err);
+    if (r < 0 || n > 0)
         return r;
     snprintf(sql, sizeof(sql), "ALTER TABLE %s.samples ADD COLUMN batch UInt64", db);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    snprintf(sql, sizeof(sql), "INSERT INTO %s.samples_hourly " ROLLUP_SELECT, db, db,
-             " WHERE batch = 0");
-    return exec_sql(c, sql, err);
+    for (size_t i = 0; i < N_TIERS && r == 0; i++)
+        r = backfill(c, db, &tiers[i], " WHERE batch = 0", err);
+    return r;
 }
 
-/* Creates db's tables on one node, or migrates them from version 1. */
+/* Creates db's tables on one node, or migrates them from version 1 or 2. */
 static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_err *err)
 {
     char sql[1024];
     int r, v = 0;
+    long had_10m = 0;
     snprintf(sql, sizeof(sql), "CREATE DATABASE IF NOT EXISTS %s", db);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
@@ -174,6 +197,15 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
         return cn_err_set(err, -EPROTO,
                           "%s: fleet schema version %d, this canopy writes version %d", db, v,
                           CN_FLEET_SCHEMA_VERSION);
+    /* A migration from 2 that stopped after creating the 10-minute rollup: its rows are
+     * unknown (the view's, part of a backfill?), so it is not filled a second time. */
+    if (v == 2 && (r = count_sys(c, "tables", db, "samples_10m", "", &had_10m, err)) < 0)
+        return r;
+    if (had_10m)
+        return cn_err_set(err, -EEXIST,
+                          "%s: an earlier migration to fleet schema %d did not finish; drop "
+                          "%s.samples_10m_mv and %s.samples_10m, then run canopy fleet init again",
+                          db, CN_FLEET_SCHEMA_VERSION, db, db);
     /* MergeTree with daily partitions (retention drops whole days: cn_fleet_prune); the
      * sort key serves filters by service and host, then time. */
     snprintf(sql, sizeof(sql),
@@ -182,22 +214,28 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
              db, samples_cols);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    /* The hourly rollup: rows of one (hour, labels, stack) are summed as parts merge;
+    /* The rollups: rows of one (bucket, labels, stack) are summed as parts merge;
      * readers sum() again, so unmerged parts read the same. */
-    snprintf(sql, sizeof(sql),
-             "CREATE TABLE IF NOT EXISTS %s.samples_hourly %s ENGINE = "
-             "SummingMergeTree((samples, weight)) PARTITION BY toYYYYMMDD(time) ORDER BY "
-             "(service, host, time, stack, session, label_keys, label_values)",
-             db, hourly_cols);
-    if ((r = exec_sql(c, sql, err)) < 0)
-        return r;
-    snprintf(sql, sizeof(sql),
-             "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.samples_hourly_mv TO %s.samples_hourly "
-             "AS " ROLLUP_SELECT,
-             db, db, db, "");
-    if ((r = exec_sql(c, sql, err)) < 0)
-        return r;
+    for (size_t i = 0; i < N_TIERS; i++) {
+        snprintf(sql, sizeof(sql),
+                 "CREATE TABLE IF NOT EXISTS %s.%s %s ENGINE = SummingMergeTree((samples, "
+                 "weight)) PARTITION BY toYYYYMMDD(time) ORDER BY (service, host, time, stack, "
+                 "session, label_keys, label_values)",
+                 db, tiers[i].table, rollup_cols);
+        if ((r = exec_sql(c, sql, err)) < 0)
+            return r;
+        snprintf(sql, sizeof(sql),
+                 "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.%s_mv TO %s.%s AS " ROLLUP_SELECT, db,
+                 tiers[i].table, db, tiers[i].table, tiers[i].secs, tiers[i].secs, db, "");
+        if ((r = exec_sql(c, sql, err)) < 0)
+            return r;
+    }
     if (v == 1 && (r = migrate_v1(c, db, err)) < 0)
+        return r;
+    /* Version 2 → 3: the 10-minute rollup of every row written before its view existed.
+     * A batch committed in the instant between the view's creation and the backfill's
+     * start would count twice there: docs/fleet.md "Upgrading". */
+    if (v == 2 && (r = backfill(c, db, &tiers[1], "", err)) < 0)
         return r;
     /* Definitions are written again now and then (restarts, dropped spool files):
      * ReplacingMergeTree folds the copies in the background, readers use any(). */
@@ -206,8 +244,10 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
              db, stacks_cols);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    static const char *const dist[][2] = {
-        {"samples", samples_cols}, {"samples_hourly", hourly_cols}, {"stacks", stacks_cols}};
+    static const char *const dist[][2] = {{"samples", samples_cols},
+                                          {"samples_hourly", rollup_cols},
+                                          {"samples_10m", rollup_cols},
+                                          {"stacks", stacks_cols}};
     for (size_t i = 0; cluster && i < sizeof(dist) / sizeof(dist[0]); i++) {
         snprintf(sql, sizeof(sql),
                  "CREATE TABLE IF NOT EXISTS %s.%s_all %s ENGINE = Distributed(%s, %s, %s, "
@@ -286,6 +326,7 @@ int cn_fleet_schema_get(cn_fleet_conn *c, const char *db, cn_fleet_schema *out, 
     const char *suffix = out->cluster[0] ? "_all" : "";
     snprintf(out->samples, sizeof(out->samples), "%s.samples%s", db, suffix);
     snprintf(out->hourly, sizeof(out->hourly), "%s.samples_hourly%s", db, suffix);
+    snprintf(out->ten_min, sizeof(out->ten_min), "%s.samples_10m%s", db, suffix);
     snprintf(out->stacks, sizeof(out->stacks), "%s.stacks%s", db, suffix);
 out:
     cn_buf_free(&ans);
@@ -394,39 +435,69 @@ int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql)
     return where_sql(f, f->from_s, f->to_s, NULL, sql);
 }
 
-static int64_t floor_hour(int64_t t)
+/* t rounded down (up) to a multiple of secs; the open ends stay open. */
+static int64_t floor_to(int64_t t, int secs)
 {
-    int64_t h = t / 3600 - (t % 3600 < 0);
-    return h * 3600;
+    if (t == INT64_MIN || t == INT64_MAX)
+        return t;
+    return (t / secs - (t % secs < 0)) * secs;
 }
 
-static int select_sql(cn_buf *sql, const char *glue, const char *cols, const char *table,
-                      const cn_fleet_filter *f, int64_t from, int64_t to, const char *extra)
+static int64_t ceil_to(int64_t t, int secs)
 {
-    int r = cn_buf_appendf(sql, "%sSELECT %s FROM %s", glue, cols, table);
-    return r ? r : where_sql(f, from, to, extra, sql);
+    int64_t f = floor_to(t, secs);
+    return f < t ? f + secs : f;
+}
+
+typedef struct source {
+    cn_buf *sql;
+    const char *cols, *extra;
+    const cn_fleet_filter *f;
+    const char *tables[N_TIERS + 1]; /* the rollups coarsest first, then the raw rows */
+    bool first;
+} source;
+
+static int select_sql(source *S, const char *table, int64_t from, int64_t to)
+{
+    int r = cn_buf_appendf(S->sql, "%sSELECT %s FROM %s", S->first ? "" : " UNION ALL ", S->cols,
+                           table);
+    S->first = false;
+    return r ? r : where_sql(S->f, from, to, S->extra, S->sql);
+}
+
+/* The rows of [from, to) from tier k and finer: the whole buckets of tier k from its
+ * rollup (a rollup row's time is its bucket's start, so it is inside the window exactly
+ * when its bucket is), the partial ones at each edge from the next tier, the raw rows
+ * (k == N_TIERS) for what no rollup covers. */
+static int tier_sql(source *S, size_t k, int64_t from, int64_t to)
+{
+    if (from >= to)
+        return 0;
+    if (k == N_TIERS)
+        return select_sql(S, S->tables[k], from, to);
+    int64_t b0 = ceil_to(from, tiers[k].secs), b1 = floor_to(to, tiers[k].secs);
+    if (b0 >= b1)
+        return tier_sql(S, k + 1, from, to);
+    int r = select_sql(S, S->tables[k], b0, b1);
+    r = r ? r : tier_sql(S, k + 1, from, b0);
+    return r ? r : tier_sql(S, k + 1, b1, to);
 }
 
 int cn_fleet_source_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const char *cols,
                         const char *extra, cn_buf *sql)
 {
-    int64_t from = f->from_s, to = f->to_s;
-    /* The whole hours of [from, to): [h0, h1). A rollup row's time is its hour's start,
-     * so it is inside the window exactly when its hour is. */
-    int64_t h0 = from == INT64_MIN ? INT64_MIN : floor_hour(from);
-    int64_t h1 = to == INT64_MAX ? INT64_MAX : floor_hour(to);
-    if (h0 != INT64_MIN && h0 < from)
-        h0 += 3600;
+    source S = {.sql = sql,
+                .cols = cols,
+                .extra = extra,
+                .f = f,
+                .tables = {s->hourly, s->ten_min, s->samples},
+                .first = true};
+    _Static_assert(N_TIERS == 2, "one table name per tier");
     int r = cn_buf_appendf(sql, "(");
-    if (f->raw || h0 >= h1) {
-        r = r ? r : select_sql(sql, "", cols, s->samples, f, from, to, extra);
-    } else {
-        r = r ? r : select_sql(sql, "", cols, s->hourly, f, h0, h1, extra);
-        if (from < h0)
-            r = r ? r : select_sql(sql, " UNION ALL ", cols, s->samples, f, from, h0, extra);
-        if (h1 < to)
-            r = r ? r : select_sql(sql, " UNION ALL ", cols, s->samples, f, h1, to, extra);
-    }
+    if (f->raw || f->from_s >= f->to_s)
+        r = r ? r : select_sql(&S, s->samples, f->from_s, f->to_s);
+    else
+        r = r ? r : tier_sql(&S, 0, f->from_s, f->to_s);
     return r ? r : cn_buf_appendf(sql, ")");
 }
 
@@ -781,17 +852,18 @@ int cn_fleet_prune(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, 
     if (!name_ok(db))
         return cn_err_set(err, -EINVAL, "bad database name '%s' (letters, digits, '_')", db);
     cn_buf_init(&ans, 1 << 20);
-    /* The rollup's partitions are the same days: dropped with the raw rows. */
-    static const char *const tables[] = {"samples", "samples_hourly"};
-    for (size_t i = 0; i < 2 * n_nodes && r == 0; i++) {
-        const char *table = tables[i % 2];
+    /* The rollups' partitions are the same days: dropped with the raw rows. */
+    static const char *const tables[] = {"samples", "samples_hourly", "samples_10m"};
+    const size_t n_tables = sizeof(tables) / sizeof(tables[0]);
+    for (size_t i = 0; i < n_tables * n_nodes && r == 0; i++) {
+        const char *table = tables[i % n_tables];
         cn_buf_reset(&ans);
         snprintf(sql, sizeof(sql),
                  "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND table = "
                  "'%s' AND active AND toUInt32(partition) < toYYYYMMDD(toDateTime(%lld)) "
                  "ORDER BY partition FORMAT TabSeparated",
                  db, table, (long long)before_s);
-        if ((r = cn_fleet_exec(nodes[i / 2], sql, NULL, 0, false, &ans, err)) < 0)
+        if ((r = cn_fleet_exec(nodes[i / n_tables], sql, NULL, 0, false, &ans, err)) < 0)
             break;
         cn_lines it;
         const char *line;
@@ -802,7 +874,7 @@ int cn_fleet_prune(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, 
                 continue;
             snprintf(sql, sizeof(sql), "ALTER TABLE %s.%s DROP PARTITION %.*s", db, table, (int)len,
                      line);
-            if ((r = exec_sql(nodes[i / 2], sql, err)) == 0 && i % 2 == 0)
+            if ((r = exec_sql(nodes[i / n_tables], sql, err)) == 0 && i % n_tables == 0)
                 n++;
         }
     }
