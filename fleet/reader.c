@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "cn_fleet.h"
@@ -107,13 +108,30 @@ typedef struct tier {
 static const tier tiers[] = {{"samples_hourly", 3600}, {"samples_10m", 600}};
 #define N_TIERS (sizeof(tiers) / sizeof(tiers[0]))
 
-/* The rollup of a SELECT over the raw rows: (bucket, labels, stack) with summed counts;
- * the bucket in UTC whatever the server's time zone (toStartOfHour is local time).
- * Arguments: bucket seconds twice, db, a WHERE clause or "". */
-#define ROLLUP_SELECT                                                                              \
+/* t rounded down (up) to a multiple of secs; the open ends stay open. */
+static int64_t floor_to(int64_t t, int secs)
+{
+    if (t == INT64_MIN || t == INT64_MAX)
+        return t;
+    return (t / secs - (t % secs < 0)) * secs;
+}
+
+static int64_t ceil_to(int64_t t, int secs)
+{
+    int64_t f = floor_to(t, secs);
+    return f < t ? f + secs : f;
+}
+
+/* The rollup of the raw rows: (bucket, labels, stack) with summed counts; the bucket in
+ * UTC whatever the server's time zone (toStartOfHour is local time). Arguments: bucket
+ * seconds twice, then what follows FROM. The alias `time` hides the column in a WHERE
+ * here, so a backfill's conditions go in a subquery (ROLLUP_OF). */
+#define ROLLUP_SELECT(from)                                                                        \
     "SELECT toDateTime(intDiv(toUInt32(time), %d) * %d) AS time, host, service, session, "         \
-    "label_keys, label_values, stack, sum(samples) AS samples, sum(weight) AS weight FROM "        \
-    "%s.samples%s GROUP BY time, host, service, session, label_keys, label_values, stack"
+    "label_keys, label_values, stack, sum(samples) AS samples, sum(weight) AS weight FROM " from   \
+    " GROUP BY time, host, service, session, label_keys, label_values, stack"
+/* Of the raw rows of db (the first argument) that pass a WHERE clause (the second). */
+#define ROLLUP_OF ROLLUP_SELECT("(SELECT * FROM %s.samples%s)")
 
 /* The highest schema version recorded in db (0: none). */
 static int node_version(cn_fleet_conn *c, const char *db, int *version, cn_err *err)
@@ -148,13 +166,49 @@ static int count_sys(cn_fleet_conn *c, const char *what, const char *db, const c
     return r;
 }
 
-/* Fills tier t's rollup from the raw rows (where: "" or a WHERE clause). */
-static int backfill(cn_fleet_conn *c, const char *db, const tier *t, const char *where, cn_err *err)
+/* Fills the rollups of tiers[k0..] from the raw rows of [from, to) (INT64_MIN/MAX: open)
+ * that pass cond (NULL: all), one 10-minute block per INSERT … SELECT: a single GROUP BY
+ * over a fleet's hour of raw rows exceeds ClickHouse's default memory limit per query
+ * (docs/perf-fleet.md), a block's does not. A rollup row per block is no error: the
+ * SummingMergeTree sums them, readers sum() anyway. */
+static int backfill(cn_fleet_conn *c, const char *db, size_t k0, const char *cond, int64_t from,
+                    int64_t to, cn_err *err)
 {
-    char sql[1024];
-    snprintf(sql, sizeof(sql), "INSERT INTO %s.%s " ROLLUP_SELECT, db, t->table, t->secs, t->secs,
+    char sql[1024], where[256];
+    cn_buf ans;
+    cn_lines it;
+    const char *line;
+    size_t len;
+    int n = snprintf(where, sizeof(where), " WHERE 1");
+    if (from != INT64_MIN)
+        n += snprintf(where + n, sizeof(where) - n, " AND time >= toDateTime(%lld)",
+                      (long long)from);
+    if (to != INT64_MAX)
+        n += snprintf(where + n, sizeof(where) - n, " AND time < toDateTime(%lld)", (long long)to);
+    if (cond)
+        snprintf(where + n, sizeof(where) - n, " AND %s", cond);
+    cn_buf_init(&ans, (size_t)1 << 28);
+    snprintf(sql, sizeof(sql),
+             "SELECT DISTINCT intDiv(toUInt32(time), 600) * 600 AS b FROM %s.samples%s ORDER BY b "
+             "FORMAT TabSeparated",
              db, where);
-    return exec_sql(c, sql, err);
+    int r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
+    cn_lines_init(&it, r == 0 ? cn_buf_ptr(&ans) : "", r == 0 ? cn_buf_len(&ans) : 0);
+    while (r == 0 && cn_lines_next(&it, &line, &len)) {
+        long long b = len ? strtoll(line, NULL, 10) : 0;
+        char block[512];
+        if (len == 0)
+            continue;
+        snprintf(block, sizeof(block),
+                 "%s AND time >= toDateTime(%lld) AND time < toDateTime(%lld)", where, b, b + 600);
+        for (size_t k = k0; k < N_TIERS && r == 0; k++) {
+            snprintf(sql, sizeof(sql), "INSERT INTO %s.%s " ROLLUP_OF, db, tiers[k].table,
+                     tiers[k].secs, tiers[k].secs, db, block);
+            r = exec_sql(c, sql, err);
+        }
+    }
+    cn_buf_free(&ans);
+    return r;
 }
 
 /* Version 1 → 3 on one node (the rollup tables and views were just created): the raw
@@ -173,9 +227,7 @@ static int migrate_v1(cn_fleet_conn *c, const char *db, cn_err *err)
     snprintf(sql, sizeof(sql), "ALTER TABLE %s.samples ADD COLUMN batch UInt64", db);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    for (size_t i = 0; i < N_TIERS && r == 0; i++)
-        r = backfill(c, db, &tiers[i], " WHERE batch = 0", err);
-    return r;
+    return backfill(c, db, 0, "batch = 0", INT64_MIN, INT64_MAX, err);
 }
 
 /* Creates db's tables on one node, or migrates them from version 1 or 2. */
@@ -216,7 +268,16 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
         return r;
     /* The rollups: rows of one (bucket, labels, stack) are summed as parts merge;
      * readers sum() again, so unmerged parts read the same. */
+    /* Version 2 → 3 fills the 10-minute rollup from the rows written before its view:
+     * the rows older than the last 10 to 20 minutes before the view exists (block by
+     * block, while canopyds go on pushing newer ones), the rest in one query right after
+     * its creation. A batch committed in the instant between the view's creation and
+     * that query's start would count twice, one with rows older than that (a spool
+     * drained during the migration) would be missing from the 10-minute rollup:
+     * docs/fleet.md "Upgrading". */
+    int64_t recent = floor_to((int64_t)time(NULL), 600) - 600;
     for (size_t i = 0; i < N_TIERS; i++) {
+        bool fill = v == 2 && tiers[i].secs == 600;
         snprintf(sql, sizeof(sql),
                  "CREATE TABLE IF NOT EXISTS %s.%s %s ENGINE = SummingMergeTree((samples, "
                  "weight)) PARTITION BY toYYYYMMDD(time) ORDER BY (service, host, time, stack, "
@@ -224,18 +285,24 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
                  db, tiers[i].table, rollup_cols);
         if ((r = exec_sql(c, sql, err)) < 0)
             return r;
+        if (fill && (r = backfill(c, db, i, NULL, INT64_MIN, recent, err)) < 0)
+            return r;
         snprintf(sql, sizeof(sql),
-                 "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.%s_mv TO %s.%s AS " ROLLUP_SELECT, db,
-                 tiers[i].table, db, tiers[i].table, tiers[i].secs, tiers[i].secs, db, "");
+                 "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.%s_mv TO %s.%s AS " ROLLUP_SELECT(
+                     "%s.samples"),
+                 db, tiers[i].table, db, tiers[i].table, tiers[i].secs, tiers[i].secs, db);
         if ((r = exec_sql(c, sql, err)) < 0)
             return r;
+        if (fill) {
+            char where[64];
+            snprintf(where, sizeof(where), " WHERE time >= toDateTime(%lld)", (long long)recent);
+            snprintf(sql, sizeof(sql), "INSERT INTO %s.%s " ROLLUP_OF, db, tiers[i].table,
+                     tiers[i].secs, tiers[i].secs, db, where);
+            if ((r = exec_sql(c, sql, err)) < 0)
+                return r;
+        }
     }
     if (v == 1 && (r = migrate_v1(c, db, err)) < 0)
-        return r;
-    /* Version 2 → 3: the 10-minute rollup of every row written before its view existed.
-     * A batch committed in the instant between the view's creation and the backfill's
-     * start would count twice there: docs/fleet.md "Upgrading". */
-    if (v == 2 && (r = backfill(c, db, &tiers[1], "", err)) < 0)
         return r;
     /* Definitions are written again now and then (restarts, dropped spool files):
      * ReplacingMergeTree folds the copies in the background, readers use any(). */
@@ -433,20 +500,6 @@ static int where_sql(const cn_fleet_filter *f, int64_t from, int64_t to, const c
 int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql)
 {
     return where_sql(f, f->from_s, f->to_s, NULL, sql);
-}
-
-/* t rounded down (up) to a multiple of secs; the open ends stay open. */
-static int64_t floor_to(int64_t t, int secs)
-{
-    if (t == INT64_MIN || t == INT64_MAX)
-        return t;
-    return (t / secs - (t % secs < 0)) * secs;
-}
-
-static int64_t ceil_to(int64_t t, int secs)
-{
-    int64_t f = floor_to(t, secs);
-    return f < t ? f + secs : f;
 }
 
 typedef struct source {
