@@ -711,7 +711,8 @@ static int add_rows(loader *L, double *samples)
         int32_t d = cn_u64map_get(&L->defs, L->rows[i].hash);
         L->rows[i].rank = d >= 0 ? rank[d] : -1;
     }
-    qsort(L->rows, L->n_rows, sizeof(*L->rows), cmp_row);
+    if (L->n_rows) /* rows NULL when empty */
+        qsort(L->rows, L->n_rows, sizeof(*L->rows), cmp_row);
     for (size_t i = 0; i < L->n_rows && r == 0; i++) {
         const arow *row = &L->rows[i];
         const int32_t *path;
