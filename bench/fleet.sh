@@ -32,7 +32,10 @@ canopy=$build/client/canopy
 params="$hosts $minutes $interval $stacks"
 if [ "$(cat "$TMP/populated" 2>/dev/null)" = "$params" ]; then
   echo "fleet.sh: reusing the fleet in $TMP ($params)"
+  # Also the migration of data kept by an older canopy (docs/fleet.md "Upgrading").
+  s0=$(date +%s.%N)
   "$canopy" fleet init --url "$url" >/dev/null
+  echo "fleet init (migrates an older schema): $(echo "$(date +%s.%N) - $s0" | bc) s ($(uptime | sed 's/.*load average: /load /'))"
 else
   ch_query B "DROP DATABASE IF EXISTS canopy" >/dev/null
   rm -f "$TMP/populated"
@@ -61,15 +64,18 @@ best() { # best of 3 wall seconds of "$@"
   echo "$b"
 }
 load() { uptime | sed 's/.*load average: /load /'; }
-# Windows relative to the data (which starts MINUTES before the insert): the last 10
-# minutes, and one with partial hours at both ends (the rollup plus raw edges).
+# Windows relative to the data (which starts MINUTES before the insert), as if now were
+# its end: --last 1h and --last 10m (open end), 90 minutes with odd edges, and one with
+# partial hours at both ends (every tier: hourly and 10-minute rollups, raw edges).
 read -r t0 t1 < <(ch_query B "SELECT toUInt32(min(time)), toUInt32(max(time)) FROM canopy.samples FORMAT TabSeparated")
 tree() { "$canopy" fleet tree --url "$url" "$@"; }
 echo "fleet tree, one host-hour:          $(best tree --where host=host000 --format json -o /dev/null) s ($(load))"
 echo "fleet tree, one host, text:         $(best tree --where host=host000) s ($(load))"
 echo "fleet tree, whole fleet:            $(best tree --format json -o /dev/null) s ($(load))"
 echo "fleet tree, whole fleet, --group-by host --depth 4 (text): $(best tree --group-by host --depth 4) s ($(load))"
-echo "fleet tree, fleet's last 10 min:    $(best tree --from $((t1 - 590)) --format json -o /dev/null) s ($(load))"
+echo "fleet tree, fleet's last 1 h:      $(best tree --from $((t1 + 10 - 3600)) --format json -o /dev/null) s ($(load))"
+echo "fleet tree, fleet's last 10 min:    $(best tree --from $((t1 + 10 - 600)) --format json -o /dev/null) s ($(load))"
+echo "fleet tree, fleet, 90 min odd edges: $(best tree --from $((t0 - 1793)) --to $((t0 + 3607)) --format json -o /dev/null) s ($(load))"
 [ $((t1 - t0)) -gt 1200 ] &&
   echo "fleet tree, fleet, partial edges:   $(best tree --from $((t0 + 300)) --to $((t1 - 300)) --format json -o /dev/null) s ($(load))"
 echo "fleet tree, whole fleet, --raw:     $(best tree --raw --format json -o /dev/null) s ($(load))"

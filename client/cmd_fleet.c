@@ -37,7 +37,7 @@ static void fleet_help(FILE *out)
                  "  --last DURATION     rows of the last DURATION (30m, 1h, 7d)\n"
                  "  --from T --to T     rows between T and T (unix seconds or\n"
                  "                      YYYY-MM-DD[THH:MM[:SS]], UTC)\n"
-                 "  --raw               read the raw 10 s rows only, not the hourly rollup\n"
+                 "  --raw               read the raw 10 s rows only, not the rollups\n"
                  "                      (the same result, slower: to check the rollup)\n"
                  "Connection: --url URL (else $CANOPY_FLEET_URL, else fleet_url in canopyd's\n"
                  "config, --config FILE, default " DEFAULT_CONFIG "), --database DB (default\n"

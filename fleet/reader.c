@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "cn_fleet.h"
@@ -93,16 +94,44 @@ static int exec_sql(cn_fleet_conn *c, const char *sql, cn_err *err)
     "time DateTime, host String, service String, session String, label_keys Array(String), "       \
     "label_values Array(String), stack UInt64, samples UInt64, weight Float64"
 static const char samples_cols[] = "(" COMMON_COLS ", batch UInt64)";
-static const char hourly_cols[] = "(" COMMON_COLS ")";
+static const char rollup_cols[] = "(" COMMON_COLS ")";
 static const char stacks_cols[] = "(stack UInt64, host String, time DateTime, funcs Array(String), "
                                   "libs Array(String), build_ids Array(String))";
-/* A row's hour in UTC whatever the server's time zone (toStartOfHour is local time). */
-#define HOUR_EXPR "toDateTime(intDiv(toUInt32(time), 3600) * 3600)"
-/* The rollup of a SELECT over the raw rows: (hour, labels, stack) with summed counts. */
-#define ROLLUP_SELECT                                                                              \
-    "SELECT " HOUR_EXPR " AS time, host, service, session, label_keys, label_values, stack, "      \
-    "sum(samples) AS samples, sum(weight) AS weight FROM %s.samples%s GROUP BY time, host, "       \
-    "service, session, label_keys, label_values, stack"
+
+/* The rollup tiers, coarsest first (docs/fleet.md "Schema"): each is the raw rows summed
+ * per (bucket, labels, stack), `time` being the bucket's start in UTC, filled by its own
+ * materialized view. */
+typedef struct tier {
+    const char *table;
+    int secs; /* bucket length; each divides the next coarser one */
+} tier;
+static const tier tiers[] = {{"samples_hourly", 3600}, {"samples_10m", 600}};
+#define N_TIERS (sizeof(tiers) / sizeof(tiers[0]))
+
+/* t rounded down (up) to a multiple of secs; the open ends stay open. */
+static int64_t floor_to(int64_t t, int secs)
+{
+    if (t == INT64_MIN || t == INT64_MAX)
+        return t;
+    return (t / secs - (t % secs < 0)) * secs;
+}
+
+static int64_t ceil_to(int64_t t, int secs)
+{
+    int64_t f = floor_to(t, secs);
+    return f < t ? f + secs : f;
+}
+
+/* The rollup of the raw rows: (bucket, labels, stack) with summed counts; the bucket in
+ * UTC whatever the server's time zone (toStartOfHour is local time). Arguments: bucket
+ * seconds twice, then what follows FROM. The alias `time` hides the column in a WHERE
+ * here, so a backfill's conditions go in a subquery (ROLLUP_OF). */
+#define ROLLUP_SELECT(from)                                                                        \
+    "SELECT toDateTime(intDiv(toUInt32(time), %d) * %d) AS time, host, service, session, "         \
+    "label_keys, label_values, stack, sum(samples) AS samples, sum(weight) AS weight FROM " from   \
+    " GROUP BY time, host, service, session, label_keys, label_values, stack"
+/* Of the raw rows of db (the first argument) that pass a WHERE clause (the second). */
+#define ROLLUP_OF ROLLUP_SELECT("(SELECT * FROM %s.samples%s)")
 
 /* The highest schema version recorded in db (0: none). */
 static int node_version(cn_fleet_conn *c, const char *db, int *version, cn_err *err)
@@ -118,49 +147,95 @@ static int node_version(cn_fleet_conn *c, const char *db, int *version, cn_err *
     return r;
 }
 
-/* Whether db.samples has the column `batch` (schema 2). */
-static int has_batch(cn_fleet_conn *c, const char *db, bool *yes, cn_err *err)
+/* The number of rows of system.columns (what = "columns", cond names the column) or
+ * system.tables (what = "tables") matching db, table and cond. */
+static int count_sys(cn_fleet_conn *c, const char *what, const char *db, const char *table,
+                     const char *cond, long *n, cn_err *err)
 {
-    char sql[256];
+    char sql[512];
     cn_buf ans;
     cn_buf_init(&ans, 1 << 16);
     snprintf(sql, sizeof(sql),
-             "SELECT count() FROM system.columns WHERE database = '%s' AND table = 'samples' "
-             "AND name = 'batch' FORMAT TabSeparated",
-             db);
+             "SELECT count() FROM system.%s WHERE database = '%s' AND %s = '%s'%s FORMAT "
+             "TabSeparated",
+             what, db, strcmp(what, "tables") ? "table" : "name", table, cond);
     int r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
     if (r == 0)
-        *yes = cn_buf_len(&ans) && atoi(cn_buf_ptr(&ans)) > 0;
+        *n = cn_buf_len(&ans) ? atol(cn_buf_ptr(&ans)) : 0;
     cn_buf_free(&ans);
     return r;
 }
 
-/* Version 1 → 2 on one node (the rollup table and view were just created): the raw table
- * gets its `batch` column, then the rollup is filled from the rows written before it
- * (batch 0). The view feeds the rollup from the moment it exists, so the rows a version 1
- * canopyd inserts between its creation and the backfill would count twice: canopyds are
- * upgraded first (their inserts fail, spooled, until the column exists), docs/fleet.md
- * "Upgrading". */
+/* Fills the rollups of tiers[k0..] from the raw rows of [from, to) (INT64_MIN/MAX: open)
+ * that pass cond (NULL: all), one 10-minute block per INSERT … SELECT: a single GROUP BY
+ * over a fleet's hour of raw rows exceeds ClickHouse's default memory limit per query
+ * (docs/perf-fleet.md), a block's does not. A rollup row per block is no error: the
+ * SummingMergeTree sums them, readers sum() anyway. */
+static int backfill(cn_fleet_conn *c, const char *db, size_t k0, const char *cond, int64_t from,
+                    int64_t to, cn_err *err)
+{
+    char sql[1024], where[256];
+    cn_buf ans;
+    cn_lines it;
+    const char *line;
+    size_t len;
+    int n = snprintf(where, sizeof(where), " WHERE 1");
+    if (from != INT64_MIN)
+        n += snprintf(where + n, sizeof(where) - n, " AND time >= toDateTime(%lld)",
+                      (long long)from);
+    if (to != INT64_MAX)
+        n += snprintf(where + n, sizeof(where) - n, " AND time < toDateTime(%lld)", (long long)to);
+    if (cond)
+        snprintf(where + n, sizeof(where) - n, " AND %s", cond);
+    cn_buf_init(&ans, (size_t)1 << 28);
+    snprintf(sql, sizeof(sql),
+             "SELECT DISTINCT intDiv(toUInt32(time), 600) * 600 AS b FROM %s.samples%s ORDER BY b "
+             "FORMAT TabSeparated",
+             db, where);
+    int r = cn_fleet_exec(c, sql, NULL, 0, false, &ans, err);
+    cn_lines_init(&it, r == 0 ? cn_buf_ptr(&ans) : "", r == 0 ? cn_buf_len(&ans) : 0);
+    while (r == 0 && cn_lines_next(&it, &line, &len)) {
+        long long b = len ? strtoll(line, NULL, 10) : 0;
+        char block[512];
+        if (len == 0)
+            continue;
+        snprintf(block, sizeof(block),
+                 "%s AND time >= toDateTime(%lld) AND time < toDateTime(%lld)", where, b, b + 600);
+        for (size_t k = k0; k < N_TIERS && r == 0; k++) {
+            snprintf(sql, sizeof(sql), "INSERT INTO %s.%s " ROLLUP_OF, db, tiers[k].table,
+                     tiers[k].secs, tiers[k].secs, db, block);
+            r = exec_sql(c, sql, err);
+        }
+    }
+    cn_buf_free(&ans);
+    return r;
+}
+
+/* Version 1 → 3 on one node (the rollup tables and views were just created): the raw
+ * table gets its `batch` column, then the rollups are filled from the rows written
+ * before them (batch 0). The views feed the rollups from the moment they exist, so the
+ * rows a version 1 canopyd inserts between their creation and the backfill would count
+ * twice: canopyds are upgraded first (their inserts fail, spooled, until the column
+ * exists), docs/fleet.md "Upgrading". */
 static int migrate_v1(cn_fleet_conn *c, const char *db, cn_err *err)
 {
-    char sql[1024];
-    bool yes = false;
-    int r = has_batch(c, db, &yes, err);
-    if (r < 0 || yes)
+    char sql[256];
+    long n = 0;
+    int r = count_sys(c, "columns", db, "samples", " AND name = 'batch'", &n, err);
+    if (r < 0 || n > 0)
         return r;
     snprintf(sql, sizeof(sql), "ALTER TABLE %s.samples ADD COLUMN batch UInt64", db);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    snprintf(sql, sizeof(sql), "INSERT INTO %s.samples_hourly " ROLLUP_SELECT, db, db,
-             " WHERE batch = 0");
-    return exec_sql(c, sql, err);
+    return backfill(c, db, 0, "batch = 0", INT64_MIN, INT64_MAX, err);
 }
 
-/* Creates db's tables on one node, or migrates them from version 1. */
+/* Creates db's tables on one node, or migrates them from version 1 or 2. */
 static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_err *err)
 {
     char sql[1024];
     int r, v = 0;
+    long had_10m = 0;
     snprintf(sql, sizeof(sql), "CREATE DATABASE IF NOT EXISTS %s", db);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
@@ -174,6 +249,16 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
         return cn_err_set(err, -EPROTO,
                           "%s: fleet schema version %d, this canopy writes version %d", db, v,
                           CN_FLEET_SCHEMA_VERSION);
+    /* A migration from 2 that stopped after creating the 10-minute rollup: its rows are
+     * unknown (the view's, part of a backfill?), so it is not filled a second time. */
+    if (v == 2 && (r = count_sys(c, "tables", db, "samples_10m", "", &had_10m, err)) < 0)
+        return r;
+    if (had_10m)
+        return cn_err_set(
+            err, -EEXIST,
+            "database %s: an earlier migration to fleet schema %d did not finish; drop "
+            "%s.samples_10m_mv and %s.samples_10m, then run canopy fleet init again",
+            db, CN_FLEET_SCHEMA_VERSION, db, db);
     /* MergeTree with daily partitions (retention drops whole days: cn_fleet_prune); the
      * sort key serves filters by service and host, then time. */
     snprintf(sql, sizeof(sql),
@@ -182,21 +267,42 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
              db, samples_cols);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    /* The hourly rollup: rows of one (hour, labels, stack) are summed as parts merge;
+    /* The rollups: rows of one (bucket, labels, stack) are summed as parts merge;
      * readers sum() again, so unmerged parts read the same. */
-    snprintf(sql, sizeof(sql),
-             "CREATE TABLE IF NOT EXISTS %s.samples_hourly %s ENGINE = "
-             "SummingMergeTree((samples, weight)) PARTITION BY toYYYYMMDD(time) ORDER BY "
-             "(service, host, time, stack, session, label_keys, label_values)",
-             db, hourly_cols);
-    if ((r = exec_sql(c, sql, err)) < 0)
-        return r;
-    snprintf(sql, sizeof(sql),
-             "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.samples_hourly_mv TO %s.samples_hourly "
-             "AS " ROLLUP_SELECT,
-             db, db, db, "");
-    if ((r = exec_sql(c, sql, err)) < 0)
-        return r;
+    /* Version 2 → 3 fills the 10-minute rollup from the rows written before its view:
+     * the rows older than the last 10 to 20 minutes before the view exists (block by
+     * block, while canopyds go on pushing newer ones), the rest in one query right after
+     * its creation. A batch committed in the instant between the view's creation and
+     * that query's start would count twice, one with rows older than that (a spool
+     * drained during the migration) would be missing from the 10-minute rollup:
+     * docs/fleet.md "Upgrading". */
+    int64_t recent = floor_to((int64_t)time(NULL), 600) - 600;
+    for (size_t i = 0; i < N_TIERS; i++) {
+        bool fill = v == 2 && tiers[i].secs == 600;
+        snprintf(sql, sizeof(sql),
+                 "CREATE TABLE IF NOT EXISTS %s.%s %s ENGINE = SummingMergeTree((samples, "
+                 "weight)) PARTITION BY toYYYYMMDD(time) ORDER BY (service, host, time, stack, "
+                 "session, label_keys, label_values)",
+                 db, tiers[i].table, rollup_cols);
+        if ((r = exec_sql(c, sql, err)) < 0)
+            return r;
+        if (fill && (r = backfill(c, db, i, NULL, INT64_MIN, recent, err)) < 0)
+            return r;
+        snprintf(sql, sizeof(sql),
+                 "CREATE MATERIALIZED VIEW IF NOT EXISTS %s.%s_mv TO %s.%s AS " ROLLUP_SELECT(
+                     "%s.samples"),
+                 db, tiers[i].table, db, tiers[i].table, tiers[i].secs, tiers[i].secs, db);
+        if ((r = exec_sql(c, sql, err)) < 0)
+            return r;
+        if (fill) {
+            char where[64];
+            snprintf(where, sizeof(where), " WHERE time >= toDateTime(%lld)", (long long)recent);
+            snprintf(sql, sizeof(sql), "INSERT INTO %s.%s " ROLLUP_OF, db, tiers[i].table,
+                     tiers[i].secs, tiers[i].secs, db, where);
+            if ((r = exec_sql(c, sql, err)) < 0)
+                return r;
+        }
+    }
     if (v == 1 && (r = migrate_v1(c, db, err)) < 0)
         return r;
     /* Definitions are written again now and then (restarts, dropped spool files):
@@ -206,8 +312,10 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
              db, stacks_cols);
     if ((r = exec_sql(c, sql, err)) < 0)
         return r;
-    static const char *const dist[][2] = {
-        {"samples", samples_cols}, {"samples_hourly", hourly_cols}, {"stacks", stacks_cols}};
+    static const char *const dist[][2] = {{"samples", samples_cols},
+                                          {"samples_hourly", rollup_cols},
+                                          {"samples_10m", rollup_cols},
+                                          {"stacks", stacks_cols}};
     for (size_t i = 0; cluster && i < sizeof(dist) / sizeof(dist[0]); i++) {
         snprintf(sql, sizeof(sql),
                  "CREATE TABLE IF NOT EXISTS %s.%s_all %s ENGINE = Distributed(%s, %s, %s, "
@@ -286,6 +394,7 @@ int cn_fleet_schema_get(cn_fleet_conn *c, const char *db, cn_fleet_schema *out, 
     const char *suffix = out->cluster[0] ? "_all" : "";
     snprintf(out->samples, sizeof(out->samples), "%s.samples%s", db, suffix);
     snprintf(out->hourly, sizeof(out->hourly), "%s.samples_hourly%s", db, suffix);
+    snprintf(out->ten_min, sizeof(out->ten_min), "%s.samples_10m%s", db, suffix);
     snprintf(out->stacks, sizeof(out->stacks), "%s.stacks%s", db, suffix);
 out:
     cn_buf_free(&ans);
@@ -394,39 +503,55 @@ int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql)
     return where_sql(f, f->from_s, f->to_s, NULL, sql);
 }
 
-static int64_t floor_hour(int64_t t)
+typedef struct source {
+    cn_buf *sql;
+    const char *cols, *extra;
+    const cn_fleet_filter *f;
+    const char *tables[N_TIERS + 1]; /* the rollups coarsest first, then the raw rows */
+    bool first;
+} source;
+
+static int select_sql(source *S, const char *table, int64_t from, int64_t to)
 {
-    int64_t h = t / 3600 - (t % 3600 < 0);
-    return h * 3600;
+    int r = cn_buf_appendf(S->sql, "%sSELECT %s FROM %s", S->first ? "" : " UNION ALL ", S->cols,
+                           table);
+    S->first = false;
+    return r ? r : where_sql(S->f, from, to, S->extra, S->sql);
 }
 
-static int select_sql(cn_buf *sql, const char *glue, const char *cols, const char *table,
-                      const cn_fleet_filter *f, int64_t from, int64_t to, const char *extra)
+/* The rows of [from, to) from tier k and finer: the whole buckets of tier k from its
+ * rollup (a rollup row's time is its bucket's start, so it is inside the window exactly
+ * when its bucket is), the partial ones at each edge from the next tier, the raw rows
+ * (k == N_TIERS) for what no rollup covers. */
+static int tier_sql(source *S, size_t k, int64_t from, int64_t to)
 {
-    int r = cn_buf_appendf(sql, "%sSELECT %s FROM %s", glue, cols, table);
-    return r ? r : where_sql(f, from, to, extra, sql);
+    if (from >= to)
+        return 0;
+    if (k == N_TIERS)
+        return select_sql(S, S->tables[k], from, to);
+    int64_t b0 = ceil_to(from, tiers[k].secs), b1 = floor_to(to, tiers[k].secs);
+    if (b0 >= b1)
+        return tier_sql(S, k + 1, from, to);
+    int r = select_sql(S, S->tables[k], b0, b1);
+    r = r ? r : tier_sql(S, k + 1, from, b0);
+    return r ? r : tier_sql(S, k + 1, b1, to);
 }
 
 int cn_fleet_source_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const char *cols,
                         const char *extra, cn_buf *sql)
 {
-    int64_t from = f->from_s, to = f->to_s;
-    /* The whole hours of [from, to): [h0, h1). A rollup row's time is its hour's start,
-     * so it is inside the window exactly when its hour is. */
-    int64_t h0 = from == INT64_MIN ? INT64_MIN : floor_hour(from);
-    int64_t h1 = to == INT64_MAX ? INT64_MAX : floor_hour(to);
-    if (h0 != INT64_MIN && h0 < from)
-        h0 += 3600;
+    source S = {.sql = sql,
+                .cols = cols,
+                .extra = extra,
+                .f = f,
+                .tables = {s->hourly, s->ten_min, s->samples},
+                .first = true};
+    _Static_assert(N_TIERS == 2, "one table name per tier");
     int r = cn_buf_appendf(sql, "(");
-    if (f->raw || h0 >= h1) {
-        r = r ? r : select_sql(sql, "", cols, s->samples, f, from, to, extra);
-    } else {
-        r = r ? r : select_sql(sql, "", cols, s->hourly, f, h0, h1, extra);
-        if (from < h0)
-            r = r ? r : select_sql(sql, " UNION ALL ", cols, s->samples, f, from, h0, extra);
-        if (h1 < to)
-            r = r ? r : select_sql(sql, " UNION ALL ", cols, s->samples, f, h1, to, extra);
-    }
+    if (f->raw || f->from_s >= f->to_s)
+        r = r ? r : select_sql(&S, s->samples, f->from_s, f->to_s);
+    else
+        r = r ? r : tier_sql(&S, 0, f->from_s, f->to_s);
     return r ? r : cn_buf_appendf(sql, ")");
 }
 
@@ -436,6 +561,7 @@ int cn_fleet_source_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, cons
 typedef struct arow {
     uint64_t hash;
     int32_t group; /* frame id of the "KEY=VALUE" root, or -1 */
+    int32_t rank;  /* set by add_rows */
     double n, w;
 } arow;
 
@@ -448,8 +574,6 @@ typedef struct loader {
     size_t n_defs, cap_defs, cap_len;
     int32_t *path; /* frame ids of every definition, root first */
     size_t n_path, cap_path;
-    int32_t *scratch;
-    size_t cap_scratch;
     arow *rows;
     size_t n_rows, cap_rows;
 } loader;
@@ -539,30 +663,107 @@ static int read_row(loader *L, char *line, size_t len, const char *group_key)
     return 0;
 }
 
-/* Adds row as one sample: its group root, then its definition's frames. */
-static int add_row(loader *L, const arow *row, double *samples)
+/* Rows in the order they are added: by group, then by their definition's path (rank:
+ * the definition's place in path order; -1 without a definition). */
+static int cmp_row(const void *a, const void *b)
 {
-    int32_t d = cn_u64map_get(&L->defs, row->hash);
-    size_t depth = (d >= 0 ? L->def_len[d] : 1) + (row->group >= 0), k = 0;
-    if (CN_RESERVE(L->scratch, L->cap_scratch, depth) < 0)
-        return -ENOMEM;
-    if (row->group >= 0)
-        L->scratch[k++] = row->group;
-    if (d >= 0) {
-        memcpy(L->scratch + k, L->path + L->def_off[d], L->def_len[d] * sizeof(int32_t));
-        k += L->def_len[d];
-    } else {
-        /* Rows whose definition was lost (a dropped spool file) stay counted. */
-        int32_t id = intern_frame(L, "[unknown stack]", "");
-        if (id < 0)
-            return id;
-        L->scratch[k++] = id;
+    const arow *x = a, *y = b;
+    if (x->group != y->group)
+        return x->group < y->group ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_def(const void *a, const void *b, void *arg)
+{
+    const loader *L = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    const int32_t *px = L->path + L->def_off[x], *py = L->path + L->def_off[y];
+    size_t nx = L->def_len[x], ny = L->def_len[y];
+    for (size_t i = 0; i < nx && i < ny; i++)
+        if (px[i] != py[i])
+            return px[i] < py[i] ? -1 : 1;
+    return nx < ny ? -1 : nx > ny;
+}
+
+/* Adds every row as one sample: its group root, then its definition's frames. Each stack
+ * is interned frame by frame (cn_agg_stack); with the rows sorted by group and path, a
+ * row shares its longest common prefix with the previous one and interns only the rest
+ * (with --group-by host, 600 000 rows of 8-28 frames: docs/perf-fleet.md). */
+static int add_rows(loader *L, double *samples)
+{
+    int32_t *order = NULL, *rank = NULL, *chain = NULL;
+    const int32_t *prev = NULL;
+    size_t cap_chain = 0, n_prev = 0;
+    int32_t prev_group = -2, root = -1;
+    int r = 0;
+    if (L->n_defs && (!(order = malloc(L->n_defs * sizeof(*order))) ||
+                      !(rank = malloc(L->n_defs * sizeof(*rank))))) {
+        r = -ENOMEM;
+        goto out;
     }
-    int32_t stack = k ? cn_agg_stack_from_frames(L->p, L->scratch, k) : -1;
-    if (stack < 0 && k)
-        return stack;
-    *samples += row->n;
-    return cn_agg_add_sample(L->p, stack, 0, row->w, -1);
+    for (size_t i = 0; i < L->n_defs; i++)
+        order[i] = (int32_t)i;
+    if (L->n_defs)
+        qsort_r(order, L->n_defs, sizeof(*order), cmp_def, L);
+    for (size_t i = 0; i < L->n_defs; i++)
+        rank[order[i]] = (int32_t)i;
+    for (size_t i = 0; i < L->n_rows; i++) {
+        int32_t d = cn_u64map_get(&L->defs, L->rows[i].hash);
+        L->rows[i].rank = d >= 0 ? rank[d] : -1;
+    }
+    if (L->n_rows) /* rows NULL when empty */
+        qsort(L->rows, L->n_rows, sizeof(*L->rows), cmp_row);
+    for (size_t i = 0; i < L->n_rows && r == 0; i++) {
+        const arow *row = &L->rows[i];
+        const int32_t *path;
+        size_t n, k = 0;
+        int32_t unknown;
+        if (row->group != prev_group) {
+            root = row->group >= 0 ? cn_agg_stack(L->p, -1, row->group) : -1;
+            if (root < 0 && row->group >= 0) {
+                r = root;
+                break;
+            }
+            prev_group = row->group;
+            n_prev = 0;
+        }
+        if (row->rank >= 0) {
+            int32_t d = order[row->rank];
+            path = L->path + L->def_off[d];
+            n = L->def_len[d];
+        } else {
+            /* Rows whose definition was lost (a dropped spool file) stay counted. */
+            if ((unknown = intern_frame(L, "[unknown stack]", "")) < 0) {
+                r = unknown;
+                break;
+            }
+            path = &unknown;
+            n = 1;
+            n_prev = 0;
+        }
+        if (CN_RESERVE(chain, cap_chain, n) < 0) {
+            r = -ENOMEM;
+            break;
+        }
+        while (k < n && k < n_prev && prev[k] == path[k])
+            k++;
+        for (; k < n && r == 0; k++) {
+            chain[k] = cn_agg_stack(L->p, k ? chain[k - 1] : root, path[k]);
+            r = chain[k] < 0 ? chain[k] : 0;
+        }
+        if (r < 0)
+            break;
+        int32_t stack = n ? chain[n - 1] : root;
+        prev = row->rank >= 0 ? path : NULL;
+        n_prev = row->rank >= 0 ? n : 0;
+        *samples += row->n;
+        r = cn_agg_add_sample(L->p, stack, 0, row->w, -1);
+    }
+out:
+    free(order);
+    free(rank);
+    free(chain);
+    return r;
 }
 
 static int cmp_hash(const void *a, const void *b)
@@ -688,9 +889,8 @@ int cn_fleet_load(cn_fleet_conn *c, const cn_fleet_schema *s, const cn_fleet_fil
             goto bad;
     if ((r = load_defs(&L, c, s, &sql, &ans, err)) < 0)
         goto out;
-    for (size_t i = 0; i < L.n_rows; i++)
-        if ((r = add_row(&L, &L.rows[i], &samples)) < 0)
-            goto bad;
+    if ((r = add_rows(&L, &samples)) < 0)
+        goto bad;
     char num[32];
     snprintf(num, sizeof(num), "%.0f", samples);
     if (cn_agg_meta_set(L.p, "source", "fleet") < 0 || cn_agg_meta_set(L.p, "samples", num) < 0) {
@@ -712,7 +912,6 @@ out:
     free(L.def_off);
     free(L.def_len);
     free(L.path);
-    free(L.scratch);
     free(L.rows);
     cn_buf_free(&sql);
     cn_buf_free(&ans);
@@ -781,17 +980,18 @@ int cn_fleet_prune(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, 
     if (!name_ok(db))
         return cn_err_set(err, -EINVAL, "bad database name '%s' (letters, digits, '_')", db);
     cn_buf_init(&ans, 1 << 20);
-    /* The rollup's partitions are the same days: dropped with the raw rows. */
-    static const char *const tables[] = {"samples", "samples_hourly"};
-    for (size_t i = 0; i < 2 * n_nodes && r == 0; i++) {
-        const char *table = tables[i % 2];
+    /* The rollups' partitions are the same days: dropped with the raw rows. */
+    static const char *const tables[] = {"samples", "samples_hourly", "samples_10m"};
+    const size_t n_tables = sizeof(tables) / sizeof(tables[0]);
+    for (size_t i = 0; i < n_tables * n_nodes && r == 0; i++) {
+        const char *table = tables[i % n_tables];
         cn_buf_reset(&ans);
         snprintf(sql, sizeof(sql),
                  "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND table = "
                  "'%s' AND active AND toUInt32(partition) < toYYYYMMDD(toDateTime(%lld)) "
                  "ORDER BY partition FORMAT TabSeparated",
                  db, table, (long long)before_s);
-        if ((r = cn_fleet_exec(nodes[i / 2], sql, NULL, 0, false, &ans, err)) < 0)
+        if ((r = cn_fleet_exec(nodes[i / n_tables], sql, NULL, 0, false, &ans, err)) < 0)
             break;
         cn_lines it;
         const char *line;
@@ -802,7 +1002,7 @@ int cn_fleet_prune(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, 
                 continue;
             snprintf(sql, sizeof(sql), "ALTER TABLE %s.%s DROP PARTITION %.*s", db, table, (int)len,
                      line);
-            if ((r = exec_sql(nodes[i / 2], sql, err)) == 0 && i % 2 == 0)
+            if ((r = exec_sql(nodes[i / n_tables], sql, err)) == 0 && i % n_tables == 0)
                 n++;
         }
     }

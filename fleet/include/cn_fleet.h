@@ -16,8 +16,9 @@
  *     the batch body being a PushRequest of gzip'd pprof profiles (cn_fleet_pyroscope_add;
  *     the pprof bytes come from the caller);
  *   - the reader: the schema (cn_fleet_init, versioned and migrated), the WHERE clause of
- *     label filters, the rows a filter selects (raw rows for partial hours, the hourly
- *     rollup for whole ones: cn_fleet_source_sql), and a `GROUP BY stack` query loaded
+ *     label filters, the rows a filter selects (the hourly rollup for whole hours, the
+ *     10-minute rollup for whole 10-minute blocks, raw rows for the rest:
+ *     cn_fleet_source_sql), and a `GROUP BY stack` query loaded
  *     into a cn_agg_profile (cn_fleet_load), plus labels and retention
  *     (cn_fleet_labels_query, cn_fleet_prune).
  * Only ClickHouse's HTTP interface is used, and only features ClickHouse 18.16 has.
@@ -41,7 +42,8 @@
 extern "C" {
 #endif
 
-#define CN_FLEET_SCHEMA_VERSION 2   /* 2: samples.batch, the samples_hourly rollup */
+/* 2: samples.batch, the samples_hourly rollup; 3: the samples_10m rollup */
+#define CN_FLEET_SCHEMA_VERSION 3
 #define CN_FLEET_MAX_LABELS     30  /* per row, configured and per-session together */
 #define CN_FLEET_MAX_KEY        64  /* bytes of a label key */
 #define CN_FLEET_MAX_VALUE      256 /* bytes of a label value */
@@ -253,17 +255,20 @@ int cn_fleet_pyroscope_add(cn_fleet_batch *b, const cn_fleet_label *labels, size
  * CN_FLEET_SCHEMA_VERSION. cluster NULL: MergeTree tables on this server; otherwise the
  * same tables on every node of that ClickHouse cluster (urls: one HTTP URL per node,
  * in the order of system.clusters; the caller finds them) plus Distributed tables
- * `samples_all`/`stacks_all` over them on every node. Returns 0 or negative errno with
- * err set (-EPROTO: an existing schema of another version). */
+ * `samples_all`/`samples_hourly_all`/`samples_10m_all`/`stacks_all` over them on every
+ * node. Migrates a database of version 1 or 2 (docs/fleet.md "Upgrading"). Returns 0 or negative
+ * errno with err set (-EPROTO: an existing schema of another version). */
 int cn_fleet_init(cn_fleet_conn *const *nodes, size_t n_nodes, const char *db, const char *cluster,
                   cn_err *err);
 
 /* What a reader needs to know of the schema: its version and the tables to query
- * (`samples`/`samples_hourly`/`stacks`, or their Distributed `…_all` tables). */
+ * (`samples`/`samples_hourly`/`samples_10m`/`stacks`, or their Distributed `…_all`
+ * tables). */
 typedef struct cn_fleet_schema {
     int version;
-    char cluster[128];                           /* "" for a single server */
-    char samples[160], hourly[160], stacks[160]; /* db.table names to read */
+    char cluster[128]; /* "" for a single server */
+    /* db.table names to read: raw rows, hourly and 10-minute rollups, definitions */
+    char samples[160], hourly[160], ten_min[160], stacks[160];
 } cn_fleet_schema;
 
 /* Reads and checks the schema: -ENOENT (no schema: run `canopy fleet init`), -EPROTO (a
@@ -277,7 +282,7 @@ typedef struct cn_fleet_filter {
     char **keys, **values; /* the conditions (owned, parallel arrays) */
     size_t n;
     int64_t from_s, to_s; /* unix seconds; INT64_MIN / INT64_MAX = open */
-    bool raw;             /* read the raw rows only, not the hourly rollup (to check it) */
+    bool raw;             /* read the raw rows only, not the rollups (to check them) */
 } cn_fleet_filter;
 
 void cn_fleet_filter_init(cn_fleet_filter *f);
@@ -287,10 +292,11 @@ void cn_fleet_filter_clear(cn_fleet_filter *f);
 /* Appends " WHERE …" (or nothing) for f to sql. 0 or -ENOMEM. */
 int cn_fleet_filter_sql(const cn_fleet_filter *f, cn_buf *sql);
 /* Appends "(SELECT cols FROM … WHERE …)": the rows f selects with the columns cols (a
- * SELECT list over the columns both sample tables have), read from the hourly rollup for
- * the whole hours of f's window and from the raw rows for its partial hours (UNION ALL),
- * or from the raw rows only when f->raw; extra (may be NULL) is one more condition ANDed
- * to f's. Sums over it equal the raw rows' sums. 0 or -ENOMEM. */
+ * SELECT list over the columns all sample tables have), read from the hourly rollup for
+ * the whole UTC hours of f's window, from the 10-minute rollup for the whole 10-minute
+ * blocks of the rest and from the raw rows for what remains (< 10 minutes at each edge;
+ * UNION ALL), or from the raw rows only when f->raw; extra (may be NULL) is one more condition
+ * ANDed to f's. Sums over it equal the raw rows' sums. 0 or -ENOMEM. */
 int cn_fleet_source_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const char *cols,
                         const char *extra, cn_buf *sql);
 

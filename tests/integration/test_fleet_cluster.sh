@@ -74,6 +74,11 @@ for u in "$U1" "$U2"; do
 done
 [ "$(ch_query N1 'SELECT groupUniqArray(host) FROM canopy.samples_hourly')" = "['a']" ] ||
   fail "shard 1 rollup"
+# The 10-minute rollup: each node's own rows, the whole fleet through samples_10m_all.
+[ "$(ch_query N2 'SELECT groupUniqArray(host) FROM canopy.samples_10m')" = "['b']" ] ||
+  fail "shard 2 10-minute rollup"
+[ "$(ch_query N1 'SELECT sum(samples) FROM canopy.samples_10m_all')" = \
+  "$(ch_query N2 'SELECT sum(samples) FROM canopy.samples_all')" ] || fail "samples_10m_all"
 "$C" fleet prune --url "$U1" --url "$U2" --older 1d | grep -q 'dropped 0 ' || fail "prune on the cluster"
 echo "cluster: a $TA, b $TB"
 echo ok

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The hourly rollup (docs/fleet.md "Schema"): rows spread over five hours are inserted
-# into a ClickHouse server started here; every `canopy fleet tree` / `fleet labels` read
-# through the rollup (whole hours) plus the raw rows (partial edge hours) equals the same
-# query over the raw rows only (--raw), for --where, --from/--to, --last and --group-by.
-# Detaching the raw rows then shows which table each part of a window came from. Also:
-# the schema migration from version 1 (a v1 database gets its rollup filled from the
-# rows it had) and the refusal of a newer version.
+# The rollups (docs/fleet.md "Schema"): rows spread over five hours are inserted into a
+# ClickHouse server started here; every `canopy fleet tree` / `fleet labels` read through
+# the hourly rollup (whole hours), the 10-minute rollup (whole 10-minute blocks of the
+# rest) and the raw rows (the edges) equals the same query over the raw rows only
+# (--raw), for --where, --from/--to, --last and --group-by. Detaching the raw rows, then
+# the 10-minute rollup, shows which table each part of a window came from. Also: the
+# schema migrations from versions 1 and 2 (the rollups filled from the rows the database
+# had) and the refusal of a newer version or of a half-done migration.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse_lib.sh"
 C=$CANOPY_BIN
@@ -37,8 +38,12 @@ fill() {
 fill canopy
 [ "$(ch_query A 'SELECT sum(samples) FROM canopy.samples_hourly')" = \
   "$(ch_query A 'SELECT sum(samples) FROM canopy.samples')" ] || fail "the rollup's sum"
+[ "$(ch_query A 'SELECT sum(samples) FROM canopy.samples_10m')" = \
+  "$(ch_query A 'SELECT sum(samples) FROM canopy.samples')" ] || fail "the 10-minute rollup's sum"
 [ "$(ch_query A 'SELECT count() FROM canopy.samples_hourly')" -lt 15000 ] ||
   fail "the rollup did not roll up: $(ch_query A 'SELECT count() FROM canopy.samples_hourly')"
+[ "$(ch_query A 'SELECT count() FROM canopy.samples_10m')" -lt 29000 ] ||
+  fail "the 10-minute rollup did not roll up: $(ch_query A 'SELECT count() FROM canopy.samples_10m')"
 
 # same DB ARGS...: the tree (folded, sorted) and total through the rollup and --raw agree.
 same() {
@@ -54,12 +59,17 @@ same canopy
 same canopy --where host=h1
 same canopy --where dc=dc2 --where dc=dc3 --where service=web
 same canopy --where session=s0
-same canopy --from $((T0 + 1000)) --to $((T0 + 15000))  # partial hours at both ends
+same canopy --from $((T0 + 1000)) --to $((T0 + 15000))  # all three tiers, both edges
+same canopy --from $((H0 + 4834)) --to $((H0 + 10234))   # 90 minutes, odd edges
+same canopy --from $((H0 + 3600)) --to $((H0 + 5400))    # whole 10-minute blocks only
+same canopy --from $((H0 + 1805)) --to $((H0 + 2390))    # inside one 10-minute block: raw
 same canopy --from $((H0 + 3600)) --to $((H0 + 3 * 3600)) # whole hours only
 same canopy --from $((T0 + 5000))
 same canopy --to $((T0 + 9000))
 same canopy --from $((T0 + 100)) --to $((T0 + 2000))     # within one hour: raw only
-same canopy --last 3h
+# --last reads the clock: the two reads may fall in different seconds, whose rows differ
+# (the data has one or two rows a second), so a difference gets one retry.
+(same canopy --last 3h) 2>/dev/null || same canopy --last 3h
 same canopy --group-by host --from $((T0 + 1000)) --to $((T0 + 15000))
 same canopy --group-by dc --where env=t
 same canopy --group-by session
@@ -71,19 +81,34 @@ for k in "" host dc session; do
   cmp -s "$TMP/l1.txt" "$TMP/l2.txt" || fail "labels $k: rollup != raw"
 done
 
-# Where each part comes from: with the raw rows gone, whole hours still read the rollup,
-# partial hours read nothing.
+# Where each part comes from: with the raw rows gone, whole hours still read the hourly
+# rollup and whole 10-minute blocks the 10-minute one, edges read nothing; with the
+# 10-minute rollup gone too, only whole hours remain. The expected totals are summed
+# from the kept raw rows over exactly those parts.
 total() { "$C" fleet tree --url "$URL" "$@" --format json | json /dev/stdin 'int(d["total"])'; }
-W=$(total --from $((H0 + 3600)) --to $((H0 + 3 * 3600)))
-E=$(total --from $((T0 + 1000)) --to $((T0 + 15000)))
-[ "$W" -gt 0 ] && [ "$E" -gt "$W" ] || fail "window totals $W, $E"
+# kept COND: the total weight of the kept raw rows where COND.
+kept() { ch_query A "SELECT toInt64(sum(weight)) FROM canopy.samples_kept WHERE $1"; }
+F=$((T0 + 1000)) T=$((T0 + 15000)) # hours H0+1h..H0+4h, blocks H0+40m..H0+1h and H0+4h..H0+4h30m
+E=$(total --from $F --to $T)
+[ "$E" = "$(ch_query A "SELECT toInt64(sum(weight)) FROM canopy.samples WHERE time >= $F AND time < $T")" ] ||
+  fail "window total $E"
 ch_query A "RENAME TABLE canopy.samples TO canopy.samples_kept" >/dev/null
 ch_query A "CREATE TABLE canopy.samples AS canopy.samples_kept" >/dev/null
-[ "$(total --from $((H0 + 3600)) --to $((H0 + 3 * 3600)))" = "$W" ] || fail "whole hours not from the rollup"
-E2=$(total --from $((T0 + 1000)) --to $((T0 + 15000)))
-[ "$E2" -lt "$E" ] && [ "$E2" -ge "$W" ] || fail "edges not from the raw rows: $E2 vs $E, $W"
-[ "$(total --raw)" = 0 ] || fail "--raw read the rollup"
-echo "rollup: whole hours $W, with edges $E, edges gone $E2"
+HOURS="time >= $((H0 + 3600)) AND time < $((H0 + 4 * 3600))"
+BLOCKS="time >= $((H0 + 2400)) AND time < $((H0 + 3600)) OR time >= $((H0 + 4 * 3600)) AND time < $((H0 + 16200))"
+E2=$(total --from $F --to $T)
+[ "$E2" = "$(kept "$HOURS OR $BLOCKS")" ] && [ "$E2" -lt "$E" ] ||
+  fail "edges not from the raw rows: $E2 vs $(kept "$HOURS OR $BLOCKS"), $E"
+W=$(total --from $((H0 + 3600)) --to $((H0 + 3 * 3600)))
+[ "$W" -gt 0 ] && [ "$W" = "$(kept "time >= $((H0 + 3600)) AND time < $((H0 + 3 * 3600))")" ] ||
+  fail "whole hours not from the rollup: $W"
+[ "$(total --raw)" = 0 ] || fail "--raw read a rollup"
+ch_query A "RENAME TABLE canopy.samples_10m TO canopy.samples_10m_kept" >/dev/null
+ch_query A "CREATE TABLE canopy.samples_10m AS canopy.samples_10m_kept" >/dev/null
+E3=$(total --from $F --to $T)
+[ "$E3" = "$(kept "$HOURS")" ] && [ "$E3" -lt "$E2" ] ||
+  fail "10-minute blocks not from their rollup: $E3 vs $(kept "$HOURS"), $E2"
+echo "rollup: all $E, raw rows gone $E2, 10-minute rollup gone too $E3, whole hours $W"
 
 # Migration: a version 1 database (no batch column, no rollup) with rows; readers ask for
 # fleet init, which migrates it once.
@@ -100,16 +125,58 @@ expect_fail 1 "$C" fleet tree --url "$URL" --database old
 grep -q 'version 1 .*fleet init' "$TMP/f.err" || fail "v1 message: $(cat "$TMP/f.err")"
 "$C" fleet init --url "$URL" --database old >/dev/null || fail "migration"
 "$C" fleet init --url "$URL" --database old >/dev/null || fail "migration is not idempotent"
-[ "$(ch_query A 'SELECT max(version), count() FROM old.schema')" = "$(printf '2\t2')" ] ||
+[ "$(ch_query A 'SELECT max(version), count() FROM old.schema')" = "$(printf '3\t2')" ] ||
   fail "schema rows after migration: $(ch_query A 'SELECT * FROM old.schema')"
-[ "$(ch_query A 'SELECT sum(samples) FROM old.samples_hourly')" = \
-  "$(ch_query A 'SELECT sum(samples) FROM old.samples')" ] || fail "the migrated rollup's sum"
+for t in hourly 10m; do
+  [ "$(ch_query A "SELECT sum(samples) FROM old.samples_$t")" = \
+    "$(ch_query A 'SELECT sum(samples) FROM old.samples')" ] || fail "the migrated $t rollup: $(ch_query A "SELECT sum(samples) FROM old.samples_$t") vs $(ch_query A "SELECT sum(samples) FROM old.samples")"
+done
 same old
 same old --from $((T0 + 1000)) --to $((T0 + 15000)) --group-by host
 # Rows written after the migration reach the rollup through the view.
 ch_query A "INSERT INTO old.samples (time, host, service, session, label_keys, label_values,
   stack, samples, weight, batch) VALUES ($((H0 + 7200)), 'new', 'web', 's', [], [], 1, 9, 9, 77)" >/dev/null
 same old --where host=new
+
+# Migration from version 2 (samples with batch ids, the hourly rollup and its view, as
+# version 2's fleet init made them): the 10-minute rollup is created and filled once.
+ch_query A "CREATE DATABASE v2" >/dev/null
+ch_query A "CREATE TABLE v2.samples (time DateTime, host String, service String, session String,
+  label_keys Array(String), label_values Array(String), stack UInt64, samples UInt64,
+  weight Float64, batch UInt64) ENGINE = MergeTree() PARTITION BY toYYYYMMDD(time)
+  ORDER BY (service, host, time, stack)" >/dev/null
+ch_query A "CREATE TABLE v2.samples_hourly (time DateTime, host String, service String,
+  session String, label_keys Array(String), label_values Array(String), stack UInt64,
+  samples UInt64, weight Float64) ENGINE = SummingMergeTree((samples, weight))
+  PARTITION BY toYYYYMMDD(time) ORDER BY (service, host, time, stack, session, label_keys, label_values)" >/dev/null
+ch_query A "CREATE MATERIALIZED VIEW v2.samples_hourly_mv TO v2.samples_hourly AS
+  SELECT toDateTime(intDiv(toUInt32(time), 3600) * 3600) AS time, host, service, session,
+  label_keys, label_values, stack, sum(samples) AS samples, sum(weight) AS weight
+  FROM v2.samples GROUP BY time, host, service, session, label_keys, label_values, stack" >/dev/null
+ch_query A "CREATE TABLE v2.stacks (stack UInt64, host String, time DateTime, funcs Array(String),
+  libs Array(String), build_ids Array(String)) ENGINE = ReplacingMergeTree() ORDER BY stack" >/dev/null
+ch_query A "CREATE TABLE v2.schema (version UInt32, cluster String, created DateTime) ENGINE = TinyLog" >/dev/null
+ch_query A "INSERT INTO v2.schema VALUES (2, '', now())" >/dev/null
+fill v2
+expect_fail 1 "$C" fleet tree --url "$URL" --database v2
+grep -q 'version 2 .*fleet init' "$TMP/f.err" || fail "v2 message: $(cat "$TMP/f.err")"
+"$C" fleet init --url "$URL" --database v2 >/dev/null || fail "migration from 2"
+"$C" fleet init --url "$URL" --database v2 >/dev/null || fail "migration from 2 is not idempotent"
+[ "$(ch_query A 'SELECT max(version), count() FROM v2.schema')" = "$(printf '3\t2')" ] ||
+  fail "schema rows after migration from 2: $(ch_query A 'SELECT * FROM v2.schema')"
+for t in hourly 10m; do
+  [ "$(ch_query A "SELECT sum(samples) FROM v2.samples_$t")" = \
+    "$(ch_query A 'SELECT sum(samples) FROM v2.samples')" ] || fail "v2: the $t rollup's sum"
+done
+same v2 --from $((T0 + 1000)) --to $((T0 + 15000))
+same v2 --from $((H0 + 4834)) --to $((H0 + 10234)) --group-by dc
+# A migration from 2 that stopped after creating the 10-minute rollup is not redone.
+ch_query A "CREATE DATABASE half" >/dev/null
+ch_query A "CREATE TABLE half.schema (version UInt32, cluster String, created DateTime) ENGINE = TinyLog" >/dev/null
+ch_query A "INSERT INTO half.schema VALUES (2, '', now())" >/dev/null
+ch_query A "CREATE TABLE half.samples_10m AS v2.samples_10m" >/dev/null
+expect_fail 1 "$C" fleet init --url "$URL" --database half
+grep -q 'did not finish.*samples_10m' "$TMP/f.err" || fail "half-done migration: $(cat "$TMP/f.err")"
 
 # A newer schema is refused by init and by readers.
 ch_query A "INSERT INTO old.schema VALUES (99, '', now())" >/dev/null

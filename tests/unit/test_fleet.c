@@ -203,8 +203,9 @@ static void test_filter_sql(void **state)
     cn_fleet_filter_clear(&f);
 }
 
-/* The rows of a window: whole hours from the rollup, partial edge hours from the raw
- * rows; an open end needs no edge; a window inside one hour and --raw read raw rows only. */
+/* The rows of a window: whole hours from the hourly rollup, whole 10-minute blocks of the
+ * rest from the 10-minute rollup, the remaining edges from the raw rows; an open end needs
+ * no edge; a window inside one 10-minute block and --raw read raw rows only. */
 static void test_source_sql(void **state)
 {
     cn_fleet_schema s = {.version = CN_FLEET_SCHEMA_VERSION};
@@ -214,6 +215,7 @@ static void test_source_sql(void **state)
     (void)state;
     snprintf(s.samples, sizeof(s.samples), "d.samples");
     snprintf(s.hourly, sizeof(s.hourly), "d.samples_hourly");
+    snprintf(s.ten_min, sizeof(s.ten_min), "d.samples_10m");
     cn_fleet_filter_init(&f);
     cn_buf_init(&sql, 0);
     assert_int_equal(cn_fleet_filter_add(&f, "host=a", &err), 0);
@@ -223,8 +225,10 @@ static void test_source_sql(void **state)
     assert_string_equal(cn_buf_ptr(&sql),
                         "(SELECT stack FROM d.samples_hourly WHERE (host = 'a') AND time >= "
                         "toDateTime(39600) AND time < toDateTime(46800) AND x = 1"
+                        " UNION ALL SELECT stack FROM d.samples_10m WHERE (host = 'a') AND time >= "
+                        "toDateTime(36600) AND time < toDateTime(39600) AND x = 1"
                         " UNION ALL SELECT stack FROM d.samples WHERE (host = 'a') AND time >= "
-                        "toDateTime(36005) AND time < toDateTime(39600) AND x = 1"
+                        "toDateTime(36005) AND time < toDateTime(36600) AND x = 1"
                         " UNION ALL SELECT stack FROM d.samples WHERE (host = 'a') AND time >= "
                         "toDateTime(46800) AND time < toDateTime(46807) AND x = 1)");
     cn_buf_reset(&sql);
@@ -234,12 +238,33 @@ static void test_source_sql(void **state)
     assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples_hourly WHERE (host = "
                                           "'a') AND time >= toDateTime(36000))");
     cn_buf_reset(&sql);
-    f.from_s = 10 * 3600 + 5; /* inside one hour */
+    f.from_s = 10 * 3600 + 5; /* inside one hour: 10-minute blocks and a raw edge */
     f.to_s = 10 * 3600 + 3000;
+    assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", NULL, &sql), 0);
+    assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples_10m WHERE (host = 'a') "
+                                          "AND time >= toDateTime(36600) AND time < "
+                                          "toDateTime(39000) UNION ALL SELECT stack FROM "
+                                          "d.samples WHERE (host = 'a') AND time >= "
+                                          "toDateTime(36005) AND time < toDateTime(36600))");
+    cn_buf_reset(&sql);
+    f.to_s = 10 * 3600 + 599; /* inside one 10-minute block: raw rows only */
     assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", NULL, &sql), 0);
     assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples WHERE (host = 'a') AND "
                                           "time >= toDateTime(36005) AND time < "
-                                          "toDateTime(39000))");
+                                          "toDateTime(36599))");
+    cn_buf_reset(&sql);
+    f.from_s = -1000; /* before 1970: rounding goes down, not toward zero */
+    f.to_s = 700;
+    assert_int_equal(cn_fleet_source_sql(&s, &f, "stack", NULL, &sql), 0);
+    assert_string_equal(cn_buf_ptr(&sql), "(SELECT stack FROM d.samples_10m WHERE (host = 'a') "
+                                          "AND time >= toDateTime(-600) AND time < "
+                                          "toDateTime(600) UNION ALL SELECT stack FROM "
+                                          "d.samples WHERE (host = 'a') AND time >= "
+                                          "toDateTime(-1000) AND time < toDateTime(-600) UNION "
+                                          "ALL SELECT stack FROM d.samples WHERE (host = 'a') "
+                                          "AND time >= toDateTime(600) AND time < "
+                                          "toDateTime(700))");
+    f.from_s = 10 * 3600 + 5;
     cn_buf_reset(&sql);
     f.to_s = INT64_MAX;
     f.raw = true;
