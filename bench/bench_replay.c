@@ -23,7 +23,9 @@
  * stack's outermost function is a program or thread start: _start, the frame above
  * __libc_start_main* in a stripped executable, clone/clone3/start_thread, Go's
  * runtime.goexit/mstart/rt0_go); dwarf_not_auto (dwarf reaches the start, auto does not)
- * and auto_not_dwarf; fp_not_auto; same_auto_dwarf (identical user frames); and
+ * and auto_not_dwarf; fp_not_auto; same_auto_dwarf (identical user frames);
+ * auto_longer_unrooted (auto's stack is dwarf's with more frames outward, and still does
+ * not reach the start: a deeper truncation point, so possibly a root dwarf lacks); and
  * live_same_auto (the capture run's own auto stacks equal to the replayed auto's: a check
  * that replaying is faithful). --show N prints up to N samples of each kind: dwarf reaches
  * the start and auto does not; fp does and auto does not; auto and dwarf differ otherwise
@@ -437,10 +439,11 @@ static bool reaches(namer *nm, const run *r, size_t i)
     return n > 1 && strncmp(name_of(nm, &f[n - 2]), "__libc_start_main", 17) == 0;
 }
 
-static bool same_stack(const run *a, size_t i, const run *b, size_t j)
+/* Whether b's sample j's frames are the leaf-side start of a's sample i's (or equal). */
+static bool stack_prefix(const run *a, size_t i, const run *b, size_t j)
 {
-    size_t n = nframes(a, i);
-    if (n != nframes(b, j))
+    size_t n = nframes(b, j);
+    if (n > nframes(a, i))
         return false;
     for (size_t k = 0; k < n; k++) {
         const frame *x = a->fr + a->start[i] + k, *y = b->fr + b->start[j] + k;
@@ -448,6 +451,11 @@ static bool same_stack(const run *a, size_t i, const run *b, size_t j)
             return false;
     }
     return true;
+}
+
+static bool same_stack(const run *a, size_t i, const run *b, size_t j)
+{
+    return nframes(a, i) == nframes(b, j) && stack_prefix(a, i, b, j);
 }
 
 static void print_stack(namer *nm, const char *label, const run *r, size_t i)
@@ -486,7 +494,7 @@ static int compare(const uint8_t *data, size_t len, const run *liverun, int show
     if (ret < 0)
         goto out;
     size_t n = r[0].n, reach[3] = {0}, dwarf_not_auto = 0, auto_not_dwarf = 0, fp_not_auto = 0;
-    size_t same = 0, live_same = 0, shown[3] = {0};
+    size_t same = 0, live_same = 0, longer_unrooted = 0, shown[3] = {0};
     for (size_t i = 0; i < n; i++) {
         bool ra = reaches(&nm, &r[0], i), rd = reaches(&nm, &r[1], i), rf = reaches(&nm, &r[2], i);
         reach[0] += ra;
@@ -497,6 +505,9 @@ static int compare(const uint8_t *data, size_t len, const run *liverun, int show
         fp_not_auto += rf && !ra;
         bool eq = same_stack(&r[0], i, &r[1], i);
         same += eq;
+        /* auto unwound further than dwarf without reaching the start: its root is a
+         * different (deeper) truncation point, which may be a root dwarf does not have */
+        longer_unrooted += !eq && !ra && stack_prefix(&r[0], i, &r[1], i);
         if (liverun && i < liverun->n && liverun->time[i] == r[0].time[i])
             live_same += same_stack(liverun, i, &r[0], i);
         /* What to show: dwarf (or fp) reaches the start and auto does not, or auto and
@@ -518,6 +529,7 @@ static int compare(const uint8_t *data, size_t len, const run *liverun, int show
     printf("dwarf_not_auto %zu\nauto_not_dwarf %zu\nfp_not_auto %zu\n", dwarf_not_auto,
            auto_not_dwarf, fp_not_auto);
     printf("same_auto_dwarf %zu %.2f%%\n", same, pct(same, n));
+    printf("auto_longer_unrooted %zu\n", longer_unrooted);
     static const char *const mname[3] = {"auto", "dwarf", "fp"};
     for (int m = 0; m < 3; m++) {
         cn_smp_counters c;
