@@ -62,25 +62,27 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for prog in $PROGRAMS; do
   cmd=$(cmd_for "$prog")
   # The main table's execution: bench_replay captures it and writes PROG.{auto,dwarf,fp}
-  # .folded from the capture; perf --call-graph dwarf attaches to the same process once
-  # bench_replay has spawned it (held before exec: perf follows the exec and the forks).
-  eval "\"$R\" -F $FREQ --folded \"$TMP/$prog\" -- $cmd" >"$TMP/$prog.replay" 2>"$TMP/err" &
-  rpid=$!
-  child= par=$rpid
-  for _ in $(seq 200); do
-    # the command is bench_replay's child (the subshell may have become bench_replay, or not)
-    [ "$(cat /proc/$par/comm 2>/dev/null)" = bench_replay ] ||
-      par=$(pgrep -P "$rpid" -x bench_replay | head -1) || true
-    child=$(pgrep -P "${par:-0}" | head -1) && [ -n "$child" ] && break
-    sleep 0.01
-  done
-  [ -n "$child" ] && perf record -q -e cpu-clock:u -F $FREQ --call-graph dwarf -p "$child" \
-    -o "$TMP/$prog.same.data" >/dev/null 2>&1 &
-  wait "$rpid" || { echo "bench_replay $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
-  wait
-  perf script --no-inline -i "$TMP/$prog.same.data" -F ip,sym >"$TMP/$prog.perf-dwarf.txt" 2>/dev/null ||
-    : >"$TMP/$prog.perf-dwarf.txt"
+  # .folded from the capture, and all of it runs under perf record --call-graph dwarf,
+  # which follows bench_replay's fork and the command's exec, threads and children as
+  # `perf record -- CMD` does; bench_replay's own samples (pid_self) are left out.
+  eval "perf record -q -e cpu-clock:u -F $FREQ --call-graph dwarf -o \"$TMP/$prog.same.data\" \
+    -- \"$R\" -F $FREQ --folded \"$TMP/$prog\" -- $cmd" >"$TMP/$prog.replay" 2>"$TMP/err" ||
+    { echo "bench_replay $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
+  perf script --no-inline -i "$TMP/$prog.same.data" -F pid,ip,sym >"$TMP/$prog.perf-same.txt" \
+    2>"$TMP/perf.err" || { echo "$prog: perf script: $(cat "$TMP/perf.err")" >&2; exit 1; }
   rm -f "$TMP/$prog.same.data"
+  self=$(awk '$1 == "pid_self" {print $2}' "$TMP/$prog.replay")
+  $PY - "$self" "$TMP/$prog.perf-same.txt" >"$TMP/$prog.perf-dwarf.txt" <<'PYEOF'
+import sys
+# perf script -F pid,ip,sym: a "PID" line, the frames (tab-indented), a blank line
+self, keep = sys.argv[1], False
+for line in open(sys.argv[2], errors="replace"):
+    if line.strip() and not line.startswith("\t"):
+        keep = line.split()[0] != self
+    if keep:
+        sys.stdout.write(line)
+PYEOF
+  rm -f "$TMP/$prog.perf-same.txt"
   # perf -g: a separate run
   eval "perf record -q -e cpu-clock:u -F $FREQ -g -o \"$TMP/$prog.fp.data\" -- $cmd" >/dev/null 2>&1
   perf script --no-inline -i "$TMP/$prog.fp.data" -F ip,sym >"$TMP/$prog.perf-fp.txt" 2>/dev/null
@@ -120,7 +122,7 @@ def perf(path):
             if fr:
                 out.append((fr[::-1], 1))
             fr = []
-        elif line[0].isspace():
+        elif line.startswith("\t"):  # a frame; other lines: the sample's PID header
             fr.append(f[1].strip().split("+0x")[0] if len(f) > 1 else "[unknown]")
     return out
 
