@@ -11,9 +11,10 @@
 # and replays the capture into live sessions (live/: sampler + symbolizer + aggregate, as
 # `canopy run` hosts them) unwinding with auto, dwarf and fp, written as `canopy run
 # --no-inline --format folded` writes them: the three canopy columns are the SAME samples,
-# only the unwinder differs. perf record --call-graph dwarf attaches (-p) to that same
-# process (perf script --no-inline): its column samples the same execution. perf -g
-# (frame pointers) is a separate run.
+# only the unwinder differs. bench_replay runs under perf record --call-graph dwarf (perf
+# script --no-inline; bench_replay's own samples left out by pid): perf's column samples
+# the same execution (its own samples of it, not canopy's). perf -g (frame pointers) is a
+# separate run.
 # Second table: what a user running canopy gets, `canopy run --no-daemon --unwind
 # auto|dwarf|fp --no-inline --format folded`, three separate runs (they differ by their
 # samples and by what the workload did in each run).
@@ -206,7 +207,7 @@ progs = sys.argv[6:]
 print(f"<!-- bench/real_programs.sh, {freq} Hz, {secs} s per run; load average "
       f"{load0} at the start, {load1} at the end -->\n")
 print("Same execution per program: canopy columns = one capture replayed (identical "
-      "samples); perf dwarf attached (-p) to that execution; perf fp a separate run.\n")
+      "samples); perf dwarf sampled that execution too; perf fp a separate run.\n")
 notes, verdict = table([("canopy auto", "auto.folded", canopy),
                         ("canopy dwarf", "dwarf.folded", canopy),
                         ("canopy fp", "fp.folded", canopy),
