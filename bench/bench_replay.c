@@ -26,7 +26,7 @@
  * and auto_not_dwarf; fp_not_auto; same_auto_dwarf (identical user frames);
  * auto_longer_unrooted (auto's stack is dwarf's with more frames outward, and still does
  * not reach the start: a deeper truncation point, so possibly a root dwarf lacks); and
- * pid_self and pid_command (this program's and the command's process ids);
+ * pid_command (the command's process id, printed before it execs);
  * live_same_auto (the capture run's own auto stacks equal to the replayed auto's: a check
  * that replaying is faithful). --show N prints up to N samples of each kind: dwarf reaches
  * the start and auto does not; fp does and auto does not; auto and dwarf differ otherwise
@@ -223,9 +223,8 @@ static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const ch
     uint64_t st = cn_smp_session_sample_type(s);
     if (fwrite(MAGIC, 1, 8, lv.cap.f) != 8 || fwrite(&st, 8, 1, lv.cap.f) != 1)
         lv.cap.err = -EIO;
-    /* which samples of a profiler that runs this whole program are the command's
-     * (bench/real_programs.sh runs it under perf record) */
-    printf("pid_self %d\npid_command %d\n", (int)getpid(), (int)child.pid);
+    /* the command's pid, before it runs: bench/real_programs.sh attaches perf to it */
+    printf("pid_command %d\n", (int)child.pid);
     fflush(stdout);
     cn_smp_child_release(&child);
     while (!cn_smp_session_ended(s))

@@ -11,10 +11,10 @@
 # and replays the capture into live sessions (live/: sampler + symbolizer + aggregate, as
 # `canopy run` hosts them) unwinding with auto, dwarf and fp, written as `canopy run
 # --no-inline --format folded` writes them: the three canopy columns are the SAME samples,
-# only the unwinder differs. bench_replay runs under perf record --call-graph dwarf (perf
-# script --no-inline; bench_replay's own samples left out by pid): perf's column samples
-# the same execution (its own samples of it, not canopy's). perf -g (frame pointers) is a
-# separate run.
+# only the unwinder differs. perf record --call-graph dwarf attaches (-p) to the same
+# process once it has exec'd (perf script --no-inline): perf's column samples the same
+# execution (its own samples of it, from a few milliseconds after the start). perf -g
+# (frame pointers) is a separate run.
 # Second table: what a user running canopy gets, `canopy run --no-daemon --unwind
 # auto|dwarf|fp --no-inline --format folded`, three separate runs (they differ by their
 # samples and by what the workload did in each run).
@@ -63,27 +63,28 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for prog in $PROGRAMS; do
   cmd=$(cmd_for "$prog")
   # The main table's execution: bench_replay captures it and writes PROG.{auto,dwarf,fp}
-  # .folded from the capture, and all of it runs under perf record --call-graph dwarf,
-  # which follows bench_replay's fork and the command's exec, threads and children as
-  # `perf record -- CMD` does; bench_replay's own samples (pid_self) are left out.
-  eval "perf record -q -e cpu-clock:u -F $FREQ --call-graph dwarf -o \"$TMP/$prog.same.data\" \
-    -- \"$R\" -F $FREQ --folded \"$TMP/$prog\" -- $cmd" >"$TMP/$prog.replay" 2>"$TMP/err" ||
-    { echo "bench_replay $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
-  perf script --no-inline -i "$TMP/$prog.same.data" -F pid,ip,sym >"$TMP/$prog.perf-same.txt" \
-    2>"$TMP/perf.err" || { echo "$prog: perf script: $(cat "$TMP/perf.err")" >&2; exit 1; }
+  # .folded from the capture. perf record --call-graph dwarf attaches (-p) to the command
+  # once it has exec'd (bench_replay prints its pid before letting it exec): attached
+  # before the exec, or following bench_replay's fork from the start, this perf (6.1)
+  # unwinds the exec'd program wrongly (python3 or xz stacks cut to one or a few frames).
+  eval "\"$R\" -F $FREQ --folded \"$TMP/$prog\" -- $cmd" >"$TMP/$prog.replay" 2>"$TMP/err" &
+  rpid=$!
+  child=
+  for _ in $(seq 1000); do
+    child=$(awk '$1 == "pid_command" {print $2}' "$TMP/$prog.replay")
+    [ -n "$child" ] && [ "$(readlink /proc/$child/exe 2>/dev/null)" != "$R" ] && break
+    kill -0 $rpid 2>/dev/null || break
+    sleep 0.005
+  done
+  [ -n "$child" ] && perf record -q -e cpu-clock:u -F $FREQ --call-graph dwarf -p "$child" \
+    -o "$TMP/$prog.same.data" >/dev/null 2>"$TMP/perf.err" &
+  wait "$rpid" || { echo "bench_replay $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
+  wait
+  perf script --no-inline -i "$TMP/$prog.same.data" -F ip,sym >"$TMP/$prog.perf-dwarf.txt" \
+    2>>"$TMP/perf.err" || : >"$TMP/$prog.perf-dwarf.txt"
+  [ -s "$TMP/$prog.perf-dwarf.txt" ] ||
+    echo "$prog: perf --call-graph dwarf -p ${child:-?} gave nothing: $(cat "$TMP/perf.err")" >&2
   rm -f "$TMP/$prog.same.data"
-  self=$(awk '$1 == "pid_self" {print $2}' "$TMP/$prog.replay")
-  $PY - "$self" "$TMP/$prog.perf-same.txt" >"$TMP/$prog.perf-dwarf.txt" <<'PYEOF'
-import sys
-# perf script -F pid,ip,sym: a "PID" line, the frames (tab-indented), a blank line
-self, keep = sys.argv[1], False
-for line in open(sys.argv[2], errors="replace"):
-    if line.strip() and not line.startswith("\t"):
-        keep = line.split()[0] != self
-    if keep:
-        sys.stdout.write(line)
-PYEOF
-  rm -f "$TMP/$prog.perf-same.txt"
   # perf -g: a separate run
   eval "perf record -q -e cpu-clock:u -F $FREQ -g -o \"$TMP/$prog.fp.data\" -- $cmd" >/dev/null 2>&1
   perf script --no-inline -i "$TMP/$prog.fp.data" -F ip,sym >"$TMP/$prog.perf-fp.txt" 2>/dev/null
@@ -207,7 +208,7 @@ progs = sys.argv[6:]
 print(f"<!-- bench/real_programs.sh, {freq} Hz, {secs} s per run; load average "
       f"{load0} at the start, {load1} at the end -->\n")
 print("Same execution per program: canopy columns = one capture replayed (identical "
-      "samples); perf dwarf sampled that execution too; perf fp a separate run.\n")
+      "samples); perf dwarf attached (-p) to that execution; perf fp a separate run.\n")
 notes, verdict = table([("canopy auto", "auto.folded", canopy),
                         ("canopy dwarf", "dwarf.folded", canopy),
                         ("canopy fp", "fp.folded", canopy),
