@@ -122,7 +122,8 @@ typedef struct cn_live_session_opts {
     /* Nonzero: a replay (bench/bench_replay.c), no perf events: records in this
      * sample_type's layout (a capture taken with cn_smp_callbacks.record on this machine)
      * come from cn_live_session_feed() instead (cn_smp_session_replay). kind and pid are
-     * then informative only. */
+     * then informative only, and the samples' times (the capture's clock, before this
+     * session's start) all count as the session's start: for trees, not timelines. */
     uint64_t replay_sample_type;
 } cn_live_session_opts;
 
