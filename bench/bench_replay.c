@@ -12,12 +12,21 @@
  *       replays it; the objects the command mapped must still be on disk.
  *   bench_replay --replay FILE [--show N]
  *       replays a capture again (e.g. after changing the unwinder: same samples).
+ *   --folded PREFIX (either form) also writes PREFIX.auto.folded, PREFIX.dwarf.folded and
+ *       PREFIX.fp.folded: the capture replayed into live sessions (live/: sampler, shared
+ *       symbolizer, aggregate, as `canopy run` hosts them) and rendered as `canopy run
+ *       --no-inline --format folded` renders them, so that every per-stack figure of
+ *       bench/real_programs.sh (roots, unnamed leaves, self shares) is computed on identical
+ *       samples in the three modes.
  *
  * Prints "key value" lines: samples; reach_auto / reach_dwarf / reach_fp (samples whose
  * stack's outermost function is a program or thread start: _start, the frame above
  * __libc_start_main* in a stripped executable, clone/clone3/start_thread, Go's
  * runtime.goexit/mstart/rt0_go); dwarf_not_auto (dwarf reaches the start, auto does not)
- * and auto_not_dwarf; fp_not_auto; same_auto_dwarf (identical user frames); and
+ * and auto_not_dwarf; fp_not_auto; same_auto_dwarf (identical user frames);
+ * auto_longer_unrooted (auto's stack is dwarf's with more frames outward, and still does
+ * not reach the start: a deeper truncation point, so possibly a root dwarf lacks); and
+ * pid_command (the command's process id, printed before it execs);
  * live_same_auto (the capture run's own auto stacks equal to the replayed auto's: a check
  * that replaying is faithful). --show N prints up to N samples of each kind: dwarf reaches
  * the start and auto does not; fp does and auto does not; auto and dwarf differ otherwise
@@ -25,7 +34,8 @@
  *
  * File: "CNREPLAY" magic, the u64 sample_type, then the records; each sample's stack copy
  * is cut to the bytes the kernel filled (its dyn_size), which keeps a 16 KiB-copy capture
- * a few times smaller. Names come from the symbolizer's symbol tables (no inlines). */
+ * a few times smaller. The comparison's names come from the symbolizer's symbol tables (no
+ * inlines); the folded files' names are canopy's own (--no-inline). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,6 +44,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cn_fmt.h"
+#include "cn_live.h"
 #include "cn_smp.h"
 #include "cn_sym.h"
 
@@ -211,6 +223,9 @@ static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const ch
     uint64_t st = cn_smp_session_sample_type(s);
     if (fwrite(MAGIC, 1, 8, lv.cap.f) != 8 || fwrite(&st, 8, 1, lv.cap.f) != 1)
         lv.cap.err = -EIO;
+    /* the command's pid, before it runs: bench/real_programs.sh attaches perf to it */
+    printf("pid_command %d\n", (int)child.pid);
+    fflush(stdout);
     cn_smp_child_release(&child);
     while (!cn_smp_session_ended(s))
         if (cn_smp_session_wait(s, 100) < 0)
@@ -226,6 +241,114 @@ out:
     *ret_s = s;
     if (fclose(lv.cap.f) != 0 && ret == 0)
         ret = -EIO;
+    return ret;
+}
+
+/* Reads the whole capture at path into *ret_data (the caller frees it). 0 or -errno. */
+static int read_capture(const char *path, uint8_t **ret_data, size_t *ret_len)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    uint8_t *data = NULL;
+    size_t len = 0, cap = 0, got;
+    int ret = 0;
+    do {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 1 << 24;
+            uint8_t *d = realloc(data, cap);
+            if (!d) {
+                ret = -ENOMEM;
+                break;
+            }
+            data = d;
+        }
+        got = fread(data + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    if (ret == 0 && ferror(f))
+        ret = -EIO;
+    fclose(f);
+    if (ret == 0 && (len < 16 || memcmp(data, MAGIC, 8) != 0))
+        ret = -EINVAL;
+    if (ret < 0) {
+        free(data);
+        return ret;
+    }
+    *ret_data = data;
+    *ret_len = len;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Folded stacks, named as canopy names them
+ */
+
+/* Replays data[0, len) through a live session of mode (live/: the sampler, the shared
+ * symbolizer, the aggregate engine, exactly as `canopy run` hosts them), waits for every
+ * symbol, and writes the profile to path as `canopy run --no-inline --format folded`
+ * renders it (cn_fmt_render). Returns 0 or negative errno (message on stderr). */
+static int write_folded(cn_live_symbolizer *sym, const uint8_t *data, size_t len,
+                        cn_smp_unwind mode, const char *path)
+{
+    uint64_t st;
+    memcpy(&st, data + 8, 8);
+    cn_live_session_opts o;
+    cn_live_session_opts_init(&o);
+    o.unwind = mode;
+    o.no_kernel = true;
+    o.retention_ns = -1; /* keep every sample */
+    o.replay_sample_type = st;
+    cn_live_session *ls = NULL;
+    cn_fmt_spec spec;
+    cn_fmt_spec_init(&spec);
+    spec.format = CN_FMT_FOLDED;
+    spec.query.no_inline = true;
+    cn_err err = {0};
+    FILE *out = NULL;
+    int ret = cn_live_session_new(&o, sym, &ls, &err);
+    if (ret == 0 && (ret = cn_live_session_feed(ls, data + 16, len - 16)) > 0)
+        ret = 0;
+    if (ret == 0)
+        ret = cn_live_session_stop(ls);
+    if (ret == 0 && (ret = cn_live_symbolizer_flush(sym, -1)) < 0)
+        cn_err_set(&err, 0, "symbolizer: %s", strerror(-ret));
+    if (ret == 0 && !(out = fopen(path, "we")))
+        ret = -errno;
+    if (ret == 0) {
+        cn_fmt_render_opts ro;
+        cn_fmt_render_opts_init(&ro);
+        ret = cn_fmt_render(cn_live_session_profile(ls), &spec, &ro, out, &err);
+    }
+    if (out && fclose(out) != 0 && ret == 0)
+        ret = -EIO;
+    if (ret < 0)
+        fprintf(stderr, "bench_replay: %s (%s): %s\n", path, cn_smp_unwind_name(mode),
+                err.msg[0] ? err.msg : strerror(-ret));
+    cn_fmt_spec_clear(&spec);
+    cn_live_session_free(ls);
+    return ret;
+}
+
+/* PREFIX.auto.folded, PREFIX.dwarf.folded, PREFIX.fp.folded from one capture. */
+static int write_all_folded(const uint8_t *data, size_t len, const char *prefix)
+{
+    static const cn_smp_unwind modes[3] = {CN_SMP_UNWIND_AUTO, CN_SMP_UNWIND_DWARF,
+                                           CN_SMP_UNWIND_FP};
+    cn_live_symbolizer *sym = NULL;
+    cn_err err = {0};
+    char path[4096];
+    int ret = cn_live_symbolizer_new(0, &sym, &err);
+    if (ret < 0)
+        fprintf(stderr, "bench_replay: symbolizer: %s\n", err.msg[0] ? err.msg : strerror(-ret));
+    for (int m = 0; m < 3 && ret == 0; m++) {
+        if (snprintf(path, sizeof(path), "%s.%s.folded", prefix, cn_smp_unwind_name(modes[m])) >=
+            (int)sizeof(path))
+            ret = -ENAMETOOLONG;
+        else
+            ret = write_folded(sym, data, len, modes[m], path);
+    }
+    cn_live_symbolizer_free(sym);
     return ret;
 }
 
@@ -320,10 +443,11 @@ static bool reaches(namer *nm, const run *r, size_t i)
     return n > 1 && strncmp(name_of(nm, &f[n - 2]), "__libc_start_main", 17) == 0;
 }
 
-static bool same_stack(const run *a, size_t i, const run *b, size_t j)
+/* Whether b's sample j's frames are the leaf-side start of a's sample i's (or equal). */
+static bool stack_prefix(const run *a, size_t i, const run *b, size_t j)
 {
-    size_t n = nframes(a, i);
-    if (n != nframes(b, j))
+    size_t n = nframes(b, j);
+    if (n > nframes(a, i))
         return false;
     for (size_t k = 0; k < n; k++) {
         const frame *x = a->fr + a->start[i] + k, *y = b->fr + b->start[j] + k;
@@ -331,6 +455,11 @@ static bool same_stack(const run *a, size_t i, const run *b, size_t j)
             return false;
     }
     return true;
+}
+
+static bool same_stack(const run *a, size_t i, const run *b, size_t j)
+{
+    return nframes(a, i) == nframes(b, j) && stack_prefix(a, i, b, j);
 }
 
 static void print_stack(namer *nm, const char *label, const run *r, size_t i)
@@ -346,37 +475,17 @@ static double pct(size_t a, size_t n)
     return n ? 100.0 * (double)a / (double)n : 0.0;
 }
 
-/* Replays the capture at path into auto, dwarf and fp and prints the comparison; liverun
+/* Replays the capture data[0, len) into auto, dwarf and fp and prints the comparison; liverun
  * (may be NULL): the capture session's own auto stacks. Returns 0 or negative errno. */
-static int compare(const char *path, const run *liverun, int show)
+static int compare(const uint8_t *data, size_t len, const run *liverun, int show)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    uint8_t *data = NULL;
-    size_t len = 0, cap = 0, got;
     int ret = 0;
-    do {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 1 << 24;
-            uint8_t *d = realloc(data, cap);
-            if (!d) {
-                ret = -ENOMEM;
-                break;
-            }
-            data = d;
-        }
-        got = fread(data + len, 1, cap - len, f);
-        len += got;
-    } while (got > 0);
-    fclose(f);
     run r[3] = {{0}};
     cn_smp_session *s[3] = {NULL, NULL, NULL};
     static const cn_smp_unwind modes[3] = {CN_SMP_UNWIND_AUTO, CN_SMP_UNWIND_DWARF,
                                            CN_SMP_UNWIND_FP};
     for (int m = 0; m < 3 && ret == 0; m++)
         ret = replay(data, len, modes[m], &r[m], &s[m]);
-    free(data);
     namer nm = {.cache = NULL};
     cn_sym_config sc;
     cn_sym_config_init(&sc);
@@ -389,7 +498,7 @@ static int compare(const char *path, const run *liverun, int show)
     if (ret < 0)
         goto out;
     size_t n = r[0].n, reach[3] = {0}, dwarf_not_auto = 0, auto_not_dwarf = 0, fp_not_auto = 0;
-    size_t same = 0, live_same = 0, shown[3] = {0};
+    size_t same = 0, live_same = 0, longer_unrooted = 0, shown[3] = {0};
     for (size_t i = 0; i < n; i++) {
         bool ra = reaches(&nm, &r[0], i), rd = reaches(&nm, &r[1], i), rf = reaches(&nm, &r[2], i);
         reach[0] += ra;
@@ -400,6 +509,9 @@ static int compare(const char *path, const run *liverun, int show)
         fp_not_auto += rf && !ra;
         bool eq = same_stack(&r[0], i, &r[1], i);
         same += eq;
+        /* auto unwound further than dwarf without reaching the start: its root is a
+         * different (deeper) truncation point, which may be a root dwarf does not have */
+        longer_unrooted += !eq && !ra && stack_prefix(&r[0], i, &r[1], i);
         if (liverun && i < liverun->n && liverun->time[i] == r[0].time[i])
             live_same += same_stack(liverun, i, &r[0], i);
         /* What to show: dwarf (or fp) reaches the start and auto does not, or auto and
@@ -421,6 +533,7 @@ static int compare(const char *path, const run *liverun, int show)
     printf("dwarf_not_auto %zu\nauto_not_dwarf %zu\nfp_not_auto %zu\n", dwarf_not_auto,
            auto_not_dwarf, fp_not_auto);
     printf("same_auto_dwarf %zu %.2f%%\n", same, pct(same, n));
+    printf("auto_longer_unrooted %zu\n", longer_unrooted);
     static const char *const mname[3] = {"auto", "dwarf", "fp"};
     for (int m = 0; m < 3; m++) {
         cn_smp_counters c;
@@ -441,10 +554,24 @@ out:
     return ret;
 }
 
+/* Compares the capture at path (and writes the folded files when folded != NULL). */
+static int compare_file(const char *path, const run *liverun, int show, const char *folded)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int ret = read_capture(path, &data, &len);
+    if (ret == 0)
+        ret = compare(data, len, liverun, show);
+    if (ret == 0 && folded)
+        ret = write_all_folded(data, len, folded);
+    free(data);
+    return ret;
+}
+
 int main(int argc, char **argv)
 {
     uint32_t freq = 999, stack_size = 16384;
-    const char *out = NULL, *in = NULL;
+    const char *out = NULL, *in = NULL, *folded = NULL;
     int show = 0, i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
@@ -460,20 +587,23 @@ int main(int argc, char **argv)
             in = argv[++i];
         } else if (strcmp(argv[i], "--show") == 0 && i + 1 < argc) {
             show = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--folded") == 0 && i + 1 < argc) {
+            folded = argv[++i];
         } else {
             fprintf(stderr, "bench_replay: unknown option %s\n", argv[i]);
             return 2;
         }
     }
     if (in) {
-        int ret = compare(in, NULL, show);
+        int ret = compare_file(in, NULL, show, folded);
         if (ret < 0)
             fprintf(stderr, "bench_replay: %s: %s\n", in, strerror(-ret));
         return ret < 0;
     }
     if (i >= argc) {
-        fprintf(stderr, "usage: bench_replay [-F HZ] [--stack-size B] [-o FILE] [--show N] -- "
-                        "CMD...\n       bench_replay --replay FILE [--show N]\n");
+        fprintf(stderr, "usage: bench_replay [-F HZ] [--stack-size B] [-o FILE] [--show N] "
+                        "[--folded PREFIX] -- CMD...\n"
+                        "       bench_replay --replay FILE [--show N] [--folded PREFIX]\n");
         return 2;
     }
     char tmp[] = "/tmp/canopy-replay-XXXXXX";
@@ -489,7 +619,7 @@ int main(int argc, char **argv)
     if (ret == 0 && liverun.oom)
         ret = -ENOMEM;
     if (ret == 0)
-        ret = compare(out ? out : tmp, &liverun, show);
+        ret = compare_file(out ? out : tmp, &liverun, show, folded);
     if (ret < 0)
         fprintf(stderr, "bench_replay: %s\n", strerror(-ret));
     run_free(&liverun);

@@ -2,23 +2,31 @@
 # Real programs, canopy against perf (docs/perf-sampler.md, "Real programs"): Debian's
 # python3 (a pure-Python script), gcc's cc1 (-O2 -c on aggregate/*.c), xz -9 (liblzma),
 # node --perf-basic-prof (JIT code named by its perf map) and a Go binary built here,
-# each ~SECS seconds at FREQ Hz, user space only (cpu-clock:u), under
-#   canopy run --no-daemon --unwind auto | dwarf | fp  (--no-inline, --format folded)
-#   perf record -g | --call-graph dwarf                 (perf script --no-inline -F ip,sym)
-#   bench_replay: one run captured in auto's layout, replayed into auto, dwarf and fp
-# For each cell: the share of samples whose stack reaches the program's start (_start,
-# the unnamed frame above __libc_start_main in a stripped program, a thread start, Go's
-# runtime.goexit/mstart/rt0_go), the number of distinct roots, the share of samples whose
-# leaf has no name (0x…, LIB+0x…, [jit]+0x…, perf's [unknown]), and the largest gap, in
-# points, between the cell's self shares and perf --call-graph dwarf's over perf dwarf's
-# top-10 self functions (unnamed leaves counted as one "[unknown]", as perf does), with
-# the two-sigma sampling noise of that one comparison (binomial: two independent runs of
-# n1 and n2 samples, shares p1 and p2: 2·sqrt(p1(1-p1)/n1 + p2(1-p2)/n2)). The replay row
-# is reach-start on identical samples (separate runs differ by their samples too); in the
-# auto run, perf --call-graph dwarf attaches to the same process (-p), and a last row
-# gives auto's top-10 self gap against it: sampling noise alone, no run-to-run variance.
+# each ~SECS seconds at FREQ Hz, user space only (cpu-clock:u). One command gives the
+# whole table (the load average is printed with it):
 #   bench/real_programs.sh [BUILD_DIR] [SECS] [PROGRAMS...]   (default: all five)
-#   CANOPY_REAL_FREQ=HZ (default 3999)
+#   CANOPY_REAL_FREQ=HZ (default 3999); CANOPY_REAL_KEEP=DIR keeps the folded files and
+#   perf scripts there.
+# Main table, one execution per program: bench_replay captures it in auto's record layout
+# and replays the capture into live sessions (live/: sampler + symbolizer + aggregate, as
+# `canopy run` hosts them) unwinding with auto, dwarf and fp, written as `canopy run
+# --no-inline --format folded` writes them: the three canopy columns are the SAME samples,
+# only the unwinder differs. perf record --call-graph dwarf attaches (-p) to the same
+# process once it has exec'd (perf script --no-inline): perf's column samples the same
+# execution (its own samples of it, from a few milliseconds after the start). perf -g
+# (frame pointers) is a separate run.
+# Second table: what a user running canopy gets, `canopy run --no-daemon --unwind
+# auto|dwarf|fp --no-inline --format folded`, three separate runs (they differ by their
+# samples and by what the workload did in each run).
+# Every cell: samples; "reach start", the share of samples whose stack reaches the
+# program's start (_start, the unnamed frame above __libc_start_main in a stripped
+# program, a thread start, Go's runtime.goexit/mstart/rt0_go); "roots", the number of
+# distinct root frames; "unnamed leaf", the share of samples whose leaf has no name (0x…,
+# LIB+0x…, [jit]+0x…, perf's [unknown]); "top-10 self, max gap", the largest difference,
+# in points, between the column's self shares and the same-run perf dwarf's over perf
+# dwarf's top-10 self functions (unnamed leaves counted as one "[unknown]", as perf does),
+# with the two-sigma sampling noise of that one comparison (binomial, two independent
+# samplings of n1 and n2 samples, shares p1 and p2: 2·sqrt(p1(1-p1)/n1 + p2(1-p2)/n2)).
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 SECS=${2:-3}
@@ -32,7 +40,6 @@ R=$BUILD/bench/bench_replay
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-# CANOPY_REAL_KEEP=DIR keeps the folded files and perf scripts there.
 export CANOPY_SOCKET=$TMP/no-daemon.sock
 
 source "$SRC/tests/integration/real_inputs.sh"
@@ -52,48 +59,50 @@ if [[ " $PROGRAMS " == *" go "* ]]; then
   (cd "$SRC/bench/real" && GOCACHE=$TMP/gocache GO111MODULE=off go build -o "$TMP/busy-go" busy.go)
 fi
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for prog in $PROGRAMS; do
   cmd=$(cmd_for "$prog")
+  # The main table's execution: bench_replay captures it and writes PROG.{auto,dwarf,fp}
+  # .folded from the capture. perf record --call-graph dwarf attaches (-p) to the command
+  # once it has exec'd (bench_replay prints its pid before letting it exec): attached
+  # before the exec, or following bench_replay's fork from the start, this perf (6.1)
+  # unwinds the exec'd program wrongly (python3 or xz stacks cut to one or a few frames).
+  eval "\"$R\" -F $FREQ --folded \"$TMP/$prog\" -- $cmd" >"$TMP/$prog.replay" 2>"$TMP/err" &
+  rpid=$!
+  child=
+  for _ in $(seq 1000); do
+    child=$(awk '$1 == "pid_command" {print $2}' "$TMP/$prog.replay")
+    [ -n "$child" ] && [ "$(readlink /proc/$child/exe 2>/dev/null)" != "$R" ] && break
+    kill -0 $rpid 2>/dev/null || break
+    sleep 0.005
+  done
+  [ -n "$child" ] && perf record -q -e cpu-clock:u -F $FREQ --call-graph dwarf -p "$child" \
+    -o "$TMP/$prog.same.data" >/dev/null 2>"$TMP/perf.err" &
+  wait "$rpid" || { echo "bench_replay $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
+  wait
+  perf script --no-inline -i "$TMP/$prog.same.data" -F ip,sym >"$TMP/$prog.perf-dwarf.txt" \
+    2>>"$TMP/perf.err" || : >"$TMP/$prog.perf-dwarf.txt"
+  [ -s "$TMP/$prog.perf-dwarf.txt" ] ||
+    echo "$prog: perf --call-graph dwarf -p ${child:-?} gave nothing: $(cat "$TMP/perf.err")" >&2
+  rm -f "$TMP/$prog.same.data"
+  # perf -g: a separate run
+  eval "perf record -q -e cpu-clock:u -F $FREQ -g -o \"$TMP/$prog.fp.data\" -- $cmd" >/dev/null 2>&1
+  perf script --no-inline -i "$TMP/$prog.fp.data" -F ip,sym >"$TMP/$prog.perf-fp.txt" 2>/dev/null
+  rm -f "$TMP/$prog.fp.data"
+  # canopy run end to end: three separate runs
   for mode in auto dwarf fp; do
     eval "\"$C\" run --no-daemon --no-kernel --unwind $mode -F $FREQ --no-inline --format folded \
-      -o \"$TMP/$prog.$mode.folded\" -- $cmd" >/dev/null 2>"$TMP/err" &
-    cpid=$!
-    # auto's run: perf --call-graph dwarf samples the same process too (attached once the
-    # command is spawned), so that the two self shares differ by sampling alone, not by
-    # what two runs of the workload did (docs/perf-sampler.md)
-    if [ $mode = auto ]; then
-      child= par=$cpid
-      for _ in $(seq 200); do
-        # the command is canopy's child (the subshell may have become canopy, or not)
-        [ "$(cat /proc/$par/comm 2>/dev/null)" = canopy ] ||
-          par=$(pgrep -P "$cpid" -x canopy | head -1) || true
-        child=$(pgrep -P "${par:-0}" | head -1) && [ -n "$child" ] && break
-        sleep 0.01
-      done
-      [ -n "$child" ] && perf record -q -e cpu-clock:u -F $FREQ --call-graph dwarf -p "$child" \
-        -o "$TMP/$prog.same.data" >/dev/null 2>&1 &
-    fi
-    wait "$cpid" || { echo "canopy $mode $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
-    wait
+      -o \"$TMP/$prog.run-$mode.folded\" -- $cmd" >/dev/null 2>"$TMP/err" ||
+      { echo "canopy $mode $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
   done
-  perf script --no-inline -i "$TMP/$prog.same.data" -F ip,sym >"$TMP/$prog.perf-same.txt" 2>/dev/null ||
-    : >"$TMP/$prog.perf-same.txt"
-  rm -f "$TMP/$prog.same.data"
-  for pm in fp dwarf; do
-    cg=$([ $pm = fp ] && echo "-g" || echo "--call-graph dwarf")
-    eval "perf record -q -e cpu-clock:u -F $FREQ $cg -o \"$TMP/$prog.$pm.data\" -- $cmd" >/dev/null 2>&1
-    perf script --no-inline -i "$TMP/$prog.$pm.data" -F ip,sym >"$TMP/$prog.perf-$pm.txt" 2>/dev/null
-    rm -f "$TMP/$prog.$pm.data"
-  done
-  eval "\"$R\" -F $FREQ -- $cmd" >"$TMP/$prog.replay" 2>"$TMP/err" ||
-    { echo "bench_replay $prog failed: $(cat "$TMP/err")" >&2; exit 1; }
 done
-# node's perf maps (perf script has read them): those naming this script's functions
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+# node's perf maps (perf script and the replay have read them): those naming this script's functions
 { grep -l "$SRC/bench/real/busy.js" /tmp/perf-*.map 2>/dev/null || true; } | xargs -r rm -f
 
-$PY - "$TMP" $PROGRAMS <<'PYEOF'
+$PY - "$TMP" "$FREQ" "$SECS" "$LOAD_START" "$LOAD_END" $PROGRAMS <<'PYEOF'
 import collections, math, re, sys
-d, progs = sys.argv[1], sys.argv[2:]
+d = sys.argv[1]
 ROOTS = {"_start", "clone3", "__clone3", "start_thread", "clone", "__clone",
          "runtime.goexit", "runtime.goexit.abi0", "runtime.mstart", "runtime.rt0_go",
          "runtime.rt0_go.abi0", "runtime.mstart.abi0"}
@@ -115,7 +124,7 @@ def perf(path):
             if fr:
                 out.append((fr[::-1], 1))
             fr = []
-        elif line[0].isspace():
+        elif line.startswith("\t"):  # a frame; other lines: the sample's PID header
             fr.append(f[1].strip().split("+0x")[0] if len(f) > 1 else "[unknown]")
     return out
 
@@ -149,54 +158,79 @@ def stats(stacks):
         unnamed=100.0 * sum(n for fr, n in stacks if UNNAMED.match(fr[-1])) / tot,
         self={k: 100.0 * v / tot for k, v in self_.items()})
 
-cols = [("canopy auto", "auto.folded", canopy), ("canopy dwarf", "dwarf.folded", canopy),
-        ("canopy fp", "fp.folded", canopy), ("perf fp", "perf-fp.txt", perf),
-        ("perf dwarf", "perf-dwarf.txt", perf)]
-print("| program | measure | " + " | ".join(c for c, _, _ in cols) + " |")
-print("|---|---|" + "---|" * len(cols))
+def noise2(a, na, b, nb):  # two sigma of the difference of two independent binomial shares
+    return 200 * math.sqrt(a * (1 - a) / max(na, 1) + b * (1 - b) / max(nb, 1))
+
+def gap(x, ref, top):
+    """The largest |x's self share - ref's| over ref's top functions, and its ±2σ."""
+    k = max(top, key=lambda k: abs(x["self"].get(k, 0.0) - ref["self"][k]))
+    a, b = x["self"].get(k, 0.0) / 100, ref["self"][k] / 100
+    return k, abs(a - b) * 100, noise2(a, x["n"], b, ref["n"])
+
+def table(cols, progs, reach_pm):
+    print("| program | measure | " + " | ".join(c for c, _, _ in cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    notes, verdict = [], []
+    for p in progs:
+        s = [stats(f(f"{d}/{p}.{suffix}")) for _, suffix, f in cols]
+        ref = stats(perf(f"{d}/{p}.perf-dwarf.txt"))
+        top = sorted(ref["self"], key=lambda k: -ref["self"][k])[:10]
+        gaps = [gap(x, ref, top) if ref["n"] > 1 and x["n"] > 1 else ("", 0.0, 0.0) for x in s]
+        reach = [f"{x['reach']:.1f}%" + (f" (±{noise2(x['reach'] / 100, x['n'], 0, 1):.1f})"
+                                         if reach_pm else "") for x in s]
+        rows = [("samples", [f"{x['n']}" for x in s]),
+                ("reach start", reach),
+                ("roots", [f"{x['roots']}" for x in s]),
+                ("unnamed leaf", [f"{x['unnamed']:.1f}%" for x in s]),
+                ("top-10 self, max gap (±2σ)",
+                 ["0.0 pt" if c.startswith("perf dwarf") else f"{g:.1f} pt (±{e:.1f})"
+                  for (c, _, _), (_, g, e) in zip(cols, gaps)])]
+        for label, vals in rows:
+            print(f"| {p} | {label} | " + " | ".join(vals) + " |")
+        notes.append(f"<!-- {p} perf dwarf top-10 self: " +
+                     ", ".join(f"{k} {ref['self'][k]:.1f}" for k in top) + " -->")
+        for (c, _, _), x, (k, g, e) in zip(cols, s, gaps):
+            if not c.startswith("perf dwarf") and k:
+                notes.append(f"<!-- {p} {c}'s largest gap: {k}: {x['self'].get(k, 0):.1f} "
+                             f"vs perf dwarf {ref['self'][k]:.1f} -->")
+        # auto >= dwarf, cell by cell (the first two columns)
+        a, w = s[0], s[1]
+        worse = [m for m, bad in (("reach start", a["reach"] < w["reach"]),
+                                  ("roots", a["roots"] > w["roots"]),
+                                  ("unnamed leaf", a["unnamed"] > w["unnamed"]),
+                                  ("top-10 gap", gaps[0][1] > gaps[1][1] + 1e-9)) if bad]
+        verdict.append(f"{p}: " + ("auto ≥ dwarf in every cell" if not worse else
+                                   "auto worse than dwarf in: " + ", ".join(worse)))
+    return notes, verdict
+
+freq, secs, load0, load1 = sys.argv[2:6]
+progs = sys.argv[6:]
+print(f"<!-- bench/real_programs.sh, {freq} Hz, {secs} s per run; load average "
+      f"{load0} at the start, {load1} at the end -->\n")
+print("Same execution per program: canopy columns = one capture replayed (identical "
+      "samples); perf dwarf attached (-p) to that execution; perf fp a separate run.\n")
+notes, verdict = table([("canopy auto", "auto.folded", canopy),
+                        ("canopy dwarf", "dwarf.folded", canopy),
+                        ("canopy fp", "fp.folded", canopy),
+                        ("perf dwarf (same run)", "perf-dwarf.txt", perf),
+                        ("perf fp (separate run)", "perf-fp.txt", perf)], progs, False)
+print("\n".join(notes))
 for p in progs:
-    s = [stats(f(f"{d}/{p}.{suffix}")) for _, suffix, f in cols]
-    ref = s[-1]["self"]
-    top = sorted(ref, key=lambda k: -ref[k])[:10]
-    def noise(x, k):  # two sigma of the difference of two independent binomial shares
-        a, b = x["self"].get(k, 0.0) / 100, ref[k] / 100
-        return 200 * math.sqrt(a * (1 - a) / x["n"] + b * (1 - b) / s[-1]["n"])
-    worst = [max(top, key=lambda k: abs(x["self"].get(k, 0.0) - ref[k])) for x in s]
-    gap = [(abs(x["self"].get(k, 0.0) - ref[k]), noise(x, k)) for x, k in zip(s, worst)]
     rp = {}
     for line in open(f"{d}/{p}.replay"):
         f = line.split()
         if len(f) >= 2 and f[1].isdigit():
             rp[f[0]] = int(f[1])
-    rn = max(rp["samples"], 1)
-    replay = [f"{100.0 * rp[k] / rn:.1f}%" for k in ("reach_auto", "reach_dwarf", "reach_fp")]
-    rows = [("samples", [f"{x['n']}" for x in s]),
-            ("reach start", [f"{x['reach']:.1f}%" for x in s]),
-            ("roots", [f"{x['roots']}" for x in s]),
-            ("unnamed leaf", [f"{x['unnamed']:.1f}%" for x in s]),
-            ("top-10 self, max gap (±2σ)", ["0.0 pt" if x is s[-1] else f"{g:.1f} pt (±{e:.1f})"
-                                           for x, (g, e) in zip(s, gap)]),
-            (f"reach start, same {rp['samples']} samples (replay)", replay + ["—", "—"])]
-    same = stats(perf(f"{d}/{p}.perf-same.txt"))
-    if same["n"] > 1:
-        sref = same["self"]
-        stop = sorted(sref, key=lambda k: -sref[k])[:10]
-        k = max(stop, key=lambda k: abs(s[0]["self"].get(k, 0.0) - sref[k]))
-        a, b = s[0]["self"].get(k, 0.0) / 100, sref[k] / 100
-        e = 200 * math.sqrt(a * (1 - a) / s[0]["n"] + b * (1 - b) / same["n"])
-        rows.append((f"top-10 self, max gap vs perf dwarf on the same run ({same['n']} samples)",
-                     [f"{abs(a - b) * 100:.1f} pt (±{e:.1f})", "—", "—", "—", "—"]))
-        notes = [f"<!-- {p} same run: auto's largest gap: {k}: {a * 100:.1f} vs perf dwarf {b * 100:.1f} -->"]
-    else:
-        notes = []
-    for label, vals in rows:
-        print(f"| {p} | {label} | " + " | ".join(vals) + " |")
-    print("\n".join(notes)) if notes else None
-    print(f"<!-- {p} perf dwarf top-10 self: " +
-          ", ".join(f"{k} {ref[k]:.1f}" for k in top) + " -->")
-    for (c, _, _), x, k in list(zip(cols, s, worst))[:-1]:
-        print(f"<!-- {p} {c}'s largest gap: {k}: {x['self'].get(k, 0):.1f} vs perf dwarf {ref[k]:.1f} -->")
-    print(f"<!-- {p} replay: dwarf reaches the start and auto not: {rp['dwarf_not_auto']}, "
-          f"fp and not auto: {rp['fp_not_auto']}, auto's stacks = dwarf's: {rp['same_auto_dwarf']} -->")
+    print(f"<!-- {p} replay, per sample: dwarf reaches the start and auto not: "
+          f"{rp['dwarf_not_auto']}, fp and not auto: {rp['fp_not_auto']}, auto's stacks = "
+          f"dwarf's: {rp['same_auto_dwarf']} of {rp['samples']} -->")
+print("\n".join(f"<!-- {v} -->" for v in verdict))
+print("\n`canopy run` end to end, three separate runs (reach start ±2σ: binomial; the top-10 "
+      "gap is against the main table's perf dwarf, another run: run-to-run variance of the "
+      "workload is not in its ±2σ).\n")
+notes, _ = table([("canopy run auto", "run-auto.folded", canopy),
+                  ("canopy run dwarf", "run-dwarf.folded", canopy),
+                  ("canopy run fp", "run-fp.folded", canopy)], progs, True)
+print("\n".join(notes))
 PYEOF
-[ -z "${CANOPY_REAL_KEEP:-}" ] || cp "$TMP"/*.folded "$TMP"/*.txt "$CANOPY_REAL_KEEP"/
+[ -z "${CANOPY_REAL_KEEP:-}" ] || cp "$TMP"/*.folded "$TMP"/*.txt "$TMP"/*.replay "$CANOPY_REAL_KEEP"/

@@ -106,6 +106,7 @@ struct cn_live_session {
     pid_t last_tid;
     int32_t last_thread;
     bool idle_named; /* pid 0's process name was set */
+    bool replay;     /* records come from cn_live_session_feed (opts.replay_sample_type) */
     /* symbolization */
     cn_live_symbolizer *sym;   /* NULL: none (or it went away first) */
     uint64_t tag;              /* this session's tag in the symbolizer */
@@ -759,7 +760,9 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         read_comm(s->pid, s->comm, sizeof(s->comm));
 
     cn_smp_config cfg = {
-        .target = o->kind == CN_LIVE_SYSTEM ? CN_SMP_TARGET_SYSTEM : CN_SMP_TARGET_PID,
+        .target = o->replay_sample_type       ? CN_SMP_TARGET_NONE
+                  : o->kind == CN_LIVE_SYSTEM ? CN_SMP_TARGET_SYSTEM
+                                              : CN_SMP_TARGET_PID,
         .pid = s->pid,
         .event = o->event,
         .freq = s->freq,
@@ -785,7 +788,15 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     r = cn_smp_session_start(s->smp, err);
     if (r < 0)
         goto fail;
-    s->event = strdup(cn_smp_session_event(s->smp));
+    s->replay = o->replay_sample_type != 0;
+    if (s->replay && (r = cn_smp_session_replay(s->smp, o->replay_sample_type)) < 0) {
+        cn_err_set(err, r, "sampler: cannot replay records of sample_type 0x%" PRIx64,
+                   o->replay_sample_type);
+        goto fail;
+    }
+    /* A feed-only sampler opened no event: the replayed capture's is not recorded. */
+    const char *event = cn_smp_session_event(s->smp);
+    s->event = strdup(event ? event : "replay");
     if (!s->event) {
         r = -ENOMEM;
         goto fail;
@@ -910,6 +921,22 @@ int cn_live_session_pump(cn_live_session *s)
         finish(s, CN_LIVE_EXITED);
     else if (s->duration_limit > 0 && now >= s->duration_limit)
         finish(s, CN_LIVE_STOPPED);
+    return (int)(s->samples - before);
+}
+
+int cn_live_session_feed(cn_live_session *s, const void *buf, size_t len)
+{
+    if (!s->replay || s->state != CN_LIVE_RUNNING)
+        return -EINVAL;
+    uint64_t before = s->samples;
+    int r = cn_smp_session_feed(s->smp, buf, len);
+    flush_samples(s); /* even after an error: what was delivered is queued */
+    if (r < 0)
+        return r;
+    s->dirty = true;
+    s->changes++;
+    enforce_memory(s);
+    cn_live_session_symbolize(s);
     return (int)(s->samples - before);
 }
 

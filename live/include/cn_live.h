@@ -119,6 +119,12 @@ typedef struct cn_live_session_opts {
     cn_smp_image image;
     cn_smp_may_profile_fn may_profile;
     void *may_profile_arg;
+    /* Nonzero: a replay (bench/bench_replay.c), no perf events: records in this
+     * sample_type's layout (a capture taken with cn_smp_callbacks.record on this machine)
+     * come from cn_live_session_feed() instead (cn_smp_session_replay). kind and pid are
+     * then informative only, and the samples' times (the capture's clock, before this
+     * session's start) all count as the session's start: for trees, not timelines. */
+    uint64_t replay_sample_type;
 } cn_live_session_opts;
 
 void cn_live_session_opts_init(cn_live_session_opts *o);
@@ -145,6 +151,11 @@ size_t cn_live_session_fds(const cn_live_session *s, const int **fds);
  * retention window, the memory bound and the duration, and notices target exit (state
  * EXITED). Never blocks. Returns the number of samples added (>= 0) or negative errno. */
 int cn_live_session_pump(cn_live_session *s);
+/* A replay session (opts.replay_sample_type): feeds len bytes of captured records
+ * (whole records) through the sampler into the profile and hands new frames to the
+ * symbolizer, as pump does for records read from the rings. Returns the samples added
+ * (>= 0), or -EINVAL (not a replay session or not running), or another negative errno. */
+int cn_live_session_feed(cn_live_session *s, const void *buf, size_t len);
 /* Stops sampling (delivers what the rings still hold); state STOPPED unless it was
  * EXITED. Idempotent. Returns 0 or negative errno. */
 int cn_live_session_stop(cn_live_session *s);

@@ -9,7 +9,10 @@
 # pointer across it, dwarf cannot). Asserted per sample: wherever dwarf's stack reaches the
 # start, auto's does; wherever fp's does, auto's does (Go: all but 1%); python3, xz, node:
 # auto's stacks are dwarf's for >= 99% of the samples; the capture run's own auto stacks
-# are the replay's (replaying is faithful).
+# are the replay's (replaying is faithful); the capture replayed through live/ sessions
+# (bench_replay --folded: named as `canopy run --no-inline --format folded` names them)
+# gives auto no more distinct roots than dwarf (node: plus the samples auto unwound
+# further than dwarf without reaching the start, each a deeper truncation point).
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 B=$CANOPY_BUILD_DIR/bench/bench_replay
@@ -27,11 +30,11 @@ real_inputs "$TMP" "$SECS"
 check() {
   local name=$1 go=$2
   shift 2
-  "$B" --show 3 -- "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" ||
+  "$B" --show 3 --folded "$TMP/$name" -- "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" ||
     fail "$name: bench_replay failed: $(cat "$TMP/$name.err")"
-  $PY - "$name" "$go" "$TMP/$name.out" <<'PYEOF' || fail "$name: $(tail -n 30 "$TMP/$name.out")"
+  $PY - "$name" "$go" "$TMP/$name.out" "$TMP/$name" <<'PYEOF' ||
 import sys
-name, go, path = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+name, go, path, folded = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
 v = {}
 for line in open(path):
     f = line.split()
@@ -43,7 +46,29 @@ print(f"{name}: {n} samples; reach start auto {pct('reach_auto'):.1f}% dwarf "
       f"{pct('reach_dwarf'):.1f}% fp {pct('reach_fp'):.1f}%; dwarf-not-auto "
       f"{v['dwarf_not_auto']}, fp-not-auto {v['fp_not_auto']}, auto == dwarf "
       f"{pct('same_auto_dwarf'):.1f}%, live == replay {v['live_same_auto']}")
+# roots of the folded files: the replay through live/, named as `canopy run --no-inline`
+roots, total = {}, {}
+for m in ("auto", "dwarf", "fp"):
+    r, t = set(), 0
+    for line in open(f"{folded}.{m}.folded"):
+        st, _, w = line.rstrip("\n").rpartition(" ")
+        r.add(st.split(";")[0])
+        t += int(w)
+    roots[m], total[m] = r, t
+print(f"{name}: folded roots auto {len(roots['auto'])} dwarf {len(roots['dwarf'])} fp "
+      f"{len(roots['fp'])}; auto's stacks longer than dwarf's, not reaching the start: "
+      f"{v['auto_longer_unrooted']}")
 errs = []
+if any(total[m] != n for m in total):
+    errs.append(f"folded files hold {total} samples, not {n}")
+# On identical samples auto has no more roots than dwarf (docs/perf-sampler.md, "Real
+# programs"). Exception, node only: a sample that auto unwinds further than dwarf without
+# reaching the start (the 16 KiB copy ends in node's deep bootstrap stacks) is cut at a
+# deeper frame, which can be a root of its own; each such sample may add one.
+slack = v["auto_longer_unrooted"] if name == "node" else 0
+if len(roots["auto"]) > len(roots["dwarf"]) + slack:
+    errs.append(f"auto has {len(roots['auto'])} roots, dwarf {len(roots['dwarf'])}: "
+                f"{sorted(roots['auto'] - roots['dwarf'])[:5]}")
 if n < 200:  # a loaded machine gives the timed programs little CPU
     errs.append(f"only {n} samples")
 if pct("reach_dwarf") < 80:  # the replay unwinds at all
@@ -66,6 +91,7 @@ for e in errs:
     print("FAIL:", e)
 sys.exit(1 if errs else 0)
 PYEOF
+    fail "$name: $(tail -n 30 "$TMP/$name.out" | cut -c1-400)"
 }
 
 check python3 0 "$PY" "$TMP/busy.py"
