@@ -412,6 +412,33 @@ static size_t running_of(const cn_d_server *srv, uid_t uid)
     return n;
 }
 
+/* AddressSanitizer's allocator (GCC 12's libsanitizer) is not locked across fork(): a
+ * child forked while another thread is inside malloc waits forever on the allocator's
+ * lock at its own first malloc (seen: the query killed at its wall-time bound). Under
+ * ASan the symbolizer's thread, the one thread of canopyd that allocates at any time, is
+ * held where it allocates nothing while we fork. glibc's malloc locks itself across fork,
+ * so other builds do not wait for a lookup in progress. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CN_D__QUIESCE_FORK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CN_D__QUIESCE_FORK 1
+#endif
+#endif
+
+static void quiesce_threads(cn_d_server *srv, bool hold)
+{
+#ifdef CN_D__QUIESCE_FORK
+    if (hold)
+        cn_live_symbolizer_pause(srv->sym);
+    else
+        cn_live_symbolizer_resume(srv->sym);
+#else
+    (void)srv;
+    (void)hold;
+#endif
+}
+
 /* Forks j's child. 0, or negative errno (j is then answered with the error). */
 static int job_start(cn_d_server *srv, cn_d__job *j)
 {
@@ -425,11 +452,13 @@ static int job_start(cn_d_server *srv, cn_d__job *j)
     if (!j->e->lazy)
         j->prof = cn_live_session_profile(j->e->s);
     fflush(NULL);
+    quiesce_threads(srv, true);
     pid_t pid = fork();
-    if (pid < 0)
-        return -errno;
     if (pid == 0)
         child_main(srv, j);
+    quiesce_threads(srv, false);
+    if (pid < 0)
+        return -errno;
     j->pid = pid;
     j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     j->started_ns = cn_common_now_ns();

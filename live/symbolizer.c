@@ -70,6 +70,18 @@ void cn_live_symbolizer_set_test_delay(cn_live_symbolizer *y, int64_t ns)
     cn_sym_worker_set_test_delay(y->worker, ns);
 }
 
+void cn_live_symbolizer_pause(cn_live_symbolizer *y)
+{
+    if (y)
+        cn_sym_worker_pause(y->worker);
+}
+
+void cn_live_symbolizer_resume(cn_live_symbolizer *y)
+{
+    if (y)
+        cn_sym_worker_resume(y->worker);
+}
+
 int cn_live_symbolizer_fd(const cn_live_symbolizer *y)
 {
     return cn_sym_worker_fd(y->worker);

@@ -27,6 +27,10 @@ struct cn_sym_worker {
     pthread_t thread;
     int thread_started;
     pthread_mutex_t lock;
+    /* Held by the thread whenever it may allocate (a lookup, freeing a request, the
+     * outbox), never while it waits for work: cn_sym_worker_pause() takes it to hold the
+     * thread at a point where it owns no allocator lock. Taken before `lock`. */
+    pthread_mutex_t gate;
     pthread_cond_t wake; /* work or stop */
     pthread_cond_t idle; /* in_flight reached 0 */
     vec_req queue;
@@ -97,13 +101,16 @@ static void *worker_main(void *arg)
         for (size_t i = 0; i < n; i++) {
             ans[i].tag = batch[i].tag;
             ans[i].cookie = batch[i].cookie;
+            pthread_mutex_lock(&w->gate);
             int rc = cn_sym_lookup(w->cache, &batch[i].obj, batch[i].addr, &ans[i].result);
             if (rc < 0) { /* -EINVAL (an object it cannot read) or -ENOMEM */
                 memset(&ans[i].result, 0, sizeof(ans[i].result));
                 ans[i].result.status = rc;
             }
             req_free_strings(&batch[i]);
+            pthread_mutex_unlock(&w->gate);
         }
+        pthread_mutex_lock(&w->gate);
         pthread_mutex_lock(&w->lock);
         for (size_t i = 0; i < n; i++) {
             if (outbox_push(w, &ans[i]) < 0)
@@ -116,6 +123,7 @@ static void *worker_main(void *arg)
         (void)wr; /* EAGAIN only when the counter is saturated: still readable */
         if (w->in_flight == 0)
             pthread_cond_broadcast(&w->idle);
+        pthread_mutex_unlock(&w->gate);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -131,6 +139,7 @@ int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **o
     w->cache = cache;
     w->max_pending = max_pending ? max_pending : (1u << 20);
     pthread_mutex_init(&w->lock, NULL);
+    pthread_mutex_init(&w->gate, NULL);
     pthread_cond_init(&w->wake, NULL);
     pthread_cond_init(&w->idle, NULL);
     int rc;
@@ -179,8 +188,21 @@ cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)
     pthread_cond_destroy(&w->idle);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
+    pthread_mutex_destroy(&w->gate);
     free(w);
     return NULL;
+}
+
+void cn_sym_worker_pause(cn_sym_worker *w)
+{
+    if (w)
+        pthread_mutex_lock(&w->gate);
+}
+
+void cn_sym_worker_resume(cn_sym_worker *w)
+{
+    if (w)
+        pthread_mutex_unlock(&w->gate);
 }
 
 int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n)

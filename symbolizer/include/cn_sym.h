@@ -238,6 +238,13 @@ cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w);
  * under heavy load, made deterministic). 0, the default, turns it off. */
 void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns);
 
+/* Holds the worker thread at its next point where it allocates nothing (between two
+ * lookups, or idle), until cn_sym_worker_resume(); the caller then knows the thread owns
+ * no allocator lock (e.g. before fork() under an allocator that does not lock itself
+ * across fork). Blocks for at most one lookup. Both accept NULL. */
+void cn_sym_worker_pause(cn_sym_worker *w);
+void cn_sym_worker_resume(cn_sym_worker *w);
+
 /* Queues n requests (copied). Never waits on resolution. A request the symbolizer cannot
  * take (an object without the file its kind needs, an unknown kind) does not fail the
  * batch: it is queued and answered with status -EINVAL, like any unresolved address.

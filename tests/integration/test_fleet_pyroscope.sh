@@ -44,6 +44,17 @@ PIDS+=($D_PID)
 for ((i = 0; i < 100; i++)); do [ -S "$TMP/d.sock" ] && break; sleep 0.1; done
 [ -S "$TMP/d.sock" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
 
+# Waits (≤ 60 s) until every session's last interval went out and Pyroscope's queue is empty.
+wait_drained() {
+  local end=$((SECONDS + 60))
+  while :; do
+    "$C" status --socket "$TMP/d.sock" --format json >"$TMP/st.json"
+    [ "$(json "$TMP/st.json" 'd["fleet"]["sessions"] == 0 and d["fleet"]["pyroscope"]["profiles_queued"] == 0')" = True ] && return 0
+    [ $SECONDS -lt $end ] || fail "Pyroscope push never drained: $(cat "$TMP/st.json")"
+    sleep 0.2
+  done
+}
+
 "$WL" 4 >/dev/null &
 W=$!
 PIDS+=($W)
@@ -58,13 +69,7 @@ while :; do
 done
 rm "$TMP/failing" # the receiver answers from now on
 wait "$W"
-end=$((SECONDS + 60))
-while :; do
-  "$C" status --socket "$TMP/d.sock" --format json >"$TMP/st.json"
-  [ "$(json "$TMP/st.json" 'd["fleet"]["sessions"] == 0 and d["fleet"]["pyroscope"]["profiles_queued"] == 0')" = True ] && break
-  [ $SECONDS -lt $end ] || fail "Pyroscope push never drained: $(cat "$TMP/st.json")"
-  sleep 0.2
-done
+wait_drained
 "$C" tree "$S" --socket "$TMP/d.sock" --format json >"$TMP/tree.json" || fail "tree"
 [ ! -e "$TMP/recv/errors" ] || fail "receiver refused requests: $(cat "$TMP/recv/errors")"
 "$C" status --socket "$TMP/d.sock" | grep -q "^pyroscope: .* profiles sent" ||
@@ -156,13 +161,7 @@ WW=$CANOPY_WORKLOADS/wl_waits_fp
 SO=$("$C" attach "$W1" --mode off-cpu --socket "$TMP/d.sock") || fail "attach --mode off-cpu"
 SW=$("$C" attach "$W2" --mode wall --socket "$TMP/d.sock") || fail "attach --mode wall"
 wait "$W1" "$W2"
-end=$((SECONDS + 60))
-while :; do
-  "$C" status --socket "$TMP/d.sock" --format json >"$TMP/st.json"
-  [ "$(json "$TMP/st.json" 'd["fleet"]["sessions"] == 0 and d["fleet"]["pyroscope"]["profiles_queued"] == 0')" = True ] && break
-  [ $SECONDS -lt $end ] || fail "Pyroscope push never drained: $(cat "$TMP/st.json")"
-  sleep 0.2
-done
+wait_drained
 "$C" tree "$SO" --socket "$TMP/d.sock" --format json >"$TMP/off.json" || fail "tree off-cpu"
 "$C" tree "$SW" --socket "$TMP/d.sock" --format json >"$TMP/wall.json" || fail "tree wall"
 [ ! -e "$TMP/recv/errors" ] || fail "receiver refused requests: $(cat "$TMP/recv/errors")"

@@ -110,6 +110,23 @@ E3=$(total --from $F --to $T)
   fail "10-minute blocks not from their rollup: $E3 vs $(kept "$HOURS"), $E2"
 echo "rollup: all $E, raw rows gone $E2, 10-minute rollup gone too $E3, whole hours $W"
 
+# migrate_and_check DB VERSION: readers refuse DB (at schema VERSION) and ask for fleet
+# init; fleet init migrates it, twice without harm; both rollups then hold every sample.
+migrate_and_check() {
+  local db=$1 v=$2 t
+  expect_fail 1 "$C" fleet tree --url "$URL" --database "$db"
+  grep -q "version $v .*fleet init" "$TMP/f.err" || fail "$db: v$v message: $(cat "$TMP/f.err")"
+  "$C" fleet init --url "$URL" --database "$db" >/dev/null || fail "$db: migration from $v"
+  "$C" fleet init --url "$URL" --database "$db" >/dev/null || fail "$db: migration is not idempotent"
+  [ "$(ch_query A "SELECT max(version), count() FROM $db.schema")" = "$(printf '3\t2')" ] ||
+    fail "$db: schema rows after migration: $(ch_query A "SELECT * FROM $db.schema")"
+  for t in hourly 10m; do
+    [ "$(ch_query A "SELECT sum(samples) FROM $db.samples_$t")" = \
+      "$(ch_query A "SELECT sum(samples) FROM $db.samples")" ] ||
+      fail "$db: the migrated $t rollup: $(ch_query A "SELECT sum(samples) FROM $db.samples_$t")"
+  done
+}
+
 # Migration: a version 1 database (no batch column, no rollup) with rows; readers ask for
 # fleet init, which migrates it once.
 ch_query A "CREATE DATABASE old" >/dev/null
@@ -121,16 +138,7 @@ ch_query A "CREATE TABLE old.stacks (stack UInt64, host String, time DateTime, f
 ch_query A "CREATE TABLE old.schema (version UInt32, cluster String, created DateTime) ENGINE = TinyLog" >/dev/null
 ch_query A "INSERT INTO old.schema VALUES (1, '', now())" >/dev/null
 fill old
-expect_fail 1 "$C" fleet tree --url "$URL" --database old
-grep -q 'version 1 .*fleet init' "$TMP/f.err" || fail "v1 message: $(cat "$TMP/f.err")"
-"$C" fleet init --url "$URL" --database old >/dev/null || fail "migration"
-"$C" fleet init --url "$URL" --database old >/dev/null || fail "migration is not idempotent"
-[ "$(ch_query A 'SELECT max(version), count() FROM old.schema')" = "$(printf '3\t2')" ] ||
-  fail "schema rows after migration: $(ch_query A 'SELECT * FROM old.schema')"
-for t in hourly 10m; do
-  [ "$(ch_query A "SELECT sum(samples) FROM old.samples_$t")" = \
-    "$(ch_query A 'SELECT sum(samples) FROM old.samples')" ] || fail "the migrated $t rollup: $(ch_query A "SELECT sum(samples) FROM old.samples_$t") vs $(ch_query A "SELECT sum(samples) FROM old.samples")"
-done
+migrate_and_check old 1
 same old
 same old --from $((T0 + 1000)) --to $((T0 + 15000)) --group-by host
 # Rows written after the migration reach the rollup through the view.
@@ -158,16 +166,7 @@ ch_query A "CREATE TABLE v2.stacks (stack UInt64, host String, time DateTime, fu
 ch_query A "CREATE TABLE v2.schema (version UInt32, cluster String, created DateTime) ENGINE = TinyLog" >/dev/null
 ch_query A "INSERT INTO v2.schema VALUES (2, '', now())" >/dev/null
 fill v2
-expect_fail 1 "$C" fleet tree --url "$URL" --database v2
-grep -q 'version 2 .*fleet init' "$TMP/f.err" || fail "v2 message: $(cat "$TMP/f.err")"
-"$C" fleet init --url "$URL" --database v2 >/dev/null || fail "migration from 2"
-"$C" fleet init --url "$URL" --database v2 >/dev/null || fail "migration from 2 is not idempotent"
-[ "$(ch_query A 'SELECT max(version), count() FROM v2.schema')" = "$(printf '3\t2')" ] ||
-  fail "schema rows after migration from 2: $(ch_query A 'SELECT * FROM v2.schema')"
-for t in hourly 10m; do
-  [ "$(ch_query A "SELECT sum(samples) FROM v2.samples_$t")" = \
-    "$(ch_query A 'SELECT sum(samples) FROM v2.samples')" ] || fail "v2: the $t rollup's sum"
-done
+migrate_and_check v2 2
 same v2 --from $((T0 + 1000)) --to $((T0 + 15000))
 same v2 --from $((H0 + 4834)) --to $((H0 + 10234)) --group-by dc
 # A migration from 2 that stopped after creating the 10-minute rollup is not redone.
