@@ -198,6 +198,26 @@ static void status_help(void)
            "canopyd's health: version, uptime, sessions, samples per second, lost samples,\n"
            "memory, event loop. Exit 1 when no daemon answers.\n");
 }
+/* One line of `canopy status` for a push target (docs/fleet.md "Status"): its URL, the
+ * host it writes as (NULL: not shown), the UNITs (rows, profiles) sent, queued and
+ * dropped, the lag and the last error. */
+static void print_push_status(const char *label, const json_t *o, const char *unit,
+                              const char *host)
+{
+    char key[32];
+    json_int_t n[3];
+    static const char *const what[] = {"sent", "queued", "dropped"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof(key), "%s_%s", unit, what[i]);
+        n[i] = json_integer_value(json_object_get(o, key));
+    }
+    const char *e = json_string_value(json_object_get(o, "last_error"));
+    printf("%s: %s%s%s, %" JSON_INTEGER_FORMAT " %s sent, %" JSON_INTEGER_FORMAT
+           " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
+           label, json_string_value(json_object_get(o, "url")) ?: "?", host ? " as " : "",
+           host ? host : "", n[0], unit, n[1], n[2],
+           json_integer_value(json_object_get(o, "lag_s")), e ? "; last error: " : "", e ? e : "");
+}
 
 int cn_cmd_status(int argc, char **argv)
 {
@@ -240,30 +260,12 @@ int cn_cmd_status(int argc, char **argv)
                json_number_value(json_object_get(sc, "mapped_bytes")) / (1024.0 * 1024.0),
                json_integer_value(json_object_get(sc, "evictions")));
     const json_t *fl = json_object_get(r, "fleet"); /* docs/fleet.md "Status" */
-    if (json_string_value(json_object_get(fl, "url"))) {
-        const char *e = json_string_value(json_object_get(fl, "last_error"));
-        printf("fleet: %s as %s, %" JSON_INTEGER_FORMAT " rows sent, %" JSON_INTEGER_FORMAT
-               " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
-               json_string_value(json_object_get(fl, "url")) ?: "?",
-               json_string_value(json_object_get(fl, "host")) ?: "?",
-               json_integer_value(json_object_get(fl, "rows_sent")),
-               json_integer_value(json_object_get(fl, "rows_queued")),
-               json_integer_value(json_object_get(fl, "rows_dropped")),
-               json_integer_value(json_object_get(fl, "lag_s")), e ? "; last error: " : "",
-               e ? e : "");
-    }
+    if (json_string_value(json_object_get(fl, "url")))
+        print_push_status("fleet", fl, "rows",
+                          json_string_value(json_object_get(fl, "host")) ?: "?");
     const json_t *py = json_object_get(fl, "pyroscope");
-    if (py) {
-        const char *e = json_string_value(json_object_get(py, "last_error"));
-        printf("pyroscope: %s, %" JSON_INTEGER_FORMAT " profiles sent, %" JSON_INTEGER_FORMAT
-               " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
-               json_string_value(json_object_get(py, "url")) ?: "?",
-               json_integer_value(json_object_get(py, "profiles_sent")),
-               json_integer_value(json_object_get(py, "profiles_queued")),
-               json_integer_value(json_object_get(py, "profiles_dropped")),
-               json_integer_value(json_object_get(py, "lag_s")), e ? "; last error: " : "",
-               e ? e : "");
-    }
+    if (py)
+        print_push_status("pyroscope", py, "profiles", NULL);
 out:
     simple_clear(&s);
     return status;
