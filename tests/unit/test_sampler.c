@@ -1076,6 +1076,42 @@ static size_t put(uint8_t *buf, size_t len, const void *rec, size_t n)
     return len + n;
 }
 
+/* Appends the MMAP2 record of /bin/x (pid 42, executable, inode 99) at 0x400000 for
+ * 0x2000 bytes from file offset pgoff, at time t; returns the new length. */
+static size_t put_mmap_bin_x(uint8_t *buf, size_t len, uint64_t pgoff, uint64_t t)
+{
+    struct {
+        struct perf_event_header h;
+        uint32_t pid, tid;
+        uint64_t addr, len, pgoff;
+        uint32_t maj, min;
+        uint64_t ino, gen;
+        uint32_t prot, flags;
+        char name[16];
+        uint32_t spid, stid;
+        uint64_t time;
+        uint32_t cpu, res;
+    } mm = {{PERF_RECORD_MMAP2, 0, sizeof(mm)},
+            42,
+            42,
+            0x400000,
+            0x2000,
+            pgoff,
+            0,
+            0,
+            99,
+            0,
+            5,
+            2,
+            "/bin/x",
+            42,
+            42,
+            t,
+            0,
+            0};
+    return put(buf, len, &mm, sizeof(mm));
+}
+
 typedef struct feed_ctx {
     int samples, comms, forks;
     uint64_t last_offset;
@@ -1171,36 +1207,7 @@ static void test_feed_records(void **st)
     uint8_t buf[4096];
     size_t len = 0;
     /* MMAP2 of /bin/x at 0x400000 (pgoff 0x1000), exec. */
-    struct {
-        struct perf_event_header h;
-        uint32_t pid, tid;
-        uint64_t addr, len, pgoff;
-        uint32_t maj, min;
-        uint64_t ino, gen;
-        uint32_t prot, flags;
-        char name[16];
-        uint32_t spid, stid;
-        uint64_t time;
-        uint32_t cpu, res;
-    } mm = {{PERF_RECORD_MMAP2, 0, sizeof(mm)},
-            42,
-            42,
-            0x400000,
-            0x2000,
-            0x1000,
-            0,
-            0,
-            99,
-            0,
-            5,
-            2,
-            "/bin/x",
-            42,
-            42,
-            10,
-            0,
-            0};
-    len = put(buf, len, &mm, sizeof(mm));
+    len = put_mmap_bin_x(buf, len, 0x1000, 10);
     /* SAMPLE: ip, pid/tid, time, cpu, period, callchain [KERNEL, k1, k2, USER, u0, u1]. */
     struct {
         struct perf_event_header h;
@@ -1291,36 +1298,8 @@ static cn_smp_session *off_session(cn_smp_mode m, uint64_t min_block, off_ctx *o
     cn_smp_session *s = NULL;
     assert_int_equal(cn_smp_session_new(&cfg, &cb, o, &s), 0);
     assert_int_equal(cn_smp_session_start(s, NULL), 0);
-    struct {
-        struct perf_event_header h;
-        uint32_t pid, tid;
-        uint64_t addr, len, pgoff;
-        uint32_t maj, min;
-        uint64_t ino, gen;
-        uint32_t prot, flags;
-        char name[16];
-        uint32_t spid, stid;
-        uint64_t time;
-        uint32_t cpu, res;
-    } mm = {{PERF_RECORD_MMAP2, 0, sizeof(mm)},
-            42,
-            42,
-            0x400000,
-            0x2000,
-            0,
-            0,
-            0,
-            99,
-            0,
-            5,
-            2,
-            "/bin/x",
-            42,
-            42,
-            1,
-            0,
-            0};
-    cn_smp_session_feed(s, &mm, sizeof(mm));
+    uint8_t buf[256];
+    cn_smp_session_feed(s, buf, put_mmap_bin_x(buf, 0, 0, 1));
     return s;
 }
 
