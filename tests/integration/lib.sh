@@ -39,3 +39,16 @@ start_canopyd() {
   for ((i = 0; i < 100; i++)); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
   [ -S "$CANOPY_SOCKET" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
 }
+
+
+# fleet_canopyd NAME: one of a test's named canopyds (the fleet tests run several), with
+# the config $TMP/NAME.conf, on $TMP/NAME.sock, state dir $TMP/state-NAME, log appended to
+# $TMP/d-NAME.log; sets D_PID, adds it to PIDS and returns once the socket exists.
+fleet_canopyd() {
+  "$CANOPYD_BIN" --socket "$TMP/$1.sock" --state-dir "$TMP/state-$1" --config "$TMP/$1.conf" \
+    >>"$TMP/d-$1.log" 2>&1 &
+  D_PID=$!
+  PIDS+=($D_PID)
+  for ((i = 0; i < 100; i++)); do [ -S "$TMP/$1.sock" ] && return 0; sleep 0.1; done
+  fail "canopyd $1 did not start: $(cat "$TMP/d-$1.log")"
+}

@@ -27,11 +27,7 @@ fleet_host = $1
 fleet_labels = env=test,dc=$1dc
 fleet_interval = 1s
 CONF
-  "$CANOPYD_BIN" --socket "$TMP/$1.sock" --state-dir "$TMP/state-$1" --config "$TMP/$1.conf" \
-    >"$TMP/d-$1.log" 2>&1 &
-  PIDS+=($!)
-  for ((i = 0; i < 100; i++)); do [ -S "$TMP/$1.sock" ] && return 0; sleep 0.1; done
-  fail "canopyd $1 did not start: $(cat "$TMP/d-$1.log")"
+  fleet_canopyd "$1"
 }
 start_d a
 start_d b

@@ -34,11 +34,7 @@ done
 
 start_d() { # NAME URL
   printf 'fleet_url = %s\nfleet_host = %s\nfleet_interval = 500ms\n' "$2" "$1" >"$TMP/$1.conf"
-  "$CANOPYD_BIN" --socket "$TMP/$1.sock" --state-dir "$TMP/state-$1" --config "$TMP/$1.conf" \
-    >"$TMP/d-$1.log" 2>&1 &
-  PIDS+=($!)
-  for ((i = 0; i < 100; i++)); do [ -S "$TMP/$1.sock" ] && return 0; sleep 0.1; done
-  fail "canopyd $1 did not start: $(cat "$TMP/d-$1.log")"
+  fleet_canopyd "$1"
 }
 start_d a "$U1"
 start_d b "$U2"

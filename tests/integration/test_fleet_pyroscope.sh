@@ -37,12 +37,7 @@ fleet_host = host-a
 fleet_labels = env=test,dc.zone=z1
 fleet_interval = 500ms
 CONF
-"$CANOPYD_BIN" --socket "$TMP/d.sock" --state-dir "$TMP/state" --config "$TMP/d.conf" \
-  >"$TMP/d.log" 2>&1 &
-D_PID=$!
-PIDS+=($D_PID)
-for ((i = 0; i < 100; i++)); do [ -S "$TMP/d.sock" ] && break; sleep 0.1; done
-[ -S "$TMP/d.sock" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
+fleet_canopyd d
 
 # Waits (≤ 60 s) until every session's last interval went out and Pyroscope's queue is empty.
 wait_drained() {

@@ -24,12 +24,7 @@ for ((i = 0; i < 100; i++)); do [ -s "$TMP/port" ] && break; sleep 0.1; done
 PURL="http://127.0.0.1:$(cat "$TMP/port")/"
 
 printf 'fleet_url = %s\nfleet_host = r\nfleet_interval = 500ms\n' "$PURL" >"$TMP/d.conf"
-"$CANOPYD_BIN" --socket "$TMP/d.sock" --state-dir "$TMP/state" --config "$TMP/d.conf" \
-  >"$TMP/d.log" 2>&1 &
-D_PID=$!
-PIDS+=($D_PID)
-for ((i = 0; i < 100; i++)); do [ -S "$TMP/d.sock" ] && break; sleep 0.1; done
-[ -S "$TMP/d.sock" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"
+fleet_canopyd d
 
 "$WL" 4 >/dev/null & W=$!; PIDS+=($W)
 S=$("$C" attach "$W" -F 999 --socket "$TMP/d.sock") || fail "attach"
@@ -57,7 +52,7 @@ echo "lost answer: session $T samples, fleet $F"
 # A restart adopting spool files whose rows already landed: copies of batches ClickHouse
 # has, put back in the spool as if canopyd had died before deleting them.
 kill "$D_PID"; wait "$D_PID" 2>/dev/null || true
-[ -z "$(ls "$TMP/state/fleet-spool")" ] || fail "spool not empty: $(ls "$TMP/state/fleet-spool")"
+[ -z "$(ls "$TMP/state-d/fleet-spool")" ] || fail "spool not empty: $(ls "$TMP/state-d/fleet-spool")"
 # Two files with the batch ids of rows ClickHouse has and one with a new id (4242).
 ch_query A "SELECT batch, toUInt32(min(time)) FROM canopy.samples GROUP BY batch ORDER BY batch
   LIMIT 2 FORMAT TabSeparated" >"$TMP/ids"
@@ -67,20 +62,20 @@ n=900
 while read -r id t; do # a spool file: header (rows, stack rows, bytes, time, batch id), rows
   body=$(printf '%s\tr\twl\tx\t[]\t[]\t1\t1000\t1000\n' "$t")
   { printf 'CNFLEET2 1 0 %d 0 %d %s\n' $((${#body} + 1)) "$t" "$id"; printf '%s\n' "$body"; } \
-    >"$TMP/state/fleet-spool/$(printf '%020d' $n).batch"
+    >"$TMP/state-d/fleet-spool/$(printf '%020d' $n).batch"
   n=$((n + 1))
 done <"$TMP/ids"
 # The adopted files are checked against ClickHouse before they are sent: only 4242 is.
-"$CANOPYD_BIN" --socket "$TMP/d.sock" --state-dir "$TMP/state" --config "$TMP/d.conf" \
-  >>"$TMP/d.log" 2>&1 &
+"$CANOPYD_BIN" --socket "$TMP/d.sock" --state-dir "$TMP/state-d" --config "$TMP/d.conf" \
+  >>"$TMP/d-d.log" 2>&1 &
 D_PID=$!
 PIDS+=($D_PID)
 end=$((SECONDS + 30))
 while [ $SECONDS -lt $end ]; do
-  [ -S "$TMP/d.sock" ] && [ -z "$(ls "$TMP/state/fleet-spool")" ] && break
+  [ -S "$TMP/d.sock" ] && [ -z "$(ls "$TMP/state-d/fleet-spool")" ] && break
   sleep 0.1
 done
-[ -z "$(ls "$TMP/state/fleet-spool")" ] || fail "adopted spool not drained"
+[ -z "$(ls "$TMP/state-d/fleet-spool")" ] || fail "adopted spool not drained"
 F2=$("$C" fleet tree --url "$URL" --format json | json /dev/stdin 'int(d["total"])')
 [ "$F2" = $((T + 1000)) ] || fail "after the restart: fleet total $F2, want $T + 1000 (batch 4242 only)"
 [ "$(ch_query A "SELECT count() FROM canopy.samples WHERE session = 'x'")" = 1 ] ||

@@ -19,12 +19,7 @@ trap 'kill "${PIDS[@]}" $R_PID 2>/dev/null || true; ch_stop A; wait 2>/dev/null 
 start_d() {
   printf 'fleet_url = %s\nfleet_host = %s\nfleet_interval = 500ms\n%s\n' "$2" "$1" "${3:-}" \
     >"$TMP/$1.conf"
-  "$CANOPYD_BIN" --socket "$TMP/$1.sock" --state-dir "$TMP/state-$1" --config "$TMP/$1.conf" \
-    >>"$TMP/d-$1.log" 2>&1 &
-  D_PID=$!
-  PIDS+=($D_PID)
-  for ((i = 0; i < 100; i++)); do [ -S "$TMP/$1.sock" ] && return 0; sleep 0.1; done
-  fail "canopyd $1 did not start: $(cat "$TMP/d-$1.log")"
+  fleet_canopyd "$1"
 }
 fleet() { "$C" status --socket "$TMP/$1.sock" --format json | json /dev/stdin "d['fleet']$2"; }
 # wait_until NAME PYEXPR: polls canopyd NAME's status until d['fleet'] satisfies PYEXPR (f).
