@@ -11,3 +11,16 @@ add_test(NAME layering.fleet_below_live
          COMMAND sh -c "! nm -u \"$1\" | grep -E ' (cn_live_|cn_d_|cn_cli_|cn_smp_|cn_sym_)'"
                  sh $<TARGET_FILE:cn_fleet>)
 set_tests_properties(layering.fleet_below_live PROPERTIES TIMEOUT 60)
+
+# The whole dependency table of docs/architecture.md, over every module's library: each
+# refers only to modules its row reaches, never to another module's cn_X__ internals, and the
+# table has no cycle (tests/cmake/check_deps.py).
+add_test(NAME layering.dependency_table
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cmake/check_deps.py
+                 ${CMAKE_SOURCE_DIR}/docs/architecture.md
+                 common=$<TARGET_FILE:cn_common> aggregate=$<TARGET_FILE:cn_agg>
+                 formats=$<TARGET_FILE:cn_fmt> sampler=$<TARGET_FILE:cn_smp>
+                 symbolizer=$<TARGET_FILE:cn_sym> live=$<TARGET_FILE:cn_live>
+                 fleet=$<TARGET_FILE:cn_fleet> daemon=$<TARGET_FILE:cn_daemon>
+                 client=$<TARGET_FILE:cn_client>)
+set_tests_properties(layering.dependency_table PROPERTIES TIMEOUT 60)

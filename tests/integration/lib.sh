@@ -3,7 +3,7 @@
 set -euo pipefail
 : "${CANOPY_BIN:?run through ctest}"
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+trap 'rc=$?; finish_tmp $rc' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 

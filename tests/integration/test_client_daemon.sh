@@ -13,7 +13,7 @@ export CANOPY_SOCKET=$TMP/d.sock
 
 D_PID=
 W_PID=
-trap 'kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 
 # ---- status ------------------------------------------------------------------------------

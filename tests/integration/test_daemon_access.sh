@@ -9,7 +9,7 @@ source "$(dirname "$0")/daemon_lib.sh"
 command -v setpriv >/dev/null || skip "setpriv not installed"
 NOBODY=65534
 R_PID= U_PID=
-trap 'stop_daemon KILL || true; kill $R_PID $U_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $R_PID $U_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 as_user() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }

@@ -9,7 +9,7 @@ SHARES=$CANOPY_WORKLOADS/wl_shares_fp
 THREADS=$CANOPY_WORKLOADS/wl_threads_fp
 [ -x "$SHARES" ] && [ -x "$THREADS" ] || fail "workloads not built"
 W1= W2=
-trap 'stop_daemon KILL || true; kill $W1 $W2 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $W1 $W2 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 shares_ok() { # tree JSON on stdin
   python3 -c '

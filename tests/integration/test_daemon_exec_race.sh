@@ -18,7 +18,7 @@ command -v setpriv >/dev/null || skip "setpriv not installed"
 command -v cc >/dev/null || skip "no C compiler"
 NOBODY=65534
 T1= T2= C2=
-trap 'stop_daemon KILL || true; kill $T1 $T2 $C2 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $T1 $T2 $C2 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 chmod 755 "$TMP"
 cp "$(dirname "$0")/daemon_proto.py" "$TMP/"
 cat >"$TMP/suidspin.c" <<'C'

@@ -18,7 +18,7 @@ command -v setpriv >/dev/null || skip "setpriv not installed"
 [ -u /usr/bin/su ] || skip "no setuid su"
 NOBODY=65534
 T1= T2=
-trap 'stop_daemon KILL || true; kill $T1 $T2 ${W1:-} ${W2:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $T1 $T2 ${W1:-} ${W2:-} 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 PY=/usr/bin/python3
 as_user() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups "$@"; }
 cp "$(dirname "$0")/daemon_proto.py" "$(dirname "$0")/attack_borrow_caps.py" "$TMP/"

@@ -15,7 +15,7 @@ WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload not built"
 A=65534 B=65533
 W=
-trap 'stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 HERE=$(dirname "$0")

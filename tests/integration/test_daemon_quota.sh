@@ -16,7 +16,7 @@ source "$(dirname "$0")/daemon_lib.sh"
 command -v setpriv >/dev/null || skip "setpriv not installed"
 A=65534 B=65533
 PIDS=()
-trap 'stop_daemon KILL || true; kill ${PIDS[@]} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill ${PIDS[@]} 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 HERE=$(dirname "$0")

@@ -9,7 +9,7 @@ source "$(dirname "$0")/daemon_lib.sh"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload not built"
 W=
-trap 'stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 cat >"$TMP/canopyd.conf" <<'CONF'
 # robustness test settings

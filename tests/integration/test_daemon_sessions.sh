@@ -9,7 +9,7 @@ source "$(dirname "$0")/daemon_lib.sh"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload not built"
 W= W2=
-trap 'stop_daemon KILL || true; kill $W $W2 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $W $W2 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 field() { ok '{"cmd":"sessions"}' | jget "[s['$2'] for s in d['sessions'] if s['id']=='$1'][0]"; }
 
 cat >"$TMP/c.conf" <<'CONF'

@@ -11,7 +11,7 @@ source "$(dirname "$0")/daemon_lib.sh"
 HERE=$(dirname "$0")
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
-trap 'kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 N=4096
 STATE=$TMP/state
 mkdir -p "$STATE" "$TMP/seed"

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload $WL not built"
 D_PID=
-trap 'kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 export CANOPY_SOCKET=$TMP/d.sock
 export CANOPYD_TEST_SYMBOL_DELAY_MS=1500
 start_canopyd

@@ -14,7 +14,7 @@ command -v setpriv >/dev/null || skip "setpriv not installed"
 command -v cc >/dev/null || skip "no C compiler"
 NOBODY=65534
 W= R=
-trap 'stop_daemon KILL || true; kill $W $R 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill $W $R 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 chmod 755 "$TMP"
 cp "$(dirname "$0")/daemon_proto.py" "$TMP/"
 # 64 static functions (called directly, not through the GOT) that touch nothing but

@@ -19,7 +19,7 @@ C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 
 D_PID=
-trap 'kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 
 # Two sessions of the steady workload (~25 ms per round): 1 s and 2 s, through the daemon.

@@ -11,7 +11,7 @@ C=$CANOPY_BIN
 WA=$CANOPY_WORKLOADS/wl_shares_fp
 WB=$CANOPY_WORKLOADS/wl_threads_fp
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; ch_stop A; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill "${PIDS[@]}" 2>/dev/null || true; ch_stop A; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 ch_start A
 URL=$(ch_url A)

@@ -10,7 +10,7 @@ source "$(dirname "$0")/clickhouse_lib.sh"
 C=$CANOPY_BIN
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; ch_stop N1; ch_stop N2; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill "${PIDS[@]}" 2>/dev/null || true; ch_stop N1; ch_stop N2; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 for n in N1 N2; do
   eval "CH_${n}_HTTP=$(free_port) CH_${n}_TCP=$(free_port) CH_${n}_INTER=$(free_port)"

@@ -15,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 C=$CANOPY_BIN
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || finish_tmp $rc' EXIT
 command -v go >/dev/null || fail "go (golang-go) is needed for go tool pprof"
 export GOCACHE=$TMP/gocache GOFLAGS= HOME=${HOME:-$TMP}
 

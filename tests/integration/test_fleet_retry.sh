@@ -12,7 +12,7 @@ C=$CANOPY_BIN
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 PIDS=()
 P_PID=
-trap 'kill "${PIDS[@]}" $P_PID 2>/dev/null || true; ch_stop A; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill "${PIDS[@]}" $P_PID 2>/dev/null || true; ch_stop A; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 ch_start A
 URL=$(ch_url A)

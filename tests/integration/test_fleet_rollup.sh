@@ -10,7 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse_lib.sh"
 C=$CANOPY_BIN
-trap 'ch_stop A; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; ch_stop A; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 ch_start A
 URL=$(ch_url A)

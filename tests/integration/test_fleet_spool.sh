@@ -13,7 +13,7 @@ C=$CANOPY_BIN
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 PIDS=()
 R_PID=
-trap 'kill "${PIDS[@]}" $R_PID 2>/dev/null || true; ch_stop A; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill "${PIDS[@]}" $R_PID 2>/dev/null || true; ch_stop A; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 # start_d NAME URL [EXTRA CONFIG LINE]: canopyd NAME pushing to URL every 500 ms.
 start_d() {

@@ -33,7 +33,7 @@ D_PID=
 W_PID=
 B_PID=
 T_PID=
-trap 'kill $D_PID $W_PID $B_PID $T_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID $W_PID $B_PID $T_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
 "$C" run --no-daemon --mode off-cpu --duration 1s -o "$TMP/probe.json" -- true 2>"$TMP/probe.err" ||
   { grep -qi 'not permitted' "$TMP/probe.err" && skip "perf events not permitted"; fail "probe: $(cat "$TMP/probe.err")"; }

@@ -28,7 +28,7 @@ export CANOPY_SOCKET=$TMP/d.sock
 
 D_PID=
 WL_PID=
-trap 'kill $D_PID $WL_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID $WL_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 
 "$C" run --format json -o "$TMP/r.json" -- "$WL" --rounds 40 >/dev/null 2>"$TMP/r.err" ||

@@ -87,7 +87,7 @@ echo "PASS usage errors"
 # ---- tree --pid in-process: a temporary session for --duration ---------------------------
 "$WL" 30 >/dev/null &
 W_PID=$!
-trap 'kill $W_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $W_PID 2>/dev/null || true; finish_tmp $rc' EXIT
 "$CANOPY_BIN" tree --pid "$W_PID" --duration 1 --format json >"$TMP/pid.json" 2>"$TMP/pid.err" ||
   fail "tree --pid in-process: $(cat "$TMP/pid.err")"
 grep -q 'in-process' "$TMP/pid.err" || fail "tree --pid: no in-process line"

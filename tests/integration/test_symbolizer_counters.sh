@@ -20,7 +20,7 @@ on_exit() {
   [ "$rc" = 0 ] || { echo "canopyd's log:" >&2; tail -20 "$TMP/d.log" >&2 || true; }
   kill $D_PID 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$TMP"
+  finish_tmp $rc
 }
 trap on_exit EXIT
 start_canopyd

@@ -14,7 +14,7 @@ cp "$SYM/inl_stripped.debug" "$TMP/srv/buildid/$id/debuginfo"
 port=$((20000 + RANDOM % 20000))
 (cd "$TMP/srv" && exec python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1) &
 srv=$!
-trap 'kill $srv 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $srv 2>/dev/null || true; finish_tmp $rc' EXIT
 for _ in $(seq 50); do
   curl -sf "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
   sleep 0.1

@@ -7,7 +7,7 @@ Q="$CANOPY_BUILD_DIR/tests/sym_query"
 cp "$SYM/inl_pie" "$TMP/victim"
 "$TMP/victim" 30 >/dev/null &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $pid 2>/dev/null || true; finish_tmp $rc' EXIT
 sleep 0.3
 want_va=$(nm "$TMP/victim" | awk '$3 == "work_b" {print $1}')
 [ -n "$want_va" ] || fail "work_b not in the test binary"

@@ -19,7 +19,7 @@ on_exit() {
   wait 2>/dev/null || true
   # The maps the workloads wrote (their paths are in their output).
   cat "$TMP"/*.out 2>/dev/null | grep '^/tmp/perf-[0-9]*\.map$' | xargs -r rm -f
-  rm -rf "$TMP"
+  finish_tmp $rc
 }
 trap on_exit EXIT
 

@@ -11,7 +11,7 @@ unshare --mount --propagation private sh -c \
   "mkdir -p $DIR && mount -t tmpfs none $DIR && cp '$WL' $DIR/app && exec $DIR/app 8" \
   >/dev/null 2>"$TMP/ns.err" &
 NS_PID=$!
-trap 'kill $NS_PID 2>/dev/null || true; wait 2>/dev/null || true; rmdir "$DIR" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $NS_PID 2>/dev/null || true; wait 2>/dev/null || true; rmdir "$DIR" 2>/dev/null || true; finish_tmp $rc' EXIT
 for ((i = 0; i < 50; i++)); do
   [ "$(readlink /proc/$NS_PID/exe 2>/dev/null)" = "$DIR/app" ] && break
   sleep 0.1

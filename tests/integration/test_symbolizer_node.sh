@@ -19,7 +19,7 @@ console.log(acc);
 JS
 node --perf-basic-prof --no-turbo-inlining "$TMP/hot.js" >/dev/null &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -f /tmp/perf-$pid.map; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $pid 2>/dev/null || true; rm -f /tmp/perf-$pid.map; finish_tmp $rc' EXIT
 sleep 1
 perf record -q -e cpu-clock -F 999 -p "$pid" -o "$TMP/perf.data" -- sleep 1.5 >/dev/null 2>&1 ||
   skip "perf record failed"

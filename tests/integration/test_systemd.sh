@@ -75,7 +75,7 @@ systemd-socket-activate -l "$SOCK" -E NOTIFY_SOCKET="$TMP/notify.sock" \
   "$CANOPYD_BIN" --foreground --config "$UNITS/canopyd.conf.example" \
   --socket "$TMP/not-this.sock" --state-dir "$TMP/state" >"$TMP/act.out" 2>&1 &
 ACT_PID=$!
-trap 'kill $ACT_PID $NOTIFY_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $ACT_PID $NOTIFY_PID 2>/dev/null || true; finish_tmp $rc' EXIT
 for ((i = 0; i < 50; i++)); do [ -S "$SOCK" ] && break; sleep 0.1; done
 [ -S "$SOCK" ] || fail "systemd-socket-activate did not listen: $(cat "$TMP/act.out")"
 # Nothing runs until the first connection: this one starts canopyd.

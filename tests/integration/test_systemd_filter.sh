@@ -44,7 +44,7 @@ SOCK=$TMP/canopyd.sock
 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" strace -f -qq -o "$TMP/trace" "$CANOPYD_BIN" --socket "$SOCK" --state-dir "$TMP/state" \
   >"$TMP/canopyd.log" 2>&1 &
 D_PID=$!
-trap 'kill $D_PID $W 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID $W 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 for ((i = 0; i < 100; i++)); do $PROTO call "$SOCK" '{"cmd":"hello"}' >/dev/null 2>&1 && break; sleep 0.1; done
 C() { "$CANOPY_BIN" "$1" --socket "$SOCK" "${@:2}"; }
 C run --unwind dwarf -- "$CANOPY_WORKLOADS/wl_clockread" 1 clock >/dev/null || fail "run dwarf"
