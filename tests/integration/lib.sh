@@ -3,7 +3,23 @@
 set -euo pipefail
 : "${CANOPY_BIN:?run through ctest}"
 TMP=$(mktemp -d)
-trap 'rc=$?; finish_tmp $rc' EXIT
+
+# finish_tmp RC: the last step of every test's EXIT trap. When the test failed (RC != 0) it
+# prints the logs the test kept in $TMP (canopyd's, with any sanitizer report or fatal-signal
+# backtrace in them) before the directory goes, so a failure in CI says why canopyd did what
+# it did.
+finish_tmp() {
+  local rc=$1 f
+  if [ "$rc" != 0 ]; then
+    for f in "$TMP"/*.log; do
+      [ -s "$f" ] || continue
+      echo "---- $(basename "$f"), last 200 lines ----" >&2
+      tail -n 200 "$f" >&2
+    done
+  fi
+  rm -rf "$TMP"
+}
+trap 'finish_tmp $?' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
