@@ -377,10 +377,15 @@ static int run_labels(fleet_args *a, cn_fleet_conn *c, const cn_fleet_schema *s)
             size_t n = 0;
             for (char *t = strtok(l, "\t"); t && n < 3; t = strtok(NULL, "\t"))
                 f[n++] = t;
+            /* Label values are any user's words; ClickHouse's escaping leaves ESC and C1
+             * as they are: the terminal rule (docs/cli.md "Names in text output"). */
+            char t0[1024], t1[64], t2[64];
             if (!a->key && n == 3)
-                printf("%-24s %10s %14s\n", f[0], f[1], f[2]);
+                printf("%-24s %10s %14s\n", cn_term_str(t0, sizeof(t0), f[0]),
+                       cn_term_str(t1, sizeof(t1), f[1]), cn_term_str(t2, sizeof(t2), f[2]));
             else if (a->key && n == 2)
-                printf("%-40s %14s\n", f[0], f[1]);
+                printf("%-40s %14s\n", cn_term_str(t0, sizeof(t0), f[0]),
+                       cn_term_str(t1, sizeof(t1), f[1]));
             free(l);
         }
     }

@@ -256,8 +256,11 @@ static void print_reply_notes(const json_t *resp)
     size_t i;
     json_array_foreach(json_object_get(resp, "notes"), i, v)
     {
-        if (json_is_string(v))
-            fprintf(stderr, "canopy: note: %s\n", json_string_value(v));
+        if (json_is_string(v)) { /* quotes function names: the terminal rule */
+            fputs("canopy: note: ", stderr);
+            cn_term_fputs(json_string_value(v), stderr);
+            fputc('\n', stderr);
+        }
     }
 }
 

@@ -91,7 +91,9 @@ static void print_notes(const cn_buf *notes)
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        fprintf(stderr, "canopy: %.*s\n", (int)n, p);
+        char *t = cn_term_dup(p, n); /* notes quote function names: the terminal rule */
+        fprintf(stderr, "canopy: %s\n", t ? t : "(out of memory)");
+        free(t);
         p += n + 1;
     }
 }
