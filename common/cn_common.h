@@ -11,8 +11,9 @@
  * decodes one owns the reference (json_decref).
  *
  * Utilities: a bounded dynamic byte buffer (cn_buf), duration parsing ("30s", "5m",
- * "250ms"), base64 (binary outputs travel in JSON strings), errno names. Nothing here
- * logs, exits, or keeps global state.
+ * "250ms"), base64 (binary outputs travel in JSON strings), errno names, and the two text
+ * rules: valid UTF-8 for every string sent, escaped controls for text shown on a terminal. Nothing
+ * here logs, exits, or keeps global state.
  */
 #ifndef CN_COMMON_H
 #define CN_COMMON_H
