@@ -467,7 +467,8 @@ int cn_cmd_lines(int argc, char **argv)
         cn_err err = {0};
         int rc = cn_fmt_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
-            fprintf(stderr, "canopy lines: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            fprintf(stderr, "canopy lines: %s\n",
+                    CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
             goto out;
         }
@@ -475,7 +476,7 @@ int cn_cmd_lines(int argc, char **argv)
         cn_fmt_render_opts_init(&o);
         rc = cn_fmt_lines_json(p, &a.q.spec, &o, a.pos[1], &doc, &err);
         if (rc < 0) {
-            fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
             status = cn_cli_status_of(rc);
             goto out;
         }

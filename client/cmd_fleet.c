@@ -270,7 +270,7 @@ static int connect_all(fleet_args *a, cn_fleet_conn **conns, size_t *n)
     }
     for (*n = 0; *n < a->n_urls; (*n)++) {
         if (cn_fleet_conn_new(a->urls[*n], user, a->password, 0, &conns[*n], &err) < 0) {
-            fprintf(stderr, "canopy fleet %s: %s\n", a->sub, err.msg);
+            fprintf(stderr, "canopy fleet %s: %s\n", a->sub, CN_TERM_STR(err.msg));
             return CN_EXIT_USAGE;
         }
     }
@@ -279,7 +279,8 @@ static int connect_all(fleet_args *a, cn_fleet_conn **conns, size_t *n)
 
 static int fail(const fleet_args *a, int rc, const cn_err *err)
 {
-    fprintf(stderr, "canopy fleet %s: %s\n", a->sub, err->msg[0] ? err->msg : strerror(-rc));
+    fprintf(stderr, "canopy fleet %s: %s\n", a->sub,
+            CN_TERM_STR(err->msg[0] ? err->msg : strerror(-rc)));
     return rc == -EINVAL ? CN_EXIT_USAGE : CN_EXIT_FAIL;
 }
 

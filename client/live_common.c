@@ -237,7 +237,7 @@ int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
     }
     int rc = cn_cli_call(c, req, resp, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy %s: %s\n", cmd, CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, *resp);
@@ -277,7 +277,7 @@ int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char
     }
     int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy %s: %s\n", cmd, CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, resp);

@@ -113,7 +113,7 @@ static int render_write(void *ctx, FILE *out)
 
     print_notes(r->opts->notes);
     if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return cn_cli_status_of(rc);
     }
     return CN_EXIT_OK;
@@ -141,7 +141,7 @@ int cn_cli_timeline_check(const cn_cli_query *q)
     cn_err err = {0};
 
     if (cn_fmt_timeline_check(&q->spec, &err) < 0) {
-        fprintf(stderr, "canopy timeline: %s\n", err.msg);
+        fprintf(stderr, "canopy timeline: %s\n", CN_TERM_STR(err.msg));
         return CN_EXIT_USAGE;
     }
     return CN_EXIT_OK;

@@ -272,6 +272,10 @@ const char *cn_term_str(char *buf, size_t cap, const char *s);
 char *cn_term_dup(const char *s, size_t n);
 /* Writes s (NULL as "") under the terminal rule to out. 0, -EIO or -ENOMEM. */
 int cn_term_fputs(const char *s, FILE *out);
+/* s in the terminal's form, in a buffer that lives until the end of the enclosing block:
+ * for printf arguments, e.g. a cn_err message (512 bytes, 6 per byte at most, fit). */
+#define CN_TERM_BUF    3072
+#define CN_TERM_STR(s) cn_term_str((char[CN_TERM_BUF]){0}, CN_TERM_BUF, (s))
 
 /* ---------------------------------------------------------------------------------------
  * Session counters shared across layers
