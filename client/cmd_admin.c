@@ -126,18 +126,27 @@ static void stack_copy(const json_t *s, char *buf, size_t size)
         snprintf(buf, size, "-");
 }
 
+/* The string o[key] (dflt when absent) in the terminal's form (cn_term_str): names and
+ * comms are other users' choices (docs/cli.md "Names in text output"). Returns buf. */
+static const char *jterm(char *buf, size_t cap, const json_t *o, const char *key, const char *dflt)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return cn_term_str(buf, cap, v ? v : dflt);
+}
+
 static void print_session_row(const json_t *s)
 {
     const json_t *target = json_object_get(s, "target");
-    char tgt[64], started[32] = "-", unwound[16], copy[40];
+    char tgt[160], started[32] = "-", unwound[16], copy[40];
+    char id[64], name[800], comm[128], state[32], mode[32], event[400];
     unwound_share(s, unwound, sizeof(unwound));
     stack_copy(s, copy, sizeof(copy));
     if (json_is_string(target))
-        snprintf(tgt, sizeof(tgt), "%s", json_string_value(target));
+        cn_term_str(tgt, sizeof(tgt), json_string_value(target));
     else
         snprintf(tgt, sizeof(tgt), "%" JSON_INTEGER_FORMAT " %s",
                  json_integer_value(json_object_get(target, "pid")),
-                 json_string_value(json_object_get(target, "comm")) ?: "?");
+                 jterm(comm, sizeof(comm), target, "comm", "?"));
     time_t t = (time_t)json_integer_value(json_object_get(s, "started"));
     struct tm tm;
     if (t && localtime_r(&t, &tm))
@@ -145,11 +154,10 @@ static void print_session_row(const json_t *s)
     printf("%-6s %-12s %-22s %-8s %-7s %-16s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
            " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7s %6" JSON_INTEGER_FORMAT
            " %-14s %s\n",
-           json_string_value(json_object_get(s, "id")) ?: "?",
-           json_string_value(json_object_get(s, "name")) ?: "-", tgt,
-           json_string_value(json_object_get(s, "state")) ?: "?",
-           json_string_value(json_object_get(s, "mode")) ?: "cpu",
-           json_string_value(json_object_get(s, "event")) ?: "?",
+           jterm(id, sizeof(id), s, "id", "?"), jterm(name, sizeof(name), s, "name", "-"), tgt,
+           jterm(state, sizeof(state), s, "state", "?"),
+           jterm(mode, sizeof(mode), s, "mode", "cpu"),
+           jterm(event, sizeof(event), s, "event", "?"),
            json_integer_value(json_object_get(s, "freq")),
            json_integer_value(json_object_get(s, "samples")),
            json_integer_value(json_object_get(s, "lost")),
@@ -211,12 +219,15 @@ static void print_push_status(const char *label, const json_t *o, const char *un
         snprintf(key, sizeof(key), "%s_%s", unit, what[i]);
         n[i] = json_integer_value(json_object_get(o, key));
     }
+    /* The last error quotes a server's answer: the terminal rule (cn_term_str). */
     const char *e = json_string_value(json_object_get(o, "last_error"));
+    char url[1024], hst[512], err[1024];
     printf("%s: %s%s%s, %" JSON_INTEGER_FORMAT " %s sent, %" JSON_INTEGER_FORMAT
            " queued, %" JSON_INTEGER_FORMAT " dropped, lag %" JSON_INTEGER_FORMAT " s%s%s\n",
-           label, json_string_value(json_object_get(o, "url")) ?: "?", host ? " as " : "",
-           host ? host : "", n[0], unit, n[1], n[2],
-           json_integer_value(json_object_get(o, "lag_s")), e ? "; last error: " : "", e ? e : "");
+           label, jterm(url, sizeof(url), o, "url", "?"), host ? " as " : "",
+           cn_term_str(hst, sizeof(hst), host), n[0], unit, n[1], n[2],
+           json_integer_value(json_object_get(o, "lag_s")), e ? "; last error: " : "",
+           cn_term_str(err, sizeof(err), e));
 }
 
 int cn_cmd_status(int argc, char **argv)
@@ -233,10 +244,11 @@ int cn_cmd_status(int argc, char **argv)
         goto out;
     }
     const json_t *r = s.resp;
+    char version[64], loop[64];
     printf("canopyd %s: up %.1f s, %" JSON_INTEGER_FORMAT " sessions, %.0f samples/s, "
            "%" JSON_INTEGER_FORMAT " lost, %.1f MiB resident (%.1f MiB anonymous, %.1f MiB "
            "file-backed), event loop %s\n",
-           json_string_value(json_object_get(r, "version")) ?: "?",
+           jterm(version, sizeof(version), r, "version", "?"),
            json_number_value(json_object_get(r, "uptime_s")),
            json_integer_value(json_object_get(r, "sessions")),
            json_number_value(json_object_get(r, "samples_per_s")),
@@ -244,7 +256,7 @@ int cn_cmd_status(int argc, char **argv)
            json_number_value(json_object_get(r, "rss_bytes")) / (1024.0 * 1024.0),
            json_number_value(json_object_get(r, "rss_anon_bytes")) / (1024.0 * 1024.0),
            json_number_value(json_object_get(r, "rss_file_bytes")) / (1024.0 * 1024.0),
-           json_string_value(json_object_get(r, "event_loop")) ?: "?");
+           jterm(loop, sizeof(loop), r, "event_loop", "?"));
     char unwound[16];
     unwound_share(r, unwound, sizeof(unwound));
     printf("stacks: %" JSON_INTEGER_FORMAT " with user frames, %s unwound completely; "
@@ -303,8 +315,9 @@ static int session_cmd(int argc, char **argv, const char *cmd, void (*help)(void
         goto out;
     if (!strcmp(cmd, "stop")) {
         const json_t *sess = json_object_get(s.resp, "session");
-        printf("%s: %s\n", json_string_value(json_object_get(sess, "id")) ?: s.a.pos[0],
-               json_string_value(json_object_get(sess, "state")) ?: "stopped");
+        char id[128], state[64];
+        printf("%s: %s\n", jterm(id, sizeof(id), sess, "id", s.a.pos[0]),
+               jterm(state, sizeof(state), sess, "state", "stopped"));
     }
 out:
     simple_clear(&s);
@@ -375,15 +388,19 @@ static char *lines_text(const json_t *o, size_t *len)
     FILE *m = open_memstream(&buf, len);
     if (!m)
         return NULL;
+    /* Names from binaries: the terminal rule (docs/cli.md "Names in text output"). */
+    char lib_t[1024], file_t[1024], func_t[2048], unit_t[64];
     const char *lib = json_string_value(json_object_get(o, "lib"));
     const char *file = json_string_value(json_object_get(o, "file"));
-    const char *unit = json_string_value(json_object_get(o, "unit")) ?: "samples";
+    const char *unit = jterm(unit_t, sizeof(unit_t), o, "unit", "samples");
+    lib = lib ? cn_term_str(lib_t, sizeof(lib_t), lib) : NULL;
+    file = file ? cn_term_str(file_t, sizeof(file_t), file) : NULL;
     double total = 0;
     size_t i;
     const json_t *e;
     json_array_foreach(json_object_get(o, "addresses"), i, e) total +=
         json_number_value(json_object_get(e, "self"));
-    const char *func = json_string_value(json_object_get(o, "function"));
+    const char *func = jterm(func_t, sizeof(func_t), o, "function", "?");
     size_t n_lines = json_array_size(json_object_get(o, "lines"));
     size_t n_addrs = json_array_size(json_object_get(o, "addresses"));
     fprintf(m, "%s%s%s%s%s  (self, %s)\n", func, lib ? "  " : "", lib ? lib : "", file ? "  " : "",
@@ -450,7 +467,8 @@ int cn_cmd_lines(int argc, char **argv)
         cn_err err = {0};
         int rc = cn_fmt_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
-            fprintf(stderr, "canopy lines: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            fprintf(stderr, "canopy lines: %s\n",
+                    CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
             goto out;
         }
@@ -458,7 +476,7 @@ int cn_cmd_lines(int argc, char **argv)
         cn_fmt_render_opts_init(&o);
         rc = cn_fmt_lines_json(p, &a.q.spec, &o, a.pos[1], &doc, &err);
         if (rc < 0) {
-            fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
             status = cn_cli_status_of(rc);
             goto out;
         }

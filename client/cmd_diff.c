@@ -139,7 +139,7 @@ static int load(const side *s, const char *socket, cn_cli_conn **c, cn_agg_profi
     cn_err err = {0};
     int rc = cn_fmt_import_file(s->path, out, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
     }
     return CN_EXIT_OK;
@@ -191,7 +191,7 @@ static int make_diff(side *sides, int n_sides, cn_cli_query *q, const char *sock
     cn_err err = {0};
     int rc = cn_agg_diff_profile(p[0], &qs[0], p[1], &qs[1], out, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
         goto out;
     }

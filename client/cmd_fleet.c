@@ -270,7 +270,7 @@ static int connect_all(fleet_args *a, cn_fleet_conn **conns, size_t *n)
     }
     for (*n = 0; *n < a->n_urls; (*n)++) {
         if (cn_fleet_conn_new(a->urls[*n], user, a->password, 0, &conns[*n], &err) < 0) {
-            fprintf(stderr, "canopy fleet %s: %s\n", a->sub, err.msg);
+            fprintf(stderr, "canopy fleet %s: %s\n", a->sub, CN_TERM_STR(err.msg));
             return CN_EXIT_USAGE;
         }
     }
@@ -279,7 +279,8 @@ static int connect_all(fleet_args *a, cn_fleet_conn **conns, size_t *n)
 
 static int fail(const fleet_args *a, int rc, const cn_err *err)
 {
-    fprintf(stderr, "canopy fleet %s: %s\n", a->sub, err->msg[0] ? err->msg : strerror(-rc));
+    fprintf(stderr, "canopy fleet %s: %s\n", a->sub,
+            CN_TERM_STR(err->msg[0] ? err->msg : strerror(-rc)));
     return rc == -EINVAL ? CN_EXIT_USAGE : CN_EXIT_FAIL;
 }
 
@@ -377,10 +378,15 @@ static int run_labels(fleet_args *a, cn_fleet_conn *c, const cn_fleet_schema *s)
             size_t n = 0;
             for (char *t = strtok(l, "\t"); t && n < 3; t = strtok(NULL, "\t"))
                 f[n++] = t;
+            /* Label values are any user's words; ClickHouse's escaping leaves ESC and C1
+             * as they are: the terminal rule (docs/cli.md "Names in text output"). */
+            char t0[1024], t1[64], t2[64];
             if (!a->key && n == 3)
-                printf("%-24s %10s %14s\n", f[0], f[1], f[2]);
+                printf("%-24s %10s %14s\n", cn_term_str(t0, sizeof(t0), f[0]),
+                       cn_term_str(t1, sizeof(t1), f[1]), cn_term_str(t2, sizeof(t2), f[2]));
             else if (a->key && n == 2)
-                printf("%-40s %14s\n", f[0], f[1]);
+                printf("%-40s %14s\n", cn_term_str(t0, sizeof(t0), f[0]),
+                       cn_term_str(t1, sizeof(t1), f[1]));
             free(l);
         }
     }

@@ -264,7 +264,7 @@ static int run_in_process(run_ctx *r)
 
     cn_cli_say_in_process(a->cmd, a);
     if (cn_cli_local_start(&a->smp, CN_LIVE_RUN, r->child.pid, RUN_FREQ, &l, &err) < 0) {
-        fprintf(stderr, "canopy run: %s\n", err.msg);
+        fprintf(stderr, "canopy run: %s\n", CN_TERM_STR(err.msg));
         cn_smp_child_abort(&r->child);
         return CN_EXIT_FAIL;
     }
@@ -272,7 +272,7 @@ static int run_in_process(run_ctx *r)
     while (!r->child_done) {
         if (cn_cli_local_pump(l, 100, &err) < 0) {
             cn_cli_progress_end(&r->pr);
-            fprintf(stderr, "canopy run: %s (the command keeps running)\n", err.msg);
+            fprintf(stderr, "canopy run: %s (the command keeps running)\n", CN_TERM_STR(err.msg));
             while (!r->child_done && waitpid(r->child.pid, &r->child_ws, 0) == r->child.pid)
                 r->child_done = true;
             cn_cli_local_free(l);
@@ -286,7 +286,7 @@ static int run_in_process(run_ctx *r)
     cn_cli_local_pump(l, 0, &err);
     cn_cli_progress_end(&r->pr);
     if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, &err) < 0)
-        fprintf(stderr, "canopy run: %s\n", err.msg);
+        fprintf(stderr, "canopy run: %s\n", CN_TERM_STR(err.msg));
     char title[256];
     snprintf(title, sizeof(title), "run: %s", a->cmd_argv[0]);
     status = local_render(l, &a->q, title);
@@ -477,7 +477,8 @@ static int daemon_has_pid(cn_cli_conn *c, const char *cmd, int pid)
     cn_err err = {0};
     int found = 0;
     if (!req || cn_cli_call(c, req, &resp, &err) < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : "out of memory");
+        fprintf(stderr, "canopy %s: %s\n", cmd,
+                CN_TERM_STR(err.msg[0] ? err.msg : "out of memory"));
         found = -CN_EXIT_FAIL;
     } else if (!json_is_true(json_object_get(resp, "ok"))) {
         found = -cn_cli_resp_status(cmd, resp);
@@ -507,14 +508,14 @@ static int tree_in_process(cn_cli_live_args *a)
         a->smp.duration_ns = TEMP_DURATION_NS;
     cn_cli_say_in_process(a->cmd, a);
     if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &l, &err) < 0) {
-        fprintf(stderr, "canopy tree: %s\n", err.msg);
+        fprintf(stderr, "canopy tree: %s\n", CN_TERM_STR(err.msg));
         return CN_EXIT_FAIL;
     }
     cn_cli_progress_init(&pr);
     for (;;) {
         if (cn_cli_local_pump(l, 100, &err) < 0) {
             cn_cli_progress_end(&pr);
-            fprintf(stderr, "canopy tree: %s\n", err.msg);
+            fprintf(stderr, "canopy tree: %s\n", CN_TERM_STR(err.msg));
             goto out;
         }
         cn_live_session_info info;
@@ -525,7 +526,7 @@ static int tree_in_process(cn_cli_live_args *a)
     }
     cn_cli_progress_end(&pr);
     if (cn_cli_local_finish(l, SYMBOLS_WAIT_MS, &err) < 0)
-        fprintf(stderr, "canopy tree: %s\n", err.msg);
+        fprintf(stderr, "canopy tree: %s\n", CN_TERM_STR(err.msg));
     char title[64];
     snprintf(title, sizeof(title), "pid %d", a->pid);
     status = local_render(l, &a->q, title);
@@ -586,7 +587,7 @@ int cn_cmd_tree(int argc, char **argv)
         cn_err err = {0};
         int rc = cn_fmt_import_file(a.pos[0], &p, &err);
         if (rc < 0) {
-            fprintf(stderr, "canopy tree: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+            fprintf(stderr, "canopy tree: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
             status = rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
             goto out;
         }
@@ -739,7 +740,7 @@ static int top_file(const char *path)
     cn_err err = {0};
     int rc = cn_fmt_import_file(path, &p, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy top: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy top: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
     }
     cn_top_profile_source ps = {.profile = p};
@@ -757,7 +758,7 @@ static int top_in_process(cn_cli_live_args *a)
     memset(&t, 0, sizeof(t));
     cn_cli_say_in_process(a->cmd, a);
     if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &t.l, &err) < 0) {
-        fprintf(stderr, "canopy top: %s\n", err.msg);
+        fprintf(stderr, "canopy top: %s\n", CN_TERM_STR(err.msg));
         return CN_EXIT_FAIL;
     }
     t.ps.profile = cn_live_session_profile(cn_cli_local_session(t.l));

@@ -76,7 +76,7 @@ static int load(const char *path, cn_agg_profile **out)
 
     if (rc < 0) {
         if (err.msg[0])
-            fprintf(stderr, "canopy: %s\n", err.msg);
+            fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg));
         else
             fprintf(stderr, "canopy: %s: %s\n", path, strerror(-rc));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;

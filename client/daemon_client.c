@@ -302,6 +302,9 @@ int cn_cli_resp_status(const char *cmd, const json_t *resp)
     int status = json_is_integer(x) ? (int)json_integer_value(x) : 1;
     if (status != 1 && status != 2)
         status = 1;
-    fprintf(stderr, "canopy %s: %s\n", cmd, m ? m : "the daemon refused the request");
+    /* Messages quote names (sessions, functions): the terminal rule. */
+    fprintf(stderr, "canopy %s: ", cmd);
+    cn_term_fputs(m ? m : "the daemon refused the request", stderr);
+    fputc('\n', stderr);
     return status;
 }

@@ -237,7 +237,7 @@ int cn_cli_request(const char *cmd, cn_cli_conn *c, json_t *req, json_t **resp)
     }
     int rc = cn_cli_call(c, req, resp, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy %s: %s\n", cmd, CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, *resp);
@@ -256,8 +256,11 @@ static void print_reply_notes(const json_t *resp)
     size_t i;
     json_array_foreach(json_object_get(resp, "notes"), i, v)
     {
-        if (json_is_string(v))
-            fprintf(stderr, "canopy: note: %s\n", json_string_value(v));
+        if (json_is_string(v)) { /* quotes function names: the terminal rule */
+            fputs("canopy: note: ", stderr);
+            cn_term_fputs(json_string_value(v), stderr);
+            fputc('\n', stderr);
+        }
     }
 }
 
@@ -274,7 +277,7 @@ int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char
     }
     int rc = cn_cli_call_raw(c, req, &resp, &raw, &raw_len, &err);
     if (rc < 0) {
-        fprintf(stderr, "canopy %s: %s\n", cmd, err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy %s: %s\n", cmd, CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return CN_EXIT_FAIL;
     }
     int status = cn_cli_resp_status(cmd, resp);

@@ -90,7 +90,7 @@ static int add_transform(cn_cli_query *q, const char *text)
 
     int r = cn_fmt_spec_add_transform(&q->spec, text, &err);
     if (r < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : "bad transform");
+        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : "bad transform"));
         return -1;
     }
     return 1;

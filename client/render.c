@@ -91,7 +91,9 @@ static void print_notes(const cn_buf *notes)
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        fprintf(stderr, "canopy: %.*s\n", (int)n, p);
+        char *t = cn_term_dup(p, n); /* notes quote function names: the terminal rule */
+        fprintf(stderr, "canopy: %s\n", t ? t : "(out of memory)");
+        free(t);
         p += n + 1;
     }
 }
@@ -111,7 +113,7 @@ static int render_write(void *ctx, FILE *out)
 
     print_notes(r->opts->notes);
     if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return cn_cli_status_of(rc);
     }
     return CN_EXIT_OK;
@@ -139,7 +141,7 @@ int cn_cli_timeline_check(const cn_cli_query *q)
     cn_err err = {0};
 
     if (cn_fmt_timeline_check(&q->spec, &err) < 0) {
-        fprintf(stderr, "canopy timeline: %s\n", err.msg);
+        fprintf(stderr, "canopy timeline: %s\n", CN_TERM_STR(err.msg));
         return CN_EXIT_USAGE;
     }
     return CN_EXIT_OK;

@@ -541,12 +541,15 @@ static void fmt_weight(const cn_top_snapshot *s, char *buf, size_t n, double v)
         fmt_value(buf, n, v);
 }
 
-/* Prints s clipped to the columns left on row y, starting at column x. */
+/* Prints s clipped to the columns left on row y, starting at column x, in the terminal's
+ * form (cn_term_str, docs/cli.md "Names in text output"): everything drawn may quote a
+ * name. The form of a string already in it is the string itself. */
 static void put_clipped(int y, int x, const char *s, int width)
 {
+    char t[2048];
     if (x >= width)
         return;
-    mvaddnstr(y, x, s, width - x);
+    mvaddnstr(y, x, cn_term_str(t, sizeof(t), s), width - x);
 }
 
 static void draw_header(const top_state *st, int w)
@@ -593,10 +596,11 @@ static void draw_functions(const top_state *st, int y0, int rows, int w)
     attroff(A_BOLD | A_UNDERLINE);
     for (int r = 0; r < rows - 1 && (size_t)r < s->n_funcs; r++) {
         const cn_top_func *f = &s->funcs[r];
-        char line[512], v[32];
+        char line[512], v[32], name[400];
         fmt_weight(s, v, sizeof(v), f->self);
+        /* Escaped before measuring, so that the library's column is right. */
         int n = snprintf(line, sizeof(line), " %5.1f%% %8s  %5.1f%%  %s", pct(f->self, s->total), v,
-                         pct(f->total, s->total), f->name);
+                         pct(f->total, s->total), cn_term_str(name, sizeof(name), f->name));
         if (st->colors)
             attron(COLOR_PAIR(PAIR_HOT));
         put_clipped(y0 + 1 + r, 0, line, w);
@@ -636,11 +640,12 @@ static void draw_tree(top_state *st, int y0, int rows, int w)
     for (int r = 0; r < body && st->scroll + (size_t)r < st->n_rows; r++) {
         size_t row = st->scroll + (size_t)r;
         const cn_top_node *n = &s->nodes[st->rows[row].node];
-        char line[1024];
+        char line[1024], name[800];
         char mark = n->first_child < 0 ? ' ' : is_expanded(st, st->rows[row].node) ? '-' : '+';
         int depth = st->rows[row].depth > 60 ? 60 : st->rows[row].depth;
         int len = snprintf(line, sizeof(line), "%6.1f%% %6.1f%%  %*s%c %s", pct(n->total, s->total),
-                           pct(n->self, s->total), 2 * depth, "", mark, n->name);
+                           pct(n->self, s->total), 2 * depth, "", mark,
+                           cn_term_str(name, sizeof(name), n->name));
         bool selected = row == st->sel_row;
         bool match = st->search_len && strcasestr(n->name, st->search);
         if (selected) {
@@ -989,8 +994,11 @@ out:
         curs_set(1);
         endwin();
     }
-    if (status == CN_EXIT_FAIL && st.msg[0])
-        fprintf(stderr, "canopy top: %s\n", st.msg);
+    if (status == CN_EXIT_FAIL && st.msg[0]) {
+        fputs("canopy top: ", stderr);
+        cn_term_fputs(st.msg, stderr); /* may quote the daemon's message */
+        fputc('\n', stderr);
+    }
     if (sfd >= 0)
         close(sfd);
     if (masked)

@@ -11,15 +11,18 @@
  * decodes one owns the reference (json_decref).
  *
  * Utilities: a bounded dynamic byte buffer (cn_buf), duration parsing ("30s", "5m",
- * "250ms"), base64 (binary outputs travel in JSON strings), errno names. Nothing here
- * logs, exits, or keeps global state.
+ * "250ms"), base64 (binary outputs travel in JSON strings), errno names, and the two text
+ * rules: valid UTF-8 for every string sent, escaped controls for text shown on a terminal. Nothing
+ * here logs, exits, or keeps global state.
  */
 #ifndef CN_COMMON_H
 #define CN_COMMON_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -42,6 +45,9 @@ typedef struct cn_err {
 /* Formats a one-line message into err (when not NULL) and returns code, so that
  * `return cn_err_set(err, -EINVAL, "…")` both reports and fails. */
 int cn_err_set(cn_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same with a va_list. A message longer than msg is cut on a character boundary. */
+int cn_err_vset(cn_err *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* The same, also setting err->code to name (a static string). */
 int cn_err_setc(cn_err *err, int code, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -219,6 +225,57 @@ int cn_proto_get_str(const json_t *o, const char *key, const char **out, cn_err 
 int cn_proto_get_int(const json_t *o, const char *key, int64_t *out, cn_err *err);
 int cn_proto_get_num(const json_t *o, const char *key, double *out, cn_err *err);
 int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_err *err);
+
+/* ---------------------------------------------------------------------------------------
+ * Text policies (common/text.c). Names come from binaries, /proc and other users' requests
+ * and may hold any bytes. Two rules, each implemented once:
+ *
+ * UTF-8, for every string canopy sends (protocol replies, JSON): a byte that does not start
+ * a valid UTF-8 sequence (a stray continuation byte, a cut or broken sequence, an overlong
+ * form, a surrogate, a code point above U+10FFFF) becomes U+FFFD; a string cut to a bound
+ * is cut on a character boundary (cn_utf8_cut). The protocol also turns NUL into U+FFFD
+ * (decoders refuse \u0000). formats/' JSON writer follows the same rule (json_out.h).
+ *
+ * Terminal, for text shown to a person (tables, text trees, messages; docs/cli.md "Names in
+ * text output"): the UTF-8 rule, and control characters spelled out so that a name cannot
+ * drive the terminal: C0 controls and DEL as \x1b, C1 controls (U+0080..U+009F, valid
+ * UTF-8) as \u0085. Everything else, a backslash included, is shown as it is. Lossless
+ * formats (JSON, folded, pprof, .canopy) never apply it.
+ */
+
+/* Length (1..4) of the valid UTF-8 sequence at s, reading at most avail bytes, or 0 when
+ * the bytes there are not one (or avail is 0). NUL counts as a valid 1-byte sequence. */
+size_t cn_utf8_seq(const void *s, size_t avail);
+/* Where to cut the n bytes at s so that at most max remain: n when n <= max, else the
+ * largest m <= max that does not split a valid sequence (invalid bytes count as one
+ * character each). */
+size_t cn_utf8_cut(const char *s, size_t n, size_t max);
+
+/* A JSON string of the n bytes at s (NULL as "") under the UTF-8 rule: never fails on
+ * content. New reference, or NULL on ENOMEM only. */
+json_t *cn_proto_string(const char *s, size_t n);
+/* The same for a NUL-terminated s. */
+json_t *cn_proto_str(const char *s);
+
+/* Length of the prefix of the n bytes at s that the terminal rule leaves unchanged (n when
+ * the whole string is plain: writers test this before escaping). */
+size_t cn_term_plain_len(const char *s, size_t n);
+/* The n bytes at s (NULL as "") under the terminal rule into dst (cap bytes, NUL included;
+ * cap 0 writes nothing). When the result does not fit it ends before the first character
+ * or escape that would not fit whole. Returns the length written. An input byte gives at
+ * most 6 output bytes. */
+size_t cn_term_escape(char *dst, size_t cap, const char *s, size_t n);
+/* cn_term_escape of the NUL-terminated s into buf; returns buf (for printf arguments). */
+const char *cn_term_str(char *buf, size_t cap, const char *s);
+/* The whole of the n bytes at s under the terminal rule, malloc'ed (caller frees); NULL on
+ * ENOMEM. */
+char *cn_term_dup(const char *s, size_t n);
+/* Writes s (NULL as "") under the terminal rule to out. 0, -EIO or -ENOMEM. */
+int cn_term_fputs(const char *s, FILE *out);
+/* s in the terminal's form, in a buffer that lives until the end of the enclosing block:
+ * for printf arguments, e.g. a cn_err message (512 bytes, 6 per byte at most, fit). */
+#define CN_TERM_BUF    3072
+#define CN_TERM_STR(s) cn_term_str((char[CN_TERM_BUF]){0}, CN_TERM_BUF, (s))
 
 /* ---------------------------------------------------------------------------------------
  * Session counters shared across layers

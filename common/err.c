@@ -2,6 +2,8 @@
  * a one-line message (and, for protocol errors, a stable code name) for the person. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cn_common.h"
 
@@ -10,7 +12,27 @@
 __attribute__((format(printf, 2, 0))) static void err_vformat(cn_err *err, const char *fmt,
                                                               va_list ap)
 {
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_list again;
+    char *full = NULL;
+
+    va_copy(again, ap);
+    int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    /* A message cut to the buffer is cut on a character boundary (cn_common.h, the UTF-8
+     * rule): messages quote names, and half a character would reach the reply. */
+    if (n >= (int)sizeof(err->msg) && vasprintf(&full, fmt, again) == n) {
+        size_t keep = cn_utf8_cut(full, (size_t)n, sizeof(err->msg) - 1);
+        memcpy(err->msg, full, keep);
+        err->msg[keep] = '\0';
+    }
+    free(full);
+    va_end(again);
+}
+
+int cn_err_vset(cn_err *err, int code, const char *fmt, va_list ap)
+{
+    if (err)
+        err_vformat(err, fmt, ap);
+    return code;
 }
 
 int cn_err_set(cn_err *err, int code, const char *fmt, ...)

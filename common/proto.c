@@ -189,15 +189,18 @@ json_t *cn_proto_ok(const json_t *req)
 
 json_t *cn_proto_error(const json_t *req, const char *code, int exit, const char *fmt, ...)
 {
-    char msg[512];
+    cn_err m;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    /* cn_err's formatting cuts on a character boundary; cn_proto_string makes the rest
+     * valid UTF-8 (messages quote names of any bytes). */
+    cn_err_vset(&m, 0, fmt, ap);
     va_end(ap);
     json_t *o = reply_base(req, false);
     if (!o)
         return NULL;
-    json_t *e = json_pack("{s:s, s:s, s:i}", "code", code, "message", msg, "exit", exit);
+    json_t *e =
+        json_pack("{s:s, s:o, s:i}", "code", code, "message", cn_proto_str(m.msg), "exit", exit);
     if (!e || json_object_set_new(o, "error", e) < 0) {
         json_decref(o);
         return NULL;

@@ -426,12 +426,13 @@ static json_t *pyro_status(struct cn_d__fleet *f)
 {
     cn_fleet_push_stats st;
     cn_fleet_pusher_stats(f->pyro, &st);
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:I, s:I}", "url", f->pyro_url,
-                     "profiles_sent", (json_int_t)st.rows_sent, "profiles_queued",
-                     (json_int_t)st.rows_queued, "profiles_dropped", (json_int_t)st.rows_dropped,
-                     "spool_bytes", (json_int_t)st.spool_bytes, "failures", (json_int_t)st.failures,
-                     "encode_errors", (json_int_t)f->pyro_errors, "lag_s", (json_int_t)st.lag_s,
-                     "last_error", st.last_error[0] ? st.last_error : NULL, "last_success",
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o?, s:I, s:I}", "url",
+                     cn_proto_str(f->pyro_url), "profiles_sent", (json_int_t)st.rows_sent,
+                     "profiles_queued", (json_int_t)st.rows_queued, "profiles_dropped",
+                     (json_int_t)st.rows_dropped, "spool_bytes", (json_int_t)st.spool_bytes,
+                     "failures", (json_int_t)st.failures, "encode_errors",
+                     (json_int_t)f->pyro_errors, "lag_s", (json_int_t)st.lag_s, "last_error",
+                     st.last_error[0] ? cn_proto_str(st.last_error) : NULL, "last_success",
                      (json_int_t)st.last_success_s, "batches_sent", (json_int_t)st.batches_sent);
 }
 
@@ -448,15 +449,16 @@ json_t *cn_d__fleet_status(cn_d_server *srv)
     if (f->pusher)
         cn_fleet_pusher_stats(f->pusher, &st);
     json_t *j =
-        json_pack("{s:s?, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:f, "
+        json_pack("{s:o?, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o?, s:f, "
                   "s:f, s:I}",
-                  "url", f->pusher ? f->url : NULL, "host", f->host, "sessions", (json_int_t)pushed,
-                  "rows_sent", (json_int_t)st.rows_sent, "rows_queued", (json_int_t)st.rows_queued,
-                  "rows_dropped", (json_int_t)st.rows_dropped, "batches_sent",
-                  (json_int_t)st.batches_sent, "batches_queued", (json_int_t)st.batches_queued,
-                  "batches_dropped", (json_int_t)st.batches_dropped, "spool_bytes",
-                  (json_int_t)st.spool_bytes, "failures", (json_int_t)st.failures, "lag_s",
-                  (json_int_t)st.lag_s, "last_error", st.last_error[0] ? st.last_error : NULL,
+                  "url", f->pusher ? cn_proto_str(f->url) : NULL, "host", cn_proto_str(f->host),
+                  "sessions", (json_int_t)pushed, "rows_sent", (json_int_t)st.rows_sent,
+                  "rows_queued", (json_int_t)st.rows_queued, "rows_dropped",
+                  (json_int_t)st.rows_dropped, "batches_sent", (json_int_t)st.batches_sent,
+                  "batches_queued", (json_int_t)st.batches_queued, "batches_dropped",
+                  (json_int_t)st.batches_dropped, "spool_bytes", (json_int_t)st.spool_bytes,
+                  "failures", (json_int_t)st.failures, "lag_s", (json_int_t)st.lag_s, "last_error",
+                  st.last_error[0] ? cn_proto_str(st.last_error) : NULL, /* a server's words */
                   "collect_ms_last", (double)f->collect_ns_last / 1e6, "collect_ms_total",
                   (double)f->collect_ns_total / 1e6, "last_success", (json_int_t)st.last_success_s);
     if (j && f->pyro)

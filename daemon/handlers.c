@@ -19,6 +19,12 @@
 
 #include "d_internal.h"
 
+/* What a reply that cannot be built says: an error, never a reply missing a part. */
+static json_t *reply_oom(const json_t *req)
+{
+    return cn_proto_error(req, "failed", 1, "out of memory building the reply");
+}
+
 void cn_d__cmd_hello(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
     rp->msg = cn_proto_ok(req);
@@ -67,13 +73,13 @@ static void fd_use(size_t *open_fds, size_t *limit)
 }
 
 /* The workers, the bounds' counters and fd use (docs/cli-live.md "Daemon limits"). */
-static void status_limits(cn_d_server *srv, json_t *msg)
+static int status_limits(cn_d_server *srv, json_t *msg)
 {
     size_t queued = 0, open_fds, fd_limit;
     for (const cn_d__job *j = srv->jobs; j; j = j->next)
         queued += j->pid <= 0;
     fd_use(&open_fds, &fd_limit);
-    json_object_update_new(
+    return json_object_update_new(
         msg, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "workers_running",
                        (json_int_t)srv->jobs_running, "workers_queued", (json_int_t)queued,
                        "worker_jobs", (json_int_t)srv->stats.jobs_done, "worker_failures",
@@ -104,62 +110,82 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
         n++;
     }
     size_t rss_anon, rss_file;
+    int r = 0;
     rss_split(&rss_anon, &rss_file);
     rp->msg = cn_proto_ok(req);
-    if (rp->msg)
-        json_object_update_new(
+    if (!rp->msg)
+        r = -1;
+    if (r == 0) /* state_dir is the administrator's path: any bytes (cn_proto_str) */
+        r = json_object_update_new(
             rp->msg,
-            json_pack("{s:s, s:f, s:I, s:I, s:f, s:I, s:I, s:s, s:I, s:s, s:I, s:I}", "version",
-                      CANOPY_VERSION, "uptime_s",
-                      (double)(cn_common_now_ns() - srv->start_ns) / 1e9, "sessions", (json_int_t)n,
-                      "running", (json_int_t)cn_d__store_running(srv), "samples_per_s",
-                      srv->samples_per_s, "lost", (json_int_t)lost, "rss_bytes",
-                      (json_int_t)cn_d__rss(), "event_loop", cn_d__loop_backend(srv->loop),
-                      "clients", (json_int_t)cn_d__loop_conn_count(srv->loop), "state_dir",
-                      srv->state_dir, "state_dir_bytes", (json_int_t)srv->state_dir_bytes,
-                      "evicted_sessions", (json_int_t)srv->evicted));
+            json_pack(
+                "{s:s, s:f, s:I, s:I, s:f, s:I, s:I, s:s, s:I, s:o, s:I, s:I}", "version",
+                CANOPY_VERSION, "uptime_s", (double)(cn_common_now_ns() - srv->start_ns) / 1e9,
+                "sessions", (json_int_t)n, "running", (json_int_t)cn_d__store_running(srv),
+                "samples_per_s", srv->samples_per_s, "lost", (json_int_t)lost, "rss_bytes",
+                (json_int_t)cn_d__rss(), "event_loop", cn_d__loop_backend(srv->loop), "clients",
+                (json_int_t)cn_d__loop_conn_count(srv->loop), "state_dir",
+                cn_proto_str(srv->state_dir), "state_dir_bytes", (json_int_t)srv->state_dir_bytes,
+                "evicted_sessions", (json_int_t)srv->evicted));
     cn_live_symbolizer_stats sym;
     cn_live_symbolizer_stats_get(srv->sym, &sym);
-    if (rp->msg)
-        json_object_update_new(
+    if (r == 0)
+        r = json_object_update_new(
             rp->msg,
             json_pack("{s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "rss_anon_bytes", (json_int_t)rss_anon,
                       "rss_file_bytes", (json_int_t)rss_file, "symbol_cache", "objects",
                       (json_int_t)sym.objects, "heap_bytes", (json_int_t)sym.heap_bytes,
                       "mapped_bytes", (json_int_t)sym.mapped_bytes, "evictions",
                       (json_int_t)sym.evictions));
-    if (rp->msg)
-        status_limits(srv, rp->msg);
+    if (r == 0)
+        r = status_limits(srv, rp->msg);
     json_t *fleet = cn_d__fleet_status(srv); /* docs/fleet.md "Status" */
-    if (rp->msg && fleet)
+    if (r == 0 && fleet)
         json_object_set_new(rp->msg, "fleet", fleet);
     else
         json_decref(fleet);
     /* The sessions' unwind outcomes and unnamed frames, summed (docs/cli-live.md,
      * "Session counters"). */
-    if (rp->msg)
-        json_object_update_new(
+    if (r == 0)
+        r = json_object_update_new(
             rp->msg,
             json_pack("{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:I}", "user_stacks",
                       (json_int_t)user_stacks, "unwind_outcomes", "complete",
                       (json_int_t)u.complete, "truncated_stack", (json_int_t)u.truncated_stack,
                       "no_cfi", (json_int_t)u.no_cfi, "read_fault", (json_int_t)u.read_fault,
                       "other", (json_int_t)u.other, "unsymbolized", (json_int_t)unsymbolized));
+    if (r < 0) {
+        json_decref(rp->msg);
+        rp->msg = reply_oom(req);
+    }
 }
 
 void cn_d__cmd_sessions(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < srv->n_entries; i++) {
+    int r = a ? 0 : -1;
+    for (size_t i = 0; r == 0 && i < srv->n_entries; i++) {
         cn_live_session *s = srv->entries[i]->s;
         if (cl->cred.uid == 0 || cn_live_session_owner(s) == cl->cred.uid)
-            json_array_append_new(a, cn_live_session_json(s));
+            r = json_array_append_new(a, cn_live_session_json(s)); /* -1 for NULL */
     }
+    rp->msg = r == 0 ? cn_proto_ok(req) : NULL;
+    if (!rp->msg || json_object_set_new(rp->msg, "sessions", a) < 0) {
+        if (!rp->msg)
+            json_decref(a);
+        json_decref(rp->msg);
+        rp->msg = reply_oom(req);
+    }
+}
+
+/* ok with the session's entry as "session", or an error when it cannot be built. */
+static void reply_session(const json_t *req, cn_d__reply *rp, const cn_live_session *s)
+{
     rp->msg = cn_proto_ok(req);
-    if (rp->msg)
-        json_object_set_new(rp->msg, "sessions", a);
-    else
-        json_decref(a);
+    if (!rp->msg || json_object_set_new(rp->msg, "session", cn_live_session_json(s)) < 0) {
+        json_decref(rp->msg);
+        rp->msg = reply_oom(req);
+    }
 }
 
 /* Parses the sampling fields of attach/run/system into o. 0 or -EINVAL (msg in err). */
@@ -370,9 +396,7 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         return;
     }
     cn_d__fleet_track(srv, e, &labels, no_fleet); /* clears labels */
-    rp->msg = cn_proto_ok(req);
-    if (rp->msg)
-        json_object_set_new(rp->msg, "session", cn_live_session_json(e->s));
+    reply_session(req, rp, e->s);
 }
 
 void cn_d__cmd_attach(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
@@ -524,9 +548,7 @@ void cn_d__cmd_stop(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d_
     if (!e)
         return;
     cn_d__store_stop(srv, e);
-    rp->msg = cn_proto_ok(req);
-    if (rp->msg)
-        json_object_set_new(rp->msg, "session", cn_live_session_json(e->s));
+    reply_session(req, rp, e->s);
 }
 
 void cn_d__cmd_rm(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
@@ -538,7 +560,7 @@ void cn_d__cmd_rm(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__r
     cn_d__store_remove(srv, e, true);
     rp->msg = cn_proto_ok(req);
     if (rp->msg && id)
-        json_object_set_new(rp->msg, "removed", json_string(id));
+        json_object_set_new(rp->msg, "removed", cn_proto_str(id));
     free(id);
 }
 

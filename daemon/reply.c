@@ -80,20 +80,6 @@ int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key,
     return r < 0 ? -ENOMEM : 0;
 }
 
-/* A JSON string of the n bytes at s with the one UTF-8 policy (cn_fmt_json_string): a
- * note quotes transform arguments, which may name functions of any bytes. New reference
- * or NULL. */
-static json_t *json_string_fffd(const char *s, size_t n)
-{
-    cn_buf lit;
-    json_t *v = NULL;
-    cn_buf_init(&lit, 0);
-    if (cn_fmt_json_string(&lit, s, n) == 0)
-        v = json_loadb(cn_buf_ptr(&lit), cn_buf_len(&lit), JSON_DECODE_ANY, NULL);
-    cn_buf_free(&lit);
-    return v;
-}
-
 int cn_d__reply_notes(cn_d__reply *rp, const cn_buf *notes)
 {
     static const char prefix[] = "note: ";
@@ -113,7 +99,8 @@ int cn_d__reply_notes(cn_d__reply *rp, const cn_buf *notes)
             line += sizeof(prefix) - 1;
             n -= sizeof(prefix) - 1;
         }
-        if (json_array_append_new(arr, json_string_fffd(line, n)) < 0)
+        /* A note quotes transform arguments, which may name functions of any bytes. */
+        if (json_array_append_new(arr, cn_proto_string(line, n)) < 0)
             return -ENOMEM;
     }
     return 0;

@@ -208,10 +208,15 @@ static void text_line(FILE *out, const cn_agg_profile *d, int32_t func, double d
     text_value(out, base * scale, false);
     fputs(" -> ", out);
     text_value(out, nv * scale, false);
-    fprintf(out, "  %*s%s", depth * 2, "", cn_agg_func_name(d, func));
+    /* Names of any bytes: the terminal rule (docs/cli.md "Names in text output"). */
+    fprintf(out, "  %*s", depth * 2, "");
+    cn_term_fputs(cn_agg_func_name(d, func), out);
     int32_t res = cn_agg_func_resource(d, func);
-    if (res >= 0)
-        fprintf(out, "  [%s]", cn_agg_resource_name(d, res));
+    if (res >= 0) {
+        fputs("  [", out);
+        cn_term_fputs(cn_agg_resource_name(d, res), out);
+        putc(']', out);
+    }
     putc('\n', out);
 }
 
@@ -248,8 +253,9 @@ int cn_fmt_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
 {
     double scale = cn_agg_profile_scale(d);
     const char *unit = cn_agg_unit_name(cn_agg_profile_unit(d));
-    fprintf(out, "# diff%s%s  unit %s  base ", o && o->title ? " " : "",
-            o && o->title ? o->title : "", unit);
+    fprintf(out, "# diff%s", o && o->title ? " " : "");
+    cn_term_fputs(o ? o->title : NULL, out);
+    fprintf(out, "  unit %s  base ", unit);
     text_value(out, r->base_sum * scale, false);
     fputs("  new ", out);
     text_value(out, r->new_sum * scale, false);
@@ -257,7 +263,8 @@ int cn_fmt_write_diff_text(const cn_agg_profile *d, const cn_agg_diff *r,
         fprintf(out, "  (base normalized x%.4g)", r->factor);
     for (size_t i = 0; o && i < o->n_transforms; i++) {
         char *spec = cn_agg_transform_format(&o->transforms[i]);
-        fprintf(out, "%s%s", i ? ", " : "  transforms: ", spec ? spec : "?");
+        fputs(i ? ", " : "  transforms: ", out);
+        cn_term_fputs(spec ? spec : "?", out);
         free(spec);
     }
     fputs("\n#  change%     change        base ->        new  name\n", out);

@@ -323,6 +323,20 @@ static void widen(struct text_ctx *c, double v)
         c->width = (int)strlen(buf) + 1;
 }
 
+/* Points *s at its terminal form (cn_term_dup, docs/cli.md "Names in text output") when it
+ * is not plain, then owned by *owned (caller frees). 0 or -ENOMEM. */
+static int term_text(const char **s, char **owned)
+{
+    size_t n = strlen(*s);
+    *owned = NULL;
+    if (cn_term_plain_len(*s, n) == n)
+        return 0;
+    if (!(*owned = cn_term_dup(*s, n)))
+        return -ENOMEM;
+    *s = *owned;
+    return 0;
+}
+
 /* One row: total and self (percentage and value), indentation, name. The line is built
  * in a buffer and written once: printf's "%s%5.1f%%%*s%s   %5.1f%%%*s   %*s%s%s\n". */
 static int print_row(const struct text_ctx *c, double total, double self, int depth, int32_t func)
@@ -346,10 +360,15 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
     }
     if (!name)
         name = "?";
-    char *qual_owned = NULL;
+    char *qual_owned = NULL, *name_esc = NULL, *qual_esc = NULL;
     if (qualifier(c, func, &qual_owned) < 0)
         return -ENOMEM;
     const char *qual = qual_owned ? qual_owned : "";
+    /* Names come from other users' binaries: no control character reaches the terminal. */
+    if (term_text(&name, &name_esc) < 0 || term_text(&qual, &qual_esc) < 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
     /* Fixed parts: colors, two percentages, two values (< 64 each, padded to width),
      * indentation (<= 200), deep: well under the buffer unless width is huge. */
     char tp_s[48], sp_s[48];
@@ -388,6 +407,8 @@ static int print_row(const struct text_ctx *c, double total, double self, int de
         rc = -EIO;
 out:
     free(qual_owned);
+    free(name_esc);
+    free(qual_esc);
     return rc;
 }
 
@@ -479,24 +500,28 @@ bool cn_fmt_unwind_summary(const cn_fmt_unwind *u, char *buf, size_t n)
 static int print_header(const struct text_ctx *c)
 {
     const cn_fmt_write_opts *o = c->o;
-    char tv[64];
+    char tv[64], title[512], session[512], event[256], mode[64];
     FILE *out = c->out;
+
+    /* The title, session and event are names too (docs/cli.md "Names in text output"). */
+    cn_term_str(title, sizeof(title), o->title ? o->title : "profile");
+    cn_term_str(session, sizeof(session), o->session);
+    cn_term_str(event, sizeof(event), o->event ? o->event : "?");
+    cn_term_str(mode, sizeof(mode), cn_agg_meta_get(c->p, "mode")); /* a file's, any bytes */
 
     fmt_weight(c, tv, sizeof(tv), c->t->total * c->scale);
     if (c->time) /* the unit is in the value; the mode says what it measures */
-        fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "",
-                o->title ? o->title : "profile", view_label(c->t), tv,
-                cn_agg_meta_get(c->p, "mode"));
+        fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "", title, view_label(c->t), tv,
+                mode);
     else
-        fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "",
-                o->title ? o->title : "profile", view_label(c->t), tv,
+        fprintf(out, "%s%s: %s, total %s %s", o->color ? C_DIM : "", title, view_label(c->t), tv,
                 cn_agg_unit_name(cn_agg_profile_unit(c->p)));
     if (c->t->view == CN_AGG_VIEW_CALLEES)
         fprintf(out, ", %lld call site%s", (long long)c->t->call_sites,
                 c->t->call_sites == 1 ? "" : "s");
     if (o->session)
-        fprintf(out, ", session %s, event %s, %lld samples, %lld lost", o->session,
-                o->event ? o->event : "?", (long long)o->samples, (long long)o->lost);
+        fprintf(out, ", session %s, event %s, %lld samples, %lld lost", session, event,
+                (long long)o->samples, (long long)o->lost);
     char cut[160];
     if (o->session && cn_fmt_unwind_summary(&o->unwind, cut, sizeof(cut)))
         fprintf(out, ", %s", cut);
@@ -504,11 +529,13 @@ static int print_header(const struct text_ctx *c)
     if (o->n_transforms == 0)
         fprintf(out, " none");
     for (size_t i = 0; i < o->n_transforms; i++) {
-        char *s = cn_agg_transform_format(&o->transforms[i]);
-        if (!s)
-            return -ENOMEM;
-        fprintf(out, "%s %s", i ? "," : "", s);
+        char *s = cn_agg_transform_format(&o->transforms[i]); /* names functions */
+        char *t = s ? cn_term_dup(s, strlen(s)) : NULL;
         free(s);
+        if (!t)
+            return -ENOMEM;
+        fprintf(out, "%s %s", i ? "," : "", t);
+        free(t);
     }
     if (fprintf(out, "%s\n", o->color ? C_RESET : "") < 0)
         return -EIO;

@@ -72,9 +72,11 @@ int cn_fmt_write_timeline_text(const cn_agg_profile *p, const cn_agg_call *calls
             snprintf(deep, sizeof(deep), "[%d] ", depth);
             depth = 100;
         }
-        if (fprintf(out, "%14.3f %12.3f %8d   %*s%s%s%s%s%s\n", (double)c->start_ns / 1000.0,
-                    (double)c->dur_ns / 1000.0, c->tid, 2 * depth, "", deep, call_name(p, c->func),
-                    lib ? "  [" : "", lib ? lib : "", lib ? "]" : "") < 0)
+        /* Names of any bytes: the terminal rule (docs/cli.md "Names in text output"). */
+        if (fprintf(out, "%14.3f %12.3f %8d   %*s%s", (double)c->start_ns / 1000.0,
+                    (double)c->dur_ns / 1000.0, c->tid, 2 * depth, "", deep) < 0 ||
+            cn_term_fputs(call_name(p, c->func), out) < 0 || fputs(lib ? "  [" : "", out) < 0 ||
+            cn_term_fputs(lib, out) < 0 || fputs(lib ? "]\n" : "\n", out) < 0)
             return -EIO;
     }
     return 0;

@@ -71,6 +71,17 @@ void cn_fmt__xml_text(FILE *out, const char *s, long max_chars)
             fputs("&apos;", out);
             break;
         default:
+            if (*c >= 0x80) {
+                /* Invalid UTF-8, and U+FFFE/U+FFFF, are not XML characters: U+FFFD. */
+                size_t len = cn_utf8_seq(c, 4); /* stops at the NUL: never a continuation */
+                if (len == 0 || (len == 3 && c[0] == 0xef && c[1] == 0xbf && c[2] >= 0xbe)) {
+                    fputs("\xef\xbf\xbd", out);
+                } else {
+                    fwrite(c, 1, len, out);
+                    c += len - 1;
+                }
+                break;
+            }
             /* XML 1.0 forbids most control characters even as references. */
             putc(*c < 0x20 && *c != '\t' && *c != '\n' ? '?' : *c, out);
         }

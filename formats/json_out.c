@@ -13,37 +13,6 @@
 #include "cn_fmt.h"
 #include "json_out.h"
 
-/* Length of the valid UTF-8 sequence at s (1..4; at most avail bytes are read), or 0 if
- * the bytes are not one. */
-static size_t utf8_len(const unsigned char *s, size_t avail)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, min = 0x10000;
-    else
-        return 0;
-    if (len > avail)
-        return 0;
-    unsigned cp = c & (0x3f >> (len - 1));
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* The policy of json_out.h for the byte(s) at p, one of which is not plain: writes their
  * JSON form (at most CN_FMT__JSON_ESC_MAX bytes) at esc and returns its length; *used
  * receives how many input bytes it stands for. */
@@ -71,7 +40,7 @@ static size_t escape_at(const unsigned char *p, const unsigned char *end, char *
         esc[5] = hex[c & 15];
         return 6;
     }
-    len = utf8_len(p, (size_t)(end - p));
+    len = cn_utf8_seq(p, (size_t)(end - p)); /* common's UTF-8 rule (cn_common.h) */
     if (len == 0) {
         memcpy(esc, "\xef\xbf\xbd", 3); /* U+FFFD for a byte that is not UTF-8 */
         return 3;

@@ -2,11 +2,11 @@
  * JSON-producing writer of formats/ uses (tree JSON, diff JSON, speedscope, Chrome trace,
  * timeline JSON); json_out.c implements them.
  *
- * Strings: names come from binaries and scripts and may be any bytes. One policy: a byte
- * that does not start a valid UTF-8 sequence (overlong forms, surrogates and code points
- * above U+10FFFF are invalid too) becomes U+FFFD; '"' and '\\' are escaped with a
- * backslash, newline, tab and carriage return as \n, \t, \r (rendered text embedded in
- * canopyd's replies is full of newlines) and other control characters (< 0x20) as
+ * Strings: names come from binaries and scripts and may be any bytes. One policy, common's
+ * UTF-8 rule (cn_common.h, cn_utf8_seq): a byte that does not start a valid UTF-8 sequence
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid too) becomes U+FFFD; '"'
+ * and '\\' are escaped with a backslash, newline, tab and carriage return as \n, \t, \r (rendered
+ * text embedded in canopyd's replies is full of newlines) and other control characters (< 0x20) as
  * \u00XX; everything else is copied. The output is therefore always valid JSON (RFC
  * 8259) whatever the input.
  * Numbers: integral values below 2^53 in magnitude are written as JSON integers (sample

@@ -321,11 +321,12 @@ int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_r
     /* docs/cli.md "Other JSON outputs": lib and file are left out when unknown. */
     int bad = !(o = json_object()) || !(la = json_array()) || !(aa = json_array());
     if (!bad) {
-        bad |= json_object_set_new(o, "function", json_string(func));
+        /* Names of any bytes: the one UTF-8 rule (cn_proto_string), never a NULL here. */
+        bad |= json_object_set_new(o, "function", cn_proto_str(func));
         if (lib)
-            bad |= json_object_set_new(o, "lib", json_string(lib));
+            bad |= json_object_set_new(o, "lib", cn_proto_str(lib));
         if (file)
-            bad |= json_object_set_new(o, "file", json_string(file));
+            bad |= json_object_set_new(o, "file", cn_proto_str(file));
         bad |=
             json_object_set_new(o, "unit", json_string(cn_agg_unit_name(cn_agg_profile_unit(p))));
         for (size_t i = 0; i < n_lines && !bad; i++)

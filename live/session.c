@@ -1067,19 +1067,24 @@ json_t *cn_live_session_json(const cn_live_session *s)
 {
     cn_live_session_info i;
     cn_live_session_info_get(s, &i);
+    /* Strings a target or a user chose (the comm, cut by the kernel at 15 bytes, maybe
+     * inside a character; the name; a saved file's event) go through the protocol's UTF-8
+     * rule (cn_proto_str), so the entry is never missing from a reply; NULL only on
+     * ENOMEM ("o" consumes them, "o?" takes NULL as null). */
     json_t *target = s->kind == CN_LIVE_SYSTEM
                          ? json_string("system")
-                         : json_pack("{s:i, s:s}", "pid", (int)i.pid, "comm", i.comm);
+                         : json_pack("{s:i, s:o}", "pid", (int)i.pid, "comm", cn_proto_str(i.comm));
     json_t *o = json_pack(
-        "{s:s, s:s?, s:s, s:o, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, "
+        "{s:o, s:o?, s:s, s:o, s:s, s:o, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, "
         "s:f, s:I}",
-        "id", i.id, "name", i.name, "kind", cn_live_kind_name(i.kind), "target", target, "state",
-        cn_live_state_name(i.state), "event", i.event, "freq", (int)i.freq, "unwind", i.unwind,
-        "samples", (json_int_t)i.samples, "lost", (json_int_t)i.lost, "dropped",
-        (json_int_t)i.dropped, "threads", (json_int_t)i.threads, "unsymbolized",
-        (json_int_t)i.unsymbolized, "memory", (json_int_t)i.memory, "memory_limited",
-        i.memory_limited, "started", (json_int_t)i.started_unix, "duration_s",
-        (double)i.duration_ns / 1e9, "owner", (json_int_t)i.owner);
+        "id", cn_proto_str(i.id), "name", i.name ? cn_proto_str(i.name) : NULL, "kind",
+        cn_live_kind_name(i.kind), "target", target, "state", cn_live_state_name(i.state), "event",
+        cn_proto_str(i.event), "freq", (int)i.freq, "unwind", cn_proto_str(i.unwind), "samples",
+        (json_int_t)i.samples, "lost", (json_int_t)i.lost, "dropped", (json_int_t)i.dropped,
+        "threads", (json_int_t)i.threads, "unsymbolized", (json_int_t)i.unsymbolized, "memory",
+        (json_int_t)i.memory, "memory_limited", i.memory_limited, "started",
+        (json_int_t)i.started_unix, "duration_s", (double)i.duration_ns / 1e9, "owner",
+        (json_int_t)i.owner);
     /* docs/cli-live.md, "Session counters" */
     json_t *more = json_pack(
         "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:I}",
@@ -1101,7 +1106,7 @@ json_t *cn_live_session_json(const cn_live_session *s)
         json_decref(more);
         more = NULL;
     }
-    if (o && json_object_set_new(o, "mode", json_string(i.mode)) < 0) {
+    if (o && json_object_set_new(o, "mode", cn_proto_str(i.mode)) < 0) {
         json_decref(o);
         o = NULL;
     }
@@ -1113,7 +1118,12 @@ json_t *cn_live_session_json(const cn_live_session *s)
         json_decref(o);
         o = NULL;
     }
-    if (!o || !more || json_object_update_new(o, more) < 0) {
+    if (!o || !more) {
+        json_decref(o);
+        json_decref(more);
+        return NULL;
+    }
+    if (json_object_update_new(o, more) < 0) { /* takes more either way */
         json_decref(o);
         return NULL;
     }

@@ -136,5 +136,17 @@ else
   failures=$((failures + 1))
 fi
 
+# An error quoting the file's bytes shows them under the terminal rule (docs/cli.md "Names
+# in text output"): a file can neither clear the screen nor retitle the window.
+printf 'main;f 3\nmain;g \033[2J\n' >"$TMP/esc.folded"
+rc=0
+"$CANOPY_BIN" open "$TMP/esc.folded" >"$TMP/out" 2>"$TMP/err" || rc=$?
+if [ "$rc" -eq 2 ] && grep -qF "count '\x1b[2J'" "$TMP/err" && ! grep -q $'\e' "$TMP/err"; then
+  echo "PASS an error quoting ESC shows it escaped"
+else
+  echo "FAIL an error quoting ESC: exit $rc, $(cat -v "$TMP/err")"
+  failures=$((failures + 1))
+fi
+
 [ "$failures" -eq 0 ] || fail "$failures case(s) failed"
 echo "all passed"

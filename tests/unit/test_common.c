@@ -1,6 +1,6 @@
 /* test_common.c — common/: the bounded buffer, protocol framing and decoding, message
- * builders, durations, sizes, base64. (The QUERY fields' codec, cn_fmt_spec, is formats/'
- * and tested in test_spec.c.) */
+ * builders, durations, sizes, base64, the UTF-8 and terminal text rules. (The QUERY fields' codec,
+ * cn_fmt_spec, is formats/' and tested in test_spec.c.) */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -278,6 +278,197 @@ static void test_errno_name(void **state)
     assert_string_equal(cn_common_errno_name(ENOENT), "ENOENT");
 }
 
+/* cn_utf8_seq: what one valid character is, at every boundary of the rule. */
+static void test_utf8_seq(void **state)
+{
+    (void)state;
+    assert_int_equal(cn_utf8_seq("a", 1), 1);
+    assert_int_equal(cn_utf8_seq("", 1), 1); /* NUL is a character (the protocol replaces it) */
+    assert_int_equal(cn_utf8_seq("a", 0), 0);
+    assert_int_equal(cn_utf8_seq("\xc3\xa9", 2), 2);         /* é */
+    assert_int_equal(cn_utf8_seq("\xc3\xa9", 1), 0);         /* cut */
+    assert_int_equal(cn_utf8_seq("\xc2\x85", 2), 2);         /* U+0085 (C1) is valid UTF-8 */
+    assert_int_equal(cn_utf8_seq("\x85", 1), 0);             /* a raw 0x85 is not */
+    assert_int_equal(cn_utf8_seq("\xc0\xaf", 2), 0);         /* overlong '/' */
+    assert_int_equal(cn_utf8_seq("\xc1\xbf", 2), 0);         /* overlong */
+    assert_int_equal(cn_utf8_seq("\xe0\x80\xaf", 3), 0);     /* overlong, 3 bytes */
+    assert_int_equal(cn_utf8_seq("\xf0\x80\x80\xaf", 4), 0); /* overlong, 4 bytes */
+    assert_int_equal(cn_utf8_seq("\xe0\xa0\x80", 3), 3);     /* U+0800, the smallest */
+    assert_int_equal(cn_utf8_seq("\xed\x9f\xbf", 3), 3);     /* U+D7FF */
+    assert_int_equal(cn_utf8_seq("\xed\xa0\x80", 3), 0);     /* U+D800, a surrogate */
+    assert_int_equal(cn_utf8_seq("\xed\xbf\xbf", 3), 0);     /* U+DFFF */
+    assert_int_equal(cn_utf8_seq("\xf4\x8f\xbf\xbf", 4), 4); /* U+10FFFF */
+    assert_int_equal(cn_utf8_seq("\xf4\x90\x80\x80", 4), 0); /* U+110000 */
+    assert_int_equal(cn_utf8_seq("\xf5\x80\x80\x80", 4), 0);
+    assert_int_equal(cn_utf8_seq("\xff", 1), 0);
+    assert_int_equal(cn_utf8_seq("\xe2\x82", 3), 0); /* a NUL where a continuation belongs */
+    assert_int_equal(cn_utf8_seq("\xe2\x28\xa1", 3), 0);
+}
+
+/* cn_utf8_cut: a bound never splits a character. */
+static void test_utf8_cut(void **state)
+{
+    (void)state;
+    const char *s = "ab\xc3\xa9"
+                    "c\xe2\x82\xac"
+                    "d\xf0\x9f\x98\x80"; /* ab é c € d 😀 */
+    size_t n = strlen(s);
+    assert_int_equal(cn_utf8_cut(s, n, n + 5), n);
+    assert_int_equal(cn_utf8_cut(s, n, 2), 2);
+    assert_int_equal(cn_utf8_cut(s, n, 3), 2); /* inside é */
+    assert_int_equal(cn_utf8_cut(s, n, 4), 4);
+    assert_int_equal(cn_utf8_cut(s, n, 6), 5); /* inside € */
+    assert_int_equal(cn_utf8_cut(s, n, 7), 5);
+    assert_int_equal(cn_utf8_cut(s, n, 8), 8);
+    assert_int_equal(cn_utf8_cut(s, n, 10), 9); /* inside 😀 */
+    assert_int_equal(cn_utf8_cut(s, n, 11), 9);
+    assert_int_equal(cn_utf8_cut(s, n, 12), 9);
+    assert_int_equal(cn_utf8_cut(s, n, 0), 0);
+    /* Invalid bytes are characters of their own: cut right after one. */
+    assert_int_equal(cn_utf8_cut("a\xff\xfe"
+                                 "b",
+                                 4, 2),
+                     2);
+    assert_int_equal(cn_utf8_cut("a\x80\x80\x80\x80", 5, 3), 3);
+    /* A broken sequence that max would "split" is not a character: cut at max. */
+    assert_int_equal(cn_utf8_cut("a\xe2\x28\xa1", 4, 2), 2);
+
+    /* cn_err: a message longer than its buffer ends on a character boundary. */
+    cn_err e;
+    char big[600];
+    memset(big, 'x', 510);
+    memcpy(big + 510, "\xc3\xa9\xc3\xa9", 5);
+    cn_err_set(&e, -EINVAL, "%s", big);
+    assert_int_equal(strlen(e.msg), 510); /* é would need bytes 510 and 511 */
+    memset(big, 'x', 509);
+    memcpy(big + 509, "\xc3\xa9\xc3\xa9", 5);
+    cn_err_set(&e, -EINVAL, "%s", big);
+    assert_int_equal(strlen(e.msg), 511);
+}
+
+/* cn_proto_string: the UTF-8 rule makes a JSON string of anything; the reply decodes. */
+static void test_proto_string(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *out;
+    } cases[] = {
+        {"plain", 5, "plain"},
+        {"bad\xff\xfeutf", 8, "bad\xef\xbf\xbd\xef\xbf\xbdutf"},
+        {"abcdefghijklmn\xc3", 15, "abcdefghijklmn\xef\xbf\xbd"},    /* a comm cut mid-character */
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+        {"a\0b", 3,
+         "a\xef\xbf\xbd"
+         "b"},                               /* NUL */
+        {"\x1b]0;PWN\a", 8, "\x1b]0;PWN\a"}, /* controls stay: JSON escapes them */
+        {"\xc2\x85", 2, "\xc2\x85"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *v = cn_proto_string(cases[i].in, cases[i].n);
+        assert_non_null(v);
+        assert_string_equal(json_string_value(v), cases[i].out);
+        /* In a reply, through the encoder and the client's decoder. */
+        json_t *r = cn_proto_ok(NULL);
+        json_object_set_new(r, "s", v);
+        cn_buf out;
+        cn_buf_init(&out, 0);
+        assert_int_equal(cn_proto_encode(r, &out), 0);
+        json_t *back = NULL;
+        cn_err pe;
+        assert_int_equal(
+            cn_proto_decode_response(cn_buf_ptr(&out), cn_buf_len(&out) - 1, &back, &pe), 0);
+        assert_string_equal(json_string_value(json_object_get(back, "s")), cases[i].out);
+        json_decref(back);
+        json_decref(r);
+        cn_buf_free(&out);
+    }
+    json_t *v = cn_proto_str(NULL);
+    assert_string_equal(json_string_value(v), "");
+    json_decref(v);
+    /* A long string (the heap path). */
+    char big[2000];
+    memset(big, '\xff', sizeof(big));
+    v = cn_proto_string(big, sizeof(big));
+    assert_int_equal(json_string_length(v), 3 * sizeof(big));
+    json_decref(v);
+
+    /* Errors: a message of invalid bytes still makes an error reply, valid UTF-8. */
+    json_t *err = cn_proto_error(NULL, "failed", 1, "no session '%s'", "x\xff\xfe");
+    assert_non_null(err);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(err, "error"), "message")),
+        "no session 'x\xef\xbf\xbd\xef\xbf\xbd'");
+    json_decref(err);
+    /* A long one is cut on a character boundary, not into U+FFFD. */
+    char name[1200];
+    for (size_t i = 0; i + 2 < sizeof(name); i += 2)
+        memcpy(name + i, "\xc3\xa9", 2);
+    name[sizeof(name) - 2] = '\0';
+    err = cn_proto_error(NULL, "failed", 1, "x%s", name);
+    const char *m = json_string_value(json_object_get(json_object_get(err, "error"), "message"));
+    assert_int_equal(strlen(m), 511);
+    assert_null(strstr(m, "\xef\xbf\xbd"));
+    json_decref(err);
+}
+
+/* The terminal rule: controls spelled out, UTF-8 rule, nothing else touched. */
+static void test_term_escape(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *out;
+    } cases[] = {
+        {"main", 4, "main"},
+        {"\x1b]0;PWN\a\x1b[2J", 12, "\\x1b]0;PWN\\x07\\x1b[2J"},
+        {"\x1b[31mx\r\nfake line", 17, "\\x1b[31mx\\x0d\\x0afake line"},
+        {"a\tb\x7f", 4, "a\\x09b\\x7f"},
+        {"a\0b", 3, "a\\x00b"},
+        {"\xc2\x85\xc2\x9b\xc2\xa0", 6, "\\u0085\\u009b\xc2\xa0"}, /* C1; U+00A0 is not */
+        {"\x85\x9b", 2, "\xef\xbf\xbd\xef\xbf\xbd"},               /* raw C1 bytes: invalid */
+        {"bad\xff\xfeutf", 8, "bad\xef\xbf\xbd\xef\xbf\xbdutf"},
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"caf\xc3\xa9 \xe2\x82\xac \\x1b", 14, "caf\xc3\xa9 \xe2\x82\xac \\x1b"},
+    };
+    char buf[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t len = cn_term_escape(buf, sizeof(buf), cases[i].in, cases[i].n);
+        assert_string_equal(buf, cases[i].out);
+        assert_int_equal(len, strlen(cases[i].out));
+        /* The rule is idempotent: its output is plain. */
+        assert_int_equal(cn_term_plain_len(buf, len), len);
+        char *d = cn_term_dup(cases[i].in, cases[i].n);
+        assert_string_equal(d, cases[i].out);
+        free(d);
+        bool plain = !strcmp(cases[i].in, cases[i].out) && strlen(cases[i].in) == cases[i].n;
+        assert_int_equal(cn_term_plain_len(cases[i].in, cases[i].n) == cases[i].n, plain);
+    }
+    assert_int_equal(cn_term_plain_len("ab\x1b"
+                                       "c",
+                                       4),
+                     2);
+    /* A small buffer ends before an escape or a character that does not fit whole. */
+    assert_int_equal(cn_term_escape(buf, 4, "ab\x1b", 3), 2);
+    assert_string_equal(buf, "ab");
+    assert_int_equal(cn_term_escape(buf, 4, "a\xc3\xa9", 3), 3);
+    assert_string_equal(buf, "a\xc3\xa9");
+    assert_int_equal(cn_term_escape(buf, 3, "a\xc3\xa9", 3), 1);
+    assert_string_equal(buf, "a");
+    assert_int_equal(cn_term_escape(buf, 0, "a", 1), 0);
+    assert_string_equal(cn_term_str(buf, sizeof(buf), NULL), "");
+    /* The worst case, 6 bytes per input byte, fits cn_term_dup's buffer. */
+    char *d = cn_term_dup("\xc2\x85\xc2\x85", 4);
+    assert_string_equal(d, "\\u0085\\u0085");
+    free(d);
+    d = cn_term_dup("\x01\x02", 2);
+    assert_string_equal(d, "\\x01\\x02");
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,7 +476,9 @@ int main(void)
         cmocka_unit_test(test_framing),     cmocka_unit_test(test_decode_errors),
         cmocka_unit_test(test_messages),    cmocka_unit_test(test_duration),
         cmocka_unit_test(test_size),        cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_errno_name),
+        cmocka_unit_test(test_errno_name),  cmocka_unit_test(test_utf8_seq),
+        cmocka_unit_test(test_utf8_cut),    cmocka_unit_test(test_proto_string),
+        cmocka_unit_test(test_term_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,14 +189,16 @@ static void test_raw_equals_embedded(void **state)
 /* Rendered text embedded in a reply goes through formats/' one JSON string policy: the
  * line is valid JSON (cn_cli_call parses it with jansson, which refuses invalid UTF-8), a
  * byte that is not UTF-8 reads as U+FFFD and a control byte survives as its escape; the
- * raw payload keeps the bytes as the writer printed them (docs/protocol.md). */
+ * raw payload keeps the bytes as the writer printed them (docs/protocol.md). folded keeps
+ * names as they are; the text tree shows them under the terminal rule (docs/cli.md "Names
+ * in text output"), in both forms. */
 static void test_embedded_text_utf8(void **state)
 {
     fixture *fx = *state;
     cn_err msg = {0};
     char *raw = NULL;
     size_t raw_len = 0;
-    json_t *req = session_tree_req("s2", "text", NULL), *resp = NULL;
+    json_t *req = session_tree_req("s2", "folded", NULL), *resp = NULL;
     assert_int_equal(cn_cli_call(fx->c, req, &resp, &msg), 0);
     assert_true(json_is_true(json_object_get(resp, "ok")));
     const char *out = json_string_value(json_object_get(resp, "output"));
@@ -208,6 +210,19 @@ static void test_embedded_text_utf8(void **state)
     assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, &msg), 0);
     assert_non_null(raw);
     assert_non_null(memmem(raw, raw_len, "bad\xffname\x01", 9));
+    free(raw);
+    json_decref(resp);
+    json_decref(req);
+
+    req = session_tree_req("s2", "text", NULL);
+    assert_int_equal(cn_cli_call(fx->c, req, &resp, &msg), 0);
+    out = json_string_value(json_object_get(resp, "output"));
+    assert_non_null(out);
+    assert_non_null(strstr(out, "bad\xef\xbf\xbdname\\x01"));
+    json_decref(resp);
+    assert_int_equal(cn_cli_call_raw(fx->c, req, &resp, &raw, &raw_len, &msg), 0);
+    assert_non_null(memmem(raw, raw_len, "bad\xef\xbf\xbdname\\x01", 13));
+    assert_null(memchr(raw, '\x01', raw_len));
     free(raw);
     json_decref(resp);
     json_decref(req);

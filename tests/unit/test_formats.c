@@ -5,7 +5,8 @@
  *   unreachable nodes);
  * - speedscope with --group-by on a profile never grouped before (the query grows the
  *   func table under the writer);
- * - differential trees 100000 levels deep are computed and written without recursion.
+ * - differential trees 100000 levels deep are computed and written without recursion;
+ * - every text writer shows names under the terminal rule, and SVG stays valid XML text.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -139,6 +140,90 @@ static void test_json_formats_bad_utf8(void **state)
     free(s);
     cn_agg_diff_free(r);
     cn_agg_profile_free(d);
+    cn_agg_profile_free(p);
+}
+
+/* Text for a terminal (docs/cli.md "Names in text output"): valid UTF-8, no control
+ * character but newline, no C1. */
+static void assert_terminal_clean(const char *s, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = cn_utf8_seq(s + i, n - i);
+        if (len == 0 || (c < 0x20 && c != '\n') || c == 0x7f ||
+            (c == 0xc2 && (unsigned char)s[i + 1] < 0xa0))
+            fail_msg("%s: byte 0x%02x at %zu is not shown escaped", what, c, i);
+        i += len;
+    }
+}
+
+/* Every text writer escapes names (ESC, C1, invalid UTF-8); SVG is valid UTF-8 (XML). */
+static void test_text_formats_terminal(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = make_profile();
+    int32_t lib = cn_agg_resource(p, "lib\x1b]0;x\a.so", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t fe = cn_agg_func(p, "evil\x1b[2J\xc2\x9bname\r\nfake", lib, NULL, 0);
+    int32_t fm = cn_agg_func(p, "main", -1, NULL, 0);
+    int32_t th = cn_agg_thread(p, 10, 11, "thr\xff");
+    int32_t m = cn_agg_stack(p, -1, cn_agg_frame(p, fm, -1, -1, 0));
+    int32_t e = cn_agg_stack(p, m, cn_agg_frame(p, fe, lib, 0x20, 0));
+    assert_true(e >= 0 && th >= 0);
+    assert_int_equal(cn_agg_add_sample(p, e, 1500, 1, th), 0); /* before BASE: a change */
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    cn_err err;
+    capture c;
+
+    cn_agg_tree *t = NULL;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    cn_fmt_write_opts o;
+    cn_fmt_write_opts_init(&o);
+    o.title = "title\x1b[2J";
+    assert_int_equal(cn_fmt_write_text(p, t, &o, cap_open(&c)), 0);
+    fclose(c.f);
+    assert_terminal_clean(c.buf, c.len, "text tree");
+    assert_non_null(strstr(c.buf, "evil\\x1b[2J\\u009bname\\x0d\\x0afake"));
+    assert_non_null(strstr(c.buf, "bad\xef\xbf\xbdna"));
+    assert_non_null(strstr(c.buf, "title\\x1b[2J"));
+    free(c.buf);
+    cn_agg_tree_free(t);
+
+    cn_agg_call *calls = NULL;
+    size_t n = 0;
+    assert_int_equal(cn_agg_timeline(p, &q, &calls, &n, &err), 0);
+    assert_int_equal(cn_fmt_write_timeline_text(p, calls, n, cap_open(&c)), 0);
+    fclose(c.f);
+    assert_terminal_clean(c.buf, c.len, "timeline text");
+    assert_non_null(strstr(c.buf, "[lib\\x1b]0;x\\x07.so]"));
+    free(c.buf);
+    free(calls);
+
+    cn_agg_profile *d = NULL;
+    cn_agg_query qbase = q;
+    qbase.from_ns = 2000;
+    assert_int_equal(cn_agg_diff_profile(p, &qbase, p, &q, &d, &err), 0);
+    cn_agg_diff *r = NULL;
+    assert_int_equal(cn_agg_diff_run(d, &q, true, &r, &err), 0);
+    assert_int_equal(cn_fmt_write_diff_text(d, r, &o, cap_open(&c)), 0);
+    fclose(c.f);
+    assert_terminal_clean(c.buf, c.len, "diff text");
+    assert_non_null(strstr(c.buf, "evil\\x1b[2J"));
+    free(c.buf);
+    cn_agg_diff_free(r);
+    cn_agg_profile_free(d);
+
+    /* SVG: XML 1.0 allows neither invalid UTF-8 nor these controls. */
+    assert_int_equal(cn_fmt_write_svg(p, &q, NULL, cap_open(&c), &err), 0);
+    fclose(c.f);
+    for (size_t i = 0; i < c.len;) {
+        size_t len = cn_utf8_seq(c.buf + i, c.len - i);
+        unsigned char ch = (unsigned char)c.buf[i];
+        if (len == 0 || (ch < 0x20 && ch != '\n' && ch != '\t' && ch != '\r'))
+            fail_msg("svg: byte 0x%02x at %zu is not an XML character", ch, i);
+        i += len;
+    }
+    free(c.buf);
     cn_agg_profile_free(p);
 }
 
@@ -446,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_speedscope_group_by_fresh),
         cmocka_unit_test(test_diff_deep),
         cmocka_unit_test(test_unwind_summary),
+        cmocka_unit_test(test_text_formats_terminal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
