@@ -33,6 +33,11 @@ skip() {
   exit 77
 }
 
+# CMD | grep_all PATTERN...: grep's status without its early exit. `grep -q` stops at the
+# first match, and under pipefail the producer then dies of SIGPIPE on its next write, so a
+# check that matched fails at random (seen with large folded output).
+grep_all() { grep "$@" >/dev/null; }
+
 # json FILE EXPR: evaluates a Python expression over the document d (prints it).
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 

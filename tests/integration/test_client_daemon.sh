@@ -23,7 +23,7 @@ start_canopyd
 [ -z "${CANOPY_EVENT_LOOP:-}" ] ||
   [ "$(json "$TMP/status.json" 'd["event_loop"]')" = "$CANOPY_EVENT_LOOP" ] ||
   fail "event loop is not $CANOPY_EVENT_LOOP: $(cat "$TMP/status.json")"
-"$C" status | grep -q '^canopyd ' || fail "status text"
+"$C" status | grep_all '^canopyd ' || fail "status text"
 
 # ---- run through the daemon --------------------------------------------------------------
 "$C" run --unwind dwarf --format json -o "$TMP/run.json" -- "$WL" --rounds 60 >/dev/null \
@@ -75,7 +75,7 @@ assert s["state"] in ("exited", "stopped"), s["state"]
 assert s["freq"] == 999, s["freq"]
 assert isinstance(s["target"], dict) and s["target"]["pid"] > 0
 PY
-"$C" sessions | grep -qE "^$SID " || fail "sessions text has no $SID"
+"$C" sessions | grep_all -E "^$SID " || fail "sessions text has no $SID"
 
 # ---- tree with QUERY options on the session ------------------------------------------------
 "$C" tree "$SID" --format json >"$TMP/t.json" || fail "tree SESSION"
@@ -115,7 +115,7 @@ assert d["lines"] and all(first <= l["line"] <= last for l in d["lines"]), (firs
 assert abs(sum(a["self"] for a in d["addresses"]) - sum(l["self"] for l in d["lines"])) < 1e-6
 PY
   fail "lines JSON: $(cat "$TMP/lines.json")"
-"$C" lines "$SID" burn | grep -q 'LINE' || fail "lines text"
+"$C" lines "$SID" burn | grep_all 'LINE' || fail "lines text"
 "$C" save "$SID" -o "$TMP/s.canopy" || fail "save"
 "$C" open "$TMP/s.canopy" --format json >"$TMP/o.json" || fail "open the saved session"
 [ "$(json "$TMP/o.json" 'd["total"]')" = "$TOTAL" ] || fail "saved session total differs"
@@ -133,8 +133,8 @@ AID=$("$C" attach "$W_PID" --name wl -F 499) || fail "attach"
 sleep 1.5
 "$C" tree wl --format json >"$TMP/a.json" || fail "tree by name"
 [ "$(json "$TMP/a.json" 'd["samples"] > 0')" = True ] || fail "attached session has no samples"
-"$C" sessions --format json | grep -q '"name":"wl"' || fail "sessions lacks wl"
-"$C" stop wl | grep -q "$AID" || fail "stop"
+"$C" sessions --format json | grep_all '"name":"wl"' || fail "sessions lacks wl"
+"$C" stop wl | grep_all "$AID" || fail "stop"
 [ "$(json <("$C" sessions --format json) "[s['state'] for s in d['sessions'] if s['id']=='$AID'][0]")" = stopped ] ||
   fail "stopped session's state"
 "$C" rm wl || fail "rm"

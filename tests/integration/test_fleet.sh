@@ -139,7 +139,7 @@ import json,sys; d=json.load(open('$TMP/focus.json')); t=d['total']
 sys.exit(not (0.25*$TA < t < 0.35*$TA) or d['roots'][0]['name']!='work_b')" ||
   fail "focus-func:work_b on fleet data"
 "$C" fleet tree --url "$URL" --functions --format json >/dev/null || fail "--functions"
-"$C" fleet tree --url "$URL" --where host=a --format folded | grep -q 'work_a;burn' ||
+"$C" fleet tree --url "$URL" --where host=a --format folded | grep_all 'work_a;burn' ||
   fail "folded output"
 "$C" fleet tree --url "$URL" --format svg -o "$TMP/f.svg" && grep -q '<svg' "$TMP/f.svg" ||
   fail "svg output"
@@ -189,12 +189,12 @@ sys.exit(not ("work_a" in names and names["work_a"]["total"] < 0 and
 PY
 
 # Prune: today's partition is younger than a day; --older 0 would be bad input.
-"$C" fleet prune --url "$URL" --older 1d | grep -q 'dropped 0 ' || fail "prune --older 1d"
+"$C" fleet prune --url "$URL" --older 1d | grep_all 'dropped 0 ' || fail "prune --older 1d"
 [ "$(ch_query A 'SELECT sum(samples) FROM canopy.samples')" = "$FALL" ] || fail "prune dropped rows"
 ch_query A "INSERT INTO canopy.samples VALUES (toDateTime('2001-01-01 00:00:00'), 'old', 's', 's1', [], [], 1, 5, 5, 1)" >/dev/null
 [ "$(ch_query A "SELECT count() FROM canopy.samples_hourly WHERE host = 'old'")" = 1 ] ||
   fail "the old row is not in the rollup"
-"$C" fleet prune --url "$URL" --older 30d | grep -q 'dropped 1 ' || fail "prune of an old day"
+"$C" fleet prune --url "$URL" --older 30d | grep_all 'dropped 1 ' || fail "prune of an old day"
 [ "$(ch_query A "SELECT count() FROM canopy.samples WHERE host = 'old'")" = 0 ] || fail "old rows stayed"
 [ "$(ch_query A "SELECT count() FROM canopy.samples_hourly WHERE host = 'old'")" = 0 ] ||
   fail "old rollup rows stayed"

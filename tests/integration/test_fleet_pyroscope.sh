@@ -67,7 +67,7 @@ wait "$W"
 wait_drained
 "$C" tree "$S" --socket "$TMP/d.sock" --format json >"$TMP/tree.json" || fail "tree"
 [ ! -e "$TMP/recv/errors" ] || fail "receiver refused requests: $(cat "$TMP/recv/errors")"
-"$C" status --socket "$TMP/d.sock" | grep -q "^pyroscope: .* profiles sent" ||
+"$C" status --socket "$TMP/d.sock" | grep_all "^pyroscope: .* profiles sent" ||
   fail "status text has no pyroscope line"
 
 # Every profile through go tool pprof -raw, one file per profile.

@@ -47,7 +47,7 @@ sleep 10
 [ "$(json "$TMP/out.json" 'd["running"] == 1 and d["fleet"]["failures"] > 0 and d["fleet"]["rows_queued"] > 0 and d["fleet"]["spool_bytes"] > 0 and d["fleet"]["lag_s"] >= 5')" = True ] ||
   fail "status during the outage: $(cat "$TMP/out.json")"
 json "$TMP/out.json" 'd["fleet"]["last_error"]' | grep -q "ClickHouse at" || fail "last_error"
-"$C" status --socket "$TMP/a.sock" | grep -q "^fleet: .*queued" || fail "status text has no fleet line"
+"$C" status --socket "$TMP/a.sock" | grep_all "^fleet: .*queued" || fail "status text has no fleet line"
 ch_start A
 sleep 2
 kill "$W"; wait "$W" 2>/dev/null || true # the session exits: its last rows go out

@@ -72,9 +72,9 @@ PS
 grep -q '^ 50.0%.*   _start (python3.11)$' "$TMP/s.txt" || fail "collisions: $(cat "$TMP/s.txt")"
 grep -q '^ 50.0%.*   _start (ld-linux-x86-64.so.2)$' "$TMP/s.txt" || fail "collisions: $(cat "$TMP/s.txt")"
 grep -q '     main$' "$TMP/s.txt" || fail "collisions: unique name changed: $(cat "$TMP/s.txt")"
-"$C" open "$TMP/start.txt" --functions | grep -q '   _start (ld-linux-x86-64.so.2)$' ||
+"$C" open "$TMP/start.txt" --functions | grep_all '   _start (ld-linux-x86-64.so.2)$' ||
   fail "collisions: --functions"
-"$C" open "$TMP/start.txt" --format folded | grep -qx '_start;main 1000000' ||
+"$C" open "$TMP/start.txt" --format folded | grep_all -x '_start;main 1000000' ||
   fail "collisions: folded output changed"
 echo "PASS colliding names"
 
@@ -136,5 +136,5 @@ expect_rc 2 open "$T" --invert --functions
 expect_rc 2 open "$T" --callers-mode self
 echo "PASS time options"
 
-"$C" open --help | grep -q "usage: canopy open FILE" || fail "open --help"
+"$C" open --help | grep_all "usage: canopy open FILE" || fail "open --help"
 echo "all passed"

@@ -144,5 +144,5 @@ bad "string index out of range" "$TMP/bad-string.pb" "string index out of range"
 bad "function id out of range" "$TMP/bad-function.pb" "function id 7 does not exist"
 bad "string_table[0] not empty" "$TMP/bad-strtab0.pb" 'string_table\[0\]'
 python3 "$H" make-bad good "$TMP/good.pb"
-"$C" open "$TMP/good.pb" --format folded | grep -qx 'main;work 5' || fail "the defect-free variant does not read"
+"$C" open "$TMP/good.pb" --format folded | grep_all -x 'main;work 5' || fail "the defect-free variant does not read"
 echo "PASS the defect-free crafted profile reads (main;work 5)"

@@ -127,5 +127,5 @@ elif [ "${CI:-}" = true ]; then
 fi
 
 # --help
-"$CANOPY_BIN" timeline --help | grep -q "usage: canopy timeline" || fail "timeline --help"
+"$CANOPY_BIN" timeline --help | grep_all "usage: canopy timeline" || fail "timeline --help"
 echo "all passed"
