@@ -29,9 +29,7 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1176,64 +1174,35 @@ static int write_meta(cn_live_session *s)
 
 int cn_live_session_save(cn_live_session *s, const char *path, cn_err *err)
 {
-    char tmp[4096];
-    int r, fd = -1;
+    cn_afile af;
     FILE *f = NULL;
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-        cn_err_set(err, 0, "%s: path too long", path);
-        return -ENAMETOOLONG;
-    }
     assert(s->npend == 0); /* pump and finish flush the queue before they return */
-    r = write_meta(s);
-    if (r < 0) {
-        cn_err_set(err, 0, "%s: out of memory", path);
+    int r = write_meta(s);
+    if (r < 0)
+        return cn_err_set(err, r, "%s: out of memory", path);
+    r = cn_afile_open(&af, path, 0600, err);
+    if (r < 0)
         return r;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        r = -errno;
-        cn_err_set(err, 0, "%s: %s", tmp, strerror(errno));
-        return r;
-    }
-    f = fdopen(fd, "w");
-    if (!f) {
-        r = -errno;
-        close(fd);
+    if (!(f = cn_afile_stream(&af))) {
+        r = cn_err_set(err, -ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     r = cn_agg_write_canopy(s->p, f);
+    if (fclose(f) != 0 && r == 0)
+        r = -errno;
+    if (r < 0) {
+        cn_err_set(err, r, "%s: %s", af.tmp, strerror(-r));
+        goto fail;
+    }
+    r = cn_afile_commit(&af, err);
     if (r < 0)
-        goto fail;
-    if (fflush(f) != 0 || fsync(fd) != 0) {
-        r = -errno;
-        goto fail;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        r = -errno;
-        goto fail;
-    }
-    f = NULL;
-    if (rename(tmp, path) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+        return r;
     free(s->path);
     s->path = strdup(path);
     s->dirty = s->state == CN_LIVE_RUNNING ? s->dirty : false;
     return 0;
 fail:
-    cn_err_set(err, 0, "%s: %s", tmp, strerror(-r));
-    if (f)
-        fclose(f);
-    unlink(tmp);
+    cn_afile_abort(&af);
     return r;
 }
 
