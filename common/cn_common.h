@@ -23,8 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -177,6 +175,12 @@ char *cn_buf_steal(cn_buf *b, size_t *len);
 /* ---------------------------------------------------------------------------------------
  * Protocol framing and messages (docs/protocol.md)
  */
+
+/* Messages are jansson values. Only the type is named here, so that the modules that
+ * never touch a message (aggregate, sampler, symbolizer, fleet) do not compile against
+ * jansson; those that build or read messages include <jansson.h> themselves (the same
+ * typedef: C11 allows repeating it). */
+typedef struct json_t json_t;
 
 #define CN_PROTO_VERSION 1
 /* Default bound on one request line (bytes, newline included). */

@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "live_internal.h"
 
 #define DEFAULT_RETENTION_NS (600LL * 1000000000)
