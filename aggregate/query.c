@@ -250,7 +250,8 @@ static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
  * after the thread's state; that state becomes the sample's root and the pseudo-frame
  * goes (the root says it). Every other stack ran on a CPU. The group roots take the
  * pseudo-frames' names, so `-t 'drop:[preempted]'` drops the same samples either way. */
-static const char *const state_names[CN_AGG__N_STATES] = {"[running]", "[blocked]", "[preempted]"};
+static const char *const state_names[CN_AGG__N_STATES] = {
+    CN_AGG_STATE_RUNNING, CN_AGG_STATE_BLOCKED, CN_AGG_STATE_PREEMPTED};
 
 /* The group func of a sample on stack by thread, and in *row the ungrouped row grafted
  * under it. */

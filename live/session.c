@@ -344,7 +344,7 @@ static int32_t pseudo_frames(cn_live_session *s, const char *res_name, const cha
 /* OFFCPU/WALL: the state pseudo-frames. 0 or negative errno. */
 static int state_frames(cn_live_session *s)
 {
-    static const char *const names[] = {"[blocked]", "[preempted]"};
+    static const char *const names[] = {CN_AGG_STATE_BLOCKED, CN_AGG_STATE_PREEMPTED};
     int32_t res =
         pseudo_frames(s, "[state]", "[canopy:state]", (uint64_t)CN_SMP_STATE_BLOCKED, names, 2);
     if (res < 0)
