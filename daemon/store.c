@@ -273,14 +273,8 @@ size_t cn_d__store_running(const cn_d_server *srv)
 
 static int add_entry(cn_d_server *srv, cn_live_session *s, cn_d__entry **out)
 {
-    if (srv->n_entries == srv->cap_entries) {
-        size_t cap = srv->cap_entries ? srv->cap_entries * 2 : 16;
-        cn_d__entry **a = realloc(srv->entries, cap * sizeof(*a));
-        if (!a)
-            return -ENOMEM;
-        srv->entries = a;
-        srv->cap_entries = cap;
-    }
+    if (CN_RESERVE(srv->entries, srv->cap_entries, srv->n_entries + 1) < 0)
+        return -ENOMEM;
     cn_d__entry *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;

@@ -573,14 +573,8 @@ static void retry_jit(cn_live_session *s, bool force)
 /* Remembers an unresolved JIT frame for retry_jit. Returns false on ENOMEM. */
 static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
 {
-    if (s->n_retry == s->cap_retry) {
-        size_t cap = s->cap_retry ? s->cap_retry * 2 : 64;
-        jit_retry *r = realloc(s->retry, cap * sizeof(*r));
-        if (!r)
-            return false;
-        s->retry = r;
-        s->cap_retry = cap;
-    }
+    if (CN_RESERVE(s->retry, s->cap_retry, s->n_retry + 1) < 0)
+        return false;
     s->retry[s->n_retry++] = (jit_retry){.frame = frame, .map_bytes = map_bytes};
     return true;
 }
