@@ -66,6 +66,11 @@ typedef struct jit_retry {
     uint64_t map_bytes; /* map size the last lookup used: retried once the map is bigger */
 } jit_retry;
 
+/* obj_res's values besides resource ids: anonymous memory (cn_agg_frame_ref's "no
+ * file mapping", so frames keep their absolute address), and not mapped yet. */
+#define NO_RESOURCE  (-1)
+#define OBJ_UNMAPPED INT32_MIN
+
 struct cn_live_session {
     char *id, *name, *event, *path; /* owned; path: the file last saved or loaded, or NULL */
     cn_live_kind kind;
@@ -99,7 +104,7 @@ struct cn_live_session {
     cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
     cn_smp_session *smp;
     cn_agg_profile *p;
-    int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
+    int32_t *obj_res; /* sampler object id -> resource, NO_RESOURCE or OBJ_UNMAPPED */
     size_t n_obj_res;
     res_src *res_obj; /* resource -> sampler object (and its perf map) */
     size_t n_res_obj;
@@ -195,10 +200,10 @@ static void jit_source(res_src *src, pid_t pid)
     }
 }
 
-/* Maps a sampler object to an aggregate resource (or -1 for anonymous memory) and
- * records both directions. Returns the resource, -1, or -ENOMEM (nothing recorded: the
- * object stays unknown and the next frame that uses it tries again). */
-static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
+/* Maps a sampler object to an aggregate resource and records both directions. Returns 0
+ * and *out (the resource, or NO_RESOURCE for anonymous memory), or -ENOMEM (nothing
+ * recorded: the object stays unknown and the next frame that uses it tries again). */
+static int map_object(cn_live_session *s, const cn_smp_object *obj, int32_t *out)
 {
     cn_agg_resource_kind kind;
     if (obj->id >= s->n_obj_res) {
@@ -207,7 +212,7 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         if (!a)
             return -ENOMEM;
         for (size_t i = s->n_obj_res; i < n; i++)
-            a[i] = INT32_MIN;
+            a[i] = OBJ_UNMAPPED;
         s->obj_res = a;
         s->n_obj_res = n;
     }
@@ -223,8 +228,9 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         kind = CN_AGG_RES_JIT;
         break;
     default:
-        s->obj_res[obj->id] = -1; /* anonymous memory: frames are bare addresses */
-        return -1;
+        s->obj_res[obj->id] = NO_RESOURCE; /* anonymous memory: frames are bare addresses */
+        *out = NO_RESOURCE;
+        return 0;
     }
     const char *name = obj->kind == CN_SMP_OBJ_JIT ? "[jit]" : obj->name;
     int32_t res = cn_agg_resource(s->p, name, obj->identity, obj->path, kind);
@@ -243,26 +249,28 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         jit_source(&s->res_obj[res], obj->pid);
     s->res_obj[res].obj = obj;
     s->obj_res[obj->id] = res;
-    return res;
+    *out = res;
+    return 0;
 }
 
 /* A new object, before the first sample that uses it. A failure is retried by
  * obj_resource() when a frame needs the object. */
 static void on_object(void *arg, const cn_smp_object *obj)
 {
-    map_object(arg, obj);
+    int32_t res;
+    (void)map_object(arg, obj, &res);
 }
 
-/* The resource of a frame's object; -1 for anonymous memory, and for an object that
- * could not be mapped even now (counted in errors: its frames stay bare addresses). */
+/* The resource of a frame's object; NO_RESOURCE for anonymous memory, and for an object
+ * that could not be mapped even now (counted in errors: its frames stay bare addresses). */
 static int64_t obj_resource(cn_live_session *s, const cn_smp_object *obj)
 {
-    if (obj->id < s->n_obj_res && s->obj_res[obj->id] != INT32_MIN)
+    int32_t res;
+    if (obj->id < s->n_obj_res && s->obj_res[obj->id] != OBJ_UNMAPPED)
         return s->obj_res[obj->id];
-    int64_t res = map_object(s, obj);
-    if (res == -ENOMEM) {
+    if (map_object(s, obj, &res) < 0) {
         s->errors++;
-        return -1;
+        return NO_RESOURCE;
     }
     return res;
 }
