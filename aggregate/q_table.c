@@ -8,6 +8,7 @@
  * children yet) costs no hashing at all, and the arrays written are the ones just
  * appended, which keeps cache misses to about one per lookup.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ static int qt_promote(cn_agg__qtable *t, int32_t prefix, int32_t first)
 
 int32_t cn_agg__qt_intern(cn_agg__qtable *t, int32_t prefix, int32_t func)
 {
+    assert(prefix >= -1 && prefix < (int32_t)t->n); /* so the new row's prefix < row */
     cn_agg__qhead *h = prefix < 0 ? &t->roots : &t->head[prefix];
     if (h->nkids > QT_SCAN) {
         int32_t r = cn_u64map_get(&t->big, cn_pair(prefix, func));

@@ -55,6 +55,7 @@ static int map_stacks(const cn_agg_profile *p, cn_agg__qtable *t, int32_t *fnode
         return -ENOMEM;
     for (size_t s = from; s < to; s++) {
         int32_t pre = p->stack_prefix[s];
+        assert(pre < (int32_t)s); /* cn_agg.h: prefix < id, so fnode[pre] is known */
         int32_t row = pre < 0 ? -1 : fnode[pre];
         int32_t fr = p->stack_frame[s];
         const int32_t *chain = p->chain_pool + p->frame_chain[fr];
@@ -183,6 +184,10 @@ static const int32_t *qcache_sample_rows(struct cn_agg__qcache *c, const cn_agg_
         if (c->clen[k] == e - b && c->chash[k] == h)
             continue;
         size_t i = b;
+#ifndef NDEBUG
+        for (size_t j = b; j < e; j++) /* up to date: every sample's stack has its row */
+            assert(stk[j] < (int32_t)c->n_fnode);
+#endif
         for (; i + 32 < e; i++) {
             int32_t ahead = stk[i + 32];
             if (ahead >= 0)
@@ -250,7 +255,8 @@ static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
  * after the thread's state; that state becomes the sample's root and the pseudo-frame
  * goes (the root says it). Every other stack ran on a CPU. The group roots take the
  * pseudo-frames' names, so `-t 'drop:[preempted]'` drops the same samples either way. */
-static const char *const state_names[CN_AGG__N_STATES] = {"[running]", "[blocked]", "[preempted]"};
+static const char *const state_names[CN_AGG__N_STATES] = {
+    CN_AGG_STATE_RUNNING, CN_AGG_STATE_BLOCKED, CN_AGG_STATE_PREEMPTED};
 
 /* The group func of a sample on stack by thread, and in *row the ungrouped row grafted
  * under it. */
@@ -473,6 +479,7 @@ static int base_weights(cn_agg__qrun *run)
             if (ahead >= 0)
                 __builtin_prefetch(&sb[ahead], 1);
             int32_t b = srow[i];
+            assert(b < (int32_t)run->n_base);
             if (b >= 0 && (!filtered || cn_agg__qrun_keep(run, thr[i])))
                 sb[b] += w[i];
         }
@@ -528,9 +535,11 @@ int cn_agg__qrun_self(cn_agg__qrun *run, double **out)
     if (!self)
         return -ENOMEM;
     const double *sb = run->sb;
-    for (size_t b = 0; b < run->n_base; b++)
+    for (size_t b = 0; b < run->n_base; b++) {
+        assert(run->rmap[b] >= -1 && run->rmap[b] < (int32_t)run->t.n);
         if (sb[b] != 0 && run->rmap[b] >= 0)
             self[run->rmap[b]] += sb[b];
+    }
     *out = self;
     return 0;
 }
@@ -543,6 +552,7 @@ int cn_agg__qrun_self(cn_agg__qrun *run, double **out)
 static int current_self(cn_agg__qrun *run, double **self, bool *owned)
 {
     if (run->rmap_identity) {
+        assert(run->t.n == run->n_base); /* current rows are the base rows */
         if (!run->sb && base_weights(run) < 0)
             return -ENOMEM;
         *self = run->sb;

@@ -8,6 +8,7 @@
  * only where every frame of the old func agreed (the §4.2 step 4 consensus) and kept
  * transitively closed, so a name renamed twice maps straight to its latest names.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,9 @@ static int propose(struct scratch *s, int32_t old, const int32_t *chain, size_t 
  * been reserved by the caller, so this cannot fail. */
 static void set_chain(cn_agg_profile *p, int32_t f, const int32_t *chain, size_t len)
 {
+    assert(len >= 1 && len <= MAX_INLINE_DEPTH); /* resolve_chains checked it */
     if (len > p->frame_depth[f]) {
+        assert(p->chain_len + len <= p->chain_cap); /* reserved by cn_agg_regroup */
         p->frame_chain[f] = (int32_t)p->chain_len;
         p->chain_len += len;
     }
@@ -172,6 +175,7 @@ static int rename_add(cn_agg_profile *p, int32_t old_name, const int32_t *names,
             cn_u64map_put(&p->rename_targets, (uint64_t)(uint32_t)names[j], 1) < 0)
             return -ENOMEM;
     int32_t found = cn_u64map_get(&p->rename_index, (uint64_t)(uint32_t)old_name);
+    assert(found < 0 || p->rename_old[found] == old_name); /* one row per old name */
     size_t row = found >= 0 ? (size_t)found : p->n_rename;
     if (row == p->n_rename) {
         size_t c1 = p->cap_rename, c2 = p->cap_rename, c3 = p->cap_rename;
@@ -213,6 +217,7 @@ static int commit_renames(cn_agg_profile *p, struct scratch *s)
         const struct candidate *c = &s->cand[i];
         if (c->divergent || used[c->old_func])
             continue;
+        assert(c->len >= 1 && c->len <= MAX_INLINE_DEPTH); /* fits names[] */
         for (int32_t d = 0; d < c->len; d++)
             names[d] = p->func_name[s->pool[c->off + d]];
         int32_t old_name = p->func_name[c->old_func];

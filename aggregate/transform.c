@@ -12,6 +12,7 @@
  * The implementation filter is always `combined` (native-only), so no frame is
  * transparent.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,7 @@ static int tf_collapse_all_rec(tfctx *c, const double *self)
             x->rec = ns_e->in_cnt > 0;
             ns_e->in_cnt++;
             int32_t pos = ns_e->out_pos;
+            assert(pos < 0 || (pos < (int32_t)depth && ostk[pos].name == nm));
             if (pos < 0) {
                 int32_t m = cn_agg__qt_intern(&c->o->t, depth ? ostk[depth - 1].out : -1, f);
                 if (m < 0)
@@ -321,6 +323,8 @@ static int tf_collapse_all_rec(tfctx *c, const double *self)
                 }
                 depth = (size_t)pos + 1;
             }
+            /* Each output path or saved entry was pushed by a distinct row on the path. */
+            assert(depth + nsaved <= nfr);
             map[e] = x->out;
             e = in->head[e].child;
             continue;
@@ -340,6 +344,7 @@ static int tf_collapse_all_rec(tfctx *c, const double *self)
             }
         }
         depth = d0;
+        assert(depth + nsaved <= nfr);
         bool live = x->total != 0 || x->live_child;
         if (live) {
             merged[x->out]++;
@@ -429,6 +434,24 @@ static int carry_counters(const cn_agg__qtable *in, const int32_t *merged_in,
     return 0;
 }
 
+#ifndef NDEBUG
+/* The row-map contract (q_engine.h, the top of this file), checked in debug builds once
+ * per transform, in linear time: the input and output tables are in prefix < row order;
+ * every map entry is -1 or an output row (an input row when the rows are unchanged); a
+ * map-only transform maps a row to itself, an ancestor (an earlier row) or -1. */
+static void check_map(const cn_agg__qtable *in, const cn_agg__tfout *o)
+{
+    int32_t nout = (int32_t)(o->same ? in->n : o->t.n);
+    for (size_t r = 0; r < in->n; r++) {
+        assert(in->prefix[r] >= -1 && in->prefix[r] < (int32_t)r);
+        assert(o->map[r] >= -1 && o->map[r] < nout);
+        assert(!o->same || o->map[r] <= (int32_t)r);
+    }
+    for (size_t r = 0; r < o->t.n; r++)
+        assert(o->t.prefix[r] >= -1 && o->t.prefix[r] < (int32_t)r);
+}
+#endif
+
 int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_transform *tf,
                      const double *self, const int32_t *merged_in, const int32_t *recur_in,
                      cn_agg__tfout *o)
@@ -486,6 +509,10 @@ int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_t
     }
     if (rc == 0 && !o->same)
         rc = carry_counters(in, merged_in, recur_in, o);
+#ifndef NDEBUG
+    if (rc == 0)
+        check_map(in, o);
+#endif
 out:
     free(c.st);
     free(c.nid);

@@ -14,6 +14,7 @@
  * Output: nodes numbered in table row order (a parent before its children), linked in
  * output order: children sorted by |total| descending, then name, then func id.
  */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -109,6 +110,8 @@ static int emit(const cn_agg_profile *p, const cn_agg__qtable *t, const double *
         int32_t id = (int32_t)next++;
         node_of[r] = id;
         cn_agg_node *nd = &tree->nodes[id];
+        /* A shown row's parent is shown (the sweeps), and numbered before it. */
+        assert(t->prefix[r] < (int32_t)r && (t->prefix[r] < 0 || shown[t->prefix[r]]));
         nd->func = t->func[r];
         nd->parent = t->prefix[r] < 0 ? -1 : node_of[t->prefix[r]];
         nd->first_child = -1;
@@ -119,6 +122,7 @@ static int emit(const cn_agg_profile *p, const cn_agg__qtable *t, const double *
         nd->recursions = recur ? recur[r] : 0;
     }
     tree->n_nodes = next;
+    assert(next == nshown);
     /* Sibling links: siblings are consecutive in the sorted CSR slots. */
     for (size_t s = 0; s < n + 1; s++) {
         int32_t b = g.off[s], e = g.off[s + 1];
@@ -160,11 +164,21 @@ static int sweep(const cn_agg__qtable *t, const double *self, double **run_out, 
         if (run[r] != 0)
             shown[r] = 1;
         int32_t pre = t->prefix[r];
+        assert(pre < (int32_t)r); /* the children were all summed before r is read */
         if (shown[r] && pre >= 0) {
             run[pre] += run[r];
             shown[pre] = 1;
         }
     }
+#ifndef NDEBUG
+    /* running = self + Σ running(children): with no negative weight, self <= running
+     * exactly (adding a non-negative double never rounds below the sum so far). */
+    bool nonneg = true;
+    for (size_t r = 0; r < t->n && nonneg; r++)
+        nonneg = self[r] >= 0;
+    for (size_t r = 0; nonneg && r < t->n; r++)
+        assert(self[r] <= run[r]);
+#endif
     *run_out = run;
     *shown_out = shown;
     return 0;
@@ -281,6 +295,7 @@ static int view_callers(const cn_agg_profile *p, const cn_agg__qtable *t, const 
             continue;
         }
         first[r] = pre >= 0 && first[pre] >= 0 ? first[pre] : (is ? (int32_t)r : -1);
+        assert(first[r] <= (int32_t)r); /* r itself or an ancestor */
         if (first[r] >= 0)
             acc[first[r]] += self[r];
     }
@@ -391,6 +406,7 @@ static int view_functions(const cn_agg_profile *p, const cn_agg__qtable *t, cons
         stack[sp++] = ~e;
         for (int32_t i = g.off[e + 2] - 1; i >= g.off[e + 1]; i--)
             stack[sp++] = g.kids[i];
+        assert(sp <= (t->n + 1) * 2); /* each row is pushed once to enter, once to leave */
     }
     size_t cnt = 0;
     for (size_t f = 0; f < p->n_func; f++)

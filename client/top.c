@@ -179,15 +179,9 @@ static int set_expanded(top_state *st, int32_t id, bool on)
         free(k);
         return 0;
     }
-    if (st->n_expanded == st->cap_expanded) {
-        size_t cap = st->cap_expanded ? st->cap_expanded * 2 : 64;
-        char **e = realloc(st->expanded, cap * sizeof(*e));
-        if (!e) {
-            free(k);
-            return -ENOMEM;
-        }
-        st->expanded = e;
-        st->cap_expanded = cap;
+    if (CN_RESERVE(st->expanded, st->cap_expanded, st->n_expanded + 1) < 0) {
+        free(k);
+        return -ENOMEM;
     }
     memmove(&st->expanded[lo + 1], &st->expanded[lo], (st->n_expanded - lo) * sizeof(char *));
     st->expanded[lo] = k;
@@ -215,14 +209,8 @@ static void set_selection(top_state *st, char **path, size_t len)
 
 static int push_row(top_state *st, int32_t node, int depth)
 {
-    if (st->n_rows == st->cap_rows) {
-        size_t cap = st->cap_rows ? st->cap_rows * 2 : 256;
-        top_row *r = realloc(st->rows, cap * sizeof(*r));
-        if (!r)
-            return -ENOMEM;
-        st->rows = r;
-        st->cap_rows = cap;
-    }
+    if (CN_RESERVE(st->rows, st->cap_rows, st->n_rows + 1) < 0)
+        return -ENOMEM;
     st->rows[st->n_rows++] = (top_row){node, depth};
     return 0;
 }

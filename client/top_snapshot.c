@@ -36,21 +36,6 @@ void cn_top_snapshot_clear(cn_top_snapshot *s)
     strcpy(s->unit, "samples");
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, n * elem);
-    if (!p)
-        return -ENOMEM;
-    *arr = p;
-    *cap = n;
-    return 0;
-}
-
 /* Copies name ("?" when NULL) and lib (may be NULL) into *n and *l, both owned by the
  * caller. Returns 0, or -ENOMEM with nothing allocated. */
 static int dup_name_lib(const char *name, const char *lib, char **n, char **l)
@@ -68,8 +53,7 @@ static int dup_name_lib(const char *name, const char *lib, char **n, char **l)
 int32_t cn_top_snapshot_add(cn_top_snapshot *s, int32_t parent, const char *name, const char *lib,
                             double total, double self)
 {
-    if (s->n_nodes >= INT32_MAX - 1 ||
-        grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof(*s->nodes)) < 0)
+    if (s->n_nodes >= INT32_MAX - 1 || CN_RESERVE(s->nodes, s->cap_nodes, s->n_nodes + 1) < 0)
         return -ENOMEM;
     char *n, *l;
     if (dup_name_lib(name, lib, &n, &l) < 0)
@@ -103,7 +87,7 @@ int32_t cn_top_snapshot_add(cn_top_snapshot *s, int32_t parent, const char *name
 int cn_top_snapshot_add_func(cn_top_snapshot *s, const char *name, const char *lib, double self,
                              double total)
 {
-    if (grow((void **)&s->funcs, &s->cap_funcs, s->n_funcs + 1, sizeof(*s->funcs)) < 0)
+    if (CN_RESERVE(s->funcs, s->cap_funcs, s->n_funcs + 1) < 0)
         return -ENOMEM;
     char *n, *l;
     if (dup_name_lib(name, lib, &n, &l) < 0)

@@ -10,10 +10,10 @@
  * beyond the bounds a cn_buf was given. Messages are jansson objects; whoever builds or
  * decodes one owns the reference (json_decref).
  *
- * Utilities: a bounded dynamic byte buffer (cn_buf), duration parsing ("30s", "5m",
- * "250ms"), base64 (binary outputs travel in JSON strings), errno names, and the two text
- * rules: valid UTF-8 for every string sent, escaped controls for text shown on a terminal. Nothing
- * here logs, exits, or keeps global state.
+ * Utilities: a bounded dynamic byte buffer (cn_buf), the atomic file writer (cn_afile),
+ * duration parsing ("30s", "5m", "250ms"), base64 (binary outputs travel in JSON strings),
+ * errno names, and the two text rules: valid UTF-8 for every string sent, escaped controls
+ * for text shown on a terminal. Nothing here logs, exits, or keeps global state.
  */
 #ifndef CN_COMMON_H
 #define CN_COMMON_H
@@ -24,8 +24,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -183,6 +181,12 @@ char *cn_buf_steal(cn_buf *b, size_t *len);
  * Protocol framing and messages (docs/protocol.md)
  */
 
+/* Messages are jansson values. Only the type is named here, so that the modules that
+ * never touch a message (aggregate, sampler, symbolizer, fleet) do not compile against
+ * jansson; those that build or read messages include <jansson.h> themselves (the same
+ * typedef: C11 allows repeating it). */
+typedef struct json_t json_t;
+
 #define CN_PROTO_VERSION 1
 /* Default bound on one request line (bytes, newline included). */
 #define CN_PROTO_MAX_REQUEST (64 * 1024)
@@ -295,6 +299,40 @@ typedef struct cn_unwind_outcomes {
 
 /* Adds x's counts to sum's (canopyd's status sums its sessions'). */
 void cn_unwind_outcomes_add(cn_unwind_outcomes *sum, const cn_unwind_outcomes *x);
+
+/* ---------------------------------------------------------------------------------------
+ * Atomic file replacement (file.c): the one way canopy writes a file that must survive a
+ * crash whole (saved sessions, their .meta, the fleet spool). The content goes to
+ * "<path>.XXXXXX.tmp" (created with O_EXCL, never following a symlink), which commit
+ * fsyncs, renames over path and makes durable by fsyncing the directory. Directory scans
+ * may delete files ending in ".tmp": they are what a crash left.
+ */
+
+typedef struct cn_afile {
+    int fd;     /* the temporary file, -1 when none */
+    char *tmp;  /* owned: its name */
+    char *path; /* owned: the target */
+} cn_afile;
+
+/* Creates the temporary file for path with the given mode (as open()'s, before umask).
+ * Returns 0, or a negative errno with err filled (then f holds nothing). */
+int cn_afile_open(cn_afile *f, const char *path, unsigned mode, cn_err *err);
+/* Writes all len bytes (retrying short writes and EINTR). 0 or -errno with err filled;
+ * then abort. */
+int cn_afile_write(cn_afile *f, const void *data, size_t len, cn_err *err);
+/* A stdio stream whose writes go through cn_afile_write, for writers that take a FILE *;
+ * fclose it (and check that) before the commit. NULL with errno on ENOMEM. */
+FILE *cn_afile_stream(cn_afile *f);
+/* fsync, close, rename over the target, fsync its directory. Returns 0 or a negative
+ * errno with err filled; f is released either way (a failure before the rename removes
+ * the temporary file and leaves the old target; -errno after it means the new content is
+ * in place but the directory could not be synced). */
+int cn_afile_commit(cn_afile *f, cn_err *err);
+/* Closes and removes the temporary file, frees f. Accepts a released or zeroed f. */
+void cn_afile_abort(cn_afile *f);
+/* open + write + commit of one buffer. 0 or a negative errno with err filled. */
+int cn_common_write_file_atomic(const char *path, unsigned mode, const void *data, size_t len,
+                                cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
  * Utilities

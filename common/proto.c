@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cn_common.h"
 
 #define PROTO_MAX_DEPTH    32   /* requests: nothing in the protocol nests deeper than 3 */

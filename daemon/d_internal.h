@@ -22,6 +22,8 @@
 
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "cn_d.h"
 #include "cn_fleet.h"
 #include "cn_smp.h"

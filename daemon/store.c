@@ -273,14 +273,8 @@ size_t cn_d__store_running(const cn_d_server *srv)
 
 static int add_entry(cn_d_server *srv, cn_live_session *s, cn_d__entry **out)
 {
-    if (srv->n_entries == srv->cap_entries) {
-        size_t cap = srv->cap_entries ? srv->cap_entries * 2 : 16;
-        cn_d__entry **a = realloc(srv->entries, cap * sizeof(*a));
-        if (!a)
-            return -ENOMEM;
-        srv->entries = a;
-        srv->cap_entries = cap;
-    }
+    if (CN_RESERVE(srv->entries, srv->cap_entries, srv->n_entries + 1) < 0)
+        return -ENOMEM;
     cn_d__entry *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
@@ -327,12 +321,11 @@ static int put_escaped(cn_buf *b, const char *s)
 
 int cn_d__meta_write(const cn_agg_profile *p, const char *path)
 {
-    char mp[4096], tmp[4200];
+    char mp[4096];
     cn_buf b;
     int r = meta_path(path, mp, sizeof(mp));
     if (r < 0)
         return r;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", mp);
     cn_buf_init(&b, META_MAX);
     r = cn_buf_append(&b, META_MAGIC, sizeof(META_MAGIC) - 1);
     for (size_t i = 0; r == 0 && i < cn_agg_meta_count(p); i++) {
@@ -347,19 +340,8 @@ int cn_d__meta_write(const cn_agg_profile *p, const char *path)
         if (r == 0)
             r = cn_buf_append(&b, "\n", 1);
     }
-    int fd = r == 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
-    if (r == 0 && fd < 0)
-        r = -errno;
-    if (fd >= 0) {
-        ssize_t w = write(fd, cn_buf_ptr(&b), cn_buf_len(&b));
-        if (w != (ssize_t)cn_buf_len(&b) || fsync(fd) < 0)
-            r = w < 0 ? -errno : -EIO;
-        close(fd);
-        if (r == 0 && rename(tmp, mp) < 0)
-            r = -errno;
-        if (r < 0)
-            unlink(tmp);
-    }
+    if (r == 0)
+        r = cn_common_write_file_atomic(mp, 0600, cn_buf_ptr(&b), cn_buf_len(&b), NULL);
     cn_buf_free(&b);
     return r;
 }

@@ -133,57 +133,35 @@ static void enforce_bound(cn_fleet_pusher *p)
         drop_front(p, false);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const char *d = data;
-    while (len) {
-        ssize_t w = write(fd, d, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? -errno : -EIO;
-        d += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Writes b as the next spool file (mu not held): the header line, then the two
  * TabSeparated bodies as they are. They are compressed when sent, several files to one
  * request. Returns 0 and *out. */
 static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq, spooled *out)
 {
-    char path[4096], tmp[4200], head[192];
-    int r, fd = -1;
+    char path[4096], head[192];
+    cn_afile af;
     size_t ns = cn_buf_len(&b->samples), nk = cn_buf_len(&b->stacks);
     uint64_t batch = batch_id(p, seq);
     int hn = snprintf(head, sizeof(head), SPOOL_MAGIC " %llu %llu %zu %zu %lld %llu\n",
                       (unsigned long long)b->sample_rows, (unsigned long long)b->stack_rows, ns, nk,
                       (long long)b->time_s, (unsigned long long)batch);
     spool_path(p, seq, path, sizeof(path));
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    if ((r = write_all(fd, head, (size_t)hn)) < 0 ||
-        (ns && (r = write_all(fd, cn_buf_ptr(&b->samples), ns)) < 0) ||
-        (nk && (r = write_all(fd, cn_buf_ptr(&b->stacks), nk)) < 0))
-        goto out;
-    r = close(fd) < 0 ? -errno : 0;
-    fd = -1;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
+    int r = cn_afile_open(&af, path, 0600, NULL);
+    if (r < 0)
+        return r;
+    if ((r = cn_afile_write(&af, head, (size_t)hn, NULL)) < 0 ||
+        (r = cn_afile_write(&af, cn_buf_ptr(&b->samples), ns, NULL)) < 0 ||
+        (r = cn_afile_write(&af, cn_buf_ptr(&b->stacks), nk, NULL)) < 0) {
+        cn_afile_abort(&af);
+        return r;
+    }
+    r = cn_afile_commit(&af, NULL);
     if (r == 0)
         *out = (spooled){.seq = seq,
                          .rows = b->sample_rows,
                          .bytes = (uint64_t)hn + ns + nk,
                          .time_s = b->time_s == INT64_MAX ? 0 : b->time_s,
                          .batch = batch};
-out:
-    if (fd >= 0)
-        close(fd);
-    if (r < 0)
-        unlink(tmp);
     return r;
 }
 
@@ -399,8 +377,9 @@ static int spool_load(cn_fleet_pusher *p)
         unsigned long long seq = strtoull(de->d_name, &end, 10);
         if (end == de->d_name)
             continue;
-        if (!strcmp(end, ".batch.tmp")) {
-            unlinkat(dirfd(d), de->d_name, 0); /* an interrupted write */
+        size_t len = strlen(end);
+        if (!strncmp(end, ".batch.", 7) && len >= 10 && !strcmp(end + len - 4, ".tmp")) {
+            unlinkat(dirfd(d), de->d_name, 0); /* an interrupted write (cn_afile) */
             continue;
         }
         if (strcmp(end, ".batch") || CN_RESERVE(seqs, cap, n + 1) < 0)

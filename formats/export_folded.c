@@ -7,6 +7,7 @@
  * .cpuprofile input, periods for perf script input), not the scaled display values, so
  * that the output reads back as the same profile.
  */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -56,6 +57,9 @@ static int collect(struct folded_ctx *c)
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const cn_agg_node *nd = &c->t->nodes[order[i]];
         const char *name = cn_agg_func_name(c->p, nd->func);
+        /* Pre-order: a node is at most one deeper than the one before (a root first), so
+         * plen[depth[i]] is its parent's path, set by the latest node above it. */
+        assert(depth[i] >= 0 && depth[i] <= (i ? depth[i - 1] + 1 : 0));
         long nlen = path_push(c, plen[depth[i]], name ? name : "?");
         if (nlen < 0) {
             rc = -ENOMEM;

@@ -8,6 +8,7 @@
  * total is 0 and that has no shown child is left out (docs/cli.md), whatever the engine
  * kept.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -152,6 +153,9 @@ static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double sca
         for (; open > depth[i]; open--, comma = true)
             if (fputs("]}", out) < 0)
                 rc = -EIO;
+        /* Pre-order, and a shown node's parent is shown (cn_fmt__tree_visible): the node
+         * opens right inside its parent, the last node opened at depth - 1. */
+        assert(open == depth[i]);
         if (comma && fputc(',', out) == EOF)
             rc = -EIO;
         if (rc == 0)

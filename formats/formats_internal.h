@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "cn_agg.h"
 #include "cn_fmt.h"
 #include "json_out.h"

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cn_fmt.h"
 
 void cn_fmt_render_opts_init(cn_fmt_render_opts *o)

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cn_fmt.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))

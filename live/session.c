@@ -29,15 +29,15 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "live_internal.h"
 
@@ -65,6 +65,11 @@ typedef struct jit_retry {
     int32_t frame;
     uint64_t map_bytes; /* map size the last lookup used: retried once the map is bigger */
 } jit_retry;
+
+/* obj_res's values besides resource ids: anonymous memory (cn_agg_frame_ref's "no
+ * file mapping", so frames keep their absolute address), and not mapped yet. */
+#define NO_RESOURCE  (-1)
+#define OBJ_UNMAPPED INT32_MIN
 
 struct cn_live_session {
     char *id, *name, *event, *path; /* owned; path: the file last saved or loaded, or NULL */
@@ -99,7 +104,7 @@ struct cn_live_session {
     cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
     cn_smp_session *smp;
     cn_agg_profile *p;
-    int32_t *obj_res; /* sampler object id -> resource (-1 anonymous, INT32_MIN unknown) */
+    int32_t *obj_res; /* sampler object id -> resource, NO_RESOURCE or OBJ_UNMAPPED */
     size_t n_obj_res;
     res_src *res_obj; /* resource -> sampler object (and its perf map) */
     size_t n_res_obj;
@@ -195,10 +200,10 @@ static void jit_source(res_src *src, pid_t pid)
     }
 }
 
-/* Maps a sampler object to an aggregate resource (or -1 for anonymous memory) and
- * records both directions. Returns the resource, -1, or -ENOMEM (nothing recorded: the
- * object stays unknown and the next frame that uses it tries again). */
-static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
+/* Maps a sampler object to an aggregate resource and records both directions. Returns 0
+ * and *out (the resource, or NO_RESOURCE for anonymous memory), or -ENOMEM (nothing
+ * recorded: the object stays unknown and the next frame that uses it tries again). */
+static int map_object(cn_live_session *s, const cn_smp_object *obj, int32_t *out)
 {
     cn_agg_resource_kind kind;
     if (obj->id >= s->n_obj_res) {
@@ -207,7 +212,7 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         if (!a)
             return -ENOMEM;
         for (size_t i = s->n_obj_res; i < n; i++)
-            a[i] = INT32_MIN;
+            a[i] = OBJ_UNMAPPED;
         s->obj_res = a;
         s->n_obj_res = n;
     }
@@ -223,8 +228,9 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         kind = CN_AGG_RES_JIT;
         break;
     default:
-        s->obj_res[obj->id] = -1; /* anonymous memory: frames are bare addresses */
-        return -1;
+        s->obj_res[obj->id] = NO_RESOURCE; /* anonymous memory: frames are bare addresses */
+        *out = NO_RESOURCE;
+        return 0;
     }
     const char *name = obj->kind == CN_SMP_OBJ_JIT ? "[jit]" : obj->name;
     int32_t res = cn_agg_resource(s->p, name, obj->identity, obj->path, kind);
@@ -243,26 +249,28 @@ static int64_t map_object(cn_live_session *s, const cn_smp_object *obj)
         jit_source(&s->res_obj[res], obj->pid);
     s->res_obj[res].obj = obj;
     s->obj_res[obj->id] = res;
-    return res;
+    *out = res;
+    return 0;
 }
 
 /* A new object, before the first sample that uses it. A failure is retried by
  * obj_resource() when a frame needs the object. */
 static void on_object(void *arg, const cn_smp_object *obj)
 {
-    map_object(arg, obj);
+    int32_t res;
+    (void)map_object(arg, obj, &res);
 }
 
-/* The resource of a frame's object; -1 for anonymous memory, and for an object that
- * could not be mapped even now (counted in errors: its frames stay bare addresses). */
+/* The resource of a frame's object; NO_RESOURCE for anonymous memory, and for an object
+ * that could not be mapped even now (counted in errors: its frames stay bare addresses). */
 static int64_t obj_resource(cn_live_session *s, const cn_smp_object *obj)
 {
-    if (obj->id < s->n_obj_res && s->obj_res[obj->id] != INT32_MIN)
+    int32_t res;
+    if (obj->id < s->n_obj_res && s->obj_res[obj->id] != OBJ_UNMAPPED)
         return s->obj_res[obj->id];
-    int64_t res = map_object(s, obj);
-    if (res == -ENOMEM) {
+    if (map_object(s, obj, &res) < 0) {
         s->errors++;
-        return -1;
+        return NO_RESOURCE;
     }
     return res;
 }
@@ -344,7 +352,7 @@ static int32_t pseudo_frames(cn_live_session *s, const char *res_name, const cha
 /* OFFCPU/WALL: the state pseudo-frames. 0 or negative errno. */
 static int state_frames(cn_live_session *s)
 {
-    static const char *const names[] = {"[blocked]", "[preempted]"};
+    static const char *const names[] = {CN_AGG_STATE_BLOCKED, CN_AGG_STATE_PREEMPTED};
     int32_t res =
         pseudo_frames(s, "[state]", "[canopy:state]", (uint64_t)CN_SMP_STATE_BLOCKED, names, 2);
     if (res < 0)
@@ -573,14 +581,8 @@ static void retry_jit(cn_live_session *s, bool force)
 /* Remembers an unresolved JIT frame for retry_jit. Returns false on ENOMEM. */
 static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
 {
-    if (s->n_retry == s->cap_retry) {
-        size_t cap = s->cap_retry ? s->cap_retry * 2 : 64;
-        jit_retry *r = realloc(s->retry, cap * sizeof(*r));
-        if (!r)
-            return false;
-        s->retry = r;
-        s->cap_retry = cap;
-    }
+    if (CN_RESERVE(s->retry, s->cap_retry, s->n_retry + 1) < 0)
+        return false;
     s->retry[s->n_retry++] = (jit_retry){.frame = frame, .map_bytes = map_bytes};
     return true;
 }
@@ -1186,64 +1188,35 @@ static int write_meta(cn_live_session *s)
 
 int cn_live_session_save(cn_live_session *s, const char *path, cn_err *err)
 {
-    char tmp[4096];
-    int r, fd = -1;
+    cn_afile af;
     FILE *f = NULL;
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-        cn_err_set(err, 0, "%s: path too long", path);
-        return -ENAMETOOLONG;
-    }
     assert(s->npend == 0); /* pump and finish flush the queue before they return */
-    r = write_meta(s);
-    if (r < 0) {
-        cn_err_set(err, 0, "%s: out of memory", path);
+    int r = write_meta(s);
+    if (r < 0)
+        return cn_err_set(err, r, "%s: out of memory", path);
+    r = cn_afile_open(&af, path, 0600, err);
+    if (r < 0)
         return r;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        r = -errno;
-        cn_err_set(err, 0, "%s: %s", tmp, strerror(errno));
-        return r;
-    }
-    f = fdopen(fd, "w");
-    if (!f) {
-        r = -errno;
-        close(fd);
+    if (!(f = cn_afile_stream(&af))) {
+        r = cn_err_set(err, -ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     r = cn_agg_write_canopy(s->p, f);
+    if (fclose(f) != 0 && r == 0)
+        r = -errno;
+    if (r < 0) {
+        cn_err_set(err, r, "%s: %s", af.tmp, strerror(-r));
+        goto fail;
+    }
+    r = cn_afile_commit(&af, err);
     if (r < 0)
-        goto fail;
-    if (fflush(f) != 0 || fsync(fd) != 0) {
-        r = -errno;
-        goto fail;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        r = -errno;
-        goto fail;
-    }
-    f = NULL;
-    if (rename(tmp, path) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+        return r;
     free(s->path);
     s->path = strdup(path);
     s->dirty = s->state == CN_LIVE_RUNNING ? s->dirty : false;
     return 0;
 fail:
-    cn_err_set(err, 0, "%s: %s", tmp, strerror(-r));
-    if (f)
-        fclose(f);
-    unlink(tmp);
+    cn_afile_abort(&af);
     return r;
 }
 

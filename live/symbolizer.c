@@ -99,14 +99,8 @@ void cn_live_symbolizer_stats_get(const cn_live_symbolizer *y, cn_live_symbolize
 
 int cn_live__symbolizer_attach(cn_live_symbolizer *y, cn_live_session *s, uint64_t *tag)
 {
-    if (y->n_sessions == y->cap_sessions) {
-        size_t cap = y->cap_sessions ? y->cap_sessions * 2 : 8;
-        attached *a = realloc(y->sessions, cap * sizeof(*a));
-        if (!a)
-            return -ENOMEM;
-        y->sessions = a;
-        y->cap_sessions = cap;
-    }
+    if (CN_RESERVE(y->sessions, y->cap_sessions, y->n_sessions + 1) < 0)
+        return -ENOMEM;
     y->sessions[y->n_sessions++] = (attached){.tag = y->next_tag, .s = s};
     *tag = y->next_tag++;
     return 0;

@@ -204,14 +204,8 @@ static const rule *insert_rule(cn_smp__cfi *c, size_t at, rule r)
         r.end = c->rules[at].start;
     if (r.end <= r.start || c->n >= MAX_RULES)
         return NULL;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        rule *n = realloc(c->rules, cap * sizeof(*n));
-        if (!n)
-            return NULL;
-        c->rules = n;
-        c->cap = cap;
-    }
+    if (CN_RESERVE(c->rules, c->cap, c->n + 1) < 0)
+        return NULL;
     memmove(&c->rules[at + 1], &c->rules[at], (c->n - at) * sizeof(*c->rules));
     c->rules[at] = r;
     c->n++;

@@ -99,14 +99,8 @@ int cn_smp__offcpu_add_id(cn_smp_session *s, uint64_t id)
     cn_smp__offcpu *o = s->off;
     if (!o)
         return -EINVAL;
-    if (o->nids == o->capids) {
-        size_t cap = o->capids ? o->capids * 2 : 64;
-        uint64_t *n = realloc(o->ids, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        o->ids = n;
-        o->capids = cap;
-    }
+    if (CN_RESERVE(o->ids, o->capids, o->nids + 1) < 0)
+        return -ENOMEM;
     /* The kernel hands out increasing ids: this is an append but for odd cases. */
     size_t i = o->nids;
     while (i > 0 && o->ids[i - 1] > id) {
@@ -196,13 +190,10 @@ static blocked *insert(cn_smp__offcpu *o, pid_t tid)
     if ((o->used + 1) * 2 > o->nslots && rehash(o) < 0)
         return NULL;
     if (o->nent == o->capent) {
-        size_t cap = o->capent ? o->capent * 2 : 16;
-        blocked *n = realloc(o->ent, cap * sizeof(*n));
-        if (!n)
+        size_t old = o->capent;
+        if (CN_RESERVE(o->ent, o->capent, o->nent + 1) < 0)
             return NULL;
-        memset(n + o->capent, 0, (cap - o->capent) * sizeof(*n));
-        o->ent = n;
-        o->capent = cap;
+        memset(o->ent + old, 0, (o->capent - old) * sizeof(*o->ent));
     }
     blocked *b = &o->ent[o->nent++];
     b->tid = tid;

@@ -128,14 +128,8 @@ static int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
 
 static int add_fd(cn_smp_session *s, int fd)
 {
-    if (s->nfds == s->capfds) {
-        size_t cap = s->capfds ? s->capfds * 2 : 64;
-        int *n = realloc(s->fds, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        s->fds = n;
-        s->capfds = cap;
-    }
+    if (CN_RESERVE(s->fds, s->capfds, s->nfds + 1) < 0)
+        return -ENOMEM;
     s->fds[s->nfds++] = fd;
     return 0;
 }

@@ -79,14 +79,8 @@ static int arena_push(cn_smp_session *s, const uint8_t *rec, size_t len, uint64_
         s->arena = n;
         s->arena_cap = cap;
     }
-    if (s->npend == s->cappend) {
-        size_t cap = s->cappend ? s->cappend * 2 : 4096;
-        pend *n = realloc(s->pend, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        s->pend = n;
-        s->cappend = cap;
-    }
+    if (CN_RESERVE(s->pend, s->cappend, s->npend + 1) < 0)
+        return -ENOMEM;
     memcpy(s->arena + s->arena_len, rec, len);
     s->pend[s->npend++] = (pend){time, s->seq++, s->arena_len, (uint32_t)len};
     s->arena_len += len;

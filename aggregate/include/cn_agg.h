@@ -326,6 +326,13 @@ typedef enum cn_agg_group_by {
                            pseudo-frame ending off-CPU stacks (docs/cli.md, "Modes") */
 } cn_agg_group_by;
 
+/* The thread-state pseudo-frames' names, one spelling for the tree: live/ ends off-CPU
+ * stacks with BLOCKED or PREEMPTED, and --group-by state makes them its group roots, the
+ * stacks without one going under RUNNING. */
+#define CN_AGG_STATE_RUNNING   "[running]"
+#define CN_AGG_STATE_BLOCKED   "[blocked]"
+#define CN_AGG_STATE_PREEMPTED "[preempted]"
+
 /* Everything a query asks for. Initialise with cn_agg_query_init(). Nothing is owned. */
 typedef struct cn_agg_query {
     const cn_agg_transform *transforms; /* applied in order */

@@ -24,3 +24,9 @@ add_test(NAME layering.dependency_table
                  fleet=$<TARGET_FILE:cn_fleet> daemon=$<TARGET_FILE:cn_daemon>
                  client=$<TARGET_FILE:cn_client>)
 set_tests_properties(layering.dependency_table PROPERTIES TIMEOUT 60)
+# cn_common.h names json_t without including jansson, so modules that never touch a
+# protocol message (aggregate, sampler, symbolizer, fleet) do not compile against it.
+add_test(NAME layering.common_header_no_jansson
+         COMMAND sh -c "printf '#include \"cn_common.h\"\\n#ifdef JANSSON_H\\n#error jansson\\n#endif\\n' | \"$1\" -std=gnu11 -fsyntax-only -I \"$2\" -x c - && ! grep -l 'jansson.h' \"$3\"/aggregate/*.[ch] \"$3\"/sampler/*.[ch] \"$3\"/symbolizer/*.[ch] \"$3\"/fleet/*.[ch]"
+                 sh ${CMAKE_C_COMPILER} ${CMAKE_SOURCE_DIR}/common ${CMAKE_SOURCE_DIR})
+set_tests_properties(layering.common_header_no_jansson PROPERTIES TIMEOUT 60)

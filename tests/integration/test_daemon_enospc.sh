@@ -29,7 +29,7 @@ sleep 9
 "$C" tree s1 --socket "$T/s.sock" -o /dev/null || { echo "tree failed while the disk is full"; exit 1; }
 kill -TERM $(pgrep -P $SP -x canopyd)
 wait $SP || true
-tries=$(grep -c 's1\.canopy\.tmp' "$T/trace" || true)
+tries=$(grep -c 's1\.canopy\.[[:alnum:]]\{6\}\.tmp' "$T/trace" || true)
 msgs=$(grep -c 'saving session s1' "$T/d.log" || true)
 echo "tries=$tries messages=$msgs"
 grep -q 'No space left\|ENOSPC\|space' "$T/d.log" || { echo "no ENOSPC message: $(cat "$T/d.log")"; exit 1; }

@@ -1,15 +1,22 @@
 /* test_common.c — common/: the bounded buffer, protocol framing and decoding, message
- * builders, durations, sizes, base64, the UTF-8 and terminal text rules. (The QUERY fields' codec,
- * cn_fmt_spec, is formats/' and tested in test_spec.c.) */
+ * builders, durations, sizes, base64, the UTF-8 and terminal text rules, the atomic file
+ * writer. (The QUERY fields' codec, cn_fmt_spec, is formats/' and tested in test_spec.c.) */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "cn_common.h"
 
@@ -469,16 +476,171 @@ static void test_term_escape(void **state)
     free(d);
 }
 
+/* ---- the atomic file writer ---------------------------------------------------------- */
+
+/* The names in dir (flat), space-separated and sorted by readdir order, in out. */
+static int dir_names(const char *dir, char *out, size_t n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int count = 0;
+    out[0] = 0;
+    assert_non_null(d);
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", count ? " " : "", de->d_name);
+        count++;
+    }
+    closedir(d);
+    return count;
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "re");
+    assert_non_null(f);
+    char *buf = calloc(1, 1 << 20);
+    *len = fread(buf, 1, (1 << 20) - 1, f);
+    fclose(f);
+    return buf;
+}
+
+static void test_afile_content_mode(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_afile_XXXXXX", path[256], names[512];
+    struct stat st;
+    size_t len;
+    cn_err e = {0};
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/x", dir);
+    mode_t old = umask(0);
+    assert_int_equal(cn_common_write_file_atomic(path, 0640, "first", 5, &e), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    /* Replacing: the new content and the new mode, nothing else left in the directory. */
+    assert_int_equal(cn_common_write_file_atomic(path, 0604, "second!", 7, &e), 0);
+    umask(old);
+    char *got = read_all(path, &len);
+    assert_int_equal(len, 7);
+    assert_memory_equal(got, "second!", 7);
+    free(got);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0604);
+    assert_int_equal(dir_names(dir, names, sizeof(names)), 1);
+    assert_string_equal(names, "x");
+
+    /* Through a stream, more than one stdio buffer's worth. */
+    cn_afile af;
+    assert_int_equal(cn_afile_open(&af, path, 0600, &e), 0);
+    assert_int_equal(dir_names(dir, names, sizeof(names)), 2); /* x and x.XXXXXX.tmp */
+    FILE *f = cn_afile_stream(&af);
+    assert_non_null(f);
+    for (int i = 0; i < 20000; i++)
+        fprintf(f, "%05d\n", i);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(cn_afile_commit(&af, &e), 0);
+    got = read_all(path, &len);
+    assert_int_equal(len, 20000 * 6);
+    assert_memory_equal(got + 19999 * 6, "19999\n", 6);
+    free(got);
+    assert_int_equal(dir_names(dir, names, sizeof(names)), 1);
+
+    /* Abort: the temporary file goes, the target stays as it was. */
+    assert_int_equal(cn_afile_open(&af, path, 0600, &e), 0);
+    assert_int_equal(cn_afile_write(&af, "zz", 2, &e), 0);
+    cn_afile_abort(&af);
+    cn_afile_abort(&af); /* released: a no-op */
+    assert_int_equal(dir_names(dir, names, sizeof(names)), 1);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 20000 * 6);
+    rm_tree(dir);
+}
+
+static void test_afile_failures(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_afile_XXXXXX", path[256], names[512];
+    cn_err e = {0};
+    assert_non_null(mkdtemp(dir));
+    /* Renaming onto a directory fails at the commit: nothing left behind. */
+    snprintf(path, sizeof(path), "%s/d", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(cn_common_write_file_atomic(path, 0600, "abc", 3, &e), -EISDIR);
+    assert_non_null(strstr(e.msg, "/d."));
+    assert_int_equal(dir_names(dir, names, sizeof(names)), 1);
+    assert_string_equal(names, "d");
+    /* A missing directory fails at the open, with the reason. */
+    snprintf(path, sizeof(path), "%s/missing/x", dir);
+    assert_int_equal(cn_common_write_file_atomic(path, 0600, "abc", 3, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "No such file"));
+    /* A read-only directory, as an unprivileged user (root would write anyway). */
+    snprintf(path, sizeof(path), "%s/ro", dir);
+    assert_int_equal(mkdir(path, 0555), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char target[300];
+        snprintf(target, sizeof(target), "%s/x", path);
+        if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+            _exit(3);
+        _exit(cn_common_write_file_atomic(target, 0600, "abc", 3, NULL) == -EACCES ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(dir_names(path, names, sizeof(names)), 0);
+    rm_tree(dir);
+}
+
+/* Short writes: under RLIMIT_FSIZE the first write() stops at the limit and returns what
+ * fit; the writer must go on (a single write would report success or -EIO) and so reach the
+ * limit's EFBIG, then remove its temporary file. */
+static void test_afile_short_write(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_afile_XXXXXX", path[256], names[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/x", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static char data[300];
+        struct rlimit rl = {100, 100};
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+            _exit(3);
+        memset(data, 'a', sizeof(data));
+        _exit(cn_common_write_file_atomic(path, 0600, data, sizeof(data), NULL) == -EFBIG ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(dir_names(dir, names, sizeof(names)), 0);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_buf_space),
-        cmocka_unit_test(test_framing),     cmocka_unit_test(test_decode_errors),
-        cmocka_unit_test(test_messages),    cmocka_unit_test(test_duration),
-        cmocka_unit_test(test_size),        cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_errno_name),  cmocka_unit_test(test_utf8_seq),
-        cmocka_unit_test(test_utf8_cut),    cmocka_unit_test(test_proto_string),
-        cmocka_unit_test(test_term_escape),
+        cmocka_unit_test(test_buf_bounded),    cmocka_unit_test(test_buf_space),
+        cmocka_unit_test(test_framing),        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_messages),       cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_size),           cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_errno_name),     cmocka_unit_test(test_utf8_seq),
+        cmocka_unit_test(test_utf8_cut),       cmocka_unit_test(test_proto_string),
+        cmocka_unit_test(test_term_escape),    cmocka_unit_test(test_afile_content_mode),
+        cmocka_unit_test(test_afile_failures), cmocka_unit_test(test_afile_short_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
