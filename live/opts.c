@@ -114,8 +114,8 @@ int cn_live_session_opts_to_json(const cn_live_session_opts *o, json_t *req)
     return rc ? -ENOMEM : 0;
 }
 
-/* A duration field: integer ns under key_ns, or (protocol 1) text under key. Leaves *ns
- * when neither is there. 0 or -EINVAL with err set. */
+/* A duration field: integer ns under key_ns, or the text an older client sends under key.
+ * Leaves *ns when neither is there. 0 or -EINVAL with err set. */
 static int get_duration(const json_t *req, const char *key, const char *key_ns, int64_t *ns,
                         cn_err *err)
 {

@@ -181,10 +181,10 @@ int cn_live_session_opts_validate(const cn_live_session_opts *o, cn_err *err);
 int cn_live_session_opts_to_json(const cn_live_session_opts *o, json_t *req);
 /* Decodes req's request fields into o (initialised by the caller, whose values stay where
  * req says nothing: the host's defaults), requires "pid" (> 0) unless o->kind is SYSTEM,
- * then validates. Strings borrow from req. The
- * duration text fields of protocol 1 clients ("duration", "min_block", "retention":
- * "30s") are still read; a request giving both forms of one field is refused. Returns 0,
- * -EINVAL with err set (what was decoded stays owned by o), or -ENOMEM. */
+ * then validates. Strings borrow from req. The duration text fields that older clients
+ * send ("duration", "min_block", "retention": "30s") are still read; a request giving
+ * both forms of one field is refused. Returns 0, -EINVAL with err set (what was decoded
+ * stays owned by o), or -ENOMEM. */
 int cn_live_session_opts_from_json(const json_t *req, cn_live_session_opts *o, cn_err *err);
 
 typedef struct cn_live_session cn_live_session;
