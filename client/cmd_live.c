@@ -19,8 +19,6 @@
 #include "cn_common.h"
 #include "live.h"
 
-#define RUN_FREQ         999 /* run and temporary sessions: short and interactive */
-#define SESSION_FREQ     99  /* attach and system: meant to stay on */
 #define TEMP_DURATION_NS 5000000000LL
 #define SYMBOLS_WAIT_MS  30000 /* at most, the end of a run waits for symbols */
 #define DAEMON_SETTLE_MS 10000 /* how long a client waits for a session to stop sampling */
@@ -33,7 +31,8 @@ static const char sampling_help[] =
     "  --event EVENT             cpu-clock, task-clock, cycles, ... (default cycles where\n"
     "                            the kernel offers it, else cpu-clock)\n"
     "  --unwind fp|dwarf|auto    stack unwinding (default auto)\n"
-    "  --stack-size BYTES        user stack copied per sample, dwarf and auto (default 16384)\n"
+    "  --stack-size BYTES        user stack copied per sample, dwarf and auto: a multiple\n"
+    "                            of 8 from 8 to 65528 (default 16384)\n"
     "  --kernel, --no-kernel     kernel frames (default on where permitted)\n"
     "  --duration DURATION       stop sampling after DURATION (5s, 2m, 500ms)\n"
     "  --mode cpu|off-cpu|wall   what to measure: CPU samples (default), the time threads\n"
@@ -159,14 +158,15 @@ out:
     return status;
 }
 
-/* Starts a daemon session (cmd attach/run/system) and returns its id (malloc'ed) in *id. */
+/* Starts a daemon session (cmd attach/run/system) on pid (0: system) with the spec smp and
+ * returns its id (malloc'ed) in *id. */
 static int daemon_start(cn_cli_conn *c, const char *cmd, const char *proto_cmd, int pid,
-                        const cn_cli_sampling *smp, int default_freq, char **id)
+                        cn_live_session_opts *smp, char **id)
 {
     json_t *req = cn_proto_request(proto_cmd), *resp = NULL;
     int status = CN_EXIT_FAIL;
-    if (!req || cn_cli_sampling_to_json(smp, default_freq, req) < 0 ||
-        (pid > 0 && json_object_set_new(req, "pid", json_integer(pid)))) {
+    smp->pid = pid;
+    if (!req || cn_live_session_opts_to_json(smp, req) < 0) {
         fprintf(stderr, "canopy %s: out of memory\n", cmd);
         goto out;
     }
@@ -198,18 +198,9 @@ static void daemon_rm(cn_cli_conn *c, const char *id)
 static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 {
     cn_live_session *s = cn_cli_local_session(l);
-    cn_live_session_info info;
     cn_fmt_render_opts o;
 
-    cn_live_session_info_get(s, &info);
-    cn_fmt_render_opts_init(&o);
-    o.title = title;
-    o.session = info.id;
-    o.event = info.event;
-    o.samples = (int64_t)info.samples;
-    o.lost = (int64_t)info.lost;
-    o.unwind = (cn_fmt_unwind){
-        .known = true, .user_stacks = info.user_stacks, .outcomes = info.unwind_outcomes};
+    cn_live_session_render_opts(s, title, &o);
     return cn_cli_render(cn_live_session_profile(s), q, &o);
 }
 
@@ -263,7 +254,9 @@ static int run_in_process(run_ctx *r)
     int status;
 
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_LIVE_RUN, r->child.pid, RUN_FREQ, &l, &err) < 0) {
+    a->smp.kind = CN_LIVE_RUN;
+    a->smp.pid = r->child.pid;
+    if (cn_cli_local_start(&a->smp, &l, &err) < 0) {
         fprintf(stderr, "canopy run: %s\n", CN_TERM_STR(err.msg));
         cn_smp_child_abort(&r->child);
         return CN_EXIT_FAIL;
@@ -298,7 +291,7 @@ static int run_with_daemon(run_ctx *r, cn_cli_conn *c)
 {
     cn_cli_live_args *a = r->a;
     char *id = NULL;
-    int status = daemon_start(c, a->cmd, "run", r->child.pid, &a->smp, RUN_FREQ, &id);
+    int status = daemon_start(c, a->cmd, "run", r->child.pid, &a->smp, &id);
     if (status) {
         cn_smp_child_abort(&r->child);
         return status;
@@ -410,6 +403,8 @@ static int start_session(int argc, char **argv, const char *cmd, void (*help)(vo
     int pid = 0, status;
 
     cn_cli_live_args_init(&a, cmd);
+    a.smp.freq = CN_LIVE_FREQ_DEFAULT; /* meant to stay on */
+    a.smp.kind = !strcmp(cmd, "system") ? CN_LIVE_SYSTEM : CN_LIVE_ATTACH;
     status = cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
     if (status >= 0)
         goto out;
@@ -436,7 +431,7 @@ static int start_session(int argc, char **argv, const char *cmd, void (*help)(vo
     status = cn_cli_live_connect(&a, true, &c);
     if (status)
         goto out;
-    status = daemon_start(c, cmd, cmd, pid, &a.smp, SESSION_FREQ, &id);
+    status = daemon_start(c, cmd, cmd, pid, &a.smp, &id);
     if (status == 0)
         printf("%s\n", id);
 out:
@@ -507,7 +502,8 @@ static int tree_in_process(cn_cli_live_args *a)
     if (!a->smp.duration_ns)
         a->smp.duration_ns = TEMP_DURATION_NS;
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &l, &err) < 0) {
+    a->smp.pid = a->pid;
+    if (cn_cli_local_start(&a->smp, &l, &err) < 0) {
         fprintf(stderr, "canopy tree: %s\n", CN_TERM_STR(err.msg));
         return CN_EXIT_FAIL;
     }
@@ -542,7 +538,7 @@ static int tree_temp_daemon(cn_cli_live_args *a, cn_cli_conn *c)
     cn_cli_progress pr;
     if (!a->smp.duration_ns)
         a->smp.duration_ns = TEMP_DURATION_NS;
-    int status = daemon_start(c, a->cmd, "attach", a->pid, &a->smp, RUN_FREQ, &id);
+    int status = daemon_start(c, a->cmd, "attach", a->pid, &a->smp, &id);
     if (status)
         return status;
     cn_cli_progress_init(&pr);
@@ -644,25 +640,15 @@ static void top_help(void)
 typedef struct local_top {
     cn_cli_local *l;
     cn_top_profile_source ps;
-    int64_t now_ns, samples, lost;
-    bool ended;
 } local_top;
 
 static int local_top_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err)
 {
     local_top *t = ctx;
-    cn_live_session *s = cn_cli_local_session(t->l);
-    cn_live_session_info info;
-    cn_live_session_info_get(s, &info);
-    t->now_ns = cn_live_session_now(s);
-    t->samples = (int64_t)info.samples;
-    t->lost = (int64_t)info.lost;
+    cn_live_state state = cn_live_session_state(cn_cli_local_session(t->l));
     int rc = cn_top_profile_fetch(&t->ps, req, out, err);
-    if (rc == 0)
-        out->unwind = (cn_fmt_unwind){
-            .known = true, .user_stacks = info.user_stacks, .outcomes = info.unwind_outcomes};
-    if (rc == 0 && info.state != CN_LIVE_RUNNING)
-        snprintf(out->note, sizeof(out->note), "[%s]", cn_live_state_name(info.state));
+    if (rc == 0 && state != CN_LIVE_RUNNING)
+        snprintf(out->note, sizeof(out->note), "[%s]", cn_live_state_name(state));
     return rc;
 }
 
@@ -757,14 +743,13 @@ static int top_in_process(cn_cli_live_args *a)
     char title[64];
     memset(&t, 0, sizeof(t));
     cn_cli_say_in_process(a->cmd, a);
-    if (cn_cli_local_start(&a->smp, CN_LIVE_ATTACH, a->pid, RUN_FREQ, &t.l, &err) < 0) {
+    a->smp.pid = a->pid;
+    if (cn_cli_local_start(&a->smp, &t.l, &err) < 0) {
         fprintf(stderr, "canopy top: %s\n", CN_TERM_STR(err.msg));
         return CN_EXIT_FAIL;
     }
     t.ps.profile = cn_live_session_profile(cn_cli_local_session(t.l));
-    t.ps.live_end_ns = &t.now_ns;
-    t.ps.samples = &t.samples;
-    t.ps.lost = &t.lost;
+    t.ps.session = cn_cli_local_session(t.l);
     snprintf(title, sizeof(title), "pid %d (in-process)", a->pid);
     cn_top_source src = {
         .ctx = &t, .title = title, .live = true, .fetch = local_top_fetch, .pump = local_top_pump};
@@ -812,7 +797,7 @@ int cn_cmd_top(int argc, char **argv)
             goto out;
         }
         if (!has) {
-            status = daemon_start(c, a.cmd, "attach", a.pid, &a.smp, RUN_FREQ, &temp);
+            status = daemon_start(c, a.cmd, "attach", a.pid, &a.smp, &temp);
             if (status)
                 goto out;
             t.session = temp;

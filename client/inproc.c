@@ -19,34 +19,21 @@ struct cn_cli_local {
     cn_live_session *session;
 };
 
-int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
-                       cn_cli_local **out, cn_err *err)
+int cn_cli_local_start(const cn_live_session_opts *spec, cn_cli_local **out, cn_err *err)
 {
-    cn_live_session_opts o;
-    cn_cli_local *l = calloc(1, sizeof(*l));
-    int rc;
+    cn_live_session_opts o = *spec; /* borrows spec's strings; its labels are not used here */
+    cn_cli_local *l = NULL;
+    int rc = cn_live_session_opts_validate(&o, err);
 
-    if (!l) {
+    if (rc < 0)
+        return rc;
+    if (!(l = calloc(1, sizeof(*l)))) {
         cn_err_set(err, 0, "out of memory");
         return -ENOMEM;
     }
     rc = cn_live_symbolizer_new(0, &l->sym, err);
     if (rc < 0)
         goto fail;
-    cn_live_session_opts_init(&o);
-    o.kind = kind;
-    o.pid = pid;
-    o.name = s->name;
-    o.event = s->event;
-    o.freq = (uint32_t)(s->freq ? s->freq : default_freq);
-    o.unwind = s->unwind == CN_CLI_UNWIND_FP      ? CN_SMP_UNWIND_FP
-               : s->unwind == CN_CLI_UNWIND_DWARF ? CN_SMP_UNWIND_DWARF
-                                                  : CN_SMP_UNWIND_AUTO;
-    o.stack_size = s->stack_size;
-    o.no_kernel = s->kernel == 0;
-    o.duration_ns = s->duration_ns;
-    o.mode = s->mode;
-    o.min_block_ns = (uint64_t)s->min_block_ns;
     o.owner = getuid();
     rc = cn_live_session_new(&o, l->sym, &l->session, err);
     if (rc < 0)

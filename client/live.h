@@ -27,39 +27,15 @@
  * SAMPLING options (docs/cli.md)
  */
 
-typedef enum cn_cli_unwind {
-    CN_CLI_UNWIND_AUTO = 0,
-    CN_CLI_UNWIND_FP,
-    CN_CLI_UNWIND_DWARF,
-} cn_cli_unwind;
-
 typedef struct cn_cli_conn cn_cli_conn;
 
-typedef struct cn_cli_sampling {
-    int freq;    /* Hz; 0 = the command's default */
-    char *event; /* owned; NULL = default (cycles where offered, else cpu-clock) */
-    cn_cli_unwind unwind;
-    uint32_t stack_size;  /* bytes of user stack per sample (dwarf, auto); 0 = default (16384) */
-    int kernel;           /* -1 default (on where permitted), 0 --no-kernel, 1 --kernel */
-    int64_t duration_ns;  /* --duration; 0 = none */
-    char *name;           /* --name, owned, NULL if absent */
-    cn_smp_mode mode;     /* --mode: cpu (default), off-cpu, wall */
-    int64_t min_block_ns; /* --min-block; 0 = every off-CPU interval */
-    json_t *labels;       /* --label K=V (fleet, docs/fleet.md): owned object, NULL if none */
-    bool no_fleet;        /* --no-fleet: keep the session out of the fleet push */
-} cn_cli_sampling;
-
-void cn_cli_sampling_init(cn_cli_sampling *s);
-void cn_cli_sampling_clear(cn_cli_sampling *s);
-/* Parses one SAMPLING option at argv[*i] (advancing *i past its value). allow_name says
- * whether --name is accepted. Returns 1 if consumed, 0 if argv[*i] is not a sampling
- * option, or -1 after printing a one-line usage error naming cmd. */
-int cn_cli_parse_sampling_opt(cn_cli_sampling *s, const char *cmd, bool allow_name, int argc,
+/* Parses one SAMPLING option at argv[*i] (advancing *i past its value) into the session
+ * spec s (strings borrow argv), checked with live/'s rules (cn_live_session_opts_validate).
+ * allow_name says whether the session options --name, --label, --no-fleet are accepted.
+ * Returns 1 if consumed, 0 if argv[*i] is not a sampling option, or -1 after printing a
+ * one-line usage error naming cmd. */
+int cn_cli_parse_sampling_opt(cn_live_session_opts *s, const char *cmd, bool allow_name, int argc,
                               char **argv, int *i);
-/* The options as protocol arguments (added to the request object req). 0 or -ENOMEM. */
-int cn_cli_sampling_to_json(const cn_cli_sampling *s, int default_freq, json_t *req);
-/* "unwind" names: "auto", "fp", "dwarf". */
-const char *cn_cli_unwind_name(cn_cli_unwind u);
 
 /* ---------------------------------------------------------------------------------------
  * Arguments of the live commands (live_common.c)
@@ -77,12 +53,13 @@ enum {
 
 typedef struct cn_cli_live_args {
     const char *cmd;
-    const char *socket; /* --socket, NULL if absent */
-    bool no_daemon;     /* --no-daemon: in-process even when a daemon answers */
-    bool rm;            /* run --rm: remove the daemon's session once its tree is printed */
-    int pid;            /* --pid, -1 if absent */
-    bool json;          /* --format json (CN_LIVE_SIMPLE_FORMAT) */
-    cn_cli_sampling smp;
+    const char *socket;       /* --socket, NULL if absent */
+    bool no_daemon;           /* --no-daemon: in-process even when a daemon answers */
+    bool rm;                  /* run --rm: remove the daemon's session once its tree is printed */
+    int pid;                  /* --pid, -1 if absent */
+    bool json;                /* --format json (CN_LIVE_SIMPLE_FORMAT) */
+    cn_live_session_opts smp; /* SAMPLING options: the session's spec (freq: the command's
+                                 default until -F) */
     cn_cli_query q;
     const char *pos[CN_LIVE_MAX_POS];
     int n_pos;
@@ -165,11 +142,10 @@ int cn_cli_resp_status(const char *cmd, const json_t *resp);
 
 typedef struct cn_cli_local cn_cli_local;
 
-/* Starts sampling kind/pid with the SAMPLING options (freq default_freq when not given).
- * For CN_LIVE_RUN the child must be held before exec; release it after this returns.
- * Returns 0 and *out, or negative errno with msg set. */
-int cn_cli_local_start(const cn_cli_sampling *s, cn_live_kind kind, pid_t pid, int default_freq,
-                       cn_cli_local **out, cn_err *err);
+/* Starts sampling the session spec o (its kind and pid set; owner becomes getuid()),
+ * after live/'s checks. For CN_LIVE_RUN the child must be held before exec; release it
+ * after this returns. Returns 0 and *out, or negative errno with msg set. */
+int cn_cli_local_start(const cn_live_session_opts *o, cn_cli_local **out, cn_err *err);
 cn_cli_local *cn_cli_local_free(cn_cli_local *l);
 cn_live_session *cn_cli_local_session(cn_cli_local *l);
 /* Waits up to timeout_ms for ring data or symbols (0: no wait), then pumps the session
@@ -271,14 +247,13 @@ typedef struct cn_top_source {
  * happens. Returns an exit status. */
 int cn_top_run(const cn_top_source *src);
 
-/* A source over a loaded profile (saved file or an in-process session's profile; the
- * profile is borrowed and must outlive the source). end_ns < 0: the window ends at the
- * last sample; else at *live_end_ns read at each fetch. */
+/* A source over a loaded profile: a saved file's, or an in-process session's (borrowed;
+ * it must outlive the source). For a session, the window ends at its clock and the
+ * counters come from its render header (cn_live_session_render_opts); for a file, at the
+ * last sample, as `canopy open --last` counts. */
 typedef struct cn_top_profile_source {
     cn_agg_profile *profile;
-    const int64_t *live_end_ns; /* NULL for files */
-    const int64_t *samples;     /* may be NULL */
-    const int64_t *lost;        /* may be NULL */
+    const cn_live_session *session; /* NULL for files */
 } cn_top_profile_source;
 int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *out, cn_err *err);
 

@@ -19,13 +19,14 @@ void cn_cli_live_args_init(cn_cli_live_args *a, const char *cmd)
     memset(a, 0, sizeof(*a));
     a->cmd = cmd;
     a->pid = -1;
-    cn_cli_sampling_init(&a->smp);
+    cn_live_session_opts_init(&a->smp);
+    a->smp.freq = CN_LIVE_FREQ_RUN; /* attach and system set CN_LIVE_FREQ_DEFAULT */
     cn_cli_query_init(&a->q);
 }
 
 void cn_cli_live_args_clear(cn_cli_live_args *a)
 {
-    cn_cli_sampling_clear(&a->smp);
+    cn_live_session_opts_clear(&a->smp);
     cn_cli_query_clear(&a->q);
 }
 

@@ -276,7 +276,7 @@ int cn_top_snapshot_from_agg(cn_top_snapshot *s, const cn_agg_profile *p, const 
     return 0;
 }
 
-/* The time just past the profile's last sample. */
+/* The time just past the profile's last sample (the span a file covers). */
 static int64_t profile_end_ns(const cn_agg_profile *p)
 {
     int64_t end = 0;
@@ -304,11 +304,10 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
     spec.query.view = req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE;
     if (req->window_ns > 0)
         spec.last_ns = req->window_ns;
-    /* The window ends at the live end, or just after the profile's last sample. */
-    int64_t end = ps->live_end_ns ? *ps->live_end_ns : profile_end_ns(ps->profile);
-    cn_fmt_render_opts_init(&o);
-    o.has_now = true;
-    o.now_ns = end;
+    if (ps->session)
+        cn_live_session_render_opts(ps->session, NULL, &o);
+    else
+        cn_fmt_render_opts_init(&o);
     if ((rc = cn_fmt_spec_check(ps->profile, &spec, err)) < 0)
         goto fail;
     cn_fmt_spec_resolve(ps->profile, &spec, &o, &q);
@@ -324,9 +323,10 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
         cn_err_set(err, 0, "out of memory");
         goto fail;
     }
-    out->samples = ps->samples ? *ps->samples : -1;
-    out->lost = ps->lost ? *ps->lost : -1;
-    out->span_s = (double)end / 1e9;
+    out->samples = ps->session ? o.samples : -1;
+    out->lost = ps->session ? o.lost : -1;
+    out->unwind = o.unwind; /* known only for a session */
+    out->span_s = (double)(ps->session ? o.now_ns : profile_end_ns(ps->profile)) / 1e9;
     cn_agg_tree_free(funcs);
     cn_agg_tree_free(tree);
     return 0;

@@ -329,9 +329,6 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err);
 /* Every tick: once per fleet_interval, collects each pushed session's new samples into
  * one batch and hands it to the pusher thread. */
 void cn_d__fleet_tick(cn_d_server *srv);
-/* The request's `labels` object and `fleet` flag (attach/run/system) into *labels and
- * *off. 0 or -EINVAL with err set. */
-int cn_d__fleet_request(const json_t *req, cn_fleet_labels *labels, bool *off, cn_err *err);
 /* Starts pushing e's session with these labels (cleared) unless off or the push is off. */
 void cn_d__fleet_track(cn_d_server *srv, cn_d__entry *e, cn_fleet_labels *labels, bool off);
 /* e is going away: its samples not sent yet are collected now. */

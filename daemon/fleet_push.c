@@ -150,33 +150,6 @@ fail:
     return r;
 }
 
-int cn_d__fleet_request(const json_t *req, cn_fleet_labels *labels, bool *off, cn_err *err)
-{
-    const json_t *l = json_object_get(req, "labels");
-    const json_t *fl = json_object_get(req, "fleet");
-    const char *k;
-    json_t *v;
-    *off = false;
-    if (fl && !json_is_boolean(fl))
-        return cn_err_set(err, -EINVAL, "\"fleet\" must be a boolean");
-    *off = fl && json_is_false(fl);
-    if (!l)
-        return 0;
-    if (!json_is_object(l))
-        return cn_err_set(err, -EINVAL, "\"labels\" must be an object of strings");
-    json_object_foreach((json_t *)l, k, v)
-    {
-        if (!json_is_string(v))
-            return cn_err_set(err, -EINVAL, "label %.64s: value must be a string", k);
-        if (!strcmp(k, "host"))
-            return cn_err_set(err, -EINVAL, "label host is set by canopyd (fleet_host)");
-        int r = cn_fleet_labels_set(labels, k, json_string_value(v), err);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
 void cn_d__fleet_src_free(struct cn_d__fleet_src *src)
 {
     if (!src)

@@ -188,94 +188,6 @@ static void reply_session(const json_t *req, cn_d__reply *rp, const cn_live_sess
     }
 }
 
-/* Parses the sampling fields of attach/run/system into o. 0 or -EINVAL (msg in err). */
-static int sampling_opts(cn_d_server *srv, const json_t *req, cn_live_session_opts *o, cn_err *err)
-{
-    cn_err pe;
-    const char *str;
-    int64_t iv;
-    bool b;
-    int r;
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        if ((r = (call)) < 0) {                                                                    \
-            cn_err_set(err, 0, "%s", pe.msg);                                                      \
-            return r;                                                                              \
-        }                                                                                          \
-    } while (0)
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "name", &str, &pe));
-    if (str && (strlen(str) > 128 || !*str)) {
-        cn_err_set(err, 0, "\"name\" must have 1 to 128 bytes");
-        return -EINVAL;
-    }
-    if (str && str[0] == 's' && str[1] && strspn(str + 1, "0123456789") == strlen(str + 1)) {
-        /* Ids are s<number>: a name spelled like one would shadow that session. */
-        cn_err_set(err, 0, "\"name\" '%s' looks like a session id (s<number>)", str);
-        return -EINVAL;
-    }
-    o->name = str;
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "event", &str, &pe));
-    if (str && strlen(str) > 64) {
-        cn_err_set(err, 0, "\"event\" is too long");
-        return -EINVAL;
-    }
-    o->event = str;
-    iv = o->freq;
-    CHECK(cn_proto_get_int(req, "freq", &iv, &pe));
-    if (iv < 1 || iv > 100000) {
-        cn_err_set(err, 0, "\"freq\" must be between 1 and 100000 Hz");
-        return -EINVAL;
-    }
-    o->freq = (uint32_t)iv;
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "unwind", &str, &pe));
-    if (str && cn_smp_unwind_parse(str, &o->unwind) < 0) {
-        cn_err_set(err, 0, "unknown unwind mode '%s' (fp, dwarf, auto)", str);
-        return -EINVAL;
-    }
-    iv = 0;
-    CHECK(cn_proto_get_int(req, "stack_size", &iv, &pe));
-    if (iv < 0 || iv > 65528) {
-        cn_err_set(err, 0, "\"stack_size\" must be between 0 and 65528");
-        return -EINVAL;
-    }
-    o->stack_size = (uint32_t)iv;
-    b = true;
-    CHECK(cn_proto_get_bool(req, "kernel", &b, &pe));
-    o->no_kernel = !b;
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "duration", &str, &pe));
-    if (str && cn_common_parse_duration(str, &o->duration_ns) < 0) {
-        cn_err_set(err, 0, "bad duration '%s'", str);
-        return -EINVAL;
-    }
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "mode", &str, &pe));
-    if (str && cn_smp_mode_parse(str, &o->mode) < 0) {
-        cn_err_set(err, 0, "unknown mode '%s' (cpu, off-cpu, wall)", str);
-        return -EINVAL;
-    }
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "min_block", &str, &pe));
-    int64_t mb = 0;
-    if (str && (cn_common_parse_duration(str, &mb) < 0 || mb < 0)) {
-        cn_err_set(err, 0, "bad min_block '%s'", str);
-        return -EINVAL;
-    }
-    o->min_block_ns = (uint64_t)mb;
-    o->retention_ns = srv->cfg.retention_ns;
-    str = NULL;
-    CHECK(cn_proto_get_str(req, "retention", &str, &pe));
-    if (str && (cn_common_parse_duration(str, &o->retention_ns) < 0 || o->retention_ns == 0)) {
-        cn_err_set(err, 0, "bad retention '%s'", str);
-        return -EINVAL;
-    }
-#undef CHECK
-    return 0;
-}
-
 /* cn_smp_may_profile_fn over the connection's credentials (arg: a cn_d__cred valid for
  * the duration of cn_live_session_new, which is when the sampler calls it). */
 static int may_profile(void *arg, pid_t pid, cn_err *err)
@@ -306,77 +218,73 @@ static int attach_check(const cn_d__cred *cred, cn_live_session_opts *o, cn_err 
     return 0;
 }
 
-static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
-                          cn_live_kind kind)
+/* The session spec of an attach/run/system request: the host's defaults (frequency by
+ * kind, owner, memory bound, retention), then the request's fields, decoded and checked by
+ * live/ (cn_live_session_opts_from_json). 0, or rp->msg set (o owns what was decoded). */
+static int session_spec(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
+                        cn_live_kind kind, cn_live_session_opts *o)
 {
-    cn_live_session_opts o;
     cn_err err = {0};
-    cn_err pe;
-    char id[32];
-    int64_t pid = 0;
-    int r;
-    cn_live_session_opts_init(&o);
-    o.kind = kind;
-    o.freq = kind == CN_LIVE_RUN ? 999 : 99;
-    o.owner = cl->cred.uid;
-    o.max_memory = srv->cfg.session_memory;
-    if (kind != CN_LIVE_SYSTEM) {
-        r = cn_proto_get_int(req, "pid", &pid, &pe);
-        if (r != 0 || pid <= 0 || pid > INT32_MAX) {
-            rp->msg =
-                cn_proto_error(req, "bad_request", 2, "\"pid\" (a positive integer) is required");
-            return;
-        }
-        o.pid = (pid_t)pid;
-    }
-    if ((r = sampling_opts(srv, req, &o, &err)) < 0) {
-        rp->msg = cn_proto_error(req, "bad_request", 2, "%s", err.msg);
-        return;
-    }
-    cn_fleet_labels labels = {0};
-    bool no_fleet = false;
-    if ((r = cn_d__fleet_request(req, &labels, &no_fleet, &err)) < 0) {
+    o->kind = kind;
+    o->freq = kind == CN_LIVE_RUN ? CN_LIVE_FREQ_RUN : CN_LIVE_FREQ_DEFAULT;
+    o->owner = cl->cred.uid;
+    o->max_memory = srv->cfg.session_memory;
+    o->retention_ns = srv->cfg.retention_ns;
+    int r = cn_live_session_opts_from_json(req, o, &err);
+    if (r < 0)
         rp->msg = r == -ENOMEM ? cn_proto_error(req, "failed", 1, "out of memory")
                                : cn_proto_error(req, "bad_request", 2, "%s", err.msg);
-        cn_fleet_labels_clear(&labels);
-        return;
-    }
-    /* Access control first: a denied request changes nothing. */
-    r = kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
-                               : attach_check(&cl->cred, &o, &err);
+    return r;
+}
+
+/* Whether the request may start a session now: access (a denied request changes nothing),
+ * the caller's quota, the session bounds and the name's uniqueness. 0, or rp->msg set. */
+static int may_start(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
+                     cn_live_session_opts *o)
+{
+    cn_err err = {0};
+    int r = o->kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
+                                      : attach_check(&cl->cred, o, &err);
     if (r < 0) {
         rp->msg = cn_d__reply_error(req, r, &err);
-        cn_fleet_labels_clear(&labels);
-        return;
+        return r;
     }
-    if (srv->cfg.test_attach_delay_ns > 0)
+    if (srv->cfg.test_attach_delay_ns > 0) /* only canopyd-test sets it */
         nanosleep(&(struct timespec){srv->cfg.test_attach_delay_ns / 1000000000,
                                      srv->cfg.test_attach_delay_ns % 1000000000},
                   NULL);
     if (!cn_d__may_see_kernel(&cl->cred))
-        o.no_kernel = true; /* no kernel addresses for who could not read them itself */
-    if (cn_d__quota_session(srv, &cl->cred, kind == CN_LIVE_SYSTEM ? 0 : o.pid, &err) < 0) {
+        o->no_kernel = true; /* no kernel addresses for who could not read them itself */
+    if (cn_d__quota_session(srv, &cl->cred, o->kind == CN_LIVE_SYSTEM ? 0 : o->pid, &err) < 0) {
         srv->stats.quota_refused++;
         rp->msg = cn_proto_error(req, "limit", 1, "%s", err.msg);
-        cn_fleet_labels_clear(&labels);
-        return;
+        return -EAGAIN;
     }
     if (cn_d__store_running(srv) >= srv->cfg.max_sessions ||
         srv->n_entries >= CN_D__MAX_LOADED_SESSIONS) {
         rp->msg = cn_proto_error(req, "limit", 1, "too many sessions (limit %u running)",
                                  srv->cfg.max_sessions);
-        cn_fleet_labels_clear(&labels);
-        return;
+        return -EAGAIN;
     }
-    if (o.name && cn_d__store_find(srv, &cl->cred, o.name, 0)) {
-        cn_d__entry *dup = cn_d__store_find(srv, &cl->cred, o.name, 0);
-        if (cn_live_session_state(dup->s) == CN_LIVE_RUNNING) {
-            rp->msg = cn_proto_error(req, "bad_request", 2,
-                                     "a running session is already named '%s'", o.name);
-            cn_fleet_labels_clear(&labels);
-            return;
-        }
+    cn_d__entry *dup = o->name ? cn_d__store_find(srv, &cl->cred, o->name, 0) : NULL;
+    if (dup && cn_live_session_state(dup->s) == CN_LIVE_RUNNING) {
+        rp->msg = cn_proto_error(req, "bad_request", 2, "a running session is already named '%s'",
+                                 o->name);
+        return -EEXIST;
     }
+    return 0;
+}
+
+static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp,
+                          cn_live_kind kind)
+{
+    cn_live_session_opts o;
+    cn_err err = {0};
+    char id[32];
+    int r;
+    cn_live_session_opts_init(&o);
+    if (session_spec(srv, cl, req, rp, kind, &o) < 0 || may_start(srv, cl, req, rp, &o) < 0)
+        goto out;
     snprintf(id, sizeof(id), "s%" PRIu64, srv->next_id);
     o.id = id;
     cn_live_session *s = NULL;
@@ -386,17 +294,17 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         if (r == -ENOENT)
             r = -EINVAL; /* an unknown event is bad input */
         rp->msg = cn_d__reply_error(req, r, &err);
-        cn_fleet_labels_clear(&labels);
-        return;
+        goto out;
     }
     srv->next_id++;
     if (cn_d__store_add(srv, s, &e) < 0) { /* s is freed */
         rp->msg = cn_proto_error(req, "failed", 1, "out of memory");
-        cn_fleet_labels_clear(&labels);
-        return;
+        goto out;
     }
-    cn_d__fleet_track(srv, e, &labels, no_fleet); /* clears labels */
+    cn_d__fleet_track(srv, e, &o.labels, o.no_fleet); /* clears the labels */
     reply_session(req, rp, e->s);
+out:
+    cn_live_session_opts_clear(&o);
 }
 
 void cn_d__cmd_attach(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)

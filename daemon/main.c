@@ -81,15 +81,18 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    /* Tests only: widens the access-check race (docs/security.md) so that the attack test
-     * hits it every time. */
+#ifdef CANOPY_TEST_HOOKS
+    /* canopyd-test only (tests/CMakeLists.txt; the installed canopyd has no such code):
+     * widens the access-check race (docs/security.md) so that the attack test hits it
+     * every time, and makes the symbolizer slow, so that clients' waits for symbols are
+     * tested. */
     const char *delay = getenv("CANOPYD_TEST_ATTACH_DELAY_MS");
     if (delay)
         cfg.test_attach_delay_ns = strtoll(delay, NULL, 10) * 1000000;
-    /* Tests only: a slow symbolizer, so that clients' waits for symbols are tested. */
     const char *sym_delay = getenv("CANOPYD_TEST_SYMBOL_DELAY_MS");
     if (sym_delay)
         cfg.test_symbol_delay_ns = strtoll(sym_delay, NULL, 10) * 1000000;
+#endif
     cn_d_server *srv = NULL;
     int rc = cn_d_server_new(&cfg, &srv, &err);
     if (rc < 0) {

@@ -1,8 +1,8 @@
 /* query.c — a session's answer to a query: the protocol's QUERY fields arrive decoded as a
  * cn_fmt_spec (cn_fmt_spec_from_json) and are rendered by formats/' one renderer
  * (cn_fmt_render) into a byte buffer, so a daemon session answers exactly what `canopy
- * open` prints for the same profile. Only the session's header fields and its clock (for
- * --last) are added here. */
+ * open` prints for the same profile. The session's header fields and its clock (for
+ * --last) come from live/'s cn_live_session_render_opts, as in the CLI's in-process mode. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,28 +10,11 @@
 
 #include "d_internal.h"
 
-/* The renderer's options for session s: title, live header fields, the session's clock. */
-static void session_opts(cn_live_session *s, cn_live_session_info *info, cn_fmt_render_opts *o)
-{
-    cn_live_session_info_get(s, info);
-    cn_fmt_render_opts_init(o);
-    o->title = cn_live_session_name(s) ? cn_live_session_name(s) : cn_live_session_id(s);
-    o->session = cn_live_session_id(s);
-    o->event = info->event;
-    o->samples = (int64_t)info->samples;
-    o->lost = (int64_t)info->lost;
-    o->unwind = (cn_fmt_unwind){
-        .known = true, .user_stacks = info->user_stacks, .outcomes = info->unwind_outcomes};
-    o->has_now = true;
-    o->now_ns = cn_live_session_now(s);
-}
-
 int cn_d__render_to(cn_live_session *s, cn_agg_profile *p, const cn_fmt_spec *spec, FILE *f,
                     cn_buf *notes, cn_err *err)
 {
-    cn_live_session_info info;
     cn_fmt_render_opts o;
-    session_opts(s, &info, &o);
+    cn_live_session_render_opts(s, NULL, &o);
     o.notes = notes;
     return cn_fmt_render(p, spec, &o, f, err);
 }
@@ -57,11 +40,10 @@ int cn_d_render(cn_live_session *s, const cn_fmt_spec *spec, cn_buf *out, cn_buf
 json_t *cn_d__lines_json(cn_live_session *s, cn_agg_profile *p, const cn_fmt_spec *spec,
                          const char *func, int *code, cn_err *err)
 {
-    cn_live_session_info info;
     cn_fmt_render_opts o;
     json_t *lines = NULL;
 
-    session_opts(s, &info, &o);
+    cn_live_session_render_opts(s, NULL, &o);
     *code = cn_fmt_lines_json(p, spec, &o, func, &lines, err);
     return lines;
 }

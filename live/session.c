@@ -159,12 +159,6 @@ const char *cn_live_state_name(cn_live_state s)
     return "?";
 }
 
-void cn_live_session_opts_init(cn_live_session_opts *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->unwind = CN_SMP_UNWIND_AUTO;
-}
-
 /* ---- sampler callbacks ------------------------------------------------------------- */
 
 /* Whether two /proc paths name the same file (same device and inode). */
@@ -753,7 +747,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     s->kind = o->kind;
     s->pid = o->kind == CN_LIVE_SYSTEM ? 0 : o->pid;
     s->owner = o->owner;
-    s->freq = o->freq ? o->freq : 99;
+    s->freq = o->freq ? o->freq : CN_LIVE_FREQ_DEFAULT;
     s->mode = o->mode;
     s->duration_limit = o->duration_ns;
     s->retention_ns = o->retention_ns ? o->retention_ns : DEFAULT_RETENTION_NS;

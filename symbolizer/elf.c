@@ -6,6 +6,7 @@
  * .dynsym; .dynsym alone. PLT entries are added as `name@plt` (x86-64, AArch64). Everything read
  * from the file is untrusted: section sizes, entry sizes, name offsets, counts and the
  * decompressed size are checked or bounded through libelf's checked accessors. */
+#include "sym_fuzz.h"
 #include "sym_internal.h"
 
 #include <errno.h>

@@ -10,6 +10,7 @@
  * its user could make stall (FUSE), and read within a byte and time budget per load, the
  * rest on the next load, so one target cannot hold up symbolization for the others
  * (docs/security.md). */
+#include "sym_fuzz.h"
 #include "sym_internal.h"
 
 #include <errno.h>

@@ -91,10 +91,12 @@ typedef struct cn_d_config {
     unsigned user_max_fds;        /* perf fds of running sessions; default 8192 */
     int64_t idle_timeout_ns;      /* a connection without requests; default 10 min */
     int64_t send_timeout_ns;      /* an answer the peer does not read; default 30 s */
-    int64_t test_attach_delay_ns; /* tests only (CANOPYD_TEST_ATTACH_DELAY_MS): a pause between
+    /* Test hooks: only canopyd-test (built with CANOPY_TEST_HOOKS for the tests) sets them,
+     * from its environment; 0 in the installed canopyd. */
+    int64_t test_attach_delay_ns; /* CANOPYD_TEST_ATTACH_DELAY_MS: a pause between
                                      the access check and opening the events, widening the race
                                      the re-check before enabling closes; 0 in production */
-    int64_t test_symbol_delay_ns; /* tests only (CANOPYD_TEST_SYMBOL_DELAY_MS): the symbolizer
+    int64_t test_symbol_delay_ns; /* CANOPYD_TEST_SYMBOL_DELAY_MS: the symbolizer
                                      pauses this long before each batch (a slow symbolizer,
                                      deterministic); 0 in production */
     /* The fleet push to ClickHouse (docs/fleet.md): off without fleet_url. */

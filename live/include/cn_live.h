@@ -39,6 +39,8 @@
 
 #include "cn_agg.h"
 #include "cn_common.h"
+#include "cn_fleet.h"
+#include "cn_fmt.h"
 #include "cn_smp.h"
 
 #ifdef __cplusplus
@@ -101,23 +103,53 @@ typedef enum cn_live_state {
 const char *cn_live_kind_name(cn_live_kind k);   /* "attach", "run", "system" */
 const char *cn_live_state_name(cn_live_state s); /* "running", "exited", "stopped", "saved" */
 
+/* ---------------------------------------------------------------------------------------
+ * A session's spec: everything that says what a session samples and how.
+ *
+ * One struct for every host and client, as cn_fmt_spec is for queries: the CLI fills it
+ * from argv (client/sampling_opts.c), sends it to canopyd with cn_live_session_opts_to_json,
+ * canopyd decodes it with cn_live_session_opts_from_json (docs/protocol.md "attach, run,
+ * system"), and both canopyd and the CLI's in-process host hand it to cn_live_session_new.
+ * The one rule set is cn_live_session_opts_validate (docs/cli.md "SAMPLING options"): the
+ * decoder applies it, the CLI applies it once argv is parsed. A new option is a field here,
+ * a line in each of opts.c's codec and validator, and its argv spelling.
+ */
+
+#define CN_LIVE_FREQ_DEFAULT     99     /* Hz, attach and system */
+#define CN_LIVE_FREQ_RUN         999    /* Hz, run and temporary sessions */
+#define CN_LIVE_FREQ_MAX         100000 /* Hz */
+#define CN_LIVE_STACK_SIZE_MIN   8      /* bytes of user stack per sample */
+#define CN_LIVE_STACK_SIZE_MAX   65528  /* perf_event_attr.sample_stack_user's limit */
+#define CN_LIVE_STACK_SIZE_ALIGN 8      /* the kernel wants a multiple of 8 */
+#define CN_LIVE_NAME_MAX         64     /* bytes of a session name */
+#define CN_LIVE_EVENT_MAX        64     /* bytes of an event name */
+/* Characters of an event name. */
+#define CN_LIVE_EVENT_CHARS "abcdefghijklmnopqrstuvwxyz0123456789-_:/=,"
+
 typedef struct cn_live_session_opts {
+    /* The target. */
     cn_live_kind kind;
-    pid_t pid;         /* ATTACH / RUN */
-    const char *name;  /* optional display name (copied) */
-    const char *id;    /* session id (copied); NULL = "local" */
+    pid_t pid; /* ATTACH / RUN: > 0 */
+    /* Strings are borrowed (argv, the request's JSON) and copied by cn_live_session_new. */
+    const char *name;  /* optional display name; see _validate for its rules */
+    const char *id;    /* session id (the host's, never on the wire); NULL = "local" */
     const char *event; /* NULL = auto */
-    uint32_t freq;     /* 0 = 99 */
+    uint32_t freq;     /* Hz, 1..CN_LIVE_FREQ_MAX (init: CN_LIVE_FREQ_DEFAULT) */
     cn_smp_unwind unwind;
-    uint32_t stack_size; /* 0 = sampler default */
+    uint32_t stack_size; /* 0 = sampler default (adaptive in auto) */
     bool no_kernel;
-    int64_t duration_ns;   /* > 0: stop after this long */
+    int64_t duration_ns;   /* > 0: stop after this long; 0 = no limit */
     int64_t retention_ns;  /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
-    size_t max_memory;     /* bytes of profile tables; 0 = default 256 MiB */
-    uid_t owner;           /* who may see it (daemon); informative in-process */
-    uint32_t ring_pages;   /* 0 = sampler default */
     cn_smp_mode mode;      /* CPU (default), OFFCPU or WALL: then weights are ns */
     uint64_t min_block_ns; /* OFFCPU/WALL: shorter off-CPU intervals are dropped */
+    /* canopyd's fleet push (docs/fleet.md): the session's labels (owned: validated by
+     * cn_fleet_labels_set, freed by _clear) and whether it stays out of the push. */
+    cn_fleet_labels labels;
+    bool no_fleet;
+    /* Set by the host, never from a request. */
+    size_t max_memory;   /* bytes of profile tables; 0 = default 256 MiB */
+    uid_t owner;         /* who may see it (daemon); informative in-process */
+    uint32_t ring_pages; /* 0 = sampler default */
     /* ATTACH/RUN for a caller that checked access first (canopyd): the image it checked
      * and its rule, re-applied before sampling is enabled (cn_smp_config.image and
      * may_profile; docs/security.md). Zero/NULL: no re-check. */
@@ -133,6 +165,27 @@ typedef struct cn_live_session_opts {
 } cn_live_session_opts;
 
 void cn_live_session_opts_init(cn_live_session_opts *o);
+/* Frees what o owns (its labels) and re-initialises it. Accepts NULL. */
+void cn_live_session_opts_clear(cn_live_session_opts *o);
+/* The one rule set (the target apart: its pid is the host's to check): freq 1..CN_LIVE_FREQ_MAX;
+ * event 1.. CN_LIVE_EVENT_MAX bytes of CN_LIVE_EVENT_CHARS; stack_size 0 or a multiple of
+ * CN_LIVE_STACK_SIZE_ALIGN from CN_LIVE_STACK_SIZE_MIN to _MAX; duration_ns, min_block_ns
+ * >= 0; a name of 1..CN_LIVE_NAME_MAX printable bytes, without '/', not starting with '-',
+ * not all digits (a PID) and not spelled like a session id (s<digits>: it would shadow
+ * that session, docs/security.md); no label "host" (canopyd sets it). Returns 0 or
+ * -EINVAL with err naming the field ("freq", "name", ...) and the rule. */
+int cn_live_session_opts_validate(const cn_live_session_opts *o, cn_err *err);
+/* Adds o's request fields to req (docs/protocol.md "attach, run, system"): "pid" when >
+ * 0, "freq", then every field that differs from the default; durations as integer ns
+ * ("duration_ns", "min_block_ns", "retention_ns"). 0 or -ENOMEM. */
+int cn_live_session_opts_to_json(const cn_live_session_opts *o, json_t *req);
+/* Decodes req's request fields into o (initialised by the caller, whose values stay where
+ * req says nothing: the host's defaults), requires "pid" (> 0) unless o->kind is SYSTEM,
+ * then validates. Strings borrow from req. The duration text fields that older clients
+ * send ("duration", "min_block", "retention": "30s") are still read; a request giving
+ * both forms of one field is refused. Returns 0, -EINVAL with err set (what was decoded
+ * stays owned by o), or -ENOMEM. */
+int cn_live_session_opts_from_json(const json_t *req, cn_live_session_opts *o, cn_err *err);
 
 typedef struct cn_live_session cn_live_session;
 
@@ -250,6 +303,14 @@ cn_agg_profile *cn_live_session_profile(cn_live_session *s);
 /* Nanoseconds of session time now (the profile's time base: samples carry time since
  * start); for `--last`. */
 int64_t cn_live_session_now(const cn_live_session *s);
+/* The renderer's header for s (the one place a session becomes a cn_fmt_render_opts, for
+ * canopyd's queries and the CLI's in-process tree and top): title (NULL: the name, else
+ * the id), session id, event, samples, lost, unwind outcomes, and the one rule for
+ * `--last` (docs/cli.md): it counts back from the session's clock, cn_live_session_now —
+ * now while it samples, the end of sampling once stopped, exited or saved. Strings
+ * borrow from s (and title). Initialises *o first. */
+void cn_live_session_render_opts(const cn_live_session *s, const char *title,
+                                 cn_fmt_render_opts *o);
 
 /* Writes the session as a lossless .canopy file atomically: path.tmp, fsync, rename,
  * fsync of the directory. The session's identity and counters go into the file's

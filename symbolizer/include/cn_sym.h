@@ -281,13 +281,6 @@ char *cn_sym_demangle(const char *name);
  * Returns the number of hex chars, -ENOENT when the file has none, or negative errno. */
 int cn_sym_build_id(const char *path, char *buf, size_t size);
 
-/* Parsers over untrusted bytes (fuzz targets). Each builds a symbol table from data,
- * runs a few lookups and frees it. Return the number of symbols (for an ELF image: plus
- * its FDE function ranges, when it has no .symtab) or negative errno. */
-int cn_sym_fuzz_elf(const uint8_t *data, size_t size);
-int cn_sym_fuzz_perfmap(const uint8_t *data, size_t size);
-int cn_sym_fuzz_kallsyms(const uint8_t *data, size_t size);
-
 #ifdef __cplusplus
 }
 #endif

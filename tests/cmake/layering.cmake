@@ -30,3 +30,9 @@ add_test(NAME layering.common_header_no_jansson
          COMMAND sh -c "printf '#include \"cn_common.h\"\\n#ifdef JANSSON_H\\n#error jansson\\n#endif\\n' | \"$1\" -std=gnu11 -fsyntax-only -I \"$2\" -x c - && ! grep -l 'jansson.h' \"$3\"/aggregate/*.[ch] \"$3\"/sampler/*.[ch] \"$3\"/symbolizer/*.[ch] \"$3\"/fleet/*.[ch]"
                  sh ${CMAKE_C_COMPILER} ${CMAKE_SOURCE_DIR}/common ${CMAKE_SOURCE_DIR})
 set_tests_properties(layering.common_header_no_jansson PROPERTIES TIMEOUT 60)
+# Test hooks only in test builds: the shipped canopyd reads no CANOPYD_TEST_* variable;
+# canopyd-test, the tests' copy built with CANOPY_TEST_HOOKS, does (so the check can fail).
+add_test(NAME layering.canopyd_no_test_hooks
+         COMMAND sh -c "! grep -q CANOPYD_TEST_ \"$1\" && grep -q CANOPYD_TEST_ \"$2\""
+                 sh $<TARGET_FILE:canopyd> $<TARGET_FILE:canopyd-test>)
+set_tests_properties(layering.canopyd_no_test_hooks PROPERTIES TIMEOUT 60)

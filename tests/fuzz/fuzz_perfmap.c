@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "cn_sym.h"
+#include "sym_fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,6 +3,7 @@
 set -euo pipefail
 : "${CANOPY_BIN:?run through ctest}"
 TMP=$(mktemp -d)
+TMP_OWNER=$BASHPID
 
 # finish_tmp RC: the last step of every test's EXIT trap. When the test failed (RC != 0) it
 # prints the logs the test kept in $TMP (canopyd's, with any sanitizer report or fatal-signal
@@ -10,6 +11,9 @@ TMP=$(mktemp -d)
 # it did.
 finish_tmp() {
   local rc=$1 f
+  # A background subshell killed before it exec'd runs the EXIT trap too: only the test's
+  # own shell may remove the directory its other processes still use.
+  [ "$BASHPID" = "$TMP_OWNER" ] || return 0
   if [ "$rc" != 0 ]; then
     for f in "$TMP"/*.log; do
       [ -s "$f" ] || continue

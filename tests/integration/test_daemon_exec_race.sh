@@ -13,6 +13,8 @@
 #    target's own frames (user_before_exec) keep coming.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
+# The pause is canopyd-test's only (the installed canopyd reads no test variable).
+CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
 [ "$(id -u)" = 0 ] || skip "needs root (to install a setuid helper and switch users)"
 command -v setpriv >/dev/null || skip "setpriv not installed"
 command -v cc >/dev/null || skip "no C compiler"

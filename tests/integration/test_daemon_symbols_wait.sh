@@ -7,7 +7,8 @@
 # frames. The run's tree must name the workload's functions and hold no bare address
 # in the workload's binary; the session then has nothing pending.
 source "$(dirname "$0")/lib.sh"
-: "${CANOPYD_BIN:?}"
+# The hook is canopyd-test's only (the installed canopyd reads no test variable).
+CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload $WL not built"
 D_PID=

@@ -132,7 +132,12 @@ attach_nobody() {
   [ -z "${2:-}" ] || a+=("name=$2")
   ucall "$(req "${a[@]}")"
 }
+# A name with C0 controls is refused at the door (live/opts.c's name rule); one with C1
+# controls, which are printable bytes of UTF-8, gets in and must be escaped on the way out.
 r=$(attach_nobody ${PIDS[1]} '"\u001b[31mx\r\nfake line"')
+check "a session name with C0 controls is refused: $r" \
+  [ "$(jget 'd["error"]["code"]' <<<"$r" 2>/dev/null)" = bad_request ]
+r=$(attach_nobody ${PIDS[1]} '"x\u0085\u009b[2Jfake line"')
 U1=$(jget 'd["session"]["id"]' <<<"$r") || fail "nobody's attach: $r"
 r2=$(attach_nobody ${PIDS[2]})
 r3=$(attach_nobody ${PIDS[3]})
@@ -160,7 +165,7 @@ grep -q 'evil' <<<"$out" || fail "nobody's session never shows the evil function
 "${C[@]}" sessions "${S[@]}" >"$TMP/sessions.txt"
 check "root's sessions table has no raw control byte" clean_text "$TMP/sessions.txt"
 check "root's sessions table shows the comm escaped" has "$TMP/sessions.txt" '\x1b]0;PWN\x07\x1b[2J'
-check "root's sessions table shows the name escaped" has "$TMP/sessions.txt" '\x1b[31mx\x0d\x0afake line'
+check "root's sessions table shows the name escaped" has "$TMP/sessions.txt" 'x\u0085\u009b[2Jfake line'
 "${C[@]}" tree "$SYS" "${S[@]}" --group-by process >"$TMP/system.txt"
 check "the whole-system text tree has no raw control byte" clean_text "$TMP/system.txt"
 check "the whole-system text tree shows the comm escaped" has "$TMP/system.txt" '\x1b]0;PWN\x07\x1b[2J ['

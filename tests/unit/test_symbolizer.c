@@ -12,6 +12,7 @@
 
 #include "cn_agg.h"
 #include "cn_sym.h"
+#include "sym_fuzz.h"
 #include "sym_internal.h"
 
 #include <errno.h>
