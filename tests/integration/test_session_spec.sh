@@ -15,7 +15,7 @@ C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
 W_PID=
-trap 'kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; kill $D_PID $W_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 sleep 300 &
 W_PID=$!
@@ -65,8 +65,10 @@ in_total=$(json "$TMP/in.json" 'd["total"]')
 d_total=$(json "$TMP/d.json" 'd["total"]')
 echo "last 1 s of 3: in-process total $in_total, canopyd total $d_total"
 # The burn was sampled (the sessions' samples, all time): the empty window is the rule's.
-[ "$(json "$TMP/in.json" 'd["samples"] > 300')" = True ] || fail "in-process: too few samples"
-[ "$(json "$TMP/d.json" 'd["samples"] > 300')" = True ] || fail "canopyd: too few samples"
+# 1 s of CPU at 999 Hz is ~1000 samples alone; on a loaded 2-core machine the burner gets a
+# fraction of a core for its 1 s of wall time, hence the low floor.
+[ "$(json "$TMP/in.json" 'd["samples"] > 100')" = True ] || fail "in-process: too few samples"
+[ "$(json "$TMP/d.json" 'd["samples"] > 100')" = True ] || fail "canopyd: too few samples"
 [ "$d_total" = 0 ] || fail "canopyd: the last second of an idle tail holds $d_total"
 [ "$in_total" = 0 ] || fail "in-process: --last counted back from the last sample ($in_total in the last second)"
 
