@@ -36,3 +36,10 @@ add_test(NAME layering.canopyd_no_test_hooks
          COMMAND sh -c "! grep -q CANOPYD_TEST_ \"$1\" && grep -q CANOPYD_TEST_ \"$2\""
                  sh $<TARGET_FILE:canopyd> $<TARGET_FILE:canopyd-test>)
 set_tests_properties(layering.canopyd_no_test_hooks PROPERTIES TIMEOUT 60)
+# The walks of docs/architecture.md (sample, query, session creation) name functions that
+# exist, in the files they say (tests/cmake/check_walks.py): a rename or a move fails here
+# until the walk is rewritten.
+add_test(NAME docs.architecture_walks
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cmake/check_walks.py
+                 ${CMAKE_SOURCE_DIR}/docs/architecture.md ${CMAKE_SOURCE_DIR})
+set_tests_properties(docs.architecture_walks PROPERTIES TIMEOUT 60)
