@@ -399,36 +399,49 @@ static int read_image(int fd, size_t size, uint8_t **out)
     return 0;
 }
 
-int cn_smp__elf_load(cn_smp__obj *o)
+int cn_smp__elf_load_fd(cn_smp__obj *o, int fd)
 {
     cn_smp__elf *e = &o->elf;
     if (e->tried)
         return e->ok ? 0 : -ENOEXEC;
     e->tried = true;
     e->has_fp = -1;
-    if (!o->open_path)
-        return -ENOENT;
-    int fd = open(o->open_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -errno;
     struct stat st;
     int ret = 0;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
-        (uint64_t)st.st_size > CN_SMP_MAX_OBJECT_BYTES) {
-        ret = -ENOEXEC;
-        goto out;
-    }
+        (uint64_t)st.st_size > CN_SMP_MAX_OBJECT_BYTES)
+        return -ENOEXEC;
     uint8_t *img = NULL;
     ret = read_image(fd, (size_t)st.st_size, &img);
     if (ret < 0)
-        goto out;
+        return ret;
     e->data = img;
     e->size = (size_t)st.st_size;
     ret = elf_parse(e);
-out:
-    close(fd);
     if (ret < 0)
         cn_smp__elf_unload(e), e->tried = true;
+    return ret;
+}
+
+int cn_smp__elf_load(cn_smp__obj *o)
+{
+    cn_smp__elf *e = &o->elf;
+    if (e->tried)
+        return e->ok ? 0 : -ENOEXEC;
+    if (!o->open_path) {
+        e->tried = true;
+        return -ENOENT;
+    }
+    /* The file checked when the object appeared, or nothing (cn_obj.h). */
+    const cn_obj_ident *want = &o->pub.file;
+    int fd = cn_obj_open(o->open_path, want->ino ? CN_OBJ_MATCH_ALL : 0, want, NULL);
+    if (fd < 0) {
+        e->tried = true;
+        e->has_fp = -1;
+        return fd;
+    }
+    int ret = cn_smp__elf_load_fd(o, fd);
+    close(fd);
     return ret;
 }
 

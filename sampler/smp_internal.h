@@ -192,8 +192,11 @@ int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgo
 const cn_smp__map *cn_smp__proc_find(const cn_smp__proc *p, uint64_t addr);
 void cn_smp__proc_clear(cn_smp__proc *p);
 
-/* Loads the ELF facts of an object (once). Returns 0 when usable, negative errno else. */
+/* Loads the ELF facts of an object (once): its open_path opened with cn_obj_open() and,
+ * when it has one, its identity (pub.file). Returns 0 when usable, negative errno else. */
 int cn_smp__elf_load(cn_smp__obj *o);
+/* The same from fd, the object's file already opened and checked (not closed here). */
+int cn_smp__elf_load_fd(cn_smp__obj *o, int fd);
 /* Loads them from a copy of an in-memory image instead (the vDSO, which has no file).
  * Returns 0 or negative errno. */
 int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size);

@@ -318,12 +318,12 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym
         char root[64] = "";
         if (obj->pid > 0)
             snprintf(root, sizeof(root), "/proc/%d/root", (int)obj->pid);
-        rc = cn_sym__elf_load(o, obj->path, root, &c->cfg);
+        rc = cn_sym__elf_load(o, obj->path, &obj->file, root, &c->cfg);
         break;
     }
     case CN_SYM_KERNEL:
         o->is_exec_addr = 1;
-        rc = cn_sym__read_file(obj->path ? obj->path : "/proc/kallsyms", CN_SYM__MAX_TEXT_FILE,
+        rc = cn_obj_read_file(obj->path ? obj->path : "/proc/kallsyms", CN_SYM__MAX_TEXT_FILE,
                                &buf, &len);
         if (rc == 0)
             rc = cn_sym__kallsyms_parse(&o->syms, buf, len);

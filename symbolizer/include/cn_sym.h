@@ -43,6 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cn_obj.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -86,6 +88,11 @@ typedef struct cn_sym_object {
     int32_t pid;
     bool has_owner;     /* JIT: owner_uid is the uid the perf map must belong to */
     uint32_t owner_uid; /* JIT: see has_owner */
+    cn_obj_ident file;  /* USER: the file path must be (device, inode, size, mtime, as the
+                           sampler checked it: cn_smp_object.file); a different file there
+                           is not read (-ESTALE). ino 0: path is opened unchecked (still
+                           with cn_obj_open's rules), for callers that name files
+                           themselves (tests, tools) */
 } cn_sym_object;
 
 /* ---------------------------------------------------------------------------------------

@@ -261,18 +261,18 @@ static void test_perfmap_mounts(void **state)
                        "33 22 0:43 / /var rw - tmpfs a rw\n"
                        "34 22 0:44 / /var rw - fuse b rw\n";
     char t[64];
-    assert_int_equal(cn_sym__mount_fstype(info, "/tmp/perf-1.map", t, sizeof(t)), 0);
+    assert_int_equal(cn_obj_mount_fstype(info, "/tmp/perf-1.map", t, sizeof(t)), 0);
     assert_string_equal(t, "tmpfs");
-    assert_int_equal(cn_sym__mount_fstype(info, "/tmp/fuse/perf-1.map", t, sizeof(t)), 0);
+    assert_int_equal(cn_obj_mount_fstype(info, "/tmp/fuse/perf-1.map", t, sizeof(t)), 0);
     assert_string_equal(t, "fuse.sshfs");
-    assert_int_equal(cn_sym__mount_fstype(info, "/tmpx/perf-1.map", t, sizeof(t)), 0);
+    assert_int_equal(cn_obj_mount_fstype(info, "/tmpx/perf-1.map", t, sizeof(t)), 0);
     assert_string_equal(t, "fuse"); /* /tmp is no prefix of /tmpx */
-    assert_int_equal(cn_sym__mount_fstype(info, "/etc/perf-1.map", t, sizeof(t)), 0);
+    assert_int_equal(cn_obj_mount_fstype(info, "/etc/perf-1.map", t, sizeof(t)), 0);
     assert_string_equal(t, "ext4");
-    assert_int_equal(cn_sym__mount_fstype(info, "/var/perf-1.map", t, sizeof(t)), 0);
+    assert_int_equal(cn_obj_mount_fstype(info, "/var/perf-1.map", t, sizeof(t)), 0);
     assert_string_equal(t, "fuse"); /* mounted over the tmpfs: the later one is on top */
-    assert_int_equal(cn_sym__mount_fstype("", "/tmp/perf-1.map", t, sizeof(t)), -ENOENT);
-    assert_int_equal(cn_sym__mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
+    assert_int_equal(cn_obj_mount_fstype("", "/tmp/perf-1.map", t, sizeof(t)), -ENOENT);
+    assert_int_equal(cn_obj_mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
 }
 
 /* A perf map of a process with another root (a chroot here) is resolved in that root: a
@@ -558,7 +558,7 @@ static void test_elf_objects(void **state)
 static uint8_t *slurp(const char *path, size_t *len)
 {
     char *buf;
-    assert_int_equal(cn_sym__read_file(path, 64u << 20, &buf, len), 0);
+    assert_int_equal(cn_obj_read_file(path, 64u << 20, &buf, len), 0);
     return (uint8_t *)buf;
 }
 
@@ -673,7 +673,7 @@ static void test_stripped_fde(void **state)
     snprintf(link, sizeof(link), "%s/map_files", dir);
     assert_int_equal(mkdir(link, 0700), 0);
     snprintf(link, sizeof(link), "%s/map_files/1000-2000", dir);
-    assert_int_equal(symlink(stripped, link), 0);
+    assert_int_equal(linkat(AT_FDCWD, stripped, AT_FDCWD, link, 0), 0); /* not a symlink */
     cn_sym_object mo = {.kind = CN_SYM_USER, .path = link, .identity = "mapfiles"};
     assert_int_equal(cn_sym_lookup(c, &mo, loc + 1, &r), 0);
     /* (the rules before FDE ranges: here asm_entry's stretched gap) */
