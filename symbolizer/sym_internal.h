@@ -109,8 +109,10 @@ typedef struct cn_sym__obj {
     char source[16];
     cn_sym__dwarf *dw; /* NULL when no debug info (or lines disabled) */
     pthread_mutex_t dw_lock;
-    size_t memory; /* heap bytes */
-    size_t mapped; /* bytes of files kept mapped (dw's) */
+    size_t memory;            /* heap bytes */
+    size_t mapped;            /* bytes of files kept mapped (dw's) */
+    struct cn_sym__load *job; /* a load that outlasted its wait (cache.c): this object is
+                                 its placeholder (status -ETIMEDOUT) until it lands */
 } cn_sym__obj;
 
 /* Loads an ELF object (elf.c): symbols from .symtab, the separate debug file's

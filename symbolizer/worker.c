@@ -166,17 +166,39 @@ void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns)
     pthread_mutex_unlock(&w->lock);
 }
 
+int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms)
+{
+    if (!w || !w->thread_started)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    int rc;
+    if (timeout_ms < 0) {
+        rc = pthread_join(w->thread, NULL);
+    } else {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_sec += timeout_ms / 1000;
+        t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_timedjoin_np(w->thread, NULL, &t);
+    }
+    if (rc != 0)
+        return -ETIMEDOUT;
+    w->thread_started = 0;
+    return 0;
+}
+
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)
 {
     if (!w)
         return NULL;
-    if (w->thread_started) {
-        pthread_mutex_lock(&w->lock);
-        w->stop = 1;
-        pthread_cond_signal(&w->wake);
-        pthread_mutex_unlock(&w->lock);
-        pthread_join(w->thread, NULL);
-    }
+    cn_sym_worker_stop(w, -1);
     for (size_t i = 0; i < w->queue.n; i++)
         req_free_strings(&w->queue.v[w->queue.head + i]);
     free(w->queue.v);

@@ -144,6 +144,10 @@ typedef struct cn_sym_config {
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
+    int load_wait_ms;       /* how long a lookup waits for an ELF object's load (its own
+                               thread) before answering -ETIMEDOUT; the load goes on and
+                               later lookups get its result. 0 = default (3000), < 0 =
+                               never wait (tests) */
 } cn_sym_config;
 
 /* Fills *cfg with defaults (256 MiB, 1024 objects, 512 MiB mapped, lines on, debuginfod
@@ -241,6 +245,12 @@ cn_sym_batch *cn_sym_batch_free(cn_sym_batch *b); /* accepts NULL; returns NULL 
 int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **out);
 /* Stops the thread (pending requests are dropped), frees everything; accepts NULL. */
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w);
+/* Asks the thread to stop and waits at most timeout_ms (< 0: for ever) for it to end.
+ * 0: it has ended (cn_sym_worker_free then frees at once). -ETIMEDOUT: it is still inside
+ * a lookup (a system call on a target's file that does not return): the thread still uses
+ * the worker and its cache, so neither may be freed; a process about to exit leaves
+ * them. Accepts NULL. */
+int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms);
 /* Tests only: the thread pauses ns before resolving each batch (a slow symbolizer, as
  * under heavy load, made deterministic). 0, the default, turns it off. */
 void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns);

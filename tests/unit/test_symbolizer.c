@@ -900,6 +900,112 @@ static void test_worker(void **state)
     cn_sym_cache_free(c);
 }
 
+/* Polls a lookup of o at off until its status is not -ETIMEDOUT (at most 10 s). */
+static int settled_status(cn_sym_cache *c, const cn_sym_object *o, uint64_t off)
+{
+    cn_sym_result r;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(cn_sym_lookup(c, o, off, &r), 0);
+        int st = r.status;
+        cn_sym_result_clear(&r);
+        if (st != -ETIMEDOUT)
+            return st;
+        usleep(10000);
+    }
+    return -ETIMEDOUT;
+}
+
+/* An ELF load runs in its own thread and a lookup waits for it only so long (here: not at
+ * all): the first answer is -ETIMEDOUT, a later lookup gets the object once its load has
+ * landed; at most 8 loads may outlast their wait, the next is refused (-EBUSY) without
+ * being cached; a cache freed while a load runs leaves that load to end on its own. */
+static void test_load_wait(void **state)
+{
+    (void)state;
+    char path[4200], id[32];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t size = 0, off = sym_offset(path, "work_a", &size);
+    assert_true(off != 0);
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.load_wait_ms = -1;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path, .identity = id};
+    cn_sym_result r;
+    for (int i = 0; i < 8; i++) {
+        snprintf(id, sizeof(id), "wait-%d", i);
+        assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+        assert_int_equal(r.status, -ETIMEDOUT);
+    }
+    snprintf(id, sizeof(id), "wait-8");
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -EBUSY); /* 8 placeholders: no ninth thread */
+    snprintf(id, sizeof(id), "wait-0");
+    assert_int_equal(settled_status(c, &o, off), 0); /* landed: the placeholder goes */
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "work_a");
+    cn_sym_result_clear(&r);
+    snprintf(id, sizeof(id), "wait-8"); /* room again; it was not cached as refused */
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -ETIMEDOUT);
+    assert_int_equal(settled_status(c, &o, off), 0);
+    snprintf(id, sizeof(id), "wait-9"); /* freed while its load runs */
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    cn_sym_cache_free(c);
+    usleep(500000); /* (the load ends and frees itself: ASan checks) */
+}
+
+/* A USER object with the sampler's identity: the file at its path is read only if it is
+ * that file (device, inode, size, mtime); a symlink or a FIFO put there is refused
+ * without blocking. */
+static void test_identity(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_sym_ident_XXXXXX", lib[4200], path[4200], other[4200];
+    assert_non_null(mkdtemp(dir));
+    bin_path(path, sizeof(path), "inl_pie");
+    bin_path(other, sizeof(other), "inl_nopie");
+    snprintf(lib, sizeof(lib), "%s/lib.so", dir);
+    char cmd[9000];
+    snprintf(cmd, sizeof(cmd), "cp -p %s %s", path, lib);
+    assert_int_equal(system(cmd), 0);
+    uint64_t size = 0, off = sym_offset(lib, "work_a", &size);
+    cn_obj_ident id;
+    int fd = cn_obj_open(lib, 0, NULL, &id);
+    assert_true(fd >= 0);
+    close(fd);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = lib, .identity = "ident-1", .file = id};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, 0);
+    cn_sym_result_clear(&r);
+    /* Renamed, and another file (a copy: same size, another inode) put at the path. */
+    char old[4300];
+    snprintf(old, sizeof(old), "%s.old", lib);
+    assert_int_equal(rename(lib, old), 0);
+    snprintf(cmd, sizeof(cmd), "cp -p %s %s", old, lib);
+    assert_int_equal(system(cmd), 0);
+    o.identity = "ident-2";
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -ESTALE);
+    unlink(lib);
+    assert_int_equal(symlink(other, lib), 0);
+    o.identity = "ident-3";
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -ELOOP);
+    unlink(lib);
+    assert_int_equal(mkfifo(lib, 0600), 0);
+    o.identity = "ident-4";
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -EINVAL);
+    unlink(lib);
+    unlink(old);
+    rmdir(dir);
+    cn_sym_cache_free(c);
+}
+
 /* A request the symbolizer cannot take is answered -EINVAL; the others in its batch are
  * resolved as usual (it used to fail the whole batch, forever). */
 static void test_worker_bad_frame(void **state)
@@ -1195,6 +1301,7 @@ int main(void)
         cmocka_unit_test(test_perfmap_root),  cmocka_unit_test(test_perfmap_budget),
         cmocka_unit_test(test_vdso),          cmocka_unit_test(test_worker_bad_frame),
         cmocka_unit_test(test_stripped_fde),  cmocka_unit_test(test_arm64_elf),
+        cmocka_unit_test(test_load_wait),     cmocka_unit_test(test_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
