@@ -250,31 +250,6 @@ static void test_perfmap_rules(void **state)
     rmdir(dir);
 }
 
-/* The mount a perf map lies on, from mountinfo's text: a FUSE one is refused unread. */
-static void test_perfmap_mounts(void **state)
-{
-    (void)state;
-    const char *info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-                       "30 22 0:40 / /tmp rw shared:9 - tmpfs tmpfs rw\n"
-                       "31 30 0:41 / /tmp/fuse rw - fuse.sshfs host:/ rw\n"
-                       "32 22 0:42 / /tmpx rw - fuse x rw\n"
-                       "33 22 0:43 / /var rw - tmpfs a rw\n"
-                       "34 22 0:44 / /var rw - fuse b rw\n";
-    char t[64];
-    assert_int_equal(cn_obj_mount_fstype(info, "/tmp/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "tmpfs");
-    assert_int_equal(cn_obj_mount_fstype(info, "/tmp/fuse/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "fuse.sshfs");
-    assert_int_equal(cn_obj_mount_fstype(info, "/tmpx/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "fuse"); /* /tmp is no prefix of /tmpx */
-    assert_int_equal(cn_obj_mount_fstype(info, "/etc/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "ext4");
-    assert_int_equal(cn_obj_mount_fstype(info, "/var/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "fuse"); /* mounted over the tmpfs: the later one is on top */
-    assert_int_equal(cn_obj_mount_fstype("", "/tmp/perf-1.map", t, sizeof(t)), -ENOENT);
-    assert_int_equal(cn_obj_mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
-}
-
 /* A perf map of a process with another root (a chroot here) is resolved in that root: a
  * /tmp there that links to an absolute path must not lead to our file system's file. */
 static void test_perfmap_root(void **state)
@@ -1292,16 +1267,25 @@ static void test_arm64_elf(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_rules),   cmocka_unit_test(test_demangle),
-        cmocka_unit_test(test_perfmap),       cmocka_unit_test(test_kallsyms),
-        cmocka_unit_test(test_elf_objects),   cmocka_unit_test(test_corrupt_elf),
-        cmocka_unit_test(test_cache_bound),   cmocka_unit_test(test_cache_count_and_mapped_bounds),
-        cmocka_unit_test(test_worker),        cmocka_unit_test(test_live_regroup),
-        cmocka_unit_test(test_perfmap_rules), cmocka_unit_test(test_perfmap_mounts),
-        cmocka_unit_test(test_perfmap_root),  cmocka_unit_test(test_perfmap_budget),
-        cmocka_unit_test(test_vdso),          cmocka_unit_test(test_worker_bad_frame),
-        cmocka_unit_test(test_stripped_fde),  cmocka_unit_test(test_arm64_elf),
-        cmocka_unit_test(test_load_wait),     cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_table_rules),
+        cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_perfmap),
+        cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_elf_objects),
+        cmocka_unit_test(test_corrupt_elf),
+        cmocka_unit_test(test_cache_bound),
+        cmocka_unit_test(test_cache_count_and_mapped_bounds),
+        cmocka_unit_test(test_worker),
+        cmocka_unit_test(test_live_regroup),
+        cmocka_unit_test(test_perfmap_rules),
+        cmocka_unit_test(test_perfmap_root),
+        cmocka_unit_test(test_perfmap_budget),
+        cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_worker_bad_frame),
+        cmocka_unit_test(test_stripped_fde),
+        cmocka_unit_test(test_arm64_elf),
+        cmocka_unit_test(test_load_wait),
+        cmocka_unit_test(test_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
