@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
   void *h = dlopen(argv[1], RTLD_NOW);
   if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
   unsigned long (*all)(unsigned long) = (unsigned long (*)(unsigned long))dlsym(h, "spin_all");
-  while (access(argv[3], F_OK) != 0) usleep(10000);
+  for (int i = 0; i < 6000 && access(argv[3], F_OK) != 0; i++) usleep(10000); /* <= 60 s */
   time_t end = time(NULL) + atoi(argv[2]);
   unsigned long x = 1;
   while (time(NULL) < end) x = all(x);
