@@ -182,77 +182,13 @@ static bool in_file(const cn_smp__elf *e, uint64_t off, uint64_t n)
     return off <= e->size && n <= e->size - off;
 }
 
-static void parse_notes(const uint8_t *p, size_t n, char *hex, size_t hexlen, int *found)
+static void find_debug_frame(cn_smp__elf *e)
 {
-    size_t off = 0;
-    while (!*found && n - off >= 12 && off <= n) {
-        uint32_t namesz, descsz, type;
-        memcpy(&namesz, p + off, 4);
-        memcpy(&descsz, p + off + 4, 4);
-        memcpy(&type, p + off + 8, 4);
-        off += 12;
-        uint64_t nalign = ((uint64_t)namesz + 3) & ~3ULL, dalign = ((uint64_t)descsz + 3) & ~3ULL;
-        if (nalign > n - off || dalign > n - off - nalign)
-            return;
-        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(p + off, "GNU", 4) == 0 &&
-            descsz > 0 && descsz <= 64 && hexlen >= 2 * (size_t)descsz + 1) {
-            for (uint32_t k = 0; k < descsz; k++)
-                snprintf(hex + 2 * k, 3, "%02x", p[off + nalign + k]);
-            *found = 1;
-        }
-        off += nalign + dalign;
-    }
-}
-
-static int elf_header(const uint8_t *data, size_t size, Elf64_Ehdr *eh)
-{
-    if (size < sizeof(*eh) || memcmp(data, ELFMAG, SELFMAG) != 0 || data[EI_CLASS] != ELFCLASS64)
-        return -ENOEXEC;
-    memcpy(eh, data, sizeof(*eh));
-    if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > size ||
-        (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size - eh->e_phoff)
-        return -ENOEXEC;
-    return 0;
-}
-
-int cn_smp__elf_build_id(const uint8_t *data, size_t size, char *hex, size_t hexlen)
-{
-    Elf64_Ehdr eh;
-    int found = 0;
-    if (elf_header(data, size, &eh) < 0)
-        return -ENOENT;
-    for (unsigned i = 0; i < eh.e_phnum && !found; i++) {
-        Elf64_Phdr ph;
-        memcpy(&ph, data + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
-        if (ph.p_type != PT_NOTE || ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
-            continue;
-        parse_notes(data + ph.p_offset, ph.p_filesz, hex, hexlen, &found);
-    }
-    return found ? 0 : -ENOENT;
-}
-
-static void find_debug_frame(cn_smp__elf *e, const Elf64_Ehdr *eh)
-{
-    if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > e->size ||
-        (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > e->size - eh->e_shoff ||
-        eh->e_shstrndx >= eh->e_shnum)
-        return;
-    Elf64_Shdr strs;
-    memcpy(&strs, e->data + eh->e_shoff + (size_t)eh->e_shstrndx * sizeof(strs), sizeof(strs));
-    if (!in_file(e, strs.sh_offset, strs.sh_size))
-        return;
-    for (unsigned i = 0; i < eh->e_shnum; i++) {
-        Elf64_Shdr sh;
-        memcpy(&sh, e->data + eh->e_shoff + (size_t)i * sizeof(sh), sizeof(sh));
-        if (sh.sh_name >= strs.sh_size || sh.sh_type != SHT_PROGBITS)
-            continue;
-        const char *name = (const char *)e->data + strs.sh_offset + sh.sh_name;
-        size_t room = strs.sh_size - sh.sh_name;
-        if (strnlen(name, room) < room && strcmp(name, ".debug_frame") == 0 &&
-            in_file(e, sh.sh_offset, sh.sh_size)) {
-            e->debug_frame_off = sh.sh_offset;
-            e->debug_frame_size = sh.sh_size;
-        }
+    Elf64_Shdr sh;
+    if (cn_obj_elf_section(e->data, e->size, ".debug_frame", &sh) == 0 &&
+        sh.sh_type == SHT_PROGBITS && in_file(e, sh.sh_offset, sh.sh_size)) {
+        e->debug_frame_off = sh.sh_offset;
+        e->debug_frame_size = sh.sh_size;
     }
 }
 
@@ -260,25 +196,19 @@ static void find_debug_frame(cn_smp__elf *e, const Elf64_Ehdr *eh)
  * an object built with frame pointers opens (nearly) every function with one. */
 static void detect_fp(cn_smp__elf *e)
 {
-    uint8_t hdr[4];
     const cn_smp__arch *arch = cn_smp__arch_get();
+    cn_obj_ehhdr h;
     e->has_fp = -1;
-    if (!e->eh_frame_hdr_vaddr || cn_smp__elf_read(e, e->eh_frame_hdr_vaddr, hdr, 4) < 0)
+    const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
+    if (!hdr)
         return;
-    /* version 1, eh_frame_ptr sdata4, fde_count udata4, table datarel|sdata4 */
-    if (hdr[0] != 1 || (hdr[1] & 0x0f) != 0x0b || hdr[2] != 0x03 || hdr[3] != 0x3b)
-        return;
-    uint32_t count;
-    if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + 8, &count, 4) < 0 || count == 0)
-        return;
-    uint32_t step = count > 200 ? count / 200 : 1, tested = 0, with_fp = 0;
-    for (uint32_t i = 0; i < count; i += step) {
-        int32_t rel;
+    uint64_t step = h.count > 200 ? h.count / 200 : 1;
+    uint32_t tested = 0, with_fp = 0;
+    for (uint64_t i = 0; i < h.count; i += step) {
+        int64_t loc, fde;
         uint8_t code[48];
-        if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + 12 + (uint64_t)i * 8, &rel, 4) < 0)
-            break;
-        if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + (uint64_t)(int64_t)rel, code,
-                             sizeof(code)) < 0)
+        cn_obj_ehhdr_entry(hdr, i, false, &loc, &fde);
+        if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + (uint64_t)loc, code, sizeof(code)) < 0)
             continue;
         tested++;
         with_fp += arch->fp_prologue(code, sizeof(code));
@@ -293,7 +223,7 @@ static void detect_fp(cn_smp__elf *e)
 static int elf_parse(cn_smp__elf *e)
 {
     Elf64_Ehdr eh;
-    if (elf_header(e->data, e->size, &eh) < 0)
+    if (cn_obj_elf_header(e->data, e->size, &eh) < 0)
         return -ENOEXEC;
     for (unsigned i = 0; i < eh.e_phnum; i++) {
         Elf64_Phdr ph;
@@ -310,7 +240,7 @@ static int elf_parse(cn_smp__elf *e)
             e->eh_frame_hdr_size = ph.p_memsz;
         }
     }
-    find_debug_frame(e, &eh);
+    find_debug_frame(e);
     e->ok = e->nload > 0;
     if (!e->ok)
         return -ENOEXEC;
@@ -341,20 +271,6 @@ static void read_part(int fd, uint8_t *img, size_t size, uint64_t off, uint64_t 
     }
 }
 
-/* Whether section name (at off in the string table strs of img) is one unwinding reads. */
-static bool wanted_section(const uint8_t *img, const Elf64_Shdr *strs, uint32_t name)
-{
-    static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
-    if (name >= strs->sh_size)
-        return false;
-    const char *n = (const char *)img + strs->sh_offset + name;
-    size_t room = strs->sh_size - name;
-    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-        if (strnlen(n, room) == strlen(want[i]) && !strcmp(n, want[i]))
-            return true;
-    return false;
-}
-
 /* The file's image in memory we own: an anonymous, reserved-not-committed region of the
  * file's size in which only what unwinding reads is filled by pread (headers, executable
  * and note segments, .eh_frame_hdr, .eh_frame, .debug_frame); the rest stays zero pages.
@@ -373,7 +289,7 @@ static int read_image(int fd, size_t size, uint8_t **out)
     memcpy(&eh, img, sizeof(eh));
     if (eh.e_phentsize == sizeof(Elf64_Phdr))
         read_part(fd, img, size, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), &left);
-    if (elf_header(img, size, &eh) == 0) {
+    if (cn_obj_elf_header(img, size, &eh) == 0) {
         for (unsigned i = 0; i < eh.e_phnum; i++) {
             Elf64_Phdr ph;
             memcpy(&ph, img + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
@@ -385,15 +301,13 @@ static int read_image(int fd, size_t size, uint8_t **out)
     if (eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shstrndx < eh.e_shnum && eh.e_shoff < size &&
         (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) <= size - eh.e_shoff) {
         read_part(fd, img, size, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), &left);
+        static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
         Elf64_Shdr strs, sh;
         memcpy(&strs, img + eh.e_shoff + (size_t)eh.e_shstrndx * sizeof(strs), sizeof(strs));
         read_part(fd, img, size, strs.sh_offset, strs.sh_size, &left);
-        bool strs_ok = strs.sh_offset <= size && strs.sh_size <= size - strs.sh_offset;
-        for (unsigned i = 0; strs_ok && i < eh.e_shnum; i++) {
-            memcpy(&sh, img + eh.e_shoff + (size_t)i * sizeof(sh), sizeof(sh));
-            if (sh.sh_type != SHT_NOBITS && wanted_section(img, &strs, sh.sh_name))
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+            if (cn_obj_elf_section(img, size, want[i], &sh) == 0 && sh.sh_type != SHT_NOBITS)
                 read_part(fd, img, size, sh.sh_offset, sh.sh_size, &left);
-        }
     }
     *out = img;
     return 0;
@@ -486,6 +400,26 @@ bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint
         }
     }
     return false;
+}
+
+const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n)
+{
+    for (uint32_t i = 0; i < e->nload; i++) {
+        const typeof(e->load[0]) *l = &e->load[i];
+        if (vaddr < l->vaddr || vaddr - l->vaddr >= l->filesz || n > l->filesz - (vaddr - l->vaddr))
+            continue;
+        uint64_t off = l->offset + (vaddr - l->vaddr);
+        return in_file(e, off, n) ? e->data + off : NULL;
+    }
+    return NULL;
+}
+
+const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h)
+{
+    const uint8_t *p = e->eh_frame_hdr_vaddr && e->eh_frame_hdr_size <= SIZE_MAX
+                           ? cn_smp__elf_ptr(e, e->eh_frame_hdr_vaddr, e->eh_frame_hdr_size)
+                           : NULL;
+    return p && cn_obj_ehhdr_parse(p, e->eh_frame_hdr_size, false, h) == 0 ? p : NULL;
 }
 
 int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n)

@@ -270,9 +270,12 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     if (!o->key || !o->pub.name || (fd >= 0 && (!o->pub.path || !o->open_path)))
         goto fail;
     char bid[129];
+    uint8_t raw[64];
+    size_t n;
     long long mtime = (long long)(id.mtime_ns / 1000000000);
     if (fd >= 0 && cn_smp__elf_load_fd(o, fd) == 0 &&
-        cn_smp__elf_build_id(o->elf.data, o->elf.size, bid, sizeof(bid)) == 0) {
+        (n = cn_obj_elf_build_id(o->elf.data, o->elf.size, raw, sizeof(raw))) > 0) {
+        cn_obj_hex(raw, n, bid);
         o->pub.build_id = strdup(bid);
         o->pub.identity = strdup(bid);
     } else {

@@ -203,11 +203,13 @@ int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size);
 void cn_smp__elf_unload(cn_smp__elf *e);
 /* Load bias of an object mapped at (start, pgoff): process address = bias + ELF vaddr. */
 bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint64_t *bias);
+/* A pointer to [vaddr, vaddr + n) of e's image when one loaded segment holds it in the
+ * file, else NULL. */
+const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n);
+/* e's .eh_frame_hdr, decoded (cn_obj_ehhdr_parse): its bytes and *h, or NULL. */
+const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h);
 /* Reads n bytes at ELF virtual address vaddr from the file image. Returns 0 or -EFAULT. */
 int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n);
-/* Reads the GNU build-id note of an ELF image into hex (2*20+1 bytes at most used).
- * Returns 0 or -ENOENT. */
-int cn_smp__elf_build_id(const uint8_t *data, size_t size, char *hex, size_t hexlen);
 
 /* ---------------------------------------------------------------------------------------
  * Unwinding (unwind.c)

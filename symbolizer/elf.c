@@ -236,7 +236,8 @@ int cn_sym__obj_to_vaddr(const cn_sym__obj *o, uint64_t off, uint64_t *vaddr)
     return -ENOENT;
 }
 
-/* The build-id note's bytes, or 0 if none. */
+/* The build-id note's bytes, or 0 if none: the first SHT_NOTE section that has one
+ * (cn_obj_note_build_id over libelf's copy, in our byte order). */
 static size_t elf_build_id(Elf *elf, uint8_t *out, size_t max)
 {
     Elf_Scn *scn = NULL;
@@ -245,30 +246,13 @@ static size_t elf_build_id(Elf *elf, uint8_t *out, size_t max)
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
             continue;
         Elf_Data *d = elf_getdata(scn, NULL);
-        if (!d)
-            continue;
-        size_t off = 0, name_off, desc_off;
-        GElf_Nhdr nh;
-        while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-                nh.n_descsz <= max) {
-                memcpy(out, (char *)d->d_buf + desc_off, nh.n_descsz);
-                return nh.n_descsz;
-            }
-        }
+        size_t n = d && d->d_buf
+                       ? cn_obj_note_build_id(d->d_buf, d->d_size, sh.sh_addralign, out, max)
+                       : 0;
+        if (n)
+            return n;
     }
     return 0;
-}
-
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = '\0';
 }
 
 int cn_sym_build_id(const char *path, char *buf, size_t size)
@@ -288,7 +272,7 @@ int cn_sym_build_id(const char *path, char *buf, size_t size)
         size_t n = elf_build_id(elf, id, sizeof(id));
         rc = -ENOENT;
         if (n) {
-            hex(id, n, buf);
+            cn_obj_hex(id, n, buf);
             rc = (int)(2 * n);
         }
     }
@@ -420,7 +404,7 @@ static int find_debug(elf_file *f, Elf *main_elf, const char *path, const char *
     int nroots = root && root[0] ? 2 : 1;
     const debug_rule trusted = {CN_OBJ_TRUSTED, 0}, target = {0, owner};
     if (id_len >= 2) {
-        hex(id, id_len, idhex);
+        cn_obj_hex(id, id_len, idhex);
         for (int r = 0; r < nroots; r++) {
             const debug_rule *rule = roots[r][0] ? &target : &trusted;
             for (const char *d = dirs; *d;) {
@@ -605,7 +589,10 @@ int cn_sym__elf_load(cn_sym__obj *o, const char *path, const cn_obj_ident *want,
     elf_version(EV_CURRENT);
     elf_file main_f = {-1, NULL}, dbg_f = {-1, NULL};
     cn_obj_ident got;
-    int rc = elf_file_open(&main_f, path, want && want->ino ? CN_OBJ_MATCH_ALL : 0, want, &got);
+    /* With the sampler's identity: exactly that file. Without: a name the caller chose
+     * itself (a tool's argument, which may go through /lib -> usr/lib), never a target's. */
+    unsigned flags = want && want->ino ? CN_OBJ_MATCH_ALL : CN_OBJ_TRUSTED;
+    int rc = elf_file_open(&main_f, path, flags, want, &got);
     if (rc < 0)
         return rc;
     rc = read_segments(o, main_f.elf);

@@ -18,11 +18,16 @@
  *   3. only then is the same inode opened for reading (through /proc/self/fd/N, which
  *      re-opens the checked file, not the name) with O_NONBLOCK | O_NOCTTY | O_CLOEXEC.
  *
+ * Below the open, the decoders both modules need over an object's raw bytes: the ELF
+ * header, a section by name, build-id notes, the .eh_frame_hdr search table (one of each;
+ * the sampler and the symbolizer keep their own jobs on top).
+ *
  * Nothing here logs or keeps state; functions return 0 or an fd, else a negative errno.
  */
 #ifndef CN_OBJ_H
 #define CN_OBJ_H
 
+#include <elf.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +77,48 @@ int cn_obj_mount_fstype(const char *mountinfo, const char *path, char *fstype, s
 /* Reads at most max bytes of a (possibly /proc) file into a malloc'ed, NUL-terminated
  * buffer (caller frees). Returns 0 or negative errno (-EFBIG past max). */
 int cn_obj_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* ---------------------------------------------------------------------------------------
+ * Decoders over raw bytes (elf.c). Every offset and count is checked against the bytes
+ * given; 64-bit ELF, host byte order unless told (swap).
+ */
+
+/* The ELF header of an image, checked: 64-bit, program headers inside. 0 or -ENOEXEC. */
+int cn_obj_elf_header(const uint8_t *data, size_t size, Elf64_Ehdr *eh);
+
+/* The header of the section called name (the first one) in an image of the whole file
+ * (section headers and their string table must be inside it; the section's own bytes need
+ * not be). 0 and *out, -ENOENT none, -ENOEXEC no usable section table. */
+int cn_obj_elf_section(const uint8_t *data, size_t size, const char *name, Elf64_Shdr *out);
+
+/* The GNU build-id in a run of notes (a PT_NOTE segment or SHT_NOTE section; align its
+ * alignment: 8, else 4): its bytes copied to out (at most max) and their number, 0 when
+ * there is none (or it is longer than max). */
+size_t cn_obj_note_build_id(const uint8_t *notes, size_t n, size_t align, uint8_t *out, size_t max);
+
+/* The GNU build-id of an image, from its PT_NOTE segments: as cn_obj_note_build_id. */
+size_t cn_obj_elf_build_id(const uint8_t *data, size_t size, uint8_t *out, size_t max);
+
+/* Writes n bytes as 2n lowercase hex digits and a NUL into out (2n + 1 bytes). */
+void cn_obj_hex(const uint8_t *bytes, size_t n, char *out);
+
+/* The .eh_frame_hdr search table: count entries of (initial location, FDE address), both
+ * signed 4-byte offsets from the section's start, from table_off on. */
+typedef struct cn_obj_ehhdr {
+    uint64_t count;
+    uint64_t table_off;
+} cn_obj_ehhdr;
+
+/* Decodes an .eh_frame_hdr section's header (p, n bytes; swap: the file's byte order is
+ * not ours): version 1, 4-byte eh_frame_ptr and fde_count, the datarel|sdata4 table every
+ * linker writes, and a count the section holds. 0 and *out, or -EINVAL. */
+int cn_obj_ehhdr_parse(const uint8_t *p, size_t n, bool swap, cn_obj_ehhdr *out);
+
+/* Entry i (< the parsed count) of the table in p: offsets from the section's start. */
+void cn_obj_ehhdr_entry(const uint8_t *p, uint64_t i, bool swap, int64_t *loc, int64_t *fde);
+
+/* A fuzz target over every decoder above (tests/fuzz/fuzz_objfile.c). Returns >= 0. */
+int cn_obj_fuzz(const uint8_t *data, size_t size);
 
 #ifdef __cplusplus
 }

@@ -90,9 +90,10 @@ typedef struct cn_sym_object {
     uint32_t owner_uid; /* JIT: see has_owner */
     cn_obj_ident file;  /* USER: the file path must be (device, inode, size, mtime, as the
                            sampler checked it: cn_smp_object.file); a different file there
-                           is not read (-ESTALE). ino 0: path is opened unchecked (still
-                           with cn_obj_open's rules), for callers that name files
-                           themselves (tests, tools) */
+                           is not read (-ESTALE). ino 0: path is a name the caller chose
+                           itself (tests, tools; never a target's): opened as one of
+                           root's own (CN_OBJ_TRUSTED: symlinks followed, still only a
+                           regular file, O_NOCTTY) */
 } cn_sym_object;
 
 /* ---------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
  * symlink, a FIFO without a writer (must not block), a pty (must never become a
  * controlling terminal), another file with the same name, "." and ".." components; and
  * the paths canopyd does open: /proc/PID/map_files links, /proc/PID/root paths, root's
- * own directories with their symlinks. */
+ * own directories with their symlinks. Then the decoders over raw bytes, on a real object
+ * (our own executable) and on hostile ones. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -243,13 +244,148 @@ static void test_mount_fstype(void **state)
     assert_int_equal(cn_obj_mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
 }
 
+/* Build-id notes: found in a 4-aligned run and after an 8-aligned property note; a
+ * hostile size, a longer id than asked for, a truncated run give nothing. */
+static void test_build_id_notes(void **state)
+{
+    (void)state;
+    uint8_t buf[128], id[64];
+    uint32_t hdr[3];
+    size_t n = 0;
+    /* an 8-aligned NT_GNU_PROPERTY_TYPE_0 (5) of 16 bytes, then the build-id (3) */
+    hdr[0] = 4, hdr[1] = 16, hdr[2] = 5;
+    memcpy(buf + n, hdr, 12), memcpy(buf + n + 12, "GNU", 4), memset(buf + n + 16, 0xaa, 16);
+    n += 32;
+    hdr[0] = 4, hdr[1] = 20, hdr[2] = 3;
+    memcpy(buf + n, hdr, 12), memcpy(buf + n + 12, "GNU", 4);
+    for (int i = 0; i < 20; i++)
+        buf[n + 16 + i] = (uint8_t)i;
+    n += 36;
+    assert_int_equal(cn_obj_note_build_id(buf, n, 8, id, sizeof(id)), 20);
+    assert_int_equal(id[19], 19);
+    assert_int_equal(cn_obj_note_build_id(buf + 32, 36, 4, id, sizeof(id)), 20);
+    assert_int_equal(cn_obj_note_build_id(buf + 32, 36, 4, id, 16), 0); /* longer than max */
+    assert_int_equal(cn_obj_note_build_id(buf + 32, 35, 4, id, sizeof(id)), 0); /* cut */
+    hdr[0] = 0xffffffffu, hdr[1] = 0xffffffffu; /* sizes past the end */
+    memcpy(buf + 32, hdr, 8);
+    assert_int_equal(cn_obj_note_build_id(buf + 32, 36, 4, id, sizeof(id)), 0);
+    assert_int_equal(cn_obj_note_build_id(buf, 11, 4, id, sizeof(id)), 0);
+    assert_int_equal(cn_obj_note_build_id(NULL, 0, 4, id, sizeof(id)), 0);
+    char hex[9];
+    cn_obj_hex((const uint8_t *)"\x01\xab\xff\x00", 4, hex);
+    assert_string_equal(hex, "01abff00");
+}
+
+/* A real object (our own executable): its header, a section by name, its build-id as
+ * readelf prints it; then the same image cut short or with hostile counts. */
+static void test_elf_image(void **state)
+{
+    (void)state;
+    FILE *f = fopen("/proc/self/exe", "rb");
+    assert_non_null(f);
+    static uint8_t img[64 << 20];
+    size_t size = fread(img, 1, sizeof(img), f);
+    fclose(f);
+    assert_true(size > sizeof(Elf64_Ehdr) && size < sizeof(img));
+    Elf64_Ehdr eh;
+    Elf64_Shdr sh;
+    uint8_t id[64];
+    assert_int_equal(cn_obj_elf_header(img, size, &eh), 0);
+    assert_int_equal(cn_obj_elf_section(img, size, ".eh_frame_hdr", &sh), 0);
+    assert_int_equal(sh.sh_type, SHT_PROGBITS);
+    cn_obj_ehhdr h;
+    assert_int_equal(cn_obj_ehhdr_parse(img + sh.sh_offset, sh.sh_size, false, &h), 0);
+    assert_true(h.count > 10); /* every function has an FDE */
+    int64_t loc0, fde0, loc1, fde1;
+    cn_obj_ehhdr_entry(img + sh.sh_offset, 0, false, &loc0, &fde0);
+    cn_obj_ehhdr_entry(img + sh.sh_offset, h.count - 1, false, &loc1, &fde1);
+    assert_true(loc0 < loc1); /* sorted by initial location */
+    assert_int_equal(cn_obj_elf_section(img, size, ".no_such", &sh), -ENOENT);
+    size_t n = cn_obj_elf_build_id(img, size, id, sizeof(id));
+    assert_int_equal(n, 20);
+    char hex[41], cmd[128], want[64] = "";
+    cn_obj_hex(id, n, hex);
+    snprintf(cmd, sizeof(cmd), "readelf -n /proc/%d/exe | awk '/Build ID/ {print $3}'",
+             (int)getpid());
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(want, sizeof(want), p));
+    pclose(p);
+    want[strcspn(want, "\n")] = 0;
+    assert_string_equal(hex, want);
+    /* Cut inside the program headers / before the section headers. */
+    assert_int_equal(cn_obj_elf_header(img, 63, &eh), -ENOEXEC);
+    assert_int_equal(cn_obj_elf_header(img, eh.e_phoff + 8, &eh), -ENOEXEC);
+    assert_int_equal(cn_obj_elf_section(img, eh.e_shoff + 8, ".eh_frame_hdr", &sh), -ENOEXEC);
+    assert_int_equal(cn_obj_elf_build_id(img, 200, id, sizeof(id)), 0);
+    /* Hostile counts: more program or section headers than the file holds. */
+    Elf64_Ehdr bad = eh;
+    bad.e_phnum = 0xffff;
+    memcpy(img, &bad, sizeof(bad));
+    assert_int_equal(cn_obj_elf_header(img, size, &eh), -ENOEXEC);
+    bad = eh;
+    bad.e_shnum = 0xffff;
+    bad.e_shstrndx = 0xfffe;
+    memcpy(img, &bad, sizeof(bad));
+    assert_int_equal(cn_obj_elf_section(img, size, ".eh_frame_hdr", &sh), -ENOEXEC);
+    memcpy(img, &eh, sizeof(eh));
+    assert_int_equal(cn_obj_elf_header(NULL, 0, &eh), -ENOEXEC);
+}
+
+/* .eh_frame_hdr headers: only the encodings linkers write, a count the section holds. */
+static void test_ehhdr(void **state)
+{
+    (void)state;
+    uint8_t b[12 + 16] = {1, 0x1b, 0x03, 0x3b};
+    int32_t v[6] = {-100, 2, -50, -40, -30, -20};
+    memcpy(b + 4, v, sizeof(v));
+    cn_obj_ehhdr h;
+    assert_int_equal(cn_obj_ehhdr_parse(b, sizeof(b), false, &h), 0);
+    assert_int_equal(h.count, 2);
+    int64_t loc, fde;
+    cn_obj_ehhdr_entry(b, 1, false, &loc, &fde);
+    assert_int_equal(loc, -30);
+    assert_int_equal(fde, -20);
+    assert_int_equal(cn_obj_ehhdr_parse(b, sizeof(b) - 1, false, &h), -EINVAL); /* 2 don't fit */
+    assert_int_equal(cn_obj_ehhdr_parse(b, sizeof(b), true, &h), -EINVAL);      /* count 2 << 24 */
+    uint8_t c[sizeof(b)];
+    memcpy(c, b, sizeof(b));
+    c[0] = 2; /* version */
+    assert_int_equal(cn_obj_ehhdr_parse(c, sizeof(c), false, &h), -EINVAL);
+    memcpy(c, b, sizeof(b));
+    c[2] = 0xff; /* no count */
+    assert_int_equal(cn_obj_ehhdr_parse(c, sizeof(c), false, &h), -EINVAL);
+    memcpy(c, b, sizeof(b));
+    c[3] = 0x1b; /* another table encoding */
+    assert_int_equal(cn_obj_ehhdr_parse(c, sizeof(c), false, &h), -EINVAL);
+    memcpy(c, b, sizeof(b));
+    c[1] = 0x04; /* an 8-byte eh_frame_ptr */
+    assert_int_equal(cn_obj_ehhdr_parse(c, sizeof(c), false, &h), -EINVAL);
+    memset(c + 8, 0, 4); /* no entries */
+    c[1] = 0x1b;
+    assert_int_equal(cn_obj_ehhdr_parse(c, sizeof(c), false, &h), -EINVAL);
+    assert_int_equal(cn_obj_ehhdr_parse(b, 11, false, &h), -EINVAL);
+    assert_int_equal(cn_obj_ehhdr_parse(NULL, 0, false, &h), -EINVAL);
+}
+
+/* The replayed fuzz corpus runs cn_obj_fuzz; here it must at least take every edge. */
+static void test_fuzz_entry(void **state)
+{
+    (void)state;
+    static const uint8_t junk[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+    assert_true(cn_obj_fuzz(junk, sizeof(junk)) >= 0);
+    assert_true(cn_obj_fuzz(NULL, 0) >= 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_regular),      cmocka_unit_test(test_identity),
         cmocka_unit_test(test_symlinks),     cmocka_unit_test(test_not_regular),
         cmocka_unit_test(test_pty),          cmocka_unit_test(test_proc_paths),
-        cmocka_unit_test(test_mount_fstype),
+        cmocka_unit_test(test_mount_fstype), cmocka_unit_test(test_build_id_notes),
+        cmocka_unit_test(test_elf_image),    cmocka_unit_test(test_ehhdr),
+        cmocka_unit_test(test_fuzz_entry),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
