@@ -5,7 +5,8 @@
  * Layers, bottom up:
  *   arch_*.c      register sets, DWARF numbering, return-address masking, prologue test
  *   records.c     perf record parsing (pure: bytes in, struct out, never trusts sizes)
- *   maps.c        /proc/PID/maps parsing, address spaces, objects' ELF facts
+ *   maps.c        /proc/PID/maps parsing, address spaces
+ *   image.c       objects' ELF facts, from an image of their file (read, never mapped)
  *   cfi.c         compiled CFI rules: the fast path of DWARF unwinding
  *   unwind.c      DWARF unwinding of a copied stack (compiled CFI, then libunwind)
  *   procs.c       the session's tasks: tid sets, processes, objects, vDSO, kernel modules
@@ -127,7 +128,7 @@ uint64_t cn_smp__chain_at(const cn_smp__rec *r, uint64_t i);
 uint64_t cn_smp__reg_at(const cn_smp__rec *r, uint32_t i);
 
 /* ---------------------------------------------------------------------------------------
- * Maps, objects and address spaces (maps.c)
+ * Maps, objects and address spaces (maps.c; ELF facts: image.c)
  */
 typedef struct cn_smp__maps_line {
     uint64_t start, end, pgoff;
@@ -145,7 +146,7 @@ int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 typedef struct cn_smp__elf {
     bool tried, ok;
     const uint8_t *data; /* the file's sparse image (anonymous mmap filled by pread, see
-                            maps.c read_image), or a heap copy when heap */
+                            image.c read_image), or a heap copy when heap */
     size_t size;
     bool heap;
     /* PT_LOAD segments */
