@@ -235,6 +235,9 @@ static void on_signal(void *arg, int fd, uint32_t revents)
     while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
             cn_d_server_shutdown(srv);
+        else if (si.ssi_signo == SIGHUP) /* a daemon's SIGHUP must not kill every session */
+            fprintf(stderr, "canopyd: SIGHUP ignored (the configuration is read at start; "
+                            "restart canopyd to change it)\n");
     }
 }
 
@@ -335,6 +338,11 @@ static int setup_signals(cn_d_server *srv)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    /* SIGHUP too: its default action ends the process, and the kernel sends it to a
+     * session leader whose controlling terminal hangs up. canopyd never takes one (every
+     * file opened for a target is opened O_NOCTTY, objfile/), and a stray or
+     * administrator's SIGHUP is logged and ignored, never the end of every session. */
+    sigaddset(&set, SIGHUP);
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
         return -errno;
     srv->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -536,7 +536,7 @@ void cn_d__store_shutdown(cn_d_server *srv)
         }
     }
     if (srv->sym)
-        cn_live_symbolizer_flush(srv->sym, 2000);
+        cn_live_symbolizer_flush(srv->sym, 1000); /* within SIGTERM's 2 s (security.md) */
     for (size_t i = 0; i < srv->n_entries; i++) {
         cn_d__entry *e = srv->entries[i];
         if (cn_live_session_state(e->s) != CN_LIVE_SAVED &&

@@ -15,6 +15,9 @@
 
 #include "live_internal.h"
 
+/* How long freeing the symbolizer waits for its thread to end. */
+#define STOP_MS 500
+
 typedef struct attached {
     uint64_t tag;
     cn_live_session *s;
@@ -58,6 +61,14 @@ cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y)
         return NULL;
     for (size_t i = 0; i < y->n_sessions; i++)
         cn_live__session_detached(y->sessions[i].s);
+    /* A thread stuck in a system call on a target's file must not keep the process from
+     * exiting (SIGTERM ends canopyd within 2 s, docs/security.md): after a bounded wait
+     * it is left running, with the worker and the cache it still uses. */
+    if (cn_sym_worker_stop(y->worker, STOP_MS) < 0) {
+        free(y->sessions);
+        free(y);
+        return NULL;
+    }
     cn_sym_worker_free(y->worker);
     cn_sym_cache_free(y->cache);
     free(y->sessions);

@@ -22,6 +22,7 @@
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "smp_internal.h"
 
@@ -207,18 +208,39 @@ cn_smp__obj *cn_smp__obj_special(cn_smp_session *s, const char *key, const char 
     return o;
 }
 
-/* Whether path is the mapped file: a regular file with the mapping's inode and, when
- * same_dev, on the mapping's device too (an inode number alone names a file on *some*
- * device: another mount at the same path can have a file with that number). */
-static bool stat_matches(const char *path, uint32_t maj, uint32_t min, uint64_t ino, bool same_dev,
-                         struct stat *st)
+/* Opens the file of a mapping of process pid (path, device maj:min, inode ino) the way
+ * everything after us will read it (cn_obj_open: no symlink, no FIFO or device, nothing
+ * on FUSE, the inode checked on the fd that is read): the path itself, else the same path
+ * inside the process's root, else the mapping through /proc/PID/map_files (a deleted or
+ * replaced file). The device is checked too except through map_files, which is the mapped
+ * file itself and whose device may be reported differently (overlayfs): an inode number
+ * alone names a file on *some* device, and another mount at the same path can have a
+ * file with that number. Returns an fd and the path opened (buf) and its identity, or
+ * negative errno. */
+static int open_mapped(pid_t pid, const char *path, uint32_t maj, uint32_t min, uint64_t ino,
+                       bool deleted, uint64_t start, uint64_t end, char *buf, size_t size,
+                       cn_obj_ident *got)
 {
-    if (stat(path, st) != 0 || !S_ISREG(st->st_mode) || (uint64_t)st->st_ino != ino)
-        return false;
-    return !same_dev || (major(st->st_dev) == maj && minor(st->st_dev) == min);
+    const cn_obj_ident want = {.dev = (uint64_t)makedev(maj, min), .ino = ino};
+    const unsigned exact = CN_OBJ_MATCH_INO | CN_OBJ_MATCH_DEV;
+    int fd = -ENOENT;
+    if (!deleted) {
+        snprintf(buf, size, "%s", path);
+        fd = cn_obj_open(buf, exact, &want, got);
+    }
+    if (fd < 0 && !deleted && pid > 0) {
+        snprintf(buf, size, "/proc/%d/root%s", (int)pid, path);
+        fd = cn_obj_open(buf, exact, &want, got);
+    }
+    if (fd < 0 && pid > 0) {
+        snprintf(buf, size, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start, end);
+        fd = cn_obj_open(buf, CN_OBJ_MATCH_INO, &want, got);
+    }
+    return fd;
 }
 
-/* The object for a file mapping of process pid, created on first use. */
+/* The object for a file mapping of process pid, created on first use. Its file is opened
+ * and read once, here; its identity (o->pub.file) is what the symbolizer will insist on. */
 static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uint32_t maj,
                              uint32_t min, uint64_t ino, bool deleted, uint64_t start, uint64_t end)
 {
@@ -234,47 +256,44 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     o->min = min;
     o->ino = ino;
     o->pub.kind = CN_SMP_OBJ_USER;
-    struct stat st = {0};
-    const char *open_path = NULL, *pub_path = NULL;
+    cn_obj_ident id = {0};
     bool live = s->cfg.target != CN_SMP_TARGET_NONE || s->replay;
-    if (live && !deleted && stat_matches(path, maj, min, ino, true, &st)) {
-        open_path = pub_path = path;
-    } else if (live && pid > 0) {
-        snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-        if (!deleted && stat_matches(buf, maj, min, ino, true, &st)) {
-            open_path = pub_path = buf;
-        } else {
-            snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start,
-                     end);
-            /* map_files/ is the mapped file itself; its device may be reported differently
-             * (overlayfs), so the inode suffices there. */
-            if (stat_matches(buf, maj, min, ino, false, &st))
-                open_path = pub_path = buf;
-        }
-    }
+    int fd = live
+                 ? open_mapped(pid, path, maj, min, ino, deleted, start, end, buf, sizeof(buf), &id)
+                 : -ENOENT;
     o->key = strdup(key);
     o->pub.name = strdup(base_name(path));
-    o->pub.path = pub_path ? strdup(pub_path) : NULL;
-    o->open_path = open_path ? strdup(open_path) : NULL;
-    if (!o->key || !o->pub.name || (pub_path && !o->pub.path) || (open_path && !o->open_path))
+    o->pub.path = fd >= 0 ? strdup(buf) : NULL;
+    o->open_path = fd >= 0 ? strdup(buf) : NULL;
+    if (fd >= 0)
+        o->pub.file = id;
+    if (!o->key || !o->pub.name || (fd >= 0 && (!o->pub.path || !o->open_path)))
         goto fail;
     char bid[129];
-    if (cn_smp__elf_load(o) == 0 &&
-        cn_smp__elf_build_id(o->elf.data, o->elf.size, bid, sizeof(bid)) == 0) {
+    uint8_t raw[64];
+    size_t n;
+    long long mtime = (long long)(id.mtime_ns / 1000000000);
+    if (fd >= 0 && cn_smp__elf_load_fd(o, fd) == 0 &&
+        (n = cn_obj_elf_build_id(o->elf.data, o->elf.size, raw, sizeof(raw))) > 0) {
+        cn_obj_hex(raw, n, bid);
         o->pub.build_id = strdup(bid);
         o->pub.identity = strdup(bid);
     } else {
-        snprintf(buf, sizeof(buf), "%x:%x:%" PRIu64 ":%lld", maj, min, ino, (long long)st.st_mtime);
+        snprintf(buf, sizeof(buf), "%x:%x:%" PRIu64 ":%lld", maj, min, ino, mtime);
         o->pub.identity = strdup(buf);
     }
     if (!o->pub.identity)
         goto fail;
     snprintf(buf, sizeof(buf), "%s@%x:%x:%" PRIu64 ":%lld:%lld", o->pub.identity, maj, min, ino,
-             (long long)st.st_size, (long long)st.st_mtime);
+             (long long)id.size, mtime);
     if (!(o->pub.file_key = strdup(buf)) || obj_add(s, o) < 0)
         goto fail;
+    if (fd >= 0)
+        close(fd);
     return o;
 fail:
+    if (fd >= 0)
+        close(fd);
     obj_free(o);
     return NULL;
 }

@@ -5,7 +5,8 @@
  * Layers, bottom up:
  *   arch_*.c      register sets, DWARF numbering, return-address masking, prologue test
  *   records.c     perf record parsing (pure: bytes in, struct out, never trusts sizes)
- *   maps.c        /proc/PID/maps parsing, address spaces, objects' ELF facts
+ *   maps.c        /proc/PID/maps parsing, address spaces
+ *   image.c       objects' ELF facts, from an image of their file (read, never mapped)
  *   cfi.c         compiled CFI rules: the fast path of DWARF unwinding
  *   unwind.c      DWARF unwinding of a copied stack (compiled CFI, then libunwind)
  *   procs.c       the session's tasks: tid sets, processes, objects, vDSO, kernel modules
@@ -127,7 +128,7 @@ uint64_t cn_smp__chain_at(const cn_smp__rec *r, uint64_t i);
 uint64_t cn_smp__reg_at(const cn_smp__rec *r, uint32_t i);
 
 /* ---------------------------------------------------------------------------------------
- * Maps, objects and address spaces (maps.c)
+ * Maps, objects and address spaces (maps.c; ELF facts: image.c)
  */
 typedef struct cn_smp__maps_line {
     uint64_t start, end, pgoff;
@@ -145,7 +146,7 @@ int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 typedef struct cn_smp__elf {
     bool tried, ok;
     const uint8_t *data; /* the file's sparse image (anonymous mmap filled by pread, see
-                            maps.c read_image), or a heap copy when heap */
+                            image.c read_image), or a heap copy when heap */
     size_t size;
     bool heap;
     /* PT_LOAD segments */
@@ -192,19 +193,24 @@ int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgo
 const cn_smp__map *cn_smp__proc_find(const cn_smp__proc *p, uint64_t addr);
 void cn_smp__proc_clear(cn_smp__proc *p);
 
-/* Loads the ELF facts of an object (once). Returns 0 when usable, negative errno else. */
+/* Loads the ELF facts of an object (once): its open_path opened with cn_obj_open() and,
+ * when it has one, its identity (pub.file). Returns 0 when usable, negative errno else. */
 int cn_smp__elf_load(cn_smp__obj *o);
+/* The same from fd, the object's file already opened and checked (not closed here). */
+int cn_smp__elf_load_fd(cn_smp__obj *o, int fd);
 /* Loads them from a copy of an in-memory image instead (the vDSO, which has no file).
  * Returns 0 or negative errno. */
 int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size);
 void cn_smp__elf_unload(cn_smp__elf *e);
 /* Load bias of an object mapped at (start, pgoff): process address = bias + ELF vaddr. */
 bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint64_t *bias);
+/* A pointer to [vaddr, vaddr + n) of e's image when one loaded segment holds it in the
+ * file, else NULL. */
+const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n);
+/* e's .eh_frame_hdr, decoded (cn_obj_ehhdr_parse): its bytes and *h, or NULL. */
+const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h);
 /* Reads n bytes at ELF virtual address vaddr from the file image. Returns 0 or -EFAULT. */
 int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n);
-/* Reads the GNU build-id note of an ELF image into hex (2*20+1 bytes at most used).
- * Returns 0 or -ENOENT. */
-int cn_smp__elf_build_id(const uint8_t *data, size_t size, char *hex, size_t hexlen);
 
 /* ---------------------------------------------------------------------------------------
  * Unwinding (unwind.c)

@@ -44,16 +44,12 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
     uctx *c = arg;
     const cn_smp__map *m = cn_smp__proc_find(c->p, ip);
     uint64_t bias;
-    uint8_t hdr[4];
-    uint32_t count;
+    cn_obj_ehhdr h;
     if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
-        !m->obj->elf.eh_frame_hdr_vaddr ||
-        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias) ||
+        !cn_smp__elf_ehhdr(&m->obj->elf, &h))
         goto noinfo;
     const cn_smp__elf *e = &m->obj->elf;
-    if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr, hdr, 4) < 0 || hdr[0] != 1 || hdr[2] != 0x03 ||
-        hdr[3] != 0x3b || cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + 8, &count, 4) < 0)
-        goto noinfo;
     c->cur = m->obj;
     c->cur_bias = bias;
     unw_dyn_info_t di;
@@ -62,8 +58,8 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
     di.start_ip = m->start;
     di.end_ip = m->end;
     di.u.rti.segbase = bias + e->eh_frame_hdr_vaddr;
-    di.u.rti.table_data = bias + e->eh_frame_hdr_vaddr + 12;
-    di.u.rti.table_len = (uint64_t)count * 8 / sizeof(unw_word_t);
+    di.u.rti.table_data = bias + e->eh_frame_hdr_vaddr + h.table_off;
+    di.u.rti.table_len = h.count * 8 / sizeof(unw_word_t);
     int ret = search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
     if (ret == -UNW_ENOINFO && c->reason == CN_SMP_STOP_NONE)
         c->reason = CN_SMP_STOP_NO_INFO;

@@ -10,7 +10,17 @@
  * objects; if two threads load the same object at once, the first insertion wins.
  * A failed load is cached too (status < 0), so a bad file is not re-read for every frame.
  * JIT perf maps are re-read when the file has grown: the new table replaces the old one
- * in the hash, and the old one is freed when its last handle is released. */
+ * in the hash, and the old one is freed when its last handle is released.
+ *
+ * Loading an ELF object opens and reads a target's files. cn_obj_open refuses what could
+ * block (FIFOs, devices, FUSE), but a file system can still stall a read (a dead NFS
+ * server, a FUSE mount the mount tables do not show): each ELF load therefore runs in a
+ * thread of its own, and a lookup waits for it at most cfg.load_wait_ms. A load that
+ * outlasts the wait leaves a placeholder (status -ETIMEDOUT) in the hash, answered at once
+ * to every lookup until the load lands and replaces it, so one stalled object costs the
+ * symbolizer one wait, never a thread, and never delays other objects again. At most
+ * MAX_STALLED placeholders exist; beyond that a load is refused (-EBUSY, not cached). The
+ * thread of a load that never returns is left alone (it owns copies of all it uses). */
 #include "sym_internal.h"
 
 #include <assert.h>
@@ -20,13 +30,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NBUCKETS 1024
 
-#define DEFAULT_MAX_MEMORY  ((size_t)256 << 20)
-#define DEFAULT_MAX_OBJECTS 1024
-#define DEFAULT_MAX_MAPPED  ((size_t)512 << 20)
+#define DEFAULT_MAX_MEMORY   ((size_t)256 << 20)
+#define DEFAULT_MAX_OBJECTS  1024
+#define DEFAULT_MAX_MAPPED   ((size_t)512 << 20)
+#define DEFAULT_LOAD_WAIT_MS 3000
+#define MAX_STALLED          8 /* loads outlasting their wait at once (threads left running) */
 
 struct cn_sym_handle {
     cn_sym__obj o;
@@ -40,7 +53,22 @@ struct cn_sym_cache {
     cn_sym__obj *buckets[NBUCKETS];
     cn_sym__obj lru; /* sentinel: lru.lru_next is the most recent */
     cn_sym_stats stats;
+    size_t stalled; /* placeholders of loads that outlasted their wait, in the hash */
 };
+
+/* One ELF load in its own thread (see the top of this file). Shared by the loader thread
+ * and whoever waits for it (a lookup, then a placeholder): freed by the last of the two.
+ * It owns copies of everything the load reads, so the cache may go away meanwhile. */
+typedef struct cn_sym__load {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv; /* CLOCK_MONOTONIC */
+    int refs;
+    bool done;
+    cn_sym_object obj;
+    char *path, *identity, *debug_dirs;
+    cn_sym_config cfg;
+    cn_sym__obj *result; /* when done: the loaded object (or NULL on ENOMEM), until taken */
+} cn_sym__load;
 
 void cn_sym_config_init(cn_sym_config *cfg)
 {
@@ -68,6 +96,8 @@ cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
         c->cfg.max_objects = DEFAULT_MAX_OBJECTS;
     if (c->cfg.max_mapped == 0)
         c->cfg.max_mapped = DEFAULT_MAX_MAPPED;
+    if (c->cfg.load_wait_ms == 0)
+        c->cfg.load_wait_ms = DEFAULT_LOAD_WAIT_MS;
     if (c->cfg.debug_dirs) {
         c->debug_dirs = strdup(c->cfg.debug_dirs);
         if (!c->debug_dirs) {
@@ -81,10 +111,14 @@ cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
     return c;
 }
 
+static void load_put(cn_sym__load *j);
+
 static void obj_free(cn_sym__obj *o)
 {
     if (!o)
         return;
+    if (o->job)
+        load_put(o->job);
     cn_sym__obj_clear(o);
     pthread_mutex_destroy(&o->dw_lock);
     free(o->key);
@@ -193,6 +227,7 @@ static void evict(cn_sym_cache *c)
             c->stats.mapped -= o->mapped;
             c->stats.objects--;
             c->stats.evictions++;
+            c->stalled -= o->job != NULL;
             obj_free(o);
         } else if (c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
                    c->stats.mapped <= c->cfg.max_mapped) {
@@ -301,7 +336,8 @@ static uint32_t jit_owner(const cn_sym_object *obj)
 /* Builds a new object (outside the lock). Always returns an object unless ENOMEM;
  * o->status says whether the load worked. prev (JIT, held by the caller, may be NULL) is
  * the object it replaces: a grown perf map is read from where prev stopped. */
-static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym__obj *prev)
+static cn_sym__obj *load(const cn_sym_config *cfg, const cn_sym_object *obj,
+                         const cn_sym__obj *prev)
 {
     struct cn_sym_handle *h = calloc(1, sizeof(*h));
     if (!h)
@@ -318,13 +354,13 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym
         char root[64] = "";
         if (obj->pid > 0)
             snprintf(root, sizeof(root), "/proc/%d/root", (int)obj->pid);
-        rc = cn_sym__elf_load(o, obj->path, root, &c->cfg);
+        rc = cn_sym__elf_load(o, obj->path, &obj->file, root, cfg);
         break;
     }
     case CN_SYM_KERNEL:
         o->is_exec_addr = 1;
-        rc = cn_sym__read_file(obj->path ? obj->path : "/proc/kallsyms", CN_SYM__MAX_TEXT_FILE,
-                               &buf, &len);
+        rc = cn_obj_read_file(obj->path ? obj->path : "/proc/kallsyms", CN_SYM__MAX_TEXT_FILE, &buf,
+                              &len);
         if (rc == 0)
             rc = cn_sym__kallsyms_parse(&o->syms, buf, len);
         snprintf(o->source, sizeof(o->source), "kallsyms");
@@ -354,6 +390,150 @@ static cn_sym__obj *load(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym
                 cn_sym__dwarf_memory(o->dw);
     o->mapped = cn_sym__dwarf_mapped(o->dw);
     return o;
+}
+
+/* Drops one reference to j; the last frees it and a result nobody took. */
+static void load_put(cn_sym__load *j)
+{
+    pthread_mutex_lock(&j->lock);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->lock);
+    if (left > 0)
+        return;
+    obj_free(j->result);
+    pthread_cond_destroy(&j->done_cv);
+    pthread_mutex_destroy(&j->lock);
+    free(j->path);
+    free(j->identity);
+    free(j->debug_dirs);
+    free(j);
+}
+
+/* The result of a finished load (ownership passes to the caller; NULL when it failed for
+ * memory or another caller took it), or (void *)-1 while it runs. */
+static cn_sym__obj *load_take(cn_sym__load *j)
+{
+    cn_sym__obj *r = (cn_sym__obj *)-1;
+    pthread_mutex_lock(&j->lock);
+    if (j->done) {
+        r = j->result;
+        j->result = NULL;
+    }
+    pthread_mutex_unlock(&j->lock);
+    return r;
+}
+
+/* Whether j has finished (its result may then be taken). */
+static bool load_take_ready(cn_sym__load *j)
+{
+    pthread_mutex_lock(&j->lock);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->lock);
+    return done;
+}
+
+static void *loader_main(void *arg)
+{
+    cn_sym__load *j = arg;
+    cn_sym__obj *o = load(&j->cfg, &j->obj, NULL);
+    pthread_mutex_lock(&j->lock);
+    j->result = o;
+    j->done = true;
+    pthread_cond_broadcast(&j->done_cv);
+    pthread_mutex_unlock(&j->lock);
+    load_put(j);
+    return NULL;
+}
+
+/* A new load of obj with copies of what it reads (two references: thread and waiter). */
+static cn_sym__load *load_new(const cn_sym_cache *c, const cn_sym_object *obj)
+{
+    cn_sym__load *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&j->lock, NULL);
+    j->refs = 2;
+    j->obj = *obj;
+    j->cfg = c->cfg;
+    j->path = obj->path ? strdup(obj->path) : NULL;
+    j->identity = obj->identity ? strdup(obj->identity) : NULL;
+    j->debug_dirs = c->cfg.debug_dirs ? strdup(c->cfg.debug_dirs) : NULL;
+    j->obj.path = j->path;
+    j->obj.identity = j->identity;
+    j->cfg.debug_dirs = j->debug_dirs;
+    if ((obj->path && !j->path) || (obj->identity && !j->identity) ||
+        (c->cfg.debug_dirs && !j->debug_dirs)) {
+        j->refs = 1;
+        load_put(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Loads obj as load() does, but an ELF object in a thread of its own, waited for at most
+ * cfg.load_wait_ms: then the result, or a placeholder holding the load (status
+ * -ETIMEDOUT, see the top of this file), or a refusal (-EBUSY) when MAX_STALLED loads
+ * already outlasted their wait. NULL on ENOMEM. Called without the cache lock. */
+static cn_sym__obj *load_bounded(cn_sym_cache *c, const cn_sym_object *obj, const cn_sym__obj *prev)
+{
+    if (obj->kind != CN_SYM_USER)
+        return load(&c->cfg, obj, prev);
+    pthread_mutex_lock(&c->lock);
+    bool full = c->stalled >= MAX_STALLED;
+    pthread_mutex_unlock(&c->lock);
+    struct cn_sym_handle *h = NULL;
+    cn_sym__load *j = full ? NULL : load_new(c, obj);
+    if (!full && !j)
+        return NULL;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = j ? pthread_create(&t, &attr, loader_main, j) : 0;
+    pthread_attr_destroy(&attr);
+    if (rc != 0) { /* no thread (EAGAIN): load here, unbounded, rather than not at all */
+        j->refs = 1;
+        load_put(j);
+        return load(&c->cfg, obj, prev);
+    }
+    if (j && c->cfg.load_wait_ms > 0) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        int wait = c->cfg.load_wait_ms;
+        dl.tv_sec += wait / 1000;
+        dl.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&j->lock);
+        while (!j->done && pthread_cond_timedwait(&j->done_cv, &j->lock, &dl) == 0)
+            ;
+        pthread_mutex_unlock(&j->lock);
+        cn_sym__obj *r = load_take(j);
+        if (r != (cn_sym__obj *)-1) {
+            load_put(j);
+            return r;
+        }
+    }
+    /* Outlasted its wait (j: it goes on), or refused (no j). */
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        if (j)
+            load_put(j);
+        return NULL;
+    }
+    pthread_mutex_init(&h->o.dw_lock, NULL);
+    h->o.kind = obj->kind;
+    h->o.status = j ? -ETIMEDOUT : -EBUSY;
+    h->o.job = j;
+    h->o.memory = sizeof(*h);
+    return &h->o;
 }
 
 bool cn_sym_object_valid(const cn_sym_object *obj)
@@ -396,7 +576,9 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     cn_sym__obj *o = find_locked(c, key, h);
     if (o) {
         o->refs++;
-        if (!(obj->kind == CN_SYM_JIT && size_now != o->jit_file_size)) {
+        bool grown = obj->kind == CN_SYM_JIT && size_now != o->jit_file_size;
+        bool landed = o->job && load_take_ready(o->job);
+        if (!grown && !landed) {
             lru_unlink(o);
             lru_push_front(c, o);
             pthread_mutex_unlock(&c->lock);
@@ -407,9 +589,17 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     }
     pthread_mutex_unlock(&c->lock);
 
-    /* o (held, or NULL) is a perf map whose size changed: read what was appended. */
-    cn_sym__obj *prev = o;
-    cn_sym__obj *fresh = load(c, obj, prev);
+    /* o (held, or NULL) is a perf map whose size changed (read what was appended), or the
+     * placeholder of a load that has landed since (take its result; load again if another
+     * thread took it or it ran out of memory). */
+    cn_sym__obj *prev = o, *fresh = NULL;
+    if (prev && prev->job) {
+        fresh = load_take(prev->job);
+        if (fresh == (cn_sym__obj *)-1)
+            fresh = NULL;
+    }
+    if (!fresh)
+        fresh = load_bounded(c, obj, prev && !prev->job ? prev : NULL);
     pthread_mutex_lock(&c->lock);
     if (prev)
         unref_locked(c, prev);
@@ -420,17 +610,26 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     }
     fresh->key = key;
     fresh->hash = h;
+    if (fresh->status == -EBUSY && !fresh->job) { /* refused for now: not cached */
+        ((struct cn_sym_handle *)fresh)->detached = 1;
+        fresh->refs = 1;
+        *out = fresh;
+        return 0;
+    }
     pthread_mutex_lock(&c->lock);
     o = find_locked(c, key, h);
-    if (o && !(obj->kind == CN_SYM_JIT && fresh->jit_file_size != o->jit_file_size)) {
+    bool replaces = o && ((obj->kind == CN_SYM_JIT && fresh->jit_file_size != o->jit_file_size) ||
+                          (o->job && !fresh->job));
+    if (o && !replaces) {
         obj_free(fresh); /* another thread won the race */
     } else {
-        if (o) { /* a grown perf map replaces the old table */
+        if (o) { /* a grown perf map replaces the old table; a landed load its placeholder */
             hash_unlink(c, o);
             lru_unlink(o);
             c->stats.memory -= o->memory;
             c->stats.mapped -= o->mapped;
             c->stats.objects--;
+            c->stalled -= o->job != NULL;
             if (o->refs == 0)
                 obj_free(o);
             else
@@ -444,6 +643,7 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
         c->stats.mapped += o->mapped;
         c->stats.objects++;
         c->stats.loads++;
+        c->stalled += o->job != NULL;
     }
     o->refs++;
     evict(c);

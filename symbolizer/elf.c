@@ -237,7 +237,8 @@ int cn_sym__obj_to_vaddr(const cn_sym__obj *o, uint64_t off, uint64_t *vaddr)
     return -ENOENT;
 }
 
-/* The build-id note's bytes, or 0 if none. */
+/* The build-id note's bytes, or 0 if none: the first SHT_NOTE section that has one
+ * (cn_obj_note_build_id over libelf's copy, in our byte order). */
 static size_t elf_build_id(Elf *elf, uint8_t *out, size_t max)
 {
     Elf_Scn *scn = NULL;
@@ -246,39 +247,22 @@ static size_t elf_build_id(Elf *elf, uint8_t *out, size_t max)
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
             continue;
         Elf_Data *d = elf_getdata(scn, NULL);
-        if (!d)
-            continue;
-        size_t off = 0, name_off, desc_off;
-        GElf_Nhdr nh;
-        while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-                nh.n_descsz <= max) {
-                memcpy(out, (char *)d->d_buf + desc_off, nh.n_descsz);
-                return nh.n_descsz;
-            }
-        }
+        size_t n = d && d->d_buf
+                       ? cn_obj_note_build_id(d->d_buf, d->d_size, sh.sh_addralign, out, max)
+                       : 0;
+        if (n)
+            return n;
     }
     return 0;
-}
-
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = '\0';
 }
 
 int cn_sym_build_id(const char *path, char *buf, size_t size)
 {
     if (!path || !buf || size < 41)
         return -EINVAL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = cn_obj_open(path, CN_OBJ_TRUSTED, NULL, NULL); /* the caller's own name */
     if (fd < 0)
-        return -errno;
+        return fd;
     elf_version(EV_CURRENT);
     int rc = -EINVAL;
     /* ELF_C_READ: libelf preads what it needs into its own buffers; nothing of a target's
@@ -289,7 +273,7 @@ int cn_sym_build_id(const char *path, char *buf, size_t size)
         size_t n = elf_build_id(elf, id, sizeof(id));
         rc = -ENOENT;
         if (n) {
-            hex(id, n, buf);
+            cn_obj_hex(id, n, buf);
             rc = (int)(2 * n);
         }
     }
@@ -314,17 +298,15 @@ static void elf_file_close(elf_file *f)
     f->fd = -1;
 }
 
-static int elf_file_open(elf_file *f, const char *path)
+/* Opens path with cn_obj_open(flags, want): only a regular file, checked on the fd that
+ * is read (cn_obj.h); *got (may be NULL) receives its identity. */
+static int elf_file_open(elf_file *f, const char *path, unsigned flags, const cn_obj_ident *want,
+                         cn_obj_ident *got)
 {
     f->elf = NULL;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->fd = cn_obj_open(path, flags, want, got);
     if (f->fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        elf_file_close(f);
-        return -EINVAL;
-    }
+        return f->fd;
     /* Read, never mapped: a target's user may truncate the file while we parse it, and a
      * read past the new end of a mapping is SIGBUS for the whole daemon; pread just comes
      * back short and libelf reports an error (docs/security.md). */
@@ -362,13 +344,28 @@ static int file_crc(int fd, uint32_t *crc_out)
     return 0;
 }
 
+/* Where a debug file is looked for, and what it must then be. */
+typedef struct debug_rule {
+    unsigned flags; /* CN_OBJ_TRUSTED for root's own debug directories, else 0 */
+    uint32_t owner; /* the main file's owner: outside root's directories, a debug file
+                       must be its, or readable by anyone (S_IROTH) */
+} debug_rule;
+
 /* Opens candidate as a debug file if it matches: same build-id (when we have one) or
- * the debuglink CRC (when given). */
-static int try_debug(elf_file *f, const char *candidate, const uint8_t *id, size_t id_len,
-                     const uint32_t *crc)
+ * the debuglink CRC (when given). Outside root's own directories the candidate is in a
+ * directory the target's user may own: besides cn_obj_open's rules (no symlink on the way,
+ * a regular file), a file that user could not read (another owner's, not world-readable:
+ * a hard link to a root-only file) is refused before any byte of it is read. */
+static int try_debug(elf_file *f, const char *candidate, const debug_rule *rule, const uint8_t *id,
+                     size_t id_len, const uint32_t *crc)
 {
-    if (elf_file_open(f, candidate) < 0)
+    cn_obj_ident file;
+    if (elf_file_open(f, candidate, rule->flags, NULL, &file) < 0)
         return -ENOENT;
+    if (!(rule->flags & CN_OBJ_TRUSTED) && file.uid != rule->owner && !(file.mode & S_IROTH)) {
+        elf_file_close(f);
+        return -EACCES;
+    }
     if (id_len) {
         uint8_t got[64];
         size_t n = elf_build_id(f->elf, got, sizeof(got));
@@ -391,9 +388,13 @@ static int try_debug(elf_file *f, const char *candidate, const uint8_t *id, size
 }
 
 /* Searches the separate debug file of main (build-id directory, .gnu_debuglink,
- * debuginfod). 0 and *f opened, or -ENOENT. */
+ * debuginfod). owner: the main file's owner (try_debug's rule). Root's own directories
+ * (the configured debug dirs, debuginfod's cache) are trusted: their symlinks (the
+ * .build-id links) are followed. The same directories inside a target's root, and the
+ * main file's own directory, are not: there no symlink is followed and the file must be
+ * one the target's user could read. 0 and *f opened, or -ENOENT. */
 static int find_debug(elf_file *f, Elf *main_elf, const char *path, const char *root,
-                      const cn_sym_config *cfg)
+                      uint32_t owner, const cn_sym_config *cfg)
 {
     uint8_t id[64];
     size_t id_len = elf_build_id(main_elf, id, sizeof(id));
@@ -402,14 +403,16 @@ static int find_debug(elf_file *f, Elf *main_elf, const char *path, const char *
     const char *dirs = cfg->debug_dirs ? cfg->debug_dirs : "/usr/lib/debug";
     const char *roots[2] = {root && root[0] ? root : "", ""};
     int nroots = root && root[0] ? 2 : 1;
+    const debug_rule trusted = {CN_OBJ_TRUSTED, 0}, target = {0, owner};
     if (id_len >= 2) {
-        hex(id, id_len, idhex);
+        cn_obj_hex(id, id_len, idhex);
         for (int r = 0; r < nroots; r++) {
+            const debug_rule *rule = roots[r][0] ? &target : &trusted;
             for (const char *d = dirs; *d;) {
                 size_t dl = strcspn(d, ":");
                 snprintf(cand, sizeof(cand), "%s%.*s/.build-id/%.2s/%s.debug", roots[r], (int)dl, d,
                          idhex, idhex + 2);
-                if (try_debug(f, cand, id, id_len, NULL) == 0)
+                if (try_debug(f, cand, rule, id, id_len, NULL) == 0)
                     return 0;
                 d += dl + (d[dl] == ':');
             }
@@ -433,16 +436,17 @@ static int find_debug(elf_file *f, Elf *main_elf, const char *path, const char *
             if (root && root[0] && strncmp(dir, root, strlen(root)) == 0)
                 rel = dir + strlen(root);
             const char *subs[2] = {"", "/.debug"};
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 2 && !strstr(dir, "/map_files"); k++) {
                 snprintf(cand, sizeof(cand), "%s%s/%s", dir, subs[k], name);
-                if (try_debug(f, cand, id, 0, &crc) == 0)
+                if (try_debug(f, cand, &target, id, 0, &crc) == 0)
                     return 0;
             }
             for (int r = 0; r < nroots; r++) {
+                const debug_rule *rule = roots[r][0] ? &target : &trusted;
                 for (const char *d = dirs; *d;) {
                     size_t dl = strcspn(d, ":");
                     snprintf(cand, sizeof(cand), "%s%.*s%s/%s", roots[r], (int)dl, d, rel, name);
-                    if (try_debug(f, cand, id, 0, &crc) == 0)
+                    if (try_debug(f, cand, rule, id, 0, &crc) == 0)
                         return 0;
                     d += dl + (d[dl] == ':');
                 }
@@ -452,7 +456,7 @@ static int find_debug(elf_file *f, Elf *main_elf, const char *path, const char *
     if (cfg->debuginfod && id_len >= 2 && getenv("DEBUGINFOD_URLS")) {
         char *dl = NULL;
         if (cn_sym__debuginfod_find(idhex, &dl) == 0) {
-            int rc = try_debug(f, dl, id, id_len, NULL);
+            int rc = try_debug(f, dl, &trusted, id, id_len, NULL);
             free(dl);
             if (rc == 0)
                 return 0;
@@ -580,12 +584,16 @@ static int has_debug_info(Elf *elf)
     return scn && sh.sh_type != SHT_NOBITS && sh.sh_size > 0;
 }
 
-int cn_sym__elf_load(cn_sym__obj *o, const char *path, const char *root_prefix,
-                     const cn_sym_config *cfg)
+int cn_sym__elf_load(cn_sym__obj *o, const char *path, const cn_obj_ident *want,
+                     const char *root_prefix, const cn_sym_config *cfg)
 {
     elf_version(EV_CURRENT);
     elf_file main_f = {-1, NULL}, dbg_f = {-1, NULL};
-    int rc = elf_file_open(&main_f, path);
+    cn_obj_ident got;
+    /* With the sampler's identity: exactly that file. Without: a name the caller chose
+     * itself (a tool's argument, which may go through /lib -> usr/lib), never a target's. */
+    unsigned flags = want && want->ino ? CN_OBJ_MATCH_ALL : CN_OBJ_TRUSTED;
+    int rc = elf_file_open(&main_f, path, flags, want, &got);
     if (rc < 0)
         return rc;
     rc = read_segments(o, main_f.elf);
@@ -596,7 +604,7 @@ int cn_sym__elf_load(cn_sym__obj *o, const char *path, const char *root_prefix,
     has_symtab = find_section_type(main_f.elf, SHT_SYMTAB, &sh) != NULL;
     int need_dbg = !has_symtab || (cfg->lines && !has_debug_info(main_f.elf));
     if (need_dbg)
-        find_debug(&dbg_f, main_f.elf, path, root_prefix, cfg);
+        find_debug(&dbg_f, main_f.elf, path, root_prefix, got.uid, cfg);
     rc = load_symbols(o, main_f.elf, dbg_f.elf);
     if (rc < 0)
         goto out;

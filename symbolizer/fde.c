@@ -16,13 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* DWARF exception-header pointer encodings (LSB Core, .eh_frame_hdr). */
-#define PE_OMIT    0xff
-#define PE_UDATA4  0x03
-#define PE_SDATA4  0x0b
-#define PE_DATAREL 0x30
-#define PE_FORMAT  0x0f
-
 /* One function is never this large; a bigger range is a corrupt FDE. */
 #define MAX_FDE_RANGE (256u << 20)
 
@@ -143,19 +136,11 @@ int cn_sym__fdes_load(cn_sym__fdes *f, Elf *elf)
         return 0;
     const uint16_t one = 1;
     int host_lsb = *(const uint8_t *)&one == 1;
-    int swap = (eh.e_ident[EI_DATA] == ELFDATA2LSB) != host_lsb;
-    /* version, eh_frame_ptr_enc, fde_count_enc, table_enc; then the two encoded values
-     * and the table of (initial location, FDE address) pairs. Only 4-byte encodings
-     * and the datarel|sdata4 table that every linker writes are accepted. */
-    if (p[0] != 1 || p[2] == PE_OMIT || p[3] != (PE_DATAREL | PE_SDATA4))
+    bool swap = (eh.e_ident[EI_DATA] == ELFDATA2LSB) != host_lsb;
+    cn_obj_ehhdr h;
+    if (cn_obj_ehhdr_parse(p, len, swap, &h) < 0 || h.count > CN_SYM__MAX_SYMBOLS)
         return 0;
-    int ptr_fmt = p[1] & PE_FORMAT, cnt_fmt = p[2] & PE_FORMAT;
-    if ((ptr_fmt != PE_UDATA4 && ptr_fmt != PE_SDATA4) ||
-        (cnt_fmt != PE_UDATA4 && cnt_fmt != PE_SDATA4) || len < 12)
-        return 0;
-    uint64_t count = (uint32_t)rd32(p + 8, swap);
-    if (count == 0 || count > CN_SYM__MAX_SYMBOLS || count > (len - 12) / 8)
-        return 0; /* a count the section cannot hold: truncated or garbage */
+    uint64_t count = h.count;
     f->start = malloc(count * sizeof(*f->start));
     f->end = malloc(count * sizeof(*f->end));
     if (!f->start || !f->end) {
@@ -163,8 +148,10 @@ int cn_sym__fdes_load(cn_sym__fdes *f, Elf *elf)
         return -ENOMEM;
     }
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t s = hdr_addr + (uint64_t)(int64_t)rd32(p + 12 + 8 * i, swap);
-        uint64_t fde = hdr_addr + (uint64_t)(int64_t)rd32(p + 16 + 8 * i, swap);
+        int64_t loc, at;
+        cn_obj_ehhdr_entry(p, i, swap, &loc, &at);
+        uint64_t s = hdr_addr + (uint64_t)loc;
+        uint64_t fde = hdr_addr + (uint64_t)at;
         uint64_t e = fde_end(ehf, ehf_addr, ehf_len, fde, s, swap);
         if (!e)
             continue;

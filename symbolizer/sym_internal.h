@@ -10,6 +10,7 @@
 #ifndef CN_SYM_INTERNAL_H
 #define CN_SYM_INTERNAL_H
 
+#include "cn_obj.h"
 #include "cn_sym.h"
 
 #include <pthread.h>
@@ -108,16 +109,20 @@ typedef struct cn_sym__obj {
     char source[16];
     cn_sym__dwarf *dw; /* NULL when no debug info (or lines disabled) */
     pthread_mutex_t dw_lock;
-    size_t memory; /* heap bytes */
-    size_t mapped; /* bytes of files kept mapped (dw's) */
+    size_t memory;            /* heap bytes */
+    size_t mapped;            /* bytes of files kept mapped (dw's) */
+    struct cn_sym__load *job; /* a load that outlasted its wait (cache.c): this object is
+                                 its placeholder (status -ETIMEDOUT) until it lands */
 } cn_sym__obj;
 
 /* Loads an ELF object (elf.c): symbols from .symtab, the separate debug file's
  * .symtab, MiniDebugInfo (+ .dynsym) or .dynsym; segments; DWARF when cfg->lines.
- * root_prefix ("" or "/proc/PID/root") is tried first when searching debug files.
+ * path is opened with cn_obj_open() and must be want (when want->ino != 0: -ESTALE
+ * otherwise). root_prefix ("" or "/proc/PID/root") is tried first when searching debug
+ * files.
  * Returns 0 or negative errno; o is filled either way (cleared on error). */
-int cn_sym__elf_load(cn_sym__obj *o, const char *path, const char *root_prefix,
-                     const cn_sym_config *cfg);
+int cn_sym__elf_load(cn_sym__obj *o, const char *path, const cn_obj_ident *want,
+                     const char *root_prefix, const cn_sym_config *cfg);
 /* The same from an in-memory image (fuzzing): no debug-file search, no DWARF. */
 int cn_sym__elf_load_mem(cn_sym__obj *o, const void *data, size_t size);
 /* File offset -> virtual address; 0 and *vaddr, or -ENOENT. */
@@ -135,19 +140,12 @@ int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len);
  * Returns 0 or negative errno (-ELOOP symlink, -EINVAL not a regular file, -EPERM wrong
  * owner, -ENOENT…). */
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner);
-/* Opens a perf map's path as cn_sym__perfmap_load does: O_NOFOLLOW | O_NONBLOCK; for
- * /proc/PID/root/... resolved inside that root with no symlink (openat2), and refused
- * (-EREMOTE) on a FUSE file system per /proc/PID/mountinfo. Returns an fd or -errno. */
+/* Opens a perf map's path as cn_sym__perfmap_load does: cn_obj_open() without a wanted
+ * identity (no symlink on the way, nothing on FUSE, only a regular file is opened).
+ * Returns an fd or -errno. */
 int cn_sym__perfmap_open(const char *path);
-/* The type of the file system whose mount (in mountinfo's text, /proc/PID/mountinfo)
- * covers path: the longest mount point that is a prefix of it, the later on ties. Writes
- * fstype and returns 0, or -ENOENT. */
-int cn_sym__mount_fstype(const char *mountinfo, const char *path, char *fstype, size_t size);
 /* The running kernel's vDSO from our own process into o (elf.c). */
 int cn_sym__vdso_load(cn_sym__obj *o);
-/* Reads at most max bytes of a (possibly /proc) file into a malloc'ed, NUL-terminated
- * buffer (caller frees). Returns 0 or negative errno. */
-int cn_sym__read_file(const char *path, size_t max, char **buf, size_t *len);
 
 /* DWARF (dwarf.c). _open takes ownership of fd on success (and of nothing on error).
  * Returns NULL when there is no usable debug info. */

@@ -15,12 +15,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -198,109 +196,12 @@ static int read_range(int fd, uint64_t from, uint64_t to, char **out, size_t *le
     return 0;
 }
 
-int cn_sym__mount_fstype(const char *mountinfo, const char *path, char *fstype, size_t size)
-{
-    size_t best = 0;
-    bool found = false;
-    for (const char *line = mountinfo; line && *line;) {
-        const char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line) : strlen(line);
-        char mp[4096], type[64];
-        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
-        const char *dash = memmem(line, len, " - ", 3);
-        if (dash && sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 &&
-            sscanf(dash + 3, "%63s", type) == 1) {
-            size_t n = strlen(mp);
-            bool covers =
-                !strcmp(mp, "/") || (!strncmp(path, mp, n) && (path[n] == '/' || path[n] == '\0'));
-            if (covers && (!found || n >= best)) { /* ties: the later mount is on top */
-                best = n;
-                found = true;
-                snprintf(fstype, size, "%s", type);
-            }
-        }
-        line = eol ? eol + 1 : NULL;
-    }
-    return found ? 0 : -ENOENT;
-}
-
-/* The type of the file system holding path as mountinfo file proc describes it. */
-static int fstype_in(const char *proc, const char *path, char *type, size_t size)
-{
-    char *info = NULL;
-    size_t len;
-    int rc = cn_sym__read_file(proc, 4u << 20, &info, &len);
-    if (rc == 0)
-        rc = cn_sym__mount_fstype(info, path, type, size);
-    free(info);
-    return rc;
-}
-
-/* Whether two /proc paths name the same file (for namespaces). */
-static bool same_inode(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
-/* Whether the file system holding path inside process pid's root is one a user could make
- * stall our reads (FUSE: every open and read is answered by a process of theirs). Found in
- * the mount tables, so that nothing on that file system is touched to find out: the
- * target's /proc/PID/mountinfo, or, for a chroot (whose table shows nothing above its
- * root) in our own mount namespace, ours at the root's path. Unknown counts as stalling. */
-static bool stalling_fs(int pid, const char *path)
-{
-    char proc[64], type[64], root[4096], full[8192];
-    snprintf(proc, sizeof(proc), "/proc/%d/mountinfo", pid);
-    if (fstype_in(proc, path, type, sizeof(type)) < 0) {
-        snprintf(proc, sizeof(proc), "/proc/%d/ns/mnt", pid);
-        char link[64];
-        snprintf(link, sizeof(link), "/proc/%d/root", pid);
-        ssize_t n = readlink(link, root, sizeof(root) - 1);
-        if (n <= 0 || !same_inode(proc, "/proc/self/ns/mnt"))
-            return true;
-        root[n] = '\0';
-        snprintf(full, sizeof(full), "%s%s", strcmp(root, "/") ? root : "", path);
-        if (fstype_in("/proc/self/mountinfo", full, type, sizeof(type)) < 0)
-            return true;
-    }
-    return !strncmp(type, "fuse", 4);
-}
-
 int cn_sym__perfmap_open(const char *path)
 {
-    int pid = 0, n = 0;
-    const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
-    /* O_NOFOLLOW: a symlink planted at the map's path is refused (ELOOP); O_NONBLOCK: a
-     * FIFO there cannot block the symbolizer before fstat rejects it. */
-    if (sscanf(path, "/proc/%d/root/%n", &pid, &n) != 1 || n == 0 || pid <= 0) {
-        int fd = open(path, flags);
-        return fd < 0 ? -errno : fd;
-    }
-    /* Inside another root (a container): every component resolved in that root and no
-     * symlink anywhere on the way (a /tmp linking to "/etc" would otherwise resolve in
-     * ours), so the mount checked below is the one the file is on. */
-    const char *rest = path + n;
-    char inside[4096];
-    snprintf(inside, sizeof(inside), "/%s", rest);
-    if (stalling_fs(pid, inside))
-        return -EREMOTE;
-    char root[64];
-    snprintf(root, sizeof(root), "/proc/%d/root", pid);
-    int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return -errno;
-    struct open_how how = {
-        .flags = (uint64_t)flags,
-        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, dfd, rest, &how, sizeof(how));
-    if (fd < 0 && errno == ENOSYS)
-        fd = openat(dfd, rest, flags); /* before Linux 5.6: O_NOFOLLOW on the last part only */
-    int ret = fd < 0 ? -errno : fd;
-    close(dfd);
-    return ret;
+    /* The identity-checked open of objfile/ (cn_obj.h): no symlink on the way (inside a
+     * container's root for /proc/PID/root/...), nothing on FUSE, and a FIFO or a device
+     * at the map's path is refused before it is opened. */
+    return cn_obj_open(path, 0, NULL, NULL);
 }
 
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner)
@@ -360,56 +261,6 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
     o->jit_size = (int64_t)(from + whole);
 out:
     free(buf);
-    close(fd);
-    return rc;
-}
-
-int cn_sym__read_file(const char *path, size_t max, char **buf_out, size_t *len_out)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    int rc = 0;
-    if (!buf) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= max) {
-                rc = -EFBIG;
-                break;
-            }
-            size_t ncap = cap * 2 > max ? max : cap * 2;
-            char *bigger = realloc(buf, ncap + 1);
-            if (!bigger) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = bigger;
-            cap = ncap;
-        }
-        ssize_t got = read(fd, buf + len, cap - len);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            break;
-        }
-        if (got == 0)
-            break;
-        len += (size_t)got;
-    }
-    if (rc < 0) {
-        free(buf);
-        goto out;
-    }
-    buf[len] = '\0';
-    *buf_out = buf;
-    *len_out = len;
-out:
     close(fd);
     return rc;
 }

@@ -99,6 +99,14 @@ static void *worker_main(void *arg)
         if (delay > 0)
             nanosleep(&(struct timespec){delay / 1000000000, delay % 1000000000}, NULL);
         for (size_t i = 0; i < n; i++) {
+            if (__atomic_load_n(&w->stop, __ATOMIC_RELAXED)) { /* stopping: drop the rest */
+                for (size_t k = i; k < n; k++)
+                    req_free_strings(&batch[k]);
+                for (size_t k = 0; k < i; k++)
+                    cn_sym_result_clear(&ans[k].result);
+                pthread_mutex_lock(&w->lock);
+                goto stopped;
+            }
             ans[i].tag = batch[i].tag;
             ans[i].cookie = batch[i].cookie;
             pthread_mutex_lock(&w->gate);
@@ -125,6 +133,7 @@ static void *worker_main(void *arg)
             pthread_cond_broadcast(&w->idle);
         pthread_mutex_unlock(&w->gate);
     }
+stopped:
     pthread_mutex_unlock(&w->lock);
     return NULL;
 }
@@ -166,17 +175,39 @@ void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns)
     pthread_mutex_unlock(&w->lock);
 }
 
+int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms)
+{
+    if (!w || !w->thread_started)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    __atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED); /* also read between two lookups */
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    int rc;
+    if (timeout_ms < 0) {
+        rc = pthread_join(w->thread, NULL);
+    } else {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_sec += timeout_ms / 1000;
+        t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_timedjoin_np(w->thread, NULL, &t);
+    }
+    if (rc != 0)
+        return -ETIMEDOUT;
+    w->thread_started = 0;
+    return 0;
+}
+
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)
 {
     if (!w)
         return NULL;
-    if (w->thread_started) {
-        pthread_mutex_lock(&w->lock);
-        w->stop = 1;
-        pthread_cond_signal(&w->wake);
-        pthread_mutex_unlock(&w->lock);
-        pthread_join(w->thread, NULL);
-    }
+    cn_sym_worker_stop(w, -1);
     for (size_t i = 0; i < w->queue.n; i++)
         req_free_strings(&w->queue.v[w->queue.head + i]);
     free(w->queue.v);

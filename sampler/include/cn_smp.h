@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "cn_common.h"
+#include "cn_obj.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -157,6 +158,10 @@ typedef struct cn_smp_object {
                              a build-id copied into another file never names that file;
                              equals identity for objects without a file */
     pid_t pid;            /* ANON/JIT/[vdso]: the process; else 0 */
+    cn_obj_ident file;    /* the file at path as the sampler checked and read it (device,
+                             inode, size, mtime; ino 0 when there is none): whoever reads
+                             path later opens it with cn_obj_open() and this identity, so
+                             a file put at that name since is never read (docs/security.md) */
 } cn_smp_object;
 
 typedef struct cn_smp_frame {

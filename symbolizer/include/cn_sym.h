@@ -43,6 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cn_obj.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -86,6 +88,12 @@ typedef struct cn_sym_object {
     int32_t pid;
     bool has_owner;     /* JIT: owner_uid is the uid the perf map must belong to */
     uint32_t owner_uid; /* JIT: see has_owner */
+    cn_obj_ident file;  /* USER: the file path must be (device, inode, size, mtime, as the
+                           sampler checked it: cn_smp_object.file); a different file there
+                           is not read (-ESTALE). ino 0: path is a name the caller chose
+                           itself (tests, tools; never a target's): opened as one of
+                           root's own (CN_OBJ_TRUSTED: symlinks followed, still only a
+                           regular file, O_NOCTTY) */
 } cn_sym_object;
 
 /* ---------------------------------------------------------------------------------------
@@ -137,6 +145,10 @@ typedef struct cn_sym_config {
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
+    int load_wait_ms;       /* how long a lookup waits for an ELF object's load (its own
+                               thread) before answering -ETIMEDOUT; the load goes on and
+                               later lookups get its result. 0 = default (3000), < 0 =
+                               never wait (tests) */
 } cn_sym_config;
 
 /* Fills *cfg with defaults (256 MiB, 1024 objects, 512 MiB mapped, lines on, debuginfod
@@ -234,6 +246,12 @@ cn_sym_batch *cn_sym_batch_free(cn_sym_batch *b); /* accepts NULL; returns NULL 
 int cn_sym_worker_new(cn_sym_cache *cache, size_t max_pending, cn_sym_worker **out);
 /* Stops the thread (pending requests are dropped), frees everything; accepts NULL. */
 cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w);
+/* Asks the thread to stop and waits at most timeout_ms (< 0: for ever) for it to end.
+ * 0: it has ended (cn_sym_worker_free then frees at once). -ETIMEDOUT: it is still inside
+ * a lookup (a system call on a target's file that does not return): the thread still uses
+ * the worker and its cache, so neither may be freed; a process about to exit leaves
+ * them. Accepts NULL. */
+int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms);
 /* Tests only: the thread pauses ns before resolving each batch (a slow symbolizer, as
  * under heavy load, made deterministic). 0, the default, turns it off. */
 void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns);

@@ -20,7 +20,8 @@ add_test(NAME layering.dependency_table
                  ${CMAKE_SOURCE_DIR}/docs/architecture.md
                  common=$<TARGET_FILE:cn_common> aggregate=$<TARGET_FILE:cn_agg>
                  formats=$<TARGET_FILE:cn_fmt> sampler=$<TARGET_FILE:cn_smp>
-                 symbolizer=$<TARGET_FILE:cn_sym> live=$<TARGET_FILE:cn_live>
+                 symbolizer=$<TARGET_FILE:cn_sym> objfile=$<TARGET_FILE:cn_obj>
+                 live=$<TARGET_FILE:cn_live>
                  fleet=$<TARGET_FILE:cn_fleet> daemon=$<TARGET_FILE:cn_daemon>
                  client=$<TARGET_FILE:cn_client>)
 set_tests_properties(layering.dependency_table PROPERTIES TIMEOUT 60)

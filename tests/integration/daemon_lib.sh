@@ -6,12 +6,13 @@ D_PID=
 # Private dirs must be traversable by the unprivileged user of the access test.
 chmod 0755 "$TMP"
 
-# start_daemon BACKEND STATE_DIR [EXTRA ARGS...]: sets SOCK and D_PID.
+# start_daemon BACKEND STATE_DIR [EXTRA ARGS...]: sets SOCK and D_PID. D_WRAP (e.g.
+# setsid: canopyd as a session leader, as systemd runs it) prefixes the command.
 start_daemon() {
   local backend=$1 state=$2
   shift 2
   SOCK=$TMP/canopyd.sock
-  "$CANOPYD_BIN" --socket "$SOCK" --state-dir "$state" --event-loop "$backend" "$@" \
+  ${D_WRAP:-} "$CANOPYD_BIN" --socket "$SOCK" --state-dir "$state" --event-loop "$backend" "$@" \
     >>"$TMP/canopyd.log" 2>&1 &
   D_PID=$!
   for ((i = 0; i < 100; i++)); do

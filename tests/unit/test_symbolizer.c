@@ -251,31 +251,6 @@ static void test_perfmap_rules(void **state)
     rmdir(dir);
 }
 
-/* The mount a perf map lies on, from mountinfo's text: a FUSE one is refused unread. */
-static void test_perfmap_mounts(void **state)
-{
-    (void)state;
-    const char *info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-                       "30 22 0:40 / /tmp rw shared:9 - tmpfs tmpfs rw\n"
-                       "31 30 0:41 / /tmp/fuse rw - fuse.sshfs host:/ rw\n"
-                       "32 22 0:42 / /tmpx rw - fuse x rw\n"
-                       "33 22 0:43 / /var rw - tmpfs a rw\n"
-                       "34 22 0:44 / /var rw - fuse b rw\n";
-    char t[64];
-    assert_int_equal(cn_sym__mount_fstype(info, "/tmp/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "tmpfs");
-    assert_int_equal(cn_sym__mount_fstype(info, "/tmp/fuse/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "fuse.sshfs");
-    assert_int_equal(cn_sym__mount_fstype(info, "/tmpx/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "fuse"); /* /tmp is no prefix of /tmpx */
-    assert_int_equal(cn_sym__mount_fstype(info, "/etc/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "ext4");
-    assert_int_equal(cn_sym__mount_fstype(info, "/var/perf-1.map", t, sizeof(t)), 0);
-    assert_string_equal(t, "fuse"); /* mounted over the tmpfs: the later one is on top */
-    assert_int_equal(cn_sym__mount_fstype("", "/tmp/perf-1.map", t, sizeof(t)), -ENOENT);
-    assert_int_equal(cn_sym__mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
-}
-
 /* A perf map of a process with another root (a chroot here) is resolved in that root: a
  * /tmp there that links to an absolute path must not lead to our file system's file. */
 static void test_perfmap_root(void **state)
@@ -559,7 +534,7 @@ static void test_elf_objects(void **state)
 static uint8_t *slurp(const char *path, size_t *len)
 {
     char *buf;
-    assert_int_equal(cn_sym__read_file(path, 64u << 20, &buf, len), 0);
+    assert_int_equal(cn_obj_read_file(path, 64u << 20, &buf, len), 0);
     return (uint8_t *)buf;
 }
 
@@ -674,7 +649,7 @@ static void test_stripped_fde(void **state)
     snprintf(link, sizeof(link), "%s/map_files", dir);
     assert_int_equal(mkdir(link, 0700), 0);
     snprintf(link, sizeof(link), "%s/map_files/1000-2000", dir);
-    assert_int_equal(symlink(stripped, link), 0);
+    assert_int_equal(linkat(AT_FDCWD, stripped, AT_FDCWD, link, 0), 0); /* not a symlink */
     cn_sym_object mo = {.kind = CN_SYM_USER, .path = link, .identity = "mapfiles"};
     assert_int_equal(cn_sym_lookup(c, &mo, loc + 1, &r), 0);
     /* (the rules before FDE ranges: here asm_entry's stretched gap) */
@@ -898,6 +873,112 @@ static void test_worker(void **state)
     assert_int_equal(cn_sym_worker_take(w, &b), 0);
     assert_null(b);
     cn_sym_worker_free(w);
+    cn_sym_cache_free(c);
+}
+
+/* Polls a lookup of o at off until its status is not -ETIMEDOUT (at most 10 s). */
+static int settled_status(cn_sym_cache *c, const cn_sym_object *o, uint64_t off)
+{
+    cn_sym_result r;
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(cn_sym_lookup(c, o, off, &r), 0);
+        int st = r.status;
+        cn_sym_result_clear(&r);
+        if (st != -ETIMEDOUT)
+            return st;
+        usleep(10000);
+    }
+    return -ETIMEDOUT;
+}
+
+/* An ELF load runs in its own thread and a lookup waits for it only so long (here: not at
+ * all): the first answer is -ETIMEDOUT, a later lookup gets the object once its load has
+ * landed; at most 8 loads may outlast their wait, the next is refused (-EBUSY) without
+ * being cached; a cache freed while a load runs leaves that load to end on its own. */
+static void test_load_wait(void **state)
+{
+    (void)state;
+    char path[4200], id[32];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t size = 0, off = sym_offset(path, "work_a", &size);
+    assert_true(off != 0);
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.load_wait_ms = -1;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path, .identity = id};
+    cn_sym_result r;
+    for (int i = 0; i < 8; i++) {
+        snprintf(id, sizeof(id), "wait-%d", i);
+        assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+        assert_int_equal(r.status, -ETIMEDOUT);
+    }
+    snprintf(id, sizeof(id), "wait-8");
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -EBUSY); /* 8 placeholders: no ninth thread */
+    snprintf(id, sizeof(id), "wait-0");
+    assert_int_equal(settled_status(c, &o, off), 0); /* landed: the placeholder goes */
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "work_a");
+    cn_sym_result_clear(&r);
+    snprintf(id, sizeof(id), "wait-8"); /* room again; it was not cached as refused */
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -ETIMEDOUT);
+    assert_int_equal(settled_status(c, &o, off), 0);
+    snprintf(id, sizeof(id), "wait-9"); /* freed while its load runs */
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    cn_sym_cache_free(c);
+    usleep(500000); /* (the load ends and frees itself: ASan checks) */
+}
+
+/* A USER object with the sampler's identity: the file at its path is read only if it is
+ * that file (device, inode, size, mtime); a symlink or a FIFO put there is refused
+ * without blocking. */
+static void test_identity(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_sym_ident_XXXXXX", lib[4200], path[4200], other[4200];
+    assert_non_null(mkdtemp(dir));
+    bin_path(path, sizeof(path), "inl_pie");
+    bin_path(other, sizeof(other), "inl_nopie");
+    snprintf(lib, sizeof(lib), "%s/lib.so", dir);
+    char cmd[9000];
+    snprintf(cmd, sizeof(cmd), "cp -p %s %s", path, lib);
+    assert_int_equal(system(cmd), 0);
+    uint64_t size = 0, off = sym_offset(lib, "work_a", &size);
+    cn_obj_ident id;
+    int fd = cn_obj_open(lib, 0, NULL, &id);
+    assert_true(fd >= 0);
+    close(fd);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = lib, .identity = "ident-1", .file = id};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, 0);
+    cn_sym_result_clear(&r);
+    /* Renamed, and another file (a copy: same size, another inode) put at the path. */
+    char old[4300];
+    snprintf(old, sizeof(old), "%s.old", lib);
+    assert_int_equal(rename(lib, old), 0);
+    snprintf(cmd, sizeof(cmd), "cp -p %s %s", old, lib);
+    assert_int_equal(system(cmd), 0);
+    o.identity = "ident-2";
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -ESTALE);
+    unlink(lib);
+    assert_int_equal(symlink(other, lib), 0);
+    o.identity = "ident-3";
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -ELOOP);
+    unlink(lib);
+    assert_int_equal(mkfifo(lib, 0600), 0);
+    o.identity = "ident-4";
+    assert_int_equal(cn_sym_lookup(c, &o, off, &r), 0);
+    assert_int_equal(r.status, -EINVAL);
+    unlink(lib);
+    unlink(old);
+    rmdir(dir);
     cn_sym_cache_free(c);
 }
 
@@ -1187,15 +1268,25 @@ static void test_arm64_elf(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_rules),   cmocka_unit_test(test_demangle),
-        cmocka_unit_test(test_perfmap),       cmocka_unit_test(test_kallsyms),
-        cmocka_unit_test(test_elf_objects),   cmocka_unit_test(test_corrupt_elf),
-        cmocka_unit_test(test_cache_bound),   cmocka_unit_test(test_cache_count_and_mapped_bounds),
-        cmocka_unit_test(test_worker),        cmocka_unit_test(test_live_regroup),
-        cmocka_unit_test(test_perfmap_rules), cmocka_unit_test(test_perfmap_mounts),
-        cmocka_unit_test(test_perfmap_root),  cmocka_unit_test(test_perfmap_budget),
-        cmocka_unit_test(test_vdso),          cmocka_unit_test(test_worker_bad_frame),
-        cmocka_unit_test(test_stripped_fde),  cmocka_unit_test(test_arm64_elf),
+        cmocka_unit_test(test_table_rules),
+        cmocka_unit_test(test_demangle),
+        cmocka_unit_test(test_perfmap),
+        cmocka_unit_test(test_kallsyms),
+        cmocka_unit_test(test_elf_objects),
+        cmocka_unit_test(test_corrupt_elf),
+        cmocka_unit_test(test_cache_bound),
+        cmocka_unit_test(test_cache_count_and_mapped_bounds),
+        cmocka_unit_test(test_worker),
+        cmocka_unit_test(test_live_regroup),
+        cmocka_unit_test(test_perfmap_rules),
+        cmocka_unit_test(test_perfmap_root),
+        cmocka_unit_test(test_perfmap_budget),
+        cmocka_unit_test(test_vdso),
+        cmocka_unit_test(test_worker_bad_frame),
+        cmocka_unit_test(test_stripped_fde),
+        cmocka_unit_test(test_arm64_elf),
+        cmocka_unit_test(test_load_wait),
+        cmocka_unit_test(test_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
