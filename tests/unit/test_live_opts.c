@@ -308,7 +308,7 @@ static void test_daemon_and_inproc_agree(void **state)
     /* In-process: the same spec. */
     if (cn_cli_local_start(&o, &l, &err) < 0)
         fail_msg("in-process: %s", err.msg);
-    json_t *lj = cn_live_session_json(cn_cli_local_session(l));
+    json_t *lj = cn_d_session_json(cn_cli_local_session(l));
     assert_non_null(lj);
     assert_same_description(d, lj);
     json_decref(lj);
