@@ -8,9 +8,10 @@
  * dispatch table, the tick, setup and shutdown), access.c (access control), store.c (the
  * sessions in memory and in the state dir: loading, checkpoints, eviction), handlers.c
  * (one function per protocol command), reply.c (building a response and queueing its
- * bytes), query.c (the QUERY object and rendering), workers.c (queries and saves in forked
- * children) and quota.c (per-user quotas, connection timeouts). The sessions themselves
- * are live/'s (cn_live.h). Names carry the cn_d__ prefix; config.c holds cn_d_config.
+ * bytes), session_json.c (a session's description in replies), query.c (the QUERY object
+ * and rendering), workers.c (queries and saves in forked children) and quota.c (per-user
+ * quotas, connection timeouts). The sessions themselves are live/'s (cn_live.h). Names
+ * carry the cn_d__ prefix; config.c holds cn_d_config.
  */
 #ifndef CN_D_INTERNAL_H
 #define CN_D_INTERNAL_H

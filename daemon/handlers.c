@@ -167,7 +167,7 @@ void cn_d__cmd_sessions(cn_d_server *srv, cn_d__client *cl, const json_t *req, c
     for (size_t i = 0; r == 0 && i < srv->n_entries; i++) {
         cn_live_session *s = srv->entries[i]->s;
         if (cl->cred.uid == 0 || cn_live_session_owner(s) == cl->cred.uid)
-            r = json_array_append_new(a, cn_live_session_json(s)); /* -1 for NULL */
+            r = json_array_append_new(a, cn_d_session_json(s)); /* -1 for NULL */
     }
     rp->msg = r == 0 ? cn_proto_ok(req) : NULL;
     if (!rp->msg || json_object_set_new(rp->msg, "sessions", a) < 0) {
@@ -182,7 +182,7 @@ void cn_d__cmd_sessions(cn_d_server *srv, cn_d__client *cl, const json_t *req, c
 static void reply_session(const json_t *req, cn_d__reply *rp, const cn_live_session *s)
 {
     rp->msg = cn_proto_ok(req);
-    if (!rp->msg || json_object_set_new(rp->msg, "session", cn_live_session_json(s)) < 0) {
+    if (!rp->msg || json_object_set_new(rp->msg, "session", cn_d_session_json(s)) < 0) {
         json_decref(rp->msg);
         rp->msg = reply_oom(req);
     }

@@ -1,19 +1,104 @@
-/* live_internal.h — what live/'s two files say to each other, and nobody else sees.
+/* live_internal.h — what live/'s files say to each other, and nobody else sees.
  *
- * session.c owns struct cn_live_session (defined there: not even symbolizer.c reads or
- * writes its fields); symbolizer.c owns struct cn_live_symbolizer and its registry of
- * attached sessions (tag → session). A session builds its own symbol requests and hands
- * them over with cn_live__symbolizer_submit(); the symbolizer routes each answer back to
- * its session's cn_live__session_apply_symbols(). Names carry the cn_live__ prefix.
+ * struct cn_live_session is defined here for the files that make up a session:
+ * session.c (lifecycle, pump, info, accessors), ingest.c (samples into the profile),
+ * symbols.c (frames to the symbolizer and answers back) and persist.c (.canopy save and
+ * load). symbolizer.c never reads or writes its fields: it owns struct
+ * cn_live_symbolizer and its registry of attached sessions (tag → session). A session
+ * builds its own symbol requests and hands them over with cn_live__symbolizer_submit();
+ * the symbolizer routes each answer back to its session's
+ * cn_live__session_apply_symbols(). Names carry the cn_live__ prefix.
  */
 #ifndef CN_LIVE_INTERNAL_H
 #define CN_LIVE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cn_live.h"
 #include "cn_sym.h"
+
+/* ---- struct cn_live_session: read and written by session.c, ingest.c, symbols.c and
+ * persist.c (never by symbolizer.c) ------------------------------------------------- */
+
+#define PEND_SAMPLES 64   /* samples queued before a batched add */
+#define PEND_REFS    8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
+
+/* What the symbolizer needs to know of a resource's object. */
+typedef struct res_src {
+    const cn_smp_object *obj; /* the sampler's object (owned by the sampler session) */
+    char *jit_path;           /* JIT: the perf map's path when the process shares our root
+                                 (owned; still readable after it exits), else NULL */
+    bool has_owner;           /* JIT: owner_uid is the process's uid, read when seen */
+    uint32_t owner_uid;
+} res_src;
+
+/* A JIT frame whose perf map did not name it yet (docs/cli-live.md, "Symbols"). */
+typedef struct jit_retry {
+    int32_t frame;
+    uint64_t map_bytes; /* map size the last lookup used: retried once the map is bigger */
+} jit_retry;
+
+struct cn_live_session {
+    char *id, *name, *event, *path; /* owned; path: the file last saved or loaded, or NULL */
+    cn_live_kind kind;
+    cn_live_state state;
+    cn_live_state saved_state; /* SAVED: the state it had when written */
+    pid_t pid;
+    char comm[32];
+    uid_t owner;
+    uint32_t freq;
+    char unwind[8];
+    cn_smp_mode mode;  /* CPU: weights count samples; OFFCPU, WALL: nanoseconds */
+    int64_t state_res; /* OFFCPU/WALL: the "[state]" pseudo-resource, else -1 */
+    int64_t stop_res;  /* the "[unwind]" pseudo-resource once a stack needed it, else -1
+                          (-2: it could not be made) */
+    int64_t started_unix;
+    int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
+    int64_t end_ns;         /* session time when sampling ended */
+    int64_t duration_limit; /* > 0: stop after */
+    int64_t retention_ns;
+    int64_t last_fold_ns;
+    int64_t last_sample_ns;
+    size_t max_memory;
+    bool memory_limited;   /* samples are being refused */
+    bool hit_memory_bound; /* the bound was reached at least once */
+    bool dirty;            /* changed since the last save */
+    uint64_t changes;      /* bumped with dirty: a save made elsewhere (a forked writer) knows
+                              whether the session changed since its snapshot */
+    uint64_t samples, dropped, lost_saved, threads_saved;
+    uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
+    uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
+    cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
+    cn_smp_session *smp;
+    cn_agg_profile *p;
+    int32_t *obj_res; /* sampler object id -> resource, NO_RESOURCE or OBJ_UNMAPPED */
+    size_t n_obj_res;
+    res_src *res_obj; /* resource -> sampler object (and its perf map) */
+    size_t n_res_obj;
+    pid_t last_tid;
+    int32_t last_thread;
+    bool idle_named; /* pid 0's process name was set */
+    bool replay;     /* records come from cn_live_session_feed (opts.replay_sample_type) */
+    /* symbolization */
+    cn_live_symbolizer *sym;   /* NULL: none (or it went away first) */
+    uint64_t tag;              /* this session's tag in the symbolizer */
+    size_t next_frame;         /* frames [0, next_frame) were submitted (or need none) */
+    uint64_t sym_pending;      /* submitted, not answered yet */
+    uint64_t sym_failed;       /* answered without a symbol (includes waiting JIT frames) */
+    uint64_t sym_unresolvable; /* frames the symbolizer cannot take (no file to read) */
+    jit_retry *retry;          /* unresolved JIT frames, retried when their map grows */
+    size_t n_retry, cap_retry;
+    int64_t last_retry_ns;
+    /* Samples delivered by the sampler but not yet in the profile: on_sample (ingest.c)
+     * queues them here and cn_live__flush_samples() adds them with cn_agg_add_samples_refs()
+     * when the queue fills and at the end of every read, so the queue is empty whenever the
+     * owner's code runs (queries, save, info). pend[i].leaf_first points into pend_refs. */
+    size_t npend, npend_refs;
+    cn_agg_sample_refs pend[PEND_SAMPLES];
+    cn_agg_frame_ref pend_refs[PEND_REFS];
+};
 
 /* ---- symbolizer.c, called by session.c --------------------------------------------- */
 
@@ -26,7 +111,7 @@ void cn_live__symbolizer_detach(cn_live_symbolizer *y, uint64_t tag);
  * queue is full or out of memory (nothing was queued: the caller retries later). */
 int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs, size_t n);
 
-/* ---- session.c, called by symbolizer.c --------------------------------------------- */
+/* ---- symbols.c, called by symbolizer.c --------------------------------------------- */
 
 /* Applies n answers (all for s, as tagged) to s's profile with as few cn_agg_regroup()
  * calls as memory allows. Answers that cannot be applied are counted (unsymbolized and
@@ -35,5 +120,29 @@ int cn_live__session_apply_symbols(cn_live_session *s, const cn_sym_answer *a, s
 /* The symbolizer is going away before s (a host that broke the order of cn_live.h):
  * s stops submitting. */
 void cn_live__session_detached(cn_live_session *s);
+
+/* ---- session.c, called by persist.c --------------------------------------------------- */
+
+/* A session with its id ("local" when NULL), its name (none when NULL or ""), an empty
+ * profile and nothing else: cn_live_session_new() and cn_live_session_load() fill in the
+ * rest. NULL on ENOMEM. Freed with cn_live_session_free(). */
+cn_live_session *cn_live__session_alloc(const char *id, const char *name);
+
+/* ---- ingest.c, called by session.c ---------------------------------------------------- */
+
+/* The sampler's callbacks (arg: the session): samples, tasks, objects. */
+extern const cn_smp_callbacks cn_live__smp_callbacks;
+/* Adds the queued samples to the profile; empties the queue. */
+void cn_live__flush_samples(cn_live_session *s);
+/* OFFCPU/WALL: makes the state pseudo-frames. 0 or negative errno. */
+int cn_live__state_frames(cn_live_session *s);
+/* Applies the memory bound after samples were added. */
+void cn_live__enforce_memory(cn_live_session *s);
+
+/* ---- symbols.c, called by session.c --------------------------------------------------- */
+
+/* Resubmits the waiting JIT frames whose perf map has grown (at most every so often
+ * unless force). */
+void cn_live__retry_jit(cn_live_session *s, bool force);
 
 #endif /* CN_LIVE_INTERNAL_H */

@@ -52,6 +52,16 @@ json_t *cn_d_lines_json(cn_live_session *s, const cn_fmt_spec *spec, const char 
                         cn_err *err);
 
 /* ---------------------------------------------------------------------------------------
+ * Sessions in replies
+ */
+
+/* A session's description in the replies (docs/protocol.md: the entries of `sessions`, the
+ * "session" of attach, run, system and stop; `canopy sessions --format json`), from its
+ * cn_live_session_info. Strings a target or a user chose go through the protocol's UTF-8
+ * rule (cn_proto_str). New reference, NULL on ENOMEM. */
+json_t *cn_d_session_json(const cn_live_session *s);
+
+/* ---------------------------------------------------------------------------------------
  * The server (canopyd)
  */
 

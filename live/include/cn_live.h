@@ -277,10 +277,9 @@ typedef struct cn_live_session_info {
     bool memory_limited; /* the memory bound was reached */
 } cn_live_session_info;
 
+/* Fills *out (strings borrow from s). Hosts build their descriptions from it (canopyd's
+ * JSON: cn_d_session_json, daemon/session_json.c). */
 void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *out);
-/* A session's description as in `canopy sessions --format json` (new reference, NULL on
- * ENOMEM). */
-json_t *cn_live_session_json(const cn_live_session *s);
 
 /* Cheap accessors, for hosts that scan many sessions (the info above costs a sampler
  * counter read). Strings are owned by the session and live as long as it does. */

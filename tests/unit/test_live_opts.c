@@ -3,7 +3,8 @@
  * (canopyd's decoder), compared field by field; durations as exact integer ns (500us is
  * 500000 ns, not "0ms"); the text durations of protocol 1 clients; one rule set, the same
  * through argv and JSON; and a real canopyd's session against the in-process host's for the
- * same spec (their `sessions` descriptions agree on every field the spec sets). */
+ * same spec (their `sessions` descriptions agree on every field the spec sets); canopyd's
+ * description of a saved session (cn_d_session_json). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -308,7 +309,7 @@ static void test_daemon_and_inproc_agree(void **state)
     /* In-process: the same spec. */
     if (cn_cli_local_start(&o, &l, &err) < 0)
         fail_msg("in-process: %s", err.msg);
-    json_t *lj = cn_live_session_json(cn_cli_local_session(l));
+    json_t *lj = cn_d_session_json(cn_cli_local_session(l));
     assert_non_null(lj);
     assert_same_description(d, lj);
     json_decref(lj);
@@ -330,6 +331,42 @@ static void test_daemon_and_inproc_agree(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* canopyd's description of a saved session (cn_d_session_json, daemon/session_json.c),
+ * built from cn_live_session_info alone: its state and mode come from the file, it has no
+ * sampler so no "offcpu" counters even in wall mode, and a comm that is not UTF-8 (the
+ * kernel cuts it at 15 bytes, maybe inside a character) still makes a valid entry. */
+static void test_saved_description(void **state)
+{
+    (void)state;
+    cn_live_session *s = NULL;
+    cn_err err = {0};
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    cn_agg_profile_set_unit(p, CN_AGG_UNIT_NS);
+    assert_int_equal(cn_agg_meta_set(p, "canopy.session.id", "s7"), 0);
+    assert_int_equal(cn_agg_meta_set(p, "canopy.session.kind", "attach"), 0);
+    assert_int_equal(cn_agg_meta_set(p, "canopy.session.comm", "caf\xc3"), 0);
+    assert_int_equal(cn_agg_meta_set(p, "canopy.session.pid", "42"), 0);
+    assert_int_equal(cn_agg_meta_set(p, "mode", "wall"), 0);
+    assert_int_equal(cn_live_session_load(p, "/nonexistent/s7.canopy", &s, &err), 0);
+    json_t *d = cn_d_session_json(s);
+    assert_non_null(d);
+    assert_string_equal(json_string_value(json_object_get(d, "id")), "s7");
+    assert_string_equal(json_string_value(json_object_get(d, "state")), "saved");
+    assert_string_equal(json_string_value(json_object_get(d, "mode")), "wall");
+    assert_null(json_object_get(d, "offcpu"));
+    json_t *target = json_object_get(d, "target");
+    assert_int_equal(json_integer_value(json_object_get(target, "pid")), 42);
+    const char *comm = json_string_value(json_object_get(target, "comm"));
+    assert_non_null(comm);
+    assert_int_equal(strncmp(comm, "caf", 3), 0);
+    char *text = json_dumps(d, JSON_ENSURE_ASCII);
+    assert_non_null(text); /* jansson refuses to encode a string that is not UTF-8 */
+    free(text);
+    json_decref(d);
+    cn_live_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_protocol1_text),
         cmocka_unit_test(test_one_rule_set),
         cmocka_unit_test(test_daemon_and_inproc_agree),
+        cmocka_unit_test(test_saved_description),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

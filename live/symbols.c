@@ -1,0 +1,259 @@
+/* symbols.c — a session's side of symbolization: frames → requests, answers → regroup.
+ *
+ * Frames are handed to the shared symbolizer (symbolizer.c) in order of creation: frames
+ * [0, next_frame) have been submitted. A request carries the frame's object as the
+ * sampler saw it (res_obj, filled by ingest.c); an answer is applied to the profile with
+ * cn_agg_regroup() (docs/calltree.md §4). JIT frames that their perf map does not name
+ * yet are kept (retry) and submitted again when the map grows (docs/cli-live.md,
+ * "Symbols").
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "live_internal.h"
+
+#define SUBMIT_BATCH   1024        /* symbol requests built on the stack per submit */
+#define APPLY_FRAMES   256         /* answers per regroup when the heap batch cannot be had */
+#define APPLY_SYMBOLS  2048        /* their chains' symbols */
+#define JIT_RECHECK_NS 250000000LL /* how often unresolved JIT frames look for a map */
+
+/* The source of frame f's resource, or NULL (anonymous memory, or a saved profile). */
+static const res_src *frame_src(const cn_live_session *s, int32_t f)
+{
+    int32_t res = cn_agg_frame_resource(s->p, f);
+    if (res < 0 || (size_t)res >= s->n_res_obj || !s->res_obj[res].obj)
+        return NULL;
+    return &s->res_obj[res];
+}
+
+/* Fills q for frame f of s. Returns false when the frame is not to be submitted:
+ * anonymous memory needs no symbols (it stays 0xADDRESS), and an object the symbolizer
+ * cannot read (a mapping whose file could not be found, [vsyscall]) is counted as
+ * unresolvable here rather than sent: one such frame must never hold back the others
+ * (docs/cli-live.md, "Symbols"). */
+static bool frame_request(cn_live_session *s, size_t f, cn_sym_request *q)
+{
+    const res_src *src = frame_src(s, (int32_t)f);
+    const cn_smp_object *obj = src ? src->obj : NULL;
+    if (!obj)
+        return false;
+    memset(q, 0, sizeof(*q));
+    q->tag = s->tag;
+    q->cookie = f;
+    q->addr = (uint64_t)cn_agg_frame_address(s->p, (int32_t)f);
+    q->obj.pid = obj->pid;
+    /* The symbolizer's cache is shared by every user's sessions: key it by the file read,
+     * not by a build-id its owner could have forged (docs/security.md). */
+    q->obj.identity = obj->file_key;
+    q->obj.path = obj->path;
+    q->obj.file = obj->file; /* only the file the sampler checked is read (docs/security.md) */
+    switch (obj->kind) {
+    case CN_SMP_OBJ_KERNEL:
+    case CN_SMP_OBJ_MODULE:
+        q->obj.kind = CN_SYM_KERNEL;
+        q->obj.path = NULL;
+        q->obj.identity = NULL;
+        break;
+    case CN_SMP_OBJ_JIT:
+        q->obj.kind = CN_SYM_JIT;
+        q->obj.path = src->jit_path;
+        q->obj.identity = NULL;
+        q->obj.has_owner = src->has_owner;
+        q->obj.owner_uid = src->owner_uid;
+        break;
+    default:
+        /* The vDSO has no file; the symbolizer reads the kernel's image (the sampler
+         * names it by its maps name "[vdso]"). */
+        q->obj.kind = !obj->path && obj->identity && !strcmp(obj->identity, "[vdso]") ? CN_SYM_VDSO
+                                                                                      : CN_SYM_USER;
+        break;
+    }
+    if (!cn_sym_object_valid(&q->obj)) {
+        s->sym_unresolvable++;
+        return false;
+    }
+    return true;
+}
+
+/* Resubmits the waiting JIT frames whose perf map has grown past what their last lookup
+ * saw (or appeared), at most every JIT_RECHECK_NS unless force. Frames stay waiting when
+ * the symbolizer's queue is full. */
+void cn_live__retry_jit(cn_live_session *s, bool force)
+{
+    cn_sym_request reqs[SUBMIT_BATCH];
+    size_t idx[SUBMIT_BATCH];
+    int64_t now = cn_common_now_ns();
+    if (!s->sym || !s->n_retry || (!force && now - s->last_retry_ns < JIT_RECHECK_NS))
+        return;
+    s->last_retry_ns = now;
+    const res_src *last_src = NULL;
+    int64_t last_size = -1;
+    size_t n = 0, keep = 0;
+    for (size_t i = 0; i <= s->n_retry; i++) {
+        if (i < s->n_retry) {
+            const res_src *src = frame_src(s, s->retry[i].frame);
+            if (src && src != last_src) {
+                cn_sym_request q;
+                uint64_t size;
+                last_src = src;
+                last_size = frame_request(s, (size_t)s->retry[i].frame, &q) &&
+                                    cn_sym_perfmap_size(&q.obj, &size) == 0
+                                ? (int64_t)size
+                                : -1;
+            }
+            if (src && last_size > (int64_t)s->retry[i].map_bytes &&
+                frame_request(s, (size_t)s->retry[i].frame, &reqs[n])) {
+                idx[n++] = i;
+                continue;
+            }
+            if (!src)
+                continue; /* cannot happen for a frame that was submitted; forget it */
+            s->retry[keep++] = s->retry[i];
+        }
+        if (n == SUBMIT_BATCH || (i == s->n_retry && n)) {
+            if (cn_live__symbolizer_submit(s->sym, reqs, n) < 0) {
+                for (size_t k = 0; k < n; k++) /* full: they wait for the next check */
+                    s->retry[keep++] = s->retry[idx[k]];
+            } else {
+                s->sym_pending += n;
+                s->sym_failed -= s->sym_failed >= n ? n : s->sym_failed;
+            }
+            n = 0;
+        }
+    }
+    s->n_retry = keep;
+}
+
+/* Remembers an unresolved JIT frame for cn_live__retry_jit. Returns false on ENOMEM. */
+static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
+{
+    if (CN_RESERVE(s->retry, s->cap_retry, s->n_retry + 1) < 0)
+        return false;
+    s->retry[s->n_retry++] = (jit_retry){.frame = frame, .map_bytes = map_bytes};
+    return true;
+}
+
+void cn_live_session_symbolize(cn_live_session *s)
+{
+    cn_sym_request reqs[SUBMIT_BATCH];
+    size_t total;
+    if (!s->sym)
+        return;
+    total = cn_agg_frame_count(s->p);
+    while (s->next_frame < total) {
+        size_t n = 0, f = s->next_frame;
+        uint64_t unresolvable = s->sym_unresolvable;
+        for (; f < total && n < SUBMIT_BATCH; f++)
+            n += frame_request(s, f, &reqs[n]);
+        int r = cn_live__symbolizer_submit(s->sym, reqs, n);
+        if (r == -EAGAIN) {
+            s->sym_unresolvable = unresolvable; /* counted again on the next pump */
+            break;                              /* full: these frames go again then */
+        }
+        if (r < 0) { /* out of memory: these frames' symbols are lost, and counted */
+            s->sym_failed += n;
+            s->errors += n;
+        } else {
+            s->sym_pending += n;
+        }
+        s->next_frame = f;
+    }
+    cn_live__retry_jit(s, false);
+}
+
+size_t cn_live_session_unsubmitted(const cn_live_session *s)
+{
+    size_t frames = cn_agg_frame_count(s->p);
+    return s->sym && frames > s->next_frame ? frames - s->next_frame : 0;
+}
+
+/* Applies answers a[0, n) to at most `cap` frames' worth of batch/chains, starting at
+ * *next; advances *next past what it consumed. Returns frames applied, or negative errno
+ * from cn_agg_regroup (then nothing changed and the consumed answers were not applied). */
+static int apply_some(cn_live_session *s, const cn_sym_answer *a, size_t n, size_t *next,
+                      cn_agg_frame_symbols *batch, size_t cap, cn_agg_symbol *chains,
+                      size_t cap_syms)
+{
+    size_t nb = 0, k = 0, i = *next;
+    for (; i < n && nb < cap; i++) {
+        const cn_sym_result *res = &a[i].result;
+        if (res->status == 0 && res->depth > 0 && k + res->depth > cap_syms && nb > 0)
+            break; /* the chain does not fit this round: the next one takes it */
+        s->sym_pending -= s->sym_pending ? 1 : 0;
+        if (a[i].cookie >= cn_agg_frame_count(s->p)) {
+            s->sym_failed++;
+            continue;
+        }
+        if (res->status == -EINVAL) { /* an object the symbolizer cannot read */
+            s->sym_unresolvable++;
+            continue;
+        }
+        if (res->status < 0 || res->depth == 0 || res->depth > cap_syms) {
+            const res_src *src = frame_src(s, (int32_t)a[i].cookie);
+            s->sym_failed++;
+            if (res->status < 0 && src && src->obj->kind == CN_SMP_OBJ_JIT &&
+                !add_retry(s, (int32_t)a[i].cookie, res->map_bytes))
+                s->errors++; /* it will not be retried */
+            continue;
+        }
+        batch[nb].frame = (int32_t)a[i].cookie;
+        batch[nb].chain = chains + k;
+        batch[nb].depth = res->depth;
+        batch[nb].symbol = res->symbol; /* owned by the answer, which outlives the regroup */
+        for (size_t d = 0; d < res->depth; d++, k++) {
+            chains[k].name = res->chain[d].name;
+            chains[k].file = res->chain[d].file;
+            chains[k].line = res->chain[d].line;
+        }
+        nb++;
+    }
+    *next = i;
+    int r = nb ? cn_agg_regroup(s->p, batch, nb) : 0;
+    if (r < 0) {
+        /* The symbols are lost for these frames (the worker answers each request once):
+         * say so in the counters rather than dropping them silently. */
+        s->sym_failed += nb;
+        s->errors += nb;
+        return r;
+    }
+    return (int)nb;
+}
+
+int cn_live__session_apply_symbols(cn_live_session *s, const cn_sym_answer *a, size_t n)
+{
+    size_t depth = 0, next = 0;
+    int applied = 0;
+    for (size_t i = 0; i < n; i++)
+        depth += a[i].result.status == 0 ? a[i].result.depth : 0;
+    /* One regroup for the whole run when the memory is there (a regroup re-derives held
+     * paths: fewer is cheaper); otherwise fixed-size rounds on the stack. */
+    cn_agg_frame_symbols *batch = calloc(n ? n : 1, sizeof(*batch));
+    cn_agg_symbol *chains = calloc(depth ? depth : 1, sizeof(*chains));
+    if (batch && chains) {
+        int r = apply_some(s, a, n, &next, batch, n, chains, depth ? depth : 1);
+        applied = r > 0 ? r : 0;
+        assert(next == n);
+    } else {
+        cn_agg_frame_symbols sbatch[APPLY_FRAMES];
+        cn_agg_symbol schains[APPLY_SYMBOLS];
+        while (next < n) {
+            int r = apply_some(s, a, n, &next, sbatch, APPLY_FRAMES, schains, APPLY_SYMBOLS);
+            applied += r > 0 ? r : 0;
+        }
+    }
+    free(batch);
+    free(chains);
+    s->dirty = true;
+    s->changes++;
+    /* A map that grew while these were looked up is read again now, not at the next
+     * check: a process that writes its map as it exits leaves no later chance to. */
+    cn_live__retry_jit(s, true);
+    return applied;
+}
+
+void cn_live__session_detached(cn_live_session *s)
+{
+    s->sym = NULL;
+}
