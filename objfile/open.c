@@ -258,7 +258,7 @@ static int check(int pfd, unsigned flags, const cn_obj_ident *want, cn_obj_ident
 
 int cn_obj_open(const char *path, unsigned flags, const cn_obj_ident *want, cn_obj_ident *got)
 {
-    cn_obj_ident id, again;
+    cn_obj_ident id = {0}, again = {0}; /* zeroed: GCC -O2 cannot see that rc == 0 sets again */
     char self[64];
     int fd = -1;
     if (!path || (!want && (flags & CN_OBJ_MATCH_ALL)))
