@@ -254,6 +254,10 @@ size_t cn_utf8_seq(const void *s, size_t avail);
  * largest m <= max that does not split a valid sequence (invalid bytes count as one
  * character each). */
 size_t cn_utf8_cut(const char *s, size_t n, size_t max);
+/* The n bytes at s under the UTF-8 rule (NUL too becomes U+FFFD), into dst, which has room
+ * for 3 * n + 1 bytes (each input byte gives at most 3). Returns the length written; dst is
+ * NUL-terminated. */
+size_t cn_utf8_clean(char *dst, const char *s, size_t n);
 
 /* A JSON string of the n bytes at s (NULL as "") under the UTF-8 rule: never fails on
  * content. New reference, or NULL on ENOMEM only. */

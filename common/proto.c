@@ -253,3 +253,27 @@ int cn_proto_get_bool(const json_t *o, const char *key, bool *out, cn_err *err)
     *out = json_is_true(v);
     return 0;
 }
+
+/* ---- strings under the UTF-8 rule (common/text.c) ------------------------------------ */
+
+json_t *cn_proto_string(const char *s, size_t n)
+{
+    char stack[256];
+    char *buf = stack;
+    json_t *v;
+
+    if (!s)
+        s = "", n = 0;
+    if (n > (sizeof(stack) - 1) / 3 && !(buf = malloc(3 * n + 1)))
+        return NULL;
+    size_t len = cn_utf8_clean(buf, s, n);
+    v = json_stringn_nocheck(buf, len);
+    if (buf != stack)
+        free(buf);
+    return v;
+}
+
+json_t *cn_proto_str(const char *s)
+{
+    return cn_proto_string(s, s ? strlen(s) : 0);
+}

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
 
 #include "cn_common.h"
 
@@ -67,9 +66,7 @@ size_t cn_utf8_cut(const char *s, size_t n, size_t max)
     return max;
 }
 
-/* The protocol rule for the n bytes at s, into dst (room for 3 * n + 1 bytes; each input
- * byte gives at most 3). Returns the length written (dst is NUL-terminated). */
-static size_t utf8_clean(char *dst, const char *s, size_t n)
+size_t cn_utf8_clean(char *dst, const char *s, size_t n)
 {
     size_t w = 0;
     for (size_t i = 0; i < n;) {
@@ -86,28 +83,6 @@ static size_t utf8_clean(char *dst, const char *s, size_t n)
     }
     dst[w] = '\0';
     return w;
-}
-
-json_t *cn_proto_string(const char *s, size_t n)
-{
-    char stack[256];
-    char *buf = stack;
-    json_t *v;
-
-    if (!s)
-        s = "", n = 0;
-    if (n > (sizeof(stack) - 1) / 3 && !(buf = malloc(3 * n + 1)))
-        return NULL;
-    size_t len = utf8_clean(buf, s, n);
-    v = json_stringn_nocheck(buf, len);
-    if (buf != stack)
-        free(buf);
-    return v;
-}
-
-json_t *cn_proto_str(const char *s)
-{
-    return cn_proto_string(s, s ? strlen(s) : 0);
 }
 
 /* ---- the terminal rule ---------------------------------------------------------------- */

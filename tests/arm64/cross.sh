@@ -3,8 +3,8 @@
 # by tests/cmake/sampler.cmake):
 #   cross.sh build SRCDIR OUTDIR CC LIBS CFLAGS...
 #       compiles every SRCDIR/sampler/*.c and objfile/*.c (the object-file layer below it),
-#       and common/err.c (the sampler reports errors through cn_err), with CC (aarch64-linux-gnu-gcc) and CFLAGS into
-#       OUTDIR/libcn_smp.a, checks each object is AArch64, and links the unwind selftest
+#       and common/err.c, text.c, containers.c (cn_err, its UTF-8 cut, cn_grow), with CC
+#       (aarch64-linux-gnu-gcc) and CFLAGS into OUTDIR/libcn_smp.a, checks each object is AArch64, and links the unwind selftest
 #       (tests/arm64/unwind_selftest.c) against it and LIBS in three builds: fp, nofp, pac.
 #   cross.sh run OUTDIR QEMU
 #       runs each selftest build under QEMU (qemu-aarch64).
@@ -39,7 +39,8 @@ build() {
     mkdir -p "$out/obj" || die "cannot create $out/obj"
     n=0
     inc="-I$src/sampler/include -I$src/objfile/include -I$src/common"
-    for f in "$src"/sampler/*.c "$src"/objfile/*.c "$src"/common/err.c; do
+    for f in "$src"/sampler/*.c "$src"/objfile/*.c "$src"/common/err.c "$src"/common/text.c \
+        "$src"/common/containers.c; do
         # shellcheck disable=SC2086 # inc is a word list
         spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$f" .c).o"
         n=$((n + 1))

@@ -46,7 +46,7 @@ if(TARGET test_sampler)
 endif()
 
 # aarch64 (tests/arm64/cross.sh): sampler.aarch64_build cross-compiles every sampler/*.c
-# (and common/err.c) with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
+# (and common's err.c, text.c, containers.c) with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
 # the unwind selftest against it and the arm64 libunwind/libdw/libelf (scripts/setup installs
 # them); sampler.aarch64_unwind runs the selftest under qemu-aarch64: both DWARF unwinders on
 # a snapshot of the program's own stack. Under CI=true a missing tool or library is a
