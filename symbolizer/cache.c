@@ -502,15 +502,8 @@ static cn_sym__obj *load_bounded(cn_sym_cache *c, const cn_sym_object *obj, cons
         return load(&c->cfg, obj, prev);
     }
     if (j && c->cfg.load_wait_ms > 0) {
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        int wait = c->cfg.load_wait_ms;
-        dl.tv_sec += wait / 1000;
-        dl.tv_nsec += (long)(wait % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
+        struct timespec dl =
+            cn_common_deadline(CLOCK_MONOTONIC, (int64_t)c->cfg.load_wait_ms * 1000000);
         pthread_mutex_lock(&j->lock);
         while (!j->done && pthread_cond_timedwait(&j->done_cv, &j->lock, &dl) == 0)
             ;

@@ -187,14 +187,7 @@ int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms)
     if (timeout_ms < 0) {
         rc = pthread_join(w->thread, NULL);
     } else {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_sec += timeout_ms / 1000;
-        t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (t.tv_nsec >= 1000000000L) {
-            t.tv_sec++;
-            t.tv_nsec -= 1000000000L;
-        }
+        struct timespec t = cn_common_deadline(CLOCK_REALTIME, (int64_t)timeout_ms * 1000000);
         rc = pthread_timedjoin_np(w->thread, NULL, &t);
     }
     if (rc != 0)
@@ -363,16 +356,8 @@ int cn_sym_worker_drain(cn_sym_worker *w, int timeout_ms)
 {
     if (!w)
         return -EINVAL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    if (timeout_ms >= 0) {
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
+    struct timespec deadline =
+        cn_common_deadline(CLOCK_REALTIME, timeout_ms >= 0 ? (int64_t)timeout_ms * 1000000 : 0);
     int rc = 0;
     pthread_mutex_lock(&w->lock);
     while (w->in_flight > 0 && rc == 0) {
