@@ -112,6 +112,7 @@ cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
 }
 
 static void load_put(cn_sym__load *j);
+static bool load_take_ready(cn_sym__load *j);
 
 static void obj_free(cn_sym__obj *o)
 {
@@ -213,13 +214,16 @@ static bool over_bound(const cn_sym_cache *c, const cn_sym__obj *o)
            (o->mapped > 0 && c->stats.mapped > c->cfg.max_mapped);
 }
 
-/* Drops unreferenced objects, oldest first, while over a bound. Caller holds lock. */
+/* Drops unreferenced objects, oldest first, while over a bound. The placeholder of a load
+ * still running stays (it is a few bytes): it is what counts that load's thread against
+ * MAX_STALLED, and evicting it would let the next lookup start one more. Caller holds
+ * lock. */
 static void evict(cn_sym_cache *c)
 {
     cn_sym__obj *o = c->lru.lru_prev;
     while (o != &c->lru) {
         cn_sym__obj *prev = o->lru_prev;
-        if (o->refs == 0 && over_bound(c, o)) {
+        if (o->refs == 0 && (!o->job || load_take_ready(o->job)) && over_bound(c, o)) {
             hash_unlink(c, o);
             lru_unlink(o);
             assert(c->stats.memory >= o->memory && c->stats.mapped >= o->mapped);
