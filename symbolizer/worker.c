@@ -65,14 +65,8 @@ static int req_copy(cn_sym_request *dst, const cn_sym_request *src)
 
 static int outbox_push(cn_sym_worker *w, const cn_sym_answer *a)
 {
-    if (w->n_out == w->cap_out) {
-        size_t cap = w->cap_out ? w->cap_out * 2 : 256;
-        cn_sym_answer *v = realloc(w->out, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        w->out = v;
-        w->cap_out = cap;
-    }
+    if (CN_RESERVE(w->out, w->cap_out, w->n_out + 1) < 0)
+        return -ENOMEM;
     w->out[w->n_out++] = *a;
     return 0;
 }
@@ -247,17 +241,9 @@ int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n)
         memmove(q->v, q->v + q->head, q->n * sizeof(*q->v));
         q->head = 0;
     }
-    if (q->n + n > q->cap) {
-        size_t cap = q->cap ? q->cap : 256;
-        while (cap < q->n + n)
-            cap *= 2;
-        cn_sym_request *v = realloc(q->v, cap * sizeof(*v));
-        if (!v) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        q->v = v;
-        q->cap = cap;
+    if (CN_RESERVE(q->v, q->cap, q->head + q->n + n) < 0) { /* head is 0 if it had to move */
+        rc = -ENOMEM;
+        goto out;
     }
     size_t base = q->head + q->n, done = 0;
     for (; done < n; done++) {
