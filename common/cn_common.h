@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -359,6 +360,10 @@ void *cn_common_base64_decode(const char *s, size_t slen, size_t *len);
 
 /* Monotonic clock in nanoseconds. */
 int64_t cn_common_now_ns(void);
+/* The time on clock clk ns (< 0: 0) from now, normalized: the deadline of a timed wait
+ * (CLOCK_MONOTONIC for a condition variable set to it, CLOCK_REALTIME for
+ * pthread_timedjoin_np and default condition variables). */
+struct timespec cn_common_deadline(clockid_t clk, int64_t ns);
 /* "EPERM"-style name for a positive errno value ("E?" when unknown). */
 const char *cn_common_errno_name(int err);
 

@@ -155,6 +155,20 @@ int64_t cn_common_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+struct timespec cn_common_deadline(clockid_t clk, int64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    ns = ns > 0 ? ns : 0;
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec += (long)(ns % 1000000000);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 const char *cn_common_errno_name(int err)
 {
     const char *n = strerrorname_np(err);

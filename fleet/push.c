@@ -547,15 +547,7 @@ static void *run(void *arg)
         if (p->n_sp > 0) {
             if (p->flushing && next_try > now + BACKOFF_MIN_NS)
                 next_try = now + BACKOFF_MIN_NS;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            int64_t wait = next_try - now;
-            ts.tv_sec += wait / 1000000000LL;
-            ts.tv_nsec += wait % 1000000000LL;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = cn_common_deadline(CLOCK_MONOTONIC, next_try - now);
             pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         } else {
             pthread_cond_wait(&p->cv, &p->mu);
@@ -718,15 +710,8 @@ size_t cn_fleet_pusher_backlog(cn_fleet_pusher *p)
 
 int cn_fleet_pusher_flush(cn_fleet_pusher *p, int timeout_ms)
 {
-    struct timespec ts;
+    struct timespec ts = cn_common_deadline(CLOCK_MONOTONIC, (int64_t)timeout_ms * 1000000);
     int r = 0;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&p->mu);
     p->flushing = true;
     pthread_cond_signal(&p->cv);

@@ -70,6 +70,23 @@ int cn_obj_read_file(const char *path, size_t max, char **buf_out, size_t *len_o
     return 0;
 }
 
+/* Undoes mountinfo's escapes in place: the kernel writes a space, tab, newline or
+ * backslash of a mount point as \ooo (octal), and a path compared with it has the byte. */
+static void unescape_octal(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r; w++) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+            r += 4;
+        } else {
+            *w = *r++;
+        }
+    }
+    *w = '\0';
+}
+
 int cn_obj_mount_fstype(const char *mountinfo, const char *path, char *fstype, size_t size)
 {
     size_t best = 0;
@@ -82,6 +99,7 @@ int cn_obj_mount_fstype(const char *mountinfo, const char *path, char *fstype, s
         const char *dash = memmem(line, len, " - ", 3);
         if (dash && sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 &&
             sscanf(dash + 3, "%63s", type) == 1) {
+            unescape_octal(mp);
             size_t n = strlen(mp);
             bool covers =
                 !strcmp(mp, "/") || (!strncmp(path, mp, n) && (path[n] == '/' || path[n] == '\0'));

@@ -70,17 +70,7 @@ int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out)
 
 static int reserve(cn_smp__proc *p, size_t extra)
 {
-    if (p->nmaps + extra <= p->cap)
-        return 0;
-    size_t cap = p->cap ? p->cap * 2 : 16;
-    while (cap < p->nmaps + extra)
-        cap *= 2;
-    cn_smp__map *m = realloc(p->maps, cap * sizeof(*m));
-    if (!m)
-        return -ENOMEM;
-    p->maps = m;
-    p->cap = cap;
-    return 0;
+    return CN_RESERVE(p->maps, p->cap, p->nmaps + extra);
 }
 
 /* First index whose end > addr. */

@@ -154,14 +154,8 @@ static int obj_add(cn_smp_session *s, cn_smp__obj *o)
 {
     if (!o->pub.file_key)
         o->pub.file_key = o->pub.identity; /* no file: nothing more to tell apart */
-    if (s->nobjs == s->capobjs) {
-        size_t cap = s->capobjs ? s->capobjs * 2 : 32;
-        cn_smp__obj **n = realloc(s->objs, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        s->objs = n;
-        s->capobjs = cap;
-    }
+    if (CN_RESERVE(s->objs, s->capobjs, s->nobjs + 1) < 0)
+        return -ENOMEM;
     objnode *node = malloc(sizeof(*node));
     if (!node)
         return -ENOMEM;

@@ -112,6 +112,7 @@ cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
 }
 
 static void load_put(cn_sym__load *j);
+static bool load_take_ready(cn_sym__load *j);
 
 static void obj_free(cn_sym__obj *o)
 {
@@ -213,13 +214,16 @@ static bool over_bound(const cn_sym_cache *c, const cn_sym__obj *o)
            (o->mapped > 0 && c->stats.mapped > c->cfg.max_mapped);
 }
 
-/* Drops unreferenced objects, oldest first, while over a bound. Caller holds lock. */
+/* Drops unreferenced objects, oldest first, while over a bound. The placeholder of a load
+ * still running stays (it is a few bytes): it is what counts that load's thread against
+ * MAX_STALLED, and evicting it would let the next lookup start one more. Caller holds
+ * lock. */
 static void evict(cn_sym_cache *c)
 {
     cn_sym__obj *o = c->lru.lru_prev;
     while (o != &c->lru) {
         cn_sym__obj *prev = o->lru_prev;
-        if (o->refs == 0 && over_bound(c, o)) {
+        if (o->refs == 0 && (!o->job || load_take_ready(o->job)) && over_bound(c, o)) {
             hash_unlink(c, o);
             lru_unlink(o);
             assert(c->stats.memory >= o->memory && c->stats.mapped >= o->mapped);
@@ -502,15 +506,8 @@ static cn_sym__obj *load_bounded(cn_sym_cache *c, const cn_sym_object *obj, cons
         return load(&c->cfg, obj, prev);
     }
     if (j && c->cfg.load_wait_ms > 0) {
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        int wait = c->cfg.load_wait_ms;
-        dl.tv_sec += wait / 1000;
-        dl.tv_nsec += (long)(wait % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
+        struct timespec dl =
+            cn_common_deadline(CLOCK_MONOTONIC, (int64_t)c->cfg.load_wait_ms * 1000000);
         pthread_mutex_lock(&j->lock);
         while (!j->done && pthread_cond_timedwait(&j->done_cv, &j->lock, &dl) == 0)
             ;

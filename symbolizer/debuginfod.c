@@ -5,8 +5,10 @@
  * $XDG_CACHE_HOME/debuginfod_client, else $HOME/.cache/debuginfod_client), at
  * CACHE/HEX/debuginfo, the layout elfutils' client uses, so both share downloads.
  * Only http and https are followed; a download is bounded in size and time
- * ($DEBUGINFOD_TIMEOUT seconds, default 30) and written to a temporary file renamed into
- * place only when complete. The caller checks the file's build-id. */
+ * ($DEBUGINFOD_TIMEOUT seconds, default 30) and written with common's atomic writer
+ * (cn_afile: a temporary file of its own, renamed into place only when complete), so two
+ * loads of one build-id at once never write into one file. The caller checks the file's
+ * build-id. */
 #include "sym_internal.h"
 
 #include <curl/curl.h>
@@ -58,18 +60,13 @@ static size_t write_cb(char *data, size_t size, size_t n, void *arg)
     return fwrite(data, size, n, (FILE *)arg);
 }
 
-/* One download attempt into tmp; 0 when the server answered 200 with a body. */
-static int fetch(const char *url, const char *tmp)
+/* One download attempt into f; 0 when the server answered 200 with a body. */
+static int fetch(const char *url, FILE *f)
 {
-    FILE *f = fopen(tmp, "wbe");
-    if (!f)
-        return -errno;
     CURL *curl = curl_easy_init();
     int rc = -ENOENT;
-    if (!curl) {
-        rc = -ENOMEM;
-        goto out;
-    }
+    if (!curl)
+        return -ENOMEM;
     const char *t = getenv("DEBUGINFOD_TIMEOUT");
     long timeout = t && atol(t) > 0 ? atol(t) : 30;
     curl_easy_setopt(curl, CURLOPT_URL, url);
@@ -89,10 +86,25 @@ static int fetch(const char *url, const char *tmp)
     if (res == CURLE_OK && code == 200)
         rc = 0;
     curl_easy_cleanup(curl);
-out:
-    if (fclose(f) != 0 && rc == 0)
-        rc = -EIO;
     return rc;
+}
+
+/* Downloads url into file atomically. 0 or negative errno (nothing left behind). */
+static int fetch_into(const char *url, const char *file)
+{
+    cn_afile af;
+    int rc = cn_afile_open(&af, file, 0600, NULL);
+    if (rc < 0)
+        return rc;
+    FILE *f = cn_afile_stream(&af);
+    rc = f ? fetch(url, f) : -ENOMEM;
+    if (f && fclose(f) != 0 && rc == 0)
+        rc = -EIO;
+    if (rc < 0) {
+        cn_afile_abort(&af);
+        return rc;
+    }
+    return cn_afile_commit(&af, NULL);
 }
 
 int cn_sym__debuginfod_find(const char *build_id_hex, char **path)
@@ -100,7 +112,7 @@ int cn_sym__debuginfod_find(const char *build_id_hex, char **path)
     const char *urls = getenv("DEBUGINFOD_URLS");
     if (!urls || !urls[0] || strspn(build_id_hex, "0123456789abcdef") != strlen(build_id_hex))
         return -ENOENT;
-    char dir[2048], file[2200], tmp[2300], url[4096];
+    char dir[2048], file[2200], url[4096];
     int rc = cache_dir(dir, sizeof(dir));
     if (rc < 0)
         return rc;
@@ -115,7 +127,6 @@ int cn_sym__debuginfod_find(const char *build_id_hex, char **path)
     rc = mkdirs(dir);
     if (rc < 0)
         return rc;
-    snprintf(tmp, sizeof(tmp), "%s/.tmp.%d", dir, (int)getpid());
     rc = -ENOENT;
     for (const char *u = urls; *u;) {
         u += strspn(u, " \t");
@@ -127,12 +138,11 @@ int cn_sym__debuginfod_find(const char *build_id_hex, char **path)
             trim--;
         snprintf(url, sizeof(url), "%.*s/buildid/%s/debuginfo", (int)trim, u, build_id_hex);
         u += ul;
-        if (fetch(url, tmp) == 0 && rename(tmp, file) == 0) {
+        if (fetch_into(url, file) == 0) {
             rc = 0;
             break;
         }
     }
-    unlink(tmp);
     if (rc < 0)
         return rc;
     *path = strdup(file);

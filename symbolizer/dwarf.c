@@ -122,14 +122,8 @@ size_t cn_sym__dwarf_mapped(const cn_sym__dwarf *d)
 
 static int add_scope(cu_index *c, Dwarf_Off die, int32_t parent, int is_inline)
 {
-    if (c->n_scopes == c->cap_scopes) {
-        size_t cap = c->cap_scopes ? c->cap_scopes * 2 : 64;
-        scope *s = realloc(c->scopes, cap * sizeof(*s));
-        if (!s)
-            return -ENOMEM;
-        c->scopes = s;
-        c->cap_scopes = cap;
-    }
+    if (CN_RESERVE(c->scopes, c->cap_scopes, c->n_scopes + 1) < 0)
+        return -ENOMEM;
     assert(parent >= -1 && parent < (int32_t)c->n_scopes); /* parents come first */
     c->scopes[c->n_scopes] = (scope){die, parent, is_inline};
     return (int)c->n_scopes++;
@@ -139,14 +133,8 @@ static int add_row(cu_index *c, uint64_t low, uint64_t high, int32_t sc, int32_t
 {
     if (c->n_rows >= MAX_ROWS_CU)
         return -E2BIG;
-    if (c->n_rows == c->cap_rows) {
-        size_t cap = c->cap_rows ? c->cap_rows * 2 : 128;
-        row *r = realloc(c->rows, cap * sizeof(*r));
-        if (!r)
-            return -ENOMEM;
-        c->rows = r;
-        c->cap_rows = cap;
-    }
+    if (CN_RESERVE(c->rows, c->cap_rows, c->n_rows + 1) < 0)
+        return -ENOMEM;
     assert(sc >= 0 && (size_t)sc < c->n_scopes);
     c->rows[c->n_rows++] = (row){low, high, sc, depth};
     return 0;

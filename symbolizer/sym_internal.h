@@ -10,6 +10,7 @@
 #ifndef CN_SYM_INTERNAL_H
 #define CN_SYM_INTERNAL_H
 
+#include "cn_common.h"
 #include "cn_obj.h"
 #include "cn_sym.h"
 

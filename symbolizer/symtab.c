@@ -34,24 +34,9 @@ int cn_sym__table_add(cn_sym__table *t, uint64_t start, uint64_t size, uint64_t 
         len = CN_SYM__MAX_NAME;
     if (t->pool_len + len + 1 > CN_SYM__MAX_POOL)
         return -E2BIG;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        cn_sym__entry *e = realloc(t->e, cap * sizeof(*e));
-        if (!e)
-            return -ENOMEM;
-        t->e = e;
-        t->cap = cap;
-    }
-    if (t->pool_len + len + 1 > t->pool_cap) {
-        size_t cap = t->pool_cap ? t->pool_cap : 4096;
-        while (cap < t->pool_len + len + 1)
-            cap *= 2;
-        char *p = realloc(t->pool, cap);
-        if (!p)
-            return -ENOMEM;
-        t->pool = p;
-        t->pool_cap = cap;
-    }
+    if (CN_RESERVE(t->e, t->cap, t->n + 1) < 0 ||
+        CN_RESERVE(t->pool, t->pool_cap, t->pool_len + len + 1) < 0)
+        return -ENOMEM;
     memcpy(t->pool + t->pool_len, name, len);
     t->pool[t->pool_len + len] = '\0';
     cn_sym__entry *e = &t->e[t->n];
@@ -168,16 +153,10 @@ int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
         size_t n = strlen(use);
         if (n > CN_SYM__MAX_NAME)
             n = CN_SYM__MAX_NAME;
-        if (len + n + 1 > cap) {
-            size_t ncap = (len + n + 1) * 2;
-            char *bigger = realloc(pool, ncap);
-            if (!bigger) {
-                free(dm);
-                free(pool);
-                return -ENOMEM;
-            }
-            pool = bigger;
-            cap = ncap;
+        if (CN_RESERVE(pool, cap, len + n + 1) < 0) {
+            free(dm);
+            free(pool);
+            return -ENOMEM;
         }
         memcpy(pool + len, use, n);
         pool[len + n] = '\0';

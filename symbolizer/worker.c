@@ -65,14 +65,8 @@ static int req_copy(cn_sym_request *dst, const cn_sym_request *src)
 
 static int outbox_push(cn_sym_worker *w, const cn_sym_answer *a)
 {
-    if (w->n_out == w->cap_out) {
-        size_t cap = w->cap_out ? w->cap_out * 2 : 256;
-        cn_sym_answer *v = realloc(w->out, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        w->out = v;
-        w->cap_out = cap;
-    }
+    if (CN_RESERVE(w->out, w->cap_out, w->n_out + 1) < 0)
+        return -ENOMEM;
     w->out[w->n_out++] = *a;
     return 0;
 }
@@ -187,14 +181,7 @@ int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms)
     if (timeout_ms < 0) {
         rc = pthread_join(w->thread, NULL);
     } else {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_sec += timeout_ms / 1000;
-        t.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (t.tv_nsec >= 1000000000L) {
-            t.tv_sec++;
-            t.tv_nsec -= 1000000000L;
-        }
+        struct timespec t = cn_common_deadline(CLOCK_REALTIME, (int64_t)timeout_ms * 1000000);
         rc = pthread_timedjoin_np(w->thread, NULL, &t);
     }
     if (rc != 0)
@@ -254,17 +241,9 @@ int cn_sym_worker_submit(cn_sym_worker *w, const cn_sym_request *reqs, size_t n)
         memmove(q->v, q->v + q->head, q->n * sizeof(*q->v));
         q->head = 0;
     }
-    if (q->n + n > q->cap) {
-        size_t cap = q->cap ? q->cap : 256;
-        while (cap < q->n + n)
-            cap *= 2;
-        cn_sym_request *v = realloc(q->v, cap * sizeof(*v));
-        if (!v) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        q->v = v;
-        q->cap = cap;
+    if (CN_RESERVE(q->v, q->cap, q->head + q->n + n) < 0) { /* head is 0 if it had to move */
+        rc = -ENOMEM;
+        goto out;
     }
     size_t base = q->head + q->n, done = 0;
     for (; done < n; done++) {
@@ -363,16 +342,8 @@ int cn_sym_worker_drain(cn_sym_worker *w, int timeout_ms)
 {
     if (!w)
         return -EINVAL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    if (timeout_ms >= 0) {
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
+    struct timespec deadline =
+        cn_common_deadline(CLOCK_REALTIME, timeout_ms >= 0 ? (int64_t)timeout_ms * 1000000 : 0);
     int rc = 0;
     pthread_mutex_lock(&w->lock);
     while (w->in_flight > 0 && rc == 0) {

@@ -70,7 +70,8 @@ int cn_obj_ident_of(int fd, cn_obj_ident *out);
 bool cn_obj_ident_same(const cn_obj_ident *a, const cn_obj_ident *b);
 
 /* The type of the file system whose mount (in mountinfo's text, /proc/PID/mountinfo)
- * covers path: the longest mount point that is a prefix of it, the later on ties. Writes
+ * covers path: the longest mount point (its \ooo escapes undone) that is a prefix of it,
+ * the later on ties. Writes
  * fstype and returns 0, or -ENOENT. */
 int cn_obj_mount_fstype(const char *mountinfo, const char *path, char *fstype, size_t size);
 

@@ -630,6 +630,25 @@ static void test_afile_short_write(void **state)
     rm_tree(dir);
 }
 
+/* A deadline is the clock's time plus the interval, normalized; a negative one is now. */
+static void test_deadline(void **state)
+{
+    (void)state;
+    struct timespec before, after;
+    clock_gettime(CLOCK_MONOTONIC, &before);
+    struct timespec d = cn_common_deadline(CLOCK_MONOTONIC, 1999999999);
+    clock_gettime(CLOCK_MONOTONIC, &after);
+    int64_t b = (int64_t)before.tv_sec * 1000000000 + before.tv_nsec;
+    int64_t a = (int64_t)after.tv_sec * 1000000000 + after.tv_nsec;
+    int64_t t = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+    assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+    assert_true(t >= b + 1999999999 && t <= a + 1999999999);
+    d = cn_common_deadline(CLOCK_MONOTONIC, -5000000000LL);
+    t = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+    assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+    assert_true(t >= a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -641,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_utf8_cut),       cmocka_unit_test(test_proto_string),
         cmocka_unit_test(test_term_escape),    cmocka_unit_test(test_afile_content_mode),
         cmocka_unit_test(test_afile_failures), cmocka_unit_test(test_afile_short_write),
+        cmocka_unit_test(test_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

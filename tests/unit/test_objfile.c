@@ -240,6 +240,17 @@ static void test_mount_fstype(void **state)
     assert_string_equal(t, "ext4");
     assert_int_equal(cn_obj_mount_fstype(info, "/var/perf-1.map", t, sizeof(t)), 0);
     assert_string_equal(t, "fuse"); /* mounted over the tmpfs: the later one is on top */
+    /* mountinfo spells a space, tab, newline or backslash of a mount point in octal; a
+     * path (as /proc/PID/maps shows it) has the byte itself */
+    const char *esc = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+                      "40 22 0:50 / /home/u/my\\040fuse rw - fuse.x x rw\n"
+                      "41 22 0:51 / /home/u/a\\134b rw - fuse.y y rw\n";
+    assert_int_equal(cn_obj_mount_fstype(esc, "/home/u/my fuse/lib.so", t, sizeof(t)), 0);
+    assert_string_equal(t, "fuse.x");
+    assert_int_equal(cn_obj_mount_fstype(esc, "/home/u/a\\b/lib.so", t, sizeof(t)), 0);
+    assert_string_equal(t, "fuse.y");
+    assert_int_equal(cn_obj_mount_fstype(esc, "/home/u/my\\040fuse/lib.so", t, sizeof(t)), 0);
+    assert_string_equal(t, "ext4"); /* a name with a backslash in it is not that mount */
     assert_int_equal(cn_obj_mount_fstype("", "/tmp/perf-1.map", t, sizeof(t)), -ENOENT);
     assert_int_equal(cn_obj_mount_fstype("garbage\n1 2 3\n", "/tmp/x", t, sizeof(t)), -ENOENT);
 }

@@ -24,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/auxv.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -932,6 +935,58 @@ static void test_load_wait(void **state)
     usleep(500000); /* (the load ends and frees itself: ASan checks) */
 }
 
+/* A placeholder whose load still runs is not evicted: its thread counts against the 8
+ * loads that may outlast their wait for as long as it runs, however many other objects
+ * push it out of the cache (else each eviction would let one more thread pile up on a
+ * stalled file system). The stall: a stripped binary whose debug file is asked of a
+ * debuginfod server that accepts the connection and never answers (DEBUGINFOD_TIMEOUT,
+ * 3 s, ends the loads). */
+static void test_load_wait_evicted(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cn_evict_XXXXXX", path[4200], cmd[8600], url[64], cache[64], id[32];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/inl_stripped", dir);
+    snprintf(cmd, sizeof(cmd), "cp %s/inl_stripped %s", bin_dir, path);
+    assert_int_equal(system(cmd), 0);
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(ls, 64), 0); /* never accepted: the request is never answered */
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    snprintf(cache, sizeof(cache), "%s/cache", dir);
+    setenv("DEBUGINFOD_URLS", url, 1);
+    setenv("DEBUGINFOD_TIMEOUT", "3", 1);
+    setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.load_wait_ms = -1;
+    cfg.max_objects = 1; /* every placeholder but the newest is over the bound */
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path, .identity = id};
+    cn_sym_result r;
+    for (int i = 0; i < 8; i++) {
+        snprintf(id, sizeof(id), "evict-%d", i);
+        assert_int_equal(cn_sym_lookup(c, &o, 0x1000, &r), 0);
+        assert_int_equal(r.status, -ETIMEDOUT);
+    }
+    snprintf(id, sizeof(id), "evict-8");
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1000, &r), 0);
+    assert_int_equal(r.status, -EBUSY);  /* the 8 still run: no ninth thread */
+    snprintf(id, sizeof(id), "evict-7"); /* the newest, still cached: lands after 3 s */
+    assert_int_not_equal(settled_status(c, &o, 0x1000), -ETIMEDOUT);
+    usleep(500000); /* (the other seven, started with it, end too: ASan checks) */
+    cn_sym_cache_free(c);
+    unsetenv("DEBUGINFOD_URLS");
+    unsetenv("DEBUGINFOD_TIMEOUT");
+    unsetenv("DEBUGINFOD_CACHE_PATH");
+    close(ls);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A USER object with the sampler's identity: the file at its path is read only if it is
  * that file (device, inode, size, mtime); a symlink or a FIFO put there is refused
  * without blocking. */
@@ -1286,6 +1341,7 @@ int main(void)
         cmocka_unit_test(test_stripped_fde),
         cmocka_unit_test(test_arm64_elf),
         cmocka_unit_test(test_load_wait),
+        cmocka_unit_test(test_load_wait_evicted),
         cmocka_unit_test(test_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
