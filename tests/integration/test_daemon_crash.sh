@@ -7,6 +7,9 @@
 #  - A real fault, with no test hook in canopyd: gdb makes the main thread call
 #    cn_d_server_backend((void *)0x10), whose first load faults (SEGV_MAPERR). Under
 #    AddressSanitizer its own report is kept (crash.c), so the log has ASan's instead.
+#  - A stack that cannot take a frame, as after a stack overflow: gdb moves the main
+#    thread's stack pointer to an unmapped page and calls cn_d_server_run, whose first push
+#    faults. The report can only come from the alternate signal stack.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
@@ -78,6 +81,21 @@ else
     fail "SIGSEGV: the faulting function is not in the backtrace: $(cat "$TMP/canopyd.log")"
 fi
 
+# The unusable stack (the unwinder cannot walk it: only the report line is checked).
+: >"$TMP/canopyd.log"
+start_daemon io_uring "$TMP/state"
+gdb -nx -batch -p $D_PID -ex 'thread 1' -ex 'set $sp = 0x20000' \
+  -ex 'set $pc = (long)&cn_d_server_run' -ex detach >"$TMP/gdb.log" 2>&1 || fail "gdb: $(cat "$TMP/gdb.log")"
+if [ $ASAN = 1 ]; then
+  crashed 1
+  grep -q 'ERROR: AddressSanitizer: stack-overflow on address 0x00000001fff' "$TMP/canopyd.log" ||
+    fail "no ASan stack-overflow report: $(cat "$TMP/canopyd.log")"
+else
+  crashed 139
+  grep -q '^canopyd: fatal signal 11 (SIGSEGV) at 0x1fff[0-9a-f], thread [0-9]* (canopyd)$' "$TMP/canopyd.log" ||
+    fail "stack overflow: no report line (no alternate stack?): $(cat "$TMP/canopyd.log")"
+fi
+
 # systemd's restart: the saved session is back, and its tree can be read.
 : >"$TMP/canopyd.log"
 start_daemon epoll "$TMP/state"
@@ -85,4 +103,4 @@ start_daemon epoll "$TMP/state"
 t=$(ok "{\"cmd\":\"tree\",\"session\":\"$S\"}" | jget 'd["tree"]["total"]')
 python3 -c "import sys; sys.exit(not float(sys.argv[1]) > 0)" "$t" || fail "saved session's tree empty"
 stop_daemon TERM
-echo "PASS: $n signals reported with a backtrace, a real SIGSEGV $([ $ASAN = 1 ] && echo "(ASan's report)"), the saved session back after each restart"
+echo "PASS: $n signals reported with a backtrace, a real SIGSEGV and a stack overflow$([ $ASAN = 1 ] && echo " (ASan's reports)"), the saved session back after each restart"
