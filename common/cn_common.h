@@ -367,6 +367,18 @@ struct timespec cn_common_deadline(clockid_t clk, int64_t ns);
 /* "EPERM"-style name for a positive errno value ("E?" when unknown). */
 const char *cn_common_errno_name(int err);
 
+/* Gives the calling thread an alternate signal stack (sigaltstack(2)), so that a
+ * fatal-signal handler installed with SA_ONSTACK (canopyd's crash report) still runs when
+ * the thread's own stack overflowed. Each thread needs its own: a new thread does not
+ * inherit one. Returns the stack, to hand to cn_common_altstack_free() before the thread
+ * ends, or NULL when the thread already has one (AddressSanitizer gives every thread its
+ * own; it is kept) or none could be mapped (the thread then runs without: a stack
+ * overflow in it dies with the default action, unreported). */
+void *cn_common_altstack_new(void);
+/* Disables and unmaps a stack from cn_common_altstack_new() on the calling thread (the
+ * one that made it). Accepts NULL. */
+void cn_common_altstack_free(void *stack);
+
 #ifdef __cplusplus
 }
 #endif

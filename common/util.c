@@ -1,9 +1,12 @@
-/* util.c — small shared utilities: durations, sizes, base64, clock, errno names. */
+/* util.c — small shared utilities: durations, sizes, base64, clock, errno names, a thread's
+ * alternate signal stack. */
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "cn_common.h"
@@ -182,4 +185,36 @@ void cn_unwind_outcomes_add(cn_unwind_outcomes *sum, const cn_unwind_outcomes *x
     sum->no_cfi += x->no_cfi;
     sum->read_fault += x->read_fault;
     sum->other += x->other;
+}
+
+/* 64 KiB: room for backtrace() and dladdr() (backtrace_symbols_fd) in the handler, well
+ * above MINSIGSTKSZ. */
+#define ALTSTACK_SIZE (64 * 1024)
+
+void *cn_common_altstack_new(void)
+{
+    stack_t old;
+    if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE))
+        return NULL;
+    void *p = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    stack_t ss = {.ss_sp = p, .ss_size = ALTSTACK_SIZE};
+    if (sigaltstack(&ss, NULL) < 0) {
+        munmap(p, ALTSTACK_SIZE);
+        return NULL;
+    }
+    return p;
+}
+
+void cn_common_altstack_free(void *stack)
+{
+    if (!stack)
+        return;
+    stack_t cur, off = {.ss_flags = SS_DISABLE};
+    /* Only the stack this thread still uses is disabled; a stack is unmapped either way. */
+    if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == stack)
+        sigaltstack(&off, NULL);
+    munmap(stack, ALTSTACK_SIZE);
 }

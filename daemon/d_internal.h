@@ -82,8 +82,9 @@ cn_d__loop *cn_d__loop_free(cn_d__loop *l);
 const char *cn_d__loop_backend(const cn_d__loop *l);
 /* Accepts connections on a listening socket (not owned). */
 int cn_d__loop_listen(cn_d__loop *l, int fd);
-/* Watches fd for POLLIN (not owned). The watch stays until _unwatch (call it before
- * closing fd). Returns NULL on ENOMEM. */
+/* Watches fd for POLLIN (not owned). The watch stays until _unwatch; fd may be closed
+ * before that (a session closes its rings when its target exits). Returns NULL on ENOMEM or when
+ * out of fds (epoll keeps a duplicate of fd). */
 cn_d__watch *cn_d__loop_watch(cn_d__loop *l, int fd, cn_d__watch_fn fn, void *arg);
 void cn_d__loop_unwatch(cn_d__loop *l, cn_d__watch *w);
 /* Starts sending c->out / re-evaluates want_read. Call after changing either. */

@@ -7,7 +7,13 @@
  * poll per watched fd; a timeout op for the tick. Every op's user_data is the address of
  * an int tag inside its owner; owners are freed only when no op is in flight.
  * epoll: non-blocking sockets, level-triggered readiness, the tick as epoll_wait's
- * timeout. In both, connections and watches are destroyed in a reap phase after each
+ * timeout. A watch registers the loop's own duplicate of the fd (w->efd): EPOLL_CTL_DEL
+ * needs an open fd, and a session closes its ring fds when it sees its target exit, before
+ * its owner can unwatch them; if the file were still open elsewhere (a forked worker's copy
+ * before its close_range), the registration of the closed fd would outlive the watch and
+ * its next event would read freed memory (issue 22). It costs one fd per watch, on this
+ * backend only: an io_uring poll holds its own reference to the file and is removed by
+ * user_data. In both, connections and watches are destroyed in a reap phase after each
  * batch of events, so no event can refer to freed memory.
  * Out of fds (EMFILE, ENFILE), a pending connection would make accept fail at once, again
  * and again: the loop keeps one spare fd, and then closes it, accepts that connection,
@@ -38,6 +44,7 @@ enum { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_WATCH, OP_TIMER };
 struct cn_d__watch {
     int op; /* OP_WATCH */
     int fd;
+    int efd; /* epoll: the loop's duplicate of fd, the one registered; -1 when removed */
     cn_d__watch_fn fn;
     void *arg;
     bool dead;
@@ -610,6 +617,8 @@ cn_d__loop *cn_d__loop_free(cn_d__loop *l)
     while (l->watches) {
         cn_d__watch *w = l->watches;
         l->watches = w->next;
+        if (w->efd >= 0)
+            close(w->efd);
         free(w);
     }
     if (l->ring_ok)
@@ -649,11 +658,15 @@ cn_d__watch *cn_d__loop_watch(cn_d__loop *l, int fd, cn_d__watch_fn fn, void *ar
         return NULL;
     w->op = OP_WATCH;
     w->fd = fd;
+    w->efd = -1;
     w->fn = fn;
     w->arg = arg;
     if (l->backend == CN_D_LOOP_EPOLL) {
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = &w->op};
-        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+        w->efd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (w->efd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, w->efd, &e) < 0) {
+            if (w->efd >= 0)
+                close(w->efd);
             free(w);
             return NULL;
         }
@@ -671,7 +684,10 @@ void cn_d__loop_unwatch(cn_d__loop *l, cn_d__watch *w)
         return;
     w->dead = true;
     if (l->backend == CN_D_LOOP_EPOLL) {
-        epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        /* Removed while our duplicate is open, however the owner's fd fares. */
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->efd, NULL);
+        close(w->efd);
+        w->efd = -1;
     } else if (w->armed) {
         /* Remove the poll now: the caller closes the fd right after. The final CQE
          * (no F_MORE) clears `armed`; reap() frees the watch after that. */

@@ -58,6 +58,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "canopyd: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    cn_d_crash_install();
     cn_d_config cfg;
     cn_err err = {0};
     cn_d_config_init(&cfg);

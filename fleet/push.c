@@ -443,6 +443,7 @@ static void *run(void *arg)
     cn_fleet_pusher *p = arg;
     int64_t backoff = 0, next_try = 0;
     pthread_setname_np(pthread_self(), "cn-fleet"); /* its CPU shows apart in /proc and top */
+    void *altstack = cn_common_altstack_new();      /* a crash here is reported, overflow or not */
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
         if (p->head) {
@@ -554,6 +555,7 @@ static void *run(void *arg)
         }
     }
     pthread_mutex_unlock(&p->mu);
+    cn_common_altstack_free(altstack);
     return NULL;
 }
 

@@ -7,6 +7,8 @@
  * request owns a copy of its object's strings. */
 #include "sym_internal.h"
 
+#include "cn_common.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -76,6 +78,8 @@ static void *worker_main(void *arg)
     cn_sym_worker *w = arg;
     cn_sym_request batch[BATCH];
     cn_sym_answer ans[BATCH];
+    /* The ELF/DWARF readers run here on untrusted files: a stack overflow is reported. */
+    void *altstack = cn_common_altstack_new();
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->stop && w->queue.n == 0)
@@ -129,6 +133,7 @@ static void *worker_main(void *arg)
     }
 stopped:
     pthread_mutex_unlock(&w->lock);
+    cn_common_altstack_free(altstack);
     return NULL;
 }
 

@@ -142,6 +142,13 @@ void cn_d_server_shutdown(cn_d_server *s);
 const char *cn_d_server_backend(const cn_d_server *s);
 cn_d_server *cn_d_server_free(cn_d_server *s);
 
+/* Installs canopyd's fatal-signal report (crash.c): on SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGABRT or SIGSYS, a line naming the signal, its origin and the thread, then a
+ * backtrace, on stderr; then the process dies of that signal (its exit status and core
+ * dump are the real ones). Keeps a sanitizer's own handlers. Call once from main(),
+ * before any thread starts. */
+void cn_d_crash_install(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,6 @@ D_PID=
 W_PID=
 on_exit() {
   local rc=$?
-  [ "$rc" = 0 ] || { echo "canopyd's log:" >&2; tail -30 "$TMP/d.log" >&2 || true; }
   kill $D_PID $W_PID 2>/dev/null || true
   wait 2>/dev/null || true
   finish_tmp $rc

@@ -50,7 +50,7 @@ total=$(du -s --apparent-size -B1 -l "$STATE" | cut -f1)
 echo "state dir: $N sessions, $total bytes apparent ($SZ each)" >&2
 [ "$total" -gt 2000000000 ] || fail "the state dir is not several GB ($total bytes)"
 
-r=$($PY "$HERE/ready_time.py" "$CANOPYD_BIN" --socket "$SOCK" --state-dir "$STATE" --config "$TMP/canopyd.conf")
+r=$($PY "$HERE/ready_time.py" "$TMP/canopyd.log" "$CANOPYD_BIN" --socket "$SOCK" --state-dir "$STATE" --config "$TMP/canopyd.conf")
 D_PID=$(jget 'd["pid"]' <<<"$r")
 echo "startup: $r" >&2
 $PY -c "import sys; sys.exit(0 if $(jget 'd["ready_s"]' <<<"$r") < 1.0 * $SLOW else 1)" ||

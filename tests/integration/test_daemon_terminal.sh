@@ -25,11 +25,12 @@ PIDS=()
 TMUX_SOCK="canopy-test-term-$$"
 FAILED=0
 cleanup() {
+  local rc=$?
   tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true
   kill "${PIDS[@]}" 2>/dev/null || true
   stop_daemon KILL || true
   wait 2>/dev/null || true
-  rm -rf "$TMP"
+  finish_tmp $rc
 }
 trap cleanup EXIT
 # check DESCRIPTION CMD...: records a failure and goes on.

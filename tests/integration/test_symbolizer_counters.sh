@@ -17,7 +17,6 @@ export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
 on_exit() {
   local rc=$?
-  [ "$rc" = 0 ] || { echo "canopyd's log:" >&2; tail -20 "$TMP/d.log" >&2 || true; }
   kill $D_PID 2>/dev/null || true
   wait 2>/dev/null || true
   finish_tmp $rc

@@ -14,7 +14,6 @@ D_PID=
 W_PID=
 on_exit() {
   local rc=$?
-  [ "$rc" = 0 ] || [ ! -f "$TMP/d.log" ] || { echo "canopyd's log:" >&2; tail -20 "$TMP/d.log" >&2; }
   kill $D_PID $W_PID 2>/dev/null || true
   wait 2>/dev/null || true
   # The maps the workloads wrote (their paths are in their output).

@@ -14,10 +14,9 @@ export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
 on_exit() {
   local rc=$?
-  [ "$rc" = 0 ] || [ ! -f "$TMP/d.log" ] || { echo "canopyd's log:" >&2; tail -20 "$TMP/d.log" >&2; }
   kill $D_PID 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$TMP"
+  finish_tmp $rc
 }
 trap on_exit EXIT
 

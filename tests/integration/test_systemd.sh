@@ -73,14 +73,14 @@ mkdir -p "$TMP/state"
 systemd-socket-activate -l "$SOCK" -E NOTIFY_SOCKET="$TMP/notify.sock" \
   -E ASAN_OPTIONS="${ASAN_OPTIONS:-}" \
   "$CANOPYD_BIN" --foreground --config "$UNITS/canopyd.conf.example" \
-  --socket "$TMP/not-this.sock" --state-dir "$TMP/state" >"$TMP/act.out" 2>&1 &
+  --socket "$TMP/not-this.sock" --state-dir "$TMP/state" >"$TMP/canopyd.log" 2>&1 &
 ACT_PID=$!
 trap 'rc=$?; kill $ACT_PID $NOTIFY_PID 2>/dev/null || true; finish_tmp $rc' EXIT
 for ((i = 0; i < 50; i++)); do [ -S "$SOCK" ] && break; sleep 0.1; done
-[ -S "$SOCK" ] || fail "systemd-socket-activate did not listen: $(cat "$TMP/act.out")"
+[ -S "$SOCK" ] || fail "systemd-socket-activate did not listen: $(cat "$TMP/canopyd.log")"
 # Nothing runs until the first connection: this one starts canopyd.
 "$CANOPY_BIN" status --socket "$SOCK" --format json >"$TMP/status.json" 2>"$TMP/status.err" ||
-  fail "canopy status through the activated socket: $(cat "$TMP/status.err") $(cat "$TMP/act.out")"
+  fail "canopy status through the activated socket: $(cat "$TMP/status.err") $(cat "$TMP/canopyd.log")"
 python3 - "$TMP/status.json" <<'PY' || fail "status JSON: $(cat "$TMP/status.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -102,6 +102,6 @@ kill -TERM "$ACT_PID"
 for ((i = 0; i < 100; i++)); do kill -0 "$ACT_PID" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$ACT_PID" 2>/dev/null && fail "canopyd did not exit on SIGTERM"
 wait "$ACT_PID" && rc=0 || rc=$?
-[ "$rc" = 0 ] || fail "canopyd exited with $rc on SIGTERM: $(cat "$TMP/act.out")"
+[ "$rc" = 0 ] || fail "canopyd exited with $rc on SIGTERM: $(cat "$TMP/canopyd.log")"
 kill "$NOTIFY_PID" 2>/dev/null || true
 echo "PASS socket activation ($(tr '\n' ' ' <"$TMP/notify.log"))"
