@@ -16,7 +16,7 @@ rounds=${3:-2}
 
 ingest() { "$1/bench/bench_ingest" | grep -m1 'batched.*per CPU second\|per CPU second' | awk '{print $(NF-5)}'; }
 tree() {
-  BENCH_SKIP_COLD=1 BENCH_TREE_ONLY=1 "$1/bench/bench_tree" | grep -m1 '^tree' | awk '{print $3}'
+  BENCH_SKIP_COLD=1 BENCH_TREE_ONLY=1 "$1/bench/bench_tree" | awk '$1 == "tree" && $2 == "cpu" {print $3; exit}'
 }
 round_trip() {
   BENCH_REPS=21 "$1/bench/bench_daemon" tree | grep 'canopy tree round trip' |
