@@ -279,6 +279,20 @@ static char *default_path(bool socket)
     return strdup(buf);
 }
 
+/* Whether the daemon behind connected socket fd answers a hello within 2 s. connect()
+ * alone is not proof of life: the kernel queues a connection on a listening socket that
+ * any process still holds, such as a child forked an instant before its canopyd was
+ * killed, and such a socket never answers. */
+static bool socket_answers(int fd)
+{
+    static const char hello[] = "{\"cmd\":\"hello\"}\n";
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    if (send(fd, hello, sizeof(hello) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(hello) - 1))
+        return false;
+    return poll(&p, 1, 2000) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) == 1;
+}
+
 static int bind_socket(cn_d_server *srv, cn_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -299,12 +313,12 @@ static int bind_socket(cn_d_server *srv, cn_err *err)
     if (fd < 0)
         return -errno;
     /* A live daemon on that path wins; a stale socket file is replaced. */
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-        close(fd);
+    bool live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && socket_answers(fd);
+    close(fd);
+    if (live) {
         cn_err_set(err, 0, "another canopyd is already listening on %s", srv->socket_path);
         return -EADDRINUSE;
     }
-    close(fd);
     unlink(srv->socket_path);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)

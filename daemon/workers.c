@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -228,11 +229,16 @@ static int child_save(cn_d__job *j, job_hdr *h)
 }
 
 /* The child: never returns. Every fd but the memfd (as JOB_FD) and stdio is closed, so
- * it holds no client socket open and cannot touch the rings. */
-static void child_main(cn_d_server *srv, cn_d__job *j)
+ * it holds no client socket open and cannot touch the rings. It dies with canopyd
+ * (daemon_pid, the parent it was forked from): an answer nobody will read is not worth its
+ * CPU, and a child outliving a killed canopyd would keep its work going under a restarted
+ * one. */
+static void child_main(cn_d_server *srv, cn_d__job *j, pid_t daemon_pid)
 {
     job_hdr h = {0};
     cn_buf notes;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != daemon_pid)
+        _exit(122); /* canopyd already gone: the death signal was set too late */
     if (dup2(j->memfd, JOB_FD) < 0)
         _exit(120);
     syscall(SYS_close_range, JOB_FD + 1, ~0U, 0);
@@ -453,9 +459,10 @@ static int job_start(cn_d_server *srv, cn_d__job *j)
         j->prof = cn_live_session_profile(j->e->s);
     fflush(NULL);
     quiesce_threads(srv, true);
+    pid_t daemon_pid = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_main(srv, j);
+        child_main(srv, j, daemon_pid);
     quiesce_threads(srv, false);
     if (pid < 0)
         return -errno;
