@@ -11,30 +11,9 @@ source "$(dirname "$0")/daemon_lib.sh"
 H=
 trap 'rc=$?; stop_daemon KILL || true; kill $H 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 
-# hold PID FILE: copies PID's socket fds into this process, writes how many to FILE (by a
-# rename), then sleeps until killed.
+# hold PID FILE: copies PID's sockets into a helper (hold_fds.py) that sleeps until killed.
 hold() {
-  python3 - "$1" "$2" <<'PY' &
-import ctypes, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-pid = int(sys.argv[1])
-pidfd = os.pidfd_open(pid)
-held = []
-for name in os.listdir("/proc/%d/fd" % pid):
-    try:
-        if not os.readlink("/proc/%d/fd/%s" % (pid, name)).startswith("socket:"):
-            continue
-    except OSError:
-        continue
-    fd = libc.syscall(438, pidfd, int(name), 0)  # pidfd_getfd
-    if fd < 0:
-        sys.exit("pidfd_getfd: %s" % os.strerror(ctypes.get_errno()))
-    held.append(fd)
-with open(sys.argv[2] + ".tmp", "w") as f:
-    f.write("%d\n" % len(held))
-os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-time.sleep(60)
-PY
+  python3 "$(dirname "$0")/hold_fds.py" "$1" 'socket:' "$2" &
   H=$!
 }
 

@@ -18,31 +18,9 @@ W= H=
 trap 'rc=$?; stop_daemon KILL || true; kill $W $H 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 field() { ok '{"cmd":"sessions"}' | jget "[s['$2'] for s in d['sessions'] if s['id']=='$1'][0]"; }
 
-# hold PID FILE: copies PID's perf_event fds into this process, writes how many to FILE
-# (at once, by a rename), then sleeps until killed.
-hold() {
-  exec python3 - "$1" "$2" <<'PY'
-import ctypes, os, sys, time
-pid = int(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-pidfd = os.pidfd_open(pid)
-held = []
-for name in os.listdir("/proc/%d/fd" % pid):
-    try:
-        if os.readlink("/proc/%d/fd/%s" % (pid, name)) != "anon_inode:[perf_event]":
-            continue
-    except OSError:
-        continue
-    fd = libc.syscall(438, pidfd, int(name), 0)  # pidfd_getfd
-    if fd < 0:
-        sys.exit("pidfd_getfd: %s" % os.strerror(ctypes.get_errno()))
-    held.append(fd)
-with open(sys.argv[2] + ".tmp", "w") as f:
-    f.write("%d\n" % len(held))
-os.rename(sys.argv[2] + ".tmp", sys.argv[2])
-time.sleep(60)
-PY
-}
+# hold PID FILE: copies PID's perf_event fds into this process, writes how many to FILE,
+# then sleeps until killed (hold_fds.py).
+hold() { exec python3 "$(dirname "$0")/hold_fds.py" "$1" 'anon_inode:[perf_event]' "$2"; }
 
 for BACKEND in epoll io_uring; do
   rm -rf "$TMP/state"
