@@ -25,6 +25,22 @@ start_daemon() {
   [ "$loop" = "$backend" ] || fail "canopyd runs $loop, asked for $backend"
 }
 
+# need_nobody: skips unless the attack tests' tools are here: root (to become nobody with
+# setpriv), setsid (canopyd as a session leader) and a C compiler (the attacker's programs).
+need_nobody() {
+  [ "$(id -u)" = 0 ] || skip "needs root (to switch to an unprivileged user)"
+  command -v setpriv >/dev/null || skip "setpriv not installed"
+  command -v setsid >/dev/null || skip "setsid not installed"
+  command -v cc >/dev/null || skip "no C compiler"
+}
+
+# start_leader BACKEND STATE_DIR [EXTRA ARGS...]: start_daemon with canopyd as its own
+# session leader without a controlling terminal, as systemd runs it; fails otherwise.
+start_leader() {
+  D_WRAP=setsid start_daemon "$@"
+  [ "$(ps -o sid= -p $D_PID | tr -d ' ')" = "$D_PID" ] || fail "canopyd is not a session leader"
+}
+
 # stop_daemon [SIGNAL]: signals canopyd and waits; fails unless it exits 0 on TERM.
 stop_daemon() {
   local sig=${1:-TERM} rc=0

@@ -18,13 +18,10 @@
 # (default "symlink pty fifo hup") selects cases, to show each one failing on older code.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root (to switch to an unprivileged user)"
-command -v setpriv >/dev/null || skip "setpriv not installed"
-command -v setsid >/dev/null || skip "setsid not installed"
-command -v cc >/dev/null || skip "no C compiler"
+need_nobody
 NOBODY=65534
 PIDS=()
-trap 'stop_daemon KILL || true; kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'rc=$?; stop_daemon KILL || true; kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 chmod 755 "$TMP"
 cp "$(dirname "$0")/daemon_proto.py" "$TMP/"
 die() { fail "$*; canopyd's log: $(tail -20 "$TMP/canopyd.log")"; }
@@ -114,8 +111,7 @@ root_symbolized() {
 }
 
 # canopyd as a session leader without a controlling terminal (how systemd runs it).
-D_WRAP=setsid start_daemon epoll "$TMP/state"
-[ "$(ps -o sid= -p $D_PID | tr -d ' ')" = "$D_PID" ] || fail "canopyd is not a session leader"
+start_leader epoll "$TMP/state"
 
 # Root's own long session: it must keep sampling whatever nobody does.
 touch "$TMP/r/go0"

@@ -14,10 +14,7 @@
 # Every check runs even after one fails, so a run on old code lists all that fail.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root (to switch to an unprivileged user)"
-command -v setpriv >/dev/null || skip "setpriv not installed"
-command -v setsid >/dev/null || skip "setsid not installed"
-command -v cc >/dev/null || skip "no C compiler"
+need_nobody
 command -v objcopy >/dev/null || skip "objcopy not installed"
 command -v tmux >/dev/null || skip "tmux is not installed"
 NOBODY=65534
@@ -100,14 +97,7 @@ chown -R $NOBODY:$NOBODY "$TMP/u"
 chmod 755 "$TMP/u" "$TMP/u/wl"
 
 # canopyd as its own session leader, detached from any terminal.
-printf '#!/bin/sh\nexec setsid "%s" "$@"\n' "$CANOPYD_BIN" >"$TMP/canopyd-setsid"
-chmod 755 "$TMP/canopyd-setsid"
-REAL_CANOPYD=$CANOPYD_BIN
-CANOPYD_BIN=$TMP/canopyd-setsid
-start_daemon epoll "$TMP/state"
-CANOPYD_BIN=$REAL_CANOPYD
-[ "$(ps -o sid= -p $D_PID | tr -d ' ')" = "$D_PID" ] || fail "canopyd is not a session leader"
-trap '[ $? = 0 ] || { echo "---- canopyd log ----" >&2; tail -30 "$TMP/canopyd.log" >&2; }; cleanup' EXIT
+start_leader epoll "$TMP/state"
 C=("$CANOPY_BIN")
 S=(--socket "$SOCK")
 

@@ -478,6 +478,15 @@ static void test_term_escape(void **state)
 
 /* ---- the atomic file writer ---------------------------------------------------------- */
 
+/* Waits for the writer's child pid, which exits 0 when it saw what it expected. */
+static void expect_child_ok(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* The names in dir (flat), space-separated and sorted by readdir order, in out. */
 static int dir_names(const char *dir, char *out, size_t n)
 {
@@ -594,10 +603,7 @@ static void test_afile_failures(void **state)
             _exit(3);
         _exit(cn_common_write_file_atomic(target, 0600, "abc", 3, NULL) == -EACCES ? 0 : 1);
     }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_ok(pid);
     assert_int_equal(dir_names(path, names, sizeof(names)), 0);
     rm_tree(dir);
 }
@@ -622,10 +628,7 @@ static void test_afile_short_write(void **state)
         memset(data, 'a', sizeof(data));
         _exit(cn_common_write_file_atomic(path, 0600, data, sizeof(data), NULL) == -EFBIG ? 0 : 1);
     }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_ok(pid);
     assert_int_equal(dir_names(dir, names, sizeof(names)), 0);
     rm_tree(dir);
 }
