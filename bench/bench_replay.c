@@ -338,7 +338,7 @@ static int write_all_folded(const uint8_t *data, size_t len, const char *prefix)
     cn_live_symbolizer *sym = NULL;
     cn_err err = {0};
     char path[4096];
-    int ret = cn_live_symbolizer_new(0, &sym, &err);
+    int ret = cn_live_symbolizer_new(0, 0, &sym, &err);
     if (ret < 0)
         fprintf(stderr, "bench_replay: symbolizer: %s\n", err.msg[0] ? err.msg : strerror(-ret));
     for (int m = 0; m < 3 && ret == 0; m++) {

@@ -266,11 +266,24 @@ int cn_cmd_status(int argc, char **argv)
     const json_t *sc = json_object_get(r, "symbol_cache");
     if (json_is_object(sc))
         printf("symbol cache: %" JSON_INTEGER_FORMAT " objects, %.1f MiB heap, %.1f MiB of debug "
-               "files mapped, %" JSON_INTEGER_FORMAT " evicted\n",
+               "data read, %" JSON_INTEGER_FORMAT " evicted\n",
                json_integer_value(json_object_get(sc, "objects")),
                json_number_value(json_object_get(sc, "heap_bytes")) / (1024.0 * 1024.0),
                json_number_value(json_object_get(sc, "mapped_bytes")) / (1024.0 * 1024.0),
                json_integer_value(json_object_get(sc, "evictions")));
+    const json_t *uc = json_object_get(r, "unwind_cache");
+    if (json_is_object(uc))
+        printf("unwind tables: %" JSON_INTEGER_FORMAT " files (%" JSON_INTEGER_FORMAT
+               " mapped now), %.1f MiB; unmapped %.1f of %.1f MiB kept, %" JSON_INTEGER_FORMAT
+               " loads, %" JSON_INTEGER_FORMAT " hits, %" JSON_INTEGER_FORMAT " evicted\n",
+               json_integer_value(json_object_get(uc, "files")),
+               json_integer_value(json_object_get(uc, "in_use")),
+               json_number_value(json_object_get(uc, "bytes")) / (1024.0 * 1024.0),
+               json_number_value(json_object_get(uc, "unused_bytes")) / (1024.0 * 1024.0),
+               json_number_value(json_object_get(uc, "max_unused_bytes")) / (1024.0 * 1024.0),
+               json_integer_value(json_object_get(uc, "loads")),
+               json_integer_value(json_object_get(uc, "hits")),
+               json_integer_value(json_object_get(uc, "evictions")));
     const json_t *fl = json_object_get(r, "fleet"); /* docs/fleet.md "Status" */
     if (json_string_value(json_object_get(fl, "url")))
         print_push_status("fleet", fl, "rows",

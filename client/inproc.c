@@ -31,7 +31,7 @@ int cn_cli_local_start(const cn_live_session_opts *spec, cn_cli_local **out, cn_
         cn_err_set(err, 0, "out of memory");
         return -ENOMEM;
     }
-    rc = cn_live_symbolizer_new(0, &l->sym, err);
+    rc = cn_live_symbolizer_new(0, 0, &l->sym, err);
     if (rc < 0)
         goto fail;
     o.owner = getuid();

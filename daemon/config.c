@@ -17,6 +17,11 @@ void cn_d_config_init(cn_d_config *c)
     c->max_clients = 128;
     c->max_request = CN_PROTO_MAX_REQUEST;
     c->session_memory = (size_t)256 << 20;
+    /* A whole-system session on a busy machine within 64 MiB (docs/perf-daemon.md, "A busy
+     * machine"): what unused files' unwind tables and the symbolizer may keep. */
+    c->unwind_cache = (uint64_t)16 << 20;
+    c->symbol_cache = (uint64_t)32 << 20;
+    c->debug_cache = (uint64_t)64 << 20;
     c->retention_ns = 600LL * 1000000000;
     c->checkpoint_ns = 60LL * 1000000000;
     c->state_dir_max = (uint64_t)1 << 30;
@@ -193,10 +198,17 @@ static int apply(cn_d_config *c, const char *k, const char *v)
         *(!strcmp(k, "max_sessions") ? &c->max_sessions : &c->max_clients) = (unsigned)n;
         return 0;
     }
-    if (!strcmp(k, "max_request") || !strcmp(k, "session_memory") || !strcmp(k, "state_dir_max")) {
+    if (!strcmp(k, "max_request") || !strcmp(k, "session_memory") || !strcmp(k, "state_dir_max") ||
+        !strcmp(k, "unwind_cache") || !strcmp(k, "symbol_cache") || !strcmp(k, "debug_cache")) {
         if (cn_common_parse_size(v, &u) < 0 || u == 0)
             return -EINVAL;
-        if (!strcmp(k, "max_request")) {
+        if (!strcmp(k, "unwind_cache")) {
+            c->unwind_cache = u;
+        } else if (!strcmp(k, "symbol_cache")) {
+            c->symbol_cache = u;
+        } else if (!strcmp(k, "debug_cache")) {
+            c->debug_cache = u;
+        } else if (!strcmp(k, "max_request")) {
             if (u < 256 || u > ((uint64_t)64 << 20))
                 return -EINVAL;
             c->max_request = (size_t)u;

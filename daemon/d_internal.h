@@ -186,6 +186,8 @@ struct cn_d_server {
     cn_d__loop *loop;
     cn_d__loop_ops ops;
     cn_live_symbolizer *sym; /* shared by every session; freed after them */
+    cn_smp_cache *unwind;    /* objects' unwind tables, shared likewise */
+    int64_t trim_t;          /* the tick's last malloc_trim */
     cn_d__watch *sym_watch, *sig_watch;
     cn_d__entry **entries; /* the store: oldest first */
     size_t n_entries, cap_entries;

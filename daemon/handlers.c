@@ -137,6 +137,16 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
                       (json_int_t)sym.objects, "heap_bytes", (json_int_t)sym.heap_bytes,
                       "mapped_bytes", (json_int_t)sym.mapped_bytes, "evictions",
                       (json_int_t)sym.evictions));
+    cn_smp_cache_stats uc;
+    cn_smp_cache_stats_get(srv->unwind, &uc);
+    if (r == 0) /* docs/cli-live.md "Status" */
+        r = json_object_update_new(
+            rp->msg,
+            json_pack("{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "unwind_cache", "files",
+                      (json_int_t)uc.files, "in_use", (json_int_t)uc.in_use, "bytes",
+                      (json_int_t)uc.bytes, "unused_bytes", (json_int_t)uc.lru_bytes,
+                      "max_unused_bytes", (json_int_t)uc.max_bytes, "loads", (json_int_t)uc.loads,
+                      "hits", (json_int_t)uc.hits, "evictions", (json_int_t)uc.evictions));
     if (r == 0)
         r = status_limits(srv, rp->msg);
     json_t *fleet = cn_d__fleet_status(srv); /* docs/fleet.md "Status" */
@@ -285,6 +295,7 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
     cn_live_session_opts_init(&o);
     if (session_spec(srv, cl, req, rp, kind, &o) < 0 || may_start(srv, cl, req, rp, &o) < 0)
         goto out;
+    o.unwind_cache = srv->unwind;
     snprintf(id, sizeof(id), "s%" PRIu64, srv->next_id);
     o.id = id;
     cn_live_session *s = NULL;

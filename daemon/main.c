@@ -3,6 +3,7 @@
  * into the background: systemd (or the caller) supervises it. Exit status: 0 after a clean
  * shutdown, 1 on a runtime failure (socket busy, state dir unusable), 2 on bad usage. */
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,10 @@ int main(int argc, char **argv)
     };
     const char *socket = NULL, *state = NULL, *config = NULL, *loop = NULL;
     int c;
+    /* Two malloc heaps, not one per thread that ever ran (the symbolizer's loaders are
+     * short-lived threads): each heap keeps what it freed, and canopyd's resident memory is
+     * bounded by design (docs/perf-daemon.md, "A busy machine"). */
+    mallopt(M_ARENA_MAX, 2);
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 's':

@@ -11,6 +11,7 @@
  * quotas and the idle and send timeouts are quota.c's.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -182,6 +183,10 @@ static bool outputs_flushed(const cn_d_server *srv)
     return true;
 }
 
+/* How often the tick returns freed heap memory to the system (malloc_trim: a few ms over
+ * a heap of ~100 MiB, measured in docs/perf-daemon.md). */
+#define TRIM_INTERVAL_NS (5LL * 1000000000)
+
 static void on_tick(void *ctx)
 {
     cn_d_server *srv = ctx;
@@ -202,6 +207,12 @@ static void on_tick(void *ctx)
         cn_d__conn *c = cl->c;
         if (!c->closing && c->deadline_ns && now > c->deadline_ns)
             cn_d__conn_close(c, false); /* a stalled half-sent request */
+    }
+    if (now - srv->trim_t >= TRIM_INTERVAL_NS) {
+        /* Freed memory goes back to the system: symbol tables evicted, ranges folded,
+         * loaders' temporary buffers would otherwise stay resident in malloc's heaps. */
+        malloc_trim(0);
+        srv->trim_t = now;
     }
     if (now - srv->rate_t >= 1000000000LL) {
         uint64_t total = 0;
@@ -408,8 +419,12 @@ int cn_d_server_new(const cn_d_config *c, cn_d_server **out, cn_err *err)
     } else if ((r = bind_socket(srv, err)) < 0) {
         goto fail;
     }
-    if ((r = cn_live_symbolizer_new(0, &srv->sym, err)) < 0)
+    if ((r = cn_live_symbolizer_new(c->symbol_cache, c->debug_cache, &srv->sym, err)) < 0)
         goto fail;
+    if (!(srv->unwind = cn_smp_cache_new(c->unwind_cache))) {
+        r = -ENOMEM;
+        goto fail;
+    }
     if (c->test_symbol_delay_ns > 0)
         cn_live_symbolizer_set_test_delay(srv->sym, c->test_symbol_delay_ns);
     r = -ENOMEM;
@@ -466,6 +481,7 @@ cn_d_server *cn_d_server_free(cn_d_server *srv)
     cn_d__store_free(srv);
     cn_d__loop_free(srv->loop); /* closes connections (on_closed frees clients) */
     cn_live_symbolizer_free(srv->sym);
+    cn_smp_cache_free(srv->unwind); /* after the sessions (store_free) */
     if (srv->listen_fd >= 0 && srv->listen_fd != srv->cfg.listen_fd)
         close(srv->listen_fd);
     if (srv->own_socket)

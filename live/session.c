@@ -119,6 +119,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         .image = o->image,
         .may_profile = o->may_profile,
         .may_profile_arg = o->may_profile_arg,
+        .cache = o->unwind_cache,
     };
     r = cn_smp_session_new(&cfg, &cn_live__smp_callbacks, s, &s->smp);
     if (r < 0) {

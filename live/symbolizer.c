@@ -32,7 +32,8 @@ struct cn_live_symbolizer {
     uint64_t submits; /* successful submissions (flush loops while answers cause more) */
 };
 
-int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *err)
+int cn_live_symbolizer_new(size_t max_memory, size_t max_debug, cn_live_symbolizer **out,
+                           cn_err *err)
 {
     int r;
     cn_sym_config cfg;
@@ -42,6 +43,8 @@ int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *
     cn_sym_config_init(&cfg);
     if (max_memory)
         cfg.max_memory = max_memory;
+    if (max_debug) /* debug data is read into memory (ELF_C_READ), not mapped */
+        cfg.max_mapped = max_debug;
     cfg.debuginfod = false; /* a daemon must not block on the network by default */
     y->cache = cn_sym_cache_new(&cfg);
     r = y->cache ? cn_sym_worker_new(y->cache, 0, &y->worker) : -ENOMEM;

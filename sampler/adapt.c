@@ -114,8 +114,8 @@ static bool fp_code_in(const cn_smp_session *s, const cn_smp__proc *p, uint64_t 
     const cn_smp__map *m =
         *last && at >= (*last)->start && at < (*last)->end ? *last : cn_smp__proc_find(p, at);
     *last = m;
-    return s->arch->fp_gives_sp && m && m->obj->pub.kind == CN_SMP_OBJ_USER &&
-           m->obj->elf.has_fp == 1;
+    return s->arch->fp_gives_sp && m && m->obj->pub.kind == CN_SMP_OBJ_USER && m->obj->elf &&
+           m->obj->elf->has_fp == 1;
 }
 
 static bool fp_code(const cn_smp_session *s, const cn_smp__proc *p, uint64_t pc, bool ret)

@@ -102,6 +102,12 @@ void cn_smp__cfi_free(cn_smp__cfi *c)
     free(c);
 }
 
+uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
+{
+    /* libdw's own FDE and CIE caches are not counted: they hold what lookups touched. */
+    return c ? sizeof(*c) + c->cap * sizeof(*c->rules) : 0;
+}
+
 /* Index of the first rule with start > addr. */
 static size_t upper_bound(const cn_smp__cfi *c, uint64_t addr)
 {
@@ -363,8 +369,8 @@ static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g
 static bool is_sigreturn(const cn_smp__arch *arch, const cn_smp__map *m, uint64_t vaddr)
 {
     uint32_t code[2];
-    return arch->sig_code[0] && arch->sig_pc &&
-           cn_smp__elf_read(&m->obj->elf, vaddr, code, sizeof(code)) == 0 &&
+    return arch->sig_code[0] && arch->sig_pc && m->obj->elf &&
+           cn_smp__elf_read(m->obj->elf, vaddr, code, sizeof(code)) == 0 &&
            code[0] == arch->sig_code[0] && code[1] == arch->sig_code[1];
 }
 
@@ -510,7 +516,7 @@ static int chain_past_end(const cn_smp__arch *arch, const cn_smp__proc *p, const
         !cn_smp__proc_find(p, arch->mask_ret(fw->chain[k - d]) - 1))
         return -1;
     const cn_smp__map *m = cn_smp__proc_find(p, arch->mask_ret(pcs[k - 1]) - (k > 1 ? 1 : 0));
-    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || m->obj->elf.has_fp == 0)
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || (m->obj->elf && m->obj->elf->has_fp == 0))
         return -1;
     int add = fw->nchain - (k - d) < max - k ? fw->nchain - (k - d) : max - k;
     memcpy(pcs + k, fw->chain + (k - d), (size_t)add * sizeof(*pcs));
@@ -553,7 +559,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         if (!m || at < m->start || at >= m->end) {
             m = cn_smp__proc_find(p, at);
             if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
-                !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias)) {
+                !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias)) {
                 /* Only where the address is in no mapping (a garbage return address):
                  * code without CFI (JIT) is libunwind's, whose frame-chain guess does
                  * better there than the kernel's chain (node: 8% of the stacks). */
@@ -564,7 +570,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         /* In an object built with frame pointers, a frame above the leaf is at a call, past
          * its function's prologue: its frame pointer is the frame's base. */
-        bool fp_code = fw && arch->fp_gives_sp && m->obj->elf.has_fp == 1;
+        bool fp_code = fw && arch->fp_gives_sp && m->obj->elf && m->obj->elf->has_fp == 1;
         if (fp_code && !exact && fw->chain_first) {
             fw->chain_first = false; /* tried once per walk: a failed join reads the copy */
             int joined = join_chain(arch, r, sp0, &cur, fw, pcs, n, max);
@@ -581,7 +587,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
             continue;
         }
         rule tmp;
-        const rule *ru = rule_for(arch, &m->obj->elf, at - bias, &tmp);
+        const rule *ru = rule_for(arch, m->obj->elf, at - bias, &tmp);
         if ((!ru || ru->cfa_slot == NSLOTS) && exact && lr_step(arch, &cur, &next)) {
             cur = next;
             exact = false;
@@ -632,9 +638,9 @@ int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         return 0;
     const cn_smp__map *m = cn_smp__proc_find(p, cur.pc);
     if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
-        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias))
         return 0;
-    const rule *ru = rule_for(arch, &m->obj->elf, cur.pc - bias, &tmp);
+    const rule *ru = rule_for(arch, m->obj->elf, cur.pc - bias, &tmp);
     if (!ru || ru->cfa_slot >= NSLOTS || !cur.ok[ru->cfa_slot])
         return 0;
     uint64_t cfa = cur.v[ru->cfa_slot] + (uint64_t)ru->cfa_off;

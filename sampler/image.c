@@ -3,8 +3,12 @@
  * Objects' files are read once (pread, never mmap: see read_image) into a sparse
  * anonymous image and parsed with objfile/'s bounds-checked decoders (cn_obj.h), so a
  * truncated or hostile ELF file gives an error, never a crash. The facts: PT_LOAD
- * segments (file offset <-> virtual address), .eh_frame_hdr, .debug_frame, and whether
- * the code keeps frame pointers. */
+ * segments (file offset <-> virtual address), .eh_frame_hdr, .eh_frame, .debug_frame, and
+ * whether the code keeps frame pointers. Only those parts of the file are read: never its
+ * code, which would make the sampler's memory grow with every binary the machine runs
+ * (a compiler's text is tens of MiB); the prologues that tell frame pointers apart are
+ * read from the file once, at load. cache.c shares the result by file identity. */
+#include <assert.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,26 +23,70 @@
 /* Largest object file we load (bounds a target's influence on our address space: the
  * image is reserved, not committed), and most bytes read from one (bounds our memory). */
 #define CN_SMP_MAX_OBJECT_BYTES (4ULL << 30)
-#define CN_SMP_MAX_READ_BYTES   (1ULL << 30)
+#define CN_SMP_MAX_READ_BYTES   (256ULL << 20)
 
 static bool in_file(const cn_smp__elf *e, uint64_t off, uint64_t n)
 {
     return off <= e->size && n <= e->size - off;
 }
 
+/* Whether the image holds [off, off + n) of the file (a heap image holds all of it). */
+static bool in_parts(const cn_smp__elf *e, uint64_t off, uint64_t n)
+{
+    if (!in_file(e, off, n))
+        return false;
+    if (e->heap)
+        return true;
+    for (uint32_t i = 0; i < e->nparts; i++)
+        if (off >= e->parts[i].off && n <= e->parts[i].len &&
+            off - e->parts[i].off <= e->parts[i].len - n)
+            return true;
+    return false;
+}
+
 static void find_debug_frame(cn_smp__elf *e)
 {
     Elf64_Shdr sh;
     if (cn_obj_elf_section(e->data, e->size, ".debug_frame", &sh) == 0 &&
-        sh.sh_type == SHT_PROGBITS && in_file(e, sh.sh_offset, sh.sh_size)) {
+        sh.sh_type == SHT_PROGBITS && in_parts(e, sh.sh_offset, sh.sh_size)) {
         e->debug_frame_off = sh.sh_offset;
         e->debug_frame_size = sh.sh_size;
     }
 }
 
-/* Samples function starts from the .eh_frame_hdr search table and tests their prologues:
- * an object built with frame pointers opens (nearly) every function with one. */
-static void detect_fp(cn_smp__elf *e)
+/* File offset of [vaddr, vaddr + n) when one loaded segment holds it in the file. */
+static bool vaddr_to_off(const cn_smp__elf *e, uint64_t vaddr, uint64_t n, uint64_t *off)
+{
+    for (uint32_t i = 0; i < e->nload; i++) {
+        const typeof(e->load[0]) *l = &e->load[i];
+        if (vaddr < l->vaddr || vaddr - l->vaddr >= l->filesz || n > l->filesz - (vaddr - l->vaddr))
+            continue;
+        *off = l->offset + (vaddr - l->vaddr);
+        return in_file(e, *off, n);
+    }
+    return false;
+}
+
+/* Reads n code bytes at vaddr: from fd (the file, at load) when fd >= 0, else from the
+ * image (a heap image holds its code). Returns 0 or -EFAULT. */
+static int read_code(const cn_smp__elf *e, int fd, uint64_t vaddr, uint8_t *out, size_t n)
+{
+    uint64_t off;
+    if (fd < 0)
+        return cn_smp__elf_read(e, vaddr, out, n);
+    if (!vaddr_to_off(e, vaddr, n, &off))
+        return -EFAULT;
+    ssize_t r;
+    do
+        r = pread(fd, out, n, (off_t)off);
+    while (r < 0 && errno == EINTR);
+    return r == (ssize_t)n ? 0 : -EFAULT;
+}
+
+/* Samples function starts from the .eh_frame_hdr search table and tests their prologues
+ * (read through fd, or the image when fd < 0): an object built with frame pointers opens
+ * (nearly) every function with one. */
+static void detect_fp(cn_smp__elf *e, int fd)
 {
     const cn_smp__arch *arch = cn_smp__arch_get();
     cn_obj_ehhdr h;
@@ -52,7 +100,7 @@ static void detect_fp(cn_smp__elf *e)
         int64_t loc, fde;
         uint8_t code[48];
         cn_obj_ehhdr_entry(hdr, i, false, &loc, &fde);
-        if (cn_smp__elf_read(e, e->eh_frame_hdr_vaddr + (uint64_t)loc, code, sizeof(code)) < 0)
+        if (read_code(e, fd, e->eh_frame_hdr_vaddr + (uint64_t)loc, code, sizeof(code)) < 0)
             continue;
         tested++;
         with_fp += arch->fp_prologue(code, sizeof(code));
@@ -63,8 +111,9 @@ static void detect_fp(cn_smp__elf *e)
         e->has_fp = with_fp * 4 >= tested;
 }
 
-/* Reads the facts unwinding needs from e's image (data, size). Returns 0 or -ENOEXEC. */
-static int elf_parse(cn_smp__elf *e)
+/* Reads the facts unwinding needs from e's image (data, size); fd as for detect_fp.
+ * Returns 0 or -ENOEXEC. */
+static int elf_parse(cn_smp__elf *e, int fd)
 {
     Elf64_Ehdr eh;
     if (cn_obj_elf_header(e->data, e->size, &eh) < 0)
@@ -88,22 +137,34 @@ static int elf_parse(cn_smp__elf *e)
     e->ok = e->nload > 0;
     if (!e->ok)
         return -ENOEXEC;
-    detect_fp(e);
+    detect_fp(e, fd);
     return 0;
 }
 
-/* Reads [off, off + n) of fd into the same place of img (size bytes), within the budget
- * *left. A short read (the file shrank meanwhile) leaves zeros: a corrupt image, which
- * the parsers reject or read as garbage, never a fault. */
-static void read_part(int fd, uint8_t *img, size_t size, uint64_t off, uint64_t n, uint64_t *left)
+#define PART_SLACK 16
+
+/* Reads [off, off + n) of fd into the same place of e's image, within the budget *left,
+ * and records the part. A short read (the file shrank meanwhile) leaves zeros: a corrupt
+ * image, which the parsers reject or read as garbage, never a fault. */
+static void read_part(cn_smp__elf *e, int fd, uint64_t off, uint64_t n, uint64_t *left)
 {
-    if (off >= size)
+    uint8_t *img = (uint8_t *)e->data;
+    if (off >= e->size || n == 0 || e->nparts == CN_SMP__ELF_PARTS)
         return;
-    if (n > size - off)
-        n = size - off;
+    if (n > e->size - off)
+        n = e->size - off;
+    /* A little more on each side: a reader of words (libunwind) may read past a table's
+     * last entry into the alignment padding before the next section. */
+    uint64_t lo = off > PART_SLACK ? off - PART_SLACK : 0;
+    uint64_t hi = e->size - (off + n) > PART_SLACK ? off + n + PART_SLACK : e->size;
+    off = lo;
+    n = hi - lo;
     if (n > *left)
         n = *left;
     *left -= n;
+    e->parts[e->nparts].off = off;
+    e->parts[e->nparts].len = n;
+    e->nparts++;
     while (n) {
         ssize_t r = pread(fd, img + off, n, (off_t)off);
         if (r < 0 && errno == EINTR)
@@ -115,87 +176,189 @@ static void read_part(int fd, uint8_t *img, size_t size, uint64_t off, uint64_t 
     }
 }
 
+static int part_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b; /* parts[i].off first */
+    return *x < *y ? -1 : *x > *y;
+}
+
+/* Sorts the parts and joins those that overlap or touch, so that a read spanning two
+ * neighbouring sections (one range of the file, every byte read) is found in one part. */
+static void merge_parts(cn_smp__elf *e)
+{
+    qsort(e->parts, e->nparts, sizeof(e->parts[0]), part_cmp);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->nparts; i++) {
+        if (n > 0 && e->parts[i].off <= e->parts[n - 1].off + e->parts[n - 1].len) {
+            uint64_t end = e->parts[i].off + e->parts[i].len;
+            if (end > e->parts[n - 1].off + e->parts[n - 1].len)
+                e->parts[n - 1].len = end - e->parts[n - 1].off;
+        } else {
+            e->parts[n++] = e->parts[i];
+        }
+    }
+    e->nparts = n;
+    e->read_bytes = 0;
+    for (uint32_t i = 0; i < n; i++)
+        e->read_bytes += e->parts[i].len;
+}
+
+/* Without section headers, .eh_frame is found through .eh_frame_hdr's eh_frame_ptr
+ * (pc-relative sdata4, as linkers write it) and read to the end of its segment. */
+static void read_eh_frame_by_hdr(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh,
+                                 const Elf64_Phdr *hdr, uint64_t *left)
+{
+    uint8_t h[8];
+    int32_t rel;
+    if (!in_parts(e, hdr->p_offset, sizeof(h)))
+        return;
+    memcpy(h, e->data + hdr->p_offset, sizeof(h));
+    if (h[0] != 1 || h[1] != 0x1b /* DW_EH_PE_pcrel | DW_EH_PE_sdata4 */)
+        return;
+    memcpy(&rel, h + 4, sizeof(rel));
+    uint64_t at = hdr->p_vaddr + 4 + (uint64_t)(int64_t)rel;
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, e->data + eh->e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_LOAD && at >= ph.p_vaddr && at - ph.p_vaddr < ph.p_filesz)
+            read_part(e, fd, ph.p_offset + (at - ph.p_vaddr), ph.p_filesz - (at - ph.p_vaddr),
+                      left);
+    }
+}
+
+/* The program headers' parts: notes (the build-id) and .eh_frame_hdr; .eh_frame through
+ * the latter when there are no section headers. */
+static void read_segments(cn_smp__elf *e, int fd, bool have_sections, uint64_t *left)
+{
+    Elf64_Ehdr eh;
+    if (cn_obj_elf_header(e->data, e->size, &eh) < 0)
+        return;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, e->data + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_NOTE || ph.p_type == PT_GNU_EH_FRAME)
+            read_part(e, fd, ph.p_offset, ph.p_filesz, left);
+        if (ph.p_type == PT_GNU_EH_FRAME && !have_sections)
+            read_eh_frame_by_hdr(e, fd, &eh, &ph, left);
+    }
+}
+
+/* The section headers, their names, and the unwind sections. Returns whether .eh_frame
+ * was found among them. */
+static bool read_sections(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh, uint64_t *left)
+{
+    static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
+    bool found = false;
+    if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= eh->e_shnum ||
+        eh->e_shoff >= e->size ||
+        (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > e->size - eh->e_shoff)
+        return false;
+    read_part(e, fd, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr), left);
+    Elf64_Shdr strs, sh;
+    memcpy(&strs, e->data + eh->e_shoff + (size_t)eh->e_shstrndx * sizeof(strs), sizeof(strs));
+    read_part(e, fd, strs.sh_offset, strs.sh_size, left);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (cn_obj_elf_section(e->data, e->size, want[i], &sh) == 0 && sh.sh_type != SHT_NOBITS) {
+            read_part(e, fd, sh.sh_offset, sh.sh_size, left);
+            found |= i == 0;
+        }
+    return found;
+}
+
 /* The file's image in memory we own: an anonymous, reserved-not-committed region of the
- * file's size in which only what unwinding reads is filled by pread (headers, executable
- * and note segments, .eh_frame_hdr, .eh_frame, .debug_frame); the rest stays zero pages.
- * Never a mapping of the file itself: the target's user may truncate the file while a
- * session runs, and touching a mapped page past the new end is SIGBUS for the whole
- * daemon (docs/security.md). Returns 0 and *out (munmap size bytes), or negative errno. */
-static int read_image(int fd, size_t size, uint8_t **out)
+ * file's size in which only what unwinding reads is filled by pread (headers, notes,
+ * .eh_frame_hdr, .eh_frame, .debug_frame: e->parts); the rest stays zero pages, never
+ * touched. Never a mapping of the file itself: the target's user may truncate the file
+ * while a session runs, and touching a mapped page past the new end is SIGBUS for the
+ * whole daemon (docs/security.md). Returns 0 (unmap size bytes of e->data), or negative
+ * errno. */
+static int read_image(cn_smp__elf *e, int fd, size_t size)
 {
     uint8_t *img = mmap(NULL, size, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (img == MAP_FAILED)
         return -errno;
+    e->data = img;
+    e->size = size;
     uint64_t left = CN_SMP_MAX_READ_BYTES;
     Elf64_Ehdr eh;
-    read_part(fd, img, size, 0, sizeof(eh), &left);
+    read_part(e, fd, 0, sizeof(eh), &left);
     memcpy(&eh, img, sizeof(eh));
     if (eh.e_phentsize == sizeof(Elf64_Phdr))
-        read_part(fd, img, size, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), &left);
-    if (cn_obj_elf_header(img, size, &eh) == 0) {
-        for (unsigned i = 0; i < eh.e_phnum; i++) {
-            Elf64_Phdr ph;
-            memcpy(&ph, img + eh.e_phoff + (size_t)i * sizeof(ph), sizeof(ph));
-            if ((ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) || ph.p_type == PT_NOTE ||
-                ph.p_type == PT_GNU_EH_FRAME)
-                read_part(fd, img, size, ph.p_offset, ph.p_filesz, &left);
-        }
-    }
-    if (eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shstrndx < eh.e_shnum && eh.e_shoff < size &&
-        (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) <= size - eh.e_shoff) {
-        read_part(fd, img, size, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), &left);
-        static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
-        Elf64_Shdr strs, sh;
-        memcpy(&strs, img + eh.e_shoff + (size_t)eh.e_shstrndx * sizeof(strs), sizeof(strs));
-        read_part(fd, img, size, strs.sh_offset, strs.sh_size, &left);
-        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-            if (cn_obj_elf_section(img, size, want[i], &sh) == 0 && sh.sh_type != SHT_NOBITS)
-                read_part(fd, img, size, sh.sh_offset, sh.sh_size, &left);
-    }
-    *out = img;
+        read_part(e, fd, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), &left);
+    bool have_sections = read_sections(e, fd, &eh, &left);
+    read_segments(e, fd, have_sections, &left);
+    merge_parts(e);
     return 0;
+}
+
+int cn_smp__elf_read_fd(int fd, cn_smp__elf **out)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
+        (uint64_t)st.st_size > CN_SMP_MAX_OBJECT_BYTES)
+        return -ENOEXEC;
+    cn_smp__elf *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->has_fp = -1;
+    int ret = read_image(e, fd, (size_t)st.st_size);
+    if (ret == 0)
+        ret = elf_parse(e, fd);
+    if (ret < 0) {
+        cn_smp__elf_free(e);
+        return ret;
+    }
+    *out = e;
+    return 0;
+}
+
+/* Holds e as o's tables, given to o's cache (when o has one and a file identity). */
+static void obj_hold(cn_smp__obj *o, cn_smp__elf *e)
+{
+    if (o->cache && o->pub.file.ino)
+        cn_smp__cache_add(o->cache, e, &o->pub.file);
+    o->elf = e;
+}
+
+bool cn_smp__elf_from_cache(cn_smp__obj *o)
+{
+    if (!o->elf && o->cache && o->pub.file.ino)
+        o->elf = cn_smp__cache_get(o->cache, &o->pub.file);
+    return o->elf != NULL;
 }
 
 int cn_smp__elf_load_fd(cn_smp__obj *o, int fd)
 {
-    cn_smp__elf *e = &o->elf;
-    if (e->tried)
-        return e->ok ? 0 : -ENOEXEC;
-    e->tried = true;
-    e->has_fp = -1;
-    struct stat st;
-    int ret = 0;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
-        (uint64_t)st.st_size > CN_SMP_MAX_OBJECT_BYTES)
+    if (o->elf || cn_smp__elf_from_cache(o))
+        return 0;
+    if (o->elf_failed)
         return -ENOEXEC;
-    uint8_t *img = NULL;
-    ret = read_image(fd, (size_t)st.st_size, &img);
-    if (ret < 0)
+    cn_smp__elf *e;
+    int ret = cn_smp__elf_read_fd(fd, &e);
+    if (ret < 0) {
+        o->elf_failed = true;
         return ret;
-    e->data = img;
-    e->size = (size_t)st.st_size;
-    ret = elf_parse(e);
-    if (ret < 0)
-        cn_smp__elf_unload(e), e->tried = true;
-    return ret;
+    }
+    obj_hold(o, e);
+    return 0;
 }
 
 int cn_smp__elf_load(cn_smp__obj *o)
 {
-    cn_smp__elf *e = &o->elf;
-    if (e->tried)
-        return e->ok ? 0 : -ENOEXEC;
+    if (o->elf || cn_smp__elf_from_cache(o))
+        return 0;
+    if (o->elf_failed)
+        return -ENOEXEC;
     if (!o->open_path) {
-        e->tried = true;
+        o->elf_failed = true;
         return -ENOENT;
     }
     /* The file checked when the object appeared, or nothing (cn_obj.h). */
     const cn_obj_ident *want = &o->pub.file;
     int fd = cn_obj_open(o->open_path, want->ino ? CN_OBJ_MATCH_ALL : 0, want, NULL);
     if (fd < 0) {
-        e->tried = true;
-        e->has_fp = -1;
+        o->elf_failed = true;
         return fd;
     }
     int ret = cn_smp__elf_load_fd(o, fd);
@@ -205,31 +368,68 @@ int cn_smp__elf_load(cn_smp__obj *o)
 
 int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size)
 {
-    cn_smp__elf *e = &o->elf;
-    cn_smp__elf_unload(e);
-    e->tried = true;
-    e->has_fp = -1;
-    uint8_t *copy = size >= sizeof(Elf64_Ehdr) ? malloc(size) : NULL;
-    if (!copy)
-        return size >= sizeof(Elf64_Ehdr) ? -ENOMEM : -ENOEXEC;
+    cn_smp__obj_release(o);
+    o->elf_failed = true; /* until it succeeds */
+    if (size < sizeof(Elf64_Ehdr))
+        return -ENOEXEC;
+    cn_smp__elf *e = calloc(1, sizeof(*e));
+    uint8_t *copy = malloc(size);
+    if (!e || !copy) {
+        free(e);
+        free(copy);
+        return -ENOMEM;
+    }
     memcpy(copy, image, size);
     e->data = copy;
     e->size = size;
     e->heap = true;
-    int ret = elf_parse(e);
-    if (ret < 0)
-        cn_smp__elf_unload(e), e->tried = true;
-    return ret;
+    e->read_bytes = size;
+    e->has_fp = -1;
+    int ret = elf_parse(e, -1);
+    if (ret < 0) {
+        cn_smp__elf_free(e);
+        return ret;
+    }
+    o->elf = e; /* the object's alone: an image has no file to share by */
+    o->elf_failed = false;
+    return 0;
 }
 
-void cn_smp__elf_unload(cn_smp__elf *e)
+void cn_smp__elf_free(cn_smp__elf *e)
 {
+    if (!e)
+        return;
     cn_smp__cfi_free(e->cfi); /* its Elf handle reads the image below */
     if (e->data && e->heap)
         free((void *)e->data);
     else if (e->data)
         munmap((void *)e->data, e->size);
-    memset(e, 0, sizeof(*e));
+    free(e);
+}
+
+uint64_t cn_smp__elf_bytes(const cn_smp__elf *e)
+{
+    return sizeof(*e) + e->read_bytes + cn_smp__cfi_bytes(e->cfi);
+}
+
+void cn_smp__obj_release(cn_smp__obj *o)
+{
+    if (o->elf)
+        cn_smp__elf_put(o->elf);
+    o->elf = NULL;
+    o->elf_failed = false;
+}
+
+void cn_smp__obj_mapped(cn_smp__obj *o)
+{
+    o->nmapped++;
+}
+
+void cn_smp__obj_unmapped(cn_smp__obj *o)
+{
+    assert(o->nmapped > 0); /* every mapping counted once when made */
+    if (--o->nmapped == 0 && o->pub.kind == CN_SMP_OBJ_USER && o->pub.file.ino)
+        cn_smp__obj_release(o);
 }
 
 bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint64_t *bias)
@@ -248,14 +448,8 @@ bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint
 
 const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n)
 {
-    for (uint32_t i = 0; i < e->nload; i++) {
-        const typeof(e->load[0]) *l = &e->load[i];
-        if (vaddr < l->vaddr || vaddr - l->vaddr >= l->filesz || n > l->filesz - (vaddr - l->vaddr))
-            continue;
-        uint64_t off = l->offset + (vaddr - l->vaddr);
-        return in_file(e, off, n) ? e->data + off : NULL;
-    }
-    return NULL;
+    uint64_t off;
+    return vaddr_to_off(e, vaddr, n, &off) && in_parts(e, off, n) ? e->data + off : NULL;
 }
 
 const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h)
@@ -268,15 +462,24 @@ const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h)
 
 int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n)
 {
+    const uint8_t *p = cn_smp__elf_ptr(e, vaddr, n);
+    if (p) {
+        memcpy(out, p, n);
+        return 0;
+    }
+    /* The rest of a loaded segment reads as zeros, never as a fault: libunwind dereferences
+     * a CIE's indirect personality pointer (in .data.rel.ro), which unwinding never uses,
+     * and reads the code at each frame's pc to recognise a signal trampoline (arm64: at
+     * every step, taking a failed read for a bad pc and the link register for the caller).
+     * Zeros are no trampoline and no PLT stub; the trampolines that matter are recognised
+     * otherwise (glibc's x86-64 __restore_rt by its CFI, the vDSO's kept whole). */
     for (uint32_t i = 0; i < e->nload; i++) {
         const typeof(e->load[0]) *l = &e->load[i];
-        if (vaddr < l->vaddr || vaddr - l->vaddr >= l->filesz || n > l->filesz - (vaddr - l->vaddr))
-            continue;
-        uint64_t off = l->offset + (vaddr - l->vaddr);
-        if (!in_file(e, off, n))
-            return -EFAULT;
-        memcpy(out, e->data + off, n);
-        return 0;
+        if (vaddr >= l->vaddr && vaddr - l->vaddr < l->filesz &&
+            n <= l->filesz - (vaddr - l->vaddr)) {
+            memset(out, 0, n);
+            return 0;
+        }
     }
     return -EFAULT;
 }

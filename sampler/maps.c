@@ -107,8 +107,12 @@ int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgo
         return -ENOMEM;
     size_t i = lower(p, start);
     /* Split a mapping that starts before us and extends past our end. */
+    /* Counted before the mappings it replaces are uncounted: an object mapped again over
+     * itself keeps its tables. */
+    cn_smp__obj_mapped(obj);
     if (i < p->nmaps && p->maps[i].start < start && p->maps[i].end > end) {
         cn_smp__map tail = p->maps[i];
+        cn_smp__obj_mapped(tail.obj);
         tail.pgoff += end - tail.start;
         tail.start = end;
         p->maps[i].end = start;
@@ -123,7 +127,7 @@ int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgo
     /* Remove mappings fully covered; trim one that sticks out past end. */
     size_t j = i;
     while (j < p->nmaps && p->maps[j].end <= end)
-        j++;
+        cn_smp__obj_unmapped(p->maps[j++].obj);
     if (j < p->nmaps && p->maps[j].start < end) {
         p->maps[j].pgoff += end - p->maps[j].start;
         p->maps[j].start = end;
@@ -145,6 +149,8 @@ const cn_smp__map *cn_smp__proc_find(const cn_smp__proc *p, uint64_t addr)
 
 void cn_smp__proc_clear(cn_smp__proc *p)
 {
+    for (size_t i = 0; i < p->nmaps; i++)
+        cn_smp__obj_unmapped(p->maps[i].obj);
     free(p->maps);
     p->maps = NULL;
     p->nmaps = p->cap = 0;

@@ -137,7 +137,7 @@ static void obj_free(cn_smp__obj *o)
 {
     if (!o)
         return;
-    cn_smp__elf_unload(&o->elf);
+    cn_smp__obj_release(o);
     if (o->pub.file_key != o->pub.identity)
         free((char *)o->pub.file_key);
     free((char *)o->pub.identity);
@@ -154,6 +154,7 @@ static int obj_add(cn_smp_session *s, cn_smp__obj *o)
 {
     if (!o->pub.file_key)
         o->pub.file_key = o->pub.identity; /* no file: nothing more to tell apart */
+    o->cache = s->cache;
     if (CN_RESERVE(s->objs, s->capobjs, s->nobjs + 1) < 0)
         return -ENOMEM;
     objnode *node = malloc(sizeof(*node));
@@ -194,7 +195,7 @@ cn_smp__obj *cn_smp__obj_special(cn_smp_session *s, const char *key, const char 
     o->pub.name = strdup(name);
     o->pub.kind = kind;
     o->pub.pid = pid;
-    o->elf.tried = true;
+    o->elf_failed = true; /* no file: nothing to unwind with, but the vDSO's image */
     if (!o->key || !o->pub.identity || !o->pub.name || obj_add(s, o) < 0) {
         obj_free(o);
         return NULL;
@@ -233,6 +234,28 @@ static int open_mapped(pid_t pid, const char *path, uint32_t maj, uint32_t min, 
     return fd;
 }
 
+/* An object no live address space mapped any more (its tables released, cache.c) is
+ * mapped again by process pid: its tables from the cache, else read again from the file
+ * as pid maps it, which must still be the file first checked (o->pub.file). A failure
+ * leaves the object without tables (its frames end "no CFI"), as for any unreadable file. */
+static void obj_rehold(cn_smp__obj *o, pid_t pid, const char *path, bool deleted, uint64_t start,
+                       uint64_t end)
+{
+    char buf[4200];
+    cn_obj_ident got;
+    if (o->elf || o->nmapped > 0 || o->pub.kind != CN_SMP_OBJ_USER || !o->pub.file.ino ||
+        cn_smp__elf_from_cache(o))
+        return;
+    o->elf_failed = false;
+    int fd =
+        open_mapped(pid, path, o->maj, o->min, o->ino, deleted, start, end, buf, sizeof(buf), &got);
+    if (fd < 0 || got.size != o->pub.file.size || got.mtime_ns != o->pub.file.mtime_ns ||
+        cn_smp__elf_load_fd(o, fd) < 0)
+        o->elf_failed = true;
+    if (fd >= 0)
+        close(fd);
+}
+
 /* The object for a file mapping of process pid, created on first use. Its file is opened
  * and read once, here; its identity (o->pub.file) is what the symbolizer will insist on. */
 static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uint32_t maj,
@@ -241,8 +264,10 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     char key[4200], buf[4200];
     snprintf(key, sizeof(key), "%x:%x:%" PRIu64 ":%s", maj, min, ino, path);
     cn_smp__obj *o = obj_lookup(s, key);
-    if (o)
+    if (o) {
+        obj_rehold(o, pid, path, deleted, start, end);
         return o;
+    }
     o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
@@ -267,8 +292,9 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     uint8_t raw[64];
     size_t n;
     long long mtime = (long long)(id.mtime_ns / 1000000000);
+    o->cache = s->cache;
     if (fd >= 0 && cn_smp__elf_load_fd(o, fd) == 0 &&
-        (n = cn_obj_elf_build_id(o->elf.data, o->elf.size, raw, sizeof(raw))) > 0) {
+        (n = cn_obj_elf_build_id(o->elf->data, o->elf->size, raw, sizeof(raw))) > 0) {
         cn_obj_hex(raw, n, bid);
         o->pub.build_id = strdup(bid);
         o->pub.identity = strdup(bid);

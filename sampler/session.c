@@ -251,7 +251,9 @@ static void handle_record(cn_smp_session *s, const cn_smp__rec *r)
         cn_smp__offcpu_exit(s, (pid_t)t->tid, r->time);
         cn_smp__emit_task(s, CN_SMP_TASK_EXIT, (pid_t)t->pid, (pid_t)t->tid, (pid_t)t->ppid,
                           (pid_t)t->ptid, r->time, NULL, false);
-        if (t->pid == t->tid && s->cfg.target == CN_SMP_TARGET_SYSTEM)
+        /* No sample of the process follows its exit (records come in time order): its
+         * address space goes, and with it its holds on objects' unwind tables. */
+        if (t->pid == t->tid && (s->cfg.target != CN_SMP_TARGET_NONE || s->replay))
             cn_smp__proc_drop(s, (pid_t)t->pid);
         if (t->pid == t->tid)
             cn_smp__adapt_forget(s, (pid_t)t->pid);
@@ -307,6 +309,9 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
         return -ENOMEM;
     s->cfg = *cfg;
     s->pidfd = -1;
+    s->cache = cfg->cache;
+    if (!s->cache && !(s->cache = s->own_cache = cn_smp_cache_new(0)))
+        goto nomem;
     s->cfg.freq = cfg->freq ? cfg->freq : 99;
     if (cfg->event && strcmp(cfg->event, "auto") != 0) {
         s->event_req = strdup(cfg->event);
@@ -508,6 +513,7 @@ cn_smp_session *cn_smp_session_free(cn_smp_session *s)
         return NULL;
     close_all(s);
     cn_smp__procs_free(s);
+    cn_smp_cache_free(s->own_cache); /* after the objects released their tables */
     cn_smp__unwinder_free(s->unw);
     cn_smp__adapt_free(s);
     cn_smp__offcpu_free(s);

@@ -7,6 +7,7 @@
  *   records.c     perf record parsing (pure: bytes in, struct out, never trusts sizes)
  *   maps.c        /proc/PID/maps parsing, address spaces
  *   image.c       objects' ELF facts, from an image of their file (read, never mapped)
+ *   cache.c       those tables shared by file identity across processes and sessions
  *   cfi.c         compiled CFI rules: the fast path of DWARF unwinding
  *   unwind.c      DWARF unwinding of a copied stack (compiled CFI, then libunwind)
  *   procs.c       the session's tasks: tid sets, processes, objects, vDSO, kernel modules
@@ -142,13 +143,25 @@ typedef struct cn_smp__maps_line {
  * " (deleted)" stripped). Returns 0 or -EINVAL. */
 int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 
-/* An object's in-memory file image and the facts unwinding needs (lazy, cached). */
+/* Most parts of a file an image holds (headers, program and section headers, section
+ * names, notes, .eh_frame_hdr, .eh_frame, .debug_frame). */
+#define CN_SMP__ELF_PARTS 24
+
+/* An object file's unwind tables (image.c reads them, cache.c shares them across
+ * processes and sessions: cn_smp_cache in cn_smp.h). */
 typedef struct cn_smp__elf {
-    bool tried, ok;
-    const uint8_t *data; /* the file's sparse image (anonymous mmap filled by pread, see
-                            image.c read_image), or a heap copy when heap */
+    bool ok;
+    const uint8_t *data; /* the file's sparse image (anonymous mmap: only parts[] are read
+                            into it, see image.c read_image), or a heap copy when heap */
     size_t size;
     bool heap;
+    /* The file ranges data holds (the rest reads as zeros and is refused by _read/_ptr).
+     * A heap image holds everything. */
+    struct {
+        uint64_t off, len;
+    } parts[CN_SMP__ELF_PARTS];
+    uint32_t nparts;
+    uint64_t read_bytes; /* bytes read into data */
     /* PT_LOAD segments */
     uint32_t nload;
     struct {
@@ -161,6 +174,13 @@ typedef struct cn_smp__elf {
     int has_fp;                                 /* 1 yes, 0 no, -1 unknown */
     uint32_t fp_tested, fp_found; /* functions sampled, with a frame-pointer prologue */
     struct cn_smp__cfi *cfi;      /* compiled unwind rules (cfi.c), owned; NULL until used */
+    /* Sharing (cache.c): the cache holding it (NULL: owned by one object alone), the
+     * file's identity (its key), holders, bytes as last counted, hash and LRU links. */
+    cn_smp_cache *cache;
+    cn_obj_ident id;
+    uint32_t refs;
+    uint64_t bytes;
+    struct cn_smp__elf *hnext, *lru_prev, *lru_next;
 } cn_smp__elf;
 
 typedef struct cn_smp__obj {
@@ -170,7 +190,13 @@ typedef struct cn_smp__obj {
     uint64_t ino;
     char *key;       /* lookup key: "maj:min:ino:path" or special */
     char *open_path; /* path we can open now (may differ from pub.path), or NULL */
-    cn_smp__elf elf;
+    /* Unwind tables: held (one reference) while some live address space of the session
+     * maps the object (nmapped > 0), else released to the cache (procs.c). elf_failed: the
+     * last load failed; not tried again until the object is mapped anew. */
+    cn_smp__elf *elf;
+    cn_smp_cache *cache; /* the session's (NULL: standalone objects of tests) */
+    uint32_t nmapped;    /* mappings of address spaces that refer to the object */
+    bool elf_failed;
 } cn_smp__obj;
 
 typedef struct cn_smp__map {
@@ -193,23 +219,52 @@ int cn_smp__proc_map(cn_smp__proc *p, uint64_t start, uint64_t end, uint64_t pgo
 const cn_smp__map *cn_smp__proc_find(const cn_smp__proc *p, uint64_t addr);
 void cn_smp__proc_clear(cn_smp__proc *p);
 
-/* Loads the ELF facts of an object (once): its open_path opened with cn_obj_open() and,
- * when it has one, its identity (pub.file). Returns 0 when usable, negative errno else. */
+/* Makes sure o->elf holds the object's unwind tables: held already, else found in the
+ * cache by the file's identity (pub.file), else read from open_path opened with
+ * cn_obj_open() and that identity. Returns 0 when usable, negative errno else (and then
+ * not tried again until the object is mapped anew). */
 int cn_smp__elf_load(cn_smp__obj *o);
 /* The same from fd, the object's file already opened and checked (not closed here). */
 int cn_smp__elf_load_fd(cn_smp__obj *o, int fd);
-/* Loads them from a copy of an in-memory image instead (the vDSO, which has no file).
- * Returns 0 or negative errno. */
+/* Whether o holds its tables, taking them from the cache when it has them (no file read). */
+bool cn_smp__elf_from_cache(cn_smp__obj *o);
+/* The same from a copy of an in-memory image (the vDSO, which has no file); the tables
+ * are the object's alone. Returns 0 or negative errno. */
 int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size);
-void cn_smp__elf_unload(cn_smp__elf *e);
+/* Reads a file's tables into a new, unshared entry (image.c). Returns 0 and *out, or
+ * -ENOEXEC (not an ELF file we can use), -ENOMEM. */
+int cn_smp__elf_read_fd(int fd, cn_smp__elf **out);
+/* Frees an entry and what it holds; accepts NULL. */
+void cn_smp__elf_free(cn_smp__elf *e);
+/* Bytes an entry holds in memory (read parts, compiled rules). */
+uint64_t cn_smp__elf_bytes(const cn_smp__elf *e);
+/* Drops o's hold on its tables (to the cache, or freed when unshared). */
+void cn_smp__obj_release(cn_smp__obj *o);
+/* maps.c: an address space refers to o once more / once less; the last release drops
+ * o's tables (cn_smp__obj_release). */
+void cn_smp__obj_mapped(cn_smp__obj *o);
+void cn_smp__obj_unmapped(cn_smp__obj *o);
+
+/* cache.c: the tables of the file with identity id, held (one more reference), or NULL
+ * when the cache has none. */
+cn_smp__elf *cn_smp__cache_get(cn_smp_cache *c, const cn_obj_ident *id);
+/* cache.c: gives e (fresh from cn_smp__elf_read_fd, one reference: the caller's) to the
+ * cache under id. */
+void cn_smp__cache_add(cn_smp_cache *c, cn_smp__elf *e, const cn_obj_ident *id);
+/* cache.c: drops one reference; the last one puts e in its cache's LRU list (evicting the
+ * oldest beyond the bound), or frees it when e is unshared. */
+void cn_smp__elf_put(cn_smp__elf *e);
+
 /* Load bias of an object mapped at (start, pgoff): process address = bias + ELF vaddr. */
 bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint64_t *bias);
 /* A pointer to [vaddr, vaddr + n) of e's image when one loaded segment holds it in the
- * file, else NULL. */
+ * file and the image holds those bytes (e->parts), else NULL. */
 const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n);
 /* e's .eh_frame_hdr, decoded (cn_obj_ehhdr_parse): its bytes and *h, or NULL. */
 const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h);
-/* Reads n bytes at ELF virtual address vaddr from the file image. Returns 0 or -EFAULT. */
+/* Reads n bytes at ELF virtual address vaddr from the file image: the parts it holds, and
+ * zeros for the rest of a loaded segment (code is not kept: image.c). Returns 0, or
+ * -EFAULT outside every loaded segment's file bytes. */
 int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n);
 
 /* ---------------------------------------------------------------------------------------
@@ -245,6 +300,8 @@ typedef struct cn_smp__cfi cn_smp__cfi;
 
 /* Frees an object's compiled rules; accepts NULL. */
 void cn_smp__cfi_free(cn_smp__cfi *c);
+/* Bytes the compiled rules hold (0 for NULL). */
+uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c);
 
 /* Unwinds the user part of a sample of architecture arch through compiled CFI. Returns the
  * number of return addresses written to pcs (leaf first, raw) with *stop, or -EAGAIN when
@@ -355,6 +412,8 @@ struct cn_smp_session {
     cn_smp__obj **objs; /* by id: objs[i]->pub.id == i */
     size_t nobjs, capobjs;
     cn_smp__obj *kernel_obj, *module_obj, *unknown_obj;
+    cn_smp_cache *cache;     /* cfg.cache, or own_cache */
+    cn_smp_cache *own_cache; /* without cfg.cache: the session's own, freed with it */
     struct cn_smp__module *modules;
     size_t nmodules;
 

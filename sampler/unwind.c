@@ -46,10 +46,10 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
     uint64_t bias;
     cn_obj_ehhdr h;
     if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
-        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias) ||
-        !cn_smp__elf_ehhdr(&m->obj->elf, &h))
+        !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) ||
+        !cn_smp__elf_ehhdr(m->obj->elf, &h))
         goto noinfo;
-    const cn_smp__elf *e = &m->obj->elf;
+    const cn_smp__elf *e = m->obj->elf;
     c->cur = m->obj;
     c->cur_bias = bias;
     unw_dyn_info_t di;
@@ -81,9 +81,8 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap, void *
 
 static int read_obj(cn_smp__obj *o, uint64_t bias, uint64_t addr, unw_word_t *val)
 {
-    return o && o->elf.ok && addr >= bias
-               ? cn_smp__elf_read(&o->elf, addr - bias, val, sizeof(*val))
-               : -EFAULT;
+    return o && o->elf && addr >= bias ? cn_smp__elf_read(o->elf, addr - bias, val, sizeof(*val))
+                                       : -EFAULT;
 }
 
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
@@ -106,7 +105,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
     const cn_smp__map *m = cn_smp__proc_find(c->p, addr);
     uint64_t bias;
     if (m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
-        cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias) &&
+        cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) &&
         read_obj(m->obj, bias, addr, val) == 0)
         return 0;
     /* A non-executable segment of a mapped object (only executable mappings are tracked):
@@ -114,8 +113,8 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
      * from the object's .eh_frame while another object is current. */
     for (size_t i = 0; i < c->p->nmaps; i++) {
         const cn_smp__map *o = &c->p->maps[i];
-        if (o->obj->pub.kind == CN_SMP_OBJ_USER && o->obj->elf.ok &&
-            cn_smp__elf_bias(&o->obj->elf, o->start, o->pgoff, &bias) &&
+        if (o->obj->pub.kind == CN_SMP_OBJ_USER && o->obj->elf &&
+            cn_smp__elf_bias(o->obj->elf, o->start, o->pgoff, &bias) &&
             read_obj(o->obj, bias, addr, val) == 0)
             return 0;
     }

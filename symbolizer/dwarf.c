@@ -35,6 +35,9 @@ typedef struct row {
     int32_t depth;
 } row;
 
+/* What libdw holds per line-table row (its Dwarf_Line and the sorted index), roughly. */
+#define LINE_BYTES 64
+
 typedef struct cu_index {
     Dwarf_Off cu_off;
     scope *scopes;
@@ -272,6 +275,13 @@ static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Die *cudie)
     d->cus[h] = c;
     d->n++;
     d->memory += sizeof(*c) + c->cap_rows * sizeof(row) + c->cap_scopes * sizeof(scope);
+    /* libdw keeps the CU's line table once a lookup reads it (dwarf_getsrc_die): counted
+     * here, as it is read for every CU a lookup enters, or the cache's bound would miss
+     * the largest part of a debug file's memory. */
+    Dwarf_Lines *lines;
+    size_t nlines;
+    if (!c->failed && dwarf_getsrclines(cudie, &lines, &nlines) == 0)
+        d->memory += nlines * LINE_BYTES;
     return c->failed ? NULL : c;
 }
 

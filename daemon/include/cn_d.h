@@ -80,6 +80,10 @@ typedef struct cn_d_config {
     unsigned max_clients;      /* default 128 */
     size_t max_request;        /* default CN_PROTO_MAX_REQUEST */
     size_t session_memory;     /* per-session profile bound, default 256 MiB */
+    uint64_t unwind_cache;     /* bytes of unwind tables kept for files no live process
+                                  maps (cn_smp_cache); default 16 MiB */
+    uint64_t symbol_cache;     /* the symbolizer's bound on symbol tables; default 32 MiB */
+    uint64_t debug_cache;      /* … and on the debug data it reads; default 64 MiB */
     int64_t retention_ns;      /* default 10 min */
     int64_t checkpoint_ns;     /* default 60 s; 0 disables */
     uint64_t state_dir_max;    /* bytes of saved sessions; default 1 GiB */

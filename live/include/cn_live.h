@@ -53,9 +53,11 @@ extern "C" {
 
 typedef struct cn_live_symbolizer cn_live_symbolizer;
 
-/* Starts the worker. max_memory: the object cache bound (0 = cn_sym's default).
+/* Starts the worker. max_memory, max_debug: the object cache's bounds on symbol tables and
+ * on the debug data it reads (0 = cn_sym's defaults).
  * Returns 0 and *out, or negative errno with err set. */
-int cn_live_symbolizer_new(size_t max_memory, cn_live_symbolizer **out, cn_err *err);
+int cn_live_symbolizer_new(size_t max_memory, size_t max_debug, cn_live_symbolizer **out,
+                           cn_err *err);
 /* Stops the worker and frees the cache; every session using it must be freed first.
  * Accepts NULL; returns NULL. */
 cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y);
@@ -156,6 +158,9 @@ typedef struct cn_live_session_opts {
     cn_smp_image image;
     cn_smp_may_profile_fn may_profile;
     void *may_profile_arg;
+    /* Unwind tables shared with the host's other sessions (cn_smp_config.cache; must
+     * outlive the session), or NULL: the session's own. */
+    cn_smp_cache *unwind_cache;
     /* Nonzero: a replay (bench/bench_replay.c), no perf events: records in this
      * sample_type's layout (a capture taken with cn_smp_callbacks.record on this machine)
      * come from cn_live_session_feed() instead (cn_smp_session_replay). kind and pid are

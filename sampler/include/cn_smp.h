@@ -36,6 +36,42 @@ extern "C" {
 typedef struct cn_smp_session cn_smp_session;
 
 /* ---------------------------------------------------------------------------------------
+ * Unwind tables shared by sessions
+ *
+ * What unwinding needs of an object file (its ELF headers, .eh_frame_hdr, .eh_frame,
+ * .debug_frame, whether its code keeps frame pointers, and the CFI rules compiled from
+ * them), read once per file and shared by every process and every session that maps it:
+ * keyed by the file's identity (device, inode, size, mtime), never by its path. A file's
+ * tables stay while some live process of a session maps it; once none does they wait in
+ * a least-recently-used list, whose bytes are bounded (max_bytes), for the next process
+ * that maps the file (a compiler run again and again). Executable code is never kept: a
+ * few prologue bytes are read when a file is loaded. A cache is used by one thread at a
+ * time, like the sessions that share it (canopyd's loop), and must outlive them.
+ */
+typedef struct cn_smp_cache cn_smp_cache;
+
+typedef struct cn_smp_cache_stats {
+    uint64_t files;     /* files whose tables are held */
+    uint64_t in_use;    /* of those, mapped by a live process of a session */
+    uint64_t bytes;     /* bytes held by all of them (read file parts, compiled rules) */
+    uint64_t lru_bytes; /* of those, held by files no live process maps */
+    uint64_t max_bytes; /* the bound on lru_bytes */
+    uint64_t loads;     /* files read */
+    uint64_t hits;      /* tables found held for a file mapped again */
+    uint64_t evictions; /* tables dropped to keep lru_bytes within max_bytes */
+} cn_smp_cache_stats;
+
+/* The default bound on the tables of files no live process maps. */
+#define CN_SMP_CACHE_DEFAULT_BYTES (32ULL << 20)
+
+/* A new cache whose unused tables hold at most max_bytes (0: the default). NULL when out
+ * of memory. */
+cn_smp_cache *cn_smp_cache_new(uint64_t max_bytes);
+/* Frees the cache; every session using it must be freed first. Accepts NULL; returns NULL. */
+cn_smp_cache *cn_smp_cache_free(cn_smp_cache *c);
+void cn_smp_cache_stats_get(const cn_smp_cache *c, cn_smp_cache_stats *out);
+
+/* ---------------------------------------------------------------------------------------
  * Configuration
  */
 
@@ -126,6 +162,9 @@ typedef struct cn_smp_config {
     cn_smp_image image;
     cn_smp_may_profile_fn may_profile;
     void *may_profile_arg;
+    /* Unwind tables shared with other sessions (not owned; must outlive the session), or
+     * NULL: the session keeps a cache of its own. */
+    cn_smp_cache *cache;
 } cn_smp_config;
 
 /* ---------------------------------------------------------------------------------------

@@ -182,12 +182,12 @@ static int space_load(space *sp)
 
 static void space_free(space *sp)
 {
+    cn_smp__proc_clear(&sp->proc); /* uncounts the objects' mappings: before they go */
     for (size_t i = 0; i < sp->nobjs; i++) {
-        cn_smp__elf_unload(&sp->objs[i]->elf);
+        cn_smp__obj_release(sp->objs[i]);
         free(sp->objs[i]->open_path);
         free(sp->objs[i]);
     }
-    cn_smp__proc_clear(&sp->proc);
 }
 
 /* Name of the function containing addr from the object's .symtab, or NULL (libraries
@@ -198,7 +198,7 @@ static const char *func_name(const cn_smp__map *m, uint64_t addr, uint64_t *off,
                              size_t name_size)
 {
     uint64_t bias;
-    if (cn_smp__elf_load(m->obj) < 0 || !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+    if (cn_smp__elf_load(m->obj) < 0 || !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias))
         return NULL;
     const char *path = m->obj->open_path ? m->obj->open_path : m->obj->pub.path;
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -347,9 +347,9 @@ static uint64_t first_plt_entry(const space *sp)
     const cn_smp__map *m = cn_smp__proc_find(&sp->proc, (uint64_t)(uintptr_t)level_a);
     uint64_t bias, plt = 0;
     if (!m || cn_smp__elf_load(m->obj) < 0 ||
-        !cn_smp__elf_bias(&m->obj->elf, m->start, m->pgoff, &bias))
+        !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias))
         return 0;
-    Elf *e = elf_memory((char *)m->obj->elf.data, m->obj->elf.size);
+    Elf *e = elf_memory((char *)m->obj->elf->data, m->obj->elf->size);
     size_t shstr;
     Elf_Scn *scn = NULL;
     if (!e || elf_getshdrstrndx(e, &shstr) != 0) {

@@ -70,15 +70,15 @@ static void sampler_side(const char *path, const uint8_t *data, size_t size)
     obj.open_path = (char *)path;
     if (cn_smp__elf_load(&obj) == 0) {
         uint64_t top = 0;
-        for (uint32_t i = 0; i < obj.elf.nload; i++)
-            if (obj.elf.load[i].vaddr + obj.elf.load[i].memsz > top)
-                top = obj.elf.load[i].vaddr + obj.elf.load[i].memsz;
+        for (uint32_t i = 0; i < obj.elf->nload; i++)
+            if (obj.elf->load[i].vaddr + obj.elf->load[i].memsz > top)
+                top = obj.elf->load[i].vaddr + obj.elf->load[i].memsz;
         cn_smp__proc p = {.pid = 1};
         cn_smp__unwinder *u = cn_smp__unwinder_new(CN_SMP__UNWIND_CHECK);
         if (u && top > 0 && top < (1ULL << 32) &&
             cn_smp__proc_map(&p, BASE, BASE + top, 0, &obj) == 0) {
-            for (uint32_t i = 0; i < obj.elf.nload; i++) {
-                const typeof(obj.elf.load[0]) *l = &obj.elf.load[i];
+            for (uint32_t i = 0; i < obj.elf->nload; i++) {
+                const typeof(obj.elf->load[0]) *l = &obj.elf->load[i];
                 if (!l->exec || !l->filesz)
                     continue;
                 uint64_t at[3] = {l->vaddr, l->vaddr + l->filesz / 2, l->vaddr + l->filesz - 1};
@@ -89,7 +89,7 @@ static void sampler_side(const char *path, const uint8_t *data, size_t size)
         cn_smp__unwinder_free(u);
         cn_smp__proc_clear(&p);
     }
-    cn_smp__elf_unload(&obj.elf);
+    cn_smp__obj_release(&obj);
 }
 
 static void symbolizer_side(const char *path, const uint8_t *data, size_t size)

@@ -157,6 +157,6 @@ assert sc["evictions"] >= 0 and sc["heap_bytes"] < rss, sc
 PY
 grep -Eq '[0-9.]+ MiB resident \([0-9.]+ MiB anonymous, [0-9.]+ MiB file-backed\)' "$TMP/status.txt" ||
   fail "status text: no memory split: $(cat "$TMP/status.txt")"
-grep -Eq '^symbol cache: [1-9][0-9]* objects, [0-9.]+ MiB heap, [0-9.]+ MiB of debug files mapped, [0-9]+ evicted$' \
+grep -Eq '^symbol cache: [1-9][0-9]* objects, [0-9.]+ MiB heap, [0-9.]+ MiB of debug data read, [0-9]+ evicted$' \
   "$TMP/status.txt" || fail "status text: no symbol cache line: $(cat "$TMP/status.txt")"
 echo "PASS status memory: anonymous and file-backed"

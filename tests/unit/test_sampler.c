@@ -1520,12 +1520,165 @@ static int record_main(int argc, char **argv)
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Unwind tables: what an image keeps, and the cache shared by file identity (cache.c)
+ */
+
+/* An identity for tests: distinct per n, never a real file's. */
+static cn_obj_ident test_ident(uint64_t n)
+{
+    return (cn_obj_ident){.dev = 0xfff0, .ino = n, .size = 1000 + (int64_t)n, .mtime_ns = 7};
+}
+
+static cn_smp__elf *read_tables(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    cn_smp__elf *e = NULL;
+    assert_int_equal(cn_smp__elf_read_fd(fd, &e), 0);
+    close(fd);
+    return e;
+}
+
+/* libc's tables: its CFI is there, its code is not (not read, and refused to readers). */
+static void test_tables_keep_no_code(void **state)
+{
+    (void)state;
+    const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    if (access(libc, R_OK) != 0)
+        libc = "/lib/aarch64-linux-gnu/libc.so.6";
+    cn_smp__elf *e = read_tables(libc);
+    struct stat st;
+    assert_int_equal(stat(libc, &st), 0);
+    uint64_t code = 0, code_vaddr = 0;
+    for (uint32_t i = 0; i < e->nload; i++)
+        if (e->load[i].exec) {
+            code += e->load[i].filesz;
+            code_vaddr = e->load[i].vaddr + e->load[i].filesz / 2;
+        }
+    fprintf(stderr, "  libc: %jd bytes, code %ju, read %ju in %u parts\n", (intmax_t)st.st_size,
+            (uintmax_t)code, (uintmax_t)e->read_bytes, e->nparts);
+    assert_true(code > 0 && e->read_bytes < (uint64_t)st.st_size - code);
+    assert_null(cn_smp__elf_ptr(e, code_vaddr, 8));
+    cn_obj_ehhdr h;
+    assert_non_null(cn_smp__elf_ehhdr(e, &h));
+    assert_true(h.count > 1000);
+    assert_true(e->has_fp == 0 || e->has_fp == 1); /* prologues read from the file at load */
+    cn_smp__elf_free(e);
+}
+
+static void test_cache_shares_and_bounds(void **state)
+{
+    (void)state;
+    const char *exe = "/proc/self/exe";
+    cn_smp__elf *first = read_tables(exe);
+    uint64_t one = cn_smp__elf_bytes(first);
+    /* Room for two unused files' tables, not three. */
+    cn_smp_cache *c = cn_smp_cache_new(2 * one + one / 2);
+    assert_non_null(c);
+    cn_smp_cache_stats st;
+    cn_obj_ident id[3] = {test_ident(1), test_ident(2), test_ident(3)};
+    cn_smp__cache_add(c, first, &id[0]);
+    assert_null(cn_smp__cache_get(c, &id[1]));
+    /* A second holder of the same file shares the entry. */
+    assert_ptr_equal(cn_smp__cache_get(c, &id[0]), first);
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.files, 1);
+    assert_int_equal(st.in_use, 1);
+    assert_int_equal(st.hits, 1);
+    cn_smp__elf_put(first);
+    cn_smp__elf_put(first);
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.in_use, 0);
+    assert_int_equal(st.lru_bytes, st.bytes);
+    /* Released, then mapped again: found without a read. */
+    assert_ptr_equal(cn_smp__cache_get(c, &id[0]), first);
+    cn_smp__elf_put(first);
+    for (int i = 1; i < 3; i++) {
+        cn_smp__elf *e = read_tables(exe);
+        cn_smp__cache_add(c, e, &id[i]);
+        cn_smp__elf_put(e);
+    }
+    /* Three unused files exceed the bound: the least recently released went. */
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.files, 2);
+    assert_true(st.lru_bytes <= st.max_bytes);
+    assert_null(cn_smp__cache_get(c, &id[0]));
+    cn_smp__elf *held = cn_smp__cache_get(c, &id[1]);
+    assert_non_null(held);
+    /* A held file is never evicted, whatever the bound; unused, it goes at once. */
+    cn_smp_cache *tiny = cn_smp_cache_new(1);
+    cn_smp__elf *big = read_tables(exe);
+    cn_smp__cache_add(tiny, big, &id[0]);
+    cn_smp_cache_stats_get(tiny, &st);
+    assert_int_equal(st.files, 1);
+    cn_smp__elf_put(big);
+    cn_smp_cache_stats_get(tiny, &st);
+    assert_int_equal(st.files, 0);
+    assert_int_equal(st.evictions, 1);
+    cn_smp__elf_put(held);
+    cn_smp_cache_free(tiny);
+    cn_smp_cache_free(c);
+}
+
+/* Objects hold their tables while an address space maps them, and give them back to the
+ * cache with the last mapping. */
+static void test_objects_release_tables(void **state)
+{
+    (void)state;
+    cn_smp_cache *c = cn_smp_cache_new(0);
+    cn_smp__obj o;
+    memset(&o, 0, sizeof(o));
+    o.pub.kind = CN_SMP_OBJ_USER;
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(len > 0);
+    exe[len] = 0; /* the file itself: cn_obj_open() follows no symlink */
+    o.open_path = exe;
+    o.cache = c;
+    struct stat st;
+    assert_int_equal(stat(exe, &st), 0);
+    o.pub.file = (cn_obj_ident){.dev = st.st_dev,
+                                .ino = st.st_ino,
+                                .size = st.st_size,
+                                .mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+    cn_smp__proc a = {.pid = 1}, b = {.pid = 2};
+    assert_int_equal(cn_smp__proc_map(&a, 0x1000, 0x2000, 0, &o), 0);
+    assert_int_equal(cn_smp__elf_load(&o), 0);
+    assert_int_equal(cn_smp__proc_map(&b, 0x1000, 0x2000, 0, &o), 0);
+    /* Split by a mapping in its middle: three mappings of it in a, one in b. */
+    assert_int_equal(cn_smp__proc_map(&a, 0x1400, 0x1800, 0x400, &o), 0);
+    assert_int_equal(o.nmapped, 4);
+    cn_smp_cache_stats cs;
+    cn_smp__proc_clear(&a);
+    cn_smp_cache_stats_get(c, &cs);
+    assert_int_equal(cs.in_use, 1);
+    assert_non_null(o.elf);
+    cn_smp__proc_clear(&b);
+    cn_smp_cache_stats_get(c, &cs);
+    assert_int_equal(o.nmapped, 0);
+    assert_null(o.elf);
+    assert_int_equal(cs.in_use, 0);
+    assert_int_equal(cs.files, 1);
+    /* Mapped again: the cache has it. */
+    assert_int_equal(cn_smp__elf_load(&o), 0);
+    cn_smp_cache_stats_get(c, &cs);
+    assert_int_equal(cs.loads, 1);
+    assert_int_equal(cs.hits, 1);
+    cn_smp__obj_release(&o);
+    cn_smp_cache_free(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--record") == 0)
         return record_main(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_line),
+        cmocka_unit_test(test_tables_keep_no_code),
+        cmocka_unit_test(test_cache_shares_and_bounds),
+        cmocka_unit_test(test_objects_release_tables),
         cmocka_unit_test(test_address_space_overlaps),
         cmocka_unit_test(test_feed_records),
         cmocka_unit_test(test_replay_layout),
