@@ -165,8 +165,8 @@ static void write_samples(wr *w, const cn_agg_profile *p)
         /* the delta is computed in unsigned arithmetic: it wraps, and so does the sum */
         int64_t dt = (int64_t)((uint64_t)p->s_time[i] - (uint64_t)prev);
         prev = p->s_time[i];
-        wr_printf(w, "%" PRId32 " %" PRId64 " %.17g %" PRId32, p->s_stack[i], dt, p->s_weight[i],
-                  p->s_thread[i]);
+        wr_printf(w, "%" PRId32 " %" PRId64 " %.17g %" PRId32, p->s_stack[i], dt,
+                  cn_agg__weight(p, i), p->s_thread[i]);
         int32_t tl = cn_agg_sample_timeline_stack(p, i); /* -1: no path on the timeline */
         if (tl != p->s_stack[i])
             wr_printf(w, " %" PRId32, tl);

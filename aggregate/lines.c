@@ -97,7 +97,7 @@ int cn_agg_lines(cn_agg_profile *p, const cn_agg_query *q, const char *func,
     if (rc < 0)
         goto out;
     for (size_t i = run.lo; i < run.hi && rc == 0; i++)
-        rc = add_sample(&run, F, p->s_stack[i], p->s_thread[i], p->s_weight[i], &la, &aa);
+        rc = add_sample(&run, F, p->s_stack[i], p->s_thread[i], cn_agg__weight(p, i), &la, &aa);
     for (size_t i = 0; run.with_acc && i < p->n_acc && rc == 0; i++)
         rc = add_sample(&run, F, p->acc_stack[i], p->acc_thread[i], p->acc_weight[i], &la, &aa);
     if (rc < 0) {

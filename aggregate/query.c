@@ -481,12 +481,12 @@ static int base_weights(cn_agg__qrun *run)
             int32_t b = srow[i];
             assert(b < (int32_t)run->n_base);
             if (b >= 0 && (!filtered || cn_agg__qrun_keep(run, thr[i])))
-                sb[b] += w[i];
+                sb[b] += w ? w[i] : 1.0;
         }
         for (; i < hi; i++) {
             int32_t b = srow[i];
             if (b >= 0 && (!filtered || cn_agg__qrun_keep(run, thr[i])))
-                sb[b] += w[i];
+                sb[b] += w ? w[i] : 1.0;
         }
     } else if (!run->grouped && !run->filtered) {
         /* Without the cache: the scattered fnode reads are prefetched. */
@@ -500,11 +500,11 @@ static int base_weights(cn_agg__qrun *run)
                 __builtin_prefetch(&sb[fnode[near]], 1);
             int32_t s = stk[i];
             if (s >= 0)
-                sb[fnode[s]] += w[i];
+                sb[fnode[s]] += w ? w[i] : 1.0;
         }
         for (; i < hi; i++)
             if (stk[i] >= 0)
-                sb[fnode[stk[i]]] += w[i];
+                sb[fnode[stk[i]]] += w ? w[i] : 1.0;
     } else {
         for (size_t i = lo; i < hi; i++) {
             int32_t th = p->s_thread[i];
@@ -512,7 +512,7 @@ static int base_weights(cn_agg__qrun *run)
                 continue;
             int32_t b = cn_agg__qrun_base(run, p->s_stack[i], th);
             if (b >= 0)
-                sb[b] += w[i];
+                sb[b] += w ? w[i] : 1.0;
         }
     }
     for (size_t i = 0; run->with_acc && i < p->n_acc; i++) {

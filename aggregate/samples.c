@@ -23,16 +23,33 @@ static int reserve_samples(cn_agg_profile *p, size_t n)
         return 0;
     size_t c[5] = {p->cap_sample, p->cap_sample, p->cap_sample, p->cap_sample, p->cap_sample};
     if (CN_RESERVE(p->s_stack, c[0], n) < 0 || CN_RESERVE(p->s_thread, c[1], n) < 0 ||
-        CN_RESERVE(p->s_time, c[2], n) < 0 || CN_RESERVE(p->s_weight, c[3], n) < 0)
+        CN_RESERVE(p->s_time, c[2], n) < 0)
+        return -ENOMEM;
+    if (p->s_weight && CN_RESERVE(p->s_weight, c[3], n) < 0)
         return -ENOMEM;
     if (p->s_tl_stack && CN_RESERVE(p->s_tl_stack, c[4], n) < 0)
         return -ENOMEM;
     size_t m = c[0];
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < 3; i++)
         m = c[i] < m ? c[i] : m;
+    if (p->s_weight && c[3] < m)
+        m = c[3];
     if (p->s_tl_stack && c[4] < m)
         m = c[4];
     p->cap_sample = m;
+    return 0;
+}
+
+/* The weight column, made when the first weight other than 1 arrives. 0 or -ENOMEM. */
+static int weights_make(cn_agg_profile *p)
+{
+    if (p->s_weight)
+        return 0;
+    p->s_weight = malloc((p->cap_sample ? p->cap_sample : 1) * sizeof(*p->s_weight));
+    if (!p->s_weight)
+        return -ENOMEM;
+    for (size_t k = 0; k < p->n_sample; k++)
+        p->s_weight[k] = 1.0;
     return 0;
 }
 
@@ -44,12 +61,15 @@ int cn_agg_add_sample(cn_agg_profile *p, int32_t stack, int64_t time_ns, double 
         return -EINVAL;
     if (p->n_sample == p->cap_sample && reserve_samples(p, p->n_sample + 1) < 0)
         return -ENOMEM;
+    if (weight != 1.0 && weights_make(p) < 0)
+        return -ENOMEM;
     size_t i = p->n_sample;
     if (i > 0 && time_ns < p->s_time[i - 1])
         p->unsorted = true;
     p->s_stack[i] = stack;
     p->s_time[i] = time_ns;
-    p->s_weight[i] = weight;
+    if (p->s_weight)
+        p->s_weight[i] = weight;
     p->s_thread[i] = thread;
     if (p->s_tl_stack)
         p->s_tl_stack[i] = TL_SAME;
@@ -98,7 +118,7 @@ int64_t cn_agg_sample_time(const cn_agg_profile *p, size_t i)
 
 double cn_agg_sample_weight(const cn_agg_profile *p, size_t i)
 {
-    return i < p->n_sample ? p->s_weight[i] : 0.0;
+    return i < p->n_sample ? cn_agg__weight(p, i) : 0.0;
 }
 
 int32_t cn_agg_sample_thread(const cn_agg_profile *p, size_t i)
@@ -122,7 +142,10 @@ int cn_agg_sample_set_weight(cn_agg_profile *p, size_t i, double weight)
 {
     if (i >= p->n_sample)
         return -ERANGE;
-    p->s_weight[i] = weight;
+    if (weight != 1.0 && weights_make(p) < 0)
+        return -ENOMEM;
+    if (p->s_weight)
+        p->s_weight[i] = weight;
     return 0;
 }
 
@@ -184,7 +207,8 @@ void cn_agg__samples_sort(cn_agg_profile *p)
     permute(p->s_stack, ord, n, sizeof(*p->s_stack), tmp);
     permute(p->s_thread, ord, n, sizeof(*p->s_thread), tmp);
     permute(p->s_time, ord, n, sizeof(*p->s_time), tmp);
-    permute(p->s_weight, ord, n, sizeof(*p->s_weight), tmp);
+    if (p->s_weight)
+        permute(p->s_weight, ord, n, sizeof(*p->s_weight), tmp);
     if (p->s_tl_stack)
         permute(p->s_tl_stack, ord, n, sizeof(*p->s_tl_stack), tmp);
     p->unsorted = false;
@@ -224,7 +248,7 @@ int cn_agg_for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg_samp
             continue;
         if (!thread_matches(p, q, p->s_thread[i]))
             continue;
-        int rc = fn(ctx, p->s_stack[i], p->s_thread[i], t, p->s_weight[i], 1);
+        int rc = fn(ctx, p->s_stack[i], p->s_thread[i], t, cn_agg__weight(p, i), 1);
         if (rc < 0)
             return rc;
     }
@@ -290,14 +314,15 @@ int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns)
     p->cap_acc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
     for (size_t i = 0; i < k; i++)
         if (p->s_stack[i] >= 0)
-            acc_add(p, p->s_stack[i], p->s_thread[i], p->s_weight[i]);
+            acc_add(p, p->s_stack[i], p->s_thread[i], cn_agg__weight(p, i));
     if (k == 0)
         return 0; /* nothing to fold (and the columns may still be NULL) */
     size_t rest = p->n_sample - k;
     memmove(p->s_stack, p->s_stack + k, rest * sizeof(*p->s_stack));
     memmove(p->s_thread, p->s_thread + k, rest * sizeof(*p->s_thread));
     memmove(p->s_time, p->s_time + k, rest * sizeof(*p->s_time));
-    memmove(p->s_weight, p->s_weight + k, rest * sizeof(*p->s_weight));
+    if (p->s_weight)
+        memmove(p->s_weight, p->s_weight + k, rest * sizeof(*p->s_weight));
     if (p->s_tl_stack)
         memmove(p->s_tl_stack, p->s_tl_stack + k, rest * sizeof(*p->s_tl_stack));
     p->n_sample = rest;
@@ -316,7 +341,7 @@ size_t cn_agg_profile_memory(const cn_agg_profile *p)
     bytes += (p->native_frame_index.mask + 1) * 12;
     bytes += p->cap_stack * 8 + (p->stack_index.mask + 1) * 12;
     bytes += (p->cache.mask + 1) * sizeof(cn_agg__cache_slot);
-    bytes += p->cap_sample * (24 + (p->s_tl_stack ? 4 : 0));
+    bytes += p->cap_sample * (16 + (p->s_weight ? 8 : 0) + (p->s_tl_stack ? 4 : 0));
     bytes += p->cap_acc * 16 + (p->acc_index.mask + 1) * 12;
     bytes += p->cap_thr * 12 + (p->thr_index.mask + 1) * 12;
     bytes += cn_agg__qcache_memory(p->qcache); /* derived, but memory all the same */

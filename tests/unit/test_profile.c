@@ -257,6 +257,42 @@ static void test_samples_sorted_and_folded(void **state)
     assert_true(cn_agg_profile_memory(p) > 0);
 }
 
+/* Weights of 1 (CPU samples) take no column: 16 bytes a raw sample, not 24; the first
+ * other weight makes it, the earlier samples weighing 1 in it. */
+static void test_unit_weights_take_no_memory(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t fr = cn_agg_frame(p, cn_agg_func(p, "A", -1, NULL, 0), -1, -1, 0);
+    int32_t st = cn_agg_stack(p, -1, fr), th = cn_agg_thread(p, 1, 1, NULL);
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal(cn_agg_add_sample(p, st, 4096 - i, 1, th), 0);
+    size_t before = cn_agg_profile_memory(p);
+    assert_int_equal(cn_agg_add_sample(p, st, 5000, 2.5, th), 0);
+    size_t after = cn_agg_profile_memory(p);
+    assert_true(after - before >= 8 * 4096); /* the column, at the table's capacity */
+    assert_int_equal(cn_agg_samples_sort(p), 0);
+    double sum = 0;
+    for (size_t i = 0; i < cn_agg_sample_count(p); i++)
+        sum += cn_agg_sample_weight(p, i);
+    assert_true(sum == 4096 + 2.5);
+    assert_true(cn_agg_sample_weight(p, 0) == 1.0); /* time 1: sorted first */
+    assert_int_equal(cn_agg_sample_set_weight(p, 1, 4), 0);
+    assert_true(cn_agg_sample_weight(p, 1) == 4.0);
+    /* Folded and queried: every weight counts. */
+    assert_true(cn_agg_fold_before(p, 4097) == 4096);
+    assert_true(cn_agg_sample_weight(p, 0) == 2.5);
+    /* A profile that sets a weight of 1 explicitly still needs no column. */
+    cn_agg_profile *q = cn_agg_profile_new();
+    st = cn_agg_stack(q, -1, cn_agg_frame(q, cn_agg_func(q, "B", -1, NULL, 0), -1, -1, 0));
+    assert_int_equal(cn_agg_add_sample(q, st, 1, 1, -1), 0);
+    assert_int_equal(cn_agg_sample_set_weight(q, 0, 1), 0);
+    size_t m1 = cn_agg_profile_memory(q);
+    assert_int_equal(cn_agg_sample_set_weight(q, 0, 3), 0);
+    assert_true(cn_agg_profile_memory(q) > m1);
+    assert_true(cn_agg_sample_weight(q, 0) == 3.0);
+    cn_agg_profile_free(q);
+}
+
 static void test_timeline_stack(void **state)
 {
     cn_agg_profile *p = *state;
@@ -486,6 +522,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_matches_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_invalid_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_samples_sorted_and_folded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unit_weights_take_no_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeline_stack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_renames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_symbol_func, setup, teardown),
