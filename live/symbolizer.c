@@ -30,7 +30,13 @@ struct cn_live_symbolizer {
     size_t n_sessions, cap_sessions;
     uint64_t next_tag;
     uint64_t submits; /* successful submissions (flush loops while answers cause more) */
+    int64_t expire_t; /* the last cn_sym_cache_expire */
 };
+
+/* Objects nobody looked up for this long leave the cache (a finished build's compilers),
+ * checked this often from dispatch. */
+#define SYMBOLS_IDLE_NS (30LL * 1000000000)
+#define EXPIRE_EVERY_NS (5LL * 1000000000)
 
 int cn_live_symbolizer_new(size_t max_memory, size_t max_debug, cn_live_symbolizer **out,
                            cn_err *err)
@@ -151,6 +157,11 @@ static cn_live_session *find_tag(const cn_live_symbolizer *y, uint64_t tag)
 
 int cn_live_symbolizer_dispatch(cn_live_symbolizer *y)
 {
+    int64_t now = cn_common_now_ns();
+    if (now - y->expire_t >= EXPIRE_EVERY_NS) {
+        cn_sym_cache_expire(y->cache, SYMBOLS_IDLE_NS);
+        y->expire_t = now;
+    }
     cn_sym_batch *b = NULL;
     int r = cn_sym_worker_take(y->worker, &b);
     if (r <= 0 || !b)

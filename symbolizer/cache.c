@@ -214,6 +214,20 @@ static bool over_bound(const cn_sym_cache *c, const cn_sym__obj *o)
            (o->mapped > 0 && c->stats.mapped > c->cfg.max_mapped);
 }
 
+/* Unlinks and frees an unreferenced object. Caller holds lock. */
+static void drop_locked(cn_sym_cache *c, cn_sym__obj *o)
+{
+    hash_unlink(c, o);
+    lru_unlink(o);
+    assert(c->stats.memory >= o->memory && c->stats.mapped >= o->mapped);
+    c->stats.memory -= o->memory;
+    c->stats.mapped -= o->mapped;
+    c->stats.objects--;
+    c->stats.evictions++;
+    c->stalled -= o->job != NULL;
+    obj_free(o);
+}
+
 /* Drops unreferenced objects, oldest first, while over a bound. The placeholder of a load
  * still running stays (it is a few bytes): it is what counts that load's thread against
  * MAX_STALLED, and evicting it would let the next lookup start one more. Caller holds
@@ -224,15 +238,7 @@ static void evict(cn_sym_cache *c)
     while (o != &c->lru) {
         cn_sym__obj *prev = o->lru_prev;
         if (o->refs == 0 && (!o->job || load_take_ready(o->job)) && over_bound(c, o)) {
-            hash_unlink(c, o);
-            lru_unlink(o);
-            assert(c->stats.memory >= o->memory && c->stats.mapped >= o->mapped);
-            c->stats.memory -= o->memory;
-            c->stats.mapped -= o->mapped;
-            c->stats.objects--;
-            c->stats.evictions++;
-            c->stalled -= o->job != NULL;
-            obj_free(o);
+            drop_locked(c, o);
         } else if (c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
                    c->stats.mapped <= c->cfg.max_mapped) {
             break;
@@ -571,8 +577,10 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     int64_t size_now = obj->kind == CN_SYM_JIT ? jit_now(obj) : -1;
     pthread_mutex_lock(&c->lock);
     cn_sym__obj *o = find_locked(c, key, h);
+    int64_t now = cn_common_now_ns();
     if (o) {
         o->refs++;
+        o->used_ns = now;
         bool grown = obj->kind == CN_SYM_JIT && size_now != o->jit_file_size;
         bool landed = o->job && load_take_ready(o->job);
         if (!grown && !landed) {
@@ -643,10 +651,30 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
         c->stalled += o->job != NULL;
     }
     o->refs++;
+    o->used_ns = now;
     evict(c);
     pthread_mutex_unlock(&c->lock);
     *out = o;
     return 0;
+}
+
+size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns)
+{
+    size_t n = 0;
+    int64_t before = cn_common_now_ns() - idle_ns;
+    pthread_mutex_lock(&c->lock);
+    for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru;) {
+        cn_sym__obj *prev = o->lru_prev;
+        if (o->used_ns >= before)
+            break; /* the list is in order of use: the rest is newer */
+        if (o->refs == 0 && !o->job) {
+            drop_locked(c, o);
+            n++;
+        }
+        o = prev;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle **out)

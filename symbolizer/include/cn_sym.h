@@ -177,6 +177,10 @@ typedef struct cn_sym_stats {
     uint64_t lookups;
 } cn_sym_stats;
 void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out);
+/* Drops unreferenced objects not looked up for idle_ns: once a program's frames have
+ * their names, its tables wait for nothing (a build's compilers, gone). Returns how many
+ * were dropped (counted as evictions). */
+size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns);
 
 /* Fast path: a reference to a loaded object. The object stays loaded (not evicted)
  * while a handle is held. Returns 0 and *out, or negative errno (-ENOENT, -EACCES,

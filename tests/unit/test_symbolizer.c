@@ -496,6 +496,42 @@ static void check_func(cn_sym_cache *c, const char *file, const char *func, cons
     cn_sym_handle_put(c, h);
 }
 
+/* Objects nobody looked up for a while leave the cache; held or recent ones stay. */
+static void test_cache_expire(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing in %s (build target sym_test_binaries)", bin_dir);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    char a[4200], b[4200];
+    bin_path(a, sizeof(a), "inl_pie");
+    bin_path(b, sizeof(b), "inl_nopie");
+    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a}, ob = {.kind = CN_SYM_USER, .path = b};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &oa, 0x1000, &r), 0);
+    cn_sym_result_clear(&r);
+    cn_sym_handle *h;
+    assert_int_equal(cn_sym_handle_get(c, &ob, &h), 0);
+    cn_sym_stats st;
+    assert_int_equal(cn_sym_cache_expire(c, 3600LL * 1000000000), 0); /* both recent */
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+    assert_int_equal(cn_sym_cache_expire(c, 1000000), 1); /* a; b is held */
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    cn_sym_handle_put(c, h);
+    assert_int_equal(cn_sym_cache_expire(c, 1000000), 1);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.evictions, 2);
+    /* Looked up again: loaded again. */
+    assert_int_equal(cn_sym_lookup(c, &oa, 0x1000, &r), 0);
+    cn_sym_result_clear(&r);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 1);
+    cn_sym_cache_free(c);
+}
+
 static void test_elf_objects(void **state)
 {
     (void)state;
@@ -1328,6 +1364,7 @@ int main(void)
         cmocka_unit_test(test_perfmap),
         cmocka_unit_test(test_kallsyms),
         cmocka_unit_test(test_elf_objects),
+        cmocka_unit_test(test_cache_expire),
         cmocka_unit_test(test_corrupt_elf),
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_cache_count_and_mapped_bounds),
