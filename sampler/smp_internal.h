@@ -246,6 +246,11 @@ typedef struct cn_smp__cfi cn_smp__cfi;
 /* Frees an object's compiled rules; accepts NULL. */
 void cn_smp__cfi_free(cn_smp__cfi *c);
 
+/* Whether ELF virtual address vaddr of e lies in its entry-point code that no CFI
+ * describes (the dynamic loader's _start): a frame there is the process's first, where
+ * its stack begins (cfi.c, struct cn_smp__cfi). */
+bool cn_smp__entry_code(cn_smp__elf *e, uint64_t vaddr);
+
 /* Unwinds the user part of a sample of architecture arch through compiled CFI. Returns the
  * number of return addresses written to pcs (leaf first, raw) with *stop, or -EAGAIN when
  * a frame needs the general unwinder (nothing usable is written then).
