@@ -362,6 +362,8 @@ struct cn_smp_session {
     cn_smp__obj *kernel_obj, *module_obj, *unknown_obj;
     struct cn_smp__module *modules;
     size_t nmodules;
+    struct cn_smp__snap *snap; /* SYSTEM: address spaces at the start, by pid */
+    size_t nsnap, capsnap;
 
     /* Dispatch (session.c). */
     cn_smp_counters cnt;
@@ -470,6 +472,13 @@ void cn_smp__ensure_comm(cn_smp_session *s, pid_t pid, pid_t tid, uint64_t time)
 /* procs.c: PID target, once its threads are attached: its address space from
  * /proc/PID/maps and its threads' names. */
 void cn_smp__procs_attach(cn_smp_session *s);
+/* procs.c: SYSTEM target, once its events are enabled: every process's exec mappings now
+ * (text of /proc/PID/maps, parsed when the process is first met: its first sample, MMAP2
+ * or fork), so that an address space is the one at the start brought up to date by the
+ * records since (as perf synthesizes it), never /proc/PID/maps read when a record is
+ * handled: records wait in the rings, and by then a short-lived process has often exec'd
+ * or exited (docs/perf-sampler.md, "Whole-system sessions"). */
+void cn_smp__procs_snapshot(cn_smp_session *s);
 /* procs.c: the kernel's modules' ranges from /proc/modules (once, at start). */
 void cn_smp__load_modules(cn_smp_session *s);
 /* procs.c: [module] for an address inside a kernel module, else [kernel]. */
