@@ -581,6 +581,15 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
     regs cur, next;
     if (max <= 0 || !initial_regs(arch, r, &cur))
         return -EAGAIN;
+    if (r->u.sample.stack_size == 0) {
+        /* Not a byte of the user stack could be copied: the task runs in another address
+         * space than its registers' (an execve past its point of no return, sampled in the
+         * kernel with the old image's registers), or the page at its stack pointer is not
+         * present. Its pc alone, cut short by the failed read (unwind.c says the same). */
+        pcs[0] = cur.pc;
+        *stop = CN_SMP_STOP_BAD_READ;
+        return 1;
+    }
     uint64_t sp0 = cur.v[SLOT_SP];
     int n = 0;
     bool exact = true; /* cur.pc is not a return address (the leaf) */

@@ -225,6 +225,11 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
         (uint32_t)iip >= r->u.sample.nregs || max <= 0)
         return 0;
     c.sp = cn_smp__reg_at(r, (uint32_t)isp);
+    if (r->u.sample.stack_size == 0) { /* no stack copied: as cn_smp__unwind_cfi says it */
+        pcs[n++] = cn_smp__reg_at(r, (uint32_t)iip);
+        *stop = CN_SMP_STOP_BAD_READ;
+        return n;
+    }
     /* A leaf in its epilogue: the slots it popped are below the copy (cfi.c's step()). */
     c.npopped = cn_smp__cfi_popped(arch, p, r, c.popped_at, c.popped_val);
     if (p->pid != u->last_pid) {
