@@ -38,6 +38,9 @@ enum { SLOT_SP, SLOT_FP, SLOT_RA, NSLOTS };
 /* rule.cfa_slot of a signal frame: the caller's registers come from the ucontext. */
 #define CFA_SIGNAL (NSLOTS + 1)
 
+/* The longest entry-point code taken as a process's first frame (cn_smp__cfi.entry). */
+#define ENTRY_MAX 256
+
 typedef enum rule_kind {
     R_SAME = 0, /* unchanged from the callee */
     R_UNDEF,    /* not recoverable (for the return address: the outermost frame) */
@@ -60,9 +63,55 @@ struct cn_smp__cfi {
     Dwarf *dbg;       /* for .debug_frame, or NULL */
     Dwarf_CFI *debug; /* from .debug_frame, or NULL */
     uint16_t machine; /* e_machine */
-    rule *rules;      /* sorted by start, disjoint */
+    /* [entry, entry_end): the code at the ELF entry point when no CFI describes it, up to
+     * the next function with CFI (at most ENTRY_MAX bytes); empty otherwise. The kernel
+     * starts a process there (in the dynamic loader, or in a static executable): a frame in
+     * it is the stack's first, which nothing called. glibc's ld.so has no CFI for its
+     * _start, so every sample of a process still in the loader (relocating a C++ program:
+     * most of a short-lived cmake's or as's time) would otherwise end there "without
+     * unwind info" (docs/perf-sampler.md, "Whole-system sessions"). */
+    uint64_t entry, entry_end;
+    rule *rules; /* sorted by start, disjoint */
     size_t n, cap;
 };
+
+static bool has_cfi(Dwarf_CFI *cfi, uint64_t addr)
+{
+    Dwarf_Frame *f = NULL;
+    if (!cfi || dwarf_cfi_addrframe(cfi, addr, &f) < 0)
+        return false;
+    free(f);
+    return true;
+}
+
+/* Sets c->entry/entry_end (see cn_smp__cfi) from the ELF entry point e_entry. */
+static void find_entry_code(cn_smp__cfi *c, const cn_smp__elf *e, uint64_t e_entry)
+{
+    c->entry = c->entry_end = e_entry;
+    if (!e_entry || has_cfi(c->eh, e_entry) || has_cfi(c->debug, e_entry))
+        return;
+    uint64_t end = e_entry + ENTRY_MAX;
+    cn_obj_ehhdr h;
+    const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
+    /* The table is sorted by initial location: the first function after the entry point. */
+    uint64_t lo = 0, hi = hdr ? h.count : 0;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int64_t loc, fde;
+        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
+        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= e_entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < (hdr ? h.count : 0)) {
+        int64_t loc, fde;
+        cn_obj_ehhdr_entry(hdr, lo, false, &loc, &fde);
+        if (e->eh_frame_hdr_vaddr + (uint64_t)loc < end)
+            end = e->eh_frame_hdr_vaddr + (uint64_t)loc;
+    }
+    c->entry_end = end;
+}
 
 static cn_smp__cfi *cfi_open(cn_smp__elf *e)
 {
@@ -82,6 +131,7 @@ static cn_smp__cfi *cfi_open(cn_smp__elf *e)
         c->dbg = dwarf_begin_elf(c->elf, DWARF_C_READ, NULL);
         c->debug = c->dbg ? dwarf_getcfi(c->dbg) : NULL;
     }
+    find_entry_code(c, e, eh.e_entry);
     return c;
 fail:
     cn_smp__cfi_free(c);
@@ -244,6 +294,13 @@ static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t a
     const rule *kept = insert_rule(c, at, *tmp);
     assert(!kept || (kept->start <= addr && addr < kept->end));
     return kept ? kept : tmp;
+}
+
+bool cn_smp__entry_code(cn_smp__elf *e, uint64_t vaddr)
+{
+    if (!e->cfi)
+        e->cfi = cfi_open(e);
+    return e->cfi && vaddr >= e->cfi->entry && vaddr < e->cfi->entry_end;
 }
 
 /* One frame's registers while unwinding. */
@@ -530,6 +587,15 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
     regs cur, next;
     if (max <= 0 || !initial_regs(arch, r, &cur))
         return -EAGAIN;
+    if (r->u.sample.stack_size == 0) {
+        /* Not a byte of the user stack could be copied: the task runs in another address
+         * space than its registers' (an execve past its point of no return, sampled in the
+         * kernel with the old image's registers), or the page at its stack pointer is not
+         * present. Its pc alone, cut short by the failed read (unwind.c says the same). */
+        pcs[0] = cur.pc;
+        *stop = CN_SMP_STOP_BAD_READ;
+        return 1;
+    }
     uint64_t sp0 = cur.v[SLOT_SP];
     int n = 0;
     bool exact = true; /* cur.pc is not a return address (the leaf) */
@@ -588,6 +654,10 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         rule tmp;
         const rule *ru = rule_for(arch, m->obj->elf, at - bias, &tmp);
+        if ((!ru || ru->cfa_slot == NSLOTS) && cn_smp__entry_code(m->obj->elf, at - bias)) {
+            *stop = CN_SMP_STOP_NONE; /* the process's first frame */
+            return n;
+        }
         if ((!ru || ru->cfa_slot == NSLOTS) && exact && lr_step(arch, &cur, &next)) {
             cur = next;
             exact = false;

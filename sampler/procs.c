@@ -319,6 +319,76 @@ fail:
 }
 
 /* ---------------------------------------------------------------------------------------
+ * The SYSTEM target's snapshot of the address spaces at its start
+ */
+
+typedef struct cn_smp__snap {
+    pid_t pid;
+    char *maps; /* its exec lines of /proc/PID/maps; NULL once used or obsolete */
+} snap_entry;
+
+static int snap_cmp(const void *a, const void *b)
+{
+    pid_t x = ((const snap_entry *)a)->pid, y = ((const snap_entry *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+/* The snapshot of pid's mappings, taken out of the table (the caller frees it), or NULL. */
+static char *snap_take(cn_smp_session *s, pid_t pid)
+{
+    snap_entry key = {pid, NULL};
+    snap_entry *e = s->nsnap ? bsearch(&key, s->snap, s->nsnap, sizeof(key), snap_cmp) : NULL;
+    char *maps = e ? e->maps : NULL;
+    if (e)
+        e->maps = NULL;
+    return maps;
+}
+
+/* The exec lines of /proc/PID/maps as one string, or NULL. */
+static char *read_exec_maps(const char *pid)
+{
+    char path[64], line[4400], copy[4400];
+    snprintf(path, sizeof(path), "/proc/%s/maps", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    while (out && fgets(line, sizeof(line), f)) {
+        cn_smp__maps_line m;
+        memcpy(copy, line, strlen(line) + 1); /* parsing cuts the line up */
+        if (cn_smp__maps_parse_line(copy, &m) == 0 && m.exec)
+            fputs(line, out);
+    }
+    fclose(f);
+    if (!out || fclose(out) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+void cn_smp__procs_snapshot(cn_smp_session *s)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        pid_t pid = atoi(e->d_name);
+        if (pid <= 0 || CN_RESERVE(s->snap, s->capsnap, s->nsnap + 1) < 0)
+            continue;
+        char *maps = read_exec_maps(e->d_name);
+        if (maps)
+            s->snap[s->nsnap++] = (snap_entry){pid, maps};
+    }
+    closedir(d);
+    if (s->nsnap)
+        qsort(s->snap, s->nsnap, sizeof(*s->snap), snap_cmp);
+}
+
+/* ---------------------------------------------------------------------------------------
  * Processes and address spaces
  */
 
@@ -342,6 +412,7 @@ static cn_smp__proc *proc_get(cn_smp_session *s, pid_t pid, bool create)
 
 void cn_smp__proc_drop(cn_smp_session *s, pid_t pid)
 {
+    free(snap_take(s, pid)); /* a pid seen exiting: its snapshot is of another process now */
     cn_smp__proc **pp = &s->procs[hash32((uint32_t)pid) % CN_SMP__PROC_BUCKETS];
     for (; *pp; pp = &(*pp)->next) {
         if ((*pp)->pid == pid) {
@@ -410,17 +481,22 @@ static int proc_add_mapping(cn_smp_session *s, cn_smp__proc *p, uint64_t start, 
     return cn_smp__proc_map(p, start, end, pgoff, o);
 }
 
-/* Reads /proc/PID/maps into p (exec mappings). */
+/* Reads p's exec mappings into p: from the session's snapshot when it has one (SYSTEM:
+ * cn_smp__procs_snapshot), else from /proc/PID/maps now. */
 static int proc_load_maps(cn_smp_session *s, cn_smp__proc *p)
 {
     char path[64], line[4400];
     p->maps_loaded = true;
     if (s->cfg.target == CN_SMP_TARGET_NONE)
         return 0;
+    char *snap = snap_take(s, p->pid);
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
+    FILE *f = !snap ? fopen(path, "re") : snap[0] ? fmemopen(snap, strlen(snap), "r") : NULL;
+    if (!f) {
+        int err = snap && !snap[0] ? 0 : -errno; /* an empty snapshot: no exec mappings */
+        free(snap);
+        return err;
+    }
     int ret = 0;
     while (fgets(line, sizeof(line), f)) {
         cn_smp__maps_line m;
@@ -432,6 +508,7 @@ static int proc_load_maps(cn_smp_session *s, cn_smp__proc *p)
             break;
     }
     fclose(f);
+    free(snap);
     return ret;
 }
 
@@ -555,16 +632,24 @@ void cn_smp__proc_mmap(cn_smp_session *s, const cn_smp__rec *r)
 void cn_smp__proc_exec(cn_smp_session *s, pid_t pid)
 {
     cn_smp__proc *p = proc_get(s, pid, true);
+    free(snap_take(s, pid)); /* of the image before the exec */
     if (p) {
         cn_smp__proc_clear(p); /* exec: a new address space, MMAP2 records follow */
         p->maps_loaded = true;
     }
 }
 
+/* A system session meets many parents only at their fork (a shell or make that was
+ * waiting): the parent's address space is made then (from the snapshot) and the child's
+ * copied from it. Left to the child's first sample, the child's would be read from /proc
+ * when that sample is handled (records wait in the rings): by then the child has often
+ * exec'd or exited, and its samples before the exec would land in no mapping. */
 void cn_smp__proc_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
 {
-    cn_smp__proc *parent = proc_get(s, ppid, false);
+    cn_smp__proc *parent = s->cfg.target == CN_SMP_TARGET_SYSTEM ? cn_smp__proc_for_sample(s, ppid)
+                                                                 : proc_get(s, ppid, false);
     cn_smp__proc *child = proc_get(s, pid, true);
+    free(snap_take(s, pid)); /* a new process: a snapshot under its pid was another's */
     if (child && parent && parent != child) {
         cn_smp__proc_clear(child);
         for (size_t i = 0; i < parent->nmaps; i++)
@@ -591,6 +676,9 @@ void cn_smp__procs_free(cn_smp_session *s)
         }
     for (size_t i = 0; i < s->nobjs; i++)
         obj_free(s->objs[i]);
+    for (size_t i = 0; i < s->nsnap; i++)
+        free(s->snap[i].maps);
+    free(s->snap);
     free(s->objs);
     free(s->modules);
     free(s->attached.slots);

@@ -387,6 +387,9 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
     ret = cn_smp__perf_enable(s, err);
     if (ret < 0)
         return ret;
+    /* After the events are enabled, so that records cover whatever changes after it. */
+    if (s->cfg.target == CN_SMP_TARGET_SYSTEM)
+        cn_smp__procs_snapshot(s);
     s->started = true;
     return 0;
 }

@@ -303,6 +303,11 @@ void cn_smp__cfi_free(cn_smp__cfi *c);
 /* Bytes the compiled rules hold (0 for NULL). */
 uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c);
 
+/* Whether ELF virtual address vaddr of e lies in its entry-point code that no CFI
+ * describes (the dynamic loader's _start): a frame there is the process's first, where
+ * its stack begins (cfi.c, struct cn_smp__cfi). */
+bool cn_smp__entry_code(cn_smp__elf *e, uint64_t vaddr);
+
 /* Unwinds the user part of a sample of architecture arch through compiled CFI. Returns the
  * number of return addresses written to pcs (leaf first, raw) with *stop, or -EAGAIN when
  * a frame needs the general unwinder (nothing usable is written then).
@@ -416,6 +421,8 @@ struct cn_smp_session {
     cn_smp_cache *own_cache; /* without cfg.cache: the session's own, freed with it */
     struct cn_smp__module *modules;
     size_t nmodules;
+    struct cn_smp__snap *snap; /* SYSTEM: address spaces at the start, by pid */
+    size_t nsnap, capsnap;
 
     /* Dispatch (session.c). */
     cn_smp_counters cnt;
@@ -524,6 +531,13 @@ void cn_smp__ensure_comm(cn_smp_session *s, pid_t pid, pid_t tid, uint64_t time)
 /* procs.c: PID target, once its threads are attached: its address space from
  * /proc/PID/maps and its threads' names. */
 void cn_smp__procs_attach(cn_smp_session *s);
+/* procs.c: SYSTEM target, once its events are enabled: every process's exec mappings now
+ * (text of /proc/PID/maps, parsed when the process is first met: its first sample, MMAP2
+ * or fork), so that an address space is the one at the start brought up to date by the
+ * records since (as perf synthesizes it), never /proc/PID/maps read when a record is
+ * handled: records wait in the rings, and by then a short-lived process has often exec'd
+ * or exited (docs/perf-sampler.md, "Whole-system sessions"). */
+void cn_smp__procs_snapshot(cn_smp_session *s);
 /* procs.c: the kernel's modules' ranges from /proc/modules (once, at start). */
 void cn_smp__load_modules(cn_smp_session *s);
 /* procs.c: [module] for an address inside a kernel module, else [kernel]. */

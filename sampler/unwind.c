@@ -198,6 +198,18 @@ cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u)
     return NULL;
 }
 
+/* Whether the frame at pc (a return address unless leaf) is in its object's entry-point
+ * code without CFI: the process's first frame (cn_smp__entry_code), where libunwind finds
+ * no unwind info, as compiled CFI does, and the stack is complete. */
+static bool at_entry(const cn_smp__arch *arch, const cn_smp__proc *p, uint64_t pc, bool leaf)
+{
+    uint64_t at = arch->mask_ret(pc) - (leaf ? 0 : 1), bias;
+    const cn_smp__map *m = cn_smp__proc_find(p, at);
+    return m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
+           cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) &&
+           cn_smp__entry_code(m->obj->elf, at - bias);
+}
+
 /* libunwind over the sample: the general case. */
 static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
                             uint64_t *pcs, int max, cn_smp_stop *stop)
@@ -212,6 +224,11 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
         (uint32_t)iip >= r->u.sample.nregs || max <= 0)
         return 0;
     c.sp = cn_smp__reg_at(r, (uint32_t)isp);
+    if (r->u.sample.stack_size == 0) { /* no stack copied: as cn_smp__unwind_cfi says it */
+        pcs[n++] = cn_smp__reg_at(r, (uint32_t)iip);
+        *stop = CN_SMP_STOP_BAD_READ;
+        return n;
+    }
     /* A leaf in its epilogue: the slots it popped are below the copy (cfi.c's step()). */
     c.npopped = cn_smp__cfi_popped(arch, p, r, c.popped_at, c.popped_val);
     if (p->pid != u->last_pid) {
@@ -273,6 +290,8 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
     }
     /* Reaching the max only matters to a caller who asked for everything. */
     if (*stop == CN_SMP_STOP_MAX_DEPTH && max < CN_SMP_MAX_FRAMES)
+        *stop = CN_SMP_STOP_NONE;
+    if (*stop == CN_SMP_STOP_NO_INFO && n > 0 && at_entry(arch, p, pcs[n - 1], n == 1))
         *stop = CN_SMP_STOP_NONE;
     assert(n >= 0 && n <= max);
     return n;
