@@ -34,7 +34,7 @@ REV=HEAD
 OUT=
 BASELINE=1
 PERF=1
-REPORT_TIMEOUT=900
+REPORT_TIMEOUT=1800
 BUILD_TIMEOUT=1800
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -272,7 +272,7 @@ perf_report() { # TAG
     wc -c >"$OUT/$tag.report.bytes"; } || rc=$?
   echo "$rc" >"$OUT/$tag.report.rc"
   # perf's own count of lost samples (PERF_RECORD_LOST, LOST_SAMPLES)
-  perf report --stats -i "$OUT/$tag.data" 2>/dev/null | awk '/LOST/ { print }' >"$OUT/$tag.lost" || true
+  perf report --stats -i "$OUT/$tag.data" 2>/dev/null | awk '/LOST/ { print $1, $3 }' >"$OUT/$tag.lost" || true
   rm -f "$OUT/$tag.data"
 }
 if [ "$PERF" = 1 ]; then
@@ -379,18 +379,31 @@ if perf:
                 rtxt += f" (exit {rrc}: timed out or failed)"
         else:
             rtxt = "-"
+        # While recording (the 1 s rows up to the build's end) and in all (GNU time: with
+        # the final pass, where perf reads perf.data back for build ids).
+        end_t = float(marks.get(f"{t}-end", ["1e18"])[0])
+        rec = [r for r in rows if r[1] == t and float(r[0]) <= end_t] or [[0, t, t, 0, 0, 0, 0]]
+        rec_cpu = int(rec[-1][5]) / tick
+        chunks = ""
+        for l in (rd(f"{t}.report.err", "") + "\n" + log).splitlines():
+            if "lost" in l and "chunks" in l:
+                chunks = l.split("lost")[1].split("chunks")[0].strip() + " chunks lost; "
+        stats = ", ".join(l.replace(" ", " ") for l in rd(f"{t}.lost", "").splitlines())
         cells[t] = [
             f"{lw:.1f} s, {ns} samples",
+            f"{rec_cpu:.2f} s = {1e6 * rec_cpu / max(ns, 1):.1f} µs/sample, {100 * rec_cpu / max(lw, 1e-9):.2f}% of a core",
             f"{cpu:.2f} s = {1e6 * cpu / max(ns, 1):.1f} µs/sample, {100 * cpu / max(lw, 1e-9):.2f}% of a core",
+            f"{max(int(r[3]) for r in rec) / 1024:.1f} MiB",
             f"{int(m) / 1024:.1f} MiB",
             f"{int(rd(f'{t}.bytes', '0')) / 1e6:.1f} MB",
-            (rd(f"{t}.lost", "") or "none reported").replace("\n", "; "),
+            (chunks + ("--stats: " + stats if stats else "")) or "none reported",
             rtxt,
         ]
-    names = ["build window, samples", "perf record CPU (incl. its final build-id pass)", "RSS peak",
-             "perf.data written", "lost (perf report --stats)", "`perf report --stdio`"]
+    names = ["build window, samples", "perf record CPU while recording", "perf record CPU in all (with its final build-id pass)",
+             "RSS while recording (1 s samples)", "RSS peak (with the final pass)",
+             "perf.data written", "lost", "`perf report --stdio`"]
     for i, nm in enumerate(names):
-        p(f"| {nm} | " + " | ".join(cells.get(t, ["-"] * 6)[i] for t in ("perf-fp", "perf-dwarf")) + " |")
+        p(f"| {nm} | " + " | ".join(cells.get(t, ["-"] * len(names))[i] for t in ("perf-fp", "perf-dwarf")) + " |")
     p()
 p(f"RSS time series: {out}/rss.csv (t_s since start; role; phase; VmRSS, RssAnon in kB; CPU ticks of {tick}/s)")
 PY
