@@ -308,6 +308,7 @@ snaps = {k: js(f"snap-{k}.json") for k in ("idle", "build_end", "after10", "afte
 sess = {k: [s for s in js(f"snap-{k}.sessions.json")["sessions"] if s["name"] == "busy"][0]
         for k in ("idle", "build_end")}
 st_end = js("snap-build_end.status.json")
+q = [json.loads(l) for l in open(os.path.join(out, "queries.jsonl"))]
 crow = [r for r in rows if r[1] == "canopyd"]
 build_rss = [int(r[3]) for r in crow if r[2] == "build"]
 build_anon = [int(r[4]) for r in crow if r[2] == "build"]
@@ -323,7 +324,6 @@ us = sess["build_end"]["user_stacks"] - sess["idle"]["user_stacks"]
 oc = {k: sess["build_end"]["unwind_outcomes"][k] - sess["idle"]["unwind_outcomes"][k]
       for k in sess["build_end"]["unwind_outcomes"]}
 sc = st_end["symbol_cache"]
-q = [json.loads(l) for l in open(os.path.join(out, "queries.jsonl"))]
 tree_ms = [x["tree_ms"] for x in q if x["phase"] == "build"] or [0]
 save_s, save_b = (rd("save.txt", "0 0").split() + ["0"])[:2]
 pct = lambda a, b: f"{100.0 * a / b:.1f}%" if b else "-"
@@ -331,6 +331,7 @@ p("### canopyd (whole-system session, default mode)")
 p()
 p("| figure | value |")
 p("|---|---|")
+p(f"| RSS at the session's start (first poll, {q[0]['t'] - snaps['idle']['t'] + float(idle_s):.0f} s in) | {q[0]['st']['rss_bytes'] / 2**20:.1f} MiB |")
 p(f"| RSS idle (session running, {idle_s} s, before the build) | {idle_kb / MiB:.1f} MiB |")
 p(f"| RSS peak during the build (VmRSS / RssAnon) | {max(build_rss or [0]) / MiB:.1f} / {max(build_anon or [0]) / MiB:.1f} MiB |")
 p(f"| RSS steady (median of the build's second half) | {statistics.median(half) / MiB:.1f} MiB |")
@@ -348,7 +349,9 @@ p(f"| stack copy at the end | {sess['build_end'].get('stack_copy', {}).get('byte
 p(f"| symbol cache at the build's end | {sc['objects']} objects, {sc['heap_bytes'] / 2**20:.1f} MiB heap, "
   f"{sc['mapped_bytes'] / 2**20:.1f} MiB mapped, {sc['evictions']} evicted" +
   "".join(f"; {k} {v}" for k, v in sc.items() if k not in ("objects", "heap_bytes", "mapped_bytes", "evictions")) + " |")
-p(f"| session memory (sessions' `memory`) at the build's end | {sess['build_end']['memory'] / 2**20:.1f} MiB |")
+anon_end = st_end["rss_anon_bytes"]
+p(f"| anonymous memory at the build's end, by owner | {anon_end / 2**20:.1f} MiB: session tables (`memory`) {sess['build_end']['memory'] / 2**20:.1f}, "
+  f"symbol cache heap {sc['heap_bytes'] / 2**20:.1f}, the rest (unwind images, ...) {(anon_end - sess['build_end']['memory'] - sc['heap_bytes']) / 2**20:.1f} MiB |")
 p(f"| `canopy tree` every 5 s during the build | median {statistics.median(tree_ms):.0f} ms, max {max(tree_ms):.0f} ms ({len(tree_ms)} queries) |")
 p(f"| `canopy save` at the end | {int(save_b) / 1e6:.1f} MB in {save_s} s |")
 p()
