@@ -15,7 +15,10 @@
 #              `perf report --stdio` over each perf.data (its CPU time)
 # Every second: the profiler's VmRSS, RssAnon and CPU (utime+stime, and of reaped children,
 # cutime+cstime: canopyd's query workers) from /proc. Output in OUT (printed at the end):
-# summary.md (the table), rss.csv (the time series), queries.csv (the 5 s polls), logs.
+# summary.md (the table), rss.csv (the time series), queries.jsonl (the 5 s polls), logs.
+# Duration: each build ~35 s alone on 2 cores (2-8x that on a loaded machine); a 999 Hz run
+# is 4 builds + 80 s + perf report (the dwarf one: minutes of CPU), ~20 min when loaded.
+# With --minutes N each of the canopy and perf runs lasts N minutes (--no-perf: N + 1.5).
 #
 #   bench/busy_machine.sh [--build DIR] [-F HZ] [--minutes N] [--idle S]
 #                         [--rev REV] [--out DIR] [--no-baseline] [--no-perf]
@@ -23,7 +26,7 @@
 # DIR defaults to build-rel (DIR/client/canopy, DIR/daemon/canopyd). Needs root (a
 # system-wide session), perf (linux-perf) and GNU time.
 #   bench/busy_machine.sh                        # 999 Hz, one full build
-#   bench/busy_machine.sh -F 99 --minutes 10     # the 10-minute 99 Hz case
+#   bench/busy_machine.sh -F 99 --minutes 10 --no-perf --no-baseline  # 10 min at 99 Hz
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-rel
