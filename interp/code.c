@@ -160,37 +160,33 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
     if (l->cf_current_frame != CN_INT_ABI_NONE && f &&
         rd_u64(rd, arg, f + l->cf_current_frame, &f) < 0)
         f = 0;
+    uint8_t b[128];
+    if (l->fr_len == 0 || l->fr_len > CN_INT_ABI_FRAME_READ_MAX)
+        return 0;
     for (uint32_t i = 0; i < max + 32 && f; i++) {
-        uint64_t code, prev, ip = 0;
-        if (rd_u64(rd, arg, f + l->fr_code, &code) < 0 ||
-            rd_u64(rd, arg, f + l->fr_previous, &prev) < 0) {
+        uint64_t code, prev, ip;
+        if (rd(arg, f + l->fr_base, b, l->fr_len) < 0) {
             *status = CN_INT_FAULT;
             break;
         }
+        memcpy(&code, b + ((l->fr_code - l->fr_base) & 0x78), 8);
+        memcpy(&prev, b + ((l->fr_previous - l->fr_base) & 0x78), 8);
+        f = prev;
         bool entry = false;
         uint32_t instr;
         if (l->kind == CN_INT_ABI_FRAMEOBJ) {
-            int32_t lasti = -1;
-            rd(arg, f + l->fr_instr, &lasti, sizeof(lasti));
-            instr = (uint32_t)lasti;
+            memcpy(&instr, b + ((l->fr_instr - l->fr_base) & 0x7c), 4);
             entry = true;
         } else {
-            if (l->fr_owner != CN_INT_ABI_NONE) {
-                uint8_t owner = 0;
-                rd(arg, f + l->fr_owner, &owner, 1);
-                if (owner == 3) { /* FRAME_OWNED_BY_CSTACK */
-                    if (n > 0)
-                        out[n - 1].entry = true;
-                    f = prev;
-                    continue;
-                }
+            if (l->fr_owner != CN_INT_ABI_NONE &&
+                b[(l->fr_owner - l->fr_base) & 0x7f] == 3) { /* FRAME_OWNED_BY_CSTACK */
+                if (n > 0)
+                    out[n - 1].entry = true;
+                continue;
             }
-            if (l->fr_is_entry != CN_INT_ABI_NONE) {
-                uint8_t e = 0;
-                rd(arg, f + l->fr_is_entry, &e, 1);
-                entry = e != 0;
-            }
-            rd_u64(rd, arg, f + l->fr_instr, &ip);
+            if (l->fr_is_entry != CN_INT_ABI_NONE)
+                entry = b[(l->fr_is_entry - l->fr_base) & 0x7f] != 0;
+            memcpy(&ip, b + ((l->fr_instr - l->fr_base) & 0x78), 8);
             instr = (uint32_t)(ip - (code + l->co_code_adaptive));
         }
         if (n >= max) {
@@ -201,7 +197,6 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
         out[n].instr = (int32_t)instr; /* raw, as the program writes it */
         out[n].entry = entry;
         n++;
-        f = prev;
     }
     return n;
 }

@@ -6,6 +6,7 @@
  * real-interpreter test checks them at work, and for 3.13 against the interpreter's own
  * _Py_DebugOffsets). Patch releases of one minor version keep these structs. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "int_internal.h"
@@ -18,31 +19,129 @@ typedef struct row {
     cn_int__names names;
 } row;
 
-/* abi: runtime, kind, rt_interp_head, is_next, is_threads_head, ts_next, ts_thread_id,
- *      ts_frame, cf_current_frame, fr_code, fr_previous, fr_instr, fr_is_entry, fr_owner,
- *      co_code_adaptive
- * names: co_filename, co_name, co_qualname, co_firstlineno, co_linetable, ascii_size,
+/* names: co_filename, co_name, co_qualname, co_firstlineno, co_linetable, ascii_size,
  *        compact_size, line_format, instr_bytes */
 static const row rows[] = {
     {8,
-     {0, CN_INT_ABI_FRAMEOBJ, 32, 0, 8, 8, 176, 24, NONE, 32, 24, 104, NONE, NONE, 0},
+     {.kind = CN_INT_ABI_FRAMEOBJ,
+      .rt_interp_head = 32,
+      .is_next = 0,
+      .is_threads_head = 8,
+      .ts_next = 8,
+      .ts_thread_id = 176,
+      .ts_frame = 24,
+      .cf_current_frame = NONE,
+      .fr_code = 32,
+      .fr_previous = 24,
+      .fr_instr = 104,
+      .fr_is_entry = NONE,
+      .fr_owner = NONE,
+      .co_code_adaptive = 0},
      {104, 112, NONE, 40, 120, 48, 72, CN_INT__LNOTAB, true}},
     {9,
-     {0, CN_INT_ABI_FRAMEOBJ, 32, 0, 8, 8, 176, 24, NONE, 32, 24, 104, NONE, NONE, 0},
+     {.kind = CN_INT_ABI_FRAMEOBJ,
+      .rt_interp_head = 32,
+      .is_next = 0,
+      .is_threads_head = 8,
+      .ts_next = 8,
+      .ts_thread_id = 176,
+      .ts_frame = 24,
+      .cf_current_frame = NONE,
+      .fr_code = 32,
+      .fr_previous = 24,
+      .fr_instr = 104,
+      .fr_is_entry = NONE,
+      .fr_owner = NONE,
+      .co_code_adaptive = 0},
      {104, 112, NONE, 40, 120, 48, 72, CN_INT__LNOTAB, true}},
     {10,
-     {0, CN_INT_ABI_FRAMEOBJ, 32, 0, 8, 8, 176, 24, NONE, 32, 24, 96, NONE, NONE, 0},
+     {.kind = CN_INT_ABI_FRAMEOBJ,
+      .rt_interp_head = 32,
+      .is_next = 0,
+      .is_threads_head = 8,
+      .ts_next = 8,
+      .ts_thread_id = 176,
+      .ts_frame = 24,
+      .cf_current_frame = NONE,
+      .fr_code = 32,
+      .fr_previous = 24,
+      .fr_instr = 96,
+      .fr_is_entry = NONE,
+      .fr_owner = NONE,
+      .co_code_adaptive = 0},
      {104, 112, NONE, 40, 120, 48, 72, CN_INT__LT310, false}},
     {11,
-     {0, CN_INT_ABI_IFRAME, 40, 0, 16, 8, 152, 56, 8, 32, 48, 56, 68, NONE, 184},
+     {.kind = CN_INT_ABI_IFRAME,
+      .rt_interp_head = 40,
+      .is_next = 0,
+      .is_threads_head = 16,
+      .ts_next = 8,
+      .ts_thread_id = 152,
+      .ts_frame = 56,
+      .cf_current_frame = 8,
+      .fr_code = 32,
+      .fr_previous = 48,
+      .fr_instr = 56,
+      .fr_is_entry = 68,
+      .fr_owner = NONE,
+      .co_code_adaptive = 184},
      {112, 120, 128, 72, 136, 48, 72, CN_INT__LOC311, true}},
     {12,
-     {0, CN_INT_ABI_IFRAME, 40, 0, 72, 8, 136, 56, 0, 0, 8, 56, NONE, 70, 192},
+     {.kind = CN_INT_ABI_IFRAME,
+      .rt_interp_head = 40,
+      .is_next = 0,
+      .is_threads_head = 72,
+      .ts_next = 8,
+      .ts_thread_id = 136,
+      .ts_frame = 56,
+      .cf_current_frame = 0,
+      .fr_code = 0,
+      .fr_previous = 8,
+      .fr_instr = 56,
+      .fr_is_entry = NONE,
+      .fr_owner = 70,
+      .co_code_adaptive = 192},
      {112, 120, 128, 68, 136, 40, 56, CN_INT__LOC311, true}},
     {13,
-     {0, CN_INT_ABI_IFRAME, 632, 7264, 7344, 8, 152, 72, NONE, 0, 8, 56, NONE, 70, 200},
+     {.kind = CN_INT_ABI_IFRAME,
+      .rt_interp_head = 632,
+      .is_next = 7264,
+      .is_threads_head = 7344,
+      .ts_next = 8,
+      .ts_thread_id = 152,
+      .ts_frame = 72,
+      .cf_current_frame = NONE,
+      .fr_code = 0,
+      .fr_previous = 8,
+      .fr_instr = 56,
+      .fr_is_entry = NONE,
+      .fr_owner = 70,
+      .co_code_adaptive = 200},
      {112, 120, 128, 68, 136, 40, 56, CN_INT__LOC311, true}},
 };
+
+/* The span of a frame the walk reads in one go: every field it uses, from an 8-aligned base.
+ * -EINVAL when the fields are too far apart (or a pointer field is not 8-aligned from it). */
+static int frame_read(struct cn_int_abi_layout *a)
+{
+    const uint32_t f[] = {a->fr_code, a->fr_previous, a->fr_instr, a->fr_is_entry, a->fr_owner};
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (f[i] == NONE)
+            continue;
+        uint32_t size = i < 2 || (i == 2 && a->kind == CN_INT_ABI_IFRAME) ? 8 : i == 2 ? 4 : 1;
+        if (f[i] < lo)
+            lo = f[i];
+        if (f[i] + size > hi)
+            hi = f[i] + size;
+    }
+    lo &= ~7u;
+    if (hi - lo > CN_INT_ABI_FRAME_READ_MAX || (a->fr_code - lo) % 8 || (a->fr_previous - lo) % 8)
+        return -EINVAL;
+    a->fr_base = lo;
+    a->fr_len = hi - lo;
+    return 0;
+}
 
 int cn_int__layout_for(int major, int minor, cn_int__layout *out)
 {
@@ -55,7 +154,7 @@ int cn_int__layout_for(int major, int minor, cn_int__layout *out)
             out->minor = minor;
             out->abi = rows[i].abi;
             out->names = rows[i].names;
-            return 0;
+            return frame_read(&out->abi);
         }
     }
     return -ENOTSUP;
@@ -126,6 +225,8 @@ int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out)
         .fr_owner = (uint32_t)u64_at(p, DO_FR_OWNER),
         .co_code_adaptive = (uint32_t)u64_at(p, DO_CO_ADAPTIVE),
     };
+    if (frame_read(&l.abi) < 0)
+        return -EINVAL;
     uint32_t ascii = (uint32_t)u64_at(p, DO_UNICODE_ASCII_SIZE);
     l.names = (cn_int__names){
         .co_filename = (uint32_t)u64_at(p, DO_CO_FILENAME),

@@ -36,7 +36,11 @@ struct cn_int_abi_layout {
     __u32 fr_is_entry;      /* _PyInterpreterFrame.is_entry (3.11), else NONE */
     __u32 fr_owner;         /* _PyInterpreterFrame.owner (3.12+), else NONE */
     __u32 co_code_adaptive; /* PyCodeObject.co_code_adaptive (3.11+): instructions start */
+    __u32 fr_base, fr_len;  /* the bytes of a frame read in one go: every fr_ field above lies in
+                               [fr_base, fr_base + fr_len); fr_base 8-aligned, fr_len ≤ 120 */
 };
+
+#define CN_INT_ABI_FRAME_READ_MAX 120
 
 /* Frame flags. */
 enum {

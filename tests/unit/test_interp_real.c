@@ -10,7 +10,8 @@
  * lines are inside the functions, the outermost frame is an entry frame. Prints the figures and the
  * program's run time per sample (BPF_ENABLE_STATS) for docs/python.md.
  *
- * CANOPY_INTERP_ONLY=path limits the run to one interpreter. */
+ * CANOPY_INTERP_ONLY=path limits the run to one interpreter; CANOPY_INTERP_DEPTH=N makes the
+ * workload call its functions N frames deep (the cost of a deep stack). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -62,7 +63,8 @@ static bool read_line(int fd, char *buf, size_t cap)
     return n > 0;
 }
 
-static pid_t start_python(const char *python, int *out_fd)
+static pid_t start_python(const char *python, const char *name, int *out_fd, char *ready,
+                          size_t ready_cap)
 {
     int pfd[2];
     if (pipe(pfd) < 0)
@@ -73,14 +75,13 @@ static pid_t start_python(const char *python, int *out_fd)
         close(pfd[0]);
         char script[512];
         const char *data = getenv("CANOPY_TEST_DATA");
-        snprintf(script, sizeof(script), "%s/python/work_split.py", data ? data : "tests/data");
+        snprintf(script, sizeof(script), "%s/python/%s", data ? data : "tests/data", name);
         execl(python, python, script, "30", (char *)NULL);
         _exit(127);
     }
     close(pfd[1]);
-    char buf[16];
     *out_fd = pfd[0];
-    if (!read_line(pfd[0], buf, sizeof(buf)) || strcmp(buf, "ready") != 0) {
+    if (!read_line(pfd[0], ready, ready_cap) || strncmp(ready, "ready", 5) != 0) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         return -1;
@@ -142,7 +143,8 @@ static size_t read_ring(void *base, sample *out, size_t max)
 }
 
 typedef struct result {
-    size_t samples, joined, with_python, a, b, c, entry_ok, lines_ok, lines_checked;
+    size_t samples, joined, sample_time, max_depth, with_python, a, b, c, entry_ok, lines_ok,
+        lines_checked;
     int major, minor;
 } result;
 
@@ -191,7 +193,8 @@ static void run_one(const char *python)
     if (r < 0)
         fail_msg("cn_int_new: %s", err.msg);
     int out_fd = -1;
-    pid_t pid = start_python(python, &out_fd);
+    char ready[64];
+    pid_t pid = start_python(python, "work_split.py", &out_fd, ready, sizeof(ready));
     assert_true(pid > 0);
     int fd = open_event(pid);
     assert_true(fd >= 0);
@@ -225,6 +228,9 @@ static void run_one(const char *python)
                 continue;
             }
             res.joined++;
+            res.sample_time += rec.sample_time;
+            if (rec.nframes > res.max_depth)
+                res.max_depth = rec.nframes;
             int w = classify(c, &rec, &res);
             res.a += w == 0;
             res.b += w == 1;
@@ -252,12 +258,13 @@ static void run_one(const char *python)
     double pa = named ? 100.0 * res.a / named : 0, pb = named ? 100.0 * res.b / named : 0,
            pc = named ? 100.0 * res.c / named : 0;
     print_message(
-        "[ interp   ] %s (%d.%d%s, %s): %zu samples, joined %zu, python %zu (%.1f%%), "
+        "[ interp   ] %s (%d.%d%s, %s): %zu samples, joined %zu (by the sample's time %zu), "
+        "deepest %zu frames, python %zu (%.1f%%), "
         "work_a/b/c %.1f/%.1f/%.1f%% (measured %.1f/%.1f/%.1f), lines ok %zu/%zu, outermost entry "
         "%zu, "
         "bpf %.0f ns/run over %llu runs, thread-state cache %llu/%llu, unregistered %llu\n",
         python, info.major, info.minor, info.debug_offsets ? ", _Py_DebugOffsets" : "", info.object,
-        res.samples, res.joined, res.with_python,
+        res.samples, res.joined, res.sample_time, res.max_depth, res.with_python,
         res.samples ? 100.0 * res.with_python / res.samples : 0, pa, pb, pc, truth[0] / 10.0,
         truth[1] / 10.0, truth[2] / 10.0, res.lines_ok, res.lines_checked, res.entry_ok,
         pi.run_cnt ? (double)pi.run_time_ns / pi.run_cnt : 0, (unsigned long long)pi.run_cnt,
@@ -277,12 +284,86 @@ static void run_one(const char *python)
      * first three after PERF_EVENT_IOC_ENABLE (docs/python.md, "The join"): the sampler marks
      * such a sample "[python: lost]". Any more is a broken join. */
     assert_true(res.joined * 1000 >= res.samples * 995);
+    assert_int_equal(res.sample_time, res.joined); /* this kernel: the exact key, never ktime */
     assert_true(res.with_python * 100 >= res.samples * 95);
     assert_true(fabs(pa - truth[0] / 10.0) <= 3);
     assert_true(fabs(pb - truth[1] / 10.0) <= 3);
     assert_true(fabs(pc - truth[2] / 10.0) <= 3);
     assert_true(res.lines_ok * 100 >= res.lines_checked * 99);
     assert_int_equal(res.entry_ok, res.with_python);
+}
+
+/* Two Python threads, each in its own function, one perf event per thread (as an attach by
+ * PID opens them): every record must name its own thread's function (the thread state is
+ * found per thread, whichever holds the GIL). */
+static void run_threads(const char *python)
+{
+    if (access(python, X_OK) < 0)
+        return;
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_threads.py", &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    int tid[2];
+    assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
+    int fd[2];
+    void *ring[2];
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    for (int k = 0; k < 2; k++) {
+        fd[k] = open_event(tid[k]);
+        assert_true(fd[k] >= 0);
+        ring[k] = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd[k], 0);
+        assert_true(ring[k] != MAP_FAILED);
+        if (cn_int_attach(c, fd[k], &err) < 0)
+            fail_msg("attach: %s", err.msg);
+    }
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    for (int k = 0; k < 2; k++)
+        ioctl(fd[k], PERF_EVENT_IOC_ENABLE, 0);
+    size_t samples[2] = {0}, right[2] = {0}, joined = 0;
+    sample *s = calloc(8192, sizeof(*s));
+    assert_non_null(s);
+    const char *want[2] = {"work_a", "work_b"};
+    for (int round = 0; round < 20; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        for (int k = 0; k < 2; k++) {
+            size_t n = read_ring(ring[k], s, 8192);
+            for (size_t i = 0; i < n; i++) {
+                cn_int_record rec;
+                samples[k]++;
+                if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1)
+                    continue;
+                joined++;
+                cn_int_func f;
+                if (rec.nframes > 0 && (int)rec.tid == tid[k] &&
+                    cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) == 0 &&
+                    strcmp(f.name, want[k]) == 0)
+                    right[k]++;
+            }
+        }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out_fd);
+    for (int k = 0; k < 2; k++) {
+        munmap(ring[k], map_len);
+        close(fd[k]);
+    }
+    cn_int_free(c);
+    free(s);
+    print_message("[ threads  ] %s: thread A %zu samples, %zu in work_a; thread B %zu samples, %zu "
+                  "in work_b; joined %zu\n",
+                  python, samples[0], right[0], samples[1], right[1], joined);
+    assert_true(samples[0] >= 200 && samples[1] >= 200);
+    assert_true(joined * 1000 >= (samples[0] + samples[1]) * 995);
+    assert_true(right[0] * 100 >= samples[0] * 95);
+    assert_true(right[1] * 100 >= samples[1] * 95);
 }
 
 static void each(void **state, const char *python)
@@ -296,6 +377,7 @@ static void each(void **state, const char *python)
         skip();
     }
     run_one(python);
+    run_threads(python);
 }
 
 static void debian_python3(void **state)

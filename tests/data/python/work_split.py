@@ -3,7 +3,8 @@
 # The split is kept by measuring each call's thread CPU time and sizing the next round
 # accordingly. SIGUSR1 starts a measured window, SIGUSR2 ends it and prints
 # "shares A B C" (per mille of the three functions' CPU time in the window): the truth the
-# sampled shares are checked against.
+# sampled shares are checked against. CANOPY_INTERP_DEPTH=N runs the loop N calls deep.
+import os
 import signal
 import sys
 import time
@@ -70,5 +71,12 @@ def main(seconds):
                 window[k] += dt
 
 
+def deep(n, seconds):
+    if n <= 0:
+        return main(seconds)
+    return deep(n - 1, seconds)
+
+
 if __name__ == "__main__":
-    main(float(sys.argv[1]))
+    sys.setrecursionlimit(10000)
+    deep(int(os.environ.get("CANOPY_INTERP_DEPTH", "0")), float(sys.argv[1]))
