@@ -34,6 +34,7 @@ typedef struct code_ent {
 
 typedef struct proc {
     uint32_t pid;
+    uint64_t eval_start, eval_end;
     cn_int__layout lay;
     cn_int__types types;
     cn_u64map index; /* code → entry */
@@ -418,9 +419,15 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
     if (ret < 0)
         goto out;
     lay.abi.runtime = runtime;
+    uint32_t key = (uint32_t)pid;
+    if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.procs), &key, &lay.abi, BPF_ANY) < 0) {
+        ret = cn_err_set(err, -errno, "python frames: BPF map: %s", strerror(errno));
+        goto out;
+    }
     proc *p = proc_find(c, (uint32_t)pid);
     if (!p) {
         if (CN_RESERVE(c->procs, c->procs_cap, c->nprocs + 1) < 0) {
+            bpf_map_delete_elem(bpf_map__fd(c->skel->maps.procs), &key);
             ret = cn_err_set(err, -ENOMEM, "out of memory");
             goto out;
         }
@@ -431,12 +438,9 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
     }
     p->pid = (uint32_t)pid;
     p->lay = lay;
-    uint32_t key = (uint32_t)pid;
-    ret = bpf_map_update_elem(bpf_map__fd(c->skel->maps.procs), &key, &lay.abi, BPF_ANY);
-    if (ret < 0) {
-        ret = cn_err_set(err, -errno, "python frames: BPF map: %s", strerror(errno));
-        c->nprocs--;
-        goto out;
+    if (syms.eval && syms.eval_size) {
+        p->eval_start = bias + syms.eval;
+        p->eval_end = p->eval_start + syms.eval_size;
     }
     if (info) {
         memset(info, 0, sizeof(*info));
@@ -444,6 +448,8 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
         info->minor = lay.minor;
         info->runtime = runtime;
         info->debug_offsets = debug;
+        info->eval_start = p->eval_start;
+        info->eval_end = p->eval_end;
         snprintf(info->object, sizeof(info->object), "%s", obj);
     }
 out:
@@ -506,6 +512,12 @@ int cn_int_line(cn_int_ctx *c, uint32_t pid, uint64_t code, int32_t instr)
         return 0;
     return cn_int__line(p->lay.names.line_format, e->c.linetable, e->c.linetable_len,
                         e->c.first_line, instr);
+}
+
+bool cn_int_is_eval(const cn_int_ctx *c, uint32_t pid, uint64_t pc)
+{
+    const proc *p = proc_find(c, pid);
+    return p && pc >= p->eval_start && pc < p->eval_end;
 }
 
 int cn_int_stats_get(const cn_int_ctx *c, cn_int_stats *out)

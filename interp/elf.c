@@ -1,7 +1,8 @@
-/* elf.c — the few ELF facts registering an interpreter needs: where _PyRuntime and Py_Version
- * are (.dynsym, which Debian's stripped python3 keeps, else .symtab), Py_Version's value, and
- * the first PT_LOAD (for the load bias). libelf over an fd the caller opened with cn_obj_open;
- * the file is untrusted: libelf checks its tables, sizes are checked here. */
+/* elf.c — the few ELF facts registering an interpreter needs: where _PyRuntime, Py_Version and
+ * _PyEval_EvalFrameDefault are (.dynsym, which Debian's stripped python3 keeps, else .symtab),
+ * Py_Version's value, and the first PT_LOAD (for the load bias). libelf over an fd the caller
+ * opened with cn_obj_open; the file is untrusted: libelf checks its tables, sizes are checked here.
+ */
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -28,6 +29,9 @@ static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, cn_int__elfs
             out->runtime_size = s.st_size;
         } else if (!out->py_version && strcmp(name, "Py_Version") == 0) {
             out->py_version = s.st_value;
+        } else if (!out->eval && strcmp(name, "_PyEval_EvalFrameDefault") == 0) {
+            out->eval = s.st_value;
+            out->eval_size = s.st_size;
         }
     }
 }

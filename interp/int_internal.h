@@ -92,6 +92,7 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
  * absent) and the first PT_LOAD's page-aligned vaddr and file offset (for the load bias). */
 typedef struct cn_int__elfsyms {
     uint64_t runtime, runtime_size, py_version; /* _PyRuntime, its size, &Py_Version */
+    uint64_t eval, eval_size;                   /* _PyEval_EvalFrameDefault */
     uint64_t load_vaddr, load_off;
     int version_hex; /* Py_Version's value read from the file, 0 */
 } cn_int__elfsyms;

@@ -77,10 +77,12 @@ typedef struct cn_int_record {
 
 /* What cn_int_register found. */
 typedef struct cn_int_proc {
-    int major, minor;   /* 3, 11 */
-    uint64_t runtime;   /* address of _PyRuntime */
-    char object[256];   /* the file holding it (executable or libpython) */
-    bool debug_offsets; /* layout read from the process's _Py_DebugOffsets (3.13+) */
+    int major, minor;              /* 3, 11 */
+    uint64_t runtime;              /* address of _PyRuntime */
+    char object[256];              /* the file holding it (executable or libpython) */
+    uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault's addresses in the process (0, 0
+                                      when its symbol is absent): the frames the splice replaces */
+    bool debug_offsets;            /* layout read from the process's _Py_DebugOffsets (3.13+) */
 } cn_int_proc;
 
 /* Counters kept by the program, summed over CPUs. */
@@ -146,6 +148,11 @@ int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)
 /* The line of instruction instr (code units) in a code object: > 0, or 0 when the line
  * table has none or could not be read. */
 int cn_int_line(cn_int_ctx *c, uint32_t pid, uint64_t code, int32_t instr);
+
+/* Whether pc, a native frame's address in process pid, is in _PyEval_EvalFrameDefault of its
+ * registered interpreter: the native frames a splice replaces with Python frames (the sampler
+ * knows addresses, not names, when it unwinds). */
+bool cn_int_is_eval(const cn_int_ctx *c, uint32_t pid, uint64_t pc);
 
 /* The program's counters. */
 int cn_int_stats_get(const cn_int_ctx *c, cn_int_stats *out);

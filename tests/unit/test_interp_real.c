@@ -63,8 +63,8 @@ static bool read_line(int fd, char *buf, size_t cap)
     return n > 0;
 }
 
-static pid_t start_python(const char *python, const char *name, int *out_fd, char *ready,
-                          size_t ready_cap)
+static pid_t start_python(const char *python, const char *name, const char *arg, int *out_fd,
+                          char *ready, size_t ready_cap)
 {
     int pfd[2];
     if (pipe(pfd) < 0)
@@ -76,12 +76,13 @@ static pid_t start_python(const char *python, const char *name, int *out_fd, cha
         char script[512];
         const char *data = getenv("CANOPY_TEST_DATA");
         snprintf(script, sizeof(script), "%s/python/%s", data ? data : "tests/data", name);
-        execl(python, python, script, "30", (char *)NULL);
+        execl(python, python, script, "30", arg, (char *)NULL);
         _exit(127);
     }
     close(pfd[1]);
     *out_fd = pfd[0];
-    if (!read_line(pfd[0], ready, ready_cap) || strncmp(ready, "ready", 5) != 0) {
+    if (!read_line(pfd[0], ready, ready_cap) ||
+        (strncmp(ready, "ready", 5) != 0 && strcmp(ready, "waiting") != 0)) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         return -1;
@@ -89,7 +90,12 @@ static pid_t start_python(const char *python, const char *name, int *out_fd, cha
     return pid;
 }
 
-static int open_event(pid_t pid)
+static int open_event_attr(struct perf_event_attr *a, pid_t pid, int cpu)
+{
+    return (int)syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int open_event(pid_t pid, int cpu, bool inherit)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof(a));
@@ -103,7 +109,8 @@ static int open_event(pid_t pid)
     a.clockid = CLOCK_MONOTONIC;
     a.disabled = 1;
     a.exclude_kernel = 1;
-    return (int)syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    a.inherit = inherit;
+    return (int)syscall(SYS_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 typedef struct sample {
@@ -194,9 +201,9 @@ static void run_one(const char *python)
         fail_msg("cn_int_new: %s", err.msg);
     int out_fd = -1;
     char ready[64];
-    pid_t pid = start_python(python, "work_split.py", &out_fd, ready, sizeof(ready));
+    pid_t pid = start_python(python, "work_split.py", NULL, &out_fd, ready, sizeof(ready));
     assert_true(pid > 0);
-    int fd = open_event(pid);
+    int fd = open_event(pid, -1, false);
     assert_true(fd >= 0);
     size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
     void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -206,6 +213,11 @@ static void run_one(const char *python)
     cn_int_proc info;
     if (cn_int_register(c, pid, &info, &err) < 0)
         fail_msg("register %s: %s", python, err.msg);
+    /* the eval loop's range, as the splice will use it: inside the object, its address ours */
+    assert_true(info.eval_end > info.eval_start && info.eval_end - info.eval_start < (1u << 20));
+    assert_true(cn_int_is_eval(c, pid, info.eval_start));
+    assert_false(cn_int_is_eval(c, pid, info.eval_end));
+    assert_false(cn_int_is_eval(c, pid + 1, info.eval_start));
     int stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
     result res = {.major = info.major, .minor = info.minor};
     size_t cap = 8192;
@@ -295,8 +307,11 @@ static void run_one(const char *python)
 
 /* Two Python threads, each in its own function, one perf event per thread (as an attach by
  * PID opens them): every record must name its own thread's function (the thread state is
- * found per thread, whichever holds the GIL). */
-static void run_threads(const char *python)
+ * found per thread, whichever holds the GIL). late: inherited events, one per CPU as the
+ * sampler opens them (the kernel maps no inherited per-task ring), opened on the main thread
+ * before the two threads exist (threads born after an attach, `run --`): the program must run
+ * under the events the new threads inherit. */
+static void run_threads(const char *python, bool late)
 {
     if (access(python, X_OK) < 0)
         return;
@@ -306,15 +321,20 @@ static void run_threads(const char *python)
         fail_msg("cn_int_new: %s", err.msg);
     int out_fd = -1;
     char ready[64];
-    pid_t pid = start_python(python, "work_threads.py", &out_fd, ready, sizeof(ready));
+    pid_t pid = start_python(python, "work_threads.py", late ? "late" : NULL, &out_fd, ready,
+                             sizeof(ready));
     assert_true(pid > 0);
-    int tid[2];
-    assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
-    int fd[2];
-    void *ring[2];
+    int tid[2] = {0, 0}, fd[8], nev = 2;
+    void *ring[8];
+    if (late) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        nev = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+    }
     size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
-    for (int k = 0; k < 2; k++) {
-        fd[k] = open_event(tid[k]);
+    if (!late)
+        assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
+    for (int k = 0; k < nev; k++) {
+        fd[k] = late ? open_event(pid, k, true) : open_event(tid[k], -1, false);
         assert_true(fd[k] >= 0);
         ring[k] = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd[k], 0);
         assert_true(ring[k] != MAP_FAILED);
@@ -323,8 +343,13 @@ static void run_threads(const char *python)
     }
     if (cn_int_register(c, pid, NULL, &err) < 0)
         fail_msg("register %s: %s", python, err.msg);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < nev; k++)
         ioctl(fd[k], PERF_EVENT_IOC_ENABLE, 0);
+    if (late) {
+        kill(pid, SIGUSR1);
+        assert_true(read_line(out_fd, ready, sizeof(ready)));
+        assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
+    }
     size_t samples[2] = {0}, right[2] = {0}, joined = 0;
     sample *s = calloc(8192, sizeof(*s));
     assert_non_null(s);
@@ -332,17 +357,19 @@ static void run_threads(const char *python)
     for (int round = 0; round < 20; round++) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        for (int k = 0; k < 2; k++) {
-            size_t n = read_ring(ring[k], s, 8192);
+        for (int e = 0; e < nev; e++) {
+            size_t n = read_ring(ring[e], s, 8192);
             for (size_t i = 0; i < n; i++) {
                 cn_int_record rec;
+                int k = (int)s[i].tid == tid[0] ? 0 : (int)s[i].tid == tid[1] ? 1 : -1;
+                if (k < 0)
+                    continue; /* the main thread, waiting */
                 samples[k]++;
                 if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1)
                     continue;
                 joined++;
                 cn_int_func f;
-                if (rec.nframes > 0 && (int)rec.tid == tid[k] &&
-                    cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) == 0 &&
+                if (rec.nframes > 0 && cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) == 0 &&
                     strcmp(f.name, want[k]) == 0)
                     right[k]++;
             }
@@ -351,19 +378,87 @@ static void run_threads(const char *python)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(out_fd);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < nev; k++) {
         munmap(ring[k], map_len);
         close(fd[k]);
     }
     cn_int_free(c);
     free(s);
-    print_message("[ threads  ] %s: thread A %zu samples, %zu in work_a; thread B %zu samples, %zu "
-                  "in work_b; joined %zu\n",
-                  python, samples[0], right[0], samples[1], right[1], joined);
+    print_message(
+        "[ threads  ] %s%s: thread A %zu samples, %zu in work_a; thread B %zu samples, %zu "
+        "in work_b; joined %zu\n",
+        python, late ? " (born after the event, inherited)" : "", samples[0], right[0], samples[1],
+        right[1], joined);
     assert_true(samples[0] >= 200 && samples[1] >= 200);
     assert_true(joined * 1000 >= (samples[0] + samples[1]) * 995);
     assert_true(right[0] * 100 >= samples[0] * 95);
     assert_true(right[1] * 100 >= samples[1] * 95);
+}
+
+/* Off-CPU (modes off-cpu and wall): the program on a context-switch event (sample_period 1,
+ * as sampler/offcpu.c opens it) runs at the switch-out, in the thread going to sleep: the
+ * records name the Python function that called time.sleep. */
+static void run_offcpu(const char *python)
+{
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_sleep.py", NULL, &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof(a));
+    a.size = sizeof(a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    a.sample_period = 1;
+    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+    a.use_clockid = 1;
+    a.clockid = CLOCK_MONOTONIC;
+    a.disabled = 1;
+    int fd = open_event_attr(&a, pid, -1);
+    assert_true(fd >= 0);
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(ring != MAP_FAILED);
+    if (cn_int_attach(c, fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    size_t samples = 0, joined = 0, in_nap = 0;
+    sample *s = calloc(8192, sizeof(*s));
+    assert_non_null(s);
+    for (int round = 0; round < 10; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        size_t n = read_ring(ring, s, 8192);
+        for (size_t i = 0; i < n; i++) {
+            cn_int_record rec;
+            cn_int_func f;
+            samples++;
+            if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1)
+                continue;
+            joined++;
+            if (rec.nframes > 0 && cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) == 0 &&
+                strcmp(f.name, "nap") == 0)
+                in_nap++;
+        }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out_fd);
+    munmap(ring, map_len);
+    close(fd);
+    cn_int_free(c);
+    free(s);
+    print_message("[ off-cpu  ] %s: %zu switch-outs, joined %zu, in nap %zu\n", python, samples,
+                  joined, in_nap);
+    assert_true(samples >= 200);
+    assert_true(joined * 1000 >= samples * 995);
+    assert_true(in_nap * 100 >= samples * 95);
 }
 
 static void each(void **state, const char *python)
@@ -377,7 +472,9 @@ static void each(void **state, const char *python)
         skip();
     }
     run_one(python);
-    run_threads(python);
+    run_threads(python, false);
+    run_threads(python, true);
+    run_offcpu(python);
 }
 
 static void debian_python3(void **state)

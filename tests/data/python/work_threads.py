@@ -1,6 +1,9 @@
 # tests/unit/test_interp_real.c's threaded workload: thread A runs work_a, thread B runs
 # work_b, the main thread waits; for argv[1] seconds. Prints "ready TID_A TID_B" (native
 # thread ids) once both threads run: each thread's samples must name its own function.
+# With argv[2] == "late" it first prints "waiting" and starts the threads on SIGUSR1 (threads
+# born after the perf event was opened: they run under inherited events).
+import signal
 import sys
 import threading
 import time
@@ -22,7 +25,12 @@ def work_b(stop):
     return s
 
 
-def main(seconds):
+def main(seconds, late):
+    if late:
+        go = threading.Event()
+        signal.signal(signal.SIGUSR1, lambda sig, frame: go.set())
+        print("waiting", flush=True)
+        go.wait(seconds)
     stop = threading.Event()
     tids = {}
     started = threading.Barrier(3)
@@ -45,4 +53,4 @@ def main(seconds):
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]))
+    main(float(sys.argv[1]), len(sys.argv) > 2 and sys.argv[2] == "late")
