@@ -21,10 +21,11 @@
 #include "int_internal.h"
 #include "python.skel.h"
 
-#define QUEUE_MAX    65536       /* records held; the oldest are dropped past it */
-#define MAPS_MAX     (16u << 20) /* bytes of /proc/PID/maps read */
-#define CODES_MAX    65536       /* code objects cached per process */
-#define KTIME_WINDOW 1000000     /* ns after a sample a ktime-stamped record may come */
+#define QUEUE_MAX      65536       /* records held; the oldest are dropped past it */
+#define MAPS_MAX       (16u << 20) /* bytes of /proc/PID/maps read */
+#define CODES_MAX      65536       /* code objects cached per process */
+#define CODE_BYTES_MAX (32u << 20) /* bytes of names and line tables cached per process */
+#define KTIME_WINDOW   1000000     /* ns after a sample a ktime-stamped record may come */
 
 typedef struct code_ent {
     uint64_t code;
@@ -40,6 +41,7 @@ typedef struct proc {
     cn_u64map index; /* code → entry */
     code_ent *ents;
     size_t nents, cap;
+    size_t bytes; /* held by ents' strings and line tables */
 } proc;
 
 typedef struct qrec {
@@ -481,6 +483,16 @@ static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
     e->code = code;
     e->readable = cn_int__read_code(&p->lay.names, vm_read, (void *)(uintptr_t)p->pid, code,
                                     &p->types, &e->c) == 0;
+    size_t bytes = e->c.linetable_len + (e->c.name ? strlen(e->c.name) : 0) +
+                   (e->c.filename ? strlen(e->c.filename) : 0);
+    if (p->bytes + bytes > CODE_BYTES_MAX) {
+        /* over budget: the names are kept, lines are not */
+        bytes -= e->c.linetable_len;
+        free(e->c.linetable);
+        e->c.linetable = NULL;
+        e->c.linetable_len = 0;
+    }
+    p->bytes += bytes;
     if (cn_u64map_put(&p->index, code, (int32_t)p->nents) < 0) {
         cn_int__code_clear(&e->c);
         return NULL;

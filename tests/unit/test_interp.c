@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,6 +90,85 @@ static void line_tables_hostile(void **state)
                 assert_true(cn_int__line(f, p, n, 1, instr) >= 0);
         free(p);
     }
+}
+
+/* Every instruction of every code object of argparse.py, compiled by each interpreter on the
+ * machine: interp/lines.c must give the line CPython itself gives (co_positions from 3.11,
+ * co_lines in 3.10, dis.findlinestarts before; tests/data/python/line_oracle.py). */
+static const char *const pythons[] = {
+    "/usr/bin/python3",
+    "/root/.pyenv/versions/3.8.18/bin/python3.8",
+    "/root/.pyenv/versions/3.9.18/bin/python3.9",
+    "/root/.pyenv/versions/3.10.13/bin/python3.10",
+    "/root/.pyenv/versions/3.11.7/bin/python3.11",
+    "/root/.pyenv/versions/3.12.1/bin/python3.12",
+    "/root/.pyenv/versions/3.13.0/bin/python3.13",
+};
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void lines_vs_cpython(void **state)
+{
+    const char *data = getenv("CANOPY_TEST_DATA");
+    size_t ran = 0;
+    for (size_t k = 0; k < sizeof(pythons) / sizeof(pythons[0]); k++) {
+        if (access(pythons[k], X_OK) < 0)
+            continue;
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "%s %s/python/line_oracle.py", pythons[k],
+                 data ? data : "tests/data");
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char *line = NULL;
+        size_t cap = 0;
+        uint8_t *table = NULL;
+        size_t n = 0, checked = 0, wrong = 0, codes = 0;
+        int fmt = -1, first = 0;
+        while (getline(&line, &cap, f) > 0) {
+            if (line[0] == 'T') {
+                char name[16], hex[1 << 16];
+                if (strlen(line) >= sizeof(hex) ||
+                    sscanf(line, "T %15s %d %65535s", name, &first, hex) != 3) {
+                    fmt = -1;
+                    continue;
+                }
+                fmt = strcmp(name, "lnotab") == 0  ? CN_INT__LNOTAB
+                      : strcmp(name, "lt310") == 0 ? CN_INT__LT310
+                                                   : CN_INT__LOC311;
+                free(table);
+                n = strcmp(hex, "-") == 0 ? 0 : strlen(hex) / 2;
+                table = malloc(n ? n : 1);
+                assert_non_null(table);
+                for (size_t i = 0; i < n; i++)
+                    table[i] = (uint8_t)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
+                codes++;
+            } else if (line[0] == 'L' && fmt >= 0) {
+                char *p = line + 1;
+                int idx, want, used;
+                while (sscanf(p, " %d:%d%n", &idx, &want, &used) == 2) {
+                    int got = cn_int__line(fmt, table, n, first, idx);
+                    checked++;
+                    if (got != want && wrong++ < 5)
+                        print_message("%s: first %d instr %d: line %d, CPython says %d\n",
+                                      pythons[k], first, idx, got, want);
+                    p += used;
+                }
+            }
+        }
+        free(line);
+        free(table);
+        assert_int_equal(pclose(f), 0);
+        print_message("[ lines    ] %s: %zu code objects, %zu instructions, %zu wrong\n",
+                      pythons[k], codes, checked, wrong);
+        assert_true(codes > 50 && checked > 1000);
+        assert_int_equal(wrong, 0);
+        ran++;
+    }
+    if (!ran)
+        skip();
 }
 
 /* ---- layouts ---------------------------------------------------------------------------- */
@@ -471,6 +551,7 @@ int main(void)
         cmocka_unit_test(linetable_310),
         cmocka_unit_test(locations_311),
         cmocka_unit_test(line_tables_hostile),
+        cmocka_unit_test(lines_vs_cpython),
         cmocka_unit_test(layout_rows),
         cmocka_unit_test(instr_index),
         cmocka_unit_test(version_names),

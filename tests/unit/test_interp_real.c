@@ -1,14 +1,17 @@
 /* test_interp_real.c — interp/ against real interpreters (needs root: perf_event_open, BPF).
  *
  * For Debian's /usr/bin/python3 and every pyenv CPython 3.8–3.13 on the machine: start
- * tests/data/python/work_split.py (work_a / work_b / Runner.work_c sharing the CPU 50/30/20),
- * open a 999 Hz cpu-clock sampling event on it (CLOCK_MONOTONIC, PERF_SAMPLE_TID|TIME|CPU, as
- * the sampler opens them), attach the program, register the process, sample for 2 s, then
- * join every perf sample to its record with cn_int_take (pid, tid, time) and resolve names
- * and lines. Checks: every sample found its record, ≥ 95 % carry Python frames, the shares
- * are the workload's own measured shares ± 3 points, the names are right (qualname from 3.11),
- * lines are inside the functions, the outermost frame is an entry frame. Prints the figures and the
- * program's run time per sample (BPF_ENABLE_STATS) for docs/python.md.
+ * tests/data/python/work_split.py (work_a / work_b / Runner.work_c sharing the CPU 50/30/20 and
+ * measuring their own CPU time over the sampled window: the truth), open a 999 Hz cpu-clock
+ * sampling event on it (CLOCK_MONOTONIC, PERF_SAMPLE_TID|TIME|CPU, as the sampler opens them),
+ * attach the program, register the process, sample for 3 s, then join every perf sample to its
+ * record with cn_int_take (pid, tid, time) and resolve names and lines. Checks: the samples
+ * found their records (by the sample's exact time), ≥ 95 % carry Python frames, the shares are
+ * the workload's measured shares ± 3 points, the names are right (qualname from 3.11), the
+ * lines are in the functions' loops, the outermost frame is an entry frame. Prints the figures
+ * and the program's run time per sample (BPF_ENABLE_STATS) for docs/python.md. Then two
+ * threads (events per thread, and inherited events opened before the threads were born) and
+ * off-CPU samples (a context-switch event): see each test's comment.
  *
  * CANOPY_INTERP_ONLY=path limits the run to one interpreter; CANOPY_INTERP_DEPTH=N makes the
  * workload call its functions N frames deep (the cost of a deep stack). */
@@ -177,7 +180,10 @@ static int classify(cn_int_ctx *c, const cn_int_record *r, result *res)
             continue;
         int line = cn_int_line(c, r->pid, r->frames[i].code, r->frames[i].instr);
         res->lines_checked++;
-        if (line >= f.first_line && line <= f.first_line + 5 && strstr(f.filename, "work_split.py"))
+        /* the loop: "for i in range(n):" and its body, 2 and 3 lines below the def (a
+         * wrong instruction offset gives the def line, RESUME's, or another line) */
+        if ((line == f.first_line + 2 || line == f.first_line + 3) &&
+            strstr(f.filename, "work_split.py"))
             res->lines_ok++;
         return which;
     }
@@ -301,7 +307,7 @@ static void run_one(const char *python)
     assert_true(fabs(pa - truth[0] / 10.0) <= 3);
     assert_true(fabs(pb - truth[1] / 10.0) <= 3);
     assert_true(fabs(pc - truth[2] / 10.0) <= 3);
-    assert_true(res.lines_ok * 100 >= res.lines_checked * 99);
+    assert_true(res.lines_ok * 100 >= res.lines_checked * 97);
     assert_int_equal(res.entry_ok, res.with_python);
 }
 
