@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -54,8 +56,6 @@ typedef struct qrec {
 struct cn_int_ctx {
     struct python_bpf *skel;
     struct ring_buffer *rb;
-    struct bpf_link **links;
-    size_t nlinks, links_cap;
     proc *procs;
     size_t nprocs, procs_cap;
     qrec *q;
@@ -168,9 +168,6 @@ cn_int_ctx *cn_int_free(cn_int_ctx *c)
 {
     if (!c)
         return NULL;
-    for (size_t i = 0; i < c->nlinks; i++)
-        bpf_link__destroy(c->links[i]);
-    free(c->links);
     ring_buffer__free(c->rb);
     python_bpf__destroy(c->skel);
     for (size_t i = 0; i < c->nprocs; i++)
@@ -182,14 +179,13 @@ cn_int_ctx *cn_int_free(cn_int_ctx *c)
     return NULL;
 }
 
+/* PERF_EVENT_IOC_SET_BPF, not libbpf's bpf_program__attach_perf_event: that one also enables
+ * the event, and a sampler enables its events together when the session starts (samples
+ * taken before cn_int_register have no record: the program returns at once for them). */
 int cn_int_attach(cn_int_ctx *c, int perf_fd, cn_err *err)
 {
-    if (CN_RESERVE(c->links, c->links_cap, c->nlinks + 1) < 0)
-        return cn_err_set(err, -ENOMEM, "out of memory");
-    struct bpf_link *l = bpf_program__attach_perf_event(c->skel->progs.cn_int_sample, perf_fd);
-    if (!l)
+    if (ioctl(perf_fd, PERF_EVENT_IOC_SET_BPF, bpf_program__fd(c->skel->progs.cn_int_sample)) < 0)
         return cn_err_set(err, -errno, "python frames: attach to perf event: %s", strerror(errno));
-    c->links[c->nlinks++] = l;
     return 0;
 }
 

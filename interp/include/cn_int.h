@@ -100,9 +100,10 @@ typedef struct cn_int_stats {
 int cn_int_new(cn_int_ctx **out, cn_err *err);
 cn_int_ctx *cn_int_free(cn_int_ctx *c); /* NULL accepted; returns NULL */
 
-/* Attaches the program to a sampling perf event (PERF_EVENT_IOC_SET_BPF). The event must
- * have PERF_SAMPLE_TIME with use_clockid CLOCK_MONOTONIC for the join. The link is undone by
- * cn_int_free or when the event is closed. */
+/* Attaches the program to a sampling perf event (PERF_EVENT_IOC_SET_BPF; the event's enabled
+ * state is left alone). The event must have PERF_SAMPLE_TIME with use_clockid CLOCK_MONOTONIC
+ * for the join. Events inherited from it (inherit = 1) carry the program. The event holds the
+ * program until it is closed: close the events before cn_int_free. */
 int cn_int_attach(cn_int_ctx *c, int perf_fd, cn_err *err);
 
 /* Detects CPython in pid and starts capturing its frames. -ENOENT not CPython, -ENOTSUP a
