@@ -249,7 +249,12 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     __u64 size = CN_INT_ABI_HEADER_SIZE + (__u64)n * sizeof(struct cn_int_abi_frame);
     if (size > sizeof(*r))
         size = sizeof(*r);
-    if (bpf_ringbuf_output(&ring, r, size, 0) < 0)
+    /* Wake the reader only once the ring is a quarter full: the sampler drains it when it
+     * reads the perf samples (cn_int_take), so a wakeup per record would only cost an
+     * irq_work and a wake_up per sample. */
+    __u64 flags = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
+                                                                          : BPF_RB_NO_WAKEUP;
+    if (bpf_ringbuf_output(&ring, r, size, flags) < 0)
         count(CN_INT_ABI_S_RING_FULL);
     else
         count(CN_INT_ABI_S_RECORDS);

@@ -112,7 +112,8 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err);
 /* Stops capturing pid and forgets its cached code objects (call on exit or exec). */
 void cn_int_unregister(cn_int_ctx *c, pid_t pid);
 
-/* The ring buffer's fd, readable when records wait (for an event loop). */
+/* The ring buffer's fd, for an event loop: readable once the ring is a quarter full (the
+ * program does not wake the reader for each record; cn_int_take drains on demand). */
 int cn_int_ring_fd(const cn_int_ctx *c);
 
 /* Moves every record waiting in the ring into the context's queue. Returns how many, or a
