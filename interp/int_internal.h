@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include "bpf/python_abi.h"
@@ -97,6 +98,32 @@ typedef struct cn_int__elfsyms {
     int version_hex; /* Py_Version's value read from the file, 0 */
 } cn_int__elfsyms;
 int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
+
+/* The queue of records waiting for the sampler's join (queue.c). */
+#define CN_INT__QUEUE_MAX 65536 /* records held; the oldest are dropped past it */
+typedef struct cn_int__qrec {
+    uint32_t pid, tid, cpu, nframes, first; /* first: index in the frame pool */
+    uint64_t time;
+    bool sample_time, taken;
+    int status;
+} cn_int__qrec;
+typedef struct cn_int__queue {
+    cn_int__qrec *q;
+    size_t head, len, cap;
+    cn_int_frame *pool;
+    size_t plen, pcap;
+} cn_int__queue;
+
+/* Appends one record as the program wrote it (size bytes; checked against its frame count).
+ * names: the process's layout, for the instruction index (NULL: -1). 0, -EINVAL, -ENOMEM. */
+int cn_int__queue_push(cn_int__queue *q, const void *data, size_t size, const cn_int__names *names);
+/* The join (cn_int_take's rule): 1 and *out, the record leaving the queue, or 0. */
+int cn_int__queue_take(cn_int__queue *q, uint32_t pid, uint32_t tid, uint64_t time,
+                       cn_int_record *out);
+size_t cn_int__queue_expire(cn_int__queue *q, uint64_t time);
+int cn_int__queue_next(cn_int__queue *q, cn_int_record *out);
+size_t cn_int__queue_len(const cn_int__queue *q); /* records not taken */
+void cn_int__queue_free(cn_int__queue *q);
 
 /* (major, minor) from an object's file name: python3.11, libpython3.11.so.1.0, … 0 or -ENOENT. */
 int cn_int__version_from_name(const char *path, int *major, int *minor);
