@@ -30,6 +30,7 @@ typedef struct code_ent {
     uint64_t code;
     cn_int__code c;
     bool readable;
+    uint32_t epoch; /* the epoch it was last checked in */
 } code_ent;
 
 typedef struct proc {
@@ -49,7 +50,8 @@ struct cn_int_ctx {
     proc *procs;
     size_t nprocs, procs_cap;
     cn_int__queue queue;
-    int err; /* a queue allocation failure seen in the ring callback */
+    uint32_t epoch; /* cn_int_new_epoch */
+    int err;        /* a queue allocation failure seen in the ring callback */
 };
 
 static proc *proc_find(const cn_int_ctx *c, uint32_t pid)
@@ -358,16 +360,12 @@ void cn_int_unregister(cn_int_ctx *c, pid_t pid)
     *p = c->procs[--c->nprocs];
 }
 
-static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
+/* Reads the code object into e (cleared first), within the process's byte budget. */
+static void code_read(cn_int_ctx *c, proc *p, code_ent *e, uint64_t code)
 {
-    int32_t i = cn_u64map_get(&p->index, code);
-    if (i >= 0)
-        return &p->ents[i];
-    if (p->nents >= CODES_MAX || CN_RESERVE(p->ents, p->cap, p->nents + 1) < 0)
-        return NULL;
-    code_ent *e = &p->ents[p->nents];
-    memset(e, 0, sizeof(*e));
+    cn_int__code_clear(&e->c);
     e->code = code;
+    e->epoch = c->epoch;
     e->readable = cn_int__read_code(&p->lay.names, vm_read, (void *)(uintptr_t)p->pid, code,
                                     &p->types, &e->c) == 0;
     size_t bytes = e->c.linetable_len + (e->c.name ? strlen(e->c.name) : 0) +
@@ -380,12 +378,43 @@ static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
         e->c.linetable_len = 0;
     }
     p->bytes += bytes;
+}
+
+/* The cache entry of a code object: found (and, at its first use in this epoch, checked to be
+ * the same object still, else read again), or read and added. NULL past the bounds. */
+static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
+{
+    int32_t i = cn_u64map_get(&p->index, code);
+    if (i >= 0) {
+        code_ent *e = &p->ents[i];
+        if (e->epoch != c->epoch) {
+            if (!cn_int__code_same(&p->lay.names, vm_read, (void *)(uintptr_t)p->pid, code,
+                                   &p->types, &e->c)) {
+                size_t held = e->c.linetable_len + (e->c.name ? strlen(e->c.name) : 0) +
+                              (e->c.filename ? strlen(e->c.filename) : 0);
+                p->bytes -= held < p->bytes ? held : p->bytes;
+                code_read(c, p, e, code);
+            }
+            e->epoch = c->epoch;
+        }
+        return e;
+    }
+    if (p->nents >= CODES_MAX || CN_RESERVE(p->ents, p->cap, p->nents + 1) < 0)
+        return NULL;
+    code_ent *e = &p->ents[p->nents];
+    memset(e, 0, sizeof(*e));
+    code_read(c, p, e, code);
     if (cn_u64map_put(&p->index, code, (int32_t)p->nents) < 0) {
         cn_int__code_clear(&e->c);
         return NULL;
     }
     p->nents++;
     return e;
+}
+
+void cn_int_new_epoch(cn_int_ctx *c)
+{
+    c->epoch++;
 }
 
 int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)

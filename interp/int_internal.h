@@ -62,6 +62,8 @@ typedef struct cn_int__code {
     int first_line;
     uint8_t *linetable;
     size_t linetable_len;
+    uint64_t ident[2]; /* the name and file objects' addresses read: what cn_int__code_same
+                          compares (0, 0 when the object was not a code object) */
 } cn_int__code;
 
 #define CN_INT__MAX_STR       1024      /* characters of a name or a file name */
@@ -79,6 +81,12 @@ typedef struct cn_int__types {
 int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
                       cn_int__types *types, cn_int__code *out);
 void cn_int__code_clear(cn_int__code *c);
+
+/* Whether the code object at code is still the one c was read from: its type pointer still
+ * the checked code type, its name and file pointers the same (3 small reads). A code object
+ * freed and another allocated at its address almost always differs in both strings. */
+bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
+                       const cn_int__types *types, const cn_int__code *c);
 
 /* The code-unit index of a frame's instr as captured by the program (see python_abi.h). */
 int32_t cn_int__instr_index(const cn_int__names *l, uint32_t raw);

@@ -147,6 +147,12 @@ typedef struct cn_int_func {
  * *out (also for an unreadable object, then readable is false), -ENOENT pid not registered. */
 int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out);
 
+/* Starts a new epoch of the code-object caches: an entry used after this call is first checked
+ * to be the same object still (its type, name and file pointers: 3 reads), and read again if
+ * not, so a code object freed and another allocated at its address is not named after the old
+ * one. Call it once per pump. */
+void cn_int_new_epoch(cn_int_ctx *c);
+
 /* The line of instruction instr (code units) in a code object: > 0, or 0 when the line
  * table has none or could not be read. */
 int cn_int_line(cn_int_ctx *c, uint32_t pid, uint64_t code, int32_t instr);

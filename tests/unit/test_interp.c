@@ -446,6 +446,30 @@ static void code_forged(void **state)
     cn_int__code_clear(&c);
 }
 
+/* A cached code object is checked against the object now at its address: same pointers,
+ * same object; a new name, file or type: another object. */
+static void code_same(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 11, &l);
+    setup_code(s, &l.names);
+    cn_int__code c;
+    cn_int__types types = {0};
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, &types, &c), 0);
+    assert_true(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    put64(s, CODE + l.names.co_qualname, BASE + 0x2100); /* another name */
+    assert_false(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    put64(s, CODE + l.names.co_qualname, BASE + 0x2000);
+    put64(s, CODE + 8, T_STR); /* now a str lies there */
+    assert_false(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    cn_int__code_clear(&c);
+    /* unreadable then and now: the same (nothing to read again) */
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, 8, &types, &c), -EFAULT);
+    assert_true(cn_int__code_same(&l.names, fake_read, s, 8, &types, &c));
+    cn_int__code_clear(&c);
+}
+
 /* UCS-2 and UCS-4 names become UTF-8; a NUL inside becomes U+FFFD. */
 static void code_wide_names(void **state)
 {
@@ -660,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(code_ok, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_forged, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_wide_names, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(code_same, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
         cmocka_unit_test(queue_exact),
