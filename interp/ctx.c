@@ -464,9 +464,13 @@ int cn_int_stats_get(const cn_int_ctx *c, cn_int_stats *out)
             sum[k] += vals[i];
     }
     free(vals);
-    *out = (cn_int_stats){sum[CN_INT_ABI_S_RUNS],      sum[CN_INT_ABI_S_RECORDS],
-                          sum[CN_INT_ABI_S_RING_FULL], sum[CN_INT_ABI_S_CACHE_HIT],
-                          sum[CN_INT_ABI_S_WALKS],     sum[CN_INT_ABI_S_OTHER]};
+    *out = (cn_int_stats){.runs = sum[CN_INT_ABI_S_RUNS],
+                          .records = sum[CN_INT_ABI_S_RECORDS],
+                          .ring_full = sum[CN_INT_ABI_S_RING_FULL],
+                          .cache_hits = sum[CN_INT_ABI_S_CACHE_HIT],
+                          .walks = sum[CN_INT_ABI_S_WALKS],
+                          .other = sum[CN_INT_ABI_S_OTHER],
+                          .no_thread = sum[CN_INT_ABI_S_NEG_HIT]};
     return 0;
 }
 

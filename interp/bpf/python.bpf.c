@@ -44,11 +44,19 @@ struct {
     __type(value, struct cn_int_abi_layout);
 } procs SEC(".maps");
 
+/* A thread's PyThreadState, or (tstate 0) the time a search found none: a native thread of a
+ * Python process (a BLAS pool's, say) is searched again at most every NEG_NS, not on every
+ * sample (a search reads two words per thread state of the process). */
+struct tcache {
+    __u64 tstate;
+    __u64 miss_time;
+};
+#define NEG_NS 50000000ull
 struct {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);
     __uint(max_entries, 16384);
-    __type(key, __u32);   /* tid */
-    __type(value, __u64); /* its PyThreadState */
+    __type(key, __u32); /* tid */
+    __type(value, struct tcache);
 } tstates SEC(".maps");
 
 struct {
@@ -132,20 +140,24 @@ static long search_step(__u32 i, struct walk *w)
 
 /* The thread state whose thread_id is fsbase: the cached one if it still says so, else a
  * bounded search of every interpreter's threads. 0 when none. */
-static __always_inline __u64 find_tstate(struct walk *w, __u32 tid)
+static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
 {
-    __u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
-    if (cached && *cached && rd64(*cached + w->l.ts_thread_id) == w->fsbase) {
+    struct tcache *cached = bpf_map_lookup_elem(&tstates, &tid);
+    if (cached && cached->tstate && rd64(cached->tstate + w->l.ts_thread_id) == w->fsbase) {
         count(CN_INT_ABI_S_CACHE_HIT);
-        return *cached;
+        return cached->tstate;
+    }
+    if (cached && !cached->tstate && now - cached->miss_time < NEG_NS) {
+        count(CN_INT_ABI_S_NEG_HIT);
+        return 0;
     }
     count(CN_INT_ABI_S_WALKS);
     w->interp = rd64(w->l.runtime + w->l.rt_interp_head);
     w->t = 0;
     w->found = 0;
     bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
-    if (w->found)
-        bpf_map_update_elem(&tstates, &tid, &w->found, BPF_ANY);
+    struct tcache v = {.tstate = w->found, .miss_time = w->found ? 0 : now};
+    bpf_map_update_elem(&tstates, &tid, &v, BPF_ANY);
     return w->found;
 }
 
@@ -229,7 +241,7 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
     struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     w.fsbase = BPF_CORE_READ(task, thread.fsbase);
-    __u64 ts = w.fsbase ? find_tstate(&w, tid) : 0;
+    __u64 ts = w.fsbase ? find_tstate(&w, tid, r->ktime) : 0;
     r->tstate = ts;
     if (!ts) {
         r->status = CN_INT_ABI_NO_THREAD;

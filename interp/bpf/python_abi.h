@@ -90,6 +90,7 @@ enum {
     CN_INT_ABI_S_CACHE_HIT, /* thread state from the per-thread cache */
     CN_INT_ABI_S_WALKS,     /* thread-state searches */
     CN_INT_ABI_S_OTHER,     /* samples of processes not registered */
+    CN_INT_ABI_S_NEG_HIT,   /* a thread searched < 50 ms ago without a thread state */
     CN_INT_ABI_S_NSTATS,
 };
 

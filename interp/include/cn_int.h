@@ -59,7 +59,8 @@ typedef struct cn_int_frame {
 
 enum cn_int_status {
     CN_INT_OK = 0,
-    CN_INT_NO_THREAD = 1, /* the thread has no PyThreadState (yet): no Python frames */
+    CN_INT_NO_THREAD = 1, /* the thread has no PyThreadState (yet; a thread that gets one is
+                             found within 50 ms): no Python frames */
     CN_INT_FAULT = 2,     /* a read failed mid-walk: the frames up to it */
     CN_INT_TRUNCATED = 3, /* deeper than CN_INT_MAX_FRAMES: the innermost ones */
 };
@@ -93,6 +94,8 @@ typedef struct cn_int_stats {
     uint64_t cache_hits; /* thread state found in the per-thread cache */
     uint64_t walks;      /* thread-state searches */
     uint64_t other;      /* samples of processes not registered (the program returned at once) */
+    uint64_t no_thread;  /* samples of a thread without a thread state, known from a search less
+                            than 50 ms before (a native thread: searched again after that) */
 } cn_int_stats;
 
 /* Loads the BPF program (needs CAP_BPF and CAP_PERFMON). *out is freed with cn_int_free.
