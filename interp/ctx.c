@@ -12,6 +12,7 @@
 #include <string.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -93,6 +94,13 @@ int cn_int_new(cn_int_ctx **out, cn_err *err)
         ret = cn_err_set(err, -errno, "python frames: BPF open: %s", strerror(errno));
         goto fail;
     }
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) < 0) {
+        ret = cn_err_set(err, -errno, "python frames: /proc/self/ns/pid: %s", strerror(errno));
+        goto fail;
+    }
+    c->skel->rodata->pidns_dev = ns.st_dev;
+    c->skel->rodata->pidns_ino = ns.st_ino;
     ret = python_bpf__load(c->skel);
     if (ret < 0) {
         ret = cn_err_set(err, ret, "python frames: BPF load: %s", strerror(-ret));

@@ -35,6 +35,12 @@ struct bpf_perf_event_data_kern {
 
 extern void *bpf_cast_to_kern_ctx(void *) __ksym __weak;
 
+/* The pid namespace of the process that loads the program (set before loading): pids and tids
+ * are taken in it, as the perf samples of the events it opens report them and as it names
+ * the processes it registers (canopyd in the initial namespace, canopy in a container). */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
+
 #define FRAME_OWNED_BY_CSTACK 3
 
 struct {
@@ -211,8 +217,10 @@ static long frame_step(__u32 i, struct walk *w)
 SEC("perf_event")
 int cn_int_sample(struct bpf_perf_event_data *ctx)
 {
-    __u64 pt = bpf_get_current_pid_tgid();
-    __u32 pid = pt >> 32, tid = (__u32)pt, zero = 0;
+    struct bpf_pidns_info ns = {0};
+    if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) < 0)
+        return 1; /* a task outside that namespace: not one of ours */
+    __u32 pid = ns.tgid, tid = ns.pid, zero = 0;
     const struct cn_int_abi_layout *l = bpf_map_lookup_elem(&procs, &pid);
     if (!l) {
         count(CN_INT_ABI_S_OTHER);

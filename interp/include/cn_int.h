@@ -67,7 +67,8 @@ enum cn_int_status {
 
 /* One sample's interpreter frames, as the program captured them. */
 typedef struct cn_int_record {
-    uint32_t pid, tid, cpu; /* pid is the tgid in the kernel's (init) pid namespace */
+    uint32_t pid, tid, cpu; /* pid is the tgid; both in the pid namespace of the process that
+                               called cn_int_new, as its perf events report them */
     uint64_t time;          /* the perf sample's time when sample_time, else bpf_ktime_get_ns()
                                a few µs after it (same clock) */
     bool sample_time;
