@@ -279,7 +279,9 @@ static int pick_layout(pid_t pid, const cn_int__elfsyms *syms, const char *path,
             return 0;
         }
         if (r != -ENOENT)
-            return cn_err_set(err, -ENOTSUP, "CPython %d.%d: _Py_DebugOffsets not understood",
+            return cn_err_set(err, -ENOTSUP,
+                              "CPython %d.%d: _Py_DebugOffsets not understood "
+                              "(a newer layout, or a free-threaded build)",
                               major, minor);
     }
     if (cn_int__layout_for(major, minor, lay) < 0)

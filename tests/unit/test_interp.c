@@ -240,6 +240,11 @@ static void debug_offsets_synthetic(void **state)
     assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -ENOTSUP);
     hex = 0x030d00f0;
     memcpy(b + 8, &hex, 8);
+    b[16] = 1; /* free-threaded */
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -ENOTSUP);
+    b[16] = 0;
+    hex = 0x030d00f0;
+    memcpy(b + 8, &hex, 8);
     uint64_t absurd = 1ull << 40;
     memcpy(b + 184, &absurd, 8);
     assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -EINVAL);
