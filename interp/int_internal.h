@@ -45,7 +45,8 @@ int cn_int__layout_for(int major, int minor, cn_int__layout *out);
 
 /* The layout described by a _Py_DebugOffsets block (the first bytes of _PyRuntime, 3.13):
  * cookie "xdebugpy", its version, its offsets. 0, -ENOENT no cookie, -ENOTSUP a version whose
- * block this reader does not know (3.14+ changed it), -EINVAL absurd offsets. */
+ * block this reader does not know (3.14+ changed it) or a free-threaded build, -EINVAL
+ * absurd offsets. */
 int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out);
 
 /* Line of instruction index instr (code units) in a line table of the given format; first is
