@@ -2,8 +2,8 @@
  * processes (their layouts and code-object caches) and the queue of records drained from the
  * ring buffer, waiting for the sampler to take them.
  *
- * The queue is queue.c's. Each process's code objects are cached in an open-addressing map (address
- * → entry). */
+ * The queue is queue.c's; each process's code objects are cached in an open-addressing map,
+ * code object address → entry. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -88,7 +88,6 @@ int cn_int_new(cn_int_ctx **out, cn_err *err)
     cn_int_ctx *c = calloc(1, sizeof(*c));
     if (!c)
         return cn_err_set(err, -ENOMEM, "out of memory");
-    libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
     c->skel = python_bpf__open();
     if (!c->skel) {
         ret = cn_err_set(err, -errno, "python frames: BPF open: %s", strerror(errno));
@@ -198,6 +197,7 @@ typedef struct mapping {
     const char *path; /* into the maps text */
 } mapping;
 
+/* The file-backed mappings of a maps text (cut in place), in its order. */
 static int parse_maps(char *text, mapping **out, size_t *n)
 {
     size_t cap = 0;
@@ -207,16 +207,12 @@ static int parse_maps(char *text, mapping **out, size_t *n)
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
-        mapping m;
-        int path_at = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %n", &m.start, &m.end,
-                   &m.off, &path_at) < 3 ||
-            !path_at || line[path_at] != '/')
+        cn_obj_maps_line ml;
+        if (cn_obj_maps_parse_line(line, &ml) < 0 || ml.path[0] != '/')
             continue;
-        m.path = line + path_at;
         if (CN_RESERVE(*out, cap, *n + 1) < 0)
             return -ENOMEM;
-        (*out)[(*n)++] = m;
+        (*out)[(*n)++] = (mapping){ml.start, ml.end, ml.pgoff, ml.path};
     }
     return 0;
 }

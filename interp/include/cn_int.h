@@ -23,7 +23,9 @@
  *      target with process_vm_readv, bounded, cached per (pid, code object); cn_int_line() maps
  *      an instruction offset to a line with the version's line table.
  *
- * Nothing here logs, exits or calls sampler/ or live/. A hostile target yields
+ * Nothing here logs, exits or calls sampler/ or live/ (libbpf itself prints its warnings and a
+ * refused program's verifier log through its print callback, stderr by default: the program's
+ * main() decides, with libbpf_set_print). A hostile target yields
  * "[python: unreadable]" names and short walks, never a crash. One context per session (or per
  * daemon); not thread-safe. Functions return 0 or a negative errno with err filled.
  */
