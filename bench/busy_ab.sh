@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Two canopyd builds side by side on the same busy machine (issue 22): each runs a
+# whole-system session at HZ while the project builds once (a fresh `git archive` copy,
+# cmake + make -j2), so both see exactly the same load, whatever else the machine is doing
+# (bench/busy_machine.sh measures one canopyd against perf; on a shared machine its
+# figures move with the other work, this one's comparison does not). Each daemon also
+# samples the other: the same for both.
+#
+#   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--out DIR]
+# BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
+# RssAnon idle (session running, before the build), peak, at the build's end, and S
+# seconds after; CPU per sample over the build; samples and lost. Needs root.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+A=$(cd "$1" && pwd)
+B=$(cd "$2" && pwd)
+shift 2
+FREQ=999 IDLE=20 AFTER=60 OUT=
+while [ $# -gt 0 ]; do
+  case $1 in
+    -F) FREQ=$2; shift ;;
+    --idle) IDLE=$2; shift ;;
+    --after) AFTER=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    *) echo "busy_ab.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ "$(id -u)" = 0 ] || { echo "busy_ab.sh: a whole-system session needs root" >&2; exit 1; }
+[ -n "$OUT" ] || OUT=$(mktemp -d /tmp/canopy-ab-XXXXXX)
+mkdir -p "$OUT/work"
+PIDS=()
+MAIN=$BASHPID
+cleanup() {
+  [ "$BASHPID" = "$MAIN" ] || return 0
+  kill "${PIDS[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$OUT/work"
+}
+trap cleanup EXIT
+
+start() { # NAME BUILD: a private canopyd and its system session
+  local n=$1 d=$2
+  mkdir -p "$OUT/$n"
+  "$d/daemon/canopyd" --socket "$OUT/$n/sock" --state-dir "$OUT/$n/state" >"$OUT/$n/log" 2>&1 &
+  PIDS+=($!)
+  echo $! >"$OUT/$n/pid"
+  for ((i = 0; i < 100; i++)); do
+    CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" status >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" system -F "$FREQ" --name busy >/dev/null
+}
+# watch NAME: "t anon_kb cpu_ticks" every second while the daemon lives.
+watch() {
+  local pid
+  pid=$(cat "$OUT/$1/pid")
+  while [ -r "/proc/$pid/status" ]; do
+    echo "$(date +%s.%N) $(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status") \
+$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')" >>"$OUT/$1/rss.txt"
+    sleep 1
+  done
+}
+sample_count() { # NAME BUILD
+  CANOPY_SOCKET=$OUT/$1/sock "$2/client/canopy" sessions --format json |
+    python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["samples"], s["lost"])'
+}
+mark() { echo "$1 $(date +%s.%N)" >>"$OUT/marks.txt"; }
+
+start a "$A"
+start b "$B"
+watch a &
+PIDS+=($!)
+watch b &
+PIDS+=($!)
+sleep "$IDLE"
+mark build
+sa0=$(sample_count a "$A")
+sb0=$(sample_count b "$B")
+git -C "$ROOT" archive --format=tar HEAD | tar -x -C "$OUT/work"
+t0=$(date +%s)
+(cmake -S "$OUT/work" -B "$OUT/work/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+  make -C "$OUT/work/b" -j2) >"$OUT/build.log" 2>&1 || echo "busy_ab.sh: the build failed" >&2
+mark end
+sa1=$(sample_count a "$A")
+sb1=$(sample_count b "$B")
+echo "build: $(($(date +%s) - t0)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+sleep "$AFTER"
+mark after
+for n in a b; do # what each daemon says it holds, after
+  d=$A
+  [ $n = a ] || d=$B
+  CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" status --format json >"$OUT/$n/status.json"
+  CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" sessions --format json >"$OUT/$n/sessions.json"
+done
+python3 - "$OUT" "$FREQ" "$sa0" "$sa1" "$sb0" "$sb1" "$A" "$B" <<'PY'
+import sys
+out, freq = sys.argv[1], sys.argv[2]
+s = {"a": (sys.argv[3].split(), sys.argv[4].split()), "b": (sys.argv[5].split(), sys.argv[6].split())}
+marks = dict(l.split() for l in open(f"{out}/marks.txt"))
+tb, te, ta = float(marks["build"]), float(marks["end"]), float(marks["after"])
+print(f"| {freq} Hz, one build of {te - tb:.0f} s | A: {sys.argv[7]} | B: {sys.argv[8]} |")
+print("|---|---|---|")
+rows = {}
+for n in "ab":
+    pts = [tuple(map(float, l.split())) for l in open(f"{out}/{n}/rss.txt") if len(l.split()) == 3]
+    idle = [p[1] for p in pts if p[0] < tb]
+    during = [p for p in pts if tb <= p[0] <= te]
+    end = min(pts, key=lambda p: abs(p[0] - te))
+    after = [p for p in pts if p[0] <= ta][-1]
+    (s0, l0), (s1, l1) = s[n]
+    samples, lost = int(s1) - int(s0), int(l1) - int(l0)
+    cpu = (during[-1][2] - during[0][2]) / 100.0
+    mib = lambda kb: f"{kb / 1024:.0f}"
+    rows.setdefault("RssAnon idle / peak / end / after, MiB", []).append(
+        f"{mib(idle[-1])} / {mib(max(p[1] for p in during))} / {mib(end[1])} / {mib(after[1])}")
+    rows.setdefault("CPU during the build", []).append(
+        f"{cpu:.2f} s = {cpu * 1e6 / max(samples, 1):.1f} µs/sample, {100 * cpu / (te - tb):.2f}% of a core")
+    rows.setdefault("samples, lost", []).append(f"{samples}, {lost} ({100 * lost / max(samples + lost, 1):.1f}%)")
+import json
+for n in "ab":
+    st = json.load(open(f"{out}/{n}/status.json"))
+    ses = json.load(open(f"{out}/{n}/sessions.json"))["sessions"][0]
+    sc, uc = st.get("symbol_cache", {}), st.get("unwind_cache")
+    held = f"profile {ses['memory'] / 2**20:.0f}, symbols {sc.get('heap_bytes', 0) / 2**20:.0f} + debug data {sc.get('mapped_bytes', 0) / 2**20:.0f}"
+    held += f", unwind tables {uc['bytes'] / 2**20:.0f}" if uc else ", unwind images (not counted)"
+    rows.setdefault("held after, MiB (status)", []).append(held)
+for k, v in rows.items():
+    print(f"| {k} | {v[0]} | {v[1]} |")
+PY
