@@ -5,7 +5,8 @@
       every INTERVAL s until SIGTERM, appends one JSON line to OUT: t (s since start), pid
       (read from PIDFILE each time: a restarted canopyd is followed), rss_kb (VmRSS),
       anon_kb (RssAnon), img_kb (the sampler's object images, from smaps: images_kb),
-      fds (/proc/PID/fd) and of those fds_file (files outside /proc and
+      run_ns and wait_ns (/proc/PID/schedstat: the loop thread's time on a CPU and waiting
+      for one), fds (/proc/PID/fd) and of those fds_file (files outside /proc and
       /dev: the symbolizer's cached objects hold them), from `status`: lost, the symbol
       cache's heap bytes and objects;
       from `sessions`: running sessions, their samples, lost and profile memory (summed);
@@ -71,6 +72,8 @@ def sample(sock, pid):
         d["rss_kb"] = status_kb(pid, "VmRSS")
         d["anon_kb"] = status_kb(pid, "RssAnon")
         d["img_kb"] = images_kb(pid)
+        with open("/proc/%d/schedstat" % pid) as f:  # the loop thread: ns on CPU, waiting
+            d["run_ns"], d["wait_ns"] = (int(x) for x in f.read().split()[:2])
         d["fds"] = d["fds_file"] = 0
         for name in os.listdir("/proc/%d/fd" % pid):
             try:
@@ -115,6 +118,20 @@ def watch(sock, pidfile, out, interval):
             time.sleep(interval)
 
 
+def stretch(rows):
+    """By how much the machine stretched canopyd's loop thread's wall time: (time on a CPU
+    + time runnable but waiting for one) / time on a CPU, over every lifetime."""
+    run = wait = 0
+    by_pid = {}
+    for r in rows:
+        if "run_ns" in r:
+            by_pid.setdefault(r["pid"], []).append(r)
+    for life in by_pid.values():
+        run += life[-1]["run_ns"] - life[0]["run_ns"]
+        wait += life[-1]["wait_ns"] - life[0]["wait_ns"]
+    return (run + wait) / run if run > 0 else 1.0
+
+
 def own_mb(d):
     return (d["rss_kb"] * 1024 - d["memory"] - d["sym_heap"] - d["img_kb"] * 1024) / 2**20
 
@@ -137,7 +154,7 @@ def report(out, warmup, own_c, own_k, fds_max):
         first.setdefault(r["pid"], r["t"])
     for pid, t0 in first.items():
         life = [r for r in up if r["pid"] == pid and r["t"] >= t0 + warmup]
-        if len(life) < 3:
+        if len(life) < 10:  # under 20 s past its warm-up: too short to judge
             continue
         base, last = life[0], life[-1]
         steps = [own_mb(b) - own_mb(a) for a, b in zip(life, life[1:])]

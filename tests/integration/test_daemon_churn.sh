@@ -12,14 +12,15 @@
 # - No leak: daemon_watch.py samples VmRSS and the fds every 2 s. After a 20 s warm-up,
 #   "own" memory (RSS less what canopyd reports and bounds itself: the profile's memory,
 #   within session_memory, and the symbol cache's heap) grows at a steady rate (median
-#   2-s step x steps) of at most K x the profile's growth + 16 MiB. K is 1 (the profile's
+#   2-s step x steps) of at most K x the profile's growth + C MiB. K is 1 (the profile's
 #   tables grow by doubling and the blocks they leave stay with the allocator: up to their
 #   size again; measured 0.08 MiB per 2 s beyond the profile in the Release build), 4
-#   under ASan (redzones and shadow on many small allocations: measured 3.2-3.5 x). The median leaves out one-off jumps (the
+#   under ASan (redzones and shadow on many small allocations: measured 3.2-3.5 x); C is
+#   16 MiB, 64 under ASan (its allocator keeps per-size-class caches: x4 again). The median leaves out one-off jumps (the
 #   sampler reading the image of a big binary that another process on this shared
 #   machine starts: up to 150 MiB at once under ASan, not reported by canopyd yet), which
 #   a leak per churned process is not: ~14 000 processes and threads go by after the
-#   warm-up, so 16 MiB is ~1 KiB each. ASan's quarantine is 32 MiB here (full within the
+#   warm-up, so 16 MiB is ~1 KiB each (4 KiB under ASan). ASan's quarantine is 32 MiB here (full within the
 #   warm-up; its default 256 MiB fills during the run). fds: those that are not object
 #   files (sockets, pipes, memfds, /proc files) grow by at most 4 (one query in flight:
 #   its connection, memfd and pidfd; the watcher's connection), and file fds never exceed
@@ -53,7 +54,8 @@ cleanup() {
 }
 trap cleanup EXIT
 # A small quarantine: ASan keeps freed memory up to this before reusing it (RSS above).
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=32"
+# Freed memory goes back to the system every 500 ms, so that RSS follows what is in use.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=32:allocator_release_to_os_interval_ms=500"
 sanitizer_clean() {
   ! grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|canopyd: fatal' "$TMP/canopyd.log" ||
     fail "sanitizer report in canopyd's log"
@@ -112,9 +114,9 @@ echo "lost: kernel $k, session $l, status $st ($before before the 1 s stop)" >&2
 kill $WATCH
 wait $WATCH 2>/dev/null || true
 WATCH=
-K=1
-[ "$SLOW" = 1 ] || K=4 # ASan
-python3 "$HERE/daemon_watch.py" report "$TMP/watch.jsonl" 20 --own-mb 16 --own-k $K --fds 4 >&2 ||
+K=1 C=16
+[ "$SLOW" = 1 ] || K=4 C=64 # ASan
+python3 "$HERE/daemon_watch.py" report "$TMP/watch.jsonl" 20 --own-mb $C --own-k $K --fds 4 >&2 ||
   fail "resources grew after warm-up"
 echo "stopping: $SECONDS s" >&2
 stop_daemon TERM
