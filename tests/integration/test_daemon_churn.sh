@@ -4,7 +4,9 @@
 # processes that exit right after dlopening a fresh copy of a library) and thread storms,
 # for CANOPY_CHURN_SECONDS (60) s, with a tree query every 2 s; then a canopyd at its
 # pid limit.
-# - canopyd stays up and answers; no sanitizer report in its log; exit 0 on SIGTERM.
+# - canopyd stays up and answers (a tree under churn may be answered query_too_expensive
+#   on a starved machine: its bound, docs/security.md; one after the churn must succeed);
+#   no sanitizer report in its log; exit 0 on SIGTERM.
 # - Lost records are never silent: canopyd is stopped (SIGSTOP) for 1 s in the middle, so
 #   the kernel must drop records; at the end the session's and status' `lost` equal what
 #   the kernel counted for canopyd's perf events (read_format PERF_FORMAT_LOST, read by
@@ -74,11 +76,17 @@ CH=$!
 t0=$SECONDS
 stopped=0
 queries=0
+expensive=0
 while kill -0 $CH 2>/dev/null; do
   sleep 2
   r=$(call "{\"cmd\":\"tree\",\"session\":\"$S\",\"format\":\"json\"}") || fail "tree: no answer under churn"
-  [ "$(jget 'd["ok"]' <<<"$r")" = True ] || fail "tree under churn: $r"
-  queries=$((queries + 1))
+  # A worker starved past its bound (4 x query_cpu of wall time: the query child runs at
+  # nice 10 on a loaded machine) is answered query_too_expensive: an answer, as designed.
+  case $(jget 'd["error"]["code"] if not d["ok"] else "ok"' <<<"$r") in
+    ok) queries=$((queries + 1)) ;;
+    query_too_expensive) expensive=$((expensive + 1)) ;;
+    *) fail "tree under churn: $r" ;;
+  esac
   if [ $stopped = 0 ] && [ $((SECONDS - t0)) -ge $((SECS / 2)) ]; then
     # The reader stops for 1 s: the rings (999 Hz x CPUs, plus the churn's records) overflow.
     before=$(sfield "$S" lost)
@@ -90,7 +98,7 @@ while kill -0 $CH 2>/dev/null; do
 done
 wait $CH || fail "wl_churn failed: $(cat "$TMP/churn.json")"
 CH=
-echo "churn: $(cat "$TMP/churn.json"), $queries tree queries" >&2
+echo "churn: $(cat "$TMP/churn.json"), tree queries: $queries answered, $expensive over their bound" >&2
 [ "$(jget 'd["exit_bad"]' <"$TMP/churn.json")" = 0 ] || fail "churned processes failed"
 # ~11 000 per minute asked; a loaded machine delays forks, but a third of it is no churn.
 per_min=$(jget 'int(d["per_minute"])' <"$TMP/churn.json")
@@ -111,6 +119,7 @@ wait_for 10 agree || fail "lost records: kernel $k, session $l, status $st (befo
 echo "lost: kernel $k, session $l, status $st ($before before the 1 s stop)" >&2
 [ "$k" -gt 0 ] || fail "the 1 s stop lost nothing: the check proves nothing"
 [ "$(sfield "$S" samples)" -gt $((SECS * 200)) ] || fail "too few samples: $(sfield "$S" samples)"
+ok "{\"cmd\":\"tree\",\"session\":\"$S\",\"format\":\"json\"}" >/dev/null
 kill $WATCH
 wait $WATCH 2>/dev/null || true
 WATCH=
