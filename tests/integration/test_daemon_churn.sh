@@ -13,20 +13,21 @@
 #   perf_lost.py through copies of canopyd's fds), and are > 0.
 # - No leak: daemon_watch.py samples VmRSS and the fds every 2 s. After a 20 s warm-up,
 #   "own" memory (RSS less what canopyd reports and bounds itself: the profile's memory,
-#   within session_memory, and the symbol cache's heap) grows at a steady rate (median
-#   2-s step x steps) of at most K x the profile's growth + C MiB. K is 1 (the profile's
-#   tables grow by doubling and the blocks they leave stay with the allocator: up to their
-#   size again; measured 0.08 MiB per 2 s beyond the profile in the Release build), 4
-#   under ASan (redzones and shadow on many small allocations: measured 3.2-3.5 x); C is
-#   16 MiB, 64 under ASan (its allocator keeps per-size-class caches: x4 again). The median leaves out one-off jumps (the
-#   sampler reading the image of a big binary that another process on this shared
-#   machine starts: up to 150 MiB at once under ASan, not reported by canopyd yet), which
-#   a leak per churned process is not: ~14 000 processes and threads go by after the
-#   warm-up, so 16 MiB is ~1 KiB each (4 KiB under ASan). ASan's quarantine is 32 MiB here (full within the
-#   warm-up; its default 256 MiB fills during the run). fds: those that are not object
-#   files (sockets, pipes, memfds, /proc files) grow by at most 4 (one query in flight:
-#   its connection, memfd and pidfd; the watcher's connection), and file fds never exceed
-#   the symbol cache's objects (its bound) by more than 4.
+#   within session_memory, and the symbol cache's heap; less the sampler's object images,
+#   estimated from smaps, which grow with what the machine runs, not with churn) grows at
+#   a steady rate (median 2-s step x steps) of at most K x the profile's growth + C MiB.
+#   K is 1 (the profile's tables grow by doubling and the blocks they leave stay with the
+#   allocator: up to their size again; measured 0.08 MiB per 2 s beyond the profile in
+#   the Release build), 4 under ASan (redzones and shadow on many small allocations:
+#   measured 3.2-3.5 x); C is 16 MiB, 64 under ASan (per-size-class caches: x4 again).
+#   The median leaves out one-off jumps, which a leak per churned process is not: ~14 000
+#   processes and threads go by after the warm-up, so C is ~1 KiB each (4 KiB under
+#   ASan). ASan's quarantine is 32 MiB here and freed memory goes back to the system
+#   (at its default 256 MiB the quarantine fills during the run and hides everything).
+#   fds: those that are not object files (sockets, pipes, memfds, /proc files) grow by
+#   at most 4 (one query in flight: its connection, memfd and pidfd; the watcher's
+#   connection), and file fds never exceed the symbol cache's objects (its bound) by
+#   more than 4.
 # - At the pid limit (a pids cgroup holding canopyd at pids.max = pids.current: every
 #   fork fails): `system` and `attach` sessions start and sample, queries and saves fail
 #   with an answer that says why (never a hang or a crash), `status` answers; with the
