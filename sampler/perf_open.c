@@ -89,6 +89,7 @@ static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
     a->freq = 1;
     a->sample_freq = s->cfg.freq;
     a->sample_type = s->lay.sample_type;
+    a->read_format = s->read_lost ? PERF_FORMAT_LOST : 0;
     a->sample_regs_user = s->lay.regs_mask;
     a->sample_stack_user = s->want_stack ? s->stack_copy : 0;
     a->disabled = 1;
@@ -248,7 +249,7 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
         want = "context-switches";
     if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)
         return cn_err_set(err, -ENOENT, "unknown event '%s'", want);
-    for (int attempt = 0; attempt < 5; attempt++) {
+    for (int attempt = 0; attempt < 6; attempt++) {
         struct perf_event_attr a;
         fill_attr(s, &a);
         int fd = perf_open(&a, probe_pid, probe_cpu);
@@ -286,6 +287,10 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
             return cn_err_set(err, fd,
                               "perf_event_open not permitted (kernel.perf_event_paranoid; "
                               "need root or CAP_PERFMON)");
+        if (fd == -EINVAL && s->read_lost) {
+            s->read_lost = false; /* before Linux 6.0: no PERF_FORMAT_LOST */
+            continue;
+        }
         if (fd == -EINVAL) {
             /* The kernel lowers its limit at run time when sampling interrupts take too
              * long (a loaded or emulated machine: docs/perf-sampler.md "arm64"), below the

@@ -324,6 +324,7 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     s->arg = arg;
     s->arch = cn_smp__arch_get();
     s->kernel = !cfg->no_kernel;
+    s->read_lost = true;
     cn_smp__compute_layout(s);
     /* Every context switch copies a stack in off-cpu and wall modes: at tens of thousands
      * of switches per second a 4 MiB ring overflows between two reads

@@ -382,6 +382,12 @@ struct cn_smp_session {
     uint64_t perf_config;
     cn_smp__layout lay;
     bool kernel, want_callchain, want_stack;
+    /* read_format PERF_FORMAT_LOST (Linux >= 6.0; dropped where the kernel refuses it):
+     * a read() of any event fd then gives the records the kernel dropped for that event,
+     * the count its LOST records carry, so that another process holding a copy of the
+     * fds can check cnt.lost against the kernel (tests/integration/test_daemon_churn.sh).
+     * The sampler itself never reads the fds. */
+    bool read_lost;
     uint32_t stack_copy, ring_pages;
     int pidfd; /* the PID target held from _start to the re-check (-1: none) */
     int *fds;  /* every perf fd, rings' included */

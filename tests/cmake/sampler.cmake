@@ -30,6 +30,9 @@ target_link_options(wl_clockread PRIVATE -Wl,--build-id=none)
 cn_workload(wl_shares_dbgframe shares.c
             "-fomit-frame-pointer;-fno-asynchronous-unwind-tables;-fno-unwind-tables"
             Threads::Threads)
+# Process, exec-chain and thread churn for the daemon's churn and soak tests (its --dso
+# children dlopen copies of wl_dlwork).
+cn_workload(wl_churn churn.c -fno-omit-frame-pointer Threads::Threads ${CMAKE_DL_LIBS})
 add_library(wl_dlwork SHARED ${CN_WL_SRC}/dlwork.c)
 set_target_properties(wl_dlwork PROPERTIES COMPILE_OPTIONS "" LINK_OPTIONS ""
                       LIBRARY_OUTPUT_DIRECTORY ${CN_WL_DIR})
@@ -38,7 +41,7 @@ add_custom_target(cn_workloads ALL DEPENDS wl_shares_fp wl_shares_nofp wl_thread
                   wl_threads_nofp wl_forker_fp wl_forker_nofp wl_deep_fp wl_deep_nofp
                   wl_epilogue_fp wl_epilogue_nofp wl_waits_fp wl_waits_nofp wl_sigprof
                   wl_dlopener_fp wl_dlwork wl_shares_dbgframe wl_clockread wl_phases_fp
-                  wl_phases_nofp)
+                  wl_phases_nofp wl_churn)
 
 # The unit test drives the workloads: build them first.
 if(TARGET test_sampler)
