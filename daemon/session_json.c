@@ -53,6 +53,16 @@ json_t *cn_d_session_json(const cn_live_session *s)
         json_decref(more);
         more = NULL;
     }
+    /* Records by cause (docs/cli-live.md, "Session counters"): never silent. */
+    if (more && json_object_set_new(
+                    more, "records",
+                    json_pack("{s:I, s:I, s:I, s:I, s:I}", "lost", (json_int_t)i.lost,
+                              "lost_events", (json_int_t)i.lost_events, "throttles",
+                              (json_int_t)i.throttles, "malformed", (json_int_t)i.bad_records,
+                              "twins_dropped", (json_int_t)i.twins_dropped)) < 0) {
+        json_decref(more);
+        more = NULL;
+    }
     if (o && json_object_set_new(o, "mode", cn_proto_str(i.mode)) < 0) {
         json_decref(o);
         o = NULL;

@@ -304,6 +304,10 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         cn_smp_session_counters(s->smp, &c);
         out->lost = c.lost;
         out->threads = c.threads;
+        out->lost_events = c.lost_events;
+        out->throttles = c.throttles;
+        out->bad_records = c.bad_records;
+        out->twins_dropped = c.stack_switch_dropped;
     }
     /* Frames not submitted yet (the symbolizer's queue was full) wait for symbols too: a
      * client that waits for pending to reach 0 must wait for them (docs/cli-live.md,

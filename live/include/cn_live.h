@@ -239,12 +239,17 @@ typedef struct cn_live_session_info {
     uid_t owner;
     const char *event; /* "cpu-clock", … (owned by the session) */
     uint32_t freq;
-    const char *unwind;    /* "fp", "dwarf", "auto" */
-    const char *mode;      /* "cpu", "off-cpu", "wall" */
-    int64_t started_unix;  /* wall-clock seconds at start */
-    int64_t duration_ns;   /* time sampled so far (or in total when not running) */
-    uint64_t samples;      /* samples added to the profile (all time) */
-    uint64_t lost;         /* records the kernel dropped */
+    const char *unwind;   /* "fp", "dwarf", "auto" */
+    const char *mode;     /* "cpu", "off-cpu", "wall" */
+    int64_t started_unix; /* wall-clock seconds at start */
+    int64_t duration_ns;  /* time sampled so far (or in total when not running) */
+    uint64_t samples;     /* samples added to the profile (all time) */
+    uint64_t lost;        /* records the kernel dropped */
+    /* Records by cause (the sampler's; 0 for a saved session): LOST records the kernel
+     * wrote (each carries a count of lost), times it throttled an event for sampling too
+     * often, malformed records skipped, samples dropped as twins while auto's reopened
+     * events overlapped the old ones. */
+    uint64_t lost_events, throttles, bad_records, twins_dropped;
     uint64_t dropped;      /* samples dropped because the memory bound was reached */
     uint64_t threads;      /* threads seen */
     uint64_t unsymbolized; /* frames without a name yet: sym_pending + unresolved +
