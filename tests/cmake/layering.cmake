@@ -21,6 +21,7 @@ add_test(NAME layering.dependency_table
                  common=$<TARGET_FILE:cn_common> aggregate=$<TARGET_FILE:cn_agg>
                  formats=$<TARGET_FILE:cn_fmt> sampler=$<TARGET_FILE:cn_smp>
                  symbolizer=$<TARGET_FILE:cn_sym> objfile=$<TARGET_FILE:cn_obj>
+                 interp=$<TARGET_FILE:cn_int>
                  live=$<TARGET_FILE:cn_live>
                  fleet=$<TARGET_FILE:cn_fleet> daemon=$<TARGET_FILE:cn_daemon>
                  client=$<TARGET_FILE:cn_client>)

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+/* python.bpf.c — CPython's frame chain, captured in the perf event's overflow handler.
+ *
+ * Attached to a session's sampling perf events (BPF_PROG_TYPE_PERF_EVENT). The kernel runs it
+ * on every overflow, on the sampled CPU, after perf_prepare_sample() filled the sample (so its
+ * time is known) and before the sample is written into the perf ring. For a process user space
+ * registered (map "procs"), it finds the current thread's PyThreadState (a per-thread cache,
+ * checked, else a bounded search of _PyRuntime's interpreters and threads by pthread_self(),
+ * which is the thread's fs base), walks at most CN_INT_ABI_MAX_FRAMES frames and writes one
+ * record (code object, instruction offset, entry flag per frame) into the ring buffer "ring".
+ * Every read of the target is bpf_probe_read_user (a fault ends the walk, never the program).
+ * It always returns 1: the perf sample is written as if no program were attached.
+ *
+ * The GPL licence is the kernel's condition for the probe-read helpers. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+#include "python_abi.h"
+
+/* The kernel types read, by name: CO-RE relocates their offsets against the running kernel's
+ * BTF (/sys/kernel/btf/vmlinux), so no vmlinux.h is generated at build time. */
+struct thread_struct {
+    unsigned long fsbase;
+} __attribute__((preserve_access_index));
+struct task_struct {
+    struct thread_struct thread;
+} __attribute__((preserve_access_index));
+struct perf_sample_data {
+    __u64 time;
+} __attribute__((preserve_access_index));
+struct bpf_perf_event_data_kern {
+    struct perf_sample_data *data;
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *) __ksym __weak;
+
+#define FRAME_OWNED_BY_CSTACK 3
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct cn_int_abi_layout);
+} procs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 16384);
+    __type(key, __u32);   /* tid */
+    __type(value, __u64); /* its PyThreadState */
+} tstates SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 4 << 20);
+} ring SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct cn_int_abi_record);
+} scratch SEC(".maps");
+
+/* One frame's bytes, read with one bpf_probe_read_user (a read costs ~70 ns; four of them per
+ * frame made a 100-frame stack cost 30 µs). Fields are taken at masked offsets, so the
+ * verifier sees every access inside the 128 bytes. */
+struct fbuf {
+    __u8 b[128];
+};
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct fbuf);
+} fbufs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, CN_INT_ABI_S_NSTATS);
+    __type(key, __u32);
+    __type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &which);
+    if (v)
+        *v += 1;
+}
+
+static __always_inline __u64 rd64(__u64 addr)
+{
+    __u64 v = 0;
+    if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr) < 0)
+        return 0;
+    return v;
+}
+
+/* The walk's state, on the program's stack, handed to the bpf_loop callbacks (bpf_loop: each
+ * callback is verified once, where an open-coded loop of this size is not verifiable). */
+struct walk {
+    struct cn_int_abi_layout l;
+    __u64 fsbase;
+    __u64 interp, t, found; /* thread-state search */
+    __u64 f;                /* frame walk: the next frame */
+    __u32 n, status;
+    struct cn_int_abi_record *r; /* the per-CPU scratch record and frame buffer, looked up */
+    struct fbuf *fb;             /* once per sample rather than once per frame */
+};
+
+/* One step of the search for the thread state whose thread_id is fsbase: the next thread of
+ * the current interpreter, or the next interpreter's first thread. */
+static long search_step(__u32 i, struct walk *w)
+{
+    if (!w->t) {
+        if (i > 0)
+            w->interp = rd64(w->interp + w->l.is_next);
+        if (!w->interp)
+            return 1;
+        w->t = rd64(w->interp + w->l.is_threads_head);
+        return 0;
+    }
+    if (rd64(w->t + w->l.ts_thread_id) == w->fsbase) {
+        w->found = w->t;
+        return 1;
+    }
+    w->t = rd64(w->t + w->l.ts_next);
+    return 0;
+}
+
+/* The thread state whose thread_id is fsbase: the cached one if it still says so, else a
+ * bounded search of every interpreter's threads. 0 when none. */
+static __always_inline __u64 find_tstate(struct walk *w, __u32 tid)
+{
+    __u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
+    if (cached && *cached && rd64(*cached + w->l.ts_thread_id) == w->fsbase) {
+        count(CN_INT_ABI_S_CACHE_HIT);
+        return *cached;
+    }
+    count(CN_INT_ABI_S_WALKS);
+    w->interp = rd64(w->l.runtime + w->l.rt_interp_head);
+    w->t = 0;
+    w->found = 0;
+    bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
+    if (w->found)
+        bpf_map_update_elem(&tstates, &tid, &w->found, BPF_ANY);
+    return w->found;
+}
+
+/* One frame: written into the scratch record, or skipped (a 3.12+ C-stack shim). Stops at
+ * the end of the chain, a fault, or CN_INT_ABI_MAX_FRAMES frames. */
+static long frame_step(__u32 i, struct walk *w)
+{
+    struct cn_int_abi_record *r = w->r;
+    struct fbuf *fb = w->fb;
+    __u64 f = w->f, code, prev, ip;
+    __u32 len = w->l.fr_len, base = w->l.fr_base;
+    if (!r || !fb || !f || len == 0 || len > CN_INT_ABI_FRAME_READ_MAX)
+        return 1;
+    if (bpf_probe_read_user(fb->b, len, (const void *)(f + base)) < 0) {
+        w->status = CN_INT_ABI_FAULT;
+        return 1;
+    }
+    code = *(__u64 *)(fb->b + ((w->l.fr_code - base) & 0x78));
+    prev = *(__u64 *)(fb->b + ((w->l.fr_previous - base) & 0x78));
+    w->f = prev;
+    __u32 flags = 0, instr = 0, n = w->n;
+    if (w->l.kind == CN_INT_ABI_FRAMEOBJ) {
+        instr = *(__u32 *)(fb->b + ((w->l.fr_instr - base) & 0x7c));
+        flags = CN_INT_ABI_F_ENTRY; /* ≤3.10: one eval-loop call per frame */
+    } else {
+        if (w->l.fr_owner != CN_INT_ABI_NONE &&
+            fb->b[(w->l.fr_owner - base) & 0x7f] == FRAME_OWNED_BY_CSTACK) {
+            /* 3.12+: the shim an eval-loop call pushes; the frame above it (the one written
+             * last) is the first one that call ran. */
+            if (n > 0 && n <= CN_INT_ABI_MAX_FRAMES)
+                r->frames[(n - 1) & (CN_INT_ABI_MAX_FRAMES - 1)].flags |= CN_INT_ABI_F_ENTRY;
+            return 0;
+        }
+        if (w->l.fr_is_entry != CN_INT_ABI_NONE && fb->b[(w->l.fr_is_entry - base) & 0x7f])
+            flags = CN_INT_ABI_F_ENTRY;
+        ip = *(__u64 *)(fb->b + ((w->l.fr_instr - base) & 0x78));
+        instr = (__u32)(ip - (code + w->l.co_code_adaptive));
+    }
+    if (n >= CN_INT_ABI_MAX_FRAMES) {
+        w->status = CN_INT_ABI_TRUNCATED;
+        return 1;
+    }
+    struct cn_int_abi_frame *fr = &r->frames[n & (CN_INT_ABI_MAX_FRAMES - 1)];
+    fr->code = code;
+    fr->instr = instr;
+    fr->flags = flags;
+    w->n = n + 1;
+    return 0;
+}
+
+SEC("perf_event")
+int cn_int_sample(struct bpf_perf_event_data *ctx)
+{
+    __u64 pt = bpf_get_current_pid_tgid();
+    __u32 pid = pt >> 32, tid = (__u32)pt, zero = 0;
+    const struct cn_int_abi_layout *l = bpf_map_lookup_elem(&procs, &pid);
+    if (!l) {
+        count(CN_INT_ABI_S_OTHER);
+        return 1;
+    }
+    struct cn_int_abi_record *r = bpf_map_lookup_elem(&scratch, &zero);
+    if (!r)
+        return 1;
+    count(CN_INT_ABI_S_RUNS);
+    r->ktime = bpf_ktime_get_ns();
+    r->time = r->ktime;
+    r->time_src = CN_INT_ABI_T_KTIME;
+    if (bpf_cast_to_kern_ctx) {
+        struct bpf_perf_event_data_kern *k = bpf_cast_to_kern_ctx(ctx);
+        __u64 t = BPF_CORE_READ(k, data, time);
+        if (t) {
+            r->time = t;
+            r->time_src = CN_INT_ABI_T_SAMPLE;
+        }
+    }
+    r->pid = pid;
+    r->tid = tid;
+    r->cpu = bpf_get_smp_processor_id();
+    r->status = CN_INT_ABI_OK;
+
+    struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    w.fsbase = BPF_CORE_READ(task, thread.fsbase);
+    __u64 ts = w.fsbase ? find_tstate(&w, tid) : 0;
+    r->tstate = ts;
+    if (!ts) {
+        r->status = CN_INT_ABI_NO_THREAD;
+    } else {
+        __u64 f = rd64(ts + w.l.ts_frame);
+        if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
+            f = rd64(f + w.l.cf_current_frame);
+        w.f = f;
+        /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way. */
+        bpf_loop(2 * CN_INT_ABI_MAX_FRAMES + 1, frame_step, &w, 0);
+        r->status = w.status;
+    }
+    __u32 n = w.n;
+    if (n > CN_INT_ABI_MAX_FRAMES)
+        n = CN_INT_ABI_MAX_FRAMES;
+    r->nframes = n;
+    __u64 size = CN_INT_ABI_HEADER_SIZE + (__u64)n * sizeof(struct cn_int_abi_frame);
+    if (size > sizeof(*r))
+        size = sizeof(*r);
+    if (bpf_ringbuf_output(&ring, r, size, 0) < 0)
+        count(CN_INT_ABI_S_RING_FULL);
+    else
+        count(CN_INT_ABI_S_RECORDS);
+    return 1;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,96 @@
+/* python_abi.h — what the BPF program (python.bpf.c) and interp/'s user space share: the
+ * per-process layout the program reads from its map, and the record it writes into its ring
+ * buffer. Plain fixed-size types only (included by the BPF compile and by the C11 build).
+ * Any change here changes both sides at once; the record carries no version of its own. */
+#ifndef CN_INT_PYTHON_ABI_H
+#define CN_INT_PYTHON_ABI_H
+
+#include <linux/types.h>
+
+#define CN_INT_ABI_MAX_FRAMES  128 /* frames written per record, innermost first */
+#define CN_INT_ABI_MAX_THREADS 256 /* thread states searched per interpreter on a cache miss */
+#define CN_INT_ABI_MAX_INTERPS 4   /* interpreters searched */
+#define CN_INT_ABI_NONE        0xffffffffu /* an offset the version does not have */
+
+/* How a version's frames are chained. */
+enum {
+    CN_INT_ABI_FRAMEOBJ = 0, /* 3.8–3.10: PyFrameObject, f_back, f_code, int f_lasti */
+    CN_INT_ABI_IFRAME = 1,   /* 3.11+: _PyInterpreterFrame, previous, code, instruction pointer */
+};
+
+/* One interpreter process's layout: filled by cn_int_register (python.c), read by the program
+ * for every sample of that process (map "procs", key: the tgid as the kernel sees it). */
+struct cn_int_abi_layout {
+    __u64 runtime;         /* address of _PyRuntime in the target */
+    __u32 kind;            /* CN_INT_ABI_FRAMEOBJ or CN_INT_ABI_IFRAME */
+    __u32 rt_interp_head;  /* _PyRuntime.interpreters.head */
+    __u32 is_next;         /* PyInterpreterState.next */
+    __u32 is_threads_head; /* PyInterpreterState.tstate_head / threads.head */
+    __u32 ts_next;         /* PyThreadState.next */
+    __u32 ts_thread_id;    /* PyThreadState.thread_id (pthread_self(): the thread's fs base) */
+    __u32 ts_frame;        /* PyThreadState.frame (≤3.10), .cframe (3.11, 3.12), .current_frame */
+    __u32 cf_current_frame; /* _PyCFrame.current_frame (3.11, 3.12), else NONE */
+    __u32 fr_code;          /* f_code / f_executable */
+    __u32 fr_previous;      /* f_back / previous */
+    __u32 fr_instr;         /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
+    __u32 fr_is_entry;      /* _PyInterpreterFrame.is_entry (3.11), else NONE */
+    __u32 fr_owner;         /* _PyInterpreterFrame.owner (3.12+), else NONE */
+    __u32 co_code_adaptive; /* PyCodeObject.co_code_adaptive (3.11+): instructions start */
+    __u32 fr_base, fr_len;  /* the bytes of a frame read in one go: every fr_ field above lies in
+                               [fr_base, fr_base + fr_len); fr_base 8-aligned, fr_len ≤ 120 */
+};
+
+#define CN_INT_ABI_FRAME_READ_MAX 120
+
+/* Frame flags. */
+enum {
+    CN_INT_ABI_F_ENTRY = 1, /* the first frame an eval-loop call ran (a C-stack entry) */
+};
+
+struct cn_int_abi_frame {
+    __u64 code;  /* code object address */
+    __u32 instr; /* ≤3.10: f_lasti as stored; 3.11+: bytes from co_code_adaptive (signed) */
+    __u32 flags;
+};
+
+/* Record status. */
+enum {
+    CN_INT_ABI_OK = 0,
+    CN_INT_ABI_NO_THREAD = 1, /* no thread state for this thread (not a Python thread yet) */
+    CN_INT_ABI_FAULT = 2,     /* a read failed mid-walk: frames so far */
+    CN_INT_ABI_TRUNCATED = 3, /* more than CN_INT_ABI_MAX_FRAMES frames */
+};
+
+/* Time sources. */
+enum {
+    CN_INT_ABI_T_SAMPLE = 0, /* the perf sample's own PERF_SAMPLE_TIME (perf_sample_data.time) */
+    CN_INT_ABI_T_KTIME = 1,  /* bpf_ktime_get_ns(): CLOCK_MONOTONIC, a little after the sample's */
+};
+
+struct cn_int_abi_record {
+    __u64 time;  /* see time_src */
+    __u64 ktime; /* bpf_ktime_get_ns() at the record */
+    __u32 pid;   /* tgid, as the kernel (init namespace) sees it */
+    __u32 tid;
+    __u32 cpu;
+    __u16 nframes;
+    __u8 status;
+    __u8 time_src;
+    __u64 tstate; /* the thread state found (0 none) */
+    struct cn_int_abi_frame frames[CN_INT_ABI_MAX_FRAMES];
+};
+
+#define CN_INT_ABI_HEADER_SIZE 40 /* offsetof(struct cn_int_abi_record, frames) */
+
+/* Counters, per CPU (map "stats"). */
+enum {
+    CN_INT_ABI_S_RUNS = 0,  /* samples of registered processes */
+    CN_INT_ABI_S_RECORDS,   /* records written */
+    CN_INT_ABI_S_RING_FULL, /* records lost: ring buffer full */
+    CN_INT_ABI_S_CACHE_HIT, /* thread state from the per-thread cache */
+    CN_INT_ABI_S_WALKS,     /* thread-state searches */
+    CN_INT_ABI_S_OTHER,     /* samples of processes not registered */
+    CN_INT_ABI_S_NSTATS,
+};
+
+#endif /* CN_INT_PYTHON_ABI_H */

@@ -1,0 +1,202 @@
+/* code.c — a code object's names and line table, read out of the target through a reader
+ * (process_vm_readv in ctx.c, forged memory in the unit test), and the user-space frame walk.
+ *
+ * The target is not trusted: every object's type is checked by its tp_name before its fields
+ * are believed, every length is bounded, and a failed read makes that field unreadable. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "int_internal.h"
+
+enum { OB_TYPE = 8, TP_NAME = 24, VAR_SIZE = 16, STR_STATE = 32, BYTES_SVAL = 32 };
+
+static int rd_u64(cn_int__read_fn rd, void *arg, uint64_t addr, uint64_t *v)
+{
+    return rd(arg, addr, v, sizeof(*v));
+}
+
+/* Whether the object at obj has the type called want (cached per type address in *slot). */
+static bool type_is(cn_int__read_fn rd, void *arg, uint64_t obj, const char *want, uint64_t *slot)
+{
+    uint64_t type, name;
+    char buf[16];
+    if (!obj || rd_u64(rd, arg, obj + OB_TYPE, &type) < 0 || !type)
+        return false;
+    if (slot && *slot)
+        return *slot == type;
+    size_t len = strlen(want) + 1;
+    if (rd_u64(rd, arg, type + TP_NAME, &name) < 0 || rd(arg, name, buf, len) < 0 ||
+        memcmp(buf, want, len) != 0)
+        return false;
+    if (slot)
+        *slot = type;
+    return true;
+}
+
+/* Appends code point c as UTF-8 (an invalid one as U+FFFD). */
+static size_t put_utf8(char *o, uint32_t c)
+{
+    if (c >= 0xd800 && c < 0xe000)
+        c = 0xfffd;
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (char)(0xc0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 63));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (char)(0xe0 | (c >> 12));
+        o[1] = (char)(0x80 | ((c >> 6) & 63));
+        o[2] = (char)(0x80 | (c & 63));
+        return 3;
+    }
+    if (c > 0x10ffff)
+        return put_utf8(o, 0xfffd);
+    o[0] = (char)(0xf0 | (c >> 18));
+    o[1] = (char)(0x80 | ((c >> 12) & 63));
+    o[2] = (char)(0x80 | ((c >> 6) & 63));
+    o[3] = (char)(0x80 | (c & 63));
+    return 4;
+}
+
+/* A compact str object as malloc'ed UTF-8, or NULL. */
+static char *read_str(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t obj,
+                      cn_int__types *types)
+{
+    int64_t length;
+    uint32_t state;
+    char *raw = NULL, *out = NULL;
+    if (!type_is(rd, arg, obj, "str", types ? &types->str : NULL) ||
+        rd(arg, obj + VAR_SIZE, &length, sizeof(length)) < 0 ||
+        rd(arg, obj + STR_STATE, &state, sizeof(state)) < 0)
+        return NULL;
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || length < 0 || length > CN_INT__MAX_STR || (kind != 1 && kind != 2 && kind != 4))
+        return NULL;
+    if (ascii && kind != 1)
+        return NULL;
+    uint64_t data = obj + (ascii ? l->ascii_size : l->compact_size);
+    raw = malloc((size_t)length * kind + 1);
+    out = malloc((size_t)length * 4 + 1);
+    if (!raw || !out || rd(arg, data, raw, (size_t)length * kind) < 0)
+        goto fail;
+    size_t o = 0;
+    for (int64_t i = 0; i < length; i++) {
+        uint32_t c;
+        if (kind == 1) {
+            c = (uint8_t)raw[i];
+        } else if (kind == 2) {
+            uint16_t u;
+            memcpy(&u, raw + i * 2, 2);
+            c = u;
+        } else {
+            memcpy(&c, raw + i * 4, 4);
+        }
+        if (c == 0)
+            c = 0xfffd; /* a NUL would cut the name */
+        o += put_utf8(out + o, c);
+    }
+    out[o] = '\0';
+    free(raw);
+    return out;
+fail:
+    free(raw);
+    free(out);
+    return NULL;
+}
+
+int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
+                      cn_int__types *types, cn_int__code *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!type_is(rd, arg, code, "code", types ? &types->code : NULL))
+        return -EFAULT;
+    uint64_t name = 0, file = 0, lt = 0;
+    int32_t first = 0;
+    uint32_t name_off = l->co_qualname != CN_INT_ABI_NONE ? l->co_qualname : l->co_name;
+    if (rd_u64(rd, arg, code + name_off, &name) == 0)
+        out->name = read_str(l, rd, arg, name, types);
+    if (rd_u64(rd, arg, code + l->co_filename, &file) == 0)
+        out->filename = read_str(l, rd, arg, file, types);
+    if (rd(arg, code + l->co_firstlineno, &first, sizeof(first)) == 0 && first > 0)
+        out->first_line = first;
+    int64_t size;
+    if (rd_u64(rd, arg, code + l->co_linetable, &lt) == 0 &&
+        type_is(rd, arg, lt, "bytes", types ? &types->bytes : NULL) &&
+        rd(arg, lt + VAR_SIZE, &size, sizeof(size)) == 0 && size > 0 &&
+        size <= CN_INT__MAX_LINETABLE) {
+        out->linetable = malloc((size_t)size);
+        if (out->linetable && rd(arg, lt + BYTES_SVAL, out->linetable, (size_t)size) == 0) {
+            out->linetable_len = (size_t)size;
+        } else {
+            free(out->linetable);
+            out->linetable = NULL;
+        }
+    }
+    return 0;
+}
+
+void cn_int__code_clear(cn_int__code *c)
+{
+    free(c->name);
+    free(c->filename);
+    free(c->linetable);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Mirrors cn_int_sample() (bpf/python.bpf.c) line for line: keep the two alike. */
+uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, void *arg,
+                      uint64_t tstate, cn_int_frame *out, uint32_t max, int *status)
+{
+    uint32_t n = 0;
+    uint64_t f = 0;
+    *status = CN_INT_OK;
+    if (rd_u64(rd, arg, tstate + l->ts_frame, &f) < 0)
+        f = 0;
+    if (l->cf_current_frame != CN_INT_ABI_NONE && f &&
+        rd_u64(rd, arg, f + l->cf_current_frame, &f) < 0)
+        f = 0;
+    uint8_t b[128];
+    if (l->fr_len == 0 || l->fr_len > CN_INT_ABI_FRAME_READ_MAX)
+        return 0;
+    for (uint32_t i = 0; i < max + 32 && f; i++) {
+        uint64_t code, prev, ip;
+        if (rd(arg, f + l->fr_base, b, l->fr_len) < 0) {
+            *status = CN_INT_FAULT;
+            break;
+        }
+        memcpy(&code, b + ((l->fr_code - l->fr_base) & 0x78), 8);
+        memcpy(&prev, b + ((l->fr_previous - l->fr_base) & 0x78), 8);
+        f = prev;
+        bool entry = false;
+        uint32_t instr;
+        if (l->kind == CN_INT_ABI_FRAMEOBJ) {
+            memcpy(&instr, b + ((l->fr_instr - l->fr_base) & 0x7c), 4);
+            entry = true;
+        } else {
+            if (l->fr_owner != CN_INT_ABI_NONE &&
+                b[(l->fr_owner - l->fr_base) & 0x7f] == 3) { /* FRAME_OWNED_BY_CSTACK */
+                if (n > 0)
+                    out[n - 1].entry = true;
+                continue;
+            }
+            if (l->fr_is_entry != CN_INT_ABI_NONE)
+                entry = b[(l->fr_is_entry - l->fr_base) & 0x7f] != 0;
+            memcpy(&ip, b + ((l->fr_instr - l->fr_base) & 0x78), 8);
+            instr = (uint32_t)(ip - (code + l->co_code_adaptive));
+        }
+        if (n >= max) {
+            *status = CN_INT_TRUNCATED;
+            break;
+        }
+        out[n].code = code;
+        out[n].instr = (int32_t)instr; /* raw, as the program writes it */
+        out[n].entry = entry;
+        n++;
+    }
+    return n;
+}

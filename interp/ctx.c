@@ -1,0 +1,561 @@
+/* ctx.c — an interpreter context: the loaded BPF program and its maps, the registered
+ * processes (their layouts and code-object caches) and the queue of records drained from the
+ * ring buffer, waiting for the sampler to take them.
+ *
+ * The queue is an array of record headers (frames in a parallel pool), oldest first, with a
+ * head index; the sampler takes records in time order, so a take scans a few entries from the
+ * head. Each process's code objects are cached in an open-addressing map (address → entry). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cn_obj.h"
+#include "int_internal.h"
+#include "python.skel.h"
+
+#define QUEUE_MAX      65536       /* records held; the oldest are dropped past it */
+#define MAPS_MAX       (16u << 20) /* bytes of /proc/PID/maps read */
+#define CODES_MAX      65536       /* code objects cached per process */
+#define CODE_BYTES_MAX (32u << 20) /* bytes of names and line tables cached per process */
+#define KTIME_WINDOW   1000000     /* ns after a sample a ktime-stamped record may come */
+
+typedef struct code_ent {
+    uint64_t code;
+    cn_int__code c;
+    bool readable;
+} code_ent;
+
+typedef struct proc {
+    uint32_t pid;
+    uint64_t eval_start, eval_end;
+    cn_int__layout lay;
+    cn_int__types types;
+    cn_u64map index; /* code → entry */
+    code_ent *ents;
+    size_t nents, cap;
+    size_t bytes; /* held by ents' strings and line tables */
+} proc;
+
+typedef struct qrec {
+    uint32_t pid, tid, cpu, nframes, first; /* first: index in the frame pool */
+    uint64_t time;
+    bool sample_time, taken;
+    int status;
+} qrec;
+
+struct cn_int_ctx {
+    struct python_bpf *skel;
+    struct ring_buffer *rb;
+    proc *procs;
+    size_t nprocs, procs_cap;
+    qrec *q;
+    size_t qhead, qlen, qcap;
+    cn_int_frame *pool;
+    size_t plen, pcap;
+    int err; /* a queue allocation failure seen in the ring callback */
+};
+
+static proc *proc_find(const cn_int_ctx *c, uint32_t pid)
+{
+    for (size_t i = 0; i < c->nprocs; i++)
+        if (c->procs[i].pid == pid)
+            return &c->procs[i];
+    return NULL;
+}
+
+static void proc_clear(proc *p)
+{
+    for (size_t i = 0; i < p->nents; i++)
+        cn_int__code_clear(&p->ents[i].c);
+    free(p->ents);
+    cn_u64map_clear(&p->index);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Moves the live part of the queue to the front once the head passed half of it. */
+static void queue_compact(cn_int_ctx *c)
+{
+    if (c->qhead < 1024 || c->qhead * 2 < c->qlen)
+        return;
+    size_t pfirst = c->qhead < c->qlen ? c->q[c->qhead].first : c->plen;
+    memmove(c->q, c->q + c->qhead, (c->qlen - c->qhead) * sizeof(*c->q));
+    c->qlen -= c->qhead;
+    c->qhead = 0;
+    memmove(c->pool, c->pool + pfirst, (c->plen - pfirst) * sizeof(*c->pool));
+    c->plen -= pfirst;
+    for (size_t i = 0; i < c->qlen; i++)
+        c->q[i].first -= (uint32_t)pfirst;
+}
+
+static int on_record(void *arg, void *data, size_t size)
+{
+    cn_int_ctx *c = arg;
+    const struct cn_int_abi_record *r = data;
+    if (size < CN_INT_ABI_HEADER_SIZE)
+        return 0;
+    uint32_t n = r->nframes;
+    if (n > CN_INT_MAX_FRAMES || CN_INT_ABI_HEADER_SIZE + n * sizeof(r->frames[0]) > size)
+        return 0;
+    if (c->qlen - c->qhead >= QUEUE_MAX) {
+        c->q[c->qhead].taken = true; /* the oldest goes */
+        c->qhead++;
+    }
+    queue_compact(c);
+    if (CN_RESERVE(c->q, c->qcap, c->qlen + 1) < 0 ||
+        CN_RESERVE(c->pool, c->pcap, c->plen + n) < 0) {
+        c->err = -ENOMEM;
+        return 0;
+    }
+    const proc *p = proc_find(c, r->pid);
+    for (uint32_t i = 0; i < n; i++) {
+        cn_int_frame *f = &c->pool[c->plen + i];
+        f->code = r->frames[i].code;
+        f->instr = p ? cn_int__instr_index(&p->lay.names, r->frames[i].instr) : -1;
+        f->entry = (r->frames[i].flags & CN_INT_ABI_F_ENTRY) != 0;
+    }
+    c->q[c->qlen++] = (qrec){.pid = r->pid,
+                             .tid = r->tid,
+                             .cpu = r->cpu,
+                             .nframes = n,
+                             .first = (uint32_t)c->plen,
+                             .time = r->time,
+                             .sample_time = r->time_src == CN_INT_ABI_T_SAMPLE,
+                             .status = r->status};
+    c->plen += n;
+    return 0;
+}
+
+int cn_int_new(cn_int_ctx **out, cn_err *err)
+{
+    int ret;
+    cn_int_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+    c->skel = python_bpf__open();
+    if (!c->skel) {
+        ret = cn_err_set(err, -errno, "python frames: BPF open: %s", strerror(errno));
+        goto fail;
+    }
+    ret = python_bpf__load(c->skel);
+    if (ret < 0) {
+        ret = cn_err_set(err, ret, "python frames: BPF load: %s", strerror(-ret));
+        goto fail;
+    }
+    c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.ring), on_record, c, NULL);
+    if (!c->rb) {
+        ret = cn_err_set(err, -errno, "python frames: ring buffer: %s", strerror(errno));
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    cn_int_free(c);
+    return ret;
+}
+
+cn_int_ctx *cn_int_free(cn_int_ctx *c)
+{
+    if (!c)
+        return NULL;
+    ring_buffer__free(c->rb);
+    python_bpf__destroy(c->skel);
+    for (size_t i = 0; i < c->nprocs; i++)
+        proc_clear(&c->procs[i]);
+    free(c->procs);
+    free(c->q);
+    free(c->pool);
+    free(c);
+    return NULL;
+}
+
+/* PERF_EVENT_IOC_SET_BPF, not libbpf's bpf_program__attach_perf_event: that one also enables
+ * the event, and a sampler enables its events together when the session starts (samples
+ * taken before cn_int_register have no record: the program returns at once for them). */
+int cn_int_attach(cn_int_ctx *c, int perf_fd, cn_err *err)
+{
+    if (ioctl(perf_fd, PERF_EVENT_IOC_SET_BPF, bpf_program__fd(c->skel->progs.cn_int_sample)) < 0)
+        return cn_err_set(err, -errno, "python frames: attach to perf event: %s", strerror(errno));
+    return 0;
+}
+
+int cn_int_ring_fd(const cn_int_ctx *c)
+{
+    return ring_buffer__epoll_fd(c->rb);
+}
+
+int cn_int_drain(cn_int_ctx *c)
+{
+    int n = ring_buffer__consume(c->rb);
+    if (c->err) {
+        int e = c->err;
+        c->err = 0;
+        return e;
+    }
+    return n;
+}
+
+static void copy_out(const cn_int_ctx *c, const qrec *q, cn_int_record *out)
+{
+    out->pid = q->pid;
+    out->tid = q->tid;
+    out->cpu = q->cpu;
+    out->time = q->time;
+    out->sample_time = q->sample_time;
+    out->status = q->status;
+    out->nframes = q->nframes;
+    memcpy(out->frames, c->pool + q->first, q->nframes * sizeof(*out->frames));
+}
+
+/* The first queued record of (pid, tid) that is the sample at time, or -1. */
+static ssize_t find(const cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
+{
+    for (size_t i = c->qhead; i < c->qlen; i++) {
+        const qrec *q = &c->q[i];
+        if (q->taken || q->pid != pid || q->tid != tid)
+            continue;
+        if (q->sample_time ? q->time == time : (q->time >= time && q->time - time <= KTIME_WINDOW))
+            return (ssize_t)i;
+    }
+    return -1;
+}
+
+static void advance_head(cn_int_ctx *c)
+{
+    while (c->qhead < c->qlen && c->q[c->qhead].taken)
+        c->qhead++;
+}
+
+int cn_int_take(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time, cn_int_record *out)
+{
+    ssize_t i = find(c, pid, tid, time);
+    if (i < 0) {
+        cn_int_drain(c);
+        i = find(c, pid, tid, time);
+    }
+    if (i < 0)
+        return 0;
+    copy_out(c, &c->q[i], out);
+    c->q[i].taken = true;
+    advance_head(c);
+    return 1;
+}
+
+size_t cn_int_expire(cn_int_ctx *c, uint64_t time)
+{
+    size_t n = 0;
+    for (size_t i = c->qhead; i < c->qlen; i++) {
+        if (!c->q[i].taken && c->q[i].time < time) {
+            c->q[i].taken = true;
+            n++;
+        }
+    }
+    advance_head(c);
+    return n;
+}
+
+int cn_int_next(cn_int_ctx *c, cn_int_record *out)
+{
+    advance_head(c);
+    if (c->qhead >= c->qlen)
+        return 0;
+    copy_out(c, &c->q[c->qhead], out);
+    c->q[c->qhead].taken = true;
+    advance_head(c);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+static int vm_read(void *arg, uint64_t addr, void *buf, size_t n)
+{
+    pid_t pid = (pid_t)(uintptr_t)arg;
+    if (n == 0)
+        return 0;
+    if (!addr || addr + n < addr)
+        return -EFAULT;
+    struct iovec local = {buf, n}, remote = {(void *)(uintptr_t)addr, n};
+    ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0)
+        return -errno;
+    return (size_t)got == n ? 0 : -EFAULT;
+}
+
+/* One mapping of /proc/PID/maps. */
+typedef struct mapping {
+    uint64_t start, end, off;
+    const char *path; /* into the maps text */
+} mapping;
+
+static int parse_maps(char *text, mapping **out, size_t *n)
+{
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        mapping m;
+        int path_at = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %n", &m.start, &m.end,
+                   &m.off, &path_at) < 3 ||
+            !path_at || line[path_at] != '/')
+            continue;
+        m.path = line + path_at;
+        if (CN_RESERVE(*out, cap, *n + 1) < 0)
+            return -ENOMEM;
+        (*out)[(*n)++] = m;
+    }
+    return 0;
+}
+
+static bool python_named(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strstr(base, "python") != NULL;
+}
+
+/* The mapped object holding _PyRuntime: its symbols and the bias it is loaded at. */
+static int find_runtime(pid_t pid, const mapping *maps, size_t n, cn_int__elfsyms *syms,
+                        uint64_t *bias, const char **path, cn_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!python_named(maps[i].path) || (i > 0 && strcmp(maps[i - 1].path, maps[i].path) == 0))
+            continue;
+        char mf[96];
+        snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, maps[i].start,
+                 maps[i].end);
+        int fd = cn_obj_open(mf, 0, NULL, NULL);
+        if (fd < 0)
+            continue;
+        int r = cn_int__elf_syms(fd, syms);
+        close(fd);
+        if (r < 0)
+            continue;
+        for (size_t j = i; j < n && strcmp(maps[j].path, maps[i].path) == 0; j++) {
+            if (maps[j].off == syms->load_off) {
+                *bias = maps[j].start - syms->load_vaddr;
+                *path = maps[i].path;
+                return 0;
+            }
+        }
+    }
+    return cn_err_set(err, -ENOENT, "not CPython (no mapped python object defines _PyRuntime)");
+}
+
+/* The layout of the interpreter whose _PyRuntime is at runtime. */
+static int pick_layout(pid_t pid, const cn_int__elfsyms *syms, const char *path, uint64_t runtime,
+                       cn_int__layout *lay, bool *debug, cn_err *err)
+{
+    int major = 0, minor = 0;
+    if (syms->version_hex) {
+        major = (syms->version_hex >> 24) & 0xff;
+        minor = (syms->version_hex >> 16) & 0xff;
+    } else if (cn_int__version_from_name(path, &major, &minor) < 0) {
+        return cn_err_set(err, -ENOTSUP, "CPython of unknown version (%s)", path);
+    }
+    *debug = false;
+    uint8_t head[600];
+    int r = vm_read((void *)(uintptr_t)pid, runtime, head, sizeof(head));
+    if (r < 0)
+        return cn_err_set(err, r, "cannot read _PyRuntime: %s", strerror(-r));
+    if (major == 3 && minor >= 13) {
+        r = cn_int__layout_debug(head, sizeof(head), lay);
+        if (r == 0) {
+            *debug = true;
+            return 0;
+        }
+        if (r != -ENOENT)
+            return cn_err_set(err, -ENOTSUP, "CPython %d.%d: _Py_DebugOffsets not understood",
+                              major, minor);
+    }
+    if (cn_int__layout_for(major, minor, lay) < 0)
+        return cn_err_set(err, -ENOTSUP, "CPython %d.%d: no frame layout", major, minor);
+    return 0;
+}
+
+int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
+{
+    char path[64], *text = NULL;
+    size_t len;
+    mapping *maps = NULL;
+    size_t nmaps = 0;
+    cn_int__elfsyms syms;
+    uint64_t bias = 0;
+    const char *obj = NULL;
+    cn_int__layout lay;
+    bool debug = false;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    int ret = cn_obj_read_file(path, MAPS_MAX, &text, &len);
+    if (ret < 0) {
+        ret = cn_err_set(err, ret == -ENOENT ? -ESRCH : ret, "cannot read %s: %s", path,
+                         strerror(-ret));
+        goto out;
+    }
+    ret = parse_maps(text, &maps, &nmaps);
+    if (ret < 0) {
+        cn_err_set(err, ret, "out of memory");
+        goto out;
+    }
+    ret = find_runtime(pid, maps, nmaps, &syms, &bias, &obj, err);
+    if (ret < 0)
+        goto out;
+    uint64_t runtime = bias + syms.runtime;
+    ret = pick_layout(pid, &syms, obj, runtime, &lay, &debug, err);
+    if (ret < 0)
+        goto out;
+    lay.abi.runtime = runtime;
+    uint32_t key = (uint32_t)pid;
+    if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.procs), &key, &lay.abi, BPF_ANY) < 0) {
+        ret = cn_err_set(err, -errno, "python frames: BPF map: %s", strerror(errno));
+        goto out;
+    }
+    proc *p = proc_find(c, (uint32_t)pid);
+    if (!p) {
+        if (CN_RESERVE(c->procs, c->procs_cap, c->nprocs + 1) < 0) {
+            bpf_map_delete_elem(bpf_map__fd(c->skel->maps.procs), &key);
+            ret = cn_err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+        p = &c->procs[c->nprocs++];
+        memset(p, 0, sizeof(*p));
+    } else {
+        proc_clear(p);
+    }
+    p->pid = (uint32_t)pid;
+    p->lay = lay;
+    if (syms.eval && syms.eval_size) {
+        p->eval_start = bias + syms.eval;
+        p->eval_end = p->eval_start + syms.eval_size;
+    }
+    if (info) {
+        memset(info, 0, sizeof(*info));
+        info->major = lay.major;
+        info->minor = lay.minor;
+        info->runtime = runtime;
+        info->debug_offsets = debug;
+        info->eval_start = p->eval_start;
+        info->eval_end = p->eval_end;
+        snprintf(info->object, sizeof(info->object), "%s", obj);
+    }
+out:
+    free(maps);
+    free(text);
+    return ret;
+}
+
+void cn_int_unregister(cn_int_ctx *c, pid_t pid)
+{
+    proc *p = proc_find(c, (uint32_t)pid);
+    uint32_t key = (uint32_t)pid;
+    bpf_map_delete_elem(bpf_map__fd(c->skel->maps.procs), &key);
+    if (!p)
+        return;
+    proc_clear(p);
+    *p = c->procs[--c->nprocs];
+}
+
+static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
+{
+    int32_t i = cn_u64map_get(&p->index, code);
+    if (i >= 0)
+        return &p->ents[i];
+    if (p->nents >= CODES_MAX || CN_RESERVE(p->ents, p->cap, p->nents + 1) < 0)
+        return NULL;
+    code_ent *e = &p->ents[p->nents];
+    memset(e, 0, sizeof(*e));
+    e->code = code;
+    e->readable = cn_int__read_code(&p->lay.names, vm_read, (void *)(uintptr_t)p->pid, code,
+                                    &p->types, &e->c) == 0;
+    size_t bytes = e->c.linetable_len + (e->c.name ? strlen(e->c.name) : 0) +
+                   (e->c.filename ? strlen(e->c.filename) : 0);
+    if (p->bytes + bytes > CODE_BYTES_MAX) {
+        /* over budget: the names are kept, lines are not */
+        bytes -= e->c.linetable_len;
+        free(e->c.linetable);
+        e->c.linetable = NULL;
+        e->c.linetable_len = 0;
+    }
+    p->bytes += bytes;
+    if (cn_u64map_put(&p->index, code, (int32_t)p->nents) < 0) {
+        cn_int__code_clear(&e->c);
+        return NULL;
+    }
+    p->nents++;
+    return e;
+}
+
+int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)
+{
+    proc *p = proc_find(c, pid);
+    if (!p)
+        return -ENOENT;
+    code_ent *e = code_of(c, p, code);
+    out->readable = e && e->readable && e->c.name;
+    out->name = out->readable ? e->c.name : CN_INT_UNREADABLE;
+    out->filename = e && e->c.filename ? e->c.filename : "";
+    out->first_line = e ? e->c.first_line : 0;
+    return 0;
+}
+
+int cn_int_line(cn_int_ctx *c, uint32_t pid, uint64_t code, int32_t instr)
+{
+    proc *p = proc_find(c, pid);
+    if (!p)
+        return 0;
+    code_ent *e = code_of(c, p, code);
+    if (!e || !e->readable)
+        return 0;
+    return cn_int__line(p->lay.names.line_format, e->c.linetable, e->c.linetable_len,
+                        e->c.first_line, instr);
+}
+
+bool cn_int_is_eval(const cn_int_ctx *c, uint32_t pid, uint64_t pc)
+{
+    const proc *p = proc_find(c, pid);
+    return p && pc >= p->eval_start && pc < p->eval_end;
+}
+
+int cn_int_stats_get(const cn_int_ctx *c, cn_int_stats *out)
+{
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0)
+        return ncpu < 0 ? ncpu : -EINVAL;
+    uint64_t *vals = calloc((size_t)ncpu, sizeof(*vals));
+    uint64_t sum[CN_INT_ABI_S_NSTATS] = {0};
+    if (!vals)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < CN_INT_ABI_S_NSTATS; k++) {
+        if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.stats), &k, vals) < 0)
+            continue;
+        for (int i = 0; i < ncpu; i++)
+            sum[k] += vals[i];
+    }
+    free(vals);
+    *out = (cn_int_stats){sum[CN_INT_ABI_S_RUNS],      sum[CN_INT_ABI_S_RECORDS],
+                          sum[CN_INT_ABI_S_RING_FULL], sum[CN_INT_ABI_S_CACHE_HIT],
+                          sum[CN_INT_ABI_S_WALKS],     sum[CN_INT_ABI_S_OTHER]};
+    return 0;
+}
+
+uint32_t cn_int_prog_id(const cn_int_ctx *c)
+{
+    struct bpf_prog_info info;
+    uint32_t len = sizeof(info);
+    memset(&info, 0, sizeof(info));
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(c->skel->progs.cn_int_sample), &info, &len) < 0)
+        return 0;
+    return info.id;
+}

@@ -1,0 +1,105 @@
+/* elf.c — the few ELF facts registering an interpreter needs: where _PyRuntime, Py_Version and
+ * _PyEval_EvalFrameDefault are (.dynsym, which Debian's stripped python3 keeps, else .symtab),
+ * Py_Version's value, and the first PT_LOAD (for the load bias). libelf over an fd the caller
+ * opened with cn_obj_open; the file is untrusted: libelf checks its tables, sizes are checked here.
+ */
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "int_internal.h"
+
+static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, cn_int__elfsyms *out)
+{
+    Elf_Data *d = elf_getdata(scn, NULL);
+    if (!d || !sh->sh_entsize)
+        return;
+    size_t n = sh->sh_size / sh->sh_entsize;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Sym s;
+        if (!gelf_getsym(d, (int)i, &s) || !s.st_name || s.st_shndx == SHN_UNDEF)
+            continue;
+        const char *name = elf_strptr(e, sh->sh_link, s.st_name);
+        if (!name)
+            continue;
+        if (!out->runtime && strcmp(name, "_PyRuntime") == 0) {
+            out->runtime = s.st_value;
+            out->runtime_size = s.st_size;
+        } else if (!out->py_version && strcmp(name, "Py_Version") == 0) {
+            out->py_version = s.st_value;
+        } else if (!out->eval && strcmp(name, "_PyEval_EvalFrameDefault") == 0) {
+            out->eval = s.st_value;
+            out->eval_size = s.st_size;
+        }
+    }
+}
+
+/* Py_Version's 4 bytes, read from the section holding its address. */
+static int version_value(Elf *e, uint64_t addr)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC) ||
+            addr < sh.sh_addr || addr + 4 > sh.sh_addr + sh.sh_size)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf || addr - sh.sh_addr + 4 > d->d_size)
+            return 0;
+        uint32_t v;
+        memcpy(&v, (const char *)d->d_buf + (addr - sh.sh_addr), 4);
+        return (int)v;
+    }
+    return 0;
+}
+
+int cn_int__elf_syms(int fd, cn_int__elfsyms *out)
+{
+    int ret = -ENOEXEC;
+    memset(out, 0, sizeof(*out));
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64)
+        goto out;
+    size_t phnum;
+    if (elf_getphdrnum(e, &phnum) == 0) {
+        for (size_t i = 0; i < phnum; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+                out->load_vaddr = ph.p_vaddr & ~(uint64_t)0xfff;
+                out->load_off = ph.p_offset & ~(uint64_t)0xfff;
+                break;
+            }
+        }
+    }
+    for (int pass = 0; pass < 2 && !out->runtime; pass++) {
+        Elf_Scn *scn = NULL;
+        while ((scn = elf_nextscn(e, scn))) {
+            GElf_Shdr sh;
+            if (gelf_getshdr(scn, &sh) && sh.sh_type == (pass ? SHT_SYMTAB : SHT_DYNSYM))
+                scan_symbols(e, scn, &sh, out);
+        }
+    }
+    if (out->py_version)
+        out->version_hex = version_value(e, out->py_version);
+    ret = out->runtime ? 0 : -ENOENT;
+out:
+    if (e)
+        elf_end(e);
+    return ret;
+}
+
+int cn_int__version_from_name(const char *path, int *major, int *minor)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *p = strstr(base, "python");
+    int ma, mi, used = 0;
+    if (!p || sscanf(p + 6, "%d.%d%n", &ma, &mi, &used) != 2 || used == 0)
+        return -ENOENT;
+    *major = ma;
+    *minor = mi;
+    return 0;
+}

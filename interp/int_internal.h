@@ -1,0 +1,104 @@
+/* int_internal.h — interp/'s internals (cn_int__), shared by its files and its unit test.
+ *
+ * A version's layout has two halves: what the BPF program needs to walk frames (struct
+ * cn_int_abi_layout, bpf/python_abi.h) and what user space needs to name a code object
+ * (cn_int__names). Line tables and object reads go through a reader callback so the unit test
+ * can hand them forged memory. */
+#ifndef CN_INT_INTERNAL_H
+#define CN_INT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/python_abi.h"
+#include "cn_int.h"
+
+/* Line-table formats. */
+enum {
+    CN_INT__LNOTAB = 0, /* 3.8, 3.9: co_lnotab, (byte delta, line delta) pairs, byte offsets */
+    CN_INT__LT310 = 1,  /* 3.10: co_linetable, (byte delta, line delta; -128 none) pairs */
+    CN_INT__LOC311 = 2, /* 3.11+: co_linetable, the location table, code units */
+};
+
+/* What naming a code object reads. */
+typedef struct cn_int__names {
+    uint32_t co_filename, co_name, co_qualname; /* co_qualname CN_INT_ABI_NONE before 3.11 */
+    uint32_t co_firstlineno, co_linetable;
+    uint32_t ascii_size, compact_size; /* sizeof PyASCIIObject, PyCompactUnicodeObject */
+    int line_format;                   /* CN_INT__LNOTAB … */
+    bool instr_bytes;                  /* the frames' instr counts bytes (3.8/3.9 f_lasti,
+                                          3.11+ offsets), else code units (3.10 f_lasti) */
+} cn_int__names;
+
+typedef struct cn_int__layout {
+    int major, minor;
+    struct cn_int_abi_layout abi; /* runtime left 0: the caller sets it */
+    cn_int__names names;
+} cn_int__layout;
+
+/* The built-in layout of major.minor (3.8–3.13), checked against each pyenv build's DWARF
+ * (docs/python.md). 0 and *out, -ENOTSUP. */
+int cn_int__layout_for(int major, int minor, cn_int__layout *out);
+
+/* The layout described by a _Py_DebugOffsets block (the first bytes of _PyRuntime, 3.13):
+ * cookie "xdebugpy", its version, its offsets. 0, -ENOENT no cookie, -ENOTSUP a version whose
+ * block this reader does not know (3.14+ changed it), -EINVAL absurd offsets. */
+int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out);
+
+/* Line of instruction index instr (code units) in a line table of the given format; first is
+ * co_firstlineno. > 0, or 0 when the table has no line for it. Every byte read is bounded by n. */
+int cn_int__line(int format, const uint8_t *p, size_t n, int first, int32_t instr);
+
+/* Reads n bytes at addr of the target; returns 0 or a negative errno (short reads fail). */
+typedef int (*cn_int__read_fn)(void *arg, uint64_t addr, void *buf, size_t n);
+
+/* A code object read from the target. Strings malloc'ed (NULL when unreadable); linetable
+ * malloc'ed (NULL, 0 when unreadable). cn_int__code_clear frees them. */
+typedef struct cn_int__code {
+    char *name, *filename;
+    int first_line;
+    uint8_t *linetable;
+    size_t linetable_len;
+} cn_int__code;
+
+#define CN_INT__MAX_STR       1024      /* characters of a name or a file name */
+#define CN_INT__MAX_LINETABLE (1 << 20) /* bytes of a line table */
+
+/* Type objects already checked by name, per process (0 = not yet): a type is trusted by its
+ * address once its tp_name read "code", "str" or "bytes". */
+typedef struct cn_int__types {
+    uint64_t code, str, bytes;
+} cn_int__types;
+
+/* Reads the code object at code: its type must be named "code", its strings "str", its line
+ * table "bytes"; lengths bounded. 0 (fields possibly NULL) or -EFAULT (not a code object).
+ * types (may be NULL) caches the type checks. */
+int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
+                      cn_int__types *types, cn_int__code *out);
+void cn_int__code_clear(cn_int__code *c);
+
+/* The code-unit index of a frame's instr as captured by the program (see python_abi.h). */
+int32_t cn_int__instr_index(const cn_int__names *l, uint32_t raw);
+
+/* A user-space walk of one thread state's frames with the same rules as the BPF program
+ * (bounded, fault-tolerant): the oracle the tests compare the program against, and what a
+ * hostile-memory test drives. Returns the number of frames written (≤ max), *status. */
+uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, void *arg,
+                      uint64_t tstate, cn_int_frame *out, uint32_t max, int *status);
+
+/* Symbols of an ELF file (fd): values of the named symbols (.dynsym, then .symtab; 0 when
+ * absent) and the first PT_LOAD's page-aligned vaddr and file offset (for the load bias). */
+typedef struct cn_int__elfsyms {
+    uint64_t runtime, runtime_size, py_version; /* _PyRuntime, its size, &Py_Version */
+    uint64_t eval, eval_size;                   /* _PyEval_EvalFrameDefault */
+    uint64_t load_vaddr, load_off;
+    int version_hex; /* Py_Version's value read from the file, 0 */
+} cn_int__elfsyms;
+int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
+
+/* (major, minor) from an object's file name: python3.11, libpython3.11.so.1.0, … 0 or -ENOENT. */
+int cn_int__version_from_name(const char *path, int *major, int *minor);
+
+#endif /* CN_INT_INTERNAL_H */

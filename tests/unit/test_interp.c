@@ -1,0 +1,567 @@
+/* test_interp.c — interp/ without a kernel: the three line-table decoders on byte strings, the
+ * layout tables (shape, and 3.13's against the interpreter's own _Py_DebugOffsets when pyenv's
+ * libpython3.13 is on the machine), and hostile target memory: forged code objects, absurd
+ * lengths, unreadable pointers, loops in frame chains. Every read of forged memory goes through
+ * a bounded fake address space, so ASan sees any read past what a decoder was given. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "int_internal.h"
+
+/* ---- line tables ---------------------------------------------------------------------- */
+
+static void lnotab_38(void **state)
+{
+    /* first line 10; (0,+1) (6,+1) (8,+2): bytes 0–5 line 11, 6–13 line 12, 14– line 14 */
+    const uint8_t t[] = {0, 1, 6, 1, 8, 2};
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, t, sizeof(t), 10, 0), 11);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, t, sizeof(t), 10, 2), 11);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, t, sizeof(t), 10, 3), 12);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, t, sizeof(t), 10, 7), 14);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, t, sizeof(t), 10, 1000), 14);
+    /* a negative delta (signed since 3.6) */
+    const uint8_t back[] = {4, 5, 4, (uint8_t)-3};
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, back, sizeof(back), 10, 1), 10);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, back, sizeof(back), 10, 2), 15);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, back, sizeof(back), 10, 4), 12);
+}
+
+static void linetable_310(void **state)
+{
+    /* first 10: [0,4) line 10, [4,10) 11, [10,12) none, [12,16) 13 */
+    const uint8_t t[] = {4, 0, 6, 1, 2, 0x80, 4, 2};
+    assert_int_equal(cn_int__line(CN_INT__LT310, t, sizeof(t), 10, 0), 10);
+    assert_int_equal(cn_int__line(CN_INT__LT310, t, sizeof(t), 10, 2), 11);
+    assert_int_equal(cn_int__line(CN_INT__LT310, t, sizeof(t), 10, 4), 11);
+    assert_int_equal(cn_int__line(CN_INT__LT310, t, sizeof(t), 10, 5), 0);
+    assert_int_equal(cn_int__line(CN_INT__LT310, t, sizeof(t), 10, 6), 13);
+    assert_int_equal(cn_int__line(CN_INT__LT310, t, sizeof(t), 10, 8), 0);
+}
+
+static void locations_311(void **state)
+{
+    const uint8_t t[] = {
+        0xe9, 0x02,                   /* no column, 2 units, line +1: [0,2) 11 */
+        0x82, 0x05,                   /* short form, 3 units: [2,5) 11 */
+        0xd8, 0x01, 0x02,             /* one line, +1, 1 unit: [5,6) 12 */
+        0xf8,                         /* no location, 1 unit: [6,7) none */
+        0xf1, 0x07, 0x00, 0x01, 0x02, /* long form, −3, 2 units: [7,9) 9 */
+        0xe8, 0x48, 0x03,             /* no column, +100 (a two-byte varint): [9,10) 109 */
+    };
+    const int want[] = {11, 11, 11, 11, 11, 12, 0, 9, 9, 109, 0};
+    for (int i = 0; i < (int)(sizeof(want) / sizeof(want[0])); i++)
+        assert_int_equal(cn_int__line(CN_INT__LOC311, t, sizeof(t), 10, i), want[i]);
+    assert_int_equal(cn_int__line(CN_INT__LOC311, t, sizeof(t), 10, -1), 0);
+}
+
+/* Truncated and random tables: no line or some line, never a read past the bytes (ASan). */
+static void line_tables_hostile(void **state)
+{
+    const uint8_t cut[] = {0xf1, 0x47}; /* long form whose varint never ends */
+    assert_int_equal(cn_int__line(CN_INT__LOC311, cut, sizeof(cut), 10, 0), 0);
+    const uint8_t cont[] = {0x02}; /* no start bit */
+    assert_int_equal(cn_int__line(CN_INT__LOC311, cont, sizeof(cont), 10, 0), 0);
+    const uint8_t odd[] = {4};
+    assert_int_equal(cn_int__line(CN_INT__LT310, odd, sizeof(odd), 10, 0), 0);
+    assert_int_equal(cn_int__line(CN_INT__LNOTAB, odd, sizeof(odd), 10, 0), 10);
+    assert_int_equal(cn_int__line(CN_INT__LOC311, NULL, 0, 10, 0), 0);
+    assert_int_equal(cn_int__line(99, odd, sizeof(odd), 10, 0), 0);
+    srand(7);
+    for (int round = 0; round < 2000; round++) {
+        size_t n = (size_t)(rand() % 64);
+        uint8_t *p = malloc(n ? n : 1);
+        assert_non_null(p);
+        for (size_t i = 0; i < n; i++)
+            p[i] = (uint8_t)rand();
+        for (int f = CN_INT__LNOTAB; f <= CN_INT__LOC311; f++)
+            for (int32_t instr = 0; instr < 80; instr += 7)
+                assert_true(cn_int__line(f, p, n, 1, instr) >= 0);
+        free(p);
+    }
+}
+
+/* Every instruction of every code object of argparse.py, compiled by each interpreter on the
+ * machine: interp/lines.c must give the line CPython itself gives (co_positions from 3.11,
+ * co_lines in 3.10, dis.findlinestarts before; tests/data/python/line_oracle.py). */
+static const char *const pythons[] = {
+    "/usr/bin/python3",
+    "/root/.pyenv/versions/3.8.18/bin/python3.8",
+    "/root/.pyenv/versions/3.9.18/bin/python3.9",
+    "/root/.pyenv/versions/3.10.13/bin/python3.10",
+    "/root/.pyenv/versions/3.11.7/bin/python3.11",
+    "/root/.pyenv/versions/3.12.1/bin/python3.12",
+    "/root/.pyenv/versions/3.13.0/bin/python3.13",
+};
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static void lines_vs_cpython(void **state)
+{
+    const char *data = getenv("CANOPY_TEST_DATA");
+    size_t ran = 0;
+    for (size_t k = 0; k < sizeof(pythons) / sizeof(pythons[0]); k++) {
+        if (access(pythons[k], X_OK) < 0)
+            continue;
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "%s %s/python/line_oracle.py", pythons[k],
+                 data ? data : "tests/data");
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char *line = NULL;
+        size_t cap = 0;
+        uint8_t *table = NULL;
+        size_t n = 0, checked = 0, wrong = 0, codes = 0;
+        int fmt = -1, first = 0;
+        while (getline(&line, &cap, f) > 0) {
+            if (line[0] == 'T') {
+                char name[16], hex[1 << 16];
+                if (strlen(line) >= sizeof(hex) ||
+                    sscanf(line, "T %15s %d %65535s", name, &first, hex) != 3) {
+                    fmt = -1;
+                    continue;
+                }
+                fmt = strcmp(name, "lnotab") == 0  ? CN_INT__LNOTAB
+                      : strcmp(name, "lt310") == 0 ? CN_INT__LT310
+                                                   : CN_INT__LOC311;
+                free(table);
+                n = strcmp(hex, "-") == 0 ? 0 : strlen(hex) / 2;
+                table = malloc(n ? n : 1);
+                assert_non_null(table);
+                for (size_t i = 0; i < n; i++)
+                    table[i] = (uint8_t)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
+                codes++;
+            } else if (line[0] == 'L' && fmt >= 0) {
+                char *p = line + 1;
+                int idx, want, used;
+                while (sscanf(p, " %d:%d%n", &idx, &want, &used) == 2) {
+                    int got = cn_int__line(fmt, table, n, first, idx);
+                    checked++;
+                    if (got != want && wrong++ < 5)
+                        print_message("%s: first %d instr %d: line %d, CPython says %d\n",
+                                      pythons[k], first, idx, got, want);
+                    p += used;
+                }
+            }
+        }
+        free(line);
+        free(table);
+        assert_int_equal(pclose(f), 0);
+        print_message("[ lines    ] %s: %zu code objects, %zu instructions, %zu wrong\n",
+                      pythons[k], codes, checked, wrong);
+        assert_true(codes > 50 && checked > 1000);
+        assert_int_equal(wrong, 0);
+        ran++;
+    }
+    if (!ran)
+        skip();
+}
+
+/* ---- layouts ---------------------------------------------------------------------------- */
+
+static void layout_rows(void **state)
+{
+    for (int minor = 8; minor <= 13; minor++) {
+        cn_int__layout l;
+        assert_int_equal(cn_int__layout_for(3, minor, &l), 0);
+        assert_int_equal(l.minor, minor);
+        assert_int_equal(l.abi.kind, minor >= 11 ? CN_INT_ABI_IFRAME : CN_INT_ABI_FRAMEOBJ);
+        assert_int_not_equal(l.abi.fr_code, l.abi.fr_previous);
+        assert_int_not_equal(l.abi.ts_next, l.abi.ts_thread_id);
+        assert_true(l.abi.ts_thread_id < 512 && l.abi.fr_instr < 512);
+        assert_true((l.abi.cf_current_frame != CN_INT_ABI_NONE) == (minor == 11 || minor == 12));
+        assert_true((l.abi.fr_owner != CN_INT_ABI_NONE) == (minor >= 12));
+        assert_true((l.abi.fr_is_entry != CN_INT_ABI_NONE) == (minor == 11));
+        assert_true((l.names.co_qualname != CN_INT_ABI_NONE) == (minor >= 11));
+        assert_int_equal(l.names.ascii_size, minor >= 12 ? 40 : 48);
+        assert_int_equal(l.names.line_format, minor <= 9    ? CN_INT__LNOTAB
+                                              : minor == 10 ? CN_INT__LT310
+                                                            : CN_INT__LOC311);
+        assert_int_equal(l.abi.runtime, 0);
+    }
+    cn_int__layout l;
+    assert_int_equal(cn_int__layout_for(3, 7, &l), -ENOTSUP);
+    assert_int_equal(cn_int__layout_for(3, 14, &l), -ENOTSUP);
+    assert_int_equal(cn_int__layout_for(2, 7, &l), -ENOTSUP);
+}
+
+static void instr_index(void **state)
+{
+    cn_int__layout l;
+    cn_int__layout_for(3, 9, &l);
+    assert_int_equal(cn_int__instr_index(&l.names, 10), 5); /* f_lasti in bytes */
+    assert_int_equal(cn_int__instr_index(&l.names, (uint32_t)-1), -1);
+    cn_int__layout_for(3, 10, &l);
+    assert_int_equal(cn_int__instr_index(&l.names, 10), 10); /* in code units */
+    cn_int__layout_for(3, 12, &l);
+    assert_int_equal(cn_int__instr_index(&l.names, 10), 5); /* bytes from the first one */
+    assert_int_equal(cn_int__instr_index(&l.names, (uint32_t)-2), -1);
+}
+
+static void version_names(void **state)
+{
+    int ma, mi;
+    assert_int_equal(cn_int__version_from_name("/usr/bin/python3.11", &ma, &mi), 0);
+    assert_true(ma == 3 && mi == 11);
+    assert_int_equal(cn_int__version_from_name("/x/lib/libpython3.8.so.1.0", &ma, &mi), 0);
+    assert_true(ma == 3 && mi == 8);
+    assert_int_equal(cn_int__version_from_name("/usr/bin/python3", &ma, &mi), -ENOENT);
+    assert_int_equal(cn_int__version_from_name("/usr/lib/python3.11/x/libfoo.so", &ma, &mi),
+                     -ENOENT);
+}
+
+/* A _Py_DebugOffsets block made from the 3.13 row parses back into it; wrong cookie, another
+ * version, absurd offsets are refused. */
+static void debug_offsets_synthetic(void **state)
+{
+    uint8_t b[600];
+    memset(b, 0, sizeof(b));
+    memcpy(b, "xdebugpy", 8);
+    uint64_t hex = 0x030d00f0;
+    memcpy(b + 8, &hex, 8);
+    cn_int__layout l;
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), 0);
+    hex = 0x030e00f0;
+    memcpy(b + 8, &hex, 8);
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -ENOTSUP);
+    hex = 0x030d00f0;
+    memcpy(b + 8, &hex, 8);
+    uint64_t absurd = 1ull << 40;
+    memcpy(b + 184, &absurd, 8);
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -EINVAL);
+    b[0] = 'y';
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -ENOENT);
+    assert_int_equal(cn_int__layout_debug(b, 8, &l), -ENOENT);
+}
+
+/* The 3.13 row equals what libpython3.13's own _PyRuntime initializer (.data) says. */
+static void debug_offsets_313_file(void **state)
+{
+    const char *lib = "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0";
+    int fd = open(lib, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        print_message("[ skip     ] %s: not installed\n", lib);
+        skip();
+    }
+    cn_int__elfsyms syms;
+    assert_int_equal(cn_int__elf_syms(fd, &syms), 0);
+    assert_true(syms.runtime_size >= 600);
+    assert_int_equal((syms.version_hex >> 16) & 0xffff, 0x030d);
+    /* the file offset of _PyRuntime: through its section */
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(e);
+    Elf_Scn *scn = NULL;
+    int64_t off = -1;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && (sh.sh_flags & SHF_ALLOC) &&
+            syms.runtime >= sh.sh_addr && syms.runtime + 600 <= sh.sh_addr + sh.sh_size)
+            off = (int64_t)(sh.sh_offset + (syms.runtime - sh.sh_addr));
+    }
+    elf_end(e);
+    assert_true(off > 0);
+    uint8_t b[600];
+    assert_int_equal(pread(fd, b, sizeof(b), off), (ssize_t)sizeof(b));
+    close(fd);
+    cn_int__layout got, want;
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &got), 0);
+    assert_int_equal(cn_int__layout_for(3, 13, &want), 0);
+    assert_memory_equal(&got.abi, &want.abi, sizeof(got.abi));
+    assert_int_equal(got.names.co_filename, want.names.co_filename);
+    assert_int_equal(got.names.co_qualname, want.names.co_qualname);
+    assert_int_equal(got.names.co_firstlineno, want.names.co_firstlineno);
+    assert_int_equal(got.names.co_linetable, want.names.co_linetable);
+    assert_int_equal(got.names.ascii_size, want.names.ascii_size);
+    assert_int_equal(got.names.compact_size, want.names.compact_size);
+}
+
+/* ---- hostile memory --------------------------------------------------------------------- */
+
+/* A fake address space: one buffer at BASE; reads elsewhere fault. */
+#define BASE  0x10000000ull
+#define SPACE 65536
+typedef struct space {
+    uint8_t *mem; /* malloc'ed, exactly SPACE bytes */
+    size_t reads;
+} space;
+
+static int fake_read(void *arg, uint64_t addr, void *buf, size_t n)
+{
+    space *s = arg;
+    s->reads++;
+    if (addr < BASE || n > SPACE || addr - BASE > SPACE - n)
+        return -EFAULT;
+    memcpy(buf, s->mem + (addr - BASE), n);
+    return 0;
+}
+
+static void put64(space *s, uint64_t addr, uint64_t v)
+{
+    memcpy(s->mem + (addr - BASE), &v, 8);
+}
+static void put32(space *s, uint64_t addr, uint32_t v)
+{
+    memcpy(s->mem + (addr - BASE), &v, 4);
+}
+
+/* A type object named name at addr. */
+static void put_type(space *s, uint64_t addr, const char *name)
+{
+    put64(s, addr + 24, addr + 0x100);
+    memcpy(s->mem + (addr + 0x100 - BASE), name, strlen(name) + 1);
+}
+
+/* A compact ASCII str (3.12 layout: 40-byte header) at addr. */
+static void put_ascii(space *s, uint64_t addr, uint64_t str_type, const char *text)
+{
+    put64(s, addr + 8, str_type);
+    put64(s, addr + 16, strlen(text));
+    put32(s, addr + 32, (1u << 2) | (1u << 5) | (1u << 6)); /* kind 1, compact, ascii */
+    memcpy(s->mem + (addr + 40 - BASE), text, strlen(text));
+}
+
+enum { T_CODE = BASE + 0x0, T_STR = BASE + 0x400, T_BYTES = BASE + 0x800, CODE = BASE + 0x1000 };
+
+static void setup_code(space *s, const cn_int__names *n)
+{
+    put_type(s, T_CODE, "code");
+    put_type(s, T_STR, "str");
+    put_type(s, T_BYTES, "bytes");
+    put64(s, CODE + 8, T_CODE);
+    put64(s, CODE + n->co_qualname, BASE + 0x2000);
+    put_ascii(s, BASE + 0x2000, T_STR, "Runner.work_c");
+    put64(s, CODE + n->co_filename, BASE + 0x2100);
+    put_ascii(s, BASE + 0x2100, T_STR, "/srv/app.py");
+    put32(s, CODE + n->co_firstlineno, 41);
+    put64(s, CODE + n->co_linetable, BASE + 0x2200);
+    put64(s, BASE + 0x2200 + 8, T_BYTES);
+    put64(s, BASE + 0x2200 + 16, 2);
+    s->mem[0x2200 + 32] = 0xe9; /* no column, 2 units, +1 */
+    s->mem[0x2200 + 33] = 0x02;
+}
+
+static int space_setup(void **state)
+{
+    space *s = calloc(1, sizeof(*s));
+    s->mem = calloc(1, SPACE);
+    *state = s;
+    return s && s->mem ? 0 : -1;
+}
+
+static int space_teardown(void **state)
+{
+    space *s = *state;
+    free(s->mem);
+    free(s);
+    return 0;
+}
+
+static void code_ok(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 12, &l);
+    setup_code(s, &l.names);
+    cn_int__code c;
+    cn_int__types types = {0};
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, &types, &c), 0);
+    assert_string_equal(c.name, "Runner.work_c");
+    assert_string_equal(c.filename, "/srv/app.py");
+    assert_int_equal(c.first_line, 41);
+    assert_int_equal(
+        cn_int__line(l.names.line_format, c.linetable, c.linetable_len, c.first_line, 1), 42);
+    assert_int_equal(types.code, T_CODE);
+    cn_int__code_clear(&c);
+}
+
+static void code_forged(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 12, &l);
+    cn_int__code c;
+    setup_code(s, &l.names);
+    /* not a code object: its type is called "cod" */
+    put_type(s, T_CODE, "cod");
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), -EFAULT);
+    assert_null(c.name);
+    setup_code(s, &l.names);
+    /* pointers outside the space, NULL */
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, 0, NULL, &c), -EFAULT);
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, ~0ull - 4, NULL, &c), -EFAULT);
+    /* an absurd str length, a negative one, a non-compact str, a wide kind with ascii set */
+    put64(s, BASE + 0x2000 + 16, 1ull << 40);
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.name);
+    assert_string_equal(c.filename, "/srv/app.py");
+    cn_int__code_clear(&c);
+    put64(s, BASE + 0x2000 + 16, (uint64_t)-5);
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.name);
+    cn_int__code_clear(&c);
+    put64(s, BASE + 0x2000 + 16, 13);
+    put32(s, BASE + 0x2000 + 32, (1u << 2)); /* not compact */
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.name);
+    cn_int__code_clear(&c);
+    put32(s, BASE + 0x2000 + 32, (4u << 2) | (1u << 5) | (1u << 6));
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.name);
+    cn_int__code_clear(&c);
+    /* a string running off the end of the space */
+    put32(s, BASE + 0x2000 + 32, (1u << 2) | (1u << 5) | (1u << 6));
+    put64(s, CODE + l.names.co_qualname, BASE + SPACE - 48);
+    put64(s, BASE + SPACE - 48 + 8, T_STR);
+    put64(s, BASE + SPACE - 48 + 16, 100);
+    put32(s, BASE + SPACE - 48 + 32, (1u << 2) | (1u << 5) | (1u << 6));
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.name);
+    cn_int__code_clear(&c);
+    /* a line table of absurd size, one whose type is not bytes */
+    setup_code(s, &l.names);
+    put64(s, BASE + 0x2200 + 16, 1ull << 33);
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.linetable);
+    assert_string_equal(c.name, "Runner.work_c");
+    cn_int__code_clear(&c);
+    put64(s, BASE + 0x2200 + 16, 2);
+    put64(s, BASE + 0x2200 + 8, T_STR);
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_null(c.linetable);
+    cn_int__code_clear(&c);
+}
+
+/* UCS-2 and UCS-4 names become UTF-8; a NUL inside becomes U+FFFD. */
+static void code_wide_names(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 12, &l);
+    setup_code(s, &l.names);
+    uint64_t str = BASE + 0x3000;
+    put64(s, CODE + l.names.co_qualname, str);
+    put64(s, str + 8, T_STR);
+    put64(s, str + 16, 3);
+    put32(s, str + 32, (2u << 2) | (1u << 5));
+    const uint16_t w[] = {0x00e9, 0x4e2d, 0};
+    memcpy(s->mem + (str + l.names.compact_size - BASE), w, sizeof(w));
+    cn_int__code c;
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_string_equal(c.name, "\xc3\xa9\xe4\xb8\xad\xef\xbf\xbd");
+    cn_int__code_clear(&c);
+    put32(s, str + 32, (4u << 2) | (1u << 5));
+    put64(s, str + 16, 2);
+    const uint32_t u[] = {0x1f600, 0x110000};
+    memcpy(s->mem + (str + l.names.compact_size - BASE), u, sizeof(u));
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, NULL, &c), 0);
+    assert_string_equal(c.name, "\xf0\x9f\x98\x80\xef\xbf\xbd");
+    cn_int__code_clear(&c);
+}
+
+/* Frame chains: a loop is cut at max frames (TRUNCATED); a chain of C-stack shims pointing at
+ * itself ends within max + 32 steps with no frame; a frame in unreadable memory ends the walk
+ * (FAULT) with the frames before it. 3.12 layout. */
+static void walk_hostile(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 12, &l);
+    const struct cn_int_abi_layout *a = &l.abi;
+    uint64_t ts = BASE + 0x4000, cf = BASE + 0x4400, f1 = BASE + 0x5000, f2 = BASE + 0x5100;
+    put64(s, ts + a->ts_frame, cf);
+    put64(s, cf + a->cf_current_frame, f1);
+    put64(s, f1 + a->fr_code, CODE);
+    put64(s, f1 + a->fr_previous, f2);
+    put64(s, f1 + a->fr_instr, CODE + a->co_code_adaptive + 6);
+    put64(s, f2 + a->fr_code, CODE);
+    put64(s, f2 + a->fr_previous, f1); /* the loop */
+    cn_int_frame out[CN_INT_MAX_FRAMES];
+    int status;
+    uint32_t n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+    assert_int_equal(n, CN_INT_MAX_FRAMES);
+    assert_int_equal(status, CN_INT_TRUNCATED);
+    assert_int_equal(out[0].code, CODE);
+    assert_int_equal(out[0].instr, 6);
+    /* f2 is a C-stack shim pointing to itself: f1 is an entry frame, then nothing */
+    s->mem[f2 + a->fr_owner - BASE] = 3;
+    put64(s, f2 + a->fr_previous, f2);
+    s->reads = 0;
+    n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+    assert_int_equal(n, 1);
+    assert_true(out[0].entry);
+    assert_true(s->reads < 8 * (CN_INT_MAX_FRAMES + 40));
+    /* f1's previous is unreadable, or half readable */
+    put64(s, f1 + a->fr_previous, 0x42);
+    n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+    assert_int_equal(n, 1);
+    assert_int_equal(status, CN_INT_FAULT);
+    put64(s, f1 + a->fr_previous, BASE + SPACE - 4);
+    n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+    assert_int_equal(n, 1);
+    assert_int_equal(status, CN_INT_FAULT);
+    /* a thread state outside the space: no frames */
+    n = cn_int__walk(a, fake_read, s, 8, out, CN_INT_MAX_FRAMES, &status);
+    assert_int_equal(n, 0);
+}
+
+/* 3.8's PyFrameObject chain: every frame an entry, f_lasti kept raw (bytes). */
+static void walk_frameobj(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 8, &l);
+    const struct cn_int_abi_layout *a = &l.abi;
+    uint64_t ts = BASE + 0x4000, f1 = BASE + 0x5000, f2 = BASE + 0x5100;
+    put64(s, ts + a->ts_frame, f1);
+    put64(s, f1 + a->fr_code, CODE);
+    put64(s, f1 + a->fr_previous, f2);
+    put32(s, f1 + a->fr_instr, 24);
+    put64(s, f2 + a->fr_code, CODE + 8);
+    put64(s, f2 + a->fr_previous, 0);
+    put32(s, f2 + a->fr_instr, (uint32_t)-1);
+    cn_int_frame out[4];
+    int status;
+    uint32_t n = cn_int__walk(a, fake_read, s, ts, out, 4, &status);
+    assert_int_equal(n, 2);
+    assert_int_equal(status, CN_INT_OK);
+    assert_true(out[0].entry && out[1].entry);
+    assert_int_equal(cn_int__instr_index(&l.names, (uint32_t)out[0].instr), 12);
+    assert_int_equal(cn_int__instr_index(&l.names, (uint32_t)out[1].instr), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lnotab_38),
+        cmocka_unit_test(linetable_310),
+        cmocka_unit_test(locations_311),
+        cmocka_unit_test(line_tables_hostile),
+        cmocka_unit_test(lines_vs_cpython),
+        cmocka_unit_test(layout_rows),
+        cmocka_unit_test(instr_index),
+        cmocka_unit_test(version_names),
+        cmocka_unit_test(debug_offsets_synthetic),
+        cmocka_unit_test(debug_offsets_313_file),
+        cmocka_unit_test_setup_teardown(code_ok, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(code_forged, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(code_wide_names, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

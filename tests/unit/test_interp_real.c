@@ -1,0 +1,579 @@
+/* test_interp_real.c — interp/ against real interpreters (needs root: perf_event_open, BPF).
+ *
+ * For Debian's /usr/bin/python3 and every pyenv CPython 3.8–3.13 on the machine: start
+ * tests/data/python/work_split.py (work_a / work_b / Runner.work_c sharing the CPU 50/30/20 and
+ * measuring their own CPU time over the sampled window: the truth), open a 999 Hz cpu-clock
+ * sampling event on it (CLOCK_MONOTONIC, PERF_SAMPLE_TID|TIME|CPU, as the sampler opens them),
+ * attach the program, register the process, sample for 3 s, then join every perf sample to its
+ * record with cn_int_take (pid, tid, time) and resolve names and lines. Checks: the samples
+ * found their records (by the sample's exact time), ≥ 95 % carry Python frames, the shares are
+ * the workload's measured shares ± 3 points, the names are right (qualname from 3.11), the
+ * lines are in the functions' loops, the outermost frame is an entry frame. Prints the figures
+ * and the program's run time per sample (BPF_ENABLE_STATS) for docs/python.md. Then two
+ * threads (events per thread, and inherited events opened before the threads were born) and
+ * off-CPU samples (a context-switch event): see each test's comment.
+ *
+ * CANOPY_INTERP_ONLY=path limits the run to one interpreter; CANOPY_INTERP_DEPTH=N makes the
+ * workload call its functions N frames deep (the cost of a deep stack). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <bpf/bpf.h>
+
+#include "cn_int.h"
+
+#define RING_PAGES 64
+
+static bool under_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && strcmp(ci, "true") == 0;
+}
+
+/* The next non-empty line the workload printed (NUL-terminated, without its newline). */
+static bool read_line(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (n + 1 < cap) {
+        char ch;
+        if (read(fd, &ch, 1) != 1)
+            break;
+        if (ch == '\n') {
+            if (n == 0)
+                continue;
+            break;
+        }
+        buf[n++] = ch;
+    }
+    buf[n] = '\0';
+    return n > 0;
+}
+
+static pid_t start_python(const char *python, const char *name, const char *arg, int *out_fd,
+                          char *ready, size_t ready_cap)
+{
+    int pfd[2];
+    if (pipe(pfd) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        char script[512];
+        const char *data = getenv("CANOPY_TEST_DATA");
+        snprintf(script, sizeof(script), "%s/python/%s", data ? data : "tests/data", name);
+        execl(python, python, script, "30", arg, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    *out_fd = pfd[0];
+    if (!read_line(pfd[0], ready, ready_cap) ||
+        (strncmp(ready, "ready", 5) != 0 && strcmp(ready, "waiting") != 0)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+static int open_event_attr(struct perf_event_attr *a, pid_t pid, int cpu)
+{
+    return (int)syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int open_event(pid_t pid, int cpu, bool inherit)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof(a));
+    a.size = sizeof(a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.freq = 1;
+    a.sample_freq = 999;
+    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+    a.use_clockid = 1;
+    a.clockid = CLOCK_MONOTONIC;
+    a.disabled = 1;
+    a.exclude_kernel = 1;
+    a.inherit = inherit;
+    return (int)syscall(SYS_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+typedef struct sample {
+    uint32_t pid, tid, cpu;
+    uint64_t time;
+} sample;
+
+/* Every PERF_RECORD_SAMPLE in the ring (TID, TIME, CPU). */
+static size_t read_ring(void *base, sample *out, size_t max)
+{
+    struct perf_event_mmap_page *mp = base;
+    uint8_t *data = (uint8_t *)base + mp->data_offset;
+    uint64_t size = mp->data_size, head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = mp->data_tail;
+    size_t n = 0;
+    while (tail < head) {
+        struct perf_event_header h;
+        uint8_t rec[256];
+        for (size_t i = 0; i < sizeof(h); i++)
+            ((uint8_t *)&h)[i] = data[(tail + i) % size];
+        if (h.size < sizeof(h) || h.size > sizeof(rec))
+            break;
+        for (size_t i = 0; i < h.size; i++)
+            rec[i] = data[(tail + i) % size];
+        if (h.type == PERF_RECORD_SAMPLE && n < max) {
+            const uint8_t *p = rec + sizeof(h);
+            memcpy(&out[n].pid, p, 4);
+            memcpy(&out[n].tid, p + 4, 4);
+            memcpy(&out[n].time, p + 8, 8);
+            memcpy(&out[n].cpu, p + 16, 4);
+            n++;
+        }
+        tail += h.size;
+    }
+    __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+    return n;
+}
+
+typedef struct result {
+    size_t samples, joined, sample_time, max_depth, with_python, a, b, c, entry_ok, lines_ok,
+        lines_checked;
+    int major, minor;
+} result;
+
+/* Which of the three functions a record's innermost Python frames are in (its first frame
+ * named work_*), checking names, lines and the outermost entry flag on the way. */
+static int classify(cn_int_ctx *c, const cn_int_record *r, result *res)
+{
+    if (r->nframes == 0)
+        return -1;
+    res->with_python++;
+    if (r->frames[r->nframes - 1].entry)
+        res->entry_ok++;
+    for (uint32_t i = 0; i < r->nframes; i++) {
+        cn_int_func f;
+        if (cn_int_func_of(c, r->pid, r->frames[i].code, &f) < 0 || !f.readable)
+            continue;
+        const char *n = f.name;
+        int which = strcmp(n, "work_a") == 0                                        ? 0
+                    : strcmp(n, "work_b") == 0                                      ? 1
+                    : strcmp(n, res->minor >= 11 ? "Runner.work_c" : "work_c") == 0 ? 2
+                                                                                    : -1;
+        if (which < 0)
+            continue;
+        int line = cn_int_line(c, r->pid, r->frames[i].code, r->frames[i].instr);
+        res->lines_checked++;
+        /* the loop: "for i in range(n):" and its body, 2 and 3 lines below the def (a
+         * wrong instruction offset gives the def line, RESUME's, or another line) */
+        if ((line == f.first_line + 2 || line == f.first_line + 3) &&
+            strstr(f.filename, "work_split.py"))
+            res->lines_ok++;
+        return which;
+    }
+    return -1;
+}
+
+static void run_one(const char *python)
+{
+    if (access(python, X_OK) < 0) {
+        print_message("[ skip     ] %s: not installed\n", python);
+        return;
+    }
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    int r = cn_int_new(&c, &err);
+    if (r == -EPERM && !under_ci()) {
+        print_message("[ skip     ] needs root: %s\n", err.msg);
+        skip();
+    }
+    if (r < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_split.py", NULL, &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    int fd = open_event(pid, -1, false);
+    assert_true(fd >= 0);
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(ring != MAP_FAILED);
+    if (cn_int_attach(c, fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+    /* attaching leaves the event disabled: no sample before the process is registered */
+    assert_int_equal(((struct perf_event_mmap_page *)ring)->data_head, 0);
+    cn_int_proc info;
+    if (cn_int_register(c, pid, &info, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    /* the eval loop's range, as the splice will use it: inside the object, its address ours */
+    assert_true(info.eval_end > info.eval_start && info.eval_end - info.eval_start < (1u << 20));
+    assert_true(cn_int_is_eval(c, pid, info.eval_start));
+    assert_false(cn_int_is_eval(c, pid, info.eval_end));
+    assert_false(cn_int_is_eval(c, pid + 1, info.eval_start));
+    int stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    result res = {.major = info.major, .minor = info.minor};
+    size_t cap = 8192;
+    sample *s = calloc(cap, sizeof(*s));
+    assert_non_null(s);
+    kill(pid, SIGUSR1); /* the workload's measured window starts */
+    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    /* Read the perf ring as a sampler would, every 100 ms, taking each sample's record. */
+    for (int round = 0; round < 30; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        size_t n = read_ring(ring, s, cap);
+        for (size_t i = 0; i < n; i++) {
+            cn_int_record rec;
+            res.samples++;
+            if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1) {
+                print_message(
+                    "[ unjoined ] pid %u tid %u cpu %u time %llu (sample %zu of round %d)\n",
+                    s[i].pid, s[i].tid, s[i].cpu, (unsigned long long)s[i].time, i, round);
+                continue;
+            }
+            res.joined++;
+            res.sample_time += rec.sample_time;
+            if (rec.nframes > res.max_depth)
+                res.max_depth = rec.nframes;
+            int w = classify(c, &rec, &res);
+            res.a += w == 0;
+            res.b += w == 1;
+            res.c += w == 2;
+        }
+    }
+    ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    kill(pid, SIGUSR2);
+    int truth[3] = {0};
+    char line[128];
+    bool got = read_line(out_fd, line, sizeof(line));
+    assert_true(got && sscanf(line, "shares %d %d %d", &truth[0], &truth[1], &truth[2]) == 3);
+    struct bpf_prog_info pi;
+    uint32_t pil = sizeof(pi);
+    memset(&pi, 0, sizeof(pi));
+    int pfd = bpf_prog_get_fd_by_id(cn_int_prog_id(c));
+    if (pfd >= 0)
+        bpf_obj_get_info_by_fd(pfd, &pi, &pil);
+    cn_int_stats st;
+    assert_int_equal(cn_int_stats_get(c, &st), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out_fd);
+    size_t named = res.a + res.b + res.c;
+    double pa = named ? 100.0 * res.a / named : 0, pb = named ? 100.0 * res.b / named : 0,
+           pc = named ? 100.0 * res.c / named : 0;
+    print_message(
+        "[ interp   ] %s (%d.%d%s, %s): %zu samples, joined %zu (by the sample's time %zu), "
+        "deepest %zu frames, python %zu (%.1f%%), "
+        "work_a/b/c %.1f/%.1f/%.1f%% (measured %.1f/%.1f/%.1f), lines ok %zu/%zu, outermost entry "
+        "%zu, "
+        "bpf %.0f ns/run over %llu runs, thread-state cache %llu/%llu, unregistered %llu\n",
+        python, info.major, info.minor, info.debug_offsets ? ", _Py_DebugOffsets" : "", info.object,
+        res.samples, res.joined, res.sample_time, res.max_depth, res.with_python,
+        res.samples ? 100.0 * res.with_python / res.samples : 0, pa, pb, pc, truth[0] / 10.0,
+        truth[1] / 10.0, truth[2] / 10.0, res.lines_ok, res.lines_checked, res.entry_ok,
+        pi.run_cnt ? (double)pi.run_time_ns / pi.run_cnt : 0, (unsigned long long)pi.run_cnt,
+        (unsigned long long)st.cache_hits, (unsigned long long)st.runs,
+        (unsigned long long)st.other);
+    if (pfd >= 0)
+        close(pfd);
+    if (stats_fd >= 0)
+        close(stats_fd);
+    munmap(ring, map_len);
+    close(fd);
+    cn_int_free(c);
+    free(s);
+    /* 3 s at 999 Hz, on a shared 2-core machine */
+    assert_true(res.samples >= 500);
+    /* Every sample has its record (the program is attached without enabling the event, and
+     * the process registered before the test enables it). */
+    assert_int_equal(res.joined, res.samples);
+    assert_int_equal(res.sample_time, res.joined); /* this kernel: the exact key, never ktime */
+    assert_true(res.with_python * 100 >= res.samples * 95);
+    assert_true(fabs(pa - truth[0] / 10.0) <= 3);
+    assert_true(fabs(pb - truth[1] / 10.0) <= 3);
+    assert_true(fabs(pc - truth[2] / 10.0) <= 3);
+    assert_true(res.lines_ok * 100 >= res.lines_checked * 97);
+    assert_int_equal(res.entry_ok, res.with_python);
+}
+
+/* Two Python threads, each in its own function, one perf event per thread (as an attach by
+ * PID opens them): every record must name its own thread's function (the thread state is
+ * found per thread, whichever holds the GIL). late: inherited events, one per CPU as the
+ * sampler opens them (the kernel maps no inherited per-task ring), opened on the main thread
+ * before the two threads exist (threads born after an attach, `run --`): the program must run
+ * under the events the new threads inherit. */
+static void run_threads(const char *python, bool late)
+{
+    if (access(python, X_OK) < 0)
+        return;
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_threads.py", late ? "late" : NULL, &out_fd, ready,
+                             sizeof(ready));
+    assert_true(pid > 0);
+    int tid[2] = {0, 0}, fd[8], nev = 2;
+    void *ring[8];
+    if (late) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        nev = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+    }
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    if (!late)
+        assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
+    for (int k = 0; k < nev; k++) {
+        fd[k] = late ? open_event(pid, k, true) : open_event(tid[k], -1, false);
+        assert_true(fd[k] >= 0);
+        ring[k] = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd[k], 0);
+        assert_true(ring[k] != MAP_FAILED);
+        if (cn_int_attach(c, fd[k], &err) < 0)
+            fail_msg("attach: %s", err.msg);
+    }
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    for (int k = 0; k < nev; k++)
+        ioctl(fd[k], PERF_EVENT_IOC_ENABLE, 0);
+    if (late) {
+        kill(pid, SIGUSR1);
+        assert_true(read_line(out_fd, ready, sizeof(ready)));
+        assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
+    }
+    size_t samples[2] = {0}, right[2] = {0}, joined = 0;
+    sample *s = calloc(8192, sizeof(*s));
+    assert_non_null(s);
+    const char *want[2] = {"work_a", "work_b"};
+    for (int round = 0; round < 20; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        for (int e = 0; e < nev; e++) {
+            size_t n = read_ring(ring[e], s, 8192);
+            for (size_t i = 0; i < n; i++) {
+                cn_int_record rec;
+                int k = (int)s[i].tid == tid[0] ? 0 : (int)s[i].tid == tid[1] ? 1 : -1;
+                if (k < 0)
+                    continue; /* the main thread, waiting */
+                samples[k]++;
+                if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1)
+                    continue;
+                joined++;
+                cn_int_func f;
+                if (rec.nframes > 0 && cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) == 0 &&
+                    strcmp(f.name, want[k]) == 0)
+                    right[k]++;
+            }
+        }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out_fd);
+    for (int k = 0; k < nev; k++) {
+        munmap(ring[k], map_len);
+        close(fd[k]);
+    }
+    cn_int_free(c);
+    free(s);
+    print_message(
+        "[ threads  ] %s%s: thread A %zu samples, %zu in work_a; thread B %zu samples, %zu "
+        "in work_b; joined %zu\n",
+        python, late ? " (born after the event, inherited)" : "", samples[0], right[0], samples[1],
+        right[1], joined);
+    assert_true(samples[0] >= 200 && samples[1] >= 200);
+    assert_int_equal(joined, samples[0] + samples[1]);
+    assert_true(right[0] * 100 >= samples[0] * 95);
+    assert_true(right[1] * 100 >= samples[1] * 95);
+}
+
+/* Off-CPU (modes off-cpu and wall): the program on a context-switch event (sample_period 1,
+ * as sampler/offcpu.c opens it) runs at the switch-out, in the thread going to sleep: the
+ * records name the Python function that called time.sleep. */
+static void run_offcpu(const char *python)
+{
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_sleep.py", NULL, &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof(a));
+    a.size = sizeof(a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    a.sample_period = 1;
+    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+    a.use_clockid = 1;
+    a.clockid = CLOCK_MONOTONIC;
+    a.disabled = 1;
+    int fd = open_event_attr(&a, pid, -1);
+    assert_true(fd >= 0);
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(ring != MAP_FAILED);
+    if (cn_int_attach(c, fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    size_t samples = 0, joined = 0, in_nap = 0;
+    sample *s = calloc(8192, sizeof(*s));
+    assert_non_null(s);
+    for (int round = 0; round < 10; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        size_t n = read_ring(ring, s, 8192);
+        for (size_t i = 0; i < n; i++) {
+            cn_int_record rec;
+            cn_int_func f;
+            samples++;
+            if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1)
+                continue;
+            joined++;
+            if (rec.nframes > 0 && cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) == 0 &&
+                strcmp(f.name, "nap") == 0)
+                in_nap++;
+        }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out_fd);
+    munmap(ring, map_len);
+    close(fd);
+    cn_int_free(c);
+    free(s);
+    print_message("[ off-cpu  ] %s: %zu switch-outs, joined %zu, in nap %zu\n", python, samples,
+                  joined, in_nap);
+    assert_true(samples >= 200);
+    assert_int_equal(joined, samples);
+    assert_true(in_nap * 100 >= samples * 95);
+}
+
+static void each(void **state, const char *python)
+{
+    const char *only = getenv("CANOPY_INTERP_ONLY");
+    if (only && strcmp(only, python) != 0)
+        return;
+    if (geteuid() != 0) {
+        if (under_ci())
+            fail_msg("needs root under CI=true");
+        skip();
+    }
+    run_one(python);
+    run_threads(python, false);
+    run_threads(python, true);
+    run_offcpu(python);
+}
+
+static void debian_python3(void **state)
+{
+    each(state, "/usr/bin/python3");
+}
+static void pyenv_38(void **state)
+{
+    each(state, "/root/.pyenv/versions/3.8.18/bin/python3.8");
+}
+static void pyenv_39(void **state)
+{
+    each(state, "/root/.pyenv/versions/3.9.18/bin/python3.9");
+}
+static void pyenv_310(void **state)
+{
+    each(state, "/root/.pyenv/versions/3.10.13/bin/python3.10");
+}
+static void pyenv_311(void **state)
+{
+    each(state, "/root/.pyenv/versions/3.11.7/bin/python3.11");
+}
+static void pyenv_312(void **state)
+{
+    each(state, "/root/.pyenv/versions/3.12.1/bin/python3.12");
+}
+static void pyenv_313(void **state)
+{
+    each(state, "/root/.pyenv/versions/3.13.0/bin/python3.13");
+}
+
+/* What registering refuses, and why (the session's "python frames: off (…)"): a process that
+ * is not CPython, a process gone, CPython versions without a layout (pyenv 3.7, 2.7). */
+static pid_t start_plain(const char *prog, const char *arg)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(prog, prog, arg, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec ts = {0, 300 * 1000 * 1000}; /* let it map its objects */
+    nanosleep(&ts, NULL);
+    return pid;
+}
+
+static void refusals(void **state)
+{
+    if (geteuid() != 0) {
+        if (under_ci())
+            fail_msg("needs root under CI=true");
+        skip();
+    }
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    pid_t pid = start_plain("/bin/sleep", "30");
+    assert_int_equal(cn_int_register(c, pid, NULL, &err), -ENOENT);
+    print_message("[ refused  ] /bin/sleep: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "not CPython"));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(cn_int_register(c, pid, NULL, &err), -ESRCH);
+    print_message("[ refused  ] a pid gone: %s\n", err.msg);
+    static const struct {
+        const char *python;
+        int ret;
+        const char *why;
+    } old[] = {
+        {"/root/.pyenv/versions/3.7.16/bin/python3.7", -ENOTSUP, "CPython 3.7: no frame layout"},
+        {"/root/.pyenv/versions/2.7.18/bin/python2.7", -ENOENT, "not CPython"},
+    };
+    for (size_t i = 0; i < sizeof(old) / sizeof(old[0]); i++) {
+        if (access(old[i].python, X_OK) < 0)
+            continue;
+        pid = start_plain(old[i].python, "-cimport time; time.sleep(30)");
+        int r = cn_int_register(c, pid, NULL, &err);
+        print_message("[ refused  ] %s: %s\n", old[i].python, err.msg);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        assert_int_equal(r, old[i].ret);
+        assert_non_null(strstr(err.msg, old[i].why));
+    }
+    cn_int_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(debian_python3), cmocka_unit_test(pyenv_38),  cmocka_unit_test(pyenv_39),
+        cmocka_unit_test(pyenv_310),      cmocka_unit_test(pyenv_311), cmocka_unit_test(pyenv_312),
+        cmocka_unit_test(pyenv_313),      cmocka_unit_test(refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
