@@ -34,7 +34,6 @@ on_exit() {
   finish_tmp $rc
 }
 trap on_exit EXIT
-[ -n "${CANOPY_KEEP:-}" ] && TMP_OWNER=none
 start_canopyd
 
 # The workload: wl.py SECONDS. Prints "ready" when its loop starts and "shares A B C" (% of
