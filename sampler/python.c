@@ -281,6 +281,34 @@ bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p)
     return s->py && !s->py->off && p && p->py_registered;
 }
 
+uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_end)
+{
+    uint32_t nseg = 0;
+    for (uint32_t i = 0; i < nf; i++)
+        if (f[i].entry || i == nf - 1)
+            seg_end[nseg++] = i + 1;
+    return nseg;
+}
+
+uint32_t cn_smp__py_plan(const bool *eval, int nuser, uint32_t nseg, int32_t *steps, bool *matched)
+{
+    uint32_t n = 0, seg = 0, neval = 0;
+    for (int i = 0; i < nuser; i++) {
+        neval += eval[i];
+        if (eval[i] && seg < nseg)
+            steps[n++] = -(int32_t)++seg; /* segment seg - 1 in place of the eval frame */
+        else
+            steps[n++] = i;
+    }
+    /* More segments than eval frames (a native unwind cut short, an eval loop without its
+     * symbol, -X perf trampolines where the unwind stops): the outer ones go above the
+     * outermost native frame. */
+    while (seg < nseg)
+        steps[n++] = -(int32_t)++seg;
+    *matched = neval == nseg;
+    return n;
+}
+
 /* The splice (docs/python.md, "Phase 2: the splice"). The user frames s->pcs[0, nuser) (leaf
  * first, raw) go to s->frames from *n on, as add_user does, except that each native frame in
  * the eval loop is replaced by the Python frames that eval call ran. Returns false, nothing
@@ -307,38 +335,28 @@ bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
         return false;
     }
     s->cnt.py_joined++;
-    /* Segments, innermost first: each ends (outward) at an entry frame; frames past the
-     * last entry frame (a truncated record) are one more segment. */
-    uint32_t seg_end[CN_INT_MAX_FRAMES + 1];
-    uint32_t nseg = 0;
+    uint32_t seg_end[CN_INT_MAX_FRAMES];
     uint32_t nf = rec->nframes < CN_INT_MAX_FRAMES ? rec->nframes : CN_INT_MAX_FRAMES;
-    for (uint32_t i = 0; i < nf; i++)
-        if (rec->frames[i].entry || i == nf - 1)
-            seg_end[nseg++] = i + 1;
-    /* The eval frames, innermost first, paired with the segments from the innermost. */
-    uint32_t neval = 0;
+    uint32_t nseg = cn_smp__py_segments(rec->frames, nf, seg_end);
+    bool eval[CN_SMP_MAX_FRAMES];
+    uint64_t addr[CN_SMP_MAX_FRAMES];
     for (int i = 0; i < nuser; i++) {
-        uint64_t a = i > 0 ? s->arch->mask_ret(s->pcs[i]) - 1 : s->pcs[i];
-        neval += cn_int_is_eval(py->ctx, r->pid, a);
+        addr[i] = i > 0 ? s->arch->mask_ret(s->pcs[i]) - 1 : s->pcs[i]; /* into the call */
+        eval[i] = cn_int_is_eval(py->ctx, r->pid, addr[i]);
     }
-    if (neval != nseg)
+    int32_t steps[CN_SMP_MAX_FRAMES + CN_INT_MAX_FRAMES];
+    bool matched;
+    uint32_t nsteps = cn_smp__py_plan(eval, nuser, nseg, steps, &matched);
+    if (!matched)
         s->cnt.py_mismatch++;
-    uint32_t seg = 0;
-    for (int i = 0; i < nuser; i++) {
-        uint64_t a = s->pcs[i];
-        if (i > 0)
-            a = s->arch->mask_ret(a) - 1; /* into the call instruction */
-        if (seg < nseg && cn_int_is_eval(py->ctx, r->pid, a)) {
+    for (uint32_t k = 0; k < nsteps; k++) {
+        if (steps[k] >= 0) {
+            add_user(s, p, n, addr[steps[k]], last);
+        } else {
+            uint32_t seg = (uint32_t)(-steps[k] - 1);
             add_segment(s, seg ? seg_end[seg - 1] : 0, seg_end[seg], n);
-            seg++;
-            continue;
         }
-        add_user(s, p, n, a, last);
     }
-    /* More segments than eval frames (a native unwind cut short, or an interpreter whose
-     * eval loop has no symbol): the outer ones go above the outermost native frame. */
-    for (; seg < nseg; seg++)
-        add_segment(s, seg ? seg_end[seg - 1] : 0, seg_end[seg], n);
     return true;
 }
 

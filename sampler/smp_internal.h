@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cn_int.h"
 #include "cn_smp.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -536,6 +537,17 @@ void cn_smp__py_forget(cn_smp_session *s, cn_smp__proc *p);
 typedef void (*cn_smp__add_user_fn)(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n,
                                     uint64_t addr, const cn_smp__map **last);
 bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p);
+/* python.c, the splice's plan (pure). Cuts a record's nf frames (innermost first) into the
+ * Python frames of one eval-loop call each, by their entry flags (frames past the last
+ * flagged one: one more segment): seg_end[k] is one past segment k's outermost frame.
+ * Returns the count. */
+uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_end);
+/* python.c: the stack, leaf first, from nuser native frames (eval[i]: frame i is in the eval
+ * loop) and nseg segments: steps[k] >= 0 native frame steps[k], < 0 segment -steps[k] - 1.
+ * Eval frames and segments pair from the innermost; extra outer eval frames stay native,
+ * extra outer segments go above the outermost native frame. Returns the count (at most
+ * nuser + nseg) and *matched (as many eval frames as segments). */
+uint32_t cn_smp__py_plan(const bool *eval, int nuser, uint32_t nseg, int32_t *steps, bool *matched);
 bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
                        uint32_t *n, cn_smp__add_user_fn add_user, const cn_smp__map **last);
 /* procs.c: the object of the Python source file at path ("" when unknown), created on
