@@ -30,9 +30,10 @@
 #define PY_MAX_FRAMES  (1u << 20) /* distinct (pid, code, instruction) frames named */
 #define PY_EXPIRE_NS   200000000  /* queued records this much older than a sample are stale */
 #define PY_EXPIRE_EACH 1024       /* samples between two expiries */
+#define PY_INSTR_NONE  0xfffffu   /* a frame offset's instruction bits: none, or too big */
 
 typedef struct py_ent {
-    uint64_t offset; /* the frame's offset in its object: hash of (pid, code, instr) */
+    uint64_t offset; /* the frame's offset in its object: hash of (pid, code), instr */
     uint32_t pid;
     uint64_t code;
     int32_t instr;
@@ -227,19 +228,29 @@ static const py_ent *find_ent(const cn_smp__py *py, uint64_t offset)
 static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, int32_t instr)
 {
     cn_smp__py *py = s->py;
-    struct {
-        uint32_t pid;
-        int32_t instr;
-        uint64_t code;
-    } key = {pid, instr, code};
     if (py->nents >= PY_MAX_FRAMES) { /* past the bound: one frame per function */
         s->cnt.py_frames_bound++;
-        key.instr = -2;
+        instr = -1;
     }
-    uint64_t off = XXH3_64bits(&key, sizeof(key)) >> 2; /* a non-negative int64 (aggregate/) */
-    const py_ent *e = find_ent(py, off);
-    if (e)
+    /* The offset: 42 bits of a hash of (pid, code object) above the instruction's 20 bits
+     * (all ones: no instruction), so `canopy lines` shows instructions in its offsets; a
+     * hash shared by two functions takes the next salt. */
+    uint64_t ins = instr >= 0 && (uint32_t)instr < PY_INSTR_NONE ? (uint64_t)instr : PY_INSTR_NONE;
+    uint64_t off = 0;
+    const py_ent *e = NULL;
+    for (uint32_t salt = 0; salt < 8; salt++) {
+        uint64_t key[2] = {code, (uint64_t)pid | (uint64_t)salt << 32};
+        off = (XXH3_64bits(key, sizeof(key)) & ((1ULL << 42) - 1)) << 20 | ins;
+        e = find_ent(py, off);
+        if (!e || (e->pid == pid && e->code == code))
+            break;
+        s->cnt.py_collisions++;
+    }
+    if (e && e->pid == pid && e->code == code)
         return e;
+    if (e)
+        return NULL; /* eight functions on one hash: counted as an error by the caller */
+    instr = (int32_t)(ins == PY_INSTR_NONE ? -1 : (int32_t)ins);
     if (CN_RESERVE(py->ents, py->cap, py->nents + 1) < 0)
         return NULL;
     cn_int_func fn;
@@ -250,7 +261,7 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
         name = fn.name;
         file = fn.filename;
         first = fn.first_line;
-        line = key.instr >= 0 ? cn_int_line(py->ctx, pid, code, key.instr) : 0;
+        line = instr >= 0 ? cn_int_line(py->ctx, pid, code, instr) : 0;
     }
     const cn_smp__obj *o = cn_smp__obj_python(s, file);
     char *nm = strdup(name);
@@ -258,7 +269,7 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
         free(nm);
         return NULL;
     }
-    py->ents[py->nents] = (py_ent){off, pid, code, key.instr, o, nm, line ? line : first, first};
+    py->ents[py->nents] = (py_ent){off, pid, code, instr, o, nm, line ? line : first, first};
     s->cnt.py_frames++;
     return &py->ents[py->nents++];
 }

@@ -185,8 +185,9 @@ typedef enum cn_smp_obj_kind {
     CN_SMP_OBJ_JIT,      /* anonymous executable memory: offset is the absolute address,
                             for a /tmp/perf-PID.map lookup with pid below */
     CN_SMP_OBJ_PYTHON,   /* a Python source file (name: its basename, path: co_filename, or
-                            "[python]" when unknown): offset is an opaque 64-bit key of
-                            (pid, code object, instruction), named by cn_smp_python_frame() */
+                            "[python]" when unknown): offset is a key of (pid, code object)
+                            in bits 20-61 and the instruction's index in bits 0-19 (all
+                            ones: none), named by cn_smp_python_frame() */
 } cn_smp_obj_kind;
 
 /* A code object. Owned by the session; valid until cn_smp_session_free(). Objects are
@@ -324,6 +325,7 @@ typedef struct cn_smp_counters {
                                  number (every Python frame kept: docs/python.md) */
     uint64_t py_frames;       /* distinct Python frames (pid, code object, instruction) */
     uint64_t py_frames_bound; /* frames past the bound on those, kept per function */
+    uint64_t py_collisions;   /* two (pid, code object) pairs on one offset hash (resalted) */
     uint64_t py_errors;       /* Python frames lost to allocation failures */
 } cn_smp_counters;
 
