@@ -301,15 +301,20 @@ uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_e
     return nseg;
 }
 
-uint32_t cn_smp__py_plan(const bool *eval, int nuser, uint32_t nseg, int32_t *steps, bool *matched)
+uint32_t cn_smp__py_plan(const uint8_t *kind, int nuser, uint32_t nseg, int32_t *steps,
+                         bool *matched)
 {
     uint32_t n = 0, seg = 0, neval = 0;
     for (int i = 0; i < nuser; i++) {
-        neval += eval[i];
-        if (eval[i] && seg < nseg)
+        bool eval = kind[i] == CN_SMP__PY_EVAL;
+        neval += eval;
+        if (eval && seg < nseg) {
             steps[n++] = -(int32_t)++seg; /* segment seg - 1 in place of the eval frame */
-        else
+            if (i + 1 < nuser && kind[i + 1] == CN_SMP__PY_TRAMPOLINE)
+                i++; /* -X perf: the trampoline that called it goes with it */
+        } else {
             steps[n++] = i;
+        }
     }
     /* More segments than eval frames (a native unwind cut short, an eval loop without its
      * symbol, -X perf trampolines where the unwind stops): the outer ones go above the
@@ -349,15 +354,24 @@ bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
     uint32_t seg_end[CN_INT_MAX_FRAMES];
     uint32_t nf = rec->nframes < CN_INT_MAX_FRAMES ? rec->nframes : CN_INT_MAX_FRAMES;
     uint32_t nseg = cn_smp__py_segments(rec->frames, nf, seg_end);
-    bool eval[CN_SMP_MAX_FRAMES];
+    uint8_t kind[CN_SMP_MAX_FRAMES];
     uint64_t addr[CN_SMP_MAX_FRAMES];
+    const cn_smp__map *m = NULL;
     for (int i = 0; i < nuser; i++) {
         addr[i] = i > 0 ? s->arch->mask_ret(s->pcs[i]) - 1 : s->pcs[i]; /* into the call */
-        eval[i] = cn_int_is_eval(py->ctx, r->pid, addr[i]);
+        kind[i] = CN_SMP__PY_NATIVE;
+        if (cn_int_is_eval(py->ctx, r->pid, addr[i])) {
+            kind[i] = CN_SMP__PY_EVAL;
+        } else if (i > 0 && kind[i - 1] == CN_SMP__PY_EVAL) {
+            /* 3.12+'s -X perf: a trampoline in anonymous executable memory calls each eval */
+            m = m && addr[i] >= m->start && addr[i] < m->end ? m : cn_smp__proc_find(p, addr[i]);
+            if (m && m->obj->pub.kind == CN_SMP_OBJ_JIT)
+                kind[i] = CN_SMP__PY_TRAMPOLINE;
+        }
     }
     int32_t steps[CN_SMP_MAX_FRAMES + CN_INT_MAX_FRAMES];
     bool matched;
-    uint32_t nsteps = cn_smp__py_plan(eval, nuser, nseg, steps, &matched);
+    uint32_t nsteps = cn_smp__py_plan(kind, nuser, nseg, steps, &matched);
     if (!matched)
         s->cnt.py_mismatch++;
     for (uint32_t k = 0; k < nsteps; k++) {

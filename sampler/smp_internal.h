@@ -537,19 +537,22 @@ void cn_smp__py_forget(cn_smp_session *s, cn_smp__proc *p);
 typedef void (*cn_smp__add_user_fn)(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n,
                                     uint64_t addr, const cn_smp__map **last);
 bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p);
+bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
+                       uint32_t *n, cn_smp__add_user_fn add_user, const cn_smp__map **last);
 /* python.c, the splice's plan (pure). Cuts a record's nf frames (innermost first) into the
  * Python frames of one eval-loop call each, by their entry flags (frames past the last
  * flagged one: one more segment): seg_end[k] is one past segment k's outermost frame.
  * Returns the count. */
 uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_end);
-/* python.c: the stack, leaf first, from nuser native frames (eval[i]: frame i is in the eval
- * loop) and nseg segments: steps[k] >= 0 native frame steps[k], < 0 segment -steps[k] - 1.
- * Eval frames and segments pair from the innermost; extra outer eval frames stay native,
- * extra outer segments go above the outermost native frame. Returns the count (at most
- * nuser + nseg) and *matched (as many eval frames as segments). */
-uint32_t cn_smp__py_plan(const bool *eval, int nuser, uint32_t nseg, int32_t *steps, bool *matched);
-bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
-                       uint32_t *n, cn_smp__add_user_fn add_user, const cn_smp__map **last);
+/* python.c: the stack, leaf first, from nuser native frames (kind[i]: frame i is in the
+ * eval loop, the -X perf trampoline just outward of an eval frame, or another) and nseg
+ * segments: steps[k] >= 0 native frame steps[k], < 0 segment -steps[k] - 1. Eval frames and
+ * segments pair from the innermost; a replaced eval frame's trampoline goes with it; extra
+ * outer eval frames stay native, extra outer segments go above the outermost native frame.
+ * Returns the count (at most nuser + nseg) and *matched (as many eval frames as segments). */
+enum { CN_SMP__PY_NATIVE = 0, CN_SMP__PY_EVAL, CN_SMP__PY_TRAMPOLINE };
+uint32_t cn_smp__py_plan(const uint8_t *kind, int nuser, uint32_t nseg, int32_t *steps,
+                         bool *matched);
 /* procs.c: the object of the Python source file at path ("" when unknown), created on
  * first use. NULL on ENOMEM. */
 cn_smp__obj *cn_smp__obj_python(cn_smp_session *s, const char *path);

@@ -51,18 +51,21 @@ static void test_segments(void **state)
     assert_int_equal(cn_smp__py_segments(f, 0, end), 0);
 }
 
-/* The plan of natives (a string, leaf first: 'e' an eval-loop frame, 'n' another) and nseg
- * segments, written as "n0 S0 n2 ..." (native index, segment index). */
+/* The plan of natives (a string, leaf first: 'e' an eval-loop frame, 't' a -X perf
+ * trampoline, 'n' another) and nseg segments, written as "n0 S0 n2 ..." (native index,
+ * segment index). */
 static void plan(const char *natives, uint32_t nseg, const char *want, bool want_matched)
 {
-    bool eval[64];
+    uint8_t kind[64];
     int32_t steps[128];
     char got[512] = "";
     int nuser = (int)strlen(natives);
     for (int i = 0; i < nuser; i++)
-        eval[i] = natives[i] == 'e';
+        kind[i] = natives[i] == 'e'   ? CN_SMP__PY_EVAL
+                  : natives[i] == 't' ? CN_SMP__PY_TRAMPOLINE
+                                      : CN_SMP__PY_NATIVE;
     bool matched;
-    uint32_t n = cn_smp__py_plan(eval, nuser, nseg, steps, &matched);
+    uint32_t n = cn_smp__py_plan(kind, nuser, nseg, steps, &matched);
     for (uint32_t k = 0; k < n; k++) {
         size_t len = strlen(got);
         snprintf(got + len, sizeof(got) - len, "%s%c%d", k ? " " : "", steps[k] >= 0 ? 'n' : 'S',
@@ -92,6 +95,11 @@ static void test_plan(void **state)
     /* No segment: the native stack as it is. */
     plan("nen", 0, "n0 n1 n2", false);
     plan("", 2, "S0 S1", false);
+    /* 3.12's -X perf: the unwind stops at the trampoline that called the innermost eval
+     * call; the trampoline goes with its eval frame, the outer segments above. */
+    plan("nnet", 3, "n0 n1 S0 S1 S2", false);
+    /* A trampoline whose eval frame stays native (no segment left) stays too. */
+    plan("netent", 1, "n0 S0 n3 n4 n5", false);
 }
 
 int main(void)
