@@ -416,12 +416,15 @@ void cn_smp__procs_snapshot(cn_smp_session *s)
         char *maps = read_exec_maps(e->d_name);
         if (maps)
             s->snap[s->nsnap++] = (snap_entry){pid, maps};
-        if (maps && s->py) /* CPython running already: its samples joined from now */
-            cn_smp__py_scan_text(s, proc_get(s, pid, true), maps);
     }
     closedir(d);
     if (s->nsnap)
         qsort(s->snap, s->nsnap, sizeof(*s->snap), snap_cmp);
+    /* CPython processes running already: their samples joined from now on. After the whole
+     * snapshot, which registering (ELF symbols read per process) would otherwise stretch. */
+    for (size_t i = 0; s->py && i < s->nsnap; i++)
+        if (strstr(s->snap[i].maps, "python3"))
+            cn_smp__py_scan_text(s, proc_get(s, s->snap[i].pid, true), s->snap[i].maps);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ int cn_smp__py_start(cn_smp_session *s)
 void cn_smp__py_attach(cn_smp_session *s, int fd)
 {
     cn_smp__py *py = s->py;
-    if (!py || py->off)
+    if (!py || py->off || !py->ctx)
         return;
     cn_err err = {0};
     int r = cn_int_attach(py->ctx, fd, &err);
@@ -107,6 +107,14 @@ void cn_smp__py_attach(cn_smp_session *s, int fd)
         snprintf(py->why, sizeof(py->why), "%.180s", err.msg[0] ? err.msg : strerror(-r));
         update_state(s);
     }
+}
+
+void cn_smp__py_stop(cn_smp_session *s)
+{
+    /* A stopped session stays queryable for long: its frames' names are in the table, the
+     * program, its maps and its 4 MiB ring go now. */
+    if (s->py)
+        s->py->ctx = cn_int_free(s->py->ctx); /* after close_all: the events held it */
 }
 
 void cn_smp__py_free(cn_smp_session *s)
@@ -138,7 +146,7 @@ static bool python_name(const char *path)
 static void try_register(cn_smp_session *s, cn_smp__proc *p)
 {
     cn_smp__py *py = s->py;
-    if (!py || py->off || !p || p->py_registered || p->py_tries >= PY_TRIES)
+    if (!py || py->off || !py->ctx || !p || p->py_registered || p->py_tries >= PY_TRIES)
         return;
     p->py_tries++;
     cn_err err = {0};
@@ -208,7 +216,7 @@ void cn_smp__py_forget(cn_smp_session *s, cn_smp__proc *p)
 {
     if (!p)
         return;
-    if (s->py && p->py_registered && !s->py->off)
+    if (s->py && s->py->ctx && p->py_registered && !s->py->off)
         cn_int_unregister(s->py->ctx, p->pid);
     p->py_registered = false;
     p->py_tries = 0;
@@ -289,7 +297,7 @@ static void add_segment(cn_smp_session *s, uint32_t from, uint32_t to, uint32_t 
 
 bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p)
 {
-    return s->py && !s->py->off && p && p->py_registered;
+    return s->py && !s->py->off && s->py->ctx && p && p->py_registered;
 }
 
 uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_end)

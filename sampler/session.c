@@ -515,6 +515,7 @@ int cn_smp_session_stop(cn_smp_session *s)
     if (ret >= 0 && s->off) /* threads still waiting: up to now */
         cn_smp_session_pending(s, mono_now());
     close_all(s);
+    cn_smp__py_stop(s); /* the frames' names stay */
     s->stopped = true;
     return ret < 0 ? ret : 0;
 }

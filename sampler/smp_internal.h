@@ -522,6 +522,7 @@ void cn_smp__adapt_apply(cn_smp_session *s);
 typedef struct cn_smp__py cn_smp__py;
 int cn_smp__py_start(cn_smp_session *s);
 void cn_smp__py_attach(cn_smp_session *s, int fd);
+void cn_smp__py_stop(cn_smp_session *s); /* after the events are closed: the context goes */
 void cn_smp__py_free(cn_smp_session *s);
 /* python.c: registering: p mapped the object at path (MMAP2); p's mappings as loaded, or
  * as the text of its exec lines of /proc/PID/maps (a system session's snapshot), for a
