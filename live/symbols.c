@@ -137,7 +137,8 @@ static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
 
 /* Names the new frames of Python source files (docs/python.md) from the sampler's table,
  * at once and in this thread (no file to read: the sampler read the names from the target
- * when it first met the frame): qualname, file, the instruction's line. */
+ * when it first met the frame): qualname, file, the instruction's line, and the function's
+ * first line. */
 static void python_frames(cn_live_session *s)
 {
     enum { BATCH = 256 };
@@ -153,6 +154,10 @@ static void python_frames(cn_live_session *s)
                 cn_smp_python_frame(s->smp, src->obj,
                                     (uint64_t)cn_agg_frame_address(s->p, (int32_t)f), &pi) < 0)
                 continue;
+            /* The function first, with its first line (the regroup finds it by name,
+             * resource and file; it would make it without a line). */
+            (void)cn_agg_func(s->p, pi.name, cn_agg_frame_resource(s->p, (int32_t)f),
+                              pi.file[0] ? pi.file : NULL, pi.first_line);
             syms[n] = (cn_agg_symbol){pi.name, pi.file[0] ? pi.file : NULL, pi.line};
             batch[n] = (cn_agg_frame_symbols){(int32_t)f, &syms[n], 1, NULL};
             n++;
