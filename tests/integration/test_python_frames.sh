@@ -5,8 +5,8 @@
 # window: the truth is the workload's own measure, printed at its end) and each alternate,
 # about every millisecond, a Python loop and a call into C (zlib.compress and crc32 in
 # libz, a sum over map(math.sin, ...) in libm). Run under `canopy run` (Debian's python3
-# 3.11) and attached to while it runs (`canopy attach`: pyenv's 3.12 when present, else
-# Debian's). Asserted for each: the functions' shares within 3 points of the truth; at least
+# 3.11), attached to while it runs (`canopy attach`: pyenv's 3.12 when present, else
+# Debian's), and under a system session started while it runs (Debian's). Asserted for each: the functions' shares within 3 points of the truth; at least
 # 95% of the session's samples taken while the workload runs its loop carry Python frames
 # (the JSON tree's "kind": "python"); at least 97% of the libz/libm samples lie under the
 # Python function that called them; the session says "python frames: on" in `canopy
@@ -213,7 +213,32 @@ case $state in on*) ;; *) fail "att: python frames $state" ;; esac
 check "attach $("$PY_ATTACH" -c 'import sys; print(sys.version.split()[0])')" "$TMP/att.json" \
   "$TMP/att.out" 1 || fail "canopy attach: Python frames"
 
-# 3. --no-python: today's native view.
+# 3. A system session: an interpreter that ran before it started (registered from the
+# session's snapshot of every process's mappings), its tree grouped by process.
+"$PY" "$TMP/wl.py" $((SECS + 3)) >"$TMP/sys.out" &
+W_PID=$!
+for _ in $(seq 100); do grep -q ready "$TMP/sys.out" && break; sleep 0.1; done
+grep -q ready "$TMP/sys.out" || fail "the workload did not start"
+"$C" system -F $FREQ --no-kernel --name sys >/dev/null || fail "canopy system"
+sleep "$SECS"
+"$C" stop sys >/dev/null || fail "canopy stop sys"
+wait $W_PID || fail "the system session's workload failed"
+state=$(python_state sys)
+echo "sys: python frames $state" >&2
+case $state in on*) ;; *) fail "sys: python frames $state" ;; esac
+"$C" tree sys --group-by process --format json -o "$TMP/sys_all.json" || fail "canopy tree sys"
+$PY - "$TMP/sys_all.json" "$W_PID" "$TMP/sys.json" <<'PYEOF' || fail "no process $W_PID in the system session"
+import json, sys
+t = json.load(open(sys.argv[1]))
+mine = [r for r in t["roots"] if r["name"].endswith("[%s]" % sys.argv[2])]
+json.dump({"roots": mine[0]["children"] if mine else []}, open(sys.argv[3], "w"))
+sys.exit(0 if mine else 1)
+PYEOF
+W_PID=
+check "system $($PY -c 'import sys; print(sys.version.split()[0])')" "$TMP/sys.json" "$TMP/sys.out" 1 ||
+  fail "canopy system: Python frames"
+
+# 4. --no-python: today's native view.
 "$C" run -F $FREQ --no-python --name run-nopy --format json -o "$TMP/nopy.json" -- "$PY" \
   "$TMP/wl.py" 2 >"$TMP/nopy.out" 2>"$TMP/nopy.err" || fail "canopy run --no-python: $(cat "$TMP/nopy.err")"
 state=$(python_state run-nopy)
