@@ -122,6 +122,8 @@ int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uin
         out->name = read_str(l, rd, arg, name, types);
     if (rd_u64(rd, arg, code + l->co_filename, &file) == 0)
         out->filename = read_str(l, rd, arg, file, types);
+    out->ident[0] = name;
+    out->ident[1] = file;
     if (rd(arg, code + l->co_firstlineno, &first, sizeof(first)) == 0 && first > 0)
         out->first_line = first;
     int64_t size;
@@ -138,6 +140,18 @@ int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uin
         }
     }
     return 0;
+}
+
+bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
+                       const cn_int__types *types, const cn_int__code *c)
+{
+    uint64_t type, name, file;
+    uint32_t name_off = l->co_qualname != CN_INT_ABI_NONE ? l->co_qualname : l->co_name;
+    if (rd_u64(rd, arg, code + OB_TYPE, &type) < 0 || rd_u64(rd, arg, code + name_off, &name) < 0 ||
+        rd_u64(rd, arg, code + l->co_filename, &file) < 0)
+        return !c->ident[0] && !c->ident[1]; /* unreadable then, unreadable now */
+    return (!types || !types->code || type == types->code) && name == c->ident[0] &&
+           file == c->ident[1];
 }
 
 void cn_int__code_clear(cn_int__code *c)

@@ -2,9 +2,8 @@
  * processes (their layouts and code-object caches) and the queue of records drained from the
  * ring buffer, waiting for the sampler to take them.
  *
- * The queue is an array of record headers (frames in a parallel pool), oldest first, with a
- * head index; the sampler takes records in time order, so a take scans a few entries from the
- * head. Each process's code objects are cached in an open-addressing map (address → entry). */
+ * The queue is queue.c's; each process's code objects are cached in an open-addressing map,
+ * code object address → entry. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +12,7 @@
 #include <string.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -23,16 +23,15 @@
 #include "int_internal.h"
 #include "python.skel.h"
 
-#define QUEUE_MAX      65536       /* records held; the oldest are dropped past it */
 #define MAPS_MAX       (16u << 20) /* bytes of /proc/PID/maps read */
 #define CODES_MAX      65536       /* code objects cached per process */
 #define CODE_BYTES_MAX (32u << 20) /* bytes of names and line tables cached per process */
-#define KTIME_WINDOW   1000000     /* ns after a sample a ktime-stamped record may come */
 
 typedef struct code_ent {
     uint64_t code;
     cn_int__code c;
     bool readable;
+    uint32_t epoch; /* the epoch it was last checked in */
 } code_ent;
 
 typedef struct proc {
@@ -46,23 +45,14 @@ typedef struct proc {
     size_t bytes; /* held by ents' strings and line tables */
 } proc;
 
-typedef struct qrec {
-    uint32_t pid, tid, cpu, nframes, first; /* first: index in the frame pool */
-    uint64_t time;
-    bool sample_time, taken;
-    int status;
-} qrec;
-
 struct cn_int_ctx {
     struct python_bpf *skel;
     struct ring_buffer *rb;
     proc *procs;
     size_t nprocs, procs_cap;
-    qrec *q;
-    size_t qhead, qlen, qcap;
-    cn_int_frame *pool;
-    size_t plen, pcap;
-    int err; /* a queue allocation failure seen in the ring callback */
+    cn_int__queue queue;
+    uint32_t epoch; /* cn_int_new_epoch */
+    int err;        /* a queue allocation failure seen in the ring callback */
 };
 
 static proc *proc_find(const cn_int_ctx *c, uint32_t pid)
@@ -82,56 +72,13 @@ static void proc_clear(proc *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* Moves the live part of the queue to the front once the head passed half of it. */
-static void queue_compact(cn_int_ctx *c)
-{
-    if (c->qhead < 1024 || c->qhead * 2 < c->qlen)
-        return;
-    size_t pfirst = c->qhead < c->qlen ? c->q[c->qhead].first : c->plen;
-    memmove(c->q, c->q + c->qhead, (c->qlen - c->qhead) * sizeof(*c->q));
-    c->qlen -= c->qhead;
-    c->qhead = 0;
-    memmove(c->pool, c->pool + pfirst, (c->plen - pfirst) * sizeof(*c->pool));
-    c->plen -= pfirst;
-    for (size_t i = 0; i < c->qlen; i++)
-        c->q[i].first -= (uint32_t)pfirst;
-}
-
 static int on_record(void *arg, void *data, size_t size)
 {
     cn_int_ctx *c = arg;
     const struct cn_int_abi_record *r = data;
-    if (size < CN_INT_ABI_HEADER_SIZE)
-        return 0;
-    uint32_t n = r->nframes;
-    if (n > CN_INT_MAX_FRAMES || CN_INT_ABI_HEADER_SIZE + n * sizeof(r->frames[0]) > size)
-        return 0;
-    if (c->qlen - c->qhead >= QUEUE_MAX) {
-        c->q[c->qhead].taken = true; /* the oldest goes */
-        c->qhead++;
-    }
-    queue_compact(c);
-    if (CN_RESERVE(c->q, c->qcap, c->qlen + 1) < 0 ||
-        CN_RESERVE(c->pool, c->pcap, c->plen + n) < 0) {
+    const proc *p = size >= CN_INT_ABI_HEADER_SIZE ? proc_find(c, r->pid) : NULL;
+    if (cn_int__queue_push(&c->queue, data, size, p ? &p->lay.names : NULL) == -ENOMEM)
         c->err = -ENOMEM;
-        return 0;
-    }
-    const proc *p = proc_find(c, r->pid);
-    for (uint32_t i = 0; i < n; i++) {
-        cn_int_frame *f = &c->pool[c->plen + i];
-        f->code = r->frames[i].code;
-        f->instr = p ? cn_int__instr_index(&p->lay.names, r->frames[i].instr) : -1;
-        f->entry = (r->frames[i].flags & CN_INT_ABI_F_ENTRY) != 0;
-    }
-    c->q[c->qlen++] = (qrec){.pid = r->pid,
-                             .tid = r->tid,
-                             .cpu = r->cpu,
-                             .nframes = n,
-                             .first = (uint32_t)c->plen,
-                             .time = r->time,
-                             .sample_time = r->time_src == CN_INT_ABI_T_SAMPLE,
-                             .status = r->status};
-    c->plen += n;
     return 0;
 }
 
@@ -141,12 +88,18 @@ int cn_int_new(cn_int_ctx **out, cn_err *err)
     cn_int_ctx *c = calloc(1, sizeof(*c));
     if (!c)
         return cn_err_set(err, -ENOMEM, "out of memory");
-    libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
     c->skel = python_bpf__open();
     if (!c->skel) {
         ret = cn_err_set(err, -errno, "python frames: BPF open: %s", strerror(errno));
         goto fail;
     }
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) < 0) {
+        ret = cn_err_set(err, -errno, "python frames: /proc/self/ns/pid: %s", strerror(errno));
+        goto fail;
+    }
+    c->skel->rodata->pidns_dev = ns.st_dev;
+    c->skel->rodata->pidns_ino = ns.st_ino;
     ret = python_bpf__load(c->skel);
     if (ret < 0) {
         ret = cn_err_set(err, ret, "python frames: BPF load: %s", strerror(-ret));
@@ -173,8 +126,7 @@ cn_int_ctx *cn_int_free(cn_int_ctx *c)
     for (size_t i = 0; i < c->nprocs; i++)
         proc_clear(&c->procs[i]);
     free(c->procs);
-    free(c->q);
-    free(c->pool);
+    cn_int__queue_free(&c->queue);
     free(c);
     return NULL;
 }
@@ -205,74 +157,22 @@ int cn_int_drain(cn_int_ctx *c)
     return n;
 }
 
-static void copy_out(const cn_int_ctx *c, const qrec *q, cn_int_record *out)
-{
-    out->pid = q->pid;
-    out->tid = q->tid;
-    out->cpu = q->cpu;
-    out->time = q->time;
-    out->sample_time = q->sample_time;
-    out->status = q->status;
-    out->nframes = q->nframes;
-    memcpy(out->frames, c->pool + q->first, q->nframes * sizeof(*out->frames));
-}
-
-/* The first queued record of (pid, tid) that is the sample at time, or -1. */
-static ssize_t find(const cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
-{
-    for (size_t i = c->qhead; i < c->qlen; i++) {
-        const qrec *q = &c->q[i];
-        if (q->taken || q->pid != pid || q->tid != tid)
-            continue;
-        if (q->sample_time ? q->time == time : (q->time >= time && q->time - time <= KTIME_WINDOW))
-            return (ssize_t)i;
-    }
-    return -1;
-}
-
-static void advance_head(cn_int_ctx *c)
-{
-    while (c->qhead < c->qlen && c->q[c->qhead].taken)
-        c->qhead++;
-}
-
 int cn_int_take(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time, cn_int_record *out)
 {
-    ssize_t i = find(c, pid, tid, time);
-    if (i < 0) {
-        cn_int_drain(c);
-        i = find(c, pid, tid, time);
-    }
-    if (i < 0)
-        return 0;
-    copy_out(c, &c->q[i], out);
-    c->q[i].taken = true;
-    advance_head(c);
-    return 1;
+    if (cn_int__queue_take(&c->queue, pid, tid, time, out))
+        return 1;
+    cn_int_drain(c);
+    return cn_int__queue_take(&c->queue, pid, tid, time, out);
 }
 
 size_t cn_int_expire(cn_int_ctx *c, uint64_t time)
 {
-    size_t n = 0;
-    for (size_t i = c->qhead; i < c->qlen; i++) {
-        if (!c->q[i].taken && c->q[i].time < time) {
-            c->q[i].taken = true;
-            n++;
-        }
-    }
-    advance_head(c);
-    return n;
+    return cn_int__queue_expire(&c->queue, time);
 }
 
 int cn_int_next(cn_int_ctx *c, cn_int_record *out)
 {
-    advance_head(c);
-    if (c->qhead >= c->qlen)
-        return 0;
-    copy_out(c, &c->q[c->qhead], out);
-    c->q[c->qhead].taken = true;
-    advance_head(c);
-    return 1;
+    return cn_int__queue_next(&c->queue, out);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -297,6 +197,7 @@ typedef struct mapping {
     const char *path; /* into the maps text */
 } mapping;
 
+/* The file-backed mappings of a maps text (cut in place), in its order. */
 static int parse_maps(char *text, mapping **out, size_t *n)
 {
     size_t cap = 0;
@@ -306,16 +207,12 @@ static int parse_maps(char *text, mapping **out, size_t *n)
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
-        mapping m;
-        int path_at = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %n", &m.start, &m.end,
-                   &m.off, &path_at) < 3 ||
-            !path_at || line[path_at] != '/')
+        cn_obj_maps_line ml;
+        if (cn_obj_maps_parse_line(line, &ml) < 0 || ml.path[0] != '/')
             continue;
-        m.path = line + path_at;
         if (CN_RESERVE(*out, cap, *n + 1) < 0)
             return -ENOMEM;
-        (*out)[(*n)++] = m;
+        (*out)[(*n)++] = (mapping){ml.start, ml.end, ml.pgoff, ml.path};
     }
     return 0;
 }
@@ -378,7 +275,9 @@ static int pick_layout(pid_t pid, const cn_int__elfsyms *syms, const char *path,
             return 0;
         }
         if (r != -ENOENT)
-            return cn_err_set(err, -ENOTSUP, "CPython %d.%d: _Py_DebugOffsets not understood",
+            return cn_err_set(err, -ENOTSUP,
+                              "CPython %d.%d: _Py_DebugOffsets not understood "
+                              "(a newer layout, or a free-threaded build)",
                               major, minor);
     }
     if (cn_int__layout_for(major, minor, lay) < 0)
@@ -467,16 +366,12 @@ void cn_int_unregister(cn_int_ctx *c, pid_t pid)
     *p = c->procs[--c->nprocs];
 }
 
-static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
+/* Reads the code object into e (cleared first), within the process's byte budget. */
+static void code_read(cn_int_ctx *c, proc *p, code_ent *e, uint64_t code)
 {
-    int32_t i = cn_u64map_get(&p->index, code);
-    if (i >= 0)
-        return &p->ents[i];
-    if (p->nents >= CODES_MAX || CN_RESERVE(p->ents, p->cap, p->nents + 1) < 0)
-        return NULL;
-    code_ent *e = &p->ents[p->nents];
-    memset(e, 0, sizeof(*e));
+    cn_int__code_clear(&e->c);
     e->code = code;
+    e->epoch = c->epoch;
     e->readable = cn_int__read_code(&p->lay.names, vm_read, (void *)(uintptr_t)p->pid, code,
                                     &p->types, &e->c) == 0;
     size_t bytes = e->c.linetable_len + (e->c.name ? strlen(e->c.name) : 0) +
@@ -489,12 +384,43 @@ static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
         e->c.linetable_len = 0;
     }
     p->bytes += bytes;
+}
+
+/* The cache entry of a code object: found (and, at its first use in this epoch, checked to be
+ * the same object still, else read again), or read and added. NULL past the bounds. */
+static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
+{
+    int32_t i = cn_u64map_get(&p->index, code);
+    if (i >= 0) {
+        code_ent *e = &p->ents[i];
+        if (e->epoch != c->epoch) {
+            if (!cn_int__code_same(&p->lay.names, vm_read, (void *)(uintptr_t)p->pid, code,
+                                   &p->types, &e->c)) {
+                size_t held = e->c.linetable_len + (e->c.name ? strlen(e->c.name) : 0) +
+                              (e->c.filename ? strlen(e->c.filename) : 0);
+                p->bytes -= held < p->bytes ? held : p->bytes;
+                code_read(c, p, e, code);
+            }
+            e->epoch = c->epoch;
+        }
+        return e;
+    }
+    if (p->nents >= CODES_MAX || CN_RESERVE(p->ents, p->cap, p->nents + 1) < 0)
+        return NULL;
+    code_ent *e = &p->ents[p->nents];
+    memset(e, 0, sizeof(*e));
+    code_read(c, p, e, code);
     if (cn_u64map_put(&p->index, code, (int32_t)p->nents) < 0) {
         cn_int__code_clear(&e->c);
         return NULL;
     }
     p->nents++;
     return e;
+}
+
+void cn_int_new_epoch(cn_int_ctx *c)
+{
+    c->epoch++;
 }
 
 int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)
@@ -544,9 +470,13 @@ int cn_int_stats_get(const cn_int_ctx *c, cn_int_stats *out)
             sum[k] += vals[i];
     }
     free(vals);
-    *out = (cn_int_stats){sum[CN_INT_ABI_S_RUNS],      sum[CN_INT_ABI_S_RECORDS],
-                          sum[CN_INT_ABI_S_RING_FULL], sum[CN_INT_ABI_S_CACHE_HIT],
-                          sum[CN_INT_ABI_S_WALKS],     sum[CN_INT_ABI_S_OTHER]};
+    *out = (cn_int_stats){.runs = sum[CN_INT_ABI_S_RUNS],
+                          .records = sum[CN_INT_ABI_S_RECORDS],
+                          .ring_full = sum[CN_INT_ABI_S_RING_FULL],
+                          .cache_hits = sum[CN_INT_ABI_S_CACHE_HIT],
+                          .walks = sum[CN_INT_ABI_S_WALKS],
+                          .other = sum[CN_INT_ABI_S_OTHER],
+                          .no_thread = sum[CN_INT_ABI_S_NEG_HIT]};
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include "bpf/python_abi.h"
@@ -44,7 +45,8 @@ int cn_int__layout_for(int major, int minor, cn_int__layout *out);
 
 /* The layout described by a _Py_DebugOffsets block (the first bytes of _PyRuntime, 3.13):
  * cookie "xdebugpy", its version, its offsets. 0, -ENOENT no cookie, -ENOTSUP a version whose
- * block this reader does not know (3.14+ changed it), -EINVAL absurd offsets. */
+ * block this reader does not know (3.14+ changed it) or a free-threaded build, -EINVAL
+ * absurd offsets. */
 int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out);
 
 /* Line of instruction index instr (code units) in a line table of the given format; first is
@@ -61,6 +63,8 @@ typedef struct cn_int__code {
     int first_line;
     uint8_t *linetable;
     size_t linetable_len;
+    uint64_t ident[2]; /* the name and file objects' addresses read: what cn_int__code_same
+                          compares (0, 0 when the object was not a code object) */
 } cn_int__code;
 
 #define CN_INT__MAX_STR       1024      /* characters of a name or a file name */
@@ -78,6 +82,12 @@ typedef struct cn_int__types {
 int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
                       cn_int__types *types, cn_int__code *out);
 void cn_int__code_clear(cn_int__code *c);
+
+/* Whether the code object at code is still the one c was read from: its type pointer still
+ * the checked code type, its name and file pointers the same (3 small reads). A code object
+ * freed and another allocated at its address almost always differs in both strings. */
+bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
+                       const cn_int__types *types, const cn_int__code *c);
 
 /* The code-unit index of a frame's instr as captured by the program (see python_abi.h). */
 int32_t cn_int__instr_index(const cn_int__names *l, uint32_t raw);
@@ -97,6 +107,32 @@ typedef struct cn_int__elfsyms {
     int version_hex; /* Py_Version's value read from the file, 0 */
 } cn_int__elfsyms;
 int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
+
+/* The queue of records waiting for the sampler's join (queue.c). */
+#define CN_INT__QUEUE_MAX 65536 /* records held; the oldest are dropped past it */
+typedef struct cn_int__qrec {
+    uint32_t pid, tid, cpu, nframes, first; /* first: index in the frame pool */
+    uint64_t time;
+    bool sample_time, taken;
+    int status;
+} cn_int__qrec;
+typedef struct cn_int__queue {
+    cn_int__qrec *q;
+    size_t head, len, cap;
+    cn_int_frame *pool;
+    size_t plen, pcap;
+} cn_int__queue;
+
+/* Appends one record as the program wrote it (size bytes; checked against its frame count).
+ * names: the process's layout, for the instruction index (NULL: -1). 0, -EINVAL, -ENOMEM. */
+int cn_int__queue_push(cn_int__queue *q, const void *data, size_t size, const cn_int__names *names);
+/* The join (cn_int_take's rule): 1 and *out, the record leaving the queue, or 0. */
+int cn_int__queue_take(cn_int__queue *q, uint32_t pid, uint32_t tid, uint64_t time,
+                       cn_int_record *out);
+size_t cn_int__queue_expire(cn_int__queue *q, uint64_t time);
+int cn_int__queue_next(cn_int__queue *q, cn_int_record *out);
+size_t cn_int__queue_len(const cn_int__queue *q); /* records not taken */
+void cn_int__queue_free(cn_int__queue *q);
 
 /* (major, minor) from an object's file name: python3.11, libpython3.11.so.1.0, … 0 or -ENOENT. */
 int cn_int__version_from_name(const char *path, int *major, int *minor);

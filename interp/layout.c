@@ -171,6 +171,7 @@ static uint64_t u64_at(const uint8_t *p, size_t off)
  * uint64_t; the offsets below are of the fields in that block. */
 enum {
     DO_VERSION = 8,
+    DO_FREE_THREADED = 16,
     DO_RT_INTERP_HEAD = 40,
     DO_IS_NEXT = 64,
     DO_IS_THREADS_HEAD = 72,
@@ -199,6 +200,8 @@ int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out)
     int major = (int)((hex >> 24) & 0xff), minor = (int)((hex >> 16) & 0xff);
     if (major != 3 || minor != 13 || n < DO_SIZE)
         return -ENOTSUP;
+    if (u64_at(p, DO_FREE_THREADED) != 0)
+        return -ENOTSUP; /* 3.13t: other object headers, untested */
     static const uint16_t fields[] = {DO_RT_INTERP_HEAD, DO_IS_NEXT,           DO_IS_THREADS_HEAD,
                                       DO_TS_NEXT,        DO_TS_CURRENT_FRAME,  DO_TS_THREAD_ID,
                                       DO_FR_PREVIOUS,    DO_FR_EXECUTABLE,     DO_FR_INSTR_PTR,

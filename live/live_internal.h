@@ -89,6 +89,9 @@ struct cn_live_session {
     uint64_t sym_pending;      /* submitted, not answered yet */
     uint64_t sym_failed;       /* answered without a symbol (includes waiting JIT frames) */
     uint64_t sym_unresolvable; /* frames the symbolizer cannot take (no file to read) */
+    cn_sym_request *reqs;      /* symbol requests being built (SUBMIT_BATCH, made on first
+                                  use: on the heap, so canopyd's own stacks stay short) */
+    size_t *req_idx;           /* their indexes into retry (retry_jit) */
     jit_retry *retry;          /* unresolved JIT frames, retried when their map grows */
     size_t n_retry, cap_retry;
     int64_t last_retry_ns;

@@ -189,6 +189,8 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
         free(s->res_obj[i].jit_path);
     free(s->res_obj);
     free(s->retry);
+    free(s->reqs);
+    free(s->req_idx);
     free(s->id);
     free(s->name);
     free(s->event);

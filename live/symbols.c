@@ -14,9 +14,9 @@
 
 #include "live_internal.h"
 
-#define SUBMIT_BATCH   1024        /* symbol requests built on the stack per submit */
-#define APPLY_FRAMES   256         /* answers per regroup when the heap batch cannot be had */
-#define APPLY_SYMBOLS  2048        /* their chains' symbols */
+#define SUBMIT_BATCH   1024        /* symbol requests built per submit (s->reqs) */
+#define APPLY_FRAMES   16          /* answers per regroup when the heap batch cannot be had */
+#define APPLY_SYMBOLS  128         /* their chains' symbols (on the stack: kept small) */
 #define JIT_RECHECK_NS 250000000LL /* how often unresolved JIT frames look for a map */
 
 /* The source of frame f's resource, or NULL (anonymous memory, or a saved profile). */
@@ -77,16 +77,27 @@ static bool frame_request(cn_live_session *s, size_t f, cn_sym_request *q)
     return true;
 }
 
+/* The session's request buffers, made on first use. False when out of memory. */
+static bool request_buffers(cn_live_session *s)
+{
+    if (!s->reqs)
+        s->reqs = malloc(SUBMIT_BATCH * sizeof(*s->reqs));
+    if (!s->req_idx)
+        s->req_idx = malloc(SUBMIT_BATCH * sizeof(*s->req_idx));
+    return s->reqs && s->req_idx;
+}
+
 /* Resubmits the waiting JIT frames whose perf map has grown past what their last lookup
  * saw (or appeared), at most every JIT_RECHECK_NS unless force. Frames stay waiting when
  * the symbolizer's queue is full. */
 void cn_live__retry_jit(cn_live_session *s, bool force)
 {
-    cn_sym_request reqs[SUBMIT_BATCH];
-    size_t idx[SUBMIT_BATCH];
     int64_t now = cn_common_now_ns();
-    if (!s->sym || !s->n_retry || (!force && now - s->last_retry_ns < JIT_RECHECK_NS))
+    if (!s->sym || !s->n_retry || (!force && now - s->last_retry_ns < JIT_RECHECK_NS) ||
+        !request_buffers(s))
         return;
+    cn_sym_request *reqs = s->reqs;
+    size_t *idx = s->req_idx;
     s->last_retry_ns = now;
     const res_src *last_src = NULL;
     int64_t last_size = -1;
@@ -141,7 +152,7 @@ static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
  * first line. */
 static void python_frames(cn_live_session *s)
 {
-    enum { BATCH = 256 };
+    enum { BATCH = 64 }; /* 3.5 KiB of stack: canopyd's stacks stay within a stack copy */
     cn_agg_symbol syms[BATCH];
     cn_agg_frame_symbols batch[BATCH];
     size_t total = cn_agg_frame_count(s->p);
@@ -170,11 +181,11 @@ static void python_frames(cn_live_session *s)
 
 void cn_live_session_symbolize(cn_live_session *s)
 {
-    cn_sym_request reqs[SUBMIT_BATCH];
     size_t total;
     python_frames(s);
-    if (!s->sym)
-        return;
+    if (!s->sym || !request_buffers(s))
+        return; /* without the buffers, the frames wait for the next pump */
+    cn_sym_request *reqs = s->reqs;
     total = cn_agg_frame_count(s->p);
     while (s->next_frame < total) {
         size_t n = 0, f = s->next_frame;

@@ -48,7 +48,7 @@ typedef enum ad_state { AD_LEARN, AD_SMALL, AD_HOLD, AD_OFF } ad_state;
 
 typedef struct tail {
     uint64_t key; /* 0: empty slot */
-    pid_t pid;
+    pid_t pid;    /* 0 with a key: a slot freed by forget (probes go on past it) */
     uint8_t n;
     bool ambiguous;
     uint64_t pcs[TAIL_MAX];
@@ -66,7 +66,8 @@ struct cn_smp__adapt {
     uint64_t switch_time;  /* are the new events' twins */
     uint64_t max_stack;    /* kernel.perf_event_max_stack: a chain this long was cut */
     tail tails[TAIL_SLOTS];
-    size_t ntails;
+    size_t ntails, nused;  /* live tails; slots taken, freed ones included */
+    cn_smp__tidset owners; /* pids with live tails: forget and fork scan only for them */
     uint64_t sim[CN_SMP_MAX_FRAMES], chain[CN_SMP_MAX_FRAMES]; /* LEARN's second walk */
 };
 
@@ -101,6 +102,8 @@ int cn_smp__adapt_new(cn_smp_session *s)
 
 void cn_smp__adapt_free(cn_smp_session *s)
 {
+    if (s->ad)
+        free(s->ad->owners.slots);
     free(s->ad);
     s->ad = NULL;
 }
@@ -124,29 +127,63 @@ static bool fp_code(const cn_smp_session *s, const cn_smp__proc *p, uint64_t pc,
     return fp_code_in(s, p, pc, ret, &m);
 }
 
-static tail *tail_slot(cn_smp__adapt *ad, pid_t pid, uint64_t key)
+/* The slot of (pid, key): its tail, else the empty slot ending its probe (or NULL when
+ * every slot was probed). *freed, when not NULL, receives the first freed slot passed. */
+static tail *tail_slot_in(cn_smp__adapt *ad, pid_t pid, uint64_t key, tail **freed)
 {
     uint64_t h = (key ^ ((uint64_t)(uint32_t)pid << 40)) * 0x9e3779b97f4a7c15ull;
     for (uint32_t i = (uint32_t)(h >> 40), k = 0; k < TAIL_SLOTS; i++, k++) {
         tail *t = &ad->tails[i & (TAIL_SLOTS - 1)];
         if (t->key == 0 || (t->key == key && t->pid == pid))
             return t;
+        if (freed && !*freed && t->pid == 0)
+            *freed = t;
     }
     return NULL;
 }
 
+static tail *tail_slot(cn_smp__adapt *ad, pid_t pid, uint64_t key)
+{
+    return tail_slot_in(ad, pid, key, NULL);
+}
+
+/* Empties the table when freed slots make most of it (a system session's processes come
+ * and go; their tails are forgotten, their slots would fill the table for good). */
+static void tails_compact(cn_smp__adapt *ad)
+{
+    if (ad->nused < TAIL_SLOTS / 2 || ad->ntails >= TAIL_SLOTS / 4)
+        return;
+    tail old[TAIL_SLOTS];
+    memcpy(old, ad->tails, sizeof(old));
+    memset(ad->tails, 0, sizeof(ad->tails));
+    ad->nused = ad->ntails = 0;
+    for (size_t i = 0; i < TAIL_SLOTS; i++)
+        if (old[i].key && old[i].pid) {
+            tail *t = tail_slot(ad, old[i].pid, old[i].key);
+            assert(t && !t->key); /* fewer live tails than slots, each once */
+            *t = old[i];
+            ad->nused++;
+            ad->ntails++;
+        }
+}
+
 static void tail_put(cn_smp__adapt *ad, pid_t pid, uint64_t key, const uint64_t *pcs, int n)
 {
-    tail *t = key ? tail_slot(ad, pid, key) : NULL;
-    if (!t)
-        return;
-    if (t->key) {
+    tail *freed = NULL;
+    tail *t = key && pid > 0 ? tail_slot_in(ad, pid, key, &freed) : NULL;
+    if (t && t->key) {
         if (t->n != n || memcmp(t->pcs, pcs, (size_t)n * sizeof(*pcs)) != 0)
             t->ambiguous = true;
         return;
     }
-    if (ad->ntails >= TAIL_SLOTS / 2)
+    if (!freed && (!t || ad->nused >= TAIL_SLOTS / 2))
         return; /* full: probes stay short */
+    if (cn_smp__tidset_add(&ad->owners, pid) < 0)
+        return;
+    if (freed)
+        t = freed;
+    else
+        ad->nused++;
     *t = (tail){.key = key, .pid = pid, .n = (uint8_t)n};
     memcpy(t->pcs, pcs, (size_t)n * sizeof(*pcs));
     ad->ntails++;
@@ -155,9 +192,14 @@ static void tail_put(cn_smp__adapt *ad, pid_t pid, uint64_t key, const uint64_t 
 void cn_smp__adapt_forget(cn_smp_session *s, pid_t pid)
 {
     cn_smp__adapt *ad = s->ad;
-    for (size_t i = 0; ad && i < TAIL_SLOTS; i++)
-        if (ad->tails[i].key && ad->tails[i].pid == pid)
-            ad->tails[i].ambiguous = true; /* the slot stays taken: probes go on past it */
+    if (!ad || !cn_smp__tidset_del(&ad->owners, pid))
+        return; /* no tails: nothing to scan for (most exits and execs) */
+    for (size_t i = 0; i < TAIL_SLOTS; i++)
+        if (ad->tails[i].key && ad->tails[i].pid == pid) {
+            ad->tails[i].pid = 0; /* freed: reused by a later tail, probes go on past it */
+            ad->ntails--;
+        }
+    tails_compact(ad);
 }
 
 void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
@@ -166,6 +208,8 @@ void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
     if (!ad || ppid == pid)
         return;
     cn_smp__adapt_forget(s, pid);
+    if (!cn_smp__tidset_has(&ad->owners, ppid))
+        return;
     for (size_t i = 0; i < TAIL_SLOTS; i++) {
         const tail t = ad->tails[i]; /* a copy: tail_put writes into the table */
         if (t.key && t.pid == ppid && !t.ambiguous)

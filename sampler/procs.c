@@ -390,9 +390,9 @@ static char *read_exec_maps(const char *pid)
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
     while (out && fgets(line, sizeof(line), f)) {
-        cn_smp__maps_line m;
+        cn_obj_maps_line m;
         memcpy(copy, line, strlen(line) + 1); /* parsing cuts the line up */
-        if (cn_smp__maps_parse_line(copy, &m) == 0 && m.exec)
+        if (cn_obj_maps_parse_line(copy, &m) == 0 && m.exec)
             fputs(line, out);
     }
     fclose(f);
@@ -474,8 +474,8 @@ static size_t own_vdso_len(uint64_t addr)
     if (!f)
         return 0;
     while (!len && fgets(line, sizeof(line), f)) {
-        cn_smp__maps_line ml;
-        if (cn_smp__maps_parse_line(line, &ml) == 0 && ml.start == addr &&
+        cn_obj_maps_line ml;
+        if (cn_obj_maps_parse_line(line, &ml) == 0 && ml.start == addr &&
             strcmp(ml.path, "[vdso]") == 0)
             len = (size_t)(ml.end - ml.start);
     }
@@ -539,8 +539,8 @@ static int proc_load_maps(cn_smp_session *s, cn_smp__proc *p)
     }
     int ret = 0;
     while (fgets(line, sizeof(line), f)) {
-        cn_smp__maps_line m;
-        if (cn_smp__maps_parse_line(line, &m) < 0 || !m.exec)
+        cn_obj_maps_line m;
+        if (cn_obj_maps_parse_line(line, &m) < 0 || !m.exec)
             continue;
         ret =
             proc_add_mapping(s, p, m.start, m.end, m.pgoff, m.path, m.maj, m.min, m.ino, m.deleted);

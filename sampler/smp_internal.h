@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "cn_int.h"
+#include "cn_obj.h"
 #include "cn_smp.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -132,17 +133,6 @@ uint64_t cn_smp__reg_at(const cn_smp__rec *r, uint32_t i);
 /* ---------------------------------------------------------------------------------------
  * Maps, objects and address spaces (maps.c; ELF facts: image.c)
  */
-typedef struct cn_smp__maps_line {
-    uint64_t start, end, pgoff;
-    uint32_t maj, min;
-    uint64_t ino;
-    bool exec, deleted;
-    const char *path; /* points into the caller's line buffer; "" when anonymous */
-} cn_smp__maps_line;
-
-/* Parses one line of /proc/PID/maps (modified in place: the path is NUL-terminated and
- * " (deleted)" stripped). Returns 0 or -EINVAL. */
-int cn_smp__maps_parse_line(char *line, cn_smp__maps_line *out);
 
 /* Most parts of a file an image holds (headers, program and section headers, section
  * names, notes, .eh_frame_hdr, .eh_frame, .debug_frame). */

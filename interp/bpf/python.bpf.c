@@ -35,6 +35,12 @@ struct bpf_perf_event_data_kern {
 
 extern void *bpf_cast_to_kern_ctx(void *) __ksym __weak;
 
+/* The pid namespace of the process that loads the program (set before loading): pids and tids
+ * are taken in it, as the perf samples of the events it opens report them and as it names
+ * the processes it registers (canopyd in the initial namespace, canopy in a container). */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
+
 #define FRAME_OWNED_BY_CSTACK 3
 
 struct {
@@ -44,11 +50,19 @@ struct {
     __type(value, struct cn_int_abi_layout);
 } procs SEC(".maps");
 
+/* A thread's PyThreadState, or (tstate 0) the time a search found none: a native thread of a
+ * Python process (a BLAS pool's, say) is searched again at most every NEG_NS, not on every
+ * sample (a search reads two words per thread state of the process). */
+struct tcache {
+    __u64 tstate;
+    __u64 miss_time;
+};
+#define NEG_NS 50000000ull
 struct {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);
     __uint(max_entries, 16384);
-    __type(key, __u32);   /* tid */
-    __type(value, __u64); /* its PyThreadState */
+    __type(key, __u32); /* tid */
+    __type(value, struct tcache);
 } tstates SEC(".maps");
 
 struct {
@@ -132,20 +146,24 @@ static long search_step(__u32 i, struct walk *w)
 
 /* The thread state whose thread_id is fsbase: the cached one if it still says so, else a
  * bounded search of every interpreter's threads. 0 when none. */
-static __always_inline __u64 find_tstate(struct walk *w, __u32 tid)
+static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
 {
-    __u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
-    if (cached && *cached && rd64(*cached + w->l.ts_thread_id) == w->fsbase) {
+    struct tcache *cached = bpf_map_lookup_elem(&tstates, &tid);
+    if (cached && cached->tstate && rd64(cached->tstate + w->l.ts_thread_id) == w->fsbase) {
         count(CN_INT_ABI_S_CACHE_HIT);
-        return *cached;
+        return cached->tstate;
+    }
+    if (cached && !cached->tstate && now - cached->miss_time < NEG_NS) {
+        count(CN_INT_ABI_S_NEG_HIT);
+        return 0;
     }
     count(CN_INT_ABI_S_WALKS);
     w->interp = rd64(w->l.runtime + w->l.rt_interp_head);
     w->t = 0;
     w->found = 0;
     bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
-    if (w->found)
-        bpf_map_update_elem(&tstates, &tid, &w->found, BPF_ANY);
+    struct tcache v = {.tstate = w->found, .miss_time = w->found ? 0 : now};
+    bpf_map_update_elem(&tstates, &tid, &v, BPF_ANY);
     return w->found;
 }
 
@@ -199,8 +217,10 @@ static long frame_step(__u32 i, struct walk *w)
 SEC("perf_event")
 int cn_int_sample(struct bpf_perf_event_data *ctx)
 {
-    __u64 pt = bpf_get_current_pid_tgid();
-    __u32 pid = pt >> 32, tid = (__u32)pt, zero = 0;
+    struct bpf_pidns_info ns = {0};
+    if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) < 0)
+        return 1; /* a task outside that namespace: not one of ours */
+    __u32 pid = ns.tgid, tid = ns.pid, zero = 0;
     const struct cn_int_abi_layout *l = bpf_map_lookup_elem(&procs, &pid);
     if (!l) {
         count(CN_INT_ABI_S_OTHER);
@@ -229,7 +249,7 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
     struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     w.fsbase = BPF_CORE_READ(task, thread.fsbase);
-    __u64 ts = w.fsbase ? find_tstate(&w, tid) : 0;
+    __u64 ts = w.fsbase ? find_tstate(&w, tid, r->ktime) : 0;
     r->tstate = ts;
     if (!ts) {
         r->status = CN_INT_ABI_NO_THREAD;
@@ -249,7 +269,12 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     __u64 size = CN_INT_ABI_HEADER_SIZE + (__u64)n * sizeof(struct cn_int_abi_frame);
     if (size > sizeof(*r))
         size = sizeof(*r);
-    if (bpf_ringbuf_output(&ring, r, size, 0) < 0)
+    /* Wake the reader only once the ring is a quarter full: the sampler drains it when it
+     * reads the perf samples (cn_int_take), so a wakeup per record would only cost an
+     * irq_work and a wake_up per sample. */
+    __u64 flags = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
+                                                                          : BPF_RB_NO_WAKEUP;
+    if (bpf_ringbuf_output(&ring, r, size, flags) < 0)
         count(CN_INT_ABI_S_RING_FULL);
     else
         count(CN_INT_ABI_S_RECORDS);

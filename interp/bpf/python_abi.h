@@ -70,7 +70,7 @@ enum {
 struct cn_int_abi_record {
     __u64 time;  /* see time_src */
     __u64 ktime; /* bpf_ktime_get_ns() at the record */
-    __u32 pid;   /* tgid, as the kernel (init namespace) sees it */
+    __u32 pid;   /* tgid, in the loader's pid namespace (as its perf samples say) */
     __u32 tid;
     __u32 cpu;
     __u16 nframes;
@@ -90,6 +90,7 @@ enum {
     CN_INT_ABI_S_CACHE_HIT, /* thread state from the per-thread cache */
     CN_INT_ABI_S_WALKS,     /* thread-state searches */
     CN_INT_ABI_S_OTHER,     /* samples of processes not registered */
+    CN_INT_ABI_S_NEG_HIT,   /* a thread searched < 50 ms ago without a thread state */
     CN_INT_ABI_S_NSTATS,
 };
 

@@ -23,7 +23,9 @@
  *      target with process_vm_readv, bounded, cached per (pid, code object); cn_int_line() maps
  *      an instruction offset to a line with the version's line table.
  *
- * Nothing here logs, exits or calls sampler/ or live/. A hostile target yields
+ * Nothing here logs, exits or calls sampler/ or live/ (libbpf itself prints its warnings and a
+ * refused program's verifier log through its print callback, stderr by default: the program's
+ * main() decides, with libbpf_set_print). A hostile target yields
  * "[python: unreadable]" names and short walks, never a crash. One context per session (or per
  * daemon); not thread-safe. Functions return 0 or a negative errno with err filled.
  */
@@ -59,14 +61,16 @@ typedef struct cn_int_frame {
 
 enum cn_int_status {
     CN_INT_OK = 0,
-    CN_INT_NO_THREAD = 1, /* the thread has no PyThreadState (yet): no Python frames */
+    CN_INT_NO_THREAD = 1, /* the thread has no PyThreadState (yet; a thread that gets one is
+                             found within 50 ms): no Python frames */
     CN_INT_FAULT = 2,     /* a read failed mid-walk: the frames up to it */
     CN_INT_TRUNCATED = 3, /* deeper than CN_INT_MAX_FRAMES: the innermost ones */
 };
 
 /* One sample's interpreter frames, as the program captured them. */
 typedef struct cn_int_record {
-    uint32_t pid, tid, cpu; /* pid is the tgid in the kernel's (init) pid namespace */
+    uint32_t pid, tid, cpu; /* pid is the tgid; both in the pid namespace of the process that
+                               called cn_int_new, as its perf events report them */
     uint64_t time;          /* the perf sample's time when sample_time, else bpf_ktime_get_ns()
                                a few µs after it (same clock) */
     bool sample_time;
@@ -93,6 +97,8 @@ typedef struct cn_int_stats {
     uint64_t cache_hits; /* thread state found in the per-thread cache */
     uint64_t walks;      /* thread-state searches */
     uint64_t other;      /* samples of processes not registered (the program returned at once) */
+    uint64_t no_thread;  /* samples of a thread without a thread state, known from a search less
+                            than 50 ms before (a native thread: searched again after that) */
 } cn_int_stats;
 
 /* Loads the BPF program (needs CAP_BPF and CAP_PERFMON). *out is freed with cn_int_free.
@@ -112,7 +118,8 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err);
 /* Stops capturing pid and forgets its cached code objects (call on exit or exec). */
 void cn_int_unregister(cn_int_ctx *c, pid_t pid);
 
-/* The ring buffer's fd, readable when records wait (for an event loop). */
+/* The ring buffer's fd, for an event loop: readable once the ring is a quarter full (the
+ * program does not wake the reader for each record; cn_int_take drains on demand). */
 int cn_int_ring_fd(const cn_int_ctx *c);
 
 /* Moves every record waiting in the ring into the context's queue. Returns how many, or a
@@ -145,6 +152,12 @@ typedef struct cn_int_func {
 /* Resolves a code object of a registered process (cached per (pid, code)). Returns 0 and
  * *out (also for an unreadable object, then readable is false), -ENOENT pid not registered. */
 int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out);
+
+/* Starts a new epoch of the code-object caches: an entry used after this call is first checked
+ * to be the same object still (its type, name and file pointers: 3 reads), and read again if
+ * not, so a code object freed and another allocated at its address is not named after the old
+ * one. Call it once per pump. */
+void cn_int_new_epoch(cn_int_ctx *c);
 
 /* The line of instruction instr (code units) in a code object: > 0, or 0 when the line
  * table has none or could not be read. */

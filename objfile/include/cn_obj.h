@@ -20,7 +20,8 @@
  *
  * Below the open, the decoders both modules need over an object's raw bytes: the ELF
  * header, a section by name, build-id notes, the .eh_frame_hdr search table (one of each;
- * the sampler and the symbolizer keep their own jobs on top).
+ * the sampler and the symbolizer keep their own jobs on top); and the one /proc/PID/maps
+ * line parser (the sampler's address spaces, interp/'s interpreter detection).
  *
  * Nothing here logs or keeps state; functions return 0 or an fd, else a negative errno.
  */
@@ -78,6 +79,19 @@ int cn_obj_mount_fstype(const char *mountinfo, const char *path, char *fstype, s
 /* Reads at most max bytes of a (possibly /proc) file into a malloc'ed, NUL-terminated
  * buffer (caller frees). Returns 0 or negative errno (-EFBIG past max). */
 int cn_obj_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* One line of /proc/PID/maps (procmaps.c). */
+typedef struct cn_obj_maps_line {
+    uint64_t start, end, pgoff;
+    uint32_t maj, min;
+    uint64_t ino;
+    bool exec, deleted;
+    const char *path; /* points into the caller's line buffer; "" when anonymous */
+} cn_obj_maps_line;
+
+/* Parses one line of /proc/PID/maps (modified in place: the path is NUL-terminated and
+ * " (deleted)" stripped). Returns 0 or -EINVAL. */
+int cn_obj_maps_parse_line(char *line, cn_obj_maps_line *out);
 
 /* ---------------------------------------------------------------------------------------
  * Decoders over raw bytes (elf.c). Every offset and count is checked against the bytes

@@ -164,8 +164,8 @@ static int space_load(space *sp)
     if (!f)
         return -errno;
     while (ret == 0 && fgets(line, sizeof(line), f)) {
-        cn_smp__maps_line ml;
-        if (cn_smp__maps_parse_line(line, &ml) < 0) {
+        cn_obj_maps_line ml;
+        if (cn_obj_maps_parse_line(line, &ml) < 0) {
             ret = -EINVAL;
             break;
         }

@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *save = NULL;
     int k = 0;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        cn_smp__maps_line m;
-        if (cn_smp__maps_parse_line(line, &m) < 0)
+        cn_obj_maps_line m;
+        if (cn_obj_maps_parse_line(line, &m) < 0)
             continue;
         if (cn_smp__proc_map(&p, m.start, m.end, m.pgoff, &objs[k++ % 4]) < 0)
             break;

@@ -240,6 +240,11 @@ static void debug_offsets_synthetic(void **state)
     assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -ENOTSUP);
     hex = 0x030d00f0;
     memcpy(b + 8, &hex, 8);
+    b[16] = 1; /* free-threaded */
+    assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -ENOTSUP);
+    b[16] = 0;
+    hex = 0x030d00f0;
+    memcpy(b + 8, &hex, 8);
     uint64_t absurd = 1ull << 40;
     memcpy(b + 184, &absurd, 8);
     assert_int_equal(cn_int__layout_debug(b, sizeof(b), &l), -EINVAL);
@@ -446,6 +451,30 @@ static void code_forged(void **state)
     cn_int__code_clear(&c);
 }
 
+/* A cached code object is checked against the object now at its address: same pointers,
+ * same object; a new name, file or type: another object. */
+static void code_same(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 11, &l);
+    setup_code(s, &l.names);
+    cn_int__code c;
+    cn_int__types types = {0};
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, &types, &c), 0);
+    assert_true(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    put64(s, CODE + l.names.co_qualname, BASE + 0x2100); /* another name */
+    assert_false(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    put64(s, CODE + l.names.co_qualname, BASE + 0x2000);
+    put64(s, CODE + 8, T_STR); /* now a str lies there */
+    assert_false(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    cn_int__code_clear(&c);
+    /* unreadable then and now: the same (nothing to read again) */
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, 8, &types, &c), -EFAULT);
+    assert_true(cn_int__code_same(&l.names, fake_read, s, 8, &types, &c));
+    cn_int__code_clear(&c);
+}
+
 /* UCS-2 and UCS-4 names become UTF-8; a NUL inside becomes U+FFFD. */
 static void code_wide_names(void **state)
 {
@@ -544,6 +573,106 @@ static void walk_frameobj(void **state)
     assert_int_equal(cn_int__instr_index(&l.names, (uint32_t)out[1].instr), -1);
 }
 
+/* ---- the join's queue -------------------------------------------------------------------- */
+
+static void push(cn_int__queue *q, uint32_t tid, uint64_t time, int src, uint32_t nframes,
+                 const cn_int__names *names)
+{
+    struct cn_int_abi_record r;
+    memset(&r, 0, sizeof(r));
+    r.pid = 7;
+    r.tid = tid;
+    r.time = time;
+    r.time_src = (uint8_t)src;
+    r.nframes = (uint16_t)nframes;
+    for (uint32_t i = 0; i < nframes; i++) {
+        r.frames[i].code = 0x1000 + i;
+        r.frames[i].instr = 10 * i;
+        r.frames[i].flags = i == nframes - 1 ? CN_INT_ABI_F_ENTRY : 0;
+    }
+    assert_int_equal(cn_int__queue_push(q, &r, CN_INT_ABI_HEADER_SIZE + nframes * 16, names), 0);
+}
+
+/* Exact keys: a record is its sample's (pid, tid, time), in any order of taking. */
+static void queue_exact(void **state)
+{
+    cn_int__queue q = {0};
+    cn_int__layout l;
+    cn_int__layout_for(3, 12, &l);
+    push(&q, 1, 100, CN_INT_ABI_T_SAMPLE, 3, &l.names);
+    push(&q, 2, 100, CN_INT_ABI_T_SAMPLE, 1, &l.names);
+    push(&q, 1, 200, CN_INT_ABI_T_SAMPLE, 2, &l.names);
+    cn_int_record r;
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 200, &r), 1);
+    assert_int_equal(r.nframes, 2);
+    assert_true(r.sample_time);
+    assert_int_equal(r.frames[1].instr, 5); /* 10 bytes = 5 code units */
+    assert_true(r.frames[1].entry && !r.frames[0].entry);
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 100, &r), 1);
+    assert_int_equal(r.nframes, 3);
+    assert_int_equal(r.frames[2].code, 0x1002);
+    assert_int_equal(cn_int__queue_take(&q, 7, 2, 150, &r), 0); /* no such sample */
+    assert_int_equal(cn_int__queue_take(&q, 8, 2, 100, &r), 0); /* another process */
+    assert_int_equal(cn_int__queue_take(&q, 7, 2, 100, &r), 1);
+    assert_int_equal(cn_int__queue_take(&q, 7, 2, 100, &r), 0); /* taken once */
+    assert_int_equal(cn_int__queue_len(&q), 0);
+    cn_int__queue_free(&q);
+}
+
+/* The ktime fallback: the first record of the thread at or after the sample, within 1 ms. */
+static void queue_ktime(void **state)
+{
+    cn_int__queue q = {0};
+    push(&q, 1, 1500, CN_INT_ABI_T_KTIME, 1, NULL);
+    push(&q, 1, 2500, CN_INT_ABI_T_KTIME, 2, NULL);
+    push(&q, 1, 5000000, CN_INT_ABI_T_KTIME, 3, NULL);
+    cn_int_record r;
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 1000, &r), 1);
+    assert_int_equal(r.nframes, 1);
+    assert_false(r.sample_time);
+    assert_int_equal(r.frames[0].instr, -1); /* no layout given */
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 2000, &r), 1);
+    assert_int_equal(r.nframes, 2);
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 3000, &r), 0);    /* 5 ms later: not it */
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 6000000, &r), 0); /* before: never */
+    assert_int_equal(cn_int__queue_expire(&q, 6000000), 1);
+    assert_int_equal(cn_int__queue_len(&q), 0);
+    cn_int__queue_free(&q);
+}
+
+/* Malformed ring records are refused; the queue is bounded (oldest dropped) and compacts. */
+static void queue_bounds(void **state)
+{
+    cn_int__queue q = {0};
+    struct cn_int_abi_record r;
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(cn_int__queue_push(&q, &r, 8, NULL), -EINVAL);
+    r.nframes = CN_INT_MAX_FRAMES + 1;
+    assert_int_equal(cn_int__queue_push(&q, &r, sizeof(r), NULL), -EINVAL);
+    r.nframes = 4;
+    assert_int_equal(cn_int__queue_push(&q, &r, CN_INT_ABI_HEADER_SIZE + 3 * 16, NULL), -EINVAL);
+    for (uint64_t t = 0; t < CN_INT__QUEUE_MAX + 100; t++)
+        push(&q, 1, t, CN_INT_ABI_T_SAMPLE, (uint32_t)(t % 3), NULL);
+    assert_int_equal(cn_int__queue_len(&q), CN_INT__QUEUE_MAX);
+    cn_int_record out;
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 50, &out), 0); /* dropped */
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, CN_INT__QUEUE_MAX + 99, &out), 1);
+    assert_int_equal(out.nframes, (CN_INT__QUEUE_MAX + 99) % 3);
+    /* take them in order: the head moves, the array compacts, frames stay right */
+    for (uint64_t t = 100; t < CN_INT__QUEUE_MAX + 99; t++) {
+        assert_int_equal(cn_int__queue_take(&q, 7, 1, t, &out), 1);
+        assert_int_equal(out.nframes, t % 3);
+        if (out.nframes)
+            assert_int_equal(out.frames[out.nframes - 1].code, 0x1000 + out.nframes - 1);
+        if (t == 40000)
+            push(&q, 2, 1, CN_INT_ABI_T_SAMPLE, 2, NULL);
+    }
+    assert_int_equal(cn_int__queue_next(&q, &out), 1);
+    assert_int_equal(out.tid, 2);
+    assert_int_equal(cn_int__queue_next(&q, &out), 0);
+    cn_int__queue_free(&q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -560,8 +689,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(code_ok, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_forged, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_wide_names, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(code_same, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
+        cmocka_unit_test(queue_exact),
+        cmocka_unit_test(queue_ktime),
+        cmocka_unit_test(queue_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,7 +107,7 @@ static int open_event(pid_t pid, int cpu, bool inherit)
     a.config = PERF_COUNT_SW_CPU_CLOCK;
     a.freq = 1;
     a.sample_freq = 999;
-    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
     a.use_clockid = 1;
     a.clockid = CLOCK_MONOTONIC;
     a.disabled = 1;
@@ -117,6 +117,7 @@ static int open_event(pid_t pid, int cpu, bool inherit)
 }
 
 typedef struct sample {
+    uint64_t ip;
     uint32_t pid, tid, cpu;
     uint64_t time;
 } sample;
@@ -140,10 +141,11 @@ static size_t read_ring(void *base, sample *out, size_t max)
             rec[i] = data[(tail + i) % size];
         if (h.type == PERF_RECORD_SAMPLE && n < max) {
             const uint8_t *p = rec + sizeof(h);
-            memcpy(&out[n].pid, p, 4);
-            memcpy(&out[n].tid, p + 4, 4);
-            memcpy(&out[n].time, p + 8, 8);
-            memcpy(&out[n].cpu, p + 16, 4);
+            memcpy(&out[n].ip, p, 8);
+            memcpy(&out[n].pid, p + 8, 4);
+            memcpy(&out[n].tid, p + 12, 4);
+            memcpy(&out[n].time, p + 16, 8);
+            memcpy(&out[n].cpu, p + 24, 4);
             n++;
         }
         tail += h.size;
@@ -153,8 +155,8 @@ static size_t read_ring(void *base, sample *out, size_t max)
 }
 
 typedef struct result {
-    size_t samples, joined, sample_time, max_depth, with_python, a, b, c, entry_ok, lines_ok,
-        lines_checked;
+    size_t samples, in_eval, joined, sample_time, max_depth, with_python, a, b, c, entry_ok,
+        lines_ok, lines_checked;
     int major, minor;
 } result;
 
@@ -238,9 +240,11 @@ static void run_one(const char *python)
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
         size_t n = read_ring(ring, s, cap);
+        cn_int_new_epoch(c); /* as a pump will: cached code objects checked again */
         for (size_t i = 0; i < n; i++) {
             cn_int_record rec;
             res.samples++;
+            res.in_eval += cn_int_is_eval(c, s[i].pid, s[i].ip);
             if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1) {
                 print_message(
                     "[ unjoined ] pid %u tid %u cpu %u time %llu (sample %zu of round %d)\n",
@@ -278,13 +282,14 @@ static void run_one(const char *python)
     double pa = named ? 100.0 * res.a / named : 0, pb = named ? 100.0 * res.b / named : 0,
            pc = named ? 100.0 * res.c / named : 0;
     print_message(
-        "[ interp   ] %s (%d.%d%s, %s): %zu samples, joined %zu (by the sample's time %zu), "
+        "[ interp   ] %s (%d.%d%s, %s): %zu samples (%zu in the eval loop), joined %zu (by the "
+        "sample's time %zu), "
         "deepest %zu frames, python %zu (%.1f%%), "
         "work_a/b/c %.1f/%.1f/%.1f%% (measured %.1f/%.1f/%.1f), lines ok %zu/%zu, outermost entry "
         "%zu, "
         "bpf %.0f ns/run over %llu runs, thread-state cache %llu/%llu, unregistered %llu\n",
         python, info.major, info.minor, info.debug_offsets ? ", _Py_DebugOffsets" : "", info.object,
-        res.samples, res.joined, res.sample_time, res.max_depth, res.with_python,
+        res.samples, res.in_eval, res.joined, res.sample_time, res.max_depth, res.with_python,
         res.samples ? 100.0 * res.with_python / res.samples : 0, pa, pb, pc, truth[0] / 10.0,
         truth[1] / 10.0, truth[2] / 10.0, res.lines_ok, res.lines_checked, res.entry_ok,
         pi.run_cnt ? (double)pi.run_time_ns / pi.run_cnt : 0, (unsigned long long)pi.run_cnt,
@@ -305,6 +310,9 @@ static void run_one(const char *python)
     assert_int_equal(res.joined, res.samples);
     assert_int_equal(res.sample_time, res.joined); /* this kernel: the exact key, never ktime */
     assert_true(res.with_python * 100 >= res.samples * 95);
+    /* the eval loop's range is where it is: a pure-Python loop spends a good part of its
+     * time in _PyEval_EvalFrameDefault itself (the rest in the int and range code) */
+    assert_true(res.in_eval * 100 >= res.samples * 10);
     assert_true(fabs(pa - truth[0] / 10.0) <= 3);
     assert_true(fabs(pb - truth[1] / 10.0) <= 3);
     assert_true(fabs(pc - truth[2] / 10.0) <= 3);
@@ -421,7 +429,7 @@ static void run_offcpu(const char *python)
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
     a.sample_period = 1;
-    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
     a.use_clockid = 1;
     a.clockid = CLOCK_MONOTONIC;
     a.disabled = 1;

@@ -1025,25 +1025,25 @@ static void test_system_session(void **st)
 static void test_maps_line(void **st)
 {
     char l1[] = "55d0c8a00000-55d0c8a02000 r-xp 00001000 fd:01 1234567    /usr/bin/true\n";
-    cn_smp__maps_line m;
-    assert_int_equal(cn_smp__maps_parse_line(l1, &m), 0);
+    cn_obj_maps_line m;
+    assert_int_equal(cn_obj_maps_parse_line(l1, &m), 0);
     assert_true(m.start == 0x55d0c8a00000ULL && m.end == 0x55d0c8a02000ULL);
     assert_true(m.exec && !m.deleted);
     assert_true(m.pgoff == 0x1000 && m.maj == 0xfd && m.min == 1 && m.ino == 1234567);
     assert_string_equal(m.path, "/usr/bin/true");
     char l2[] = "7f00-8f00 r-xp 00000000 00:05 77 /tmp/my lib.so (deleted)\n";
-    assert_int_equal(cn_smp__maps_parse_line(l2, &m), 0);
+    assert_int_equal(cn_obj_maps_parse_line(l2, &m), 0);
     assert_true(m.deleted);
     assert_string_equal(m.path, "/tmp/my lib.so");
     char l3[] = "7ffd1000-7ffd3000 r-xp 00000000 00:00 0                          [vdso]";
-    assert_int_equal(cn_smp__maps_parse_line(l3, &m), 0);
+    assert_int_equal(cn_obj_maps_parse_line(l3, &m), 0);
     assert_string_equal(m.path, "[vdso]");
     char l4[] = "7f00-7e00 r-xp 0 00:00 0";
-    assert_int_equal(cn_smp__maps_parse_line(l4, &m), -EINVAL);
+    assert_int_equal(cn_obj_maps_parse_line(l4, &m), -EINVAL);
     char l5[] = "zz";
-    assert_int_equal(cn_smp__maps_parse_line(l5, &m), -EINVAL);
+    assert_int_equal(cn_obj_maps_parse_line(l5, &m), -EINVAL);
     char l6[] = "1000-2000 r-xp 0 00:00";
-    assert_int_equal(cn_smp__maps_parse_line(l6, &m), -EINVAL);
+    assert_int_equal(cn_obj_maps_parse_line(l6, &m), -EINVAL);
 }
 
 static void test_address_space_overlaps(void **st)
