@@ -31,6 +31,7 @@
 #define PY_EXPIRE_NS   200000000  /* queued records this much older than a sample are stale */
 #define PY_EXPIRE_EACH 1024       /* samples between two expiries */
 #define PY_INSTR_NONE  0xfffffu   /* a frame offset's instruction bits: none, or too big */
+#define PY_SALTS       16         /* hashes tried per (pid, code object) */
 
 typedef struct py_ent {
     uint64_t offset; /* the frame's offset in its object: hash of (pid, code), instr */
@@ -40,6 +41,8 @@ typedef struct py_ent {
     const cn_smp__obj *obj;
     char *name; /* qualname, or CN_INT_UNREADABLE */
     int line, first_line;
+    uint32_t epoch; /* the interp epoch it was last checked in (cn_int_new_epoch) */
+    bool stale;     /* its code object was freed and the address reused: never again */
 } py_ent;
 
 struct cn_smp__py {
@@ -52,6 +55,7 @@ struct cn_smp__py {
     py_ent *ents;
     size_t nents, cap;
     uint64_t since_expire;
+    uint32_t epoch; /* bumped with cn_int_new_epoch, once per read */
 };
 
 static uint64_t mono_now(void)
@@ -226,13 +230,48 @@ void cn_smp__py_forget(cn_smp_session *s, cn_smp__proc *p)
  * Frames
  */
 
-static const py_ent *find_ent(const cn_smp__py *py, uint64_t offset)
+static py_ent *find_ent(const cn_smp__py *py, uint64_t offset)
 {
     int32_t i = cn_u64map_get(&py->index, offset);
     return i >= 0 ? &py->ents[i] : NULL;
 }
 
-/* The frame of (pid, code, instr), named when first met. NULL on ENOMEM. */
+/* Whether entry e (of its pid and code object) still names that code object: checked once
+ * per epoch, through cn_int_func_of (which reads the object again when interp's own check
+ * finds it changed). */
+static bool still_valid(cn_smp_session *s, py_ent *e)
+{
+    cn_smp__py *py = s->py;
+    if (e->epoch == py->epoch)
+        return true;
+    cn_int_func fn;
+    bool same;
+    if (cn_int_func_of(py->ctx, e->pid, e->code, &fn) != 0)
+        same = true; /* no longer registered (exit, exec): nothing to compare with */
+    else if (fn.readable)
+        same = !strcmp(fn.name, e->name) &&
+               !strcmp(fn.filename, e->obj->pub.path ? e->obj->pub.path : "");
+    else
+        same = !strcmp(e->name, CN_INT_UNREADABLE);
+    if (!same) {
+        e->stale = true;
+        s->cnt.py_replaced++;
+        return false;
+    }
+    e->epoch = py->epoch;
+    return true;
+}
+
+void cn_smp__py_epoch(cn_smp_session *s)
+{
+    if (s->py && s->py->ctx) {
+        cn_int_new_epoch(s->py->ctx);
+        s->py->epoch++;
+    }
+}
+
+/* The frame of (pid, code, instr), named when first met (and again, as a new frame, when
+ * its code object was replaced by another at the same address). NULL on ENOMEM. */
 static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, int32_t instr)
 {
     cn_smp__py *py = s->py;
@@ -242,22 +281,24 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
     }
     /* The offset: 42 bits of a hash of (pid, code object) above the instruction's 20 bits
      * (all ones: no instruction), so `canopy lines` shows instructions in its offsets; a
-     * hash shared by two functions takes the next salt. */
+     * hash shared by two functions, or by a code object and the one freed before it at its
+     * address, takes the next salt. */
     uint64_t ins = instr >= 0 && (uint32_t)instr < PY_INSTR_NONE ? (uint64_t)instr : PY_INSTR_NONE;
     uint64_t off = 0;
-    const py_ent *e = NULL;
-    for (uint32_t salt = 0; salt < 8; salt++) {
+    py_ent *e = NULL;
+    for (uint32_t salt = 0; salt < PY_SALTS; salt++) {
         uint64_t key[2] = {code, (uint64_t)pid | (uint64_t)salt << 32};
         off = (XXH3_64bits(key, sizeof(key)) & ((1ULL << 42) - 1)) << 20 | ins;
         e = find_ent(py, off);
-        if (!e || (e->pid == pid && e->code == code))
+        if (!e)
             break;
-        s->cnt.py_collisions++;
+        if (e->pid == pid && e->code == code && !e->stale && still_valid(s, e))
+            return e;
+        if (e->pid != pid || e->code != code)
+            s->cnt.py_collisions++; /* another function on this hash; else a replaced one */
     }
-    if (e && e->pid == pid && e->code == code)
-        return e;
     if (e)
-        return NULL; /* eight functions on one hash: counted as an error by the caller */
+        return NULL; /* every salt taken: counted as an error by the caller */
     instr = (int32_t)(ins == PY_INSTR_NONE ? -1 : (int32_t)ins);
     if (CN_RESERVE(py->ents, py->cap, py->nents + 1) < 0)
         return NULL;
@@ -277,7 +318,8 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
         free(nm);
         return NULL;
     }
-    py->ents[py->nents] = (py_ent){off, pid, code, instr, o, nm, line ? line : first, first};
+    py->ents[py->nents] =
+        (py_ent){off, pid, code, instr, o, nm, line ? line : first, first, py->epoch, false};
     s->cnt.py_frames++;
     return &py->ents[py->nents++];
 }

@@ -434,6 +434,7 @@ int cn_smp_session_read(cn_smp_session *s)
     int ret = cn_smp__drain(s, false);
     if (ret >= 0)
         cn_smp__adapt_apply(s); /* between drains: the rings are not being read */
+    cn_smp__py_epoch(s);
     if (ret >= 0 && s->off && now > CN_SMP__HOLD_NS)
         cn_smp_session_pending(s, now - CN_SMP__HOLD_NS);
     return ret;

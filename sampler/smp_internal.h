@@ -512,6 +512,10 @@ void cn_smp__adapt_apply(cn_smp_session *s);
 typedef struct cn_smp__py cn_smp__py;
 int cn_smp__py_start(cn_smp_session *s);
 void cn_smp__py_attach(cn_smp_session *s, int fd);
+/* python.c: once per read (session.c): interp's code-object caches, and the frames named
+ * from them, are checked again before their next use (a code object freed, another at its
+ * address). */
+void cn_smp__py_epoch(cn_smp_session *s);
 void cn_smp__py_stop(cn_smp_session *s); /* after the events are closed: the context goes */
 void cn_smp__py_free(cn_smp_session *s);
 /* python.c: registering: p mapped the object at path (MMAP2); p's mappings as loaded, or

@@ -326,6 +326,8 @@ typedef struct cn_smp_counters {
     uint64_t py_frames;       /* distinct Python frames (pid, code object, instruction) */
     uint64_t py_frames_bound; /* frames past the bound on those, kept per function */
     uint64_t py_collisions;   /* two (pid, code object) pairs on one offset hash (resalted) */
+    uint64_t py_replaced;     /* frames whose code object was freed and its address reused by
+                                 another (named anew) */
     uint64_t py_errors;       /* Python frames lost to allocation failures */
 } cn_smp_counters;
 
