@@ -652,7 +652,6 @@ void cn_smp__procs_attach(cn_smp_session *s)
     cn_smp__proc *p = proc_get(s, s->cfg.pid, true);
     if (p && !p->maps_loaded)
         proc_load_maps(s, p);
-    cn_smp__py_scan(s, p); /* an attach to a running interpreter */
     report_initial_comms(s);
 }
 

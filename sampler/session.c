@@ -393,6 +393,10 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
     s->pidfd = -1;
     if (ret < 0)
         return ret;
+    /* An attach to a running interpreter: registered once the re-check allowed the process
+     * (registering reads its memory), before its samples start. */
+    if (s->cfg.target == CN_SMP_TARGET_PID)
+        cn_smp__py_scan(s, cn_smp__proc_for_sample(s, s->cfg.pid));
     ret = cn_smp__perf_enable(s, err);
     if (ret < 0)
         return ret;
