@@ -363,7 +363,7 @@ static int read_resources(rd *r)
         int32_t name = 0, ident = 0, path = 0, kind = 0;
         if ((rc = next_line(r)) < 0 || (rc = get_str(r, false, &name)) < 0 ||
             (rc = get_str(r, true, &ident)) < 0 || (rc = get_str(r, true, &path)) < 0 ||
-            (rc = get_i32(r, 0, CN_AGG_RES_OTHER, &kind)) < 0 || (rc = end_of_line(r)) < 0)
+            (rc = get_i32(r, 0, CN_AGG_RES_PYTHON, &kind)) < 0 || (rc = end_of_line(r)) < 0)
             return rc;
         int32_t id = cn_agg_resource(r->p, r->p->str[name], cn_agg_string_get(r->p, ident),
                                      cn_agg_string_get(r->p, path), (cn_agg_resource_kind)kind);

@@ -138,7 +138,7 @@ static void print_session_row(const json_t *s)
 {
     const json_t *target = json_object_get(s, "target");
     char tgt[160], started[32] = "-", unwound[16], copy[40];
-    char id[64], name[800], comm[128], state[32], mode[32], event[400];
+    char id[64], name[800], comm[128], state[32], mode[32], event[400], python[320];
     unwound_share(s, unwound, sizeof(unwound));
     stack_copy(s, copy, sizeof(copy));
     if (json_is_string(target))
@@ -153,7 +153,7 @@ static void print_session_row(const json_t *s)
         strftime(started, sizeof(started), "%Y-%m-%d %H:%M:%S", &tm);
     printf("%-6s %-12s %-22s %-8s %-7s %-16s %5" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
            " %6" JSON_INTEGER_FORMAT " %7" JSON_INTEGER_FORMAT " %7s %6" JSON_INTEGER_FORMAT
-           " %-14s %s\n",
+           " %-14s %-19s %s\n",
            jterm(id, sizeof(id), s, "id", "?"), jterm(name, sizeof(name), s, "name", "-"), tgt,
            jterm(state, sizeof(state), s, "state", "?"),
            jterm(mode, sizeof(mode), s, "mode", "cpu"),
@@ -162,7 +162,8 @@ static void print_session_row(const json_t *s)
            json_integer_value(json_object_get(s, "samples")),
            json_integer_value(json_object_get(s, "lost")),
            json_integer_value(json_object_get(s, "threads")), unwound,
-           json_integer_value(json_object_get(s, "unsymbolized")), copy, started);
+           json_integer_value(json_object_get(s, "unsymbolized")), copy, started,
+           jterm(python, sizeof(python), json_object_get(s, "python"), "state", "-"));
 }
 
 int cn_cmd_sessions(int argc, char **argv)
@@ -185,9 +186,9 @@ int cn_cmd_sessions(int argc, char **argv)
         status = emit_answer(&s);
         goto out;
     }
-    printf("%-6s %-12s %-22s %-8s %-7s %-16s %5s %9s %6s %7s %7s %6s %-14s %s\n", "ID", "NAME",
-           "TARGET", "STATE", "MODE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS", "UNWOUND",
-           "UNSYM", "STACK COPY", "STARTED");
+    printf("%-6s %-12s %-22s %-8s %-7s %-16s %5s %9s %6s %7s %7s %6s %-14s %-19s %s\n", "ID",
+           "NAME", "TARGET", "STATE", "MODE", "EVENT", "FREQ", "SAMPLES", "LOST", "THREADS",
+           "UNWOUND", "UNSYM", "STACK COPY", "STARTED", "PYTHON FRAMES");
     size_t i;
     const json_t *e;
     json_array_foreach(list, i, e) print_session_row(e);

@@ -34,6 +34,8 @@ static const char sampling_help[] =
     "  --stack-size BYTES        user stack copied per sample, dwarf and auto: a multiple\n"
     "                            of 8 from 8 to 65528 (default 16384)\n"
     "  --kernel, --no-kernel     kernel frames (default on where permitted)\n"
+    "  --python, --no-python     Python functions in CPython's stacks (default on where\n"
+    "                            BPF is permitted; docs/python.md)\n"
     "  --duration DURATION       stop sampling after DURATION (5s, 2m, 500ms)\n"
     "  --mode cpu|off-cpu|wall   what to measure: CPU samples (default), the time threads\n"
     "                            spend switched out (where they wait), or both (wall\n"

@@ -1,5 +1,6 @@
 /* sampling_opts.c — the SAMPLING options of run, attach, system, tree --pid and top --pid
  * (docs/cli.md): -F/--freq, --event, --unwind, --stack-size, --kernel/--no-kernel,
+ * --python/--no-python,
  * --duration, --mode, --min-block and, for sessions, --name, --label, --no-fleet. One
  * option at a time, like the QUERY options, so a command can mix both. Each value goes
  * straight into the session's spec (cn_live_session_opts), which live/'s one validator
@@ -154,6 +155,10 @@ int cn_cli_parse_sampling_opt(cn_live_session_opts *s, const char *cmd, bool all
                                                                  : -1;
     if (!strcmp(a, "--kernel") || !strcmp(a, "--no-kernel")) {
         s->no_kernel = !strcmp(a, "--no-kernel");
+        return 1;
+    }
+    if (!strcmp(a, "--python") || !strcmp(a, "--no-python")) {
+        s->no_python = !strcmp(a, "--no-python");
         return 1;
     }
     if (allow_name && is_opt(a, "--label"))

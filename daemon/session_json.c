@@ -76,6 +76,18 @@ json_t *cn_d_session_json(const cn_live_session *s)
         json_decref(o);
         o = NULL;
     }
+    /* Python frames (docs/python.md): a saved session has no sampler. */
+    if (o && i.python &&
+        json_object_set_new(
+            o, "python",
+            json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "state", cn_proto_str(i.python),
+                      "registered", (json_int_t)i.py_registered, "refused",
+                      (json_int_t)i.py_refused, "samples", (json_int_t)i.py_samples, "joined",
+                      (json_int_t)i.py_joined, "no_record", (json_int_t)i.py_no_record, "mismatch",
+                      (json_int_t)i.py_mismatch)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     if (!o || !more) {
         json_decref(o);
         json_decref(more);

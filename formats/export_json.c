@@ -18,7 +18,8 @@
 
 #include "export_internal.h"
 
-/* `"name":…` and, when the func has a resource, `,"lib":…`. */
+/* `"name":…` and, when the func has a resource, `,"lib":…`, and `,"kind":"python"` when
+ * that resource is a Python source file (docs/python.md). */
 static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
 {
     const char *name = func >= 0 ? cn_agg_func_name(p, func) : NULL;
@@ -28,6 +29,9 @@ static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
     if (fputs("\"name\":", out) < 0 || cn_fmt__json_str(out, name ? name : "?") < 0)
         return -EIO;
     if (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0))
+        return -EIO;
+    if (lib && cn_agg_resource_kind_of(p, res) == CN_AGG_RES_PYTHON &&
+        fputs(",\"kind\":\"python\"", out) < 0)
         return -EIO;
     return 0;
 }
@@ -91,7 +95,7 @@ static int open_node_fast(const cn_agg_profile *p, const cn_agg_tree *t, int32_t
     const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
     char buf[1024];
     size_t k = 0, w;
-    const size_t nums = 4 * 64 + 64; /* room kept for the numbers and "children" */
+    const size_t nums = 4 * 64 + 64 + 16; /* room kept for the numbers, "children", "kind" */
 
     memcpy(buf, "{\"name\":", 8);
     k = 8;
@@ -104,6 +108,10 @@ static int open_node_fast(const cn_agg_profile *p, const cn_agg_tree *t, int32_t
         if (!(w = buf_plain_str(buf + k, sizeof(buf) - k - nums, lib)))
             return 1;
         k += w;
+        if (cn_agg_resource_kind_of(p, res) == CN_AGG_RES_PYTHON) {
+            memcpy(buf + k, ",\"kind\":\"python\"", 16);
+            k += 16;
+        }
     }
     k += buf_num(buf + k, "total", nd->total * scale);
     k += buf_num(buf + k, "self", nd->self * scale);
@@ -217,6 +225,8 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
             fputs(",\"event\":", out) < 0 || cn_fmt__json_str(out, o->event ? o->event : "") < 0 ||
             put_num(out, "samples", (double)o->samples) < 0 ||
             put_num(out, "lost", (double)o->lost) < 0)
+            return -EIO;
+        if (o->python && (fputs(",\"python\":", out) < 0 || cn_fmt__json_str(out, o->python) < 0))
             return -EIO;
         /* How the session's unwinds ended (docs/cli-live.md, "Truncated stacks"). */
         const cn_fmt_unwind *u = &o->unwind;

@@ -139,6 +139,9 @@ static void box_fill(const cn_fmt__flame *f, const box *b, double max_delta, cha
     case CN_AGG_RES_URL:
         snprintf(buf, len, "hsl(%u,60%%,%u%%)", 178 + hl % 17, 55 + hf % 10);
         break;
+    case CN_AGG_RES_PYTHON: /* Python functions: yellow-green, apart from native code */
+        snprintf(buf, len, "hsl(%u,65%%,%u%%)", 62 + hl % 14, 50 + hf % 10);
+        break;
     case CN_AGG_RES_LIBRARY:
         snprintf(buf, len, "hsl(%u,%u%%,%u%%)", hl % 56, 70 + (hl >> 8) % 16,
                  52 + (hl >> 16) % 8 + hf % 6);
@@ -160,6 +163,8 @@ static const char *kind_name(const cn_fmt__flame *f, const box *b)
         return "jit";
     case CN_AGG_RES_URL:
         return "url";
+    case CN_AGG_RES_PYTHON:
+        return "python";
     case CN_AGG_RES_LIBRARY:
         return "lib";
     default:

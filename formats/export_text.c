@@ -525,6 +525,10 @@ static int print_header(const struct text_ctx *c)
     char cut[160];
     if (o->session && cn_fmt_unwind_summary(&o->unwind, cut, sizeof(cut)))
         fprintf(out, ", %s", cut);
+    if (o->session && o->python) {
+        char py[320];
+        fprintf(out, ", python frames: %s", cn_term_str(py, sizeof(py), o->python));
+    }
     fprintf(out, ", transforms:");
     if (o->n_transforms == 0)
         fprintf(out, " none");

@@ -97,6 +97,9 @@ static int map_object(cn_live_session *s, const cn_smp_object *obj, int32_t *out
     case CN_SMP_OBJ_JIT:
         kind = CN_AGG_RES_JIT;
         break;
+    case CN_SMP_OBJ_PYTHON: /* named by the sampler (symbols.c: python_frames) */
+        kind = CN_AGG_RES_PYTHON;
+        break;
     default:
         s->obj_res[obj->id] = NO_RESOURCE; /* anonymous memory: frames are bare addresses */
         *out = NO_RESOURCE;

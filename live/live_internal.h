@@ -85,6 +85,7 @@ struct cn_live_session {
     cn_live_symbolizer *sym;   /* NULL: none (or it went away first) */
     uint64_t tag;              /* this session's tag in the symbolizer */
     size_t next_frame;         /* frames [0, next_frame) were submitted (or need none) */
+    size_t next_py_frame;      /* frames [0, next_py_frame) were looked at for Python names */
     uint64_t sym_pending;      /* submitted, not answered yet */
     uint64_t sym_failed;       /* answered without a symbol (includes waiting JIT frames) */
     uint64_t sym_unresolvable; /* frames the symbolizer cannot take (no file to read) */

@@ -92,6 +92,8 @@ int cn_live_session_opts_to_json(const cn_live_session_opts *o, json_t *req)
         rc |= json_object_set_new(req, "stack_size", json_integer(o->stack_size));
     if (o->no_kernel)
         rc |= json_object_set_new(req, "kernel", json_false());
+    if (o->no_python)
+        rc |= json_object_set_new(req, "python", json_false());
     if (o->duration_ns)
         rc |= json_object_set_new(req, "duration_ns", json_integer(o->duration_ns));
     if (o->retention_ns)
@@ -167,6 +169,9 @@ static int scalars_from_json(const json_t *req, cn_live_session_opts *o, cn_err 
     b = !o->no_kernel;
     TRY(cn_proto_get_bool(req, "kernel", &b, err));
     o->no_kernel = !b;
+    b = !o->no_python;
+    TRY(cn_proto_get_bool(req, "python", &b, err));
+    o->no_python = !b;
     str = NULL;
     TRY(cn_proto_get_str(req, "mode", &str, err));
     if (str && cn_smp_mode_parse(str, &o->mode) < 0)
@@ -230,6 +235,7 @@ void cn_live_session_render_opts(const cn_live_session *s, const char *title, cn
     o->lost = (int64_t)info.lost;
     o->unwind = (cn_fmt_unwind){
         .known = true, .user_stacks = info.user_stacks, .outcomes = info.unwind_outcomes};
+    o->python = info.python;
     o->has_now = true;
     o->now_ns = cn_live_session_now(s);
 }

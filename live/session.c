@@ -112,6 +112,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
         .unwind = o->unwind,
         .stack_size = o->stack_size,
         .no_kernel = o->no_kernel,
+        .no_python = o->no_python,
         .enable_on_exec = o->kind == CN_LIVE_RUN,
         .ring_pages = o->ring_pages,
         .mode = o->mode,
@@ -333,6 +334,13 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->switches = c.switches;
         out->offcpu_unmatched = c.offcpu_unmatched;
         out->offcpu_short = c.offcpu_short;
+        out->python = cn_smp_session_python(s->smp);
+        out->py_registered = c.py_registered;
+        out->py_refused = c.py_refused;
+        out->py_samples = c.py_samples;
+        out->py_joined = c.py_joined;
+        out->py_no_record = c.py_no_record + c.py_before + c.py_no_frames;
+        out->py_mismatch = c.py_mismatch;
     }
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;

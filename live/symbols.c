@@ -37,7 +37,7 @@ static bool frame_request(cn_live_session *s, size_t f, cn_sym_request *q)
 {
     const res_src *src = frame_src(s, (int32_t)f);
     const cn_smp_object *obj = src ? src->obj : NULL;
-    if (!obj)
+    if (!obj || obj->kind == CN_SMP_OBJ_PYTHON) /* named at once: python_frames() */
         return false;
     memset(q, 0, sizeof(*q));
     q->tag = s->tag;
@@ -146,9 +146,43 @@ static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
     return true;
 }
 
+/* Names the new frames of Python source files (docs/python.md) from the sampler's table,
+ * at once and in this thread (no file to read: the sampler read the names from the target
+ * when it first met the frame): qualname, file, the instruction's line, and the function's
+ * first line. */
+static void python_frames(cn_live_session *s)
+{
+    enum { BATCH = 64 }; /* 3.5 KiB of stack: canopyd's stacks stay within a stack copy */
+    cn_agg_symbol syms[BATCH];
+    cn_agg_frame_symbols batch[BATCH];
+    size_t total = cn_agg_frame_count(s->p);
+    while (s->next_py_frame < total) {
+        size_t n = 0, f = s->next_py_frame;
+        for (; f < total && n < BATCH; f++) {
+            const res_src *src = frame_src(s, (int32_t)f);
+            cn_smp_python_info pi;
+            if (!src || src->obj->kind != CN_SMP_OBJ_PYTHON || !s->smp ||
+                cn_smp_python_frame(s->smp, src->obj,
+                                    (uint64_t)cn_agg_frame_address(s->p, (int32_t)f), &pi) < 0)
+                continue;
+            /* The function first, with its first line (the regroup finds it by name,
+             * resource and file; it would make it without a line). */
+            (void)cn_agg_func(s->p, pi.name, cn_agg_frame_resource(s->p, (int32_t)f),
+                              pi.file[0] ? pi.file : NULL, pi.first_line);
+            syms[n] = (cn_agg_symbol){pi.name, pi.file[0] ? pi.file : NULL, pi.line};
+            batch[n] = (cn_agg_frame_symbols){(int32_t)f, &syms[n], 1, NULL};
+            n++;
+        }
+        if (n && cn_agg_regroup(s->p, batch, n) < 0)
+            s->errors += n; /* these frames keep their placeholder names */
+        s->next_py_frame = f;
+    }
+}
+
 void cn_live_session_symbolize(cn_live_session *s)
 {
     size_t total;
+    python_frames(s);
     if (!s->sym || !request_buffers(s))
         return; /* without the buffers, the frames wait for the next pump */
     cn_sym_request *reqs = s->reqs;

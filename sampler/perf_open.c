@@ -132,6 +132,7 @@ static int add_fd(cn_smp_session *s, int fd)
     if (CN_RESERVE(s->fds, s->capfds, s->nfds + 1) < 0)
         return -ENOMEM;
     s->fds[s->nfds++] = fd;
+    cn_smp__py_attach(s, fd); /* every event runs the Python frames' program (python.c) */
     return 0;
 }
 

@@ -203,6 +203,38 @@ cn_smp__obj *cn_smp__obj_special(cn_smp_session *s, const char *key, const char 
     return o;
 }
 
+/* A Python source file's object (python.c): key and identity "[py]" + the file's name,
+ * as the interpreter reports it (co_filename); no file is read for it. */
+cn_smp__obj *cn_smp__obj_python(cn_smp_session *s, const char *path)
+{
+    char *key = malloc(strlen(path) + 5);
+    if (!key)
+        return NULL;
+    strcpy(key, "[py]");
+    strcat(key, path);
+    cn_smp__obj *o = obj_lookup(s, key);
+    if (o) {
+        free(key);
+        return o;
+    }
+    o = calloc(1, sizeof(*o));
+    if (!o) {
+        free(key);
+        return NULL;
+    }
+    o->key = key;
+    o->pub.identity = strdup(key);
+    o->pub.name = strdup(path[0] ? base_name(path) : "[python]");
+    o->pub.path = path[0] ? strdup(path) : NULL;
+    o->pub.kind = CN_SMP_OBJ_PYTHON;
+    o->elf_failed = true; /* nothing to unwind with */
+    if (!o->pub.identity || !o->pub.name || (path[0] && !o->pub.path) || obj_add(s, o) < 0) {
+        obj_free(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* Opens the file of a mapping of process pid (path, device maj:min, inode ino) the way
  * everything after us will read it (cn_obj_open: no symlink, no FIFO or device, nothing
  * on FUSE, the inode checked on the fd that is read): the path itself, else the same path
@@ -327,6 +359,8 @@ typedef struct cn_smp__snap {
     char *maps; /* its exec lines of /proc/PID/maps; NULL once used or obsolete */
 } snap_entry;
 
+static cn_smp__proc *proc_get(cn_smp_session *s, pid_t pid, bool create);
+
 static int snap_cmp(const void *a, const void *b)
 {
     pid_t x = ((const snap_entry *)a)->pid, y = ((const snap_entry *)b)->pid;
@@ -386,6 +420,11 @@ void cn_smp__procs_snapshot(cn_smp_session *s)
     closedir(d);
     if (s->nsnap)
         qsort(s->snap, s->nsnap, sizeof(*s->snap), snap_cmp);
+    /* CPython processes running already: their samples joined from now on. After the whole
+     * snapshot, which registering (ELF symbols read per process) would otherwise stretch. */
+    for (size_t i = 0; s->py && i < s->nsnap; i++)
+        if (strstr(s->snap[i].maps, "python3"))
+            cn_smp__py_scan_text(s, proc_get(s, s->snap[i].pid, true), s->snap[i].maps);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -418,6 +457,7 @@ void cn_smp__proc_drop(cn_smp_session *s, pid_t pid)
         if ((*pp)->pid == pid) {
             cn_smp__proc *p = *pp;
             *pp = p->next;
+            cn_smp__py_forget(s, p);
             cn_smp__proc_clear(p);
             free(p);
             return;
@@ -627,6 +667,7 @@ void cn_smp__proc_mmap(cn_smp_session *s, const cn_smp__rec *r)
     p->maps_loaded = true;
     proc_add_mapping(s, p, r->u.mmap.addr, r->u.mmap.addr + r->u.mmap.len, r->u.mmap.pgoff,
                      r->u.mmap.filename, r->u.mmap.maj, r->u.mmap.min, r->u.mmap.ino, false);
+    cn_smp__py_mapped(s, p, r->u.mmap.filename);
 }
 
 void cn_smp__proc_exec(cn_smp_session *s, pid_t pid)
@@ -634,7 +675,8 @@ void cn_smp__proc_exec(cn_smp_session *s, pid_t pid)
     cn_smp__proc *p = proc_get(s, pid, true);
     free(snap_take(s, pid)); /* of the image before the exec */
     if (p) {
-        cn_smp__proc_clear(p); /* exec: a new address space, MMAP2 records follow */
+        cn_smp__py_forget(s, p); /* a new image: registered again when it maps CPython */
+        cn_smp__proc_clear(p);   /* exec: a new address space, MMAP2 records follow */
         p->maps_loaded = true;
     }
 }
@@ -657,6 +699,7 @@ void cn_smp__proc_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
                              parent->maps[i].pgoff, parent->maps[i].obj);
         child->maps_loaded = true;
     }
+    cn_smp__py_fork(s, parent, child);
 }
 
 void cn_smp__procs_free(cn_smp_session *s)

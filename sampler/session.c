@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -167,7 +168,9 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
     }
     assert(nuser >= 0 && nuser <= CN_SMP_MAX_FRAMES && nk <= CN_SMP_MAX_FRAMES);
     const cn_smp__map *last = NULL;
-    for (int i = 0; i < nuser; i++) {
+    bool spliced =
+        cn_smp__py_wanted(s, p) && cn_smp__py_splice(s, p, r, nuser, &n, add_user_frame, &last);
+    for (int i = 0; i < nuser && !spliced; i++) {
         uint64_t a = s->pcs[i];
         if (i > 0)
             a = s->arch->mask_ret(a) - 1; /* into the call instruction */
@@ -179,7 +182,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
          * keeps no frame pointers there: cut short for want of unwind info, as dwarf says
          * it (a runtime that keeps them is walked through to the thread's start; see
          * docs/perf-sampler.md, "Interpreters and JITs"). */
-        if (stop == CN_SMP_STOP_NONE && r->u.sample.chain && nuser > 0 &&
+        if (stop == CN_SMP_STOP_NONE && r->u.sample.chain && nuser > 0 && !spliced &&
             n == nk + (uint32_t)nuser && last && last->obj->pub.kind == CN_SMP_OBJ_JIT)
             stop = CN_SMP_STOP_NO_INFO;
         count_stop(s, stop);
@@ -325,6 +328,8 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     s->arch = cn_smp__arch_get();
     s->kernel = !cfg->no_kernel;
     s->read_lost = true;
+    snprintf(s->py_state, sizeof(s->py_state), "%s",
+             cfg->no_python ? "off (--no-python)" : "off (not started)");
     cn_smp__compute_layout(s);
     /* Every context switch copies a stack in off-cpu and wall modes: at tens of thousands
      * of switches per second a 4 MiB ring overflows between two reads
@@ -363,8 +368,12 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
         s->started = true;
         return 0;
     }
+    /* Before the events are opened: each one gets the Python frames' program. */
+    int ret = cn_smp__py_start(s);
+    if (ret < 0)
+        return cn_err_set(err, ret, "out of memory");
     /* The pidfd first: the re-check below knows its reads describe this process. */
-    int ret = cn_smp__pidfd_open(s, err);
+    ret = cn_smp__pidfd_open(s, err);
     if (ret < 0)
         return ret;
     ret = cn_smp__perf_open(s, err);
@@ -385,6 +394,10 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
     s->pidfd = -1;
     if (ret < 0)
         return ret;
+    /* An attach to a running interpreter: registered once the re-check allowed the process
+     * (registering reads its memory), before its samples start. */
+    if (s->cfg.target == CN_SMP_TARGET_PID)
+        cn_smp__py_scan(s, cn_smp__proc_for_sample(s, s->cfg.pid));
     ret = cn_smp__perf_enable(s, err);
     if (ret < 0)
         return ret;
@@ -426,6 +439,7 @@ int cn_smp_session_read(cn_smp_session *s)
     int ret = cn_smp__drain(s, false);
     if (ret >= 0)
         cn_smp__adapt_apply(s); /* between drains: the rings are not being read */
+    cn_smp__py_epoch(s);
     if (ret >= 0 && s->off && now > CN_SMP__HOLD_NS)
         cn_smp_session_pending(s, now - CN_SMP__HOLD_NS);
     return ret;
@@ -507,6 +521,7 @@ int cn_smp_session_stop(cn_smp_session *s)
     if (ret >= 0 && s->off) /* threads still waiting: up to now */
         cn_smp_session_pending(s, mono_now());
     close_all(s);
+    cn_smp__py_stop(s); /* the frames' names stay */
     s->stopped = true;
     return ret < 0 ? ret : 0;
 }
@@ -516,6 +531,7 @@ cn_smp_session *cn_smp_session_free(cn_smp_session *s)
     if (!s)
         return NULL;
     close_all(s);
+    cn_smp__py_free(s); /* after the events that held its program */
     cn_smp__procs_free(s);
     cn_smp_cache_free(s->own_cache); /* after the objects released their tables */
     cn_smp__unwinder_free(s->unw);

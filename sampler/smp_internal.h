@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cn_int.h"
 #include "cn_obj.h"
 #include "cn_smp.h"
 
@@ -197,6 +198,11 @@ typedef struct cn_smp__map {
 typedef struct cn_smp__proc {
     pid_t pid;
     bool maps_loaded, exited;
+    /* Python frames (python.c): registered with interp/ since py_since (CLOCK_MONOTONIC),
+     * and registrations tried for this image. */
+    bool py_registered;
+    uint8_t py_tries;
+    uint64_t py_since;
     cn_smp__map *maps; /* sorted by start, non-overlapping; exec mappings only */
     size_t nmaps, cap;
     struct cn_smp__proc *next; /* hash chain */
@@ -434,6 +440,9 @@ struct cn_smp_session {
     struct cn_smp__offcpu *off;
     /* auto's adaptive stack copy (adapt.c); NULL when the copy is fixed. */
     struct cn_smp__adapt *ad;
+    /* Python frames (python.c); NULL with no_python. py_state: cn_smp_session_python(). */
+    struct cn_smp__py *py;
+    char py_state[240];
 };
 
 /* How long ring.c holds records back so that another CPU's cannot overtake them. */
@@ -502,6 +511,52 @@ void cn_smp__adapt_forget(cn_smp_session *s, pid_t pid);
 void cn_smp__adapt_fork(cn_smp_session *s, pid_t ppid, pid_t pid);
 /* adapt.c: does the reopen decided while dispatching (called between drains). */
 void cn_smp__adapt_apply(cn_smp_session *s);
+
+/* python.c: Python frames (docs/python.md, "Phase 2"). _start, before the events are
+ * opened: loads the program (a failure only turns Python frames off, with the reason);
+ * -ENOMEM. _attach: after each perf_event_open. _free: after the events are closed. */
+typedef struct cn_smp__py cn_smp__py;
+int cn_smp__py_start(cn_smp_session *s);
+void cn_smp__py_attach(cn_smp_session *s, int fd);
+/* python.c: once per read (session.c): interp's code-object caches, and the frames named
+ * from them, are checked again before their next use (a code object freed, another at its
+ * address). */
+void cn_smp__py_epoch(cn_smp_session *s);
+void cn_smp__py_stop(cn_smp_session *s); /* after the events are closed: the context goes */
+void cn_smp__py_free(cn_smp_session *s);
+/* python.c: registering: p mapped the object at path (MMAP2); p's mappings as loaded, or
+ * as the text of its exec lines of /proc/PID/maps (a system session's snapshot), for a
+ * process that already ran; a fork of a registered process; an exec or exit (unregisters). */
+void cn_smp__py_mapped(cn_smp_session *s, cn_smp__proc *p, const char *path);
+void cn_smp__py_scan(cn_smp_session *s, cn_smp__proc *p);
+void cn_smp__py_scan_text(cn_smp_session *s, cn_smp__proc *p, const char *maps);
+void cn_smp__py_fork(cn_smp_session *s, const cn_smp__proc *parent, cn_smp__proc *child);
+void cn_smp__py_forget(cn_smp_session *s, cn_smp__proc *p);
+/* python.c: whether samples of p are joined with interpreter records, and the join and
+ * splice itself (python.c's comment): the user frames s->pcs[0, nuser) into s->frames from
+ * *n, through add_user for the native ones. false: no record, nothing written. */
+typedef void (*cn_smp__add_user_fn)(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n,
+                                    uint64_t addr, const cn_smp__map **last);
+bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p);
+bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
+                       uint32_t *n, cn_smp__add_user_fn add_user, const cn_smp__map **last);
+/* python.c, the splice's plan (pure). Cuts a record's nf frames (innermost first) into the
+ * Python frames of one eval-loop call each, by their entry flags (frames past the last
+ * flagged one: one more segment): seg_end[k] is one past segment k's outermost frame.
+ * Returns the count. */
+uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_end);
+/* python.c: the stack, leaf first, from nuser native frames (kind[i]: frame i is in the
+ * eval loop, the -X perf trampoline just outward of an eval frame, or another) and nseg
+ * segments: steps[k] >= 0 native frame steps[k], < 0 segment -steps[k] - 1. Eval frames and
+ * segments pair from the innermost; a replaced eval frame's trampoline goes with it; extra
+ * outer eval frames stay native, extra outer segments go above the outermost native frame.
+ * Returns the count (at most nuser + nseg) and *matched (as many eval frames as segments). */
+enum { CN_SMP__PY_NATIVE = 0, CN_SMP__PY_EVAL, CN_SMP__PY_TRAMPOLINE };
+uint32_t cn_smp__py_plan(const uint8_t *kind, int nuser, uint32_t nseg, int32_t *steps,
+                         bool *matched);
+/* procs.c: the object of the Python source file at path ("" when unknown), created on
+ * first use. NULL on ENOMEM. */
+cn_smp__obj *cn_smp__obj_python(cn_smp_session *s, const char *path);
 
 /* procs.c: tid sets. _add returns 1 when added, 0 when present (or tid <= 0), -ENOMEM. */
 bool cn_smp__tidset_has(const cn_smp__tidset *t, int32_t tid);

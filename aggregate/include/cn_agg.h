@@ -54,6 +54,7 @@ typedef enum cn_agg_resource_kind {
     CN_AGG_RES_JIT,         /* [jit]: code named by a perf map */
     CN_AGG_RES_URL,         /* a script URL (JavaScript) */
     CN_AGG_RES_OTHER,
+    CN_AGG_RES_PYTHON, /* a Python source file: its functions' frames (docs/python.md) */
 } cn_agg_resource_kind;
 
 /* A new, empty profile (unit samples, scale 1). NULL on ENOMEM. Free with _free. */

@@ -140,6 +140,7 @@ typedef struct cn_live_session_opts {
     cn_smp_unwind unwind;
     uint32_t stack_size; /* 0 = sampler default (adaptive in auto) */
     bool no_kernel;
+    bool no_python;        /* no Python frames (docs/python.md): the native view */
     int64_t duration_ns;   /* > 0: stop after this long; 0 = no limit */
     int64_t retention_ns;  /* raw-sample window; 0 = default 10 min; < 0 = keep everything */
     cn_smp_mode mode;      /* CPU (default), OFFCPU or WALL: then weights are ns */
@@ -283,6 +284,12 @@ typedef struct cn_live_session_info {
      * their other half (lost records, threads waiting since before the start), intervals
      * under min_block_ns. */
     uint64_t switches, offcpu_unmatched, offcpu_short;
+    /* Python frames (docs/python.md): "on" or "off (why)" (cn_smp_session_python), NULL for
+     * a saved session; CPython processes registered and refused, samples of registered
+     * processes, of those joined with their interpreter record, without one, and joined
+     * samples whose eval-loop frames and Python segments differed in number. */
+    const char *python;
+    uint64_t py_registered, py_refused, py_samples, py_joined, py_no_record, py_mismatch;
     size_t memory;       /* profile bytes */
     bool memory_limited; /* the memory bound was reached */
 } cn_live_session_info;

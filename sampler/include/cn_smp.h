@@ -165,6 +165,12 @@ typedef struct cn_smp_config {
     /* Unwind tables shared with other sessions (not owned; must outlive the session), or
      * NULL: the session keeps a cache of its own. */
     cn_smp_cache *cache;
+    /* true: no Python frames. By default (docs/python.md) a BPF program (interp/) runs in
+     * the events' overflow handler for CPython processes, and each native frame of the eval
+     * loop is replaced by the Python functions it ran (objects of kind CN_SMP_OBJ_PYTHON);
+     * where the program cannot be loaded the session runs native-only and
+     * cn_smp_session_python() says why. */
+    bool no_python;
 } cn_smp_config;
 
 /* ---------------------------------------------------------------------------------------
@@ -178,6 +184,10 @@ typedef enum cn_smp_obj_kind {
     CN_SMP_OBJ_ANON,     /* anonymous memory, not executable: offset is the absolute address */
     CN_SMP_OBJ_JIT,      /* anonymous executable memory: offset is the absolute address,
                             for a /tmp/perf-PID.map lookup with pid below */
+    CN_SMP_OBJ_PYTHON,   /* a Python source file (name: its basename, path: co_filename, or
+                            "[python]" when unknown): offset is a key of (pid, code object)
+                            in bits 20-61 and the instruction's index in bits 0-19 (all
+                            ones: none), named by cn_smp_python_frame() */
 } cn_smp_obj_kind;
 
 /* A code object. Owned by the session; valid until cn_smp_session_free(). Objects are
@@ -303,6 +313,22 @@ typedef struct cn_smp_counters {
     uint64_t offcpu_unmatched; /* switch-ins without a switch-out, and switch-outs whose
                                   switch-in was never seen (lost records) */
     uint64_t offcpu_ns;        /* off-CPU time delivered */
+    /* Python frames (docs/python.md, "Phase 2"). */
+    uint64_t py_registered;   /* processes registered with interp/ (CPython found) */
+    uint64_t py_refused;      /* registrations refused (the last reason: cn_smp_session_python) */
+    uint64_t py_samples;      /* samples of registered processes */
+    uint64_t py_joined;       /* of those, joined with their record and spliced */
+    uint64_t py_before;       /* of those, taken before the process was registered (native) */
+    uint64_t py_no_record;    /* of those, without a record (ring full) (native) */
+    uint64_t py_no_frames;    /* of those, a record without frames (no thread state yet) */
+    uint64_t py_mismatch;     /* joined samples whose eval frames and Python segments differ in
+                                 number (every Python frame kept: docs/python.md) */
+    uint64_t py_frames;       /* distinct Python frames (pid, code object, instruction) */
+    uint64_t py_frames_bound; /* frames past the bound on those, kept per function */
+    uint64_t py_collisions;   /* two (pid, code object) pairs on one offset hash (resalted) */
+    uint64_t py_replaced;     /* frames whose code object was freed and its address reused by
+                                 another (named anew) */
+    uint64_t py_errors;       /* Python frames lost to allocation failures */
 } cn_smp_counters;
 
 /* ---------------------------------------------------------------------------------------
@@ -361,6 +387,18 @@ const char *cn_smp_session_event(const cn_smp_session *s);
 cn_smp_unwind cn_smp_session_unwind(const cn_smp_session *s);
 /* Whether kernel frames are being collected (false with no_kernel or when not permitted). */
 bool cn_smp_session_kernel(const cn_smp_session *s);
+/* Python frames: "on", or "off (why)" (no_python, the BPF program not loaded, or every
+ * CPython process refused: the last reason). Valid until the session is freed. */
+const char *cn_smp_session_python(const cn_smp_session *s);
+/* A Python frame's names (a frame of an object of kind CN_SMP_OBJ_PYTHON): qualname (or
+ * "[python: unreadable]"), file, the instruction's line and the function's first line (0
+ * unknown). Strings valid until the session is freed. 0, or -ENOENT for another frame. */
+typedef struct cn_smp_python_info {
+    const char *name, *file;
+    int line, first_line;
+} cn_smp_python_info;
+int cn_smp_python_frame(const cn_smp_session *s, const cn_smp_object *obj, uint64_t offset,
+                        cn_smp_python_info *out);
 void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out);
 
 /* Feeds raw perf records (a byte stream of struct perf_event_header-framed records, in the

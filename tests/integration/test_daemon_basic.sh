@@ -43,7 +43,7 @@ strip_live() {
   python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-for k in ("session", "event", "samples", "lost", "unwind"):
+for k in ("session", "event", "samples", "lost", "unwind", "python"):
     d.pop(k, None)
 print(json.dumps(d, sort_keys=True))'
 }

@@ -8,7 +8,8 @@
 # trampoline (it keeps no frame pointer; perf --call-graph dwarf ends there too) instead
 # of continuing with a frame-chain guess into unmapped addresses, and say so: the root
 # above the trampoline is the pseudo-frame "[unwind stopped: JIT code without frame
-# pointers]" (docs/calltree.md §4.6).
+# pointers]" (docs/calltree.md §4.6). The native view (--no-python): with Python frames on,
+# the interpreter's own frames replace the eval loop's (docs/python.md, test_python_frames).
 source "$(dirname "$0")/lib.sh"
 C=$CANOPY_BIN
 PIDS=()
@@ -37,7 +38,7 @@ if [ -z "$PY" ]; then
   echo "no python >= 3.12 here: trampolines not exercised"
   exit 0
 fi
-"$C" run --no-daemon --no-kernel -F 999 --format folded -o "$TMP/py.folded" -- \
+"$C" run --no-daemon --no-kernel --no-python -F 999 --format folded -o "$TMP/py.folded" -- \
   "$PY" -X perf "$CANOPY_TEST_DATA/src/pyhot.py" 2 >"$TMP/py.out" 2>"$TMP/py.err" ||
   fail "canopy run $PY -X perf: $(cat "$TMP/py.err")"
 python3 - "$TMP/py.folded" "$("$PY" -V)" <<'PY' || exit 1

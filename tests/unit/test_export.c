@@ -295,6 +295,37 @@ static void test_json_empty_tree(void **state)
     free(s);
 }
 
+/* Python functions (docs/python.md): their resource's kind shows as "kind": "python" beside
+ * "lib", on both the fast and the escaped path; other resources have no "kind". */
+static void test_json_python_kind(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    int32_t py = cn_agg_resource(p, "wl.py", "[py]/tmp/wl.py", "/tmp/wl.py", CN_AGG_RES_PYTHON);
+    int32_t py2 = cn_agg_resource(p, "w\"l.py", "[py]/tmp/w\"l.py", NULL, CN_AGG_RES_PYTHON);
+    int32_t lib = cn_agg_resource(p, "libz.so.1", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t fs[3] = {cn_agg_func(p, "work_a", py, "/tmp/wl.py", 11),
+                     cn_agg_func(p, "work_b", py2, NULL, 0),
+                     cn_agg_func(p, "deflate", lib, NULL, 0)};
+    int32_t fr[3];
+    for (int i = 0; i < 3; i++)
+        assert_true((fr[i] = cn_agg_frame(p, fs[i], cn_agg_func_resource(p, fs[i]), -1, 0)) >= 0);
+    assert_int_equal(cn_agg_add_sample(p, cn_agg_stack_from_frames(p, fr, 3), 0, 1, -1), 0);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    cn_agg_tree *t = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    char *s = capture_text(p, t, NULL, 1);
+    assert_non_null(strstr(s, "{\"name\":\"work_a\",\"lib\":\"wl.py\",\"kind\":\"python\","));
+    assert_non_null(strstr(s, "\"lib\":\"w\\\"l.py\",\"kind\":\"python\","));
+    assert_non_null(strstr(s, "\"lib\":\"libz.so.1\",\"total\""));
+    free(s);
+    cn_agg_tree_free(t);
+    cn_agg_profile_free(p);
+}
+
 /* Names come from binaries: bytes that are not UTF-8 must still give valid JSON. */
 static void test_json_bad_utf8_and_escapes(void **state)
 {
@@ -485,6 +516,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_depth_and_min_percent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_scaled_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_tree, setup, teardown),
+        cmocka_unit_test(test_json_python_kind),
         cmocka_unit_test_setup_teardown(test_json_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_empty_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_bad_utf8_and_escapes, setup, teardown),

@@ -51,6 +51,7 @@ static void assert_spec_equal(const cn_live_session_opts *a, const cn_live_sessi
     assert_int_equal(a->unwind, b->unwind);
     assert_int_equal(a->stack_size, b->stack_size);
     assert_int_equal(a->no_kernel, b->no_kernel);
+    assert_int_equal(a->no_python, b->no_python);
     assert_int_equal(a->duration_ns, b->duration_ns);
     assert_int_equal(a->retention_ns, b->retention_ns);
     assert_str_same(a->name, b->name);
@@ -84,11 +85,11 @@ static void round_trip(const cn_live_session_opts *o)
 static void test_every_option(void **state)
 {
     (void)state;
-    char *argv[] = {"-F",        "4321",         "--event", "cpu-clock",   "--unwind",
-                    "dwarf",     "--stack-size", "4K",      "--no-kernel", "--duration",
-                    "1500us",    "--mode",       "off-cpu", "--min-block", "250us",
-                    "--name",    "web-1",        "--label", "env=prod",    "--label=service=api",
-                    "--no-fleet"};
+    char *argv[] = {"-F",         "4321",         "--event", "cpu-clock",   "--unwind",
+                    "dwarf",      "--stack-size", "4K",      "--no-kernel", "--duration",
+                    "1500us",     "--mode",       "off-cpu", "--min-block", "250us",
+                    "--name",     "web-1",        "--label", "env=prod",    "--label=service=api",
+                    "--no-fleet", "--no-python"};
     cn_live_session_opts o;
     cn_live_session_opts_init(&o);
     assert_int_equal(parse_argv(&o, argv, (int)N_OF(argv)), 0);
@@ -98,6 +99,7 @@ static void test_every_option(void **state)
     assert_int_equal(o.unwind, CN_SMP_UNWIND_DWARF);
     assert_int_equal(o.stack_size, 4096);
     assert_true(o.no_kernel);
+    assert_true(o.no_python);
     assert_int_equal(o.duration_ns, 1500000);
     assert_int_equal(o.mode, CN_SMP_MODE_OFFCPU);
     assert_int_equal(o.min_block_ns, 250000);
@@ -110,9 +112,10 @@ static void test_every_option(void **state)
     o.retention_ns = 90LL * 1000000000;
     round_trip(&o);
     /* --kernel and the other unwinders and modes come back too. */
-    char *argv2[] = {"--kernel", "--unwind", "fp", "--mode", "wall", "--freq=1"};
+    char *argv2[] = {"--kernel", "--unwind", "fp", "--mode", "wall", "--freq=1", "--python"};
     assert_int_equal(parse_argv(&o, argv2, (int)N_OF(argv2)), 0);
     assert_false(o.no_kernel);
+    assert_false(o.no_python);
     round_trip(&o);
     cn_live_session_opts_clear(&o);
     /* Nothing given: the defaults survive the trip. */
