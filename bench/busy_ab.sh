@@ -126,6 +126,10 @@ for n in "ab":
     held = f"profile {ses['memory'] / 2**20:.0f}, symbols {sc.get('heap_bytes', 0) / 2**20:.0f} + debug data {sc.get('mapped_bytes', 0) / 2**20:.0f}"
     held += f", unwind tables {uc['bytes'] / 2**20:.0f}" if uc else ", unwind images (not counted)"
     rows.setdefault("held after, MiB (status)", []).append(held)
+    u = ses.get("unwind_outcomes", {})
+    tot = max(sum(u.values()), 1)
+    rows.setdefault("user stacks: complete / stack copy / no CFI / read fault", []).append(
+        " / ".join(f"{100 * u.get(k, 0) / tot:.1f}%" for k in ("complete", "truncated_stack", "no_cfi", "read_fault")))
 for k, v in rows.items():
     print(f"| {k} | {v[0]} | {v[1]} |")
 PY
