@@ -2,7 +2,8 @@
 # The sampler on aarch64 (ctest sampler.aarch64_build and sampler.aarch64_unwind, registered
 # by tests/cmake/sampler.cmake):
 #   cross.sh build SRCDIR OUTDIR CC LIBS CFLAGS...
-#       compiles every SRCDIR/sampler/*.c and objfile/*.c (the object-file layer below it),
+#       compiles every SRCDIR/sampler/*.c, objfile/*.c and interp/*.c (the layers below it;
+#       CFLAGS name the directory of interp's BPF skeleton, built on the host),
 #       and common/err.c, text.c, containers.c (cn_err, its UTF-8 cut, cn_grow), with CC
 #       (aarch64-linux-gnu-gcc) and CFLAGS into OUTDIR/libcn_smp.a, checks each object is AArch64, and links the unwind selftest
 #       (tests/arm64/unwind_selftest.c) against it and LIBS in three builds: fp, nofp, pac.
@@ -38,11 +39,11 @@ build() {
     rm -rf "$out/obj" "$out/libcn_smp.a" "$out"/unwind_selftest_*
     mkdir -p "$out/obj" || die "cannot create $out/obj"
     n=0
-    inc="-I$src/sampler/include -I$src/objfile/include -I$src/common"
-    for f in "$src"/sampler/*.c "$src"/objfile/*.c "$src"/common/err.c "$src"/common/text.c \
+    inc="-I$src/sampler/include -I$src/objfile/include -I$src/interp/include -I$src/common"
+    for f in "$src"/sampler/*.c "$src"/objfile/*.c "$src"/interp/*.c "$src"/common/err.c "$src"/common/text.c \
         "$src"/common/containers.c; do
         # shellcheck disable=SC2086 # inc is a word list
-        spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$f" .c).o"
+        spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
         n=$((n + 1))
     done
     wait_all || die "the sampler does not cross-compile (above)"

@@ -49,7 +49,8 @@ if(TARGET test_sampler)
 endif()
 
 # aarch64 (tests/arm64/cross.sh): sampler.aarch64_build cross-compiles every sampler/*.c
-# (and common's err.c, text.c, containers.c) with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
+# (and interp/*.c below it, with the host's BPF skeleton, and common's err.c, text.c,
+# containers.c) with Debian's aarch64-linux-gnu-gcc (our warnings, -O2) into an arm64 libcn_smp.a and links
 # the unwind selftest against it and the arm64 libunwind/libdw/libelf (scripts/setup installs
 # them); sampler.aarch64_unwind runs the selftest under qemu-aarch64: both DWARF unwinders on
 # a snapshot of the program's own stack. Under CI=true a missing tool or library is a
@@ -63,11 +64,12 @@ if(NOT CN_AARCH64_GCC)
 endif()
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig
-          ${PKG_CONFIG_EXECUTABLE} --libs libunwind-generic libdw libelf
+          ${PKG_CONFIG_EXECUTABLE} --libs libunwind-generic libdw libelf libbpf libxxhash
   OUTPUT_VARIABLE CN_A64_LIBS OUTPUT_STRIP_TRAILING_WHITESPACE
   RESULT_VARIABLE CN_A64_PC ERROR_QUIET)
 if(NOT CN_A64_PC EQUAL 0)
-  list(APPEND CN_A64_MISSING "arm64 libunwind/libdw (libunwind-dev:arm64 libdw-dev:arm64)")
+  list(APPEND CN_A64_MISSING
+       "arm64 libunwind/libdw/libbpf (libunwind-dev:arm64 libdw-dev:arm64 libbpf-dev:arm64)")
 endif()
 
 function(cn_a64_test name needs_qemu)
@@ -87,7 +89,8 @@ function(cn_a64_test name needs_qemu)
 endfunction()
 
 cn_a64_test(sampler.aarch64_build FALSE build ${CMAKE_SOURCE_DIR} ${CN_A64_DIR} ${CN_AARCH64_GCC}
-            "${CN_A64_LIBS}" -std=gnu11 -D_GNU_SOURCE ${CANOPY_WARNINGS} -fno-strict-aliasing)
+            "${CN_A64_LIBS}" -std=gnu11 -D_GNU_SOURCE ${CANOPY_WARNINGS} -fno-strict-aliasing
+            -I${CMAKE_BINARY_DIR}/interp)
 cn_a64_test(sampler.aarch64_unwind TRUE run ${CN_A64_DIR} ${CN_QEMU_AARCH64})
 if(TEST sampler.aarch64_build AND TEST sampler.aarch64_unwind)
   # The run needs the build: `ctest -R aarch64_unwind` alone builds first.
