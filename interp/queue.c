@@ -19,7 +19,8 @@ static void compact(cn_int__queue *q)
     memmove(q->q, q->q + q->head, (q->len - q->head) * sizeof(*q->q));
     q->len -= q->head;
     q->head = 0;
-    memmove(q->pool, q->pool + pfirst, (q->plen - pfirst) * sizeof(*q->pool));
+    if (q->plen > pfirst)
+        memmove(q->pool, q->pool + pfirst, (q->plen - pfirst) * sizeof(*q->pool));
     q->plen -= pfirst;
     for (size_t i = 0; i < q->len; i++)
         q->q[i].first -= (uint32_t)pfirst;
@@ -73,7 +74,8 @@ static void copy_out(const cn_int__queue *q, const cn_int__qrec *e, cn_int_recor
     out->sample_time = e->sample_time;
     out->status = e->status;
     out->nframes = e->nframes;
-    memcpy(out->frames, q->pool + e->first, e->nframes * sizeof(*out->frames));
+    if (e->nframes) /* the pool is NULL while every record so far had no frame */
+        memcpy(out->frames, q->pool + e->first, e->nframes * sizeof(*out->frames));
 }
 
 int cn_int__queue_take(cn_int__queue *q, uint32_t pid, uint32_t tid, uint64_t time,

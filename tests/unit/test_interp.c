@@ -619,6 +619,25 @@ static void queue_exact(void **state)
     cn_int__queue_free(&q);
 }
 
+/* Records without frames (a thread with no Python thread state) before any with frames:
+ * the frame pool is still empty when they are taken (canopyd died of UBSan's report of a
+ * memcpy from it in a system session). */
+static void queue_no_frames(void **state)
+{
+    cn_int__queue q = {0};
+    for (int i = 0; i < 2000; i++) /* enough to compact, with no frame pooled */
+        push(&q, 1, 100 + (uint64_t)i, CN_INT_ABI_T_SAMPLE, 0, NULL);
+    cn_int_record r;
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(cn_int__queue_take(&q, 7, 1, 100 + (uint64_t)i, &r), 1);
+        assert_int_equal(r.nframes, 0);
+    }
+    push(&q, 1, 9000, CN_INT_ABI_T_SAMPLE, 2, NULL);
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 9000, &r), 1);
+    assert_int_equal(r.nframes, 2);
+    cn_int__queue_free(&q);
+}
+
 /* The ktime fallback: the first record of the thread at or after the sample, within 1 ms. */
 static void queue_ktime(void **state)
 {
@@ -693,6 +712,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
         cmocka_unit_test(queue_exact),
+        cmocka_unit_test(queue_no_frames),
         cmocka_unit_test(queue_ktime),
         cmocka_unit_test(queue_bounds),
     };
