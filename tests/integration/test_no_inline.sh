@@ -106,11 +106,12 @@ while time.time() - t < 1.0:
         s += math.sin(0.1 + i)
 EOF
 
-# compare NAME CMD...: canopy --no-inline's self functions against perf's on CMD
+# compare NAME CMD...: canopy --no-inline's self functions against perf's on CMD (native
+# frames only, as perf shows them: --no-python)
 compare() {
   local name=$1
   shift
-  "$C" run -o "$TMP/$name.canopy" -- "$@" 2>"$TMP/$name.err" ||
+  "$C" run --no-python -o "$TMP/$name.canopy" -- "$@" 2>"$TMP/$name.err" ||
     fail "canopy run $name: $(cat "$TMP/$name.err")"
   perf record -q -e cpu-clock -F 999 -o "$TMP/$name.data" -- "$@" >/dev/null 2>&1 ||
     fail "perf record $name"

@@ -63,13 +63,14 @@ try:
 except Exception:
     d = None
 if isinstance(d, dict) and "unit" in d and ("roots" in d or "functions" in d):
-    for k in ("session", "event", "samples", "lost", "unwind"):
+    for k in ("session", "event", "samples", "lost", "unwind", "python"):
         d.pop(k, None)
     data = json.dumps(d, sort_keys=True).encode()
 elif data[:1] not in (b"{", b"<", b"\x1f") and b"\n" in data:
     first, rest = data.split(b"\n", 1)
     first = re.sub(rb", session [^,]*, event [^,]*, -?\d+ samples, -?\d+ lost"
                    rb"(, (<0\.1|\d+\.\d)% of stacks truncated \([^()]*\))?", b"", first)
+    first = re.sub(rb", python frames: (on|off \([^()]*\))", b"", first)
     data = first + b"\n" + rest
 open(path, "wb").write(data)
 PY
