@@ -208,7 +208,10 @@ static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const ch
                          .unwind = CN_SMP_UNWIND_AUTO,
                          .no_kernel = true,
                          .enable_on_exec = true,
-                         .stack_size = stack_size};
+                         .stack_size = stack_size,
+                         /* native stacks only: a replay has no interpreter records to
+                          * splice, and the comparison is of unwinders */
+                         .no_python = true};
     cn_smp_callbacks cb = {.sample = live_sample, .record = live_record};
     cn_smp_session *s = NULL;
     cn_err err = {0};

@@ -102,7 +102,8 @@ def summary(u):
     parts = ", ".join("%s %s" % (n, share(u[k], u["user_stacks"])) for k, n in names if u[k])
     return "%s of stacks truncated (%s)" % (share(cut, u["user_stacks"]), parts)
 
-CLAUSE = re.compile(r", ((?:<0\.1|\d+\.\d)% of stacks truncated \([^()]*\)), transforms:")
+CLAUSE = re.compile(r", ((?:<0\.1|\d+\.\d)% of stacks truncated \([^()]*\)), "
+                    r"(?:python frames: (?:on|off \([^()]*\)), )?transforms:")
 
 def header(path):
     first = open(path).readline()
