@@ -45,11 +45,18 @@ def call(path, req):
         return call_on(s, req)
 
 
+def is_busy(r):
+    """The answer to a connection over max_clients: the flood's closed connections still
+    count until canopyd reads their EOF, so any abuser may meet the limit."""
+    return not r.get("ok") and r.get("error", {}).get("code") == "busy"
+
+
 def flood(path, seconds):
     stop = time.time() + seconds
     errors = []
     answered = [0]
     busy = [0]
+    abuser_busy = [0]
     held = []
     abuse_count = {}
 
@@ -64,13 +71,20 @@ def flood(path, seconds):
                     rest = b""
                     for _ in range(4):
                         line, rest = read_line(s, rest)
-                        if json.loads(line)["ok"]:
+                        r = json.loads(line)
+                        if r["ok"]:
                             errors.append("garbage answered ok")
+                        if is_busy(r):
+                            abuser_busy[0] += 1  # over the client limit: one answer, then closed
+                            break
                 elif kind == "oversized":
                     try:
                         s.sendall(b"{\"cmd\":\"" + b"A" * 200000)
                         line, _ = read_line(s)
-                        if json.loads(line)["error"]["code"] != "too_large":
+                        r = json.loads(line)
+                        if is_busy(r):
+                            abuser_busy[0] += 1
+                        elif r["error"]["code"] != "too_large":
                             errors.append("oversized: " + line.decode()[:200])
                     except (BrokenPipeError, ConnectionResetError, EOFError):
                         pass
@@ -114,7 +128,8 @@ def flood(path, seconds):
         t.join()
     for s in held:
         s.close()
-    print(json.dumps({"answered": answered[0], "busy": busy[0], "abuse": abuse_count,
+    print(json.dumps({"answered": answered[0], "busy": busy[0], "abusers_busy": abuser_busy[0],
+                      "abuse": abuse_count,
                       "errors": errors[:10], "n_errors": len(errors)}))
     return 0 if not errors and answered[0] > 4 * busy[0] else 1
 
