@@ -28,6 +28,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$(id -u)" = 0 ] || { echo "busy_ab.sh: a whole-system session needs root" >&2; exit 1; }
+source "$ROOT/bench/bench_lib.sh"
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/canopy-ab-XXXXXX)
 mkdir -p "$OUT/work"
 PIDS=()
@@ -58,7 +59,7 @@ watch() {
   pid=$(cat "$OUT/$1/pid")
   while [ -r "/proc/$pid/status" ]; do
     echo "$(date +%s.%N) $(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status") \
-$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')" >>"$OUT/$1/rss.txt"
+$(cpu_of "$pid" | cut -d' ' -f1)" >>"$OUT/$1/rss.txt"
     sleep 1
   done
 }

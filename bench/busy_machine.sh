@@ -154,8 +154,8 @@ load() {
   echo "$tag $(since "$LOAD_START") $n" >>"$OUT/loads.txt"
 }
 
-# cpu_of PID: "self_ticks child_ticks"
-cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13, $14 + $15 }'; }
+# cpu_of PID: "self_ticks child_ticks" (bench_lib.sh)
+source "$ROOT/bench/bench_lib.sh"
 rss_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 : >"$OUT/builds.txt"

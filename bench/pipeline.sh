@@ -19,12 +19,13 @@ wl=$build/tests/workloads/wl_shares_fp
 canopy=$build/client/canopy
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/bench_lib.sh"
 
 # cpu_s CMD...: runs CMD, writes its CPU seconds to $tmp/cpu and its stdout to $tmp/out.
 # The CPU time is perf stat's task-clock of CMD (its threads included).
 cpu_s() {
   perf stat -x, -e task-clock -o "$tmp/stat" -- "$@" >"$tmp/out" 2>"$tmp/err"
-  awk -F, '$3 ~ /^task-clock/ { print $1 / 1000 }' "$tmp/stat" >"$tmp/cpu"
+  task_clock_ms "$tmp/stat" | awk '{ print $1 / 1000 }' >"$tmp/cpu"
   [ -s "$tmp/cpu" ] || { echo "pipeline.sh: no task-clock from perf stat" >&2; exit 1; }
 }
 
