@@ -475,6 +475,48 @@ static void code_same(void **state)
     cn_int__code_clear(&c);
 }
 
+/* The check reads the type, name and file words in one read where they lie within 256 bytes
+ * (every layout's), in three where a layout (3.13's, from the target's _Py_DebugOffsets)
+ * puts them farther apart; the answers are the same either way, and a span the target does
+ * not map is unreadable. */
+static void code_same_reads(void **state)
+{
+    space *s = *state;
+    cn_int__types types = {.code = T_CODE};
+    for (int minor = 8; minor <= 13; minor++) {
+        cn_int__layout l;
+        assert_int_equal(cn_int__layout_for(3, minor, &l), 0);
+        cn_int__names n = l.names;
+        uint32_t name_off = n.co_qualname != CN_INT_ABI_NONE ? n.co_qualname : n.co_name;
+        cn_int__code c = {.ident = {BASE + 0x2000, BASE + 0x2100}};
+        put64(s, CODE + 8, T_CODE);
+        put64(s, CODE + name_off, BASE + 0x2000);
+        put64(s, CODE + n.co_filename, BASE + 0x2100);
+        s->reads = 0;
+        assert_true(cn_int__code_same(&n, fake_read, s, CODE, &types, &c));
+        assert_int_equal(s->reads, 1);
+        put64(s, CODE + n.co_filename, BASE + 0x2000); /* another file */
+        assert_false(cn_int__code_same(&n, fake_read, s, CODE, &types, &c));
+        put64(s, CODE + n.co_filename, BASE + 0x2100);
+        /* far apart: three reads, the same answers */
+        n.co_filename = 4000;
+        put64(s, CODE + 4000, BASE + 0x2100);
+        s->reads = 0;
+        assert_true(cn_int__code_same(&n, fake_read, s, CODE, &types, &c));
+        assert_int_equal(s->reads, 3);
+        put64(s, CODE + 4000, BASE + 0x2000);
+        assert_false(cn_int__code_same(&n, fake_read, s, CODE, &types, &c));
+        /* an offset past any object, and a code object at the end of the mapped space */
+        n.co_filename = 0xffffffffu;
+        assert_false(cn_int__code_same(&n, fake_read, s, CODE, &types, &c));
+        n = l.names;
+        assert_false(cn_int__code_same(&n, fake_read, s, BASE + SPACE - 64, &types, &c));
+        cn_int__code none = {0};
+        assert_true(cn_int__code_same(&n, fake_read, s, BASE + SPACE - 64, &types, &none));
+        memset(s->mem, 0, SPACE);
+    }
+}
+
 /* UCS-2 and UCS-4 names become UTF-8; a NUL inside becomes U+FFFD. */
 static void code_wide_names(void **state)
 {
@@ -709,6 +751,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(code_forged, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_wide_names, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_same, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(code_same_reads, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
         cmocka_unit_test(queue_exact),
