@@ -143,10 +143,9 @@ int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uin
 }
 
 /* The words at code + OB_TYPE, + name_off and + file_off: with one read of the span they lie in
- * when it is at most SAME_SPAN bytes (every layout's: their code objects' first 128 bytes),
- * else with three. A check runs for each code object at its first use in every epoch (the
- * sampler's every read), and a read of the target is a process_vm_readv of ~2 µs: three of
- * them were ~1 µs per sample at 999 Hz. 0, or the failed read's error. */
+ * when it is at most SAME_SPAN bytes (every layout's is: 112 or 128 bytes), else with three. A
+ * check runs for each code object at its first use in every epoch, and a read of the target
+ * is a process_vm_readv of several µs. 0, or the failed read's error. */
 #define SAME_SPAN 256
 static int read_ident(cn_int__read_fn rd, void *arg, uint64_t code, uint32_t name_off,
                       uint32_t file_off, uint64_t w[3])

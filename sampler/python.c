@@ -32,6 +32,7 @@
 #define PY_EXPIRE_EACH 1024       /* samples between two expiries */
 #define PY_INSTR_NONE  0xfffffu   /* a frame offset's instruction bits: none, or too big */
 #define PY_SALTS       16         /* hashes tried per (pid, code object) */
+#define PY_EPOCH_NS    100000000  /* at most one epoch (code objects checked again) per 100 ms */
 
 typedef struct py_ent {
     uint64_t offset; /* the frame's offset in its object: hash of (pid, code), instr */
@@ -55,7 +56,8 @@ struct cn_smp__py {
     py_ent *ents;
     size_t nents, cap;
     uint64_t since_expire;
-    uint32_t epoch; /* bumped with cn_int_new_epoch, once per read */
+    uint32_t epoch;    /* bumped with cn_int_new_epoch: at a read, PY_EPOCH_NS after the last */
+    uint64_t epoch_ns; /* mono_now() of the last epoch */
 };
 
 static uint64_t mono_now(void)
@@ -262,12 +264,22 @@ static bool still_valid(cn_smp_session *s, py_ent *e)
     return true;
 }
 
+/* A new epoch at the first read PY_EPOCH_NS after the last one, not at every read: each code
+ * object used in an epoch is checked with a read of the target (a process_vm_readv of ~6 µs
+ * on the project's VM), and reads come at every ring wakeup and tick (~50 a second at 999
+ * Hz): that was ~0.8 µs per sample (docs/python.md, "Cost"). A code object freed and another
+ * allocated at its address is seen up to ~100 ms later instead of ~20–50. */
 void cn_smp__py_epoch(cn_smp_session *s)
 {
-    if (s->py && s->py->ctx) {
-        cn_int_new_epoch(s->py->ctx);
-        s->py->epoch++;
-    }
+    cn_smp__py *py = s->py;
+    if (!py || !py->ctx)
+        return;
+    uint64_t now = mono_now();
+    if (py->epoch_ns && now - py->epoch_ns < PY_EPOCH_NS)
+        return;
+    py->epoch_ns = now;
+    cn_int_new_epoch(py->ctx);
+    py->epoch++;
 }
 
 /* The frame of (pid, code, instr), named when first met (and again, as a new frame, when
