@@ -11,6 +11,6 @@
 #                      (of a command, or -p PID until SIGINT): every thread, exited ones
 #                      too, exact.
 cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13, $14 + $15 }'; }
-cpu_ns() { cat "/proc/$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%d\n", s }'; }
+cpu_ns() { cat "/proc/$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 cpu_tids() { ls "/proc/$1/task" | sort -n | tr '\n' ' '; }
 task_clock_ms() { awk -F, '$3 ~ /^task-clock/ { print $1 }' "$1"; }

@@ -42,7 +42,7 @@
 # D: the Python calls between the loop and each unit of work (8); interpreters: Debian's
 # /usr/bin/python3 and the newest pyenv 3.13 or 3.12 under /root/.pyenv/versions, if any;
 # --out keeps the raw runs (runs.txt) and the table (summary.md). Needs root (BPF, perf -p)
-# and perf. 5 rounds on two interpreters: ~10 minutes.
+# and perf. 5 rounds on two interpreters: ~13 minutes.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-rel
@@ -101,6 +101,7 @@ cleanup() {
   finish_tmp $rc
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # The workload: wl.py SECONDS DEPTH. Loops from the start ("ready PID"); on SIGUSR1 prints
 # "go", counts units of work for SECONDS, prints "done units N cpu_s C wall_s W" and sleeps
@@ -240,7 +241,7 @@ canopy_end() { # CFG TAG: the window ended; read, stop, wait for the save, remov
   kill -INT "$PSTAT_PID"
   wait "$PSTAT_PID" || true
   PSTAT_PID=
-  R_session_ns=$(task_clock_ms "$TMP/dstat" | awk '{ printf "%d", $1 * 1e6 }')
+  R_session_ns=$(task_clock_ms "$TMP/dstat" | awk '{ printf "%.0f", $1 * 1e6 }')
   [ -n "$R_session_ns" ] || fail "no task-clock from perf stat -p canopyd: $(cat "$TMP/dstat.err")"
   R_samples=$s1 R_steady_n=$((s1 - C_s0)) R_steady_ns=$((c1 - C_c0))
   [ "$C_t0" = "$t1" ] || R_same=0
@@ -284,7 +285,7 @@ perf_end() { # CFG TAG WINDOW_CPU_S: the window ended; stop perf, read its log a
   kill -INT "$PERF_PID"
   wait "$PSTAT_PID" || true
   PSTAT_PID= PERF_PID=
-  R_allin_ns=$(task_clock_ms "$TMP/pstat" | awk '{ printf "%d", $1 * 1e6 }')
+  R_allin_ns=$(task_clock_ms "$TMP/pstat" | awk '{ printf "%.0f", $1 * 1e6 }')
   R_samples=$(sed -n 's/.*(\([0-9]*\) samples).*/\1/p' "$TMP/perf.log" | tail -1)
   [ -n "$R_samples" ] && [ -n "$R_allin_ns" ] || fail "$2: no sample count or CPU: $(cat "$TMP/perf.log")"
   R_bytes=$(stat -c %s "$TMP/perf.data")
@@ -396,6 +397,10 @@ for ver in dict.fromkeys(r["ver"] for r in runs):
         p()
         p(f"canopy's samples per CPU-second of the workload's window (perf's window count "
           f"assumes {freq}): {min(per):.0f}–{max(per):.0f}.")
+    if "canopy" in configs and "canopy-nopy" in configs:
+        p("\"from start\" of canopy's sessions: the first of a round on an interpreter usually finds "
+          "that interpreter's symbol tables expired from canopyd's cache (30 s idle) and loads them "
+          "again (~0.1–0.2 s of CPU); the next one, right after, finds them loaded.")
     if any(not r["same"] for c in configs if c.startswith("canopy") for r in rs[c]):
         p("\\* canopyd's threads changed during a window: a thread that exited is not counted.")
     goals.append((ver, figs))
@@ -404,7 +409,7 @@ if rows:
     p()
     p("### Issue 20's goals")
     p()
-    p("| Python | canopy with Python frames, µs/sample: canopyd + BPF (from attach) | "
+    p("| Python | canopy with Python frames, µs/sample, steady: canopyd + BPF | "
       "--no-python | perf dwarf: steady, from start, all-in | ratio to perf dwarf's steady "
       "(goal ≤ 1.5): canopyd + BPF, canopyd | ratio to --no-python | "
       "slowdown (CPU; goal ≤ perf's): canopy / --no-python / perf -g / perf dwarf |")
@@ -415,8 +420,7 @@ if rows:
         tot = c["steady"] + c["bpf"]
         sl = " / ".join("%+.1f%%" % f[k]["slow"] if k in f else "–"
                         for k in ("canopy", "canopy-nopy", "perf-g", "perf-dwarf"))
-        p(f"| {ver} | {c['steady']:.2f} + {c['bpf']:.2f} = {tot:.2f} ({c['start']:.2f}) | "
-          f"{n['steady']:.2f} ({n['start']:.2f}) | "
+        p(f"| {ver} | {c['steady']:.2f} + {c['bpf']:.2f} = {tot:.2f} | {n['steady']:.2f} | "
           f"{d['steady']:.2f}, {d['start']:.2f}, {d['allin']:.2f} | "
           f"{tot / d['steady']:.2f}, {c['steady'] / d['steady']:.2f} | {tot / n['steady']:.2f} | {sl} |")
 PY
