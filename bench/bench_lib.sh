@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers shared by the bench scripts (sourced): a process's CPU time, the one way each
 # bench reads it. Three sources, each right for one job:
 #   cpu_of PID         "self_ticks child_ticks": /proc/PID/stat utime+stime and

@@ -90,7 +90,7 @@ mkdir -p "$OUT"
 C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 
-D_PID= W_PID= PSTAT_PID= PERF_PID= STATS_PID=
+D_PID="" W_PID="" PSTAT_PID="" PERF_PID="" STATS_PID=""
 cleanup() {
   local rc=$?
   [ "$BASHPID" = "$TMP_OWNER" ] || return 0
@@ -216,8 +216,9 @@ bpf_run() {
 #   allin_ns   perf: its whole task-clock;  bpf  "run_time_ns run_cnt";  bytes  written
 #   joined pys canopy: samples joined with a Python record, of the registered process's
 #   same       canopyd's threads the same at both ends of the window (1) or not (0)
-R_samples= R_steady_ns= R_steady_n= R_session_ns= R_allin_ns= R_bpf= R_bytes= R_joined= R_pys= R_same=
-C_id= C_s0= C_c0= C_t0= P_c0=
+R_samples="" R_steady_ns="" R_steady_n="" R_session_ns="" R_allin_ns="" R_bpf="" R_bytes=""
+R_joined="" R_pys="" R_same=""
+C_id="" C_s0="" C_c0="" C_t0="" P_c0=""
 
 canopy_start() { # CFG TAG
   perf stat -x, -e task-clock -p "$D_PID" -o "$TMP/dstat" 2>"$TMP/dstat.err" &
@@ -284,7 +285,7 @@ perf_end() { # CFG TAG WINDOW_CPU_S: the window ended; stop perf, read its log a
   R_steady_n=$(awk -v c="$3" -v f="$FREQ" 'BEGIN { printf "%d", c * f + 0.5 }')
   kill -INT "$PERF_PID"
   wait "$PSTAT_PID" || true
-  PSTAT_PID= PERF_PID=
+  PSTAT_PID="" PERF_PID=""
   R_allin_ns=$(task_clock_ms "$TMP/pstat" | awk '{ printf "%.0f", $1 * 1e6 }')
   R_samples=$(sed -n 's/.*(\([0-9]*\) samples).*/\1/p' "$TMP/perf.log" | tail -1)
   [ -n "$R_samples" ] && [ -n "$R_allin_ns" ] || fail "$2: no sample count or CPU: $(cat "$TMP/perf.log")"
@@ -309,7 +310,7 @@ run() {
   kill -USR1 "$W_PID"
   wait_line "$out" go 10
   case $kind in canopy) canopy_mark "$tag" ;; perf) perf_mark ;; esac
-  wait_line "$out" done $((${SECS%.*} + 60))
+  wait_line "$out" "done" $((${SECS%.*} + 60))
   read -r units cpu wall <<<"$(awk '$1 == "done" { print $3, $5, $7 }' "$out")"
   case $kind in canopy) canopy_end "$cfg" "$tag" ;; perf) perf_end "$cfg" "$tag" "$cpu" ;; esac
   kill "$W_PID"
@@ -420,8 +421,9 @@ if rows:
         tot = c["steady"] + c["bpf"]
         sl = " / ".join("%+.1f%%" % f[k]["slow"] if k in f else "–"
                         for k in ("canopy", "canopy-nopy", "perf-g", "perf-dwarf"))
-        p(f"| {ver} | {c['steady']:.2f} + {c['bpf']:.2f} = {tot:.2f} | {n['steady']:.2f} | "
+        num = lambda x: "–" if x != x else "%.2f" % x
+        p(f"| {ver} | {c['steady']:.2f} + {c['bpf']:.2f} = {tot:.2f} | {num(n['steady'])} | "
           f"{d['steady']:.2f}, {d['start']:.2f}, {d['allin']:.2f} | "
-          f"{tot / d['steady']:.2f}, {c['steady'] / d['steady']:.2f} | {tot / n['steady']:.2f} | {sl} |")
+          f"{tot / d['steady']:.2f}, {c['steady'] / d['steady']:.2f} | {num(tot / n['steady'])} | {sl} |")
 PY
 cat "$OUT/summary.md"
