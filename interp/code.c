@@ -147,8 +147,14 @@ bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, ui
 {
     uint64_t type, name, file;
     uint32_t name_off = l->co_qualname != CN_INT_ABI_NONE ? l->co_qualname : l->co_name;
-    if (rd_u64(rd, arg, code + OB_TYPE, &type) < 0 || rd_u64(rd, arg, code + name_off, &name) < 0 ||
-        rd_u64(rd, arg, code + l->co_filename, &file) < 0)
+    int r = rd_u64(rd, arg, code + OB_TYPE, &type);
+    if (r == 0)
+        r = rd_u64(rd, arg, code + name_off, &name);
+    if (r == 0)
+        r = rd_u64(rd, arg, code + l->co_filename, &file);
+    if (r == -ESRCH)
+        return true; /* the process is gone: its last samples keep what was read while it ran */
+    if (r < 0)
         return !c->ident[0] && !c->ident[1]; /* unreadable then, unreadable now */
     return (!types || !types->code || type == types->code) && name == c->ident[0] &&
            file == c->ident[1];
