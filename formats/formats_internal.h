@@ -66,4 +66,27 @@ int cn_fmt__write_flame(const cn_fmt__flame *f, FILE *out, cn_err *err);
 /* Flushes out and turns a write error into -EIO with err set. */
 int cn_fmt__finish_output(FILE *out, const char *what, cn_err *err);
 
+/* ---- a function's kind in each format (frame_kind.c, docs/python.md) ----------------- */
+
+/* func's kind marker ("python"), or NULL when its kind goes unmarked (or func < 0). */
+const char *cn_fmt__func_kind(const cn_agg_profile *p, int32_t func);
+/* Writes `,"kind":"MARKER"` for a marked func, nothing otherwise. 0 or -EIO. */
+int cn_fmt__json_kind(FILE *out, const cn_agg_profile *p, int32_t func);
+/* Appends func's folded frame text at *buf + len (a ';' first when len > 0; *buf grown
+ * with CN_RESERVE, NUL-terminated): its name, and ` (LIB)` for a Python function (py-spy's
+ * form); line breaks become blanks. Returns the new length or -ENOMEM. */
+long cn_fmt__folded_frame(const cn_agg_profile *p, int32_t func, char **buf, size_t *cap,
+                          size_t len);
+/* True when the folded frame s[0 .. n) is a Python function, `NAME (FILE)` or `NAME
+ * (FILE:LINE)` with FILE a `.py` file's name or "[python]": then NAME is s[0 ..
+ * *name_len) and FILE is *file[0 .. *file_len). */
+bool cn_fmt__folded_python(const char *s, size_t n, size_t *name_len, const char **file,
+                           size_t *file_len);
+/* pprof's Function.system_name for a Python function, `py::NAME:FILE` (CPython's perf-map
+ * name): 0 with *out malloc'ed (caller frees), 0 with *out NULL for any other function, or
+ * -ENOMEM. */
+int cn_fmt__py_system_name(const cn_agg_profile *p, int32_t func, char **out);
+/* FILE when system_name is `py::NAME:FILE` for this name (a Python function), else NULL. */
+const char *cn_fmt__py_system_file(const char *system_name, const char *name);
+
 #endif /* CN_FMT_FORMATS_INTERNAL_H */

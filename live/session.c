@@ -195,6 +195,7 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
     free(s->name);
     free(s->event);
     free(s->path);
+    free(s->python_saved);
     free(s);
     return NULL;
 }
@@ -341,6 +342,14 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->py_joined = c.py_joined;
         out->py_no_record = c.py_no_record + c.py_before + c.py_no_frames;
         out->py_mismatch = c.py_mismatch;
+    } else if (s->python_saved) { /* a saved session: what its file recorded */
+        out->python = s->python_saved;
+        out->py_registered = s->py_saved[0];
+        out->py_refused = s->py_saved[1];
+        out->py_samples = s->py_saved[2];
+        out->py_joined = s->py_saved[3];
+        out->py_no_record = s->py_saved[4];
+        out->py_mismatch = s->py_saved[5];
     }
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;

@@ -276,7 +276,7 @@ void cn_fmt_spec_resolve(const cn_agg_profile *p, const cn_fmt_spec *spec,
                          const cn_fmt_render_opts *opts, cn_agg_query *out);
 /* `lines` for function F (docs/cli.md "canopy lines"): self weight per source line and
  * per address inside F after spec's range and transforms, as the lines JSON object
- * {"function", "lib"?, "file"?, "unit", "lines", "addresses"}. Returns 0 and *out (a new
+ * {"function", "lib"?, "kind"?, "file"?, "unit", "lines", "addresses"}. Returns 0 and *out (a new
  * reference), or negative errno with err set (-ENOENT: unknown transform argument or F). */
 int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
                       const char *func, json_t **out, cn_err *err);

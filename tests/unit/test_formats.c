@@ -6,7 +6,10 @@
  * - speedscope with --group-by on a profile never grouped before (the query grows the
  *   func table under the writer);
  * - differential trees 100000 levels deep are computed and written without recursion;
- * - every text writer shows names under the terminal rule, and SVG stays valid XML text.
+ * - every text writer shows names under the terminal rule, and SVG stays valid XML text;
+ * - a Python function stays one through every format that can say so (docs/python.md):
+ *   JSON's "kind", pprof's `py::NAME:FILE` system name, folded's `NAME (FILE)`, written
+ *   and read back, and what other producers write that looks alike but is not.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +24,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <zlib.h>
 
 #include "cn_agg.h"
 #include "cn_fmt.h"
@@ -522,6 +526,308 @@ static void test_unwind_summary(void **state)
     assert_false(cn_fmt_unwind_summary(&u, buf, sizeof(buf)));
 }
 
+/* ---- Python functions through the formats (frame_kind.c) --------------------------- */
+
+/* <module> → Runner.work → deflate (libz), twice, and <module> → the unknown file's
+ * function, once: the Python functions of /src/wl.py (first lines 1 and 4, sampled at
+ * lines 9 and 6) and of no known file, as a live session names them. */
+static cn_agg_profile *python_profile(void)
+{
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    int32_t py = cn_agg_python_resource(p, "/src/wl.py"), unk = cn_agg_python_resource(p, "");
+    int32_t lib = cn_agg_resource(p, "libz.so.1", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t fm = cn_agg_func(p, "<module>", py, "/src/wl.py", 1);
+    int32_t fw = cn_agg_func(p, "Runner.work", py, "/src/wl.py", 4);
+    int32_t fu = cn_agg_func(p, "[python: unreadable]", unk, NULL, 0);
+    int32_t fz = cn_agg_func(p, "deflate", lib, NULL, 0);
+    int32_t a[3] = {cn_agg_frame(p, fm, py, 0x100, 9), cn_agg_frame(p, fw, py, 0x200, 6),
+                    cn_agg_frame(p, fz, lib, 0x30, 0)};
+    int32_t b[2] = {a[0], cn_agg_frame(p, fu, unk, 0x10, 0)};
+    int32_t sa = cn_agg_stack_from_frames(p, a, 3), sb = cn_agg_stack_from_frames(p, b, 2);
+    int32_t th = cn_agg_thread(p, 7, 7, "python3");
+    assert_true(sa >= 0 && sb >= 0 && th >= 0);
+    assert_int_equal(cn_agg_add_sample(p, sa, 1000, 1, th), 0);
+    assert_int_equal(cn_agg_add_sample(p, sa, 2000, 1, th), 0);
+    assert_int_equal(cn_agg_add_sample(p, sb, 3000, 1, th), 0);
+    return p;
+}
+
+/* The func named name in p (the first of that name), or -1. */
+static int32_t func_named(const cn_agg_profile *p, const char *name)
+{
+    for (size_t f = 0; f < cn_agg_func_count(p); f++)
+        if (!strcmp(cn_agg_func_name(p, (int32_t)f), name))
+            return (int32_t)f;
+    return -1;
+}
+
+/* name in p is a Python function of library lib (and of file, when not NULL), with
+ * self weight self; deflate is not one. */
+static void check_python(cn_agg_profile *p, const char *name, const char *lib, const char *file,
+                         double self)
+{
+    int32_t f = func_named(p, name);
+    if (f < 0)
+        fail_msg("no function %s", name);
+    int32_t res = cn_agg_func_resource(p, f);
+    assert_int_equal(cn_agg_resource_kind_of(p, res), CN_AGG_RES_PYTHON);
+    assert_string_equal(cn_agg_resource_name(p, res), lib);
+    if (file)
+        assert_string_equal(cn_agg_func_file(p, f), file);
+    cn_agg_query q;
+    cn_agg_tree *t = NULL;
+    cn_err err = {0};
+    cn_agg_query_init(&q);
+    q.view = CN_AGG_VIEW_FUNCTIONS;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    double got = -1;
+    for (size_t i = 0; i < t->n_functions; i++)
+        if (!strcmp(cn_agg_func_name(p, t->functions[i].func), name))
+            got = t->functions[i].self;
+    assert_true(got == self);
+    cn_agg_tree_free(t);
+    int32_t z = func_named(p, "deflate");
+    assert_true(z >= 0);
+    assert_int_not_equal(cn_agg_resource_kind_of(p, cn_agg_func_resource(p, z)), CN_AGG_RES_PYTHON);
+}
+
+static cn_agg_profile *import_text(const char *buf, size_t len, const char *name)
+{
+    cn_agg_profile *p = NULL;
+    cn_err err = {0};
+    if (cn_fmt_import_buffer(buf, len, name, &p, &err) < 0)
+        fail_msg("%s: %s", name, err.msg);
+    return p;
+}
+
+/* The decompressed bytes of a gzip stream (pprof's). */
+static char *inflate_all(const char *gz, size_t gz_len, size_t *len)
+{
+    z_stream zs = {0};
+    size_t cap = 1 << 16;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    assert_int_equal(inflateInit2(&zs, 16 + MAX_WBITS), Z_OK);
+    zs.next_in = (Bytef *)gz;
+    zs.avail_in = (uInt)gz_len;
+    zs.next_out = (Bytef *)out;
+    zs.avail_out = (uInt)cap;
+    assert_int_equal(inflate(&zs, Z_FINISH), Z_STREAM_END);
+    *len = cap - zs.avail_out;
+    inflateEnd(&zs);
+    return out;
+}
+
+static bool has_bytes(const char *buf, size_t len, const char *s)
+{
+    return memmem(buf, len, s, strlen(s)) != NULL;
+}
+
+static void test_python_kind_formats(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = python_profile(), *r;
+    cn_agg_query q;
+    cn_agg_tree *t = NULL;
+    cn_err err = {0};
+    capture c;
+    cn_agg_query_init(&q);
+
+    /* JSON tree: the marker on every Python node (the unknown file's too), read back. */
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    assert_int_equal(cn_fmt_write_json(p, t, NULL, cap_open(&c)), 0);
+    char *out = cap_json(&c, "json");
+    assert_non_null(strstr(out, "\"name\":\"Runner.work\",\"lib\":\"wl.py\",\"kind\":\"python\""));
+    assert_non_null(strstr(out, "\"lib\":\"[python]\",\"kind\":\"python\""));
+    assert_non_null(strstr(out, "\"name\":\"deflate\",\"lib\":\"libz.so.1\",\"total\""));
+    r = import_text(out, strlen(out), "t.json");
+    check_python(r, "Runner.work", "wl.py", NULL, 0);
+    check_python(r, "[python: unreadable]", "[python]", NULL, 1);
+    cn_agg_profile_free(r);
+    free(out);
+    cn_agg_tree_free(t);
+
+    /* The function list, the timeline and `canopy lines` say it too. */
+    q.view = CN_AGG_VIEW_FUNCTIONS;
+    assert_int_equal(cn_agg_query_run(p, &q, &t, &err), 0);
+    assert_int_equal(cn_fmt_write_json(p, t, NULL, cap_open(&c)), 0);
+    out = cap_json(&c, "json functions");
+    assert_non_null(strstr(out, "\"name\":\"<module>\",\"lib\":\"wl.py\",\"kind\":\"python\""));
+    free(out);
+    cn_agg_tree_free(t);
+    q.view = CN_AGG_VIEW_TREE;
+    cn_agg_call *calls = NULL;
+    size_t n_calls = 0;
+    assert_int_equal(cn_agg_timeline(p, &q, &calls, &n_calls, &err), 0);
+    assert_int_equal(cn_fmt_write_timeline_json(p, calls, n_calls, cap_open(&c)), 0);
+    out = cap_json(&c, "timeline json");
+    assert_non_null(strstr(out, "\"name\":\"Runner.work\",\"lib\":\"wl.py\",\"kind\":\"python\""));
+    assert_null(strstr(out, "\"lib\":\"libz.so.1\",\"kind\""));
+    free(out);
+    assert_int_equal(cn_fmt_write_chrome_trace(p, calls, n_calls, cap_open(&c)), 0);
+    out = cap_json(&c, "chrome trace");
+    assert_non_null(strstr(out, "\"lib\":\"wl.py\",\"kind\":\"python\"}"));
+    free(out);
+    free(calls);
+    cn_fmt_spec spec;
+    cn_fmt_spec_init(&spec);
+    json_t *lines = NULL;
+    assert_int_equal(cn_fmt_lines_json(p, &spec, NULL, "Runner.work", &lines, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(lines, "kind")), "python");
+    assert_string_equal(json_string_value(json_object_get(lines, "file")), "/src/wl.py");
+    json_decref(lines);
+    assert_int_equal(cn_fmt_lines_json(p, &spec, NULL, "deflate", &lines, &err), 0);
+    assert_null(json_object_get(lines, "kind"));
+    json_decref(lines);
+    cn_fmt_spec_clear(&spec);
+
+    /* pprof, raw and through a transform (one location per function): the system name
+     * `py::NAME:FILE` on Python functions only; read back with file, first line and (raw)
+     * the frame's line. */
+    for (int transformed = 0; transformed < 2; transformed++) {
+        cn_agg_transform tf;
+        cn_agg_query_init(&q);
+        if (transformed) {
+            assert_int_equal(cn_agg_transform_parse("merge:nothing", &tf, &err), 0);
+            q.transforms = &tf;
+            q.n_transforms = 1;
+        }
+        assert_int_equal(cn_fmt_write_pprof(p, &q, cap_open(&c), &err), 0);
+        assert_int_equal(fclose(c.f), 0);
+        size_t raw_len;
+        char *raw = inflate_all(c.buf, c.len, &raw_len);
+        assert_true(has_bytes(raw, raw_len, "py::Runner.work:/src/wl.py"));
+        assert_true(has_bytes(raw, raw_len, "py::<module>:/src/wl.py"));
+        assert_true(has_bytes(raw, raw_len, "py::[python: unreadable]:[python]"));
+        assert_false(has_bytes(raw, raw_len, "py::deflate"));
+        free(raw);
+        r = import_text(c.buf, c.len, "t.pb.gz");
+        free(c.buf);
+        check_python(r, "Runner.work", "wl.py", "/src/wl.py", 0);
+        check_python(r, "<module>", "wl.py", "/src/wl.py", 0);
+        check_python(r, "[python: unreadable]", "[python]", NULL, 1);
+        int32_t w = func_named(r, "Runner.work");
+        assert_int_equal(cn_agg_func_line(r, w), 4);
+        assert_string_equal(cn_agg_resource_path(r, cn_agg_func_resource(r, w)), "/src/wl.py");
+        for (size_t f = 0; !transformed && f < cn_agg_frame_count(r); f++) {
+            const int32_t *chain;
+            if (cn_agg_frame_funcs(r, (int32_t)f, &chain) == 1 && chain[0] == w)
+                assert_int_equal(cn_agg_frame_line(r, (int32_t)f), 6);
+        }
+        cn_agg_profile_free(r);
+        if (transformed)
+            cn_agg_transform_clear(&tf);
+    }
+
+    /* folded: py-spy's `NAME (FILE)` on Python frames only, read back. */
+    cn_agg_query_init(&q);
+    assert_int_equal(cn_fmt_write_folded(p, &q, cap_open(&c), &err), 0);
+    assert_int_equal(fclose(c.f), 0);
+    assert_string_equal(c.buf, "<module> (wl.py);Runner.work (wl.py);deflate 2\n"
+                               "<module> (wl.py);[python: unreadable] ([python]) 1\n");
+    r = import_text(c.buf, c.len, "t.folded");
+    free(c.buf);
+    check_python(r, "Runner.work", "wl.py", NULL, 0);
+    check_python(r, "[python: unreadable]", "[python]", NULL, 1);
+    cn_agg_profile_free(r);
+
+    /* A diff of the profile's first sample against all of it: JSON and three-column
+     * folded mark it too. */
+    cn_agg_profile *d = NULL;
+    cn_agg_diff *dr = NULL;
+    cn_agg_query qb = q;
+    qb.to_ns = 1500;
+    assert_int_equal(cn_agg_diff_profile(p, &qb, p, &q, &d, &err), 0);
+    assert_int_equal(cn_agg_diff_run(d, &q, false, &dr, &err), 0);
+    assert_int_equal(cn_fmt_write_diff_json(d, dr, NULL, cap_open(&c)), 0);
+    out = cap_json(&c, "diff json");
+    assert_non_null(strstr(out, "\"name\":\"Runner.work\",\"lib\":\"wl.py\",\"kind\":\"python\""));
+    free(out);
+    assert_int_equal(cn_fmt_write_diff_folded(d, &q, cap_open(&c), &err), 0);
+    assert_int_equal(fclose(c.f), 0);
+    assert_non_null(strstr(c.buf, "<module> (wl.py);Runner.work (wl.py);deflate 1 2\n"));
+    free(c.buf);
+    cn_agg_diff_free(dr);
+    cn_agg_profile_free(d);
+    cn_agg_profile_free(p);
+}
+
+/* What is not a Python function stays what it was: folded frames in parentheses that do
+ * not name a .py file, JSON kinds this version does not know, pprof system names that are
+ * not `py::` + the function's own name and file. */
+static void test_python_kind_lookalikes(void **state)
+{
+    (void)state;
+    const char *folded = "a (x.py:12);b (libz.so);c (a.py:12:3);(d.py) 1\n"
+                         "a (x.py);e (q.py) 2\n";
+    cn_agg_profile *p = import_text(folded, strlen(folded), "t.folded");
+    static const char *const natives[] = {"b (libz.so)", "c (a.py:12:3)", "(d.py)"};
+    for (size_t i = 0; i < 3; i++) {
+        int32_t f = func_named(p, natives[i]);
+        if (f < 0)
+            fail_msg("no function %s", natives[i]);
+        assert_int_equal(cn_agg_func_resource(p, f), -1);
+    }
+    int32_t a = func_named(p, "a"), e = func_named(p, "e");
+    assert_true(a >= 0 && e >= 0);
+    assert_int_equal(cn_agg_resource_kind_of(p, cn_agg_func_resource(p, a)), CN_AGG_RES_PYTHON);
+    assert_string_equal(cn_agg_resource_name(p, cn_agg_func_resource(p, e)), "q.py");
+    /* `a (x.py:12)` and `a (x.py)` are one function: lines are per frame */
+    size_t n_a = 0;
+    for (size_t f = 0; f < cn_agg_func_count(p); f++)
+        n_a += !strcmp(cn_agg_func_name(p, (int32_t)f), "a");
+    assert_int_equal(n_a, 1);
+    cn_agg_profile_free(p);
+
+    const char *json = "{\"unit\":\"samples\",\"roots\":[{\"name\":\"m\",\"lib\":\"x.py\","
+                       "\"kind\":\"ruby\",\"self\":1,\"children\":[{\"name\":\"n\",\"lib\":"
+                       "\"[python]\",\"kind\":\"python\",\"self\":2,\"children\":[]}]}]}";
+    p = import_text(json, strlen(json), "t.json");
+    int32_t m = func_named(p, "m"), n = func_named(p, "n");
+    assert_int_equal(cn_agg_resource_kind_of(p, cn_agg_func_resource(p, m)), CN_AGG_RES_LIBRARY);
+    assert_int_equal(cn_agg_resource_kind_of(p, cn_agg_func_resource(p, n)), CN_AGG_RES_PYTHON);
+    cn_agg_profile_free(p);
+
+    /* pprof by hand: functions 1 `w` (py::w:/x/wl.py, no filename, no mapping: Python), 2
+     * `b` (py::other:/x/wl.py), 3 `c` (py::c:/x/c.py but filename /y/c.py); one sample on
+     * the three locations. */
+    static const char *const strs[] = {
+        "",  "samples",       "count",  "w", "py::w:/x/wl.py", "b", "py::other:/x/wl.py",
+        "c", "py::c:/x/c.py", "/y/c.py"};
+    static const int fn[3][4] = {{1, 3, 4, 0}, {2, 5, 6, 0}, {3, 7, 8, 9}};
+    unsigned char pb[512];
+    size_t n_pb = 0;
+#define PUT(b) (pb[n_pb++] = (unsigned char)(b))
+    PUT(0x0a), PUT(4), PUT(0x08), PUT(1), PUT(0x10), PUT(2); /* sample_type {1, 2} */
+    /* sample: location_id [1, 2, 3] packed, value [1] packed */
+    PUT(0x12), PUT(8), PUT(0x0a), PUT(3), PUT(1), PUT(2), PUT(3), PUT(0x12), PUT(1), PUT(1);
+    for (int i = 0; i < 3; i++) { /* location {id i+1, line {function_id i+1}} */
+        PUT(0x22), PUT(6), PUT(0x08), PUT(i + 1), PUT(0x22), PUT(2), PUT(0x08), PUT(i + 1);
+    }
+    for (int i = 0; i < 3; i++) { /* function {id, name, system_name, filename} */
+        PUT(0x2a), PUT(fn[i][3] ? 8 : 6), PUT(0x08), PUT(fn[i][0]), PUT(0x10), PUT(fn[i][1]);
+        PUT(0x18), PUT(fn[i][2]);
+        if (fn[i][3])
+            PUT(0x20), PUT(fn[i][3]);
+    }
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) { /* string_table */
+        PUT(0x32), PUT(strlen(strs[i]));
+        memcpy(pb + n_pb, strs[i], strlen(strs[i]));
+        n_pb += strlen(strs[i]);
+    }
+#undef PUT
+    p = import_text((const char *)pb, n_pb, "t.pb");
+    int32_t w = func_named(p, "w"), b = func_named(p, "b"), cf = func_named(p, "c");
+    assert_true(w >= 0 && b >= 0 && cf >= 0);
+    int32_t wres = cn_agg_func_resource(p, w);
+    assert_int_equal(cn_agg_resource_kind_of(p, wres), CN_AGG_RES_PYTHON);
+    assert_string_equal(cn_agg_resource_path(p, wres), "/x/wl.py");
+    assert_int_equal(cn_agg_func_resource(p, b), -1);
+    assert_int_equal(cn_agg_func_resource(p, cf), -1);
+    cn_agg_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -532,6 +838,8 @@ int main(void)
         cmocka_unit_test(test_diff_deep),
         cmocka_unit_test(test_unwind_summary),
         cmocka_unit_test(test_text_formats_terminal),
+        cmocka_unit_test(test_python_kind_formats),
+        cmocka_unit_test(test_python_kind_lookalikes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
