@@ -275,17 +275,6 @@ static ssize_t row_path(writer *w, const row *r)
     return (ssize_t)n;
 }
 
-static bool looks_like_build_id(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 8 || n % 2)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!strchr("0123456789abcdefABCDEF", s[i]))
-            return false;
-    return true;
-}
-
 /* ---- building the message --------------------------------------------------------- */
 
 /* calloc that never returns NULL for 0 elements (NULL then means ENOMEM). */
@@ -707,7 +696,7 @@ static int build_mappings(writer *w, pb_profile *m)
         if ((mp->filename = str_id(w, file ? file : cn_agg_resource_name(p, res))) < 0)
             return -ENOMEM;
         const char *ident = cn_agg_resource_identity(p, res);
-        if (ident && looks_like_build_id(ident) && (mp->build_id = str_id(w, ident)) < 0)
+        if (cn_fmt__is_build_id(ident) && (mp->build_id = str_id(w, ident)) < 0)
             return -ENOMEM;
         mp->has_functions = true;
         mp->memory_start = UINT64_MAX;

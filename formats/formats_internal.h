@@ -44,6 +44,27 @@ bool cn_fmt__query_all_time(const cn_agg_query *q);
 int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
                      cn_err *err);
 
+/* Threads a transformed query runs for separately (cn_fmt__thread_trees); past it, one
+ * query for all. */
+#define CN_FMT__MAX_THREAD_QUERIES 64
+
+/* A thread's tree: thread -1 for the whole query's. A negative return stops the walk. */
+typedef int (*cn_fmt__tree_fn)(void *ctx, int32_t thread, const cn_agg_tree *t);
+
+/* The tree path per thread (speedscope's profiles, the Firefox Profiler's threads): runs
+ * q's TREE view once per thread that q selects (tid and pid set to the thread's) and calls
+ * fn with each non-empty tree; or, when such queries would miss samples (samples of no
+ * thread, retention rows of no thread) or there are more than CN_FMT__MAX_THREAD_QUERIES
+ * threads, calls fn once with thread -1 and the whole query's tree, empty or not. Each
+ * tree is freed after fn returns. Returns 0, fn's negative result, or the query's
+ * negative errno with err set. */
+int cn_fmt__thread_trees(cn_agg_profile *p, const cn_agg_query *q, cn_fmt__tree_fn fn, void *ctx,
+                         cn_err *err);
+
+/* True when a resource identity is a build-id: an even number (8 or more) of hex digits
+ * (live/'s identities are build-ids or "dev:inode:mtime"; pprof's carry build-ids). */
+bool cn_fmt__is_build_id(const char *identity);
+
 /* Writes s escaped for XML text and attribute values. At most max_chars characters
  * (UTF-8 aware) are written, followed by "…" when truncated; max_chars < 0 = all. */
 void cn_fmt__xml_text(FILE *out, const char *s, long max_chars);

@@ -151,6 +151,14 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
                             s->mode == CN_SMP_MODE_CPU ? CN_AGG_UNIT_SAMPLES : CN_AGG_UNIT_NS);
     cn_agg_meta_set(s->p, "event", s->event);
     cn_agg_meta_set(s->p, "mode", cn_smp_mode_name(s->mode));
+    /* The start and the frequency go with the profile from the start, as persist.c saves
+     * them, so every export of a live session has them (the Firefox Profiler's startTime
+     * and interval), not only a saved one. */
+    char num[32];
+    snprintf(num, sizeof(num), "%" PRId64, s->started_unix);
+    cn_agg_meta_set(s->p, "canopy.session.started", num);
+    snprintf(num, sizeof(num), "%d", (int)s->freq);
+    cn_agg_meta_set(s->p, "freq", num);
     if (s->mode != CN_SMP_MODE_CPU && (r = cn_live__state_frames(s)) < 0) {
         cn_err_set(err, r, "out of memory");
         goto fail;

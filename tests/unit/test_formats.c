@@ -1,6 +1,8 @@
 /* test_formats.c — properties every writer or importer of formats/ shares:
  * - every JSON format is valid JSON whatever bytes a name holds (invalid UTF-8, control
  *   characters, quotes), and prints one number the same way (json_out.c);
+ * - the Firefox Profiler's format holds together (tables, indexes, prefixes, strings,
+ *   categories, inline frames) on a small model with every kind of frame;
  * - the .cpuprofile importer stays linear on hostile trees (long chains, wide stars,
  *   unreachable nodes);
  * - speedscope with --group-by on a profile never grouped before (the query grows the
@@ -12,6 +14,7 @@
  *   and read back, and what other producers write that looks alike but is not.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,6 +119,13 @@ static void test_json_formats_bad_utf8(void **state)
     qt.n_transforms = 1;
     assert_int_equal(cn_fmt_write_speedscope(p, &qt, cap_open(&c), &err), 0);
     free(cap_json(&c, "speedscope (transformed)"));
+    assert_int_equal(cn_fmt_write_firefox(p, &q, cap_open(&c), &err), 0);
+    s = cap_json(&c, "firefox");
+    assert_non_null(strstr(s, "bad\xef\xbf\xbdna"));
+    assert_non_null(strstr(s, "\"thr\xef\xbf\xbd\""));
+    free(s);
+    assert_int_equal(cn_fmt_write_firefox(p, &qt, cap_open(&c), &err), 0);
+    free(cap_json(&c, "firefox (transformed)"));
     cn_agg_transform_clear(&tf);
 
     cn_agg_call *calls = NULL;
@@ -828,6 +838,407 @@ static void test_python_kind_lookalikes(void **state)
     cn_agg_profile_free(p);
 }
 
+/* ---- the Firefox Profiler's processed profile format ------------------------------ */
+
+/* The version export_firefox.c writes; its tables and columns below are those of the
+ * profiler's src/types/profile.ts at that version. */
+#define FF_VERSION 61
+
+static json_t *ff_get(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        fail_msg("no \"%s\"", key);
+    return v;
+}
+
+/* A shared table: its length, and each of cols (NULL-terminated) an array that long; no
+ * other column. */
+static size_t ff_table(json_t *shared, const char *name, const char *const *cols)
+{
+    json_t *t = ff_get(shared, name);
+    assert_true(json_is_integer(ff_get(t, "length")));
+    size_t n = (size_t)json_integer_value(ff_get(t, "length")), k = 0;
+    for (; cols[k]; k++) {
+        json_t *c = ff_get(t, cols[k]);
+        if (!json_is_array(c) || json_array_size(c) != n)
+            fail_msg("%s.%s: not an array of %zu", name, cols[k], n);
+    }
+    if (json_object_size(t) != k + 1)
+        fail_msg("%s: %zu keys, want %zu", name, json_object_size(t), k + 1);
+    return n;
+}
+
+/* Element i of table.col: an index below n, or -1 for null or -1 where `none` allows. */
+static json_int_t ff_idx(json_t *shared, const char *table, const char *col, size_t i, size_t n,
+                         bool none)
+{
+    json_t *v = json_array_get(ff_get(ff_get(shared, table), col), i);
+    if (none && (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == -1)))
+        return -1;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (size_t)json_integer_value(v) >= n)
+        fail_msg("%s.%s[%zu]: not an index below %zu", table, col, i, n);
+    return json_integer_value(v);
+}
+
+static json_int_t ff_int(json_t *shared, const char *table, const char *col, size_t i)
+{
+    json_t *v = json_array_get(ff_get(ff_get(shared, table), col), i);
+    if (!json_is_integer(v))
+        fail_msg("%s.%s[%zu]: not an integer", table, col, i);
+    return json_integer_value(v);
+}
+
+/* The table sizes of a checked document. */
+typedef struct ff_sizes {
+    size_t str, lib, stack, frame, func, res, sym, src, cat;
+} ff_sizes;
+
+static void ff_check_meta(json_t *doc, ff_sizes *n)
+{
+    json_t *meta = ff_get(doc, "meta"), *cats = ff_get(meta, "categories"), *c;
+    size_t i;
+    assert_int_equal(json_integer_value(ff_get(meta, "preprocessedProfileVersion")), FF_VERSION);
+    assert_true(json_number_value(ff_get(meta, "interval")) > 0);
+    assert_true(json_is_array(ff_get(meta, "markerSchema")));
+    n->cat = json_array_size(cats);
+    /* The first grey category is the default; subcategory 0 is every category's "Other". */
+    assert_string_equal(json_string_value(ff_get(json_array_get(cats, 0), "color")), "grey");
+    json_array_foreach(cats, i, c)
+    {
+        assert_non_null(json_string_value(ff_get(c, "name")));
+        assert_string_equal(json_string_value(json_array_get(ff_get(c, "subcategories"), 0)),
+                            "Other");
+    }
+    n->lib = json_array_size(ff_get(doc, "libs"));
+}
+
+static void ff_check_stacks(json_t *sh, const ff_sizes *n)
+{
+    for (size_t i = 0; i < n->stack; i++) {
+        json_int_t f = ff_idx(sh, "stackTable", "frame", i, n->frame, false);
+        json_int_t pre = ff_idx(sh, "stackTable", "prefix", i, i, true); /* before it */
+        json_int_t d = ff_int(sh, "frameTable", "inlineDepth", (size_t)f);
+        if (d == 0)
+            continue;
+        /* An inlined frame sits on the frame of depth d - 1 at the same address, with the
+         * same native symbol. */
+        assert_true(pre >= 0);
+        json_int_t g = ff_int(sh, "stackTable", "frame", (size_t)pre);
+        assert_int_equal(ff_int(sh, "frameTable", "inlineDepth", (size_t)g), d - 1);
+        assert_int_equal(ff_int(sh, "frameTable", "address", (size_t)g),
+                         ff_int(sh, "frameTable", "address", (size_t)f));
+        assert_int_equal(ff_idx(sh, "frameTable", "nativeSymbol", (size_t)g, n->sym, true),
+                         ff_idx(sh, "frameTable", "nativeSymbol", (size_t)f, n->sym, true));
+    }
+}
+
+static void ff_check_rows(json_t *doc, json_t *sh, const ff_sizes *n)
+{
+    json_t *cats = ff_get(ff_get(doc, "meta"), "categories");
+    for (size_t i = 0; i < n->frame; i++) {
+        json_int_t c = ff_idx(sh, "frameTable", "category", i, n->cat, false);
+        size_t n_sub = json_array_size(ff_get(json_array_get(cats, (size_t)c), "subcategories"));
+        ff_idx(sh, "frameTable", "subcategory", i, n_sub, false);
+        ff_idx(sh, "frameTable", "func", i, n->func, false);
+        ff_idx(sh, "frameTable", "nativeSymbol", i, n->sym, true);
+        assert_true(ff_int(sh, "frameTable", "address", i) >= -1);
+    }
+    for (size_t i = 0; i < n->func; i++) {
+        ff_idx(sh, "funcTable", "name", i, n->str, false);
+        ff_idx(sh, "funcTable", "resource", i, n->res, true);
+        ff_idx(sh, "funcTable", "source", i, n->src, true);
+    }
+    for (size_t i = 0; i < n->res; i++) {
+        ff_idx(sh, "resourceTable", "name", i, n->str, false);
+        ff_idx(sh, "resourceTable", "lib", i, n->lib, true);
+    }
+    for (size_t i = 0; i < n->sym; i++) {
+        ff_idx(sh, "nativeSymbols", "libIndex", i, n->lib, false);
+        ff_idx(sh, "nativeSymbols", "name", i, n->str, false);
+    }
+    for (size_t i = 0; i < n->src; i++)
+        ff_idx(sh, "sources", "filename", i, n->str, false);
+}
+
+static void ff_check_threads(json_t *doc, const ff_sizes *n)
+{
+    json_t *t;
+    size_t i;
+    json_array_foreach(ff_get(doc, "threads"), i, t)
+    {
+        json_t *s = ff_get(t, "samples"), *time = ff_get(s, "time");
+        size_t len = (size_t)json_integer_value(ff_get(s, "length"));
+        assert_non_null(json_string_value(ff_get(t, "name")));
+        assert_non_null(json_string_value(ff_get(t, "pid")));
+        assert_true(json_is_integer(ff_get(t, "tid")));
+        assert_int_equal(json_integer_value(ff_get(ff_get(t, "markers"), "length")), 0);
+        assert_int_equal(json_array_size(ff_get(s, "stack")), len);
+        assert_int_equal(json_array_size(time), len);
+        assert_int_equal(json_array_size(ff_get(s, "weight")), len);
+        const char *wt = json_string_value(ff_get(s, "weightType"));
+        assert_true(!strcmp(wt, "samples") || !strcmp(wt, "tracing-ms"));
+        for (size_t k = 0; k < len; k++) {
+            json_t *st = json_array_get(ff_get(s, "stack"), k);
+            assert_true(json_is_integer(st) && json_integer_value(st) >= 0 &&
+                        (size_t)json_integer_value(st) < n->stack);
+            assert_true(k == 0 || json_number_value(json_array_get(time, k - 1)) <=
+                                      json_number_value(json_array_get(time, k)));
+        }
+    }
+}
+
+/* Checks doc against the format (see test_firefox_structure) and returns its sizes. */
+static ff_sizes ff_check(json_t *doc)
+{
+    static const char *const stack_cols[] = {"frame", "prefix", NULL};
+    static const char *const frame_cols[] = {
+        "address",      "inlineDepth",   "category", "subcategory", "func",
+        "nativeSymbol", "innerWindowID", "line",     "column",      NULL};
+    static const char *const func_cols[] = {"name",   "isJS",       "relevantForJS", "resource",
+                                            "source", "lineNumber", "columnNumber",  NULL};
+    static const char *const res_cols[] = {"lib", "name", "host", "type", NULL};
+    static const char *const sym_cols[] = {"libIndex", "address", "name", "functionSize", NULL};
+    static const char *const src_cols[] = {"id",          "filename",     "startLine",
+                                           "startColumn", "sourceMapURL", NULL};
+    ff_sizes n = {0};
+    json_t *sh = ff_get(doc, "shared"), *s;
+    size_t i;
+    assert_int_equal(json_object_size(doc), 4); /* meta, libs, threads, shared */
+    ff_check_meta(doc, &n);
+    assert_int_equal(json_object_size(sh), 7);
+    json_array_foreach(ff_get(sh, "stringArray"), i, s) assert_true(json_is_string(s));
+    n.str = json_array_size(ff_get(sh, "stringArray"));
+    n.stack = ff_table(sh, "stackTable", stack_cols);
+    n.frame = ff_table(sh, "frameTable", frame_cols);
+    n.func = ff_table(sh, "funcTable", func_cols);
+    n.res = ff_table(sh, "resourceTable", res_cols);
+    n.sym = ff_table(sh, "nativeSymbols", sym_cols);
+    n.src = ff_table(sh, "sources", src_cols);
+    ff_check_rows(doc, sh, &n);
+    ff_check_stacks(sh, &n);
+    ff_check_threads(doc, &n);
+    return n;
+}
+
+/* Resources, frames and samples of every kind the writer tells apart: an executable with
+ * a build id, a frame with two inlined functions, one still unsymbolized, the kernel, JIT
+ * code, a Python function, the [blocked] state frame; two threads, and with `threadless`
+ * a sample of no thread. */
+typedef struct ff_model {
+    cn_agg_profile *p;
+    int32_t f_hot; /* the frame with the inline chain outer <- inl1 <- inl2 */
+} ff_model;
+
+#define FF_BUILD_ID "0123456789abcdef0123456789abcdef01234567"
+
+static int32_t ff_stack(cn_agg_profile *p, const int32_t *frames, size_t n)
+{
+    int32_t st = cn_agg_stack_from_frames(p, frames, n);
+    assert_true(st >= 0);
+    return st;
+}
+
+static ff_model ff_model_new(cn_agg_unit unit, bool threadless)
+{
+    ff_model m = {cn_agg_profile_new(), -1};
+    cn_agg_profile *p = m.p;
+    assert_non_null(p);
+    cn_agg_profile_set_unit(p, unit);
+    int32_t app = cn_agg_resource(p, "app", FF_BUILD_ID, "/usr/bin/app", CN_AGG_RES_LIBRARY);
+    int32_t kern = cn_agg_resource(p, "[kernel]", NULL, NULL, CN_AGG_RES_KERNEL);
+    int32_t jit = cn_agg_resource(p, "[jit]", NULL, NULL, CN_AGG_RES_JIT);
+    int32_t py = cn_agg_resource(p, "work.py", NULL, "/srv/work.py", CN_AGG_RES_PYTHON);
+    int32_t state = cn_agg_resource(p, "[state]", "[canopy:state]", NULL, CN_AGG_RES_OTHER);
+    int32_t f_main = cn_agg_native_frame(p, app, 0x1000);
+    m.f_hot = cn_agg_native_frame(p, app, 0x2345);
+    int32_t f_cold = cn_agg_native_frame(p, app, 0x3000); /* stays LIB+0xOFFSET */
+    cn_agg_symbol mainsym = {"main", "main.c", 4};
+    cn_agg_symbol chain[] = {{"outer", "hot.c", 10}, {"inl1", "inl.h", 20}, {"inl2", "inl.h", 30}};
+    cn_agg_frame_symbols batch[] = {{f_main, &mainsym, 1, NULL}, {m.f_hot, chain, 3, NULL}};
+    assert_int_equal(cn_agg_regroup(p, batch, 2), 0);
+    int32_t f_k = cn_agg_frame(p, cn_agg_func(p, "schedule", kern, NULL, 0), kern, -1, 0);
+    int32_t f_j = cn_agg_frame(p, cn_agg_func(p, "jitted", jit, NULL, 0), jit, 0x7f00, 0);
+    int32_t f_py = cn_agg_frame(p, cn_agg_func(p, "handler", py, "/srv/work.py", 3), py, -1, 7);
+    int32_t f_bl =
+        cn_agg_frame(p, cn_agg_func(p, CN_AGG_STATE_BLOCKED, state, NULL, 0), state, -1, 0);
+    int32_t t_main = cn_agg_thread(p, 10, 10, "main"), t_w = cn_agg_thread(p, 10, 11, "worker");
+    assert_true(f_cold >= 0 && f_k >= 0 && f_j >= 0 && f_py >= 0 && f_bl >= 0 && t_w >= 0);
+    int32_t s_hot = ff_stack(p, (int32_t[]){f_main, m.f_hot}, 2);
+    int32_t s_cold = ff_stack(p, (int32_t[]){f_main, f_cold}, 2);
+    int32_t s_py = ff_stack(p, (int32_t[]){f_main, f_py, f_j}, 3);
+    int32_t s_wait = ff_stack(p, (int32_t[]){f_main, f_k, f_bl}, 3);
+    /* Arrival out of time order within a thread: the writer must order them. */
+    assert_int_equal(cn_agg_add_sample(p, s_wait, 4000000, 4, t_w), 0);
+    assert_int_equal(cn_agg_add_sample(p, s_hot, 1000000, 1, t_main), 0);
+    assert_int_equal(cn_agg_add_sample(p, s_cold, 2500000, 2, t_w), 0);
+    assert_int_equal(cn_agg_add_sample(p, s_py, 1500000, 1, t_main), 0);
+    if (threadless)
+        assert_int_equal(cn_agg_add_sample(p, s_hot, 3000000, 3, -1), 0);
+    return m;
+}
+
+static json_t *ff_export(cn_agg_profile *p, const cn_agg_query *q)
+{
+    capture c;
+    cn_err err = {0};
+    assert_int_equal(cn_fmt_write_firefox(p, q, cap_open(&c), &err), 0);
+    char *text = cap_json(&c, "firefox");
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(doc);
+    return doc;
+}
+
+/* The names of frame f's func and of its category (and subcategory). */
+static const char *ff_frame_func(json_t *doc, size_t f)
+{
+    json_t *sh = ff_get(doc, "shared");
+    json_int_t fn = ff_int(sh, "frameTable", "func", f);
+    json_int_t name = ff_int(sh, "funcTable", "name", (size_t)fn);
+    return json_string_value(json_array_get(ff_get(sh, "stringArray"), (size_t)name));
+}
+
+static const char *ff_frame_cat(json_t *doc, size_t f, const char **sub)
+{
+    json_t *sh = ff_get(doc, "shared");
+    json_t *c = json_array_get(ff_get(ff_get(doc, "meta"), "categories"),
+                               (size_t)ff_int(sh, "frameTable", "category", f));
+    *sub = json_string_value(json_array_get(ff_get(c, "subcategories"),
+                                            (size_t)ff_int(sh, "frameTable", "subcategory", f)));
+    return json_string_value(ff_get(c, "name"));
+}
+
+/* The frame whose func is named `name` (the first), or fails. */
+static size_t ff_find(json_t *doc, const char *name, size_t n_frames)
+{
+    for (size_t f = 0; f < n_frames; f++)
+        if (!strcmp(ff_frame_func(doc, f), name))
+            return f;
+    fail_msg("no frame of %s", name);
+    return 0;
+}
+
+/* The known model exported raw: the structure holds, each kind of frame is in its
+ * category, the inline chain is three frames at one address under one native symbol, the
+ * unsymbolized frame keeps its address without a symbol, the library carries its build
+ * id, and each thread's samples come in time order with their weights. */
+static void test_firefox_structure(void **state)
+{
+    (void)state;
+    ff_model m = ff_model_new(CN_AGG_UNIT_SAMPLES, true);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    json_t *doc = ff_export(m.p, &q), *sh = ff_get(doc, "shared");
+    ff_sizes n = ff_check(doc);
+    static const struct {
+        const char *func, *cat, *sub;
+    } cats[] = {{"main", "User", "Other"},       {"inl2", "User", "Other"},
+                {"schedule", "Kernel", "Other"}, {"jitted", "JIT", "Other"},
+                {"handler", "Python", "Other"},  {CN_AGG_STATE_BLOCKED, "Off-CPU", "Blocked"},
+                {"app+0x3000", "User", "Other"}};
+    for (size_t i = 0; i < sizeof(cats) / sizeof(cats[0]); i++) {
+        const char *sub, *cat = ff_frame_cat(doc, ff_find(doc, cats[i].func, n.frame), &sub);
+        assert_string_equal(cat, cats[i].cat);
+        assert_string_equal(sub, cats[i].sub);
+    }
+    /* Inlining: outer (depth 0) <- inl1 (1) <- inl2 (2), stacked in that order. */
+    const char *names[] = {"outer", "inl1", "inl2"};
+    size_t fr[3];
+    for (int k = 0; k < 3; k++) {
+        fr[k] = ff_find(doc, names[k], n.frame);
+        assert_int_equal(ff_int(sh, "frameTable", "inlineDepth", fr[k]), k);
+        assert_int_equal(ff_int(sh, "frameTable", "address", fr[k]), 0x2345);
+    }
+    json_int_t sym = ff_idx(sh, "frameTable", "nativeSymbol", fr[0], n.sym, false);
+    assert_int_equal(ff_idx(sh, "frameTable", "nativeSymbol", fr[2], n.sym, false), sym);
+    assert_int_equal(ff_int(sh, "nativeSymbols", "address", (size_t)sym), 0x2345);
+    assert_int_equal(ff_int(sh, "frameTable", "line", fr[2]), cn_agg_frame_line(m.p, m.f_hot));
+    size_t cold = ff_find(doc, "app+0x3000", n.frame);
+    assert_int_equal(ff_int(sh, "frameTable", "address", cold), 0x3000);
+    assert_true(
+        json_is_null(json_array_get(ff_get(ff_get(sh, "frameTable"), "nativeSymbol"), cold)));
+    assert_int_equal(ff_int(sh, "frameTable", "address", ff_find(doc, "jitted", n.frame)), -1);
+    /* The library: its build id as codeId, and as Breakpad's id (GUID byte order, age 0). */
+    json_t *lib = json_array_get(ff_get(doc, "libs"), 0);
+    assert_string_equal(json_string_value(ff_get(lib, "name")), "app");
+    assert_string_equal(json_string_value(ff_get(lib, "codeId")), FF_BUILD_ID);
+    assert_string_equal(json_string_value(ff_get(lib, "breakpadId")),
+                        "67452301AB89EFCD0123456789ABCDEF0");
+    assert_string_equal(json_string_value(ff_get(lib, "debugPath")), "/usr/bin/app");
+    /* Threads: samples of no thread first, then main and worker; times in ms, in order. */
+    json_t *threads = ff_get(doc, "threads");
+    assert_int_equal(json_array_size(threads), 3);
+    json_t *w = ff_get(json_array_get(threads, 2), "samples");
+    assert_string_equal(json_string_value(ff_get(json_array_get(threads, 2), "name")), "worker");
+    assert_string_equal(json_string_value(ff_get(json_array_get(threads, 2), "pid")), "10");
+    assert_string_equal(json_string_value(ff_get(w, "weightType")), "samples");
+    assert_true(json_number_value(json_array_get(ff_get(w, "time"), 0)) == 2.5);
+    assert_true(json_number_value(json_array_get(ff_get(w, "weight"), 1)) == 4);
+    json_decref(doc);
+    cn_agg_profile_free(m.p);
+}
+
+/* The transformed query's export of m: the structure holds, one sample per call node at
+ * time 0, frames without addresses or symbols, no frame of the merged function; returns
+ * each thread's total weight into sums (at most 4 threads), and the thread count. */
+static size_t ff_tree_totals(ff_model m, const cn_agg_transform *tf, double *sums)
+{
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.transforms = tf;
+    q.n_transforms = 1;
+    json_t *doc = ff_export(m.p, &q), *sh = ff_get(doc, "shared"), *t, *v;
+    ff_sizes n = ff_check(doc);
+    size_t i, k;
+    assert_int_equal(n.sym, 0);
+    for (size_t f = 0; f < n.frame; f++) {
+        assert_int_equal(ff_int(sh, "frameTable", "address", f), -1);
+        assert_string_not_equal(ff_frame_func(doc, f), "outer");
+    }
+    size_t n_thr = json_array_size(ff_get(doc, "threads"));
+    assert_true(n_thr <= 4);
+    json_array_foreach(ff_get(doc, "threads"), i, t)
+    {
+        json_t *smp = ff_get(t, "samples");
+        sums[i] = 0;
+        json_array_foreach(ff_get(smp, "weight"), k, v) sums[i] += json_number_value(v);
+        json_array_foreach(ff_get(smp, "time"), k, v) assert_true(json_number_value(v) == 0);
+    }
+    json_decref(doc);
+    return n_thr;
+}
+
+/* A time unit is weighted in ms ("tracing-ms"). A transformed query runs per thread, or
+ * once for all when samples of no thread exist (no thread query would see them), and
+ * keeps the weights. */
+static void test_firefox_time_and_tree(void **state)
+{
+    (void)state;
+    ff_model m = ff_model_new(CN_AGG_UNIT_NS, false);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    json_t *doc = ff_export(m.p, &q);
+    ff_check(doc);
+    json_t *s = ff_get(json_array_get(ff_get(doc, "threads"), 1), "samples");
+    assert_string_equal(json_string_value(ff_get(s, "weightType")), "tracing-ms");
+    assert_true(json_number_value(json_array_get(ff_get(s, "weight"), 1)) == 4e-6);
+    json_decref(doc);
+
+    cn_agg_transform tf;
+    cn_err err;
+    double sums[4];
+    assert_int_equal(cn_agg_transform_parse("merge:outer", &tf, &err), 0);
+    assert_int_equal(ff_tree_totals(m, &tf, sums), 2); /* main, worker */
+    assert_true(fabs(sums[0] - 2e-6) < 1e-15 && fabs(sums[1] - 6e-6) < 1e-15);
+    cn_agg_profile_free(m.p);
+    m = ff_model_new(CN_AGG_UNIT_NS, true);
+    assert_int_equal(ff_tree_totals(m, &tf, sums), 1); /* all threads */
+    assert_true(fabs(sums[0] - 11e-6) < 1e-15);
+    cn_agg_transform_clear(&tf);
+    cn_agg_profile_free(m.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -840,6 +1251,8 @@ int main(void)
         cmocka_unit_test(test_text_formats_terminal),
         cmocka_unit_test(test_python_kind_formats),
         cmocka_unit_test(test_python_kind_lookalikes),
+        cmocka_unit_test(test_firefox_structure),
+        cmocka_unit_test(test_firefox_time_and_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

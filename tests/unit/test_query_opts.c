@@ -120,6 +120,7 @@ static void test_formats_from_extension(void **state)
     } cases[] = {
         {"a.json", CN_FMT_JSON},
         {"a.speedscope.json", CN_FMT_SPEEDSCOPE},
+        {"a.firefox.json", CN_FMT_FIREFOX},
         {"a.trace.json", CN_FMT_CHROME_TRACE},
         {"a.folded", CN_FMT_FOLDED},
         {"a.pb.gz", CN_FMT_PPROF},
