@@ -8,7 +8,8 @@
 # `canopy run -o` wrote and the one `canopy save` writes, re-opened with `canopy open`; each
 # export's marker (pprof: Function.system_name `py::QUALNAME:FILE`, the .py file and the
 # def line; speedscope: the .py file and the def line; folded: `NAME (FILE)`); JSON, pprof
-# and folded read back with the kind (pprof also with the file and lines); and `canopy fleet
+# and folded read back with the kind (pprof also with the file and lines); Firefox: the Python
+# category and the .py file; and `canopy fleet
 # tree` from ClickHouse. Every check compares against the live session's functions.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse_lib.sh"
@@ -198,6 +199,7 @@ done
 "$C" open "$TMP/save.canopy" --format speedscope -o "$TMP/x.speedscope.json" ||
   fail "speedscope export"
 "$C" open "$TMP/save.canopy" --format folded -o "$TMP/x.folded" || fail "folded export"
+"$C" open "$TMP/save.canopy" --format firefox -o "$TMP/x.firefox.json" || fail "firefox export"
 cp "$TMP/open-save.json" "$TMP/x.json"
 "$PY" - "$TMP" "$TMP/wl.py" <<'PYEOF' || fail "export markers"
 import ast, gzip, json, sys
@@ -279,7 +281,29 @@ if "main (wl.py)" not in names:
     print("folded: main not marked"); ok = False
 if [n for n in names if n.startswith("PyEval_EvalCode (")]:
     print("folded: a native function marked"); ok = False
-print("markers: pprof %s; speedscope %s" % (pp.get("work_a"), frames.get("work_a")))
+# Firefox: the functions' frames in the Python category, their file in the func table, and
+# no native function there.
+ff = json.load(open(tmp + "/x.firefox.json"))
+cats = [c["name"] for c in ff["meta"]["categories"]]
+strs = ff["shared"]["stringArray"]
+py_cat = cats.index("Python") if "Python" in cats else -1
+ff_py = set()
+fr, fn, srcs = ff["shared"]["frameTable"], ff["shared"]["funcTable"], ff["shared"]["sources"]
+for i in range(fr["length"]):
+    name = strs[fn["name"][fr["func"][i]]]
+    if fr["category"][i] == py_cat:
+        ff_py.add(name)
+        si = fn["source"][fr["func"][i]]
+        fi = srcs["filename"][si] if si is not None else None
+        if name in funcs and (fi is None or not strs[fi].endswith("wl.py")):
+            print("firefox: %s's file is %r" % (name, fi if fi is None else strs[fi])); ok = False
+for f in funcs + ("main",):
+    if f not in ff_py:
+        print("firefox: %s not in the Python category (%s)" % (f, sorted(ff_py)[:10])); ok = False
+if "PyEval_EvalCode" in ff_py:
+    print("firefox: a native function in the Python category"); ok = False
+print("markers: pprof %s; speedscope %s; firefox category %s" % (pp.get("work_a"),
+      frames.get("work_a"), cats[py_cat] if py_cat >= 0 else None))
 sys.exit(0 if ok else 1)
 PYEOF
 for x in x.json x.pb.gz x.folded; do
