@@ -25,6 +25,7 @@
  * sessions, imported periods and .cpuprofile milliseconds) "tracing-ms", converted to ms.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,37 +403,21 @@ static int cmp_sample(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Orders the samples by (thread, time, arrival): a stable counting sort by thread, then a
- * qsort of only the threads not in time order already (the engine's walk is in time
- * order; retention rows come last in it but sort first). */
+/* Orders the samples by (thread, time, arrival) (cmp_sample). */
 static int sort_samples(ff_writer *w)
 {
-    size_t n = w->n_samples, n_b = cn_agg_thread_count(w->p) + 1; /* bucket 0: thread -1 */
-    size_t *start = calloc(n_b + 1, sizeof(*start));
-    ff_sample *sorted = malloc((n ? n : 1) * sizeof(*sorted));
-    if (!start || !sorted) {
-        free(start);
-        free(sorted);
-        return -ENOMEM;
+    void *v = w->samples;
+    int rc =
+        cn_fmt__sort_by_thread(&v, w->n_samples, sizeof(*w->samples), offsetof(ff_sample, thread),
+                               cn_agg_thread_count(w->p) + 1, cmp_sample);
+    if (rc == 0) {
+        w->samples = v; /* a new array of exactly n (at least 1) */
+        w->cap_samples = w->n_samples ? w->n_samples : 1;
+    } else if (rc == -ERANGE) { /* not a thread row: sort it all */
+        qsort(w->samples, w->n_samples, sizeof(*w->samples), cmp_sample);
+        rc = 0;
     }
-    for (size_t i = 0; i < n; i++)
-        start[w->samples[i].thread + 2]++;
-    for (size_t b = 1; b <= n_b; b++)
-        start[b] += start[b - 1];
-    for (size_t i = 0; i < n; i++)
-        sorted[start[w->samples[i].thread + 1]++] = w->samples[i];
-    free(start);
-    free(w->samples);
-    w->samples = sorted;
-    w->cap_samples = n ? n : 1;
-    for (size_t i = 0, j; i < n; i = j) {
-        bool in_order = true;
-        for (j = i + 1; j < n && sorted[j].thread == sorted[i].thread; j++)
-            in_order = in_order && cmp_sample(&sorted[j - 1], &sorted[j]) <= 0;
-        if (!in_order)
-            qsort(sorted + i, j - i, sizeof(*sorted), cmp_sample);
-    }
-    return 0;
+    return rc;
 }
 
 static int collect(ff_writer *w, const cn_agg_query *q, cn_err *err)

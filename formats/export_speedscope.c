@@ -12,6 +12,7 @@
  * time units, "none" for samples and events.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -200,46 +201,21 @@ static int cmp_thread(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Orders the samples by (thread, time, arrival) as cmp_thread: a stable counting sort by
- * thread (arrival order kept), then a qsort of only the threads not already in time
- * order (samples usually arrive in time order). */
+/* Orders the samples by (thread, time, arrival) as cmp_thread. */
 static int sort_samples(ss_writer *w)
 {
-    size_t n = w->n_samples, n_b = cn_agg_thread_count(w->p) + 1; /* bucket 0: thread -1 */
-    for (size_t i = 0; i < n; i++)
-        if (w->samples[i].thread < -1 || (size_t)(w->samples[i].thread + 1) >= n_b) {
-            qsort(w->samples, n, sizeof(*w->samples), cmp_thread); /* not a thread row */
-            return 0;
-        }
-    size_t *start = calloc(n_b + 1, sizeof(*start));
-    ss_sample *sorted = malloc((n ? n : 1) * sizeof(*sorted));
-    if (!start || !sorted) {
-        free(start);
-        free(sorted);
-        return -ENOMEM;
+    void *v = w->samples;
+    int rc =
+        cn_fmt__sort_by_thread(&v, w->n_samples, sizeof(*w->samples), offsetof(ss_sample, thread),
+                               cn_agg_thread_count(w->p) + 1, cmp_thread);
+    if (rc == 0) {
+        w->samples = v; /* a new array of exactly n (at least 1) */
+        w->cap_samples = w->n_samples ? w->n_samples : 1;
+    } else if (rc == -ERANGE) { /* not a thread row: sort it all */
+        qsort(w->samples, w->n_samples, sizeof(*w->samples), cmp_thread);
+        rc = 0;
     }
-    for (size_t i = 0; i < n; i++)
-        start[w->samples[i].thread + 2]++;
-    for (size_t b = 1; b <= n_b; b++)
-        start[b] += start[b - 1];
-    for (size_t i = 0; i < n; i++)
-        sorted[start[w->samples[i].thread + 1]++] = w->samples[i];
-    free(w->samples);
-    w->samples = sorted;
-    w->cap_samples = n ? n : 1;
-    for (size_t i = 0; i < n;) { /* start[b] is now the end of bucket b */
-        size_t j = i + 1;
-        bool in_order = true;
-        while (j < n && sorted[j].thread == sorted[i].thread) {
-            in_order = in_order && time_key(&sorted[j - 1]) <= time_key(&sorted[j]);
-            j++;
-        }
-        if (!in_order)
-            qsort(sorted + i, j - i, sizeof(*sorted), cmp_thread);
-        i = j;
-    }
-    free(start);
-    return 0;
+    return rc;
 }
 
 /* Raw path, first pass: collects and sorts the samples, merges runs of one stack into

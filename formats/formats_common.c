@@ -188,3 +188,47 @@ void cn_fmt_time(char *buf, size_t n, double ns)
     int dec = i == 3 || av >= 99.95 ? 0 : av >= 9.995 ? 1 : 2;
     snprintf(buf, n, "%.*f %s", dec, v, units[i].unit);
 }
+
+static int32_t thread_at(const uint8_t *base, size_t i, size_t elem, size_t thread_off)
+{
+    int32_t t;
+    memcpy(&t, base + i * elem + thread_off, sizeof(t));
+    return t;
+}
+
+int cn_fmt__sort_by_thread(void **samples, size_t n, size_t elem, size_t thread_off,
+                           size_t nthreads, int (*cmp)(const void *, const void *))
+{
+    const uint8_t *in = *samples;
+    for (size_t i = 0; i < n; i++) {
+        int32_t t = thread_at(in, i, elem, thread_off);
+        if (t < -1 || (size_t)(t + 1) > nthreads)
+            return -ERANGE;
+    }
+    size_t nb = nthreads + 1; /* bucket 0: thread -1 */
+    size_t *start = calloc(nb + 1, sizeof(*start));
+    uint8_t *out = malloc((n ? n : 1) * elem);
+    if (!start || !out) {
+        free(start);
+        free(out);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        start[thread_at(in, i, elem, thread_off) + 2]++;
+    for (size_t b = 1; b <= nb; b++)
+        start[b] += start[b - 1];
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + start[thread_at(in, i, elem, thread_off) + 1]++ * elem, in + i * elem, elem);
+    free(start);
+    free(*samples);
+    *samples = out;
+    for (size_t i = 0, j; i < n; i = j) {
+        bool in_order = true;
+        int32_t t = thread_at(out, i, elem, thread_off);
+        for (j = i + 1; j < n && thread_at(out, j, elem, thread_off) == t; j++)
+            in_order = in_order && cmp(out + (j - 1) * elem, out + j * elem) <= 0;
+        if (!in_order)
+            qsort(out + i * elem, j - i, elem, cmp);
+    }
+    return 0;
+}

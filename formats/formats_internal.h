@@ -44,6 +44,14 @@ bool cn_fmt__query_all_time(const cn_agg_query *q);
 int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,
                      cn_err *err);
 
+/* Sorts n samples of elem bytes each, kept in *samples (malloc'ed; replaced), by the
+ * int32_t thread at byte thread_off of each: threads -1 (none) then 0 .. nthreads - 1,
+ * stable (a counting sort: the engine hands samples in time order). Then each thread's run
+ * not already in order by cmp is qsorted with cmp. -ENOMEM; -ERANGE (nothing done) when
+ * a sample's thread is outside that range. */
+int cn_fmt__sort_by_thread(void **samples, size_t n, size_t elem, size_t thread_off,
+                           size_t nthreads, int (*cmp)(const void *, const void *));
+
 /* Threads a transformed query runs for separately (cn_fmt__thread_trees); past it, one
  * query for all. */
 #define CN_FMT__MAX_THREAD_QUERIES 64
