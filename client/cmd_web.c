@@ -242,11 +242,14 @@ static int split_args(web_args *w, int argc, char **argv)
             return CN_EXIT_USAGE;
         if (r == 0)
             w->rest[w->n_rest++] = argv[i];
-        for (int k = start; r > 0 && k <= i; k++)
-            if (json_array_append_new(w->query, json_string(argv[k])) < 0) {
-                fprintf(stderr, "canopy web: out of memory\n");
-                return CN_EXIT_FAIL;
+        for (int k = start; r > 0 && k <= i; k++) {
+            json_t *word = json_string(argv[k]); /* NULL: not UTF-8, or out of memory */
+            if (json_array_append_new(w->query, word) < 0) {
+                fprintf(stderr, "canopy web: QUERY option '%s': not valid UTF-8\n",
+                        CN_TERM_STR(argv[k]));
+                return CN_EXIT_USAGE;
             }
+        }
     }
     return check_query_words(w->query);
 }

@@ -94,7 +94,7 @@ grep -q '"error":' "$TMP/bad.json" || fail "no error message: $(cat "$TMP/bad.js
 echo "PASS bad queries answered 400"
 
 # ---- the page in the browser ---------------------------------------------------------------
-node "$DRIVER" live "$URL" "$SHOTS" || fail "the live page (screenshots in $SHOTS)"
+TMPDIR=$TMP node "$DRIVER" live "$URL" "$SHOTS" || fail "the live page (screenshots in $SHOTS)"
 
 # ---- the same bytes as canopy tree, on a stopped session ------------------------------------
 "$C" stop shares >/dev/null || fail "stop"
@@ -117,7 +117,7 @@ cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/web.json") ||
 [ "$(curl -s "$BASE/api/info?token=$TOKEN" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["live"], d["args"])')" = "False ['-t', 'merge:leaf']" ] ||
   fail "/api/info of a file"
 echo "PASS /api/tree = canopy tree --format json (file)"
-node "$DRIVER" hostile "$URL" "$SHOTS" || fail "the hostile name (screenshots in $SHOTS)"
+TMPDIR=$TMP node "$DRIVER" hostile "$URL" "$SHOTS" || fail "the hostile name (screenshots in $SHOTS)"
 stop_web
 
 # ---- command-line errors ------------------------------------------------------------------------

@@ -8,11 +8,15 @@
 'use strict';
 const { spawn } = require('child_process');
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const zlib = require('zlib');
 
 const [mode, url, outdir] = process.argv.slice(2);
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+let browser = null; // killed (and its profile removed) however the script ends
+process.on('exit', () => browser && browser.close());
 
 function fail(msg) {
   console.log('FAIL: ' + msg);
@@ -24,7 +28,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 class Browser {
   constructor() {
-    const profile = fs.mkdtempSync(path.join(outdir, 'profile-'));
+    this.profile = fs.mkdtempSync(path.join(os.tmpdir(), 'canopy-chromium-'));
+    const profile = this.profile;
     this.proc = spawn(CHROMIUM, [
       '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
       '--no-default-browser-check', '--disable-extensions', '--disable-background-networking',
@@ -71,7 +76,11 @@ class Browser {
   }
 
   close() {
+    browser = null;
     this.proc.kill('SIGKILL');
+    try { // chromium's children may still write for a moment: test_web.sh's TMPDIR goes anyway
+      fs.rmSync(this.profile, { recursive: true, force: true, maxRetries: 3 });
+    } catch (e) { /* left to the caller's TMPDIR */ }
   }
 }
 
@@ -283,11 +292,20 @@ async function live(p) {
   await p.mouse('mouseMoved', box.x + box.w / 2, box.y + 8);
   const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
   if (!/running: .*%/.test(tip) || !/self: /.test(tip)) fail('tooltip: ' + tip);
-  await p.click(box.x + box.w * 0.02, box.y + 16 * 3 + 8);
+  // work_b's box lies after work_a's, at its row's depth: a click zooms to it, so work_b
+  // then fills the width (its row is selected, and the left edge at that depth is work_b).
+  const rb = await rows(p), ra = rb.find((r) => r.name === 'work_a'), rw = rb.find((r) => r.name === 'work_b');
+  const y = box.y + 16 * rw.depth + 8;
+  await p.click(box.x + box.w * (ra.pct + rw.pct / 2) / 100, y);
   const zoomed = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
-  if (!zoomed) fail('a click on the flame graph selected nothing');
+  if (zoomed !== 'work_b') fail(`a click on work_b's box selected ${zoomed}`);
+  await p.mouse('mouseMoved', box.x + 3, y);
+  await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_b')`, 'work_b at the left edge after the zoom');
   c = await p.shot('03-flame-zoom');
-  console.log(`PASS flame graph tooltip (${tip.split('\n')[0]}), click zooms to ${zoomed} (${c} colours)`);
+  await p.click(box.x + 3, y); // the zoomed box again: one level out
+  await p.mouse('mouseMoved', box.x + 3, y);
+  await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_a')`, 'work_a at the left edge after zooming out');
+  console.log(`PASS flame graph tooltip (${tip.split('\n')[0]}), click zooms to work_b and out (${c} colours)`);
 
   // Focus on function work_a: one root, work_a, 100%; the breadcrumb says so.
   await menu(p, 'work_a', 'Focus on function');
@@ -353,19 +371,25 @@ async function hostile(p) {
   if (!found) fail('the hostile name is not shown as text: ' + JSON.stringify(await rows(p)));
   const imgs = await p.eval(`document.querySelectorAll('img').length`);
   if (imgs) fail(`${imgs} img elements in the page`);
-  const c = await p.shot('10-hostile');
+  let c = await p.shot('10-hostile');
   // Hover its box in the flame graph: the tooltip shows it as text too.
   const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
   await p.mouse('mouseMoved', box.x + 5, box.y + 16 + 8);
   const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
   if (!tip.startsWith(name)) fail('tooltip: ' + tip);
+  // Its transform's breadcrumb shows it as text too.
+  await menu(p, name, 'Focus on function');
+  await p.waitFor(`[...document.querySelectorAll('#crumbs .crumb')].some((e) => e.textContent === ${JSON.stringify('focus on ' + name)})`, 'the hostile breadcrumb');
+  c = await p.shot('11-hostile-crumb');
   await sleep(500);
+  if (await p.eval(`document.querySelectorAll('img').length`)) fail('an img element in the page');
   if (p.dialogs.length) fail('a dialog opened: ' + p.dialogs.join('; '));
   console.log(`PASS hostile name shown as text, no dialog (${c} colours)`);
 }
 
 (async () => {
   const b = new Browser();
+  browser = b;
   const timer = setTimeout(() => fail('the browser steps took more than 60 s'), 60000);
   try {
     const p = await openPage(b, url);
