@@ -68,6 +68,8 @@ BAD=$(tr '0-9a-f' '1-9a-f0' <<<"$TOKEN") # every digit changed
 [ "$(code "$BASE/api/tree?token=${TOKEN:0:31}")" = 403 ] || fail "a short token is not 403"
 [ "$(code "$BASE/?token=$TOKEN")" = 200 ] || fail "the page with its token is not 200"
 [ "$(code "$BASE/nothing?token=$TOKEN")" = 404 ] || fail "an unknown path is not 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$BASE/api/tree?token=$TOKEN")" = 405 ] ||
+  fail "a POST is not 405"
 python3 - "$PORT" <<'PY' || fail "the listening socket is not bound to 127.0.0.1 only"
 import sys
 port = int(sys.argv[1])
@@ -106,6 +108,19 @@ cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/web.json") ||
   fail "/api/tree differs from canopy tree --format json: $(head -c 300 "$TMP/cli.json") vs $(head -c 300 "$TMP/web.json")"
 echo "PASS /api/tree = canopy tree --format json (session)"
 stop_web
+
+# ---- --pid: sampled in-process, live ---------------------------------------------------------
+start_web --pid "$W_PID"
+total() { curl -s "$BASE/api/tree?token=$TOKEN&arg=--functions" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["total"] if d.get("session") == "local" else -1)'; }
+sleep 1
+T1=$(total)
+sleep 1.5
+T2=$(total)
+[ "$T1" -gt 0 ] && [ "$T2" -gt "$T1" ] || fail "--pid: the in-process total did not grow ($T1 -> $T2)"
+[ "$(curl -s "$BASE/api/info?token=$TOKEN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["live"])')" = True ] ||
+  fail "--pid: not live"
+stop_web # SIGTERM with the symbolizer's thread running: a clean exit 0
+echo "PASS --pid in-process: total $T1 -> $T2"
 
 # ---- a file with a hostile function name ------------------------------------------------------
 printf 'main;<img src=x onerror=alert(1)>;leaf 6\nmain;work_a 4\n' >"$TMP/hostile.folded"
