@@ -25,6 +25,8 @@
     frames: [],         /* the flame graph's drawn boxes */
     menuNode: null,
     inflight: false,
+    queued: null,       /* {undo}: a load asked for while one ran */
+    stickyError: false, /* the error shown is a refused change's */
     refreshes: 0,
   };
 
@@ -47,23 +49,43 @@
     return body;
   }
 
-  /* Loads the tree for the current query. On error, undo (when given) restores the state
-   * that worked. */
+  /* Loads the tree for the current query. One request at a time: a load asked for while
+   * one runs is queued (a user's change, with its undo, wins over a refresh), and an answer
+   * for a query that is no longer the current one is dropped. On error, undo (when given)
+   * restores the query that worked, and the page loads that again. */
   async function load(undo) {
-    if (state.inflight) return;
+    if (state.inflight) {
+      if (!state.queued || undo) state.queued = { undo: undo };
+      return;
+    }
     state.inflight = true;
+    const args = queryArgs();
+    const current = () => JSON.stringify(args) === JSON.stringify(queryArgs());
+    let retry = false;
     try {
-      const data = await fetchJSON('/api/tree', queryArgs());
-      showError('');
-      setData(data);
-      state.refreshes++;
-      document.body.dataset.refreshes = String(state.refreshes);
+      const data = await fetchJSON('/api/tree', args);
+      if (current()) {
+        if (!state.stickyError) showError('');
+        setData(data);
+        state.refreshes++;
+        document.body.dataset.refreshes = String(state.refreshes);
+      }
     } catch (e) {
-      showError(e.message);
-      if (undo) undo();
-      renderCrumbs();
+      if (current()) {
+        showError(e.message);
+        if (undo) { /* a refused change: its message stays until the next one */
+          undo();
+          state.stickyError = true;
+          retry = true;
+        }
+        renderCrumbs();
+      }
     } finally {
       state.inflight = false;
+      const q = state.queued;
+      state.queued = null;
+      if (q) load(q.undo);
+      else if (retry) load();
     }
   }
 
@@ -440,6 +462,8 @@
 
   /* After a change of query the paths change: start from the hot paths again. */
   function resetView() {
+    state.stickyError = false;
+    showError('');
     state.expanded = new Set();
     state.autoExpand = true;
     state.zoom = null;

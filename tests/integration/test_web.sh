@@ -8,7 +8,8 @@
 # 127.0.0.1 only, /api/tree's bytes equal to `canopy tree --format json` for the same
 # QUERY (file and stopped session), bad queries answered 400 with the parser's message.
 # Then `canopy web FILE` on a folded file with a function named `<img src=x onerror=alert(1)>`:
-# shown as text, no dialog. Screenshots of every step are checked not to be blank.
+# shown as text, no dialog; and a change the server refuses is undone with its message.
+# Screenshots of every step are checked not to be blank.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
@@ -133,6 +134,9 @@ cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/web.json") ||
   fail "/api/info of a file"
 echo "PASS /api/tree = canopy tree --format json (file)"
 TMPDIR=$TMP node "$DRIVER" hostile "$URL" "$SHOTS" || fail "the hostile name (screenshots in $SHOTS)"
+stop_web
+start_web "$TMP/hostile.folded" --callers leaf
+TMPDIR=$TMP node "$DRIVER" refused "$URL" "$SHOTS" || fail "a refused change (screenshots in $SHOTS)"
 stop_web
 
 # ---- command-line errors ------------------------------------------------------------------------

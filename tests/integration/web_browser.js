@@ -3,6 +3,7 @@
 // needs no npm package and no network: node and chromium only.
 //   node web_browser.js live URL OUTDIR     a live session of wl_shares_fp (test_web.sh)
 //   node web_browser.js hostile URL OUTDIR  a file with a hostile function name
+//   node web_browser.js refused URL OUTDIR  a file served with --callers: Invert is refused
 // Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
 // Every step saves OUTDIR/NN-step.png and checks it is not blank.
 'use strict';
@@ -387,6 +388,24 @@ async function hostile(p) {
   console.log(`PASS hostile name shown as text, no dialog (${c} colours)`);
 }
 
+// A change the server refuses (the page started with --callers, then Invert: two views) is
+// undone: the message shows, the button is off again, the tree stays.
+async function refused(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 0`, 'the callers tree');
+  const before = await rows(p);
+  const inv = await p.centre('#invert', null);
+  await p.click(inv.x, inv.y);
+  const msg = await p.waitFor(`!document.getElementById('error').hidden && document.getElementById('error').textContent`, 'the refusal');
+  if (!/only one of --invert, --callees, --callers, --functions/.test(msg)) fail('refusal: ' + msg);
+  await p.waitFor(`document.getElementById('invert').getAttribute('aria-pressed') === 'false'`, 'Invert undone');
+  await p.waitFor(`Number(document.body.dataset.refreshes) >= 2`, 'the reload after the undo');
+  const after = await rows(p);
+  if (JSON.stringify(after.map((r) => r.name)) !== JSON.stringify(before.map((r) => r.name))) fail('the tree changed after a refused change');
+  if (await p.eval(`document.getElementById('error').hidden`)) fail('the refusal was cleared by the reload');
+  const c = await p.shot('12-refused');
+  console.log(`PASS a refused change is undone, its message stays (${c} colours)`);
+}
+
 (async () => {
   const b = new Browser();
   browser = b;
@@ -395,6 +414,7 @@ async function hostile(p) {
     const p = await openPage(b, url);
     if (mode === 'live') await live(p);
     else if (mode === 'hostile') await hostile(p);
+    else if (mode === 'refused') await refused(p);
     else fail('mode ' + mode);
   } catch (e) {
     fail(e.stack || String(e));
