@@ -115,7 +115,8 @@
   function setData(data) {
     state.data = data;
     state.byKey = new Map();
-    state.roots = build(data.roots || [], null, state.byKey);
+    /* --functions (as a starting query) has rows instead of roots: a flat list. */
+    state.roots = build(data.roots || data.functions || [], null, state.byKey);
     if (state.autoExpand) {
       autoExpand(state.roots);
       state.autoExpand = false;
