@@ -17,7 +17,8 @@
 #   spin_a/spin_b, the sleeper's nanosleep under sleeper, the waiter's futex under waiter
 #   (each at least 90% of that thread's off-CPU time), and at least 95% of the process's
 #   off-CPU time carries Python frames.
-# Prints the per-thread figures.
+# Also: focus-func, collapse-lib and merge on Python functions, and the cpu rules in-process
+# (`canopy run --no-daemon`). Prints the per-thread figures.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 [ "$(id -u)" = 0 ] || skip "Python frames need a BPF program: root (CAP_BPF, CAP_PERFMON)"
@@ -153,6 +154,60 @@ PYEOF
 "$C" run -F 999 --name cpu --format json --group-by thread -o "$TMP/cpu.json" -- "$PY" \
   "$TMP/thr.py" "$SECS" >/dev/null 2>"$TMP/cpu.err" || fail "canopy run: $(cat "$TMP/cpu.err")"
 check cpu "$TMP/cpu.json" || fail "cpu mode"
+
+# Transforms on Python functions (docs/calltree.md), on the cpu session: focus-func makes
+# spin_a the root with all its samples; collapse-lib folds threading.py's frames into one
+# node named for the file (a Python library is its .py file); merge removes Thread.run
+# (spin_a then hangs under Thread._bootstrap_inner).
+for t in focus-func:spin_a collapse-lib:threading.py merge:Thread.run; do
+  "$C" tree cpu -t "$t" --format json -o "$TMP/t-${t%%:*}.json" || fail "canopy tree cpu -t $t"
+done
+"$C" tree cpu --format json -o "$TMP/t-none.json" || fail "canopy tree cpu"
+$PY - "$TMP" <<'PYEOF' || fail "transforms on Python functions"
+import json, sys
+d = sys.argv[1]
+
+
+def paths(name):
+    t = json.load(open("%s/t-%s.json" % (d, name)))
+    stack = [(n, []) for n in t["roots"]]
+    while stack:
+        n, p = stack.pop()
+        p = p + [n]
+        yield p
+        stack.extend((c, p) for c in n.get("children", []))
+
+
+def spin_a_total(name):
+    return sum(p[-1].get("total", 0) for p in paths(name)
+               if p[-1]["name"] == "spin_a" and not any(x["name"] == "spin_a" for x in p[:-1]))
+
+
+ok = True
+want = spin_a_total("none")
+roots = json.load(open(d + "/t-focus-func.json"))["roots"]
+if [r["name"] for r in roots] != ["spin_a"] or roots[0].get("kind") != "python" or roots[0]["total"] != want:
+    print("focus-func:spin_a: roots %s, want spin_a with %d" % ([(r["name"], r.get("total")) for r in roots], want)); ok = False
+for name, gone, parent in (("collapse-lib", "Thread.run", "threading.py"),
+                           ("merge", "Thread.run", "Thread._bootstrap_inner")):
+    ps = list(paths(name))
+    if any(p[-1]["name"] == gone for p in ps):
+        print("%s: %s still there" % (name, gone)); ok = False
+    above = {[x for x in p[:-1] if x.get("kind") == "python"][-1]["name"] for p in ps
+             if p[-1]["name"] == "spin_a" and any(x.get("kind") == "python" for x in p[:-1])}
+    if above != {parent}:
+        print("%s: spin_a's Python caller is %s, want %s" % (name, above, parent)); ok = False
+    if spin_a_total(name) != want:
+        print("%s: spin_a holds %d, want %d" % (name, spin_a_total(name), want)); ok = False
+print("transforms: spin_a %d samples; focus-func, collapse-lib:threading.py, merge:Thread.run %s"
+      % (want, "as expected" if ok else "WRONG"))
+sys.exit(0 if ok else 1)
+PYEOF
+
+# cpu, in-process (no canopyd): the same rules.
+"$C" run --no-daemon -F 999 --format json --group-by thread -o "$TMP/inproc.json" -- "$PY" \
+  "$TMP/thr.py" "$SECS" >/dev/null 2>"$TMP/inproc.err" || fail "canopy run --no-daemon: $(cat "$TMP/inproc.err")"
+check cpu "$TMP/inproc.json" || fail "cpu mode in-process"
 
 # wall: canopy attach to the running process.
 "$PY" "$TMP/thr.py" $((SECS + 2)) >"$TMP/wall.out" &
