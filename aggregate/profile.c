@@ -271,6 +271,48 @@ cn_agg_resource_kind cn_agg_resource_kind_of(const cn_agg_profile *p, int32_t re
     return res_ok(p, res) ? (cn_agg_resource_kind)p->res_kind[res] : CN_AGG_RES_OTHER;
 }
 
+/* The marker of each kind that formats write; NULL for the kinds a library's name already
+ * tells apart (docs/cli.md "Names"). */
+static const char *const kind_markers[] = {
+    [CN_AGG_RES_PYTHON] = "python",
+};
+
+const char *cn_agg_resource_kind_marker(cn_agg_resource_kind kind)
+{
+    size_t k = (size_t)kind;
+    return k < sizeof(kind_markers) / sizeof(kind_markers[0]) ? kind_markers[k] : NULL;
+}
+
+bool cn_agg_resource_kind_parse(const char *s, size_t n, cn_agg_resource_kind *out)
+{
+    for (size_t k = 0; k < sizeof(kind_markers) / sizeof(kind_markers[0]); k++)
+        if (kind_markers[k] && strlen(kind_markers[k]) == n && !memcmp(kind_markers[k], s, n)) {
+            *out = (cn_agg_resource_kind)k;
+            return true;
+        }
+    return false;
+}
+
+int32_t cn_agg_python_resource(cn_agg_profile *p, const char *file)
+{
+    if (!file)
+        return -EINVAL;
+    bool known = file[0] && strcmp(file, "[python]") != 0;
+    const char *base = strrchr(file, '/');
+    base = base && base[1] ? base + 1 : file;
+    size_t n = known ? strlen(file) : 0;
+    char *ident = malloc(n + 5);
+    if (!ident)
+        return -ENOMEM;
+    memcpy(ident, "[py]", 4);
+    memcpy(ident + 4, file, n);
+    ident[4 + n] = '\0';
+    int32_t res = cn_agg_resource(p, known ? base : "[python]", ident,
+                                  known && strchr(file, '/') ? file : NULL, CN_AGG_RES_PYTHON);
+    free(ident);
+    return res;
+}
+
 /* ---- funcs ------------------------------------------------------------------------ */
 
 struct func_key {

@@ -38,6 +38,12 @@ void cn_cli_query_clear(cn_cli_query *q);
 /* Parses one QUERY/output option at argv[*i] (advancing *i past its value). Returns 1 if
  * consumed, 0 if argv[*i] is not a query option, or -1 after printing a usage error. */
 int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i);
+/* The same, for callers that report errors themselves (`canopy web`): the error goes to
+ * err (one line, not printed). Returns 1, 0, or -1 with err set. */
+int cn_cli_query_opt(cn_cli_query *q, int argc, char **argv, int *i, cn_err *err);
+/* The rules between options (--last with --from/--to, --callers-mode without --callers).
+ * Returns 0 or -1 with err set; nothing printed. */
+int cn_cli_query_check(cn_cli_query *q, cn_err *err);
 /* After parsing: checks the combination; the format from -o's extension if none was
  * given; colours when text goes to a terminal. Returns 0 or -1 after printing an error. */
 int cn_cli_query_finish(cn_cli_query *q);
@@ -65,6 +71,12 @@ int cn_cli_status_of(int rc);
  * its notes field is ignored. Returns an exit status after printing any error. */
 int cn_cli_render(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_render_opts *opts);
 
+/* Renders spec on p with the one renderer (cn_fmt_render) into memory: *out (malloc'ed,
+ * the caller frees) and *len, only on success. opts as for cn_fmt_render (its notes, when
+ * set, are filled). Returns 0 or negative errno with err set. */
+int cn_cli_render_mem(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
+                      char **out, size_t *len, cn_err *err);
+
 /* Whether q can ask for a timeline (cn_fmt_timeline_check). Returns CN_EXIT_OK or
  * CN_EXIT_USAGE after printing the error. */
 int cn_cli_timeline_check(const cn_cli_query *q);
@@ -78,6 +90,7 @@ int cn_cmd_system(int argc, char **argv);
 int cn_cmd_sessions(int argc, char **argv);
 int cn_cmd_tree(int argc, char **argv);
 int cn_cmd_top(int argc, char **argv);
+int cn_cmd_web(int argc, char **argv);
 int cn_cmd_lines(int argc, char **argv);
 int cn_cmd_diff(int argc, char **argv);
 int cn_cmd_stop(int argc, char **argv);

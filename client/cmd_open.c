@@ -37,10 +37,10 @@ static const char query_help[] =
     "  --depth N                 text: show N levels\n"
     "  --min-percent P           text: hide nodes below P% of the total\n"
     "  --format FMT              text (default), json, folded, pprof, speedscope,\n"
-    "                            chrome-trace, svg, canopy\n"
+    "                            chrome-trace, svg, firefox (the Firefox Profiler), canopy\n"
     "  -o, --output FILE         write to FILE; the format defaults from its extension\n"
-    "                            (.json .folded .pb.gz .speedscope.json .trace.json .svg\n"
-    "                            .canopy)\n";
+    "                            (.json .folded .pb.gz .speedscope.json .firefox.json\n"
+    "                            .trace.json .svg .canopy)\n";
 
 static void open_help(void)
 {

@@ -18,6 +18,7 @@ static const struct command commands[] = {
     {"sessions", cn_cmd_sessions, "[--format text|json]     list sessions"},
     {"tree", cn_cmd_tree, "SESSION|--pid PID [QUERY]   query a live session"},
     {"top", cn_cmd_top, "SESSION|--pid PID            full-screen live view"},
+    {"web", cn_cmd_web, "SESSION|FILE|--pid PID       the profile in a browser (loopback)"},
     {"lines", cn_cmd_lines, "SESSION|FILE F             self weight per source line and address"},
     {"timeline", cn_cmd_timeline, "SESSION|FILE [--tid T]   estimated calls from samples"},
     {"diff", cn_cmd_diff, "BASE NEW [QUERY]             differential tree"},

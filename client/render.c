@@ -98,31 +98,37 @@ static void print_notes(const cn_buf *notes)
     }
 }
 
-/* cn_cli_emit_buffered's writer for cn_cli_render: the renderer's inputs. */
-typedef struct render_ctx {
-    cn_agg_profile *p;
-    const cn_fmt_spec *spec;
-    const cn_fmt_render_opts *opts;
-} render_ctx;
-
-static int render_write(void *ctx, FILE *out)
+int cn_cli_render_mem(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
+                      char **out, size_t *len, cn_err *err)
 {
-    const render_ctx *r = ctx;
-    cn_err err = {0};
-    int rc = cn_fmt_render(r->p, r->spec, r->opts, out, &err);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *mem = open_memstream(&buf, &n);
 
-    print_notes(r->opts->notes);
+    if (!mem)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    int rc = cn_fmt_render(p, spec, opts, mem, err);
+    if (fclose(mem) != 0 && rc == 0)
+        rc = cn_err_set(err, -ENOMEM, "out of memory");
     if (rc < 0) {
-        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
-        return cn_cli_status_of(rc);
+        if (err && !err->msg[0])
+            cn_err_set(err, rc, "%s", strerror(-rc));
+        free(buf);
+        return rc;
     }
-    return CN_EXIT_OK;
+    *out = buf;
+    *len = n;
+    return 0;
 }
 
 int cn_cli_render(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_render_opts *opts)
 {
     cn_fmt_render_opts o;
     cn_buf notes;
+    cn_err err = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    int status;
 
     if (opts)
         o = *opts;
@@ -130,8 +136,15 @@ int cn_cli_render(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_render_
         cn_fmt_render_opts_init(&o);
     cn_buf_init(&notes, 0); /* bounded by the transforms the user gave */
     o.notes = &notes;
-    render_ctx r = {.p = p, .spec = &q->spec, .opts = &o};
-    int status = cn_cli_emit_buffered(q->output, render_write, &r);
+    int rc = cn_cli_render_mem(p, &q->spec, &o, &buf, &len, &err);
+    print_notes(&notes);
+    if (rc < 0) {
+        fprintf(stderr, "canopy: %s\n", CN_TERM_STR(err.msg));
+        status = cn_cli_status_of(rc);
+    } else {
+        status = cn_cli_emit(q->output, buf, len);
+    }
+    free(buf);
     cn_buf_free(&notes);
     return status;
 }

@@ -43,7 +43,9 @@
 #define MERGE_MAX      ((size_t)32 << 20)   /* bytes of queued rows merged into one spool file */
 #define SEND_MAX       ((uint64_t)32 << 20) /* bytes of spool files sent in one request */
 #define BACKOFF_MIN_NS 250000000LL
-#define SPOOL_MAGIC    "CNFLEET2" /* "CNFLEET1": the same without the batch id */
+/* "CNFLEET2": stack rows without kinds (sent with `[]`), "CNFLEET1": also without the
+ * batch id */
+#define SPOOL_MAGIC "CNFLEET3"
 /* Sample rows per insert: under ClickHouse's max_insert_block_size (1 048 576), so that
  * one insert is one block, written atomically. */
 #define INSERT_ROWS_MAX 1000000
@@ -168,6 +170,7 @@ static int spool_write(cn_fleet_pusher *p, const cn_fleet_batch *b, uint64_t seq
 /* Reads a spool file: its header fields and the two gzip'd bodies (into data). */
 typedef struct spool_file {
     unsigned long long rows, stack_rows, batch; /* batch 0: a CNFLEET1 file */
+    bool kinds;                                 /* stack rows end in kinds (CNFLEET3) */
     size_t zs, zk;
     long long time_s;
     char *data; /* owned: zs + zk bytes */
@@ -183,10 +186,11 @@ static int spool_read(const char *path, spool_file *f)
         return -errno;
     if (fscanf(in, "%15s %llu %llu %zu %zu %lld", magic, &f->rows, &f->stack_rows, &f->zs, &f->zk,
                &f->time_s) != 6 ||
-        (strcmp(magic, SPOOL_MAGIC) && strcmp(magic, "CNFLEET1")) ||
-        (!strcmp(magic, SPOOL_MAGIC) && fscanf(in, " %llu", &f->batch) != 1) || fgetc(in) != '\n' ||
+        (strcmp(magic, SPOOL_MAGIC) && strcmp(magic, "CNFLEET2") && strcmp(magic, "CNFLEET1")) ||
+        (strcmp(magic, "CNFLEET1") && fscanf(in, " %llu", &f->batch) != 1) || fgetc(in) != '\n' ||
         f->zs > (1u << 30) || f->zk > (1u << 30))
         goto out;
+    f->kinds = !strcmp(magic, SPOOL_MAGIC);
     if (!(f->data = malloc(f->zs + f->zk + 1))) {
         r = -ENOMEM;
         goto out;
@@ -221,16 +225,16 @@ static int spool_send_pyroscope(cn_fleet_pusher *p, const spooled *s, cn_err *er
 }
 
 /* Appends the TabSeparated rows data (len bytes, whole lines) to out, each with one more
- * field: batch. 0 or -ENOMEM. */
-static int append_with_batch(cn_buf *out, const char *data, size_t len, uint64_t batch)
+ * field, suffix (with its tab). 0 or -ENOMEM. */
+static int append_with_field(cn_buf *out, const char *data, size_t len, const char *suffix)
 {
-    char suffix[32];
-    int sn = snprintf(suffix, sizeof(suffix), "\t%llu\n", (unsigned long long)batch);
+    size_t sn = strlen(suffix);
     const char *end = data + len;
     while (data < end) {
         const char *nl = memchr(data, '\n', (size_t)(end - data));
         size_t n = nl ? (size_t)(nl - data) : (size_t)(end - data);
-        if (cn_buf_append(out, data, n) < 0 || cn_buf_append(out, suffix, (size_t)sn) < 0)
+        if (cn_buf_append(out, data, n) < 0 || cn_buf_append(out, suffix, sn) < 0 ||
+            cn_buf_append(out, "\n", 1) < 0)
             return -ENOMEM;
         data += n + 1;
     }
@@ -320,8 +324,13 @@ static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, bool *atte
             r = cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
             break;
         }
-        if (append_with_batch(&raw_s, f.data, f.zs, s[i].batch) < 0 ||
-            cn_buf_append(&raw_k, f.data + f.zs, f.zk) < 0)
+        /* Each sample row gets its file's batch id; the stack rows of a file written
+         * before kinds existed get none (`[]`: every frame unmarked). */
+        char batch[32];
+        snprintf(batch, sizeof(batch), "\t%llu", (unsigned long long)s[i].batch);
+        if (append_with_field(&raw_s, f.data, f.zs, batch) < 0 ||
+            (f.kinds ? cn_buf_append(&raw_k, f.data + f.zs, f.zk)
+                     : append_with_field(&raw_k, f.data + f.zs, f.zk, "\t[]")) < 0)
             r = cn_err_set(err, -ENOMEM, "out of memory");
         stack_rows += f.stack_rows;
         rows += f.rows;
@@ -329,8 +338,8 @@ static int spool_send(cn_fleet_pusher *p, const spooled *s, size_t n, bool *atte
     }
     if (r == 0 && stack_rows) {
         snprintf(sql, sizeof(sql),
-                 "INSERT INTO %s.stacks (stack, host, time, funcs, libs, build_ids) FORMAT "
-                 "TabSeparated",
+                 "INSERT INTO %s.stacks (stack, host, time, funcs, libs, build_ids, kinds) "
+                 "FORMAT TabSeparated",
                  p->db);
         if (cn_fleet_gzip(cn_buf_ptr(&raw_k), cn_buf_len(&raw_k), 1, &z) < 0)
             r = cn_err_set(err, -ENOMEM, "out of memory");

@@ -6,8 +6,9 @@
  * which also works over Distributed tables, where a plain IN would be refused). The
  * answers are TabSeparated; arrays come back joined with \x1e, so a line splits with one
  * pass. Each definition is interned once (a map from hash to its parsed frames), frames
- * through a map from XXH3(func, lib) to the profile's frame id, so loading is linear in
- * the answer's size.
+ * through a map from XXH3(func, lib, kind) to the profile's frame id, so loading is linear
+ * in the answer's size. A frame marked "python" in the definition's kinds is a Python
+ * function of the source file its lib names (docs/python.md).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -240,25 +241,31 @@ typedef struct arow {
 
 typedef struct loader {
     cn_agg_profile *p;
-    cn_u64map frames; /* XXH3(func, lib) → frame id */
+    cn_u64map frames; /* XXH3(func, lib, kind) → frame id */
     cn_u64map defs;   /* stack hash → index in def_off */
     size_t *def_off;  /* into path: each definition's first frame id */
     size_t *def_len;
-    size_t n_defs, cap_defs, cap_len;
+    bool *def_marked; /* the definition marks a frame's kind */
+    size_t n_defs, cap_defs, cap_len, cap_marked;
     int32_t *path; /* frame ids of every definition, root first */
     size_t n_path, cap_path;
     arow *rows;
     size_t n_rows, cap_rows;
 } loader;
 
-static int32_t intern_frame(loader *L, const char *func, const char *lib)
+/* The frame of func in lib; python: lib is a Python source file (marked "python"). */
+static int32_t intern_frame(loader *L, const char *func, const char *lib, bool python)
 {
-    uint64_t h = XXH3_64bits_withSeed(func, strlen(func), XXH3_64bits(lib, strlen(lib)));
+    uint64_t h = XXH3_64bits_withSeed(func, strlen(func),
+                                      XXH3_64bits(lib, strlen(lib)) ^ (python ? ~0ULL : 0));
     int32_t id = cn_u64map_get(&L->frames, h);
     if (id >= 0)
         return id;
     int32_t res = -1;
-    if (*lib) {
+    if (python) {
+        if ((res = cn_agg_python_resource(L->p, lib)) < 0)
+            return res;
+    } else if (*lib) {
         cn_agg_resource_kind kind = lib[0] == '[' ? CN_AGG_RES_KERNEL : CN_AGG_RES_LIBRARY;
         if ((res = cn_agg_resource(L->p, lib, NULL, NULL, kind)) < 0)
             return res;
@@ -272,39 +279,62 @@ static int32_t intern_frame(loader *L, const char *func, const char *lib)
     return id;
 }
 
-/* One definition line: stack, funcs, libs (joined with SEP). */
+/* The next element of a SEP-joined list at *s ("" once it runs out), NUL-terminated in
+ * place; *s moves past it. */
+static char *next_elem(char **s)
+{
+    char *e = *s, *end = strchr(e, SEP);
+    if (end) {
+        *end = '\0';
+        *s = end + 1;
+    } else {
+        *s = e + strlen(e);
+    }
+    return e;
+}
+
+/* One definition line: stack, funcs, libs, kinds (joined with SEP; fewer libs or kinds
+ * than funcs: the rest are ""). Copies of one definition written by canopyds before and
+ * after kinds existed may both come back: one that marks a kind wins. */
 static int add_def(loader *L, char *line, size_t len)
 {
-    char *f[3];
-    if (cn_fleet__tsv_split(line, len, f, 3) != 3)
+    char *f[4];
+    if (cn_fleet__tsv_split(line, len, f, 4) != 4)
         return -EBADMSG;
     uint64_t h = strtoull(f[0], NULL, 10);
-    if (cn_u64map_get(&L->defs, h) >= 0)
+    bool marked = f[3][strspn(f[3], "\x1e")] != '\0';
+    int32_t have = cn_u64map_get(&L->defs, h);
+    if (have >= 0 && (L->def_marked[have] || !marked))
         return 0;
     size_t start = L->n_path;
-    char *fs = f[1], *ls = f[2];
+    char *fs = f[1], *ls = f[2], *ks = f[3];
     while (*fs) {
-        char *fe = strchr(fs, SEP), *le = strchr(ls, SEP);
-        if (fe)
-            *fe = '\0';
-        if (le)
-            *le = '\0';
-        int32_t id = intern_frame(L, fs, ls);
+        bool last = !strchr(fs, SEP);
+        const char *func = next_elem(&fs), *lib = next_elem(&ls), *k = next_elem(&ks);
+        cn_agg_resource_kind kind;
+        bool python = cn_agg_resource_kind_parse(k, strlen(k), &kind) && kind == CN_AGG_RES_PYTHON;
+        int32_t id = intern_frame(L, func, lib, python);
         if (id < 0)
             return id;
         if (CN_RESERVE(L->path, L->cap_path, L->n_path + 1) < 0)
             return -ENOMEM;
         L->path[L->n_path++] = id;
-        if (!fe)
+        if (last)
             break;
-        fs = fe + 1;
-        ls = le ? le + 1 : ls + strlen(ls); /* fewer libs than funcs: the rest get "" */
+    }
+    if (have >= 0) { /* the marked copy replaces the unmarked one */
+        L->def_off[have] = start;
+        L->def_len[have] = L->n_path - start;
+        L->def_marked[have] = true;
+        return 0;
     }
     if (L->n_defs >= INT32_MAX || CN_RESERVE(L->def_off, L->cap_defs, L->n_defs + 1) < 0 ||
         CN_RESERVE(L->def_len, L->cap_len, L->n_defs + 1) < 0 ||
+        CN_RESERVE(L->def_marked, L->cap_marked, L->n_defs + 1) < 0 ||
         cn_u64map_put(&L->defs, h, (int32_t)L->n_defs) < 0)
         return -ENOMEM;
     L->def_off[L->n_defs] = start;
+    L->def_marked[L->n_defs] = marked;
     L->def_len[L->n_defs++] = L->n_path - start;
     return 0;
 }
@@ -327,7 +357,7 @@ static int read_row(loader *L, char *line, size_t len, const char *group_key)
     if (group_key) {
         char name[CN_FLEET_MAX_KEY + CN_FLEET_MAX_VALUE + 8];
         snprintf(name, sizeof(name), "%s=%s", group_key, f[0]);
-        if ((row.group = intern_frame(L, name, "")) < 0)
+        if ((row.group = intern_frame(L, name, "", false)) < 0)
             return row.group;
     }
     if (CN_RESERVE(L->rows, L->cap_rows, L->n_rows + 1) < 0)
@@ -406,7 +436,7 @@ static int add_rows(loader *L, double *samples)
             n = L->def_len[d];
         } else {
             /* Rows whose definition was lost (a dropped spool file) stay counted. */
-            if ((unknown = intern_frame(L, "[unknown stack]", "")) < 0) {
+            if ((unknown = intern_frame(L, "[unknown stack]", "", false)) < 0) {
                 r = unknown;
                 break;
             }
@@ -473,7 +503,8 @@ static int load_defs(loader *L, cn_fleet_conn *c, const cn_fleet_schema *s, cn_b
         cn_buf_reset(ans);
         r = cn_buf_appendf(sql,
                            "SELECT stack, arrayStringConcat(funcs, '\\x1e'), "
-                           "arrayStringConcat(libs, '\\x1e') FROM %s WHERE stack IN (SELECT "
+                           "arrayStringConcat(libs, '\\x1e'), arrayStringConcat(kinds, '\\x1e') "
+                           "FROM %s WHERE stack IN (SELECT "
                            "toUInt64(arrayJoin(splitByChar(',', '",
                            s->stacks);
         for (size_t j = i; j < n && j < i + DEFS_PER_QUERY && r == 0; j++)
@@ -584,6 +615,7 @@ out:
     cn_u64map_clear(&L.defs);
     free(L.def_off);
     free(L.def_len);
+    free(L.def_marked);
     free(L.path);
     free(L.rows);
     cn_buf_free(&sql);

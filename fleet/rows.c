@@ -293,11 +293,12 @@ static int on_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, 
     return 0;
 }
 
-/* The frames of stack id, root first: func and lib names and build-ids (unresolved
- * frames only). The name arrays point into the profile. Returns the depth, or -ENOMEM;
- * *unresolved is set when a frame has no symbol yet. */
+/* The frames of stack id, root first: func and lib names, build-ids (unresolved frames
+ * only) and kind markers ("python"; "" for the kinds a library's name tells apart). The
+ * name arrays point into the profile. Returns the depth, or -ENOMEM; *unresolved is set
+ * when a frame has no symbol yet. */
 typedef struct path_buf {
-    const char **funcs, **libs, **ids;
+    const char **funcs, **libs, **ids, **kinds;
     size_t cap;
 } path_buf;
 
@@ -312,6 +313,8 @@ static int stack_path(cn_agg_profile *p, int32_t stack, path_buf *pb, bool *unre
         int32_t res = cn_agg_frame_resource(p, frame);
         const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : "";
         const char *id = ph && res >= 0 ? cn_agg_resource_identity(p, res) : NULL;
+        const char *kind =
+            res >= 0 ? cn_agg_resource_kind_marker(cn_agg_resource_kind_of(p, res)) : NULL;
         if (ph)
             *unresolved = true;
         if (n + depth > pb->cap) {
@@ -325,7 +328,10 @@ static int stack_path(cn_agg_profile *p, int32_t stack, path_buf *pb, bool *unre
             const char **d = realloc(pb->ids, cap * sizeof(*d));
             if (d)
                 pb->ids = d;
-            if (!f || !l || !d)
+            const char **k = realloc(pb->kinds, cap * sizeof(*k));
+            if (k)
+                pb->kinds = k;
+            if (!f || !l || !d || !k)
                 return -ENOMEM;
             pb->cap = cap;
         }
@@ -334,6 +340,7 @@ static int stack_path(cn_agg_profile *p, int32_t stack, path_buf *pb, bool *unre
             pb->funcs[n] = cn_agg_func_name(p, chain[k]);
             pb->libs[n] = lib;
             pb->ids[n] = id ? id : "";
+            pb->kinds[n] = kind ? kind : "";
             n++;
         }
     }
@@ -342,6 +349,7 @@ static int stack_path(cn_agg_profile *p, int32_t stack, path_buf *pb, bool *unre
         t = pb->funcs[i], pb->funcs[i] = pb->funcs[n - 1 - i], pb->funcs[n - 1 - i] = t;
         t = pb->libs[i], pb->libs[i] = pb->libs[n - 1 - i], pb->libs[n - 1 - i] = t;
         t = pb->ids[i], pb->ids[i] = pb->ids[n - 1 - i], pb->ids[n - 1 - i] = t;
+        t = pb->kinds[i], pb->kinds[i] = pb->kinds[n - 1 - i], pb->kinds[n - 1 - i] = t;
     }
     return (int)n;
 }
@@ -411,7 +419,7 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
             k = (int32_t)nrows;
             rows[nrows++] = (hrow){h, 0, 0};
             if (cn_u64map_get(&seen->map, h) < 0) {
-                /* stacks row: stack, host, time, funcs, libs, build_ids */
+                /* stacks row: stack, host, time, funcs, libs, build_ids, kinds */
                 r = cn_buf_appendf(&defs, "%llu\t", (unsigned long long)h);
                 r = r ? r : cn_fleet__tsv(&defs, src->host, false);
                 r = r ? r : cn_buf_append(&defs, "\t", 1);
@@ -422,6 +430,8 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
                 r = r ? r : tsv_array(&defs, pb.libs, (size_t)n);
                 r = r ? r : cn_buf_append(&defs, "\t", 1);
                 r = r ? r : tsv_array(&defs, pb.ids, (size_t)n);
+                r = r ? r : cn_buf_append(&defs, "\t", 1);
+                r = r ? r : tsv_array(&defs, pb.kinds, (size_t)n);
                 r = r ? r : cn_buf_append(&defs, "\n", 1);
                 new_defs++;
             }
@@ -463,6 +473,7 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
     free(pb.funcs);
     free(pb.libs);
     free(pb.ids);
+    free(pb.kinds);
     return r;
 }
 

@@ -35,8 +35,10 @@ static int exec_sql(cn_fleet_conn *c, const char *sql, cn_err *err)
     "label_values Array(String), stack UInt64, samples UInt64, weight Float64"
 static const char samples_cols[] = "(" COMMON_COLS ", batch UInt64)";
 static const char rollup_cols[] = "(" COMMON_COLS ")";
+/* kinds (version 4): each frame's kind marker, "python" or "" (docs/python.md). */
 static const char stacks_cols[] = "(stack UInt64, host String, time DateTime, funcs Array(String), "
-                                  "libs Array(String), build_ids Array(String))";
+                                  "libs Array(String), build_ids Array(String), kinds "
+                                  "Array(String))";
 
 /* The rollup tiers (fleet_internal.h), coarsest first. */
 const cn_fleet__tier cn_fleet__tiers[] = {{"samples_hourly", 3600}, {"samples_10m", 600}};
@@ -164,7 +166,20 @@ static int migrate_v1(cn_fleet_conn *c, const char *db, cn_err *err)
     return backfill(c, db, 0, "batch = 0", INT64_MIN, INT64_MAX, err);
 }
 
-/* Creates db's tables on one node, or migrates them from version 1 or 2. */
+/* Version 3 → 4: table (the stack definitions, or their Distributed table) gets its kinds
+ * column; an empty array, every frame unmarked, in the rows written before. Idempotent. */
+static int add_kinds(cn_fleet_conn *c, const char *db, const char *table, cn_err *err)
+{
+    char sql[256];
+    long n = 0;
+    int r = count_sys(c, "columns", db, table, " AND name = 'kinds'", &n, err);
+    if (r < 0 || n > 0)
+        return r;
+    snprintf(sql, sizeof(sql), "ALTER TABLE %s.%s ADD COLUMN kinds Array(String)", db, table);
+    return exec_sql(c, sql, err);
+}
+
+/* Creates db's tables on one node, or migrates them from version 1, 2 or 3. */
 static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_err *err)
 {
     char sql[1024];
@@ -245,7 +260,7 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
     snprintf(sql, sizeof(sql),
              "CREATE TABLE IF NOT EXISTS %s.stacks %s ENGINE = ReplacingMergeTree() ORDER BY stack",
              db, stacks_cols);
-    if ((r = exec_sql(c, sql, err)) < 0)
+    if ((r = exec_sql(c, sql, err)) < 0 || (r = add_kinds(c, db, "stacks", err)) < 0)
         return r;
     static const char *const dist[][2] = {{"samples", samples_cols},
                                           {"samples_hourly", rollup_cols},
@@ -259,6 +274,8 @@ static int init_node(cn_fleet_conn *c, const char *db, const char *cluster, cn_e
         if ((r = exec_sql(c, sql, err)) < 0)
             return r;
     }
+    if (cluster && (r = add_kinds(c, db, "stacks_all", err)) < 0)
+        return r;
     if (v != CN_FLEET_SCHEMA_VERSION) {
         snprintf(sql, sizeof(sql), "INSERT INTO %s.schema VALUES (%d, '%s', now())", db,
                  CN_FLEET_SCHEMA_VERSION, cluster ? cluster : "");

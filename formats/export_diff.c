@@ -115,6 +115,7 @@ static int json_enter(void *ctx, int32_t n, int depth)
         fputs(",\"lib\":", out);
         cn_fmt__json_str(out, cn_agg_resource_name(p, res));
     }
+    cn_fmt__json_kind(out, p, nd->func);
     double f[6] = {nd->total, nd->self, v->base_total, v->new_total, v->base_self, v->new_self};
     const char *k[6] = {"total", "self", "base", "new", "base_self", "new_self"};
     for (int i = 0; i < 6; i++) {
@@ -171,6 +172,7 @@ int cn_fmt_write_diff_json(const cn_agg_profile *d, const cn_agg_diff *r,
                 fputs(",\"lib\":", out);
                 cn_fmt__json_str(out, cn_agg_resource_name(d, res));
             }
+            cn_fmt__json_kind(out, d, row->func);
             double f[6] = {row->self,   row->total,    v->base_self,
                            v->new_self, v->base_total, v->new_total};
             const char *k[6] = {"self", "total", "base_self", "new_self", "base", "new"};
@@ -351,18 +353,13 @@ static int fold_enter(void *ctx, int32_t n, int depth)
 {
     fold_ctx *c = ctx;
     const cn_agg_node *nd = &c->t->nodes[n];
-    const char *name = cn_agg_func_name(c->p, nd->func);
-    size_t nl = strlen(name), len = depth ? c->ends[depth - 1] : 0;
-    if (CN_RESERVE(c->path, c->path_cap, len + nl + 2) < 0 ||
-        CN_RESERVE(c->ends, c->ends_cap, (size_t)depth + 1) < 0)
+    size_t len = depth ? c->ends[depth - 1] : 0;
+    if (CN_RESERVE(c->ends, c->ends_cap, (size_t)depth + 1) < 0)
         return -ENOMEM;
-    size_t l = len;
-    if (l)
-        c->path[l++] = ';';
-    for (size_t i = 0; i < nl; i++)
-        c->path[l++] = name[i] == '\n' || name[i] == '\r' ? ' ' : name[i];
-    c->path[l] = '\0';
-    c->ends[depth] = l;
+    long l = cn_fmt__folded_frame(c->p, nd->func, &c->path, &c->path_cap, len);
+    if (l < 0)
+        return -ENOMEM;
+    c->ends[depth] = (size_t)l;
     if (nd->self != 0) {
         if (CN_RESERVE(c->lines, c->cap, c->n + 1) < 0)
             return -ENOMEM;

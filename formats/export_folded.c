@@ -1,7 +1,8 @@
 /* export_folded.c — folded stacks (`f1;f2;...;fn COUNT`, root first) after transforms.
  *
  * The query is run as a plain call tree (whatever view it asks for): every node with
- * self weight is one stack, its path of displayed names joined by ';'. Two funcs may
+ * self weight is one stack, its path of displayed names joined by ';' (a Python function
+ * marked py-spy's way, `NAME (FILE)`: frame_kind.c). Two funcs may
  * share a displayed name (same symbol in two libraries), so equal stack texts are merged
  * after sorting. Counts are the profile's raw weights (sample counts for sampled and
  * .cpuprofile input, periods for perf script input), not the scaled display values, so
@@ -29,21 +30,6 @@ struct folded_ctx {
     size_t path_cap;
 };
 
-/* Appends name to ctx->path at offset len (with a ';' first when len > 0), replacing line
- * breaks, which the format cannot carry. Returns the new length or -ENOMEM. */
-static long path_push(struct folded_ctx *c, size_t len, const char *name)
-{
-    size_t nl = strlen(name);
-    if (CN_RESERVE(c->path, c->path_cap, len + nl + 2) < 0)
-        return -ENOMEM;
-    if (len)
-        c->path[len++] = ';';
-    for (size_t i = 0; i < nl; i++)
-        c->path[len++] = name[i] == '\n' || name[i] == '\r' ? ' ' : name[i];
-    c->path[len] = '\0';
-    return (long)len;
-}
-
 /* One line per node with self weight, its path text built from the parent's: plen[d] is
  * the length of the current path above depth d. Iterative (deep stacks). */
 static int collect(struct folded_ctx *c)
@@ -56,11 +42,10 @@ static int collect(struct folded_ctx *c)
         rc = -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const cn_agg_node *nd = &c->t->nodes[order[i]];
-        const char *name = cn_agg_func_name(c->p, nd->func);
         /* Pre-order: a node is at most one deeper than the one before (a root first), so
          * plen[depth[i]] is its parent's path, set by the latest node above it. */
         assert(depth[i] >= 0 && depth[i] <= (i ? depth[i - 1] + 1 : 0));
-        long nlen = path_push(c, plen[depth[i]], name ? name : "?");
+        long nlen = cn_fmt__folded_frame(c->p, nd->func, &c->path, &c->path_cap, plen[depth[i]]);
         if (nlen < 0) {
             rc = -ENOMEM;
             break;

@@ -18,8 +18,8 @@
 
 #include "export_internal.h"
 
-/* `"name":…` and, when the func has a resource, `,"lib":…`, and `,"kind":"python"` when
- * that resource is a Python source file (docs/python.md). */
+/* `"name":…` and, when the func has a resource, `,"lib":…`, and its kind's marker,
+ * `,"kind":"python"` for a Python source file (frame_kind.c, docs/python.md). */
 static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
 {
     const char *name = func >= 0 ? cn_agg_func_name(p, func) : NULL;
@@ -30,10 +30,7 @@ static int put_func(const cn_agg_profile *p, int32_t func, FILE *out)
         return -EIO;
     if (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0))
         return -EIO;
-    if (lib && cn_agg_resource_kind_of(p, res) == CN_AGG_RES_PYTHON &&
-        fputs(",\"kind\":\"python\"", out) < 0)
-        return -EIO;
-    return 0;
+    return cn_fmt__json_kind(out, p, func);
 }
 
 /* `,"KEY":VALUE` for a number (key is a short literal), in one write. */
@@ -95,7 +92,7 @@ static int open_node_fast(const cn_agg_profile *p, const cn_agg_tree *t, int32_t
     const char *lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
     char buf[1024];
     size_t k = 0, w;
-    const size_t nums = 4 * 64 + 64 + 16; /* room kept for the numbers, "children", "kind" */
+    const size_t nums = 4 * 64 + 64; /* room kept for the numbers and "children" */
 
     memcpy(buf, "{\"name\":", 8);
     k = 8;
@@ -108,10 +105,14 @@ static int open_node_fast(const cn_agg_profile *p, const cn_agg_tree *t, int32_t
         if (!(w = buf_plain_str(buf + k, sizeof(buf) - k - nums, lib)))
             return 1;
         k += w;
-        if (cn_agg_resource_kind_of(p, res) == CN_AGG_RES_PYTHON) {
-            memcpy(buf + k, ",\"kind\":\"python\"", 16);
-            k += 16;
-        }
+    }
+    const char *kind = cn_fmt__func_kind(p, nd->func);
+    if (kind) {
+        memcpy(buf + k, ",\"kind\":", 8);
+        k += 8;
+        if (!(w = buf_plain_str(buf + k, sizeof(buf) - k - nums, kind)))
+            return 1;
+        k += w;
     }
     k += buf_num(buf + k, "total", nd->total * scale);
     k += buf_num(buf + k, "self", nd->self * scale);

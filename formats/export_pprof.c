@@ -8,6 +8,8 @@
  *   canopy) can symbolize them later from the mapping's file name and build-id.
  * - tree (transforms or --group-by): one Sample per call node with self != 0, whose
  *   locations are the node's path leaf first; one Location per func.
+ * A Python function's system_name is `py::NAME:FILE` (frame_kind.c, docs/python.md), any
+ * other function's its name.
  * Output is streamed through zlib (level 1) in field order: sample_type packed by
  * protobuf-c; then the samples, encoded here straight from the rows (the bulk of the
  * file: no per-sample structs) with the rows of one stack adjacent, so deflate sees each
@@ -104,6 +106,7 @@ typedef struct writer {
     int64_t *comments;
     size_t n_comments;
     char **comment_strs; /* owned copies (transform specs) */
+    char **sys_names;    /* owned: Python functions' system names (fn_func order) */
 } writer;
 
 static void writer_free(writer *w)
@@ -137,6 +140,9 @@ static void writer_free(writer *w)
     for (size_t i = 0; w->comment_strs && i < w->n_comments; i++)
         free(w->comment_strs[i]);
     free(w->comment_strs);
+    for (size_t i = 0; w->sys_names && i < w->n_fns; i++)
+        free(w->sys_names[i]);
+    free(w->sys_names);
 }
 
 /* ---- strings ---------------------------------------------------------------------- */
@@ -267,17 +273,6 @@ static ssize_t row_path(writer *w, const row *r)
         }
     }
     return (ssize_t)n;
-}
-
-static bool looks_like_build_id(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 8 || n % 2)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!strchr("0123456789abcdefABCDEF", s[i]))
-            return false;
-    return true;
 }
 
 /* ---- building the message --------------------------------------------------------- */
@@ -612,10 +607,13 @@ out:
     return rc;
 }
 
+/* A Python function's system_name is `py::NAME:FILE`, CPython's own name for it in perf
+ * maps (frame_kind.c); every other function's is its name. */
 static int build_functions(writer *w, pb_profile *m)
 {
     const cn_agg_profile *p = w->p;
-    if (!ALLOC_N(w->fns, w->n_fns) || !ALLOC_N(w->fn_ptrs, w->n_fns))
+    if (!ALLOC_N(w->fns, w->n_fns) || !ALLOC_N(w->fn_ptrs, w->n_fns) ||
+        !ALLOC_N(w->sys_names, w->n_fns))
         return -ENOMEM;
     for (size_t i = 0; i < w->n_fns; i++) {
         int32_t f = w->fn_func[i];
@@ -623,9 +621,12 @@ static int build_functions(writer *w, pb_profile *m)
         perftools__profiles__function__init(fn);
         fn->id = i + 1;
         if ((fn->name = str_id(w, cn_agg_func_name(p, f))) < 0 ||
-            (fn->filename = str_id(w, cn_agg_func_file(p, f))) < 0)
+            (fn->filename = str_id(w, cn_agg_func_file(p, f))) < 0 ||
+            cn_fmt__py_system_name(p, f, &w->sys_names[i]) < 0)
             return -ENOMEM;
-        fn->system_name = fn->name;
+        fn->system_name = w->sys_names[i] ? add_str(w, w->sys_names[i]) : fn->name;
+        if (fn->system_name < 0)
+            return -ENOMEM;
         fn->start_line = cn_agg_func_line(p, f);
         w->fn_ptrs[i] = fn;
     }
@@ -695,7 +696,7 @@ static int build_mappings(writer *w, pb_profile *m)
         if ((mp->filename = str_id(w, file ? file : cn_agg_resource_name(p, res))) < 0)
             return -ENOMEM;
         const char *ident = cn_agg_resource_identity(p, res);
-        if (ident && looks_like_build_id(ident) && (mp->build_id = str_id(w, ident)) < 0)
+        if (cn_fmt__is_build_id(ident) && (mp->build_id = str_id(w, ident)) < 0)
             return -ENOMEM;
         mp->has_functions = true;
         mp->memory_start = UINT64_MAX;

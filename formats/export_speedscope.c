@@ -12,15 +12,13 @@
  * time units, "none" for samples and events.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats_internal.h"
-
-/* Threads with their own profile when a transformed query must run once per thread. */
-#define MAX_THREAD_QUERIES 64
 
 typedef struct ss_sample {
     int32_t thread;
@@ -34,7 +32,7 @@ typedef struct ss_writer {
     cn_agg_profile *p;
     FILE *out;
     /* func -> shared frame index, -1 unused. Grows on demand: a --group-by query interns
-     * its group funcs into the profile while the writer runs (write_transformed). */
+     * its group funcs into the profile while the writer runs (transformed_profile). */
     int32_t *frame_of;
     size_t cap_frame_of;
     int32_t *frames; /* shared frame index -> func */
@@ -203,46 +201,21 @@ static int cmp_thread(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Orders the samples by (thread, time, arrival) as cmp_thread: a stable counting sort by
- * thread (arrival order kept), then a qsort of only the threads not already in time
- * order (samples usually arrive in time order). */
+/* Orders the samples by (thread, time, arrival) as cmp_thread. */
 static int sort_samples(ss_writer *w)
 {
-    size_t n = w->n_samples, n_b = cn_agg_thread_count(w->p) + 1; /* bucket 0: thread -1 */
-    for (size_t i = 0; i < n; i++)
-        if (w->samples[i].thread < -1 || (size_t)(w->samples[i].thread + 1) >= n_b) {
-            qsort(w->samples, n, sizeof(*w->samples), cmp_thread); /* not a thread row */
-            return 0;
-        }
-    size_t *start = calloc(n_b + 1, sizeof(*start));
-    ss_sample *sorted = malloc((n ? n : 1) * sizeof(*sorted));
-    if (!start || !sorted) {
-        free(start);
-        free(sorted);
-        return -ENOMEM;
+    void *v = w->samples;
+    int rc =
+        cn_fmt__sort_by_thread(&v, w->n_samples, sizeof(*w->samples), offsetof(ss_sample, thread),
+                               cn_agg_thread_count(w->p) + 1, cmp_thread);
+    if (rc == 0) {
+        w->samples = v; /* a new array of exactly n (at least 1) */
+        w->cap_samples = w->n_samples ? w->n_samples : 1;
+    } else if (rc == -ERANGE) { /* not a thread row: sort it all */
+        qsort(w->samples, w->n_samples, sizeof(*w->samples), cmp_thread);
+        rc = 0;
     }
-    for (size_t i = 0; i < n; i++)
-        start[w->samples[i].thread + 2]++;
-    for (size_t b = 1; b <= n_b; b++)
-        start[b] += start[b - 1];
-    for (size_t i = 0; i < n; i++)
-        sorted[start[w->samples[i].thread + 1]++] = w->samples[i];
-    free(w->samples);
-    w->samples = sorted;
-    w->cap_samples = n ? n : 1;
-    for (size_t i = 0; i < n;) { /* start[b] is now the end of bucket b */
-        size_t j = i + 1;
-        bool in_order = true;
-        while (j < n && sorted[j].thread == sorted[i].thread) {
-            in_order = in_order && time_key(&sorted[j - 1]) <= time_key(&sorted[j]);
-            j++;
-        }
-        if (!in_order)
-            qsort(sorted + i, j - i, sizeof(*sorted), cmp_thread);
-        i = j;
-    }
-    free(start);
-    return 0;
+    return rc;
 }
 
 /* Raw path, first pass: collects and sorts the samples, merges runs of one stack into
@@ -356,59 +329,13 @@ static int write_tree_profile(ss_writer *w, const cn_agg_tree *t, const char *na
     return 0;
 }
 
-/* Stops the walk at a folded (accumulator) row without a thread. */
-static int threadless_folded(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
-                             double weight, int64_t count)
+/* cn_fmt__thread_trees' callback: one sampled profile per thread (or "all threads"). */
+static int transformed_profile(void *ctx, int32_t thread, const cn_agg_tree *t)
 {
-    (void)ctx, (void)stack, (void)weight, (void)count;
-    return time_ns < 0 && thread < 0 ? -ECANCELED : 0;
-}
-
-/* True when retention folded samples of no known thread into the all-time accumulator. */
-static bool has_threadless_folded(cn_agg_profile *p)
-{
-    cn_agg_query all;
-    cn_agg_query_init(&all);
-    return cn_agg_for_each_sample(p, &all, threadless_folded, NULL) == -ECANCELED;
-}
-
-static int write_transformed(ss_writer *w, const cn_agg_query *q, cn_err *err)
-{
-    const cn_agg_profile *p = w->p;
-    size_t n_thr = cn_agg_thread_count(p);
-    bool per_thread = n_thr > 0 && n_thr <= MAX_THREAD_QUERIES;
-    for (size_t i = 0, n = cn_agg_sample_count(p); per_thread && i < n; i++)
-        if (cn_agg_sample_thread(p, i) < 0)
-            per_thread = false; /* samples no thread query would select */
-    if (per_thread && has_threadless_folded(w->p))
-        per_thread = false;
+    ss_writer *w = ctx;
     char name[320];
-    int rc = 0;
-    cn_agg_tree *t = NULL;
-    if (!per_thread) {
-        if ((rc = cn_fmt__run_view(w->p, q, CN_AGG_VIEW_TREE, &t, err)) < 0)
-            return rc;
-        rc = write_tree_profile(w, t, "all threads");
-        cn_agg_tree_free(t);
-        return rc;
-    }
-    for (size_t th = 0; th < n_thr; th++) {
-        if (!cn_fmt__thread_matches(p, q, (int32_t)th))
-            continue;
-        cn_agg_query tq = *q;
-        tq.tid = cn_agg_thread_tid(p, (int32_t)th);
-        tq.pid = cn_agg_thread_pid(p, (int32_t)th);
-        if ((rc = cn_fmt__run_view(w->p, &tq, CN_AGG_VIEW_TREE, &t, err)) < 0)
-            return rc;
-        if (t->n_nodes > 0) {
-            profile_name(p, (int32_t)th, name, sizeof(name));
-            rc = write_tree_profile(w, t, name);
-        }
-        t = cn_agg_tree_free(t);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    profile_name(w->p, thread, name, sizeof(name));
+    return write_tree_profile(w, t, name);
 }
 
 /* ---- shared frames and the file --------------------------------------------------- */
@@ -520,7 +447,7 @@ int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
     if (!(mem = open_memstream(&body, &len)))
         goto nomem;
     w.out = mem;
-    rc = write_transformed(&w, q, err);
+    rc = cn_fmt__thread_trees(w.p, q, transformed_profile, &w, err);
     if (fclose(mem) != 0 && rc == 0)
         rc = -ENOMEM;
     mem = NULL;

@@ -48,6 +48,7 @@ int cn_fmt_write_timeline_json(const cn_agg_profile *p, const cn_agg_call *calls
         if (fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out) < 0 ||
             cn_fmt__json_str(out, call_name(p, c->func)) < 0 ||
             (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0)) ||
+            cn_fmt__json_kind(out, p, c->func) < 0 ||
             fprintf(out, ",\"tid\":%d,\"depth\":%d,\"start\":", c->tid, c->depth) < 0 ||
             cn_fmt__json_us(out, c->start_ns) < 0 || fputs(",\"dur\":", out) < 0 ||
             cn_fmt__json_us(out, c->dur_ns) < 0 || fputc('}', out) == EOF)
@@ -136,7 +137,7 @@ int cn_fmt_write_chrome_trace(const cn_agg_profile *p, const cn_agg_call *calls,
             fprintf(out, ",\"pid\":%d,\"tid\":%d,\"args\":{\"depth\":%d", pid,
                     c->tid >= 0 ? c->tid : 0, c->depth) < 0 ||
             (lib && (fputs(",\"lib\":", out) < 0 || cn_fmt__json_str(out, lib) < 0)) ||
-            fputs("}}", out) < 0)
+            cn_fmt__json_kind(out, p, c->func) < 0 || fputs("}}", out) < 0)
             return -EIO;
         first = false;
     }

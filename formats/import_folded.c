@@ -2,7 +2,9 @@
  * Brendan Gregg's stackcollapse scripts and of `canopy ... --format folded`.
  *
  * Each line becomes one sample of weight COUNT (time 0, no thread) on the stack of its
- * frames; a frame is its func (interned by name, no library, address -1). A file whose
+ * frames; a frame is its func (interned by name, no library, address -1), except a frame
+ * written py-spy's way for a Python function, `NAME (FILE.py)` or `NAME (FILE.py:LINE)`
+ * (frame_kind.c): the func NAME of the Python source file FILE.py. A file whose
  * first line has three columns, `STACK BASE NEW`, is a differential profile (flamegraph's
  * difffolded, `canopy diff --format folded`): every line then gives two samples, weight
  * BASE on the synthetic thread "base" (pid 1, tid 1) and weight NEW on "new" (pid 2,
@@ -94,8 +96,18 @@ static int32_t intern_stack(folded *f, const char *s, size_t len)
             return -ENOMEM;
         memcpy(f->scratch, s + start, n);
         f->scratch[n] = '\0';
-        int32_t func = cn_agg_func(f->p, f->scratch, -1, NULL, 0);
-        int32_t frame = func < 0 ? func : cn_agg_frame(f->p, func, -1, -1, 0);
+        int32_t res = -1, func;
+        size_t name_len, file_len;
+        const char *file;
+        if (cn_fmt__folded_python(f->scratch, n, &name_len, &file, &file_len)) {
+            /* NAME, then FILE, as two strings in the scratch copy */
+            size_t at = (size_t)(file - f->scratch);
+            f->scratch[name_len] = '\0';
+            f->scratch[at + file_len] = '\0';
+            res = cn_agg_python_resource(f->p, f->scratch + at);
+        }
+        func = res < -1 ? res : cn_agg_func(f->p, f->scratch, res, NULL, 0);
+        int32_t frame = func < 0 ? func : cn_agg_frame(f->p, func, res, -1, 0);
         stack = frame < 0 ? frame : cn_agg_stack(f->p, stack, frame);
         if (stack < 0)
             return stack;

@@ -8,7 +8,10 @@
  * resource, each location becomes its inline chain of frames (outer first; a location
  * without lines becomes a native frame at its file offset, to be symbolized later), and
  * each sample adds one sample weighing its value of the default sample type. Labels
- * `tid`, `pid` and `thread` (as canopy writes them) restore threads.
+ * `tid`, `pid` and `thread` (as canopy writes them) restore threads. A function whose
+ * system_name is `py::NAME:FILE` for its own NAME (frame_kind.c: what canopy writes for a
+ * Python function, CPython's perf-map name) is a Python function of the source file FILE,
+ * whatever its location's mapping.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -289,10 +292,29 @@ static int32_t mapping_resource(importer *im, int32_t mi)
     return res;
 }
 
-static int32_t function_func(importer *im, uint64_t fn_id, int32_t res)
+/* The Python source file of function index fi (its system_name `py::NAME:FILE`, FILE
+ * agreeing with its filename when it has one), or NULL for any other function. */
+static const char *python_file(const importer *im, int32_t fi)
+{
+    const Perftools__Profiles__Function *f = im->m->function[fi];
+    const char *file = str(im, f->filename);
+    const char *py = cn_fmt__py_system_file(str(im, f->system_name), str(im, f->name));
+    return py && *str(im, f->name) && (!*file || !strcmp(file, py)) ? py : NULL;
+}
+
+/* The func of function fn_id in the location's resource res (-2: the mapping's, not made
+ * yet: made here with mapping_resource(mi) unless the function is a Python function,
+ * whose resource is its source file's). */
+static int32_t function_func(importer *im, uint64_t fn_id, int32_t *res, int32_t mi)
 {
     int32_t fi = cn_u64map_get(&im->fn_by_id, fn_id);
-    uint64_t key = cn_pair(fi, res);
+    const char *py = python_file(im, fi);
+    int32_t fres = py ? cn_agg_python_resource(im->p, py) : *res;
+    if (fres == -2)
+        fres = *res = mapping_resource(im, mi);
+    if (fres < -1)
+        return fres;
+    uint64_t key = cn_pair(fi, fres);
     int32_t func = cn_u64map_get(&im->func_of, key);
     if (func >= 0)
         return func;
@@ -304,7 +326,7 @@ static int32_t function_func(importer *im, uint64_t fn_id, int32_t res)
         name = "[unknown]";
     const char *file = str(im, f->filename);
     int32_t line = f->start_line > 0 && f->start_line <= INT32_MAX ? (int32_t)f->start_line : 0;
-    func = cn_agg_func(im->p, name, res, *file ? file : NULL, line);
+    func = cn_agg_func(im->p, name, fres, *file ? file : NULL, line);
     if (func >= 0 && cn_u64map_put(&im->func_of, key, func) < 0)
         return -ENOMEM;
     return func;
@@ -326,10 +348,10 @@ static int build_locations(importer *im)
         const Perftools__Profiles__Location *l = m->location[i];
         im->loc_off[i] = k;
         int32_t mi = l->mapping_id ? cn_u64map_get(&im->map_by_id, l->mapping_id) : -1;
-        int32_t res = mapping_resource(im, mi);
-        if (res < -1)
-            return res;
+        int32_t res = -2; /* the mapping's resource, made when a frame needs it */
         if (l->n_line == 0) {
+            if ((res = mapping_resource(im, mi)) < -1)
+                return res;
             uint64_t off = l->address;
             if (mi >= 0 && res >= 0) {
                 const Perftools__Profiles__Mapping *mp = m->mapping[mi];
@@ -344,12 +366,12 @@ static int build_locations(importer *im)
         }
         for (size_t j = l->n_line; j-- > 0;) { /* lines are innermost first */
             const Perftools__Profiles__Line *ln = l->line[j];
-            int32_t func = function_func(im, ln->function_id, res);
+            int32_t func = function_func(im, ln->function_id, &res, mi);
             if (func < 0)
                 return func;
             int64_t addr = l->address && l->address <= INT64_MAX ? (int64_t)l->address : -1;
             int32_t line = ln->line > 0 && ln->line <= INT32_MAX ? (int32_t)ln->line : 0;
-            int32_t fr = cn_agg_frame(im->p, func, res, addr, line);
+            int32_t fr = cn_agg_frame(im->p, func, cn_agg_func_resource(im->p, func), addr, line);
             if (fr < 0)
                 return fr;
             im->loc_frames[k++] = fr;

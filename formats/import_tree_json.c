@@ -1,18 +1,19 @@
 /* import_tree_json.c — canopy's own JSON tree (`--format json`, docs/cli.md "JSON tree")
  * read back as a profile, so that `canopy open x.json` works on canopy's output.
  *
- * Layout: {"unit", "total", "view", "transforms", "roots": [{"name", "lib", "total",
- * "self", "children": [...]}]} plus fields that are skipped whatever their type. Every
- * node with non-zero self becomes one sample of weight `self` on the stack of its path
- * (names and libraries from the root), so the tree is rebuilt exactly, in the units the
+ * Layout: {"unit", "total", "view", "transforms", "roots": [{"name", "lib", "kind",
+ * "total", "self", "children": [...]}]} plus fields that are skipped whatever their type.
+ * Every node with non-zero self becomes one sample of weight `self` on the stack of its
+ * path (names and libraries from the root, a library marked "kind": "python" a Python
+ * source file), so the tree is rebuilt exactly, in the units the
  * JSON carries (its display values: scale 1). Only the call tree can be read back: an
  * inverted, callees or callers tree or a function list does not hold call paths, and a
  * differential tree holds two sides; those are refused with a clear message.
  *
  * Parsed as a stream with yajl (a tree may be as deep as the stacks canopy accepts,
  * deeper than a recursive parser allows): a stack of open nodes, each with its name,
- * library, self weight and, once its children open, its interned stack id. A node's
- * `name` and `lib` must come before its `children`, as canopy writes them.
+ * library, kind, self weight and, once its children open, its interned stack id. A node's
+ * `name`, `lib` and `kind` must come before its `children`, as canopy writes them.
  */
 #include <errno.h>
 #include <math.h>
@@ -35,6 +36,7 @@ enum tj_key {
     K_FUNCTIONS,
     K_NAME,
     K_LIB,
+    K_KIND,
     K_SELF,
     K_CHILDREN
 };
@@ -42,6 +44,7 @@ enum tj_key {
 typedef struct tj_node {
     int32_t name; /* string id, -1 = not seen */
     int32_t lib;  /* string id, -1 = none */
+    bool python;  /* "kind": "python": lib is a Python source file */
     double self;
     int32_t stack; /* interned stack id, -1 = not yet */
 } tj_node;
@@ -74,6 +77,7 @@ static enum tj_key key_of(enum tj_state st, const unsigned char *s, size_t n)
         {TJ_TOP, "functions", K_FUNCTIONS},
         {TJ_NODE, "name", K_NAME},
         {TJ_NODE, "lib", K_LIB},
+        {TJ_NODE, "kind", K_KIND},
         {TJ_NODE, "self", K_SELF},
         {TJ_NODE, "children", K_CHILDREN},
     };
@@ -86,8 +90,8 @@ static enum tj_key key_of(enum tj_state st, const unsigned char *s, size_t n)
 /* The key's name and the type its value must have, for messages. */
 static void key_info(enum tj_key k, const char **name, const char **want)
 {
-    static const char *const names[] = {"?",         "unit", "view", "diff", "roots",
-                                        "functions", "name", "lib",  "self", "children"};
+    static const char *const names[] = {"?",    "unit", "view", "diff", "roots",   "functions",
+                                        "name", "lib",  "kind", "self", "children"};
     *name = names[k];
     *want = k == K_DIFF                                           ? "a boolean"
             : k == K_SELF                                         ? "a number"
@@ -130,7 +134,9 @@ static int node_stack(cn_fmt__treejson *c)
     int32_t res = -1, func, frame, stack;
     if (n->lib >= 0) {
         const char *lib = cn_agg_string_get(c->p, n->lib);
-        if ((res = cn_agg_resource(c->p, lib, NULL, NULL, lib_kind(lib))) < 0)
+        res = n->python ? cn_agg_python_resource(c->p, lib)
+                        : cn_agg_resource(c->p, lib, NULL, NULL, lib_kind(lib));
+        if (res < 0)
             return TJ_FAIL(c, res, "out of memory");
     }
     if ((func = cn_agg_func(c->p, cn_agg_string_get(c->p, n->name), res, NULL, 0)) < 0 ||
@@ -226,6 +232,16 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
         *(c->key == K_NAME ? &nd->name : &nd->lib) = id;
         return 1;
     }
+    if (c->st == TJ_NODE && c->key == K_KIND) {
+        /* A marker this version does not know leaves the library's kind to its name. */
+        cn_agg_resource_kind kind;
+        tj_node *nd = &c->nodes[c->depth - 1];
+        if (nd->stack >= 0)
+            return TJ_FAIL(c, -EINVAL, "'kind' after 'children'");
+        nd->python =
+            cn_agg_resource_kind_parse((const char *)s, n, &kind) && kind == CN_AGG_RES_PYTHON;
+        return 1;
+    }
     return bad_type(c);
 }
 
@@ -246,7 +262,8 @@ static int cb_start_map(void *ctx)
             return TJ_FAIL(c, -EINVAL, "tree deeper than %d levels", MAX_DEPTH);
         if (CN_RESERVE(c->nodes, c->cap, c->depth + 1) < 0)
             return TJ_FAIL(c, -ENOMEM, "out of memory");
-        c->nodes[c->depth++] = (tj_node){.name = -1, .lib = -1, .self = 0, .stack = -1};
+        c->nodes[c->depth++] =
+            (tj_node){.name = -1, .lib = -1, .python = false, .self = 0, .stack = -1};
         c->st = TJ_NODE;
         c->key = K_OTHER;
         return 1;

@@ -277,6 +277,9 @@ int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_rende
     case CN_FMT_SPEEDSCOPE:
         r = cn_fmt_write_speedscope(p, &q, out, err);
         break;
+    case CN_FMT_FIREFOX:
+        r = cn_fmt_write_firefox(p, &q, out, err);
+        break;
     case CN_FMT_SVG:
         r = cn_fmt_write_svg(p, &q, &o, out, err);
         break;
@@ -312,22 +315,25 @@ int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_r
         goto out;
     }
     double scale = cn_agg_profile_scale(p);
-    const char *lib = NULL, *file = NULL;
+    const char *lib = NULL, *file = NULL, *kind = NULL;
     for (size_t f = 0; f < cn_agg_func_count(p); f++) {
         if (strcmp(cn_agg_func_name(p, (int32_t)f), func))
             continue;
         int32_t res = cn_agg_func_resource(p, (int32_t)f);
         lib = res >= 0 ? cn_agg_resource_name(p, res) : NULL;
         file = cn_agg_func_file(p, (int32_t)f);
+        kind = res >= 0 ? cn_agg_resource_kind_marker(cn_agg_resource_kind_of(p, res)) : NULL;
         break;
     }
-    /* docs/cli.md "Other JSON outputs": lib and file are left out when unknown. */
+    /* docs/cli.md "Other JSON outputs": lib, kind and file are left out when unknown. */
     int bad = !(o = json_object()) || !(la = json_array()) || !(aa = json_array());
     if (!bad) {
         /* Names of any bytes: the one UTF-8 rule (cn_proto_string), never a NULL here. */
         bad |= json_object_set_new(o, "function", cn_proto_str(func));
         if (lib)
             bad |= json_object_set_new(o, "lib", cn_proto_str(lib));
+        if (kind)
+            bad |= json_object_set_new(o, "kind", json_string(kind));
         if (file)
             bad |= json_object_set_new(o, "file", cn_proto_str(file));
         bad |=

@@ -104,6 +104,7 @@ static const struct {
     {"speedscope", CN_FMT_SPEEDSCOPE},
     {"chrome-trace", CN_FMT_CHROME_TRACE},
     {"svg", CN_FMT_SVG},
+    {"firefox", CN_FMT_FIREFOX},
     {"canopy", CN_FMT_CANOPY},
 };
 
@@ -142,12 +143,14 @@ const char *cn_fmt_format_name(cn_fmt_format f)
 
 int cn_fmt_format_from_path(const char *path, cn_fmt_format *out)
 {
-    /* Longest suffixes first: ".speedscope.json" and ".trace.json" end in ".json". */
+    /* Longest suffixes first: ".speedscope.json", ".firefox.json" and ".trace.json" end in
+     * ".json". */
     static const struct {
         const char *ext;
         cn_fmt_format format;
     } exts[] = {
         {".speedscope.json", CN_FMT_SPEEDSCOPE},
+        {".firefox.json", CN_FMT_FIREFOX},
         {".trace.json", CN_FMT_CHROME_TRACE},
         {".json", CN_FMT_JSON},
         {".folded", CN_FMT_FOLDED},

@@ -173,7 +173,10 @@ bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, ui
 {
     uint64_t w[3]; /* type, name, file */
     uint32_t name_off = l->co_qualname != CN_INT_ABI_NONE ? l->co_qualname : l->co_name;
-    if (read_ident(rd, arg, code, name_off, l->co_filename, w) < 0)
+    int r = read_ident(rd, arg, code, name_off, l->co_filename, w);
+    if (r == -ESRCH)
+        return true; /* the process is gone: its last samples keep what was read while it ran */
+    if (r < 0)
         return !c->ident[0] && !c->ident[1]; /* unreadable then, unreadable now */
     uint64_t type = w[0], name = w[1], file = w[2];
     return (!types || !types->code || type == types->code) && name == c->ident[0] &&

@@ -84,8 +84,11 @@ int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uin
 void cn_int__code_clear(cn_int__code *c);
 
 /* Whether the code object at code is still the one c was read from: its type pointer still
- * the checked code type, its name and file pointers the same (3 small reads). A code object
- * freed and another allocated at its address almost always differs in both strings. */
+ * the checked code type, its name and file pointers the same (one read of the span they lie
+ * in; three where a layout puts them far apart). A code object freed and another allocated
+ * at its address almost always differs in both strings. A read failing with -ESRCH (the
+ * process exited; its samples are handled up to a read interval later) counts as the same:
+ * nothing can have replaced the object. */
 bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
                        const cn_int__types *types, const cn_int__code *c);
 

@@ -71,6 +71,10 @@ struct cn_live_session {
     uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
     cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
+    /* SAVED: the Python frames' state ("on", "off (why)") and counters when written, as
+     * cn_live_session_info has them (docs/python.md); python_saved NULL: none recorded */
+    char *python_saved;
+    uint64_t py_saved[6]; /* registered, refused, samples, joined, no_record, mismatch */
     cn_smp_session *smp;
     cn_agg_profile *p;
     int32_t *obj_res; /* sampler object id -> resource, NO_RESOURCE or OBJ_UNMAPPED */

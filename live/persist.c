@@ -30,6 +30,17 @@ static int64_t meta_geti(const cn_agg_profile *p, const char *key, int64_t def)
     return *end ? def : (int64_t)x;
 }
 
+/* The Python frames' counters in a saved session's metadata (docs/canopy-format.md), in
+ * the order of cn_live_session's py_saved. */
+static const char *const py_keys[] = {
+    "canopy.session.python.registered", "canopy.session.python.refused",
+    "canopy.session.python.samples",    "canopy.session.python.joined",
+    "canopy.session.python.no_record",  "canopy.session.python.mismatch",
+};
+_Static_assert(sizeof(py_keys) / sizeof(py_keys[0]) ==
+                   sizeof(((cn_live_session *)0)->py_saved) / sizeof(uint64_t),
+               "one key per saved Python counter");
+
 static int write_meta(cn_live_session *s)
 {
     cn_live_session_info i;
@@ -62,6 +73,13 @@ static int write_meta(cn_live_session *s)
     r |= meta_seti(p, "canopy.session.unwind.no_cfi", (int64_t)i.unwind_outcomes.no_cfi);
     r |= meta_seti(p, "canopy.session.unwind.read_fault", (int64_t)i.unwind_outcomes.read_fault);
     r |= meta_seti(p, "canopy.session.unwind.other", (int64_t)i.unwind_outcomes.other);
+    if (i.python) {
+        const uint64_t py[] = {i.py_registered, i.py_refused,   i.py_samples,
+                               i.py_joined,     i.py_no_record, i.py_mismatch};
+        r |= cn_agg_meta_set(p, "canopy.session.python", i.python);
+        for (size_t k = 0; k < sizeof(py) / sizeof(py[0]); k++)
+            r |= meta_seti(p, py_keys[k], (int64_t)py[k]);
+    }
     return r < 0 ? -ENOMEM : 0;
 }
 
@@ -160,6 +178,13 @@ int cn_live_session_load(cn_agg_profile *p, const char *path, cn_live_session **
     s->unwind_outcomes.no_cfi = (uint64_t)meta_geti(p, "canopy.session.unwind.no_cfi", 0);
     s->unwind_outcomes.read_fault = (uint64_t)meta_geti(p, "canopy.session.unwind.read_fault", 0);
     s->unwind_outcomes.other = (uint64_t)meta_geti(p, "canopy.session.unwind.other", 0);
+    const char *py = cn_agg_meta_get(p, "canopy.session.python");
+    if (py && !(s->python_saved = strdup(py))) {
+        cn_live_session_free(s);
+        return -ENOMEM;
+    }
+    for (size_t k = 0; k < sizeof(py_keys) / sizeof(py_keys[0]); k++)
+        s->py_saved[k] = (uint64_t)meta_geti(p, py_keys[k], 0);
     if (!s->event || !s->path) {
         cn_live_session_free(s);
         return -ENOMEM;

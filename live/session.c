@@ -151,6 +151,14 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
                             s->mode == CN_SMP_MODE_CPU ? CN_AGG_UNIT_SAMPLES : CN_AGG_UNIT_NS);
     cn_agg_meta_set(s->p, "event", s->event);
     cn_agg_meta_set(s->p, "mode", cn_smp_mode_name(s->mode));
+    /* The start and the frequency go with the profile from the start, as persist.c saves
+     * them, so every export of a live session has them (the Firefox Profiler's startTime
+     * and interval), not only a saved one. */
+    char num[32];
+    snprintf(num, sizeof(num), "%" PRId64, s->started_unix);
+    cn_agg_meta_set(s->p, "canopy.session.started", num);
+    snprintf(num, sizeof(num), "%d", (int)s->freq);
+    cn_agg_meta_set(s->p, "freq", num);
     if (s->mode != CN_SMP_MODE_CPU && (r = cn_live__state_frames(s)) < 0) {
         cn_err_set(err, r, "out of memory");
         goto fail;
@@ -195,6 +203,7 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
     free(s->name);
     free(s->event);
     free(s->path);
+    free(s->python_saved);
     free(s);
     return NULL;
 }
@@ -341,6 +350,14 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->py_joined = c.py_joined;
         out->py_no_record = c.py_no_record + c.py_before + c.py_no_frames;
         out->py_mismatch = c.py_mismatch;
+    } else if (s->python_saved) { /* a saved session: what its file recorded */
+        out->python = s->python_saved;
+        out->py_registered = s->py_saved[0];
+        out->py_refused = s->py_saved[1];
+        out->py_samples = s->py_saved[2];
+        out->py_joined = s->py_saved[3];
+        out->py_no_record = s->py_saved[4];
+        out->py_mismatch = s->py_saved[5];
     }
     out->memory = cn_agg_profile_memory(s->p);
     out->memory_limited = s->hit_memory_bound;

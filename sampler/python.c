@@ -156,11 +156,13 @@ static void try_register(cn_smp_session *s, cn_smp__proc *p)
         return;
     p->py_tries++;
     cn_err err = {0};
-    uint64_t since = mono_now();
     int r = cn_int_register(py->ctx, p->pid, NULL, &err);
     if (r == 0) {
         p->py_registered = true;
-        p->py_since = since;
+        /* Records start when the registration ends (the program's map entry is written
+         * last), not when it starts: reading the interpreter's symbols and layout takes tens
+         * of milliseconds, and the samples of that time have no record. */
+        p->py_since = mono_now();
         s->cnt.py_registered++;
     } else if (r != -ESRCH) {
         s->cnt.py_refused++;

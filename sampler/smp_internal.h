@@ -375,6 +375,24 @@ typedef struct cn_smp__tidset {
     size_t cap, used, live;
 } cn_smp__tidset;
 
+/* A record copied out of its ring to wait for the next read (ring.c). */
+typedef struct cn_smp__held {
+    uint64_t time, seq; /* seq: arrival order, the tie-break between equal times */
+    size_t off;         /* in the session's arena */
+    uint32_t len;
+} cn_smp__held;
+
+/* The held records, v[0, n), and the merge's spare (tmp, kept between reads). */
+typedef struct cn_smp__held_queue {
+    cn_smp__held *v, *tmp;
+    size_t n, cap, tmp_cap;
+} cn_smp__held_queue;
+
+/* Sorts q->v by (time, seq), given that it is nruns sorted runs starting at runs[0] = 0 <
+ * runs[1] < ... < q->n (runs is overwritten). Never fails: without memory for the spare it
+ * sorts in place. */
+void cn_smp__held_sort(cn_smp__held_queue *q, size_t *runs, size_t nruns);
+
 struct cn_smp_session {
     cn_smp_config cfg;
     char *event_req; /* owned copy of cfg.event; NULL for auto */
@@ -406,8 +424,8 @@ struct cn_smp_session {
     struct cn_smp__cursor *cursors; /* one per ring, for the merge */
     uint8_t *arena, *arena2;        /* held records' bytes; arena2 is the spare */
     size_t arena_len, arena_cap, arena2_cap;
-    struct cn_smp__held *pend; /* held records, sorted by (time, seq) after a read */
-    size_t npend, cappend;
+    cn_smp__held_queue held; /* held records, sorted by (time, seq) after a read */
+    size_t *runs;            /* nrings + 1 run starts, for the merge */
     uint64_t seq;
 
     /* Tasks, address spaces and objects (procs.c). */

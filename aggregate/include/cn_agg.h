@@ -78,6 +78,17 @@ const char *cn_agg_resource_name(const cn_agg_profile *p, int32_t res);
 const char *cn_agg_resource_identity(const cn_agg_profile *p, int32_t res); /* or NULL */
 const char *cn_agg_resource_path(const cn_agg_profile *p, int32_t res);     /* or NULL */
 cn_agg_resource_kind cn_agg_resource_kind_of(const cn_agg_profile *p, int32_t res);
+/* The marker a kind is written with where a format carries one (the JSON outputs'
+ * "kind", the fleet's kinds column): "python" for CN_AGG_RES_PYTHON; NULL for the other
+ * kinds, which go unmarked (a library's name tells them apart, docs/cli.md "Names").
+ * _parse is its inverse over n bytes of s: true and *out for a known marker. */
+const char *cn_agg_resource_kind_marker(cn_agg_resource_kind kind);
+bool cn_agg_resource_kind_parse(const char *s, size_t n, cn_agg_resource_kind *out);
+/* The resource of a Python source file, named as the sampler names it (docs/python.md):
+ * interned by "[py]" + file, named by file's base name, path file when it holds a '/';
+ * an empty file (or "[python]") is the unknown file "[python]". For importers that meet
+ * a Python function by its file. Returns id >= 0 or negative errno. */
+int32_t cn_agg_python_resource(cn_agg_profile *p, const char *file);
 
 /* Funcs: interned by (name, resource, file). file may be NULL, line 0 = unknown
  * (1-based start line of the function, when known). Returns id >= 0 or negative errno. */

@@ -42,8 +42,8 @@
 extern "C" {
 #endif
 
-/* 2: samples.batch, the samples_hourly rollup; 3: the samples_10m rollup */
-#define CN_FLEET_SCHEMA_VERSION 3
+/* 2: samples.batch, the samples_hourly rollup; 3: the samples_10m rollup; 4: stacks.kinds */
+#define CN_FLEET_SCHEMA_VERSION 4
 #define CN_FLEET_MAX_LABELS     30  /* per row, configured and per-session together */
 #define CN_FLEET_MAX_KEY        64  /* bytes of a label key */
 #define CN_FLEET_MAX_VALUE      256 /* bytes of a label value */
@@ -124,8 +124,10 @@ typedef struct cn_fleet_window {
 
 /* Adds to b one row per distinct symbolized stack among p's samples in the window (the
  * retention accumulator is not a window's), with the sum of their weights and their
- * count, and a stack definition row for each hash not in seen (then added to it).
- * Frames are named as the profile names them now; a frame still without symbols
+ * count, and a stack definition row for each hash not in seen (then added to it): the
+ * frames' functions, libraries, build-ids and kind markers (cn_agg_resource_kind_marker:
+ * "python" for a Python function, which the reader gives back as one; the hash does not
+ * include them). Frames are named as the profile names them now; a frame still without symbols
  * (cn_agg_frame_is_placeholder) makes the window unresolved. When w->allow_unresolved is
  * false and the window is unresolved, nothing is added and -EAGAIN is returned.
  * *n_samples (may be NULL) gets the number of samples collected. Returns 0 or negative

@@ -7,9 +7,9 @@
  *   text, folded stacks) and build a new cn_agg_profile with the engine's interning calls
  *   (.canopy itself is the engine's own snapshot: cn_agg_canopy_read()).
  * - out: writers render what the engine computed: a query's tree (text, JSON, SVG flame
- *   graph), a query's stacks (folded, pprof, speedscope), an estimated timeline
- *   (cn_agg_timeline: JSON, text, Chrome trace, speedscope) or a differential result
- *   (cn_agg_diff_run: text, JSON, SVG, three-column folded).
+ *   graph), a query's stacks (folded, pprof, speedscope, the Firefox Profiler's format),
+ *   an estimated timeline (cn_agg_timeline: JSON, text, Chrome trace, speedscope) or a
+ *   differential result (cn_agg_diff_run: text, JSON, SVG, three-column folded).
  * - queries: a cn_fmt_spec holds everything the QUERY and output options say; it travels
  *   between the CLI and canopyd as JSON (cn_fmt_spec_to_json / _from_json) and
  *   cn_fmt_render() turns (profile, spec) into bytes for every format, view, timeline and
@@ -61,6 +61,7 @@ typedef enum cn_fmt_format {
     CN_FMT_SPEEDSCOPE,
     CN_FMT_CHROME_TRACE,
     CN_FMT_SVG,
+    CN_FMT_FIREFOX, /* the Firefox Profiler's processed profile (export_firefox.c) */
 } cn_fmt_format;
 
 /* How a live session's user-space unwinds ended (docs/cli-live.md, "Session counters"),
@@ -136,6 +137,12 @@ int cn_fmt_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_e
 int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t period_ns, FILE *out,
                            cn_err *err);
 int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
+/* The Firefox Profiler's processed profile format at a pinned version (docs/cli.md
+ * "Firefox Profiler"): one thread per thread of the profile, libraries, functions, frames
+ * with addresses and inline depths, categories, and the samples with their times and
+ * weights (untransformed queries), or one weighted sample per call node with self weight
+ * (transformed queries). Returns 0 or negative errno with err set. */
+int cn_fmt_write_firefox(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 int cn_fmt_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_write_opts *o,
                      FILE *out, cn_err *err);
 
@@ -228,7 +235,7 @@ const char *cn_fmt_format_name(cn_fmt_format f);
  * needs, as snprintf does. */
 size_t cn_fmt_format_names(char *buf, size_t size);
 /* The format an output file name implies (.json .folded .pb.gz .pb .speedscope.json
- * .trace.json .svg .canopy .txt). 0, or -ENOENT for any other extension. */
+ * .firefox.json .trace.json .svg .canopy .txt). 0, or -ENOENT for any other extension. */
 int cn_fmt_format_from_path(const char *path, cn_fmt_format *out);
 int cn_fmt_view_parse(const char *name, cn_agg_view *out);
 int cn_fmt_callers_mode_parse(const char *name, cn_agg_callers_mode *out);
@@ -261,13 +268,13 @@ void cn_fmt_render_opts_init(cn_fmt_render_opts *o);
 /* The one renderer: resolves spec's range against p (--last from opts' now or the last
  * sample; --from/--to from the start), checks the transform arguments against the
  * untransformed profile, runs the query and writes spec->format to out — a tree (text,
- * JSON, SVG), stacks (folded, pprof, speedscope), the lossless .canopy, the estimated call
- * timeline (spec->timeline, or chrome-trace: JSON, text, Chrome trace, speedscope), or for
- * a differential profile (cn_agg_is_diff) the differential tree (text, JSON, SVG, folded,
- * canopy). out receives partial bytes on error: callers buffer. Returns 0, or negative
- * errno with err set: -ENOENT for a function or library absent from the profile, -EINVAL
- * for a combination the format cannot show, -ENOMEM/-EIO for resources (exit 1 rather
- * than 2). */
+ * JSON, SVG), stacks (folded, pprof, speedscope, firefox), the lossless .canopy, the
+ * estimated call timeline (spec->timeline, or chrome-trace: JSON, text, Chrome trace,
+ * speedscope), or for a differential profile (cn_agg_is_diff) the differential tree (text,
+ * JSON, SVG, folded, canopy). out receives partial bytes on error: callers buffer.
+ * Returns 0, or negative errno with err set: -ENOENT for a function or library absent from
+ * the profile, -EINVAL for a combination the format cannot show, -ENOMEM/-EIO for
+ * resources (exit 1 rather than 2). */
 int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
                   FILE *out, cn_err *err);
 /* The engine query of spec with its range resolved as cn_fmt_render does (for callers
@@ -276,7 +283,7 @@ void cn_fmt_spec_resolve(const cn_agg_profile *p, const cn_fmt_spec *spec,
                          const cn_fmt_render_opts *opts, cn_agg_query *out);
 /* `lines` for function F (docs/cli.md "canopy lines"): self weight per source line and
  * per address inside F after spec's range and transforms, as the lines JSON object
- * {"function", "lib"?, "file"?, "unit", "lines", "addresses"}. Returns 0 and *out (a new
+ * {"function", "lib"?, "kind"?, "file"?, "unit", "lines", "addresses"}. Returns 0 and *out (a new
  * reference), or negative errno with err set (-ENOENT: unknown transform argument or F). */
 int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
                       const char *func, json_t **out, cn_err *err);

@@ -2,8 +2,9 @@
 # The fleet (docs/fleet.md): a ClickHouse server started here on free loopback ports,
 # two canopyd (fleet_host a and b) attached to workloads with known profiles push to it;
 # `canopy fleet tree` gives each host's known shares and, unfiltered, their sum, with
-# totals equal to each session's own sample count. Then labels, --last and time windows,
-# diff between two label sets, --group-by, prune, and bad input.
+# totals equal to each session's own sample count, also as the Firefox Profiler's format.
+# Then labels, --last and time windows, diff between two label sets, --group-by, prune,
+# and bad input.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse_lib.sh"
 : "${CANOPYD_BIN:?}"
@@ -65,6 +66,13 @@ TB=$(json "$TMP/sb.json" 'int(d["total"])')
 "$C" fleet tree --url "$URL" --where host=a --format json >"$TMP/fa.json" || fail "fleet tree a"
 "$C" fleet tree --url "$URL" --where host=b --format json >"$TMP/fb.json" || fail "fleet tree b"
 CANOPY_FLEET_URL=$URL "$C" fleet tree --format json >"$TMP/fall.json" || fail "fleet tree all"
+# The Firefox Profiler's format of the fleet's tree has the same call tree and functions
+# (tests/integration/formats/firefox_check.py, as test_firefox.sh runs it).
+"$C" fleet tree --url "$URL" --format firefox -o "$TMP/fall.ff.json" || fail "fleet tree firefox"
+"$C" fleet tree --url "$URL" --functions --format json >"$TMP/fall.funcs.json" || fail "functions"
+python3 "$(dirname "$0")/formats/firefox_check.py" "$TMP/fall.ff.json" "$TMP/fall.json" \
+  "$TMP/fall.funcs.json" - >"$TMP/ff.out" || fail "fleet tree --format firefox: $(cat "$TMP/ff.out")"
+echo "PASS fleet tree --format firefox: $(cat "$TMP/ff.out")"
 
 # shares FILE NAME=SHARE...: each function's share of the total (first occurrence on a
 # path) is within 5 points.

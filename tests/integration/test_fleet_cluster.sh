@@ -76,5 +76,23 @@ done
 [ "$(ch_query N1 'SELECT sum(samples) FROM canopy.samples_10m_all')" = \
   "$(ch_query N2 'SELECT sum(samples) FROM canopy.samples_all')" ] || fail "samples_10m_all"
 "$C" fleet prune --url "$U1" --url "$U2" --older 1d | grep_all 'dropped 0 ' || fail "prune on the cluster"
+# A version 3 cluster (the definitions without kinds, on the nodes and their Distributed
+# tables): readers ask for fleet init, which adds the column everywhere; the tree is back.
+for n in N1 N2; do
+  ch_query $n "ALTER TABLE canopy.stacks_all DROP COLUMN kinds" >/dev/null
+  ch_query $n "ALTER TABLE canopy.stacks DROP COLUMN kinds" >/dev/null
+  ch_query $n "DROP TABLE canopy.schema" >/dev/null
+  ch_query $n "CREATE TABLE canopy.schema (version UInt32, cluster String, created DateTime)
+    ENGINE = TinyLog" >/dev/null
+  ch_query $n "INSERT INTO canopy.schema VALUES (3, 'fleet2', now())" >/dev/null
+done
+expect_fail 1 "$C" fleet tree --url "$U1" --where host=b
+"$C" fleet init --url "$U1" --url "$U2" --cluster fleet2 >/dev/null || fail "migration from 3"
+for n in N1 N2; do
+  [ "$(ch_query $n "SELECT count() FROM system.columns WHERE database = 'canopy' AND
+    table IN ('stacks', 'stacks_all') AND name = 'kinds'")" = 2 ] || fail "$n: no kinds after init"
+done
+"$C" fleet tree --url "$U2" --where host=b --format json >"$TMP/tb.json" || fail "tree after migration"
+[ "$(json "$TMP/tb.json" 'int(d["total"])')" = "$TB" ] || fail "--where host=b after migration"
 echo "cluster: a $TA, b $TB"
 echo ok

@@ -59,10 +59,14 @@ ch_query A "SELECT batch, toUInt32(min(time)) FROM canopy.samples GROUP BY batch
 [ "$(wc -l <"$TMP/ids")" = 2 ] || fail "batch ids: $(cat "$TMP/ids")"
 printf '4242\t%s\n' "$(date +%s)" >>"$TMP/ids"
 n=900
-while read -r id t; do # a spool file: header (rows, stack rows, bytes, time, batch id), rows
+# A spool file: header (rows, stack rows, sample bytes, stack bytes, time, batch id), the
+# sample rows, the stack rows; CNFLEET2, as canopyd wrote them before the definitions had
+# kinds (their stack rows are sent with an empty kinds array).
+while read -r id t; do
   body=$(printf '%s\tr\twl\tx\t[]\t[]\t1\t1000\t1000\n' "$t")
-  { printf 'CNFLEET2 1 0 %d 0 %d %s\n' $((${#body} + 1)) "$t" "$id"; printf '%s\n' "$body"; } \
-    >"$TMP/state-d/fleet-spool/$(printf '%020d' $n).batch"
+  stack=$(printf '1\tr\t%s\t[%s]\t[%s]\t[%s]\n' "$t" "'old_main'" "'app'" "''")
+  { printf 'CNFLEET2 1 1 %d %d %d %s\n' $((${#body} + 1)) $((${#stack} + 1)) "$t" "$id"
+    printf '%s\n%s\n' "$body" "$stack"; } >"$TMP/state-d/fleet-spool/$(printf '%020d' $n).batch"
   n=$((n + 1))
 done <"$TMP/ids"
 # The adopted files are checked against ClickHouse before they are sent: only 4242 is.
@@ -80,4 +84,7 @@ F2=$("$C" fleet tree --url "$URL" --format json | json /dev/stdin 'int(d["total"
 [ "$F2" = $((T + 1000)) ] || fail "after the restart: fleet total $F2, want $T + 1000 (batch 4242 only)"
 [ "$(ch_query A "SELECT count() FROM canopy.samples WHERE session = 'x'")" = 1 ] ||
   fail "landed spool files were inserted again"
+[ "$(ch_query A "SELECT funcs, kinds FROM canopy.stacks WHERE stack = 1 AND host = 'r' LIMIT 1")" = \
+  "$(printf "['old_main']\t[]")" ] || fail "an old spool file's stack row: $(ch_query A \
+  "SELECT * FROM canopy.stacks WHERE stack = 1")"
 echo ok

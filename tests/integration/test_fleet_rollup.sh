@@ -5,8 +5,9 @@
 # rest) and the raw rows (the edges) equals the same query over the raw rows only
 # (--raw), for --where, --from/--to, --last and --group-by. Detaching the raw rows, then
 # the 10-minute rollup, shows which table each part of a window came from. Also: the
-# schema migrations from versions 1 and 2 (the rollups filled from the rows the database
-# had) and the refusal of a newer version or of a half-done migration.
+# schema migrations from versions 1, 2 and 3 (the rollups filled from the rows the database
+# had, the stack definitions' kinds column added) and the refusal of a newer version or of
+# a half-done migration.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse_lib.sh"
 C=$CANOPY_BIN
@@ -111,15 +112,18 @@ E3=$(total --from $F --to $T)
 echo "rollup: all $E, raw rows gone $E2, 10-minute rollup gone too $E3, whole hours $W"
 
 # migrate_and_check DB VERSION: readers refuse DB (at schema VERSION) and ask for fleet
-# init; fleet init migrates it, twice without harm; both rollups then hold every sample.
+# init; fleet init migrates it, twice without harm; both rollups then hold every sample,
+# and the definitions written before have the kinds column, empty.
 migrate_and_check() {
   local db=$1 v=$2 t
   expect_fail 1 "$C" fleet tree --url "$URL" --database "$db"
   grep -q "version $v .*fleet init" "$TMP/f.err" || fail "$db: v$v message: $(cat "$TMP/f.err")"
   "$C" fleet init --url "$URL" --database "$db" >/dev/null || fail "$db: migration from $v"
   "$C" fleet init --url "$URL" --database "$db" >/dev/null || fail "$db: migration is not idempotent"
-  [ "$(ch_query A "SELECT max(version), count() FROM $db.schema")" = "$(printf '3\t2')" ] ||
+  [ "$(ch_query A "SELECT max(version), count() FROM $db.schema")" = "$(printf '4\t2')" ] ||
     fail "$db: schema rows after migration: $(ch_query A "SELECT * FROM $db.schema")"
+  [ "$(ch_query A "SELECT count(), countIf(empty(kinds)) FROM $db.stacks")" = "$(printf '39\t39')" ] ||
+    fail "$db: kinds after migration: $(ch_query A "SELECT count(), countIf(empty(kinds)) FROM $db.stacks")"
   for t in hourly 10m; do
     [ "$(ch_query A "SELECT sum(samples) FROM $db.samples_$t")" = \
       "$(ch_query A "SELECT sum(samples) FROM $db.samples")" ] ||
@@ -169,6 +173,15 @@ fill v2
 migrate_and_check v2 2
 same v2 --from $((T0 + 1000)) --to $((T0 + 15000))
 same v2 --from $((H0 + 4834)) --to $((H0 + 10234)) --group-by dc
+# Migration from version 3 (today's tables but the definitions' kinds column).
+"$C" fleet init --url "$URL" --database v3 >/dev/null || fail "fleet init v3"
+ch_query A "ALTER TABLE v3.stacks DROP COLUMN kinds" >/dev/null
+ch_query A "DROP TABLE v3.schema" >/dev/null
+ch_query A "CREATE TABLE v3.schema (version UInt32, cluster String, created DateTime) ENGINE = TinyLog" >/dev/null
+ch_query A "INSERT INTO v3.schema VALUES (3, '', now())" >/dev/null
+fill v3
+migrate_and_check v3 3
+same v3 --from $((T0 + 1000)) --to $((T0 + 15000)) --group-by host
 # A migration from 2 that stopped after creating the 10-minute rollup is not redone.
 ch_query A "CREATE DATABASE half" >/dev/null
 ch_query A "CREATE TABLE half.schema (version UInt32, cluster String, created DateTime) ENGINE = TinyLog" >/dev/null

@@ -2,8 +2,8 @@
 # One query path: the same spec gives the same bytes from canopyd serving a session and
 # from `canopy open` on that session saved to a file, because both go through formats/'
 # one renderer (cn_fmt_render). Against a real canopyd on a private socket and state dir:
-# - every format (text, json, folded, pprof, speedscope, svg; canopy before any grouped
-#   query, see below) and every view
+# - every format (text, json, folded, pprof, speedscope, svg, firefox; canopy before any
+#   grouped query, see below) and every view
 #   (tree, --invert, --callers F, --callees F, --functions), a transform stack, --group-by,
 #   --tid/--from/--to, --depth/--min-percent: `canopy tree S SPEC` == `canopy open FILE SPEC`;
 # - the timeline in text, json, chrome-trace and speedscope: `canopy timeline S` ==
@@ -94,7 +94,7 @@ same() {
 }
 
 TF=(-t merge:burn -t focus-func:work_b -t 'prune:work_b;work_b_inner')
-for fmt in text json folded pprof speedscope svg; do
+for fmt in text json folded pprof speedscope svg firefox; do
   same "$fmt" --format "$fmt"
   same "$fmt transforms" --format "$fmt" "${TF[@]}"
   same "$fmt group-by" --format "$fmt" --group-by thread

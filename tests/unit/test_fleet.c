@@ -181,6 +181,43 @@ static void test_collect(void **state)
     cn_agg_profile_free(p);
 }
 
+/* A Python function's frame (docs/python.md) is marked "python" in its definition's kinds
+ * column, root first like funcs and libs; the hash is the one of funcs and libs alone. */
+static void test_collect_python(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    int32_t app = cn_agg_resource(p, "python3", "id-py", NULL, CN_AGG_RES_LIBRARY);
+    int32_t py = cn_agg_python_resource(p, "/srv/wl.py");
+    int32_t fm = cn_agg_frame(p, cn_agg_func(p, "main", app, NULL, 0), app, 0x10, 0);
+    int32_t fw = cn_agg_frame(p, cn_agg_func(p, "work", py, "/srv/wl.py", 3), py, 0x20, 5);
+    int32_t frames[2] = {fm, fw};
+    int32_t st = cn_agg_stack_from_frames(p, frames, 2);
+    assert_int_equal(cn_agg_add_sample(p, st, 1000, 1, -1), 0);
+    cn_fleet_seen *seen = cn_fleet_seen_new(0);
+    cn_fleet_batch *b = cn_fleet_batch_new();
+    cn_fleet_source src = {1700000000, "h1", "svc", "s1", NULL};
+    cn_fleet_window w = {0, 5000, false};
+    assert_int_equal(cn_fleet_collect(b, p, &w, &src, seen, NULL), 0);
+    assert_int_equal(b->stack_rows, 1);
+    char *fields[8];
+    char *line = strdup(cn_buf_ptr(&b->stacks));
+    assert_int_equal(cn_fleet__tsv_split(line, strcspn(line, "\n"), fields, 8), 7);
+    const char *fn[] = {"main", "work"}, *lib[] = {"python3", "wl.py"};
+    char want[32];
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)cn_fleet_stack_hash(fn, lib, 2));
+    assert_string_equal(fields[0], want);
+    assert_string_equal(fields[3], "['main','work']");
+    assert_string_equal(fields[4], "['python3','wl.py']");
+    assert_string_equal(fields[5], "['','']");
+    assert_string_equal(fields[6], "['','python']");
+    free(line);
+    cn_fleet_batch_free(b);
+    cn_fleet_seen_free(seen);
+    cn_agg_profile_free(p);
+}
+
 static void test_filter_sql(void **state)
 {
     cn_fleet_filter f;
@@ -391,9 +428,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_labels),         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_tsv_round_trip), cmocka_unit_test(test_collect),
-        cmocka_unit_test(test_filter_sql),     cmocka_unit_test(test_source_sql),
-        cmocka_unit_test(test_pusher_spool),   cmocka_unit_test(test_bad_args),
-        cmocka_unit_test(test_pyroscope),
+        cmocka_unit_test(test_collect_python), cmocka_unit_test(test_filter_sql),
+        cmocka_unit_test(test_source_sql),     cmocka_unit_test(test_pusher_spool),
+        cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_pyroscope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

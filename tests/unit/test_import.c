@@ -717,6 +717,11 @@ static void test_tree_json_errors(void **state)
         {"{\"unit\":\"samples\",\"roots\":[{\"children\":[],\"name\":\"a\"}]}",
          "a node without 'name' (or 'name' after 'children')"},
         {"{\"unit\":\"samples\",\"roots\":[{\"name\":1}]}", "'name' must be a string"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"kind\":1}]}",
+         "'kind' must be a string"},
+        {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"lib\":\"a.py\",\"children\":[],"
+         "\"kind\":\"python\"}]}",
+         "'kind' after 'children'"},
         {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"self\":\"1\"}]}",
          "'self' must be a number"},
         {"{\"unit\":\"samples\",\"roots\":[{\"name\":\"a\",\"self\":1e999}]}",

@@ -303,12 +303,15 @@ static void debug_offsets_313_file(void **state)
 typedef struct space {
     uint8_t *mem; /* malloc'ed, exactly SPACE bytes */
     size_t reads;
+    bool gone; /* the process exited: every read fails with ESRCH */
 } space;
 
 static int fake_read(void *arg, uint64_t addr, void *buf, size_t n)
 {
     space *s = arg;
     s->reads++;
+    if (s->gone)
+        return -ESRCH;
     if (addr < BASE || n > SPACE || addr - BASE > SPACE - n)
         return -EFAULT;
     memcpy(buf, s->mem + (addr - BASE), n);
@@ -472,6 +475,13 @@ static void code_same(void **state)
     /* unreadable then and now: the same (nothing to read again) */
     assert_int_equal(cn_int__read_code(&l.names, fake_read, s, 8, &types, &c), -EFAULT);
     assert_true(cn_int__code_same(&l.names, fake_read, s, 8, &types, &c));
+    cn_int__code_clear(&c);
+    /* the process gone (reads fail with ESRCH): what was read while it ran still holds */
+    setup_code(s, &l.names);
+    assert_int_equal(cn_int__read_code(&l.names, fake_read, s, CODE, &types, &c), 0);
+    s->gone = true;
+    assert_true(cn_int__code_same(&l.names, fake_read, s, CODE, &types, &c));
+    s->gone = false;
     cn_int__code_clear(&c);
 }
 

@@ -67,6 +67,45 @@ static void test_funcs_frames_resources(void **state)
     assert_int_equal(cn_agg_func(p, "x", 99, NULL, 0), -EINVAL);
 }
 
+/* A Python source file's resource is the sampler's (interned by "[py]" + file, named by
+ * its base name, "[python]" when unknown); kind markers name only Python and read back. */
+static void test_python_resource_and_markers(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t a = cn_agg_python_resource(p, "/srv/app/wl.py");
+    assert_true(a >= 0);
+    assert_string_equal(cn_agg_resource_name(p, a), "wl.py");
+    assert_string_equal(cn_agg_resource_identity(p, a), "[py]/srv/app/wl.py");
+    assert_string_equal(cn_agg_resource_path(p, a), "/srv/app/wl.py");
+    assert_int_equal(cn_agg_resource_kind_of(p, a), CN_AGG_RES_PYTHON);
+    /* the live session's resource of the same file is the same one */
+    assert_int_equal(
+        cn_agg_resource(p, "wl.py", "[py]/srv/app/wl.py", "/srv/app/wl.py", CN_AGG_RES_PYTHON), a);
+    /* another file of the same base name is another resource; a bare name has no path */
+    int32_t b = cn_agg_python_resource(p, "/srv/lib/wl.py"), c = cn_agg_python_resource(p, "wl.py");
+    assert_true(b >= 0 && c >= 0 && b != a && c != a && c != b);
+    assert_string_equal(cn_agg_resource_name(p, c), "wl.py");
+    assert_null(cn_agg_resource_path(p, c));
+    /* a native library of that name stays apart */
+    int32_t lib = cn_agg_resource(p, "wl.py", NULL, NULL, CN_AGG_RES_LIBRARY);
+    assert_true(lib >= 0 && lib != c);
+    int32_t u = cn_agg_python_resource(p, "");
+    assert_int_equal(cn_agg_python_resource(p, "[python]"), u);
+    assert_string_equal(cn_agg_resource_name(p, u), "[python]");
+    assert_string_equal(cn_agg_resource_identity(p, u), "[py]");
+    assert_int_equal(cn_agg_python_resource(p, NULL), -EINVAL);
+
+    cn_agg_resource_kind k = CN_AGG_RES_OTHER;
+    assert_string_equal(cn_agg_resource_kind_marker(CN_AGG_RES_PYTHON), "python");
+    for (int i = CN_AGG_RES_LIBRARY; i < CN_AGG_RES_PYTHON; i++)
+        assert_null(cn_agg_resource_kind_marker((cn_agg_resource_kind)i));
+    assert_null(cn_agg_resource_kind_marker((cn_agg_resource_kind)99));
+    assert_true(cn_agg_resource_kind_parse("python", 6, &k) && k == CN_AGG_RES_PYTHON);
+    assert_false(cn_agg_resource_kind_parse("pytho", 5, &k));
+    assert_false(cn_agg_resource_kind_parse("pythonx", 7, &k));
+    assert_false(cn_agg_resource_kind_parse("", 0, &k));
+}
+
 /* The cache must give exactly the stacks that frame-by-frame interning gives. */
 static void test_stack_cache_matches_interning(void **state)
 {
@@ -518,6 +557,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_strings_are_interned_and_stable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_funcs_frames_resources, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_python_resource_and_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stack_cache_matches_interning, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_matches_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_invalid_entries, setup, teardown),

@@ -1,7 +1,9 @@
 /* test_query_opts.c — QUERY option parsing (client/query_opts.c) into a cn_fmt_spec: every
  * option, the --opt=VALUE form, formats from -o extensions (cn_fmt_format_from_path),
  * durations (cn_common_parse_duration, the one parser), and the time range resolved
- * against a profile's last sample (cn_fmt_spec_resolve). */
+ * against a profile's last sample (cn_fmt_spec_resolve); the same parser reporting into a
+ * cn_err (cn_cli_query_opt) and `canopy web`'s page queries (cn_cli_web_query). */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include "client.h"
+#include "web.h"
 
 /* Parses every argument of argv as a query option; returns the last result. */
 static int parse_all(cn_cli_query *q, int argc, char **argv)
@@ -120,6 +123,7 @@ static void test_formats_from_extension(void **state)
     } cases[] = {
         {"a.json", CN_FMT_JSON},
         {"a.speedscope.json", CN_FMT_SPEEDSCOPE},
+        {"a.firefox.json", CN_FMT_FIREFOX},
         {"a.trace.json", CN_FMT_CHROME_TRACE},
         {"a.folded", CN_FMT_FOLDED},
         {"a.pb.gz", CN_FMT_PPROF},
@@ -189,6 +193,67 @@ static void test_last_is_relative_to_the_last_sample(void **state)
     cn_agg_profile_free(p);
 }
 
+/* The parser's errors land in a cn_err, not on stderr, for callers that report them. */
+static void test_error_into_err(void **state)
+{
+    (void)state;
+    cn_cli_query q;
+    cn_err err = {0};
+    char *argv[] = {"--depth", "zero"};
+    int i = 0;
+
+    cn_cli_query_init(&q);
+    assert_int_equal(cn_cli_query_opt(&q, 2, argv, &i, &err), -1);
+    assert_string_equal(err.msg, "--depth 'zero': expected a positive integer");
+    char *last[] = {"--last", "5s", "--from", "1"};
+    cn_cli_query_clear(&q);
+    memset(&err, 0, sizeof(err));
+    for (i = 0; i < 4; i++)
+        assert_int_equal(cn_cli_query_opt(&q, 4, last, &i, &err), 1);
+    assert_int_equal(cn_cli_query_check(&q, &err), -1);
+    assert_string_equal(err.msg, "--last cannot be combined with --from/--to");
+    cn_cli_query_clear(&q);
+}
+
+/* Page queries: QUERY options as `canopy tree` takes them, always JSON; -o, other formats,
+ * stray words and bad options refused with the parser's message. */
+static void test_web_query(void **state)
+{
+    (void)state;
+    static const struct {
+        char *args[4];
+        int n;
+        const char *error; /* NULL: accepted */
+    } cases[] = {
+        {{"-t", "merge:burn", "--invert"}, 3, NULL},
+        {{"--transform=focus:a;b", "--last", "2s"}, 3, NULL},
+        {{"--format", "json"}, 2, NULL},
+        {{"-o", "/tmp/x"}, 2, "-o is not available in canopy web"},
+        {{"--format", "svg"}, 2, "canopy web answers in JSON only"},
+        {{"main"}, 1, "unexpected argument 'main'"},
+        {{"-t"}, 1, "option '-t' needs a value"},
+        {{"--invert", "--functions"},
+         2,
+         "--functions: only one of --invert, --callees, --callers, --functions"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        cn_cli_query q;
+        cn_err err = {0};
+        char *args[4];
+        memcpy(args, cases[k].args, sizeof(args));
+        cn_cli_query_init(&q);
+        int rc = cn_cli_web_query(args, cases[k].n, &q, &err);
+        if (cases[k].error) {
+            assert_int_equal(rc, -EINVAL);
+            assert_string_equal(err.msg, cases[k].error);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(q.spec.format, CN_FMT_JSON);
+        }
+        cn_cli_query_clear(&q);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +262,8 @@ int main(void)
         cmocka_unit_test(test_formats_from_extension),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_last_is_relative_to_the_last_sample),
+        cmocka_unit_test(test_error_into_err),
+        cmocka_unit_test(test_web_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1567,6 +1567,61 @@ static void test_tables_keep_no_code(void **state)
     cn_smp__elf_free(e);
 }
 
+static int held_cmp(const void *a, const void *b)
+{
+    const cn_smp__held *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The held queue after a read: the records held before (sorted), then one sorted run per
+ * ring. Merged by runs, it equals a full sort, for any number and size of runs (empty held
+ * part, one run, equal times told apart by seq), and for a run that is not sorted (a record
+ * that does not parse has time 0): then it is sorted anyway. */
+static void test_held_sort_runs(void **state)
+{
+    (void)state;
+    uint64_t rnd = 42;
+    for (int round = 0; round < 400; round++) {
+        size_t nruns = 1 + (size_t)(round % 9), runs[10], n = 0;
+        cn_smp__held_queue q = {0};
+        assert_int_equal(CN_RESERVE(q.v, q.cap, 4096), 0);
+        uint64_t seq = 0;
+        for (size_t r = 0; r < nruns; r++) {
+            runs[r] = n;
+            rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+            size_t len = (r == 0 && round % 3 == 0) ? 0 : 1 + (size_t)(rnd >> 33) % 300;
+            uint64_t t = (rnd >> 20) % 50;
+            for (size_t i = 0; i < len; i++) {
+                rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+                t += (rnd >> 60) % 3; /* equal times are common */
+                q.v[n++] = (cn_smp__held){t, seq++, i, (uint32_t)r};
+            }
+        }
+        if (round % 10 == 7 && n > 2)
+            q.v[n / 2].time = 0; /* an unparsed record inside a run */
+        q.n = n;
+        cn_smp__held *want = malloc((n ? n : 1) * sizeof(*want));
+        assert_non_null(want);
+        memcpy(want, q.v, n * sizeof(*want));
+        qsort(want, n, sizeof(*want), held_cmp);
+        /* runs[0] must be 0; empty runs (an empty held part) are merged away */
+        size_t k = 0;
+        for (size_t r = 0; r < nruns; r++)
+            if (r == 0 || runs[r] > runs[k - 1])
+                runs[k++] = runs[r];
+        cn_smp__held_sort(&q, runs, k);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(q.v[i].time, want[i].time);
+            assert_int_equal(q.v[i].seq, want[i].seq);
+        }
+        free(want);
+        free(q.v);
+        free(q.tmp);
+    }
+}
+
 static void test_cache_shares_and_bounds(void **state)
 {
     (void)state;
@@ -1678,6 +1733,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_maps_line),
         cmocka_unit_test(test_tables_keep_no_code),
         cmocka_unit_test(test_cache_shares_and_bounds),
+        cmocka_unit_test(test_held_sort_runs),
         cmocka_unit_test(test_objects_release_tables),
         cmocka_unit_test(test_address_space_overlaps),
         cmocka_unit_test(test_feed_records),

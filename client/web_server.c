@@ -1,0 +1,386 @@
+/* web_server.c — the HTTP side of `canopy web` (web.h, docs/web.md).
+ *
+ * HTTP parsing is libmicrohttpd's (requests are untrusted; no parser of our own), run in
+ * its external epoll mode on the caller's thread: cn_cli_web_run() polls MHD's epoll fd
+ * and a stop fd, so requests and the source's pump never run at the same time and the
+ * source needs no lock. MHD bounds what a client can make us hold (connections, per
+ * connection memory, idle time); the query is bounded here (CN_WEB_MAX_ARGS, _ARG_LEN).
+ * Every response carries a Content-Security-Policy that allows only this origin's own
+ * scripts and styles: the page never writes names as HTML (web/app.js sets textContent),
+ * and the policy stops inline handlers should that rule ever be broken.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "cn_common.h"
+#include "web.h"
+
+#define PUMP_EVERY_NS        100000000LL
+#define MAX_CONNECTIONS      32
+#define CONNECTION_TIMEOUT_S 30
+
+struct cn_cli_web {
+    struct MHD_Daemon *d;
+    const cn_cli_web_source *src;
+    char token[CN_WEB_TOKEN_HEX + 1];
+    char url[96];
+};
+
+static const char csp[] = "default-src 'none'; script-src 'self'; style-src 'self'; "
+                          "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                          "form-action 'none'; frame-ancestors 'none'";
+
+/* ---------------------------------------------------------------------------------------
+ * Token
+ */
+
+static int make_token(char *hex, cn_err *err)
+{
+    unsigned char raw[CN_WEB_TOKEN_HEX / 2];
+    size_t got = 0;
+
+    while (got < sizeof(raw)) {
+        ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return cn_err_set(err, -errno, "getrandom: %s", strerror(errno));
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+bool cn_cli_web_token_ok(const cn_cli_web *w, const char *a)
+{
+    unsigned char diff = 0;
+
+    if (!a || strlen(a) != CN_WEB_TOKEN_HEX)
+        return false;
+    for (size_t i = 0; i < CN_WEB_TOKEN_HEX; i++)
+        diff |= (unsigned char)(a[i] ^ w->token[i]);
+    return diff == 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Responses
+ */
+
+/* Queues a response owning buf (malloc'ed, freed by MHD; NULL with len 0 for none). */
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *buf,
+                             size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "Content-Security-Policy", csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+    char *copy = strdup(msg);
+    return copy ? reply(c, status, "text/plain; charset=utf-8", copy, strlen(copy)) : MHD_NO;
+}
+
+/* {"error": msg}: the page shows msg as text. */
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+    json_t *doc = json_pack("{s:s}", "error", msg);
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!s)
+        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    return reply(c, status, "application/json", s, strlen(s));
+}
+
+/* The embedded file at url, or NULL. "/" is index.html. */
+static const cn_cli_web_asset *find_asset(const char *url)
+{
+    if (!strcmp(url, "/"))
+        url = "/index.html";
+    for (size_t i = 0; i < cn_cli_web_n_assets; i++)
+        if (!strcmp(url, cn_cli_web_assets[i].path))
+            return &cn_cli_web_assets[i];
+    return NULL;
+}
+
+/* A copy of the asset with every "%TOKEN%" replaced by the token (hex: nothing to
+ * escape), so that index.html's links carry it. */
+static char *with_token(const cn_cli_web *w, const cn_cli_web_asset *a, size_t *len)
+{
+    static const char mark[] = "%TOKEN%";
+    const char *p = (const char *)a->data, *end = p + a->len;
+    size_t cap = a->len * 2 + 64, n = 0; /* the token is 32 bytes for a 7-byte mark */
+    char *out = malloc(cap);
+
+    if (!out)
+        return NULL;
+    while (p < end) {
+        const char *m = memmem(p, (size_t)(end - p), mark, sizeof(mark) - 1);
+        size_t lit = m ? (size_t)(m - p) : (size_t)(end - p);
+        if (n + lit + CN_WEB_TOKEN_HEX >= cap) {
+            free(out);
+            return NULL;
+        }
+        memcpy(out + n, p, lit);
+        n += lit;
+        p += lit;
+        if (m) {
+            memcpy(out + n, w->token, CN_WEB_TOKEN_HEX);
+            n += CN_WEB_TOKEN_HEX;
+            p += sizeof(mark) - 1;
+        }
+    }
+    *len = n;
+    return out;
+}
+
+static enum MHD_Result serve_asset(cn_cli_web *w, struct MHD_Connection *c,
+                                   const cn_cli_web_asset *a)
+{
+    size_t len = 0;
+    char *body = with_token(w, a, &len);
+    if (!body)
+        return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    return reply(c, MHD_HTTP_OK, a->type, body, len);
+}
+
+static enum MHD_Result serve_info(cn_cli_web *w, struct MHD_Connection *c)
+{
+    json_t *args = w->src->start_args ? json_deep_copy(w->src->start_args) : json_array();
+    json_t *doc =
+        json_pack("{s:s,s:b,s:o}", "title", w->src->title, "live", w->src->live, "args", args);
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!s)
+        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    return reply(c, MHD_HTTP_OK, "application/json", s, strlen(s));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * /api/tree
+ */
+
+/* The `arg` parameters of a request, in order, bounded. */
+typedef struct query_args {
+    char *v[CN_WEB_MAX_ARGS];
+    int n;
+    const char *error; /* static */
+} query_args;
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    query_args *a = cls;
+    (void)kind;
+    if (strcmp(key, "arg"))
+        return MHD_YES;
+    if (a->n == CN_WEB_MAX_ARGS) {
+        a->error = "too many arg parameters";
+        return MHD_NO;
+    }
+    if (!value || strnlen(value, CN_WEB_MAX_ARG_LEN + 1) > CN_WEB_MAX_ARG_LEN) {
+        a->error = value ? "an arg parameter is too long" : "an arg parameter has no value";
+        return MHD_NO;
+    }
+    a->v[a->n++] = (char *)value; /* MHD's, valid while the request is */
+    return MHD_YES;
+}
+
+static enum MHD_Result serve_tree(cn_cli_web *w, struct MHD_Connection *c)
+{
+    query_args a = {.n = 0};
+    cn_cli_query q;
+    cn_err err = {0};
+    char *out = NULL;
+    size_t len = 0;
+
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    if (a.error)
+        return reply_error(c, MHD_HTTP_BAD_REQUEST, a.error);
+    cn_cli_query_init(&q);
+    int rc = cn_cli_web_query(a.v, a.n, &q, &err);
+    if (rc == 0)
+        rc = w->src->tree(w->src->ctx, &q, &out, &len, &err);
+    cn_cli_query_clear(&q);
+    if (rc < 0) {
+        bool bad = rc == -EINVAL || rc == -ENOENT || rc == -1;
+        return reply_error(c, bad ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_BAD_GATEWAY,
+                           err.msg[0] ? err.msg : strerror(-rc));
+    }
+    return reply(c, MHD_HTTP_OK, "application/json", out, len);
+}
+
+int cn_cli_web_query(char **args, int n, cn_cli_query *q, cn_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        int r = cn_cli_query_opt(q, n, args, &i, err);
+        if (r < 0)
+            return -EINVAL;
+        if (r == 0)
+            return cn_err_set(err, -EINVAL, "unexpected argument '%s'", args[i]);
+    }
+    if (cn_cli_query_check(q, err) < 0)
+        return -EINVAL;
+    if (q->output)
+        return cn_err_set(err, -EINVAL, "-o is not available in canopy web");
+    if (q->format_given && q->spec.format != CN_FMT_JSON)
+        return cn_err_set(err, -EINVAL, "canopy web answers in JSON only");
+    q->spec.format = CN_FMT_JSON;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Requests
+ */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
+{
+    cn_cli_web *w = cls;
+    (void)version;
+    (void)upload_data;
+    (void)req_cls;
+
+    if (!cn_cli_web_token_ok(w, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token")))
+        return reply_text(c, MHD_HTTP_FORBIDDEN, "forbidden: this URL needs its token\n");
+    if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+        return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
+    if (*upload_data_size)
+        return reply_text(c, MHD_HTTP_BAD_REQUEST, "a GET has no body\n");
+    if (!strcmp(url, "/api/tree"))
+        return serve_tree(w, c);
+    if (!strcmp(url, "/api/info"))
+        return serve_info(w, c);
+    const cn_cli_web_asset *a = find_asset(url);
+    if (a)
+        return serve_asset(w, c, a);
+    return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Life cycle
+ */
+
+static int listen_addr(const cn_cli_web_config *cfg, struct sockaddr_in *sa, cn_err *err)
+{
+    const char *bind = cfg->bind ? cfg->bind : "127.0.0.1";
+
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(cfg->port);
+    if (inet_pton(AF_INET, bind, &sa->sin_addr) != 1)
+        return cn_err_set(err, -EINVAL, "--bind '%s': expected an IPv4 address", bind);
+    return 0;
+}
+
+int cn_cli_web_new(const cn_cli_web_config *cfg, const cn_cli_web_source *src, cn_cli_web **out,
+                   cn_err *err)
+{
+    struct sockaddr_in sa;
+    char host[INET_ADDRSTRLEN];
+    int rc = listen_addr(cfg, &sa, err);
+
+    if (rc < 0)
+        return rc;
+    cn_cli_web *w = calloc(1, sizeof(*w));
+    if (!w)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    w->src = src;
+    rc = make_token(w->token, err);
+    if (rc < 0)
+        goto fail;
+    errno = 0;
+    w->d = MHD_start_daemon(
+        MHD_USE_EPOLL, cfg->port, NULL, NULL, on_request, w, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+    if (!w->d) {
+        rc = errno ? -errno : -EIO;
+        inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
+        cn_err_set(err, rc, "cannot listen on %s:%u: %s", host, (unsigned)cfg->port,
+                   errno ? strerror(errno) : "libmicrohttpd refused");
+        goto fail;
+    }
+    const union MHD_DaemonInfo *port = MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_BIND_PORT);
+    inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
+    snprintf(w->url, sizeof(w->url), "http://%s:%u/?token=%s", host,
+             port ? (unsigned)port->port : (unsigned)cfg->port, w->token);
+    *out = w;
+    return 0;
+fail:
+    cn_cli_web_free(w);
+    return rc;
+}
+
+const char *cn_cli_web_url(const cn_cli_web *w)
+{
+    return w->url;
+}
+
+/* How long to wait in poll: MHD's own timeout, capped at 100 ms when the source pumps. */
+static int poll_timeout(const cn_cli_web *w)
+{
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    int cap = w->src->pump ? 100 : 1000;
+
+    if (MHD_get_timeout(w->d, &ms) != MHD_YES || ms > (MHD_UNSIGNED_LONG_LONG)cap)
+        return cap;
+    return (int)ms;
+}
+
+int cn_cli_web_run(cn_cli_web *w, int stop_fd, cn_err *err)
+{
+    const union MHD_DaemonInfo *ep = MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_EPOLL_FD);
+    int64_t last_pump = 0;
+
+    if (!ep)
+        return cn_err_set(err, -EIO, "libmicrohttpd has no epoll fd");
+    for (;;) {
+        struct pollfd p[2] = {{.fd = ep->epoll_fd, .events = POLLIN},
+                              {.fd = stop_fd, .events = POLLIN}};
+        if (poll(p, 2, poll_timeout(w)) < 0 && errno != EINTR)
+            return cn_err_set(err, -errno, "poll: %s", strerror(errno));
+        if (p[1].revents)
+            return 0;
+        if (MHD_run(w->d) != MHD_YES)
+            return cn_err_set(err, -EIO, "libmicrohttpd failed");
+        int64_t now = cn_common_now_ns();
+        if (w->src->pump && now - last_pump >= PUMP_EVERY_NS) {
+            int rc = w->src->pump(w->src->ctx, err);
+            if (rc < 0)
+                return rc;
+            last_pump = now;
+        }
+    }
+}
+
+cn_cli_web *cn_cli_web_free(cn_cli_web *w)
+{
+    if (!w)
+        return NULL;
+    if (w->d)
+        MHD_stop_daemon(w->d);
+    free(w);
+    return NULL;
+}

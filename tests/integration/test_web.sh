@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# canopy web (docs/web.md) in a real browser: Debian's chromium, headless, driven through
+# the DevTools protocol by web_browser.js (node, no npm package). A real canopyd, a live
+# session of wl_shares_fp, `canopy web SESSION`: the page shows work_a at 50 ± 5 %, the
+# total grows across refreshes, expanded nodes and the selection survive them, keyboard,
+# flame graph hover and zoom, focus on function / subtree, merge, invert by clicking, pause.
+# Outside the browser: 403 without the token (or with a wrong one), the socket bound to
+# 127.0.0.1 only, /api/tree's bytes equal to `canopy tree --format json` for the same
+# QUERY (file and stopped session), bad queries answered 400 with the parser's message.
+# Then `canopy web FILE` on a folded file with a function named `<img src=x onerror=alert(1)>`:
+# shown as text, no dialog; and a change the server refuses is undone with its message.
+# Screenshots of every step are checked not to be blank.
+source "$(dirname "$0")/lib.sh"
+: "${CANOPYD_BIN:?}"
+WL=$CANOPY_WORKLOADS/wl_shares_fp
+[ -x "$WL" ] || fail "workload $WL not built"
+C=$CANOPY_BIN
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+[ -x "$CHROMIUM" ] || skip "no chromium at $CHROMIUM (scripts/setup installs it)"
+command -v node >/dev/null || skip "no node (scripts/setup installs nodejs)"
+command -v curl >/dev/null || skip "no curl"
+export CANOPY_SOCKET=$TMP/d.sock
+DRIVER=$(dirname "$0")/web_browser.js
+SHOTS=${CANOPY_WEB_SHOTS:-$TMP/shots}
+mkdir -p "$SHOTS"
+
+D_PID=
+W_PID=
+WEB_PID=
+trap 'rc=$?; kill $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+start_canopyd
+
+# start_web ARGS...: canopy web in the background; sets WEB_PID, URL, BASE, TOKEN, PORT.
+start_web() {
+  rm -f "$TMP/web.out" # the redirection below happens in the child, later than this shell looks
+  "$C" web "$@" >"$TMP/web.out" 2>"$TMP/web.log" &
+  WEB_PID=$!
+  for ((i = 0; i < 100; i++)); do [ -s "$TMP/web.out" ] && break; sleep 0.1; done
+  URL=$(head -n 1 "$TMP/web.out")
+  [[ "$URL" =~ ^http://127\.0\.0\.1:([0-9]+)/\?token=([0-9a-f]{32})$ ]] ||
+    fail "canopy web's first line is not the URL: '$URL' $(cat "$TMP/web.log")"
+  PORT=${BASH_REMATCH[1]}
+  TOKEN=${BASH_REMATCH[2]}
+  BASE=http://127.0.0.1:$PORT
+}
+
+stop_web() {
+  kill -TERM "$WEB_PID" # (a background job of a script ignores SIGINT)
+  local rc=0
+  wait "$WEB_PID" || rc=$?
+  [ "$rc" = 0 ] || fail "canopy web exited $rc after SIGTERM: $(cat "$TMP/web.log")"
+  WEB_PID=
+}
+
+code() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
+
+# ---- a live session of the known workload ------------------------------------------------
+"$WL" 60 >/dev/null &
+W_PID=$!
+SID=$("$C" attach "$W_PID" --name shares -F 499) || fail "attach"
+sleep 1
+start_web shares
+
+# ---- the token and the binding -----------------------------------------------------------
+[ "$(code "$BASE/")" = 403 ] || fail "/ without the token is not 403"
+[ "$(code "$BASE/api/tree")" = 403 ] || fail "/api/tree without the token is not 403"
+BAD=$(tr '0-9a-f' '1-9a-f0' <<<"$TOKEN") # every digit changed
+[ "$(code "$BASE/app.js?token=$BAD")" = 403 ] || fail "a wrong token is not 403"
+[ "$(code "$BASE/api/tree?token=${TOKEN:0:31}")" = 403 ] || fail "a short token is not 403"
+[ "$(code "$BASE/?token=$TOKEN")" = 200 ] || fail "the page with its token is not 200"
+[ "$(code "$BASE/nothing?token=$TOKEN")" = 404 ] || fail "an unknown path is not 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$BASE/api/tree?token=$TOKEN")" = 405 ] ||
+  fail "a POST is not 405"
+python3 - "$PORT" <<'PY' || fail "the listening socket is not bound to 127.0.0.1 only"
+import sys
+port = int(sys.argv[1])
+found = []
+for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(f).read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, p = local.split(":")
+        if int(p, 16) == port and state == "0A":
+            found.append(addr)
+print("listening on", found)
+sys.exit(found != ["0100007F"])
+PY
+echo "PASS 403 without the token, bound to 127.0.0.1:$PORT only"
+
+# ---- bad queries: the one parser's messages, as 400 ---------------------------------------
+curl -s "$BASE/api/tree?token=$TOKEN&arg=-t&arg=bogus:x" >"$TMP/bad.json"
+[ "$(code "$BASE/api/tree?token=$TOKEN&arg=-t&arg=bogus:x")" = 400 ] || fail "a bad transform is not 400"
+grep -q '"error":' "$TMP/bad.json" || fail "no error message: $(cat "$TMP/bad.json")"
+[ "$(code "$BASE/api/tree?token=$TOKEN&arg=-o&arg=$TMP/written")" = 400 ] || fail "-o is not refused"
+[ ! -e "$TMP/written" ] || fail "-o wrote a file"
+[ "$(code "$BASE/api/tree?token=$TOKEN&arg=--format&arg=text")" = 400 ] || fail "--format text is not refused"
+[ "$(code "$BASE/api/tree?token=$TOKEN&arg=--invert&arg=--functions")" = 400 ] || fail "two views are not refused"
+echo "PASS bad queries answered 400"
+
+# ---- the page in the browser ---------------------------------------------------------------
+TMPDIR=$TMP node "$DRIVER" live "$URL" "$SHOTS" || fail "the live page (screenshots in $SHOTS)"
+
+# ---- the same bytes as canopy tree, on a stopped session ------------------------------------
+"$C" stop shares >/dev/null || fail "stop"
+sleep 0.5
+Q=(-t merge:burn --invert)
+"$C" tree shares "${Q[@]}" --format json >"$TMP/cli.json" || fail "canopy tree"
+curl -s "$BASE/api/tree?token=$TOKEN&arg=-t&arg=merge:burn&arg=--invert" >"$TMP/web.json"
+cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/web.json") ||
+  fail "/api/tree differs from canopy tree --format json: $(head -c 300 "$TMP/cli.json") vs $(head -c 300 "$TMP/web.json")"
+echo "PASS /api/tree = canopy tree --format json (session)"
+stop_web
+
+# ---- --pid: sampled in-process, live ---------------------------------------------------------
+start_web --pid "$W_PID"
+total() { curl -s "$BASE/api/tree?token=$TOKEN&arg=--functions" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["total"] if d.get("session") == "local" else -1)'; }
+sleep 1
+T1=$(total)
+sleep 1.5
+T2=$(total)
+[ "$T1" -gt 0 ] && [ "$T2" -gt "$T1" ] || fail "--pid: the in-process total did not grow ($T1 -> $T2)"
+[ "$(curl -s "$BASE/api/info?token=$TOKEN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["live"])')" = True ] ||
+  fail "--pid: not live"
+stop_web # SIGTERM with the symbolizer's thread running: a clean exit 0
+echo "PASS --pid in-process: total $T1 -> $T2"
+
+# ---- a file with a hostile function name ------------------------------------------------------
+printf 'main;<img src=x onerror=alert(1)>;leaf 6\nmain;work_a 4\n' >"$TMP/hostile.folded"
+start_web "$TMP/hostile.folded" -t merge:leaf
+"$C" tree "$TMP/hostile.folded" -t merge:leaf -t focus-func:main --format json >"$TMP/cli.json" || fail "canopy tree FILE"
+curl -s "$BASE/api/tree?token=$TOKEN&arg=-t&arg=merge:leaf&arg=-t&arg=focus-func:main" >"$TMP/web.json"
+cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/web.json") ||
+  fail "/api/tree differs from canopy tree for the file: $(cat "$TMP/cli.json") vs $(cat "$TMP/web.json")"
+[ "$(curl -s "$BASE/api/info?token=$TOKEN" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["live"], d["args"])')" = "False ['-t', 'merge:leaf']" ] ||
+  fail "/api/info of a file"
+echo "PASS /api/tree = canopy tree --format json (file)"
+TMPDIR=$TMP node "$DRIVER" hostile "$URL" "$SHOTS" || fail "the hostile name (screenshots in $SHOTS)"
+stop_web
+start_web "$TMP/hostile.folded" --callers leaf
+TMPDIR=$TMP node "$DRIVER" refused "$URL" "$SHOTS" || fail "a refused change (screenshots in $SHOTS)"
+stop_web
+
+# ---- command-line errors ------------------------------------------------------------------------
+expect_fail 2 "$C" web "$TMP/hostile.folded" -o "$TMP/x.json"
+expect_fail 2 "$C" web "$TMP/hostile.folded" --bind not-an-address
+expect_fail 1 "$C" web no-such-session
+echo "PASS canopy web"

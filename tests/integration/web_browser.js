@@ -1,0 +1,425 @@
+// web_browser.js — drives Debian's headless chromium through the DevTools protocol over
+// --remote-debugging-pipe (fd 3 to the browser, fd 4 from it, NUL-separated JSON), so it
+// needs no npm package and no network: node and chromium only.
+//   node web_browser.js live URL OUTDIR     a live session of wl_shares_fp (test_web.sh)
+//   node web_browser.js hostile URL OUTDIR  a file with a hostile function name
+//   node web_browser.js refused URL OUTDIR  a file served with --callers: Invert is refused
+// Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
+// Every step saves OUTDIR/NN-step.png and checks it is not blank.
+'use strict';
+const { spawn } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const zlib = require('zlib');
+
+const [mode, url, outdir] = process.argv.slice(2);
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+let browser = null; // killed (and its profile removed) however the script ends
+process.on('exit', () => browser && browser.close());
+
+function fail(msg) {
+  console.log('FAIL: ' + msg);
+  process.exit(1);
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---- the protocol -----------------------------------------------------------------------
+
+class Browser {
+  constructor() {
+    this.profile = fs.mkdtempSync(path.join(os.tmpdir(), 'canopy-chromium-'));
+    const profile = this.profile;
+    this.proc = spawn(CHROMIUM, [
+      '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
+      '--no-default-browser-check', '--disable-extensions', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--remote-debugging-pipe',
+      '--user-data-dir=' + profile, '--window-size=1200,900', 'about:blank',
+    ], { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] });
+    this.proc.stderr.on('data', () => {});
+    this.out = this.proc.stdio[3];
+    this.id = 0;
+    this.pending = new Map();
+    this.handlers = [];
+    let buf = Buffer.alloc(0);
+    this.proc.stdio[4].on('data', (chunk) => {
+      buf = Buffer.concat([buf, chunk]);
+      let z;
+      while ((z = buf.indexOf(0)) >= 0) {
+        const msg = JSON.parse(buf.subarray(0, z).toString('utf8'));
+        buf = buf.subarray(z + 1);
+        this.dispatch(msg);
+      }
+    });
+  }
+
+  dispatch(msg) {
+    if (msg.id !== undefined && this.pending.has(msg.id)) {
+      const { resolve, reject, method } = this.pending.get(msg.id);
+      this.pending.delete(msg.id);
+      if (msg.error) reject(new Error(method + ': ' + msg.error.message));
+      else resolve(msg.result);
+      return;
+    }
+    for (const h of this.handlers) h(msg);
+  }
+
+  send(method, params, sessionId) {
+    const id = ++this.id;
+    const msg = { id, method, params: params || {} };
+    if (sessionId) msg.sessionId = sessionId;
+    this.out.write(JSON.stringify(msg) + '\0');
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, method });
+      setTimeout(() => reject(new Error(method + ': no answer in 20 s')), 20000).unref();
+    });
+  }
+
+  close() {
+    browser = null;
+    this.proc.kill('SIGKILL');
+    try { // chromium's children may still write for a moment: test_web.sh's TMPDIR goes anyway
+      fs.rmSync(this.profile, { recursive: true, force: true, maxRetries: 3 });
+    } catch (e) { /* left to the caller's TMPDIR */ }
+  }
+}
+
+class Page {
+  constructor(b, sessionId) {
+    this.b = b;
+    this.s = sessionId;
+    this.dialogs = [];
+    this.exceptions = [];
+    b.handlers.push((m) => {
+      if (m.sessionId !== sessionId) return;
+      if (m.method === 'Page.javascriptDialogOpening') {
+        this.dialogs.push(m.params.message);
+        this.send('Page.handleJavaScriptDialog', { accept: true }).catch(() => {});
+      }
+      if (m.method === 'Runtime.exceptionThrown')
+        this.exceptions.push(m.params.exceptionDetails.text);
+    });
+  }
+
+  send(method, params) {
+    return this.b.send(method, params, this.s);
+  }
+
+  async eval(expr) {
+    const r = await this.send('Runtime.evaluate', { expression: expr, returnByValue: true, awaitPromise: true });
+    if (r.exceptionDetails) throw new Error('eval: ' + JSON.stringify(r.exceptionDetails));
+    return r.result.value;
+  }
+
+  async waitFor(expr, what, ms) {
+    const end = Date.now() + (ms || 10000);
+    for (;;) {
+      let v = null;
+      try {
+        v = await this.eval(expr); /* the document may still be loading */
+      } catch (e) {
+        v = null;
+      }
+      if (v) return v;
+      if (Date.now() > end) fail('timed out waiting for ' + what);
+      await sleep(100);
+    }
+  }
+
+  async mouse(type, x, y, button, clickCount) {
+    await this.send('Input.dispatchMouseEvent', { type, x, y, button: button || 'none', clickCount: clickCount || 0 });
+  }
+
+  async click(x, y, button) {
+    await this.mouse('mouseMoved', x, y);
+    await this.mouse('mousePressed', x, y, button || 'left', 1);
+    await this.mouse('mouseReleased', x, y, button || 'left', 1);
+  }
+
+  async key(key, code) {
+    const text = key.length === 1 ? key : undefined;
+    await this.send('Input.dispatchKeyEvent', { type: 'keyDown', key, code: code || key, text,
+      windowsVirtualKeyCode: { ArrowDown: 40, ArrowUp: 38, ArrowLeft: 37, ArrowRight: 39, Enter: 13 }[key] || 0 });
+    await this.send('Input.dispatchKeyEvent', { type: 'keyUp', key, code: code || key });
+  }
+
+  // The centre of the first element matching a selector (and text, if given).
+  async centre(selector, text) {
+    const r = await this.eval(`(() => {
+      const els = [...document.querySelectorAll(${JSON.stringify(selector)})];
+      const e = els.find((e) => ${JSON.stringify(text)} === null || e.textContent === ${JSON.stringify(text)});
+      if (!e) return null;
+      e.scrollIntoView({block: 'center'});
+      const b = e.getBoundingClientRect();
+      return {x: b.left + b.width / 2, y: b.top + b.height / 2};
+    })()`);
+    if (!r) fail(`no element ${selector} ${text === null ? '' : JSON.stringify(text)}`);
+    return r;
+  }
+
+  async shot(name) {
+    const r = await this.send('Page.captureScreenshot', { format: 'png' });
+    const png = Buffer.from(r.data, 'base64');
+    const file = path.join(outdir, name + '.png');
+    fs.writeFileSync(file, png);
+    const colours = countColours(png);
+    if (colours < 16) fail(`screenshot ${name}: ${colours} colours, looks blank`);
+    return colours;
+  }
+}
+
+async function openPage(b, target) {
+  const { targetInfos } = await b.send('Target.getTargets');
+  const t = targetInfos.find((i) => i.type === 'page');
+  if (!t) fail('chromium has no page target');
+  const { sessionId } = await b.send('Target.attachToTarget', { targetId: t.targetId, flatten: true });
+  const p = new Page(b, sessionId);
+  await p.send('Page.enable');
+  await p.send('Runtime.enable');
+  await p.send('Emulation.setDeviceMetricsOverride', { width: 1200, height: 900, deviceScaleFactor: 1, mobile: false });
+  await p.send('Page.navigate', { url: target });
+  return p;
+}
+
+// ---- PNG: distinct colours of an 8-bit RGB(A) non-interlaced image ----------------------
+
+function countColours(png) {
+  let off = 8, width = 0, height = 0, type = 0;
+  const idat = [];
+  while (off < png.length) {
+    const len = png.readUInt32BE(off), kind = png.toString('ascii', off + 4, off + 8);
+    const data = png.subarray(off + 8, off + 8 + len);
+    if (kind === 'IHDR') {
+      width = data.readUInt32BE(0); height = data.readUInt32BE(4); type = data[9];
+      if (data[8] !== 8 || data[12] !== 0 || (type !== 2 && type !== 6)) fail('unexpected PNG layout');
+    } else if (kind === 'IDAT') idat.push(data);
+    off += 12 + len;
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat));
+  const bpp = type === 6 ? 4 : 3, stride = width * bpp;
+  const cur = Buffer.alloc(stride), prev = Buffer.alloc(stride);
+  const seen = new Set();
+  for (let y = 0; y < height; y++) {
+    const f = raw[y * (stride + 1)], row = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    for (let i = 0; i < stride; i++) {
+      const a = i >= bpp ? cur[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
+      let v = row[i];
+      if (f === 1) v += a;
+      else if (f === 2) v += b;
+      else if (f === 3) v += (a + b) >> 1;
+      else if (f === 4) {
+        const p = a + b - c, pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
+        v += pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      }
+      cur[i] = v & 255;
+    }
+    for (let x = 0; x < stride; x += bpp) seen.add((cur[x] << 16) | (cur[x + 1] << 8) | cur[x + 2]);
+    cur.copy(prev);
+  }
+  return seen.size;
+}
+
+// ---- what the page shows ------------------------------------------------------------------
+
+const rowsExpr = `[...document.querySelectorAll('#rows tr')].map((tr) => ({
+  name: tr.querySelector('.fn').textContent, depth: Number(tr.dataset.depth),
+  pct: parseFloat(tr.querySelector('.total-pct').textContent), total: parseFloat(tr.querySelector('.total').textContent)}))`;
+
+async function rows(p) {
+  return p.eval(rowsExpr);
+}
+
+async function refreshes(p) {
+  return Number(await p.eval('document.body.dataset.refreshes || 0'));
+}
+
+async function waitRefresh(p, what) {
+  const n = await refreshes(p);
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) > ${n}`, what);
+}
+
+// Right-clicks the row of name, then picks the context menu entry with label.
+async function menu(p, name, label) {
+  const at = await p.centre('#rows tr .fn', name);
+  await p.click(at.x, at.y, 'right');
+  await p.waitFor(`!document.getElementById('menu').hidden`, 'the context menu');
+  const item = await p.centre('#menu li', label);
+  await p.click(item.x, item.y);
+}
+
+async function live(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 3`, 'the first tree');
+  let c = await p.shot('01-loaded');
+  const r0 = await rows(p);
+  const a = r0.find((r) => r.name === 'work_a');
+  if (!a) fail('no work_a row: ' + JSON.stringify(r0.map((r) => r.name)));
+  if (Math.abs(a.pct - 50) > 5) fail(`work_a shows ${a.pct}%, expected 50 ± 5`);
+  console.log(`PASS work_a ${a.pct}% (${c} colours)`);
+
+  const t0 = Number(await p.eval(`document.getElementById('status').dataset.total`));
+  await waitRefresh(p, 'a refresh');
+  await waitRefresh(p, 'another refresh');
+  const t1 = Number(await p.eval(`document.getElementById('status').dataset.total`));
+  if (!(t1 > t0)) fail(`the total did not grow across refreshes: ${t0} -> ${t1}`);
+  c = await p.shot('02-refreshed');
+  console.log(`PASS total grows ${t0} -> ${t1} (${c} colours)`);
+
+  // Expanded nodes survive refreshes: open every node under work_b, wait, count again.
+  const wb = await p.centre('#rows tr .fn', 'work_b');
+  await p.click(wb.x, wb.y);
+  await p.key('*');
+  const n1 = (await rows(p)).length;
+  await waitRefresh(p, 'a refresh after *');
+  await waitRefresh(p, 'a second refresh after *');
+  const after = await rows(p);
+  if (after.length < n1 || !after.find((r) => r.name === 'work_b_inner')) fail(`expanded nodes lost on refresh: ${n1} -> ${after.length}`);
+  const sel = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
+  if (sel !== 'work_b') fail(`the selection did not survive the refresh: ${sel}`);
+  console.log(`PASS * expands (${n1} rows), kept with the selection across refreshes`);
+
+  // Keyboard: Enter collapses work_b, Enter opens it again, ArrowDown moves to its child.
+  await p.key('Enter');
+  const collapsed = (await rows(p)).length;
+  if (collapsed >= n1) fail(`Enter did not collapse work_b (${n1} -> ${collapsed})`);
+  await p.key('Enter');
+  await p.key('ArrowDown');
+  const sel2 = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
+  if (sel2 !== 'work_b_inner') fail(`ArrowDown selected ${sel2}, expected work_b_inner`);
+  console.log('PASS keyboard: Enter collapses and expands, ArrowDown moves');
+
+  // Flame graph: hover shows a tooltip; a click on a box zooms (its row is selected).
+  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  await p.mouse('mouseMoved', box.x + box.w / 2, box.y + 8);
+  const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
+  if (!/running: .*%/.test(tip) || !/self: /.test(tip)) fail('tooltip: ' + tip);
+  // work_b's box lies after work_a's, at its row's depth: a click zooms to it, so work_b
+  // then fills the width (its row is selected, and the left edge at that depth is work_b).
+  const rb = await rows(p), ra = rb.find((r) => r.name === 'work_a'), rw = rb.find((r) => r.name === 'work_b');
+  const y = box.y + 16 * rw.depth + 8;
+  await p.click(box.x + box.w * (ra.pct + rw.pct / 2) / 100, y);
+  const zoomed = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
+  if (zoomed !== 'work_b') fail(`a click on work_b's box selected ${zoomed}`);
+  await p.mouse('mouseMoved', box.x + 3, y);
+  await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_b')`, 'work_b at the left edge after the zoom');
+  c = await p.shot('03-flame-zoom');
+  await p.click(box.x + 3, y); // the zoomed box again: one level out
+  await p.mouse('mouseMoved', box.x + 3, y);
+  await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_a')`, 'work_a at the left edge after zooming out');
+  console.log(`PASS flame graph tooltip (${tip.split('\n')[0]}), click zooms to work_b and out (${c} colours)`);
+
+  // Focus on function work_a: one root, work_a, 100%; the breadcrumb says so.
+  await menu(p, 'work_a', 'Focus on function');
+  await p.waitFor(`document.querySelector('#rows tr .fn')?.textContent === 'work_a'`, 'focus on work_a');
+  const rf = await rows(p);
+  if (rf[0].pct !== 100 || rf.find((r) => r.name === 'work_b')) fail('focus-func: ' + JSON.stringify(rf.slice(0, 4)));
+  const crumbs = await p.eval(`[...document.querySelectorAll('#crumbs .crumb')].map((c) => c.textContent)`);
+  if (crumbs.length !== 2 || crumbs[1] !== 'focus on work_a') fail('breadcrumbs: ' + JSON.stringify(crumbs));
+  c = await p.shot('04-focus-func');
+  console.log(`PASS focus on function work_a (${c} colours)`);
+
+  // Merge burn on top of it: work_a keeps its total as self time.
+  await menu(p, 'burn', 'Merge function');
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb').length === 3`, 'the merge crumb');
+  await p.waitFor(`![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'burn')`, 'burn merged away');
+  const selfPct = await p.eval(`parseFloat(document.querySelector('#rows tr .self-pct').textContent)`);
+  if (selfPct < 90) fail(`after merge:burn work_a's self is ${selfPct}%`);
+  c = await p.shot('05-merge');
+  console.log(`PASS merge burn: work_a self ${selfPct}% (${c} colours)`);
+
+  // Back to the whole profile through the first breadcrumb.
+  const home = await p.centre('#crumbs .crumb', null);
+  await p.click(home.x, home.y);
+  await p.waitFor(`[...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b')`, 'the whole profile again');
+  console.log('PASS breadcrumb pops the transforms');
+
+  // Focus on a subtree: work_c's node, by its path.
+  await menu(p, 'work_c', 'Focus on subtree');
+  await p.waitFor(`document.querySelector('#rows tr .fn')?.textContent === 'work_c' && document.querySelectorAll('#crumbs .crumb').length === 2`, 'focus on the work_c subtree');
+  if ((await rows(p)).find((r) => r.name === 'work_a')) fail('focus subtree kept work_a');
+  c = await p.shot('06-focus-subtree');
+  console.log(`PASS focus on subtree work_c (${c} colours)`);
+  const home2 = await p.centre('#crumbs .crumb', null);
+  await p.click(home2.x, home2.y);
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb').length === 1 && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'popped');
+
+  // Invert: burn, where the samples are, becomes the heaviest root.
+  const inv = await p.centre('#invert', null);
+  await p.click(inv.x, inv.y);
+  await p.waitFor(`document.querySelector('#rows tr .fn')?.textContent === 'burn'`, 'the inverted tree (burn first)');
+  const ri = await rows(p);
+  if (ri[0].pct < 80) fail(`inverted: burn holds ${ri[0].pct}%`);
+  c = await p.shot('07-inverted');
+  console.log(`PASS invert: burn ${ri[0].pct}% at the root (${c} colours)`);
+
+  // Pause: no refresh for 2.5 s; resume: refreshes again.
+  const pause = await p.centre('#pause', null);
+  await p.click(pause.x, pause.y);
+  const np = await refreshes(p);
+  await sleep(2500);
+  if ((await refreshes(p)) > np + 1) fail('refreshes went on while paused');
+  await p.click(pause.x, pause.y);
+  await waitRefresh(p, 'a refresh after resume');
+  console.log('PASS pause and resume');
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
+async function hostile(p) {
+  const name = '<img src=x onerror=alert(1)>';
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the tree');
+  await sleep(300);
+  const found = await p.eval(`[...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === ${JSON.stringify(name)})`);
+  if (!found) fail('the hostile name is not shown as text: ' + JSON.stringify(await rows(p)));
+  const imgs = await p.eval(`document.querySelectorAll('img').length`);
+  if (imgs) fail(`${imgs} img elements in the page`);
+  let c = await p.shot('10-hostile');
+  // Hover its box in the flame graph: the tooltip shows it as text too.
+  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  await p.mouse('mouseMoved', box.x + 5, box.y + 16 + 8);
+  const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
+  if (!tip.startsWith(name)) fail('tooltip: ' + tip);
+  // Its transform's breadcrumb shows it as text too.
+  await menu(p, name, 'Focus on function');
+  await p.waitFor(`[...document.querySelectorAll('#crumbs .crumb')].some((e) => e.textContent === ${JSON.stringify('focus on ' + name)})`, 'the hostile breadcrumb');
+  c = await p.shot('11-hostile-crumb');
+  await sleep(500);
+  if (await p.eval(`document.querySelectorAll('img').length`)) fail('an img element in the page');
+  if (p.dialogs.length) fail('a dialog opened: ' + p.dialogs.join('; '));
+  console.log(`PASS hostile name shown as text, no dialog (${c} colours)`);
+}
+
+// A change the server refuses (the page started with --callers, then Invert: two views) is
+// undone: the message shows, the button is off again, the tree stays.
+async function refused(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 0`, 'the callers tree');
+  const before = await rows(p);
+  const inv = await p.centre('#invert', null);
+  await p.click(inv.x, inv.y);
+  const msg = await p.waitFor(`!document.getElementById('error').hidden && document.getElementById('error').textContent`, 'the refusal');
+  if (!/only one of --invert, --callees, --callers, --functions/.test(msg)) fail('refusal: ' + msg);
+  await p.waitFor(`document.getElementById('invert').getAttribute('aria-pressed') === 'false'`, 'Invert undone');
+  await p.waitFor(`Number(document.body.dataset.refreshes) >= 2`, 'the reload after the undo');
+  const after = await rows(p);
+  if (JSON.stringify(after.map((r) => r.name)) !== JSON.stringify(before.map((r) => r.name))) fail('the tree changed after a refused change');
+  if (await p.eval(`document.getElementById('error').hidden`)) fail('the refusal was cleared by the reload');
+  const c = await p.shot('12-refused');
+  console.log(`PASS a refused change is undone, its message stays (${c} colours)`);
+}
+
+(async () => {
+  const b = new Browser();
+  browser = b;
+  const timer = setTimeout(() => fail('the browser steps took more than 60 s'), 60000);
+  try {
+    const p = await openPage(b, url);
+    if (mode === 'live') await live(p);
+    else if (mode === 'hostile') await hostile(p);
+    else if (mode === 'refused') await refused(p);
+    else fail('mode ' + mode);
+  } catch (e) {
+    fail(e.stack || String(e));
+  } finally {
+    clearTimeout(timer);
+    b.close();
+  }
+})();
