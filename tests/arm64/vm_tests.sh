@@ -63,7 +63,11 @@ shares() {
 
 # check_shares NAME MODE FOLDED: the shares of the samples under main within ±5 points
 # (the program's start, exec and ld.so, is slow to emulate: a few % of a short run), ≥ 85%
-# of the samples under main, and in dwarf/auto ≥ 40% with the full path down to burn.
+# of the samples under main, and in dwarf/auto ≥ 30% with the full path down to burn (the
+# share of the run spent in burn itself, under its callers: what frame pointers cannot show,
+# fp mode gives 0%; the frame-pointer builds spend 39.5-41% there under emulation, the
+# others 55-80%, so the bound is below the lowest seen, not at it: a CI run failed two
+# cases at 39.5 and 39.6% with 40).
 check_shares() {
     # shellcheck disable=SC2046 # the figures, one word each
     set -- "$1" "$2" "$3" $(shares "$2" "$3")
@@ -71,7 +75,7 @@ check_shares() {
         d = a - 50; if (d < 0) d = -d; if (d > 5) exit 1
         d = b - 30; if (d < 0) d = -d; if (d > 5) exit 1
         d = c - 20; if (d < 0) d = -d; if (d > 5) exit 1
-        if (mode != "fp" && f < 40) exit 1
+        if (mode != "fp" && f < 30) exit 1
         exit !(m >= 85 && n >= 200) }'; then
         pass "$1: work_a $4 work_b $5 work_c $6 (full paths $7%, in main $8%, $9 samples)"
     else
