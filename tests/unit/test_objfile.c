@@ -406,7 +406,8 @@ static int mounts_cache_checks(void)
     if (!m || cn_obj_mounts_fstype(m, 0, file, before, sizeof(before)) < 0)
         return 3;
     /* The same namespace through our pid: the table held, not read again. */
-    if (cn_obj_mounts_fstype(m, (int)getpid(), file, type, sizeof(type)) < 0 || strcmp(type, before))
+    if (cn_obj_mounts_fstype(m, (int)getpid(), file, type, sizeof(type)) < 0 ||
+        strcmp(type, before))
         return 4;
     cn_obj_mounts_stats_get(m, &st);
     if (st.reads != 1 || st.hits != 1 || st.rereads != 0)
