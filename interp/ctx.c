@@ -26,6 +26,8 @@
 #define MAPS_MAX       (16u << 20) /* bytes of /proc/PID/maps read */
 #define CODES_MAX      65536       /* code objects cached per process */
 #define CODE_BYTES_MAX (32u << 20) /* bytes of names and line tables cached per process */
+#define BATCH_MAX      256         /* code objects checked by one process_vm_readv */
+#define BATCH_SPAN     256         /* bytes read per code object (cn_int__ident_span: ≤ 256) */
 
 typedef struct code_ent {
     uint64_t code;
@@ -53,6 +55,7 @@ struct cn_int_ctx {
     cn_int__queue queue;
     uint32_t epoch; /* cn_int_new_epoch */
     int err;        /* a queue allocation failure seen in the ring callback */
+    uint8_t *batch; /* BATCH_MAX * BATCH_SPAN bytes for the epoch's check (malloc'ed once) */
 };
 
 static proc *proc_find(const cn_int_ctx *c, uint32_t pid)
@@ -127,6 +130,7 @@ cn_int_ctx *cn_int_free(cn_int_ctx *c)
         proc_clear(&c->procs[i]);
     free(c->procs);
     cn_int__queue_free(&c->queue);
+    free(c->batch);
     free(c);
     return NULL;
 }
@@ -418,9 +422,47 @@ static code_ent *code_of(cn_int_ctx *c, proc *p, uint64_t code)
     return e;
 }
 
+/* The epoch's check, for the code objects of p used in epoch prev (those the next samples
+ * will most likely meet again): one process_vm_readv of all their spans, where a check at
+ * each one's first use would be one call each (a call costs several µs, mostly fixed: the
+ * target's mm, the access check, the page walk). Each found the same counts as checked in
+ * the new epoch; the others (changed, unread past a fault, over BATCH_MAX) are checked at
+ * their first use as before (code_of), which reads a changed one again. */
+static void epoch_batch(cn_int_ctx *c, proc *p, uint32_t prev)
+{
+    struct iovec local[BATCH_MAX], remote[BATCH_MAX];
+    code_ent *ents[BATCH_MAX];
+    uint32_t off, len;
+    if (!cn_int__ident_span(&p->lay.names, &off, &len) || len > BATCH_SPAN)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < p->nents && n < BATCH_MAX; i++) {
+        code_ent *e = &p->ents[i];
+        if (e->epoch != prev || !e->readable || e->code + off < e->code)
+            continue;
+        local[n] = (struct iovec){c->batch + n * BATCH_SPAN, len};
+        remote[n] = (struct iovec){(void *)(uintptr_t)(e->code + off), len};
+        ents[n++] = e;
+    }
+    if (n == 0)
+        return;
+    ssize_t got = process_vm_readv((pid_t)p->pid, local, n, remote, n, 0);
+    /* A fault ends the read: the spans before it are whole, in order. */
+    size_t whole = got > 0 ? (size_t)got / len : 0;
+    for (size_t k = 0; k < whole && k < n; k++)
+        if (cn_int__ident_same(&p->lay.names, c->batch + k * BATCH_SPAN, &p->types, &ents[k]->c))
+            ents[k]->epoch = c->epoch;
+}
+
 void cn_int_new_epoch(cn_int_ctx *c)
 {
-    c->epoch++;
+    uint32_t prev = c->epoch++;
+    if (!c->batch)
+        c->batch = malloc((size_t)BATCH_MAX * BATCH_SPAN);
+    if (!c->batch)
+        return; /* every object is checked at its first use instead */
+    for (size_t i = 0; i < c->nprocs; i++)
+        epoch_batch(c, &c->procs[i], prev);
 }
 
 int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)

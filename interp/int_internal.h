@@ -92,6 +92,14 @@ void cn_int__code_clear(cn_int__code *c);
 bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
                        const cn_int__types *types, const cn_int__code *c);
 
+/* The bytes of a code object cn_int__code_same compares, when they lie in one span of at
+ * most 256 bytes (every layout's: 112–128): [code + *off, code + *off + *len). false when a
+ * layout puts them further apart (then only cn_int__code_same checks it). */
+bool cn_int__ident_span(const cn_int__names *l, uint32_t *off, uint32_t *len);
+/* cn_int__code_same's answer for a span read (cn_int__ident_span) that succeeded. */
+bool cn_int__ident_same(const cn_int__names *l, const uint8_t *span, const cn_int__types *types,
+                        const cn_int__code *c);
+
 /* The code-unit index of a frame's instr as captured by the program (see python_abi.h). */
 int32_t cn_int__instr_index(const cn_int__names *l, uint32_t raw);
 
