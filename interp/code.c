@@ -218,6 +218,28 @@ bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, ui
     return ident_same(w, types, c);
 }
 
+size_t cn_int__plan_runs(const uint64_t *addr, size_t n, uint32_t len, uint64_t *run_lo,
+                         uint32_t *run_len, uint32_t *run_of)
+{
+    size_t nruns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (nruns > 0) {
+            uint64_t lo = run_lo[nruns - 1], end = lo + run_len[nruns - 1];
+            if (addr[i] >= lo && addr[i] <= end + CN_INT__RUN_GAP &&
+                addr[i] + len - lo <= CN_INT__RUN_MAX) {
+                if (addr[i] + len > end)
+                    run_len[nruns - 1] = (uint32_t)(addr[i] + len - lo);
+                run_of[i] = (uint32_t)(nruns - 1);
+                continue;
+            }
+        }
+        run_lo[nruns] = addr[i];
+        run_len[nruns] = len;
+        run_of[i] = (uint32_t)nruns++;
+    }
+    return nruns;
+}
+
 void cn_int__code_clear(cn_int__code *c)
 {
     free(c->name);

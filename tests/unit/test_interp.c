@@ -654,6 +654,33 @@ static void walk_window(void **state)
     }
 }
 
+/* The epoch's batched check merges nearby spans into one read each: a gap up to
+ * CN_INT__RUN_GAP joins, a larger one or a run past CN_INT__RUN_MAX bytes starts a new run. */
+static void plan_runs(void **state)
+{
+    (void)state;
+    uint64_t addr[] = {0x1000, 0x1080, 0x1500, 0x1581, 0x2000, 0x2300,
+                       0x2600, 0x2900, 0x2c00, 0x2f00, 0x3200};
+    size_t n = sizeof(addr) / sizeof(addr[0]);
+    uint64_t lo[16];
+    uint32_t len[16], of[16];
+    size_t nruns = cn_int__plan_runs(addr, n, 0x80, lo, len, of);
+    assert_int_equal(nruns, 3);
+    /* 0x1500 is 0x400 past 0x1100 (joins), 0x1581 0x1 past 0x1580 (joins) */
+    assert_int_equal(lo[0], 0x1000);
+    assert_int_equal(len[0], 0x1601 - 0x1000);
+    /* 0x2000 is 0x9ff past 0x1601: a new run, which takes 0x2000-0x2f80 (3968 bytes) but
+     * not 0x3200 (0x1280 bytes) */
+    assert_int_equal(lo[1], 0x2000);
+    assert_int_equal(len[1], 0xf80);
+    assert_int_equal(lo[2], 0x3200);
+    assert_int_equal(len[2], 0x80);
+    const uint32_t want[] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2};
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(of[i], want[i]);
+    assert_int_equal(cn_int__plan_runs(addr, 0, 0x80, lo, len, of), 0);
+}
+
 /* 3.8's PyFrameObject chain: every frame an entry, f_lasti kept raw (bytes). */
 static void walk_frameobj(void **state)
 {
@@ -819,6 +846,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_window, space_setup, space_teardown),
+        cmocka_unit_test(plan_runs),
         cmocka_unit_test(queue_exact),
         cmocka_unit_test(queue_no_frames),
         cmocka_unit_test(queue_ktime),
