@@ -50,7 +50,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-rel
-REPS=5 SECS=8 WARM=3 FREQ=999 DEPTH=8 OUT= IDLE_S=2
+REPS=5 SECS=8 WARM=3 FREQ=999 DEPTH=8 OUT="" IDLE_S=2
 PYS=()
 CONFIGS="none canopy canopy-nopy perf-g perf-dwarf"
 BASE="" CONFIGS_SET=""
