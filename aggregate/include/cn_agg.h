@@ -274,6 +274,7 @@ typedef enum cn_agg_tf_kind {
     CN_AGG_TF_COLLAPSE_REC,        /* collapse-rec:F */
     CN_AGG_TF_COLLAPSE_LIB,        /* collapse-lib:LIB */
     CN_AGG_TF_COLLAPSE_ALL_REC,    /* collapse-all-rec (no argument) */
+    CN_AGG_TF_SEARCH,              /* search:TEXT (samples with a matching function) */
     CN_AGG_TF__COUNT
 } cn_agg_tf_kind;
 

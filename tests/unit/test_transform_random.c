@@ -157,6 +157,20 @@ static bool rule(cn_agg_profile *p, const cn_agg_transform *t, path *x)
             return false;
         o = *x;
         break;
+    case CN_AGG_TF_SEARCH: {
+        bool hit = false;
+        for (int i = 0; i < n && !hit; i++) {
+            int32_t r = cn_agg_func_resource(p, x->f[i]);
+            const char *file = cn_agg_func_file(p, x->f[i]);
+            hit = strcasestr(nm(p, x->f[i]), t->arg) ||
+                  (r >= 0 && strcasestr(cn_agg_resource_name(p, r), t->arg)) ||
+                  (file && strcasestr(file, t->arg));
+        }
+        if (!hit)
+            return false;
+        o = *x;
+        break;
+    }
     case CN_AGG_TF_PRUNE:
         o = *x;
         if (prefix_is(p, x, t))
@@ -573,6 +587,9 @@ static void random_transform(const model *m, cn_agg_transform *t)
     } else if (kind == CN_AGG_TF_FOCUS_LIB || kind == CN_AGG_TF_COLLAPSE_LIB) {
         static const char *const libs[] = {"l1", "l2", "nolib"};
         snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", libs[rnd(3)]);
+    } else if (kind == CN_AGG_TF_SEARCH) { /* case-insensitive, names and libraries */
+        static const char *const texts[] = {"a", "B", "l1", "L2", "x"};
+        snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", texts[rnd(5)]);
     } else if (kind != CN_AGG_TF_COLLAPSE_ALL_REC) {
         snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", random_name(m));
     }
