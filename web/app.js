@@ -13,7 +13,14 @@
   const state = {
     info: { title: '', live: false, args: [] },
     stack: [],          /* transforms: {label, args} */
-    inverted: false,
+    view: 'tree',       /* tree, inverted, functions, callers, callees */
+    viewFunc: '',       /* F of callers/callees */
+    search: '',
+    tid: null,          /* --tid, or null */
+    pid: null,          /* --only-pid, or null */
+    range: null,        /* [from, to] in seconds, or null */
+    activity: null,     /* the last --format activity answer */
+    lines: null,        /* the function whose per-line costs show, or null */
     paused: false,
     data: null,         /* the last JSON tree */
     roots: [],          /* nodes built from it */
@@ -32,18 +39,46 @@
 
   /* ---- talking to the server ------------------------------------------------------ */
 
-  function queryArgs() {
+  /* The page's query as QUERY words: the starting query, the transforms, the thread and
+   * range, the search (a transform, applied after the others as the Firefox Profiler
+   * applies it), then the view. withView false: for lines and the activity graph. */
+  function filterArgs() {
     const a = state.info.args.slice();
     for (const t of state.stack) a.push(...t.args);
-    if (state.inverted) a.push('--invert');
+    if (state.tid !== null) a.push('--tid', String(state.tid));
+    if (state.pid !== null) a.push('--only-pid', String(state.pid));
+    if (state.range) a.push('--from', state.range[0].toFixed(3), '--to', state.range[1].toFixed(3));
+    if (state.search) a.push('-t', 'search:' + state.search);
     return a;
   }
 
-  async function fetchJSON(path, args) {
+  function queryArgs() {
+    const a = filterArgs();
+    if (state.view === 'inverted') a.push('--invert');
+    else if (state.view === 'functions') a.push('--functions');
+    else if (state.view === 'callers') a.push('--callers', state.viewFunc);
+    else if (state.view === 'callees') a.push('--callees', state.viewFunc);
+    return a;
+  }
+
+  function activityArgs() {
+    const a = state.info.args.slice();
+    if (state.tid !== null) a.push('--tid', String(state.tid));
+    if (state.pid !== null) a.push('--only-pid', String(state.pid));
+    a.push('--format', 'activity');
+    return a;
+  }
+
+  function apiURL(path, args, extra) {
     const p = new URLSearchParams();
     p.append('token', token);
+    for (const [k, v] of extra || []) p.append(k, v);
     for (const a of args || []) p.append('arg', a);
-    const r = await fetch(path + '?' + p.toString(), { cache: 'no-store' });
+    return path + '?' + p.toString();
+  }
+
+  async function fetchJSON(path, args, extra) {
+    const r = await fetch(apiURL(path, args, extra), { cache: 'no-store' });
     const body = await r.json();
     if (!r.ok) throw new Error(body && body.error ? body.error : 'HTTP ' + r.status);
     return body;
@@ -63,10 +98,18 @@
     const current = () => JSON.stringify(args) === JSON.stringify(queryArgs());
     let retry = false;
     try {
-      const data = await fetchJSON('/api/tree', args);
+      const t0 = performance.now();
+      const [data, act] = await Promise.all([
+        fetchJSON('/api/tree', args),
+        state.info.diff ? null : fetchJSON('/api/tree', activityArgs()).catch(() => null),
+      ]);
       if (current()) {
         if (!state.stickyError) showError('');
+        state.activity = act;
         setData(data);
+        state.lastLoadMs = performance.now() - t0;
+        document.body.dataset.loadMs = state.lastLoadMs.toFixed(1);
+        saveURL();
         state.refreshes++;
         document.body.dataset.refreshes = String(state.refreshes);
       }
@@ -104,7 +147,8 @@
     for (const j of list || []) {
       const path = parent ? parent.path.concat([j.name]) : [j.name];
       const n = { name: j.name, lib: j.lib || '', total: j.total, self: j.self, path: path,
-                  key: keyOf(path), parent: parent, depth: path.length - 1, children: [] };
+                  key: keyOf(path), parent: parent, depth: path.length - 1, children: [],
+                  base: j.base, new: j.new };
       out.set(n.key, n);
       n.children = build(j.children, n, out);
       nodes.push(n);
@@ -122,6 +166,10 @@
       state.autoExpand = false;
     }
     if (state.zoom && !state.byKey.has(state.zoom)) state.zoom = null;
+    if (state.revealSelected && state.byKey.has(state.selected)) { /* restored from the URL */
+      reveal(state.byKey.get(state.selected));
+      state.revealSelected = false;
+    }
     render();
   }
 
@@ -161,11 +209,17 @@
     renderCrumbs();
     renderTable();
     drawFlame();
+    renderThreads();
+    drawActivity();
+    renderLinks();
   }
 
   function renderStatus() {
     const d = state.data;
-    let s = 'total ' + fmt(d.total) + ' ' + (d.unit || '');
+    const time = d.unit === 'ns' || d.unit === 'us' || d.unit === 'ms';
+    let s = 'total ' + fmt(d.total) + (time ? '' : ' ' + (d.unit || ''));
+    if (d.diff) s = 'diff: base ' + fmt(d.base_total) + ' → new ' + fmt(d.new_total) +
+      (d.normalized ? ' (base scaled ×' + Number(d.factor).toFixed(3) + ')' : '') + ' · red grew, blue shrank';
     if (d.samples !== undefined) s += ' · ' + d.samples + ' samples, ' + d.lost + ' lost';
     if (state.info.live) s += state.paused ? ' · paused' : ' · live';
     $('status').textContent = s;
@@ -190,6 +244,221 @@
     };
     add(state.info.args.length ? 'start: ' + state.info.args.join(' ') : 'whole profile', 0);
     state.stack.forEach((t, i) => add(t.label, i + 1));
+    if (state.view === 'callers' || state.view === 'callees') {
+      const v = document.createElement('span');
+      v.className = 'viewcrumb';
+      v.textContent = (state.view === 'callers' ? 'callers of ' : 'callees of ') + state.viewFunc;
+      nav.append(v);
+    }
+  }
+
+  /* ---- downloads, the Firefox Profiler link, the URL ----------------------------------- */
+
+  const FORMATS = ['json', 'text', 'folded', 'pprof', 'speedscope', 'chrome-trace', 'svg', 'firefox', 'canopy'];
+
+  function exportURL(format) {
+    return apiURL('/api/export', queryArgs(), [['format', format]]);
+  }
+
+  function renderLinks() {
+    const box = $('downloads');
+    box.replaceChildren();
+    /* a differential profile has only these (canopy diff's formats) */
+    const formats = state.info.diff ? ['json', 'text', 'folded', 'svg', 'canopy'] : FORMATS;
+    for (const f of formats) {
+      const a = document.createElement('a');
+      a.href = exportURL(f);
+      a.download = '';
+      a.textContent = f;
+      a.className = 'dl';
+      a.dataset.format = f;
+      box.append(a, ' ');
+    }
+    const ffp = $('ffp');
+    ffp.hidden = !!state.info.diff;
+    /* The profiler fetches the export itself: this works only where the browser can reach
+     * this server (the same machine, or an SSH tunnel to it). */
+    ffp.href = 'https://profiler.firefox.com/from-url/' +
+      encodeURIComponent(new URL(exportURL('firefox'), location.href).href);
+  }
+
+  /* The view in the URL's fragment (the token stays in the query): reload and bookmarks
+   * restore it. */
+  function saveURL() {
+    const v = { s: state.stack, v: state.view, f: state.viewFunc, q: state.search,
+                t: state.tid, p: state.pid, r: state.range, sel: state.selected };
+    const h = '#' + encodeURIComponent(JSON.stringify(v));
+    if (location.hash !== h) history.replaceState(null, '', location.pathname + location.search + h);
+  }
+
+  function restoreURL() {
+    if (location.hash.length < 2) return;
+    let v;
+    try {
+      v = JSON.parse(decodeURIComponent(location.hash.slice(1)));
+    } catch (e) {
+      return;
+    }
+    const str = (x) => typeof x === 'string' ? x : '';
+    const num = (x) => Number.isInteger(x) && x >= 0 ? x : null;
+    if (Array.isArray(v.s))
+      state.stack = v.s.filter((t) => t && typeof t.label === 'string' && Array.isArray(t.args) &&
+                                      t.args.every((a) => typeof a === 'string'))
+                       .map((t) => ({ label: t.label, args: t.args }));
+    if (['tree', 'inverted', 'functions', 'callers', 'callees'].includes(v.v)) state.view = v.v;
+    state.viewFunc = str(v.f);
+    state.search = str(v.q);
+    state.tid = num(v.t);
+    state.pid = num(v.p);
+    if (Array.isArray(v.r) && v.r.length === 2 && v.r.every((x) => typeof x === 'number' && x >= 0) && v.r[1] > v.r[0])
+      state.range = v.r;
+    if (typeof v.sel === 'string') { state.selected = v.sel; state.revealSelected = true; }
+    $('search').value = state.search;
+    syncViewControls();
+  }
+
+  /* ---- the thread picker ----------------------------------------------------------------- */
+
+  function renderThreads() {
+    const sel = $('thread');
+    const a = state.activity;
+    const threads = a && a.threads ? a.threads : [];
+    const want = state.tid !== null ? 't' + state.tid : state.pid !== null ? 'p' + state.pid : '';
+    const sig = JSON.stringify(threads.map((t) => [t.pid, t.tid, t.name])) + want;
+    if (sel.dataset.sig === sig) return;
+    sel.dataset.sig = sig;
+    const opts = [new Option('all', '')];
+    const pids = [...new Set(threads.map((t) => t.pid))];
+    for (const pid of pids) {
+      const main = threads.find((t) => t.pid === pid && t.tid === pid) || threads.find((t) => t.pid === pid);
+      opts.push(new Option('process ' + pid + (main.name ? ' ' + main.name : ''), 'p' + pid));
+      for (const t of threads.filter((x) => x.pid === pid))
+        opts.push(new Option('  thread ' + t.tid + (t.name ? ' ' + t.name : ''), 't' + t.tid));
+    }
+    if (want && !opts.some((o) => o.value === want)) opts.push(new Option(want, want));
+    sel.replaceChildren(...opts);
+    sel.value = want;
+  }
+
+  function setThread(value) {
+    const old = [state.tid, state.pid];
+    state.tid = value[0] === 't' ? Number(value.slice(1)) : null;
+    state.pid = value[0] === 'p' ? Number(value.slice(1)) : null;
+    resetView();
+    load(() => { [state.tid, state.pid] = old; $('thread').dataset.sig = ''; });
+  }
+
+  /* ---- the activity graph and the range --------------------------------------------------- */
+
+  function drawActivity() {
+    const a = state.activity;
+    const box = $('activity-box');
+    box.hidden = !a || !a.buckets || !a.buckets.length;
+    if (box.hidden) return;
+    const canvas = $('activity');
+    const dpr = window.devicePixelRatio || 1;
+    const width = canvas.clientWidth || 800, height = 48;
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+    const g = canvas.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, width, height);
+    const max = Math.max(...a.buckets.map(Math.abs)) || 1;
+    const bw = width / a.buckets.length;
+    g.fillStyle = '#5a8f3c';
+    a.buckets.forEach((w, i) => {
+      const h = (height - 2) * Math.abs(w) / max;
+      g.fillRect(i * bw, height - h, Math.max(bw - 0.5, 0.5), h);
+    });
+    const r = state.drag || state.range;
+    if (r) {
+      const x0 = width * r[0] / a.end, x1 = width * r[1] / a.end;
+      g.fillStyle = 'rgba(0,0,0,0.35)';
+      g.fillRect(0, 0, x0, height);
+      g.fillRect(x1, 0, width - x1, height);
+      g.strokeStyle = '#1a5';
+      g.strokeRect(x0 + 0.5, 0.5, Math.max(x1 - x0 - 1, 1), height - 1);
+    }
+    canvas.dataset.end = String(a.end);
+    $('range').hidden = !state.range;
+    if (state.range)
+      $('range-text').textContent = 'range ' + state.range[0].toFixed(3) + ' – ' + state.range[1].toFixed(3) + ' s';
+  }
+
+  function activityTime(ev) {
+    const r = $('activity').getBoundingClientRect();
+    const x = Math.min(Math.max(ev.clientX - r.left, 0), r.width);
+    return state.activity.end * x / r.width;
+  }
+
+  function setRange(range) {
+    const old = state.range;
+    state.range = range;
+    resetView();
+    load(() => { state.range = old; });
+  }
+
+  function wireActivity() {
+    const c = $('activity');
+    c.addEventListener('mousedown', (ev) => {
+      if (!state.activity) return;
+      const t = activityTime(ev);
+      state.drag = [t, t];
+      state.dragStart = t;
+      ev.preventDefault();
+    });
+    window.addEventListener('mousemove', (ev) => {
+      if (!state.drag) return;
+      const t = activityTime(ev);
+      state.drag = [Math.min(t, state.dragStart), Math.max(t, state.dragStart)];
+      drawActivity();
+    });
+    window.addEventListener('mouseup', () => {
+      if (!state.drag) return;
+      const r = state.drag;
+      state.drag = null;
+      /* a click without a drag (under 0.5% of the width) clears the range */
+      if (r[1] - r[0] < state.activity.end / 200) setRange(null);
+      else setRange([Math.floor(r[0] * 1000) / 1000, Math.ceil(r[1] * 1000) / 1000]);
+    });
+    $('range-clear').addEventListener('click', () => setRange(null));
+  }
+
+  /* ---- per-line costs ------------------------------------------------------------------ */
+
+  async function showLines(func) {
+    state.lines = func;
+    const box = $('lines-box');
+    box.hidden = false;
+    $('lines-title').textContent = 'per-line costs of ' + func;
+    $('lines-note').textContent = 'loading…';
+    $('lines-rows').replaceChildren();
+    $('addrs-rows').replaceChildren();
+    let d;
+    try {
+      d = await fetchJSON('/api/lines', filterArgs(), [['func', func]]);
+    } catch (e) {
+      $('lines-note').textContent = e.message;
+      return;
+    }
+    if (state.lines !== func) return;
+    const total = d.addresses.reduce((s, x) => s + x.self, 0) || d.lines.reduce((s, x) => s + x.self, 0);
+    const fill = (tbody, list, key, show) => {
+      for (const x of list) {
+        const tr = document.createElement('tr');
+        cell(tr, show(x[key]), 'key');
+        cell(tr, fmt(x.self), 'self');
+        cell(tr, total ? (100 * x.self / total).toFixed(1) + '%' : '', 'pct');
+        tbody.append(tr);
+      }
+    };
+    fill($('lines-rows'), d.lines, 'line', (v) => String(v));
+    fill($('addrs-rows'), d.addresses, 'offset', (v) => '0x' + v.toString(16));
+    $('lines').hidden = !d.lines.length;
+    $('addrs').hidden = !d.addresses.length;
+    $('lines-note').textContent = (d.file ? d.file + ' · ' : '') + (d.lib ? d.lib + ' · ' : '') +
+      (d.lines.length ? '' : d.addresses.length ? 'no line info (no debug info for its library, or a format without lines): per-address costs only'
+                                                : 'no line or address info: no sample has it innermost at a known address');
   }
 
   /* ---- the call tree table ---------------------------------------------------------- */
@@ -314,6 +583,11 @@
   }
 
   function color(n) {
+    if (state.data && state.data.diff) { /* canopy diff's colours: red grew, blue shrank */
+      const t = Math.min(1, Math.abs(n.total) / (state.diffMax || 1));
+      const l = 92 - 42 * t;
+      return n.total > 0 ? 'hsl(0,75%,' + l + '%)' : n.total < 0 ? 'hsl(220,75%,' + l + '%)' : 'hsl(0,0%,88%)';
+    }
     const h = hue(n.name);
     return 'hsl(' + (10 + h % 45) + ',' + (70 + h % 20) + '%,' + (55 + (h >> 8) % 15) + '%)';
   }
@@ -351,6 +625,7 @@
     const width = canvas.clientWidth || 800;
     const all = layout();
     const frames = all.filter((f) => (f.x1 - f.x0) * width >= 0.5);
+    state.diffMax = frames.reduce((m, f) => Math.max(m, Math.abs(f.n.total)), 0);
     const maxDepth = frames.reduce((m, f) => Math.max(m, f.depth), 0);
     const height = Math.max(ROW_H, (maxDepth + 1) * ROW_H);
     canvas.style.height = height + 'px';
@@ -399,7 +674,8 @@
     const n = f.n;
     tip.textContent = n.name + (n.lib ? '  (' + n.lib + ')' : '') +
       '\nrunning: ' + fmt(n.total) + ' (' + pct(n.total) + ')' +
-      '\nself: ' + fmt(n.self) + ' (' + pct(n.self) + ')';
+      '\nself: ' + fmt(n.self) + ' (' + pct(n.self) + ')' +
+      (n.base !== undefined ? '\nbase ' + fmt(n.base) + ' → new ' + fmt(n.new) : '');
     const box = $('flame-box').getBoundingClientRect();
     tip.style.left = Math.min(ev.clientX - box.left + 12, box.width - 200) + 'px';
     tip.style.top = (ev.clientY - box.top + 14) + 'px';
@@ -421,18 +697,31 @@
 
   /* ---- transforms ------------------------------------------------------------------- */
 
+  /* The transform of a menu entry, as the SPEC `canopy tree -t` takes (docs/cli.md). */
   function transformFor(op, n) {
     const path = n.path.join(';');
     switch (op) {
       case 'focus':
-        return state.inverted ? { label: 'focus ↑ ' + path, spec: 'focus-inverted:' + path }
-                              : { label: 'focus ' + path, spec: 'focus:' + path };
+        return state.view === 'inverted' ? { label: 'focus ↑ ' + path, spec: 'focus-inverted:' + path }
+                                         : { label: 'focus ' + path, spec: 'focus:' + path };
       case 'focus-func': return { label: 'focus on ' + n.name, spec: 'focus-func:' + n.name };
+      case 'focus-lib': return { label: 'focus on library ' + n.lib, spec: 'focus-lib:' + n.lib };
       case 'merge': return { label: 'merge ' + n.name, spec: 'merge:' + n.name };
       case 'merge-node': return { label: 'merge node ' + path, spec: 'merge-node:' + path };
+      case 'collapse': return { label: 'collapse ' + n.name, spec: 'collapse:' + n.name };
+      case 'collapse-rec': return { label: 'collapse recursion ' + n.name, spec: 'collapse-rec:' + n.name };
+      case 'collapse-direct-rec':
+        return { label: 'collapse direct recursion ' + n.name, spec: 'collapse-direct-rec:' + n.name };
+      case 'collapse-lib': return { label: 'collapse library ' + n.lib, spec: 'collapse-lib:' + n.lib };
       case 'drop': return { label: 'drop ' + n.name, spec: 'drop:' + n.name };
     }
     return null;
+  }
+
+  function menuOp(op, n) {
+    if (op === 'callers' || op === 'callees') return setView(op, n.name);
+    if (op === 'lines') return showLines(n.name);
+    push(op, n);
   }
 
   function push(op, n) {
@@ -451,14 +740,38 @@
     load(() => { state.stack = old; });
   }
 
-  function setInverted(on) {
-    state.inverted = on;
-    $('invert').setAttribute('aria-pressed', String(on));
+  function syncViewControls() {
+    $('invert').setAttribute('aria-pressed', String(state.view === 'inverted'));
+    $('view').value = state.view;
+  }
+
+  /* Switches the view; callers and callees need a function (the selected node's). */
+  function setView(view, func) {
+    if ((view === 'callers' || view === 'callees') && !func) {
+      const n = state.selected && state.byKey.get(state.selected);
+      if (!n) {
+        showError('select a function first (callers and callees are of the selected function)');
+        syncViewControls();
+        return;
+      }
+      func = n.name;
+    }
+    const old = [state.view, state.viewFunc];
+    state.view = view;
+    state.viewFunc = func || '';
+    syncViewControls();
     resetView();
     load(() => {
-      state.inverted = !on;
-      $('invert').setAttribute('aria-pressed', String(!on));
+      [state.view, state.viewFunc] = old;
+      syncViewControls();
     });
+  }
+
+  function setSearch(text) {
+    if (text === state.search) return;
+    state.search = text;
+    resetView();
+    load();
   }
 
   /* After a change of query the paths change: start from the hot paths again. */
@@ -475,7 +788,12 @@
     ev.preventDefault();
     state.menuNode = n;
     const m = $('menu');
-    m.querySelector('[data-op="merge-node"]').hidden = state.inverted;
+    const tree = state.view === 'tree' || state.view === 'inverted';
+    m.querySelector('[data-op="merge-node"]').hidden = state.view !== 'tree';
+    m.querySelector('[data-op="focus"]').hidden = !tree;
+    m.querySelector('[data-op="focus-lib"]').hidden = !n.lib;
+    m.querySelector('[data-op="collapse-lib"]').hidden = !n.lib;
+    m.querySelector('[data-op="lines"]').hidden = !state.info.lines;
     m.style.left = ev.clientX + 'px';
     m.style.top = ev.clientY + 'px';
     m.hidden = false;
@@ -504,13 +822,22 @@
     $('menu').addEventListener('click', (ev) => {
       const li = ev.target.closest('li');
       $('menu').hidden = true;
-      if (li && state.menuNode) push(li.dataset.op, state.menuNode);
+      if (li && li.dataset.op && state.menuNode) menuOp(li.dataset.op, state.menuNode);
     });
     document.addEventListener('click', (ev) => {
       if (!$('menu').contains(ev.target)) $('menu').hidden = true;
     });
     document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') $('menu').hidden = true; });
-    $('invert').addEventListener('click', () => setInverted(!state.inverted));
+    $('invert').addEventListener('click', () => setView(state.view === 'inverted' ? 'tree' : 'inverted'));
+    $('view').addEventListener('change', () => setView($('view').value));
+    let searchTimer = null;
+    $('search').addEventListener('input', () => {
+      clearTimeout(searchTimer);
+      searchTimer = setTimeout(() => setSearch($('search').value), 250);
+    });
+    $('thread').addEventListener('change', () => setThread($('thread').value));
+    $('lines-close').addEventListener('click', () => { state.lines = null; $('lines-box').hidden = true; });
+    wireActivity();
     $('pause').addEventListener('click', () => {
       state.paused = !state.paused;
       $('pause').setAttribute('aria-pressed', String(state.paused));
@@ -524,7 +851,8 @@
     wire();
     try {
       const info = await fetchJSON('/api/info');
-      state.info = { title: info.title, live: info.live, args: info.args || [] };
+      state.info = { title: info.title, live: info.live, diff: info.diff, lines: info.lines,
+                     args: info.args || [] };
     } catch (e) {
       showError(e.message);
       return;
@@ -532,6 +860,7 @@
     $('title').textContent = state.info.title;
     document.title = 'canopy: ' + state.info.title;
     $('pause').hidden = !state.info.live;
+    restoreURL();
     await load();
     if (state.info.live)
       setInterval(() => { if (!state.paused) load(); }, 1000);

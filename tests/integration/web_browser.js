@@ -415,6 +415,11 @@ async function refused(p) {
     if (mode === 'live') await live(p);
     else if (mode === 'hostile') await hostile(p);
     else if (mode === 'refused') await refused(p);
+    else if (mode === 'shot') { // a look at the page (no check): node web_browser.js shot URL DIR
+      await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the page');
+      await sleep(500);
+      await p.shot('shot');
+    }
     else fail('mode ' + mode);
   } catch (e) {
     fail(e.stack || String(e));
