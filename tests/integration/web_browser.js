@@ -4,6 +4,10 @@
 //   node web_browser.js live URL OUTDIR     a live session of wl_shares_fp (test_web.sh)
 //   node web_browser.js hostile URL OUTDIR  a file with a hostile function name
 //   node web_browser.js refused URL OUTDIR  a file served with --callers: Invert is refused
+//   node web_browser.js views URL OUTDIR    a saved session of wl_shares_fp: views, transforms,
+//                                           search, thread, range, URL, downloads
+//   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
+//   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
 // Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
 // Every step saves OUTDIR/NN-step.png and checks it is not blank.
 'use strict';
@@ -406,6 +410,247 @@ async function refused(p) {
   console.log(`PASS a refused change is undone, its message stays (${c} colours)`);
 }
 
+
+// ---- views, transforms, search, thread, range, URL, downloads (a saved session) ----------
+
+const crumbsExpr = `[...document.querySelectorAll('#crumbs .crumb')].map((c) => c.textContent)`;
+const totalExpr = `Number(document.getElementById('status').dataset.total)`;
+
+async function home(p) {
+  const h = await p.centre('#crumbs .crumb', null);
+  await p.click(h.x, h.y);
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb').length === 1 && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'the whole profile');
+}
+
+// Picks a transform from row name's menu; waits for its crumb; returns the rows.
+async function transform(p, name, label, crumb) {
+  await menu(p, name, label);
+  await p.waitFor(`${crumbsExpr}.includes(${JSON.stringify(crumb)})`, 'the crumb ' + crumb);
+  await sleep(100);
+  return rows(p);
+}
+
+async function setSelect(p, id, value) {
+  await p.eval(`(() => { const s = document.getElementById(${JSON.stringify(id)}); s.value = ${JSON.stringify(value)}; s.dispatchEvent(new Event('change')); })()`);
+}
+
+async function views(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 3`, 'the tree');
+  const full = await p.eval(totalExpr);
+
+  // The function list, by self time: burn first, self never increasing.
+  await setSelect(p, 'view', 'functions');
+  await p.waitFor(`document.querySelectorAll('#rows tr').length > 0 && ![...document.querySelectorAll('#rows tr')].some((tr) => tr.dataset.depth !== '0') && document.querySelector('#rows tr .fn').textContent === 'burn'`, 'the function list');
+  const selfs = await p.eval(`[...document.querySelectorAll('#rows tr .self')].map((e) => parseFloat(e.textContent))`);
+  for (let i = 1; i < selfs.length; i++) if (selfs[i] > selfs[i - 1]) fail('function list not by self: ' + selfs);
+  let c = await p.shot('20-functions');
+  console.log(`PASS function list by self time, burn first (${selfs.length} functions, ${c} colours)`);
+
+  // Callers of burn (from the menu): burn at the root, its callers below.
+  await menu(p, 'burn', 'Show callers');
+  await p.waitFor(`document.querySelector('#crumbs .viewcrumb')?.textContent === 'callers of burn' && document.querySelector('#rows tr .fn')?.textContent === 'burn' && document.getElementById('view').value === 'callers'`, 'callers of burn');
+  await p.key('*');
+  const callers = (await rows(p)).map((r) => r.name);
+  for (const f of ['work_a', 'work_b_inner', 'work_c']) if (!callers.includes(f)) fail(`callers of burn lack ${f}: ${callers}`);
+  c = await p.shot('21-callers');
+  console.log(`PASS callers of burn: ${callers.slice(0, 5).join(', ')}… (${c} colours)`);
+
+  // Callees of main: main at the root, work_a below it.
+  await setSelect(p, 'view', 'tree');
+  await p.waitFor(`document.querySelector('#rows tr .fn')?.textContent !== 'burn' && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'main')`, 'the tree again');
+  await menu(p, 'main', 'Show callees');
+  await p.waitFor(`document.querySelector('#crumbs .viewcrumb')?.textContent === 'callees of main' && document.querySelector('#rows tr .fn')?.textContent === 'main'`, 'callees of main');
+  const callees = await rows(p);
+  if (callees[0].depth !== 0 || callees[0].pct < 99 || !callees.some((r) => r.name === 'work_a' && r.depth === 1)) fail('callees of main: ' + JSON.stringify(callees.slice(0, 4)));
+  console.log('PASS callees of main');
+  await setSelect(p, 'view', 'tree');
+  await p.waitFor(`!document.querySelector('#crumbs .viewcrumb') && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'the tree');
+
+  // Per-line costs of burn: lines (the workload has debug info) or at least addresses, 100% in all.
+  await menu(p, 'burn', 'Show per-line costs');
+  await p.waitFor(`!document.getElementById('lines-box').hidden && document.getElementById('lines-title').textContent === 'per-line costs of burn' && document.querySelectorAll('#lines-rows tr, #addrs-rows tr').length > 0`, 'per-line costs');
+  const lines = await p.eval(`[...document.querySelectorAll('#lines-rows tr')].map((tr) => [tr.children[0].textContent, parseFloat(tr.children[2].textContent)])`);
+  const addrs = await p.eval(`[...document.querySelectorAll('#addrs-rows tr')].map((tr) => parseFloat(tr.children[2].textContent))`);
+  const sum = (lines.length ? lines.map((l) => l[1]) : addrs).reduce((a, b) => a + b, 0);
+  if (Math.abs(sum - 100) > 1.5) fail(`per-line costs add up to ${sum}%`);
+  c = await p.shot('22-lines');
+  console.log(`PASS per-line costs of burn: ${lines.length} lines, ${addrs.length} addresses, ${sum.toFixed(1)}% (${c} colours)`);
+  await p.eval(`document.getElementById('lines-close').click()`);
+
+  // Every transform of the menu, each its canopy tree -t SPEC, each popped again.
+  let r = await transform(p, 'work_a', 'Focus on library', 'focus on library wl_shares_fp');
+  if (r.some((x) => x.name.startsWith('__libc')) || !r.some((x) => x.name === 'main')) fail('focus-lib: ' + r.map((x) => x.name));
+  await home(p);
+  r = await transform(p, '__libc_start_call_main', 'Collapse library', 'collapse library libc.so.6');
+  if (!r.some((x) => x.name === 'libc.so.6') || r.some((x) => x.name.startsWith('__libc'))) fail('collapse-lib: ' + r.map((x) => x.name));
+  c = await p.shot('23-collapse-lib');
+  await home(p);
+  r = await transform(p, 'work_c', 'Collapse recursion', 'collapse recursion work_c');
+  if (r.filter((x) => x.name === 'work_c').length !== 1) fail('collapse-rec left nested work_c: ' + r.map((x) => x.name));
+  // stacked: collapse direct recursion (nothing left to collapse), then pop to the first crumb
+  r = await transform(p, 'work_c', 'Collapse direct recursion only', 'collapse direct recursion work_c');
+  const mid = await p.centre('#crumbs .crumb', 'collapse recursion work_c');
+  await p.click(mid.x, mid.y);
+  await p.waitFor(`${crumbsExpr}.length === 2`, 'popped to the middle crumb');
+  await home(p);
+  r = await transform(p, 'work_c', 'Collapse direct recursion only', 'collapse direct recursion work_c');
+  if (r.filter((x) => x.name === 'work_c').length !== 1) fail('collapse-direct-rec: ' + r.map((x) => x.name));
+  await home(p);
+  r = await transform(p, 'work_b', 'Collapse function', 'collapse work_b');
+  const wb = r.find((x) => x.name === 'work_b');
+  const wbSelf = await p.eval(`parseFloat([...document.querySelectorAll('#rows tr')].find((tr) => tr.querySelector('.fn').textContent === 'work_b').querySelector('.self').textContent)`);
+  if (!wb || wbSelf !== wb.total || r.some((x) => x.name === 'work_b_inner')) fail(`collapse work_b: self ${wbSelf}, total ${wb && wb.total}`);
+  await home(p);
+  r = await transform(p, 'work_a', 'Drop samples with this function', 'drop work_a');
+  const dropped = await p.eval(totalExpr);
+  if (r.some((x) => x.name === 'work_a') || !(dropped < full * 0.7)) fail(`drop work_a: total ${full} -> ${dropped}`);
+  await home(p);
+  r = await transform(p, 'work_b', 'Merge node', 'merge node _start;__libc_start_main_impl;__libc_start_call_main;main;work_b');
+  if (r.some((x) => x.name === 'work_b') || !r.some((x) => x.name === 'work_b_inner' && x.depth === 4)) fail('merge-node: ' + JSON.stringify(r));
+  await home(p);
+  console.log(`PASS transforms: focus-lib, collapse-lib, collapse-rec, collapse-direct-rec, collapse, drop, merge-node; crumbs pop (${c} colours)`);
+
+  // Search: only samples with a function matching 'WORK_B' (case-insensitive).
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = 'WORK_B'; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a') && ${totalExpr} < ${full}`, 'the search');
+  const found = await p.eval(totalExpr);
+  const wbFull = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--functions').then((r) => r.json()).then((d) => d.functions.find((f) => f.name === 'work_b').total)`);
+  if (found !== wbFull) fail(`search WORK_B: total ${found}, work_b's running total ${wbFull}`);
+  c = await p.shot('24-search');
+  console.log(`PASS search WORK_B: total ${found} = work_b's running weight (${c} colours)`);
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`${totalExpr} === ${full}`, 'the search cleared');
+
+  // The thread picker: the workload's thread, then all again.
+  const opts = await p.eval(`[...document.getElementById('thread').options].map((o) => [o.value, o.textContent])`);
+  const th = opts.find((o) => o[0][0] === 't');
+  if (!th || !opts.some((o) => o[0][0] === 'p')) fail('thread picker: ' + JSON.stringify(opts));
+  await setSelect(p, 'thread', th[0]);
+  await p.waitFor(`document.getElementById('thread').value === ${JSON.stringify(th[0])} && Number(document.body.dataset.refreshes) > 0`, 'the thread');
+  const thTotal = await p.waitFor(`(() => { const t = ${totalExpr}; return t > 0 && t; })()`, 'the thread total');
+  const want = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--tid&arg=${th[0].slice(1)}').then((r) => r.json()).then((d) => d.total)`);
+  if (thTotal !== want) fail(`thread ${th[1]}: total ${thTotal}, --tid gives ${want}`);
+  console.log(`PASS thread picker: ${th[1].trim()} total ${thTotal} = --tid's`);
+  await setSelect(p, 'thread', '');
+  await p.waitFor(`${totalExpr} === ${full}`, 'all threads again');
+
+  // The activity graph: drag over its middle half; the total follows --from/--to.
+  await p.waitFor(`!document.getElementById('activity-box').hidden`, 'the activity graph');
+  const box = await p.eval(`(() => { const b = document.getElementById('activity').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width, h: b.height}; })()`);
+  const end = Number(await p.eval(`document.getElementById('activity').dataset.end`));
+  await p.mouse('mouseMoved', box.x + box.w * 0.25, box.y + box.h / 2);
+  await p.mouse('mousePressed', box.x + box.w * 0.25, box.y + box.h / 2, 'left', 1);
+  await p.mouse('mouseMoved', box.x + box.w * 0.5, box.y + box.h / 2, 'left');
+  await p.mouse('mouseMoved', box.x + box.w * 0.75, box.y + box.h / 2, 'left');
+  await p.mouse('mouseReleased', box.x + box.w * 0.75, box.y + box.h / 2, 'left', 1);
+  await p.waitFor(`!document.getElementById('range').hidden && ${totalExpr} < ${full}`, 'the range');
+  const ranged = await p.eval(totalExpr);
+  const rtext = await p.eval(`document.getElementById('range-text').textContent`);
+  const m = /range ([\d.]+) – ([\d.]+) s/.exec(rtext);
+  if (!m || Math.abs(Number(m[1]) - end / 4) > end / 50 || Math.abs(Number(m[2]) - end * 3 / 4) > end / 50) fail(`range ${rtext} for end ${end}`);
+  const want2 = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--from&arg=${m[1]}&arg=--to&arg=${m[2]}').then((r) => r.json()).then((d) => d.total)`);
+  if (ranged !== want2 || !(ranged > full * 0.25 && ranged < full * 0.75)) fail(`range: total ${ranged}, --from/--to ${want2}, whole ${full}`);
+  c = await p.shot('25-range');
+  console.log(`PASS activity graph: ${rtext}, total ${ranged} of ${full} = --from/--to's (${c} colours)`);
+
+  // The URL keeps the view: a search, a transform, the range, the selection; reload restores it.
+  await transform(p, 'burn', 'Merge function', 'merge burn');
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = 'work'; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`location.hash.includes('work') && location.hash.includes('merge%3Aburn')`, 'the view in the URL');
+  const wa = await p.centre('#rows tr .fn', 'work_a');
+  await p.click(wa.x, wa.y);
+  await sleep(300);
+  await p.eval(`(() => { const s = document.getElementById('search'); s.dispatchEvent(new Event('input')); })()`); /* any load saves the URL */
+  await waitRefreshOrWait(p);
+  const before = { total: await p.eval(totalExpr), crumbs: await p.eval(crumbsExpr), rows: (await rows(p)).map((x) => x.name).join(','),
+                   sel: await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`) };
+  const href = await p.eval('location.href');
+  await p.send('Page.navigate', { url: href });
+  await sleep(300);
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 0`, 'the reloaded page');
+  const after = { total: await p.eval(totalExpr), crumbs: await p.eval(crumbsExpr), rows: (await rows(p)).map((x) => x.name).join(','),
+                  sel: await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`) };
+  if (JSON.stringify(before) !== JSON.stringify(after)) fail(`reload: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`);
+  if ((await p.eval(`document.getElementById('search').value`)) !== 'work' || (await p.eval(`document.getElementById('range').hidden`))) fail('reload lost the search or the range');
+  c = await p.shot('26-reloaded');
+  console.log(`PASS reload restores the view (${after.crumbs.join(' › ')}, search, range, selected ${after.sel}) (${c} colours)`);
+
+  // Downloads of the current view in every format, through the same renderer; the
+  // Firefox Profiler link points at the token-protected firefox export.
+  const links = await p.eval(`[...document.querySelectorAll('#downloads a')].map((a) => [a.dataset.format, a.href])`);
+  const formats = links.map((l) => l[0]);
+  for (const f of ['json', 'text', 'folded', 'pprof', 'speedscope', 'chrome-trace', 'svg', 'firefox', 'canopy'])
+    if (!formats.includes(f)) fail('no download for ' + f);
+  for (const [f, h] of links) {
+    const got = await p.eval(`fetch(${JSON.stringify(h)}).then(async (r) => [r.status, r.headers.get('content-disposition'), (await r.arrayBuffer()).byteLength])`);
+    if (got[0] !== 200 || !/attachment/.test(got[1] || '') || got[2] < 10) fail(`download ${f}: ${JSON.stringify(got)}`);
+  }
+  const same = await p.eval(`(async () => {
+    const tok = new URLSearchParams(location.search).get('token');
+    const a = [...document.querySelectorAll('#downloads a')].find((a) => a.dataset.format === 'json').href;
+    const q = new URL(a).searchParams.getAll('arg');
+    const t = '/api/tree?token=' + tok + q.map((x) => '&arg=' + encodeURIComponent(x)).join('');
+    const [x, y] = await Promise.all([fetch(a).then((r) => r.text()), fetch(t).then((r) => r.text())]);
+    return x === y && q.includes('search:work') && q.includes('merge:burn') && q.includes('--from');
+  })()`);
+  if (!same) fail('the json download is not the current view');
+  const ffp = await p.eval(`document.getElementById('ffp').href`);
+  const pre = 'https://profiler.firefox.com/from-url/';
+  if (!ffp.startsWith(pre)) fail('Firefox Profiler link: ' + ffp);
+  const target = decodeURIComponent(ffp.slice(pre.length));
+  const origin = await p.eval('location.origin');
+  if (!target.startsWith(origin + '/api/export?token=') || !target.includes('format=firefox')) fail('Firefox Profiler link target: ' + target);
+  const ff = await p.eval(`fetch(${JSON.stringify(target)}).then(async (r) => [r.headers.get('access-control-allow-origin'), (await r.json()).meta.preprocessedProfileVersion])`);
+  if (ff[0] !== 'https://profiler.firefox.com' || ff[1] !== 61) fail('firefox export: ' + JSON.stringify(ff));
+  console.log(`PASS downloads in ${formats.length} formats = the current view; the Firefox Profiler link serves version ${ff[1]} with CORS for the profiler`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
+async function waitRefreshOrWait(p) {
+  await sleep(600);
+}
+
+// An off-CPU/wall profile: times, not samples.
+async function units(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 0`, 'the tree');
+  const status = await p.eval(`document.getElementById('status').textContent`);
+  const cells = await p.eval(`[...document.querySelectorAll('#rows tr .total')].slice(0, 5).map((e) => e.textContent)`);
+  if (!/^total [\d.]+ (ns|µs|ms|s)\b/.test(status) || /samples/.test(status)) fail('status of a wall profile: ' + status);
+  if (!cells.every((t) => /^-?[\d.]+ (ns|µs|ms|s)$/.test(t))) fail('cells of a wall profile: ' + cells);
+  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  await p.mouse('mouseMoved', box.x + 5, box.y + 8);
+  const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
+  if (!/running: [\d.]+ (ns|µs|ms|s) /.test(tip)) fail('tooltip of a wall profile: ' + tip);
+  const c = await p.shot('30-wall');
+  console.log(`PASS wall profile in times: "${status}", ${cells[0]} (${c} colours)`);
+}
+
+// canopy web BASE NEW: canopy diff's tree, red where NEW grew, blue where it shrank.
+async function diff(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 1`, 'the diff');
+  const status = await p.eval(`document.getElementById('status').textContent`);
+  if (!/^diff: base /.test(status)) fail('diff status: ' + status);
+  const r = await rows(p);
+  const grew = r.find((x) => x.name === 'grew'), shrank = r.find((x) => x.name === 'shrank');
+  if (!grew || !shrank || !(grew.total > 0) || !(shrank.total < 0)) fail('diff rows: ' + JSON.stringify(r));
+  // The boxes' colours, read from the canvas: red for grew, blue for shrank.
+  const px = await p.eval(`(() => {
+    const c = document.getElementById('flame'), g = c.getContext('2d'), d = window.devicePixelRatio || 1;
+    const at = (x, y) => Array.from(g.getImageData(Math.round(x * d), Math.round(y * d), 1, 1).data);
+    const w = c.clientWidth, rows = [...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.fn').textContent);
+    const tot = (n) => Math.abs(parseFloat([...document.querySelectorAll('#rows tr')].find((tr) => tr.querySelector('.fn').textContent === n).querySelector('.total').textContent));
+    const g1 = tot('grew'), s1 = tot('shrank'), sum = g1 + s1;
+    const first = rows.indexOf('grew') < rows.indexOf('shrank') ? 'grew' : 'shrank';
+    const xg = first === 'grew' ? w * g1 / sum / 2 : w * (s1 + g1 / 2) / sum;
+    const xs = first === 'grew' ? w * (g1 + s1 / 2) / sum : w * s1 / sum / 2;
+    return { grew: at(xg, 16 + 8), shrank: at(xs, 16 + 8) };
+  })()`);
+  if (!(px.grew[0] > px.grew[2] + 40) || !(px.shrank[2] > px.shrank[0] + 40)) fail('diff colours: ' + JSON.stringify(px));
+  const c = await p.shot('31-diff');
+  console.log(`PASS diff: grew +${grew.total} red ${px.grew.slice(0, 3)}, shrank ${shrank.total} blue ${px.shrank.slice(0, 3)} (${c} colours)`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
 (async () => {
   const b = new Browser();
   browser = b;
@@ -415,6 +660,9 @@ async function refused(p) {
     if (mode === 'live') await live(p);
     else if (mode === 'hostile') await hostile(p);
     else if (mode === 'refused') await refused(p);
+    else if (mode === 'views') await views(p);
+    else if (mode === 'units') await units(p);
+    else if (mode === 'diff') await diff(p);
     else if (mode === 'shot') { // a look at the page (no check): node web_browser.js shot URL DIR
       await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the page');
       await sleep(500);
