@@ -95,7 +95,7 @@ static int daemon_refusal(const json_t *resp, cn_err *err)
 {
     const json_t *e = json_object_get(resp, "error");
     const char *m = json_string_value(json_object_get(e, "message"));
-    json_int_t exit = json_integer_value(json_object_get(resp, "exit"));
+    json_int_t exit = json_integer_value(json_object_get(e, "exit")); /* protocol.md: error.exit */
 
     cn_err_set(err, 0, "%s", m ? m : "the daemon refused the query");
     return exit == CN_EXIT_USAGE ? -EINVAL : -EIO;

@@ -173,11 +173,17 @@
     render();
   }
 
+  /* A box's width: the running weight, or in a differential tree NEW's (the tree's total
+   * is a difference, often near 0), as flamegraph's difffolded draws it. */
+  function weight(n) {
+    return state.data && state.data.diff ? Math.abs(n.new || 0) : Math.abs(n.total);
+  }
+
   /* Opens the nodes that hold at least 10% of the total, so the hot paths show. */
   function autoExpand(nodes) {
-    const total = Math.abs(state.data.total) || 1;
+    const total = (state.data.diff ? Math.abs(state.data.new_total) : Math.abs(state.data.total)) || 1;
     for (const n of nodes) {
-      if (Math.abs(n.total) / total >= 0.1 && n.children.length) {
+      if (weight(n) / total >= 0.1 && n.children.length) {
         state.expanded.add(n.key);
         autoExpand(n.children);
       }
@@ -197,8 +203,10 @@
     return Number.isInteger(v) ? String(v) : v.toFixed(2);
   }
 
+  /* A share of the total; in a differential tree of NEW's total, as canopy diff shows it. */
   function pct(v) {
-    const t = state.data && state.data.total ? state.data.total : 0;
+    const d = state.data;
+    const t = d ? Math.abs(d.diff ? d.new_total : d.total) : 0;
     return t ? (100 * v / t).toFixed(1) + '%' : '';
   }
 
@@ -338,6 +346,7 @@
     if (want && !opts.some((o) => o.value === want)) opts.push(new Option(want, want));
     sel.replaceChildren(...opts);
     sel.value = want;
+    sel.parentElement.hidden = threads.length === 0 && !want; /* no threads known (folded, diff) */
   }
 
   function setThread(value) {
@@ -601,7 +610,7 @@
     const lay = (nodes, x0, scale, d) => {
       let x = x0;
       for (const n of nodes) {
-        const w = Math.abs(n.total) * scale;
+        const w = weight(n) * scale;
         frames.push({ n: n, x0: x, x1: x + w, depth: d });
         lay(n.children, x, scale, d + 1);
         x += w;
@@ -611,9 +620,9 @@
       const chain = [];
       for (let p = z; p; p = p.parent) chain.unshift(p);
       for (const p of chain.slice(0, -1)) frames.push({ n: p, x0: 0, x1: 1, depth: depth++ });
-      lay([z], 0, 1 / (Math.abs(z.total) || 1), depth);
+      lay([z], 0, 1 / (weight(z) || 1), depth);
     } else {
-      const sum = state.roots.reduce((s, n) => s + Math.abs(n.total), 0) || 1;
+      const sum = state.roots.reduce((s, n) => s + weight(n), 0) || 1;
       lay(state.roots, 0, 1 / sum, 0);
     }
     return frames;
@@ -794,9 +803,11 @@
     m.querySelector('[data-op="focus-lib"]').hidden = !n.lib;
     m.querySelector('[data-op="collapse-lib"]').hidden = !n.lib;
     m.querySelector('[data-op="lines"]').hidden = !state.info.lines;
-    m.style.left = ev.clientX + 'px';
-    m.style.top = ev.clientY + 'px';
     m.hidden = false;
+    /* kept inside the window: a menu opened near the bottom would be cut off */
+    const r = m.getBoundingClientRect();
+    m.style.left = Math.max(0, Math.min(ev.clientX, window.innerWidth - r.width - 2)) + 'px';
+    m.style.top = Math.max(0, Math.min(ev.clientY, window.innerHeight - r.height - 2)) + 'px';
   }
 
   /* ---- wiring ------------------------------------------------------------------------- */

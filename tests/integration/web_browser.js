@@ -386,6 +386,15 @@ async function hostile(p) {
   await menu(p, name, 'Focus on function');
   await p.waitFor(`[...document.querySelectorAll('#crumbs .crumb')].some((e) => e.textContent === ${JSON.stringify('focus on ' + name)})`, 'the hostile breadcrumb');
   c = await p.shot('11-hostile-crumb');
+  // Its callers view (the view's crumb) and its per-line costs' title: text too.
+  await menu(p, name, 'Show callers');
+  await p.waitFor(`document.querySelector('#crumbs .viewcrumb')?.textContent === ${JSON.stringify('callers of ' + name)}`, 'the hostile callers crumb');
+  await menu(p, name, 'Show per-line costs');
+  await p.waitFor(`document.getElementById('lines-title').textContent === ${JSON.stringify('per-line costs of ' + name)} && document.getElementById('lines-note').textContent !== 'loading…'`, 'the hostile lines title');
+  // and typed into the search box: only its samples, the name still text
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = ${JSON.stringify(name)}; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`location.hash.includes('onerror') && document.querySelectorAll('#rows tr').length > 0`, 'the hostile search');
+  c = await p.shot('13-hostile-views');
   await sleep(500);
   if (await p.eval(`document.querySelectorAll('img').length`)) fail('an img element in the page');
   if (p.dialogs.length) fail('a dialog opened: ' + p.dialogs.join('; '));
@@ -633,17 +642,21 @@ async function diff(p) {
   const r = await rows(p);
   const grew = r.find((x) => x.name === 'grew'), shrank = r.find((x) => x.name === 'shrank');
   if (!grew || !shrank || !(grew.total > 0) || !(shrank.total < 0)) fail('diff rows: ' + JSON.stringify(r));
-  // The boxes' colours, read from the canvas: red for grew, blue for shrank.
+  // The boxes' colours, read from the canvas where the tooltip names them: red for grew,
+  // blue for shrank (widths are NEW's weights, as flamegraph's difffolded draws them).
+  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  const at = {};
+  for (let x = 2; x < box.w && !(at.grew && at.shrank); x += 12) {
+    await p.mouse('mouseMoved', box.x + x, box.y + 16 + 8);
+    const t = await p.eval(`document.getElementById('tooltip').hidden ? '' : document.getElementById('tooltip').textContent`);
+    const name = t.split(/\s/)[0];
+    if ((name === 'grew' || name === 'shrank') && !at[name]) at[name] = x;
+  }
+  if (!at.grew || !at.shrank) fail('no grew/shrank boxes: ' + JSON.stringify(at));
   const px = await p.eval(`(() => {
     const c = document.getElementById('flame'), g = c.getContext('2d'), d = window.devicePixelRatio || 1;
-    const at = (x, y) => Array.from(g.getImageData(Math.round(x * d), Math.round(y * d), 1, 1).data);
-    const w = c.clientWidth, rows = [...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.fn').textContent);
-    const tot = (n) => Math.abs(parseFloat([...document.querySelectorAll('#rows tr')].find((tr) => tr.querySelector('.fn').textContent === n).querySelector('.total').textContent));
-    const g1 = tot('grew'), s1 = tot('shrank'), sum = g1 + s1;
-    const first = rows.indexOf('grew') < rows.indexOf('shrank') ? 'grew' : 'shrank';
-    const xg = first === 'grew' ? w * g1 / sum / 2 : w * (s1 + g1 / 2) / sum;
-    const xs = first === 'grew' ? w * (g1 + s1 / 2) / sum : w * s1 / sum / 2;
-    return { grew: at(xg, 16 + 8), shrank: at(xs, 16 + 8) };
+    const px = (x) => Array.from(g.getImageData(Math.round(x * d), Math.round((16 + 8) * d), 1, 1).data);
+    return { grew: px(${at.grew} + 4), shrank: px(${at.shrank} + 4) };
   })()`);
   if (!(px.grew[0] > px.grew[2] + 40) || !(px.shrank[2] > px.shrank[0] + 40)) fail('diff colours: ' + JSON.stringify(px));
   const c = await p.shot('31-diff');
