@@ -24,7 +24,8 @@
     paused: false,
     data: null,         /* the last JSON tree */
     roots: [],          /* nodes built from it */
-    byKey: new Map(),
+    rowNodes: new Map(), /* key -> node of the table's rows (not of every node: trees
+                            have 100 k+ of them and their keys are long) */
     expanded: new Set(),
     autoExpand: true,   /* expand the heavy nodes on the next load */
     selected: null,     /* node key */
@@ -109,6 +110,8 @@
         setData(data);
         state.lastLoadMs = performance.now() - t0;
         document.body.dataset.loadMs = state.lastLoadMs.toFixed(1);
+        if (!document.body.dataset.firstPaintMs) /* since navigation started */
+          document.body.dataset.firstPaintMs = performance.now().toFixed(1);
         saveURL();
         state.refreshes++;
         document.body.dataset.refreshes = String(state.refreshes);
@@ -140,34 +143,78 @@
 
   /* ---- the tree ------------------------------------------------------------------- */
 
-  function keyOf(path) { return JSON.stringify(path); }
+  /* A node's key: its call node path, each name length-prefixed (so no name can fake a
+   * separator). Built from the parent's: no per-node array (trees have 100 k+ nodes). */
+  function childKey(parent, name) {
+    return (parent ? keyOf(parent) + '/' : '') + name.length + ':' + name;
+  }
 
-  function build(list, parent, out) {
-    const nodes = [];
-    for (const j of list || []) {
-      const path = parent ? parent.path.concat([j.name]) : [j.name];
-      const n = { name: j.name, lib: j.lib || '', total: j.total, self: j.self, path: path,
-                  key: keyOf(path), parent: parent, depth: path.length - 1, children: [],
-                  base: j.base, new: j.new };
-      out.set(n.key, n);
-      n.children = build(j.children, n, out);
-      nodes.push(n);
+  /* A node's key, computed when first asked for (the table's rows, the selection). */
+  function keyOf(n) {
+    if (n._key === undefined) n._key = childKey(n.parent, n.name);
+    return n._key;
+  }
+
+  /* The names of a key (childKey's inverse), or null if it is malformed. */
+  function keyNames(key) {
+    const names = [];
+    let i = 0;
+    while (i < key.length) {
+      const c = key.indexOf(':', i);
+      const len = c > i ? Number(key.slice(i, c)) : NaN;
+      if (!Number.isInteger(len) || c + 1 + len > key.length) return null;
+      names.push(key.slice(c + 1, c + 1 + len));
+      i = c + 1 + len;
+      if (i < key.length && key[i++] !== '/') return null;
+    }
+    return names;
+  }
+
+  /* The node with that key in the current tree, or null: a walk from the roots. */
+  function findNode(key) {
+    const names = key ? keyNames(key) : null;
+    if (!names || !names.length) return null;
+    let list = state.roots, n = null;
+    for (const name of names) {
+      n = list.find((c) => c.name === name);
+      if (!n) return null;
+      list = n.children;
+    }
+    return n;
+  }
+
+  function pathOf(n) {
+    const p = [];
+    for (let x = n; x; x = x.parent) p.push(x.name);
+    return p.reverse();
+  }
+
+  /* The JSON's nodes become the page's, in place (a copy of a 100 k-node tree doubled
+   * the garbage of every refresh): each gets its parent, depth and colour. */
+  function build(list, parent) {
+    const nodes = list || [];
+    const depth = parent ? parent.depth + 1 : 0;
+    for (const n of nodes) {
+      n.parent = parent;
+      n.depth = depth;
+      n.pal = -1;
+      if (n.lib === undefined) n.lib = '';
+      n.children = build(n.children, n);
     }
     return nodes;
   }
 
   function setData(data) {
     state.data = data;
-    state.byKey = new Map();
     /* --functions (as a starting query) has rows instead of roots: a flat list. */
-    state.roots = build(data.roots || data.functions || [], null, state.byKey);
+    state.roots = build(data.roots || data.functions || [], null);
     if (state.autoExpand) {
       autoExpand(state.roots);
       state.autoExpand = false;
     }
-    if (state.zoom && !state.byKey.has(state.zoom)) state.zoom = null;
-    if (state.revealSelected && state.byKey.has(state.selected)) { /* restored from the URL */
-      reveal(state.byKey.get(state.selected));
+    if (state.zoom && !findNode(state.zoom)) state.zoom = null;
+    if (state.revealSelected && findNode(state.selected)) { /* restored from the URL */
+      reveal(findNode(state.selected));
       state.revealSelected = false;
     }
     render();
@@ -184,7 +231,7 @@
     const total = (state.data.diff ? Math.abs(state.data.new_total) : Math.abs(state.data.total)) || 1;
     for (const n of nodes) {
       if (weight(n) / total >= 0.1 && n.children.length) {
-        state.expanded.add(n.key);
+        state.expanded.add(keyOf(n));
         autoExpand(n.children);
       }
     }
@@ -477,7 +524,7 @@
     const walk = (nodes) => {
       for (const n of nodes) {
         out.push(n);
-        if (state.expanded.has(n.key)) walk(n.children);
+        if (state.expanded.has(keyOf(n))) walk(n.children);
       }
     };
     walk(state.roots);
@@ -496,11 +543,13 @@
     const body = $('rows');
     const rows = visibleRows();
     const frag = document.createDocumentFragment();
+    state.rowNodes = new Map();
     for (const n of rows) {
+      state.rowNodes.set(keyOf(n), n);
       const tr = document.createElement('tr');
-      tr.dataset.key = n.key;
+      tr.dataset.key = keyOf(n);
       tr.dataset.depth = String(n.depth);
-      if (n.key === state.selected) tr.className = 'sel';
+      if (keyOf(n) === state.selected) tr.className = 'sel';
       cell(tr, fmt(n.total), 'total');
       cell(tr, pct(n.total), 'total-pct');
       cell(tr, fmt(n.self), 'self');
@@ -509,7 +558,7 @@
       name.style.paddingLeft = (6 + 14 * Math.min(n.depth, 60)) + 'px';
       const tw = document.createElement('span');
       tw.className = 'twisty';
-      tw.textContent = n.children.length ? (state.expanded.has(n.key) ? '▾' : '▸') : '';
+      tw.textContent = n.children.length ? (state.expanded.has(keyOf(n)) ? '▾' : '▸') : '';
       const label = document.createElement('span');
       label.className = 'fn';
       label.textContent = n.name;
@@ -532,37 +581,37 @@
 
   function toggle(n) {
     if (!n || !n.children.length) return;
-    if (state.expanded.has(n.key)) state.expanded.delete(n.key);
-    else state.expanded.add(n.key);
+    if (state.expanded.has(keyOf(n))) state.expanded.delete(keyOf(n));
+    else state.expanded.add(keyOf(n));
     renderTable();
   }
 
   function expandAll(nodes) {
     for (const n of nodes) {
-      if (n.children.length) state.expanded.add(n.key);
+      if (n.children.length) state.expanded.add(keyOf(n));
       expandAll(n.children);
     }
   }
 
   /* Opens the ancestors of n so its row shows. */
   function reveal(n) {
-    for (let p = n.parent; p; p = p.parent) state.expanded.add(p.key);
+    for (let p = n.parent; p; p = p.parent) state.expanded.add(keyOf(p));
   }
 
   function onKey(ev) {
     const rows = visibleRows();
     if (!rows.length) return;
-    let i = rows.findIndex((n) => n.key === state.selected);
+    let i = rows.findIndex((n) => keyOf(n) === state.selected);
     const cur = i >= 0 ? rows[i] : null;
     switch (ev.key) {
       case 'ArrowDown': i = Math.min(rows.length - 1, i + 1); break;
       case 'ArrowUp': i = Math.max(0, i - 1); break;
       case 'ArrowRight':
-        if (cur && cur.children.length && !state.expanded.has(cur.key)) { toggle(cur); ev.preventDefault(); return; }
+        if (cur && cur.children.length && !state.expanded.has(keyOf(cur))) { toggle(cur); ev.preventDefault(); return; }
         if (cur && cur.children.length) i = rows.indexOf(cur.children[0]);
         break;
       case 'ArrowLeft':
-        if (cur && state.expanded.has(cur.key)) { toggle(cur); ev.preventDefault(); return; }
+        if (cur && state.expanded.has(keyOf(cur))) { toggle(cur); ev.preventDefault(); return; }
         if (cur && cur.parent) i = rows.indexOf(cur.parent);
         break;
       case 'Enter': toggle(cur); ev.preventDefault(); return;
@@ -575,12 +624,12 @@
     }
     ev.preventDefault();
     if (i < 0) i = 0;
-    select(rows[i].key, true);
+    select(keyOf(rows[i]), true);
   }
 
   function rowNode(ev) {
     const tr = ev.target.closest('tr');
-    return tr ? state.byKey.get(tr.dataset.key) : null;
+    return tr ? state.rowNodes.get(tr.dataset.key) || null : null;
   }
 
   /* ---- the flame graph ---------------------------------------------------------------- */
@@ -591,28 +640,42 @@
     return h;
   }
 
-  function color(n) {
-    if (state.data && state.data.diff) { /* canopy diff's colours: red grew, blue shrank */
-      const t = Math.min(1, Math.abs(n.total) / (state.diffMax || 1));
-      const l = 92 - 42 * t;
-      return n.total > 0 ? 'hsl(0,75%,' + l + '%)' : n.total < 0 ? 'hsl(220,75%,' + l + '%)' : 'hsl(0,0%,88%)';
+  /* The flame graph's colours: 48 warm ones picked by a hash of the name; for a
+   * differential tree canopy diff's, red where NEW grew, blue where it shrank, 16 shades
+   * each by the change's size, grey for no change. */
+  const WARM = [], DIFF = [];
+  for (let i = 0; i < 48; i++)
+    WARM.push('hsl(' + (10 + (i * 7) % 45) + ',' + (70 + (i * 3) % 20) + '%,' + (55 + (i * 5) % 15) + '%)');
+  for (let i = 0; i < 16; i++) DIFF.push('hsl(0,75%,' + (92 - 42 * (i + 1) / 16) + '%)');
+  for (let i = 0; i < 16; i++) DIFF.push('hsl(220,75%,' + (92 - 42 * (i + 1) / 16) + '%)');
+  DIFF.push('hsl(0,0%,88%)');
+
+  function palette() { return state.data && state.data.diff ? DIFF : WARM; }
+
+  function colorIndex(n) {
+    if (state.data && state.data.diff) {
+      if (!n.total) return 32;
+      const t = Math.min(15, Math.floor(16 * Math.abs(n.total) / (state.diffMax || 1)));
+      return (n.total > 0 ? 0 : 16) + t;
     }
-    const h = hue(n.name);
-    return 'hsl(' + (10 + h % 45) + ',' + (70 + h % 20) + '%,' + (55 + (h >> 8) % 15) + '%)';
+    return hue(n.name) % WARM.length;
   }
 
   /* Boxes {n, x0, x1, depth} in [0,1]: the zoomed node's ancestors full width, then its
    * subtree (or every root) in proportion to running weight. */
-  function layout() {
+  function layout(width) {
     const frames = [];
-    const z = state.zoom ? state.byKey.get(state.zoom) : null;
+    const z = state.zoom ? findNode(state.zoom) : null;
+    const min = 0.5 / width; /* narrower boxes are not drawn, nor are their children */
     let depth = 0;
     const lay = (nodes, x0, scale, d) => {
       let x = x0;
       for (const n of nodes) {
         const w = weight(n) * scale;
-        frames.push({ n: n, x0: x, x1: x + w, depth: d });
-        lay(n.children, x, scale, d + 1);
+        if (w >= min) {
+          frames.push({ n: n, x0: x, x1: x + w, depth: d });
+          lay(n.children, x, scale, d + 1);
+        }
         x += w;
       }
     };
@@ -629,11 +692,11 @@
   }
 
   function drawFlame() {
+    const t0 = performance.now();
     const canvas = $('flame');
     const dpr = window.devicePixelRatio || 1;
     const width = canvas.clientWidth || 800;
-    const all = layout();
-    const frames = all.filter((f) => (f.x1 - f.x0) * width >= 0.5);
+    const frames = layout(width);
     state.diffMax = frames.reduce((m, f) => Math.max(m, Math.abs(f.n.total)), 0);
     const maxDepth = frames.reduce((m, f) => Math.max(m, f.depth), 0);
     const height = Math.max(ROW_H, (maxDepth + 1) * ROW_H);
@@ -645,17 +708,33 @@
     g.clearRect(0, 0, width, height);
     g.font = '11px system-ui, sans-serif';
     g.textBaseline = 'middle';
+    /* One path per colour: tens of thousands of boxes cost one fill per palette entry
+     * instead of a fillStyle change per box. */
+    const pal = palette();
+    const paths = pal.map(() => new Path2D());
+    const sel = new Path2D();
+    const labels = [];
+    const selNode = state.selected ? findNode(state.selected) : null; /* no key per box */
     for (const f of frames) {
       const x = f.x0 * width, w = (f.x1 - f.x0) * width, y = f.depth * ROW_H;
-      g.fillStyle = f.n.key === state.selected ? '#6aa9ff' : color(f.n);
-      g.fillRect(x, y, Math.max(w - 0.5, 0.5), ROW_H - 1);
-      if (w > 20) {
-        g.fillStyle = '#000';
-        g.fillText(fit(g, f.n.name, w - 6), x + 3, y + ROW_H / 2);
-      }
+      const n = f.n;
+      const path = n === selNode ? sel : paths[n.pal >= 0 && !state.data.diff ? n.pal : (n.pal = colorIndex(n))];
+      path.rect(x, y, Math.max(w - 0.5, 0.5), ROW_H - 1);
+      if (w > 20) labels.push(f);
+    }
+    pal.forEach((c, i) => { g.fillStyle = c; g.fill(paths[i]); });
+    g.fillStyle = '#6aa9ff';
+    g.fill(sel);
+    g.fillStyle = '#000';
+    for (const f of labels) {
+      const x = f.x0 * width, w = (f.x1 - f.x0) * width, y = f.depth * ROW_H;
+      g.fillText(fit(g, f.n.name, w - 6), x + 3, y + ROW_H / 2);
     }
     state.frames = frames;
     state.flameWidth = width;
+    /* timings for bench/web_speed.sh, as data attributes (nothing reads them here) */
+    document.body.dataset.drawMs = (performance.now() - t0).toFixed(1);
+    document.body.dataset.drawn = String(frames.length);
   }
 
   function fit(g, s, w) {
@@ -695,12 +774,12 @@
     const f = frameAt(ev);
     if (!f) return;
     /* A click zooms to the box; on the zoomed box itself, one level out. */
-    if (f.n.key === state.zoom) state.zoom = f.n.parent ? f.n.parent.key : null;
-    else state.zoom = f.n.key;
+    if (keyOf(f.n) === state.zoom) state.zoom = f.n.parent ? keyOf(f.n.parent) : null;
+    else state.zoom = keyOf(f.n);
     reveal(f.n);
-    state.selected = f.n.key;
+    state.selected = keyOf(f.n);
     renderTable();
-    select(f.n.key, true);
+    select(keyOf(f.n), true);
     drawFlame();
   }
 
@@ -708,7 +787,7 @@
 
   /* The transform of a menu entry, as the SPEC `canopy tree -t` takes (docs/cli.md). */
   function transformFor(op, n) {
-    const path = n.path.join(';');
+    const path = pathOf(n).join(';');
     switch (op) {
       case 'focus':
         return state.view === 'inverted' ? { label: 'focus ↑ ' + path, spec: 'focus-inverted:' + path }
@@ -757,7 +836,7 @@
   /* Switches the view; callers and callees need a function (the selected node's). */
   function setView(view, func) {
     if ((view === 'callers' || view === 'callees') && !func) {
-      const n = state.selected && state.byKey.get(state.selected);
+      const n = state.selected && findNode(state.selected);
       if (!n) {
         showError('select a function first (callers and callees are of the selected function)');
         syncViewControls();
@@ -818,7 +897,7 @@
       const n = rowNode(ev);
       if (!n) return;
       if (ev.target.classList.contains('twisty')) toggle(n);
-      select(n.key, false);
+      select(keyOf(n), false);
       rows.focus();
       drawFlame();
     });
