@@ -270,6 +270,15 @@ async function live(p) {
   console.log(`PASS total grows ${t0} -> ${t1} (${c} colours)`);
 
   // Expanded nodes survive refreshes: open every node under work_b, wait, count again.
+  // A node renamed by symbolization between two refreshes (LIB+0xOFFSET, then its name) has
+  // a new path, so it would be collapsed again: wait (at most 10 s) until work_b's subtree
+  // has no placeholder left.
+  const settled = `fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token')).then((r) => r.json()).then((d) => {
+    const find = (l) => { for (const n of l || []) { if (n.name === 'work_b') return n; const x = find(n.children); if (x) return x; } return null; };
+    const wb = find(d.roots);
+    return !!wb && !/\+0x[0-9a-f]+"/.test(JSON.stringify(wb));
+  })`;
+  for (let i = 0; i < 50 && !(await p.eval(settled)); i++) await sleep(200);
   const wb = await p.centre('#rows tr .fn', 'work_b');
   await p.click(wb.x, wb.y);
   await p.key('*');
