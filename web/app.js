@@ -53,8 +53,14 @@
     return a;
   }
 
-  function queryArgs() {
+  /* The tree the page asks for leaves out call nodes under 0.01% of the total (with their
+   * subtrees): a flame graph could not draw them below 10 000 pixels of width, and a tree of
+   * 100 k stacks is then a few thousand nodes, not 150 k, every second. Downloads are whole. */
+  const PRUNE = ['--min-percent', '0.01'];
+
+  function queryArgs(whole) {
     const a = filterArgs();
+    if (!whole) a.push(...PRUNE);
     if (state.view === 'inverted') a.push('--invert');
     else if (state.view === 'functions') a.push('--functions');
     else if (state.view === 'callers') a.push('--callers', state.viewFunc);
@@ -100,14 +106,22 @@
     let retry = false;
     try {
       const t0 = performance.now();
+      /* The activity graph depends on the thread only (not on transforms, search, range or
+       * view): asked again when that changes, or at each refresh of a live source. */
+      const actKey = JSON.stringify(activityArgs());
+      const reuse = !state.info.live && state.activityKey === actKey;
       const [data, act] = await Promise.all([
         fetchJSON('/api/tree', args),
-        state.info.diff ? null : fetchJSON('/api/tree', activityArgs()).catch(() => null),
+        state.info.diff ? null : reuse ? state.activity
+          : fetchJSON('/api/tree', activityArgs()).catch(() => null),
       ]);
+      state.activityKey = actKey;
       if (current()) {
         if (!state.stickyError) showError('');
         state.activity = act;
         setData(data);
+        /* timed to the frame after it, so style, layout and paint count too */
+        await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
         state.lastLoadMs = performance.now() - t0;
         document.body.dataset.loadMs = state.lastLoadMs.toFixed(1);
         if (!document.body.dataset.firstPaintMs) /* since navigation started */
@@ -239,6 +253,7 @@
 
   function fmt(v) {
     const unit = state.data ? state.data.unit : 'samples';
+    if (v === 0) return '0';
     if (unit === 'ns' || unit === 'us' || unit === 'ms') {
       const ns = v * (unit === 'ns' ? 1 : unit === 'us' ? 1e3 : 1e6);
       const a = Math.abs(ns);
@@ -262,11 +277,11 @@
   function render() {
     renderStatus();
     renderCrumbs();
-    renderTable();
     drawFlame();
     renderThreads();
     drawActivity();
     renderLinks();
+    renderTable(); /* last: its window depends on where the rest left it */
   }
 
   function renderStatus() {
@@ -312,7 +327,7 @@
   const FORMATS = ['json', 'text', 'folded', 'pprof', 'speedscope', 'chrome-trace', 'svg', 'firefox', 'canopy'];
 
   function exportURL(format) {
-    return apiURL('/api/export', queryArgs(), [['format', format]]);
+    return apiURL('/api/export', queryArgs(true), [['format', format]]);
   }
 
   function renderLinks() {
@@ -539,9 +554,38 @@
     return td;
   }
 
+  /* Long tables are windowed: only the rows near the window's view are in the document
+   * (a 2000-row table cost more to lay out than everything else of a refresh); two empty
+   * bodies around #rows hold the place of the others. Rows are ROW_PX high. */
+  const ROW_PX = 20, WINDOWED = 300, OVERSCAN = 800;
+
+  function pad(body, px) {
+    if (!px) return body.replaceChildren();
+    const tr = document.createElement('tr');
+    const td = document.createElement('td');
+    td.colSpan = 5;
+    tr.style.height = px + 'px';
+    tr.append(td);
+    body.replaceChildren(tr);
+  }
+
+  function tableWindow(n) {
+    if (n <= WINDOWED) return [0, n];
+    const top = $('pad-top').getBoundingClientRect().top + window.scrollY;
+    const first = Math.floor((window.scrollY - top - OVERSCAN) / ROW_PX);
+    const last = Math.ceil((window.scrollY + window.innerHeight - top + OVERSCAN) / ROW_PX);
+    return [Math.max(0, Math.min(first, n)), Math.max(0, Math.min(last, n))];
+  }
+
   function renderTable() {
     const body = $('rows');
-    const rows = visibleRows();
+    const all = visibleRows();
+    const [first, last] = tableWindow(all.length);
+    const rows = all.slice(first, last);
+    state.tableRows = all.length;
+    state.tableWin = [first, last];
+    pad($('pad-top'), first * ROW_PX);
+    pad($('pad-bottom'), (all.length - last) * ROW_PX);
     const frag = document.createDocumentFragment();
     state.rowNodes = new Map();
     for (const n of rows) {
@@ -571,12 +615,32 @@
 
   function select(key, scroll) {
     state.selected = key;
+    if (scroll && !state.rowNodes.has(key)) { /* outside the window: move it there */
+      const i = visibleRows().findIndex((n) => keyOf(n) === key);
+      if (i >= 0) {
+        const top = $('pad-top').getBoundingClientRect().top + window.scrollY;
+        window.scrollTo(0, top + i * ROW_PX - window.innerHeight / 2);
+        renderTable();
+      }
+    }
     for (const tr of $('rows').children)
       tr.classList.toggle('sel', tr.dataset.key === key);
     if (scroll) {
       const tr = [...$('rows').children].find((r) => r.dataset.key === key);
       if (tr) tr.scrollIntoView({ block: 'nearest' });
     }
+  }
+
+  /* A windowed table follows the scrolling (at most once a frame). */
+  function onScroll() {
+    if (state.scrollQueued || !state.tableRows || state.tableRows <= WINDOWED) return;
+    state.scrollQueued = true;
+    requestAnimationFrame(() => {
+      state.scrollQueued = false;
+      const [a, b] = tableWindow(state.tableRows);
+      const [x, y] = state.tableWin;
+      if (a < x || b > y) renderTable();
+    });
   }
 
   function toggle(n) {
@@ -935,6 +999,7 @@
       if (state.data) renderStatus();
     });
     window.addEventListener('resize', () => { if (state.data) drawFlame(); });
+    window.addEventListener('scroll', onScroll, { passive: true });
   }
 
   async function start() {

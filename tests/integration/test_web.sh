@@ -154,6 +154,12 @@ start_web "$TMP/wall.json"
 TMPDIR=$TMP node "$DRIVER" units "$URL" "$SHOTS" || fail "time units (screenshots in $SHOTS)"
 stop_web
 
+# ---- a long table: windowed ------------------------------------------------------------------
+for i in $(seq 0 1999); do echo "main;f$i 1"; done >"$TMP/long.folded"
+start_web "$TMP/long.folded"
+TMPDIR=$TMP node "$DRIVER" long "$URL" "$SHOTS" || fail "a long table (screenshots in $SHOTS)"
+stop_web
+
 # ---- canopy web BASE NEW: canopy diff's tree ------------------------------------------------------
 printf 'main;grew 4\nmain;shrank 6\nmain;same 5\n' >"$TMP/base.folded"
 printf 'main;grew 9\nmain;shrank 1\nmain;same 5\n' >"$TMP/new.folded"

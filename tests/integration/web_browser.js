@@ -8,6 +8,7 @@
 //                                           search, thread, range, URL, downloads
 //   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
 //   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
+//   node web_browser.js long URL OUTDIR     a 2001-row table, windowed
 // Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
 // Every step saves OUTDIR/NN-step.png and checks it is not blank.
 'use strict';
@@ -276,7 +277,7 @@ async function live(p) {
   const settled = `fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token')).then((r) => r.json()).then((d) => {
     const find = (l) => { for (const n of l || []) { if (n.name === 'work_b') return n; const x = find(n.children); if (x) return x; } return null; };
     const wb = find(d.roots);
-    return !!wb && !/\+0x[0-9a-f]+"/.test(JSON.stringify(wb));
+    return !!wb && !JSON.stringify(wb).includes('+0x');
   })`;
   for (let i = 0; i < 50 && !(await p.eval(settled)); i++) await sleep(200);
   const wb = await p.centre('#rows tr .fn', 'work_b');
@@ -643,6 +644,17 @@ async function units(p) {
   console.log(`PASS wall profile in times: "${status}", ${cells[0]} (${c} colours)`);
 }
 
+// A long table (main with 2000 callees): windowed, the rows follow the scrolling.
+async function long(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the tree');
+  const n = await p.eval(`document.querySelectorAll('#rows tr').length`);
+  if (!(n > 20 && n < 300)) fail(`${n} rows in the document for 2001 in the table`);
+  await p.eval(`window.scrollTo(0, document.body.scrollHeight)`);
+  const last = await p.waitFor(`(() => { const r = [...document.querySelectorAll('#rows tr .fn')]; const l = r[r.length - 1]; return l && l.textContent === 'f999' && l.getBoundingClientRect().bottom <= window.innerHeight + 1 && r.length; })()`, 'the last row after scrolling');
+  const c = await p.shot('32-long-table');
+  console.log(`PASS a 2001-row table keeps ${n} rows in the document, ${last} at the end, f999 last (${c} colours)`);
+}
+
 // canopy web BASE NEW: canopy diff's tree, red where NEW grew, blue where it shrank.
 async function diff(p) {
   await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 1`, 'the diff');
@@ -688,6 +700,7 @@ if (require.main === module) (async () => {
     else if (mode === 'views') await views(p);
     else if (mode === 'units') await units(p);
     else if (mode === 'diff') await diff(p);
+    else if (mode === 'long') await long(p);
     else if (mode === 'shot') { // a look at the page (no check): node web_browser.js shot URL DIR
       await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the page');
       await sleep(500);
