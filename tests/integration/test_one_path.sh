@@ -110,6 +110,7 @@ for fmt in text json svg; do
 done
 same "range and thread" --format json --tid "$TID" --from 0.2 --to 0.8
 same "depth and min-percent" --format text --depth 2 --min-percent 5
+same "json min-percent" --format json --min-percent 5
 same "collapse-all-rec" --format json -t collapse-all-rec -t drop:work_c
 same "chrome-trace via tree" --format chrome-trace
 same "activity" --format activity --tid "$TID"
