@@ -181,6 +181,9 @@ T1=$(total)
 sleep 1.5
 T2=$(total)
 [ "$T1" -gt 0 ] && [ "$T2" -gt "$T1" ] || fail "--pid: the in-process total did not grow ($T1 -> $T2)"
+curl -s "$BASE/api/lines?token=$TOKEN&func=burn" | grep -q '"function":"burn"' || fail "--pid: /api/lines of burn"
+curl -s "$BASE/api/tree?token=$TOKEN&arg=--format&arg=activity" | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not (d["end"] > 0 and sum(d["buckets"]) > 0 and d["threads"]))' ||
+  fail "--pid: the activity data"
 [ "$(curl -s "$BASE/api/info?token=$TOKEN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["live"])')" = True ] ||
   fail "--pid: not live"
 stop_web # SIGTERM with the symbolizer's thread running: a clean exit 0
