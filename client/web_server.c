@@ -27,6 +27,7 @@
 #define PUMP_EVERY_NS        100000000LL
 #define MAX_CONNECTIONS      32
 #define CONNECTION_TIMEOUT_S 30
+#define FIREFOX_PROFILER     "https://profiler.firefox.com" /* reads the firefox export (CORS) */
 
 struct cn_cli_web {
     struct MHD_Daemon *d;
@@ -76,9 +77,20 @@ bool cn_cli_web_token_ok(const cn_cli_web *w, const char *a)
  * Responses
  */
 
-/* Queues a response owning buf (malloc'ed, freed by MHD; NULL with len 0 for none). */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *buf,
-                             size_t len)
+/* The headers of every response: no caching, the policy, no sniffing, no referrer. */
+static void common_headers(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "Content-Security-Policy", csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+}
+
+/* Queues a response owning buf (malloc'ed, freed by MHD; NULL with len 0 for none), with
+ * disposition (an attachment's Content-Disposition, or NULL) and cors (an origin allowed
+ * to read it, or NULL). */
+static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, const char *type,
+                                  char *buf, size_t len, const char *disposition, const char *cors)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -86,13 +98,20 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    MHD_add_response_header(r, "Content-Security-Policy", csp);
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    common_headers(r);
+    if (disposition)
+        MHD_add_response_header(r, "Content-Disposition", disposition);
+    if (cors)
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", cors);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *buf,
+                             size_t len)
+{
+    return reply_with(c, status, type, buf, len, NULL, NULL);
 }
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg)
@@ -242,27 +261,13 @@ static const char *export_ext(cn_fmt_format f)
 static enum MHD_Result reply_query(struct MHD_Connection *c, const cn_cli_query *q, bool download,
                                    char *out, size_t len)
 {
+    char disp[64];
     if (!download)
         return reply(c, MHD_HTTP_OK, "application/json", out, len);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, out, MHD_RESPMEM_MUST_FREE);
-    char disp[64];
-    if (!r) {
-        free(out);
-        return MHD_NO;
-    }
     snprintf(disp, sizeof(disp), "attachment; filename=\"canopy-view.%s\"",
              export_ext(q->spec.format));
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-    MHD_add_response_header(r, "Content-Disposition", disp);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    MHD_add_response_header(r, "Content-Security-Policy", csp);
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-    if (q->spec.format == CN_FMT_FIREFOX)
-        MHD_add_response_header(r, "Access-Control-Allow-Origin", "https://profiler.firefox.com");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_with(c, MHD_HTTP_OK, "application/octet-stream", out, len, disp,
+                      q->spec.format == CN_FMT_FIREFOX ? FIREFOX_PROFILER : NULL);
 }
 
 /* A parameter other than arg (format, func): bounded like an arg; NULL when absent. */
@@ -281,10 +286,10 @@ static enum MHD_Result reply_preflight(struct MHD_Connection *c)
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "https://profiler.firefox.com");
+    common_headers(r);
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", FIREFOX_PROFILER);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET");
     MHD_add_response_header(r, "Access-Control-Allow-Private-Network", "true");
-    MHD_add_response_header(r, "Content-Security-Policy", csp);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
     MHD_destroy_response(r);
     return ret;
