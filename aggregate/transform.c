@@ -13,9 +13,11 @@
  * transparent.
  */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "q_engine.h"
 
@@ -389,8 +391,33 @@ void cn_agg__tfout_free(cn_agg__tfout *o)
 }
 
 /* Resolves the transform's names against the profile. */
-/* search:TEXT: which funcs match, case-insensitively (ASCII), by name, library or source
- * file, as the Firefox Profiler's search box matches a function's name and resource. */
+/* Whether s contains one of text's comma-separated terms (each trimmed of spaces; empty
+ * terms ignored), ignoring ASCII case; true when text has no term at all. */
+static bool search_match(const char *s, const char *text)
+{
+    bool any = false;
+    for (const char *t = text; *t;) {
+        const char *end = strchr(t, ',');
+        size_t len = end ? (size_t)(end - t) : strlen(t);
+        const char *a = t, *b = t + len;
+        while (a < b && isspace((unsigned char)*a))
+            a++;
+        while (b > a && isspace((unsigned char)b[-1]))
+            b--;
+        if (b > a) {
+            any = true;
+            for (const char *x = s; *x; x++)
+                if (!strncasecmp(x, a, (size_t)(b - a)))
+                    return true;
+        }
+        t += len + (end ? 1 : 0);
+    }
+    return !any;
+}
+
+/* search:TEXT: which funcs match by name, library or source file, as the Firefox
+ * Profiler's search box matches a function's name and resource (its terms split at
+ * commas, any may match). */
 static int search_hits(tfctx *c, const char *text)
 {
     cn_agg_profile *p = c->p;
@@ -399,9 +426,9 @@ static int search_hits(tfctx *c, const char *text)
         return -ENOMEM;
     for (size_t f = 0; f < p->n_func; f++) {
         int32_t res = p->func_res[f], file = p->func_file[f];
-        c->hit[f] = strcasestr(p->str[p->func_name[f]], text) ||
-                    (res >= 0 && strcasestr(p->str[p->res_name[res]], text)) ||
-                    (file >= 0 && strcasestr(p->str[file], text));
+        c->hit[f] = search_match(p->str[p->func_name[f]], text) ||
+                    (res >= 0 && search_match(p->str[p->res_name[res]], text)) ||
+                    (file >= 0 && search_match(p->str[file], text));
     }
     return 0;
 }
