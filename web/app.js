@@ -112,8 +112,8 @@
       const reuse = !state.info.live && state.activityKey === actKey;
       const [data, act] = await Promise.all([
         fetchJSON('/api/tree', args),
-        state.info.diff ? null : reuse ? state.activity
-          : fetchJSON('/api/tree', activityArgs()).catch(() => null),
+        state.info.diff ? null : reuse ? state.activity /* kept when a refresh's fails */
+          : fetchJSON('/api/tree', activityArgs()).catch(() => state.activityKey === actKey ? state.activity : null),
       ]);
       state.activityKey = actKey;
       if (current()) {

@@ -269,6 +269,14 @@ async function live(p) {
   if (!(t1 > t0)) fail(`the total did not grow across refreshes: ${t0} -> ${t1}`);
   c = await p.shot('02-refreshed');
   console.log(`PASS total grows ${t0} -> ${t1} (${c} colours)`);
+  // The live session's activity graph and thread picker come with the refreshes.
+  await p.waitFor(`!document.getElementById('activity-box').hidden && Number(document.getElementById('activity').dataset.end) > 0`, 'the live activity graph');
+  const e0 = Number(await p.eval(`document.getElementById('activity').dataset.end`));
+  await waitRefresh(p, 'a refresh of the activity graph');
+  const e1 = Number(await p.eval(`document.getElementById('activity').dataset.end`));
+  const topts = await p.eval(`[...document.getElementById('thread').options].map((o) => o.textContent)`);
+  if (!(e1 > e0) || !topts.some((t) => /thread \d+ wl_shares_fp/.test(t))) fail(`live activity: end ${e0} -> ${e1}, threads ${JSON.stringify(topts)}`);
+  console.log(`PASS live activity graph (end ${e0.toFixed(2)} -> ${e1.toFixed(2)} s) and thread picker (${topts.length - 1} entries)`);
 
   // Expanded nodes survive refreshes: open every node under work_b, wait, count again.
   // A node renamed by symbolization between two refreshes (LIB+0xOFFSET, then its name) has
@@ -314,11 +322,15 @@ async function live(p) {
   await p.click(box.x + box.w * (ra.pct + rw.pct / 2) / 100, y);
   const zoomed = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
   if (zoomed !== 'work_b') fail(`a click on work_b's box selected ${zoomed}`);
-  await p.mouse('mouseMoved', box.x + 3, y);
+  // (the selected row is scrolled into view, which may move the flame graph: measure again)
+  const flameY = async () => (await p.eval(`document.getElementById('flame').getBoundingClientRect().top`)) + 16 * rw.depth + 8;
+  let y2 = await flameY();
+  await p.mouse('mouseMoved', box.x + 3, y2);
   await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_b')`, 'work_b at the left edge after the zoom');
   c = await p.shot('03-flame-zoom');
-  await p.click(box.x + 3, y); // the zoomed box again: one level out
-  await p.mouse('mouseMoved', box.x + 3, y);
+  await p.click(box.x + 3, y2); // the zoomed box again: one level out
+  y2 = await flameY();
+  await p.mouse('mouseMoved', box.x + 3, y2);
   await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_a')`, 'work_a at the left edge after zooming out');
   console.log(`PASS flame graph tooltip (${tip.split('\n')[0]}), click zooms to work_b and out (${c} colours)`);
 
