@@ -684,7 +684,13 @@
         renderTable();
         ev.preventDefault();
         return;
-      default: return;
+      default:
+        if (cur && KEY_OPS[ev.key] && !ev.ctrlKey && !ev.metaKey && !ev.altKey &&
+            opAllowed(KEY_OPS[ev.key], cur)) {
+          ev.preventDefault();
+          push(KEY_OPS[ev.key], cur);
+        }
+        return;
     }
     ev.preventDefault();
     if (i < 0) i = 0;
@@ -870,6 +876,21 @@
     return null;
   }
 
+  /* The transforms' keys in the call tree, the Firefox Profiler's (also in the menu). */
+  const KEY_OPS = { f: 'focus', F: 'focus-func', L: 'focus-lib', m: 'merge', M: 'merge-node',
+                    c: 'collapse', r: 'collapse-rec', R: 'collapse-direct-rec', C: 'collapse-lib',
+                    d: 'drop' };
+
+  /* Whether a menu entry applies to node n in the current view. */
+  function opAllowed(op, n) {
+    const tree = state.view === 'tree' || state.view === 'inverted';
+    if (op === 'merge-node') return state.view === 'tree';
+    if (op === 'focus') return tree;
+    if (op === 'focus-lib' || op === 'collapse-lib') return !!n.lib;
+    if (op === 'lines') return !!state.info.lines;
+    return true;
+  }
+
   function menuOp(op, n) {
     if (op === 'callers' || op === 'callees') return setView(op, n.name);
     if (op === 'lines') return showLines(n.name);
@@ -940,12 +961,7 @@
     ev.preventDefault();
     state.menuNode = n;
     const m = $('menu');
-    const tree = state.view === 'tree' || state.view === 'inverted';
-    m.querySelector('[data-op="merge-node"]').hidden = state.view !== 'tree';
-    m.querySelector('[data-op="focus"]').hidden = !tree;
-    m.querySelector('[data-op="focus-lib"]').hidden = !n.lib;
-    m.querySelector('[data-op="collapse-lib"]').hidden = !n.lib;
-    m.querySelector('[data-op="lines"]').hidden = !state.info.lines;
+    for (const li of m.querySelectorAll('li[data-op]')) li.hidden = !opAllowed(li.dataset.op, n);
     m.hidden = false;
     /* kept inside the window: a menu opened near the bottom would be cut off */
     const r = m.getBoundingClientRect();

@@ -539,7 +539,17 @@ async function views(p) {
   r = await transform(p, 'work_b', 'Merge node', 'merge node _start;__libc_start_main_impl;__libc_start_call_main;main;work_b');
   if (r.some((x) => x.name === 'work_b') || !r.some((x) => x.name === 'work_b_inner' && x.depth === 4)) fail('merge-node: ' + JSON.stringify(r));
   await home(p);
-  console.log(`PASS transforms: focus-lib, collapse-lib, collapse-rec, collapse-direct-rec, collapse, drop, merge-node; crumbs pop (${c} colours)`);
+  // The Firefox Profiler's keys in the call tree: m merges the selected function, d drops it.
+  const bn = await p.centre('#rows tr .fn', 'work_b_inner');
+  await p.click(bn.x, bn.y);
+  await p.key('m');
+  await p.waitFor(`${crumbsExpr}.includes('merge work_b_inner') && ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b_inner')`, 'the key m');
+  const wa2 = await p.centre('#rows tr .fn', 'work_a');
+  await p.click(wa2.x, wa2.y);
+  await p.key('d');
+  await p.waitFor(`${crumbsExpr}.includes('drop work_a') && ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'the key d');
+  await home(p);
+  console.log(`PASS transforms: focus-lib, collapse-lib, collapse-rec, collapse-direct-rec, collapse, drop, merge-node, keys m and d; crumbs pop (${c} colours)`);
 
   // Search: only samples with a function matching 'WORK_B' (case-insensitive).
   await p.eval(`(() => { const s = document.getElementById('search'); s.value = 'WORK_B'; s.dispatchEvent(new Event('input')); })()`);
