@@ -6,10 +6,10 @@
  *
  * The buckets cover [0, end) in seconds since the profile's start, where end is just past
  * the last timed sample; they hold the weight (display units) of the samples that pass the
- * query's tid/pid filters, whatever its time range (the graph shows the whole profile and
- * the range is drawn over it). Transforms and views are not applied: a sample's time is
- * lost once stacks are merged into a tree. Rows of the retention accumulator have no time
- * and are counted in no bucket. "threads" lists every thread with timed or untimed samples
+ * query's tid/pid filters and survive its transforms (a search drops samples as in the
+ * tree: cn_agg_activity), whatever its time range (the graph shows the whole profile and
+ * the range is drawn over it) and view. Rows of the retention accumulator have no time and
+ * are counted in no bucket. "threads" lists every thread with timed or untimed samples
  * in the query's time range, whatever its tid/pid filters (a picker must offer the
  * others), heaviest first.
  */
@@ -35,17 +35,6 @@ static int last_time(void *ctx, int32_t stack, int32_t thread, int64_t t, double
     (void)stack, (void)thread, (void)w, (void)cnt;
     if (t > 0 && t >= a->end_ns) /* a profile whose samples are all at 0 has no timeline */
         a->end_ns = t + 1;
-    return 0;
-}
-
-static int bucket(void *ctx, int32_t stack, int32_t thread, int64_t t, double w, int64_t cnt)
-{
-    activity *a = ctx;
-    (void)stack, (void)thread, (void)cnt;
-    if (t < 0)
-        return 0;
-    size_t b = (size_t)((double)t / (double)a->end_ns * N_BUCKETS);
-    a->w[b < N_BUCKETS ? b : N_BUCKETS - 1] += w;
     return 0;
 }
 
@@ -120,7 +109,7 @@ int cn_fmt_write_activity(cn_agg_profile *p, const cn_agg_query *q, FILE *out, c
     a.w = calloc(N_BUCKETS, sizeof(double));
     if (!a.w)
         return cn_err_set(err, -ENOMEM, "out of memory");
-    if (a.end_ns > 0 && (rc = cn_agg_for_each_sample(p, &whole, bucket, &a)) < 0)
+    if (a.end_ns > 0 && (rc = cn_agg_activity(p, &whole, a.end_ns, a.w, N_BUCKETS, err)) < 0)
         goto out;
     fputs("{\"unit\":", out);
     cn_fmt__json_str(out, cn_agg_unit_name(cn_agg_profile_unit(p)));

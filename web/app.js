@@ -68,10 +68,14 @@
     return a;
   }
 
+  /* The activity graph: the samples the transforms and the search keep, for the thread
+   * picked, over the whole profile (the range is drawn on it, not applied). */
   function activityArgs() {
     const a = state.info.args.slice();
+    for (const t of state.stack) a.push(...t.args);
     if (state.tid !== null) a.push('--tid', String(state.tid));
     if (state.pid !== null) a.push('--only-pid', String(state.pid));
+    if (state.search) a.push('-t', 'search:' + state.search);
     a.push('--format', 'activity');
     return a;
   }
@@ -106,8 +110,8 @@
     let retry = false;
     try {
       const t0 = performance.now();
-      /* The activity graph depends on the thread only (not on transforms, search, range or
-       * view): asked again when that changes, or at each refresh of a live source. */
+      /* The activity graph depends on the transforms, search and thread (not on the range
+       * or the view): asked again when they change, or at each refresh of a live source. */
       const actKey = JSON.stringify(activityArgs());
       const reuse = !state.info.live && state.activityKey === actKey;
       const [data, act] = await Promise.all([
@@ -451,6 +455,7 @@
       g.strokeRect(x0 + 0.5, 0.5, Math.max(x1 - x0 - 1, 1), height - 1);
     }
     canvas.dataset.end = String(a.end);
+    canvas.dataset.sum = String(a.buckets.reduce((s, w) => s + w, 0));
     $('range').hidden = !state.range;
     if (state.range)
       $('range-text').textContent = 'range ' + state.range[0].toFixed(3) + ' – ' + state.range[1].toFixed(3) + ' s';

@@ -438,6 +438,12 @@ typedef struct cn_agg_call {
 int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls, size_t *n_calls,
                     cn_err *err);
 
+/* An activity graph (canopy web): adds to w[0..n) the weight of q's samples that survive
+ * its transforms (and its range and thread filters), in n equal time buckets over
+ * [0, end_ns); samples without a time are not counted. Returns 0 or negative errno. */
+int cn_agg_activity(cn_agg_profile *p, const cn_agg_query *q, int64_t end_ns, double *w, size_t n,
+                    cn_err *err);
+
 /* A view's name as the JSON tree and the protocol spell it ("tree", "inverted", "callees",
  * "callers", "functions"); "tree" for an unknown value. A static string. */
 const char *cn_agg_view_name(cn_agg_view v);

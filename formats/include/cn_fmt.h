@@ -144,9 +144,10 @@ int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
  * weights (untransformed queries), or one weighted sample per call node with self weight
  * (transformed queries). Returns 0 or negative errno with err set. */
 int cn_fmt_write_firefox(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
-/* An activity graph's data: the weight of q's thread's samples in 200 time buckets over
- * the whole profile (q's range, transforms and view ignored), and every thread's weight in
- * q's range (docs/cli.md "Output formats"). 0 or negative errno with err set. */
+/* An activity graph's data: the weight of q's thread's samples that its transforms keep,
+ * in 200 time buckets over the whole profile (q's range and view ignored), and every
+ * thread's weight in q's range (docs/cli.md "Output formats"). 0 or negative errno with
+ * err set. */
 int cn_fmt_write_activity(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 int cn_fmt_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_write_opts *o,
                      FILE *out, cn_err *err);

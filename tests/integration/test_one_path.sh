@@ -114,6 +114,7 @@ same "json min-percent" --format json --min-percent 5
 same "collapse-all-rec" --format json -t collapse-all-rec -t drop:work_c
 same "chrome-trace via tree" --format chrome-trace
 same "activity" --format activity --tid "$TID"
+same "activity transforms" --format activity -t drop:work_a -t search:BURN
 same "search" --format json -t merge:burn -t search:WORK_B
 # --no-inline travels in the request: pprof then writes call nodes, not raw frames, so a
 # daemon that dropped the flag would answer differently from the file.

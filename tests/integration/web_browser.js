@@ -534,6 +534,7 @@ async function views(p) {
   await home(p);
   r = await transform(p, 'work_a', 'Drop samples with this function', 'drop work_a');
   const dropped = await p.eval(totalExpr);
+  await p.waitFor(`Number(document.getElementById('activity').dataset.sum) === ${dropped}`, 'the activity graph after drop');
   if (r.some((x) => x.name === 'work_a') || !(dropped < full * 0.7)) fail(`drop work_a: total ${full} -> ${dropped}`);
   await home(p);
   r = await transform(p, 'work_b', 'Merge node', 'merge node _start;__libc_start_main_impl;__libc_start_call_main;main;work_b');
@@ -557,6 +558,8 @@ async function views(p) {
   const found = await p.eval(totalExpr);
   const wbFull = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--functions').then((r) => r.json()).then((d) => d.functions.find((f) => f.name === 'work_b').total)`);
   if (found !== wbFull) fail(`search WORK_B: total ${found}, work_b's running total ${wbFull}`);
+  // The activity graph follows the search (as the Firefox Profiler's does).
+  await p.waitFor(`Number(document.getElementById('activity').dataset.sum) === ${found}`, 'the activity graph of the search');
   c = await p.shot('24-search');
   console.log(`PASS search WORK_B: total ${found} = work_b's running weight (${c} colours)`);
   await p.eval(`(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); })()`);
