@@ -209,4 +209,6 @@ stop_web
 expect_fail 2 "$C" web "$TMP/hostile.folded" -o "$TMP/x.json"
 expect_fail 2 "$C" web "$TMP/hostile.folded" --bind not-an-address
 expect_fail 1 "$C" web no-such-session
+expect_fail 2 "$C" web "$TMP/base.folded" "$TMP/no-such-file.folded" # BASE NEW: canopy diff's rules
+expect_fail 2 "$C" web "$TMP/base.folded" "$TMP/new.folded" "$TMP/hostile.folded"
 echo "PASS canopy web"
