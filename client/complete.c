@@ -114,12 +114,12 @@ static void put_sessions(const char *socket, const char *prefix)
 }
 
 /* The values of option row o: its placeholder's choices (a|b|c), output formats, PIDs,
- * or files. before is what the word holds before the value ("--opt=" or ""). */
+ * or files. before is printed before each value ("--opt=", "=" or ""). */
 static void put_values(const cn_opt *o, const char *before, const char *prefix)
 {
     const char *a = o->arg;
     if (!strcmp(a, "PID")) {
-        put_pids(prefix);
+        put_pids(prefix); /* "--pid=" is rare: PIDs alone */
     } else if (!strcmp(a, "FMT")) {
         char names[256], *save = NULL;
         cn_fmt_format_names(names, sizeof(names));
@@ -168,16 +168,17 @@ int cn_cmd_complete(int argc, char **argv)
 
     /* An option's value: "--opt V", "--opt=V" as one word, or split at '=' by bash's
      * COMP_WORDBREAKS ("--opt" "=" "V"). */
-    const char *opt = NULL, *before = "", *prefix = cur;
-    char head[64];
+    const char *opt = NULL, *prefix = cur;
+    char head[64], pre[80] = ""; /* pre: what each value is printed after */
     if (!strcmp(cur, "=") && prev) {
         opt = prev, prefix = "";
+        snprintf(pre, sizeof(pre), "=");
     } else if (prev && !strcmp(prev, "=") && n >= 3) {
         opt = w[n - 3];
     } else if (has_prefix(cur, "--") && strchr(cur, '=')) {
-        snprintf(head, sizeof(head), "%.*s", (int)(strchr(cur, '=') - cur + 1), cur);
-        head[strlen(head) - 1] = '\0';
-        opt = head, before = cur, prefix = strchr(cur, '=') + 1;
+        snprintf(head, sizeof(head), "%.*s", (int)(strchr(cur, '=') - cur), cur);
+        opt = head, prefix = strchr(cur, '=') + 1;
+        snprintf(pre, sizeof(pre), "%s=", head);
     } else if (prev && prev[0] == '-') {
         const cn_opt *o = find_row(c, own_flags, prev);
         if (o && o->arg)
@@ -185,11 +186,8 @@ int cn_cmd_complete(int argc, char **argv)
     }
     if (opt) {
         const cn_opt *o = find_row(c, own_flags, opt);
-        if (o && o->arg) {
-            char b[80];
-            snprintf(b, sizeof(b), "%s%s", opt, "=");
-            put_values(o, before[0] ? b : "", prefix);
-        }
+        if (o && o->arg)
+            put_values(o, pre, prefix);
         return CN_EXIT_OK;
     }
     if (cur[0] == '-') {

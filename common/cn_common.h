@@ -410,7 +410,8 @@ const cn_opt *cn_opt_find(const cn_opt *tab, const char *name);
 /* Prints the rows enabled by flags as aligned columns: "  -F, --freq HZ   help (default
  * X)", the help wrapped to width. */
 void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width);
-/* Levenshtein distance between a and b (insertions, deletions, substitutions). */
+/* Edit distance between a and b: insertions, deletions, substitutions and adjacent
+ * transpositions each count 1. */
 size_t cn_text_distance(const char *a, const char *b);
 /* The candidate nearest to word when close enough to be a typo (distance at most 2, and
  * less than half of word's length), or NULL. */

@@ -89,29 +89,31 @@ void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width)
 
 size_t cn_text_distance(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    size_t *row = malloc((lb + 1) * sizeof(*row));
-    if (!row)
+    /* Optimal string alignment: Levenshtein plus adjacent transpositions ("fromat"). */
+    size_t la = strlen(a), lb = strlen(b), w = lb + 1;
+    size_t *d = malloc((la + 1) * w * sizeof(*d));
+    if (!d)
         return (size_t)-1;
+    for (size_t i = 0; i <= la; i++)
+        d[i * w] = i;
     for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
+        d[j] = j;
     for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
+            size_t best = d[(i - 1) * w + j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[(i - 1) * w + j] + 1 < best)
+                best = d[(i - 1) * w + j] + 1;
+            if (d[i * w + j - 1] + 1 < best)
+                best = d[i * w + j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[(i - 2) * w + j - 2] + 1 < best)
+                best = d[(i - 2) * w + j - 2] + 1;
+            d[i * w + j] = best;
         }
     }
-    size_t d = row[lb];
-    free(row);
-    return d;
+    size_t r = d[la * w + lb];
+    free(d);
+    return r;
 }
 
 const char *cn_text_nearest(const char *word, const char *const *cands, size_t n)
