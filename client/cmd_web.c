@@ -378,6 +378,14 @@ int cn_cmd_web(int argc, char **argv)
 
     memset(&w, 0, sizeof(w));
     w.stop_fd = -1;
+    /* --help before the QUERY words are checked as a whole (as the other commands, which
+     * check them after the loop that sees --help). */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            web_help();
+            return CN_EXIT_OK;
+        }
+    }
     cn_cli_live_args_init(&w.a, "web");
     status = split_args(&w, argc, argv);
     if (status < 0)
