@@ -235,7 +235,10 @@ void cn_cli_unknown_option(const char *cmd, const char *arg)
     const char *near = cn_text_nearest(word, names, n);
     char shown[256];
     cn_term_str(shown, sizeof(shown), arg);
-    if (near)
+    if (near && !strcmp(near, word))
+        fprintf(stderr, "canopy %s: option '%s' does not apply here (see canopy %s --help)\n", cmd,
+                shown, cmd);
+    else if (near)
         fprintf(stderr,
                 "canopy %s: unknown option '%s'; did you mean `%s`? (see canopy %s --help)\n", cmd,
                 shown, near, cmd);

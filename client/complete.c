@@ -37,13 +37,21 @@ static unsigned fleet_flags(const char *sub)
     return ~0u;
 }
 
+/* Whether the QUERY options apply: the command takes them (fleet: tree and diff only). */
+static bool query_on(const cn_cli_command *c, unsigned own_flags)
+{
+    if (!strcmp(c->name, "fleet"))
+        return own_flags == fleet_flags("tree") || own_flags == fleet_flags("diff");
+    return c->tables & CN_LIVE_QUERY;
+}
+
 /* The row named name among cmd's options (own first, as the parsers match). */
 static const cn_opt *find_row(const cn_cli_command *c, unsigned own_flags, const char *name)
 {
     const cn_opt *tabs[] = {c->own, cn_cli_sampling_opts, cn_cli_query_opts, cn_cli_live_opts};
     unsigned flags[] = {own_flags, c->tables, 0, c->tables};
     bool on[] = {c->own != NULL, (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) != 0,
-                 (c->tables & CN_LIVE_QUERY) != 0, true};
+                 query_on(c, own_flags), true};
     for (int t = 0; t < 4; t++) {
         if (!on[t])
             continue;
@@ -60,7 +68,7 @@ static void put_options(const cn_cli_command *c, unsigned own_flags, const char 
     const cn_opt *tabs[] = {c->own, cn_cli_sampling_opts, cn_cli_query_opts, cn_cli_live_opts};
     unsigned flags[] = {own_flags, c->tables, 0, c->tables};
     bool on[] = {c->own != NULL, (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) != 0,
-                 (c->tables & CN_LIVE_QUERY) != 0, true};
+                 query_on(c, own_flags), true};
     for (int t = 0; t < 4; t++) {
         if (!on[t])
             continue;

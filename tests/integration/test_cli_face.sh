@@ -80,29 +80,37 @@ for cmd in $cmds; do
   diff "$TMP/ho.$cmd" "$TMP/mo.$cmd" >"$TMP/d" || fail "canopy $cmd: --help and canopy(1) differ: $(cat "$TMP/d")"
   # Each option row of --help, with a value if it takes one, then --help: the parser takes
   # options in order, so exit 0 means it accepted them. All of a command's options in one
-  # run first (fast); when that fails (views exclude each other), one run per option.
+  # run (the views exclude each other: --callers there, the others one run each); fleet
+  # per subcommand, whose options must cover fleet --help's.
   grep -oE '^  (-[A-Za-z], )?--[a-z][a-z-]*( [^ ]+)?' "$TMP/h.$cmd" | sed -E 's/^  (-[A-Za-z], )?//' |
     grep -v '^--help' >"$TMP/rows.$cmd"
   subs=("$cmd")
   [ "$cmd" = fleet ] && subs=("fleet init" "fleet tree" "fleet labels" "fleet diff" "fleet prune")
-  all=()
-  while read -r opt ph; do
-    all+=("$opt")
-    [ -n "$ph" ] && all+=("$(sample "$opt" "$ph")")
-  done <"$TMP/rows.$cmd"
-  [ "$cmd" != fleet ] && "$C" "$cmd" "${all[@]}" --help >/dev/null 2>&1 && continue_all=1 || continue_all=
-  if [ -z "$continue_all" ]; then
+  : >"$TMP/accepted"
+  for sub in "${subs[@]}"; do
+    all=()
+    alone=()
+    # shellcheck disable=SC2086 # "fleet tree" is two words
+    "$C" __complete $sub -- >"$TMP/offered" # the options this (sub)command offers
     while read -r opt ph; do
+      grep -qx -- "$opt" "$TMP/offered" || continue
+      case $opt in --invert | --callees | --functions) alone+=("$opt $ph") && continue ;; esac
+      all+=("$opt")
+      [ -n "$ph" ] && all+=("$(sample "$opt" "$ph")")
+      echo "$opt" >>"$TMP/accepted"
+    done <"$TMP/rows.$cmd"
+    # shellcheck disable=SC2086 # "fleet tree" is two words
+    "$C" $sub "${all[@]}" --help >/dev/null 2>"$TMP/err" || fail "canopy $sub ${all[*]} --help: $(cat "$TMP/err")"
+    for row in "${alone[@]}"; do
+      read -r opt ph <<<"$row"
       args=("$opt")
       [ -n "$ph" ] && args+=("$(sample "$opt" "$ph")")
-      ok=
-      for sub in "${subs[@]}"; do
-        # shellcheck disable=SC2086 # "fleet tree" is two words
-        "$C" $sub "${args[@]}" --help >/dev/null 2>"$TMP/err" && ok=1 && break
-      done
-      [ -n "$ok" ] || fail "canopy $cmd does not accept ${args[*]}: $(cat "$TMP/err")"
-    done <"$TMP/rows.$cmd"
-  fi
+      "$C" $sub "${args[@]}" --help >/dev/null 2>"$TMP/err" || fail "canopy $sub ${args[*]} --help: $(cat "$TMP/err")"
+      echo "$opt" >>"$TMP/accepted"
+    done
+  done
+  sort -u "$TMP/accepted" | diff <(grep -v '^--help' "$TMP/ho.$cmd") - >"$TMP/d" ||
+    fail "canopy $cmd: --help's options and those tried differ: $(cat "$TMP/d")"
   # ... and the check can fail: an option no table has is refused before anything is done.
   if [ "$cmd" = fleet ]; then set -- fleet tree; else set -- "$cmd"; fi
   "$C" "$@" --no-such-option >/dev/null 2>"$TMP/err" && fail "canopy $cmd accepted --no-such-option"
