@@ -115,6 +115,8 @@ const cn_cli_command *cn_cli_command_find(const char *name);
 /* Prints command cmd's --help on stdout: usage, about, then every option it accepts with
  * its default, in aligned columns. */
 void cn_cli_help(const char *cmd);
+/* Prints "  FMT is text, json, ... or canopy." (formats/' names) on out. */
+void cn_cli_print_formats(FILE *out);
 /* Prints canopy --help (the command list, aligned) on out. */
 void cn_cli_usage(FILE *out);
 /* Prints "canopy CMD: unknown option 'ARG'", with "did you mean `--X`?" when one of

@@ -202,10 +202,18 @@ void cn_cli_help(const char *cmd)
     if (c->tables & CN_LIVE_QUERY) {
         printf("\nQUERY and output options:\n");
         cn_opt_print(stdout, cn_cli_query_opts, 0, HELP_WIDTH);
+        cn_cli_print_formats(stdout);
     }
     printf("\nOther options:\n");
     cn_opt_print(stdout, cn_cli_live_opts, c->tables, HELP_WIDTH);
     printf("\nExit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
+}
+
+void cn_cli_print_formats(FILE *out)
+{
+    char names[256];
+    cn_fmt_format_names(names, sizeof(names));
+    fprintf(out, "  FMT is %s.\n", names);
 }
 
 /* Collects the names of the rows of tab enabled by flags into names (at most cap). */

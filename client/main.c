@@ -27,6 +27,10 @@ int main(int argc, char **argv)
         cn_cli_usage(stderr);
         return CN_EXIT_USAGE;
     }
+    if (!strcmp(argv[1], "help") && argc > 2 && cn_cli_command_find(argv[2])) {
+        cn_cli_help(argv[2]); /* canopy help tree */
+        return CN_EXIT_OK;
+    }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         cn_cli_usage(stdout);
         return CN_EXIT_OK;

@@ -155,9 +155,7 @@ const cn_opt cn_cli_query_opts[] = {
     {"--min-percent", NULL, "P", "0", "text output: hide nodes below P% of the total",
      O_MIN_PERCENT, 0},
     {"--format", NULL, "FMT", "text, or from -o's extension",
-     "text, json, folded, pprof, "
-     "speedscope, chrome-trace, svg, firefox, canopy",
-     O_FORMAT, 0},
+     "the output format (FMT: the names listed below the options)", O_FORMAT, 0},
     {"--output", "-o", "FILE", "stdout",
      "write to FILE; without --format the format follows "
      "its extension (.json, .folded, .pb.gz, .svg, .canopy, ...)",

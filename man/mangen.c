@@ -57,8 +57,8 @@ static bool enabled(const cn_opt *o, unsigned flags)
     return o->when == 0 || (o->when & flags);
 }
 
-/* One .TP entry per row enabled by flags. */
-static void rows(FILE *f, const cn_opt *tab, unsigned flags)
+/* One .TP entry per row enabled by flags; sep goes between a name and its value. */
+static void rows_sep(FILE *f, const cn_opt *tab, unsigned flags, const char *sep)
 {
     for (const cn_opt *o = tab; o->lng; o++) {
         if (!enabled(o, flags))
@@ -73,7 +73,7 @@ static void rows(FILE *f, const cn_opt *tab, unsigned flags)
         roff(f, o->lng);
         fputs("\\fR", f);
         if (o->arg) {
-            fputs(" \\fI", f);
+            fprintf(f, "%s\\fI", sep);
             roff(f, o->arg);
             fputs("\\fR", f);
         }
@@ -86,6 +86,11 @@ static void rows(FILE *f, const cn_opt *tab, unsigned flags)
         }
         fputs(".\n", f);
     }
+}
+
+static void rows(FILE *f, const cn_opt *tab, unsigned flags)
+{
+    rows_sep(f, tab, flags, " ");
 }
 
 /* "\fB--a\fR, \fB--b\fR": the names of the rows, for a command's section. */
@@ -161,7 +166,11 @@ static void canopy_1(FILE *f, const char *date)
           "unit: ns, us, ms, s (the default), m or min, h (30s, 5m, 1.5).\n",
           f);
     rows(f, cn_cli_query_opts, 0);
-    fputs(".SH ENVIRONMENT\n"
+    char fmts[256];
+    cn_fmt_format_names(fmts, sizeof(fmts));
+    fputs(".PP\nFMT is ", f);
+    roff(f, fmts);
+    fputs(".\n.SH ENVIRONMENT\n"
           ".TP\n\\fBCANOPY_SOCKET\\fR\ncanopyd's socket when \\fB\\-\\-socket\\fR is not "
           "given.\n"
           ".TP\n\\fBXDG_RUNTIME_DIR\\fR\nwhere a user's own canopyd listens "
@@ -237,7 +246,7 @@ static void canopyd_conf_5(FILE *f, const char *date)
           "min, h (30s, 10m, 1.5). A COUNT is a positive integer.\n"
           ".SH SETTINGS\n",
           f);
-    rows(f, cn_d_config_keys, 0);
+    rows_sep(f, cn_d_config_keys, 0, " = ");
     fputs(".SH EXAMPLE\n.nf\n"
           "retention = 30m\n"
           "max_sessions = 32\n"

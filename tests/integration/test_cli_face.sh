@@ -27,7 +27,7 @@ for p in canopy.1 canopyd.8 canopyd.conf.5; do
   MANWIDTH=80 man -l "$MAN/$p" >"$TMP/$p.txt" 2>"$TMP/man.err" || fail "man -l $p: $(cat "$TMP/man.err")"
 done
 grep -q '^SAMPLING OPTIONS' "$TMP/canopy.1.txt" || fail "canopy(1) has no SAMPLING OPTIONS section"
-grep -q 'retention DURATION' "$TMP/canopyd.conf.5.txt" || fail "canopyd.conf(5) lacks retention"
+grep -q 'retention = DURATION' "$TMP/canopyd.conf.5.txt" || fail "canopyd.conf(5) lacks retention"
 
 # help_opts: the long options in a --help text on stdin (rows "  [-X, ]--name ...").
 help_opts() { grep -oE '^  (-[A-Za-z], )?--[a-z][a-z-]*' | sed -E 's/^  (-[A-Za-z], )?//' | sort -u; }
