@@ -461,8 +461,15 @@ int cn_cmd_fleet(int argc, char **argv)
     cn_cli_query_init(&a.q);
     if (strcmp(a.sub, "init") && strcmp(a.sub, "tree") && strcmp(a.sub, "labels") &&
         strcmp(a.sub, "diff") && strcmp(a.sub, "prune")) {
-        status =
-            usage_err(NULL, "unknown subcommand '%s' (init, tree, labels, diff, prune)", a.sub);
+        static const char *const subs[] = {"init", "tree", "labels", "diff", "prune"};
+        const char *near = cn_text_nearest(a.sub, subs, 5);
+        char shown[256];
+        cn_term_str(shown, sizeof(shown), a.sub);
+        if (near)
+            status = usage_err(NULL, "unknown subcommand '%s'; did you mean `%s`?", shown, near);
+        else
+            status =
+                usage_err(NULL, "unknown subcommand '%s' (init, tree, labels, diff, prune)", shown);
         goto out;
     }
     if ((status = parse(&a, argc, argv)) >= 0)

@@ -195,6 +195,7 @@ expect_hint --pid tree --pdi 1
 expect_hint --format open --fromat json x
 expect_hint --no-normalize diff --no-normalise a b
 expect_hint --where fleet tree --wher x
+expect_hint labels fleet lables
 "$C" frobnicate 2>"$TMP/err" && fail "canopy frobnicate exits 0"
 grep -q "did you mean" "$TMP/err" && fail "a suggestion for frobnicate: $(cat "$TMP/err")"
 
