@@ -33,8 +33,7 @@ const cn_opt cn_cli_diff_opts[] = {
      D_NO_NORMALIZE, 0},
     {"--normalize", NULL, NULL, "on", "scale BASE to NEW's total", D_NORMALIZE, 0},
     {"--socket", NULL, "PATH",
-     "$CANOPY_SOCKET, /run/canopy/canopy.sock, "
-     "$XDG_RUNTIME_DIR/canopy.sock",
+     "$CANOPY_SOCKET, /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock",
      "canopyd's socket, for session arguments", D_SOCKET, 0},
     {NULL, NULL, NULL, NULL, NULL, 0, 0},
 };

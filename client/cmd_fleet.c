@@ -167,9 +167,7 @@ const cn_opt cn_cli_fleet_opts[] = {
     {"--last", NULL, "DURATION", "all", "rows of the last DURATION (30m, 1h, 7d)", FO_LAST,
      F_WHERE},
     {"--from", NULL, "TIME", "the first row",
-     "rows from TIME (unix seconds or "
-     "YYYY-MM-DD[THH:MM[:SS]], UTC)",
-     FO_FROM, F_WHERE},
+     "rows from TIME (unix seconds or YYYY-MM-DD[THH:MM[:SS]], UTC)", FO_FROM, F_WHERE},
     {"--to", NULL, "TIME", "now", "rows before TIME", FO_TO, F_WHERE},
     {"--raw", NULL, NULL, NULL, "read the raw 10 s rows only, not the rollups", FO_RAW, F_WHERE},
     {"--group-by", NULL, "host|service|LABEL", "none", "a root level per value of the label",

@@ -56,9 +56,8 @@ const cn_opt cn_cli_live_opts[] = {
     {"--no-daemon", NULL, NULL, NULL, "sample in-process even when a daemon answers", L_NO_DAEMON,
      CN_LIVE_SAMPLING},
     {"--socket", NULL, "PATH",
-     "$CANOPY_SOCKET, /run/canopy/canopy.sock, "
-     "$XDG_RUNTIME_DIR/canopy.sock",
-     "canopyd's socket", L_SOCKET, CN_LIVE_CONNECT},
+     "$CANOPY_SOCKET, /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock", "canopyd's socket",
+     L_SOCKET, CN_LIVE_CONNECT},
     {"--help", "-h", NULL, NULL, "print this help", L_HELP, 0},
     {NULL, NULL, NULL, NULL, NULL, 0, 0},
 };

@@ -126,8 +126,7 @@ enum {
 
 const cn_opt cn_cli_query_opts[] = {
     {"--transform", "-t", "SPEC", NULL,
-     "apply a transform (focus:PATH, merge:F, drop:F, ...); "
-     "repeatable, applied in order",
+     "apply a transform (focus:PATH, merge:F, drop:F, ...); repeatable, applied in order",
      O_TRANSFORM, 0},
     {"--invert", NULL, NULL, NULL, "inverted tree: leaves at the root, callers below", O_INVERT, 0},
     {"--callees", NULL, "F", NULL, "everything F calls, its calls merged into one root", O_CALLEES,
@@ -136,15 +135,11 @@ const cn_opt cn_cli_query_opts[] = {
     {"--callers-mode", NULL, "total|self", "total",
      "with --callers: every sample through F, or only those whose leaf is F", O_CALLERS_MODE, 0},
     {"--functions", NULL, NULL, NULL,
-     "one row per function: self, and total counting "
-     "recursion once",
-     O_FUNCTIONS, 0},
+     "one row per function: self, and total counting recursion once", O_FUNCTIONS, 0},
     {"--group-by", NULL, "none|process|thread|state", "none",
      "a root level per process, thread or thread state", O_GROUP_BY, 0},
     {"--no-inline", NULL, NULL, NULL,
-     "fold inlined functions into the function they were "
-     "inlined in",
-     O_NO_INLINE, 0},
+     "fold inlined functions into the function they were inlined in", O_NO_INLINE, 0},
     {"--last", NULL, "DURATION", "all", "only the last DURATION (30s, 5m, 500ms)", O_LAST, 0},
     {"--from", NULL, "SECONDS", "the start", "only samples from SECONDS since the start", O_FROM,
      0},

@@ -60,9 +60,7 @@ const cn_opt cn_cli_sampling_opts[] = {
      "what is measured: CPU samples, time switched out, or both (weights in ns)", S_MODE,
      CN_LIVE_SAMPLING},
     {"--min-block", NULL, "DURATION", "0",
-     "off-cpu, wall: drop off-CPU intervals shorter "
-     "than DURATION",
-     S_MIN_BLOCK, CN_LIVE_SAMPLING},
+     "off-cpu, wall: drop off-CPU intervals shorter than DURATION", S_MIN_BLOCK, CN_LIVE_SAMPLING},
     {"--name", NULL, "NAME", "none", "name the session (1 to 64 printable bytes)", S_NAME,
      CN_LIVE_NAME},
     {"--label", NULL, "K=V", "service=the target's name",
