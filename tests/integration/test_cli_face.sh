@@ -145,6 +145,20 @@ done <"$all_help"
 comm -23 "$TMP/doc_opts" "$all_help" >"$TMP/missing"
 [ ! -s "$TMP/missing" ] || fail "docs/cli.md names options no command has: $(cat "$TMP/missing")"
 
+# The SAMPLING and QUERY tables of docs/cli.md (their rows' first cells) are exactly the
+# groups canopy run --help prints from cn_cli_sampling_opts and cn_cli_query_opts.
+doc_table() { # SECTION: the options of the table under "## SECTION"
+  awk -v h="## $1" '$0 == h {on = 1; next} /^##/ {on = 0} on && /^\| `-/' "$SRC"/docs/cli.md |
+    cut -d'|' -f2 | grep -oE -- '--[a-z][a-z-]*' | sort -u
+}
+help_group() { # TITLE: the options of run --help's group "TITLE:"
+  awk -v h="$1:" '$0 == h {on = 1; next} /^$/ {on = 0} on' "$TMP/h.run" | help_opts
+}
+diff <(doc_table "SAMPLING options") <(help_group "SAMPLING options") >"$TMP/d" ||
+  fail "docs/cli.md's SAMPLING table and the SAMPLING options differ: $(cat "$TMP/d")"
+diff <(doc_table "QUERY options") <(help_group "QUERY and output options") >"$TMP/d" ||
+  fail "docs/cli.md's QUERY table and the QUERY options differ: $(cat "$TMP/d")"
+
 # --- canopyd: --help == canopyd(8) == getopt; docs/cli.md's synopsis --------------------
 "$CANOPYD_BIN" --help | help_opts >"$TMP/dho"
 grep -oE '\\fB\\-\\-[a-z][a-z\\-]*\\fR' "$MAN/canopyd.8" | sed -e 's/\\fB//; s/\\fR//; s/\\-/-/g' | sort -u >"$TMP/dmo"
