@@ -3,7 +3,8 @@
 # --help` lists, the ones its section of canopy(1) lists and the ones its parser accepts
 # are the same set (and likewise canopyd --help, canopyd(8) and getopt; canopyd.conf(5)
 # and the config parser); every option literal in the parsers' sources is in some --help;
-# docs/cli.md names every option and names none that does not exist; canopy --help is in
+# docs/cli.md names every option and names none that does not exist (its SAMPLING and
+# QUERY tables are exactly the parsers'), docs/protocol.md every config key; canopy --help is in
 # aligned columns; --version prints the version and the executable's build id; typos get
 # the nearest command or option; the bash completion completes commands, options, values,
 # PIDs and canopyd's session names. The manual pages pass mandoc's lint (or groff -ww).
@@ -182,6 +183,10 @@ grep -A1 '^\.TP' "$MAN/canopyd.conf.5" | grep -oE '^\\fB[a-z_]+\\fR' | sed -e 's
 grep -oE '^#?[a-z_]+ =' "$SRC"/systemd/canopyd.conf.example | tr -d '#= ' | sort -u >"$TMP/ex_keys"
 comm -23 "$TMP/ex_keys" "$TMP/keys" >"$TMP/missing"
 [ ! -s "$TMP/missing" ] || fail "canopyd.conf.example keys missing from canopyd.conf(5): $(cat "$TMP/missing")"
+# ... and docs/protocol.md's "Configuration" names the same keys.
+awk '/^## Configuration/ {on = 1; next} /^## / {on = 0} on' "$SRC"/docs/protocol.md |
+  grep -oE '`[a-z][a-z_]*`' | tr -d '`' | grep -vxE 'io_uring|epoll|cn_d_config_keys' | sort -u >"$TMP/doc_keys"
+diff "$TMP/keys" "$TMP/doc_keys" >"$TMP/d" || fail "canopyd.conf(5) and docs/protocol.md's keys differ: $(cat "$TMP/d")"
 echo "bogus_key = 1" >"$TMP/bad.conf"
 "$CANOPYD_BIN" --config "$TMP/bad.conf" --socket "$TMP/no.sock" 2>"$TMP/err" && fail "canopyd took bogus_key"
 grep -q "unknown setting 'bogus_key'" "$TMP/err" || fail "bogus_key: $(cat "$TMP/err")"
