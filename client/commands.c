@@ -193,19 +193,19 @@ void cn_cli_help(const char *cmd)
     print_about(c->about);
     if (c->own) {
         printf("\nOptions:\n");
-        cn_opt_print(stdout, c->own, c->own_flags, HELP_WIDTH);
+        cn_opt_print(stdout, c->own, c->own_flags, HELP_WIDTH, NULL);
     }
     if (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) {
         printf("\nSAMPLING options:\n");
-        cn_opt_print(stdout, cn_cli_sampling_opts, c->tables, HELP_WIDTH);
+        cn_opt_print(stdout, cn_cli_sampling_opts, c->tables, HELP_WIDTH, c->own);
     }
     if (c->tables & CN_LIVE_QUERY) {
         printf("\nQUERY and output options:\n");
-        cn_opt_print(stdout, cn_cli_query_opts, 0, HELP_WIDTH);
+        cn_opt_print(stdout, cn_cli_query_opts, 0, HELP_WIDTH, c->own);
         cn_cli_print_formats(stdout);
     }
     printf("\nOther options:\n");
-    cn_opt_print(stdout, cn_cli_live_opts, c->tables, HELP_WIDTH);
+    cn_opt_print(stdout, cn_cli_live_opts, c->tables, HELP_WIDTH, c->own);
     printf("\nExit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
 }
 

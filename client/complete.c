@@ -73,7 +73,8 @@ static void put_options(const cn_cli_command *c, unsigned own_flags, const char 
         if (!on[t])
             continue;
         for (const cn_opt *o = tabs[t]; o->lng; o++)
-            if (o->when == 0 || (o->when & flags[t]))
+            if ((o->when == 0 || (o->when & flags[t])) &&
+                (t == 0 || !c->own || !cn_opt_find(c->own, o->lng))) /* not shadowed */
                 put("", o->lng, prefix);
     }
 }

@@ -408,8 +408,9 @@ const cn_opt *cn_opt_match(const cn_opt *tab, unsigned flags, int argc, char **a
 /* The row named lng (or shrt) in tab, whatever its flags, or NULL. */
 const cn_opt *cn_opt_find(const cn_opt *tab, const char *name);
 /* Prints the rows enabled by flags as aligned columns: "  -F, --freq HZ   help (default
- * X)", the help wrapped to width. */
-void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width);
+ * X)", the help wrapped to width; rows whose name shadow (may be NULL) has too are left out
+ * (a command's own option of the same name is the one its parser takes). */
+void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width, const cn_opt *shadow);
 /* Edit distance between a and b: insertions, deletions, substitutions and adjacent
  * transpositions each count 1. */
 size_t cn_text_distance(const char *a, const char *b);

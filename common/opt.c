@@ -69,10 +69,10 @@ static void print_wrapped(FILE *out, const char *text, int col, int width)
     fputc('\n', out);
 }
 
-void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width)
+void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width, const cn_opt *shadow)
 {
     for (const cn_opt *o = tab; o->lng; o++) {
-        if (!enabled(o, flags))
+        if (!enabled(o, flags) || (shadow && cn_opt_find(shadow, o->lng)))
             continue;
         char left[128], help[1024];
         int n = snprintf(left, sizeof(left), "  %s%s%s%s%s", o->shrt ? o->shrt : "",

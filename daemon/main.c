@@ -16,7 +16,7 @@ static void usage(FILE *out)
                  "The canopy profiling daemon. Clients (canopy) talk to it over its socket in\n"
                  "newline-delimited JSON (docs/protocol.md). It stays in the foreground.\n\n"
                  "Options:\n");
-    cn_opt_print(out, cn_d_options, 0, 80);
+    cn_opt_print(out, cn_d_options, 0, 80, NULL);
     fprintf(out, "\nExit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on bad "
                  "usage.\nManual: man canopyd, man canopyd.conf.\n");
 }

@@ -58,10 +58,11 @@ static bool enabled(const cn_opt *o, unsigned flags)
 }
 
 /* One .TP entry per row enabled by flags; sep goes between a name and its value. */
-static void rows_sep(FILE *f, const cn_opt *tab, unsigned flags, const char *sep)
+static void rows_sep(FILE *f, const cn_opt *tab, unsigned flags, const char *sep,
+                     const cn_opt *shadow)
 {
     for (const cn_opt *o = tab; o->lng; o++) {
-        if (!enabled(o, flags))
+        if (!enabled(o, flags) || (shadow && cn_opt_find(shadow, o->lng)))
             continue;
         fputs(".TP\n", f);
         if (o->shrt) {
@@ -90,15 +91,15 @@ static void rows_sep(FILE *f, const cn_opt *tab, unsigned flags, const char *sep
 
 static void rows(FILE *f, const cn_opt *tab, unsigned flags)
 {
-    rows_sep(f, tab, flags, " ");
+    rows_sep(f, tab, flags, " ", NULL);
 }
 
 /* "\fB--a\fR, \fB--b\fR": the names of the rows, for a command's section. */
-static void names(FILE *f, const cn_opt *tab, unsigned flags)
+static void names(FILE *f, const cn_opt *tab, unsigned flags, const cn_opt *shadow)
 {
     bool first = true;
     for (const cn_opt *o = tab; o->lng; o++) {
-        if (!enabled(o, flags))
+        if (!enabled(o, flags) || (shadow && cn_opt_find(shadow, o->lng)))
             continue;
         fputs(first ? "\\fB" : ", \\fB", f);
         roff(f, o->lng);
@@ -143,14 +144,14 @@ static void canopy_1(FILE *f, const char *date)
         }
         if (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) {
             fputs(".PP\nSAMPLING options (see \\fBSAMPLING OPTIONS\\fR): ", f);
-            names(f, cn_cli_sampling_opts, c->tables);
+            names(f, cn_cli_sampling_opts, c->tables, c->own);
         }
         if (c->tables & CN_LIVE_QUERY) {
             fputs(".PP\nQUERY options (see \\fBQUERY OPTIONS\\fR): ", f);
-            names(f, cn_cli_query_opts, 0);
+            names(f, cn_cli_query_opts, 0, c->own);
         }
         fputs(".PP\nOther options:\n", f);
-        rows(f, cn_cli_live_opts, c->tables);
+        rows_sep(f, cn_cli_live_opts, c->tables, " ", c->own);
     }
     fputs(".SH SAMPLING OPTIONS\n"
           "Options of run, attach, system, and of tree \\-\\-pid, top \\-\\-pid and web "
@@ -246,7 +247,7 @@ static void canopyd_conf_5(FILE *f, const char *date)
           "min, h (30s, 10m, 1.5). A COUNT is a positive integer.\n"
           ".SH SETTINGS\n",
           f);
-    rows_sep(f, cn_d_config_keys, 0, " = ");
+    rows_sep(f, cn_d_config_keys, 0, " = ", NULL);
     fputs(".SH EXAMPLE\n.nf\n"
           "retention = 30m\n"
           "max_sessions = 32\n"

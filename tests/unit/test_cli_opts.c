@@ -70,7 +70,7 @@ static void test_print_aligned(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
-    cn_opt_print(m, tab, 4, 80);
+    cn_opt_print(m, tab, 4, 80, NULL);
     fclose(m);
     /* Every help text starts in column 30, defaults shown. */
     char want[3][128];
@@ -84,7 +84,7 @@ static void test_print_aligned(void **state)
     free(buf);
     /* Narrower: the help wraps, continuing in column 30. */
     m = open_memstream(&buf, &len);
-    cn_opt_print(m, tab, 0, 50);
+    cn_opt_print(m, tab, 0, 50, NULL);
     fclose(m);
     snprintf(want[0], sizeof(want[0]), "%-30s%s\n%30s%s\n", "  -F, --freq HZ", "samples per second",
              "", "(default: 99)");
