@@ -118,8 +118,8 @@ const cn_cli_command cn_cli_commands[] = {
      "The fleet's profiles in ClickHouse, pushed by every canopyd with a fleet_url "
      "(docs/fleet.md). WHERE is any of --where, --last, --from, --to, --raw. The URL comes "
      "from --url, else $CANOPY_FLEET_URL, else fleet_url in canopyd's config file. QUERY "
-     "options (tree and diff) are those of canopy open; fleet's own --group-by, --last, "
-     "--from and --to come first.",
+     "options (tree and diff) are those of canopy open, but --group-by, --last, --from and "
+     "--to, which are fleet's own.",
      CN_LIVE_QUERY, cn_cli_fleet_opts, ~0u},
     {NULL, NULL, NULL, NULL, NULL, 0, NULL, 0},
 };
