@@ -169,11 +169,23 @@ int cn_cmd_complete(int argc, char **argv)
             put("", fleet_subs[k], cur);
         return CN_EXIT_OK;
     }
-    unsigned own_flags = fleet ? fleet_flags(w[1]) : c->own_flags;
     const char *socket = NULL;
     for (int k = 1; k + 1 < n; k++)
         if (!strcmp(w[k], "--socket"))
             socket = w[k + 1];
+    /* After "--": run's command and its arguments, or positionals. */
+    for (int k = 1; k + 1 < n; k++) {
+        if (strcmp(w[k], "--"))
+            continue;
+        if (!strcmp(c->name, "run"))
+            printf(k + 2 == n ? "@commands\n" : "@files\n");
+        else if (strcmp(c->name, "open") && !fleet)
+            put_sessions(socket, cur);
+        if (strcmp(c->name, "run"))
+            printf("@files\n");
+        return CN_EXIT_OK;
+    }
+    unsigned own_flags = fleet ? fleet_flags(w[1]) : c->own_flags;
 
     /* An option's value: "--opt V", "--opt=V" as one word, or split at '=' by bash's
      * COMP_WORDBREAKS ("--opt" "=" "V"). */

@@ -246,6 +246,9 @@ expect_completion json open --format j
 expect_completion --format=speedscope timeline --format=sp
 expect_completion prune fleet pr
 expect_completion "$$" attach ""
+expect_completion bash run -- bas
+complete_words run -- ls --ver >"$TMP/comp" # the command's own arguments: files, no options
+grep -qx -- --freq "$TMP/comp" && fail "run offers its own options after --"
 complete_words fleet tree --cl >"$TMP/comp"
 grep -qx -- --cluster "$TMP/comp" && fail "--cluster offered for fleet tree"
 complete_words open x.folded --pi >"$TMP/comp"
