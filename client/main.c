@@ -47,7 +47,8 @@ int main(int argc, char **argv)
         return CN_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("canopy %s\n", CANOPY_VERSION);
+        char line[256];
+        printf("%s\n", cn_common_version_line("canopy", line, sizeof(line)));
         return CN_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -379,6 +379,14 @@ void *cn_common_altstack_new(void);
  * one that made it). Accepts NULL. */
 void cn_common_altstack_free(void *stack);
 
+
+/* The version (CMake's project VERSION, CANOPY_VERSION) and the running program's GNU
+ * build-id (lowercase hex; "" when it was linked without one). */
+#define CN_COMMON_BUILD_ID_MAX 129 /* 64 bytes of id as hex, and the NUL */
+const char *cn_common_build_id(char *buf, size_t n);
+/* "PROG VERSION (build-id HEX)": what --version prints. Returns buf. */
+const char *cn_common_version_line(const char *prog, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

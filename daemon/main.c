@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cn_common.h"
 #include "cn_d.h"
 
 static void usage(FILE *out)
@@ -51,9 +52,11 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case 'V':
-            printf("canopyd %s\n", CANOPY_VERSION);
+        case 'V': {
+            char line[256];
+            printf("%s\n", cn_common_version_line("canopyd", line, sizeof(line)));
             return 0;
+        }
         default:
             usage(stderr);
             return 2;
