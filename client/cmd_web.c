@@ -24,18 +24,19 @@
 
 static void web_help(void)
 {
-    printf("usage: canopy web SESSION|FILE|--pid PID [QUERY] [--port N] [--bind ADDR] "
-           "[--socket PATH] [SAMPLING]\n\n"
-           "Serve an interactive view of a profile (flame graph, call tree, transforms)\n"
-           "to a browser on this machine. The server runs as you, in this process; it\n"
-           "listens on 127.0.0.1 (--bind another IPv4 address) on a free port (--port),\n"
-           "prints the page's URL, with its secret token, as the first line of stdout,\n"
-           "and serves until Ctrl-C. Requests without the token get 403.\n\n"
-           "SESSION is a canopyd session (id or --name), asked over your own connection\n"
-           "and refreshed every second; FILE a profile file (canopy open reads the same);\n"
-           "--pid PID samples that process in-process until Ctrl-C. QUERY options (those\n"
-           "of canopy tree) give the page's starting query. docs/web.md tells more.\n");
+    cn_cli_help("web");
 }
+
+/* web's own options: split_args matches argv against them first; --help, the manual and
+ * the completion print them. */
+enum { W_PORT, W_BIND };
+
+const cn_opt cn_cli_web_opts[] = {
+    {"--port", NULL, "N", "0: a free port", "the port to listen on", W_PORT, 0},
+    {"--bind", NULL, "ADDR", "127.0.0.1",
+     "the IPv4 address to listen on (anything but loopback exposes the profile)", W_BIND, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
 
 /* ---------------------------------------------------------------------------------------
  * Sources
@@ -167,18 +168,16 @@ static int parse_port(const char *v, uint16_t *out)
  * (printed). */
 static int web_opt(web_args *w, int argc, char **argv, int *i)
 {
-    const char *s = argv[*i], *v = NULL;
-    bool port = !strncmp(s, "--port", 6) && (!s[6] || s[6] == '=');
-    bool bind = !strncmp(s, "--bind", 6) && (!s[6] || s[6] == '=');
+    const char *v;
+    const cn_opt *o = cn_opt_match(cn_cli_web_opts, 0, argc, argv, i, &v);
 
-    if (!port && !bind)
+    if (!o)
         return 0;
-    v = s[6] == '=' ? s + 7 : *i + 1 < argc ? argv[++*i] : NULL;
     if (!v) {
-        fprintf(stderr, "canopy web: %.6s needs a value\n", s);
+        fprintf(stderr, "canopy web: %s needs a value\n", o->lng);
         return -1;
     }
-    if (bind) {
+    if (o->id == W_BIND) {
         w->cfg.bind = v;
         return 1;
     }
@@ -379,6 +378,14 @@ int cn_cmd_web(int argc, char **argv)
 
     memset(&w, 0, sizeof(w));
     w.stop_fd = -1;
+    /* --help before the QUERY words are checked as a whole (as the other commands, which
+     * check them after the loop that sees --help). */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            web_help();
+            return CN_EXIT_OK;
+        }
+    }
     cn_cli_live_args_init(&w.a, "web");
     status = split_args(&w, argc, argv);
     if (status < 0)

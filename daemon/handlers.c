@@ -27,7 +27,7 @@ static json_t *reply_oom(const json_t *req)
 
 void cn_d__cmd_hello(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
-    char build_id[CN_COMMON_BUILD_ID_MAX];
+    char build_id[129]; /* up to 64 bytes of id as hex */
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
         json_object_update_new(

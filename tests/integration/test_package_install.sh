@@ -57,9 +57,9 @@ fi
 
 # ---- 2. --version -------------------------------------------------------------------------
 build_id() { readelf -n "$1" | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p'; }
-[ "$(/usr/bin/canopy --version)" = "canopy $V (build-id $(build_id /usr/bin/canopy))" ] ||
+[ "$(/usr/bin/canopy --version)" = "canopy $V (build $(build_id /usr/bin/canopy))" ] ||
   fail "canopy --version: $(/usr/bin/canopy --version)"
-[ "$(/usr/sbin/canopyd --version)" = "canopyd $V (build-id $(build_id /usr/sbin/canopyd))" ] ||
+[ "$(/usr/sbin/canopyd --version)" = "canopyd $V (build $(build_id /usr/sbin/canopyd))" ] ||
   fail "canopyd --version: $(/usr/sbin/canopyd --version)"
 
 # ---- 3. canopy run, in-process ------------------------------------------------------------

@@ -2,7 +2,7 @@
 # One version number everywhere (NEWS.md's header): CMake's project(canopy VERSION V) is the
 # source, and these must say V:
 #  1. debian/changelog's newest entry (the package's version) and NEWS.md's newest heading;
-#  2. `canopy --version` and `canopyd --version`: "PROG V (build-id H)", where H is the
+#  2. `canopy --version` and `canopyd --version`: "PROG V (build H)", where H is the
 #     binary's own GNU build-id as readelf reads it from the file;
 #  3. the protocol's hello: version V and canopyd's build_id;
 #  4. the .canopy files canopy writes: their canopy.version metadata (canopy_meta.py reads the
@@ -33,7 +33,7 @@ for pair in "canopy:$CANOPY_BIN" "canopyd:$CANOPYD_BIN"; do
   id=$(build_id "$bin")
   [ ${#id} -ge 16 ] || fail "$bin has no GNU build-id note (readelf -n): '$id'"
   got=$("$bin" --version)
-  [ "$got" = "$prog $V (build-id $id)" ] || fail "$prog --version says '$got', expected '$prog $V (build-id $id)'"
+  [ "$got" = "$prog $V (build $id)" ] || fail "$prog --version says '$got', expected '$prog $V (build $id)'"
 done
 # The build-ids differ between the two programs: each reports its own, not a constant.
 [ "$(build_id "$CANOPY_BIN")" != "$(build_id "$CANOPYD_BIN")" ] || fail "canopy and canopyd share a build-id"
