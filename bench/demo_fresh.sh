@@ -8,6 +8,7 @@
 #      install, configure, build, the two `canopy run`s.
 # Wall times follow the machine's load (printed before and after); the CPU times do not.
 #   bench/demo_fresh.sh [REV]      (root; needs debootstrap and a reachable Debian mirror)
+# PHASES=0 skips part 2 (for a REV before scripts/setup --for demo, e.g. the old demo).
 # Roots under $CANOPY_FRESH_DIR (default /var/tmp/canopy-fresh); the debootstrapped root is
 # kept as a tarball and reused. Figures: docs/performance.md, "scripts/demo on a fresh
 # machine".
@@ -67,6 +68,7 @@ time (scripts/demo | while IFS= read -r l; do
     echo "first tree after $(( (${e/./} - ${start/./}) / 1000 )) ms" >&2; }; esac; done)'
 echo "== load $(cut -d' ' -f1-3 /proc/loadavg)"
 
+[ "${PHASES:-1}" = 1 ] || exit 0
 fresh_root
 echo "== the phases, each alone (wall, user, sys)"
 in_root 'set -e
