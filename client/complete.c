@@ -146,6 +146,26 @@ static void put_values(const cn_opt *o, const char *before, const char *prefix)
     }
 }
 
+/* A command's positional argument: run's command, attach's PID, open's file, a session
+ * (stop, rm, save), or a session or a file (tree, top, web, lines, timeline, diff). */
+static void put_positional(const cn_cli_command *c, const char *socket, const char *cur)
+{
+    const char *n = c->name;
+    if (!strcmp(n, "run")) {
+        printf("@commands\n");
+    } else if (!strcmp(n, "attach")) {
+        put_pids(cur);
+    } else if (!strcmp(n, "open")) {
+        printf("@files\n");
+    } else if (!strcmp(n, "stop") || !strcmp(n, "rm") || !strcmp(n, "save")) {
+        put_sessions(socket, cur);
+    } else if (strcmp(n, "fleet") && strcmp(n, "sessions") && strcmp(n, "status") &&
+               strcmp(n, "system")) {
+        put_sessions(socket, cur);
+        printf("@files\n");
+    }
+}
+
 int cn_cmd_complete(int argc, char **argv)
 {
     char **w = argv + 1; /* the words after "canopy", the last being completed */
@@ -215,19 +235,6 @@ int cn_cmd_complete(int argc, char **argv)
         put_options(c, own_flags, cur);
         return CN_EXIT_OK;
     }
-    /* Positionals. */
-    if (!strcmp(c->name, "run")) {
-        printf("@commands\n");
-    } else if (!strcmp(c->name, "attach")) {
-        put_pids(cur);
-    } else if (!strcmp(c->name, "open")) {
-        printf("@files\n");
-    } else if (!strcmp(c->name, "stop") || !strcmp(c->name, "rm") || !strcmp(c->name, "save")) {
-        put_sessions(socket, cur);
-    } else if (!fleet && strcmp(c->name, "sessions") && strcmp(c->name, "status") &&
-               strcmp(c->name, "system")) {
-        put_sessions(socket, cur); /* tree, top, web, lines, timeline, diff: or a file */
-        printf("@files\n");
-    }
+    put_positional(c, socket, cur);
     return CN_EXIT_OK;
 }
