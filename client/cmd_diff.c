@@ -199,6 +199,35 @@ out:
     return status;
 }
 
+static void diff_title(const side *sides, int n_sides, char *title, size_t size)
+{
+    if (n_sides == 2)
+        snprintf(title, size, "%s -> %s", base_name(sides[0].path), base_name(sides[1].path));
+    else
+        snprintf(title, size, "%s", base_name(sides[0].path));
+}
+
+int cn_cli_diff_profile(const char *const *args, int n_args, cn_cli_query *q, const char *socket,
+                        cn_agg_profile **out, char *title, size_t title_size)
+{
+    side sides[2] = {{0}};
+    int n_sides = 0, status = CN_EXIT_USAGE;
+
+    if (n_args < 1 || n_args > 2) {
+        fprintf(stderr, "canopy: a differential profile needs BASE and NEW\n");
+        return CN_EXIT_USAGE;
+    }
+    for (; n_sides < n_args; n_sides++)
+        if ((status = parse_side(args[n_sides], &sides[n_sides])) != CN_EXIT_OK)
+            goto out;
+    if ((status = make_diff(sides, n_sides, q, socket, out)) == CN_EXIT_OK)
+        diff_title(sides, n_sides, title, title_size);
+out:
+    free(sides[0].path);
+    free(sides[1].path);
+    return status;
+}
+
 int cn_cmd_diff(int argc, char **argv)
 {
     cn_cli_query q;
@@ -255,11 +284,7 @@ int cn_cmd_diff(int argc, char **argv)
     if ((status = make_diff(sides, n_sides, &q, socket, &d)) != CN_EXIT_OK)
         goto out;
     char title[512];
-    if (n_sides == 2)
-        snprintf(title, sizeof(title), "%s -> %s", base_name(sides[0].path),
-                 base_name(sides[1].path));
-    else
-        snprintf(title, sizeof(title), "%s", base_name(sides[0].path));
+    diff_title(sides, n_sides, title, sizeof(title));
     cn_fmt_render_opts o;
     cn_fmt_render_opts_init(&o);
     o.title = title;

@@ -61,7 +61,7 @@ const cn_cli_command cn_cli_commands[] = {
      "its function; u pop the last transform; w cycle the window (all, 60 s, 10 s); p pause; "
      "/ search (n next); q quits.",
      CN_LIVE_SAMPLING | CN_LIVE_PID | CN_LIVE_CONNECT, NULL, 0},
-    {"web", cn_cmd_web, "SESSION|FILE|--pid PID [QUERY] [SAMPLING]",
+    {"web", cn_cmd_web, "SESSION|FILE|BASE NEW|--pid PID [QUERY] [SAMPLING]",
      "the profile in a browser (loopback HTTP server)",
      "Serve an interactive view of a profile (flame graph, call tree, transforms) to a "
      "browser on this machine. The server runs as you, in this process; it prints the page's "
@@ -69,7 +69,9 @@ const cn_cli_command cn_cli_commands[] = {
      "Requests without the token get 403.\n\n"
      "SESSION is a canopyd session (id or --name), asked over your own connection and "
      "refreshed every second; FILE a profile file; --pid PID samples that process in-process "
-     "until Ctrl-C. QUERY options give the page's starting query (docs/web.md).",
+     "until Ctrl-C. BASE NEW (files or sessions, with canopy diff's @FROM..TO windows) serves "
+     "canopy diff's differential tree, red where NEW grew, blue where it shrank. QUERY options "
+     "give the page's starting query (docs/web.md).",
      CN_LIVE_SAMPLING | CN_LIVE_QUERY | CN_LIVE_PID | CN_LIVE_CONNECT, cn_cli_web_opts, 0},
     {"lines", cn_cmd_lines, "SESSION|FILE F [QUERY]", "self weight per source line and address",
      "Self weight per source line and per address (file offset) inside function F, for a live "
