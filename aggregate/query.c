@@ -234,7 +234,7 @@ static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
 /* The synthetic root func of a --group-by group. */
 static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
 {
-    char label[320];
+    char label[CN_CGROUP_PATH_MAX + 32]; /* "cgroup=" and a whole path */
     if (thread < 0) {
         snprintf(label, sizeof(label), "[unknown]");
     } else if (by >= CN_AGG_GROUP_CONTAINER) {
