@@ -395,8 +395,8 @@ int cn_fleet_cgroup_labels(const char *path, const cn_fleet_labels *session, cn_
     cn_cgroup_info info;
     cn_err err = {0};
     int r = 0;
-    if (!path)
-        return 0;
+    if (!path || !strcmp(path, "/"))
+        return 0; /* the root cgroup: every process of a machine without cgroups */
     cn_cgroup_identify(path, &info);
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && r == 0; i++) {
         const char *k = cn_cgroup_label_name(keys[i]), *v = cn_cgroup_key_value(&info, path, keys[i]);
