@@ -483,7 +483,8 @@ static int start_session(int argc, char **argv, const char *cmd, void (*help)(vo
     a.smp.freq = CN_LIVE_FREQ_DEFAULT; /* meant to stay on */
     a.smp.kind = !strcmp(cmd, "system") ? CN_LIVE_SYSTEM : CN_LIVE_ATTACH;
     int took = take_target_opt(&argc, argv, cmd, &target);
-    status = took < 0 ? CN_EXIT_USAGE : cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
+    status = took < 0 ? CN_EXIT_USAGE
+                      : cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
     if (status >= 0)
         goto out;
     status = CN_EXIT_USAGE;

@@ -41,9 +41,9 @@
 static const int64_t windows_ns[] = {0, 60000000000LL, 10000000000LL};
 static const char *const window_names[] = {"all", "60 s", "10 s"};
 /* Key c cycles the tree's roots (docs/cli-live.md "Containers and cgroups"). */
-static const cn_agg_group_by groups[] = {CN_AGG_GROUP_NONE, CN_AGG_GROUP_PROCESS,
+static const cn_agg_group_by groups[] = {CN_AGG_GROUP_NONE,      CN_AGG_GROUP_PROCESS,
                                          CN_AGG_GROUP_CONTAINER, CN_AGG_GROUP_POD,
-                                         CN_AGG_GROUP_SERVICE, CN_AGG_GROUP_CGROUP};
+                                         CN_AGG_GROUP_SERVICE,   CN_AGG_GROUP_CGROUP};
 
 typedef enum top_mode { MODE_NORMAL, MODE_SEARCH } top_mode;
 
@@ -553,7 +553,8 @@ static void draw_header(const top_state *st, int w)
     char line[512];
     int n = snprintf(line, sizeof(line), " canopy top  window %s%s%s%s%s", window_names[st->window],
                      st->inverted ? "  [inverted]" : "", st->paused ? "  [paused]" : "",
-                     st->group ? "  by " : "", st->group ? cn_fmt_group_by_name(groups[st->group]) : "");
+                     st->group ? "  by " : "",
+                     st->group ? cn_fmt_group_by_name(groups[st->group]) : "");
     if (s->samples >= 0)
         n += snprintf(line + n, sizeof(line) - (size_t)n, "  %lld samples", (long long)s->samples);
     if (s->lost >= 0)
@@ -840,8 +841,7 @@ static int key(top_state *st, int ch)
         break;
     case 'c':
         st->group = (st->group + 1) % (int)(sizeof(groups) / sizeof(groups[0]));
-        snprintf(st->msg, sizeof(st->msg), "group by: %s",
-                 cn_fmt_group_by_name(groups[st->group]));
+        snprintf(st->msg, sizeof(st->msg), "group by: %s", cn_fmt_group_by_name(groups[st->group]));
         set_selection(st, NULL, 0);
         clear_expanded(st);
         st->auto_expand = true;

@@ -71,10 +71,11 @@ int cn_live_session_opts_validate(const cn_live_session_opts *o, cn_err *err)
         return cn_err_set(err, -EINVAL, "min_block: out of range");
     if (o->name && check_name(o->name, err) < 0)
         return -EINVAL;
-    if (o->cgroup && (o->kind != CN_LIVE_SYSTEM || o->cgroup[0] != '/' ||
-                      strlen(o->cgroup) >= CN_CGROUP_PATH_MAX || strstr(o->cgroup, "/../") ||
-                      (strlen(o->cgroup) >= 3 && !strcmp(o->cgroup + strlen(o->cgroup) - 3, "/..")) ||
-                      strchr(o->cgroup, '\n')))
+    if (o->cgroup &&
+        (o->kind != CN_LIVE_SYSTEM || o->cgroup[0] != '/' ||
+         strlen(o->cgroup) >= CN_CGROUP_PATH_MAX || strstr(o->cgroup, "/../") ||
+         (strlen(o->cgroup) >= 3 && !strcmp(o->cgroup + strlen(o->cgroup) - 3, "/..")) ||
+         strchr(o->cgroup, '\n')))
         return cn_err_set(err, -EINVAL,
                           "cgroup: an absolute directory path without '..' components, for a "
                           "system session only");

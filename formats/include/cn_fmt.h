@@ -195,10 +195,10 @@ typedef struct cn_fmt_spec {
     int64_t last_ns;     /* --last parsed, -1 = none */
     double from_s, to_s; /* --from / --to, seconds since the start; NAN = none */
     cn_fmt_format format;
-    int depth;          /* text: levels shown, -1 = unlimited */
-    double min_percent; /* text: hide nodes below this % of the total */
-    bool color;         /* text: ANSI colours */
-    bool timeline;      /* render the estimated call timeline (docs/cli.md `timeline`) */
+    int depth;           /* text: levels shown, -1 = unlimited */
+    double min_percent;  /* text: hide nodes below this % of the total */
+    bool color;          /* text: ANSI colours */
+    bool timeline;       /* render the estimated call timeline (docs/cli.md `timeline`) */
     cn_agg_where *where; /* owned: --where conditions (values owned), n_where of them (at
                             most CN_FMT_MAX_WHERE); query.where points here */
     size_t n_where;
