@@ -6,7 +6,8 @@
 # cgroup and systemd_unit labels; `canopy fleet tree --where container_id=ID` (and its
 # alias container=ID) totals exactly the session's own `--where container=ID`, each
 # `--group-by container` root equals the session's, the two add up to the session's
-# total; `fleet labels` lists them; the Pyroscope series carry the same labels.
+# total, in the raw rows and in both rollups; `fleet labels` lists them; the Pyroscope
+# series carry the same labels.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/clickhouse_lib.sh"
 : "${CANOPYD_BIN:?}"
@@ -73,6 +74,10 @@ q tree cg >"$TMP/s_all.json" || fail "session tree"
 "$C" fleet tree --url "$URL" --group-by container --format json >"$TMP/f_ctr.json" || fail "fleet --group-by container"
 "$C" fleet tree --url "$URL" --format json >"$TMP/f_all.json" || fail "fleet tree"
 "$C" fleet labels --url "$URL" >"$TMP/labels.txt" || fail "fleet labels"
+# The rollups keep the labels: the container's samples in each (the views fill them).
+for t in samples samples_10m samples_hourly; do
+  ch_query A "SELECT sum(samples) FROM canopy.$t WHERE label_values[indexOf(label_keys, 'container_id')] = '$ID'" >"$TMP/$t.sum"
+done
 /usr/bin/python3 - "$TMP" "$ID" "${CG#$V2}" <<'PY' || fail "fleet container labels"
 import json, sys
 tmp, cid, cg = sys.argv[1:]
@@ -89,6 +94,9 @@ assert fctr == {f"container={cid}": mine}, fctr  # rows without the label are in
 rest = total - mine
 assert rest > 100 and load("f_unit")["total"] == rest, (load("f_unit")["total"], rest)
 assert load("f_all")["total"] == total, (load("f_all")["total"], total)
+for t in ("samples", "samples_10m", "samples_hourly"):
+    got = int(open(f"{tmp}/{t}.sum").read())
+    assert got == mine, (t, got, mine)
 labels = open(f"{tmp}/labels.txt").read()
 for want in ("container_id", "cgroup", "systemd_unit"):
     assert want in labels, labels
