@@ -403,15 +403,46 @@ static char *read_exec_maps(const char *pid)
     return text;
 }
 
+/* A cgroup session's cgroup as /proc/PID/cgroup names it (the directory below the v2
+ * mount) into rel, or false when it is not under that mount (every process is then kept). */
+static bool cgroup_rel(const cn_smp_session *s, char *rel, size_t size)
+{
+    char root[1024];
+    size_t n;
+    if (!s->cfg.cgroup || cn_cgroup_v2_root(root, sizeof(root)) < 0)
+        return false;
+    n = strlen(root);
+    if (strncmp(s->cfg.cgroup, root, n) || (s->cfg.cgroup[n] && s->cfg.cgroup[n] != '/') ||
+        strlen(s->cfg.cgroup + n) >= size)
+        return false;
+    snprintf(rel, size, "%s", s->cfg.cgroup + n);
+    return true;
+}
+
+/* Whether pid is in the cgroup rel ("" the root) or below it. */
+static bool in_cgroup(pid_t pid, const char *rel)
+{
+    char path[CN_CGROUP_PATH_MAX];
+    size_t n = strlen(rel);
+    return cn_cgroup_read((int)pid, path, sizeof(path)) == 0 && !strncmp(path, rel, n) &&
+           (path[n] == '\0' || path[n] == '/');
+}
+
 void cn_smp__procs_snapshot(cn_smp_session *s)
 {
     DIR *d = opendir("/proc");
     if (!d)
         return;
+    /* A cgroup session reads the maps of its cgroup's processes only (a /proc/PID/cgroup
+     * read costs a fraction of a maps read); one that joins later is read at its first
+     * sample, as in any system session. */
+    char rel[CN_CGROUP_PATH_MAX];
+    bool only = cgroup_rel(s, rel, sizeof(rel)) && rel[0];
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         pid_t pid = atoi(e->d_name);
-        if (pid <= 0 || CN_RESERVE(s->snap, s->capsnap, s->nsnap + 1) < 0)
+        if (pid <= 0 || (only && !in_cgroup(pid, rel)) ||
+            CN_RESERVE(s->snap, s->capsnap, s->nsnap + 1) < 0)
             continue;
         char *maps = read_exec_maps(e->d_name);
         if (maps)
