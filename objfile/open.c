@@ -6,7 +6,10 @@
  * open runs none of that; the checks run on it, and the file is opened for reading only
  * once it is known to be the regular file wanted. Re-opening /proc/self/fd/N follows the
  * fd's own magic link: the same inode, whatever has been renamed since. */
+#include <assert.h>
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
@@ -26,11 +29,10 @@
 
 #define MOUNTINFO_MAX (4u << 20)
 
-int cn_obj_read_file(const char *path, size_t max, char **buf_out, size_t *len_out)
+/* Reads fd from its current offset to the end into a malloc'ed, NUL-terminated buffer of
+ * at most max bytes (cn_obj_read_file's rules). Does not close fd. */
+static int read_fd_all(int fd, size_t max, char **buf_out, size_t *len_out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return -errno;
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap + 1);
     int rc = buf ? 0 : -ENOMEM;
@@ -59,7 +61,6 @@ int cn_obj_read_file(const char *path, size_t max, char **buf_out, size_t *len_o
         else
             len += (size_t)got;
     }
-    close(fd);
     if (rc < 0) {
         free(buf);
         return rc;
@@ -68,6 +69,16 @@ int cn_obj_read_file(const char *path, size_t max, char **buf_out, size_t *len_o
     *buf_out = buf;
     *len_out = len;
     return 0;
+}
+
+int cn_obj_read_file(const char *path, size_t max, char **buf_out, size_t *len_out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    int rc = read_fd_all(fd, max, buf_out, len_out);
+    close(fd);
+    return rc;
 }
 
 /* Undoes mountinfo's escapes in place: the kernel writes a space, tab, newline or
@@ -114,24 +125,202 @@ int cn_obj_mount_fstype(const char *mountinfo, const char *path, char *fstype, s
     return found ? 0 : -ENOENT;
 }
 
-/* The type of the file system holding path as mountinfo file proc describes it. */
-static int fstype_in(const char *proc, const char *path, char *type, size_t size)
+/* ---------------------------------------------------------------------------------------
+ * The mount-table cache (cn_obj_mounts). Reading a mountinfo file costs the kernel a line
+ * per mount, path names rebuilt each time (0.5 ms for 21 mounts on a loaded VM), and every
+ * object a busy machine's new processes map was checked that way: a sixth of canopyd's CPU
+ * during a build (docs/perf-daemon.md). A table is therefore kept per mount namespace,
+ * with its mountinfo file left open: the kernel marks that open file POLLPRI when a mount
+ * or unmount changes the namespace, and only then is the table read again. The open file
+ * holds the namespace, so its inode number (the key) cannot name another one meanwhile.
+ */
+#define MOUNT_SLOTS 16
+
+typedef struct mount_table {
+    uint64_t ns; /* the namespace's inode; 0: slot unused */
+    int fd;      /* its mountinfo, open for poll(2) */
+    char *text;  /* its content at the last read */
+    uint64_t used;
+} mount_table;
+
+struct cn_obj_mounts {
+    pthread_mutex_t lock;
+    int refs;
+    uint64_t tick;
+    cn_obj_mounts_stats stats;
+    mount_table slots[MOUNT_SLOTS];
+};
+
+cn_obj_mounts *cn_obj_mounts_new(void)
 {
-    char *info = NULL;
+    cn_obj_mounts *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    pthread_mutex_init(&m->lock, NULL);
+    m->refs = 1;
+    for (size_t i = 0; i < MOUNT_SLOTS; i++)
+        m->slots[i].fd = -1;
+    return m;
+}
+
+cn_obj_mounts *cn_obj_mounts_ref(cn_obj_mounts *m)
+{
+    if (m) {
+        pthread_mutex_lock(&m->lock);
+        m->refs++;
+        pthread_mutex_unlock(&m->lock);
+    }
+    return m;
+}
+
+static void slot_clear(mount_table *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    free(t->text);
+    *t = (mount_table){.fd = -1};
+}
+
+void cn_obj_mounts_unref(cn_obj_mounts *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    assert(m->refs > 0); /* every unref matches a new or a ref */
+    int left = --m->refs;
+    pthread_mutex_unlock(&m->lock);
+    if (left > 0)
+        return;
+    for (size_t i = 0; i < MOUNT_SLOTS; i++)
+        slot_clear(&m->slots[i]);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+void cn_obj_mounts_stats_get(cn_obj_mounts *m, cn_obj_mounts_stats *out)
+{
+    pthread_mutex_lock(&m->lock);
+    *out = m->stats;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* The inode of process pid's mount namespace (pid 0: ours), or 0. */
+static uint64_t mnt_ns_of(int pid)
+{
+    char p[64];
+    struct stat st;
+    if (pid == 0)
+        snprintf(p, sizeof(p), "/proc/self/ns/mnt");
+    else
+        snprintf(p, sizeof(p), "/proc/%d/ns/mnt", pid);
+    return stat(p, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Reads t's open mountinfo again from its start. */
+static int slot_reread(mount_table *t)
+{
+    char *text;
     size_t len;
-    int rc = cn_obj_read_file(proc, MOUNTINFO_MAX, &info, &len);
+    if (lseek(t->fd, 0, SEEK_SET) < 0)
+        return -errno;
+    int rc = read_fd_all(t->fd, MOUNTINFO_MAX, &text, &len);
+    if (rc < 0)
+        return rc;
+    free(t->text);
+    t->text = text;
+    return 0;
+}
+
+/* Whether t's namespace changed since its table was read (the kernel's POLLPRI, reported
+ * once per change). */
+static bool slot_changed(const mount_table *t)
+{
+    struct pollfd pfd = {.fd = t->fd, .events = POLLPRI};
+    return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLPRI | POLLERR));
+}
+
+/* The slot for namespace ns, current, or NULL (caller holds the lock). */
+static mount_table *slot_find(cn_obj_mounts *m, uint64_t ns)
+{
+    for (size_t i = 0; i < MOUNT_SLOTS; i++) {
+        mount_table *t = &m->slots[i];
+        if (t->ns != ns)
+            continue;
+        if (slot_changed(t)) {
+            m->stats.rereads++;
+            if (slot_reread(t) < 0) {
+                slot_clear(t);
+                return NULL;
+            }
+        } else {
+            m->stats.hits++;
+        }
+        t->used = ++m->tick;
+        return t;
+    }
+    return NULL;
+}
+
+/* Opens and reads process pid's mountinfo into a free or the least recently used slot,
+ * provided the process is still in namespace ns once the file is open. Caller holds the
+ * lock. */
+static mount_table *slot_load(cn_obj_mounts *m, int pid, uint64_t ns)
+{
+    char p[64];
+    mount_table *t = &m->slots[0];
+    for (size_t i = 1; i < MOUNT_SLOTS && t->ns; i++)
+        if (!m->slots[i].ns || m->slots[i].used < t->used)
+            t = &m->slots[i];
+    slot_clear(t);
+    if (pid == 0)
+        snprintf(p, sizeof(p), "/proc/self/mountinfo");
+    else
+        snprintf(p, sizeof(p), "/proc/%d/mountinfo", pid);
+    t->fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (t->fd < 0 || slot_reread(t) < 0 || mnt_ns_of(pid) != ns) {
+        slot_clear(t);
+        return NULL;
+    }
+    m->stats.reads++;
+    t->ns = ns;
+    t->used = ++m->tick;
+    return t;
+}
+
+/* The type of the file system holding path in process pid's mount table (pid 0: ours),
+ * from m's tables, or read now without m. *ns receives the namespace's inode (0 unknown). */
+static int fstype_in(cn_obj_mounts *m, int pid, const char *path, char *type, size_t size,
+                     uint64_t *ns)
+{
+    char proc[64], *info = NULL;
+    size_t len;
+    int rc;
+    *ns = mnt_ns_of(pid);
+    if (m && *ns) {
+        pthread_mutex_lock(&m->lock);
+        mount_table *t = slot_find(m, *ns);
+        if (!t)
+            t = slot_load(m, pid, *ns);
+        rc = t ? cn_obj_mount_fstype(t->text, path, type, size) : -ESRCH;
+        pthread_mutex_unlock(&m->lock);
+        if (t)
+            return rc;
+    }
+    if (pid == 0)
+        snprintf(proc, sizeof(proc), "/proc/self/mountinfo");
+    else
+        snprintf(proc, sizeof(proc), "/proc/%d/mountinfo", pid);
+    rc = cn_obj_read_file(proc, MOUNTINFO_MAX, &info, &len);
     if (rc == 0)
         rc = cn_obj_mount_fstype(info, path, type, size);
     free(info);
     return rc;
 }
 
-/* Whether two /proc paths name the same file (for namespaces). */
-static bool same_inode(const char *a, const char *b)
+int cn_obj_mounts_fstype(cn_obj_mounts *m, int pid, const char *path, char *type, size_t size)
 {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
+    uint64_t ns;
+    return fstype_in(m, pid, path, type, size, &ns);
 }
 
 /* Whether the file system holding path inside process pid's root (pid 0: ours) is one a
@@ -140,23 +329,20 @@ static bool same_inode(const char *a, const char *b)
  * to find out: the target's /proc/PID/mountinfo, or, for a chroot (whose table shows
  * nothing above its root) in our own mount namespace, ours at the root's path. Unknown
  * counts as stalling. */
-static bool stalling_fs(int pid, const char *path)
+static bool stalling_fs(cn_obj_mounts *m, int pid, const char *path)
 {
-    char proc[64], type[64], root[4096], full[8192];
+    char type[64], root[4096], full[8192], link[64];
+    uint64_t ns, self_ns;
     if (pid == 0)
-        return fstype_in("/proc/self/mountinfo", path, type, sizeof(type)) < 0 ||
-               !strncmp(type, "fuse", 4);
-    snprintf(proc, sizeof(proc), "/proc/%d/mountinfo", pid);
-    if (fstype_in(proc, path, type, sizeof(type)) < 0) {
-        snprintf(proc, sizeof(proc), "/proc/%d/ns/mnt", pid);
-        char link[64];
+        return fstype_in(m, 0, path, type, sizeof(type), &ns) < 0 || !strncmp(type, "fuse", 4);
+    if (fstype_in(m, pid, path, type, sizeof(type), &ns) < 0) {
         snprintf(link, sizeof(link), "/proc/%d/root", pid);
         ssize_t n = readlink(link, root, sizeof(root) - 1);
-        if (n <= 0 || !same_inode(proc, "/proc/self/ns/mnt"))
+        if (n <= 0 || !ns || ns != mnt_ns_of(0))
             return true;
         root[n] = '\0';
         snprintf(full, sizeof(full), "%s%s", strcmp(root, "/") ? root : "", path);
-        if (fstype_in("/proc/self/mountinfo", full, type, sizeof(type)) < 0)
+        if (fstype_in(m, 0, full, type, sizeof(type), &self_ns) < 0)
             return true;
     }
     return !strncmp(type, "fuse", 4);
@@ -187,7 +373,7 @@ static int open_resolved(int dfd, const char *path, int flags, uint64_t resolve)
 }
 
 /* Step 1 of cn_obj_open: an O_PATH fd for path, or -errno. */
-static int open_path_fd(const char *path, unsigned flags)
+static int open_path_fd(cn_obj_mounts *m, const char *path, unsigned flags)
 {
     const int opath = O_PATH | O_CLOEXEC;
     const uint64_t strict = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -216,7 +402,7 @@ static int open_path_fd(const char *path, unsigned flags)
          * show is the one the file is on. */
         char inside[4096], root[64];
         snprintf(inside, sizeof(inside), "/%s", path + n);
-        if (stalling_fs(pid, inside))
+        if (stalling_fs(m, pid, inside))
             return -EREMOTE;
         snprintf(root, sizeof(root), "/proc/%d/root", pid);
         int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -226,7 +412,7 @@ static int open_path_fd(const char *path, unsigned flags)
         close(dfd);
         return fd;
     }
-    if (stalling_fs(0, path))
+    if (stalling_fs(m, 0, path))
         return -EREMOTE;
     return open_resolved(AT_FDCWD, path, opath, strict);
 }
@@ -276,12 +462,18 @@ static int check(int pfd, unsigned flags, const cn_obj_ident *want, cn_obj_ident
 
 int cn_obj_open(const char *path, unsigned flags, const cn_obj_ident *want, cn_obj_ident *got)
 {
+    return cn_obj_open_in(NULL, path, flags, want, got);
+}
+
+int cn_obj_open_in(cn_obj_mounts *m, const char *path, unsigned flags, const cn_obj_ident *want,
+                   cn_obj_ident *got)
+{
     cn_obj_ident id = {0}, again = {0}; /* zeroed: GCC -O2 cannot see that rc == 0 sets again */
     char self[64];
     int fd = -1;
     if (!path || (!want && (flags & CN_OBJ_MATCH_ALL)))
         return -EINVAL;
-    int pfd = open_path_fd(path, flags);
+    int pfd = open_path_fd(m, path, flags);
     if (pfd < 0)
         return pfd;
     int rc = check(pfd, flags, want, &id);

@@ -19,6 +19,7 @@ struct cn_smp_cache {
     cn_smp__elf *buckets[CACHE_BUCKETS];
     cn_smp__elf *lru_head, *lru_tail; /* unheld entries: head most recently released */
     cn_smp_cache_stats st;
+    cn_obj_mounts *mounts; /* the FUSE check's mount tables, for every open of a mapped file */
 };
 
 static uint32_t ident_hash(const cn_obj_ident *id)
@@ -37,8 +38,14 @@ static bool ident_equal(const cn_obj_ident *a, const cn_obj_ident *b)
 cn_smp_cache *cn_smp_cache_new(uint64_t max_bytes)
 {
     cn_smp_cache *c = calloc(1, sizeof(*c));
-    if (c)
-        c->st.max_bytes = max_bytes ? max_bytes : CN_SMP_CACHE_DEFAULT_BYTES;
+    if (!c)
+        return NULL;
+    c->st.max_bytes = max_bytes ? max_bytes : CN_SMP_CACHE_DEFAULT_BYTES;
+    c->mounts = cn_obj_mounts_new();
+    if (!c->mounts) {
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -84,8 +91,14 @@ cn_smp_cache *cn_smp_cache_free(cn_smp_cache *c)
     assert(c->st.in_use == 0);
     while (c->lru_tail)
         drop(c, c->lru_tail);
+    cn_obj_mounts_unref(c->mounts);
     free(c);
     return NULL;
+}
+
+cn_obj_mounts *cn_smp__cache_mounts(cn_smp_cache *c)
+{
+    return c ? c->mounts : NULL;
 }
 
 void cn_smp_cache_stats_get(const cn_smp_cache *c, cn_smp_cache_stats *out)

@@ -356,7 +356,8 @@ int cn_smp__elf_load(cn_smp__obj *o)
     }
     /* The file checked when the object appeared, or nothing (cn_obj.h). */
     const cn_obj_ident *want = &o->pub.file;
-    int fd = cn_obj_open(o->open_path, want->ino ? CN_OBJ_MATCH_ALL : 0, want, NULL);
+    int fd = cn_obj_open_in(cn_smp__cache_mounts(o->cache), o->open_path,
+                            want->ino ? CN_OBJ_MATCH_ALL : 0, want, NULL);
     if (fd < 0) {
         o->elf_failed = true;
         return fd;

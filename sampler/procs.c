@@ -244,24 +244,24 @@ cn_smp__obj *cn_smp__obj_python(cn_smp_session *s, const char *path)
  * alone names a file on *some* device, and another mount at the same path can have a
  * file with that number. Returns an fd and the path opened (buf) and its identity, or
  * negative errno. */
-static int open_mapped(pid_t pid, const char *path, uint32_t maj, uint32_t min, uint64_t ino,
-                       bool deleted, uint64_t start, uint64_t end, char *buf, size_t size,
-                       cn_obj_ident *got)
+static int open_mapped(cn_obj_mounts *m, pid_t pid, const char *path, uint32_t maj, uint32_t min,
+                       uint64_t ino, bool deleted, uint64_t start, uint64_t end, char *buf,
+                       size_t size, cn_obj_ident *got)
 {
     const cn_obj_ident want = {.dev = (uint64_t)makedev(maj, min), .ino = ino};
     const unsigned exact = CN_OBJ_MATCH_INO | CN_OBJ_MATCH_DEV;
     int fd = -ENOENT;
     if (!deleted) {
         snprintf(buf, size, "%s", path);
-        fd = cn_obj_open(buf, exact, &want, got);
+        fd = cn_obj_open_in(m, buf, exact, &want, got);
     }
     if (fd < 0 && !deleted && pid > 0) {
         snprintf(buf, size, "/proc/%d/root%s", (int)pid, path);
-        fd = cn_obj_open(buf, exact, &want, got);
+        fd = cn_obj_open_in(m, buf, exact, &want, got);
     }
     if (fd < 0 && pid > 0) {
         snprintf(buf, size, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start, end);
-        fd = cn_obj_open(buf, CN_OBJ_MATCH_INO, &want, got);
+        fd = cn_obj_open_in(m, buf, CN_OBJ_MATCH_INO, &want, got);
     }
     return fd;
 }
@@ -279,8 +279,8 @@ static void obj_rehold(cn_smp__obj *o, pid_t pid, const char *path, bool deleted
         cn_smp__elf_from_cache(o))
         return;
     o->elf_failed = false;
-    int fd =
-        open_mapped(pid, path, o->maj, o->min, o->ino, deleted, start, end, buf, sizeof(buf), &got);
+    int fd = open_mapped(cn_smp__cache_mounts(o->cache), pid, path, o->maj, o->min, o->ino, deleted,
+                         start, end, buf, sizeof(buf), &got);
     if (fd < 0 || got.size != o->pub.file.size || got.mtime_ns != o->pub.file.mtime_ns ||
         cn_smp__elf_load_fd(o, fd) < 0)
         o->elf_failed = true;
@@ -309,9 +309,9 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     o->pub.kind = CN_SMP_OBJ_USER;
     cn_obj_ident id = {0};
     bool live = s->cfg.target != CN_SMP_TARGET_NONE || s->replay;
-    int fd = live
-                 ? open_mapped(pid, path, maj, min, ino, deleted, start, end, buf, sizeof(buf), &id)
-                 : -ENOENT;
+    int fd = live ? open_mapped(cn_smp__cache_mounts(s->cache), pid, path, maj, min, ino, deleted,
+                                start, end, buf, sizeof(buf), &id)
+                  : -ENOENT;
     o->key = strdup(key);
     o->pub.name = strdup(base_name(path));
     o->pub.path = fd >= 0 ? strdup(buf) : NULL;

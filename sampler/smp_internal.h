@@ -250,6 +250,9 @@ cn_smp__elf *cn_smp__cache_get(cn_smp_cache *c, const cn_obj_ident *id);
 /* cache.c: gives e (fresh from cn_smp__elf_read_fd, one reference: the caller's) to the
  * cache under id. */
 void cn_smp__cache_add(cn_smp_cache *c, cn_smp__elf *e, const cn_obj_ident *id);
+/* cache.c: the mount tables of every open of a mapped file (cn_obj_open_in), or NULL
+ * for no cache (c NULL: read at each open). */
+cn_obj_mounts *cn_smp__cache_mounts(cn_smp_cache *c);
 /* cache.c: drops one reference; the last one puts e in its cache's LRU list (evicting the
  * oldest beyond the bound), or frees it when e is unshared. */
 void cn_smp__elf_put(cn_smp__elf *e);

@@ -106,6 +106,12 @@ cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
         }
     }
     c->cfg.debug_dirs = c->debug_dirs;
+    c->cfg.mounts = c->cfg.mounts ? cn_obj_mounts_ref(c->cfg.mounts) : cn_obj_mounts_new();
+    if (!c->cfg.mounts) {
+        free(c->debug_dirs);
+        free(c);
+        return NULL;
+    }
     pthread_mutex_init(&c->lock, NULL);
     c->lru.lru_next = c->lru.lru_prev = &c->lru;
     return c;
@@ -135,6 +141,7 @@ cn_sym_cache *cn_sym_cache_free(cn_sym_cache *c)
         obj_free(o);
     }
     pthread_mutex_destroy(&c->lock);
+    cn_obj_mounts_unref(c->cfg.mounts);
     free(c->debug_dirs);
     free(c);
     return NULL;
@@ -304,14 +311,15 @@ static void jit_path(const cn_sym_object *obj, char *buf, size_t size)
         snprintf(buf, size, "/tmp/perf-%d.map", (int)obj->pid);
 }
 
-int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
+/* cn_sym_perfmap_size with mount tables m for the open (NULL: read at the open). */
+static int perfmap_size_in(cn_obj_mounts *m, const cn_sym_object *obj, uint64_t *size)
 {
     char path[4096];
     struct stat st;
     if (!obj || obj->kind != CN_SYM_JIT || !cn_sym_object_valid(obj))
         return -EINVAL;
     jit_path(obj, path, sizeof(path));
-    int fd = cn_sym__perfmap_open(path); /* as it will be read: same resolution rules */
+    int fd = cn_sym__perfmap_open(m, path); /* as it will be read: same resolution rules */
     if (fd < 0)
         return fd;
     int rc = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : 0;
@@ -321,11 +329,16 @@ int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
     return rc;
 }
 
+int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
+{
+    return perfmap_size_in(NULL, obj, size);
+}
+
 /* The perf map's size now (opened as it will be read), or -1. */
-static int64_t jit_now(const cn_sym_object *obj)
+static int64_t jit_now(const cn_sym_cache *c, const cn_sym_object *obj)
 {
     uint64_t size;
-    return cn_sym_perfmap_size(obj, &size) == 0 ? (int64_t)size : -1;
+    return perfmap_size_in(c->cfg.mounts, obj, &size) == 0 ? (int64_t)size : -1;
 }
 
 /* The uid a JIT object's perf map must belong to: the one given, else the owner of
@@ -378,7 +391,7 @@ static cn_sym__obj *load(const cn_sym_config *cfg, const cn_sym_object *obj,
     case CN_SYM_JIT:
         o->is_exec_addr = 1;
         jit_path(obj, path, sizeof(path));
-        rc = cn_sym__perfmap_load(o, prev, path, jit_owner(obj));
+        rc = cn_sym__perfmap_load(o, prev, path, jit_owner(obj), cfg->mounts);
         snprintf(o->source, sizeof(o->source), "perfmap");
         break;
     case CN_SYM_VDSO:
@@ -416,6 +429,7 @@ static void load_put(cn_sym__load *j)
     free(j->path);
     free(j->identity);
     free(j->debug_dirs);
+    cn_obj_mounts_unref(j->cfg.mounts);
     free(j);
 }
 
@@ -470,6 +484,7 @@ static cn_sym__load *load_new(const cn_sym_cache *c, const cn_sym_object *obj)
     j->refs = 2;
     j->obj = *obj;
     j->cfg = c->cfg;
+    cn_obj_mounts_ref(j->cfg.mounts); /* the load may outlive the cache */
     j->path = obj->path ? strdup(obj->path) : NULL;
     j->identity = obj->identity ? strdup(obj->identity) : NULL;
     j->debug_dirs = c->cfg.debug_dirs ? strdup(c->cfg.debug_dirs) : NULL;
@@ -574,7 +589,7 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     if (!key)
         return -ENOMEM;
     uint64_t h = hash_str(key);
-    int64_t size_now = obj->kind == CN_SYM_JIT ? jit_now(obj) : -1;
+    int64_t size_now = obj->kind == CN_SYM_JIT ? jit_now(c, obj) : -1;
     pthread_mutex_lock(&c->lock);
     cn_sym__obj *o = find_locked(c, key, h);
     int64_t now = cn_common_now_ns();
@@ -831,7 +846,8 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         /* Like addr2line, DWARF names the function (clones such as foo.constprop.0 and
          * foo.cold are foo); the symbol table only fills in a nameless DIE. Its own name,
          * when different, goes along for --no-inline (docs/calltree.md §4.5). */
-        const char *symbol = e ? o->syms.pool + e->name : NULL;
+        char *symbol_owned = NULL;
+        const char *symbol = e ? cn_sym__table_name(&o->syms, e, &symbol_owned) : NULL;
         if (e && strcmp(ch.name[0], "??") == 0) {
             free(ch.owned[0]);
             ch.owned[0] = NULL;
@@ -842,6 +858,7 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         r->sym_offset = e ? va - e->start : ch.func_low != UINT64_MAX ? va - ch.func_low : 0;
         rc = result_fill(r, &ch, symbol);
         cn_sym__chain_clear(&ch);
+        free(symbol_owned); /* after the chain, which may point into it */
         pthread_mutex_unlock(&o->dw_lock);
     } else if (fde_function(o, obj, addr, va, e, fname, sizeof(fname), &fstart)) {
         ch.name[0] = fname;
@@ -852,13 +869,13 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         r->sym_offset = va - fstart;
         rc = result_fill(r, &ch, NULL);
     } else if (e) {
-        ch.name[0] = o->syms.pool + e->name;
-        ch.owned[0] = NULL;
+        ch.name[0] = cn_sym__table_name(&o->syms, e, &ch.owned[0]);
         ch.file[0] = NULL;
         ch.line[0] = 0;
         ch.depth = 1;
         r->sym_offset = va - e->start;
         rc = result_fill(r, &ch, NULL);
+        cn_sym__chain_clear(&ch);
     }
     return rc;
 }

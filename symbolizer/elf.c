@@ -286,6 +286,7 @@ int cn_sym_build_id(const char *path, char *buf, size_t size)
 typedef struct elf_file {
     int fd;
     Elf *elf;
+    cn_obj_mounts *mounts; /* the FUSE check's mount tables (cfg->mounts), set by the opener */
 } elf_file;
 
 static void elf_file_close(elf_file *f)
@@ -304,7 +305,7 @@ static int elf_file_open(elf_file *f, const char *path, unsigned flags, const cn
                          cn_obj_ident *got)
 {
     f->elf = NULL;
-    f->fd = cn_obj_open(path, flags, want, got);
+    f->fd = cn_obj_open_in(f->mounts, path, flags, want, got);
     if (f->fd < 0)
         return f->fd;
     /* Read, never mapped: a target's user may truncate the file while we parse it, and a
@@ -588,7 +589,7 @@ int cn_sym__elf_load(cn_sym__obj *o, const char *path, const cn_obj_ident *want,
                      const char *root_prefix, const cn_sym_config *cfg)
 {
     elf_version(EV_CURRENT);
-    elf_file main_f = {-1, NULL}, dbg_f = {-1, NULL};
+    elf_file main_f = {-1, NULL, cfg->mounts}, dbg_f = {-1, NULL, cfg->mounts};
     cn_obj_ident got;
     /* With the sampler's identity: exactly that file. Without: a name the caller chose
      * itself (a tool's argument, which may go through /lib -> usr/lib), never a target's. */

@@ -53,16 +53,19 @@ typedef struct cn_sym__table {
     size_t section_bytes; /* sizes of the sections the table came from */
 } cn_sym__table;
 
-/* Adds a symbol (name copied; demangled later by _finish). Returns 0, -E2BIG past the
+/* Adds a symbol (name copied as the object spells it). Returns 0, -E2BIG past the
  * bounds, -ENOMEM. */
 int cn_sym__table_add(cn_sym__table *t, uint64_t start, uint64_t size, uint64_t limit,
                       const char *name, size_t len, int bind);
 /* Sorts, resolves aliases (sized > sizeless, global > weak > local, fewer leading
  * underscores, shorter), gives sizeless symbols the gap to the next one (bounded by
- * limit and by max_gap), demangles and compacts the pool. Returns 0 or -ENOMEM. */
+ * limit and by max_gap) and compacts the pool. Returns 0 or -ENOMEM. */
 int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins);
 /* The entry covering addr, or NULL. */
 const cn_sym__entry *cn_sym__table_find(const cn_sym__table *t, uint64_t addr);
+/* The name to show for entry e: demangled (C++, Rust) into *owned, which the caller frees,
+ * else the pool's own (*owned NULL). At most CN_SYM__MAX_NAME bytes. */
+const char *cn_sym__table_name(const cn_sym__table *t, const cn_sym__entry *e, char **owned);
 void cn_sym__table_clear(cn_sym__table *t);
 size_t cn_sym__table_memory(const cn_sym__table *t);
 
@@ -141,11 +144,12 @@ int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len);
  * read. Sets o->jit_file_size (-1 when the file could not be opened) even on error.
  * Returns 0 or negative errno (-ELOOP symlink, -EINVAL not a regular file, -EPERM wrong
  * owner, -ENOENT…). */
-int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner);
+int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner,
+                         cn_obj_mounts *mounts);
 /* Opens a perf map's path as cn_sym__perfmap_load does: cn_obj_open() without a wanted
- * identity (no symlink on the way, nothing on FUSE, only a regular file is opened).
- * Returns an fd or -errno. */
-int cn_sym__perfmap_open(const char *path);
+ * identity (no symlink on the way, nothing on FUSE, only a regular file is opened), with
+ * mount tables m for the FUSE check (NULL: read at the open). Returns an fd or -errno. */
+int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path);
 /* The running kernel's vDSO from our own process into o (elf.c). */
 int cn_sym__vdso_load(cn_sym__obj *o);
 

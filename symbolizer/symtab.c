@@ -3,7 +3,8 @@
  * Symbols are appended in any order with their names copied into the pool (offsets,
  * never pointers, so the pool may grow). _finish sorts by start, keeps one entry per
  * start (the best alias), gives sizeless symbols the gap up to the next symbol, and
- * rebuilds the pool with only the kept (demangled) names. Lookup is a binary search for
+ * rebuilds the pool with only the kept names (demangled when looked up:
+ * cn_sym__table_name). Lookup is a binary search for
  * the largest start <= address, which must also lie before start + size. */
 #include "sym_internal.h"
 
@@ -110,6 +111,15 @@ char *cn_sym_demangle(const char *name)
     return cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_VERBOSE);
 }
 
+const char *cn_sym__table_name(const cn_sym__table *t, const cn_sym__entry *e, char **owned)
+{
+    const char *raw = t->pool + e->name;
+    *owned = cn_sym_demangle(raw);
+    if (*owned && strlen(*owned) > CN_SYM__MAX_NAME)
+        (*owned)[CN_SYM__MAX_NAME] = '\0';
+    return *owned ? *owned : raw;
+}
+
 int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
 {
     if (t->n == 0)
@@ -138,32 +148,26 @@ int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins)
         e->size = end - e->start;
         e->limit = 1;
     }
-    /* Rebuild the pool with the kept names, demangled. */
+    /* Rebuild the pool with the kept names only. They stay as the object spells them:
+     * demangling every symbol of a large C++ program (chromium, clang, cc1plus) at load
+     * was a third of canopyd's CPU on a busy machine, for the few dozen names a profile
+     * ever shows; cn_sym__table_name demangles those when they are looked up. */
     size_t cap = 0;
     for (size_t i = 0; i < k; i++)
-        cap += strlen(t->pool + t->e[i].name) + 1;
+        cap += strnlen(t->pool + t->e[i].name, CN_SYM__MAX_NAME) + 1;
     char *pool = malloc(cap ? cap : 1);
     if (!pool)
         return -ENOMEM;
     size_t len = 0;
     for (size_t i = 0; i < k; i++) {
         const char *name = t->pool + t->e[i].name;
-        char *dm = cn_sym_demangle(name);
-        const char *use = dm ? dm : name;
-        size_t n = strlen(use);
-        if (n > CN_SYM__MAX_NAME)
-            n = CN_SYM__MAX_NAME;
-        if (CN_RESERVE(pool, cap, len + n + 1) < 0) {
-            free(dm);
-            free(pool);
-            return -ENOMEM;
-        }
-        memcpy(pool + len, use, n);
+        size_t n = strnlen(name, CN_SYM__MAX_NAME);
+        memcpy(pool + len, name, n);
         pool[len + n] = '\0';
         t->e[i].name = (uint32_t)len;
         len += n + 1;
-        free(dm);
     }
+    assert(len <= cap); /* each name was counted above */
     free(t->pool);
     t->pool = pool;
     t->pool_len = t->pool_cap = len;

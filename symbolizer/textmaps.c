@@ -196,22 +196,23 @@ static int read_range(int fd, uint64_t from, uint64_t to, char **out, size_t *le
     return 0;
 }
 
-int cn_sym__perfmap_open(const char *path)
+int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path)
 {
     /* The identity-checked open of objfile/ (cn_obj.h): no symlink on the way (inside a
      * container's root for /proc/PID/root/...), nothing on FUSE, and a FIFO or a device
      * at the map's path is refused before it is opened. */
-    return cn_obj_open(path, 0, NULL, NULL);
+    return cn_obj_open_in(m, path, 0, NULL, NULL);
 }
 
-int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner)
+int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner,
+                         cn_obj_mounts *mounts)
 {
     struct stat st;
     char *buf = NULL;
     size_t len = 0;
     int rc;
     o->jit_file_size = -1;
-    int fd = cn_sym__perfmap_open(path);
+    int fd = cn_sym__perfmap_open(mounts, path);
     if (fd < 0)
         return fd;
     if (fstat(fd, &st) < 0) {

@@ -23,7 +23,9 @@
  * the sampler and the symbolizer keep their own jobs on top); and the one /proc/PID/maps
  * line parser (the sampler's address spaces, interp/'s interpreter detection).
  *
- * Nothing here logs or keeps state; functions return 0 or an fd, else a negative errno.
+ * Nothing here logs. The one state kept is the caller's: a cache of mount tables
+ * (cn_obj_mounts) that the FUSE check of step 1 reads instead of a mountinfo file per open.
+ * Functions return 0 or an fd, else a negative errno.
  */
 #ifndef CN_OBJ_H
 #define CN_OBJ_H
@@ -63,6 +65,31 @@ enum {
  * errno: -ELOOP a symlink or magic link on the way, -EINVAL not a regular file or a path
  * with "." or "..", -EREMOTE on FUSE, -ESTALE not the file wanted, else the open's. */
 int cn_obj_open(const char *path, unsigned flags, const cn_obj_ident *want, cn_obj_ident *got);
+
+/* A cache of mount tables, one per mount namespace, re-read only when the kernel says the
+ * namespace's mounts changed (poll(2) on its open mountinfo: POLLPRI). Thread-safe;
+ * reference counted, so that a loader thread may outlive its creator. At most 16
+ * namespaces are kept (least recently used replaced). */
+typedef struct cn_obj_mounts cn_obj_mounts;
+typedef struct cn_obj_mounts_stats {
+    uint64_t reads;   /* tables read for a namespace not held */
+    uint64_t rereads; /* tables read again after a change */
+    uint64_t hits;    /* answers from a held, current table */
+} cn_obj_mounts_stats;
+/* A new cache with one reference, or NULL (ENOMEM). */
+cn_obj_mounts *cn_obj_mounts_new(void);
+/* One more reference (m may be NULL); returns m. */
+cn_obj_mounts *cn_obj_mounts_ref(cn_obj_mounts *m);
+/* Drops a reference; the last closes the tables' files and frees m. Accepts NULL. */
+void cn_obj_mounts_unref(cn_obj_mounts *m);
+void cn_obj_mounts_stats_get(cn_obj_mounts *m, cn_obj_mounts_stats *out);
+/* The type of the file system holding path in process pid's mount namespace (pid 0:
+ * ours), as cn_obj_mount_fstype, from m's tables (m NULL: reads the table now). */
+int cn_obj_mounts_fstype(cn_obj_mounts *m, int pid, const char *path, char *fstype, size_t size);
+
+/* cn_obj_open with m's mount tables for the FUSE check (m NULL: read at each open). */
+int cn_obj_open_in(cn_obj_mounts *m, const char *path, unsigned flags, const cn_obj_ident *want,
+                   cn_obj_ident *got);
 
 /* The identity of an open fd (fstat). 0 or negative errno. */
 int cn_obj_ident_of(int fd, cn_obj_ident *out);

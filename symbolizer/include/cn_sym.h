@@ -149,6 +149,9 @@ typedef struct cn_sym_config {
                                thread) before answering -ETIMEDOUT; the load goes on and
                                later lookups get its result. 0 = default (3000), < 0 =
                                never wait (tests) */
+    cn_obj_mounts *mounts;  /* mount tables for the FUSE check of every open (cn_obj.h),
+                               shared with the loads (a reference each); NULL = the cache
+                               makes its own */
 } cn_sym_config;
 
 /* Fills *cfg with defaults (256 MiB, 1024 objects, 512 MiB mapped, lines on, debuginfod
@@ -190,7 +193,8 @@ int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle *
 void cn_sym_handle_put(cn_sym_cache *c, cn_sym_handle *h);
 
 /* Symbol-table lookup on a held handle (no lines, no inlines, no locking, no allocation):
- * the demangled name of the symbol covering addr, valid while the handle is held, and
+ * the name of the symbol covering addr as the object spells it (C++ and Rust names still
+ * mangled: cn_sym_demangle; cn_sym_lookup demangles), valid while the handle is held, and
  * its start and size in the same address space as addr (file offset for USER). Returns
  * 0 or -ENOENT. Safe from several threads at once. */
 int cn_sym_handle_symbol(const cn_sym_handle *h, uint64_t addr, const char **name, uint64_t *start,

@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -388,6 +390,79 @@ static void test_fuzz_entry(void **state)
     assert_true(cn_obj_fuzz(NULL, 0) >= 0);
 }
 
+/* The body of test_mounts_cache, in a child with a mount namespace of its own: returns
+ * the number of the first failed check, 0 when all held. */
+static int mounts_cache_checks(void)
+{
+    char sub[128], file[160], type[64], before[64];
+    cn_obj_mounts_stats st;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return 1;
+    snprintf(sub, sizeof(sub), "%s/mnt", dir);
+    snprintf(file, sizeof(file), "%s/lib.so", sub);
+    if (mkdir(sub, 0700) < 0)
+        return 2;
+    cn_obj_mounts *m = cn_obj_mounts_new();
+    if (!m || cn_obj_mounts_fstype(m, 0, file, before, sizeof(before)) < 0)
+        return 3;
+    /* The same namespace through our pid: the table held, not read again. */
+    if (cn_obj_mounts_fstype(m, (int)getpid(), file, type, sizeof(type)) < 0 ||
+        strcmp(type, before))
+        return 4;
+    cn_obj_mounts_stats_get(m, &st);
+    if (st.reads != 1 || st.hits != 1 || st.rereads != 0)
+        return 5;
+    /* A mount in the namespace: the kernel's POLLPRI makes the next answer read it. */
+    if (mount("cn_test", sub, "tmpfs", 0, "size=64k") < 0)
+        return 6;
+    if (cn_obj_mounts_fstype(m, 0, file, type, sizeof(type)) < 0 || strcmp(type, "tmpfs"))
+        return 7;
+    int fd = open(file, O_CREAT | O_WRONLY, 0600);
+    if (fd < 0 || close(fd) < 0)
+        return 8;
+    fd = cn_obj_open_in(m, file, 0, NULL, NULL);
+    if (fd < 0 || close(fd) < 0)
+        return 9;
+    cn_obj_mounts_stats_get(m, &st);
+    if (st.reads != 1 || st.rereads != 1 || st.hits != 2)
+        return 10;
+    if (umount(sub) < 0)
+        return 11;
+    if (cn_obj_mounts_fstype(m, 0, file, type, sizeof(type)) < 0 || strcmp(type, before))
+        return 12;
+    cn_obj_mounts_stats_get(m, &st);
+    if (st.rereads != 2)
+        return 13;
+    /* A reference outlives the creator's. */
+    cn_obj_mounts *held = cn_obj_mounts_ref(m);
+    cn_obj_mounts_unref(m);
+    if (cn_obj_mounts_fstype(held, 0, file, type, sizeof(type)) < 0)
+        return 14;
+    cn_obj_mounts_unref(held);
+    rmdir(sub);
+    return 0;
+}
+
+/* The mount-table cache: one read per namespace, read again exactly when a mount changes
+ * it (in a private mount namespace, so that the machine's mounts are not touched). */
+static void test_mounts_cache(void **state)
+{
+    (void)state;
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        if (unshare(CLONE_NEWNS) < 0)
+            _exit(getenv("CI") && !strcmp(getenv("CI"), "true") ? 100 : 99);
+        _exit(mounts_cache_checks());
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 99)
+        skip(); /* no CAP_SYS_ADMIN outside CI */
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,7 +471,7 @@ int main(void)
         cmocka_unit_test(test_pty),          cmocka_unit_test(test_proc_paths),
         cmocka_unit_test(test_mount_fstype), cmocka_unit_test(test_build_id_notes),
         cmocka_unit_test(test_elf_image),    cmocka_unit_test(test_ehhdr),
-        cmocka_unit_test(test_fuzz_entry),
+        cmocka_unit_test(test_fuzz_entry),   cmocka_unit_test(test_mounts_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
