@@ -13,8 +13,8 @@ struct command {
 static const struct command commands[] = {
     {"open", cn_cmd_open, "FILE [QUERY]              analyse a profile file offline"},
     {"run", cn_cmd_run, "[SAMPLING] [QUERY] -- CMD   profile a command from its first instruction"},
-    {"attach", cn_cmd_attach, "PID [SAMPLING] [--name N]  start a live session on a process"},
-    {"system", cn_cmd_system, "[SAMPLING] [--name N]      start a whole-system session"},
+    {"attach", cn_cmd_attach, "PID|--container ID [SAMPLING] a process or a container"},
+    {"system", cn_cmd_system, "[--cgroup PATH] [SAMPLING] the whole system, or a cgroup"},
     {"sessions", cn_cmd_sessions, "[--format text|json]     list sessions"},
     {"tree", cn_cmd_tree, "SESSION|--pid PID [QUERY]   query a live session"},
     {"top", cn_cmd_top, "SESSION|--pid PID            full-screen live view"},
