@@ -247,6 +247,7 @@ void cn_live_session_render_opts(const cn_live_session *s, const char *title, cn
     o->unwind = (cn_fmt_unwind){
         .known = true, .user_stacks = info.user_stacks, .outcomes = info.unwind_outcomes};
     o->python = info.python;
+    o->cgroup = info.cgroup;
     o->has_now = true;
     o->now_ns = cn_live_session_now(s);
 }

@@ -100,6 +100,7 @@ typedef struct cn_fmt_write_opts {
     int64_t lost;
     cn_fmt_unwind unwind; /* with session: text summary, JSON "unwind" when known */
     const char *python;   /* with session: "on" / "off (why)" (docs/python.md), or NULL */
+    const char *cgroup;   /* with session: a cgroup session's directory, or NULL */
 } cn_fmt_write_opts;
 
 void cn_fmt_write_opts_init(cn_fmt_write_opts *o);
@@ -260,6 +261,8 @@ typedef struct cn_fmt_render_opts {
     int64_t lost;
     cn_fmt_unwind unwind; /* with session: the header's truncation summary, JSON "unwind" */
     const char *python;   /* with session: Python frames, "on" / "off (why)", or NULL */
+    const char *cgroup;   /* with session: a cgroup session's directory (docs/cli-live.md
+                             "Containers and cgroups"), or NULL */
     /* --last ends at now_ns when has_now (a live session's clock), else at the profile's
      * last sample. */
     bool has_now;

@@ -81,6 +81,7 @@ tmp, a, b, x, o, cg, cid = sys.argv[1:]
 load = lambda n: json.load(open(f"{tmp}/{n}.json"))
 proc, cgs, ctr, where, allj = (load(n) for n in ("proc", "cg", "ctr", "where", "all"))
 total = allj["total"]
+assert allj.get("cgroup", "").endswith(cg), ("the JSON tree's header", allj.get("cgroup"))
 roots = {r["name"]: r["total"] for r in proc["roots"]}
 print("process roots:", roots, file=sys.stderr)
 pids = {re.search(r"\[(\d+)\]$", n).group(1): t for n, t in roots.items()}
