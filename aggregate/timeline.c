@@ -148,3 +148,27 @@ out:
     cn_agg__qrun_free(&run);
     return rc;
 }
+
+/* ---- activity ------------------------------------------------------------------------- */
+
+int cn_agg_activity(cn_agg_profile *p, const cn_agg_query *q, int64_t end_ns, double *w, size_t n,
+                    cn_err *err)
+{
+    cn_agg__qrun run;
+    int rc = cn_agg__qrun_init(&run, p, q, CN_AGG__QCACHE(p), err);
+    if (rc == 0)
+        rc = cn_agg__qrun_transform_all(&run, err);
+    for (size_t i = run.lo; rc == 0 && end_ns > 0 && i < run.hi; i++) {
+        int32_t th = p->s_thread[i];
+        int64_t t = p->s_time[i];
+        if (t < 0 || t >= end_ns || p->s_stack[i] < 0 || !cn_agg__qrun_keep(&run, th))
+            continue;
+        int32_t base = cn_agg__qrun_base(&run, p->s_stack[i], th);
+        if (base < 0 || run.rmap[base] < 0) /* dropped by a transform (or the search) */
+            continue;
+        size_t b = (size_t)((double)t / (double)end_ns * (double)n);
+        w[b < n ? b : n - 1] += cn_agg__weight(p, i);
+    }
+    cn_agg__qrun_free(&run);
+    return rc;
+}

@@ -4,7 +4,7 @@
  * row's parent has always been handled): per-row state (a match counter, "F seen", the
  * row before the outermost F …) is derived from the parent's, which makes the stack rule
  * an incremental form of the per-sample path rule of §2. Two shapes:
- *  - map only (drop, hide, prune, collapse, focus-inverted): rows are unchanged and each
+ *  - map only (drop, hide, prune, collapse, focus-inverted, search): rows are unchanged and each
  *    maps to itself, an ancestor, or -1 (dropped);
  *  - rebuild (all others): a new table is interned; map[r] is the new row of r's rewritten
  *    path, and also the row r's children attach under.
@@ -13,9 +13,11 @@
  * transparent.
  */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "q_engine.h"
 
@@ -28,6 +30,7 @@ typedef struct tfctx {
     int32_t k;    /* path length */
     uint8_t *lib; /* resource -> matches LIB */
     int32_t libfunc;
+    uint8_t *hit; /* search: func -> its name, library or file contains the text */
 } tfctx;
 
 static inline int32_t in_name(const tfctx *c, int32_t r)
@@ -88,6 +91,12 @@ static int tf_map_only(tfctx *c, cn_agg_tf_kind kind)
         case CN_AGG_TF_DROP:
             st[r] = (par >= 0 && st[par]) || in_name(c, r) == c->nid[0];
             map[r] = st[r] ? -1 : r;
+            break;
+        case CN_AGG_TF_SEARCH: /* the Firefox Profiler's search: keep a sample when some
+                                  function of its stack matches (an ancestor's match
+                                  carries down) */
+            st[r] = (par >= 0 && st[par]) || c->hit[in->func[r]];
+            map[r] = st[r] ? r : -1;
             break;
         case CN_AGG_TF_HIDE:
             st[r] = path_state(c, r);
@@ -382,6 +391,48 @@ void cn_agg__tfout_free(cn_agg__tfout *o)
 }
 
 /* Resolves the transform's names against the profile. */
+/* Whether s contains one of text's comma-separated terms (each trimmed of spaces; empty
+ * terms ignored), ignoring ASCII case; true when text has no term at all. */
+static bool search_match(const char *s, const char *text)
+{
+    bool any = false;
+    for (const char *t = text; *t;) {
+        const char *end = strchr(t, ',');
+        size_t len = end ? (size_t)(end - t) : strlen(t);
+        const char *a = t, *b = t + len;
+        while (a < b && isspace((unsigned char)*a))
+            a++;
+        while (b > a && isspace((unsigned char)b[-1]))
+            b--;
+        if (b > a) {
+            any = true;
+            for (const char *x = s; *x; x++)
+                if (!strncasecmp(x, a, (size_t)(b - a)))
+                    return true;
+        }
+        t += len + (end ? 1 : 0);
+    }
+    return !any;
+}
+
+/* search:TEXT: which funcs match by name, library or source file, as the Firefox
+ * Profiler's search box matches a function's name and resource (its terms split at
+ * commas, any may match). */
+static int search_hits(tfctx *c, const char *text)
+{
+    cn_agg_profile *p = c->p;
+    c->hit = calloc(p->n_func ? p->n_func : 1, 1);
+    if (!c->hit)
+        return -ENOMEM;
+    for (size_t f = 0; f < p->n_func; f++) {
+        int32_t res = p->func_res[f], file = p->func_file[f];
+        c->hit[f] = search_match(p->str[p->func_name[f]], text) ||
+                    (res >= 0 && search_match(p->str[p->res_name[res]], text)) ||
+                    (file >= 0 && search_match(p->str[file], text));
+    }
+    return 0;
+}
+
 static int resolve_args(tfctx *c, const cn_agg_transform *tf)
 {
     cn_agg_profile *p = c->p;
@@ -390,6 +441,8 @@ static int resolve_args(tfctx *c, const cn_agg_transform *tf)
     if (!c->nid)
         return -ENOMEM;
     c->nid[0] = -2;
+    if (tf->kind == CN_AGG_TF_SEARCH)
+        return search_hits(c, tf->arg);
     for (size_t j = 0; j < tf->path_len; j++)
         c->nid[j] = cn_agg__q_name_id(p, tf->path[j]);
     if (tf->kind != CN_AGG_TF_FOCUS_LIB && tf->kind != CN_AGG_TF_COLLAPSE_LIB)
@@ -471,7 +524,7 @@ int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_t
         goto out;
     if (tf->kind != CN_AGG_TF_FOCUS_INVERTED && tf->kind != CN_AGG_TF_DROP &&
         tf->kind != CN_AGG_TF_HIDE && tf->kind != CN_AGG_TF_PRUNE &&
-        tf->kind != CN_AGG_TF_COLLAPSE) {
+        tf->kind != CN_AGG_TF_COLLAPSE && tf->kind != CN_AGG_TF_SEARCH) {
         rc = cn_agg__qt_reserve(&o->t, in->n + 16);
         if (rc < 0)
             goto out;
@@ -482,6 +535,7 @@ int cn_agg__tf_apply(cn_agg_profile *p, const cn_agg__qtable *in, const cn_agg_t
     case CN_AGG_TF_HIDE:
     case CN_AGG_TF_PRUNE:
     case CN_AGG_TF_COLLAPSE:
+    case CN_AGG_TF_SEARCH:
         rc = tf_map_only(&c, tf->kind);
         break;
     case CN_AGG_TF_FOCUS:
@@ -517,6 +571,7 @@ out:
     free(c.st);
     free(c.nid);
     free(c.lib);
+    free(c.hit);
     if (rc < 0)
         cn_agg__tfout_free(o);
     return rc;

@@ -28,6 +28,7 @@ static const char *const tf_names[CN_AGG_TF__COUNT] = {
     [CN_AGG_TF_COLLAPSE_REC] = "collapse-rec",
     [CN_AGG_TF_COLLAPSE_LIB] = "collapse-lib",
     [CN_AGG_TF_COLLAPSE_ALL_REC] = "collapse-all-rec",
+    [CN_AGG_TF_SEARCH] = "search",
 };
 
 const char *cn_agg_tf_name(cn_agg_tf_kind kind)
@@ -111,6 +112,7 @@ int cn_agg_transform_parse(const char *spec, cn_agg_transform *out, cn_err *err)
         return cn_err_set(err, -EINVAL, "transform '%s': missing %s after '%s:'", spec,
                           cn_agg_tf_takes_path(t.kind) ? "PATH"
                           : takes_lib(t.kind)          ? "library"
+                          : t.kind == CN_AGG_TF_SEARCH ? "text"
                                                        : "function",
                           tf_names[k]);
     t.arg = strdup(arg);
@@ -164,7 +166,9 @@ char *cn_agg_transform_format(const cn_agg_transform *t)
 
 int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, cn_err *err)
 {
-    if (cn_agg_tf_takes_path(t->kind) || t->kind == CN_AGG_TF_COLLAPSE_ALL_REC)
+    /* search matches text, not a name: matching nothing is an empty tree, not an error. */
+    if (cn_agg_tf_takes_path(t->kind) || t->kind == CN_AGG_TF_COLLAPSE_ALL_REC ||
+        t->kind == CN_AGG_TF_SEARCH)
         return 0;
     if (takes_lib(t->kind)) {
         for (size_t i = 0; i < p->n_res; i++)
@@ -224,7 +228,8 @@ static char *join(char *const *v, size_t n)
 
 int cn_agg_remap_transform(const cn_agg_profile *p, cn_agg_transform *t)
 {
-    if (t->kind == CN_AGG_TF_COLLAPSE_ALL_REC || takes_lib(t->kind) || !p->n_rename)
+    if (t->kind == CN_AGG_TF_COLLAPSE_ALL_REC || t->kind == CN_AGG_TF_SEARCH ||
+        takes_lib(t->kind) || !p->n_rename)
         return 0;
     bool path = cn_agg_tf_takes_path(t->kind);
     size_t cap = 0, n = 0;
@@ -322,6 +327,10 @@ int cn_agg_map_path(const cn_agg_transform *t, char *const *path, size_t len, ch
     case CN_AGG_TF_DROP:
         for (size_t i = 0; i < len; i++)
             keep[i] = first == len;
+        break;
+    case CN_AGG_TF_SEARCH: /* drops samples, never renames a node: a path that exists stays */
+        for (size_t i = 0; i < len; i++)
+            keep[i] = 1;
         break;
     case CN_AGG_TF_HIDE:
         for (size_t i = 0; i < len; i++)

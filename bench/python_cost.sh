@@ -5,7 +5,9 @@
 #   canopy       under a canopyd attach session at HZ (default unwinding), Python frames on;
 #   canopy-nopy  the same session with --no-python;
 #   perf-g       under `perf record -e cpu-clock -F HZ -g -p PID`;
-#   perf-dwarf   under `perf record -e cpu-clock -F HZ --call-graph dwarf -p PID`.
+#   perf-dwarf   under `perf record -e cpu-clock -F HZ --call-graph dwarf -p PID`;
+#   base, base-nopy  canopy and canopy-nopy with a second canopyd, built from another commit
+#                (--base DIR), running beside the first: before/after on the same run.
 # Every run goes the same way: the workload starts and loops, the profiler attaches, WARM
 # seconds later (SIGUSR1) the workload measures SECS seconds of its work (units done, its
 # own thread CPU time, wall time), prints them and then sleeps (no more samples) while the
@@ -37,18 +39,21 @@
 #
 #   bench/python_cost.sh [--build DIR] [--reps N] [--seconds S] [--warm S] [-F HZ]
 #                        [--depth D] [--python PATH]... [--configs "none canopy ..."]
-#                        [--out DIR]
+#                        [--out DIR] [--base DIR]
 # DIR: build-rel (DIR/client/canopy, DIR/daemon/canopyd); REPS 5, SECS 8, WARM 3, HZ 999;
 # D: the Python calls between the loop and each unit of work (8); interpreters: Debian's
 # /usr/bin/python3 and the newest pyenv 3.13 or 3.12 under /root/.pyenv/versions, if any;
+# --base: another build's DIR (its canopyd and canopy), for the configurations base and
+# base-nopy (default configurations then: none base canopy base-nopy canopy-nopy perf-dwarf);
 # --out keeps the raw runs (runs.txt) and the table (summary.md). Needs root (BPF, perf -p)
 # and perf. 5 rounds on two interpreters: ~13 minutes.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-rel
-REPS=5 SECS=8 WARM=3 FREQ=999 DEPTH=8 OUT=
+REPS=5 SECS=8 WARM=3 FREQ=999 DEPTH=8 OUT="" IDLE_S=2
 PYS=()
 CONFIGS="none canopy canopy-nopy perf-g perf-dwarf"
+BASE="" CONFIGS_SET=""
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -59,13 +64,21 @@ while [ $# -gt 0 ]; do
     -F) FREQ=$2; shift ;;
     --depth) DEPTH=$2; shift ;;
     --python) PYS+=("$2"); shift ;;
-    --configs) CONFIGS=$2; shift ;;
+    --configs) CONFIGS=$2 CONFIGS_SET=1; shift ;;
+    --base) BASE=$(cd "$2" && pwd); shift ;;
     --out) OUT=$2; shift ;;
     *) usage ;;
   esac
   shift
 done
 export CANOPY_BIN=$BUILD/client/canopy CANOPYD_BIN=$BUILD/daemon/canopyd
+if [ -n "$BASE" ]; then
+  [ -x "$BASE/client/canopy" ] && [ -x "$BASE/daemon/canopyd" ] || {
+    echo "python_cost.sh: no canopy/canopyd in $BASE" >&2
+    exit 1
+  }
+  [ -n "$CONFIGS_SET" ] || CONFIGS="none base canopy base-nopy canopy-nopy perf-dwarf"
+fi
 [ -x "$CANOPY_BIN" ] && [ -x "$CANOPYD_BIN" ] || {
   echo "python_cost.sh: no canopy/canopyd in $BUILD (build it first)" >&2
   exit 1
@@ -90,13 +103,13 @@ mkdir -p "$OUT"
 C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 
-D_PID="" W_PID="" PSTAT_PID="" PERF_PID="" STATS_PID=""
+D_PID="" DB_PID="" W_PID="" PSTAT_PID="" PERF_PID="" STATS_PID=""
 cleanup() {
   local rc=$?
   [ "$BASHPID" = "$TMP_OWNER" ] || return 0
   kill $W_PID $PERF_PID 2>/dev/null || true
   kill -INT $PSTAT_PID 2>/dev/null || true
-  kill $STATS_PID $D_PID 2>/dev/null || true
+  kill $STATS_PID $D_PID $DB_PID 2>/dev/null || true
   wait 2>/dev/null || true
   finish_tmp $rc
 }
@@ -178,6 +191,20 @@ for _ in $(seq 100); do [ -s "$TMP/bpf_stats.out" ] && break; sleep 0.05; done
 BPF_STATS=$(head -1 "$TMP/bpf_stats.out")
 
 start_canopyd
+if [ -n "$BASE" ]; then # the second canopyd: its own socket and state dir
+  "$BASE/daemon/canopyd" --socket "$TMP/b.sock" --state-dir "$TMP/state-b" >"$TMP/db.log" 2>&1 &
+  DB_PID=$!
+  for _ in $(seq 100); do [ -S "$TMP/b.sock" ] && break; sleep 0.1; done
+  [ -S "$TMP/b.sock" ] || fail "the --base canopyd did not start: $(cat "$TMP/db.log")"
+fi
+# The canopyd a canopy configuration runs under (use_daemon CFG): C, CANOPY_SOCKET, DP, STATE.
+use_daemon() {
+  case $1 in
+    base*) C=$BASE/client/canopy CANOPY_SOCKET=$TMP/b.sock DP=$DB_PID STATE=$TMP/state-b ;;
+    *) C=$CANOPY_BIN CANOPY_SOCKET=$TMP/d.sock DP=$D_PID STATE=$TMP/state ;;
+  esac
+}
+use_daemon canopy
 
 # wait_line FILE WORD SECONDS: until a line of FILE starts with WORD (the workload alive).
 wait_line() {
@@ -203,7 +230,7 @@ print(s["samples"], s["lost"], p.get("state", "?").replace(" ", "_"), p.get("joi
 # their fds' fdinfo.
 bpf_run() {
   local f
-  for f in /proc/"$D_PID"/fdinfo/*; do
+  for f in /proc/"$DP"/fdinfo/*; do
     awk '$1 == "prog_type:" { t = $2 } $1 == "run_time_ns:" { ns = $2 } $1 == "run_cnt:" { n = $2 }
          END { if (t == 7) print ns + 0, n + 0 }' "$f" 2>/dev/null || true
   done | awk '{ ns += $1; n += $2 } END { print ns + 0, n + 0 }'
@@ -217,26 +244,26 @@ bpf_run() {
 #   joined pys canopy: samples joined with a Python record, of the registered process's
 #   same       canopyd's threads the same at both ends of the window (1) or not (0)
 R_samples="" R_steady_ns="" R_steady_n="" R_session_ns="" R_allin_ns="" R_bpf="" R_bytes=""
-R_joined="" R_pys="" R_same=""
+R_joined="" R_pys="" R_same="" R_idle=""
 C_id="" C_s0="" C_c0="" C_t0="" P_c0=""
 
 canopy_start() { # CFG TAG
-  perf stat -x, -e task-clock -p "$D_PID" -o "$TMP/dstat" 2>"$TMP/dstat.err" &
+  perf stat -x, -e task-clock -p "$DP" -o "$TMP/dstat" 2>"$TMP/dstat.err" &
   PSTAT_PID=$!
   sleep 0.3 # perf stat's counters open
   local nopy=
-  [ "$1" = canopy ] || nopy=--no-python
+  [ "${1%-nopy}" = "$1" ] || nopy=--no-python
   C_id=$("$C" attach "$W_PID" -F "$FREQ" --name "$2" $nopy) || fail "canopy attach"
 }
 canopy_mark() { # TAG: the window starts
   read -r C_s0 _ <<<"$(session "$1")"
-  C_c0=$(cpu_ns "$D_PID")
-  C_t0=$(cpu_tids "$D_PID")
+  C_c0=$(cpu_ns "$DP")
+  C_t0=$(cpu_tids "$DP")
 }
 canopy_end() { # CFG TAG: the window ended; read, stop, wait for the save, remove
   local c1 t1 s1 st
-  c1=$(cpu_ns "$D_PID")
-  t1=$(cpu_tids "$D_PID")
+  c1=$(cpu_ns "$DP")
+  t1=$(cpu_tids "$DP")
   R_bpf=$(bpf_run)
   read -r s1 _ st R_joined R_pys <<<"$(session "$2")"
   kill -INT "$PSTAT_PID"
@@ -246,16 +273,16 @@ canopy_end() { # CFG TAG: the window ended; read, stop, wait for the save, remov
   [ -n "$R_session_ns" ] || fail "no task-clock from perf stat -p canopyd: $(cat "$TMP/dstat.err")"
   R_samples=$s1 R_steady_n=$((s1 - C_s0)) R_steady_ns=$((c1 - C_c0))
   [ "$C_t0" = "$t1" ] || R_same=0
-  case $1:$st in
+  case ${1/#base/canopy}:$st in
     canopy:on | canopy-nopy:off_\(--no-python\)) ;;
     *) fail "$2: python frames $st" ;;
   esac
   "$C" stop "$2" >/dev/null || fail "canopy stop $2"
   for _ in $(seq 200); do # the save, by a forked writer
-    [ -e "$TMP/state/$C_id.canopy" ] && ! ls "$TMP/state/$C_id".canopy.*.tmp >/dev/null 2>&1 && break
+    [ -e "$STATE/$C_id.canopy" ] && ! ls "$STATE/$C_id".canopy.*.tmp >/dev/null 2>&1 && break
     sleep 0.05
   done
-  R_bytes=$(stat -c %s "$TMP/state/$C_id.canopy" 2>/dev/null || echo 0)
+  R_bytes=$(stat -c %s "$STATE/$C_id.canopy" 2>/dev/null || echo 0)
   "$C" rm "$2" >/dev/null || fail "canopy rm $2"
 }
 
@@ -295,16 +322,25 @@ perf_end() { # CFG TAG WINDOW_CPU_S: the window ended; stop perf, read its log a
 
 # run CFG PY ROUND: one run; appends a line to $OUT/runs.txt:
 #   cfg version round units cpu_s wall_s samples steady_ns steady_n session_ns allin_ns
-#   bpf_ns bpf_cnt bytes joined pys same load1
+#   bpf_ns bpf_cnt bytes joined pys same load1 idle_ns (canopyd's CPU in the IDLE_S
+#   before the attach, no session: its fixed cost per second, ticks and all)
 run() {
   local cfg=$1 py=$2 rep=$3 kind=${1%%-*} out=$TMP/wl.out ver tag units cpu wall
+  [ "$kind" != base ] || kind=canopy
+  use_daemon "$cfg"
   R_samples=0 R_steady_ns=0 R_steady_n=0 R_session_ns=0 R_allin_ns=0 R_bpf="0 0" R_bytes=0
-  R_joined=0 R_pys=0 R_same=1
+  R_joined=0 R_pys=0 R_same=1 R_idle=0
   ver=$("$py" -c 'import sys; print(sys.version.split()[0])')
   tag=r$rep-$cfg-$ver
   "$py" "$TMP/wl.py" "$SECS" "$DEPTH" >"$out" 2>&1 &
   W_PID=$!
   wait_line "$out" ready 10
+  if [ "$kind" = canopy ]; then # canopyd's own cost with no session, over IDLE_S
+    local i0
+    i0=$(cpu_ns "$DP")
+    sleep "$IDLE_S"
+    R_idle=$(($(cpu_ns "$DP") - i0))
+  fi
   case $kind in canopy) canopy_start "$cfg" "$tag" ;; perf) perf_start "$cfg" ;; esac
   sleep "$WARM"
   kill -USR1 "$W_PID"
@@ -317,8 +353,10 @@ run() {
   wait "$W_PID" 2>/dev/null || true
   W_PID=
   kill -0 "$D_PID" 2>/dev/null || fail "canopyd died"
+  [ -z "$DB_PID" ] || kill -0 "$DB_PID" 2>/dev/null || fail "the --base canopyd died"
   echo "$cfg $ver $rep $units $cpu $wall $R_samples $R_steady_ns $R_steady_n $R_session_ns" \
     "$R_allin_ns $R_bpf $R_bytes $R_joined $R_pys $R_same $(cut -d' ' -f1 /proc/loadavg)" \
+    "$R_idle" \
     >>"$OUT/runs.txt"
   echo "  $tag: $units units in $cpu s of CPU, $R_samples samples" >&2
 }
@@ -334,12 +372,13 @@ done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$OUT/runs.txt" "$FREQ" "$SECS" "$DEPTH" "$LOAD0" "$LOAD1" "$BPF_STATS" \
-  "$CONFIGS" >"$OUT/summary.md" <<'PY'
+  "$CONFIGS" "$IDLE_S" >"$OUT/summary.md" <<'PY'
 import statistics as st, sys
-path, freq, secs, depth, load0, load1, bpf_stats, configs = sys.argv[1:9]
+path, freq, secs, depth, load0, load1, bpf_stats, configs, idle_s = sys.argv[1:10]
+idle_s = float(idle_s)
 configs = configs.split()
 F = ("cfg ver rep units cpu wall samples steady_ns steady_n session_ns allin_ns bpf_ns bpf_cnt "
-     "bytes joined pys same load").split()
+     "bytes joined pys same load idle").split()
 runs = []
 for l in open(path):
     r = dict(zip(F, l.split()))
@@ -368,8 +407,8 @@ for ver in dict.fromkeys(r["ver"] for r in runs):
     p(f"### Python {ver} ({max(len(v) for v in rs.values())} rounds; median (min–max))")
     p()
     p("| configuration | work, units/CPU-s | slowdown (CPU) | slowdown (wall) | samples | "
-      "µs/sample: steady | from start | all-in | BPF µs/run | written | joined |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|")
+      "µs/sample: steady | of which idle | from start | all-in | BPF µs/run | written | joined |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
     figs = {}
     for c in configs:
         R = rs[c]
@@ -379,21 +418,27 @@ for ver in dict.fromkeys(r["ver"] for r in runs):
         slow = [100 * (base / r["rate"] - 1) for r in R]
         wslow = [100 * (wbase / r["wrate"] - 1) for r in R]
         steady = [r["steady_ns"] / 1e3 / r["steady_n"] for r in R if r["steady_n"]]
+        # canopyd's CPU with no session (per second, measured just before the attach) spread
+        # over the window's samples: the part of "steady" that is not per sample
+        idle = [r["idle"] / idle_s * r["wall"] / 1e3 / r["steady_n"] for r in R
+                if r["steady_n"] and r["idle"]]
         start = [r["session_ns"] / 1e3 / r["samples"] for r in R if r["samples"]]
         allin = [r["allin_ns"] / 1e3 / r["samples"] for r in R if r["samples"] and r["allin_ns"]]
         bpf = [r["bpf_ns"] / 1e3 / r["bpf_cnt"] for r in R if r["bpf_cnt"]]
         joined = [100 * r["joined"] / r["pys"] for r in R if r["pys"]]
         moved = any(not r["same"] for r in R)
         figs[c] = dict(slow=med(slow), steady=med(steady), start=med(start), allin=med(allin),
+                       idle=med(idle) if idle else nan,
                        bpf=med(bpf) if bpf else 0.0)
         p(f"| {c} | {cell([r['rate'] for r in R], '%.0f')} | "
           + (cell(slow, "%+.1f%%") if prof else "–") + " | "
           + (cell(wslow, "%+.1f%%") if prof else "–") + " | "
           + (cell([r["samples"] for r in R], "%.0f") if prof else "–") + " | "
-          + cell(steady) + ("*" if moved else "") + " | " + cell(start) + " | " + cell(allin) + " | "
+          + cell(steady) + ("*" if moved else "") + " | " + cell(idle) + " | " + cell(start) + " | "
+          + cell(allin) + " | "
           + cell(bpf) + " | " + cell([r["bytes"] / 1e6 for r in R if r["bytes"]], "%.2f MB") + " | "
           + (cell(joined, "%.1f%%") if joined else "–") + " |")
-    per = [r["steady_n"] / r["cpu"] for c in configs if c.startswith("canopy") for r in rs[c] if r["cpu"]]
+    per = [r["steady_n"] / r["cpu"] for c in configs if c.startswith(("canopy", "base")) for r in rs[c] if r["cpu"]]
     if per:
         p()
         p(f"canopy's samples per CPU-second of the workload's window (perf's window count "
@@ -402,7 +447,7 @@ for ver in dict.fromkeys(r["ver"] for r in runs):
         p("\"from start\" of canopy's sessions: the first of a round on an interpreter usually finds "
           "that interpreter's symbol tables expired from canopyd's cache (30 s idle) and loads them "
           "again (~0.1–0.2 s of CPU); the next one, right after, finds them loaded.")
-    if any(not r["same"] for c in configs if c.startswith("canopy") for r in rs[c]):
+    if any(not r["same"] for c in configs if c.startswith(("canopy", "base")) for r in rs[c]):
         p("\\* canopyd's threads changed during a window: a thread that exited is not counted.")
     goals.append((ver, figs))
 rows = [(v, f) for v, f in goals if "canopy" in f and "perf-dwarf" in f]
@@ -412,7 +457,8 @@ if rows:
     p()
     p("| Python | canopy with Python frames, µs/sample, steady: canopyd + BPF | "
       "--no-python | perf dwarf: steady, from start, all-in | ratio to perf dwarf's steady "
-      "(goal ≤ 1.5): canopyd + BPF, canopyd | ratio to --no-python | "
+      "(goal ≤ 1.5): canopyd + BPF, canopyd, canopyd + BPF less canopyd's idle cost | "
+      "ratio to --no-python | "
       "slowdown (CPU; goal ≤ perf's): canopy / --no-python / perf -g / perf dwarf |")
     p("|---|---|---|---|---|---|---|")
     for ver, f in rows:
@@ -424,6 +470,25 @@ if rows:
         num = lambda x: "–" if x != x else "%.2f" % x
         p(f"| {ver} | {c['steady']:.2f} + {c['bpf']:.2f} = {tot:.2f} | {num(n['steady'])} | "
           f"{d['steady']:.2f}, {d['start']:.2f}, {d['allin']:.2f} | "
-          f"{tot / d['steady']:.2f}, {c['steady'] / d['steady']:.2f} | {num(tot / n['steady'])} | {sl} |")
+          f"{tot / d['steady']:.2f}, {c['steady'] / d['steady']:.2f}, "
+          f"{num((tot - c['idle']) / d['steady'])} | {num(tot / n['steady'])} | {sl} |")
+    base = [(v, f) for v, f in rows if "base" in f]
+    if base:
+        p()
+        p("Before (--base, the second canopyd on the same runs) and after, µs/sample, steady:")
+        p()
+        p("| Python | base: canopyd + BPF | this build: canopyd + BPF | base --no-python | "
+          "this build --no-python | ratio to perf dwarf's steady: base, this build | "
+          "the same less canopyd's idle cost |")
+        p("|---|---|---|---|---|---|---|")
+        for ver, f in base:
+            b, c, d = f["base"], f["canopy"], f["perf-dwarf"]
+            bn, cn = f.get("base-nopy", dict(steady=nan)), f.get("canopy-nopy", dict(steady=nan))
+            num = lambda x: "–" if x != x else "%.2f" % x
+            bt, ct = b["steady"] + b["bpf"], c["steady"] + c["bpf"]
+            p(f"| {ver} | {b['steady']:.2f} + {b['bpf']:.2f} = {bt:.2f} | "
+              f"{c['steady']:.2f} + {c['bpf']:.2f} = {ct:.2f} | {num(bn['steady'])} | "
+              f"{num(cn['steady'])} | {bt / d['steady']:.2f}, {ct / d['steady']:.2f} | "
+              f"{num((bt - b['idle']) / d['steady'])}, {num((ct - c['idle']) / d['steady'])} |")
 PY
 cat "$OUT/summary.md"

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "cn_agg.h"
+#include "cn_common.h"
 #include "cn_fmt.h"
 
 #define CN_EXIT_OK    0
@@ -31,6 +32,9 @@ typedef struct cn_cli_query {
     bool view_given; /* a view option was seen (they exclude each other) */
     bool callers_mode_given;
 } cn_cli_query;
+
+/* The QUERY and output options' table (query_opts.c): what cn_cli_query_opt matches. */
+extern const cn_opt cn_cli_query_opts[];
 
 void cn_cli_query_init(cn_cli_query *q);
 void cn_cli_query_clear(cn_cli_query *q);
@@ -77,9 +81,61 @@ int cn_cli_render(cn_agg_profile *p, const cn_cli_query *q, const cn_fmt_render_
 int cn_cli_render_mem(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
                       char **out, size_t *len, cn_err *err);
 
+/* `canopy diff`'s differential profile of args[0] (BASE) and args[1] (NEW), each a file or
+ * canopyd session with an optional @FROM..TO window, or of one differential file (n_args
+ * 1); q's range and thread options select each side's samples (cmd_diff.c). Sets *out and
+ * title ("base -> new"). Returns an exit status after printing any error. */
+int cn_cli_diff_profile(const char *const *args, int n_args, cn_cli_query *q, const char *socket,
+                        cn_agg_profile **out, char *title, size_t title_size);
+
 /* Whether q can ask for a timeline (cn_fmt_timeline_check). Returns CN_EXIT_OK or
  * CN_EXIT_USAGE after printing the error. */
 int cn_cli_timeline_check(const cn_cli_query *q);
+
+/* ---------------------------------------------------------------------------------------
+ * The commands (commands.c): one row per command, read by main() to dispatch, by --help,
+ * by the manual's generator (man/mangen.c) and by the completion (`canopy __complete`).
+ * A command's options are the shared tables its `tables` bits select (CN_LIVE_* of live.h:
+ * SAMPLING, QUERY, ...) plus its own table.
+ */
+typedef struct cn_cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *args;    /* what follows "canopy NAME" in the usage line */
+    const char *summary; /* one line for canopy --help */
+    const char *about;   /* paragraphs of its --help and manual section */
+    unsigned tables;     /* CN_LIVE_* bits: the shared option tables that apply */
+    const cn_opt *own;   /* its own options, or NULL */
+    unsigned own_flags;  /* the flags own's rows are printed with */
+} cn_cli_command;
+
+/* The commands' own option tables (cmd_diff.c, cmd_web.c, cmd_fleet.c; fleet's rows are
+ * enabled per subcommand). */
+extern const cn_opt cn_cli_diff_opts[];
+/* attach --container ID, system --cgroup PATH (cmd_live.c; docs/cli-live.md "Containers
+ * and cgroups"). */
+extern const cn_opt cn_cli_attach_opts[];
+extern const cn_opt cn_cli_system_opts[];
+extern const cn_opt cn_cli_web_opts[];
+extern const cn_opt cn_cli_fleet_opts[];
+
+/* Every command, ending with a row whose name is NULL. */
+extern const cn_cli_command cn_cli_commands[];
+/* The command named name, or NULL. */
+const cn_cli_command *cn_cli_command_find(const char *name);
+/* Prints command cmd's --help on stdout: usage, about, then every option it accepts with
+ * its default, in aligned columns. */
+void cn_cli_help(const char *cmd);
+/* Prints "  FMT is text, json, ... or canopy." (formats/' names) on out. */
+void cn_cli_print_formats(FILE *out);
+/* Prints canopy --help (the command list, aligned) on out. */
+void cn_cli_usage(FILE *out);
+/* Prints "canopy CMD: unknown option 'ARG'", with "did you mean `--X`?" when one of
+ * the command's options is near. */
+void cn_cli_unknown_option(const char *cmd, const char *arg);
+/* The hidden `canopy __complete WORD...` (complete.c): the candidates for the last word
+ * of a command line, one per line, for the bash completion. */
+int cn_cmd_complete(int argc, char **argv);
 
 /* Commands. */
 int cn_cmd_open(int argc, char **argv);

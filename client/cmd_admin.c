@@ -97,8 +97,7 @@ static int query_session(simple_cmd *s, const char *key)
 
 static void sessions_help(void)
 {
-    printf("usage: canopy sessions [--format text|json] [--socket PATH]\n\n"
-           "List canopyd's sessions (yours, or all of them for root).\n");
+    cn_cli_help("sessions");
 }
 
 /* "97%": the share of stacks with user frames whose unwind completed; "-" without any. */
@@ -209,9 +208,7 @@ out:
 
 static void status_help(void)
 {
-    printf("usage: canopy status [--format text|json] [--socket PATH]\n\n"
-           "canopyd's health: version, uptime, sessions, samples per second, lost samples,\n"
-           "memory, event loop. Exit 1 when no daemon answers.\n");
+    cn_cli_help("status");
 }
 /* One line of `canopy status` for a push target (docs/fleet.md "Status"): its URL, the
  * host it writes as (NULL: not shown), the UNITs (rows, profiles) sent, queued and
@@ -309,14 +306,12 @@ out:
 
 static void stop_help(void)
 {
-    printf("usage: canopy stop SESSION [--socket PATH]\n\n"
-           "Stop sampling; the session stays queryable and is saved in canopyd's state dir.\n");
+    cn_cli_help("stop");
 }
 
 static void rm_help(void)
 {
-    printf("usage: canopy rm SESSION [--socket PATH]\n\n"
-           "Forget a session (stopping it first) and delete its saved file.\n");
+    cn_cli_help("rm");
 }
 
 static int session_cmd(int argc, char **argv, const char *cmd, void (*help)(void))
@@ -360,10 +355,7 @@ int cn_cmd_rm(int argc, char **argv)
 
 static void save_help(void)
 {
-    printf("usage: canopy save SESSION -o FILE [--format FMT] [QUERY]\n\n"
-           "Write the session to FILE, as you (canopyd never writes to your paths). The\n"
-           "format comes from --format or FILE's extension; default the lossless .canopy,\n"
-           "which canopy open reads back.\n");
+    cn_cli_help("save");
 }
 
 int cn_cmd_save(int argc, char **argv)
@@ -394,11 +386,7 @@ out:
 
 static void lines_help(void)
 {
-    printf("usage: canopy lines SESSION|FILE F [--format text|json] [-o FILE] [QUERY]\n\n"
-           "Self weight per source line and per address (file offset) inside function F,\n"
-           "for a live session or a profile file (an existing file wins). Lines are known\n"
-           "once symbols with debug information arrive; addresses are always there for\n"
-           "native code.\n");
+    cn_cli_help("lines");
 }
 
 /* Text form of the lines JSON, into a malloc'ed buffer. */
@@ -548,11 +536,7 @@ out:
 
 static void timeline_help(void)
 {
-    printf("usage: canopy timeline SESSION|FILE [--tid T]\n"
-           "                       [--format text|json|chrome-trace|speedscope] [-o FILE]\n"
-           "                       [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
-           "Estimated calls from consecutive samples of a live session or a file, in\n"
-           "text, json, chrome-trace or speedscope (an evented profile per thread).\n");
+    cn_cli_help("timeline");
 }
 
 int cn_cli_live_timeline(int argc, char **argv)

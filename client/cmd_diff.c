@@ -24,23 +24,19 @@
 #include "client.h"
 #include "live.h"
 
-static void diff_help(void)
-{
-    printf("usage: canopy diff BASE NEW [QUERY] [--no-normalize] [--socket PATH]\n"
-           "       canopy diff DIFF-FILE [QUERY] [--no-normalize]\n\n"
-           "Differential call tree: every node weighs NEW - BASE, after BASE is scaled to\n"
-           "NEW's total (--no-normalize: raw). BASE and NEW are profile files (any format\n"
-           "`canopy open` reads) or canopyd sessions (id or --name), optionally a time\n"
-           "window FILE@FROM..TO or SESSION@FROM..TO in seconds since the profile's or\n"
-           "session's start (s3@10..20, base.folded@..5, s3@30..). An existing file wins;\n"
-           "an argument that is no file and has no '/' is a session. DIFF-FILE is a\n"
-           "three-column folded file (STACK BASE NEW) or a differential .canopy file.\n\n"
-           "QUERY options are those of `canopy open` (transforms, views, --tid, --only-pid,\n"
-           "--from/--to/--last for both sides). Formats: text (default), json (nodes carry\n"
-           "base and new), folded (STACK BASE NEW, raw weights), svg (red: grew, blue:\n"
-           "shrank), canopy (the differential profile).\n\n"
-           "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
-}
+/* diff's own options: the parser in cn_cmd_diff matches argv against them before the
+ * QUERY options; --help, the manual and the completion print them. */
+enum { D_NO_NORMALIZE, D_NORMALIZE, D_SOCKET };
+
+const cn_opt cn_cli_diff_opts[] = {
+    {"--no-normalize", NULL, NULL, NULL, "raw weights: BASE is not scaled to NEW's total",
+     D_NO_NORMALIZE, 0},
+    {"--normalize", NULL, NULL, "on", "scale BASE to NEW's total", D_NORMALIZE, 0},
+    {"--socket", NULL, "PATH",
+     "$CANOPY_SOCKET, /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock",
+     "canopyd's socket, for session arguments", D_SOCKET, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
 
 /* One side: the file or session and its window. */
 typedef struct side {
@@ -203,6 +199,35 @@ out:
     return status;
 }
 
+static void diff_title(const side *sides, int n_sides, char *title, size_t size)
+{
+    if (n_sides == 2)
+        snprintf(title, size, "%s -> %s", base_name(sides[0].path), base_name(sides[1].path));
+    else
+        snprintf(title, size, "%s", base_name(sides[0].path));
+}
+
+int cn_cli_diff_profile(const char *const *args, int n_args, cn_cli_query *q, const char *socket,
+                        cn_agg_profile **out, char *title, size_t title_size)
+{
+    side sides[2] = {{0}};
+    int n_sides = 0, status = CN_EXIT_USAGE;
+
+    if (n_args < 1 || n_args > 2) {
+        fprintf(stderr, "canopy: a differential profile needs BASE and NEW\n");
+        return CN_EXIT_USAGE;
+    }
+    for (; n_sides < n_args; n_sides++)
+        if ((status = parse_side(args[n_sides], &sides[n_sides])) != CN_EXIT_OK)
+            goto out;
+    if ((status = make_diff(sides, n_sides, q, socket, out)) == CN_EXIT_OK)
+        diff_title(sides, n_sides, title, title_size);
+out:
+    free(sides[0].path);
+    free(sides[1].path);
+    return status;
+}
+
 int cn_cmd_diff(int argc, char **argv)
 {
     cn_cli_query q;
@@ -216,24 +241,21 @@ int cn_cmd_diff(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            diff_help();
+            cn_cli_help("diff");
             status = CN_EXIT_OK;
             goto out;
         }
-        if (!strcmp(a, "--no-normalize")) {
-            normalize = false;
-            continue;
+        const char *v;
+        const cn_opt *o = cn_opt_match(cn_cli_diff_opts, 0, argc, argv, &i, &v);
+        if (o && o->arg && !v) {
+            fprintf(stderr, "canopy diff: %s needs a value\n", o->lng);
+            goto out;
         }
-        if (!strcmp(a, "--normalize")) {
-            normalize = true;
-            continue;
-        }
-        if (!strcmp(a, "--socket") || !strncmp(a, "--socket=", 9)) {
-            socket = a[8] == '=' ? a + 9 : i + 1 < argc ? argv[++i] : NULL;
-            if (!socket) {
-                fprintf(stderr, "canopy diff: --socket needs a value\n");
-                goto out;
-            }
+        if (o) {
+            if (o->id == D_SOCKET)
+                socket = v;
+            else
+                normalize = o->id == D_NORMALIZE;
             continue;
         }
         int r = cn_cli_parse_query_opt(&q, argc, argv, &i);
@@ -242,7 +264,7 @@ int cn_cmd_diff(int argc, char **argv)
         if (r > 0)
             continue;
         if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "canopy diff: unknown option '%s' (see canopy diff --help)\n", a);
+            cn_cli_unknown_option("diff", a);
             goto out;
         }
         if (n_sides == 2) {
@@ -262,11 +284,7 @@ int cn_cmd_diff(int argc, char **argv)
     if ((status = make_diff(sides, n_sides, &q, socket, &d)) != CN_EXIT_OK)
         goto out;
     char title[512];
-    if (n_sides == 2)
-        snprintf(title, sizeof(title), "%s -> %s", base_name(sides[0].path),
-                 base_name(sides[1].path));
-    else
-        snprintf(title, sizeof(title), "%s", base_name(sides[0].path));
+    diff_title(sides, n_sides, title, sizeof(title));
     cn_fmt_render_opts o;
     cn_fmt_render_opts_init(&o);
     o.title = title;

@@ -24,27 +24,11 @@
 
 static void fleet_help(FILE *out)
 {
-    fprintf(out, "usage: canopy fleet init [--url URL]... [--cluster NAME]\n"
-                 "       canopy fleet tree [WHERE] [--group-by host|service|LABEL] [QUERY]\n"
-                 "       canopy fleet labels [WHERE] [KEY]\n"
-                 "       canopy fleet diff --base K=V[,K=V] --new K=V[,K=V] [WHERE] [QUERY]\n"
-                 "                         [--no-normalize]\n"
-                 "       canopy fleet prune --older DURATION [--url URL]...\n\n"
-                 "The fleet's profiles in ClickHouse, pushed by every canopyd with a fleet_url\n"
-                 "(docs/fleet.md). WHERE is any of:\n"
-                 "  --where K=V[,K=V]   rows with these labels (host, service, session or a\n"
-                 "                      label; repeated keys are ORed, different keys ANDed)\n"
-                 "  --last DURATION     rows of the last DURATION (30m, 1h, 7d)\n"
-                 "  --from T --to T     rows between T and T (unix seconds or\n"
-                 "                      YYYY-MM-DD[THH:MM[:SS]], UTC)\n"
-                 "  --raw               read the raw 10 s rows only, not the rollups\n"
-                 "                      (the same result, slower: to check the rollup)\n"
-                 "Connection: --url URL (else $CANOPY_FLEET_URL, else fleet_url in canopyd's\n"
-                 "config, --config FILE, default " DEFAULT_CONFIG "), --database DB (default\n"
-                 "canopy). QUERY options are those of canopy open (transforms, views, formats).\n"
-                 "init with --cluster NAME takes one --url per node of that ClickHouse cluster.\n\n"
-                 "Exit status: 0 success, 1 runtime failure (ClickHouse unreachable, no schema),\n"
-                 "2 bad usage or bad input.\n");
+    if (out == stdout)
+        cn_cli_help("fleet");
+    else
+        fprintf(out, "canopy fleet: missing subcommand: init, tree, labels, diff or prune (see "
+                     "canopy fleet --help)\n");
 }
 
 typedef struct fleet_args {
@@ -144,83 +128,146 @@ static void read_config(fleet_args *a)
     fclose(f);
 }
 
+/* fleet's own options, per subcommand (the rows' `when`): the parser below matches argv
+ * against them before the QUERY options, and --help, the manual and the completion print
+ * them. A new option is one row here and one case in parse(). */
+enum { F_INIT = 1, F_TREE = 2, F_LABELS = 4, F_DIFF = 8, F_PRUNE = 16 };
+#define F_WHERE (F_TREE | F_LABELS | F_DIFF)
+enum {
+    FO_URL,
+    FO_CONFIG,
+    FO_DATABASE,
+    FO_CLUSTER,
+    FO_OLDER,
+    FO_WHERE,
+    FO_LAST,
+    FO_FROM,
+    FO_TO,
+    FO_RAW,
+    FO_GROUP_BY,
+    FO_BASE,
+    FO_NEW,
+    FO_NO_NORMALIZE,
+};
+
+const cn_opt cn_cli_fleet_opts[] = {
+    {"--url", NULL, "URL", "$CANOPY_FLEET_URL, else fleet_url in canopyd's config",
+     "ClickHouse's HTTP URL; init --cluster takes one per node", FO_URL, 0},
+    {"--config", NULL, "FILE", DEFAULT_CONFIG, "canopyd's config file, for fleet_url", FO_CONFIG,
+     0},
+    {"--database", NULL, "DB", "canopy", "the ClickHouse database", FO_DATABASE, 0},
+    {"--cluster", NULL, "NAME", NULL, "init: create the tables on this ClickHouse cluster",
+     FO_CLUSTER, F_INIT},
+    {"--older", NULL, "DURATION", NULL, "prune: delete rows older than DURATION (30d)", FO_OLDER,
+     F_PRUNE},
+    {"--where", NULL, "K=V[,K=V]", "all rows",
+     "rows with these labels (host, service, "
+     "session or a label; repeated keys are ORed, different keys ANDed)",
+     FO_WHERE, F_WHERE},
+    {"--last", NULL, "DURATION", "all", "rows of the last DURATION (30m, 1h, 7d)", FO_LAST,
+     F_WHERE},
+    {"--from", NULL, "TIME", "the first row",
+     "rows from TIME (unix seconds or YYYY-MM-DD[THH:MM[:SS]], UTC)", FO_FROM, F_WHERE},
+    {"--to", NULL, "TIME", "now", "rows before TIME", FO_TO, F_WHERE},
+    {"--raw", NULL, NULL, NULL, "read the raw 10 s rows only, not the rollups", FO_RAW, F_WHERE},
+    {"--group-by", NULL, "host|service|LABEL", "none", "a root level per value of the label",
+     FO_GROUP_BY, F_TREE | F_DIFF},
+    {"--base", NULL, "K=V[,K=V]", NULL, "diff: the base side's labels", FO_BASE, F_DIFF},
+    {"--new", NULL, "K=V[,K=V]", NULL, "diff: the new side's labels", FO_NEW, F_DIFF},
+    {"--no-normalize", NULL, NULL, NULL, "diff: raw weights, BASE not scaled to NEW's total",
+     FO_NO_NORMALIZE, F_DIFF},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
+
 /* Parses argv[2..]; returns -1 to go on or an exit status. */
 static int parse(fleet_args *a, int argc, char **argv)
 {
     const char *sub = a->sub;
-    bool tree_like = !strcmp(sub, "tree") || !strcmp(sub, "diff");
-    bool where_ok = tree_like || !strcmp(sub, "labels");
+    unsigned flags = !strcmp(sub, "init")     ? F_INIT
+                     : !strcmp(sub, "tree")   ? F_TREE
+                     : !strcmp(sub, "labels") ? F_LABELS
+                     : !strcmp(sub, "diff")   ? F_DIFF
+                                              : F_PRUNE;
+    bool tree_like = flags & (F_TREE | F_DIFF);
     cn_err err = {0};
     for (int i = 2; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define VALUE()                                                                                    \
-    do {                                                                                           \
-        if (!v)                                                                                    \
-            return usage_err(sub, "%s needs a value", o);                                          \
-        i++;                                                                                       \
-    } while (0)
+        const char *o = argv[i], *v;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             fleet_help(stdout);
             return CN_EXIT_OK;
         }
-        if (!strcmp(o, "--url")) {
-            VALUE();
-            if (a->n_urls == MAX_URLS)
-                return usage_err(sub, "too many --url (at most %d)", MAX_URLS);
-            a->urls[a->n_urls++] = v;
-        } else if (!strcmp(o, "--config")) {
-            VALUE();
-            a->config = v;
-        } else if (!strcmp(o, "--database")) {
-            VALUE();
-            a->db = v;
-        } else if (!strcmp(o, "--cluster") && !strcmp(sub, "init")) {
-            VALUE();
-            a->cluster = v;
-        } else if (!strcmp(o, "--older") && !strcmp(sub, "prune")) {
-            VALUE();
-            a->older = v;
-        } else if (where_ok && !strcmp(o, "--where")) {
-            VALUE();
-            if (cn_fleet_filter_add(&a->filter, v, &err) < 0)
-                return usage_err(sub, "%s", err.msg);
-        } else if (where_ok && !strcmp(o, "--last")) {
-            int64_t secs;
-            VALUE();
-            if (parse_span(v, &secs) < 0)
-                return usage_err(sub, "bad --last '%s' (a duration: 30m, 1h, 7d)", v);
-            a->filter.from_s = (int64_t)time(NULL) - secs;
-        } else if (where_ok && !strcmp(o, "--raw")) {
-            a->filter.raw = true;
-        } else if (where_ok && (!strcmp(o, "--from") || !strcmp(o, "--to"))) {
-            int64_t t;
-            VALUE();
-            if (parse_time(v, &t) < 0)
-                return usage_err(sub, "bad time '%s' (unix seconds or YYYY-MM-DD[THH:MM[:SS]])", v);
-            *(!strcmp(o, "--from") ? &a->filter.from_s : &a->filter.to_s) = t;
-        } else if (tree_like && !strcmp(o, "--group-by")) {
-            VALUE();
-            a->group_by = strcmp(v, "none") ? v : NULL;
-        } else if (!strcmp(sub, "diff") && (!strcmp(o, "--base") || !strcmp(o, "--new"))) {
-            VALUE();
-            *(!strcmp(o, "--base") ? &a->base : &a->newer) = v;
-        } else if (!strcmp(sub, "diff") && !strcmp(o, "--no-normalize")) {
-            a->normalize = false;
-        } else {
+        const cn_opt *row = cn_opt_match(cn_cli_fleet_opts, flags, argc, argv, &i, &v);
+        if (row && row->arg && !v)
+            return usage_err(sub, "%s needs a value", row->lng);
+        if (!row) {
             int r = tree_like ? cn_cli_parse_query_opt(&a->q, argc, argv, &i) : 0;
             if (r < 0)
                 return CN_EXIT_USAGE;
             if (r > 0)
                 continue;
-            if (o[0] == '-' && o[1])
-                return usage_err(sub, "unknown option '%s' (see canopy fleet --help)", o);
-            if (!strcmp(sub, "labels") && !a->key)
+            if (o[0] == '-' && o[1]) {
+                cn_cli_unknown_option("fleet", o);
+                return CN_EXIT_USAGE;
+            }
+            if (flags == F_LABELS && !a->key)
                 a->key = o;
             else
                 return usage_err(sub, "unexpected argument '%s'", o);
+            continue;
         }
-#undef VALUE
+        switch (row->id) {
+        case FO_URL:
+            if (a->n_urls == MAX_URLS)
+                return usage_err(sub, "too many --url (at most %d)", MAX_URLS);
+            a->urls[a->n_urls++] = v;
+            break;
+        case FO_CONFIG:
+            a->config = v;
+            break;
+        case FO_DATABASE:
+            a->db = v;
+            break;
+        case FO_CLUSTER:
+            a->cluster = v;
+            break;
+        case FO_OLDER:
+            a->older = v;
+            break;
+        case FO_WHERE:
+            if (cn_fleet_filter_add(&a->filter, v, &err) < 0)
+                return usage_err(sub, "%s", err.msg);
+            break;
+        case FO_LAST: {
+            int64_t secs;
+            if (parse_span(v, &secs) < 0)
+                return usage_err(sub, "bad --last '%s' (a duration: 30m, 1h, 7d)", v);
+            a->filter.from_s = (int64_t)time(NULL) - secs;
+            break;
+        }
+        case FO_RAW:
+            a->filter.raw = true;
+            break;
+        case FO_FROM:
+        case FO_TO: {
+            int64_t t;
+            if (parse_time(v, &t) < 0)
+                return usage_err(sub, "bad time '%s' (unix seconds or YYYY-MM-DD[THH:MM[:SS]])", v);
+            *(row->id == FO_FROM ? &a->filter.from_s : &a->filter.to_s) = t;
+            break;
+        }
+        case FO_GROUP_BY:
+            a->group_by = strcmp(v, "none") ? v : NULL;
+            break;
+        case FO_BASE:
+            a->base = v;
+            break;
+        case FO_NEW:
+            a->newer = v;
+            break;
+        case FO_NO_NORMALIZE:
+            a->normalize = false;
+            break;
+        }
     }
     if (a->filter.from_s != INT64_MIN && a->filter.to_s != INT64_MAX &&
         a->filter.from_s >= a->filter.to_s)
@@ -412,8 +459,15 @@ int cn_cmd_fleet(int argc, char **argv)
     cn_cli_query_init(&a.q);
     if (strcmp(a.sub, "init") && strcmp(a.sub, "tree") && strcmp(a.sub, "labels") &&
         strcmp(a.sub, "diff") && strcmp(a.sub, "prune")) {
-        status =
-            usage_err(NULL, "unknown subcommand '%s' (init, tree, labels, diff, prune)", a.sub);
+        static const char *const subs[] = {"init", "tree", "labels", "diff", "prune"};
+        const char *near = cn_text_nearest(a.sub, subs, 5);
+        char shown[256];
+        cn_term_str(shown, sizeof(shown), a.sub);
+        if (near)
+            status = usage_err(NULL, "unknown subcommand '%s'; did you mean `%s`?", shown, near);
+        else
+            status =
+                usage_err(NULL, "unknown subcommand '%s' (init, tree, labels, diff, prune)", shown);
         goto out;
     }
     if ((status = parse(&a, argc, argv)) >= 0)

@@ -25,32 +25,6 @@
 #define DAEMON_SETTLE_MS 10000 /* how long a client waits for a session to stop sampling */
 #define DAEMON_STALL_MS  30000 /* how long it waits for symbols without any progress */
 
-static const char sampling_help[] =
-    "SAMPLING options:\n"
-    "  -F, --freq HZ             samples per second (default 999 for run and temporary\n"
-    "                            sessions, 99 for attach and system)\n"
-    "  --event EVENT             cpu-clock, task-clock, cycles, ... (default cycles where\n"
-    "                            the kernel offers it, else cpu-clock)\n"
-    "  --unwind fp|dwarf|auto    stack unwinding (default auto)\n"
-    "  --stack-size BYTES        user stack copied per sample, dwarf and auto: a multiple\n"
-    "                            of 8 from 8 to 65528 (default 16384)\n"
-    "  --kernel, --no-kernel     kernel frames (default on where permitted)\n"
-    "  --python, --no-python     Python functions in CPython's stacks (default on where\n"
-    "                            BPF is permitted; docs/python.md)\n"
-    "  --duration DURATION       stop sampling after DURATION (5s, 2m, 500ms)\n"
-    "  --mode cpu|off-cpu|wall   what to measure: CPU samples (default), the time threads\n"
-    "                            spend switched out (where they wait), or both (wall\n"
-    "                            time); off-cpu and wall weigh in time (ns)\n"
-    "  --min-block DURATION      off-cpu/wall: drop off-CPU intervals shorter than this\n"
-    "  --no-daemon               sample in-process even when a daemon answers\n"
-    "  --socket PATH             the daemon's socket (else $CANOPY_SOCKET,\n"
-    "                            /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock)\n";
-
-static const char query_summary[] =
-    "QUERY options are those of canopy open (canopy open --help): -t SPEC, --invert,\n"
-    "--callees F, --callers F, --functions, --group-by, --no-inline, --last,\n"
-    "--from/--to, --tid, --only-pid, --depth, --min-percent, --format, -o FILE.\n";
-
 /* Is path an existing regular file (then it wins over a session name)? */
 static bool is_file(const char *path)
 {
@@ -213,17 +187,7 @@ static int local_render(cn_cli_local *l, cn_cli_query *q, const char *title)
 
 static void run_help(void)
 {
-    printf("usage: canopy run [SAMPLING] [QUERY] [--name N] [--label K=V]... [--no-fleet] [--rm] "
-           "-- CMD [ARGS...]\n\n"
-           "Profile CMD from its first instruction: canopy starts it as you, held before\n"
-           "exec until sampling is attached (through canopyd's session when a daemon\n"
-           "answers, else in-process), lets it run with the terminal, and prints the call\n"
-           "tree when it exits (or writes it to -o FILE). canopy exits with CMD's status\n"
-           "(128+N when a signal N killed it); before CMD starts, canopy's own failures\n"
-           "exit 1 (runtime) or 2 (usage). While it samples, a progress line shows on\n"
-           "stderr when stderr is a terminal. Through canopyd the session stays there for\n"
-           "later queries; --rm removes it once the tree is printed.\n\n%s\n%s",
-           sampling_help, query_summary);
+    cn_cli_help("run");
 }
 
 typedef struct run_ctx {
@@ -383,34 +347,36 @@ out:
 
 static void attach_help(void)
 {
-    printf("usage: canopy attach PID [SAMPLING] [--name N] [--label K=V]... [--no-fleet]\n"
-           "       canopy attach --container ID [SAMPLING] [--name N] ...\n\n"
-           "Start a live session in canopyd on a running process (all its threads, present\n"
-           "and future) and print the session id. Query it with canopy tree/top/lines,\n"
-           "end it with canopy stop / canopy rm. Default frequency 99 Hz.\n"
-           "--container ID (a prefix is enough) samples that container's cgroup, as\n"
-           "canopy system --cgroup does (docs/cli-live.md, \"Containers\").\n\n%s",
-           sampling_help);
+    cn_cli_help("attach");
 }
 
 static void system_help(void)
 {
-    printf("usage: canopy system [--cgroup PATH] [SAMPLING] [--name N] [--label K=V]... "
-           "[--no-fleet]\n\n"
-           "Start a whole-system session in canopyd (root, CAP_PERFMON, or the configured\n"
-           "system group) and print the session id. Default frequency 99 Hz.\n"
-           "--cgroup PATH samples only the tasks of that cgroup v2 directory and its\n"
-           "descendants, also those started later (perf's cgroup mode). PATH is a directory\n"
-           "under the cgroup v2 mount, or a cgroup path as /proc/PID/cgroup shows it. Allowed\n"
-           "to whom may profile every task in it and owns its cgroup.procs, or CAP_PERFMON.\n\n%s",
-           sampling_help);
+    cn_cli_help("system");
 }
+
+const cn_opt cn_cli_attach_opts[] = {
+    {"--container", NULL, "ID", NULL,
+     "instead of PID: the cgroup of the container whose id starts with ID (found in "
+     "/proc/*/cgroup), as system --cgroup samples it",
+     0, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
+
+const cn_opt cn_cli_system_opts[] = {
+    {"--cgroup", NULL, "PATH", "every task",
+     "only the tasks of this cgroup v2 directory and its descendants, also those that join "
+     "later (perf's cgroup mode); a directory under the cgroup v2 mount or a path as "
+     "/proc/PID/cgroup shows it",
+     0, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
 
 /* Takes "--cgroup PATH" (system) and "--container ID" (attach) out of argv (compacted in
  * place) into *val. 1 when one was taken, 0 when none, -1 after a usage message. */
 static int take_target_opt(int *argc, char **argv, const char *cmd, const char **val)
 {
-    const char *opt = !strcmp(cmd, "system") ? "--cgroup" : "--container";
+    const char *opt = (!strcmp(cmd, "system") ? cn_cli_system_opts : cn_cli_attach_opts)[0].lng;
     size_t n = strlen(opt);
     int out = 0, found = 0;
     for (int i = 0; i < *argc; i++) {
@@ -547,12 +513,7 @@ int cn_cmd_system(int argc, char **argv)
 
 static void tree_help(void)
 {
-    printf("usage: canopy tree SESSION|--pid PID [QUERY] [SAMPLING]\n\n"
-           "Print the call tree of a live session (its id or --name; a saved profile file\n"
-           "works too). With --pid: that process's session if canopyd has one, else a\n"
-           "temporary session that samples for --duration (default 5s; at 999 Hz) — in\n"
-           "canopyd when it answers, else in-process — and then prints.\n\n%s\n%s",
-           query_summary, sampling_help);
+    cn_cli_help("tree");
 }
 
 /* Does canopyd hold a session for pid? 1 yes, 0 no, or minus an exit status (printed). */
@@ -714,17 +675,7 @@ out:
 
 static void top_help(void)
 {
-    printf("usage: canopy top SESSION|--pid PID|FILE [SAMPLING]\n\n"
-           "Full-screen view, refreshed every second: the hottest functions by self weight\n"
-           "and the call tree. With --pid and no session for it, a temporary session\n"
-           "(999 Hz) samples until you quit — in canopyd when it answers, else in-process.\n"
-           "A profile FILE is shown without refreshing.\n\n"
-           "Keys: arrows or j/k move; Enter or -> expands, <- collapses; i invert;\n"
-           "f focus on the selected node; F focus on its function; m merge its function;\n"
-           "M merge the node; d drop its function; u pop the last transform; w cycle the\n"
-           "window (all, 60 s, 10 s); c cycle the tree's roots (none, process, container,\n"
-           "pod, service, cgroup); p pause; / search (n next); q quits.\n\n%s",
-           sampling_help);
+    cn_cli_help("top");
 }
 
 /* The in-process source: the profile source plus pumping. */

@@ -15,56 +15,14 @@
 #include "client.h"
 #include "live.h"
 
-static const char query_help[] =
-    "QUERY options:\n"
-    "  -t, --transform SPEC      apply a transform, repeatable, in order. SPEC is NAME:ARG:\n"
-    "                            focus:PATH focus-inverted:PATH focus-func:F focus-self:F\n"
-    "                            focus-lib:LIB merge-node:PATH merge:F drop:F hide:PATH\n"
-    "                            prune:PATH collapse:F collapse-direct-rec:F collapse-rec:F\n"
-    "                            collapse-lib:LIB collapse-all-rec\n"
-    "                            (PATH = functions from the root joined by ';')\n"
-    "  --invert                  inverted tree (roots are the functions samples were in)\n"
-    "  --callees F               calls made by F (all outermost calls of F merged)\n"
-    "  --callers F               callers of F; --callers-mode total|self (default total)\n"
-    "  --functions               function list: self and total per function\n"
-    "  --group-by none|process|thread|state   add a root per process, thread or thread\n"
-    "                            state ([running], [blocked], [preempted]: off-cpu, wall)\n"
-    "  --no-inline               fold inlined functions into the function they are\n"
-    "                            inlined in (the symbol table's function)\n"
-    "  --last DURATION           only the last DURATION of the profile (30s, 5m, 500ms)\n"
-    "  --from T, --to T          only samples between T and T seconds since the start\n"
-    "  --tid TID, --only-pid PID only this thread / process\n"
-    "  --depth N                 text: show N levels\n"
-    "  --min-percent P           text: hide nodes below P% of the total\n"
-    "  --format FMT              text (default), json, folded, pprof, speedscope,\n"
-    "                            chrome-trace, svg, firefox (the Firefox Profiler), canopy\n"
-    "  -o, --output FILE         write to FILE; the format defaults from its extension\n"
-    "                            (.json .folded .pb.gz .speedscope.json .firefox.json\n"
-    "                            .trace.json .svg .canopy)\n";
-
 static void open_help(void)
 {
-    printf("usage: canopy open FILE [QUERY]\n\n"
-           "Analyse a profile file offline: canopy's .canopy, folded stacks, Chrome/V8\n"
-           ".cpuprofile, `perf script` output or pprof (.pb/.pb.gz), detected by content\n"
-           "(gzip is decompressed first). Prints the call tree (see docs/cli.md).\n\n%s"
-           "\nExit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n",
-           query_help);
+    cn_cli_help("open");
 }
 
 static void timeline_help(void)
 {
-    printf("usage: canopy timeline FILE|SESSION [--tid T]\n"
-           "                       [--format text|json|chrome-trace|speedscope] [-o FILE]\n"
-           "                       [-t SPEC]... [--from T --to T | --last DURATION]\n\n"
-           "Estimated calls from consecutive samples: a call starts at the first sample\n"
-           "that shows it and ends at the first sample that no longer does; calls still\n"
-           "open at the last sample end at its time. chrome-trace output loads in\n"
-           "chrome://tracing and ui.perfetto.dev; speedscope output (also chosen by\n"
-           "-o FILE.speedscope.json) is an evented profile per thread for speedscope.app.\n"
-           "Times are in microseconds (speedscope: nanoseconds). An existing file wins\n"
-           "over a session name.\n\n"
-           "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input.\n");
+    cn_cli_help("timeline");
 }
 
 /* Loads path into *out. Returns an exit status after printing the importer's one-line
@@ -99,6 +57,17 @@ static int parse_args(int argc, char **argv, const char **file, cn_cli_query *q,
             return CN_EXIT_USAGE;
         if (r > 0)
             continue;
+        /* timeline's --socket (for a SESSION) means nothing for a file: accepted, unused. */
+        const char *v;
+        const cn_opt *o = cn_cli_command_find(argv[0])->tables & CN_LIVE_CONNECT
+                              ? cn_opt_match(cn_cli_live_opts, CN_LIVE_CONNECT, argc, argv, &i, &v)
+                              : NULL;
+        if (o && o->arg && !v) {
+            fprintf(stderr, "canopy %s: %s needs a value\n", argv[0], o->lng);
+            return CN_EXIT_USAGE;
+        }
+        if (o)
+            continue;
         if (!strcmp(a, "--")) {
             if (i + 1 < argc && !*file)
                 *file = argv[++i];
@@ -109,8 +78,7 @@ static int parse_args(int argc, char **argv, const char **file, cn_cli_query *q,
             break;
         }
         if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "canopy %s: unknown option '%s' (see canopy %s --help)\n", argv[0], a,
-                    argv[0]);
+            cn_cli_unknown_option(argv[0], a);
             return CN_EXIT_USAGE;
         }
         if (*file) {

@@ -24,18 +24,19 @@
 
 static void web_help(void)
 {
-    printf("usage: canopy web SESSION|FILE|--pid PID [QUERY] [--port N] [--bind ADDR] "
-           "[--socket PATH] [SAMPLING]\n\n"
-           "Serve an interactive view of a profile (flame graph, call tree, transforms)\n"
-           "to a browser on this machine. The server runs as you, in this process; it\n"
-           "listens on 127.0.0.1 (--bind another IPv4 address) on a free port (--port),\n"
-           "prints the page's URL, with its secret token, as the first line of stdout,\n"
-           "and serves until Ctrl-C. Requests without the token get 403.\n\n"
-           "SESSION is a canopyd session (id or --name), asked over your own connection\n"
-           "and refreshed every second; FILE a profile file (canopy open reads the same);\n"
-           "--pid PID samples that process in-process until Ctrl-C. QUERY options (those\n"
-           "of canopy tree) give the page's starting query. docs/web.md tells more.\n");
+    cn_cli_help("web");
 }
+
+/* web's own options: split_args matches argv against them first; --help, the manual and
+ * the completion print them. */
+enum { W_PORT, W_BIND };
+
+const cn_opt cn_cli_web_opts[] = {
+    {"--port", NULL, "N", "0: a free port", "the port to listen on", W_PORT, 0},
+    {"--bind", NULL, "ADDR", "127.0.0.1",
+     "the IPv4 address to listen on (anything but loopback exposes the profile)", W_BIND, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
 
 /* ---------------------------------------------------------------------------------------
  * Sources
@@ -53,7 +54,34 @@ static int file_tree(void *ctx, const cn_cli_query *q, char **out, size_t *len, 
 
     cn_fmt_render_opts_init(&o);
     o.title = f->path;
+    o.normalize = true; /* a differential profile: as canopy diff shows it by default */
     return cn_cli_render_mem(f->p, &q->spec, &o, out, len, err);
+}
+
+/* `canopy lines` on an in-memory profile, serialised for the page. */
+static int profile_lines(cn_agg_profile *p, const cn_fmt_render_opts *o, const cn_cli_query *q,
+                         const char *func, char **out, size_t *len, cn_err *err)
+{
+    json_t *doc = NULL;
+    int rc = cn_fmt_lines_json(p, &q->spec, o, func, &doc, err);
+    if (rc < 0)
+        return rc;
+    *out = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(doc);
+    if (!*out)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    *len = strlen(*out);
+    return 0;
+}
+
+static int file_lines(void *ctx, const cn_cli_query *q, const char *func, char **out, size_t *len,
+                      cn_err *err)
+{
+    file_source *f = ctx;
+    cn_fmt_render_opts o;
+
+    cn_fmt_render_opts_init(&o);
+    return profile_lines(f->p, &o, q, func, out, len, err);
 }
 
 typedef struct session_source {
@@ -66,7 +94,7 @@ static int daemon_refusal(const json_t *resp, cn_err *err)
 {
     const json_t *e = json_object_get(resp, "error");
     const char *m = json_string_value(json_object_get(e, "message"));
-    json_int_t exit = json_integer_value(json_object_get(resp, "exit"));
+    json_int_t exit = json_integer_value(json_object_get(e, "exit")); /* protocol.md: error.exit */
 
     cn_err_set(err, 0, "%s", m ? m : "the daemon refused the query");
     return exit == CN_EXIT_USAGE ? -EINVAL : -EIO;
@@ -118,6 +146,40 @@ out:
     return rc;
 }
 
+static int session_lines(void *ctx, const cn_cli_query *q, const char *func, char **out,
+                         size_t *len, cn_err *err)
+{
+    session_source *s = ctx;
+    json_t *req = cn_proto_request("lines"), *resp = NULL;
+    char *raw = NULL;
+    size_t raw_len = 0;
+    int rc;
+
+    if (!req || json_object_set_new(req, "session", json_string(s->session)) ||
+        json_object_set_new(req, "function", json_string(func)) ||
+        cn_fmt_spec_to_json(&q->spec, req) < 0) {
+        rc = cn_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = cn_cli_call_raw(s->c, req, &resp, &raw, &raw_len, err);
+    if (rc < 0)
+        goto out;
+    if (!json_is_true(json_object_get(resp, "ok"))) {
+        rc = daemon_refusal(resp, err);
+        goto out;
+    }
+    const json_t *doc = json_object_get(resp, "lines");
+    *out = json_is_object(doc) ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    rc = *out ? 0 : cn_err_set(err, -EIO, "the daemon's answer has no lines");
+    if (*out)
+        *len = strlen(*out);
+out:
+    free(raw);
+    json_decref(resp);
+    json_decref(req);
+    return rc;
+}
+
 typedef struct pid_source {
     cn_cli_local *l;
     char title[64];
@@ -131,6 +193,17 @@ static int pid_tree(void *ctx, const cn_cli_query *q, char **out, size_t *len, c
 
     cn_live_session_render_opts(s, ps->title, &o);
     return cn_cli_render_mem(cn_live_session_profile(s), &q->spec, &o, out, len, err);
+}
+
+static int pid_lines(void *ctx, const cn_cli_query *q, const char *func, char **out, size_t *len,
+                     cn_err *err)
+{
+    pid_source *ps = ctx;
+    cn_live_session *s = cn_cli_local_session(ps->l);
+    cn_fmt_render_opts o;
+
+    cn_live_session_render_opts(s, ps->title, &o);
+    return profile_lines(cn_live_session_profile(s), &o, q, func, out, len, err);
 }
 
 static int pid_pump(void *ctx, cn_err *err)
@@ -167,18 +240,16 @@ static int parse_port(const char *v, uint16_t *out)
  * (printed). */
 static int web_opt(web_args *w, int argc, char **argv, int *i)
 {
-    const char *s = argv[*i], *v = NULL;
-    bool port = !strncmp(s, "--port", 6) && (!s[6] || s[6] == '=');
-    bool bind = !strncmp(s, "--bind", 6) && (!s[6] || s[6] == '=');
+    const char *v;
+    const cn_opt *o = cn_opt_match(cn_cli_web_opts, 0, argc, argv, i, &v);
 
-    if (!port && !bind)
+    if (!o)
         return 0;
-    v = s[6] == '=' ? s + 7 : *i + 1 < argc ? argv[++*i] : NULL;
     if (!v) {
-        fprintf(stderr, "canopy web: %.6s needs a value\n", s);
+        fprintf(stderr, "canopy web: %s needs a value\n", o->lng);
         return -1;
     }
-    if (bind) {
+    if (o->id == W_BIND) {
         w->cfg.bind = v;
         return 1;
     }
@@ -204,7 +275,7 @@ static int check_query_words(const json_t *words)
     for (size_t k = 0; k < n; k++)
         v[k] = (char *)json_string_value(json_array_get(words, k));
     cn_cli_query_init(&q);
-    int rc = cn_cli_web_query(v, (int)n, &q, &err);
+    int rc = cn_cli_web_query(v, (int)n, NULL, &q, &err);
     cn_cli_query_clear(&q);
     free(v);
     if (rc < 0) {
@@ -317,8 +388,30 @@ static int web_file(web_args *w, const char *path)
         fprintf(stderr, "canopy web: %s\n", CN_TERM_STR(err.msg[0] ? err.msg : strerror(-rc)));
         return rc == -ENOMEM ? CN_EXIT_FAIL : CN_EXIT_USAGE;
     }
-    cn_cli_web_source src = {.ctx = &f, .title = path, .live = false, .tree = file_tree};
+    cn_cli_web_source src = {.ctx = &f,
+                             .title = path,
+                             .live = false,
+                             .diff = cn_agg_is_diff(f.p),
+                             .tree = file_tree,
+                             .lines = cn_agg_is_diff(f.p) ? NULL : file_lines};
     int status = serve(w, &src);
+    cn_agg_profile_free(f.p);
+    return status;
+}
+
+/* canopy web BASE NEW: canopy diff's differential profile (files or sessions, fetched
+ * once), served like a file. */
+static int web_diff(web_args *w)
+{
+    char title[512];
+    file_source f = {.p = NULL, .path = title};
+    int status =
+        cn_cli_diff_profile(w->a.pos, w->a.n_pos, &w->a.q, w->a.socket, &f.p, title, sizeof(title));
+    if (status != CN_EXIT_OK)
+        return status;
+    cn_cli_web_source src = {
+        .ctx = &f, .title = title, .live = false, .diff = true, .tree = file_tree};
+    status = serve(w, &src);
     cn_agg_profile_free(f.p);
     return status;
 }
@@ -346,7 +439,11 @@ static int web_session(web_args *w, const char *session)
         status = check_session(c, session);
     if (status == 0) {
         session_source s = {.c = c, .session = session};
-        cn_cli_web_source src = {.ctx = &s, .title = session, .live = true, .tree = session_tree};
+        cn_cli_web_source src = {.ctx = &s,
+                                 .title = session,
+                                 .live = true,
+                                 .tree = session_tree,
+                                 .lines = session_lines};
         status = serve(w, &src);
     }
     cn_cli_conn_free(c);
@@ -364,8 +461,12 @@ static int web_pid(web_args *w)
         return CN_EXIT_FAIL;
     }
     snprintf(ps.title, sizeof(ps.title), "pid %d (in-process)", w->a.pid);
-    cn_cli_web_source src = {
-        .ctx = &ps, .title = ps.title, .live = true, .tree = pid_tree, .pump = pid_pump};
+    cn_cli_web_source src = {.ctx = &ps,
+                             .title = ps.title,
+                             .live = true,
+                             .tree = pid_tree,
+                             .lines = pid_lines,
+                             .pump = pid_pump};
     int status = serve(w, &src);
     cn_cli_local_free(ps.l);
     return status;
@@ -379,6 +480,14 @@ int cn_cmd_web(int argc, char **argv)
 
     memset(&w, 0, sizeof(w));
     w.stop_fd = -1;
+    /* --help before the QUERY words are checked as a whole (as the other commands, which
+     * check them after the loop that sees --help). */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            web_help();
+            return CN_EXIT_OK;
+        }
+    }
     cn_cli_live_args_init(&w.a, "web");
     status = split_args(&w, argc, argv);
     if (status < 0)
@@ -387,9 +496,9 @@ int cn_cmd_web(int argc, char **argv)
     if (status >= 0)
         goto out;
     status = CN_EXIT_USAGE;
-    if ((w.a.pid > 0) == (w.a.n_pos == 1) || w.a.n_pos > 1) {
-        fprintf(stderr,
-                "canopy web: expected SESSION, FILE or --pid PID (see canopy web --help)\n");
+    if ((w.a.pid > 0) == (w.a.n_pos >= 1) || w.a.n_pos > 2) {
+        fprintf(stderr, "canopy web: expected SESSION, FILE, BASE NEW or --pid PID (see canopy "
+                        "web --help)\n");
         goto out;
     }
     status = CN_EXIT_FAIL;
@@ -398,6 +507,8 @@ int cn_cmd_web(int argc, char **argv)
         goto out;
     if (w.a.pid > 0)
         status = web_pid(&w);
+    else if (w.a.n_pos == 2)
+        status = web_diff(&w);
     else if (stat(w.a.pos[0], &st) == 0 && S_ISREG(st.st_mode))
         status = web_file(&w, w.a.pos[0]);
     else

@@ -48,7 +48,15 @@ enum {
     CN_LIVE_PID = 1u << 3,           /* --pid PID */
     CN_LIVE_COMMAND = 1u << 4,       /* run: CMD ARGS after -- or the first word */
     CN_LIVE_SIMPLE_FORMAT = 1u << 5, /* --format text|json */
+    CN_LIVE_CONNECT = 1u << 6,       /* --socket (cn_cli_live_parse always accepts it) */
 };
+
+/* The option tables (cn_opt, common/) of the live commands: SAMPLING and session options
+ * (sampling_opts.c; rows enabled by CN_LIVE_SAMPLING or CN_LIVE_NAME) and the ones
+ * cn_cli_live_parse handles itself (live_common.c: --pid, --rm, --format text|json,
+ * --no-daemon, --socket, --help). */
+extern const cn_opt cn_cli_sampling_opts[];
+extern const cn_opt cn_cli_live_opts[];
 #define CN_LIVE_MAX_POS 3
 
 typedef struct cn_cli_live_args {

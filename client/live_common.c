@@ -43,45 +43,76 @@ static int parse_pid(const char *cmd, const char *v, int *out)
     return 0;
 }
 
+/* The options cn_cli_live_parse handles itself, enabled by the command's flags; the
+ * SAMPLING and QUERY options are sampling_opts.c's and query_opts.c's tables. */
+enum { L_HELP, L_SOCKET, L_NO_DAEMON, L_RM, L_PID, L_FORMAT };
+
+const cn_opt cn_cli_live_opts[] = {
+    {"--pid", NULL, "PID", NULL, "the process PID: its session, else a temporary one", L_PID,
+     CN_LIVE_PID},
+    {"--rm", NULL, NULL, NULL, "remove canopyd's session once the tree is printed", L_RM,
+     CN_LIVE_COMMAND},
+    {"--format", NULL, "text|json", "text", "output format", L_FORMAT, CN_LIVE_SIMPLE_FORMAT},
+    {"--no-daemon", NULL, NULL, NULL, "sample in-process even when a daemon answers", L_NO_DAEMON,
+     CN_LIVE_SAMPLING},
+    {"--socket", NULL, "PATH",
+     "$CANOPY_SOCKET, /run/canopy/canopy.sock, $XDG_RUNTIME_DIR/canopy.sock", "canopyd's socket",
+     L_SOCKET, CN_LIVE_CONNECT},
+    {"--help", "-h", NULL, NULL, "print this help", L_HELP, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
+
+/* One of cn_cli_live_opts at argv[*i]. Returns 1 consumed, 0 not one, -1 after an error
+ * (printed), or 2 after --help. */
+static int live_opt(cn_cli_live_args *a, int argc, char **argv, int *i, unsigned flags)
+{
+    const char *v;
+    const cn_opt *o = cn_opt_match(cn_cli_live_opts, flags | CN_LIVE_CONNECT, argc, argv, i, &v);
+    if (!o)
+        return 0;
+    if (o->arg && !v) {
+        fprintf(stderr, "canopy %s: %s needs a value\n", a->cmd, o->lng);
+        return -1;
+    }
+    switch (o->id) {
+    case L_HELP:
+        return 2;
+    case L_SOCKET:
+        a->socket = v;
+        return 1;
+    case L_NO_DAEMON:
+        a->no_daemon = true;
+        return 1;
+    case L_RM:
+        a->rm = true;
+        return 1;
+    case L_PID:
+        return parse_pid(a->cmd, v, &a->pid) < 0 ? -1 : 1;
+    case L_FORMAT:
+        if (strcmp(v, "text") && strcmp(v, "json")) {
+            fprintf(stderr, "canopy %s: --format expects text or json\n", a->cmd);
+            return -1;
+        }
+        a->json = !strcmp(v, "json");
+        return 1;
+    }
+    return 0;
+}
+
 int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags,
                       void (*help)(void))
 {
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        int r;
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+        int r = live_opt(a, argc, argv, &i, flags);
+        if (r < 0)
+            return CN_EXIT_USAGE;
+        if (r == 2) {
             help();
             return CN_EXIT_OK;
         }
-        if (!strcmp(s, "--socket") || !strncmp(s, "--socket=", 9)) {
-            if (s[8] == '=') {
-                a->socket = s + 9;
-            } else if (i + 1 < argc) {
-                a->socket = argv[++i];
-            } else {
-                fprintf(stderr, "canopy %s: --socket needs a value\n", a->cmd);
-                return CN_EXIT_USAGE;
-            }
+        if (r > 0)
             continue;
-        }
-        if ((flags & CN_LIVE_SAMPLING) && !strcmp(s, "--no-daemon")) {
-            a->no_daemon = true;
-            continue;
-        }
-        if ((flags & CN_LIVE_COMMAND) && !strcmp(s, "--rm")) {
-            a->rm = true;
-            continue;
-        }
-        if ((flags & CN_LIVE_PID) && (!strcmp(s, "--pid") || !strncmp(s, "--pid=", 6))) {
-            const char *v = s[5] == '=' ? s + 6 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v) {
-                fprintf(stderr, "canopy %s: --pid needs a value\n", a->cmd);
-                return CN_EXIT_USAGE;
-            }
-            if (parse_pid(a->cmd, v, &a->pid) < 0)
-                return CN_EXIT_USAGE;
-            continue;
-        }
         if (flags & CN_LIVE_SAMPLING) {
             r = cn_cli_parse_sampling_opt(&a->smp, a->cmd, flags & CN_LIVE_NAME, argc, argv, &i);
             if (r < 0)
@@ -95,16 +126,6 @@ int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags
                 return CN_EXIT_USAGE;
             if (r > 0)
                 continue;
-        }
-        if ((flags & CN_LIVE_SIMPLE_FORMAT) &&
-            (!strcmp(s, "--format") || !strncmp(s, "--format=", 9))) {
-            const char *v = s[8] == '=' ? s + 9 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v || (strcmp(v, "text") && strcmp(v, "json"))) {
-                fprintf(stderr, "canopy %s: --format expects text or json\n", a->cmd);
-                return CN_EXIT_USAGE;
-            }
-            a->json = !strcmp(v, "json");
-            continue;
         }
         if (!strcmp(s, "--")) {
             if (flags & CN_LIVE_COMMAND) {
@@ -123,8 +144,7 @@ int cn_cli_live_parse(cn_cli_live_args *a, int argc, char **argv, unsigned flags
             break;
         }
         if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "canopy %s: unknown option '%s' (see canopy %s --help)\n", a->cmd, s,
-                    a->cmd);
+            cn_cli_unknown_option(a->cmd, s);
             return CN_EXIT_USAGE;
         }
         if (flags & CN_LIVE_COMMAND) {

@@ -56,20 +56,6 @@ static int parse_int32(const char *s, int32_t min, int32_t *out)
     return 0;
 }
 
-/* The value of the option at argv[*i]: "--opt=VALUE" (inline) or the next argument.
- * Returns NULL after printing an error when it is missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *inline_val, cn_err *err)
-{
-    if (inline_val)
-        return inline_val;
-    if (*i + 1 >= argc) {
-        cn_err_set(err, -EINVAL, "option '%s' needs a value", argv[*i]);
-        return NULL;
-    }
-    (*i)++;
-    return argv[*i];
-}
-
 static int set_view(cn_cli_query *q, cn_agg_view view, const char *func, const char *opt,
                     cn_err *err)
 {
@@ -115,13 +101,18 @@ static int bad_value(const char *opt, const char *val, const char *what, cn_err 
     return -1;
 }
 
-/* Options that take a value: name (long, and short or NULL) and an id for the switch. */
+/* The QUERY and output options (docs/cli.md "QUERY options"): the parser below matches
+ * argv against these rows, and --help, the manual and the completion print them. A new
+ * option is one row here and one case in apply() for its id. */
 enum {
     O_TRANSFORM,
+    O_INVERT,
     O_CALLEES,
     O_CALLERS,
     O_CALLERS_MODE,
+    O_FUNCTIONS,
     O_GROUP_BY,
+    O_NO_INLINE,
     O_LAST,
     O_FROM,
     O_TO,
@@ -134,31 +125,56 @@ enum {
     O_OUTPUT,
 };
 
-static const struct {
-    const char *lng;
-    const char *shrt;
-    int id;
-} valued[] = {
-    {"--transform", "-t", O_TRANSFORM},
-    {"--callees", NULL, O_CALLEES},
-    {"--callers", NULL, O_CALLERS},
-    {"--callers-mode", NULL, O_CALLERS_MODE},
-    {"--group-by", NULL, O_GROUP_BY},
-    {"--last", NULL, O_LAST},
-    {"--from", NULL, O_FROM},
-    {"--to", NULL, O_TO},
-    {"--tid", NULL, O_TID},
-    {"--only-pid", NULL, O_ONLY_PID},
-    {"--where", NULL, O_WHERE},
-    {"--depth", NULL, O_DEPTH},
-    {"--min-percent", NULL, O_MIN_PERCENT},
-    {"--format", NULL, O_FORMAT},
-    {"--output", "-o", O_OUTPUT},
+const cn_opt cn_cli_query_opts[] = {
+    {"--transform", "-t", "SPEC", NULL,
+     "apply a transform (focus:PATH, merge:F, drop:F, ...); repeatable, applied in order",
+     O_TRANSFORM, 0},
+    {"--invert", NULL, NULL, NULL, "inverted tree: leaves at the root, callers below", O_INVERT, 0},
+    {"--callees", NULL, "F", NULL, "everything F calls, its calls merged into one root", O_CALLEES,
+     0},
+    {"--callers", NULL, "F", NULL, "F's callers, F at the root", O_CALLERS, 0},
+    {"--callers-mode", NULL, "total|self", "total",
+     "with --callers: every sample through F, or only those whose leaf is F", O_CALLERS_MODE, 0},
+    {"--functions", NULL, NULL, NULL,
+     "one row per function: self, and total counting recursion once", O_FUNCTIONS, 0},
+    {"--group-by", NULL, "none|process|thread|state|container|cgroup|pod|service", "none",
+     "a root level per process, thread, thread state, or the process's container, cgroup, "
+     "pod or systemd service",
+     O_GROUP_BY, 0},
+    {"--no-inline", NULL, NULL, NULL,
+     "fold inlined functions into the function they were inlined in", O_NO_INLINE, 0},
+    {"--last", NULL, "DURATION", "all", "only the last DURATION (30s, 5m, 500ms)", O_LAST, 0},
+    {"--from", NULL, "SECONDS", "the start", "only samples from SECONDS since the start", O_FROM,
+     0},
+    {"--to", NULL, "SECONDS", "the end", "only samples before SECONDS since the start", O_TO, 0},
+    {"--tid", NULL, "TID", "all threads", "only thread TID", O_TID, 0},
+    {"--only-pid", NULL, "PID", "all processes", "only process PID", O_ONLY_PID, 0},
+    {"--where", NULL, "KEY=VALUE[,KEY=VALUE]", "all processes",
+     "only processes whose cgroup gives these values (container=ID prefix, cgroup, pod, qos, "
+     "service); repeatable",
+     O_WHERE, 0},
+    {"--depth", NULL, "N", "all", "text output: show N levels", O_DEPTH, 0},
+    {"--min-percent", NULL, "P", "0", "text output: hide nodes below P% of the total",
+     O_MIN_PERCENT, 0},
+    {"--format", NULL, "FMT", "text, or from -o's extension",
+     "the output format (FMT: the names listed below the options)", O_FORMAT, 0},
+    {"--output", "-o", "FILE", "stdout",
+     "write to FILE; without --format the format follows "
+     "its extension (.json, .folded, .pb.gz, .svg, .canopy, ...)",
+     O_OUTPUT, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
 };
 
-static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *val, cn_err *err)
+static int apply(cn_cli_query *q, int id, const char *opt, const char *val, cn_err *err)
 {
     switch (id) {
+    case O_INVERT:
+        return set_view(q, CN_AGG_VIEW_INVERTED, NULL, opt, err);
+    case O_FUNCTIONS:
+        return set_view(q, CN_AGG_VIEW_FUNCTIONS, NULL, opt, err);
+    case O_NO_INLINE:
+        q->spec.query.no_inline = true;
+        return 1;
     case O_TRANSFORM:
         return add_transform(q, val, err);
     case O_CALLEES:
@@ -237,37 +253,19 @@ static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *va
 
 int cn_cli_query_opt(cn_cli_query *q, int argc, char **argv, int *i, cn_err *err)
 {
-    const char *arg = argv[*i];
+    const char *arg = argv[*i], *val;
+    const cn_opt *o = cn_opt_match(cn_cli_query_opts, 0, argc, argv, i, &val);
 
-    if (!strcmp(arg, "--invert"))
-        return set_view(q, CN_AGG_VIEW_INVERTED, NULL, arg, err);
-    if (!strcmp(arg, "--functions"))
-        return set_view(q, CN_AGG_VIEW_FUNCTIONS, NULL, arg, err);
-    if (!strcmp(arg, "--no-inline")) {
-        q->spec.query.no_inline = true;
-        return 1;
+    if (!o)
+        return 0;
+    /* The name as written (-o or --output), without an inline value. */
+    char name[32];
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg, "="), arg);
+    if (o->arg && !val) {
+        cn_err_set(err, -EINVAL, "option '%s' needs a value", name);
+        return -1;
     }
-
-    for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++) {
-        size_t ll = strlen(valued[k].lng);
-        const char *inline_val = NULL;
-        const char *name = valued[k].lng;
-
-        if (!strcmp(arg, valued[k].lng)) {
-            /* --opt VALUE */
-        } else if (!strncmp(arg, valued[k].lng, ll) && arg[ll] == '=') {
-            inline_val = arg + ll + 1;
-        } else if (valued[k].shrt && !strcmp(arg, valued[k].shrt)) {
-            name = valued[k].shrt;
-        } else {
-            continue;
-        }
-        const char *val = opt_value(argc, argv, i, inline_val, err);
-        if (!val)
-            return -1;
-        return apply_valued(q, valued[k].id, name, val, err);
-    }
-    return 0;
+    return apply(q, o->id, name, val, err);
 }
 
 int cn_cli_parse_query_opt(cn_cli_query *q, int argc, char **argv, int *i)

@@ -17,27 +17,58 @@
 #include "cn_fleet.h"
 #include "live.h"
 
-/* "--freq=99" or "--freq 99": the value, or NULL after printing an error. */
-static const char *opt_value(const char *cmd, const char *opt, int argc, char **argv, int *i)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(opt);
-    if (!strncmp(a, opt, n) && a[n] == '=')
-        return a + n + 1;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "canopy %s: %s needs a value\n", cmd, opt);
-        return NULL;
-    }
-    (*i)++;
-    return argv[*i];
-}
+/* The SAMPLING options (docs/cli.md "SAMPLING options") and the session options (--name,
+ * --label, --no-fleet: CN_LIVE_NAME): the parser below matches argv against these rows,
+ * and --help, the manual and the completion print them. A new option is one row here and
+ * one case in cn_cli_parse_sampling_opt for its id. */
+enum {
+    S_FREQ,
+    S_EVENT,
+    S_UNWIND,
+    S_STACK_SIZE,
+    S_KERNEL,
+    S_NO_KERNEL,
+    S_PYTHON,
+    S_NO_PYTHON,
+    S_DURATION,
+    S_MODE,
+    S_MIN_BLOCK,
+    S_NAME,
+    S_LABEL,
+    S_NO_FLEET,
+};
 
-/* Does argv[*i] name opt, alone or as opt=VALUE? */
-static bool is_opt(const char *a, const char *opt)
-{
-    size_t n = strlen(opt);
-    return !strncmp(a, opt, n) && (a[n] == '\0' || a[n] == '=');
-}
+const cn_opt cn_cli_sampling_opts[] = {
+    {"--freq", "-F", "HZ", "999 for run and temporary sessions, 99 for attach and system",
+     "samples per second, 1 to 100000", S_FREQ, CN_LIVE_SAMPLING},
+    {"--event", NULL, "EVENT", "cycles where the kernel offers it, else cpu-clock",
+     "cpu-clock, task-clock, cycles, ...", S_EVENT, CN_LIVE_SAMPLING},
+    {"--unwind", NULL, "fp|dwarf|auto", "auto", "how user stacks are walked", S_UNWIND,
+     CN_LIVE_SAMPLING},
+    {"--stack-size", NULL, "BYTES", "16384, adaptive in auto",
+     "user stack copied per sample (dwarf, auto): a multiple of 8 from 8 to 65528", S_STACK_SIZE,
+     CN_LIVE_SAMPLING},
+    {"--kernel", NULL, NULL, "on where permitted", "include kernel frames", S_KERNEL,
+     CN_LIVE_SAMPLING},
+    {"--no-kernel", NULL, NULL, NULL, "leave kernel frames out", S_NO_KERNEL, CN_LIVE_SAMPLING},
+    {"--python", NULL, NULL, "on where BPF is permitted",
+     "Python functions in CPython's stacks (docs/python.md)", S_PYTHON, CN_LIVE_SAMPLING},
+    {"--no-python", NULL, NULL, NULL, "no Python frames", S_NO_PYTHON, CN_LIVE_SAMPLING},
+    {"--duration", NULL, "DURATION", "run: until CMD exits; temporary sessions: 5s",
+     "stop sampling after DURATION (5s, 2m, 500ms)", S_DURATION, CN_LIVE_SAMPLING},
+    {"--mode", NULL, "cpu|off-cpu|wall", "cpu",
+     "what is measured: CPU samples, time switched out, or both (weights in ns)", S_MODE,
+     CN_LIVE_SAMPLING},
+    {"--min-block", NULL, "DURATION", "0",
+     "off-cpu, wall: drop off-CPU intervals shorter than DURATION", S_MIN_BLOCK, CN_LIVE_SAMPLING},
+    {"--name", NULL, "NAME", "none", "name the session (1 to 64 printable bytes)", S_NAME,
+     CN_LIVE_NAME},
+    {"--label", NULL, "K=V", "service=the target's name",
+     "a label of the session's fleet rows; repeatable", S_LABEL, CN_LIVE_NAME},
+    {"--no-fleet", NULL, NULL, "pushed when canopyd has a fleet_url",
+     "keep the session out of canopyd's fleet push", S_NO_FLEET, CN_LIVE_NAME},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
 
 static int parse_long(const char *v, long lo, long hi, long *out)
 {
@@ -79,26 +110,27 @@ static int parse_label(cn_live_session_opts *s, const char *cmd, const char *v)
 }
 
 /* --freq, --stack-size, --duration, --min-block: the text to a number, then the rules. */
-static int parse_number(cn_live_session_opts *s, const char *cmd, const char *opt, const char *v)
+static int parse_number(cn_live_session_opts *s, const char *cmd, int id, const char *opt,
+                        const char *v)
 {
     int64_t ns;
     uint64_t bytes;
     long x;
-    if (!strcmp(opt, "--freq") || !strcmp(opt, "-F")) {
+    if (id == S_FREQ) {
         if (parse_long(v, 0, INT32_MAX, &x) < 0) {
             fprintf(stderr, "canopy %s: bad %s '%s' (an integer from 1 to %d Hz)\n", cmd, opt, v,
                     CN_LIVE_FREQ_MAX);
             return -1;
         }
         s->freq = (uint32_t)x;
-    } else if (!strcmp(opt, "--stack-size")) {
+    } else if (id == S_STACK_SIZE) {
         if (cn_common_parse_size(v, &bytes) < 0 || bytes == 0 || bytes > UINT32_MAX) {
             fprintf(stderr, "canopy %s: bad --stack-size '%s' (a size in bytes, e.g. 8K)\n", cmd,
                     v);
             return -1;
         }
         s->stack_size = (uint32_t)bytes;
-    } else if (!strcmp(opt, "--duration")) {
+    } else if (id == S_DURATION) {
         if (cn_common_parse_duration(v, &ns) < 0 || ns <= 0) {
             fprintf(stderr, "canopy %s: bad --duration '%s' (e.g. 5s, 2m, 500ms)\n", cmd, v);
             return -1;
@@ -115,16 +147,17 @@ static int parse_number(cn_live_session_opts *s, const char *cmd, const char *op
 }
 
 /* --event, --unwind, --mode, --name (strings borrow argv, which outlives the command). */
-static int parse_word(cn_live_session_opts *s, const char *cmd, const char *opt, const char *v)
+static int parse_word(cn_live_session_opts *s, const char *cmd, int id, const char *opt,
+                      const char *v)
 {
-    if (!strcmp(opt, "--event")) {
+    if (id == S_EVENT) {
         s->event = v;
-    } else if (!strcmp(opt, "--unwind")) {
+    } else if (id == S_UNWIND) {
         if (cn_smp_unwind_parse(v, &s->unwind) < 0) {
             fprintf(stderr, "canopy %s: bad --unwind '%s' (fp, dwarf or auto)\n", cmd, v);
             return -1;
         }
-    } else if (!strcmp(opt, "--mode")) {
+    } else if (id == S_MODE) {
         if (cn_smp_mode_parse(v, &s->mode) < 0) {
             fprintf(stderr, "canopy %s: bad --mode '%s' (cpu, off-cpu or wall)\n", cmd, v);
             return -1;
@@ -138,32 +171,41 @@ static int parse_word(cn_live_session_opts *s, const char *cmd, const char *opt,
 int cn_cli_parse_sampling_opt(cn_live_session_opts *s, const char *cmd, bool allow_name, int argc,
                               char **argv, int *i)
 {
-    static const char *const numbers[] = {"--freq", "--stack-size", "--duration", "--min-block"};
-    static const char *const words[] = {"--event", "--unwind", "--mode", "--name"};
     const char *a = argv[*i], *v;
-
-    if (!strcmp(a, "-F"))
-        return (v = opt_value(cmd, "-F", argc, argv, i)) ? parse_number(s, cmd, "-F", v) : -1;
-    for (size_t k = 0; k < sizeof(numbers) / sizeof(numbers[0]); k++)
-        if (is_opt(a, numbers[k]))
-            return (v = opt_value(cmd, numbers[k], argc, argv, i))
-                       ? parse_number(s, cmd, numbers[k], v)
-                       : -1;
-    for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++)
-        if (is_opt(a, words[k]) && (k < 3 || allow_name))
-            return (v = opt_value(cmd, words[k], argc, argv, i)) ? parse_word(s, cmd, words[k], v)
-                                                                 : -1;
-    if (!strcmp(a, "--kernel") || !strcmp(a, "--no-kernel")) {
-        s->no_kernel = !strcmp(a, "--no-kernel");
-        return 1;
+    const cn_opt *o =
+        cn_opt_match(cn_cli_sampling_opts, CN_LIVE_SAMPLING | (allow_name ? CN_LIVE_NAME : 0), argc,
+                     argv, i, &v);
+    if (!o)
+        return 0;
+    /* The name as written (-F or --freq). */
+    char name[32];
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(a, "="), a);
+    if (o->arg && !v) {
+        fprintf(stderr, "canopy %s: %s needs a value\n", cmd, name);
+        return -1;
     }
-    if (!strcmp(a, "--python") || !strcmp(a, "--no-python")) {
-        s->no_python = !strcmp(a, "--no-python");
+    switch (o->id) {
+    case S_FREQ:
+    case S_STACK_SIZE:
+    case S_DURATION:
+    case S_MIN_BLOCK:
+        return parse_number(s, cmd, o->id, name, v);
+    case S_EVENT:
+    case S_UNWIND:
+    case S_MODE:
+    case S_NAME:
+        return parse_word(s, cmd, o->id, name, v);
+    case S_LABEL:
+        return parse_label(s, cmd, v);
+    case S_KERNEL:
+    case S_NO_KERNEL:
+        s->no_kernel = o->id == S_NO_KERNEL;
         return 1;
-    }
-    if (allow_name && is_opt(a, "--label"))
-        return (v = opt_value(cmd, "--label", argc, argv, i)) ? parse_label(s, cmd, v) : -1;
-    if (allow_name && !strcmp(a, "--no-fleet")) {
+    case S_PYTHON:
+    case S_NO_PYTHON:
+        s->no_python = o->id == S_NO_PYTHON;
+        return 1;
+    case S_NO_FLEET:
         s->no_fleet = true;
         return 1;
     }

@@ -11,7 +11,10 @@
  *                  and its starting query (the command line's QUERY words);
  *   GET /api/tree  the query given as repeated `arg` parameters, parsed by the one QUERY
  *                  option parser (cn_cli_query_opt, as `canopy tree` parses argv), answered
- *                  by the source as `canopy tree --format json` would print it.
+ *                  by the source as `canopy tree --format json` would print it;
+ *   GET /api/export the same query in the `format` parameter's format (any --format), as
+ *                  a download (the firefox format also for profiler.firefox.com: CORS);
+ *   GET /api/lines the same query and a `func` parameter: `canopy lines … F --format json`.
  * cmd_web.c holds the command and the sources (a file, a canopyd session, a pid sampled
  * in-process); the server owns neither the source nor its profile.
  */
@@ -42,11 +45,16 @@ typedef struct cn_cli_web_source {
     void *ctx;
     const char *title;        /* file path, session name, "pid N" */
     bool live;                /* the page re-queries about once a second */
+    bool diff;                /* a differential profile (canopy web BASE NEW) */
     const json_t *start_args; /* the command line's QUERY words (array of strings), or NULL */
     /* Renders q's spec (its format already JSON) into *out (malloc'ed, the caller frees)
      * and *len. Returns 0, or negative errno with err set: -EINVAL/-ENOENT for a query the
      * profile refuses (HTTP 400), anything else a failure of the source (HTTP 502). */
     int (*tree)(void *ctx, const cn_cli_query *q, char **out, size_t *len, cn_err *err);
+    /* `canopy lines` for function func after q's range and transforms: the lines JSON
+     * object (docs/cli.md "Other JSON outputs") in *out. Errors as for tree. */
+    int (*lines)(void *ctx, const cn_cli_query *q, const char *func, char **out, size_t *len,
+                 cn_err *err);
     /* Called about every 100 ms between requests (may be NULL): an in-process session
      * reads its rings here. Returns 0 or negative errno with err set (the server stops). */
     int (*pump)(void *ctx, cn_err *err);
@@ -80,9 +88,10 @@ cn_cli_web *cn_cli_web_free(cn_cli_web *w);
 bool cn_cli_web_token_ok(const cn_cli_web *w, const char *a);
 
 /* Parses a page query, args[0..n) as `canopy tree` would parse them as argv, into q
- * (initialised by the caller), then sets the format to JSON. Options that make no sense
- * over HTTP are refused: -o (it would write a file as the user) and formats other than
- * json. Returns 0 or -EINVAL with err set. */
-int cn_cli_web_query(char **args, int n, cn_cli_query *q, cn_err *err);
+ * (initialised by the caller), then sets the format: format (a --format name, for
+ * /api/export) or, NULL, JSON. Options that make no sense over HTTP are refused: -o (it
+ * would write a file as the user) and --format among the args (but json). Returns 0 or
+ * -EINVAL with err set. */
+int cn_cli_web_query(char **args, int n, const char *format, cn_cli_query *q, cn_err *err);
 
 #endif /* CN_CLIENT_WEB_H */

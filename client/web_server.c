@@ -27,6 +27,7 @@
 #define PUMP_EVERY_NS        100000000LL
 #define MAX_CONNECTIONS      32
 #define CONNECTION_TIMEOUT_S 30
+#define FIREFOX_PROFILER     "https://profiler.firefox.com" /* reads the firefox export (CORS) */
 
 struct cn_cli_web {
     struct MHD_Daemon *d;
@@ -76,9 +77,20 @@ bool cn_cli_web_token_ok(const cn_cli_web *w, const char *a)
  * Responses
  */
 
-/* Queues a response owning buf (malloc'ed, freed by MHD; NULL with len 0 for none). */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *buf,
-                             size_t len)
+/* The headers of every response: no caching, the policy, no sniffing, no referrer. */
+static void common_headers(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "Content-Security-Policy", csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+}
+
+/* Queues a response owning buf (malloc'ed, freed by MHD; NULL with len 0 for none), with
+ * disposition (an attachment's Content-Disposition, or NULL) and cors (an origin allowed
+ * to read it, or NULL). */
+static enum MHD_Result reply_with(struct MHD_Connection *c, unsigned status, const char *type,
+                                  char *buf, size_t len, const char *disposition, const char *cors)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -86,13 +98,20 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    MHD_add_response_header(r, "Content-Security-Policy", csp);
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    common_headers(r);
+    if (disposition)
+        MHD_add_response_header(r, "Content-Disposition", disposition);
+    if (cors)
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", cors);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *buf,
+                             size_t len)
+{
+    return reply_with(c, status, type, buf, len, NULL, NULL);
 }
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg)
@@ -167,8 +186,8 @@ static enum MHD_Result serve_asset(cn_cli_web *w, struct MHD_Connection *c,
 static enum MHD_Result serve_info(cn_cli_web *w, struct MHD_Connection *c)
 {
     json_t *args = w->src->start_args ? json_deep_copy(w->src->start_args) : json_array();
-    json_t *doc =
-        json_pack("{s:s,s:b,s:o}", "title", w->src->title, "live", w->src->live, "args", args);
+    json_t *doc = json_pack("{s:s,s:b,s:b,s:b,s:o}", "title", w->src->title, "live", w->src->live,
+                            "diff", w->src->diff, "lines", w->src->lines != NULL, "args", args);
     char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!s)
@@ -206,31 +225,115 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
-static enum MHD_Result serve_tree(cn_cli_web *w, struct MHD_Connection *c)
+/* The file name extension of a download in format f. */
+static const char *export_ext(cn_fmt_format f)
+{
+    switch (f) {
+    case CN_FMT_TEXT:
+        return "txt";
+    case CN_FMT_JSON:
+    case CN_FMT_ACTIVITY:
+        return "json";
+    case CN_FMT_FOLDED:
+        return "folded";
+    case CN_FMT_PPROF:
+        return "pb.gz";
+    case CN_FMT_SPEEDSCOPE:
+        return "speedscope.json";
+    case CN_FMT_CHROME_TRACE:
+        return "trace.json";
+    case CN_FMT_SVG:
+        return "svg";
+    case CN_FMT_FIREFOX:
+        return "firefox.json";
+    case CN_FMT_CANOPY:
+        return "canopy";
+    }
+    return "out";
+}
+
+/* The answer of an accepted query: JSON for the page, or a download (/api/export).
+ * Nothing but JSON is served with a type a browser renders: a download is an attachment
+ * of type application/octet-stream, so an SVG with hostile names is never opened as a
+ * document of this origin. The Firefox Profiler fetches its format from another origin
+ * (profiler.firefox.com/from-url/…): that one response allows it by CORS; the token is in
+ * the URL the user gave it. */
+static enum MHD_Result reply_query(struct MHD_Connection *c, const cn_cli_query *q, bool download,
+                                   char *out, size_t len)
+{
+    char disp[64];
+    if (!download)
+        return reply(c, MHD_HTTP_OK, "application/json", out, len);
+    snprintf(disp, sizeof(disp), "attachment; filename=\"canopy-view.%s\"",
+             export_ext(q->spec.format));
+    return reply_with(c, MHD_HTTP_OK, "application/octet-stream", out, len, disp,
+                      q->spec.format == CN_FMT_FIREFOX ? FIREFOX_PROFILER : NULL);
+}
+
+/* A parameter other than arg (format, func): bounded like an arg; NULL when absent. */
+static const char *param(struct MHD_Connection *c, const char *key, const char **error)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+    if (v && strnlen(v, CN_WEB_MAX_ARG_LEN + 1) > CN_WEB_MAX_ARG_LEN)
+        *error = "a parameter is too long";
+    return v;
+}
+
+/* A CORS preflight for /api/export (token checked): Chrome's private network access asks
+ * one before profiler.firefox.com may fetch from this loopback server. */
+static enum MHD_Result reply_preflight(struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    common_headers(r);
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", FIREFOX_PROFILER);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET");
+    MHD_add_response_header(r, "Access-Control-Allow-Private-Network", "true");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum query_kind { Q_TREE, Q_EXPORT, Q_LINES };
+
+/* /api/tree, /api/export and /api/lines: the args through the one parser, then the source. */
+static enum MHD_Result serve_query(cn_cli_web *w, struct MHD_Connection *c, enum query_kind kind)
 {
     query_args a = {.n = 0};
     cn_cli_query q;
     cn_err err = {0};
     char *out = NULL;
     size_t len = 0;
+    const char *format = NULL, *func = NULL;
 
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    if (kind == Q_EXPORT && !(format = param(c, "format", &a.error)) && !a.error)
+        a.error = "/api/export needs a format parameter";
+    if (kind == Q_LINES && !(func = param(c, "func", &a.error)) && !a.error)
+        a.error = "/api/lines needs a func parameter";
+    if (kind == Q_LINES && !w->src->lines && !a.error)
+        a.error = "per-line costs are not available for this profile";
     if (a.error)
         return reply_error(c, MHD_HTTP_BAD_REQUEST, a.error);
     cn_cli_query_init(&q);
-    int rc = cn_cli_web_query(a.v, a.n, &q, &err);
-    if (rc == 0)
+    int rc = cn_cli_web_query(a.v, a.n, format, &q, &err);
+    if (rc == 0 && kind == Q_LINES)
+        rc = w->src->lines(w->src->ctx, &q, func, &out, &len, &err);
+    else if (rc == 0)
         rc = w->src->tree(w->src->ctx, &q, &out, &len, &err);
-    cn_cli_query_clear(&q);
     if (rc < 0) {
+        cn_cli_query_clear(&q);
         bool bad = rc == -EINVAL || rc == -ENOENT || rc == -1;
         return reply_error(c, bad ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_BAD_GATEWAY,
                            err.msg[0] ? err.msg : strerror(-rc));
     }
-    return reply(c, MHD_HTTP_OK, "application/json", out, len);
+    enum MHD_Result ret = reply_query(c, &q, kind == Q_EXPORT, out, len);
+    cn_cli_query_clear(&q);
+    return ret;
 }
 
-int cn_cli_web_query(char **args, int n, cn_cli_query *q, cn_err *err)
+int cn_cli_web_query(char **args, int n, const char *format, cn_cli_query *q, cn_err *err)
 {
     for (int i = 0; i < n; i++) {
         int r = cn_cli_query_opt(q, n, args, &i, err);
@@ -243,9 +346,13 @@ int cn_cli_web_query(char **args, int n, cn_cli_query *q, cn_err *err)
         return -EINVAL;
     if (q->output)
         return cn_err_set(err, -EINVAL, "-o is not available in canopy web");
-    if (q->format_given && q->spec.format != CN_FMT_JSON)
+    /* activity is JSON too: the page's activity graph and thread picker */
+    if (q->format_given && q->spec.format != CN_FMT_JSON && q->spec.format != CN_FMT_ACTIVITY)
         return cn_err_set(err, -EINVAL, "canopy web answers in JSON only");
-    q->spec.format = CN_FMT_JSON;
+    if (!q->format_given)
+        q->spec.format = CN_FMT_JSON;
+    if (format && cn_fmt_format_parse(format, &q->spec.format) < 0)
+        return cn_err_set(err, -EINVAL, "format '%s': unknown", format);
     return 0;
 }
 
@@ -264,12 +371,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
     if (!cn_cli_web_token_ok(w, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token")))
         return reply_text(c, MHD_HTTP_FORBIDDEN, "forbidden: this URL needs its token\n");
+    if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && !strcmp(url, "/api/export"))
+        return reply_preflight(c);
     if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
         return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
     if (*upload_data_size)
         return reply_text(c, MHD_HTTP_BAD_REQUEST, "a GET has no body\n");
     if (!strcmp(url, "/api/tree"))
-        return serve_tree(w, c);
+        return serve_query(w, c, Q_TREE);
+    if (!strcmp(url, "/api/export"))
+        return serve_query(w, c, Q_EXPORT);
+    if (!strcmp(url, "/api/lines"))
+        return serve_query(w, c, Q_LINES);
     if (!strcmp(url, "/api/info"))
         return serve_info(w, c);
     const cn_cli_web_asset *a = find_asset(url);

@@ -428,6 +428,48 @@ int cn_cgroup_find_container(const char *prefix, char *path, size_t size, char *
 /* Whether value matches a --where condition's want (a container id also by its prefix). */
 bool cn_cgroup_value_match(cn_cgroup_key key, const char *value, const char *want);
 
+/* ---------------------------------------------------------------------------------------
+ * Documented options (opt.c)
+ *
+ * One table per parser: the parser matches argv against the table's rows (cn_opt_match),
+ * and `--help`, the manual pages (man/mangen.c), the shell completion (`canopy
+ * __complete`) and the tests that compare them with docs/cli.md read the same rows. A
+ * table ends with a row whose lng is NULL. Adding an option is one row plus the parser's
+ * case for its id.
+ */
+
+typedef struct cn_opt {
+    const char *lng;  /* "--freq" (for canopyd.conf: the key, "retention") */
+    const char *shrt; /* "-F", or NULL */
+    const char *arg;  /* the value's placeholder ("HZ", "fp|dwarf|auto"); NULL: a flag */
+    const char *dflt; /* the default as shown by --help and the manual; NULL: none */
+    const char *help; /* what it does, one or two sentences */
+    int id;           /* the parser's tag for this row */
+    unsigned when;    /* the parser's flags that enable the row (0: always) */
+} cn_opt;
+
+/* Finds the row of tab (enabled by flags: row.when == 0 or row.when & flags) that
+ * argv[*i] names: "--opt", "--opt=VALUE" or "-s" (a flag's "--opt=VALUE" does not match).
+ * For an option with a value, *val is the inline value or argv[*i + 1] (then *i advances),
+ * or NULL when it is missing; a flag sets *val to NULL. Returns the row or NULL. */
+const cn_opt *cn_opt_match(const cn_opt *tab, unsigned flags, int argc, char **argv, int *i,
+                           const char **val);
+/* The row named lng (or shrt) in tab, whatever its flags, or NULL. */
+const cn_opt *cn_opt_find(const cn_opt *tab, const char *name);
+/* Prints the rows enabled by flags as aligned columns: "  -F, --freq HZ   help (default
+ * X)", the help wrapped to width; rows whose name shadow (may be NULL) has too are left out
+ * (a command's own option of the same name is the one its parser takes). */
+void cn_opt_print(FILE *out, const cn_opt *tab, unsigned flags, int width, const cn_opt *shadow);
+/* Edit distance between a and b: insertions, deletions, substitutions and adjacent
+ * transpositions each count 1. */
+size_t cn_text_distance(const char *a, const char *b);
+/* The candidate nearest to word when close enough to be a typo (distance at most 2, and
+ * less than half of word's length), or NULL. */
+const char *cn_text_nearest(const char *word, const char *const *cands, size_t n);
+/* The GNU build id of the running executable, as hex, into buf (size n); "unknown" when it
+ * has none. Returns buf. */
+const char *cn_common_build_id(char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,88 @@
 
 #include "d_internal.h"
 
+/* The command line (main.c builds its getopt table from these rows; id is getopt's value). */
+const cn_opt cn_d_options[] = {
+    {"--socket", NULL, "PATH",
+     "/run/canopy/canopy.sock for root, else $XDG_RUNTIME_DIR/canopy.sock",
+     "the socket to listen on (unused under socket activation)", 's', 0},
+    {"--state-dir", NULL, "DIR", "/var/lib/canopy for root, else $XDG_STATE_HOME/canopy",
+     "where sessions are saved", 'd', 0},
+    {"--config", NULL, "FILE", "none",
+     "read settings from FILE (canopyd.conf(5)); the options above win over it", 'c', 0},
+    {"--foreground", NULL, NULL, NULL,
+     "accepted for compatibility: canopyd always stays in the foreground", 'f', 0},
+    {"--event-loop", NULL, "io_uring|epoll", "io_uring, else epoll", "force one event loop", 'e',
+     0},
+    {"--help", "-h", NULL, NULL, "print this help", 'h', 0},
+    {"--version", "-V", NULL, NULL, "print the version and build id", 'V', 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
+
+/* The config file's keys: apply() refuses any key not here (so the manual lists every key
+ * the parser takes), and the unit test loads each row's example value. */
+const cn_opt cn_d_config_keys[] = {
+    {"socket", NULL, "PATH", "/run/canopy/canopy.sock",
+     "the listening socket (ignored when systemd passes one: canopyd.socket)", 0, 0},
+    {"state_dir", NULL, "DIR", "/var/lib/canopy", "where sessions are saved", 0, 0},
+    {"event_loop", NULL, "io_uring|epoll", "io_uring",
+     "the event loop; epoll where io_uring is unavailable or forbidden", 0, 0},
+    {"max_sessions", NULL, "COUNT", "64", "sessions at most", 0, 0},
+    {"max_clients", NULL, "COUNT", "128", "connections at most", 0, 0},
+    {"max_request", NULL, "SIZE", "64K", "the longest request line, 256 to 64M", 0, 0},
+    {"session_memory", NULL, "SIZE", "256M",
+     "profile tables per session; beyond it samples are counted as dropped", 0, 0},
+    {"unwind_cache", NULL, "SIZE", "16M", "unwind tables kept of files no live process maps", 0, 0},
+    {"symbol_cache", NULL, "SIZE", "32M", "symbol tables kept", 0, 0},
+    {"debug_cache", NULL, "SIZE", "64M", "debug data kept for lines and inlines", 0, 0},
+    {"retention", NULL, "DURATION", "10m",
+     "raw samples older than this fold into the all-time "
+     "tree (--last and --from/--to only see what is still raw)",
+     0, 0},
+    {"checkpoint", NULL, "DURATION", "60s",
+     "how often running sessions are saved (0: only on stop and exit)", 0, 0},
+    {"state_dir_max", NULL, "SIZE", "1G",
+     "bytes of saved sessions kept; the oldest stopped sessions are evicted first", 0, 0},
+    {"client_timeout", NULL, "DURATION", "30s", "a request must be complete within this", 0, 0},
+    {"query_workers", NULL, "COUNT", "4", "queries and saves running at once, in forked workers", 0,
+     0},
+    {"query_max_transforms", NULL, "COUNT", "64", "transforms in one query", 0, 0},
+    {"query_max_output", NULL, "SIZE", "64M", "the output of one query", 0, 0},
+    {"query_cpu", NULL, "DURATION", "10s", "CPU time of one query", 0, 0},
+    {"query_memory", NULL, "SIZE", "1G", "memory of one query", 0, 0},
+    {"user_max_clients", NULL, "COUNT", "32", "connections per user (root: the global limits only)",
+     0, 0},
+    {"user_max_sessions", NULL, "COUNT", "16", "sessions per user", 0, 0},
+    {"user_max_kept", NULL, "COUNT", "512", "saved sessions kept per user", 0, 0},
+    {"user_max_kept_bytes", NULL, "SIZE", "256M", "bytes of saved sessions per user", 0, 0},
+    {"user_max_fds", NULL, "COUNT", "8192", "file descriptors per user's sessions", 0, 0},
+    {"idle_timeout", NULL, "DURATION", "10m", "connections without a request are closed after this",
+     0, 0},
+    {"send_timeout", NULL, "DURATION", "30s",
+     "connections not reading their answer are closed after this", 0, 0},
+    {"system_group", NULL, "GROUP", "none",
+     "members may start whole-system sessions (root and CAP_PERFMON always can)", 0, 0},
+    {"socket_mode", NULL, "OCTAL", "0666",
+     "mode of the socket file (the socket unit's SocketMode= applies under activation)", 0, 0},
+    {"fleet_url", NULL, "URL", "none: no push",
+     "ClickHouse's HTTP URL for the fleet push (docs/fleet.md)", 0, 0},
+    {"fleet_database", NULL, "NAME", "canopy", "the ClickHouse database", 0, 0},
+    {"fleet_host", NULL, "NAME", "the host name", "the host column of this machine's rows", 0, 0},
+    {"fleet_labels", NULL, "K=V[,K=V]", "none", "labels added to every row", 0, 0},
+    {"fleet_interval", NULL, "DURATION", "10s", "how often rows are pushed (at least 100ms)", 0, 0},
+    {"fleet_user", NULL, "NAME", "none", "ClickHouse's user", 0, 0},
+    {"fleet_password_file", NULL, "FILE", "none",
+     "the password, alone on the first line; the file must not be readable by group or others", 0,
+     0},
+    {"fleet_spool_max", NULL, "SIZE", "256M",
+     "bytes of batches kept on disk while ClickHouse is unreachable (oldest dropped first)", 0, 0},
+    {"fleet_pyroscope_url", NULL, "URL", "none: no push",
+     "Pyroscope's base URL for the profile push", 0, 0},
+    {"fleet_pyroscope_org", NULL, "NAME", "none", "sent as X-Scope-OrgID (multi-tenant Pyroscope)",
+     0, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0, 0},
+};
+
 void cn_d_config_init(cn_d_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -154,11 +236,13 @@ static int set_str(cn_d_config *c, const char **field, unsigned bit, const char 
     return 0;
 }
 
-/* Applies one setting. 0 or -EINVAL. */
+/* Applies one setting. 0, -EINVAL, or -ENOENT for a key cn_d_config_keys does not list. */
 static int apply(cn_d_config *c, const char *k, const char *v)
 {
     uint64_t u;
     int64_t ns;
+    if (!cn_opt_find(cn_d_config_keys, k))
+        return -ENOENT;
     if (!strcmp(k, "socket"))
         return set_str(c, &c->socket_path, 1, v);
     if (!strcmp(k, "state_dir"))

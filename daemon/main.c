@@ -12,27 +12,31 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: canopyd [--socket PATH] [--state-dir DIR] [--config FILE] [--foreground]\n"
-                 "               [--event-loop io_uring|epoll]\n"
-                 "The canopy profiling daemon. Clients (canopy) talk to it over PATH in\n"
-                 "newline-delimited JSON (docs/protocol.md).\n");
+    fprintf(out, "usage: canopyd [OPTIONS]\n\n"
+                 "The canopy profiling daemon. Clients (canopy) talk to it over its socket in\n"
+                 "newline-delimited JSON (docs/protocol.md). It stays in the foreground.\n\n"
+                 "Options:\n");
+    cn_opt_print(out, cn_d_options, 0, 80, NULL);
+    fprintf(out, "\nExit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on bad "
+                 "usage.\nManual: man canopyd, man canopyd.conf.\n");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'},     {"state-dir", required_argument, NULL, 'd'},
-        {"config", required_argument, NULL, 'c'},     {"foreground", no_argument, NULL, 'f'},
-        {"event-loop", required_argument, NULL, 'e'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0},
-    };
+    /* getopt's table from cn_d_options: the one list of canopyd's options. */
+    struct option opts[16];
+    size_t n = 0;
+    for (const cn_opt *o = cn_d_options; o->lng && n + 1 < sizeof(opts) / sizeof(opts[0]); o++)
+        opts[n++] =
+            (struct option){o->lng + 2, o->arg ? required_argument : no_argument, NULL, o->id};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
     const char *socket = NULL, *state = NULL, *config = NULL, *loop = NULL;
     int c;
     /* Two malloc heaps, not one per thread that ever ran (the symbolizer's loaders are
      * short-lived threads): each heap keeps what it freed, and canopyd's resident memory is
      * bounded by design (docs/perf-daemon.md, "A busy machine"). */
     mallopt(M_ARENA_MAX, 2);
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             socket = optarg;
@@ -51,11 +55,13 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case 'V':
-            printf("canopyd %s\n", CANOPY_VERSION);
+        case 'V': {
+            char id[80];
+            printf("canopyd %s (build %s)\n", CANOPY_VERSION, cn_common_build_id(id, sizeof(id)));
             return 0;
-        default:
-            usage(stderr);
+        }
+        default: /* getopt printed what was wrong */
+            fprintf(stderr, "canopyd: see canopyd --help\n");
             return 2;
         }
     }

@@ -143,7 +143,10 @@ static int open_node(const cn_agg_profile *p, const cn_agg_tree *t, int32_t n, d
     return fputs(",\"children\":[", out) < 0 ? -EIO : 0;
 }
 
-static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double scale, FILE *out)
+/* min_percent > 0 (--min-percent): nodes below that share of |total| are left out, with
+ * their subtrees, as in the text tree; canopy web keeps its answers to what it can draw. */
+static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double scale,
+                       double min_percent, FILE *out)
 {
     int32_t *order = NULL, *depth = NULL;
     bool *visible = NULL;
@@ -154,7 +157,8 @@ static int write_nodes(const cn_agg_profile *p, const cn_agg_tree *t, double sca
 
     rc = cn_fmt__tree_preorder(t, &order, &depth, &n);
     if (rc == 0)
-        rc = cn_fmt__tree_visible(t, order, depth, n, -1, 0, 1, &visible);
+        rc = cn_fmt__tree_visible(t, order, depth, n, -1, min_percent,
+                                  t->total != 0 ? fabs(t->total) : 1.0, &visible);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         int32_t node = order[i];
         if (!visible[node])
@@ -264,7 +268,7 @@ int cn_fmt_write_json(const cn_agg_profile *p, const cn_agg_tree *t, const cn_fm
     } else {
         if (fputs(",\"roots\":[", out) < 0)
             return -EIO;
-        rc = write_nodes(p, t, scale, out);
+        rc = write_nodes(p, t, scale, o ? o->min_percent : 0, out);
     }
     if (rc < 0)
         return rc;

@@ -281,6 +281,9 @@ int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_rende
     case CN_FMT_FIREFOX:
         r = cn_fmt_write_firefox(p, &q, out, err);
         break;
+    case CN_FMT_ACTIVITY:
+        r = cn_fmt_write_activity(p, &q, out, err);
+        break;
     case CN_FMT_SVG:
         r = cn_fmt_write_svg(p, &q, &o, out, err);
         break;

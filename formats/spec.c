@@ -140,6 +140,7 @@ static const struct {
     {"svg", CN_FMT_SVG},
     {"firefox", CN_FMT_FIREFOX},
     {"canopy", CN_FMT_CANOPY},
+    {"activity", CN_FMT_ACTIVITY},
 };
 
 int cn_fmt_format_parse(const char *name, cn_fmt_format *out)

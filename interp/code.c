@@ -142,29 +142,67 @@ int cn_int__read_code(const cn_int__names *l, cn_int__read_fn rd, void *arg, uin
     return 0;
 }
 
+#define SAME_SPAN 256
+
+static uint32_t name_off_of(const cn_int__names *l)
+{
+    return l->co_qualname != CN_INT_ABI_NONE ? l->co_qualname : l->co_name;
+}
+
+bool cn_int__ident_span(const cn_int__names *l, uint32_t *off, uint32_t *len)
+{
+    uint32_t name_off = name_off_of(l), file_off = l->co_filename;
+    uint32_t hi = name_off > file_off ? name_off : file_off;
+    if (name_off < OB_TYPE || file_off < OB_TYPE || hi - OB_TYPE + 8 > SAME_SPAN)
+        return false;
+    *off = OB_TYPE;
+    *len = hi - OB_TYPE + 8;
+    return true;
+}
+
+/* The type, name and file words out of the span's bytes (cn_int__ident_span). */
+static void ident_words(const cn_int__names *l, const uint8_t *span, uint64_t w[3])
+{
+    memcpy(&w[0], span, 8);
+    memcpy(&w[1], span + (name_off_of(l) - OB_TYPE), 8);
+    memcpy(&w[2], span + (l->co_filename - OB_TYPE), 8);
+}
+
+static bool ident_same(const uint64_t w[3], const cn_int__types *types, const cn_int__code *c)
+{
+    return (!types || !types->code || w[0] == types->code) && w[1] == c->ident[0] &&
+           w[2] == c->ident[1];
+}
+
+bool cn_int__ident_same(const cn_int__names *l, const uint8_t *span, const cn_int__types *types,
+                        const cn_int__code *c)
+{
+    uint64_t w[3];
+    ident_words(l, span, w);
+    return ident_same(w, types, c);
+}
+
 /* The words at code + OB_TYPE, + name_off and + file_off: with one read of the span they lie in
  * when it is at most SAME_SPAN bytes (every layout's is: 112 or 128 bytes), else with three. A
- * check runs for each code object at its first use in every epoch, and a read of the target
- * is a process_vm_readv of several µs. 0, or the failed read's error. */
-#define SAME_SPAN 256
-static int read_ident(cn_int__read_fn rd, void *arg, uint64_t code, uint32_t name_off,
-                      uint32_t file_off, uint64_t w[3])
+ * check runs for each code object at its first use in every epoch not checked by the epoch's
+ * batch (ctx.c), and a read of the target is a process_vm_readv of several µs. 0, or the
+ * failed read's error. */
+static int read_ident(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
+                      uint64_t w[3])
 {
-    uint32_t hi = (name_off > file_off ? name_off : file_off);
-    if (name_off < OB_TYPE || file_off < OB_TYPE || hi - OB_TYPE + 8 > SAME_SPAN) {
+    uint32_t off, len;
+    if (!cn_int__ident_span(l, &off, &len)) {
         int r;
         if ((r = rd_u64(rd, arg, code + OB_TYPE, &w[0])) < 0 ||
-            (r = rd_u64(rd, arg, code + name_off, &w[1])) < 0)
+            (r = rd_u64(rd, arg, code + name_off_of(l), &w[1])) < 0)
             return r;
-        return rd_u64(rd, arg, code + file_off, &w[2]);
+        return rd_u64(rd, arg, code + l->co_filename, &w[2]);
     }
     uint8_t b[SAME_SPAN];
-    int r = rd(arg, code + OB_TYPE, b, hi - OB_TYPE + 8);
+    int r = rd(arg, code + off, b, len);
     if (r < 0)
         return r;
-    memcpy(&w[0], b, 8);
-    memcpy(&w[1], b + (name_off - OB_TYPE), 8);
-    memcpy(&w[2], b + (file_off - OB_TYPE), 8);
+    ident_words(l, b, w);
     return 0;
 }
 
@@ -172,15 +210,34 @@ bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, ui
                        const cn_int__types *types, const cn_int__code *c)
 {
     uint64_t w[3]; /* type, name, file */
-    uint32_t name_off = l->co_qualname != CN_INT_ABI_NONE ? l->co_qualname : l->co_name;
-    int r = read_ident(rd, arg, code, name_off, l->co_filename, w);
+    int r = read_ident(l, rd, arg, code, w);
     if (r == -ESRCH)
         return true; /* the process is gone: its last samples keep what was read while it ran */
     if (r < 0)
         return !c->ident[0] && !c->ident[1]; /* unreadable then, unreadable now */
-    uint64_t type = w[0], name = w[1], file = w[2];
-    return (!types || !types->code || type == types->code) && name == c->ident[0] &&
-           file == c->ident[1];
+    return ident_same(w, types, c);
+}
+
+size_t cn_int__plan_runs(const uint64_t *addr, size_t n, uint32_t len, uint64_t *run_lo,
+                         uint32_t *run_len, uint32_t *run_of)
+{
+    size_t nruns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (nruns > 0) {
+            uint64_t lo = run_lo[nruns - 1], end = lo + run_len[nruns - 1];
+            if (addr[i] >= lo && addr[i] <= end + CN_INT__RUN_GAP &&
+                addr[i] + len - lo <= CN_INT__RUN_MAX) {
+                if (addr[i] + len > end)
+                    run_len[nruns - 1] = (uint32_t)(addr[i] + len - lo);
+                run_of[i] = (uint32_t)(nruns - 1);
+                continue;
+            }
+        }
+        run_lo[nruns] = addr[i];
+        run_len[nruns] = len;
+        run_of[i] = (uint32_t)nruns++;
+    }
+    return nruns;
 }
 
 void cn_int__code_clear(cn_int__code *c)
@@ -203,33 +260,52 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
     if (l->cf_current_frame != CN_INT_ABI_NONE && f &&
         rd_u64(rd, arg, f + l->cf_current_frame, &f) < 0)
         f = 0;
-    uint8_t b[128];
-    if (l->fr_len == 0 || l->fr_len > CN_INT_ABI_FRAME_READ_MAX)
+    uint8_t b[CN_INT_ABI_WINDOW + 128];
+    uint64_t win_lo = 0;
+    uint32_t win_len = 0, len = l->fr_len, base = l->fr_base;
+    if (len == 0 || len > CN_INT_ABI_FRAME_READ_MAX)
         return 0;
     for (uint32_t i = 0; i < max + 32 && f; i++) {
-        uint64_t code, prev, ip;
-        if (rd(arg, f + l->fr_base, b, l->fr_len) < 0) {
-            *status = CN_INT_FAULT;
-            break;
+        uint64_t code, prev, ip, a = f + base;
+        if (!win_len || a < win_lo || a + len > win_lo + win_len) {
+            /* the window (python_abi.h, CN_INT_ABI_WINDOW), else the frame's own bytes */
+            uint64_t lo = a;
+            if (l->kind == CN_INT_ABI_IFRAME) {
+                lo = a + len > CN_INT_ABI_WINDOW ? a + len - CN_INT_ABI_WINDOW : 0;
+                if (lo < (a & ~4095ull))
+                    lo = a & ~4095ull;
+            }
+            uint32_t wlen = (uint32_t)(a + len - lo);
+            if (wlen > CN_INT_ABI_WINDOW || rd(arg, lo, b, wlen) < 0) {
+                lo = a;
+                wlen = len;
+                if (rd(arg, a, b, len) < 0) {
+                    *status = CN_INT_FAULT;
+                    break;
+                }
+            }
+            win_lo = lo;
+            win_len = wlen;
         }
-        memcpy(&code, b + ((l->fr_code - l->fr_base) & 0x78), 8);
-        memcpy(&prev, b + ((l->fr_previous - l->fr_base) & 0x78), 8);
+        const uint8_t *fb = b + (uint32_t)(a - win_lo);
+        memcpy(&code, fb + ((l->fr_code - base) & 0x78), 8);
+        memcpy(&prev, fb + ((l->fr_previous - base) & 0x78), 8);
         f = prev;
         bool entry = false;
         uint32_t instr;
         if (l->kind == CN_INT_ABI_FRAMEOBJ) {
-            memcpy(&instr, b + ((l->fr_instr - l->fr_base) & 0x7c), 4);
+            memcpy(&instr, fb + ((l->fr_instr - base) & 0x7c), 4);
             entry = true;
         } else {
             if (l->fr_owner != CN_INT_ABI_NONE &&
-                b[(l->fr_owner - l->fr_base) & 0x7f] == 3) { /* FRAME_OWNED_BY_CSTACK */
+                fb[(l->fr_owner - base) & 0x7f] == 3) { /* FRAME_OWNED_BY_CSTACK */
                 if (n > 0)
                     out[n - 1].entry = true;
                 continue;
             }
             if (l->fr_is_entry != CN_INT_ABI_NONE)
-                entry = b[(l->fr_is_entry - l->fr_base) & 0x7f] != 0;
-            memcpy(&ip, b + ((l->fr_instr - l->fr_base) & 0x78), 8);
+                entry = fb[(l->fr_is_entry - base) & 0x7f] != 0;
+            memcpy(&ip, fb + ((l->fr_instr - base) & 0x78), 8);
             instr = (uint32_t)(ip - (code + l->co_code_adaptive));
         }
         if (n >= max) {

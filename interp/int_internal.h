@@ -92,6 +92,27 @@ void cn_int__code_clear(cn_int__code *c);
 bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, uint64_t code,
                        const cn_int__types *types, const cn_int__code *c);
 
+/* The bytes of a code object cn_int__code_same compares, when they lie in one span of at
+ * most 256 bytes (every layout's: 112–128): [code + *off, code + *off + *len). false when a
+ * layout puts them further apart (then only cn_int__code_same checks it). */
+bool cn_int__ident_span(const cn_int__names *l, uint32_t *off, uint32_t *len);
+/* cn_int__code_same's answer for a span read (cn_int__ident_span) that succeeded. */
+bool cn_int__ident_same(const cn_int__names *l, const uint8_t *span, const cn_int__types *types,
+                        const cn_int__code *c);
+
+/* The epoch's batched check (ctx.c) reads n spans [addr[i], addr[i] + len), addr ascending,
+ * as runs: a span at most CN_INT__RUN_GAP bytes past the run before it joins that run while
+ * the run stays within CN_INT__RUN_MAX bytes. A read of the target costs about as much for
+ * 128 bytes as for 4 KiB (one iovec per run, not per span: ~12 µs against ~5 µs per extra
+ * iovec on the project's VM), and code objects of one module lie close together. A gap
+ * below a page's size means every page a run touches holds part of a span: no page is
+ * read that the spans alone would not have read. run_lo, run_len get the runs (at most n),
+ * run_of[i] the run of span i; returns the number of runs. */
+#define CN_INT__RUN_GAP 1024
+#define CN_INT__RUN_MAX 4096
+size_t cn_int__plan_runs(const uint64_t *addr, size_t n, uint32_t len, uint64_t *run_lo,
+                         uint32_t *run_len, uint32_t *run_of);
+
 /* The code-unit index of a frame's instr as captured by the program (see python_abi.h). */
 int32_t cn_int__instr_index(const cn_int__names *l, uint32_t raw);
 

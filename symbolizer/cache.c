@@ -35,11 +35,12 @@
 
 #define NBUCKETS 1024
 
-#define DEFAULT_MAX_MEMORY   ((size_t)256 << 20)
-#define DEFAULT_MAX_OBJECTS  1024
-#define DEFAULT_MAX_MAPPED   ((size_t)512 << 20)
-#define DEFAULT_LOAD_WAIT_MS 3000
-#define MAX_STALLED          8 /* loads outlasting their wait at once (threads left running) */
+#define DEFAULT_MAX_MEMORY    ((size_t)256 << 20)
+#define DEFAULT_MAX_OBJECTS   1024
+#define DEFAULT_MAX_MAPPED    ((size_t)512 << 20)
+#define DEFAULT_LOAD_WAIT_MS  3000
+#define DEFAULT_RELOAD_CREDIT 1000
+#define MAX_STALLED           8 /* loads outlasting their wait at once (threads left running) */
 
 struct cn_sym_handle {
     cn_sym__obj o;
@@ -79,6 +80,7 @@ void cn_sym_config_init(cn_sym_config *cfg)
     cfg->lines = true;
     cfg->debuginfod = true;
     cfg->debug_dirs = NULL;
+    cfg->reload_credit = DEFAULT_RELOAD_CREDIT;
 }
 
 cn_sym_cache *cn_sym_cache_new(const cn_sym_config *cfg)
@@ -235,22 +237,40 @@ static void drop_locked(cn_sym_cache *c, cn_sym__obj *o)
     obj_free(o);
 }
 
-/* Drops unreferenced objects, oldest first, while over a bound. The placeholder of a load
- * still running stays (it is a few bytes): it is what counts that load's thread against
- * MAX_STALLED, and evicting it would let the next lookup start one more. Caller holds
- * lock. */
+/* Whether the cache is within all its bounds. */
+static bool within_bounds(const cn_sym_cache *c)
+{
+    return c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
+           c->stats.mapped <= c->cfg.max_mapped;
+}
+
+/* Drops unreferenced objects while over a bound, the one with the lowest worth first:
+ * its last use plus cfg.reload_credit times its load time. Plain recency evicted a large
+ * debug file that takes 100 ms to decompress (libc6-dbg's) for a stream of small new
+ * programs, and reloaded it seconds later: on a busy machine a sixth of canopyd's CPU.
+ * The placeholder of a load still running stays (it is a few bytes): it is what counts
+ * that load's thread against MAX_STALLED, and evicting it would let the next lookup
+ * start one more. A linear scan per eviction: objects are at most cfg.max_objects, and
+ * an eviction follows a load. Caller holds lock. */
 static void evict(cn_sym_cache *c)
 {
-    cn_sym__obj *o = c->lru.lru_prev;
-    while (o != &c->lru) {
-        cn_sym__obj *prev = o->lru_prev;
-        if (o->refs == 0 && (!o->job || load_take_ready(o->job)) && over_bound(c, o)) {
-            drop_locked(c, o);
-        } else if (c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
-                   c->stats.mapped <= c->cfg.max_mapped) {
-            break;
+    while (!within_bounds(c)) {
+        cn_sym__obj *victim = NULL;
+        int64_t worst = INT64_MAX;
+        for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev) {
+            int64_t credit, worth;
+            if (__builtin_mul_overflow(c->cfg.reload_credit, o->load_ns, &credit) ||
+                __builtin_add_overflow(o->used_ns, credit, &worth))
+                worth = INT64_MAX - 1; /* kept before any object of ordinary worth */
+            if (worth < worst && o->refs == 0 && (!o->job || load_take_ready(o->job)) &&
+                over_bound(c, o)) {
+                victim = o;
+                worst = worth;
+            }
         }
-        o = prev;
+        if (!victim)
+            return;
+        drop_locked(c, victim);
     }
 }
 
@@ -368,6 +388,7 @@ static cn_sym__obj *load(const cn_sym_config *cfg, const cn_sym_object *obj,
     cn_sym__obj *o = &h->o;
     pthread_mutex_init(&o->dw_lock, NULL);
     o->kind = obj->kind;
+    int64_t t0 = cn_common_now_ns();
     int rc = 0;
     char *buf = NULL;
     size_t len = 0;
@@ -409,6 +430,7 @@ static cn_sym__obj *load(const cn_sym_config *cfg, const cn_sym_object *obj,
         }
     }
     o->status = rc < 0 ? rc : 0;
+    o->load_ns = cn_common_now_ns() - t0;
     o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__fdes_memory(&o->fdes) +
                 cn_sym__dwarf_memory(o->dw);
     o->mapped = cn_sym__dwarf_mapped(o->dw);
@@ -745,6 +767,7 @@ void cn_sym_handle_info(const cn_sym_handle *h, cn_sym_object_info *out)
     out->memory = h->o.memory;
     out->section_bytes = h->o.syms.section_bytes;
     out->has_dwarf = h->o.dw != NULL;
+    out->load_ns = h->o.load_ns;
     snprintf(out->source, sizeof(out->source), "%s", h->o.source);
 }
 

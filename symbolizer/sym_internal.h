@@ -100,6 +100,7 @@ typedef struct cn_sym__obj {
     int refs;
     int status;      /* 0 loaded, or the negative errno of the failed load */
     int64_t used_ns; /* CLOCK_MONOTONIC of the last lookup (cn_sym_cache_expire) */
+    int64_t load_ns; /* how long its load took: what evicting it would cost again */
     /* What the object is, immutable after load. */
     cn_sym_kind kind;
     int64_t jit_size;      /* JIT: perf map bytes parsed (whole lines) */

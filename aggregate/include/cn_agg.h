@@ -278,6 +278,7 @@ typedef enum cn_agg_tf_kind {
     CN_AGG_TF_COLLAPSE_REC,        /* collapse-rec:F */
     CN_AGG_TF_COLLAPSE_LIB,        /* collapse-lib:LIB */
     CN_AGG_TF_COLLAPSE_ALL_REC,    /* collapse-all-rec (no argument) */
+    CN_AGG_TF_SEARCH,              /* search:TEXT (samples with a matching function) */
     CN_AGG_TF__COUNT
 } cn_agg_tf_kind;
 
@@ -457,6 +458,12 @@ typedef struct cn_agg_call {
  * first that no longer does; calls open after the last sample end at its time.
  * *calls is malloc'ed (caller frees). Returns 0 or negative errno. */
 int cn_agg_timeline(cn_agg_profile *p, const cn_agg_query *q, cn_agg_call **calls, size_t *n_calls,
+                    cn_err *err);
+
+/* An activity graph (canopy web): adds to w[0..n) the weight of q's samples that survive
+ * its transforms (and its range and thread filters), in n equal time buckets over
+ * [0, end_ns); samples without a time are not counted. Returns 0 or negative errno. */
+int cn_agg_activity(cn_agg_profile *p, const cn_agg_query *q, int64_t end_ns, double *w, size_t n,
                     cn_err *err);
 
 /* A view's name as the JSON tree and the protocol spell it ("tree", "inverted", "callees",

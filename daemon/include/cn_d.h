@@ -128,6 +128,12 @@ typedef struct cn_d_config {
  * docs/protocol.md "Configuration"). Strings set by _load are owned by the config
  * (release with cn_d_config_clear). */
 void cn_d_config_init(cn_d_config *c);
+/* canopyd's command-line options and its config file's keys (cn_opt rows, common/):
+ * main.c's getopt table and cn_d_config_load() accept exactly these, and --help and the
+ * manual pages canopyd(8) and canopyd.conf(5) (man/mangen.c) print them. A new key is one
+ * row in config.c's table and its case in apply(). */
+extern const cn_opt cn_d_options[];
+extern const cn_opt cn_d_config_keys[];
 int cn_d_config_load(cn_d_config *c, const char *path, cn_err *err);
 void cn_d_config_clear(cn_d_config *c);
 

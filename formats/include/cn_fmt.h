@@ -61,7 +61,8 @@ typedef enum cn_fmt_format {
     CN_FMT_SPEEDSCOPE,
     CN_FMT_CHROME_TRACE,
     CN_FMT_SVG,
-    CN_FMT_FIREFOX, /* the Firefox Profiler's processed profile (export_firefox.c) */
+    CN_FMT_FIREFOX,  /* the Firefox Profiler's processed profile (export_firefox.c) */
+    CN_FMT_ACTIVITY, /* weight per time bucket and per thread (export_activity.c) */
 } cn_fmt_format;
 
 /* How a live session's user-space unwinds ended (docs/cli-live.md, "Session counters"),
@@ -144,6 +145,11 @@ int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out,
  * weights (untransformed queries), or one weighted sample per call node with self weight
  * (transformed queries). Returns 0 or negative errno with err set. */
 int cn_fmt_write_firefox(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
+/* An activity graph's data: the weight of q's thread's samples that its transforms keep,
+ * in 200 time buckets over the whole profile (q's range and view ignored), and every
+ * thread's weight in q's range (docs/cli.md "Output formats"). 0 or negative errno with
+ * err set. */
+int cn_fmt_write_activity(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 int cn_fmt_write_svg(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_write_opts *o,
                      FILE *out, cn_err *err);
 

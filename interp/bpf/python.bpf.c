@@ -77,11 +77,12 @@ struct {
     __type(value, struct cn_int_abi_record);
 } scratch SEC(".maps");
 
-/* One frame's bytes, read with one bpf_probe_read_user (a read costs ~70 ns; four of them per
- * frame made a 100-frame stack cost 30 µs). Fields are taken at masked offsets, so the
- * verifier sees every access inside the 128 bytes. */
+/* The bytes of the last read of the frame chain: one frame's (a read costs ~70 ns; four of them
+ * per frame made a 100-frame stack cost 30 µs) or, 3.11+, a window of up to
+ * CN_INT_ABI_WINDOW bytes ending at a frame's end, which often holds its callers too. Fields
+ * are taken at masked offsets, so the verifier sees every access inside the buffer. */
 struct fbuf {
-    __u8 b[128];
+    __u8 b[2 * CN_INT_ABI_WINDOW + 128]; /* the verifier's bound on a read's size: < 2 windows */
 };
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -118,7 +119,11 @@ struct walk {
     struct cn_int_abi_layout l;
     __u64 fsbase;
     __u64 interp, t, found; /* thread-state search */
-    __u64 f;                /* frame walk: the next frame */
+    __u64 frame0;           /* the cached thread state's frame word, read with its thread_id */
+    __u32 have_frame0;
+    __u64 f;      /* frame walk: the next frame */
+    __u64 win_lo; /* the target's bytes [win_lo, win_lo + win_len) are in fb */
+    __u32 win_len;
     __u32 n, status;
     struct cn_int_abi_record *r; /* the per-CPU scratch record and frame buffer, looked up */
     struct fbuf *fb;             /* once per sample rather than once per frame */
@@ -149,9 +154,27 @@ static long search_step(__u32 i, struct walk *w)
 static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
 {
     struct tcache *cached = bpf_map_lookup_elem(&tstates, &tid);
-    if (cached && cached->tstate && rd64(cached->tstate + w->l.ts_thread_id) == w->fsbase) {
-        count(CN_INT_ABI_S_CACHE_HIT);
-        return cached->tstate;
+    if (cached && cached->tstate) {
+        /* thread_id and the frame word in one read of the span they lie in (≤ 160 bytes in
+         * every layout), else two */
+        __u32 a = w->l.ts_thread_id, b = w->l.ts_frame;
+        __u32 lo = a < b ? a : b, span = (a < b ? b : a) - lo + 8;
+        __u64 tid_word = 0;
+        __u32 n = span & 0x1ff;
+        asm volatile("" : "+r"(n)); /* the masked value is the one passed (the verifier) */
+        if (span <= 256 && w->fb &&
+            bpf_probe_read_user(w->fb->b, n, (const void *)(cached->tstate + lo)) == 0) {
+            tid_word = *(__u64 *)(w->fb->b + ((a - lo) & 0xf8));
+            w->frame0 = *(__u64 *)(w->fb->b + ((b - lo) & 0xf8));
+            w->have_frame0 = 1;
+        } else {
+            tid_word = rd64(cached->tstate + a);
+        }
+        if (tid_word == w->fsbase) {
+            count(CN_INT_ABI_S_CACHE_HIT);
+            return cached->tstate;
+        }
+        w->have_frame0 = 0;
     }
     if (cached && !cached->tstate && now - cached->miss_time < NEG_NS) {
         count(CN_INT_ABI_S_NEG_HIT);
@@ -177,29 +200,51 @@ static long frame_step(__u32 i, struct walk *w)
     __u32 len = w->l.fr_len, base = w->l.fr_base;
     if (!r || !fb || !f || len == 0 || len > CN_INT_ABI_FRAME_READ_MAX)
         return 1;
-    if (bpf_probe_read_user(fb->b, len, (const void *)(f + base)) < 0) {
-        w->status = CN_INT_ABI_FAULT;
-        return 1;
+    __u64 a = f + base;
+    if (!w->win_len || a < w->win_lo || a + len > w->win_lo + w->win_len) {
+        __u64 lo = a;
+        if (w->l.kind == CN_INT_ABI_IFRAME) {
+            lo = a + len > CN_INT_ABI_WINDOW ? a + len - CN_INT_ABI_WINDOW : 0;
+            if (lo < (a & ~4095ull))
+                lo = a & ~4095ull;
+        }
+        __u32 wlen = (__u32)(a + len - lo);
+        if (wlen > CN_INT_ABI_WINDOW)
+            wlen = 0; /* cannot be: the mask below is for the verifier, which lost the bound */
+        wlen &= 2 * CN_INT_ABI_WINDOW - 1;
+        if (!wlen || bpf_probe_read_user(fb->b, wlen, (const void *)lo) < 0) {
+            lo = a;
+            wlen = len;
+            if (bpf_probe_read_user(fb->b, len, (const void *)a) < 0) {
+                w->status = CN_INT_ABI_FAULT;
+                return 1;
+            }
+        }
+        w->win_lo = lo;
+        w->win_len = wlen;
     }
-    code = *(__u64 *)(fb->b + ((w->l.fr_code - base) & 0x78));
-    prev = *(__u64 *)(fb->b + ((w->l.fr_previous - base) & 0x78));
+    /* o + (field - base) + 8 <= win_len <= CN_INT_ABI_WINDOW: the masks change nothing */
+    __u32 o = (__u32)(a - w->win_lo);
+#define FB(field, m) (fb->b + ((o + ((w->l.field - base) & (m))) & (CN_INT_ABI_WINDOW - 1)))
+    code = *(__u64 *)FB(fr_code, 0x78);
+    prev = *(__u64 *)FB(fr_previous, 0x78);
     w->f = prev;
     __u32 flags = 0, instr = 0, n = w->n;
     if (w->l.kind == CN_INT_ABI_FRAMEOBJ) {
-        instr = *(__u32 *)(fb->b + ((w->l.fr_instr - base) & 0x7c));
+        instr = *(__u32 *)FB(fr_instr, 0x7c);
         flags = CN_INT_ABI_F_ENTRY; /* ≤3.10: one eval-loop call per frame */
     } else {
-        if (w->l.fr_owner != CN_INT_ABI_NONE &&
-            fb->b[(w->l.fr_owner - base) & 0x7f] == FRAME_OWNED_BY_CSTACK) {
+        if (w->l.fr_owner != CN_INT_ABI_NONE && *FB(fr_owner, 0x7f) == FRAME_OWNED_BY_CSTACK) {
             /* 3.12+: the shim an eval-loop call pushes; the frame above it (the one written
              * last) is the first one that call ran. */
             if (n > 0 && n <= CN_INT_ABI_MAX_FRAMES)
                 r->frames[(n - 1) & (CN_INT_ABI_MAX_FRAMES - 1)].flags |= CN_INT_ABI_F_ENTRY;
             return 0;
         }
-        if (w->l.fr_is_entry != CN_INT_ABI_NONE && fb->b[(w->l.fr_is_entry - base) & 0x7f])
+        if (w->l.fr_is_entry != CN_INT_ABI_NONE && *FB(fr_is_entry, 0x7f))
             flags = CN_INT_ABI_F_ENTRY;
-        ip = *(__u64 *)(fb->b + ((w->l.fr_instr - base) & 0x78));
+        ip = *(__u64 *)FB(fr_instr, 0x78);
+#undef FB
         instr = (__u32)(ip - (code + w->l.co_code_adaptive));
     }
     if (n >= CN_INT_ABI_MAX_FRAMES) {
@@ -254,7 +299,7 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     if (!ts) {
         r->status = CN_INT_ABI_NO_THREAD;
     } else {
-        __u64 f = rd64(ts + w.l.ts_frame);
+        __u64 f = w.have_frame0 ? w.frame0 : rd64(ts + w.l.ts_frame);
         if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
             f = rd64(f + w.l.cf_current_frame);
         w.f = f;

@@ -42,6 +42,13 @@ struct cn_int_abi_layout {
 
 #define CN_INT_ABI_FRAME_READ_MAX 120
 
+/* 3.11+: a frame's caller is most often right below it in the thread's data-stack chunk, so
+ * a frame read that misses the bytes read before reads up to this many bytes ending at the
+ * frame's end, from no lower than the start of the frame's page (no fault a frame read alone
+ * would not have); one read then serves several frames. Falls back to the frame's own bytes
+ * when the larger read faults. A power of two. */
+#define CN_INT_ABI_WINDOW 1024
+
 /* Frame flags. */
 enum {
     CN_INT_ABI_F_ENTRY = 1, /* the first frame an eval-loop call ran (a C-stack entry) */

@@ -154,9 +154,11 @@ typedef struct cn_int_func {
 int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out);
 
 /* Starts a new epoch of the code-object caches: an entry used after this call is first checked
- * to be the same object still (its type, name and file pointers: 3 reads), and read again if
- * not, so a code object freed and another allocated at its address is not named after the old
- * one. Call it once per pump. */
+ * to be the same object still (its type, name and file pointers), and read again if not, so a
+ * code object freed and another allocated at its address is not named after the old one. The
+ * objects used in the epoch before are checked here, with one process_vm_readv per process
+ * (those still the same are not read again at their first use); the others at their first
+ * use, one read each. The sampler calls it at most every 100 ms. */
 void cn_int_new_epoch(cn_int_ctx *c);
 
 /* The line of instruction instr (code units) in a code object: > 0, or 0 when the line

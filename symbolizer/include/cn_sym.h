@@ -20,8 +20,9 @@
  * in a cn_sym_cache shared by every user and session. The cache is thread-safe (one
  * mutex; loaded objects are reference-counted and immutable) and bounded three ways — the
  * heap bytes of the loaded objects, their number, and the bytes of the debug files they
- * keep mapped (libdw maps a whole DWARF file: file-backed pages of the process): the
- * least recently used unreferenced objects are evicted while a bound is exceeded.
+ * keep mapped (libdw maps a whole DWARF file: file-backed pages of the process): while a
+ * bound is exceeded, unreferenced objects are evicted, the least recently used first, an
+ * object that was slow to load counting as used more recently (cfg.reload_credit).
  *
  * ELF and DWARF files come from target processes and are untrusted: reads are bounded,
  * sizes and counts checked; a corrupt file gives an error or fewer symbols, never a crash.
@@ -149,13 +150,16 @@ typedef struct cn_sym_config {
                                thread) before answering -ETIMEDOUT; the load goes on and
                                later lookups get its result. 0 = default (3000), < 0 =
                                never wait (tests) */
+    int64_t reload_credit;  /* eviction order: an object's last use plus this times its load
+                               time (ns per ns) — 1000: a 100 ms load is kept 100 s longer
+                               than a cheap one last used at the same time; 0 = pure LRU */
     cn_obj_mounts *mounts;  /* mount tables for the FUSE check of every open (cn_obj.h),
                                shared with the loads (a reference each); NULL = the cache
                                makes its own */
 } cn_sym_config;
 
 /* Fills *cfg with defaults (256 MiB, 1024 objects, 512 MiB mapped, lines on, debuginfod
- * on, /usr/lib/debug). */
+ * on, /usr/lib/debug, reload credit 1000). */
 void cn_sym_config_init(cn_sym_config *cfg);
 
 /* A new cache (cfg NULL = defaults; copied). NULL on ENOMEM. */
@@ -217,6 +221,7 @@ typedef struct cn_sym_object_info {
     size_t section_bytes; /* sizes of the symbol and string sections it was built from */
     bool has_dwarf;       /* line/inline information found */
     char source[16];      /* "symtab", "minidebug", "dynsym", "kallsyms", "perfmap", "vdso", "" */
+    int64_t load_ns;      /* how long its load took */
 } cn_sym_object_info;
 void cn_sym_handle_info(const cn_sym_handle *h, cn_sym_object_info *out);
 

@@ -5,7 +5,8 @@
 # - every format (text, json, folded, pprof, speedscope, svg, firefox; canopy before any
 #   grouped query, see below) and every view
 #   (tree, --invert, --callers F, --callees F, --functions), a transform stack, --group-by,
-#   --tid/--from/--to, --depth/--min-percent: `canopy tree S SPEC` == `canopy open FILE SPEC`;
+#   --tid/--from/--to, --depth/--min-percent, --format activity, -t search:TEXT:
+#   `canopy tree S SPEC` == `canopy open FILE SPEC`;
 # - the timeline in text, json, chrome-trace and speedscope: `canopy timeline S` ==
 #   `canopy timeline FILE` (canopyd renders speedscope itself now);
 # - `lines`: the same JSON from the session and the file;
@@ -109,8 +110,12 @@ for fmt in text json svg; do
 done
 same "range and thread" --format json --tid "$TID" --from 0.2 --to 0.8
 same "depth and min-percent" --format text --depth 2 --min-percent 5
+same "json min-percent" --format json --min-percent 5
 same "collapse-all-rec" --format json -t collapse-all-rec -t drop:work_c
 same "chrome-trace via tree" --format chrome-trace
+same "activity" --format activity --tid "$TID"
+same "activity transforms" --format activity -t drop:work_a -t search:BURN
+same "search" --format json -t merge:burn -t search:WORK_B
 # --no-inline travels in the request: pprof then writes call nodes, not raw frames, so a
 # daemon that dropped the flag would answer differently from the file.
 same "no-inline json" --format json --no-inline

@@ -32,7 +32,12 @@ echo "PASS text header lists transforms"
 [ "$(tail -n +2 "$TMP/t.txt" | wc -l)" -eq 4 ] || fail "--depth 3: $(cat "$TMP/t.txt")"
 "$C" open "$V/abc.folded" --min-percent 50 >"$TMP/t.txt" || fail "--min-percent: exit $?"
 [ "$(tail -n +2 "$TMP/t.txt" | wc -l)" -eq 3 ] || fail "--min-percent 50: $(cat "$TMP/t.txt")"
-echo "PASS --depth, --min-percent"
+# the JSON tree honours --min-percent too (canopy web asks with it): the same nodes as text
+"$C" open "$V/abc.folded" --min-percent 50 --format json >"$TMP/t.json" || fail "--min-percent json: exit $?"
+python3 -c 'import json,sys
+def n(l): return sum(1 + n(x["children"]) for x in l)
+sys.exit(n(json.load(open(sys.argv[1]))["roots"]) != 3)' "$TMP/t.json" || fail "--min-percent 50 json: $(cat "$TMP/t.json")"
+echo "PASS --depth, --min-percent (text and json)"
 
 # Folded: one line per distinct stack after the transforms, sorted by the stack text.
 "$C" open "$V/abc.folded" -t merge:C --format folded >"$TMP/f.folded" || fail "folded: exit $?"

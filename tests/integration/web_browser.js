@@ -4,6 +4,11 @@
 //   node web_browser.js live URL OUTDIR     a live session of wl_shares_fp (test_web.sh)
 //   node web_browser.js hostile URL OUTDIR  a file with a hostile function name
 //   node web_browser.js refused URL OUTDIR  a file served with --callers: Invert is refused
+//   node web_browser.js views URL OUTDIR    a saved session of wl_shares_fp: views, transforms,
+//                                           search, thread, range, URL, downloads
+//   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
+//   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
+//   node web_browser.js long URL OUTDIR     a 2001-row table, windowed
 // Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
 // Every step saves OUTDIR/NN-step.png and checks it is not blank.
 'use strict';
@@ -264,8 +269,25 @@ async function live(p) {
   if (!(t1 > t0)) fail(`the total did not grow across refreshes: ${t0} -> ${t1}`);
   c = await p.shot('02-refreshed');
   console.log(`PASS total grows ${t0} -> ${t1} (${c} colours)`);
+  // The live session's activity graph and thread picker come with the refreshes.
+  await p.waitFor(`!document.getElementById('activity-box').hidden && Number(document.getElementById('activity').dataset.end) > 0`, 'the live activity graph');
+  const e0 = Number(await p.eval(`document.getElementById('activity').dataset.end`));
+  await waitRefresh(p, 'a refresh of the activity graph');
+  const e1 = Number(await p.eval(`document.getElementById('activity').dataset.end`));
+  const topts = await p.eval(`[...document.getElementById('thread').options].map((o) => o.textContent)`);
+  if (!(e1 > e0) || !topts.some((t) => /thread \d+ wl_shares_fp/.test(t))) fail(`live activity: end ${e0} -> ${e1}, threads ${JSON.stringify(topts)}`);
+  console.log(`PASS live activity graph (end ${e0.toFixed(2)} -> ${e1.toFixed(2)} s) and thread picker (${topts.length - 1} entries)`);
 
   // Expanded nodes survive refreshes: open every node under work_b, wait, count again.
+  // A node renamed by symbolization between two refreshes (LIB+0xOFFSET, then its name) has
+  // a new path, so it would be collapsed again: wait (at most 10 s) until work_b's subtree
+  // has no placeholder left.
+  const settled = `fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token')).then((r) => r.json()).then((d) => {
+    const find = (l) => { for (const n of l || []) { if (n.name === 'work_b') return n; const x = find(n.children); if (x) return x; } return null; };
+    const wb = find(d.roots);
+    return !!wb && !JSON.stringify(wb).includes('+0x');
+  })`;
+  for (let i = 0; i < 50 && !(await p.eval(settled)); i++) await sleep(200);
   const wb = await p.centre('#rows tr .fn', 'work_b');
   await p.click(wb.x, wb.y);
   await p.key('*');
@@ -300,11 +322,15 @@ async function live(p) {
   await p.click(box.x + box.w * (ra.pct + rw.pct / 2) / 100, y);
   const zoomed = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
   if (zoomed !== 'work_b') fail(`a click on work_b's box selected ${zoomed}`);
-  await p.mouse('mouseMoved', box.x + 3, y);
+  // (the selected row is scrolled into view, which may move the flame graph: measure again)
+  const flameY = async () => (await p.eval(`document.getElementById('flame').getBoundingClientRect().top`)) + 16 * rw.depth + 8;
+  let y2 = await flameY();
+  await p.mouse('mouseMoved', box.x + 3, y2);
   await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_b')`, 'work_b at the left edge after the zoom');
   c = await p.shot('03-flame-zoom');
-  await p.click(box.x + 3, y); // the zoomed box again: one level out
-  await p.mouse('mouseMoved', box.x + 3, y);
+  await p.click(box.x + 3, y2); // the zoomed box again: one level out
+  y2 = await flameY();
+  await p.mouse('mouseMoved', box.x + 3, y2);
   await p.waitFor(`document.getElementById('tooltip').textContent.startsWith('work_a')`, 'work_a at the left edge after zooming out');
   console.log(`PASS flame graph tooltip (${tip.split('\n')[0]}), click zooms to work_b and out (${c} colours)`);
 
@@ -382,6 +408,15 @@ async function hostile(p) {
   await menu(p, name, 'Focus on function');
   await p.waitFor(`[...document.querySelectorAll('#crumbs .crumb')].some((e) => e.textContent === ${JSON.stringify('focus on ' + name)})`, 'the hostile breadcrumb');
   c = await p.shot('11-hostile-crumb');
+  // Its callers view (the view's crumb) and its per-line costs' title: text too.
+  await menu(p, name, 'Show callers');
+  await p.waitFor(`document.querySelector('#crumbs .viewcrumb')?.textContent === ${JSON.stringify('callers of ' + name)}`, 'the hostile callers crumb');
+  await menu(p, name, 'Show per-line costs');
+  await p.waitFor(`document.getElementById('lines-title').textContent === ${JSON.stringify('per-line costs of ' + name)} && document.getElementById('lines-note').textContent !== 'loading…'`, 'the hostile lines title');
+  // and typed into the search box: only its samples, the name still text
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = ${JSON.stringify(name)}; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`location.hash.includes('onerror') && document.querySelectorAll('#rows tr').length > 0`, 'the hostile search');
+  c = await p.shot('13-hostile-views');
   await sleep(500);
   if (await p.eval(`document.querySelectorAll('img').length`)) fail('an img element in the page');
   if (p.dialogs.length) fail('a dialog opened: ' + p.dialogs.join('; '));
@@ -406,7 +441,279 @@ async function refused(p) {
   console.log(`PASS a refused change is undone, its message stays (${c} colours)`);
 }
 
-(async () => {
+
+// ---- views, transforms, search, thread, range, URL, downloads (a saved session) ----------
+
+const crumbsExpr = `[...document.querySelectorAll('#crumbs .crumb')].map((c) => c.textContent)`;
+const totalExpr = `Number(document.getElementById('status').dataset.total)`;
+
+async function home(p) {
+  const h = await p.centre('#crumbs .crumb', null);
+  await p.click(h.x, h.y);
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb').length === 1 && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'the whole profile');
+}
+
+// Picks a transform from row name's menu; waits for its crumb; returns the rows.
+async function transform(p, name, label, crumb) {
+  await menu(p, name, label);
+  await p.waitFor(`${crumbsExpr}.includes(${JSON.stringify(crumb)})`, 'the crumb ' + crumb);
+  await sleep(100);
+  return rows(p);
+}
+
+async function setSelect(p, id, value) {
+  await p.eval(`(() => { const s = document.getElementById(${JSON.stringify(id)}); s.value = ${JSON.stringify(value)}; s.dispatchEvent(new Event('change')); })()`);
+}
+
+async function views(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 3`, 'the tree');
+  const full = await p.eval(totalExpr);
+
+  // The function list, by self time: burn first, self never increasing.
+  await setSelect(p, 'view', 'functions');
+  await p.waitFor(`document.querySelectorAll('#rows tr').length > 0 && ![...document.querySelectorAll('#rows tr')].some((tr) => tr.dataset.depth !== '0') && document.querySelector('#rows tr .fn').textContent === 'burn'`, 'the function list');
+  const selfs = await p.eval(`[...document.querySelectorAll('#rows tr .self')].map((e) => parseFloat(e.textContent))`);
+  for (let i = 1; i < selfs.length; i++) if (selfs[i] > selfs[i - 1]) fail('function list not by self: ' + selfs);
+  let c = await p.shot('20-functions');
+  console.log(`PASS function list by self time, burn first (${selfs.length} functions, ${c} colours)`);
+
+  // Callers of burn (from the menu): burn at the root, its callers below.
+  await menu(p, 'burn', 'Show callers');
+  await p.waitFor(`document.querySelector('#crumbs .viewcrumb')?.textContent === 'callers of burn' && document.querySelector('#rows tr .fn')?.textContent === 'burn' && document.getElementById('view').value === 'callers'`, 'callers of burn');
+  await p.key('*');
+  const callers = (await rows(p)).map((r) => r.name);
+  for (const f of ['work_a', 'work_b_inner', 'work_c']) if (!callers.includes(f)) fail(`callers of burn lack ${f}: ${callers}`);
+  c = await p.shot('21-callers');
+  console.log(`PASS callers of burn: ${callers.slice(0, 5).join(', ')}… (${c} colours)`);
+
+  // Callees of main: main at the root, work_a below it.
+  await setSelect(p, 'view', 'tree');
+  await p.waitFor(`document.querySelector('#rows tr .fn')?.textContent !== 'burn' && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'main')`, 'the tree again');
+  await menu(p, 'main', 'Show callees');
+  await p.waitFor(`document.querySelector('#crumbs .viewcrumb')?.textContent === 'callees of main' && document.querySelector('#rows tr .fn')?.textContent === 'main'`, 'callees of main');
+  const callees = await rows(p);
+  if (callees[0].depth !== 0 || callees[0].pct < 99 || !callees.some((r) => r.name === 'work_a' && r.depth === 1)) fail('callees of main: ' + JSON.stringify(callees.slice(0, 4)));
+  console.log('PASS callees of main');
+  await setSelect(p, 'view', 'tree');
+  await p.waitFor(`!document.querySelector('#crumbs .viewcrumb') && [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'the tree');
+
+  // Per-line costs of burn: lines (the workload has debug info) or at least addresses, 100% in all.
+  await menu(p, 'burn', 'Show per-line costs');
+  await p.waitFor(`!document.getElementById('lines-box').hidden && document.getElementById('lines-title').textContent === 'per-line costs of burn' && document.querySelectorAll('#lines-rows tr, #addrs-rows tr').length > 0`, 'per-line costs');
+  const lines = await p.eval(`[...document.querySelectorAll('#lines-rows tr')].map((tr) => [tr.children[0].textContent, parseFloat(tr.children[2].textContent)])`);
+  const addrs = await p.eval(`[...document.querySelectorAll('#addrs-rows tr')].map((tr) => parseFloat(tr.children[2].textContent))`);
+  const sum = (lines.length ? lines.map((l) => l[1]) : addrs).reduce((a, b) => a + b, 0);
+  if (Math.abs(sum - 100) > 1.5) fail(`per-line costs add up to ${sum}%`);
+  c = await p.shot('22-lines');
+  console.log(`PASS per-line costs of burn: ${lines.length} lines, ${addrs.length} addresses, ${sum.toFixed(1)}% (${c} colours)`);
+  await p.eval(`document.getElementById('lines-close').click()`);
+
+  // Every transform of the menu, each its canopy tree -t SPEC, each popped again.
+  let r = await transform(p, 'work_a', 'Focus on library', 'focus on library wl_shares_fp');
+  if (r.some((x) => x.name.startsWith('__libc')) || !r.some((x) => x.name === 'main')) fail('focus-lib: ' + r.map((x) => x.name));
+  await home(p);
+  r = await transform(p, '__libc_start_call_main', 'Collapse library', 'collapse library libc.so.6');
+  if (!r.some((x) => x.name === 'libc.so.6') || r.some((x) => x.name.startsWith('__libc'))) fail('collapse-lib: ' + r.map((x) => x.name));
+  c = await p.shot('23-collapse-lib');
+  await home(p);
+  r = await transform(p, 'work_c', 'Collapse recursion', 'collapse recursion work_c');
+  if (r.filter((x) => x.name === 'work_c').length !== 1) fail('collapse-rec left nested work_c: ' + r.map((x) => x.name));
+  // stacked: collapse direct recursion (nothing left to collapse), then pop to the first crumb
+  r = await transform(p, 'work_c', 'Collapse direct recursion only', 'collapse direct recursion work_c');
+  const mid = await p.centre('#crumbs .crumb', 'collapse recursion work_c');
+  await p.click(mid.x, mid.y);
+  await p.waitFor(`${crumbsExpr}.length === 2`, 'popped to the middle crumb');
+  await home(p);
+  r = await transform(p, 'work_c', 'Collapse direct recursion only', 'collapse direct recursion work_c');
+  if (r.filter((x) => x.name === 'work_c').length !== 1) fail('collapse-direct-rec: ' + r.map((x) => x.name));
+  await home(p);
+  r = await transform(p, 'work_b', 'Collapse function', 'collapse work_b');
+  const wb = r.find((x) => x.name === 'work_b');
+  const wbSelf = await p.eval(`parseFloat([...document.querySelectorAll('#rows tr')].find((tr) => tr.querySelector('.fn').textContent === 'work_b').querySelector('.self').textContent)`);
+  if (!wb || wbSelf !== wb.total || r.some((x) => x.name === 'work_b_inner')) fail(`collapse work_b: self ${wbSelf}, total ${wb && wb.total}`);
+  await home(p);
+  r = await transform(p, 'work_a', 'Drop samples with this function', 'drop work_a');
+  const dropped = await p.eval(totalExpr);
+  await p.waitFor(`Number(document.getElementById('activity').dataset.sum) === ${dropped}`, 'the activity graph after drop');
+  if (r.some((x) => x.name === 'work_a') || !(dropped < full * 0.7)) fail(`drop work_a: total ${full} -> ${dropped}`);
+  await home(p);
+  r = await transform(p, 'work_b', 'Merge node', 'merge node _start;__libc_start_main_impl;__libc_start_call_main;main;work_b');
+  if (r.some((x) => x.name === 'work_b') || !r.some((x) => x.name === 'work_b_inner' && x.depth === 4)) fail('merge-node: ' + JSON.stringify(r));
+  await home(p);
+  // The Firefox Profiler's keys in the call tree: m merges the selected function, d drops it.
+  const bn = await p.centre('#rows tr .fn', 'work_b_inner');
+  await p.click(bn.x, bn.y);
+  await p.key('m');
+  await p.waitFor(`${crumbsExpr}.includes('merge work_b_inner') && ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b_inner')`, 'the key m');
+  const wa2 = await p.centre('#rows tr .fn', 'work_a');
+  await p.click(wa2.x, wa2.y);
+  await p.key('d');
+  await p.waitFor(`${crumbsExpr}.includes('drop work_a') && ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a')`, 'the key d');
+  await home(p);
+  console.log(`PASS transforms: focus-lib, collapse-lib, collapse-rec, collapse-direct-rec, collapse, drop, merge-node, keys m and d; crumbs pop (${c} colours)`);
+
+  // Search: only samples with a function matching 'WORK_B' (case-insensitive).
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = 'WORK_B'; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a') && ${totalExpr} < ${full}`, 'the search');
+  const found = await p.eval(totalExpr);
+  const wbFull = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--functions').then((r) => r.json()).then((d) => d.functions.find((f) => f.name === 'work_b').total)`);
+  if (found !== wbFull) fail(`search WORK_B: total ${found}, work_b's running total ${wbFull}`);
+  // The activity graph follows the search (as the Firefox Profiler's does).
+  await p.waitFor(`Number(document.getElementById('activity').dataset.sum) === ${found}`, 'the activity graph of the search');
+  c = await p.shot('24-search');
+  console.log(`PASS search WORK_B: total ${found} = work_b's running weight (${c} colours)`);
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`${totalExpr} === ${full}`, 'the search cleared');
+
+  // The thread picker: the workload's thread, then all again.
+  const opts = await p.eval(`[...document.getElementById('thread').options].map((o) => [o.value, o.textContent])`);
+  const th = opts.find((o) => o[0][0] === 't');
+  if (!th || !opts.some((o) => o[0][0] === 'p')) fail('thread picker: ' + JSON.stringify(opts));
+  await setSelect(p, 'thread', th[0]);
+  await p.waitFor(`document.getElementById('thread').value === ${JSON.stringify(th[0])} && Number(document.body.dataset.refreshes) > 0`, 'the thread');
+  const thTotal = await p.waitFor(`(() => { const t = ${totalExpr}; return t > 0 && t; })()`, 'the thread total');
+  const want = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--tid&arg=${th[0].slice(1)}').then((r) => r.json()).then((d) => d.total)`);
+  if (thTotal !== want) fail(`thread ${th[1]}: total ${thTotal}, --tid gives ${want}`);
+  console.log(`PASS thread picker: ${th[1].trim()} total ${thTotal} = --tid's`);
+  await setSelect(p, 'thread', '');
+  await p.waitFor(`${totalExpr} === ${full}`, 'all threads again');
+
+  // The activity graph: drag over its middle half; the total follows --from/--to.
+  await p.waitFor(`!document.getElementById('activity-box').hidden`, 'the activity graph');
+  const box = await p.eval(`(() => { const b = document.getElementById('activity').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width, h: b.height}; })()`);
+  const end = Number(await p.eval(`document.getElementById('activity').dataset.end`));
+  await p.mouse('mouseMoved', box.x + box.w * 0.25, box.y + box.h / 2);
+  await p.mouse('mousePressed', box.x + box.w * 0.25, box.y + box.h / 2, 'left', 1);
+  await p.mouse('mouseMoved', box.x + box.w * 0.5, box.y + box.h / 2, 'left');
+  await p.mouse('mouseMoved', box.x + box.w * 0.75, box.y + box.h / 2, 'left');
+  await p.mouse('mouseReleased', box.x + box.w * 0.75, box.y + box.h / 2, 'left', 1);
+  await p.waitFor(`!document.getElementById('range').hidden && ${totalExpr} < ${full}`, 'the range');
+  const ranged = await p.eval(totalExpr);
+  const rtext = await p.eval(`document.getElementById('range-text').textContent`);
+  const m = /range ([\d.]+) – ([\d.]+) s/.exec(rtext);
+  if (!m || Math.abs(Number(m[1]) - end / 4) > end / 50 || Math.abs(Number(m[2]) - end * 3 / 4) > end / 50) fail(`range ${rtext} for end ${end}`);
+  const want2 = await p.eval(`fetch('/api/tree?token=' + new URLSearchParams(location.search).get('token') + '&arg=--from&arg=${m[1]}&arg=--to&arg=${m[2]}').then((r) => r.json()).then((d) => d.total)`);
+  if (ranged !== want2 || !(ranged > full * 0.25 && ranged < full * 0.75)) fail(`range: total ${ranged}, --from/--to ${want2}, whole ${full}`);
+  c = await p.shot('25-range');
+  console.log(`PASS activity graph: ${rtext}, total ${ranged} of ${full} = --from/--to's (${c} colours)`);
+
+  // The URL keeps the view: a search, a transform, the range, the selection; reload restores it.
+  await transform(p, 'burn', 'Merge function', 'merge burn');
+  await p.eval(`(() => { const s = document.getElementById('search'); s.value = 'work'; s.dispatchEvent(new Event('input')); })()`);
+  await p.waitFor(`location.hash.includes('work') && location.hash.includes('merge%3Aburn')`, 'the view in the URL');
+  const wa = await p.centre('#rows tr .fn', 'work_a');
+  await p.click(wa.x, wa.y);
+  await sleep(300);
+  await p.eval(`(() => { const s = document.getElementById('search'); s.dispatchEvent(new Event('input')); })()`); /* any load saves the URL */
+  await waitRefreshOrWait(p);
+  const before = { total: await p.eval(totalExpr), crumbs: await p.eval(crumbsExpr), rows: (await rows(p)).map((x) => x.name).join(','),
+                   sel: await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`) };
+  const href = await p.eval('location.href');
+  await p.send('Page.navigate', { url: href });
+  await sleep(300);
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 0`, 'the reloaded page');
+  const after = { total: await p.eval(totalExpr), crumbs: await p.eval(crumbsExpr), rows: (await rows(p)).map((x) => x.name).join(','),
+                  sel: await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`) };
+  if (JSON.stringify(before) !== JSON.stringify(after)) fail(`reload: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`);
+  if ((await p.eval(`document.getElementById('search').value`)) !== 'work' || (await p.eval(`document.getElementById('range').hidden`))) fail('reload lost the search or the range');
+  c = await p.shot('26-reloaded');
+  console.log(`PASS reload restores the view (${after.crumbs.join(' › ')}, search, range, selected ${after.sel}) (${c} colours)`);
+
+  // Downloads of the current view in every format, through the same renderer; the
+  // Firefox Profiler link points at the token-protected firefox export.
+  const links = await p.eval(`[...document.querySelectorAll('#downloads a')].map((a) => [a.dataset.format, a.href])`);
+  const formats = links.map((l) => l[0]);
+  for (const f of ['json', 'text', 'folded', 'pprof', 'speedscope', 'chrome-trace', 'svg', 'firefox', 'canopy'])
+    if (!formats.includes(f)) fail('no download for ' + f);
+  for (const [f, h] of links) {
+    const got = await p.eval(`fetch(${JSON.stringify(h)}).then(async (r) => [r.status, r.headers.get('content-disposition'), (await r.arrayBuffer()).byteLength])`);
+    if (got[0] !== 200 || !/attachment/.test(got[1] || '') || got[2] < 10) fail(`download ${f}: ${JSON.stringify(got)}`);
+  }
+  const same = await p.eval(`(async () => {
+    const tok = new URLSearchParams(location.search).get('token');
+    const a = [...document.querySelectorAll('#downloads a')].find((a) => a.dataset.format === 'json').href;
+    const q = new URL(a).searchParams.getAll('arg');
+    const t = '/api/tree?token=' + tok + q.map((x) => '&arg=' + encodeURIComponent(x)).join('');
+    const [x, y] = await Promise.all([fetch(a).then((r) => r.text()), fetch(t).then((r) => r.text())]);
+    return x === y && q.includes('search:work') && q.includes('merge:burn') && q.includes('--from');
+  })()`);
+  if (!same) fail('the json download is not the current view');
+  const ffp = await p.eval(`document.getElementById('ffp').href`);
+  const pre = 'https://profiler.firefox.com/from-url/';
+  if (!ffp.startsWith(pre)) fail('Firefox Profiler link: ' + ffp);
+  const target = decodeURIComponent(ffp.slice(pre.length));
+  const origin = await p.eval('location.origin');
+  if (!target.startsWith(origin + '/api/export?token=') || !target.includes('format=firefox')) fail('Firefox Profiler link target: ' + target);
+  const ff = await p.eval(`fetch(${JSON.stringify(target)}).then(async (r) => [r.headers.get('access-control-allow-origin'), (await r.json()).meta.preprocessedProfileVersion])`);
+  if (ff[0] !== 'https://profiler.firefox.com' || ff[1] !== 61) fail('firefox export: ' + JSON.stringify(ff));
+  console.log(`PASS downloads in ${formats.length} formats = the current view; the Firefox Profiler link serves version ${ff[1]} with CORS for the profiler`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
+async function waitRefreshOrWait(p) {
+  await sleep(600);
+}
+
+// An off-CPU/wall profile: times, not samples.
+async function units(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 0`, 'the tree');
+  const status = await p.eval(`document.getElementById('status').textContent`);
+  const cells = await p.eval(`[...document.querySelectorAll('#rows tr .total')].slice(0, 5).map((e) => e.textContent)`);
+  if (!/^total [\d.]+ (ns|µs|ms|s)\b/.test(status) || /samples/.test(status)) fail('status of a wall profile: ' + status);
+  if (!cells.every((t) => /^-?[\d.]+ (ns|µs|ms|s)$/.test(t))) fail('cells of a wall profile: ' + cells);
+  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  await p.mouse('mouseMoved', box.x + 5, box.y + 8);
+  const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
+  if (!/running: [\d.]+ (ns|µs|ms|s) /.test(tip)) fail('tooltip of a wall profile: ' + tip);
+  const c = await p.shot('30-wall');
+  console.log(`PASS wall profile in times: "${status}", ${cells[0]} (${c} colours)`);
+}
+
+// A long table (main with 2000 callees): windowed, the rows follow the scrolling.
+async function long(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the tree');
+  const n = await p.eval(`document.querySelectorAll('#rows tr').length`);
+  if (!(n > 20 && n < 300)) fail(`${n} rows in the document for 2001 in the table`);
+  await p.eval(`window.scrollTo(0, document.body.scrollHeight)`);
+  const last = await p.waitFor(`(() => { const r = [...document.querySelectorAll('#rows tr .fn')]; const l = r[r.length - 1]; return l && l.textContent === 'f999' && l.getBoundingClientRect().bottom <= window.innerHeight + 1 && r.length; })()`, 'the last row after scrolling');
+  const c = await p.shot('32-long-table');
+  console.log(`PASS a 2001-row table keeps ${n} rows in the document, ${last} at the end, f999 last (${c} colours)`);
+}
+
+// canopy web BASE NEW: canopy diff's tree, red where NEW grew, blue where it shrank.
+async function diff(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 1`, 'the diff');
+  const status = await p.eval(`document.getElementById('status').textContent`);
+  if (!/^diff: base /.test(status)) fail('diff status: ' + status);
+  const r = await rows(p);
+  const grew = r.find((x) => x.name === 'grew'), shrank = r.find((x) => x.name === 'shrank');
+  if (!grew || !shrank || !(grew.total > 0) || !(shrank.total < 0)) fail('diff rows: ' + JSON.stringify(r));
+  // The boxes' colours, read from the canvas where the tooltip names them: red for grew,
+  // blue for shrank (widths are NEW's weights, as flamegraph's difffolded draws them).
+  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  const at = {};
+  for (let x = 2; x < box.w && !(at.grew && at.shrank); x += 12) {
+    await p.mouse('mouseMoved', box.x + x, box.y + 16 + 8);
+    const t = await p.eval(`document.getElementById('tooltip').hidden ? '' : document.getElementById('tooltip').textContent`);
+    const name = t.split(/\s/)[0];
+    if ((name === 'grew' || name === 'shrank') && !at[name]) at[name] = x;
+  }
+  if (!at.grew || !at.shrank) fail('no grew/shrank boxes: ' + JSON.stringify(at));
+  const px = await p.eval(`(() => {
+    const c = document.getElementById('flame'), g = c.getContext('2d'), d = window.devicePixelRatio || 1;
+    const px = (x) => Array.from(g.getImageData(Math.round(x * d), Math.round((16 + 8) * d), 1, 1).data);
+    return { grew: px(${at.grew} + 4), shrank: px(${at.shrank} + 4) };
+  })()`);
+  if (!(px.grew[0] > px.grew[2] + 40) || !(px.shrank[2] > px.shrank[0] + 40)) fail('diff colours: ' + JSON.stringify(px));
+  const c = await p.shot('31-diff');
+  console.log(`PASS diff: grew +${grew.total} red ${px.grew.slice(0, 3)}, shrank ${shrank.total} blue ${px.shrank.slice(0, 3)} (${c} colours)`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
+// bench/web_speed.js drives the same browser: it requires this file for these.
+module.exports = { Browser, openPage, sleep, setBrowser: (b) => { browser = b; } };
+
+if (require.main === module) (async () => {
   const b = new Browser();
   browser = b;
   const timer = setTimeout(() => fail('the browser steps took more than 60 s'), 60000);
@@ -415,6 +722,15 @@ async function refused(p) {
     if (mode === 'live') await live(p);
     else if (mode === 'hostile') await hostile(p);
     else if (mode === 'refused') await refused(p);
+    else if (mode === 'views') await views(p);
+    else if (mode === 'units') await units(p);
+    else if (mode === 'diff') await diff(p);
+    else if (mode === 'long') await long(p);
+    else if (mode === 'shot') { // a look at the page (no check): node web_browser.js shot URL DIR
+      await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the page');
+      await sleep(500);
+      await p.shot('shot');
+    }
     else fail('mode ' + mode);
   } catch (e) {
     fail(e.stack || String(e));

@@ -600,6 +600,87 @@ static void walk_hostile(void **state)
     assert_int_equal(n, 0);
 }
 
+/* Reads of the fake space that fault where they touch [HOLE, HOLE + 0x100): memory below a
+ * frame that a window read would take and a frame read alone would not. */
+#define HOLE (BASE + 0x7b80)
+static int holed_read(void *arg, uint64_t addr, void *buf, size_t n)
+{
+    if (addr < HOLE + 0x100 && addr + n > HOLE)
+        return -EFAULT;
+    return fake_read(arg, addr, buf, n);
+}
+
+/* 3.11+ frames next to each other in a data-stack chunk, each caller below its callee: one
+ * read of up to CN_INT_ABI_WINDOW bytes serves several frames, never below the page of the
+ * frame read; where the window faults, the frame's own bytes are read, and the frames come
+ * out the same. 3.11 layout (is_entry), 20 frames of 0x58 bytes crossing a page. */
+static void walk_window(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    cn_int__layout_for(3, 11, &l);
+    const struct cn_int_abi_layout *a = &l.abi;
+    enum { NF = 20, STEP = 0x58 };
+    uint64_t ts = BASE + 0x4000, cf = BASE + 0x4400, top = BASE + 0x8300;
+    put64(s, ts + a->ts_frame, cf);
+    put64(s, cf + a->cf_current_frame, top);
+    for (int i = 0; i < NF; i++) {
+        uint64_t f = top - (uint64_t)i * STEP;
+        put64(s, f + a->fr_code, CODE + 8 * (uint64_t)i);
+        put64(s, f + a->fr_previous, i + 1 < NF ? f - STEP : 0);
+        put64(s, f + a->fr_instr, CODE + 8 * (uint64_t)i + a->co_code_adaptive + 2 * (uint64_t)i);
+        s->mem[f + a->fr_is_entry - BASE] = i % 4 == 3;
+    }
+    cn_int_frame out[CN_INT_MAX_FRAMES];
+    int status;
+    for (int holed = 0; holed < 2; holed++) {
+        s->reads = 0;
+        uint32_t n =
+            cn_int__walk(a, holed ? holed_read : fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+        assert_int_equal(n, NF);
+        assert_int_equal(status, CN_INT_OK);
+        for (int i = 0; i < NF; i++) {
+            assert_int_equal(out[i].code, CODE + 8 * (uint64_t)i);
+            assert_int_equal(out[i].instr, 2 * i);
+            assert_int_equal(out[i].entry, i % 4 == 3);
+        }
+        /* the frame word, the cframe's, then 0x8300 - 0x8000 (down to the page's start) and
+         * one window below 0x8000; holed: the windows below 0x8000 reach the hole, so each
+         * frame there is read alone after its window faulted */
+        if (!holed)
+            assert_int_equal(s->reads, 4);
+        else
+            assert_true(s->reads > 2 + NF / 2 && s->reads < 2 + 2 * NF);
+    }
+}
+
+/* The epoch's batched check merges nearby spans into one read each: a gap up to
+ * CN_INT__RUN_GAP joins, a larger one or a run past CN_INT__RUN_MAX bytes starts a new run. */
+static void plan_runs(void **state)
+{
+    (void)state;
+    uint64_t addr[] = {0x1000, 0x1080, 0x1500, 0x1581, 0x2000, 0x2300,
+                       0x2600, 0x2900, 0x2c00, 0x2f00, 0x3200};
+    size_t n = sizeof(addr) / sizeof(addr[0]);
+    uint64_t lo[16];
+    uint32_t len[16], of[16];
+    size_t nruns = cn_int__plan_runs(addr, n, 0x80, lo, len, of);
+    assert_int_equal(nruns, 3);
+    /* 0x1500 is 0x400 past 0x1100 (joins), 0x1581 0x1 past 0x1580 (joins) */
+    assert_int_equal(lo[0], 0x1000);
+    assert_int_equal(len[0], 0x1601 - 0x1000);
+    /* 0x2000 is 0x9ff past 0x1601: a new run, which takes 0x2000-0x2f80 (3968 bytes) but
+     * not 0x3200 (0x1280 bytes) */
+    assert_int_equal(lo[1], 0x2000);
+    assert_int_equal(len[1], 0xf80);
+    assert_int_equal(lo[2], 0x3200);
+    assert_int_equal(len[2], 0x80);
+    const uint32_t want[] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2};
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(of[i], want[i]);
+    assert_int_equal(cn_int__plan_runs(addr, 0, 0x80, lo, len, of), 0);
+}
+
 /* 3.8's PyFrameObject chain: every frame an entry, f_lasti kept raw (bytes). */
 static void walk_frameobj(void **state)
 {
@@ -764,6 +845,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(code_same_reads, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(walk_window, space_setup, space_teardown),
+        cmocka_unit_test(plan_runs),
         cmocka_unit_test(queue_exact),
         cmocka_unit_test(queue_no_frames),
         cmocka_unit_test(queue_ktime),

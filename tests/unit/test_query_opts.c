@@ -223,18 +223,24 @@ static void test_web_query(void **state)
     static const struct {
         char *args[4];
         int n;
-        const char *error; /* NULL: accepted */
+        const char *error;  /* NULL: accepted */
+        const char *format; /* /api/export's format parameter, or NULL */
     } cases[] = {
-        {{"-t", "merge:burn", "--invert"}, 3, NULL},
-        {{"--transform=focus:a;b", "--last", "2s"}, 3, NULL},
-        {{"--format", "json"}, 2, NULL},
-        {{"-o", "/tmp/x"}, 2, "-o is not available in canopy web"},
-        {{"--format", "svg"}, 2, "canopy web answers in JSON only"},
-        {{"main"}, 1, "unexpected argument 'main'"},
-        {{"-t"}, 1, "option '-t' needs a value"},
+        {{"-t", "merge:burn", "--invert"}, 3, NULL, NULL},
+        {{"-t", "search:BURN"}, 2, NULL, "svg"},
+        {{"--tid", "7"}, 2, NULL, "firefox"},
+        {{"--invert"}, 1, "format 'png': unknown", "png"},
+        {{"--format", "svg"}, 2, "canopy web answers in JSON only", "svg"},
+        {{"--transform=focus:a;b", "--last", "2s"}, 3, NULL, NULL},
+        {{"--format", "json"}, 2, NULL, NULL},
+        {{"-o", "/tmp/x"}, 2, "-o is not available in canopy web", NULL},
+        {{"--format", "svg"}, 2, "canopy web answers in JSON only", NULL},
+        {{"main"}, 1, "unexpected argument 'main'", NULL},
+        {{"-t"}, 1, "option '-t' needs a value", NULL},
         {{"--invert", "--functions"},
          2,
-         "--functions: only one of --invert, --callees, --callers, --functions"},
+         "--functions: only one of --invert, --callees, --callers, --functions",
+         NULL},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         cn_cli_query q;
@@ -242,13 +248,15 @@ static void test_web_query(void **state)
         char *args[4];
         memcpy(args, cases[k].args, sizeof(args));
         cn_cli_query_init(&q);
-        int rc = cn_cli_web_query(args, cases[k].n, &q, &err);
+        int rc = cn_cli_web_query(args, cases[k].n, cases[k].format, &q, &err);
+        cn_fmt_format want = CN_FMT_JSON;
         if (cases[k].error) {
             assert_int_equal(rc, -EINVAL);
             assert_string_equal(err.msg, cases[k].error);
         } else {
             assert_int_equal(rc, 0);
-            assert_int_equal(q.spec.format, CN_FMT_JSON);
+            assert_true(!cases[k].format || cn_fmt_format_parse(cases[k].format, &want) == 0);
+            assert_int_equal(q.spec.format, want);
         }
         cn_cli_query_clear(&q);
     }

@@ -816,6 +816,18 @@ static void get_put(cn_sym_cache *c, const char *path)
     cn_sym_handle_put(c, h);
 }
 
+/* Loads path into c and returns how long the load took (cn_sym_object_info.load_ns). */
+static int64_t load_time(cn_sym_cache *c, const char *path)
+{
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    cn_sym_handle *h;
+    cn_sym_object_info info;
+    assert_int_equal(cn_sym_handle_get(c, &o, &h), 0);
+    cn_sym_handle_info(h, &info);
+    cn_sym_handle_put(c, h);
+    return info.load_ns;
+}
+
 static void test_cache_count_and_mapped_bounds(void **state)
 {
     (void)state;
@@ -830,9 +842,10 @@ static void test_cache_count_and_mapped_bounds(void **state)
     cn_sym_config_init(&cfg);
     assert_true(cfg.max_objects > 0 && cfg.max_mapped > 0);
 
-    /* At most two objects, least recently used out first. */
+    /* At most two objects, least recently used out first (no credit for load times). */
     cfg.lines = false;
     cfg.max_objects = 2;
+    cfg.reload_credit = 0;
     cn_sym_cache *c = cn_sym_cache_new(&cfg);
     get_put(c, a);
     get_put(c, b);
@@ -849,6 +862,23 @@ static void test_cache_count_and_mapped_bounds(void **state)
     assert_int_equal(st.objects, 2);
     assert_int_equal(st.evictions, 2);
     cn_sym_cache_free(c);
+
+    /* With a credit for load time that outweighs any recency here, the object that was
+     * quicker to load goes first, whichever was used last. */
+    cfg.reload_credit = 1000000000;
+    c = cn_sym_cache_new(&cfg);
+    int64_t load_a = load_time(c, a), load_b = load_time(c, b);
+    assert_true(load_a > 0 && load_b > 0 && load_a != load_b);
+    get_put(c, s); /* evicts the cheaper of a and b; s is the most recent, exempt */
+    get_put(c, load_a > load_b ? a : b); /* the costlier one stayed: no load */
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.loads, 3);
+    assert_int_equal(st.evictions, 1);
+    get_put(c, load_a > load_b ? b : a); /* the cheaper one went: loaded again */
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.loads, 4);
+    cn_sym_cache_free(c);
+    cfg.reload_credit = 0;
 
     /* Mapped debug files: one byte allowed, so only the most recent object keeps its
      * DWARF file mapped, whatever its size. */

@@ -157,6 +157,34 @@ static bool rule(cn_agg_profile *p, const cn_agg_transform *t, path *x)
             return false;
         o = *x;
         break;
+    case CN_AGG_TF_SEARCH: { /* any comma-separated, trimmed term; none: every sample */
+        char terms[8][64], buf[256];
+        int nt = 0;
+        snprintf(buf, sizeof(buf), "%s", t->arg);
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (*tok == ' ')
+                tok++;
+            size_t l = strlen(tok);
+            while (l && tok[l - 1] == ' ')
+                l--;
+            if (l && nt < 8)
+                snprintf(terms[nt++], sizeof(terms[0]), "%.*s", (int)l, tok);
+        }
+        bool hit = nt == 0;
+        for (int i = 0; i < n && !hit; i++) {
+            int32_t r = cn_agg_func_resource(p, x->f[i]);
+            const char *file = cn_agg_func_file(p, x->f[i]);
+            for (int term = 0; term < nt && !hit; term++)
+                hit = strcasestr(nm(p, x->f[i]), terms[term]) ||
+                      (r >= 0 && strcasestr(cn_agg_resource_name(p, r), terms[term])) ||
+                      (file && strcasestr(file, terms[term]));
+        }
+        if (!hit)
+            return false;
+        o = *x;
+        break;
+    }
     case CN_AGG_TF_PRUNE:
         o = *x;
         if (prefix_is(p, x, t))
@@ -573,6 +601,9 @@ static void random_transform(const model *m, cn_agg_transform *t)
     } else if (kind == CN_AGG_TF_FOCUS_LIB || kind == CN_AGG_TF_COLLAPSE_LIB) {
         static const char *const libs[] = {"l1", "l2", "nolib"};
         snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", libs[rnd(3)]);
+    } else if (kind == CN_AGG_TF_SEARCH) { /* case-insensitive, names and libraries */
+        static const char *const texts[] = {"a", "B", "l1", "L2", "x", " c , d", "x,E", ", "};
+        snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", texts[rnd(8)]);
     } else if (kind != CN_AGG_TF_COLLAPSE_ALL_REC) {
         snprintf(spec + off, sizeof(spec) - (size_t)off, ":%s", random_name(m));
     }
