@@ -27,12 +27,14 @@ static json_t *reply_oom(const json_t *req)
 
 void cn_d__cmd_hello(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
+    char build_id[129]; /* up to 64 bytes of id as hex */
     rp->msg = cn_proto_ok(req);
     if (rp->msg)
-        json_object_update_new(rp->msg, json_pack("{s:s, s:i, s:s, s:I}", "version", CANOPY_VERSION,
-                                                  "protocol", CN_PROTO_VERSION, "event_loop",
-                                                  cn_d__loop_backend(srv->loop), "uid",
-                                                  (json_int_t)cl->cred.uid));
+        json_object_update_new(
+            rp->msg, json_pack("{s:s, s:s, s:i, s:s, s:I}", "version", CANOPY_VERSION, "build_id",
+                               cn_common_build_id(build_id, sizeof(build_id)), "protocol",
+                               CN_PROTO_VERSION, "event_loop", cn_d__loop_backend(srv->loop), "uid",
+                               (json_int_t)cl->cred.uid));
 }
 
 /* Resident memory apart (docs/cli-live.md, "Daemon memory"): anonymous pages are canopyd's

@@ -156,6 +156,8 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
                             s->mode == CN_SMP_MODE_CPU ? CN_AGG_UNIT_SAMPLES : CN_AGG_UNIT_NS);
     cn_agg_meta_set(s->p, "event", s->event);
     cn_agg_meta_set(s->p, "mode", cn_smp_mode_name(s->mode));
+    /* The canopy that recorded it (a saved session keeps it when a later canopy loads it). */
+    cn_agg_meta_set(s->p, "canopy.version", CANOPY_VERSION);
     /* The start and the frequency go with the profile from the start, as persist.c saves
      * them, so every export of a live session has them (the Firefox Profiler's startTime
      * and interval), not only a saved one. */
