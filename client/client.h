@@ -112,6 +112,10 @@ typedef struct cn_cli_command {
 /* The commands' own option tables (cmd_diff.c, cmd_web.c, cmd_fleet.c; fleet's rows are
  * enabled per subcommand). */
 extern const cn_opt cn_cli_diff_opts[];
+/* attach --container ID, system --cgroup PATH (cmd_live.c; docs/cli-live.md "Containers
+ * and cgroups"). */
+extern const cn_opt cn_cli_attach_opts[];
+extern const cn_opt cn_cli_system_opts[];
 extern const cn_opt cn_cli_web_opts[];
 extern const cn_opt cn_cli_fleet_opts[];
 

@@ -32,16 +32,21 @@ const cn_cli_command cn_cli_commands[] = {
      "samples, a progress line shows on stderr when stderr is a terminal. Through canopyd the "
      "session stays there for later queries; --rm removes it once the tree is printed.",
      CN_LIVE_SAMPLING | CN_LIVE_NAME | CN_LIVE_QUERY | CN_LIVE_COMMAND | CN_LIVE_CONNECT, NULL, 0},
-    {"attach", cn_cmd_attach, "PID [SAMPLING] [--name N]",
-     "start a live session on a running process",
+    {"attach", cn_cmd_attach, "PID|--container ID [SAMPLING] [--name N]",
+     "start a live session on a running process or container",
      "Start a live session in canopyd on a running process (all its threads, present and "
      "future) and print the session id. Query it with canopy tree, top or lines; end it with "
-     "canopy stop or canopy rm.",
-     CN_LIVE_SAMPLING | CN_LIVE_NAME | CN_LIVE_CONNECT, NULL, 0},
-    {"system", cn_cmd_system, "[SAMPLING] [--name N]", "start a whole-system live session",
+     "canopy stop or canopy rm. With --container ID (a prefix of the id is enough) the "
+     "session samples that container's cgroup, as system --cgroup does.",
+     CN_LIVE_SAMPLING | CN_LIVE_NAME | CN_LIVE_CONNECT, cn_cli_attach_opts, 0},
+    {"system", cn_cmd_system, "[--cgroup PATH] [SAMPLING] [--name N]",
+     "start a whole-system or cgroup live session",
      "Start a whole-system live session in canopyd (root, CAP_PERFMON, or the configured "
-     "system group) and print the session id.",
-     CN_LIVE_SAMPLING | CN_LIVE_NAME | CN_LIVE_CONNECT, NULL, 0},
+     "system group) and print the session id. With --cgroup PATH only the tasks of that "
+     "cgroup and its descendants are sampled; allowed also to a user who owns the cgroup's "
+     "cgroup.procs and may profile every process in it (docs/cli-live.md, \"Containers and "
+     "cgroups\").",
+     CN_LIVE_SAMPLING | CN_LIVE_NAME | CN_LIVE_CONNECT, cn_cli_system_opts, 0},
     {"sessions", cn_cmd_sessions, "[--format text|json]", "list canopyd's sessions",
      "List canopyd's sessions (yours, or all of them for root).",
      CN_LIVE_SIMPLE_FORMAT | CN_LIVE_CONNECT, NULL, 0},
@@ -58,7 +63,8 @@ const cn_cli_command cn_cli_commands[] = {
      "refreshing.\n\n"
      "Keys: arrows or j/k move; Enter or -> expands, <- collapses; i invert; f focus on the "
      "selected node; F focus on its function; m merge its function; M merge the node; d drop "
-     "its function; u pop the last transform; w cycle the window (all, 60 s, 10 s); p pause; "
+     "its function; u pop the last transform; w cycle the window (all, 60 s, 10 s); c cycle "
+     "the tree's roots (none, process, container, pod, service, cgroup); p pause; "
      "/ search (n next); q quits.",
      CN_LIVE_SAMPLING | CN_LIVE_PID | CN_LIVE_CONNECT, NULL, 0},
     {"web", cn_cmd_web, "SESSION|FILE|BASE NEW|--pid PID [QUERY] [SAMPLING]",

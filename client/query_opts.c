@@ -118,6 +118,7 @@ enum {
     O_TO,
     O_TID,
     O_ONLY_PID,
+    O_WHERE,
     O_DEPTH,
     O_MIN_PERCENT,
     O_FORMAT,
@@ -136,8 +137,10 @@ const cn_opt cn_cli_query_opts[] = {
      "with --callers: every sample through F, or only those whose leaf is F", O_CALLERS_MODE, 0},
     {"--functions", NULL, NULL, NULL,
      "one row per function: self, and total counting recursion once", O_FUNCTIONS, 0},
-    {"--group-by", NULL, "none|process|thread|state", "none",
-     "a root level per process, thread or thread state", O_GROUP_BY, 0},
+    {"--group-by", NULL, "none|process|thread|state|container|cgroup|pod|service", "none",
+     "a root level per process, thread, thread state, or the process's container, cgroup, "
+     "pod or systemd service",
+     O_GROUP_BY, 0},
     {"--no-inline", NULL, NULL, NULL,
      "fold inlined functions into the function they were inlined in", O_NO_INLINE, 0},
     {"--last", NULL, "DURATION", "all", "only the last DURATION (30s, 5m, 500ms)", O_LAST, 0},
@@ -146,6 +149,10 @@ const cn_opt cn_cli_query_opts[] = {
     {"--to", NULL, "SECONDS", "the end", "only samples before SECONDS since the start", O_TO, 0},
     {"--tid", NULL, "TID", "all threads", "only thread TID", O_TID, 0},
     {"--only-pid", NULL, "PID", "all processes", "only process PID", O_ONLY_PID, 0},
+    {"--where", NULL, "KEY=VALUE[,KEY=VALUE]", "all processes",
+     "only processes whose cgroup gives these values (container=ID prefix, cgroup, pod, qos, "
+     "service); repeatable",
+     O_WHERE, 0},
     {"--depth", NULL, "N", "all", "text output: show N levels", O_DEPTH, 0},
     {"--min-percent", NULL, "P", "0", "text output: hide nodes below P% of the total",
      O_MIN_PERCENT, 0},
@@ -181,7 +188,10 @@ static int apply(cn_cli_query *q, int id, const char *opt, const char *val, cn_e
         return 1;
     case O_GROUP_BY:
         if (cn_fmt_group_by_parse(val, &q->spec.query.group_by) < 0)
-            return bad_value(opt, val, "expected none, process, thread or state", err);
+            return bad_value(opt, val,
+                             "expected none, process, thread, state, container, cgroup, pod or "
+                             "service",
+                             err);
         return 1;
     case O_LAST: {
         int r = cn_fmt_spec_set_last(&q->spec, val);
@@ -209,6 +219,8 @@ static int apply(cn_cli_query *q, int id, const char *opt, const char *val, cn_e
         if (parse_int32(val, 0, &q->spec.query.pid) < 0)
             return bad_value(opt, val, "expected a process id", err);
         return 1;
+    case O_WHERE:
+        return cn_fmt_spec_add_where(&q->spec, val, err) < 0 ? -1 : 1;
     case O_DEPTH:
         if (parse_int32(val, 1, &q->spec.depth) < 0)
             return bad_value(opt, val, "expected a positive integer", err);

@@ -233,6 +233,8 @@ static int write_header(const cn_agg_profile *p, const cn_agg_tree *t, const cn_
             return -EIO;
         if (o->python && (fputs(",\"python\":", out) < 0 || cn_fmt__json_str(out, o->python) < 0))
             return -EIO;
+        if (o->cgroup && (fputs(",\"cgroup\":", out) < 0 || cn_fmt__json_str(out, o->cgroup) < 0))
+            return -EIO;
         /* How the session's unwinds ended (docs/cli-live.md, "Truncated stacks"). */
         const cn_fmt_unwind *u = &o->unwind;
         if (u->known &&

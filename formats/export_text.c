@@ -529,6 +529,10 @@ static int print_header(const struct text_ctx *c)
         char py[320];
         fprintf(out, ", python frames: %s", cn_term_str(py, sizeof(py), o->python));
     }
+    if (o->session && o->cgroup) {
+        char cg[CN_CGROUP_PATH_MAX + 64];
+        fprintf(out, ", cgroup %s", cn_term_str(cg, sizeof(cg), o->cgroup));
+    }
     fprintf(out, ", transforms:");
     if (o->n_transforms == 0)
         fprintf(out, " none");

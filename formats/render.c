@@ -152,6 +152,7 @@ static void write_opts(const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
         o->lost = opts->lost;
         o->unwind = opts->unwind;
         o->python = opts->python;
+        o->cgroup = opts->cgroup;
     }
     o->max_depth = spec->depth;
     o->min_percent = spec->min_percent;

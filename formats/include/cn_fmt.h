@@ -101,6 +101,7 @@ typedef struct cn_fmt_write_opts {
     int64_t lost;
     cn_fmt_unwind unwind; /* with session: text summary, JSON "unwind" when known */
     const char *python;   /* with session: "on" / "off (why)" (docs/python.md), or NULL */
+    const char *cgroup;   /* with session: a cgroup session's directory, or NULL */
 } cn_fmt_write_opts;
 
 void cn_fmt_write_opts_init(cn_fmt_write_opts *o);
@@ -201,13 +202,17 @@ typedef struct cn_fmt_spec {
     int64_t last_ns;     /* --last parsed, -1 = none */
     double from_s, to_s; /* --from / --to, seconds since the start; NAN = none */
     cn_fmt_format format;
-    int depth;          /* text: levels shown, -1 = unlimited */
-    double min_percent; /* text: hide nodes below this % of the total */
-    bool color;         /* text: ANSI colours */
-    bool timeline;      /* render the estimated call timeline (docs/cli.md `timeline`) */
+    int depth;           /* text: levels shown, -1 = unlimited */
+    double min_percent;  /* text: hide nodes below this % of the total */
+    bool color;          /* text: ANSI colours */
+    bool timeline;       /* render the estimated call timeline (docs/cli.md `timeline`) */
+    cn_agg_where *where; /* owned: --where conditions (values owned), n_where of them (at
+                            most CN_FMT_MAX_WHERE); query.where points here */
+    size_t n_where;
 } cn_fmt_spec;
 
 #define CN_FMT_MAX_TRANSFORMS 1024
+#define CN_FMT_MAX_WHERE      16
 
 /* Defaults: no transforms, tree view, everything in range, format text, depth -1. */
 void cn_fmt_spec_init(cn_fmt_spec *s);
@@ -216,6 +221,9 @@ void cn_fmt_spec_clear(cn_fmt_spec *s);
 /* Parses a transform SPEC ("focus:main;run") and appends it. Returns 0, -EINVAL (bad
  * SPEC, or more than CN_FMT_MAX_TRANSFORMS) with err set, or -ENOMEM. */
 int cn_fmt_spec_add_transform(cn_fmt_spec *s, const char *text, cn_err *err);
+/* Adds --where conditions "KEY=VALUE[,KEY=VALUE]" (keys: container, cgroup, pod, qos,
+ * service, or their fleet label names). 0, -EINVAL with err set, or -ENOMEM. */
+int cn_fmt_spec_add_where(cn_fmt_spec *s, const char *text, cn_err *err);
 /* Sets the view and (func may be NULL: keep the current one) its F. 0 or -ENOMEM. */
 int cn_fmt_spec_set_view(cn_fmt_spec *s, cn_agg_view view, const char *func);
 /* Sets --last from its text (cn_common_parse_duration syntax). 0, -EINVAL or -ENOMEM. */
@@ -259,6 +267,8 @@ typedef struct cn_fmt_render_opts {
     int64_t lost;
     cn_fmt_unwind unwind; /* with session: the header's truncation summary, JSON "unwind" */
     const char *python;   /* with session: Python frames, "on" / "off (why)", or NULL */
+    const char *cgroup;   /* with session: a cgroup session's directory (docs/cli-live.md
+                             "Containers and cgroups"), or NULL */
     /* --last ends at now_ns when has_now (a live session's clock), else at the profile's
      * last sample. */
     bool has_now;

@@ -50,6 +50,7 @@ sample() {
   SECONDS | TIME) echo 1 ;; PID | TID | N | P) echo 1 ;; SPEC) echo merge:f ;; F) echo main ;;
   FMT) echo json ;; FILE | PATH | DIR) echo "$TMP/x.json" ;; NAME | DB) echo web ;;
   K=V*) echo service=web ;; URL) echo http://127.0.0.1:1/ ;; ADDR) echo 127.0.0.1 ;;
+  KEY=VALUE*) echo container=0123 ;; ID) echo 0123 ;;
   *) fail "no sample value for $1 $2" ;;
   esac
 }

@@ -115,10 +115,14 @@ static const char *sample(const char *ph)
     static const struct {
         const char *ph, *v;
     } s[] = {
-        {"SPEC", "merge:f"}, {"F", "main"},       {"DURATION", "5s"},   {"SECONDS", "1"},
-        {"TID", "1"},        {"PID", "1"},        {"N", "3"},           {"P", "1"},
-        {"FMT", "json"},     {"FILE", "out.svg"}, {"HZ", "99"},         {"EVENT", "cpu-clock"},
-        {"BYTES", "4096"},   {"NAME", "web"},     {"K=V", "service=x"},
+        {"SPEC", "merge:f"},  {"F", "main"},
+        {"DURATION", "5s"},   {"SECONDS", "1"},
+        {"TID", "1"},         {"PID", "1"},
+        {"N", "3"},           {"P", "1"},
+        {"FMT", "json"},      {"FILE", "out.svg"},
+        {"HZ", "99"},         {"EVENT", "cpu-clock"},
+        {"BYTES", "4096"},    {"NAME", "web"},
+        {"K=V", "service=x"}, {"KEY=VALUE[,KEY=VALUE]", "container=0123"},
     };
     for (size_t k = 0; k < sizeof(s) / sizeof(s[0]); k++)
         if (!strcmp(ph, s[k].ph))
