@@ -616,19 +616,20 @@ static int value_types(ow *w, int64_t *period)
     return 0;
 }
 
-#define N_RES_ATTRS 4 /* host.name, process.pid, process.executable.name, container.id */
+#define N_OWN_ATTRS 4 /* host.name, process.pid, process.executable.name, container.id */
 
 /* One ResourceProfiles per group, with its resource attributes and one Profile. */
 static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
 {
     const cn_agg_profile *p = w->p;
     size_t ng = w->n_groups ? w->n_groups : 1;
+    size_t n_res_attrs = N_OWN_ATTRS + (w->o ? w->o->n_attrs : 0);
     if (!w->n_groups && group_of(w, -1) < 0)
         return -ENOMEM;
     if (!ALLOC_N(w->rps, ng) || !ALLOC_N(w->rp_ptrs, ng) || !ALLOC_N(w->sps, ng) ||
         !ALLOC_N(w->sp_ptrs, ng) || !ALLOC_N(w->profs, ng) || !ALLOC_N(w->prof_ptrs, ng) ||
-        !ALLOC_N(w->resources, ng) || !ALLOC_N(w->res_kvs, ng * N_RES_ATTRS) ||
-        !ALLOC_N(w->res_kv_ptrs, ng * N_RES_ATTRS) || !ALLOC_N(w->res_vals, ng * N_RES_ATTRS) ||
+        !ALLOC_N(w->resources, ng) || !ALLOC_N(w->res_kvs, ng * n_res_attrs) ||
+        !ALLOC_N(w->res_kv_ptrs, ng * n_res_attrs) || !ALLOC_N(w->res_vals, ng * n_res_attrs) ||
         !ALLOC_N(w->container_ids, ng * CN_FMT_OTLP_ID_MAX) || !ALLOC_N(w->samples, w->n_rows) ||
         !ALLOC_N(w->sample_ptrs, w->n_rows) || !ALLOC_N(w->values, w->n_rows) ||
         !ALLOC_N(w->sample_attrs, 2 * w->n_rows))
@@ -704,9 +705,9 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
         w->sp_ptrs[g] = sp;
 
         /* resource attributes */
-        pb_kv *kv = &w->res_kvs[g * N_RES_ATTRS];
-        pb_any *v = &w->res_vals[g * N_RES_ATTRS];
-        pb_kv **kvp = &w->res_kv_ptrs[g * N_RES_ATTRS];
+        pb_kv *kv = &w->res_kvs[g * n_res_attrs];
+        pb_any *v = &w->res_vals[g * n_res_attrs];
+        pb_kv **kvp = &w->res_kv_ptrs[g * n_res_attrs];
         size_t na = 0;
         char *cid = &w->container_ids[g * CN_FMT_OTLP_ID_MAX];
         const char *host = w->o ? w->o->host : NULL;
@@ -718,13 +719,13 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
             const char *key, *s;
             int64_t i;
             bool on;
-        } want[N_RES_ATTRS] = {
+        } want[N_OWN_ATTRS] = {
             {"host.name", host, 0, host && *host},
             {"process.pid", NULL, gr->pid, gr->pid >= 0},
             {"process.executable.name", comm, 0, comm && *comm},
             {"container.id", cid, 0, cid[0] != '\0'},
         };
-        for (size_t a = 0; a < N_RES_ATTRS; a++) {
+        for (size_t a = 0; a < N_OWN_ATTRS; a++) {
             if (!want[a].on)
                 continue;
             canopy__otlp__key_value__init(&kv[na]);
@@ -737,6 +738,22 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
                 v[na].value_case = CANOPY__OTLP__ANY_VALUE__VALUE_INT_VALUE;
                 v[na].int_value = want[a].i;
             }
+            kv[na].value = &v[na];
+            kvp[na] = &kv[na];
+            na++;
+        }
+        for (size_t a = 0; w->o && a < w->o->n_attrs; a++) {
+            const char *k = w->o->attr_keys[a], *val = w->o->attr_values[a];
+            bool dup = !k || !val;
+            for (size_t j = 0; j < na && !dup; j++)
+                dup = !strcmp(kv[j].key, k);
+            if (dup)
+                continue;
+            canopy__otlp__key_value__init(&kv[na]);
+            canopy__otlp__any_value__init(&v[na]);
+            kv[na].key = (char *)k;
+            v[na].value_case = CANOPY__OTLP__ANY_VALUE__VALUE_STRING_VALUE;
+            v[na].string_value = (char *)val;
             kv[na].value = &v[na];
             kvp[na] = &kv[na];
             na++;

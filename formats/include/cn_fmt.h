@@ -150,6 +150,11 @@ typedef struct cn_fmt_otlp_opts {
      * container.id attributes. */
     int (*container_id)(void *ctx, int32_t pid, char *buf, size_t n);
     void *ctx;
+    /* More string attributes of every resource (canopyd's push: service.name, labels),
+     * after the four above; a key given twice is written once (the first). */
+    const char *const *attr_keys;
+    const char *const *attr_values;
+    size_t n_attrs;
 } cn_fmt_otlp_opts;
 
 /* The query as an OpenTelemetry profiles message (the "v1development" signal at the

@@ -13,9 +13,13 @@ field, and both fail here.
     canopy's own `--functions --format json` for the same query. Expectations:
     resource.KEY=VALUE (some resource has that attribute), sample_type=TYPE/UNIT,
     period_type=TYPE/UNIT, resources=N, threads (samples carry thread.id).
+  otlp_helper.py check-many DIR FUNCTIONS.json [expect ...]
+    the same over every DIR/*.otlp.pb together (the requests of canopyd's OTLP push): each
+    one checked alone, the functions summed over all of them.
   otlp_helper.py totals FILE.otlp.pb
     prints the sum of all sample values (one line).
 """
+import glob
 import json
 import os
 import sys
@@ -224,9 +228,9 @@ def frame_names(d, loc):
     return ["%s+0x%x" % (lib, loc.address - mp.memory_start + mp.file_offset)]
 
 
-def per_function(m):
+def per_function(m, acc=None):
     d = m.dictionary
-    self_, total, grand = {}, {}, 0
+    self_, total, grand = acc if acc else ({}, {}, 0)
     for rp in m.resource_profiles:
         for sp in rp.scope_profiles:
             for p in sp.profiles:
@@ -279,13 +283,26 @@ def expectations(m, exp):
 
 def main():
     cmd = sys.argv[1]
-    m = decode(sys.argv[2])
-    if cmd == "totals":
-        print(per_function(m)[2])
-        return
-    check_dictionary(m)
+    if cmd == "check-many":
+        files = sorted(glob.glob(os.path.join(sys.argv[2], "*.otlp.pb")))
+        assert files, "no requests"
+        ms = [decode(f) for f in files]
+        acc = ({}, {}, 0)
+        for m in ms:
+            check_dictionary(m)
+            acc = per_function(m, acc)
+        for m in ms:
+            expectations(m, sys.argv[4:])
+    else:
+        m = decode(sys.argv[2])
+        if cmd == "totals":
+            print(per_function(m)[2])
+            return
+        check_dictionary(m)
+        acc = per_function(m)
+        ms = [m]
     want = json.load(open(sys.argv[3]))
-    self_, total, grand = per_function(m)
+    self_, total, grand = acc
     assert grand == round(want["total"]), "total %d, canopy %s" % (grand, want["total"])
     names = [f["name"] for f in want["functions"]]
     unique = {n for n in names if names.count(n) == 1}
@@ -299,9 +316,11 @@ def main():
     extra = set(total) - set(names)
     assert not bad, "functions differ (name, otlp self, canopy self, otlp total, canopy total): %s" % bad[:10]
     assert not extra, "functions canopy does not show: %s" % sorted(extra)[:10]
-    expectations(m, sys.argv[4:])
-    print("%d functions, total %d, %d resources, %d strings" % (
-        len(unique), grand, len(m.resource_profiles), len(m.dictionary.string_table)))
+    if cmd != "check-many":
+        expectations(m, sys.argv[4:])
+    print("%d functions, total %d, %d messages, %d resources, %d strings" % (
+        len(unique), grand, len(ms), sum(len(m.resource_profiles) for m in ms),
+        sum(len(m.dictionary.string_table) for m in ms)))
 
 
 if __name__ == "__main__":
