@@ -37,10 +37,11 @@ static const char query_help[] =
     "  --depth N                 text: show N levels\n"
     "  --min-percent P           text: hide nodes below P% of the total\n"
     "  --format FMT              text (default), json, folded, pprof, speedscope,\n"
-    "                            chrome-trace, svg, firefox (the Firefox Profiler), canopy\n"
+    "                            chrome-trace, svg, firefox (the Firefox Profiler),\n"
+    "                            otlp (OpenTelemetry profiles), canopy\n"
     "  -o, --output FILE         write to FILE; the format defaults from its extension\n"
     "                            (.json .folded .pb.gz .speedscope.json .firefox.json\n"
-    "                            .trace.json .svg .canopy)\n";
+    "                            .trace.json .svg .otlp.pb .canopy)\n";
 
 static void open_help(void)
 {
