@@ -210,22 +210,31 @@ out:
     return r;
 }
 
-/* Sends one spooled request alone to Pyroscope or an OTLP endpoint (mu not held). 1, or
+/* Sends one spooled request alone to Pyroscope or an OTLP endpoint (mu not held); an OTLP
+ * request gzip'd (Content-Encoding: gzip; Pyroscope's profiles are gzip'd inside). 1, or
  * negative errno with err set (-EBADMSG: unreadable or refused; it is dropped). */
 static int spool_send_post(cn_fleet_pusher *p, const spooled *s, cn_err *err)
 {
     bool otlp = p->sink == CN_FLEET_SINK_OTLP;
     char path[4096];
-    const char *hdrs[2] = {p->org_hdr, NULL};
+    const char *hdrs[2] = {otlp ? "Content-Encoding: gzip" : p->org_hdr, NULL};
     spool_file f;
+    cn_buf z;
+    cn_buf_init(&z, 0);
     spool_path(p, s->seq, path, sizeof(path));
     int r = spool_read(path, &f);
     if (r < 0)
         return cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
-    r = cn_fleet_post(p->conn, otlp ? CN_FLEET_OTLP_PATH : CN_FLEET_PYROSCOPE_PATH,
-                      otlp ? "application/x-protobuf" : "application/proto", hdrs, f.data, f.zs,
-                      err);
+    if (otlp && (r = cn_fleet_gzip(f.data, f.zs, 1, &z)) < 0)
+        r = cn_err_set(err, r, "compressing %s: %s", path, strerror(-r));
+    else if (otlp)
+        r = cn_fleet_post(p->conn, CN_FLEET_OTLP_PATH, "application/x-protobuf", hdrs,
+                          cn_buf_ptr(&z), cn_buf_len(&z), err);
+    else
+        r = cn_fleet_post(p->conn, CN_FLEET_PYROSCOPE_PATH, "application/proto", hdrs, f.data, f.zs,
+                          err);
     free(f.data);
+    cn_buf_free(&z);
     return r < 0 ? r : 1;
 }
 

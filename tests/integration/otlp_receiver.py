@@ -1,10 +1,11 @@
 """A stand-in OTLP/HTTP profiles receiver (test_otlp_push.sh): POST /v1development/profiles
-with Content-Type application/x-protobuf. Each body is written as it came to
-OUT/NNNN.otlp.pb (decoded later by formats/otlp_helper.py, which does not trust canopy's
+with Content-Type application/x-protobuf and Content-Encoding gzip. Each body is written as it came to
+OUT/NNNN.otlp.pb (gunzipped; decoded later by formats/otlp_helper.py, which does not trust canopy's
 .proto); a request with the wrong path or content type is logged to OUT/errors and
 refused with 400; while FAILFILE exists every request gets 503. It listens on PORT (the
 test starts it late, so that canopyd first finds nobody there). Usage:
 otlp_receiver.py PORT OUT FAILFILE."""
+import gzip
 import os
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -28,6 +29,11 @@ class H(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.headers.get("Content-Encoding") != "gzip":
+            with open(os.path.join(out, "errors"), "a") as f:
+                f.write("content encoding %s\n" % self.headers.get("Content-Encoding"))
+            return self.answer(400, b"not gzip", "text/plain")
+        body = gzip.decompress(body)
         if os.path.exists(failfile):
             return self.answer(503, b"test outage", "text/plain")
         errs = []
