@@ -72,6 +72,16 @@ W=
 check live live -- threads resources=1 sample_type=samples/count period_type=cpu/nanoseconds \
   "resource.host.name=$(hostname)" "resource.process.pid=$LIVE_PID" build_ids
 check live-merge live -t merge:burn --
+# save -o FILE.otlp.pb (canopyd renders it) is the same message as tree --format otlp
+"$C" save live -o "$TMP/saved.otlp.pb" || fail "save -o .otlp.pb"
+cmp -s "$TMP/saved.otlp.pb" "$TMP/live.otlp.pb" || fail "save -o x.otlp.pb differs from tree --format otlp"
+echo "PASS save -o x.otlp.pb"
+
+# run -o FILE.otlp.pb, in-process: its own process's resource
+"$C" run --no-daemon -F 499 -o "$TMP/run.otlp.pb" -- "$CANOPY_WORKLOADS/wl_shares_fp" 1 >/dev/null 2>"$TMP/run.err" ||
+  fail "run -o .otlp.pb: $(cat "$TMP/run.err")"
+/usr/bin/python3 "$H" totals "$TMP/run.otlp.pb" | awk '$1 < 100 {exit 1}' || fail "run -o .otlp.pb: too few samples"
+echo "PASS run -o x.otlp.pb"
 
 # In-process, wall clock: nanoseconds
 "$C" run --no-daemon --mode wall -F 499 --format otlp -o "$TMP/wall.otlp.pb" -- \
