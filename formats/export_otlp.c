@@ -424,7 +424,8 @@ static int build_locations(ow *w, pb_dict *d)
         int32_t res = cn_agg_frame_resource(p, key);
         int64_t addr = cn_agg_frame_address(p, key);
         l->mapping_index = res >= 0 ? w->map_of[res] : 0;
-        l->address = addr >= 0 ? (uint64_t)addr : 0;
+        /* -1 is "none"; a kernel address (above 2^63) is stored negative */
+        l->address = addr != -1 ? (uint64_t)addr : 0;
         if (cn_agg_frame_is_placeholder(p, key))
             continue;
         const int32_t *chain;
@@ -473,7 +474,7 @@ static int build_mappings(ow *w, pb_dict *d)
     }
     for (size_t i = 1; w->raw && i <= w->n_locs; i++) {
         const pb_location *l = &w->locs[i];
-        if (!l->mapping_index || cn_agg_frame_address(p, w->loc_key[i - 1]) < 0)
+        if (!l->mapping_index || cn_agg_frame_address(p, w->loc_key[i - 1]) == -1)
             continue;
         pb_mapping *mp = &w->maps[l->mapping_index];
         mp->memory_start = l->address < mp->memory_start ? l->address : mp->memory_start;

@@ -31,8 +31,14 @@ check() {
   e=("$@")
   local cmd=open
   [ -e "$src" ] || cmd=tree
-  "$C" $cmd "$src" "${q[@]}" --format otlp -o "$TMP/$name.otlp.pb" || fail "$name: export exit $?"
-  "$C" $cmd "$src" "${q[@]}" --functions --format json -o "$TMP/$name.json" || fail "$name: json exit $?"
+  # a session's names may still arrive: the export between two JSON queries that agree
+  for ((i = 0; i < 20; i++)); do
+    "$C" $cmd "$src" "${q[@]}" --functions --format json -o "$TMP/$name.0.json" || fail "$name: json exit $?"
+    "$C" $cmd "$src" "${q[@]}" --format otlp -o "$TMP/$name.otlp.pb" || fail "$name: export exit $?"
+    "$C" $cmd "$src" "${q[@]}" --functions --format json -o "$TMP/$name.json" || fail "$name: json exit $?"
+    cmp -s "$TMP/$name.0.json" "$TMP/$name.json" && break
+    sleep 0.5
+  done
   protoc --proto_path="$PROTO_DIR" --decode=canopy.otlp.ProfilesData otlp_profiles.proto \
     <"$TMP/$name.otlp.pb" >"$TMP/$name.txt" 2>"$TMP/$name.err" ||
     fail "$name: protoc --decode: $(cat "$TMP/$name.err")"
