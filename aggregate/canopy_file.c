@@ -26,9 +26,11 @@
 /* The first line of a .canopy file, followed by " VERSION\n". */
 #define CANOPY_MAGIC "canopy-profile"
 
-/* Version 2 adds each frame's symbol func (§4.5 --no-inline). A profile without symbol
- * funcs is written as version 1, so older readers still read it; both are read. */
-#define CANOPY_FILE_VERSION 2
+/* Version 2 adds each frame's symbol func (§4.5 --no-inline); version 3 the processes'
+ * cgroup paths (a `cgroups` section after `processes`). A profile is written in the
+ * lowest version that holds it (no cgroups: 2; nor symbol funcs: 1), so older readers
+ * still read what they can represent; all three are read. */
+#define CANOPY_FILE_VERSION 3
 #define OUT_CHUNK           (256 * 1024)
 #define MAX_CHAIN           65535 /* frame_depth is a uint16_t */
 
@@ -110,10 +112,16 @@ static void wr_string(wr *w, const char *s, size_t n)
 static void write_tables(wr *w, const cn_agg_profile *p)
 {
     bool sym_funcs = false;
+    size_t named = 0, cgroups = 0;
     for (size_t i = 0; i < p->n_frame && !sym_funcs; i++)
         sym_funcs = p->frame_sym_func[i] >= 0;
-    wr_printf(w, "%s %d\nunit %d\nscale %.17g\n", CANOPY_MAGIC, sym_funcs ? CANOPY_FILE_VERSION : 1,
-              (int)p->unit, p->scale);
+    for (size_t i = 0; i < p->n_proc; i++) {
+        named += p->proc_name[i] >= 0;
+        cgroups += p->proc_cgroup[i] >= 0;
+    }
+    int version = cgroups ? 3 : sym_funcs ? 2 : 1;
+    sym_funcs = version >= 2; /* versions 2 and 3 give every frame its column (-1: none) */
+    wr_printf(w, "%s %d\nunit %d\nscale %.17g\n", CANOPY_MAGIC, version, (int)p->unit, p->scale);
     wr_printf(w, "strings %zu\n", p->n_str);
     for (size_t i = 0; i < p->n_str; i++)
         wr_string(w, p->str[i], p->str_len[i]);
@@ -142,9 +150,15 @@ static void write_tables(wr *w, const cn_agg_profile *p)
     for (size_t i = 0; i < p->n_thr; i++)
         wr_printf(w, "%" PRId32 " %" PRId32 " %" PRId32 "\n", p->thr_pid[i], p->thr_tid[i],
                   p->thr_name[i]);
-    wr_printf(w, "processes %zu\n", p->n_proc);
+    wr_printf(w, "processes %zu\n", named);
     for (size_t i = 0; i < p->n_proc; i++)
-        wr_printf(w, "%" PRId32 " %" PRId32 "\n", p->proc_pid[i], p->proc_name[i]);
+        if (p->proc_name[i] >= 0)
+            wr_printf(w, "%" PRId32 " %" PRId32 "\n", p->proc_pid[i], p->proc_name[i]);
+    if (version >= 3)
+        wr_printf(w, "cgroups %zu\n", cgroups);
+    for (size_t i = 0; version >= 3 && i < p->n_proc; i++)
+        if (p->proc_cgroup[i] >= 0)
+            wr_printf(w, "%" PRId32 " %" PRId32 "\n", p->proc_pid[i], p->proc_cgroup[i]);
     wr_printf(w, "meta %zu\n", p->n_meta);
     for (size_t i = 0; i < p->n_meta; i++)
         wr_printf(w, "%" PRId32 " %" PRId32 "\n", p->meta_key[i], p->meta_val[i]);
@@ -504,6 +518,18 @@ static int read_threads(rd *r)
         if (cn_agg_process_name(r->p, pid))
             return bad(r, "process %d appears twice", pid);
         if ((rc = cn_agg_process_set_name(r->p, pid, r->p->str[name])) < 0)
+            return rc;
+    }
+    if (r->version < 3 || (rc = section(r, "cgroups", SIZE_MAX, &n)) < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        int32_t pid = 0, path = 0;
+        if ((rc = next_line(r)) < 0 || (rc = get_i32(r, INT32_MIN, INT32_MAX, &pid)) < 0 ||
+            (rc = get_str(r, false, &path)) < 0 || (rc = end_of_line(r)) < 0)
+            return rc;
+        if (cn_agg_process_cgroup(r->p, pid))
+            return bad(r, "process %d's cgroup appears twice", pid);
+        if ((rc = cn_agg_process_set_cgroup(r->p, pid, r->p->str[path])) < 0)
             return rc;
     }
     return 0;

@@ -79,6 +79,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     cn_u64map_clear(&p->thr_index);
     free(p->proc_pid);
     free(p->proc_name);
+    free(p->proc_cgroup);
     cn_u64map_clear(&p->proc_index);
     free(p->meta_key);
     free(p->meta_val);
@@ -703,6 +704,28 @@ int cn_agg_thread_set_name(cn_agg_profile *p, int32_t thread, const char *name)
     return 0;
 }
 
+/* The process table's row of pid, made (with no name and no cgroup) when absent. */
+static int32_t proc_row(cn_agg_profile *p, int32_t pid)
+{
+    int32_t row = cn_u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
+    if (row >= 0)
+        return row;
+    size_t c1 = p->cap_proc, c2 = p->cap_proc, c3 = p->cap_proc;
+    if (CN_RESERVE(p->proc_pid, c1, p->n_proc + 1) < 0 ||
+        CN_RESERVE(p->proc_name, c2, p->n_proc + 1) < 0 ||
+        CN_RESERVE(p->proc_cgroup, c3, p->n_proc + 1) < 0)
+        return -ENOMEM;
+    p->cap_proc = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+    row = (int32_t)p->n_proc;
+    if (cn_u64map_put(&p->proc_index, (uint64_t)(uint32_t)pid, row) < 0)
+        return -ENOMEM;
+    p->proc_pid[row] = pid;
+    p->proc_name[row] = -1;
+    p->proc_cgroup[row] = -1;
+    p->n_proc++;
+    return row;
+}
+
 int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name)
 {
     if (!name)
@@ -710,23 +733,31 @@ int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name)
     int32_t name_id = cn_agg_cstring(p, name);
     if (name_id < 0)
         return name_id;
-    int32_t row = cn_u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
-    if (row >= 0) {
-        p->proc_name[row] = name_id;
-        return 0;
-    }
-    size_t c1 = p->cap_proc, c2 = p->cap_proc;
-    if (CN_RESERVE(p->proc_pid, c1, p->n_proc + 1) < 0 ||
-        CN_RESERVE(p->proc_name, c2, p->n_proc + 1) < 0)
-        return -ENOMEM;
-    p->cap_proc = c1 < c2 ? c1 : c2;
-    row = (int32_t)p->n_proc;
-    if (cn_u64map_put(&p->proc_index, (uint64_t)(uint32_t)pid, row) < 0)
-        return -ENOMEM;
-    p->proc_pid[row] = pid;
+    int32_t row = proc_row(p, pid);
+    if (row < 0)
+        return row;
     p->proc_name[row] = name_id;
-    p->n_proc++;
     return 0;
+}
+
+int cn_agg_process_set_cgroup(cn_agg_profile *p, int32_t pid, const char *path)
+{
+    if (!path)
+        return -EINVAL;
+    int32_t id = cn_agg_cstring(p, path);
+    if (id < 0)
+        return id;
+    int32_t row = proc_row(p, pid);
+    if (row < 0)
+        return row;
+    p->proc_cgroup[row] = id;
+    return 0;
+}
+
+const char *cn_agg_process_cgroup(const cn_agg_profile *p, int32_t pid)
+{
+    int32_t row = cn_u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
+    return row >= 0 && p->proc_cgroup[row] >= 0 ? p->str[p->proc_cgroup[row]] : NULL;
 }
 
 size_t cn_agg_thread_count(const cn_agg_profile *p)
@@ -754,7 +785,7 @@ const char *cn_agg_thread_name(const cn_agg_profile *p, int32_t thread)
 const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid)
 {
     int32_t row = cn_u64map_get(&p->proc_index, (uint64_t)(uint32_t)pid);
-    return row >= 0 ? p->str[p->proc_name[row]] : NULL;
+    return row >= 0 && p->proc_name[row] >= 0 ? p->str[p->proc_name[row]] : NULL;
 }
 
 /* ---- metadata --------------------------------------------------------------------- */

@@ -234,9 +234,21 @@ static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
 /* The synthetic root func of a --group-by group. */
 static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
 {
-    char label[320];
+    char label[CN_CGROUP_PATH_MAX + 32]; /* "cgroup=" and a whole path */
     if (thread < 0) {
         snprintf(label, sizeof(label), "[unknown]");
+    } else if (by >= CN_AGG_GROUP_CONTAINER) {
+        static const cn_cgroup_key keys[] = {
+            [CN_AGG_GROUP_CONTAINER - CN_AGG_GROUP_CONTAINER] = CN_CGROUP_KEY_CONTAINER,
+            [CN_AGG_GROUP_CGROUP - CN_AGG_GROUP_CONTAINER] = CN_CGROUP_KEY_CGROUP,
+            [CN_AGG_GROUP_POD - CN_AGG_GROUP_CONTAINER] = CN_CGROUP_KEY_POD,
+            [CN_AGG_GROUP_SERVICE - CN_AGG_GROUP_CONTAINER] = CN_CGROUP_KEY_SERVICE};
+        cn_cgroup_key key = keys[by - CN_AGG_GROUP_CONTAINER];
+        const char *path = cn_agg_process_cgroup(p, p->thr_pid[thread]);
+        cn_cgroup_info info;
+        cn_cgroup_identify(path, &info);
+        const char *v = path ? cn_cgroup_key_value(&info, path, key) : "";
+        snprintf(label, sizeof(label), "%s=%s", cn_cgroup_key_name(key), v[0] ? v : "(none)");
     } else if (by == CN_AGG_GROUP_PROCESS) {
         int32_t pid = p->thr_pid[thread];
         const char *name = cn_agg_process_name(p, pid);
@@ -329,6 +341,39 @@ static size_t lower_bound(const int64_t *t, size_t n, int64_t v)
     return lo;
 }
 
+/* Whether process pid's cgroup meets every --where key (one of its values each). */
+static bool where_keeps(const cn_agg_profile *p, const cn_agg_query *q, int32_t pid)
+{
+    if (q->n_where == 0)
+        return true;
+    const char *path = cn_agg_process_cgroup(p, pid);
+    cn_cgroup_info info;
+    cn_cgroup_identify(path, &info);
+    for (int k = 0; k < CN_CGROUP_N_KEYS; k++) {
+        bool asked = false, met = false;
+        for (size_t i = 0; i < q->n_where; i++) {
+            if (q->where[i].key != (cn_cgroup_key)k)
+                continue;
+            asked = true;
+            const char *v = path ? cn_cgroup_key_value(&info, path, q->where[i].key) : "";
+            met = met || cn_cgroup_value_match(q->where[i].key, v, q->where[i].value);
+        }
+        if (asked && !met)
+            return false;
+    }
+    return true;
+}
+
+bool cn_agg_query_keeps_thread(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread)
+{
+    if (q->tid < 0 && q->pid < 0 && q->n_where == 0)
+        return true;
+    if (thread < 0 || (size_t)thread >= p->n_thr)
+        return false;
+    return (q->tid < 0 || p->thr_tid[thread] == q->tid) &&
+           (q->pid < 0 || p->thr_pid[thread] == q->pid) && where_keeps(p, q, p->thr_pid[thread]);
+}
+
 static int select_samples(cn_agg__qrun *run)
 {
     cn_agg_profile *p = run->p;
@@ -344,14 +389,13 @@ static int select_samples(cn_agg__qrun *run)
     assert(run->lo == 0 || p->s_time[run->lo - 1] < q->from_ns);
     assert(run->hi == p->n_sample || p->s_time[run->hi] >= q->to_ns);
     run->with_acc = q->from_ns == INT64_MIN && q->to_ns == INT64_MAX;
-    run->filtered = q->tid >= 0 || q->pid >= 0;
+    run->filtered = q->tid >= 0 || q->pid >= 0 || q->n_where > 0;
     if (run->filtered) {
         run->thr_keep = calloc(p->n_thr ? p->n_thr : 1, 1);
         if (!run->thr_keep)
             return -ENOMEM;
         for (size_t i = 0; i < p->n_thr; i++)
-            run->thr_keep[i] =
-                (q->tid < 0 || p->thr_tid[i] == q->tid) && (q->pid < 0 || p->thr_pid[i] == q->pid);
+            run->thr_keep[i] = cn_agg_query_keeps_thread(p, q, (int32_t)i);
     }
     return 0;
 }

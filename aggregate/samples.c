@@ -228,15 +228,7 @@ int cn_agg_samples_sort(cn_agg_profile *p)
 
 static bool thread_matches(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread)
 {
-    if (q->tid < 0 && q->pid < 0)
-        return true;
-    if (thread < 0 || (size_t)thread >= p->n_thr)
-        return false;
-    if (q->tid >= 0 && p->thr_tid[thread] != q->tid)
-        return false;
-    if (q->pid >= 0 && p->thr_pid[thread] != q->pid)
-        return false;
-    return true;
+    return cn_agg_query_keeps_thread(p, q, thread);
 }
 
 int cn_agg_for_each_sample(cn_agg_profile *p, const cn_agg_query *q, cn_agg_sample_fn fn, void *ctx)

@@ -141,7 +141,13 @@ static void print_session_row(const json_t *s)
     char id[64], name[800], comm[128], state[32], mode[32], event[400], python[320];
     unwound_share(s, unwound, sizeof(unwound));
     stack_copy(s, copy, sizeof(copy));
-    if (json_is_string(target))
+    const char *cg = json_string_value(json_object_get(s, "cgroup"));
+    const char *ctr = json_string_value(json_object_get(s, "container"));
+    if (ctr)
+        snprintf(tgt, sizeof(tgt), "container %.12s", ctr);
+    else if (cg)
+        cn_term_str(tgt, sizeof(tgt), cg); /* names chosen by whoever made the cgroup */
+    else if (json_is_string(target))
         cn_term_str(tgt, sizeof(tgt), json_string_value(target));
     else
         snprintf(tgt, sizeof(tgt), "%" JSON_INTEGER_FORMAT " %s",

@@ -7,6 +7,7 @@
  * the same writers and the client prints its bytes.
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,36 +383,122 @@ out:
 
 static void attach_help(void)
 {
-    printf("usage: canopy attach PID [SAMPLING] [--name N] [--label K=V]... [--no-fleet]\n\n"
+    printf("usage: canopy attach PID [SAMPLING] [--name N] [--label K=V]... [--no-fleet]\n"
+           "       canopy attach --container ID [SAMPLING] [--name N] ...\n\n"
            "Start a live session in canopyd on a running process (all its threads, present\n"
            "and future) and print the session id. Query it with canopy tree/top/lines,\n"
-           "end it with canopy stop / canopy rm. Default frequency 99 Hz.\n\n%s",
+           "end it with canopy stop / canopy rm. Default frequency 99 Hz.\n"
+           "--container ID (a prefix is enough) samples that container's cgroup, as\n"
+           "canopy system --cgroup does (docs/cli-live.md, \"Containers\").\n\n%s",
            sampling_help);
 }
 
 static void system_help(void)
 {
-    printf("usage: canopy system [SAMPLING] [--name N] [--label K=V]... [--no-fleet]\n\n"
+    printf("usage: canopy system [--cgroup PATH] [SAMPLING] [--name N] [--label K=V]... "
+           "[--no-fleet]\n\n"
            "Start a whole-system session in canopyd (root, CAP_PERFMON, or the configured\n"
-           "system group) and print the session id. Default frequency 99 Hz.\n\n%s",
+           "system group) and print the session id. Default frequency 99 Hz.\n"
+           "--cgroup PATH samples only the tasks of that cgroup v2 directory and its\n"
+           "descendants, also those started later (perf's cgroup mode). PATH is a directory\n"
+           "under the cgroup v2 mount, or a cgroup path as /proc/PID/cgroup shows it. Allowed\n"
+           "to whom may profile every task in it and owns its cgroup.procs, or CAP_PERFMON.\n\n%s",
            sampling_help);
+}
+
+/* Takes "--cgroup PATH" (system) and "--container ID" (attach) out of argv (compacted in
+ * place) into *val. 1 when one was taken, 0 when none, -1 after a usage message. */
+static int take_target_opt(int *argc, char **argv, const char *cmd, const char **val)
+{
+    const char *opt = !strcmp(cmd, "system") ? "--cgroup" : "--container";
+    size_t n = strlen(opt);
+    int out = 0, found = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *a = argv[i];
+        if (i > 0 && !strcmp(a, "--")) {
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (i > 0 && !strncmp(a, opt, n) && (a[n] == '\0' || a[n] == '=')) {
+            if (found++ || (a[n] == '\0' && i + 1 >= *argc)) {
+                fprintf(stderr, "canopy %s: %s %s\n", cmd, opt,
+                        found > 1 ? "given twice" : "needs a value");
+                return -1;
+            }
+            *val = a[n] == '=' ? a + n + 1 : argv[++i];
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    *argc = out;
+    return found ? 1 : 0;
+}
+
+/* The directory a --cgroup or --container names: dir (PATH_MAX) under the cgroup v2
+ * mount. 0, or CN_EXIT_USAGE/CN_EXIT_FAIL after a message. */
+static int cgroup_dir(const char *cmd, const char *cgroup, const char *container, char *dir)
+{
+    char v2[1024], cg[CN_CGROUP_PATH_MAX], id[65];
+    if (cn_cgroup_v2_root(v2, sizeof(v2)) < 0) {
+        fprintf(stderr, "canopy %s: no cgroup v2 hierarchy is mounted\n", cmd);
+        return CN_EXIT_FAIL;
+    }
+    if (container) {
+        int r = cn_cgroup_find_container(container, cg, sizeof(cg), id);
+        if (r < 0) {
+            fprintf(stderr, "canopy %s: container '%s': %s\n", cmd, container,
+                    r == -EINVAL   ? "expected hexadecimal digits of a container id"
+                    : r == -EEXIST ? "the prefix names more than one container"
+                    : r == -ENOENT ? "no process runs in such a container"
+                                   : strerror(-r));
+            return r == -EINVAL ? CN_EXIT_USAGE : CN_EXIT_FAIL;
+        }
+        cgroup = cg;
+    }
+    size_t n = strlen(v2);
+    char joined[PATH_MAX + 1024];
+    if (!strncmp(cgroup, v2, n) && (cgroup[n] == '/' || cgroup[n] == '\0'))
+        snprintf(joined, sizeof(joined), "%s", cgroup);
+    else
+        snprintf(joined, sizeof(joined), "%s/%s", v2, cgroup + (cgroup[0] == '/'));
+    if (!realpath(joined, dir)) {
+        fprintf(stderr, "canopy %s: cgroup %s: %s\n", cmd, joined, strerror(errno));
+        return CN_EXIT_FAIL;
+    }
+    if (container)
+        fprintf(stderr, "canopy %s: container %.12s: cgroup %s\n", cmd, id, dir);
+    return 0;
 }
 
 static int start_session(int argc, char **argv, const char *cmd, void (*help)(void))
 {
     cn_cli_live_args a;
     cn_cli_conn *c = NULL;
-    char *id = NULL;
+    char *id = NULL, dir[PATH_MAX];
+    const char *target = NULL, *proto = cmd;
     int pid = 0, status;
 
     cn_cli_live_args_init(&a, cmd);
     a.smp.freq = CN_LIVE_FREQ_DEFAULT; /* meant to stay on */
     a.smp.kind = !strcmp(cmd, "system") ? CN_LIVE_SYSTEM : CN_LIVE_ATTACH;
-    status = cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
+    int took = take_target_opt(&argc, argv, cmd, &target);
+    status = took < 0 ? CN_EXIT_USAGE : cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
     if (status >= 0)
         goto out;
     status = CN_EXIT_USAGE;
-    if (!strcmp(cmd, "attach")) {
+    if (took) {
+        if (a.n_pos) {
+            fprintf(stderr, "canopy %s: unexpected argument '%s'\n", cmd, a.pos[0]);
+            goto out;
+        }
+        bool sys = !strcmp(cmd, "system");
+        if ((status = cgroup_dir(cmd, sys ? target : NULL, sys ? NULL : target, dir)) != 0)
+            goto out;
+        a.smp.kind = CN_LIVE_SYSTEM;
+        a.smp.cgroup = dir;
+        proto = "system";
+    } else if (!strcmp(cmd, "attach")) {
         char *end;
         long v = a.n_pos == 1 ? strtol(a.pos[0], &end, 10) : 0;
         if (a.n_pos != 1 || *end || v <= 0 || v > 4194304) {
@@ -433,7 +520,7 @@ static int start_session(int argc, char **argv, const char *cmd, void (*help)(vo
     status = cn_cli_live_connect(&a, true, &c);
     if (status)
         goto out;
-    status = daemon_start(c, cmd, cmd, pid, &a.smp, &id);
+    status = daemon_start(c, cmd, proto, pid, &a.smp, &id);
     if (status == 0)
         printf("%s\n", id);
 out:

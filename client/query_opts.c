@@ -127,6 +127,7 @@ enum {
     O_TO,
     O_TID,
     O_ONLY_PID,
+    O_WHERE,
     O_DEPTH,
     O_MIN_PERCENT,
     O_FORMAT,
@@ -148,6 +149,7 @@ static const struct {
     {"--to", NULL, O_TO},
     {"--tid", NULL, O_TID},
     {"--only-pid", NULL, O_ONLY_PID},
+    {"--where", NULL, O_WHERE},
     {"--depth", NULL, O_DEPTH},
     {"--min-percent", NULL, O_MIN_PERCENT},
     {"--format", NULL, O_FORMAT},
@@ -170,7 +172,10 @@ static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *va
         return 1;
     case O_GROUP_BY:
         if (cn_fmt_group_by_parse(val, &q->spec.query.group_by) < 0)
-            return bad_value(opt, val, "expected none, process, thread or state", err);
+            return bad_value(opt, val,
+                             "expected none, process, thread, state, container, cgroup, pod or "
+                             "service",
+                             err);
         return 1;
     case O_LAST: {
         int r = cn_fmt_spec_set_last(&q->spec, val);
@@ -198,6 +203,8 @@ static int apply_valued(cn_cli_query *q, int id, const char *opt, const char *va
         if (parse_int32(val, 0, &q->spec.query.pid) < 0)
             return bad_value(opt, val, "expected a process id", err);
         return 1;
+    case O_WHERE:
+        return cn_fmt_spec_add_where(&q->spec, val, err) < 0 ? -1 : 1;
     case O_DEPTH:
         if (parse_int32(val, 1, &q->spec.depth) < 0)
             return bad_value(opt, val, "expected a positive integer", err);

@@ -379,6 +379,55 @@ void *cn_common_altstack_new(void);
  * one that made it). Accepts NULL. */
 void cn_common_altstack_free(void *stack);
 
+/* ---- cgroups and containers (cgroup.c) ------------------------------------------------
+ * A process's cgroup path (/proc/PID/cgroup) and what it names: the container (docker,
+ * containerd, CRI-O, podman), the Kubernetes pod and QoS class, the systemd unit. One
+ * parser for the sampler, the engine's --group-by/--where and fleet's labels. */
+#define CN_CGROUP_PATH_MAX 1024
+typedef struct cn_cgroup_info {
+    char container_id[65]; /* 64 lowercase hex digits, "" when the path names none */
+    char runtime[16];      /* "docker", "containerd", "cri-o", "podman", or "" */
+    char pod_uid[37];      /* Kubernetes pod UID with dashes, or "" */
+    char k8s_qos[16];      /* "guaranteed", "burstable", "besteffort", or "" */
+    char systemd_unit[128]; /* the innermost .service or .scope component, or "" */
+} cn_cgroup_info;
+
+/* The keys a cgroup path gives (--group-by, --where; fleet labels under label names). */
+typedef enum cn_cgroup_key {
+    CN_CGROUP_KEY_CONTAINER = 0,
+    CN_CGROUP_KEY_CGROUP,
+    CN_CGROUP_KEY_POD,
+    CN_CGROUP_KEY_QOS,
+    CN_CGROUP_KEY_SERVICE,
+} cn_cgroup_key;
+#define CN_CGROUP_N_KEYS 5
+
+/* From /proc/PID/cgroup's text (len bytes, untrusted): the unified hierarchy's path
+ * (line 0::PATH), else the perf_event controller's, else name=systemd's, copied into out.
+ * Returns 0, -ENOENT (no such line), -EINVAL (a path that is empty, relative, has a NUL or
+ * does not fit in size). */
+int cn_cgroup_from_proc(const char *text, size_t len, char *out, size_t size);
+/* The same read from /proc/PID/cgroup (4 KiB at most). Returns 0 or negative errno. */
+int cn_cgroup_read(int pid, char *out, size_t size);
+/* Fills *out from a cgroup path (NULL: all empty). Shapes not recognised leave fields empty. */
+void cn_cgroup_identify(const char *path, cn_cgroup_info *out);
+/* The value of key for a path and its identity ("" when none; never NULL). */
+const char *cn_cgroup_key_value(const cn_cgroup_info *info, const char *path, cn_cgroup_key key);
+const char *cn_cgroup_key_name(cn_cgroup_key key);   /* "container", "cgroup", "pod", ... */
+const char *cn_cgroup_label_name(cn_cgroup_key key); /* "container_id", "cgroup", "pod_uid", ... */
+/* Accepts either name. Returns 0 or -EINVAL. */
+int cn_cgroup_key_parse(const char *name, cn_cgroup_key *out);
+/* The mount point of the cgroup v2 hierarchy (/sys/fs/cgroup, or /sys/fs/cgroup/unified
+ * on a hybrid machine), from /proc/self/mountinfo. 0, -ENOENT or negative errno. */
+int cn_cgroup_v2_root(char *out, size_t size);
+/* The cgroup of the container whose id starts with prefix (hex, 1..64 digits), found by
+ * reading every /proc/PID/cgroup: the path (as /proc shows it, cut after the component
+ * that names the container) into path, the whole id into id[65]. 0, -ENOENT (no such
+ * container), -EEXIST (the prefix names two), -EINVAL (not hex), negative errno. */
+int cn_cgroup_find_container(const char *prefix, char *path, size_t size, char *id);
+/* Whether value matches a --where condition's want (a container id also by its prefix). */
+bool cn_cgroup_value_match(cn_cgroup_key key, const char *value, const char *want);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,7 +16,9 @@
  * A system session needs CAP_PERFMON or CAP_SYS_ADMIN in the caller's effective set, or
  * membership of the configured group. A target that vanishes while we look is -ESRCH.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -186,6 +189,106 @@ int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err)
              "permission denied: a system session needs root, CAP_PERFMON%s%s",
              group ? " or group " : "", group ? group : "");
     return -EPERM;
+}
+
+#define CGROUP_V1_MAGIC   0x27e0eb
+#define CGROUP_V2_MAGIC   0x63677270
+#define CGROUP_MAX_DEPTH  64
+#define CGROUP_MAX_GROUPS 4096
+
+/* Every process in the cgroup open as dfd and its descendants (depth-first, bounded)
+ * passes cn_d__may_attach; *groups counts the directories visited. 0 or the refusal. */
+static int may_cgroup_tree(const cn_d__cred *cred, int dfd, const char *path, int depth,
+                           int *groups, cn_err *err)
+{
+    if (depth > CGROUP_MAX_DEPTH || ++*groups > CGROUP_MAX_GROUPS) {
+        snprintf(err->msg, sizeof(err->msg), "permission denied: cgroup %.200s is too deep or too large to check", path);
+        return -EPERM;
+    }
+    int rc = 0, fd = openat(dfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        snprintf(err->msg, sizeof(err->msg), "cgroup %.200s: cannot read cgroup.procs", path);
+        return -EINVAL;
+    }
+    long pid;
+    while (rc == 0 && fscanf(f, "%ld", &pid) == 1) {
+        cn_err why = {0};
+        int r = cn_d__may_attach(cred, (pid_t)pid, &why);
+        if (r == -EPERM) {
+            snprintf(err->msg, sizeof(err->msg), "permission denied: cgroup %.200s holds process %ld: %.200s",
+                     path, pid, why.msg);
+            rc = -EPERM;
+        } /* -ESRCH: it left meanwhile */
+    }
+    fclose(f);
+    int cfd = rc == 0 ? dup(dfd) : -1;
+    DIR *d = cfd >= 0 ? fdopendir(cfd) : NULL;
+    if (rc == 0 && !d) {
+        if (cfd >= 0)
+            close(cfd);
+        snprintf(err->msg, sizeof(err->msg), "cgroup %.200s: cannot list", path);
+        return -EINVAL;
+    }
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue; /* removed meanwhile */
+        char child[CN_CGROUP_PATH_MAX];
+        snprintf(child, sizeof(child), "%s/%s", path, e->d_name);
+        rc = may_cgroup_tree(cred, sub, child, depth + 1, groups, err);
+        close(sub);
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+int cn_d__may_cgroup(const cn_d__cred *cred, const char *group, const char *path, cn_err *err)
+{
+    /* The sampler opens the path again: it must be canonical and inside the cgroup v2
+     * mount (root's directories, and cgroupfs has no symlinks), so that no one can
+     * swap what it names between this check and that open. */
+    char v2[1024], *real = realpath(path, NULL);
+    size_t n = cn_cgroup_v2_root(v2, sizeof(v2)) == 0 ? strlen(v2) : 0;
+    bool inside = real && n && !strcmp(real, path) && !strncmp(path, v2, n) &&
+                  (path[n] == '/' || path[n] == '\0');
+    free(real);
+    if (!inside) {
+        snprintf(err->msg, sizeof(err->msg),
+                 "%.200s: not a canonical path inside the cgroup v2 hierarchy%s%.100s", path,
+                 n ? " at " : " (none is mounted)", n ? v2 : "");
+        return -EINVAL;
+    }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    struct statfs sf;
+    struct stat st;
+    if (fd < 0 || fstatfs(fd, &sf) < 0 ||
+        (sf.f_type != CGROUP_V2_MAGIC && sf.f_type != CGROUP_V1_MAGIC)) {
+        snprintf(err->msg, sizeof(err->msg), "%.200s is not a cgroup directory", path);
+        rc = -EINVAL;
+    } else if (cn_d__may_system(cred, group, err) == 0) {
+        rc = 0;
+    } else if (fstatat(fd, "cgroup.procs", &st, 0) < 0 || st.st_uid != cred->uid) {
+        /* Who may write cgroup.procs decides which tasks join later: the caller (or root) */
+        snprintf(err->msg, sizeof(err->msg),
+                 "permission denied: cgroup %.200s is not delegated to uid %u (its cgroup.procs "
+                 "belongs to uid %u; without CAP_PERFMON a cgroup session needs one whose "
+                 "tasks only the caller or root can add)",
+                 path, (unsigned)cred->uid, fd >= 0 ? (unsigned)st.st_uid : 0u);
+        rc = -EPERM;
+    } else {
+        int groups = 0;
+        rc = may_cgroup_tree(cred, fd, path, 0, &groups, err);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }
 
 /* Whether gid `want` is the peer's gid or among its supplementary groups at connect. */

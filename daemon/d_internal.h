@@ -126,6 +126,11 @@ int cn_d__may_attach(const cn_d__cred *cred, pid_t pid, cn_err *err);
 /* May cred start a system session (root, CAP_PERFMON/CAP_SYS_ADMIN, or member of
  * the system group, which is named in the message and may be NULL)? 0 or -EPERM. */
 int cn_d__may_system(const cn_d__cred *cred, const char *group, cn_err *err);
+/* A cgroup session (docs/cli-live.md "Containers"): path must be a cgroup directory; then
+ * allowed where a system session is, else where the caller owns the cgroup's cgroup.procs
+ * (only it or root can add tasks later) and may profile (cn_d__may_attach) every process
+ * now in the cgroup and its descendants. 0, -EINVAL (not a cgroup) or -EPERM, err says why. */
+int cn_d__may_cgroup(const cn_d__cred *cred, const char *group, const char *path, cn_err *err);
 /* May cred get kernel frames? Only where it could get them and their addresses itself:
  * kernel samples (perf_event_paranoid <= 1, or CAP_PERFMON) and kernel addresses (what
  * kptr_restrict shows it: 0 with paranoid <= 1, or CAP_SYSLOG with kptr_restrict <= 1).

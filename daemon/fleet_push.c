@@ -228,38 +228,50 @@ static const char *pyro_name(const char *mode)
     return "process_cpu";
 }
 
-/* Adds the window [from, to) of e's profile to pb as one Pyroscope series: its pprof
- * (CPU sessions as cpu/nanoseconds, period 1e9 / frequency) with the labels __name__,
- * service_name, host and the session's. Failures are counted (the window is then missing
- * from Pyroscope only). */
-static void pyro_add(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_session_info *info,
-                     int64_t from, int64_t to, int64_t time_s, cn_fleet_batch *pb)
+/* Adds the window [from, to) of e's profile to pb as one Pyroscope series per cgroup with
+ * samples in it (docs/fleet.md "Container labels"): its pprof (CPU sessions as
+ * cpu/nanoseconds, period 1e9 / frequency) with the labels __name__, service_name, host,
+ * the session's and the cgroup's (path NULL: the processes without one). Failures are
+ * counted (the window is then missing from Pyroscope only). */
+static void pyro_add_group(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_session_info *info,
+                           int64_t from, int64_t to, int64_t time_s, cn_fleet_batch *pb,
+                           const char *path, size_t group)
 {
     struct cn_d__fleet_src *src = e->fleet;
     cn_fleet_label l[CN_FLEET_PYROSCOPE_MAX_LABELS];
+    cn_fleet_labels cg = {0};
     size_t n = 0;
     char *mem = NULL, id[512];
     size_t len = 0;
     cn_err err = {0};
     cn_agg_query q;
+    cn_agg_where w = {CN_CGROUP_KEY_CGROUP, path ? path : ""};
     cn_agg_query_init(&q);
     q.from_ns = from;
     q.to_ns = to;
+    q.where = &w;
+    q.n_where = 1;
     l[n++] = (cn_fleet_label){(char *)"__name__", (char *)pyro_name(info->mode)};
     l[n++] = (cn_fleet_label){(char *)"service_name", src->service};
     l[n++] = (cn_fleet_label){(char *)"host", f->host};
     for (size_t i = 0; i < src->labels.n && n < CN_FLEET_PYROSCOPE_MAX_LABELS; i++)
         l[n++] = src->labels.v[i];
+    int r = cn_fleet_cgroup_labels(path, &src->labels, &cg);
+    for (size_t i = 0; r == 0 && i < cg.n && n < CN_FLEET_PYROSCOPE_MAX_LABELS; i++)
+        l[n++] = cg.v[i];
     int64_t period =
         info->mode && strcmp(info->mode, "cpu") ? 0 : 1000000000LL / (info->freq ? info->freq : 99);
-    FILE *out = open_memstream(&mem, &len);
-    int r = out ? cn_fmt_write_pprof_cpu(cn_live_session_profile(e->s), &q, period, out, &err)
-                : -ENOMEM;
+    FILE *out = r == 0 ? open_memstream(&mem, &len) : NULL;
+    r = out ? cn_fmt_write_pprof_cpu(cn_live_session_profile(e->s), &q, period, out, &err)
+            : -ENOMEM;
     if (out && fclose(out) != 0 && r == 0)
         r = -ENOMEM;
-    /* Unique per host, session run and window: HOST-STARTED-SESSION-FROM. */
-    snprintf(id, sizeof(id), "%s-%lld-%s-%lld", f->host, (long long)info->started_unix, info->id,
-             (long long)from);
+    /* Unique per host, session run, window and cgroup: HOST-STARTED-SESSION-FROM[-GROUP]
+     * (the group's index in the window: the first series keeps the older id). */
+    int k = snprintf(id, sizeof(id), "%s-%lld-%s-%lld", f->host, (long long)info->started_unix,
+                     info->id, (long long)from);
+    if (group && k > 0 && (size_t)k < sizeof(id))
+        snprintf(id + k, sizeof(id) - (size_t)k, "-%zu", group);
     if (r == 0)
         r = cn_fleet_pyroscope_add(pb, l, n, mem, len, id, time_s);
     if (r < 0) {
@@ -268,6 +280,22 @@ static void pyro_add(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_sessio
                 err.msg[0] ? err.msg : strerror(-r));
     }
     free(mem);
+    cn_fleet_labels_clear(&cg);
+}
+
+static void pyro_add(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_session_info *info,
+                     int64_t from, int64_t to, int64_t time_s, cn_fleet_batch *pb)
+{
+    const char **paths = NULL;
+    size_t n = 0;
+    if (cn_fleet_window_cgroups(cn_live_session_profile(e->s), from, to, &paths, &n) < 0) {
+        f->pyro_errors++;
+        return;
+    }
+    /* A window without samples still sends its (empty) series, as before cgroups. */
+    for (size_t g = 0; g < n; g++)
+        pyro_add_group(f, e, info, from, to, time_s, pb, paths[g], g);
+    free(paths);
 }
 
 #define OTLP_MAX_ATTRS (1 + CN_FLEET_MAX_LABELS)

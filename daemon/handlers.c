@@ -253,8 +253,10 @@ static int may_start(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d
                      cn_live_session_opts *o)
 {
     cn_err err = {0};
-    int r = o->kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
-                                      : attach_check(&cl->cred, o, &err);
+    int r = o->kind == CN_LIVE_SYSTEM && o->cgroup
+                ? cn_d__may_cgroup(&cl->cred, srv->system_group, o->cgroup, &err)
+            : o->kind == CN_LIVE_SYSTEM ? cn_d__may_system(&cl->cred, srv->system_group, &err)
+                                        : attach_check(&cl->cred, o, &err);
     if (r < 0) {
         rp->msg = cn_d__reply_error(req, r, &err);
         return r;

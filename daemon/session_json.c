@@ -97,5 +97,20 @@ json_t *cn_d_session_json(const cn_live_session *s)
         json_decref(o);
         return NULL;
     }
+    /* A cgroup session (docs/cli-live.md "Containers"): the directory, and the container
+     * or unit its path names; "target" stays "system" for older clients. */
+    if (i.cgroup) {
+        cn_cgroup_info ci;
+        cn_cgroup_identify(i.cgroup, &ci);
+        if (json_object_set_new(o, "cgroup", cn_proto_str(i.cgroup)) < 0 ||
+            (ci.container_id[0] &&
+             json_object_set_new(o, "container", json_string(ci.container_id)) < 0) ||
+            (ci.pod_uid[0] && json_object_set_new(o, "pod_uid", json_string(ci.pod_uid)) < 0) ||
+            (ci.systemd_unit[0] &&
+             json_object_set_new(o, "systemd_unit", cn_proto_str(ci.systemd_unit)) < 0)) {
+            json_decref(o);
+            return NULL;
+        }
+    }
     return o;
 }

@@ -120,13 +120,24 @@ int cn_fleet_filter_add(cn_fleet_filter *f, const char *list, cn_err *err)
     return r;
 }
 
+/* The label key of a key: the live trees' names of the container labels (`container`,
+ * `pod`, `qos`; docs/fleet.md "Container labels") are their labels' (`service` stays the
+ * column). */
+static const char *label_key(const char *key)
+{
+    cn_cgroup_key k;
+    if (strcmp(key, "service") && cn_cgroup_key_parse(key, &k) == 0)
+        return cn_cgroup_label_name(k);
+    return key;
+}
+
 /* The SQL expression for key's value in a row. */
 static int key_expr(cn_buf *sql, const char *key)
 {
     if (!strcmp(key, "host") || !strcmp(key, "service") || !strcmp(key, "session"))
         return cn_buf_appendf(sql, "%s", key);
     int r = cn_buf_appendf(sql, "label_values[indexOf(label_keys, ");
-    r = r ? r : cn_fleet_sql_quote(sql, key);
+    r = r ? r : cn_fleet_sql_quote(sql, label_key(key));
     return r ? r : cn_buf_appendf(sql, ")]");
 }
 
@@ -547,7 +558,7 @@ static int rows_sql(const cn_fleet_schema *s, const cn_fleet_filter *f, const ch
         if (r == 0 && strcmp(group_by, "host") && strcmp(group_by, "service") &&
             strcmp(group_by, "session")) {
             r = cn_buf_appendf(&extra, "has(label_keys, ");
-            r = r ? r : cn_fleet_sql_quote(&extra, group_by);
+            r = r ? r : cn_fleet_sql_quote(&extra, label_key(group_by));
             r = r ? r : cn_buf_appendf(&extra, ")");
         }
     }

@@ -266,27 +266,60 @@ int cn_fleet__time(cn_buf *b, int64_t t)
 
 typedef struct acc {
     int32_t stack;
+    int32_t group; /* index in the window's cgroup paths (0: none) */
     double weight;
     uint64_t count;
 } acc;
 
 typedef struct collect_ctx {
-    cn_u64map map; /* stack id → index in accs */
+    cn_agg_profile *p;
+    cn_u64map map; /* (group, stack id) → index in accs */
     acc *accs;
     size_t n, cap;
+    /* The samples' cgroups (docs/fleet.md "Container labels"): each thread's group, from
+     * its process's cgroup path, found once per window; group 0 is "no cgroup". */
+    int32_t *thr_group; /* n_thr of them, -1 = not looked up yet */
+    size_t n_thr;
+    const char **paths; /* n_groups; paths[0] = NULL */
+    size_t n_groups, cap_groups;
+    bool none; /* a sample without a cgroup was seen */
 } collect_ctx;
+
+static int32_t thread_group(collect_ctx *c, int32_t thread)
+{
+    if (thread < 0 || (size_t)thread >= c->n_thr)
+        return 0;
+    if (c->thr_group[thread] >= 0)
+        return c->thr_group[thread];
+    const char *path = cn_agg_process_cgroup(c->p, cn_agg_thread_pid(c->p, thread));
+    size_t g = 0;
+    while (path && g < c->n_groups && (g == 0 || strcmp(c->paths[g], path)))
+        g++;
+    if (path && g == c->n_groups) {
+        if (CN_RESERVE(c->paths, c->cap_groups, c->n_groups + 1) < 0)
+            return -ENOMEM;
+        c->paths[c->n_groups++] = path;
+    }
+    if (!path)
+        g = 0;
+    return c->thr_group[thread] = (int32_t)g;
+}
 
 static int on_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, double weight,
                      int64_t count)
 {
     collect_ctx *c = ctx;
-    int32_t i = cn_u64map_get(&c->map, (uint64_t)stack);
+    int32_t g = thread_group(c, thread);
+    if (g < 0)
+        return g;
+    uint64_t key = (uint64_t)(uint32_t)g << 32 | (uint32_t)stack;
+    int32_t i = cn_u64map_get(&c->map, key);
     if (i < 0) {
         if (c->n >= INT32_MAX || CN_RESERVE(c->accs, c->cap, c->n + 1) < 0 ||
-            cn_u64map_put(&c->map, (uint64_t)stack, (int32_t)c->n) < 0)
+            cn_u64map_put(&c->map, key, (int32_t)c->n) < 0)
             return -ENOMEM;
         i = (int32_t)c->n++;
-        c->accs[i] = (acc){stack, 0, 0};
+        c->accs[i] = (acc){stack, g, 0, 0};
     }
     c->accs[i].weight += weight;
     c->accs[i].count += count > 0 ? (uint64_t)count : 1;
@@ -354,15 +387,48 @@ static int stack_path(cn_agg_profile *p, int32_t stack, path_buf *pb, bool *unre
     return (int)n;
 }
 
-/* The leading fields of a sample row, shared by every row of one source. */
-static int row_prefix(cn_buf *b, const cn_fleet_source *src)
+int cn_fleet_cgroup_labels(const char *path, const cn_fleet_labels *session, cn_fleet_labels *out)
+{
+    static const cn_cgroup_key keys[] = {CN_CGROUP_KEY_CONTAINER, CN_CGROUP_KEY_CGROUP,
+                                         CN_CGROUP_KEY_POD, CN_CGROUP_KEY_QOS,
+                                         CN_CGROUP_KEY_SERVICE};
+    cn_cgroup_info info;
+    cn_err err = {0};
+    int r = 0;
+    if (!path)
+        return 0;
+    cn_cgroup_identify(path, &info);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && r == 0; i++) {
+        const char *k = cn_cgroup_label_name(keys[i]), *v = cn_cgroup_key_value(&info, path, keys[i]);
+        /* The session's own label wins; a value a label cannot hold (a path with ',', or
+         * longer than CN_FLEET_MAX_VALUE) is left out rather than cut into another's. */
+        if (!v[0] || cn_fleet_labels_get(session, k) || cn_fleet_label_check(k, v, &err) < 0)
+            continue;
+        r = cn_fleet_labels_set(out, k, v, &err);
+    }
+    return r;
+}
+
+/* The leading fields of a sample row, shared by every row of one source and cgroup
+ * (path NULL: none). */
+static int row_prefix(cn_buf *b, const cn_fleet_source *src, const char *path)
 {
     const cn_fleet_labels *l = src->labels;
-    const char *keys[CN_FLEET_MAX_LABELS], *vals[CN_FLEET_MAX_LABELS];
+    const char *keys[CN_FLEET_MAX_LABELS + CN_CGROUP_N_KEYS];
+    const char *vals[CN_FLEET_MAX_LABELS + CN_CGROUP_N_KEYS];
     size_t n = 0;
+    cn_fleet_labels cg = {0};
     for (size_t i = 0; l && i < l->n && n < CN_FLEET_MAX_LABELS; i++) {
         keys[n] = l->v[i].key;
         vals[n++] = l->v[i].value;
+    }
+    if (cn_fleet_cgroup_labels(path, l, &cg) < 0) {
+        cn_fleet_labels_clear(&cg);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < cg.n; i++) {
+        keys[n] = cg.v[i].key;
+        vals[n++] = cg.v[i].value;
     }
     int r = cn_fleet__time(b, src->time_s);
     r = r ? r : cn_buf_append(b, "\t", 1);
@@ -375,11 +441,13 @@ static int row_prefix(cn_buf *b, const cn_fleet_source *src)
     r = r ? r : tsv_array(b, keys, n);
     r = r ? r : cn_buf_append(b, "\t", 1);
     r = r ? r : tsv_array(b, vals, n);
+    cn_fleet_labels_clear(&cg);
     return r ? r : cn_buf_append(b, "\t", 1);
 }
 
 typedef struct hrow {
     uint64_t hash;
+    int32_t group;
     double weight;
     uint64_t count;
 } hrow;
@@ -388,7 +456,7 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
                 cn_fleet_seen *seen, bool allow_unresolved)
 {
     path_buf pb = {0};
-    cn_u64map by_hash = {0};
+    cn_u64map *by_hash = calloc(c->n_groups ? c->n_groups : 1, sizeof(*by_hash));
     hrow *rows = NULL;
     size_t nrows = 0, cap = 0;
     cn_buf prefix, defs;
@@ -398,6 +466,8 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
 
     cn_buf_init(&prefix, 0);
     cn_buf_init(&defs, 0);
+    if (!by_hash)
+        r = -ENOMEM;
     for (size_t i = 0; i < c->n && r == 0; i++) {
         bool unres = false;
         int n = stack_path(p, c->accs[i].stack, &pb, &unres);
@@ -409,16 +479,19 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
         if (unres && !allow_unresolved)
             continue; /* the caller will hear -EAGAIN: finish the scan cheaply */
         uint64_t h = cn_fleet_stack_hash(pb.funcs, pb.libs, (size_t)n);
-        int32_t k = cn_u64map_get(&by_hash, h);
+        cn_u64map *m = &by_hash[c->accs[i].group];
+        int32_t k = cn_u64map_get(m, h);
         if (k < 0) {
-            if (CN_RESERVE(rows, cap, nrows + 1) < 0 ||
-                cn_u64map_put(&by_hash, h, (int32_t)nrows) < 0) {
+            if (CN_RESERVE(rows, cap, nrows + 1) < 0 || cn_u64map_put(m, h, (int32_t)nrows) < 0) {
                 r = -ENOMEM;
                 break;
             }
             k = (int32_t)nrows;
-            rows[nrows++] = (hrow){h, 0, 0};
-            if (cn_u64map_get(&seen->map, h) < 0) {
+            rows[nrows++] = (hrow){h, c->accs[i].group, 0, 0};
+            bool defined = false; /* by another group's row of this window */
+            for (size_t g = 0; g < c->n_groups && !defined; g++)
+                defined = (int32_t)g != c->accs[i].group && cn_u64map_get(&by_hash[g], h) >= 0;
+            if (!defined && cn_u64map_get(&seen->map, h) < 0) {
                 /* stacks row: stack, host, time, funcs, libs, build_ids, kinds */
                 r = cn_buf_appendf(&defs, "%llu\t", (unsigned long long)h);
                 r = r ? r : cn_fleet__tsv(&defs, src->host, false);
@@ -441,15 +514,20 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
     }
     if (r == 0 && any_unresolved && !allow_unresolved)
         r = -EAGAIN;
-    if (r == 0)
-        r = row_prefix(&prefix, src);
     uint64_t total = 0;
-    for (size_t i = 0; i < nrows && r == 0; i++) {
+    /* group by group: one prefix each (a host has few cgroups with samples in a window) */
+    for (size_t g = 0, i = 0; g < c->n_groups && r == 0; g++, i = 0) {
+      cn_buf_reset(&prefix);
+      r = row_prefix(&prefix, src, c->paths[g]);
+      for (; i < nrows && r == 0; i++) {
+        if (rows[i].group != (int32_t)g)
+            continue;
         r = cn_buf_append(&b->samples, cn_buf_ptr(&prefix), cn_buf_len(&prefix));
         r = r ? r
               : cn_buf_appendf(&b->samples, "%llu\t%llu\t%.17g\n", (unsigned long long)rows[i].hash,
                                (unsigned long long)rows[i].count, rows[i].weight);
         total += rows[i].count;
+      }
     }
     if (r == 0 && cn_buf_len(&defs))
         r = cn_buf_append(&b->stacks, cn_buf_ptr(&defs), cn_buf_len(&defs));
@@ -468,7 +546,9 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
     }
     cn_buf_free(&prefix);
     cn_buf_free(&defs);
-    cn_u64map_clear(&by_hash);
+    for (size_t g = 0; by_hash && g < c->n_groups; g++)
+        cn_u64map_clear(&by_hash[g]);
+    free(by_hash);
     free(rows);
     free(pb.funcs);
     free(pb.libs);
@@ -477,13 +557,60 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
     return r;
 }
 
+static int count_group(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, double weight,
+                       int64_t count)
+{
+    (void)stack, (void)time_ns, (void)weight, (void)count;
+    collect_ctx *c = ctx;
+    int32_t g = thread_group(c, thread);
+    c->none |= g == 0;
+    return g < 0 ? g : 0;
+}
+
+int cn_fleet_window_cgroups(cn_agg_profile *p, int64_t from_ns, int64_t to_ns, const char ***out,
+                            size_t *n)
+{
+    collect_ctx c = {.p = p, .n_thr = cn_agg_thread_count(p)};
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.from_ns = from_ns;
+    q.to_ns = to_ns;
+    c.thr_group = malloc((c.n_thr ? c.n_thr : 1) * sizeof(*c.thr_group));
+    if (!c.thr_group || CN_RESERVE(c.paths, c.cap_groups, 1) < 0) {
+        free(c.thr_group);
+        return -ENOMEM;
+    }
+    memset(c.thr_group, 0xff, (c.n_thr ? c.n_thr : 1) * sizeof(*c.thr_group));
+    c.paths[c.n_groups++] = NULL;
+    int r = cn_agg_for_each_sample(p, &q, count_group, &c);
+    free(c.thr_group);
+    if (r < 0) {
+        free(c.paths);
+        return r;
+    }
+    /* NULL stays first when samples without a cgroup exist, or no sample at all */
+    bool drop = !c.none && c.n_groups > 1;
+    if (drop)
+        memmove(c.paths, c.paths + 1, (c.n_groups - 1) * sizeof(*c.paths));
+    *out = c.paths;
+    *n = c.n_groups - drop;
+    return 0;
+}
+
 int cn_fleet_collect(cn_fleet_batch *b, cn_agg_profile *p, const cn_fleet_window *w,
                      const cn_fleet_source *src, cn_fleet_seen *seen, uint64_t *n_samples)
 {
-    collect_ctx c = {0};
+    collect_ctx c = {.p = p, .n_thr = p ? cn_agg_thread_count(p) : 0};
     cn_agg_query q;
     if (!b || !p || !w || !src || !seen || w->from_ns > w->to_ns)
         return -EINVAL;
+    c.thr_group = malloc((c.n_thr ? c.n_thr : 1) * sizeof(*c.thr_group));
+    if (!c.thr_group || CN_RESERVE(c.paths, c.cap_groups, 1) < 0) {
+        free(c.thr_group);
+        return -ENOMEM;
+    }
+    memset(c.thr_group, 0xff, (c.n_thr ? c.n_thr : 1) * sizeof(*c.thr_group));
+    c.paths[c.n_groups++] = NULL;
     cn_agg_query_init(&q);
     q.from_ns = w->from_ns;
     q.to_ns = w->to_ns;
@@ -498,5 +625,7 @@ int cn_fleet_collect(cn_fleet_batch *b, cn_agg_profile *p, const cn_fleet_window
     }
     cn_u64map_clear(&c.map);
     free(c.accs);
+    free(c.thr_group);
+    free(c.paths);
     return r;
 }

@@ -12,7 +12,8 @@
 
 bool cn_fmt__query_is_raw(const cn_agg_query *q)
 {
-    return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE && !q->no_inline;
+    return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE && !q->no_inline &&
+           q->n_where == 0;
 }
 
 bool cn_fmt__query_all_time(const cn_agg_query *q)
@@ -22,15 +23,7 @@ bool cn_fmt__query_all_time(const cn_agg_query *q)
 
 bool cn_fmt__thread_matches(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread)
 {
-    if (q->tid < 0 && q->pid < 0)
-        return true;
-    if (thread < 0 || (size_t)thread >= cn_agg_thread_count(p))
-        return false;
-    if (q->tid >= 0 && cn_agg_thread_tid(p, thread) != q->tid)
-        return false;
-    if (q->pid >= 0 && cn_agg_thread_pid(p, thread) != q->pid)
-        return false;
-    return true;
+    return cn_agg_query_keeps_thread(p, q, thread);
 }
 
 int cn_fmt__run_view(cn_agg_profile *p, const cn_agg_query *q, cn_agg_view view, cn_agg_tree **out,

@@ -39,7 +39,41 @@ void cn_fmt_spec_clear(cn_fmt_spec *s)
     free(s->transforms);
     free(s->view_func);
     free(s->last);
+    for (size_t i = 0; i < s->n_where; i++)
+        free((char *)s->where[i].value);
+    free(s->where);
     cn_fmt_spec_init(s);
+}
+
+int cn_fmt_spec_add_where(cn_fmt_spec *s, const char *text, cn_err *err)
+{
+    for (const char *p = text;;) {
+        size_t n = strcspn(p, ","), k = strcspn(p, "=");
+        if (k >= n)
+            return cn_err_set(err, -EINVAL, "--where %s: expected KEY=VALUE[,KEY=VALUE]", text);
+        char key[32];
+        snprintf(key, sizeof(key), "%.*s", (int)(k < sizeof(key) - 1 ? k : sizeof(key) - 1), p);
+        cn_cgroup_key ck;
+        if (k >= sizeof(key) || cn_cgroup_key_parse(key, &ck) < 0)
+            return cn_err_set(err, -EINVAL,
+                              "--where: unknown key '%.*s' (container, cgroup, pod, qos, service)",
+                              (int)(k < 64 ? k : 64), p);
+        if (s->n_where >= CN_FMT_MAX_WHERE)
+            return cn_err_set(err, -EINVAL, "too many --where conditions (at most %d)",
+                              CN_FMT_MAX_WHERE);
+        if (!s->where && !(s->where = calloc(CN_FMT_MAX_WHERE, sizeof(*s->where))))
+            return cn_err_set(err, -ENOMEM, "out of memory");
+        char *v = strndup(p + k + 1, n - k - 1);
+        if (!v)
+            return cn_err_set(err, -ENOMEM, "out of memory");
+        s->where[s->n_where].key = ck;
+        s->where[s->n_where++].value = v;
+        s->query.where = s->where;
+        s->query.n_where = s->n_where;
+        if (!p[n])
+            return 0;
+        p += n + 1;
+    }
 }
 
 int cn_fmt_spec_add_transform(cn_fmt_spec *s, const char *text, cn_err *err)
@@ -213,6 +247,10 @@ static const char *const group_by_names[] = {
     [CN_AGG_GROUP_PROCESS] = "process",
     [CN_AGG_GROUP_THREAD] = "thread",
     [CN_AGG_GROUP_STATE] = "state",
+    [CN_AGG_GROUP_CONTAINER] = "container",
+    [CN_AGG_GROUP_CGROUP] = "cgroup",
+    [CN_AGG_GROUP_POD] = "pod",
+    [CN_AGG_GROUP_SERVICE] = "service",
 };
 
 int cn_fmt_group_by_parse(const char *name, cn_agg_group_by *out)
@@ -232,6 +270,25 @@ const char *cn_fmt_group_by_name(cn_agg_group_by g)
 }
 
 /* ---- JSON codec ------------------------------------------------------------------- */
+
+static int decode_where(const json_t *req, cn_fmt_spec *s, cn_err *err)
+{
+    json_t *a = json_object_get(req, "where");
+    if (!a || json_is_null(a))
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) > CN_FMT_MAX_WHERE)
+        return cn_err_set(err, -EINVAL, "\"where\" must be an array of at most %d KEY=VALUE strings",
+                          CN_FMT_MAX_WHERE);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *t = json_array_get(a, i);
+        if (!json_is_string(t) || strchr(json_string_value(t), ','))
+            return cn_err_set(err, -EINVAL, "\"where\"[%zu] must be a KEY=VALUE string", i);
+        int r = cn_fmt_spec_add_where(s, json_string_value(t), err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
 
 static int decode_transforms(const json_t *req, cn_fmt_spec *s, cn_err *err)
 {
@@ -285,7 +342,8 @@ static int decode_names(const json_t *req, cn_fmt_spec *s, cn_err *err)
     if ((r = cn_proto_get_str(req, "group_by", &v, err)) < 0)
         return r;
     if (v && cn_fmt_group_by_parse(v, &s->query.group_by) < 0)
-        return cn_err_set(err, -EINVAL, "unknown group_by '%s' (none, process, thread, state)", v);
+        return cn_err_set(err, -EINVAL, "unknown group_by '%s' (none, process, thread, state, container, "
+                                          "cgroup, pod, service)", v);
     return 0;
 }
 
@@ -363,6 +421,8 @@ int cn_fmt_spec_from_json(const json_t *req, cn_fmt_spec *s, cn_err *err)
         r = decode_names(req, s, err);
     if (r == 0)
         r = decode_values(req, s, err);
+    if (r == 0)
+        r = decode_where(req, s, err);
     return r;
 }
 
@@ -400,6 +460,17 @@ int cn_fmt_spec_to_json(const cn_fmt_spec *s, json_t *req)
         r |= json_object_set_new(req, "tid", json_integer(q->tid));
     if (q->pid >= 0)
         r |= json_object_set_new(req, "only_pid", json_integer(q->pid));
+    if (q->n_where > 0) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < q->n_where; i++) {
+            char *kv = NULL;
+            if (asprintf(&kv, "%s=%s", cn_cgroup_key_name(q->where[i].key), q->where[i].value) < 0)
+                kv = NULL;
+            r |= !kv || json_array_append_new(a, json_string(kv));
+            free(kv);
+        }
+        r |= !a || json_object_set_new(req, "where", a);
+    }
     if (s->depth >= 0)
         r |= json_object_set_new(req, "depth", json_integer(s->depth));
     if (s->min_percent > 0)

@@ -332,6 +332,10 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
 static void on_task(void *arg, const cn_smp_task_event *ev)
 {
     cn_live_session *s = arg;
+    if (ev->kind == CN_SMP_TASK_CGROUP && ev->cgroup) {
+        cn_agg_process_set_cgroup(s->p, ev->pid, ev->cgroup);
+        return;
+    }
     if (ev->kind != CN_SMP_TASK_COMM || !ev->comm)
         return;
     int32_t t = cn_agg_thread(s->p, ev->pid, ev->tid, ev->comm);

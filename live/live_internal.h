@@ -47,6 +47,7 @@ struct cn_live_session {
     cn_live_state saved_state; /* SAVED: the state it had when written */
     pid_t pid;
     char comm[32];
+    char *cgroup; /* SYSTEM in cgroup mode: its directory, or NULL */
     uid_t owner;
     uint32_t freq;
     char unwind[8];

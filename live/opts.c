@@ -74,6 +74,13 @@ int cn_live_session_opts_validate(const cn_live_session_opts *o, cn_err *err)
         return cn_err_set(err, -EINVAL, "min_block: out of range");
     if (o->name && check_name(o->name, err) < 0)
         return -EINVAL;
+    if (o->cgroup && (o->kind != CN_LIVE_SYSTEM || o->cgroup[0] != '/' ||
+                      strlen(o->cgroup) >= CN_CGROUP_PATH_MAX || strstr(o->cgroup, "/../") ||
+                      (strlen(o->cgroup) >= 3 && !strcmp(o->cgroup + strlen(o->cgroup) - 3, "/..")) ||
+                      strchr(o->cgroup, '\n')))
+        return cn_err_set(err, -EINVAL,
+                          "cgroup: an absolute directory path without '..' components, for a "
+                          "system session only");
     if (cn_fleet_labels_get(&o->labels, "host"))
         return cn_err_set(err, -EINVAL, "label host is set by canopyd (fleet_host)");
     return 0;
@@ -86,6 +93,8 @@ int cn_live_session_opts_to_json(const cn_live_session_opts *o, json_t *req)
     int rc = 0;
     if (o->pid > 0)
         rc |= json_object_set_new(req, "pid", json_integer(o->pid));
+    if (o->cgroup)
+        rc |= json_object_set_new(req, "cgroup", json_string(o->cgroup));
     rc |= json_object_set_new(req, "freq", json_integer(o->freq));
     if (o->event)
         rc |= json_object_set_new(req, "event", json_string(o->event));
@@ -157,6 +166,7 @@ static int scalars_from_json(const json_t *req, cn_live_session_opts *o, cn_err 
         TRY(cn_proto_get_int(req, "pid", &iv, err));
         o->pid = iv > 0 && iv <= INT32_MAX ? (pid_t)iv : 0;
     }
+    TRY(cn_proto_get_str(req, "cgroup", &o->cgroup, err));
     TRY(cn_proto_get_str(req, "name", &o->name, err));
     TRY(cn_proto_get_str(req, "event", &o->event, err));
     iv = o->freq;

@@ -102,12 +102,17 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     s->max_memory = o->max_memory ? o->max_memory : DEFAULT_MAX_MEMORY;
     if (s->pid)
         read_comm(s->pid, s->comm, sizeof(s->comm));
+    if (o->kind == CN_LIVE_SYSTEM && o->cgroup && !(s->cgroup = strdup(o->cgroup))) {
+        r = cn_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
 
     cn_smp_config cfg = {
         .target = o->replay_sample_type       ? CN_SMP_TARGET_NONE
                   : o->kind == CN_LIVE_SYSTEM ? CN_SMP_TARGET_SYSTEM
                                               : CN_SMP_TARGET_PID,
         .pid = s->pid,
+        .cgroup = s->cgroup,
         .event = o->event,
         .freq = s->freq,
         .unwind = o->unwind,
@@ -202,6 +207,7 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
     free(s->req_idx);
     free(s->id);
     free(s->name);
+    free(s->cgroup);
     free(s->event);
     free(s->path);
     free(s->python_saved);
@@ -299,6 +305,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->state = s->state;
     out->pid = s->pid;
     snprintf(out->comm, sizeof(out->comm), "%s", s->comm);
+    out->cgroup = s->cgroup;
     out->owner = s->owner;
     out->event = s->event ? s->event : "";
     out->freq = s->freq;

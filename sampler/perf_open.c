@@ -121,9 +121,15 @@ static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
         cn_smp__offcpu_attr(s, a, true);
 }
 
-static int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
+/* A system session's "every task" (pid -1) is its cgroup's tasks in cgroup mode. */
+static int perf_open(const cn_smp_session *s, struct perf_event_attr *a, pid_t pid, int cpu)
 {
-    long fd = syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    unsigned long flags = PERF_FLAG_FD_CLOEXEC;
+    if (pid == -1 && s->cgroup_fd >= 0) {
+        pid = s->cgroup_fd;
+        flags |= PERF_FLAG_PID_CGROUP;
+    }
+    long fd = syscall(SYS_perf_event_open, a, pid, cpu, -1, flags);
     return fd < 0 ? -errno : (int)fd;
 }
 
@@ -142,7 +148,7 @@ static int open_switch_event(cn_smp_session *s, const struct perf_event_attr *cp
 {
     struct perf_event_attr a = *cpu_attr;
     cn_smp__offcpu_attr(s, &a, false);
-    int fd = perf_open(&a, tid, rg->cpu);
+    int fd = perf_open(s, &a, tid, rg->cpu);
     if (fd < 0)
         return fd;
     uint64_t id = 0;
@@ -192,7 +198,7 @@ static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
     int opened = 0;
     for (size_t i = 0; i < s->nrings; i++) {
         cn_smp__ring *rg = &s->rings[i];
-        int fd = perf_open(a, tid, rg->cpu);
+        int fd = perf_open(s, a, tid, rg->cpu);
         if (fd == -ENODEV)
             continue; /* CPU went offline */
         if (fd < 0)
@@ -253,12 +259,12 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
     for (int attempt = 0; attempt < 6; attempt++) {
         struct perf_event_attr a;
         fill_attr(s, &a);
-        int fd = perf_open(&a, probe_pid, probe_cpu);
+        int fd = perf_open(s, &a, probe_pid, probe_cpu);
         if (fd >= 0 && s->cfg.mode == CN_SMP_MODE_WALL) {
             /* The context-switch event needs kernel sampling: probe it too. */
             close(fd);
             cn_smp__offcpu_attr(s, &a, false);
-            fd = perf_open(&a, probe_pid, probe_cpu);
+            fd = perf_open(s, &a, probe_pid, probe_cpu);
         }
         if (fd >= 0) {
             close(fd);
@@ -371,6 +377,11 @@ int cn_smp__perf_open(cn_smp_session *s, cn_err *err)
     if (cn_smp__rings_new(s, cpus, ncpu) < 0)
         return cn_err_set(err, -ENOMEM, "out of memory");
     bool pid_target = s->cfg.target == CN_SMP_TARGET_PID;
+    if (!pid_target && s->cfg.cgroup && s->cgroup_fd < 0) {
+        s->cgroup_fd = open(s->cfg.cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->cgroup_fd < 0)
+            return cn_err_set(err, -errno, "cgroup %s: %s", s->cfg.cgroup, strerror(errno));
+    }
     int ret = choose_event(s, pid_target ? s->cfg.pid : -1, pid_target ? -1 : cpus[0], err);
     if (ret < 0)
         return ret;
@@ -380,7 +391,9 @@ int cn_smp__perf_open(cn_smp_session *s, cn_err *err)
         return attach_threads(s, &a, err);
     ret = open_task(s, &a, -1);
     if (ret < 0)
-        return cn_err_set(err, ret, "perf_event_open(system): %s", strerror(-ret));
+        return cn_err_set(err, ret, "perf_event_open(%s%s): %s",
+                          s->cfg.cgroup ? "cgroup " : "system", s->cfg.cgroup ? s->cfg.cgroup : "",
+                          strerror(-ret));
     return 0;
 }
 

@@ -459,6 +459,7 @@ void cn_smp__proc_drop(cn_smp_session *s, pid_t pid)
             *pp = p->next;
             cn_smp__py_forget(s, p);
             cn_smp__proc_clear(p);
+            free(p->cgroup);
             free(p);
             return;
         }
@@ -550,6 +551,35 @@ static int proc_load_maps(cn_smp_session *s, cn_smp__proc *p)
     fclose(f);
     free(snap);
     return ret;
+}
+
+#define CGROUP_REREAD_NS 10000000000ull
+
+static void emit_cgroup(cn_smp_session *s, const cn_smp__proc *p, uint64_t time)
+{
+    if (!s->cb.task || !p->cgroup)
+        return;
+    cn_smp_task_event ev = {.kind = CN_SMP_TASK_CGROUP, .pid = p->pid, .tid = p->pid,
+                            .time_ns = time, .cgroup = p->cgroup};
+    s->cb.task(s->arg, &ev);
+}
+
+void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time)
+{
+    if (!p || s->cfg.target == CN_SMP_TARGET_NONE ||
+        (p->cgroup_known && time < p->cgroup_ns + CGROUP_REREAD_NS))
+        return;
+    p->cgroup_known = true;
+    p->cgroup_ns = time;
+    char path[CN_CGROUP_PATH_MAX];
+    if (cn_cgroup_read((int)p->pid, path, sizeof(path)) < 0 || (p->cgroup && !strcmp(p->cgroup, path)))
+        return; /* gone (its inherited one stays), or unchanged */
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    free(p->cgroup);
+    p->cgroup = copy;
+    emit_cgroup(s, p, time);
 }
 
 cn_smp__proc *cn_smp__proc_for_sample(cn_smp_session *s, pid_t pid)
@@ -678,6 +708,7 @@ void cn_smp__proc_exec(cn_smp_session *s, pid_t pid)
         cn_smp__py_forget(s, p); /* a new image: registered again when it maps CPython */
         cn_smp__proc_clear(p);   /* exec: a new address space, MMAP2 records follow */
         p->maps_loaded = true;
+        p->cgroup_known = false; /* a container's exec'd entry point may have been moved */
     }
 }
 
@@ -699,6 +730,18 @@ void cn_smp__proc_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
                              parent->maps[i].pgoff, parent->maps[i].obj);
         child->maps_loaded = true;
     }
+    if (child && parent && parent != child && parent->cgroup) {
+        /* A child starts in its parent's cgroup: labelled even if it ends before its
+         * first sample is read (the records wait in the rings, /proc may be gone). */
+        char *copy = strdup(parent->cgroup);
+        if (copy) {
+            free(child->cgroup);
+            child->cgroup = copy;
+            child->cgroup_known = true;
+            child->cgroup_ns = parent->cgroup_ns;
+            emit_cgroup(s, child, 0);
+        }
+    }
     cn_smp__py_fork(s, parent, child);
 }
 
@@ -709,6 +752,7 @@ void cn_smp__procs_free(cn_smp_session *s)
             cn_smp__proc *p = s->procs[b];
             s->procs[b] = p->next;
             cn_smp__proc_clear(p);
+            free(p->cgroup);
             free(p);
         }
     for (size_t b = 0; b < CN_SMP__OBJ_BUCKETS; b++)

@@ -26,7 +26,7 @@ void cn_smp__emit_task(cn_smp_session *s, cn_smp_task_kind kind, pid_t pid, pid_
 {
     if (!s->cb.task)
         return;
-    cn_smp_task_event ev = {kind, pid, tid, ppid, ptid, time, comm, exec};
+    cn_smp_task_event ev = {kind, pid, tid, ppid, ptid, time, comm, exec, NULL};
     s->cb.task(s->arg, &ev);
 }
 
@@ -139,6 +139,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         return;
     cn_smp__proc *p = r->pid > 0 ? cn_smp__proc_for_sample(s, (pid_t)r->pid) : NULL;
     cn_smp__ensure_comm(s, (pid_t)r->pid, (pid_t)r->tid, r->time);
+    cn_smp__proc_cgroup(s, p, r->time);
     s->cnt.samples++;
 
     bool have_regs = r->u.sample.regs && r->u.sample.abi != PERF_SAMPLE_REGS_ABI_NONE;
@@ -322,6 +323,10 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
             goto nomem;
     }
     s->cfg.event = s->event_req;
+    s->cgroup_fd = -1;
+    if (cfg->cgroup && !(s->cgroup_path = strdup(cfg->cgroup)))
+        goto nomem;
+    s->cfg.cgroup = s->cgroup_path;
     if (cb)
         s->cb = *cb;
     s->arg = arg;
@@ -538,6 +543,9 @@ cn_smp_session *cn_smp_session_free(cn_smp_session *s)
     cn_smp__adapt_free(s);
     cn_smp__offcpu_free(s);
     free(s->event_req);
+    free(s->cgroup_path);
+    if (s->cgroup_fd >= 0)
+        close(s->cgroup_fd);
     free(s);
     return NULL;
 }

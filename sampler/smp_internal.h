@@ -203,6 +203,9 @@ typedef struct cn_smp__proc {
     bool py_registered;
     uint8_t py_tries;
     uint64_t py_since;
+    char *cgroup;        /* the last cgroup path read or inherited, or NULL */
+    uint64_t cgroup_ns;  /* the sample time it was read at */
+    bool cgroup_known;   /* false: read it at the next sample */
     cn_smp__map *maps; /* sorted by start, non-overlapping; exec mappings only */
     size_t nmaps, cap;
     struct cn_smp__proc *next; /* hash chain */
@@ -396,6 +399,8 @@ void cn_smp__held_sort(cn_smp__held_queue *q, size_t *runs, size_t nruns);
 struct cn_smp_session {
     cn_smp_config cfg;
     char *event_req; /* owned copy of cfg.event; NULL for auto */
+    char *cgroup_path; /* owned copy of cfg.cgroup */
+    int cgroup_fd;     /* its directory while the events are open (perf's cgroup mode), or -1 */
     cn_smp_callbacks cb;
     void *arg;
     const cn_smp__arch *arch;
@@ -504,6 +509,9 @@ static inline void cn_smp__tap(cn_smp_session *s, const uint8_t *rec, size_t len
  * (any other parse_ret but -ENOTSUP, a type we do not use). */
 void cn_smp__dispatch(cn_smp_session *s, int parse_ret, const cn_smp__rec *r);
 /* session.c: a task event to the callback (comm valid during the call). */
+/* Reports p's cgroup (CN_SMP_TASK_CGROUP) when it is not known or was read more than
+ * 10 s of sample time before time (procs.c). */
+void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time);
 void cn_smp__emit_task(cn_smp_session *s, cn_smp_task_kind kind, pid_t pid, pid_t tid, pid_t ppid,
                        pid_t ptid, uint64_t time, const char *comm, bool exec);
 

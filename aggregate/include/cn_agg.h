@@ -181,6 +181,10 @@ int32_t cn_agg_thread_pid(const cn_agg_profile *p, int32_t thread);
 int32_t cn_agg_thread_tid(const cn_agg_profile *p, int32_t thread);
 const char *cn_agg_thread_name(const cn_agg_profile *p, int32_t thread); /* or NULL */
 const char *cn_agg_process_name(const cn_agg_profile *p, int32_t pid);   /* or NULL */
+/* A process's cgroup path (/proc/PID/cgroup's, common/cgroup.c), the last one set: what
+ * --group-by container|cgroup|pod|service and --where read for its threads' samples. */
+int cn_agg_process_set_cgroup(cn_agg_profile *p, int32_t pid, const char *path);
+const char *cn_agg_process_cgroup(const cn_agg_profile *p, int32_t pid); /* or NULL */
 
 /* Samples. time_ns: nanoseconds since the profile's start (non-decreasing per thread;
  * the table is kept sorted by time for range queries: an out-of-order append is
@@ -336,7 +340,20 @@ typedef enum cn_agg_group_by {
     CN_AGG_GROUP_THREAD,
     CN_AGG_GROUP_STATE, /* [running], [blocked], [preempted]: the thread's state, from the
                            pseudo-frame ending off-CPU stacks (docs/cli.md, "Modes") */
+    /* From the process's cgroup (cn_agg_process_cgroup, common/cgroup.c): a root
+     * "KEY=VALUE", "KEY=(none)" for processes without one */
+    CN_AGG_GROUP_CONTAINER,
+    CN_AGG_GROUP_CGROUP,
+    CN_AGG_GROUP_POD,
+    CN_AGG_GROUP_SERVICE,
 } cn_agg_group_by;
+
+/* A --where condition on a cgroup key (container=ID prefix, cgroup=PATH, pod=UID,
+ * qos=CLASS, service=UNIT): conditions on one key are ORed, on different keys ANDed. */
+typedef struct cn_agg_where {
+    cn_cgroup_key key;
+    const char *value;
+} cn_agg_where;
 
 /* The thread-state pseudo-frames' names, one spelling for the tree: live/ ends off-CPU
  * stacks with BLOCKED or PREEMPTED, and --group-by state makes them its group roots, the
@@ -357,12 +374,17 @@ typedef struct cn_agg_query {
     int64_t to_ns;   /* exclusive; INT64_MAX = to the end */
     int32_t tid;     /* -1 = every thread */
     int32_t pid;     /* -1 = every process */
+    const cn_agg_where *where; /* n_where conditions on the processes' cgroups */
+    size_t n_where;
     bool no_inline;  /* inline frames fold into their outer function: each frame counts as
                         the first func of its chain, the symbol table's (docs/calltree.md
                         §4.5); false keeps the chain's inline funcs as call nodes */
 } cn_agg_query;
 
 void cn_agg_query_init(cn_agg_query *q);
+/* Whether q's thread filters (tid, pid, where) keep a thread's samples (-1: unknown
+ * thread, kept only when there is no filter). */
+bool cn_agg_query_keeps_thread(const cn_agg_profile *p, const cn_agg_query *q, int32_t thread);
 
 /* One node of a result tree. Children are linked in output order (|total| descending,
  * ties by name ascending). */

@@ -76,6 +76,17 @@ const char *cn_fleet_labels_get(const cn_fleet_labels *l, const char *key);
 /* Copies every label of src into dst (src wins on equal keys). 0 or negative errno. */
 int cn_fleet_labels_merge(cn_fleet_labels *dst, const cn_fleet_labels *src, cn_err *err);
 void cn_fleet_labels_clear(cn_fleet_labels *l);
+/* The container labels a process's cgroup path gives its rows (docs/fleet.md "Container
+ * labels"): container_id, cgroup, pod_uid, k8s_qos, systemd_unit (common/cgroup.c), each
+ * where the path names one, the session does not set that key itself and the value is a
+ * valid label value; added to out. path NULL adds nothing. 0 or -ENOMEM. */
+int cn_fleet_cgroup_labels(const char *path, const cn_fleet_labels *session, cn_fleet_labels *out);
+/* The cgroup paths of the processes with samples in [from_ns, to_ns) of p: *out (malloc'ed
+ * array, the caller frees it; the paths point into p) holds NULL first when some sample
+ * has no cgroup (or there is no sample), then each distinct path; *n their number. 0 or
+ * -ENOMEM. */
+int cn_fleet_window_cgroups(cn_agg_profile *p, int64_t from_ns, int64_t to_ns, const char ***out,
+                            size_t *n);
 
 /* ---------------------------------------------------------------------------------------
  * Rows: what one interval of one or more sessions sends

@@ -226,9 +226,13 @@ typedef struct cn_fmt_spec {
     double min_percent; /* text: hide nodes below this % of the total */
     bool color;         /* text: ANSI colours */
     bool timeline;      /* render the estimated call timeline (docs/cli.md `timeline`) */
+    cn_agg_where *where; /* owned: --where conditions (values owned), n_where of them (at
+                            most CN_FMT_MAX_WHERE); query.where points here */
+    size_t n_where;
 } cn_fmt_spec;
 
 #define CN_FMT_MAX_TRANSFORMS 1024
+#define CN_FMT_MAX_WHERE      16
 
 /* Defaults: no transforms, tree view, everything in range, format text, depth -1. */
 void cn_fmt_spec_init(cn_fmt_spec *s);
@@ -237,6 +241,9 @@ void cn_fmt_spec_clear(cn_fmt_spec *s);
 /* Parses a transform SPEC ("focus:main;run") and appends it. Returns 0, -EINVAL (bad
  * SPEC, or more than CN_FMT_MAX_TRANSFORMS) with err set, or -ENOMEM. */
 int cn_fmt_spec_add_transform(cn_fmt_spec *s, const char *text, cn_err *err);
+/* Adds --where conditions "KEY=VALUE[,KEY=VALUE]" (keys: container, cgroup, pod, qos,
+ * service, or their fleet label names). 0, -EINVAL with err set, or -ENOMEM. */
+int cn_fmt_spec_add_where(cn_fmt_spec *s, const char *text, cn_err *err);
 /* Sets the view and (func may be NULL: keep the current one) its F. 0 or -ENOMEM. */
 int cn_fmt_spec_set_view(cn_fmt_spec *s, cn_agg_view view, const char *func);
 /* Sets --last from its text (cn_common_parse_duration syntax). 0, -EINVAL or -ENOMEM. */

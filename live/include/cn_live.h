@@ -132,6 +132,11 @@ typedef struct cn_live_session_opts {
     /* The target. */
     cn_live_kind kind;
     pid_t pid; /* ATTACH / RUN: > 0 */
+    /* SYSTEM: a cgroup directory (absolute path under a cgroup v2 mount, or a v1
+     * perf_event one): only its tasks and its descendants' are sampled (perf's cgroup
+     * mode), also tasks that join later; NULL = every task. Borrowed like the strings
+     * below. */
+    const char *cgroup;
     /* Strings are borrowed (argv, the request's JSON) and copied by cn_live_session_new. */
     const char *name;  /* optional display name; see _validate for its rules */
     const char *id;    /* session id (the host's, never on the wire); NULL = "local" */
@@ -237,6 +242,7 @@ typedef struct cn_live_session_info {
     cn_live_state state;
     pid_t pid;     /* 0 for SYSTEM */
     char comm[32]; /* the target's name at attach */
+    const char *cgroup; /* SYSTEM in cgroup mode: the directory (owned by the session), or NULL */
     uid_t owner;
     const char *event; /* "cpu-clock", … (owned by the session) */
     uint32_t freq;

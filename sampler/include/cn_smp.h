@@ -77,7 +77,8 @@ void cn_smp_cache_stats_get(const cn_smp_cache *c, cn_smp_cache_stats *out);
 
 typedef enum cn_smp_target {
     CN_SMP_TARGET_PID = 0, /* config.pid and all its threads and future children */
-    CN_SMP_TARGET_SYSTEM,  /* every CPU, every process (root or CAP_PERFMON) */
+    CN_SMP_TARGET_SYSTEM,  /* every CPU, every process (root or CAP_PERFMON); with
+                              config.cgroup, only the tasks of that cgroup */
     CN_SMP_TARGET_NONE,    /* no perf events: records come from cn_smp_session_feed() */
 } cn_smp_target;
 
@@ -130,6 +131,10 @@ typedef int (*cn_smp_may_profile_fn)(void *arg, pid_t pid, cn_err *err);
 typedef struct cn_smp_config {
     cn_smp_target target;
     pid_t pid;            /* CN_SMP_TARGET_PID: the process to sample */
+    const char *cgroup;   /* CN_SMP_TARGET_SYSTEM: a cgroup v2 directory (or a v1 perf_event
+                             one); NULL = every task. perf's cgroup mode: per-CPU events that
+                             count only while a task of that cgroup or of a descendant runs,
+                             whenever it joined (copied at _new) */
     const char *event;    /* "cycles", "cpu-clock", "task-clock", ...; NULL or "auto":
                              cycles where the kernel offers it, else cpu-clock */
     uint32_t freq;        /* samples per second per thread/CPU; 0 = 99 */
@@ -252,6 +257,9 @@ typedef enum cn_smp_task_kind {
     CN_SMP_TASK_COMM = 0, /* a thread's name (at attach, prctl, or exec when exec is true) */
     CN_SMP_TASK_FORK,     /* a new thread (pid == ppid) or process */
     CN_SMP_TASK_EXIT,     /* a thread exited (the process when pid == tid) */
+    CN_SMP_TASK_CGROUP,   /* the process's cgroup path (cgroup): read from /proc at its first
+                             sample, again after an exec and at most every 10 s of samples,
+                             reported when it changed; a child inherits its parent's */
 } cn_smp_task_kind;
 
 typedef struct cn_smp_task_event {
@@ -261,6 +269,7 @@ typedef struct cn_smp_task_event {
     uint64_t time_ns; /* 0 when unknown (names read from /proc at attach) */
     const char *comm; /* COMM: the new name (valid during the callback) */
     bool exec;        /* COMM: the name changed because of an exec */
+    const char *cgroup; /* CGROUP: the path (valid during the callback) */
 } cn_smp_task_event;
 
 /* Callbacks, all optional, called from inside cn_smp_session_read()/_stop()/_feed(), in

@@ -652,6 +652,120 @@ static void test_deadline(void **state)
     assert_true(t >= a);
 }
 
+/* The cgroup parser over paths as the runtimes write them (docker and podman on this kind
+ * of host, kubelet's systemd and cgroupfs drivers, a user's systemd), and the
+ * /proc/PID/cgroup shapes of a hybrid, a pure v2 and a pure v1 machine. */
+#define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define ID64B "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+static void test_cgroup_paths(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *id, *runtime, *pod, *qos, *unit;
+    } cases[] = {
+        {"/system.slice/docker-" ID64 ".scope", ID64, "docker", "", "", "docker-" ID64 ".scope"},
+        {"/docker/" ID64, ID64, "docker", "", "", ""},
+        {"/libpod_parent/libpod-" ID64, ID64, "podman", "", "", ""},
+        {"/machine.slice/libpod-" ID64 ".scope", ID64, "podman", "", "", "libpod-" ID64 ".scope"},
+        {"/machine.slice/libpod-conmon-" ID64 ".scope", "", "", "", "",
+         "libpod-conmon-" ID64 ".scope"},
+        {"/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" ID64 ".scope/container",
+         ID64, "podman", "", "", "libpod-" ID64 ".scope"},
+        {"/kubepods.slice/kubepods-burstable.slice/"
+         "kubepods-burstable-pod0d2b9a4e_3c1f_4f0e_9b1a_1c2d3e4f5a6b.slice/cri-containerd-" ID64
+         ".scope",
+         ID64, "containerd", "0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b", "burstable",
+         "cri-containerd-" ID64 ".scope"},
+        {"/kubepods.slice/kubepods-besteffort.slice/"
+         "kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/crio-" ID64 ".scope",
+         ID64, "cri-o", "11111111-2222-3333-4444-555555555555", "besteffort", "crio-" ID64 ".scope"},
+        {"/kubepods.slice/kubepods-podaaaaaaaa_bbbb_cccc_dddd_eeeeeeeeeeee.slice/crio-" ID64
+         ".scope",
+         ID64, "cri-o", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "guaranteed", "crio-" ID64 ".scope"},
+        {"/kubepods.slice/kubepods-besteffort.slice/"
+         "kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/crio-conmon-" ID64
+         ".scope",
+         "", "", "11111111-2222-3333-4444-555555555555", "besteffort", "crio-conmon-" ID64 ".scope"},
+        {"/kubepods/burstable/pod0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b/" ID64, ID64, "",
+         "0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b", "burstable", ""},
+        {"/kubepods/pod0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b/" ID64B, ID64B, "",
+         "0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b", "", ""},
+        {"/system.slice/nginx.service", "", "", "", "", "nginx.service"},
+        {"/user.slice/user-1000.slice/session-3.scope", "", "", "", "", "session-3.scope"},
+        {"/user.slice/user-1000.slice/user@1000.service/app.slice/foo.service", "", "", "", "",
+         "foo.service"},
+        {"/", "", "", "", "", ""},
+        {"", "", "", "", "", ""},
+        /* shapes that must not pass for an id or a pod */
+        {"/docker/" ID64 "0", "", "", "", "", ""},
+        {"/docker-0123.scope", "", "", "", "", "docker-0123.scope"},
+        {"/system.slice/docker-" "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"
+         ".scope", "", "", "", "",
+         "docker-0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef.scope"},
+        {"/kubepods.slice/kubepods-burstable-podnot_a_uid.slice", "", "", "", "burstable", ""},
+        {"//docker//" ID64 "//", ID64, "docker", "", "", ""},
+        {"/.scope/.service", "", "", "", "", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cn_cgroup_info o;
+        cn_cgroup_identify(cases[i].path, &o);
+        print_message("%s\n", cases[i].path);
+        assert_string_equal(o.container_id, cases[i].id);
+        assert_string_equal(o.runtime, cases[i].runtime);
+        assert_string_equal(o.pod_uid, cases[i].pod);
+        assert_string_equal(o.k8s_qos, cases[i].qos);
+        assert_string_equal(o.systemd_unit, cases[i].unit);
+    }
+    cn_cgroup_info o;
+    cn_cgroup_identify(NULL, &o);
+    assert_string_equal(o.container_id, "");
+    cn_cgroup_key k;
+    assert_int_equal(cn_cgroup_key_parse("pod_uid", &k), 0);
+    assert_int_equal(k, CN_CGROUP_KEY_POD);
+    assert_int_equal(cn_cgroup_key_parse("container", &k), 0);
+    assert_int_equal(k, CN_CGROUP_KEY_CONTAINER);
+    assert_int_equal(cn_cgroup_key_parse("nope", &k), -EINVAL);
+    assert_true(cn_cgroup_value_match(CN_CGROUP_KEY_CONTAINER, ID64, "0123"));
+    assert_false(cn_cgroup_value_match(CN_CGROUP_KEY_CONTAINER, ID64, "1123"));
+    assert_false(cn_cgroup_value_match(CN_CGROUP_KEY_CGROUP, "/a/b", "/a"));
+}
+
+static void test_cgroup_proc(void **state)
+{
+    (void)state;
+    char out[CN_CGROUP_PATH_MAX];
+    static const char hybrid[] = "9:name=systemd:/\n8:pids:/\n4:memory:/x/y\n1:cpu:/\n"
+                                 "0::/libpod_parent/libpod-" ID64 "\n";
+    assert_int_equal(cn_cgroup_from_proc(hybrid, strlen(hybrid), out, sizeof(out)), 0);
+    assert_string_equal(out, "/libpod_parent/libpod-" ID64);
+    static const char v2[] = "0::/system.slice/nginx.service\n";
+    assert_int_equal(cn_cgroup_from_proc(v2, strlen(v2), out, sizeof(out)), 0);
+    assert_string_equal(out, "/system.slice/nginx.service");
+    /* no trailing newline */
+    assert_int_equal(cn_cgroup_from_proc(v2, strlen(v2) - 1, out, sizeof(out)), 0);
+    assert_string_equal(out, "/system.slice/nginx.service");
+    static const char v1[] = "12:perf_event:/docker/" ID64 "\n1:name=systemd:/docker/x\n";
+    assert_int_equal(cn_cgroup_from_proc(v1, strlen(v1), out, sizeof(out)), 0);
+    assert_string_equal(out, "/docker/" ID64);
+    static const char sysd[] = "3:cpu:/a\n1:name=systemd:/user.slice\n";
+    assert_int_equal(cn_cgroup_from_proc(sysd, strlen(sysd), out, sizeof(out)), 0);
+    assert_string_equal(out, "/user.slice");
+    static const char none[] = "3:cpu:/a\ngarbage\n::\n";
+    assert_int_equal(cn_cgroup_from_proc(none, strlen(none), out, sizeof(out)), -ENOENT);
+    static const char rel[] = "0::relative\n";
+    assert_int_equal(cn_cgroup_from_proc(rel, strlen(rel), out, sizeof(out)), -EINVAL);
+    static const char nul[] = "0::/a\0b\n";
+    assert_int_equal(cn_cgroup_from_proc(nul, sizeof(nul) - 1, out, sizeof(out)), -EINVAL);
+    assert_int_equal(cn_cgroup_from_proc(v2, strlen(v2), out, 5), -EINVAL);
+    /* a v0 line that is not the unified one: "10::/x" is not "0::" */
+    static const char ten[] = "10::/x\n";
+    assert_int_equal(cn_cgroup_from_proc(ten, strlen(ten), out, sizeof(out)), -ENOENT);
+    /* our own, read from /proc */
+    assert_int_equal(cn_cgroup_read((int)getpid(), out, sizeof(out)), 0);
+    assert_true(out[0] == '/');
+    assert_int_equal(cn_cgroup_read(-5, out, sizeof(out)), -ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -663,7 +777,8 @@ int main(void)
         cmocka_unit_test(test_utf8_cut),       cmocka_unit_test(test_proto_string),
         cmocka_unit_test(test_term_escape),    cmocka_unit_test(test_afile_content_mode),
         cmocka_unit_test(test_afile_failures), cmocka_unit_test(test_afile_short_write),
-        cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_deadline),        cmocka_unit_test(test_cgroup_paths),
+        cmocka_unit_test(test_cgroup_proc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -552,6 +552,111 @@ static void test_regroup_symbol_func(void **state)
     assert_string_equal(out, "__libc_malloc:4 msort_with_tmp.part.0:2 msort_with_tmp:1 main:0");
 }
 
+/* "ROOT:TOTAL ..." of the roots of p's tree under q. */
+static void roots(cn_agg_profile *p, const cn_agg_query *q, char *out, size_t size)
+{
+    cn_agg_tree *t = NULL;
+    assert_int_equal(cn_agg_query_run(p, q, &t, NULL), 0);
+    size_t n = 0;
+    out[0] = '\0';
+    for (int32_t r = t->first_root; r >= 0; r = t->nodes[r].next_sibling)
+        n += (size_t)snprintf(out + n, size - n, "%s%s:%g", n ? " " : "",
+                              cn_agg_func_name(p, t->nodes[r].func), t->nodes[r].total);
+    cn_agg_tree_free(t);
+}
+
+/* Processes' cgroups (docs/cli-live.md "Containers and cgroups"): --group-by container,
+ * cgroup, pod and service roots, --where on each key (a container by its id's prefix,
+ * keys ORed within, ANDed across), totals that add up to the session's, and a .canopy
+ * round trip (version 3) that keeps them. */
+#define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+static void test_cgroup_keys(void **state)
+{
+    cn_agg_profile *p = *state;
+    const char *pod = "/kubepods.slice/kubepods-burstable.slice/"
+                      "kubepods-burstable-pod0d2b9a4e_3c1f_4f0e_9b1a_1c2d3e4f5a6b.slice/"
+                      "cri-containerd-" CID ".scope";
+    int32_t res = cn_agg_resource(p, "lib", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t st = cn_agg_stack(p, -1, cn_agg_native_frame(p, res, 0x10));
+    int32_t t1 = cn_agg_thread(p, 10, 10, "web"), t2 = cn_agg_thread(p, 10, 11, "web");
+    int32_t t3 = cn_agg_thread(p, 20, 20, "cron"), t4 = cn_agg_thread(p, 30, 30, "bare");
+    assert_int_equal(cn_agg_process_set_cgroup(p, 10, pod), 0);
+    assert_int_equal(cn_agg_process_set_cgroup(p, 20, "/system.slice/cron.service"), 0);
+    assert_null(cn_agg_process_name(p, 10)); /* a cgroup alone gives no name */
+    int32_t th[] = {t1, t2, t2, t3, t3, t3, t4};
+    for (size_t i = 0; i < sizeof(th) / sizeof(th[0]); i++)
+        assert_int_equal(cn_agg_add_sample(p, st, (int64_t)i, 1, th[i]), 0);
+    char out[1024];
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.group_by = CN_AGG_GROUP_CONTAINER;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "container=(none):4 container=" CID ":3");
+    q.group_by = CN_AGG_GROUP_POD;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "pod=(none):4 pod=0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b:3");
+    q.group_by = CN_AGG_GROUP_SERVICE;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "service=cri-containerd-" CID ".scope:3 service=cron.service:3 "
+                             "service=(none):1");
+    q.group_by = CN_AGG_GROUP_CGROUP;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "cgroup=/kubepods.slice/kubepods-burstable.slice/"
+                             "kubepods-burstable-pod0d2b9a4e_3c1f_4f0e_9b1a_1c2d3e4f5a6b.slice/"
+                             "cri-containerd-" CID ".scope:3 cgroup=/system.slice/cron.service:3 "
+                             "cgroup=(none):1");
+    cn_agg_where w[] = {{CN_CGROUP_KEY_CONTAINER, "0123"}, {CN_CGROUP_KEY_SERVICE, "cron.service"},
+                        {CN_CGROUP_KEY_QOS, "burstable"}};
+    q.group_by = CN_AGG_GROUP_NONE;
+    q.where = w;
+    q.n_where = 1;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "lib+0x10:3");
+    q.where = w + 1; /* service */
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "lib+0x10:3");
+    q.where = w; /* container AND service: nothing */
+    q.n_where = 2;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "");
+    q.where = w;
+    w[1] = (cn_agg_where){CN_CGROUP_KEY_CONTAINER, "fff"}; /* two containers: ORed */
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "lib+0x10:3");
+    q.where = w + 2; /* qos */
+    q.n_where = 1;
+    roots(p, &q, out, sizeof(out));
+    assert_string_equal(out, "lib+0x10:3");
+    assert_true(cn_agg_query_keeps_thread(p, &q, t1));
+    assert_false(cn_agg_query_keeps_thread(p, &q, t3));
+    assert_false(cn_agg_query_keeps_thread(p, &q, -1));
+
+    /* .canopy keeps them (version 3); without cgroups a profile stays version <= 2 */
+    size_t len = 0;
+    char *text = canopy_text(p, &len);
+    assert_non_null(memmem(text, len, "canopy-profile 3\n", 17));
+    assert_non_null(memmem(text, len, "\ncgroups 2\n", 11));
+    cn_agg_profile *back = NULL;
+    assert_int_equal(cn_agg_canopy_read(text, len, "mem.canopy", &back, NULL), 0);
+    free(text);
+    assert_string_equal(cn_agg_process_cgroup(back, 10), pod);
+    assert_string_equal(cn_agg_process_cgroup(back, 20), "/system.slice/cron.service");
+    assert_null(cn_agg_process_cgroup(back, 30));
+    q.where = NULL;
+    q.n_where = 0;
+    q.group_by = CN_AGG_GROUP_CONTAINER;
+    roots(back, &q, out, sizeof(out));
+    assert_string_equal(out, "container=(none):4 container=" CID ":3");
+    cn_agg_profile_free(back);
+    cn_agg_profile *plain = cn_agg_profile_new();
+    text = canopy_text(plain, &len);
+    assert_non_null(memmem(text, len, "canopy-profile 1\n", 17));
+    assert_null(memmem(text, len, "cgroups", 7));
+    free(text);
+    cn_agg_profile_free(plain);
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +671,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeline_stack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_renames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_symbol_func, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cgroup_keys, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
