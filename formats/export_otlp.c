@@ -2,10 +2,11 @@
  * "v1development" signal; otlp_profiles.proto, docs/cli.md "OTLP profiles").
  *
  * One ProfilesData: one shared ProfilesDictionary and one ResourceProfiles per process of
- * the samples (resource attributes host.name, process.pid, process.executable.name,
- * container.id where the caller knows them), or a single one for samples of no known
- * process (files without threads, transformed queries), each with one ScopeProfiles
- * (scope "canopy") and one Profile.
+ * the samples (resource attributes host.name from the caller, process.pid,
+ * process.executable.name, and container.id and k8s.pod.uid from the cgroup path the
+ * profile recorded for the process), or a single one for samples of no known process
+ * (files without threads, transformed queries), each with one ScopeProfiles (scope
+ * "canopy") and one Profile.
  * Stacks come the two ways formats_internal.h describes, as in export_pprof.c:
  * - raw: one Sample per distinct (frame stack, thread), with the thread's thread.id and
  *   thread.name as sample attributes; one Location per frame with its mapping, address
@@ -127,7 +128,7 @@ typedef struct ow {
     pb_kv *res_kvs;
     pb_kv **res_kv_ptrs;
     pb_any *res_vals;
-    char *container_ids; /* CN_FMT_OTLP_ID_MAX per group */
+    cn_cgroup_info *cgroups; /* per group: what its process's cgroup path names */
     pb_link zero_link;
     pb_link *link_ptr;
     pb_scope scope;
@@ -182,7 +183,7 @@ static void ow_free(ow *w)
     free(w->res_kvs);
     free(w->res_kv_ptrs);
     free(w->res_vals);
-    free(w->container_ids);
+    free(w->cgroups);
     for (size_t i = 0; w->sys_names && i < w->n_fns; i++)
         free(w->sys_names[i]);
     free(w->sys_names);
@@ -617,7 +618,8 @@ static int value_types(ow *w, int64_t *period)
     return 0;
 }
 
-#define N_OWN_ATTRS 4 /* host.name, process.pid, process.executable.name, container.id */
+/* host.name, process.pid, process.executable.name, container.id, k8s.pod.uid */
+#define N_OWN_ATTRS 5
 
 /* One ResourceProfiles per group, with its resource attributes and one Profile. */
 static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
@@ -631,7 +633,7 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
         !ALLOC_N(w->sp_ptrs, ng) || !ALLOC_N(w->profs, ng) || !ALLOC_N(w->prof_ptrs, ng) ||
         !ALLOC_N(w->resources, ng) || !ALLOC_N(w->res_kvs, ng * n_res_attrs) ||
         !ALLOC_N(w->res_kv_ptrs, ng * n_res_attrs) || !ALLOC_N(w->res_vals, ng * n_res_attrs) ||
-        !ALLOC_N(w->container_ids, ng * CN_FMT_OTLP_ID_MAX) || !ALLOC_N(w->samples, w->n_rows) ||
+        !ALLOC_N(w->cgroups, ng) || !ALLOC_N(w->samples, w->n_rows) ||
         !ALLOC_N(w->sample_ptrs, w->n_rows) || !ALLOC_N(w->values, w->n_rows) ||
         !ALLOC_N(w->sample_attrs, 2 * w->n_rows))
         return -ENOMEM;
@@ -710,12 +712,11 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
         pb_any *v = &w->res_vals[g * n_res_attrs];
         pb_kv **kvp = &w->res_kv_ptrs[g * n_res_attrs];
         size_t na = 0;
-        char *cid = &w->container_ids[g * CN_FMT_OTLP_ID_MAX];
         const char *host = w->o ? w->o->host : NULL;
         const char *comm = gr->pid >= 0 ? cn_agg_process_name(p, gr->pid) : NULL;
-        if (gr->pid >= 0 && w->o && w->o->container_id &&
-            w->o->container_id(w->o->ctx, gr->pid, cid, CN_FMT_OTLP_ID_MAX) <= 0)
-            cid[0] = '\0';
+        /* the cgroup path the profile recorded for the process (common/cgroup.c) */
+        cn_cgroup_info *cg = &w->cgroups[g];
+        cn_cgroup_identify(gr->pid >= 0 ? cn_agg_process_cgroup(p, gr->pid) : NULL, cg);
         struct {
             const char *key, *s;
             int64_t i;
@@ -724,7 +725,8 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
             {"host.name", host, 0, host && *host},
             {"process.pid", NULL, gr->pid, gr->pid >= 0},
             {"process.executable.name", comm, 0, comm && *comm},
-            {"container.id", cid, 0, cid[0] != '\0'},
+            {"container.id", cg->container_id, 0, cg->container_id[0] != '\0'},
+            {"k8s.pod.uid", cg->pod_uid, 0, cg->pod_uid[0] != '\0'},
         };
         for (size_t a = 0; a < N_OWN_ATTRS; a++) {
             if (!want[a].on)

@@ -138,7 +138,7 @@ void cn_live__session_detached(cn_live_session *s);
  * profile and nothing else: cn_live_session_new() and cn_live_session_load() fill in the
  * rest. NULL on ENOMEM. Freed with cn_live_session_free(). */
 cn_live_session *cn_live__session_alloc(const char *id, const char *name);
-/* Sets s->host and s->otlp, what OTLP exports say of the host and its containers (opts.c). */
+/* Sets s->host and s->otlp, what OTLP exports say of the host (opts.c). */
 void cn_live__otlp_init(cn_live_session *s);
 
 /* ---- ingest.c, called by session.c ---------------------------------------------------- */

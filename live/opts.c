@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,10 +73,11 @@ int cn_live_session_opts_validate(const cn_live_session_opts *o, cn_err *err)
         return cn_err_set(err, -EINVAL, "min_block: out of range");
     if (o->name && check_name(o->name, err) < 0)
         return -EINVAL;
-    if (o->cgroup && (o->kind != CN_LIVE_SYSTEM || o->cgroup[0] != '/' ||
-                      strlen(o->cgroup) >= CN_CGROUP_PATH_MAX || strstr(o->cgroup, "/../") ||
-                      (strlen(o->cgroup) >= 3 && !strcmp(o->cgroup + strlen(o->cgroup) - 3, "/..")) ||
-                      strchr(o->cgroup, '\n')))
+    if (o->cgroup &&
+        (o->kind != CN_LIVE_SYSTEM || o->cgroup[0] != '/' ||
+         strlen(o->cgroup) >= CN_CGROUP_PATH_MAX || strstr(o->cgroup, "/../") ||
+         (strlen(o->cgroup) >= 3 && !strcmp(o->cgroup + strlen(o->cgroup) - 3, "/..")) ||
+         strchr(o->cgroup, '\n')))
         return cn_err_set(err, -EINVAL,
                           "cgroup: an absolute directory path without '..' components, for a "
                           "system session only");
@@ -236,43 +236,11 @@ int cn_live_session_opts_from_json(const json_t *req, cn_live_session_opts *o, c
 
 /* ---- the render header --------------------------------------------------------------- */
 
-/* pid's container id for OTLP's container.id (docs/cli.md "OTLP profiles"): the last run
- * of 64 hex digits in its cgroup path (docker-ID.scope, libpod-ID, cri-containerd-ID.scope,
- * crio-ID.scope, /docker/ID). TODO(issue 25): use common/'s one cgroup parser
- * (cn_cgroup_read, cn_cgroup_identify) once it lands; this is a stand-in until then. */
-static int container_id(void *ctx, int32_t pid, char *buf, size_t n)
-{
-    char path[64], text[4096];
-    (void)ctx;
-    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t len = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[len] = '\0';
-    const char *line = strstr(text, "0::/"); /* the unified hierarchy, else the first line */
-    line = line && (line == text || line[-1] == '\n') ? line : text;
-    const char *end = strchr(line, '\n'), *best = NULL;
-    end = end ? end : text + len;
-    for (const char *p = line; p < end;) {
-        size_t run = strspn(p, "0123456789abcdef");
-        if (run == 64 && (size_t)(end - p) >= 64)
-            best = p;
-        p += run ? run : 1;
-    }
-    if (!best || n < 65)
-        return 0;
-    memcpy(buf, best, 64);
-    buf[64] = '\0';
-    return 1;
-}
-
 void cn_live__otlp_init(cn_live_session *s)
 {
     if (gethostname(s->host, sizeof(s->host) - 1) < 0)
         s->host[0] = '\0';
-    s->otlp = (cn_fmt_otlp_opts){.host = s->host[0] ? s->host : NULL, .container_id = container_id};
+    s->otlp = (cn_fmt_otlp_opts){.host = s->host[0] ? s->host : NULL};
 }
 
 void cn_live_session_render_opts(const cn_live_session *s, const char *title, cn_fmt_render_opts *o)

@@ -140,18 +140,11 @@ int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t per
 int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
 
 /* What an OTLP profile's resources say beyond the profile itself (docs/cli.md "OTLP
- * profiles"): the host, and a process's container id, which only the host that samples it
- * can tell. Nothing is owned. */
-#define CN_FMT_OTLP_ID_MAX 128
+ * profiles"). Nothing is owned. */
 typedef struct cn_fmt_otlp_opts {
     const char *host; /* host.name; NULL: left out */
-    /* Writes pid's container id (NUL-terminated, at most n bytes) into buf: returns > 0
-     * when there is one, 0 when the process is in none, negative when unknown. NULL: no
-     * container.id attributes. */
-    int (*container_id)(void *ctx, int32_t pid, char *buf, size_t n);
-    void *ctx;
     /* More string attributes of every resource (canopyd's push: service.name, labels),
-     * after the four above; a key given twice is written once (the first). */
+     * after the profile's own; a key given twice is written once (the first). */
     const char *const *attr_keys;
     const char *const *attr_values;
     size_t n_attrs;
@@ -160,7 +153,8 @@ typedef struct cn_fmt_otlp_opts {
 /* The query as an OpenTelemetry profiles message (the "v1development" signal at the
  * version docs/cli.md pins; serialized ProfilesData, also the body of an OTLP/HTTP export
  * request): one resource per process with host.name, process.pid,
- * process.executable.name and container.id where known (o may be NULL). Returns 0 or
+ * process.executable.name, container.id and k8s.pod.uid where known (o may be NULL).
+ * Returns 0 or
  * negative errno with err set. */
 int cn_fmt_write_otlp(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_otlp_opts *o,
                       FILE *out, cn_err *err);
@@ -222,10 +216,10 @@ typedef struct cn_fmt_spec {
     int64_t last_ns;     /* --last parsed, -1 = none */
     double from_s, to_s; /* --from / --to, seconds since the start; NAN = none */
     cn_fmt_format format;
-    int depth;          /* text: levels shown, -1 = unlimited */
-    double min_percent; /* text: hide nodes below this % of the total */
-    bool color;         /* text: ANSI colours */
-    bool timeline;      /* render the estimated call timeline (docs/cli.md `timeline`) */
+    int depth;           /* text: levels shown, -1 = unlimited */
+    double min_percent;  /* text: hide nodes below this % of the total */
+    bool color;          /* text: ANSI colours */
+    bool timeline;       /* render the estimated call timeline (docs/cli.md `timeline`) */
     cn_agg_where *where; /* owned: --where conditions (values owned), n_where of them (at
                             most CN_FMT_MAX_WHERE); query.where points here */
     size_t n_where;
