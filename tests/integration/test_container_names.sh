@@ -124,13 +124,13 @@ for ((i = 0; i < 60; i++)); do
 done
 echo "names arrived ($SECONDS s)"
 
-# check FILE WANT NOT [MIN]: at least MIN samples (100), WANT's share ≥ 80%, NOT nowhere,
-# work_entry above it.
+# check FILE WANT NOT [MIN]: at least MIN samples (50), WANT's share ≥ 80%, NOT nowhere,
+# work_entry above it. (On a loaded 2-core machine each container gets a small share.)
 check() {
   python3 - "$@" <<'PY'
 import sys
 path, want, bad = sys.argv[1:4]
-least = int(sys.argv[4]) if len(sys.argv) > 4 else 100
+least = int(sys.argv[4]) if len(sys.argv) > 4 else 50
 total = hit = wrong = 0
 for line in open(path):
     stack, n = line.rsplit(" ", 1)
@@ -151,8 +151,8 @@ PY
 check "$TMP/a.folded" alpha_burn beta_burn || fail "container a (symbol table) by attach"
 check "$TMP/b.folded" beta_burn alpha_burn || fail "container b (debug link) by attach"
 # (a system session shares the machine's CPUs with every other process: fewer samples each)
-check "$TMP/sa.folded" alpha_burn beta_burn 30 || fail "container a in the system session"
-check "$TMP/sb.folded" beta_burn alpha_burn 30 || fail "container b in the system session"
+check "$TMP/sa.folded" alpha_burn beta_burn 20 || fail "container a in the system session"
+check "$TMP/sb.folded" beta_burn alpha_burn 20 || fail "container b in the system session"
 python3 - "$TMP/j.folded" <<'PY' || fail "the JIT container's perf map"
 import sys
 total = jit = 0
@@ -162,7 +162,7 @@ for line in open(sys.argv[1]):
         total += int(n)
         jit += int(n) if "jitted_spin" in stack.split(";") else 0
 print("jit: %d samples in jit_driver, %d named jitted_spin (perf map in the container's /tmp)" % (total, jit))
-assert total >= 100 and jit >= 0.8 * total, (jit, total)
+assert total >= 50 and jit >= 0.8 * total, (jit, total)
 PY
 echo "PASS each container's library named from its own image (symbol table, debug link, perf map; $SECONDS s)"
 

@@ -86,7 +86,19 @@ echo "PASS save -o x.otlp.pb"
 # run -o FILE.otlp.pb, in-process: its own process's resource
 "$C" run --no-daemon -F 499 -o "$TMP/run.otlp.pb" -- "$CANOPY_WORKLOADS/wl_shares_fp" 1 >/dev/null 2>"$TMP/run.err" ||
   fail "run -o .otlp.pb: $(cat "$TMP/run.err")"
-/usr/bin/python3 "$H" totals "$TMP/run.otlp.pb" | awk '$1 < 100 {exit 1}' || fail "run -o .otlp.pb: too few samples"
+/usr/bin/python3 - "$H" "$TMP/run.otlp.pb" <<'PY' || fail "run -o .otlp.pb"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("h", sys.argv[1])
+h = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(h)
+m = h.decode(sys.argv[2])
+h.check_dictionary(m)
+names = {h.anyval(kv.value) for rp in m.resource_profiles for kv in rp.resource.attributes
+         if kv.key == "process.executable.name"}
+total = h.per_function(m)[2]
+print("run: %d samples, processes %s" % (total, sorted(names)))
+assert total >= 10 and "wl_shares_fp" in names, (total, names)
+PY
 echo "PASS run -o x.otlp.pb"
 
 # In-process, wall clock: nanoseconds
@@ -105,6 +117,6 @@ st = "%s/%s" % (S[p.sample_type.type_strindex], S[p.sample_type.unit_strindex])
 total = h.per_function(m)[2]
 print("wall: sample type", st, "total %.2f s" % (total / 1e9))
 assert st == "wall/nanoseconds", st
-assert 0.8e9 <= total <= 5e9, total  # one thread's wall time of a ~1 s run, and its waits
+assert 0.8e9 <= total <= 30e9, total  # the threads' wall time of a ~1 s run (longer under load)
 PY
 echo "PASS wall-clock run: wall/nanoseconds"
