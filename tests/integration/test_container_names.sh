@@ -12,7 +12,7 @@
 # canopyd profiles each container's process by its host pid (attach) and all of them at
 # once (a system session); each must show its own library's names, and the JIT code its
 # perf map's. The system session's OTLP export carries each process's container.id,
-# podman's id of that container (issue 25, point 5).
+# podman's id of that container (issue 25, point 5), also once saved and read back.
 # podman here: --runtime runc (crun refuses the hybrid cgroup layout), ulimits inside the
 # machine's hard limits, a private storage root in $TMP (vfs driver).
 source "$(dirname "$0")/lib.sh"
@@ -183,4 +183,13 @@ for v in a b; do
     fail "OTLP export of container $v's process in the system session"
   echo "container $v: $(cat "$TMP/o$v.out")"
 done
+# and from the saved session, read back as a file (the cgroup paths travel in .canopy)
+"$C" save all -o "$TMP/all.canopy" || fail "save the system session"
+"$C" open "$TMP/all.canopy" --only-pid "${PID[b]}" --format otlp -o "$TMP/file-b.otlp.pb" ||
+  fail "open the saved session as OTLP"
+"$C" open "$TMP/all.canopy" --only-pid "${PID[b]}" --functions --format json -o "$TMP/file-b.json"
+/usr/bin/python3 "$H" check "$TMP/file-b.otlp.pb" "$TMP/file-b.json" resources=1 \
+  "resource.container.id=${CID[b]}" no-resource=host.name >"$TMP/file-b.out" ||
+  fail "OTLP export of the saved session"
+echo "saved file: $(cat "$TMP/file-b.out")"
 echo "PASS OTLP resources carry each process's container.id ($SECONDS s)"
