@@ -76,6 +76,7 @@ typedef struct ow {
 
     group *groups;
     size_t n_groups, cap_groups;
+    cn_u64map group_index; /* pid (as uint32) -> group */
 
     /* string table: a profile string's address -> index, plus literals */
     cn_u64map str_index;
@@ -141,6 +142,7 @@ static void ow_free(ow *w)
     free(w->rows);
     cn_u64map_clear(&w->row_index);
     free(w->groups);
+    cn_u64map_clear(&w->group_index);
     cn_u64map_clear(&w->str_index);
     free(w->strs);
     free(w->loc_of);
@@ -236,10 +238,13 @@ static int32_t str_lit(ow *w, const char *s)
 
 static int32_t group_of(ow *w, int32_t pid)
 {
-    for (size_t i = 0; i < w->n_groups; i++)
-        if (w->groups[i].pid == pid)
-            return (int32_t)i;
-    if (w->n_groups == w->cap_groups && CN_RESERVE(w->groups, w->cap_groups, w->n_groups + 1) < 0)
+    uint64_t key = (uint32_t)pid;
+    int32_t g = cn_u64map_get(&w->group_index, key);
+    if (g >= 0)
+        return g;
+    if ((w->n_groups == w->cap_groups &&
+         CN_RESERVE(w->groups, w->cap_groups, w->n_groups + 1) < 0) ||
+        cn_u64map_put(&w->group_index, key, (int32_t)w->n_groups) < 0)
         return -ENOMEM;
     w->groups[w->n_groups] = (group){pid, 0};
     return (int32_t)w->n_groups++;
@@ -425,9 +430,11 @@ static int build_locations(ow *w, pb_dict *d)
         int32_t res = cn_agg_frame_resource(p, key);
         int64_t addr = cn_agg_frame_address(p, key);
         l->mapping_index = res >= 0 ? w->map_of[res] : 0;
-        /* -1 is "none"; a kernel address (above 2^63) is stored negative */
-        l->address = addr != -1 ? (uint64_t)addr : 0;
-        if (cn_agg_frame_is_placeholder(p, key))
+        /* -1 is "none", but a kernel address (above 2^63) is stored negative, and a
+         * placeholder frame always has its offset (0xffffffffffffffff included) */
+        bool placeholder = cn_agg_frame_is_placeholder(p, key);
+        l->address = addr != -1 || placeholder ? (uint64_t)addr : 0;
+        if (placeholder)
             continue;
         const int32_t *chain;
         size_t depth = cn_agg_frame_funcs(p, key, &chain);

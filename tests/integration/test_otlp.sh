@@ -9,7 +9,8 @@
 #    query — on files (folded, perf script) with and without transforms and --group-by,
 #    on a live canopyd session (resources: host.name, process.pid,
 #    process.executable.name; thread.id/thread.name per sample; samples/count with the
-#    period in cpu/nanoseconds) and on an in-process wall-clock run (wall/nanoseconds).
+#    period in cpu/nanoseconds), a system session (a resource per process, kernel frames),
+#    and an in-process wall-clock run (wall/nanoseconds).
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 C=$CANOPY_BIN
@@ -32,7 +33,7 @@ check() {
   local cmd=open
   [ -e "$src" ] || cmd=tree
   # a session's names may still arrive: the export between two JSON queries that agree
-  for ((i = 0; i < 20; i++)); do
+  for ((i = 0; i < 60; i++)); do
     "$C" $cmd "$src" "${q[@]}" --functions --format json -o "$TMP/$name.0.json" || fail "$name: json exit $?"
     "$C" $cmd "$src" "${q[@]}" --format otlp -o "$TMP/$name.otlp.pb" || fail "$name: export exit $?"
     "$C" $cmd "$src" "${q[@]}" --functions --format json -o "$TMP/$name.json" || fail "$name: json exit $?"
@@ -78,6 +79,12 @@ W=
 check live live -- threads resources=1 sample_type=samples/count period_type=cpu/nanoseconds \
   "resource.host.name=$(hostname)" "resource.process.pid=$LIVE_PID" build_ids
 check live-merge live -t merge:burn --
+# A system session: a resource per process, kernel frames (addresses above 2^63)
+"$C" system -F 199 --name sys >/dev/null || fail "system session"
+sleep 2
+"$C" stop sys >/dev/null || fail "stop sys"
+check system sys -- threads min_resources=3 "resource.host.name=$(hostname)"
+
 # save -o FILE.otlp.pb (canopyd renders it) is the same message as tree --format otlp
 "$C" save live -o "$TMP/saved.otlp.pb" || fail "save -o .otlp.pb"
 cmp -s "$TMP/saved.otlp.pb" "$TMP/live.otlp.pb" || fail "save -o x.otlp.pb differs from tree --format otlp"

@@ -11,8 +11,9 @@ field, and both fail here.
     index in range), no unknown field anywhere, then derives each function's self and
     total (recursion counted once, per name) from the samples and compares them with
     canopy's own `--functions --format json` for the same query. Expectations:
-    resource.KEY=VALUE (some resource has that attribute), sample_type=TYPE/UNIT,
-    period_type=TYPE/UNIT, resources=N, threads (samples carry thread.id).
+    resource.KEY=VALUE (some resource has that attribute), no-resource=KEY (none has it),
+    sample_type=TYPE/UNIT, period_type=TYPE/UNIT, resources=N, min_resources=N, threads
+    (samples carry thread.id and thread.name), build_ids (mappings carry GNU build-ids).
   otlp_helper.py check-many DIR FUNCTIONS.json [expect ...]
     the same over every DIR/*.otlp.pb together (the requests of canopyd's OTLP push): each
     one checked alone, the functions summed over all of them.
@@ -268,6 +269,8 @@ def expectations(m, exp):
                 assert got == v, "%s %s, expected %s" % (k, got, v)
         elif k == "resources":
             assert len(res) == int(v), "%d resources, expected %s: %s" % (len(res), v, res)
+        elif k == "min_resources":
+            assert len(res) >= int(v), "%d resources, expected at least %s" % (len(res), v)
         elif k == "threads":
             keys = {S[d.attribute_table[a].key_strindex] for p in profs for s in p.samples
                     for a in s.attribute_indices}
