@@ -119,7 +119,7 @@ struct cn_agg_profile {
     /* threads and processes */
     int32_t *thr_pid, *thr_tid, *thr_name; /* name: string id or -1 */
     size_t n_thr, cap_thr;
-    cn_u64map thr_index; /* (pid, tid) */
+    cn_u64map thr_index;                         /* (pid, tid) */
     int32_t *proc_pid, *proc_name, *proc_cgroup; /* name, cgroup: string ids or -1 */
     size_t n_proc, cap_proc;
     cn_u64map proc_index; /* pid -> row */

@@ -483,7 +483,8 @@ static int start_session(int argc, char **argv, const char *cmd, void (*help)(vo
     a.smp.freq = CN_LIVE_FREQ_DEFAULT; /* meant to stay on */
     a.smp.kind = !strcmp(cmd, "system") ? CN_LIVE_SYSTEM : CN_LIVE_ATTACH;
     int took = take_target_opt(&argc, argv, cmd, &target);
-    status = took < 0 ? CN_EXIT_USAGE : cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
+    status = took < 0 ? CN_EXIT_USAGE
+                      : cn_cli_live_parse(&a, argc, argv, CN_LIVE_SAMPLING | CN_LIVE_NAME, help);
     if (status >= 0)
         goto out;
     status = CN_EXIT_USAGE;
@@ -721,7 +722,8 @@ static void top_help(void)
            "Keys: arrows or j/k move; Enter or -> expands, <- collapses; i invert;\n"
            "f focus on the selected node; F focus on its function; m merge its function;\n"
            "M merge the node; d drop its function; u pop the last transform; w cycle the\n"
-           "window (all, 60 s, 10 s); p pause; / search (n next); q quits.\n\n%s",
+           "window (all, 60 s, 10 s); c cycle the tree's roots (none, process, container,\n"
+           "pod, service, cgroup); p pause; / search (n next); q quits.\n\n%s",
            sampling_help);
 }
 
@@ -766,6 +768,8 @@ static json_t *daemon_top_query(daemon_top *t, const cn_top_request *req, cn_agg
     spec.query.transforms = req->transforms;
     spec.query.n_transforms = req->n_transforms;
     spec.query.view = view;
+    if (view != CN_AGG_VIEW_FUNCTIONS)
+        spec.query.group_by = req->group_by;
     spec.format = CN_FMT_JSON;
     if (req->window_ns > 0) {
         snprintf(last, sizeof(last), "%lldms", (long long)(req->window_ns / 1000000));

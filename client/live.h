@@ -228,7 +228,8 @@ typedef struct cn_top_request {
     const cn_agg_transform *transforms;
     size_t n_transforms;
     bool inverted;
-    int64_t window_ns; /* 0 = everything; else the last window_ns of the source */
+    int64_t window_ns;        /* 0 = everything; else the last window_ns of the source */
+    cn_agg_group_by group_by; /* the tree pane's roots (key g): none, process, container, … */
 } cn_top_request;
 
 typedef struct cn_top_source {

@@ -5,7 +5,8 @@
  * tree) with expand/collapse. Keys (docs/cli.md) push transforms onto a stack that is
  * sent with every query: f focus on the selected node, F focus on its function, m merge
  * its function, M merge the node, d drop its function, u pops; i inverts, w cycles the
- * time window (all, 60 s, 10 s), p pauses refreshes, / searches, q quits.
+ * time window (all, 60 s, 10 s), c cycles the tree's roots (none, process, container, pod,
+ * service, cgroup), p pauses refreshes, / searches, q quits.
  *
  * State that must survive a refresh is kept by name, never by node index: the selection
  * is a call node path (root first), the expanded nodes a sorted set of joined paths.
@@ -39,6 +40,10 @@
 
 static const int64_t windows_ns[] = {0, 60000000000LL, 10000000000LL};
 static const char *const window_names[] = {"all", "60 s", "10 s"};
+/* Key c cycles the tree's roots (docs/cli-live.md "Containers and cgroups"). */
+static const cn_agg_group_by groups[] = {CN_AGG_GROUP_NONE,      CN_AGG_GROUP_PROCESS,
+                                         CN_AGG_GROUP_CONTAINER, CN_AGG_GROUP_POD,
+                                         CN_AGG_GROUP_SERVICE,   CN_AGG_GROUP_CGROUP};
 
 typedef enum top_mode { MODE_NORMAL, MODE_SEARCH } top_mode;
 
@@ -53,6 +58,7 @@ typedef struct top_state {
     size_t n_tfs;
     bool inverted;
     int window;
+    int group; /* index in groups[] */
     bool paused;
     bool auto_expand; /* until the user expands or collapses by hand */
 
@@ -331,7 +337,8 @@ static int fetch(top_state *st)
     cn_top_request req = {.transforms = st->tfs,
                           .n_transforms = st->n_tfs,
                           .inverted = st->inverted,
-                          .window_ns = windows_ns[st->window]};
+                          .window_ns = windows_ns[st->window],
+                          .group_by = groups[st->group]};
     cn_err err = {0};
     int rc = st->src->fetch(st->src->ctx, &req, &fresh, &err);
     st->last_fetch_ns = cn_common_now_ns();
@@ -544,8 +551,10 @@ static void draw_header(const top_state *st, int w)
 {
     const cn_top_snapshot *s = &st->snap;
     char line[512];
-    int n = snprintf(line, sizeof(line), " canopy top  window %s%s%s", window_names[st->window],
-                     st->inverted ? "  [inverted]" : "", st->paused ? "  [paused]" : "");
+    int n = snprintf(line, sizeof(line), " canopy top  window %s%s%s%s%s", window_names[st->window],
+                     st->inverted ? "  [inverted]" : "", st->paused ? "  [paused]" : "",
+                     st->group ? "  by " : "",
+                     st->group ? cn_fmt_group_by_name(groups[st->group]) : "");
     if (s->samples >= 0)
         n += snprintf(line + n, sizeof(line) - (size_t)n, "  %lld samples", (long long)s->samples);
     if (s->lost >= 0)
@@ -829,6 +838,14 @@ static int key(top_state *st, int ch)
         break;
     case 'u':
         pop_transform(st);
+        break;
+    case 'c':
+        st->group = (st->group + 1) % (int)(sizeof(groups) / sizeof(groups[0]));
+        snprintf(st->msg, sizeof(st->msg), "group by: %s", cn_fmt_group_by_name(groups[st->group]));
+        set_selection(st, NULL, 0);
+        clear_expanded(st);
+        st->auto_expand = true;
+        st->need_fetch = true;
         break;
     case 'w':
         st->window = (st->window + 1) % (int)(sizeof(windows_ns) / sizeof(windows_ns[0]));

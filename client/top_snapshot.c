@@ -302,6 +302,7 @@ int cn_top_profile_fetch(void *ctx, const cn_top_request *req, cn_top_snapshot *
     spec.query.transforms = req->transforms;
     spec.query.n_transforms = req->n_transforms;
     spec.query.view = req->inverted ? CN_AGG_VIEW_INVERTED : CN_AGG_VIEW_TREE;
+    spec.query.group_by = req->group_by;
     if (req->window_ns > 0)
         spec.last_ns = req->window_ns;
     if (ps->session)

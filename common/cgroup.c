@@ -237,15 +237,19 @@ const char *cn_cgroup_key_value(const cn_cgroup_info *o, const char *path, cn_cg
 }
 
 static const char *const key_names[] = {
-    [CN_CGROUP_KEY_CONTAINER] = "container", [CN_CGROUP_KEY_CGROUP] = "cgroup",
-    [CN_CGROUP_KEY_POD] = "pod",             [CN_CGROUP_KEY_QOS] = "qos",
+    [CN_CGROUP_KEY_CONTAINER] = "container",
+    [CN_CGROUP_KEY_CGROUP] = "cgroup",
+    [CN_CGROUP_KEY_POD] = "pod",
+    [CN_CGROUP_KEY_QOS] = "qos",
     [CN_CGROUP_KEY_SERVICE] = "service",
 };
 
 /* The fleet's label names for the same keys (docs/fleet.md, "Container labels"). */
 static const char *const label_names[] = {
-    [CN_CGROUP_KEY_CONTAINER] = "container_id", [CN_CGROUP_KEY_CGROUP] = "cgroup",
-    [CN_CGROUP_KEY_POD] = "pod_uid",            [CN_CGROUP_KEY_QOS] = "k8s_qos",
+    [CN_CGROUP_KEY_CONTAINER] = "container_id",
+    [CN_CGROUP_KEY_CGROUP] = "cgroup",
+    [CN_CGROUP_KEY_POD] = "pod_uid",
+    [CN_CGROUP_KEY_QOS] = "k8s_qos",
     [CN_CGROUP_KEY_SERVICE] = "systemd_unit",
 };
 

@@ -385,10 +385,10 @@ void cn_common_altstack_free(void *stack);
  * parser for the sampler, the engine's --group-by/--where and fleet's labels. */
 #define CN_CGROUP_PATH_MAX 1024
 typedef struct cn_cgroup_info {
-    char container_id[65]; /* 64 lowercase hex digits, "" when the path names none */
-    char runtime[16];      /* "docker", "containerd", "cri-o", "podman", or "" */
-    char pod_uid[37];      /* Kubernetes pod UID with dashes, or "" */
-    char k8s_qos[16];      /* "guaranteed", "burstable", "besteffort", or "" */
+    char container_id[65];  /* 64 lowercase hex digits, "" when the path names none */
+    char runtime[16];       /* "docker", "containerd", "cri-o", "podman", or "" */
+    char pod_uid[37];       /* Kubernetes pod UID with dashes, or "" */
+    char k8s_qos[16];       /* "guaranteed", "burstable", "besteffort", or "" */
     char systemd_unit[128]; /* the innermost .service or .scope component, or "" */
 } cn_cgroup_info;
 

@@ -202,7 +202,8 @@ static int may_cgroup_tree(const cn_d__cred *cred, int dfd, const char *path, in
                            int *groups, cn_err *err)
 {
     if (depth > CGROUP_MAX_DEPTH || ++*groups > CGROUP_MAX_GROUPS) {
-        snprintf(err->msg, sizeof(err->msg), "permission denied: cgroup %.200s is too deep or too large to check", path);
+        snprintf(err->msg, sizeof(err->msg),
+                 "permission denied: cgroup %.200s is too deep or too large to check", path);
         return -EPERM;
     }
     int rc = 0, fd = openat(dfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
@@ -218,8 +219,9 @@ static int may_cgroup_tree(const cn_d__cred *cred, int dfd, const char *path, in
         cn_err why = {0};
         int r = cn_d__may_attach(cred, (pid_t)pid, &why);
         if (r == -EPERM) {
-            snprintf(err->msg, sizeof(err->msg), "permission denied: cgroup %.200s holds process %ld: %.200s",
-                     path, pid, why.msg);
+            snprintf(err->msg, sizeof(err->msg),
+                     "permission denied: cgroup %.200s holds process %ld: %.200s", path, pid,
+                     why.msg);
             rc = -EPERM;
         } /* -ESRCH: it left meanwhile */
     }

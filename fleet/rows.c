@@ -395,11 +395,12 @@ int cn_fleet_cgroup_labels(const char *path, const cn_fleet_labels *session, cn_
     cn_cgroup_info info;
     cn_err err = {0};
     int r = 0;
-    if (!path)
-        return 0;
+    if (!path || !strcmp(path, "/"))
+        return 0; /* the root cgroup: every process of a machine without cgroups */
     cn_cgroup_identify(path, &info);
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && r == 0; i++) {
-        const char *k = cn_cgroup_label_name(keys[i]), *v = cn_cgroup_key_value(&info, path, keys[i]);
+        const char *k = cn_cgroup_label_name(keys[i]),
+                   *v = cn_cgroup_key_value(&info, path, keys[i]);
         /* The session's own label wins; a value a label cannot hold (a path with ',', or
          * longer than CN_FLEET_MAX_VALUE) is left out rather than cut into another's. */
         if (!v[0] || cn_fleet_labels_get(session, k) || cn_fleet_label_check(k, v, &err) < 0)
@@ -517,17 +518,18 @@ static int emit(cn_fleet_batch *b, cn_agg_profile *p, collect_ctx *c, const cn_f
     uint64_t total = 0;
     /* group by group: one prefix each (a host has few cgroups with samples in a window) */
     for (size_t g = 0, i = 0; g < c->n_groups && r == 0; g++, i = 0) {
-      cn_buf_reset(&prefix);
-      r = row_prefix(&prefix, src, c->paths[g]);
-      for (; i < nrows && r == 0; i++) {
-        if (rows[i].group != (int32_t)g)
-            continue;
-        r = cn_buf_append(&b->samples, cn_buf_ptr(&prefix), cn_buf_len(&prefix));
-        r = r ? r
-              : cn_buf_appendf(&b->samples, "%llu\t%llu\t%.17g\n", (unsigned long long)rows[i].hash,
-                               (unsigned long long)rows[i].count, rows[i].weight);
-        total += rows[i].count;
-      }
+        cn_buf_reset(&prefix);
+        r = row_prefix(&prefix, src, c->paths[g]);
+        for (; i < nrows && r == 0; i++) {
+            if (rows[i].group != (int32_t)g)
+                continue;
+            r = cn_buf_append(&b->samples, cn_buf_ptr(&prefix), cn_buf_len(&prefix));
+            r = r ? r
+                  : cn_buf_appendf(&b->samples, "%llu\t%llu\t%.17g\n",
+                                   (unsigned long long)rows[i].hash,
+                                   (unsigned long long)rows[i].count, rows[i].weight);
+            total += rows[i].count;
+        }
     }
     if (r == 0 && cn_buf_len(&defs))
         r = cn_buf_append(&b->stacks, cn_buf_ptr(&defs), cn_buf_len(&defs));

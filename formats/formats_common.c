@@ -12,8 +12,9 @@
 
 bool cn_fmt__query_is_raw(const cn_agg_query *q)
 {
-    return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE && !q->no_inline &&
-           q->n_where == 0;
+    /* --where, like --tid and --only-pid, selects threads: raw writers honour it through
+     * cn_agg_for_each_sample */
+    return q->n_transforms == 0 && q->group_by == CN_AGG_GROUP_NONE && !q->no_inline;
 }
 
 bool cn_fmt__query_all_time(const cn_agg_query *q)

@@ -277,7 +277,8 @@ static int decode_where(const json_t *req, cn_fmt_spec *s, cn_err *err)
     if (!a || json_is_null(a))
         return 0;
     if (!json_is_array(a) || json_array_size(a) > CN_FMT_MAX_WHERE)
-        return cn_err_set(err, -EINVAL, "\"where\" must be an array of at most %d KEY=VALUE strings",
+        return cn_err_set(err, -EINVAL,
+                          "\"where\" must be an array of at most %d KEY=VALUE strings",
                           CN_FMT_MAX_WHERE);
     for (size_t i = 0; i < json_array_size(a); i++) {
         json_t *t = json_array_get(a, i);
@@ -342,8 +343,10 @@ static int decode_names(const json_t *req, cn_fmt_spec *s, cn_err *err)
     if ((r = cn_proto_get_str(req, "group_by", &v, err)) < 0)
         return r;
     if (v && cn_fmt_group_by_parse(v, &s->query.group_by) < 0)
-        return cn_err_set(err, -EINVAL, "unknown group_by '%s' (none, process, thread, state, container, "
-                                          "cgroup, pod, service)", v);
+        return cn_err_set(err, -EINVAL,
+                          "unknown group_by '%s' (none, process, thread, state, container, "
+                          "cgroup, pod, service)",
+                          v);
     return 0;
 }
 

@@ -559,8 +559,11 @@ static void emit_cgroup(cn_smp_session *s, const cn_smp__proc *p, uint64_t time)
 {
     if (!s->cb.task || !p->cgroup)
         return;
-    cn_smp_task_event ev = {.kind = CN_SMP_TASK_CGROUP, .pid = p->pid, .tid = p->pid,
-                            .time_ns = time, .cgroup = p->cgroup};
+    cn_smp_task_event ev = {.kind = CN_SMP_TASK_CGROUP,
+                            .pid = p->pid,
+                            .tid = p->pid,
+                            .time_ns = time,
+                            .cgroup = p->cgroup};
     s->cb.task(s->arg, &ev);
 }
 
@@ -572,7 +575,8 @@ void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time)
     p->cgroup_known = true;
     p->cgroup_ns = time;
     char path[CN_CGROUP_PATH_MAX];
-    if (cn_cgroup_read((int)p->pid, path, sizeof(path)) < 0 || (p->cgroup && !strcmp(p->cgroup, path)))
+    if (cn_cgroup_read((int)p->pid, path, sizeof(path)) < 0 ||
+        (p->cgroup && !strcmp(p->cgroup, path)))
         return; /* gone (its inherited one stays), or unchanged */
     char *copy = strdup(path);
     if (!copy)

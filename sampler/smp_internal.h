@@ -203,10 +203,10 @@ typedef struct cn_smp__proc {
     bool py_registered;
     uint8_t py_tries;
     uint64_t py_since;
-    char *cgroup;        /* the last cgroup path read or inherited, or NULL */
-    uint64_t cgroup_ns;  /* the sample time it was read at */
-    bool cgroup_known;   /* false: read it at the next sample */
-    cn_smp__map *maps; /* sorted by start, non-overlapping; exec mappings only */
+    char *cgroup;       /* the last cgroup path read or inherited, or NULL */
+    uint64_t cgroup_ns; /* the sample time it was read at */
+    bool cgroup_known;  /* false: read it at the next sample */
+    cn_smp__map *maps;  /* sorted by start, non-overlapping; exec mappings only */
     size_t nmaps, cap;
     struct cn_smp__proc *next; /* hash chain */
 } cn_smp__proc;
@@ -398,7 +398,7 @@ void cn_smp__held_sort(cn_smp__held_queue *q, size_t *runs, size_t nruns);
 
 struct cn_smp_session {
     cn_smp_config cfg;
-    char *event_req; /* owned copy of cfg.event; NULL for auto */
+    char *event_req;   /* owned copy of cfg.event; NULL for auto */
     char *cgroup_path; /* owned copy of cfg.cgroup */
     int cgroup_fd;     /* its directory while the events are open (perf's cgroup mode), or -1 */
     cn_smp_callbacks cb;

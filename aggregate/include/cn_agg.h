@@ -370,15 +370,15 @@ typedef struct cn_agg_query {
     const char *view_func; /* F for CALLEES / CALLERS */
     cn_agg_callers_mode callers_mode;
     cn_agg_group_by group_by;
-    int64_t from_ns; /* inclusive; INT64_MIN = from the start */
-    int64_t to_ns;   /* exclusive; INT64_MAX = to the end */
-    int32_t tid;     /* -1 = every thread */
-    int32_t pid;     /* -1 = every process */
+    int64_t from_ns;           /* inclusive; INT64_MIN = from the start */
+    int64_t to_ns;             /* exclusive; INT64_MAX = to the end */
+    int32_t tid;               /* -1 = every thread */
+    int32_t pid;               /* -1 = every process */
     const cn_agg_where *where; /* n_where conditions on the processes' cgroups */
     size_t n_where;
-    bool no_inline;  /* inline frames fold into their outer function: each frame counts as
-                        the first func of its chain, the symbol table's (docs/calltree.md
-                        §4.5); false keeps the chain's inline funcs as call nodes */
+    bool no_inline; /* inline frames fold into their outer function: each frame counts as
+                       the first func of its chain, the symbol table's (docs/calltree.md
+                       §4.5); false keeps the chain's inline funcs as call nodes */
 } cn_agg_query;
 
 void cn_agg_query_init(cn_agg_query *q);

@@ -79,7 +79,8 @@ void cn_fleet_labels_clear(cn_fleet_labels *l);
 /* The container labels a process's cgroup path gives its rows (docs/fleet.md "Container
  * labels"): container_id, cgroup, pod_uid, k8s_qos, systemd_unit (common/cgroup.c), each
  * where the path names one, the session does not set that key itself and the value is a
- * valid label value; added to out. path NULL adds nothing. 0 or -ENOMEM. */
+ * valid label value; added to out. path NULL or "/" (the root cgroup, where a machine
+ * without cgroups keeps every process) adds nothing. 0 or -ENOMEM. */
 int cn_fleet_cgroup_labels(const char *path, const cn_fleet_labels *session, cn_fleet_labels *out);
 /* The cgroup paths of the processes with samples in [from_ns, to_ns) of p: *out (malloc'ed
  * array, the caller frees it; the paths point into p) holds NULL first when some sample

@@ -240,8 +240,8 @@ typedef struct cn_live_session_info {
     const char *id, *name; /* owned by the session */
     cn_live_kind kind;
     cn_live_state state;
-    pid_t pid;     /* 0 for SYSTEM */
-    char comm[32]; /* the target's name at attach */
+    pid_t pid;          /* 0 for SYSTEM */
+    char comm[32];      /* the target's name at attach */
     const char *cgroup; /* SYSTEM in cgroup mode: the directory (owned by the session), or NULL */
     uid_t owner;
     const char *event; /* "cpu-clock", … (owned by the session) */

@@ -264,11 +264,11 @@ typedef enum cn_smp_task_kind {
 
 typedef struct cn_smp_task_event {
     cn_smp_task_kind kind;
-    pid_t pid, tid;   /* the task concerned */
-    pid_t ppid, ptid; /* FORK: the parent */
-    uint64_t time_ns; /* 0 when unknown (names read from /proc at attach) */
-    const char *comm; /* COMM: the new name (valid during the callback) */
-    bool exec;        /* COMM: the name changed because of an exec */
+    pid_t pid, tid;     /* the task concerned */
+    pid_t ppid, ptid;   /* FORK: the parent */
+    uint64_t time_ns;   /* 0 when unknown (names read from /proc at attach) */
+    const char *comm;   /* COMM: the new name (valid during the callback) */
+    bool exec;          /* COMM: the name changed because of an exec */
     const char *cgroup; /* CGROUP: the path (valid during the callback) */
 } cn_smp_task_event;
 

@@ -655,7 +655,7 @@ static void test_deadline(void **state)
 /* The cgroup parser over paths as the runtimes write them (docker and podman on this kind
  * of host, kubelet's systemd and cgroupfs drivers, a user's systemd), and the
  * /proc/PID/cgroup shapes of a hybrid, a pure v2 and a pure v1 machine. */
-#define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define ID64  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define ID64B "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 static void test_cgroup_paths(void **state)
 {
@@ -678,14 +678,17 @@ static void test_cgroup_paths(void **state)
          "cri-containerd-" ID64 ".scope"},
         {"/kubepods.slice/kubepods-besteffort.slice/"
          "kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/crio-" ID64 ".scope",
-         ID64, "cri-o", "11111111-2222-3333-4444-555555555555", "besteffort", "crio-" ID64 ".scope"},
+         ID64, "cri-o", "11111111-2222-3333-4444-555555555555", "besteffort",
+         "crio-" ID64 ".scope"},
         {"/kubepods.slice/kubepods-podaaaaaaaa_bbbb_cccc_dddd_eeeeeeeeeeee.slice/crio-" ID64
          ".scope",
-         ID64, "cri-o", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "guaranteed", "crio-" ID64 ".scope"},
+         ID64, "cri-o", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "guaranteed",
+         "crio-" ID64 ".scope"},
         {"/kubepods.slice/kubepods-besteffort.slice/"
          "kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice/crio-conmon-" ID64
          ".scope",
-         "", "", "11111111-2222-3333-4444-555555555555", "besteffort", "crio-conmon-" ID64 ".scope"},
+         "", "", "11111111-2222-3333-4444-555555555555", "besteffort",
+         "crio-conmon-" ID64 ".scope"},
         {"/kubepods/burstable/pod0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b/" ID64, ID64, "",
          "0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b", "burstable", ""},
         {"/kubepods/pod0d2b9a4e-3c1f-4f0e-9b1a-1c2d3e4f5a6b/" ID64B, ID64B, "",
@@ -699,8 +702,10 @@ static void test_cgroup_paths(void **state)
         /* shapes that must not pass for an id or a pod */
         {"/docker/" ID64 "0", "", "", "", "", ""},
         {"/docker-0123.scope", "", "", "", "", "docker-0123.scope"},
-        {"/system.slice/docker-" "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"
-         ".scope", "", "", "", "",
+        {"/system.slice/docker-"
+         "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"
+         ".scope",
+         "", "", "", "",
          "docker-0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef.scope"},
         {"/kubepods.slice/kubepods-burstable-podnot_a_uid.slice", "", "", "", "burstable", ""},
         {"//docker//" ID64 "//", ID64, "docker", "", "", ""},
@@ -777,7 +782,7 @@ int main(void)
         cmocka_unit_test(test_utf8_cut),       cmocka_unit_test(test_proto_string),
         cmocka_unit_test(test_term_escape),    cmocka_unit_test(test_afile_content_mode),
         cmocka_unit_test(test_afile_failures), cmocka_unit_test(test_afile_short_write),
-        cmocka_unit_test(test_deadline),        cmocka_unit_test(test_cgroup_paths),
+        cmocka_unit_test(test_deadline),       cmocka_unit_test(test_cgroup_paths),
         cmocka_unit_test(test_cgroup_proc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

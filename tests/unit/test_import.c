@@ -980,8 +980,8 @@ static void test_canopy_round_trip(void **state)
     free(mem);
     cn_agg_profile_free(p);
 
-    const char *t = "canopy-profile 3\n";
-    import_fails(t, strlen(t), -EINVAL, "bad.txt:1: .canopy version 3 is not supported");
+    const char *t = "canopy-profile 4\n";
+    import_fails(t, strlen(t), -EINVAL, "bad.txt:1: .canopy version 4 is not supported");
     t = "canopy-profile 1\nunit 0\nscale 1\nstrings 1\nx\nresources 0\nfuncs 1\n0 -1 5 0\n";
     import_fails(t, strlen(t), -EINVAL, "bad.txt:8: value 5 out of range");
     t = "canopy-profile 1\nunit 0\nscale 1\nstrings 2\nx\nx\n";

@@ -370,6 +370,44 @@ static void test_saved_description(void **state)
     cn_live_session_free(s);
 }
 
+/* The cgroup of a system session (docs/protocol.md): JSON both ways, and the rules — an
+ * absolute path without '..' components, for system sessions only. */
+static void test_cgroup_field(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        bool ok;
+    } paths[] = {
+        {"/sys/fs/cgroup/unified/x", true},
+        {"/x/..", false},
+        {"/x/../y", false},
+        {"relative", false},
+        {"/a\nb", false},
+        {"/a/..b", true},
+    };
+    for (size_t i = 0; i < N_OF(paths); i++) {
+        cn_live_session_opts o, back;
+        cn_err err = {0};
+        cn_live_session_opts_init(&o);
+        o.kind = CN_LIVE_SYSTEM;
+        o.cgroup = paths[i].path;
+        assert_int_equal(cn_live_session_opts_validate(&o, &err) == 0, paths[i].ok);
+        json_t *req = json_object();
+        assert_int_equal(cn_live_session_opts_to_json(&o, req), 0);
+        cn_live_session_opts_init(&back);
+        back.kind = CN_LIVE_SYSTEM;
+        assert_int_equal(cn_live_session_opts_from_json(req, &back, &err) == 0, paths[i].ok);
+        if (paths[i].ok)
+            assert_string_equal(back.cgroup, paths[i].path);
+        back.kind = CN_LIVE_ATTACH; /* never for attach or run */
+        back.pid = 1;
+        assert_true(cn_live_session_opts_validate(&back, &err) < 0);
+        cn_live_session_opts_clear(&back);
+        json_decref(req);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_one_rule_set),
         cmocka_unit_test(test_daemon_and_inproc_agree),
         cmocka_unit_test(test_saved_description),
+        cmocka_unit_test(test_cgroup_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -605,7 +605,8 @@ static void test_cgroup_keys(void **state)
                              "kubepods-burstable-pod0d2b9a4e_3c1f_4f0e_9b1a_1c2d3e4f5a6b.slice/"
                              "cri-containerd-" CID ".scope:3 cgroup=/system.slice/cron.service:3 "
                              "cgroup=(none):1");
-    cn_agg_where w[] = {{CN_CGROUP_KEY_CONTAINER, "0123"}, {CN_CGROUP_KEY_SERVICE, "cron.service"},
+    cn_agg_where w[] = {{CN_CGROUP_KEY_CONTAINER, "0123"},
+                        {CN_CGROUP_KEY_SERVICE, "cron.service"},
                         {CN_CGROUP_KEY_QOS, "burstable"}};
     q.group_by = CN_AGG_GROUP_NONE;
     q.where = w;
@@ -655,7 +656,6 @@ static void test_cgroup_keys(void **state)
     free(text);
     cn_agg_profile_free(plain);
 }
-
 
 int main(void)
 {

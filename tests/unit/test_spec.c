@@ -38,6 +38,8 @@ static void full_spec(cn_fmt_spec *s)
     s->color = true;
     s->query.no_inline = true;
     s->format = CN_FMT_SVG;
+    assert_int_equal(cn_fmt_spec_add_where(s, "container=0123,service=a.service", NULL), 0);
+    assert_int_equal(cn_fmt_spec_add_where(s, "pod_uid=x", NULL), 0);
 }
 
 static void assert_same(const cn_fmt_spec *a, const cn_fmt_spec *b)
@@ -68,6 +70,13 @@ static void assert_same(const cn_fmt_spec *a, const cn_fmt_spec *b)
     assert_int_equal(a->color, b->color);
     assert_int_equal(a->query.no_inline, b->query.no_inline);
     assert_int_equal(a->format, b->format);
+    assert_int_equal(a->n_where, b->n_where);
+    assert_int_equal(b->query.n_where, b->n_where);
+    assert_ptr_equal(b->query.where, b->where);
+    for (size_t i = 0; i < a->n_where; i++) {
+        assert_int_equal(a->where[i].key, b->where[i].key);
+        assert_string_equal(a->where[i].value, b->where[i].value);
+    }
 }
 
 static void round_trip(const cn_fmt_spec *s)
@@ -119,7 +128,7 @@ static void test_round_trip(void **state)
         assert_int_equal(cn_fmt_spec_set_view(&s, v, "g"), 0);
         round_trip(&s);
     }
-    for (int g = CN_AGG_GROUP_NONE; g <= CN_AGG_GROUP_STATE; g++) {
+    for (int g = CN_AGG_GROUP_NONE; g <= CN_AGG_GROUP_SERVICE; g++) {
         cn_agg_group_by back;
         assert_int_equal(cn_fmt_group_by_parse(cn_fmt_group_by_name(g), &back), 0);
         assert_int_equal(back, g);
@@ -148,6 +157,22 @@ static void test_round_trip(void **state)
     assert_int_equal(strlen(small), sizeof(small) - 1);
     assert_true(cn_fmt_view_parse("sideways", &(cn_agg_view){0}) < 0);
     assert_true(cn_fmt_group_by_parse("cpu", &(cn_agg_group_by){0}) < 0);
+    /* --where: KEY=VALUE lists; unknown keys, missing '=' and too many are refused */
+    cn_err err = {0};
+    assert_int_equal(cn_fmt_spec_add_where(&s, "qos=burstable,cgroup=/a/b", &err), 0);
+    assert_int_equal(s.where[s.n_where - 1].key, CN_CGROUP_KEY_CGROUP);
+    assert_string_equal(s.where[s.n_where - 1].value, "/a/b");
+    assert_int_equal(cn_fmt_spec_add_where(&s, "host=a", &err), -EINVAL);
+    assert_int_equal(cn_fmt_spec_add_where(&s, "container", &err), -EINVAL);
+    while (s.n_where < CN_FMT_MAX_WHERE)
+        assert_int_equal(cn_fmt_spec_add_where(&s, "pod=p", &err), 0);
+    assert_int_equal(cn_fmt_spec_add_where(&s, "pod=p", &err), -EINVAL);
+    json_t *bad = json_pack("{s:[s]}", "where", "container=a,pod=b");
+    cn_fmt_spec back;
+    cn_fmt_spec_init(&back);
+    assert_int_equal(cn_fmt_spec_from_json(bad, &back, &err), -EINVAL);
+    cn_fmt_spec_clear(&back);
+    json_decref(bad);
     cn_fmt_spec_clear(&s);
 }
 
