@@ -1,9 +1,9 @@
-/* bench_formats.c — export speed of pprof, speedscope and SVG (docs/perf-formats.md).
+/* bench_formats.c — export speed of pprof, speedscope, SVG and OTLP (docs/perf-formats.md).
  *
  * Builds a synthetic profile of N samples over S distinct native stacks (depth 8..40,
  * 64 functions per library over 4 libraries, 4 threads, ns weights), then times
  * pprof (raw path: untransformed, per-frame locations), pprof after a transform (tree
- * path), SVG and speedscope export into memory. Usage: bench_formats [N [S]]
+ * path), SVG, speedscope and OTLP (both paths) export into memory. Usage: bench_formats [N [S]]
  * (default 1000000 samples, 100000 stacks) [FORMAT-PREFIX]. Prints one line per format.
  * With BENCH_FORMATS_DUMP=DIR set, each output is also written to DIR (to compare the
  * output of two versions of an exporter). */
@@ -96,6 +96,11 @@ static void dump(const char *what, const char *buf, size_t len)
         fclose(f);
 }
 
+static int otlp_writer(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err)
+{
+    return cn_fmt_write_otlp(p, q, NULL, out, err);
+}
+
 static void run(const char *what, writer_fn fn, cn_agg_profile *p, const cn_agg_query *q)
 {
     if (only && strncmp(what, only, strlen(only)) != 0)
@@ -132,6 +137,7 @@ int main(int argc, char **argv)
     run("pprof (untransformed)", cn_fmt_write_pprof, p, &q);
     run("svg", svg_writer, p, &q);
     run("speedscope (untransformed)", cn_fmt_write_speedscope, p, &q);
+    run("otlp (untransformed)", otlp_writer, p, &q);
     cn_agg_transform t;
     cn_err err = {0};
     if (cn_agg_transform_parse("merge:f0_1", &t, &err) == 0) {
@@ -139,6 +145,7 @@ int main(int argc, char **argv)
         q.n_transforms = 1;
         run("pprof (merge:f0_1)", cn_fmt_write_pprof, p, &q);
         run("svg (merge:f0_1)", svg_writer, p, &q);
+        run("otlp (merge:f0_1)", otlp_writer, p, &q);
         cn_agg_transform_clear(&t);
     }
     cn_agg_profile_free(p);

@@ -295,6 +295,9 @@ int cn_cmd_status(int argc, char **argv)
     const json_t *py = json_object_get(fl, "pyroscope");
     if (py)
         print_push_status("pyroscope", py, "profiles", NULL);
+    const json_t *ot = json_object_get(fl, "otlp");
+    if (ot)
+        print_push_status("otlp", ot, "profiles", NULL);
 out:
     simple_clear(&s);
     return status;

@@ -246,6 +246,8 @@ static const char *export_ext(cn_fmt_format f)
         return "svg";
     case CN_FMT_FIREFOX:
         return "firefox.json";
+    case CN_FMT_OTLP:
+        return "otlp.pb";
     case CN_FMT_CANOPY:
         return "canopy";
     }

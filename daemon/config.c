@@ -180,11 +180,13 @@ static int apply_limit(cn_d_config *c, const char *k, const char *v)
 static const char **fleet_field(cn_d_config *c, const char *k, unsigned *bit)
 {
     static const char *const keys[] = {
-        "fleet_url",  "fleet_database",      "fleet_host",          "fleet_labels",
-        "fleet_user", "fleet_password_file", "fleet_pyroscope_url", "fleet_pyroscope_org"};
+        "fleet_url",           "fleet_database",      "fleet_host",
+        "fleet_labels",        "fleet_user",          "fleet_password_file",
+        "fleet_pyroscope_url", "fleet_pyroscope_org", "fleet_otlp_url"};
     const char **fields[] = {
-        &c->fleet_url,  &c->fleet_database,      &c->fleet_host,          &c->fleet_labels,
-        &c->fleet_user, &c->fleet_password_file, &c->fleet_pyroscope_url, &c->fleet_pyroscope_org};
+        &c->fleet_url,           &c->fleet_database,      &c->fleet_host,
+        &c->fleet_labels,        &c->fleet_user,          &c->fleet_password_file,
+        &c->fleet_pyroscope_url, &c->fleet_pyroscope_org, &c->fleet_otlp_url};
     for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (!strcmp(k, keys[i])) {
             *bit = 8u << i;
@@ -203,8 +205,9 @@ void cn_d_config_clear(cn_d_config *c)
     if (c->owned & 4)
         free((char *)c->system_group);
     static const char *const fleet_keys[] = {
-        "fleet_url",  "fleet_database",      "fleet_host",          "fleet_labels",
-        "fleet_user", "fleet_password_file", "fleet_pyroscope_url", "fleet_pyroscope_org"};
+        "fleet_url",           "fleet_database",      "fleet_host",
+        "fleet_labels",        "fleet_user",          "fleet_password_file",
+        "fleet_pyroscope_url", "fleet_pyroscope_org", "fleet_otlp_url"};
     for (size_t i = 0; i < sizeof(fleet_keys) / sizeof(fleet_keys[0]); i++) {
         unsigned bit = 0;
         const char **f = fleet_field(c, fleet_keys[i], &bit);

@@ -331,9 +331,8 @@ void cn_d__store_save_failed(cn_d_server *srv, cn_d__entry *e, const cn_err *err
 void cn_d__store_remove_at(cn_d_server *srv, size_t i);
 /* ---- the fleet push (fleet_push.c, docs/fleet.md) ---------------------------------- */
 
-/* Starts the fleet push when the config has a fleet_url or a fleet_pyroscope_url (else
- * nothing). 0 or negative
- * errno with err set (a bad setting, an unreadable password file). */
+/* Starts the fleet push when the config has a fleet_url, fleet_pyroscope_url or fleet_otlp_url
+ * (else nothing). 0 or negative errno with err set (a bad setting, an unreadable password file). */
 int cn_d__fleet_new(cn_d_server *srv, cn_err *err);
 /* Every tick: once per fleet_interval, collects each pushed session's new samples into
  * one batch and hands it to the pusher thread. */

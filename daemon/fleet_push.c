@@ -17,6 +17,10 @@
  * Pyroscope by a second pusher with its own spool and backoff, so that one sink's outage
  * never holds the other back. The ClickHouse rows are still collected without fleet_url
  * (they decide whether a window waits for symbols) and then dropped.
+ * With fleet_otlp_url, each window also becomes one OTLP export request (formats/'
+ * cn_fmt_write_otlp over the same window: a resource per process with host.name, the
+ * process and its container, service.name and the labels) for a third pusher, one
+ * request per batch.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +41,10 @@ struct cn_d__fleet {
     cn_fleet_pusher *pusher; /* ClickHouse; NULL without fleet_url */
     cn_fleet_pusher *pyro;   /* Pyroscope; NULL without fleet_pyroscope_url */
     char pyro_url[512];
-    uint64_t pyro_errors; /* windows whose profile could not be written */
+    uint64_t pyro_errors;  /* windows whose profile could not be written */
+    cn_fleet_pusher *otlp; /* OTLP/HTTP; NULL without fleet_otlp_url */
+    char otlp_url[512];
+    uint64_t otlp_errors; /* windows whose OTLP request could not be written */
     cn_fleet_seen *seen;
     cn_fleet_labels labels; /* fleet_labels */
     char host[256];
@@ -85,7 +92,8 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
     int r;
     bool ch = c->fleet_url && *c->fleet_url;
     bool pyro = c->fleet_pyroscope_url && *c->fleet_pyroscope_url;
-    if (!ch && !pyro)
+    bool otlp = c->fleet_otlp_url && *c->fleet_otlp_url;
+    if (!ch && !pyro && !otlp)
         return 0;
     struct cn_d__fleet *f = calloc(1, sizeof(*f));
     if (!f)
@@ -129,6 +137,19 @@ int cn_d__fleet_new(cn_d_server *srv, cn_err *err)
         if ((r = cn_fleet_pusher_new(&po, &f->pyro, err)) < 0)
             goto fail;
     }
+    if (otlp) {
+        snprintf(spool, sizeof(spool), "%s/fleet-otlp-spool", srv->state_dir);
+        snprintf(f->otlp_url, sizeof(f->otlp_url), "%s", c->fleet_otlp_url);
+        cn_fleet_pusher_opts oo = {
+            .sink = CN_FLEET_SINK_OTLP,
+            .url = c->fleet_otlp_url,
+            .spool_dir = spool,
+            .spool_max = c->fleet_spool_max,
+            .timeout_ms = 15000,
+        };
+        if ((r = cn_fleet_pusher_new(&oo, &f->otlp, err)) < 0)
+            goto fail;
+    }
     if (!(f->seen = cn_fleet_seen_new(0))) {
         r = cn_err_set(err, -ENOMEM, "out of memory");
         goto fail;
@@ -145,6 +166,7 @@ fail:
     }
     cn_fleet_pusher_free(f->pusher);
     cn_fleet_pusher_free(f->pyro);
+    cn_fleet_pusher_free(f->otlp);
     cn_fleet_labels_clear(&f->labels);
     free(f);
     return r;
@@ -276,6 +298,57 @@ static void pyro_add(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_sessio
     free(paths);
 }
 
+#define OTLP_MAX_ATTRS (1 + CN_FLEET_MAX_LABELS)
+
+/* Submits the window [from, to) of e's profile as one OTLP export request: the session's
+ * resources (cn_live_session_render_opts: processes, containers) with host.name =
+ * fleet_host, service.name and the session's labels. Failures are counted (the window is
+ * then missing from the OTLP endpoint only). */
+static void otlp_add(struct cn_d__fleet *f, cn_d__entry *e, const cn_live_session_info *info,
+                     int64_t from, int64_t to, int64_t time_s)
+{
+    struct cn_d__fleet_src *src = e->fleet;
+    const char *keys[OTLP_MAX_ATTRS], *vals[OTLP_MAX_ATTRS];
+    size_t n = 0;
+    char *mem = NULL;
+    size_t len = 0;
+    cn_err err = {0};
+    cn_agg_query q;
+    cn_fmt_render_opts ro;
+    cn_agg_query_init(&q);
+    q.from_ns = from;
+    q.to_ns = to;
+    cn_live_session_render_opts(e->s, NULL, &ro);
+    cn_fmt_otlp_opts oo = *ro.otlp;
+    oo.host = f->host;
+    keys[n] = "service.name";
+    vals[n++] = src->service;
+    for (size_t i = 0; i < src->labels.n && n < OTLP_MAX_ATTRS; i++, n++) {
+        keys[n] = src->labels.v[i].key;
+        vals[n] = src->labels.v[i].value;
+    }
+    oo.attr_keys = keys;
+    oo.attr_values = vals;
+    oo.n_attrs = n;
+    cn_fleet_batch *b = cn_fleet_batch_new();
+    FILE *out = open_memstream(&mem, &len);
+    int r =
+        !b || !out ? -ENOMEM : cn_fmt_write_otlp(cn_live_session_profile(e->s), &q, &oo, out, &err);
+    if (out && fclose(out) != 0 && r == 0)
+        r = -ENOMEM;
+    if (r == 0)
+        r = cn_fleet_otlp_set(b, mem, len, time_s);
+    free(mem);
+    if (r < 0) {
+        f->otlp_errors++;
+        fprintf(stderr, "canopyd: fleet: OTLP profile of session %s: %s\n", info->id,
+                err.msg[0] ? err.msg : strerror(-r));
+        cn_fleet_batch_free(b);
+        return;
+    }
+    cn_fleet_pusher_submit(f->otlp, b);
+}
+
 /* Collects e's window into b, and into pb (may be NULL) as a Pyroscope profile (final:
  * everything left, whatever the symbols). */
 static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b,
@@ -318,6 +391,8 @@ static void collect_one(struct cn_d__fleet *f, cn_d__entry *e, cn_fleet_batch *b
     src->held_since = 0;
     if (pb && n_samples > 0)
         pyro_add(f, e, &info, src->cursor_ns, end, so.time_s, pb);
+    if (f->otlp && n_samples > 0)
+        otlp_add(f, e, &info, src->cursor_ns, end, so.time_s);
     src->cursor_ns = end;
     if (end == INT64_MAX) {
         src->done = true;
@@ -407,6 +482,8 @@ void cn_d__fleet_shutdown(cn_d_server *srv)
         cn_fleet_pusher_flush(srv->fleet->pusher, 3000);
     if (srv->fleet->pyro)
         cn_fleet_pusher_flush(srv->fleet->pyro, 3000);
+    if (srv->fleet->otlp)
+        cn_fleet_pusher_flush(srv->fleet->otlp, 3000);
 }
 
 void cn_d__fleet_free(cn_d_server *srv)
@@ -416,6 +493,7 @@ void cn_d__fleet_free(cn_d_server *srv)
         return;
     cn_fleet_pusher_free(f->pusher);
     cn_fleet_pusher_free(f->pyro);
+    cn_fleet_pusher_free(f->otlp);
     cn_fleet_seen_free(f->seen);
     cn_fleet_labels_clear(&f->labels);
     free(f);
@@ -435,6 +513,20 @@ static json_t *pyro_status(struct cn_d__fleet *f)
                      (json_int_t)f->pyro_errors, "lag_s", (json_int_t)st.lag_s, "last_error",
                      st.last_error[0] ? cn_proto_str(st.last_error) : NULL, "last_success",
                      (json_int_t)st.last_success_s, "batches_sent", (json_int_t)st.batches_sent);
+}
+
+/* The OTLP pusher's counters (docs/fleet.md "Status"): requests, not rows. */
+static json_t *otlp_status(struct cn_d__fleet *f)
+{
+    cn_fleet_push_stats st;
+    cn_fleet_pusher_stats(f->otlp, &st);
+    return json_pack(
+        "{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o?, s:I}", "url", cn_proto_str(f->otlp_url),
+        "profiles_sent", (json_int_t)st.rows_sent, "profiles_queued", (json_int_t)st.rows_queued,
+        "profiles_dropped", (json_int_t)st.rows_dropped, "spool_bytes", (json_int_t)st.spool_bytes,
+        "failures", (json_int_t)st.failures, "encode_errors", (json_int_t)f->otlp_errors, "lag_s",
+        (json_int_t)st.lag_s, "last_error", st.last_error[0] ? cn_proto_str(st.last_error) : NULL,
+        "last_success", (json_int_t)st.last_success_s);
 }
 
 json_t *cn_d__fleet_status(cn_d_server *srv)
@@ -464,5 +556,7 @@ json_t *cn_d__fleet_status(cn_d_server *srv)
                   (double)f->collect_ns_total / 1e6, "last_success", (json_int_t)st.last_success_s);
     if (j && f->pyro)
         json_object_set_new(j, "pyroscope", pyro_status(f));
+    if (j && f->otlp)
+        json_object_set_new(j, "otlp", otlp_status(f));
     return j;
 }

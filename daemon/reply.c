@@ -69,7 +69,7 @@ int cn_d__reply_output(cn_d__reply *rp, cn_fmt_format fmt, const char *json_key,
         rp->key = json_key;
         rp->raw = *out;
         cn_buf_init(out, 0);
-    } else if (fmt == CN_FMT_PPROF || fmt == CN_FMT_CANOPY) {
+    } else if (fmt == CN_FMT_PPROF || fmt == CN_FMT_OTLP || fmt == CN_FMT_CANOPY) {
         char *b = cn_common_base64_encode(cn_buf_ptr(out), cn_buf_len(out));
         r = b ? json_object_set_new(rp->msg, "output_base64", json_string(b)) : -ENOMEM;
         free(b);

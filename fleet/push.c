@@ -24,6 +24,9 @@
  * another send: a file's body is a PushRequest, POSTed alone (one file per request, so
  * that a request Pyroscope refuses — HTTP 4xx, which no retry can fix — drops one file,
  * counted, and not its neighbours).
+ * An OTLP pusher (CN_FLEET_SINK_OTLP) is the same again, POSTing each file's body, one
+ * ExportProfilesServiceRequest, to URL/v1development/profiles; its batches are never
+ * merged in the queue (two requests' dictionaries would merge into one wrong one).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -207,20 +210,31 @@ out:
     return r;
 }
 
-/* Sends one spooled PushRequest to Pyroscope (mu not held). 1, or negative errno with
- * err set (-EBADMSG: unreadable or refused; it is dropped). */
-static int spool_send_pyroscope(cn_fleet_pusher *p, const spooled *s, cn_err *err)
+/* Sends one spooled request alone to Pyroscope or an OTLP endpoint (mu not held); an OTLP
+ * request gzip'd (Content-Encoding: gzip; Pyroscope's profiles are gzip'd inside). 1, or
+ * negative errno with err set (-EBADMSG: unreadable or refused; it is dropped). */
+static int spool_send_post(cn_fleet_pusher *p, const spooled *s, cn_err *err)
 {
+    bool otlp = p->sink == CN_FLEET_SINK_OTLP;
     char path[4096];
-    const char *hdrs[2] = {p->org_hdr, NULL};
+    const char *hdrs[2] = {otlp ? "Content-Encoding: gzip" : p->org_hdr, NULL};
     spool_file f;
+    cn_buf z;
+    cn_buf_init(&z, 0);
     spool_path(p, s->seq, path, sizeof(path));
     int r = spool_read(path, &f);
     if (r < 0)
         return cn_err_set(err, r == -ENOMEM ? r : -EBADMSG, "%s: unreadable spool file", path);
-    r = cn_fleet_post(p->conn, CN_FLEET_PYROSCOPE_PATH, "application/proto", hdrs, f.data, f.zs,
-                      err);
+    if (otlp && (r = cn_fleet_gzip(f.data, f.zs, 1, &z)) < 0)
+        r = cn_err_set(err, r, "compressing %s: %s", path, strerror(-r));
+    else if (otlp)
+        r = cn_fleet_post(p->conn, CN_FLEET_OTLP_PATH, "application/x-protobuf", hdrs,
+                          cn_buf_ptr(&z), cn_buf_len(&z), err);
+    else
+        r = cn_fleet_post(p->conn, CN_FLEET_PYROSCOPE_PATH, "application/proto", hdrs, f.data, f.zs,
+                          err);
     free(f.data);
+    cn_buf_free(&z);
     return r < 0 ? r : 1;
 }
 
@@ -461,8 +475,8 @@ static void *run(void *arg)
             p->queued--;
             /* Batches that queued up while the thread was busy become one spool file
              * and one insert per table (ClickHouse prefers few large inserts), in order. */
-            while (p->head && cn_buf_len(&it->b->samples) < MERGE_MAX &&
-                   merge_batch(it->b, p->head->b) == 0) {
+            while (p->sink != CN_FLEET_SINK_OTLP && p->head &&
+                   cn_buf_len(&it->b->samples) < MERGE_MAX && merge_batch(it->b, p->head->b) == 0) {
                 qitem *next = p->head;
                 p->head = next->next;
                 p->queued--;
@@ -521,8 +535,8 @@ static void *run(void *arg)
             cn_err err = {0};
             bool attempted = false;
             int r = !batch ? cn_err_set(&err, -ENOMEM, "out of memory")
-                    : p->sink == CN_FLEET_SINK_PYROSCOPE
-                        ? spool_send_pyroscope(p, batch, &err)
+                    : p->sink != CN_FLEET_SINK_CLICKHOUSE
+                        ? spool_send_post(p, batch, &err)
                         : spool_send(p, batch, n, &attempted, &err);
             free(batch);
             pthread_mutex_lock(&p->mu);

@@ -278,6 +278,9 @@ int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_rende
     case CN_FMT_SPEEDSCOPE:
         r = cn_fmt_write_speedscope(p, &q, out, err);
         break;
+    case CN_FMT_OTLP:
+        r = cn_fmt_write_otlp(p, &q, opts ? opts->otlp : NULL, out, err);
+        break;
     case CN_FMT_FIREFOX:
         r = cn_fmt_write_firefox(p, &q, out, err);
         break;

@@ -139,6 +139,7 @@ static const struct {
     {"chrome-trace", CN_FMT_CHROME_TRACE},
     {"svg", CN_FMT_SVG},
     {"firefox", CN_FMT_FIREFOX},
+    {"otlp", CN_FMT_OTLP},
     {"canopy", CN_FMT_CANOPY},
     {"activity", CN_FMT_ACTIVITY},
 };
@@ -179,7 +180,7 @@ const char *cn_fmt_format_name(cn_fmt_format f)
 int cn_fmt_format_from_path(const char *path, cn_fmt_format *out)
 {
     /* Longest suffixes first: ".speedscope.json", ".firefox.json" and ".trace.json" end in
-     * ".json". */
+     * ".json", ".otlp.pb" in ".pb". */
     static const struct {
         const char *ext;
         cn_fmt_format format;
@@ -189,6 +190,7 @@ int cn_fmt_format_from_path(const char *path, cn_fmt_format *out)
         {".trace.json", CN_FMT_CHROME_TRACE},
         {".json", CN_FMT_JSON},
         {".folded", CN_FMT_FOLDED},
+        {".otlp.pb", CN_FMT_OTLP},
         {".pb.gz", CN_FMT_PPROF},
         {".pb", CN_FMT_PPROF},
         {".svg", CN_FMT_SVG},

@@ -56,6 +56,8 @@ struct cn_live_session {
     int64_t stop_res;  /* the "[unwind]" pseudo-resource once a stack needed it, else -1
                           (-2: it could not be made) */
     int64_t started_unix;
+    char host[256];         /* this host's name: OTLP exports' host.name ("" unknown) */
+    cn_fmt_otlp_opts otlp;  /* OTLP exports' resource attributes (opts.c) */
     int64_t start_mono;     /* CLOCK_MONOTONIC ns at start: the profile's time 0 */
     int64_t end_ns;         /* session time when sampling ended */
     int64_t duration_limit; /* > 0: stop after */
@@ -136,6 +138,8 @@ void cn_live__session_detached(cn_live_session *s);
  * profile and nothing else: cn_live_session_new() and cn_live_session_load() fill in the
  * rest. NULL on ENOMEM. Freed with cn_live_session_free(). */
 cn_live_session *cn_live__session_alloc(const char *id, const char *name);
+/* Sets s->host and s->otlp, what OTLP exports say of the host (opts.c). */
+void cn_live__otlp_init(cn_live_session *s);
 
 /* ---- ingest.c, called by session.c ---------------------------------------------------- */
 

@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cn_live.h"
+#include "live_internal.h"
 
 void cn_live_session_opts_init(cn_live_session_opts *o)
 {
@@ -234,6 +236,13 @@ int cn_live_session_opts_from_json(const json_t *req, cn_live_session_opts *o, c
 
 /* ---- the render header --------------------------------------------------------------- */
 
+void cn_live__otlp_init(cn_live_session *s)
+{
+    if (gethostname(s->host, sizeof(s->host) - 1) < 0)
+        s->host[0] = '\0';
+    s->otlp = (cn_fmt_otlp_opts){.host = s->host[0] ? s->host : NULL};
+}
+
 void cn_live_session_render_opts(const cn_live_session *s, const char *title, cn_fmt_render_opts *o)
 {
     cn_live_session_info info;
@@ -250,4 +259,5 @@ void cn_live_session_render_opts(const cn_live_session *s, const char *title, cn
     o->cgroup = info.cgroup;
     o->has_now = true;
     o->now_ns = cn_live_session_now(s);
+    o->otlp = &s->otlp;
 }

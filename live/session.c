@@ -79,6 +79,7 @@ cn_live_session *cn_live__session_alloc(const char *id, const char *name)
     s->last_thread = -1;
     s->state_res = -1;
     s->stop_res = -1;
+    cn_live__otlp_init(s);
     if (!s->id || (name && *name && !s->name) || !s->p)
         return cn_live_session_free(s);
     return s;

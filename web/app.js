@@ -328,7 +328,7 @@
 
   /* ---- downloads, the Firefox Profiler link, the URL ----------------------------------- */
 
-  const FORMATS = ['json', 'text', 'folded', 'pprof', 'speedscope', 'chrome-trace', 'svg', 'firefox', 'canopy'];
+  const FORMATS = ['json', 'text', 'folded', 'pprof', 'speedscope', 'chrome-trace', 'svg', 'firefox', 'otlp', 'canopy'];
 
   function exportURL(format) {
     return apiURL('/api/export', queryArgs(true), [['format', format]]);

@@ -119,6 +119,9 @@ typedef struct cn_d_config {
     /* Also pushing to Grafana Pyroscope (docs/fleet.md): off without fleet_pyroscope_url;
      * fleet_pyroscope_org is sent as X-Scope-OrgID. */
     const char *fleet_pyroscope_url, *fleet_pyroscope_org;
+    /* Also pushing OpenTelemetry profiles to an OTLP/HTTP endpoint (docs/fleet.md "Pushing
+     * OTLP profiles"): off without fleet_otlp_url. */
+    const char *fleet_otlp_url;
     int64_t fleet_interval_ns; /* default 10 s */
     uint64_t fleet_spool_max;  /* bytes of spooled batches; default 256 MiB */
     unsigned owned;            /* which strings _load allocated (internal) */

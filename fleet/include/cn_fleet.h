@@ -193,6 +193,8 @@ typedef enum cn_fleet_sink {
     CN_FLEET_SINK_CLICKHOUSE = 0, /* rows (cn_fleet_collect): INSERTs into database */
     CN_FLEET_SINK_PYROSCOPE,      /* PushRequests (cn_fleet_pyroscope_add): one POST per
                                      spool file to URL/push.v1.PusherService/Push */
+    CN_FLEET_SINK_OTLP,           /* OTLP export requests (cn_fleet_otlp_set): one POST per
+                                     spool file to URL/v1development/profiles, never merged */
 } cn_fleet_sink;
 
 typedef struct cn_fleet_pusher_opts {
@@ -260,6 +262,20 @@ cn_fleet_pusher *cn_fleet_pusher_free(cn_fleet_pusher *p);
  * -EINVAL (no profile, no usable label) or -ENOMEM. */
 int cn_fleet_pyroscope_add(cn_fleet_batch *b, const cn_fleet_label *labels, size_t n,
                            const void *pprof_gz, size_t len, const char *id, int64_t time_s);
+
+/* ---------------------------------------------------------------------------------------
+ * OTLP profiles (docs/fleet.md, "Pushing OTLP profiles")
+ */
+
+#define CN_FLEET_OTLP_PATH "/v1development/profiles"
+
+/* Makes b the body of one OTLP/HTTP export request: req (len bytes, copied) is a
+ * serialized ExportProfilesServiceRequest (formats/' cn_fmt_write_otlp writes one). Two
+ * requests do not concatenate into one (their dictionaries would merge), so a batch holds
+ * exactly one and the pusher never merges OTLP batches. b->sample_rows counts it as one
+ * profile; time_s lowers b->time_s. Returns 0, -EINVAL (empty request, or b not empty)
+ * or -ENOMEM. */
+int cn_fleet_otlp_set(cn_fleet_batch *b, const void *req, size_t len, int64_t time_s);
 
 /* ---------------------------------------------------------------------------------------
  * The reader side (canopy fleet)

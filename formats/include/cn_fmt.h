@@ -63,6 +63,7 @@ typedef enum cn_fmt_format {
     CN_FMT_SVG,
     CN_FMT_FIREFOX,  /* the Firefox Profiler's processed profile (export_firefox.c) */
     CN_FMT_ACTIVITY, /* weight per time bucket and per thread (export_activity.c) */
+    CN_FMT_OTLP,     /* OpenTelemetry profiles, protobuf ProfilesData (export_otlp.c) */
 } cn_fmt_format;
 
 /* How a live session's user-space unwinds ended (docs/cli-live.md, "Session counters"),
@@ -139,6 +140,26 @@ int cn_fmt_write_pprof(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_e
 int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t period_ns, FILE *out,
                            cn_err *err);
 int cn_fmt_write_speedscope(cn_agg_profile *p, const cn_agg_query *q, FILE *out, cn_err *err);
+
+/* What an OTLP profile's resources say beyond the profile itself (docs/cli.md "OTLP
+ * profiles"). Nothing is owned. */
+typedef struct cn_fmt_otlp_opts {
+    const char *host; /* host.name; NULL: left out */
+    /* More string attributes of every resource (canopyd's push: service.name, labels),
+     * after the profile's own; a key given twice is written once (the first). */
+    const char *const *attr_keys;
+    const char *const *attr_values;
+    size_t n_attrs;
+} cn_fmt_otlp_opts;
+
+/* The query as an OpenTelemetry profiles message (the "v1development" signal at the
+ * version docs/cli.md pins; serialized ProfilesData, also the body of an OTLP/HTTP export
+ * request): one resource per process with host.name, process.pid,
+ * process.executable.name, container.id and k8s.pod.uid where known (o may be NULL).
+ * Returns 0 or
+ * negative errno with err set. */
+int cn_fmt_write_otlp(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_otlp_opts *o,
+                      FILE *out, cn_err *err);
 /* The Firefox Profiler's processed profile format at a pinned version (docs/cli.md
  * "Firefox Profiler"): one thread per thread of the profile, libraries, functions, frames
  * with addresses and inline depths, categories, and the samples with their times and
@@ -277,6 +298,7 @@ typedef struct cn_fmt_render_opts {
     /* When not NULL, one line per note ("note: …\n", no prefix) is appended: a transform
      * PATH that names no call node path (docs/cli.md "Transforms"). NULL: not looked for. */
     cn_buf *notes;
+    const cn_fmt_otlp_opts *otlp; /* --format otlp's resource attributes; NULL: none */
 } cn_fmt_render_opts;
 
 void cn_fmt_render_opts_init(cn_fmt_render_opts *o);

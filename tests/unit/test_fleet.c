@@ -358,6 +358,45 @@ static void test_pusher_spool(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* OTLP requests: one per batch, never two in one batch, and batches queued together stay
+ * one spool file (one request) each (two requests' dictionaries cannot be merged). */
+static void test_otlp_batches(void **state)
+{
+    char dir[] = "/tmp/test_fleet_XXXXXX", spool[64];
+    cn_fleet_pusher *p = NULL;
+    cn_fleet_push_stats st;
+    cn_err err = {0};
+    const uint8_t req[] = {0x0a, 0x00, 0x12, 0x00}; /* resource_profiles {}, dictionary {} */
+    (void)state;
+    cn_fleet_batch *b = cn_fleet_batch_new();
+    assert_int_equal(cn_fleet_otlp_set(b, req, 0, 0), -EINVAL);
+    assert_int_equal(cn_fleet_otlp_set(b, req, sizeof(req), 7), 0);
+    assert_int_equal(cn_fleet_otlp_set(b, req, sizeof(req), 7), -EINVAL);
+    assert_int_equal(b->sample_rows, 1);
+    assert_int_equal(b->time_s, 7);
+    cn_fleet_batch_free(b);
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(spool, sizeof(spool), "%s/spool", dir);
+    cn_fleet_pusher_opts o = {
+        .sink = CN_FLEET_SINK_OTLP, .url = "http://127.0.0.1:1/", .spool_dir = spool};
+    assert_int_equal(cn_fleet_pusher_new(&o, &p, &err), 0);
+    for (int i = 0; i < 5; i++) {
+        b = cn_fleet_batch_new();
+        assert_int_equal(cn_fleet_otlp_set(b, req, sizeof(req), i), 0);
+        assert_int_equal(cn_fleet_pusher_submit(p, b), 0);
+    }
+    assert_int_equal(cn_fleet_pusher_flush(p, 300), -ETIMEDOUT);
+    cn_fleet_pusher_stats(p, &st);
+    assert_int_equal(st.rows_queued, 5);
+    assert_int_equal(st.batches_queued, 5);
+    assert_true(st.failures >= 1);
+    p = cn_fleet_pusher_free(p);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Two series appended to one batch decode as one PushRequest with both, in order; label
  * names are made Prometheus names, deduplicated (first wins), sorted and capped. */
 static void test_pyroscope(void **state)
@@ -431,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_collect_python), cmocka_unit_test(test_filter_sql),
         cmocka_unit_test(test_source_sql),     cmocka_unit_test(test_pusher_spool),
         cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_pyroscope),
+        cmocka_unit_test(test_otlp_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

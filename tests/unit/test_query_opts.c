@@ -127,6 +127,8 @@ static void test_formats_from_extension(void **state)
         {"a.trace.json", CN_FMT_CHROME_TRACE},
         {"a.folded", CN_FMT_FOLDED},
         {"a.pb.gz", CN_FMT_PPROF},
+        {"a.pb", CN_FMT_PPROF},
+        {"a.otlp.pb", CN_FMT_OTLP},
         {"a.svg", CN_FMT_SVG},
         {"a.canopy", CN_FMT_CANOPY},
     };

@@ -116,7 +116,7 @@ static void test_round_trip(void **state)
     round_trip(&s);
 
     /* Every format, view, group-by and callers mode by name. */
-    for (int f = CN_FMT_TEXT; f <= CN_FMT_ACTIVITY; f++) {
+    for (int f = CN_FMT_TEXT; f <= CN_FMT_OTLP; f++) {
         s.format = (cn_fmt_format)f;
         round_trip(&s);
     }
@@ -152,7 +152,7 @@ static void test_round_trip(void **state)
         assert_string_equal(cn_fmt_format_name(f), tok);
         n_names++;
     }
-    assert_int_equal(n_names, CN_FMT_ACTIVITY + 1);
+    assert_int_equal(n_names, CN_FMT_OTLP + 1);
     assert_int_equal(cn_fmt_format_names(small, sizeof(small)), need);
     assert_int_equal(strlen(small), sizeof(small) - 1);
     assert_true(cn_fmt_view_parse("sideways", &(cn_agg_view){0}) < 0);
