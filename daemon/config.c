@@ -87,6 +87,8 @@ const cn_opt cn_d_config_keys[] = {
      "Pyroscope's base URL for the profile push", 0, 0},
     {"fleet_pyroscope_org", NULL, "NAME", "none", "sent as X-Scope-OrgID (multi-tenant Pyroscope)",
      0, 0},
+    {"fleet_otlp_url", NULL, "URL", "none: no push",
+     "an OTLP/HTTP receiver's base URL: each window is posted to /v1development/profiles", 0, 0},
     {NULL, NULL, NULL, NULL, NULL, 0, 0},
 };
 
