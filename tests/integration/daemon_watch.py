@@ -20,10 +20,12 @@
       machine maps: what other processes run, not churn), as its steady rate (the median 2-s step times the steps: one-off jumps, the
       sampler reading the image of a big binary another process on this machine started,
       do not count, a leak that grows with every churned process does); and the fds that
-      are not cached object files (sockets, pipes, memfds, /proc files). Exits 1 when own's
+      are not cached object files nor cached mount tables (sockets, pipes, memfds, other
+      /proc files). Exits 1 when own's
       steady growth exceeds K x the profiles' growth + C MiB (K: tables grow by doubling,
       the blocks they leave stay with the allocator), when those fds grow by more than N,
-      or when the file fds exceed the symbol cache's objects by more than N.
+      when the file fds exceed the symbol cache's objects by more than N, or when more than
+      32 mount tables are open (two caches of 16).
 """
 import json
 import os
@@ -74,7 +76,7 @@ def sample(sock, pid):
         d["img_kb"] = images_kb(pid)
         with open("/proc/%d/schedstat" % pid) as f:  # the loop thread: ns on CPU, waiting
             d["run_ns"], d["wait_ns"] = (int(x) for x in f.read().split()[:2])
-        d["fds"] = d["fds_file"] = 0
+        d["fds"] = d["fds_file"] = d["fds_mounts"] = 0
         for name in os.listdir("/proc/%d/fd" % pid):
             try:
                 link = os.readlink("/proc/%d/fd/%s" % (pid, name))
@@ -82,6 +84,9 @@ def sample(sock, pid):
                 continue
             d["fds"] += 1
             d["fds_file"] += link.startswith("/") and not link.startswith(("/proc/", "/dev/"))
+            # The mount tables' caches (cn_obj_mounts: one open mountinfo per mount
+            # namespace, at most 16 in each of the sampler's and the symbolizer's).
+            d["fds_mounts"] += link.startswith("/proc/") and link.endswith("/mountinfo")
         st = daemon_proto.call(sock, {"cmd": "status"})
         ss = daemon_proto.call(sock, {"cmd": "sessions"})
         d["klost"] = perf_lost.kernel_lost(pid)["lost"]
@@ -160,7 +165,7 @@ def report(out, warmup, own_c, own_k, fds_max):
         steps = [own_mb(b) - own_mb(a) for a, b in zip(life, life[1:])]
         steady = statistics.median(steps) * len(steps)
         g_prof = (last["memory"] - base["memory"]) / 2**20
-        other = [r["fds"] - r["fds_file"] for r in life]
+        other = [r["fds"] - r["fds_file"] - r.get("fds_mounts", 0) for r in life]
         g_other = max(other) - other[0]
         over_files = max(r["fds_file"] - r["sym_objects"] for r in life)
         print("canopyd %d: %.0f s after warm-up: RSS %+.1f MiB, own %+.1f MiB (steady %+.1f), "
@@ -174,6 +179,10 @@ def report(out, warmup, own_c, own_k, fds_max):
         if fds_max is not None and g_other > fds_max:
             bad.append("canopyd %d: fds other than cached files grew by %d (limit %d)"
                        % (pid, g_other, fds_max))
+        mounts = max(r.get("fds_mounts", 0) for r in life)
+        if mounts > 32:
+            bad.append("canopyd %d: %d mount tables open, more than the caches' 2 x 16"
+                       % (pid, mounts))
         if fds_max is not None and over_files > fds_max:
             bad.append("canopyd %d: %d file fds more than the symbol cache's objects (limit %d)"
                        % (pid, over_files, fds_max))
