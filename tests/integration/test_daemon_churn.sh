@@ -89,10 +89,20 @@ while kill -0 $CH 2>/dev/null; do
     *) fail "tree under churn: $r" ;;
   esac
   if [ $stopped = 0 ] && [ $((SECONDS - t0)) -ge $((SECS / 2)) ]; then
-    # The reader stops for 1 s: the rings (999 Hz x CPUs, plus the churn's records) overflow.
+    # The reader stops until the kernel has dropped records (at least 1 s, at most 15 s:
+    # on a quiet machine 1 s of 999 Hz samples of the churn's short processes, many with
+    # no user stack, can fit in the rings; busy loops, each sample with its stack copy, fill
+    # them).
     before=$(sfield "$S" lost)
+    k0=$(klost)
     kill -STOP $D_PID
     sleep 1
+    for ((w = 0; w < 28 && $(klost) == k0; w++)); do
+      for c in $(seq 0 $(($(nproc) - 1))); do
+        taskset -c "$c" timeout 0.5 sh -c 'while :; do :; done' &
+      done
+      sleep 0.5
+    done
     kill -CONT $D_PID
     stopped=1
   fi
