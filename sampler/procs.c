@@ -381,7 +381,7 @@ static char *snap_take(cn_smp_session *s, pid_t pid)
 /* The exec lines of /proc/PID/maps as one string, or NULL. */
 static char *read_exec_maps(const char *pid)
 {
-    char path[64], line[4400], copy[4400];
+    char path[sizeof("/proc//maps") + 256], line[4400], copy[4400]; /* pid: a d_name */
     snprintf(path, sizeof(path), "/proc/%s/maps", pid);
     FILE *f = fopen(path, "re");
     if (!f)

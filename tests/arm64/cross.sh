@@ -4,7 +4,8 @@
 #   cross.sh build SRCDIR OUTDIR CC LIBS CFLAGS...
 #       compiles every SRCDIR/sampler/*.c, objfile/*.c and interp/*.c (the layers below it;
 #       CFLAGS name the directory of interp's BPF skeleton, built on the host),
-#       and common/err.c, text.c, containers.c (cn_err, its UTF-8 cut, cn_grow), with CC
+#       and common/err.c, text.c, containers.c, cgroup.c (cn_err, its UTF-8 cut, cn_grow,
+#       the cgroup paths), with CC
 #       (aarch64-linux-gnu-gcc) and CFLAGS into OUTDIR/libcn_smp.a, checks each object is AArch64, and links the unwind selftest
 #       (tests/arm64/unwind_selftest.c) against it and LIBS in three builds: fp, nofp, pac.
 #   cross.sh run OUTDIR QEMU
@@ -41,7 +42,7 @@ build() {
     n=0
     inc="-I$src/sampler/include -I$src/objfile/include -I$src/interp/include -I$src/common"
     for f in "$src"/sampler/*.c "$src"/objfile/*.c "$src"/interp/*.c "$src"/common/err.c "$src"/common/text.c \
-        "$src"/common/containers.c; do
+        "$src"/common/containers.c "$src"/common/cgroup.c; do
         # shellcheck disable=SC2086 # inc is a word list
         spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
         n=$((n + 1))
