@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "formats_internal.h"
+#include "pb_dict.h"
 #include "otlp_profiles.pb-c.h"
 
 typedef Canopy__Otlp__ProfilesData pb_data;
@@ -78,19 +79,10 @@ typedef struct ow {
     size_t n_groups, cap_groups;
     cn_u64map group_index; /* pid (as uint32) -> group */
 
-    /* string table: a profile string's address -> index, plus literals */
-    cn_u64map str_index;
-    char **strs;
-    size_t n_strs, cap_strs;
-
-    /* dictionary indexes, 0 = none: keys (frames raw, funcs tree) -> location, funcs ->
-     * function, resources -> mapping, leaves (stacks raw, nodes tree) -> stack */
-    int32_t *loc_of, *loc_key;
-    size_t n_locs, n_lines;
-    int32_t *fn_of, *fn_func;
-    size_t n_fns;
-    int32_t *map_of, *map_res;
-    size_t n_maps;
+    /* the string table, keys (frames raw, funcs tree) -> location, funcs -> function,
+     * resources -> mapping (pb_dict.h; ids from 1, 0 = none); leaves (stacks raw, nodes
+     * tree) -> stack */
+    cn_fmt__dict d;
     int32_t *stack_of, *stack_leaf;
     size_t n_stacks, n_stack_locs;
     int32_t *thread_attr; /* thread -> its first attribute index (thread.id; thread.name + 1) */
@@ -143,14 +135,6 @@ static void ow_free(ow *w)
     cn_u64map_clear(&w->row_index);
     free(w->groups);
     cn_u64map_clear(&w->group_index);
-    cn_u64map_clear(&w->str_index);
-    free(w->strs);
-    free(w->loc_of);
-    free(w->loc_key);
-    free(w->fn_of);
-    free(w->fn_func);
-    free(w->map_of);
-    free(w->map_res);
     free(w->stack_of);
     free(w->stack_leaf);
     free(w->thread_attr);
@@ -186,52 +170,10 @@ static void ow_free(ow *w)
     free(w->res_kv_ptrs);
     free(w->res_vals);
     free(w->cgroups);
-    for (size_t i = 0; w->sys_names && i < w->n_fns; i++)
+    for (size_t i = 0; w->sys_names && i < w->d.n_fns; i++)
         free(w->sys_names[i]);
     free(w->sys_names);
-}
-
-/* calloc that never returns NULL for 0 elements (NULL then means ENOMEM). */
-static void *alloc_n(size_t n, size_t size)
-{
-    return calloc(n > 0 ? n : 1, size);
-}
-
-#define ALLOC_N(ptr, n) ((ptr) = alloc_n((n), sizeof(*(ptr))))
-
-/* ---- strings ------------------------------------------------------------------------ */
-
-static int32_t add_str(ow *w, const char *s)
-{
-    if (w->n_strs >= INT32_MAX ||
-        (w->n_strs == w->cap_strs && CN_RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0))
-        return -ENOMEM;
-    w->strs[w->n_strs] = (char *)s; /* protobuf-c only reads it */
-    return (int32_t)w->n_strs++;
-}
-
-/* The index of interned profile string s (NULL: 0, the empty string). */
-static int32_t str_id(ow *w, const char *s)
-{
-    if (!s)
-        return 0;
-    uint64_t key = (uint64_t)(uintptr_t)s;
-    int32_t x = cn_u64map_get(&w->str_index, key);
-    if (x >= 0)
-        return x;
-    int32_t id = add_str(w, s);
-    if (id < 0 || cn_u64map_put(&w->str_index, key, id) < 0)
-        return -ENOMEM;
-    return id;
-}
-
-/* A literal (few of them: found linearly). The caller keeps s alive. */
-static int32_t str_lit(ow *w, const char *s)
-{
-    for (size_t i = 0; i < w->n_strs; i++)
-        if (!strcmp(w->strs[i], s))
-            return (int32_t)i;
-    return add_str(w, s);
+    cn_fmt__dict_clear(&w->d); /* after sys_names: n_fns counts them */
 }
 
 /* ---- rows and resource groups -------------------------------------------------------- */
@@ -291,47 +233,6 @@ static int collect_rows(ow *w, const cn_agg_query *q, cn_agg_tree **tree, cn_err
     return 0;
 }
 
-/* ---- dictionary indexes ---------------------------------------------------------------- */
-
-static void use_mapping(ow *w, int32_t res)
-{
-    if (res < 0 || w->map_of[res])
-        return;
-    w->map_res[w->n_maps] = res;
-    w->map_of[res] = (int32_t)++w->n_maps; /* [0] is the zero Mapping */
-}
-
-static void use_function(ow *w, int32_t func)
-{
-    if (w->fn_of[func])
-        return;
-    w->fn_func[w->n_fns] = func;
-    w->fn_of[func] = (int32_t)++w->n_fns;
-}
-
-static void use_location(ow *w, int32_t key)
-{
-    if (w->loc_of[key])
-        return;
-    w->loc_key[w->n_locs] = key;
-    w->loc_of[key] = (int32_t)++w->n_locs;
-    const cn_agg_profile *p = w->p;
-    if (!w->raw) {
-        use_function(w, key);
-        use_mapping(w, cn_agg_func_resource(p, key));
-        w->n_lines++;
-        return;
-    }
-    use_mapping(w, cn_agg_frame_resource(p, key));
-    if (cn_agg_frame_is_placeholder(p, key))
-        return;
-    const int32_t *chain;
-    size_t depth = cn_agg_frame_funcs(p, key, &chain);
-    for (size_t i = 0; i < depth; i++)
-        use_function(w, chain[i]);
-    w->n_lines += depth;
-}
-
 /* Gives a row's leaf its stack index, and every location on its path. */
 static void use_stack(ow *w, const row *r)
 {
@@ -341,10 +242,10 @@ static void use_stack(ow *w, const row *r)
     w->stack_of[r->leaf] = (int32_t)++w->n_stacks;
     if (w->raw) {
         for (int32_t s = r->leaf; s >= 0; s = cn_agg_stack_prefix(w->p, s), w->n_stack_locs++)
-            use_location(w, cn_agg_stack_frame(w->p, s));
+            cn_fmt__dict_use_location(&w->d, cn_agg_stack_frame(w->p, s));
     } else {
         for (int32_t nd = r->leaf; nd >= 0; nd = w->tree->nodes[nd].parent, w->n_stack_locs++)
-            use_location(w, w->tree->nodes[nd].func);
+            cn_fmt__dict_use_location(&w->d, w->tree->nodes[nd].func);
     }
 }
 
@@ -359,7 +260,7 @@ static int add_attr(ow *w, const char *key, const char *sval, int64_t ival)
         (n == w->cap_attr_s && CN_RESERVE(w->attr_s, w->cap_attr_s, n + 1) < 0) ||
         (n == w->cap_attr_i && CN_RESERVE(w->attr_i, w->cap_attr_i, n + 1) < 0))
         return -ENOMEM;
-    int32_t k = str_lit(w, key);
+    int32_t k = cn_fmt__dict_lit(&w->d, key);
     if (k < 0)
         return -ENOMEM;
     canopy__otlp__key_value_and_unit__init(&w->attrs[n]);
@@ -375,21 +276,22 @@ static int add_attr(ow *w, const char *key, const char *sval, int64_t ival)
 static int build_functions(ow *w, pb_dict *d)
 {
     const cn_agg_profile *p = w->p;
-    size_t n = w->n_fns + 1;
-    if (!ALLOC_N(w->fns, n) || !ALLOC_N(w->fn_ptrs, n) || !ALLOC_N(w->sys_names, n))
+    size_t n = w->d.n_fns + 1;
+    if (!CN_FMT_ALLOC_N(w->fns, n) || !CN_FMT_ALLOC_N(w->fn_ptrs, n) ||
+        !CN_FMT_ALLOC_N(w->sys_names, n))
         return -ENOMEM;
     canopy__otlp__function__init(&w->fns[0]);
     w->fn_ptrs[0] = &w->fns[0];
     for (size_t i = 1; i < n; i++) {
-        int32_t f = w->fn_func[i - 1];
+        int32_t f = w->d.fn_func[i - 1];
         pb_function *fn = &w->fns[i];
         canopy__otlp__function__init(fn);
-        if ((fn->name_strindex = str_id(w, cn_agg_func_name(p, f))) < 0 ||
-            (fn->filename_strindex = str_id(w, cn_agg_func_file(p, f))) < 0 ||
+        if ((fn->name_strindex = cn_fmt__dict_str(&w->d, cn_agg_func_name(p, f))) < 0 ||
+            (fn->filename_strindex = cn_fmt__dict_str(&w->d, cn_agg_func_file(p, f))) < 0 ||
             cn_fmt__py_system_name(p, f, &w->sys_names[i - 1]) < 0)
             return -ENOMEM;
         fn->system_name_strindex =
-            w->sys_names[i - 1] ? add_str(w, w->sys_names[i - 1]) : fn->name_strindex;
+            w->sys_names[i - 1] ? cn_fmt__dict_add(&w->d, w->sys_names[i - 1]) : fn->name_strindex;
         if (fn->system_name_strindex < 0)
             return -ENOMEM;
         fn->start_line = cn_agg_func_line(p, f);
@@ -403,25 +305,25 @@ static int build_functions(ow *w, pb_dict *d)
 static int build_locations(ow *w, pb_dict *d)
 {
     const cn_agg_profile *p = w->p;
-    size_t n = w->n_locs + 1;
-    if (!ALLOC_N(w->locs, n) || !ALLOC_N(w->loc_ptrs, n) || !ALLOC_N(w->lines, w->n_lines) ||
-        !ALLOC_N(w->line_ptrs, w->n_lines))
+    size_t n = w->d.n_locs + 1;
+    if (!CN_FMT_ALLOC_N(w->locs, n) || !CN_FMT_ALLOC_N(w->loc_ptrs, n) ||
+        !CN_FMT_ALLOC_N(w->lines, w->d.n_lines) || !CN_FMT_ALLOC_N(w->line_ptrs, w->d.n_lines))
         return -ENOMEM;
     canopy__otlp__location__init(&w->locs[0]);
     w->loc_ptrs[0] = &w->locs[0];
     size_t ln = 0;
     for (size_t i = 1; i < n; i++) {
-        int32_t key = w->loc_key[i - 1];
+        int32_t key = w->d.loc_key[i - 1];
         pb_location *l = &w->locs[i];
         canopy__otlp__location__init(l);
         l->lines = w->line_ptrs + ln;
         w->loc_ptrs[i] = l;
         if (!w->raw) {
             int32_t res = cn_agg_func_resource(p, key);
-            l->mapping_index = res >= 0 ? w->map_of[res] : 0;
+            l->mapping_index = res >= 0 ? w->d.map_of[res] : 0;
             pb_line *line = &w->lines[ln];
             canopy__otlp__line__init(line);
-            line->function_index = w->fn_of[key];
+            line->function_index = w->d.fn_of[key];
             line->line = cn_agg_func_line(p, key);
             w->line_ptrs[ln++] = line;
             l->n_lines = 1;
@@ -429,7 +331,7 @@ static int build_locations(ow *w, pb_dict *d)
         }
         int32_t res = cn_agg_frame_resource(p, key);
         int64_t addr = cn_agg_frame_address(p, key);
-        l->mapping_index = res >= 0 ? w->map_of[res] : 0;
+        l->mapping_index = res >= 0 ? w->d.map_of[res] : 0;
         /* -1 is "none", but a kernel address (above 2^63) is stored negative, and a
          * placeholder frame always has its offset (0xffffffffffffffff included) */
         bool placeholder = cn_agg_frame_is_placeholder(p, key);
@@ -441,7 +343,7 @@ static int build_locations(ow *w, pb_dict *d)
         for (size_t j = 0; j < depth; j++) { /* innermost first */
             pb_line *line = &w->lines[ln];
             canopy__otlp__line__init(line);
-            line->function_index = w->fn_of[chain[depth - 1 - j]];
+            line->function_index = w->d.fn_of[chain[depth - 1 - j]];
             line->line = j == 0 ? cn_agg_frame_line(p, key) : 0;
             w->line_ptrs[ln++] = line;
             l->n_lines++;
@@ -458,17 +360,19 @@ static int build_locations(ow *w, pb_dict *d)
 static int build_mappings(ow *w, pb_dict *d)
 {
     const cn_agg_profile *p = w->p;
-    size_t n = w->n_maps + 1;
-    if (!ALLOC_N(w->maps, n) || !ALLOC_N(w->map_ptrs, n) || !ALLOC_N(w->map_attr_idx, n))
+    size_t n = w->d.n_maps + 1;
+    if (!CN_FMT_ALLOC_N(w->maps, n) || !CN_FMT_ALLOC_N(w->map_ptrs, n) ||
+        !CN_FMT_ALLOC_N(w->map_attr_idx, n))
         return -ENOMEM;
     canopy__otlp__mapping__init(&w->maps[0]);
     w->map_ptrs[0] = &w->maps[0];
     for (size_t i = 1; i < n; i++) {
-        int32_t res = w->map_res[i - 1];
+        int32_t res = w->d.map_res[i - 1];
         pb_mapping *mp = &w->maps[i];
         canopy__otlp__mapping__init(mp);
         const char *file = cn_agg_resource_path(p, res);
-        if ((mp->filename_strindex = str_id(w, file ? file : cn_agg_resource_name(p, res))) < 0)
+        if ((mp->filename_strindex =
+                 cn_fmt__dict_str(&w->d, file ? file : cn_agg_resource_name(p, res))) < 0)
             return -ENOMEM;
         const char *ident = cn_agg_resource_identity(p, res);
         if (cn_fmt__is_build_id(ident)) {
@@ -480,9 +384,9 @@ static int build_mappings(ow *w, pb_dict *d)
         mp->memory_start = UINT64_MAX;
         w->map_ptrs[i] = mp;
     }
-    for (size_t i = 1; w->raw && i <= w->n_locs; i++) {
+    for (size_t i = 1; w->raw && i <= w->d.n_locs; i++) {
         const pb_location *l = &w->locs[i];
-        if (!l->mapping_index || cn_agg_frame_address(p, w->loc_key[i - 1]) == -1)
+        if (!l->mapping_index || cn_agg_frame_address(p, w->d.loc_key[i - 1]) == -1)
             continue;
         pb_mapping *mp = &w->maps[l->mapping_index];
         mp->memory_start = l->address < mp->memory_start ? l->address : mp->memory_start;
@@ -506,8 +410,8 @@ static int build_mappings(ow *w, pb_dict *d)
 static int build_stacks(ow *w, pb_dict *d)
 {
     size_t n = w->n_stacks + 1;
-    if (!ALLOC_N(w->stacks, n) || !ALLOC_N(w->stack_ptrs, n) ||
-        !ALLOC_N(w->stack_locs, w->n_stack_locs))
+    if (!CN_FMT_ALLOC_N(w->stacks, n) || !CN_FMT_ALLOC_N(w->stack_ptrs, n) ||
+        !CN_FMT_ALLOC_N(w->stack_locs, w->n_stack_locs))
         return -ENOMEM;
     canopy__otlp__stack__init(&w->stacks[0]);
     w->stack_ptrs[0] = &w->stacks[0];
@@ -520,10 +424,10 @@ static int build_stacks(ow *w, pb_dict *d)
         int32_t leaf = w->stack_leaf[i - 1];
         if (w->raw) {
             for (int32_t x = leaf; x >= 0; x = cn_agg_stack_prefix(w->p, x))
-                w->stack_locs[k++] = w->loc_of[cn_agg_stack_frame(w->p, x)];
+                w->stack_locs[k++] = w->d.loc_of[cn_agg_stack_frame(w->p, x)];
         } else {
             for (int32_t nd = leaf; nd >= 0; nd = w->tree->nodes[nd].parent)
-                w->stack_locs[k++] = w->loc_of[w->tree->nodes[nd].func];
+                w->stack_locs[k++] = w->d.loc_of[w->tree->nodes[nd].func];
         }
         s->n_location_indices = k - k0;
         w->stack_ptrs[i] = s;
@@ -537,7 +441,7 @@ static int build_stacks(ow *w, pb_dict *d)
 static int thread_attrs(ow *w)
 {
     size_t nt = cn_agg_thread_count(w->p);
-    if (!ALLOC_N(w->thread_attr, nt))
+    if (!CN_FMT_ALLOC_N(w->thread_attr, nt))
         return -ENOMEM;
     for (size_t i = 0; i < w->n_rows; i++) {
         int32_t t = w->rows[i].thread;
@@ -556,7 +460,7 @@ static int thread_attrs(ow *w)
  * moves. */
 static int link_attrs(ow *w, pb_dict *d)
 {
-    if (!ALLOC_N(w->attr_vals, w->n_attrs) || !ALLOC_N(w->attr_ptrs, w->n_attrs))
+    if (!CN_FMT_ALLOC_N(w->attr_vals, w->n_attrs) || !CN_FMT_ALLOC_N(w->attr_ptrs, w->n_attrs))
         return -ENOMEM;
     for (size_t i = 0; i < w->n_attrs; i++) {
         pb_any *v = &w->attr_vals[i];
@@ -574,20 +478,6 @@ static int link_attrs(ow *w, pb_dict *d)
     d->n_attribute_table = w->n_attrs;
     d->attribute_table = w->attr_ptrs;
     return 0;
-}
-
-/* Weight in the value's unit (ns for time units). */
-static double unit_factor(const cn_agg_profile *p)
-{
-    double scale = cn_agg_profile_scale(p);
-    switch (cn_agg_profile_unit(p)) {
-    case CN_AGG_UNIT_MS:
-        return scale * 1e6;
-    case CN_AGG_UNIT_US:
-        return scale * 1e3;
-    default:
-        return scale;
-    }
 }
 
 /* sample_type, period_type and period (docs/cli.md "OTLP profiles"). */
@@ -616,11 +506,11 @@ static int value_types(ow *w, int64_t *period)
     }
     canopy__otlp__value_type__init(&w->sample_type);
     canopy__otlp__value_type__init(&w->period_type);
-    if ((w->sample_type.type_strindex = str_lit(w, type)) < 0 ||
-        (w->sample_type.unit_strindex = str_lit(w, uname)) < 0)
+    if ((w->sample_type.type_strindex = cn_fmt__dict_lit(&w->d, type)) < 0 ||
+        (w->sample_type.unit_strindex = cn_fmt__dict_lit(&w->d, uname)) < 0)
         return -ENOMEM;
-    if (ptype && ((w->period_type.type_strindex = str_lit(w, ptype)) < 0 ||
-                  (w->period_type.unit_strindex = str_lit(w, punit)) < 0))
+    if (ptype && ((w->period_type.type_strindex = cn_fmt__dict_lit(&w->d, ptype)) < 0 ||
+                  (w->period_type.unit_strindex = cn_fmt__dict_lit(&w->d, punit)) < 0))
         return -ENOMEM;
     return 0;
 }
@@ -636,13 +526,14 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
     size_t n_res_attrs = N_OWN_ATTRS + (w->o ? w->o->n_attrs : 0);
     if (!w->n_groups && group_of(w, -1) < 0)
         return -ENOMEM;
-    if (!ALLOC_N(w->rps, ng) || !ALLOC_N(w->rp_ptrs, ng) || !ALLOC_N(w->sps, ng) ||
-        !ALLOC_N(w->sp_ptrs, ng) || !ALLOC_N(w->profs, ng) || !ALLOC_N(w->prof_ptrs, ng) ||
-        !ALLOC_N(w->resources, ng) || !ALLOC_N(w->res_kvs, ng * n_res_attrs) ||
-        !ALLOC_N(w->res_kv_ptrs, ng * n_res_attrs) || !ALLOC_N(w->res_vals, ng * n_res_attrs) ||
-        !ALLOC_N(w->cgroups, ng) || !ALLOC_N(w->samples, w->n_rows) ||
-        !ALLOC_N(w->sample_ptrs, w->n_rows) || !ALLOC_N(w->values, w->n_rows) ||
-        !ALLOC_N(w->sample_attrs, 2 * w->n_rows))
+    if (!CN_FMT_ALLOC_N(w->rps, ng) || !CN_FMT_ALLOC_N(w->rp_ptrs, ng) ||
+        !CN_FMT_ALLOC_N(w->sps, ng) || !CN_FMT_ALLOC_N(w->sp_ptrs, ng) ||
+        !CN_FMT_ALLOC_N(w->profs, ng) || !CN_FMT_ALLOC_N(w->prof_ptrs, ng) ||
+        !CN_FMT_ALLOC_N(w->resources, ng) || !CN_FMT_ALLOC_N(w->res_kvs, ng * n_res_attrs) ||
+        !CN_FMT_ALLOC_N(w->res_kv_ptrs, ng * n_res_attrs) ||
+        !CN_FMT_ALLOC_N(w->res_vals, ng * n_res_attrs) || !CN_FMT_ALLOC_N(w->cgroups, ng) ||
+        !CN_FMT_ALLOC_N(w->samples, w->n_rows) || !CN_FMT_ALLOC_N(w->sample_ptrs, w->n_rows) ||
+        !CN_FMT_ALLOC_N(w->values, w->n_rows) || !CN_FMT_ALLOC_N(w->sample_attrs, 2 * w->n_rows))
         return -ENOMEM;
     int64_t period = 0;
     if (value_types(w, &period) < 0)
@@ -664,12 +555,12 @@ static int build_resources(ow *w, pb_data *m, const cn_agg_query *q)
     w->scope.version = (char *)CANOPY_VERSION;
 
     /* samples, grouped: each group's samples are contiguous in w->samples */
-    size_t *start = alloc_n(ng + 1, sizeof(*start));
+    size_t *start = cn_fmt__alloc_n(ng + 1, sizeof(*start));
     if (!start)
         return -ENOMEM;
     for (size_t g = 0; g < w->n_groups; g++)
         start[g + 1] = start[g] + w->groups[g].n_samples;
-    double factor = unit_factor(p);
+    double factor = cn_fmt__dict_unit_factor(p);
     for (size_t i = 0; i < w->n_rows; i++) {
         const row *r = &w->rows[i];
         size_t k = start[r->group]++;
@@ -800,13 +691,9 @@ int cn_fmt_write_otlp(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_otl
     int rc = collect_rows(&w, q, &tree, err);
     if (rc < 0)
         goto out;
-    size_t n_func = cn_agg_func_count(p), n_res = cn_agg_resource_count(p);
-    size_t nkeys = w.raw ? cn_agg_frame_count(p) : n_func;
     size_t nleaves = w.raw ? cn_agg_stack_count(p) : (tree ? tree->n_nodes : 0);
-    if (!ALLOC_N(w.loc_of, nkeys) || !ALLOC_N(w.loc_key, nkeys) || !ALLOC_N(w.fn_of, n_func) ||
-        !ALLOC_N(w.fn_func, n_func) || !ALLOC_N(w.map_of, n_res) || !ALLOC_N(w.map_res, n_res) ||
-        !ALLOC_N(w.stack_of, nleaves) || !ALLOC_N(w.stack_leaf, nleaves) || add_str(&w, "") < 0 ||
-        add_attr(&w, "", NULL, 0) < 0)
+    if (cn_fmt__dict_init(&w.d, p, w.raw) < 0 || !CN_FMT_ALLOC_N(w.stack_of, nleaves) ||
+        !CN_FMT_ALLOC_N(w.stack_leaf, nleaves) || add_attr(&w, "", NULL, 0) < 0)
         goto nomem;
     /* attribute_table[0] (key "", no value) and string_table[0] ("") are the zero values */
     for (size_t i = 0; i < w.n_rows; i++)
@@ -818,8 +705,8 @@ int cn_fmt_write_otlp(cn_agg_profile *p, const cn_agg_query *q, const cn_fmt_otl
     w.link_ptr = &w.zero_link;
     d.n_link_table = 1;
     d.link_table = &w.link_ptr;
-    d.n_string_table = w.n_strs;
-    d.string_table = w.strs;
+    d.n_string_table = w.d.n_strs;
+    d.string_table = w.d.strs;
     m.dictionary = &d;
     size_t len = canopy__otlp__profiles_data__get_packed_size(&m);
     if (!(buf = malloc(len ? len : 1)))

@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "formats_internal.h"
+#include "pb_dict.h"
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
@@ -61,23 +62,8 @@ typedef struct writer {
     cn_u64map row_index;
     bool counts_known;
 
-    /* strings: a profile string's address -> pprof index, and the table itself */
-    cn_u64map str_index;
-    char **strs;
-    size_t n_strs, cap_strs;
-
-    /* keys (frame ids raw, func ids tree) -> location id, 0 = unused */
-    uint32_t *loc_of;
-    int32_t *loc_key; /* location id - 1 -> key */
-    size_t n_locs;
-    uint32_t *fn_of;  /* func -> function id */
-    int32_t *fn_func; /* function id - 1 -> func */
-    size_t n_fns;
-    uint32_t *map_of; /* resource -> mapping id */
-    int32_t *map_res; /* mapping id - 1 -> resource */
-    size_t n_maps;
+    cn_fmt__dict d;     /* the string table and location/function/mapping ids (pb_dict.h) */
     int32_t *first_row; /* raw: stack -> its first row (-1 none), for row_order() */
-    size_t n_lines;     /* Lines over all locations */
 
     /* output: the gzip stream and the Sample encoder's buffers */
     FILE *out;
@@ -114,14 +100,6 @@ static void writer_free(writer *w)
     free(w->rows);
     free(w->first_row);
     cn_u64map_clear(&w->row_index);
-    cn_u64map_clear(&w->str_index);
-    free(w->strs);
-    free(w->loc_of);
-    free(w->loc_key);
-    free(w->fn_of);
-    free(w->fn_func);
-    free(w->map_of);
-    free(w->map_res);
     if (w->z_open)
         deflateEnd(&w->z);
     free(w->zbuf);
@@ -140,43 +118,10 @@ static void writer_free(writer *w)
     for (size_t i = 0; w->comment_strs && i < w->n_comments; i++)
         free(w->comment_strs[i]);
     free(w->comment_strs);
-    for (size_t i = 0; w->sys_names && i < w->n_fns; i++)
+    for (size_t i = 0; w->sys_names && i < w->d.n_fns; i++)
         free(w->sys_names[i]);
     free(w->sys_names);
-}
-
-/* ---- strings ---------------------------------------------------------------------- */
-
-static int64_t add_str(writer *w, const char *s)
-{
-    if (w->n_strs == w->cap_strs && CN_RESERVE(w->strs, w->cap_strs, w->n_strs + 1) < 0)
-        return -ENOMEM;
-    w->strs[w->n_strs] = (char *)s; /* protobuf-c only reads it */
-    return (int64_t)w->n_strs++;
-}
-
-/* The pprof index of interned profile string s (NULL → 0, the empty string). */
-static int64_t str_id(writer *w, const char *s)
-{
-    if (!s)
-        return 0;
-    uint64_t key = (uint64_t)(uintptr_t)s;
-    int32_t x = cn_u64map_get(&w->str_index, key);
-    if (x >= 0)
-        return x;
-    int64_t id = add_str(w, s);
-    if (id < 0 || id > INT32_MAX || cn_u64map_put(&w->str_index, key, (int32_t)id) < 0)
-        return -ENOMEM;
-    return id;
-}
-
-/* A literal not taken from the profile: looked up linearly (there are few). */
-static int64_t str_lit(writer *w, const char *s)
-{
-    for (size_t i = 0; i < w->n_strs; i++)
-        if (strcmp(w->strs[i], s) == 0)
-            return (int64_t)i;
-    return add_str(w, s);
+    cn_fmt__dict_clear(&w->d); /* after sys_names: n_fns counts them */
 }
 
 /* ---- rows ------------------------------------------------------------------------- */
@@ -207,49 +152,6 @@ static int raw_sample(void *ctx, int32_t stack, int32_t thread, int64_t time_ns,
     return push_row(w, stack, thread, weight, count);
 }
 
-/* ---- tables ----------------------------------------------------------------------- */
-
-static int use_mapping(writer *w, int32_t res)
-{
-    if (res < 0 || w->map_of[res])
-        return 0;
-    w->map_res[w->n_maps] = res;
-    w->map_of[res] = (uint32_t)++w->n_maps;
-    return 0;
-}
-
-static void use_function(writer *w, int32_t func)
-{
-    if (w->fn_of[func])
-        return;
-    w->fn_func[w->n_fns] = func;
-    w->fn_of[func] = (uint32_t)++w->n_fns;
-    use_mapping(w, cn_agg_func_resource(w->p, func));
-}
-
-/* Gives key (a frame or a func) a location id on first use, with its functions. */
-static void use_location(writer *w, int32_t key)
-{
-    if (w->loc_of[key])
-        return;
-    w->loc_key[w->n_locs] = key;
-    w->loc_of[key] = (uint32_t)++w->n_locs;
-    const cn_agg_profile *p = w->p;
-    if (!w->raw) {
-        use_function(w, key);
-        w->n_lines++;
-        return;
-    }
-    use_mapping(w, cn_agg_frame_resource(p, key));
-    if (cn_agg_frame_is_placeholder(p, key))
-        return;
-    const int32_t *chain;
-    size_t depth = cn_agg_frame_funcs(p, key, &chain);
-    for (size_t i = 0; i < depth; i++)
-        use_function(w, chain[i]);
-    w->n_lines += depth;
-}
-
 /* The location ids of a row, leaf first, into w->ids (grown as needed); giving each
  * location its id on first use. Returns the count or -ENOMEM. */
 static ssize_t row_path(writer *w, const row *r)
@@ -260,16 +162,16 @@ static ssize_t row_path(writer *w, const row *r)
             if (n == w->cap_ids && CN_RESERVE(w->ids, w->cap_ids, n + 1) < 0)
                 return -ENOMEM;
             int32_t f = cn_agg_stack_frame(w->p, s);
-            use_location(w, f);
-            w->ids[n] = w->loc_of[f];
+            cn_fmt__dict_use_location(&w->d, f);
+            w->ids[n] = w->d.loc_of[f];
         }
     } else {
         for (int32_t nd = r->leaf; nd >= 0; nd = w->tree->nodes[nd].parent, n++) {
             if (n == w->cap_ids && CN_RESERVE(w->ids, w->cap_ids, n + 1) < 0)
                 return -ENOMEM;
             int32_t f = w->tree->nodes[nd].func;
-            use_location(w, f);
-            w->ids[n] = w->loc_of[f];
+            cn_fmt__dict_use_location(&w->d, f);
+            w->ids[n] = w->d.loc_of[f];
         }
     }
     return (ssize_t)n;
@@ -277,19 +179,11 @@ static ssize_t row_path(writer *w, const row *r)
 
 /* ---- building the message --------------------------------------------------------- */
 
-/* calloc that never returns NULL for 0 elements (NULL then means ENOMEM). */
-static void *alloc_n(size_t n, size_t size)
-{
-    return calloc(n > 0 ? n : 1, size);
-}
-
-#define ALLOC_N(ptr, n) ((ptr) = alloc_n((n), sizeof(*(ptr))))
-
 static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
 {
     const cn_agg_profile *p = w->p;
     cn_agg_unit unit = cn_agg_profile_unit(p);
-    int64_t samples = str_lit(w, "samples"), count = str_lit(w, "count");
+    int64_t samples = cn_fmt__dict_lit(&w->d, "samples"), count = cn_fmt__dict_lit(&w->d, "count");
     if (samples < 0 || count < 0)
         return -ENOMEM;
     size_t n = 0;
@@ -297,7 +191,7 @@ static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
         /* Every sample stands for one period of CPU time: samples/count, then
          * cpu/nanoseconds = samples × period, the default and period type (what
          * Pyroscope's and Go's CPU profiles carry). */
-        int64_t cpu = str_lit(w, "cpu"), ns = str_lit(w, "nanoseconds");
+        int64_t cpu = cn_fmt__dict_lit(&w->d, "cpu"), ns = cn_fmt__dict_lit(&w->d, "nanoseconds");
         if (cpu < 0 || ns < 0)
             return -ENOMEM;
         perftools__profiles__value_type__init(&w->types[n]);
@@ -323,7 +217,7 @@ static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
             type = ev && *ev ? ev : "events";
             unit_name = "count";
         }
-        int64_t t = str_lit(w, type), u = str_lit(w, unit_name);
+        int64_t t = cn_fmt__dict_lit(&w->d, type), u = cn_fmt__dict_lit(&w->d, unit_name);
         if (t < 0 || u < 0)
             return -ENOMEM;
         perftools__profiles__value_type__init(&w->types[n]);
@@ -340,20 +234,6 @@ static int build_value_types(writer *w, pb_profile *m, size_t *n_values)
     m->period_type = &w->period_type;
     *n_values = n;
     return 0;
-}
-
-/* Weight in the last value type's unit (ns for time units). */
-static double unit_factor(const cn_agg_profile *p)
-{
-    double scale = cn_agg_profile_scale(p);
-    switch (cn_agg_profile_unit(p)) {
-    case CN_AGG_UNIT_MS:
-        return scale * 1e6;
-    case CN_AGG_UNIT_US:
-        return scale * 1e3;
-    default:
-        return scale;
-    }
 }
 
 /* ---- the gzip stream and the hand-encoded Samples ------------------------------------ */
@@ -513,7 +393,8 @@ static int encode_sample(writer *w, const int64_t *values, size_t n_values, cons
 static int32_t *row_order(writer *w)
 {
     size_t n = w->n_rows;
-    int32_t *order = alloc_n(n, sizeof(*order)), *start = alloc_n(n + 1, sizeof(*start));
+    int32_t *order = cn_fmt__alloc_n(n, sizeof(*order)),
+            *start = cn_fmt__alloc_n(n + 1, sizeof(*start));
     if (!order || !start)
         goto fail;
     if (!w->raw) {
@@ -523,7 +404,7 @@ static int32_t *row_order(writer *w)
         return order;
     }
     size_t n_stacks = cn_agg_stack_count(w->p);
-    if (!ALLOC_N(w->first_row, n_stacks))
+    if (!CN_FMT_ALLOC_N(w->first_row, n_stacks))
         goto fail;
     memset(w->first_row, 0xff, n_stacks * sizeof(*w->first_row));
     for (size_t i = 0; i < n; i++) { /* counting sort by the stack's first row */
@@ -549,8 +430,9 @@ fail:
 static int write_samples(writer *w, pb_profile *m, size_t n_values)
 {
     const cn_agg_profile *p = w->p;
-    double factor = unit_factor(p);
-    int64_t k_thread = str_lit(w, "thread"), k_tid = str_lit(w, "tid"), k_pid = str_lit(w, "pid");
+    double factor = cn_fmt__dict_unit_factor(p);
+    int64_t k_thread = cn_fmt__dict_lit(&w->d, "thread"), k_tid = cn_fmt__dict_lit(&w->d, "tid"),
+            k_pid = cn_fmt__dict_lit(&w->d, "pid");
     if (k_thread < 0 || k_tid < 0 || k_pid < 0)
         return -ENOMEM;
     int32_t *order = row_order(w);
@@ -584,7 +466,7 @@ static int write_samples(writer *w, pb_profile *m, size_t n_values)
             num[1] = cn_agg_thread_pid(p, r->thread);
             n_labels = 2;
             if (name) {
-                if ((str[2] = str_id(w, name)) < 0) {
+                if ((str[2] = cn_fmt__dict_str(&w->d, name)) < 0) {
                     rc = -ENOMEM;
                     goto out;
                 }
@@ -612,25 +494,25 @@ out:
 static int build_functions(writer *w, pb_profile *m)
 {
     const cn_agg_profile *p = w->p;
-    if (!ALLOC_N(w->fns, w->n_fns) || !ALLOC_N(w->fn_ptrs, w->n_fns) ||
-        !ALLOC_N(w->sys_names, w->n_fns))
+    if (!CN_FMT_ALLOC_N(w->fns, w->d.n_fns) || !CN_FMT_ALLOC_N(w->fn_ptrs, w->d.n_fns) ||
+        !CN_FMT_ALLOC_N(w->sys_names, w->d.n_fns))
         return -ENOMEM;
-    for (size_t i = 0; i < w->n_fns; i++) {
-        int32_t f = w->fn_func[i];
+    for (size_t i = 0; i < w->d.n_fns; i++) {
+        int32_t f = w->d.fn_func[i];
         pb_function *fn = &w->fns[i];
         perftools__profiles__function__init(fn);
         fn->id = i + 1;
-        if ((fn->name = str_id(w, cn_agg_func_name(p, f))) < 0 ||
-            (fn->filename = str_id(w, cn_agg_func_file(p, f))) < 0 ||
+        if ((fn->name = cn_fmt__dict_str(&w->d, cn_agg_func_name(p, f))) < 0 ||
+            (fn->filename = cn_fmt__dict_str(&w->d, cn_agg_func_file(p, f))) < 0 ||
             cn_fmt__py_system_name(p, f, &w->sys_names[i]) < 0)
             return -ENOMEM;
-        fn->system_name = w->sys_names[i] ? add_str(w, w->sys_names[i]) : fn->name;
+        fn->system_name = w->sys_names[i] ? cn_fmt__dict_add(&w->d, w->sys_names[i]) : fn->name;
         if (fn->system_name < 0)
             return -ENOMEM;
         fn->start_line = cn_agg_func_line(p, f);
         w->fn_ptrs[i] = fn;
     }
-    m->n_function = w->n_fns;
+    m->n_function = w->d.n_fns;
     m->function = w->fn_ptrs;
     return 0;
 }
@@ -638,29 +520,29 @@ static int build_functions(writer *w, pb_profile *m)
 static int build_locations(writer *w, pb_profile *m)
 {
     const cn_agg_profile *p = w->p;
-    if (!ALLOC_N(w->locs, w->n_locs) || !ALLOC_N(w->loc_ptrs, w->n_locs) ||
-        !ALLOC_N(w->lines, w->n_lines) || !ALLOC_N(w->line_ptrs, w->n_lines))
+    if (!CN_FMT_ALLOC_N(w->locs, w->d.n_locs) || !CN_FMT_ALLOC_N(w->loc_ptrs, w->d.n_locs) ||
+        !CN_FMT_ALLOC_N(w->lines, w->d.n_lines) || !CN_FMT_ALLOC_N(w->line_ptrs, w->d.n_lines))
         return -ENOMEM;
     size_t ln = 0;
-    for (size_t i = 0; i < w->n_locs; i++) {
-        int32_t key = w->loc_key[i];
+    for (size_t i = 0; i < w->d.n_locs; i++) {
+        int32_t key = w->d.loc_key[i];
         pb_location *l = &w->locs[i];
         perftools__profiles__location__init(l);
         l->id = i + 1;
         l->line = w->line_ptrs + ln;
         if (!w->raw) {
             int32_t res = cn_agg_func_resource(p, key);
-            l->mapping_id = res >= 0 ? w->map_of[res] : 0;
+            l->mapping_id = res >= 0 ? w->d.map_of[res] : 0;
             pb_line *line = &w->lines[ln];
             perftools__profiles__line__init(line);
-            line->function_id = w->fn_of[key];
+            line->function_id = w->d.fn_of[key];
             line->line = cn_agg_func_line(p, key);
             w->line_ptrs[ln++] = line;
             l->n_line = 1;
         } else {
             int32_t res = cn_agg_frame_resource(p, key);
             int64_t addr = cn_agg_frame_address(p, key);
-            l->mapping_id = res >= 0 ? w->map_of[res] : 0;
+            l->mapping_id = res >= 0 ? w->d.map_of[res] : 0;
             l->address = addr >= 0 ? (uint64_t)addr : 0;
             if (!cn_agg_frame_is_placeholder(p, key)) {
                 const int32_t *chain;
@@ -668,7 +550,7 @@ static int build_locations(writer *w, pb_profile *m)
                 for (size_t j = 0; j < d; j++) { /* innermost first */
                     pb_line *line = &w->lines[ln];
                     perftools__profiles__line__init(line);
-                    line->function_id = w->fn_of[chain[d - 1 - j]];
+                    line->function_id = w->d.fn_of[chain[d - 1 - j]];
                     line->line = j == 0 ? cn_agg_frame_line(p, key) : 0;
                     w->line_ptrs[ln++] = line;
                     l->n_line++;
@@ -677,7 +559,7 @@ static int build_locations(writer *w, pb_profile *m)
         }
         w->loc_ptrs[i] = l;
     }
-    m->n_location = w->n_locs;
+    m->n_location = w->d.n_locs;
     m->location = w->loc_ptrs;
     return 0;
 }
@@ -685,18 +567,19 @@ static int build_locations(writer *w, pb_profile *m)
 static int build_mappings(writer *w, pb_profile *m)
 {
     const cn_agg_profile *p = w->p;
-    if (!ALLOC_N(w->maps, w->n_maps) || !ALLOC_N(w->map_ptrs, w->n_maps))
+    if (!CN_FMT_ALLOC_N(w->maps, w->d.n_maps) || !CN_FMT_ALLOC_N(w->map_ptrs, w->d.n_maps))
         return -ENOMEM;
-    for (size_t i = 0; i < w->n_maps; i++) {
-        int32_t res = w->map_res[i];
+    for (size_t i = 0; i < w->d.n_maps; i++) {
+        int32_t res = w->d.map_res[i];
         pb_mapping *mp = &w->maps[i];
         perftools__profiles__mapping__init(mp);
         mp->id = i + 1;
         const char *file = cn_agg_resource_path(p, res);
-        if ((mp->filename = str_id(w, file ? file : cn_agg_resource_name(p, res))) < 0)
+        if ((mp->filename = cn_fmt__dict_str(&w->d, file ? file : cn_agg_resource_name(p, res))) <
+            0)
             return -ENOMEM;
         const char *ident = cn_agg_resource_identity(p, res);
-        if (cn_fmt__is_build_id(ident) && (mp->build_id = str_id(w, ident)) < 0)
+        if (cn_fmt__is_build_id(ident) && (mp->build_id = cn_fmt__dict_str(&w->d, ident)) < 0)
             return -ENOMEM;
         mp->has_functions = true;
         mp->memory_start = UINT64_MAX;
@@ -705,12 +588,12 @@ static int build_mappings(writer *w, pb_profile *m)
     /* Address ranges and capabilities from the locations that use each mapping:
      * start = file_offset = the lowest address, so address - start + file_offset is the
      * file offset canopy recorded. */
-    for (size_t i = 0; i < w->n_locs; i++) {
+    for (size_t i = 0; i < w->d.n_locs; i++) {
         const pb_location *l = &w->locs[i];
         if (!l->mapping_id)
             continue;
         pb_mapping *mp = &w->maps[l->mapping_id - 1];
-        if (w->raw && cn_agg_frame_address(p, w->loc_key[i]) >= 0) {
+        if (w->raw && cn_agg_frame_address(p, w->d.loc_key[i]) >= 0) {
             mp->memory_start = l->address < mp->memory_start ? l->address : mp->memory_start;
             mp->memory_limit =
                 l->address + 1 > mp->memory_limit ? l->address + 1 : mp->memory_limit;
@@ -726,21 +609,21 @@ static int build_mappings(writer *w, pb_profile *m)
                 mp->has_filenames = true;
         }
     }
-    for (size_t i = 0; i < w->n_maps; i++) {
+    for (size_t i = 0; i < w->d.n_maps; i++) {
         pb_mapping *mp = &w->maps[i];
         if (mp->memory_start == UINT64_MAX)
             mp->memory_start = mp->memory_limit = 0;
         mp->file_offset = mp->memory_start;
     }
-    m->n_mapping = w->n_maps;
+    m->n_mapping = w->d.n_maps;
     m->mapping = w->map_ptrs;
     return 0;
 }
 
 static int build_comments(writer *w, pb_profile *m, const cn_agg_query *q)
 {
-    if (!ALLOC_N(w->comments, q->n_transforms + 1) ||
-        !ALLOC_N(w->comment_strs, q->n_transforms + 1))
+    if (!CN_FMT_ALLOC_N(w->comments, q->n_transforms + 1) ||
+        !CN_FMT_ALLOC_N(w->comment_strs, q->n_transforms + 1))
         return -ENOMEM;
     for (size_t i = 0; i < q->n_transforms; i++) {
         char *spec = cn_agg_transform_format(&q->transforms[i]);
@@ -751,7 +634,7 @@ static int build_comments(writer *w, pb_profile *m, const cn_agg_query *q)
         if (!c)
             return -ENOMEM;
         w->comment_strs[w->n_comments] = c;
-        int64_t x = add_str(w, c);
+        int64_t x = cn_fmt__dict_add(&w->d, c);
         if (x < 0)
             return -ENOMEM;
         w->comments[w->n_comments++] = x;
@@ -811,11 +694,8 @@ int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t per
     if (rc < 0)
         goto out;
     rc = -ENOMEM;
-    size_t n_func = cn_agg_func_count(p), n_res = cn_agg_resource_count(p);
-    size_t nkeys = w.raw ? cn_agg_frame_count(p) : n_func;
-    if (!ALLOC_N(w.loc_of, nkeys) || !ALLOC_N(w.loc_key, nkeys) || !ALLOC_N(w.fn_of, n_func) ||
-        !ALLOC_N(w.fn_func, n_func) || !ALLOC_N(w.map_of, n_res) || !ALLOC_N(w.map_res, n_res) ||
-        add_str(&w, "") < 0 || z_open(&w) < 0 || build_value_types(&w, &m, &n_values) < 0)
+    if (cn_fmt__dict_init(&w.d, p, w.raw) < 0 || z_open(&w) < 0 ||
+        build_value_types(&w, &m, &n_values) < 0)
         goto nomem;
     head.n_sample_type = m.n_sample_type;
     head.sample_type = m.sample_type;
@@ -838,8 +718,8 @@ int cn_fmt_write_pprof_cpu(cn_agg_profile *p, const cn_agg_query *q, int64_t per
         }
         m.duration_nanos = hi >= lo ? hi - lo : 0;
     }
-    m.n_string_table = w.n_strs;
-    m.string_table = w.strs;
+    m.n_string_table = w.d.n_strs;
+    m.string_table = w.d.strs;
     if ((rc = put_message(&w, &m, true)) < 0)
         goto fail;
     rc = cn_fmt__finish_output(out, "pprof", err);
