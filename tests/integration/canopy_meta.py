@@ -6,7 +6,9 @@ import gzip
 import json
 import sys
 
-SECTIONS = ["strings", "resources", "funcs", "frames", "stacks", "threads", "processes", "meta"]
+SECTIONS = ["strings", "resources", "funcs", "frames", "stacks", "threads", "processes", "cgroups",
+            "meta"]
+OPTIONAL = {"cgroups"}  # version 3, written only when some process has a cgroup path
 
 
 def unescape(s):
@@ -32,6 +34,8 @@ def main(path):
     strings, meta = [], {}
     for name in SECTIONS:
         head, count = lines[i].split(" ")
+        if head != name and name in OPTIONAL:
+            continue
         if head != name:
             sys.exit(f"{path}:{i + 1}: expected section {name}, found {head}")
         body = lines[i + 1:i + 1 + int(count)]
