@@ -77,8 +77,12 @@ ts = [threading.Thread(target=f, args=a) for f, a in
 for t in ts:
     t.start()
 print("ready", flush=True)
+# Joins waking every 0.2 s: a thread blocked since before its process was registered keeps
+# that moment's stack, without Python frames, until it runs again (docs/python.md, "What
+# is missing"); a single join() right after the starts can precede the registration.
 for t in ts:
-    t.join()
+    while t.is_alive():
+        t.join(0.2)
 EOF
 
 # check MODE JSON: the tree grouped by thread (roots "python3 [TID]"), against the rules
