@@ -726,32 +726,29 @@ static int32_t proc_row(cn_agg_profile *p, int32_t pid)
     return row;
 }
 
-int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name)
+/* Sets pid's name (cgroup false) or cgroup path (cgroup true) to str, interned. */
+static int process_set_string(cn_agg_profile *p, int32_t pid, bool cgroup, const char *str)
 {
-    if (!name)
+    if (!str)
         return -EINVAL;
-    int32_t name_id = cn_agg_cstring(p, name);
-    if (name_id < 0)
-        return name_id;
-    int32_t row = proc_row(p, pid);
+    int32_t id = cn_agg_cstring(p, str);
+    if (id < 0)
+        return id;
+    int32_t row = proc_row(p, pid); /* may grow the columns: index them after it */
     if (row < 0)
         return row;
-    p->proc_name[row] = name_id;
+    (cgroup ? p->proc_cgroup : p->proc_name)[row] = id;
     return 0;
+}
+
+int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name)
+{
+    return process_set_string(p, pid, false, name);
 }
 
 int cn_agg_process_set_cgroup(cn_agg_profile *p, int32_t pid, const char *path)
 {
-    if (!path)
-        return -EINVAL;
-    int32_t id = cn_agg_cstring(p, path);
-    if (id < 0)
-        return id;
-    int32_t row = proc_row(p, pid);
-    if (row < 0)
-        return row;
-    p->proc_cgroup[row] = id;
-    return 0;
+    return process_set_string(p, pid, true, path);
 }
 
 const char *cn_agg_process_cgroup(const cn_agg_profile *p, int32_t pid)

@@ -45,19 +45,40 @@ static bool query_on(const cn_cli_command *c, unsigned own_flags)
     return c->tables & CN_LIVE_QUERY;
 }
 
+/* The option tables cmd matches against, in the parsers' order (own first), each with the
+ * flags its rows' `when` is tested against and whether the command takes it at all. */
+enum { N_TABLES = 4 };
+typedef struct opt_tables {
+    const cn_opt *tab[N_TABLES];
+    unsigned flags[N_TABLES];
+    bool on[N_TABLES];
+} opt_tables;
+
+static opt_tables tables_of(const cn_cli_command *c, unsigned own_flags)
+{
+    return (opt_tables){
+        .tab = {c->own, cn_cli_sampling_opts, cn_cli_query_opts, cn_cli_live_opts},
+        .flags = {own_flags, c->tables, 0, c->tables},
+        .on = {c->own != NULL, (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) != 0,
+               query_on(c, own_flags), true},
+    };
+}
+
+/* Whether row o of table t applies under its flags. */
+static bool row_on(const opt_tables *ts, int t, const cn_opt *o)
+{
+    return o->when == 0 || (o->when & ts->flags[t]);
+}
+
 /* The row named name among cmd's options (own first, as the parsers match). */
 static const cn_opt *find_row(const cn_cli_command *c, unsigned own_flags, const char *name)
 {
-    const cn_opt *tabs[] = {c->own, cn_cli_sampling_opts, cn_cli_query_opts, cn_cli_live_opts};
-    unsigned flags[] = {own_flags, c->tables, 0, c->tables};
-    bool on[] = {c->own != NULL, (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) != 0,
-                 query_on(c, own_flags), true};
-    for (int t = 0; t < 4; t++) {
-        if (!on[t])
+    opt_tables ts = tables_of(c, own_flags);
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!ts.on[t])
             continue;
-        for (const cn_opt *o = tabs[t]; o->lng; o++)
-            if ((o->when == 0 || (o->when & flags[t])) &&
-                (!strcmp(o->lng, name) || (o->shrt && !strcmp(o->shrt, name))))
+        for (const cn_opt *o = ts.tab[t]; o->lng; o++)
+            if (row_on(&ts, t, o) && (!strcmp(o->lng, name) || (o->shrt && !strcmp(o->shrt, name))))
                 return o;
     }
     return NULL;
@@ -65,15 +86,12 @@ static const cn_opt *find_row(const cn_cli_command *c, unsigned own_flags, const
 
 static void put_options(const cn_cli_command *c, unsigned own_flags, const char *prefix)
 {
-    const cn_opt *tabs[] = {c->own, cn_cli_sampling_opts, cn_cli_query_opts, cn_cli_live_opts};
-    unsigned flags[] = {own_flags, c->tables, 0, c->tables};
-    bool on[] = {c->own != NULL, (c->tables & (CN_LIVE_SAMPLING | CN_LIVE_NAME)) != 0,
-                 query_on(c, own_flags), true};
-    for (int t = 0; t < 4; t++) {
-        if (!on[t])
+    opt_tables ts = tables_of(c, own_flags);
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!ts.on[t])
             continue;
-        for (const cn_opt *o = tabs[t]; o->lng; o++)
-            if ((o->when == 0 || (o->when & flags[t])) &&
+        for (const cn_opt *o = ts.tab[t]; o->lng; o++)
+            if (row_on(&ts, t, o) &&
                 (t == 0 || !c->own || !cn_opt_find(c->own, o->lng))) /* not shadowed */
                 put("", o->lng, prefix);
     }
