@@ -9,6 +9,9 @@
 //   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
 //   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
 //   node web_browser.js long URL OUTDIR     a 2001-row table, windowed
+//   node web_browser.js symbols URL OUTDIR  a live session whose symbols arrive late
+//                                           (test_web_symbols.sh): expanded and selected
+//                                           paths survive the renaming
 // Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
 // Every step saves OUTDIR/NN-step.png and checks it is not blank.
 'use strict';
@@ -710,6 +713,49 @@ async function diff(p) {
   if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
 }
 
+// A live session of wl_shares_fp whose symbols are held back by canopyd-test: everything
+// expanded and the workload's deepest row selected while the frames are addresses; once they are
+// names, work_a and work_b must be open rows and a named row still selected.
+async function symbols(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 1`, 'the first tree');
+  const r0 = await rows(p);
+  if (!r0.some((r) => r.name.startsWith('wl_shares_fp+0x')) || r0.some((r) => r.name === 'work_a'))
+    fail('the symbols were not held back: ' + JSON.stringify(r0.map((r) => r.name)));
+  const roots = r0.filter((r) => r.depth === 0).map((r) => r.name);
+  for (const name of roots) { // `*` on each root: every node open
+    const at = await p.centre('#rows tr .fn', name);
+    await p.click(at.x, at.y);
+    await p.key('*');
+  }
+  const r1 = await rows(p);
+  const mine = r1.filter((r) => r.name.startsWith('wl_shares_fp+0x')); // not the kernel's: never renamed
+  const deep = mine.reduce((m, r) => (r.depth > m.depth ? r : m), mine[0]);
+  const at = await p.centre('#rows tr .fn', deep.name);
+  await p.click(at.x, at.y);
+  const twisties = `[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.twisty').textContent)`;
+  const closed0 = (await p.eval(twisties)).filter((t) => t === '▸').length;
+  let c = await p.shot('40-addresses');
+  console.log(`PASS before the symbols: ${r1.length} rows, ${closed0} closed, selected ${deep.name} at depth ${deep.depth} (${c} colours)`);
+
+  await p.waitFor(`[...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a') &&
+                   [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b')`,
+                  'work_a and work_b named and shown (the expanded set remapped)', 40000);
+  await waitRefresh(p, 'a refresh after the symbols');
+  const open = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr, i, all) => ({
+    name: tr.querySelector('.fn').textContent, twisty: tr.querySelector('.twisty').textContent,
+    child: !!all[i + 1] && Number(all[i + 1].dataset.depth) > Number(tr.dataset.depth) }))`);
+  for (const f of ['main', 'work_a', 'work_b']) {
+    const r = open.find((x) => x.name === f);
+    if (!r || r.twisty !== '▾' || !r.child) fail(`${f} is not open after the symbols: ${JSON.stringify(open)}`);
+  }
+  const sel = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
+  if (!['burn', 'work_a', 'work_b', 'work_b_inner', 'work_c', 'main'].includes(sel))
+    fail(`the selection (${deep.name}) is not a named row of the workload after the symbols: ${sel}`);
+  c = await p.shot('41-names');
+  console.log(`PASS after the symbols: main, work_a, work_b open, ${open.length} rows, selected ${sel} (${c} colours)`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
 // bench/web_speed.js drives the same browser: it requires this file for these.
 module.exports = { Browser, openPage, sleep, setBrowser: (b) => { browser = b; } };
 
@@ -726,6 +772,7 @@ if (require.main === module) (async () => {
     else if (mode === 'units') await units(p);
     else if (mode === 'diff') await diff(p);
     else if (mode === 'long') await long(p);
+    else if (mode === 'symbols') await symbols(p);
     else if (mode === 'shot') { // a look at the page (no check): node web_browser.js shot URL DIR
       await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the page');
       await sleep(500);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# canopy web on a live session whose symbols arrive late (issue 21: the view refreshes
+# "without losing the selection, the expanded nodes ... (call node paths remapped as symbols
+# arrive)"). canopyd-test's hook CANOPYD_TEST_SYMBOL_DELAY_MS makes the symbolizer pause 5 s
+# before each batch, so the page first shows wl_shares_fp's frames as LIB+0xOFFSET. The page
+# expands every node (`*` on each root) and selects the deepest row while they are still
+# addresses; once the symbols arrive, the rows named work_a and work_b must be open (their
+# children shown) and the selection must still be a row: held paths were remapped through
+# the engine's rename map, not collapsed. Also: a transform pushed with a placeholder name
+# (merge of an address) keeps working after the rename (the renderer remaps held
+# transforms), and `canopy tree` does the same from the command line.
+source "$(dirname "$0")/lib.sh"
+# The hook is canopyd-test's only (the installed canopyd reads no test variable).
+CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
+WL=$CANOPY_WORKLOADS/wl_shares_fp
+[ -x "$WL" ] || fail "workload $WL not built"
+C=$CANOPY_BIN
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+[ -x "$CHROMIUM" ] || skip "no chromium at $CHROMIUM (scripts/setup installs it)"
+command -v node >/dev/null || skip "no node (scripts/setup installs nodejs)"
+command -v curl >/dev/null || skip "no curl"
+export CANOPY_SOCKET=$TMP/d.sock
+DRIVER=$(dirname "$0")/web_browser.js
+SHOTS=${CANOPY_WEB_SHOTS:-$TMP/shots}
+mkdir -p "$SHOTS"
+D_PID=
+W_PID=
+WEB_PID=
+trap 'rc=$?; kill $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+export CANOPYD_TEST_SYMBOL_DELAY_MS=5000
+start_canopyd
+unset CANOPYD_TEST_SYMBOL_DELAY_MS
+
+"$WL" 60 >/dev/null &
+W_PID=$!
+"$C" attach "$W_PID" --name late -F 499 >/dev/null 2>"$TMP/err" ||
+  { grep -qi 'not permitted' "$TMP/err" && skip "perf events not permitted"; fail "attach: $(cat "$TMP/err")"; }
+"$C" web late >"$TMP/web.out" 2>"$TMP/web.log" &
+WEB_PID=$!
+for ((i = 0; i < 100; i++)); do [ -s "$TMP/web.out" ] && break; sleep 0.1; done
+URL=$(head -n 1 "$TMP/web.out")
+[ -n "$URL" ] || fail "canopy web printed no URL: $(cat "$TMP/web.log")"
+TOKEN=${URL##*token=}
+BASE=${URL%%/\?*}
+
+# The renderer remaps held transforms: before the symbols, pick a placeholder name of the
+# workload; once it is renamed, `canopy tree -t merge:PLACEHOLDER` must still answer (it
+# was "no function" before this change) and equal the merge of the new name.
+PH=$(curl -s "$BASE/api/tree?token=$TOKEN&arg=--functions" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+names = [f["name"] for f in d.get("functions", []) if f["name"].startswith("wl_shares_fp+0x")]
+print(names[0] if names else "")')
+[ -n "$PH" ] || fail "no placeholder frame before the symbols (the hook did not delay them?)"
+
+TMPDIR=$TMP node "$DRIVER" symbols "$URL" "$SHOTS" || fail "held paths across symbolization (screenshots in $SHOTS)"
+
+"$C" tree late -t "merge:$PH" --format json >"$TMP/old.json" 2>"$TMP/err" ||
+  fail "canopy tree -t merge:$PH after the symbols arrived: $(cat "$TMP/err")"
+NEW=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["transforms"]; print(t[0][len("merge:"):])' "$TMP/old.json")
+[ "$NEW" != "$PH" ] || fail "merge:$PH was not remapped: $(head -c 300 "$TMP/old.json")"
+echo "PASS canopy tree -t merge:$PH after the symbols: merge:$NEW"
+echo "PASS canopy web keeps held paths across symbolization"
