@@ -36,6 +36,8 @@
     queued: null,       /* {undo}: a load asked for while one ran */
     stickyError: false, /* the error shown is a refused change's */
     refreshes: 0,
+    treeSlot: {},       /* fetchJSON's ETag caches of the tree and the activity data */
+    actSlot: {},
   };
 
   /* ---- talking to the server ------------------------------------------------------ */
@@ -88,15 +90,23 @@
     return path + '?' + p.toString();
   }
 
-  /* parts (optional) gets the request's timings in ms since t0: headers, body, parsed. */
-  async function fetchJSON(path, args, extra, parts, t0) {
-    const r = await fetch(apiURL(path, args, extra), { cache: 'no-store' });
+  /* parts (optional) gets the request's timings in ms since t0: headers, body, parsed.
+   * slot (optional): the last answer of this URL is kept there with its ETag and sent as
+   * If-None-Match; a 304 (the same bytes) returns that answer again, with slot.same set. */
+  async function fetchJSON(path, args, extra, parts, t0, slot) {
+    const url = apiURL(path, args, extra);
+    const headers = slot && slot.url === url && slot.etag ? { 'If-None-Match': slot.etag } : {};
+    const r = await fetch(url, { cache: 'no-store', headers: headers });
     if (parts) parts.headers = performance.now() - t0;
+    if (slot) slot.same = r.status === 304 && slot.url === url;
+    if (slot && slot.same) return slot.body;
+    if (slot) Object.assign(slot, { url: url, etag: r.ok && r.headers.get('ETag'), body: null });
     const text = await r.text();
     if (parts) parts.body = performance.now() - t0;
     const body = JSON.parse(text);
     if (parts) parts.parsed = performance.now() - t0;
     if (!r.ok) throw new Error(body && body.error ? body.error : 'HTTP ' + r.status);
+    if (slot) slot.body = body;
     return body;
   }
 
@@ -120,17 +130,28 @@
       const actKey = JSON.stringify(activityArgs());
       const reuse = !state.info.live && state.activityKey === actKey;
       const tp = {}, ap = {};
+      const ts = state.treeSlot, as = state.actSlot;
       const [data, act] = await Promise.all([
-        fetchJSON('/api/tree', args, null, tp, t0),
+        fetchJSON('/api/tree', args, null, tp, t0, ts),
         state.info.diff ? null : reuse ? state.activity /* kept when a refresh's fails */
-          : fetchJSON('/api/tree', activityArgs(), null, ap, t0).catch(() => state.activityKey === actKey ? state.activity : null),
+          : fetchJSON('/api/tree', activityArgs(), null, ap, t0, as).catch(() => state.activityKey === actKey ? state.activity : null),
       ]);
       state.activityKey = actKey;
       if (current()) {
         if (!state.stickyError) showError('');
-        state.activity = act;
         const tSet = performance.now();
-        setData(data);
+        if (ts.same && data === state.data) { /* 304: nothing to parse or lay out again */
+          state.unchanged = (state.unchanged || 0) + 1;
+          document.body.dataset.unchanged = String(state.unchanged); /* for the tests */
+          if (act !== state.activity) {
+            state.activity = act;
+            renderThreads();
+            drawActivity();
+          }
+        } else {
+          state.activity = act;
+          setData(data);
+        }
         const tDone = performance.now();
         if (state.info.live) await remapHeld(args);
         /* timed to the frame after it, so style, layout and paint count too */

@@ -8,7 +8,9 @@
 # children shown) and the selection must still be a row: held paths were remapped through
 # the engine's rename map, not collapsed. Also: a transform pushed with a placeholder name
 # (merge of an address) keeps working after the rename (the renderer remaps held
-# transforms), and `canopy tree` does the same from the command line.
+# transforms), and `canopy tree` does the same from the command line. Once the session is
+# stopped, the page's refreshes are answered 304 (ETag: the same bytes) and it keeps its
+# table; /api/tree's ETag gives 304 for the same answer and 200 for another.
 source "$(dirname "$0")/lib.sh"
 # The hook is canopyd-test's only (the installed canopyd reads no test variable).
 CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
@@ -26,7 +28,8 @@ mkdir -p "$SHOTS"
 D_PID=
 W_PID=
 WEB_PID=
-trap 'rc=$?; kill $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+NODE_PID=
+trap 'rc=$?; kill $NODE_PID $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 export CANOPYD_TEST_SYMBOL_DELAY_MS=5000
 start_canopyd
 unset CANOPYD_TEST_SYMBOL_DELAY_MS
@@ -53,7 +56,23 @@ names = [f["name"] for f in d.get("functions", []) if f["name"].startswith("wl_s
 print(names[0] if names else "")')
 [ -n "$PH" ] || fail "no placeholder frame before the symbols (the hook did not delay them?)"
 
-TMPDIR=$TMP node "$DRIVER" symbols "$URL" "$SHOTS" || fail "held paths across symbolization (screenshots in $SHOTS)"
+TMPDIR=$TMP node "$DRIVER" symbols "$URL" "$SHOTS" &
+NODE_PID=$!
+for ((i = 0; i < 600; i++)); do [ -e "$SHOTS/stop-now" ] || ! kill -0 $NODE_PID 2>/dev/null && break; sleep 0.1; done
+[ -e "$SHOTS/stop-now" ] && { "$C" stop late >/dev/null || fail "stop"; }
+wait $NODE_PID || fail "held paths across symbolization, 304s after the stop (screenshots in $SHOTS)"
+
+# The ETag: the same query on the stopped session is 304 with it, 200 with another.
+Q="$BASE/api/tree?token=$TOKEN&arg=--invert"
+ETAG=$(curl -s -D - -o /dev/null "$Q" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
+[ -n "$ETAG" ] || fail "/api/tree has no ETag"
+[ "$(curl -s -o "$TMP/304" -w '%{http_code}' -H "If-None-Match: $ETAG" "$Q")" = 304 ] && [ ! -s "$TMP/304" ] ||
+  fail "the same answer with If-None-Match $ETAG is not an empty 304"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'If-None-Match: "0000000000000000"' "$Q")" = 200 ] ||
+  fail "another ETag is not 200"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "If-None-Match: $ETAG" "$BASE/api/tree?token=$TOKEN")" = 200 ] ||
+  fail "another query with that ETag is not 200"
+echo "PASS ETag: 304 for the same answer, 200 otherwise"
 
 "$C" tree late -t "merge:$PH" --format json >"$TMP/old.json" 2>"$TMP/err" ||
   fail "canopy tree -t merge:$PH after the symbols arrived: $(cat "$TMP/err")"

@@ -753,6 +753,14 @@ async function symbols(p) {
     fail(`the selection (${deep.name}) is not a named row of the workload after the symbols: ${sel}`);
   c = await p.shot('41-names');
   console.log(`PASS after the symbols: main, work_a, work_b open, ${open.length} rows, selected ${sel} (${c} colours)`);
+
+  // test_web_symbols.sh stops the session when this file appears: from then on every
+  // refresh is answered 304 (the same ETag) and the page keeps its table as it was.
+  fs.writeFileSync(path.join(outdir, 'stop-now'), '');
+  await p.waitFor(`Number(document.body.dataset.unchanged || 0) >= 2`, 'two refreshes answered 304 after the stop', 20000);
+  const still = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.fn').textContent + tr.querySelector('.twisty').textContent)`);
+  if (!still.includes('work_a▾') || !still.includes('work_b▾')) fail('the table changed after 304s: ' + JSON.stringify(still));
+  console.log(`PASS stopped session: refreshes answered 304 (${await p.eval('document.body.dataset.unchanged')}), the table kept`);
   if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
 }
 
