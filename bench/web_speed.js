@@ -47,10 +47,11 @@ async function waitFor(p, expr, ms) {
       await p.eval(`(() => { const s = document.getElementById('search'); s.value = '${text}'; s.dispatchEvent(new Event('input')); })()`);
       await waitFor(p, `Number(document.body.dataset.refreshes) > ${n}`);
       loads.push(Number(await p.eval(`document.body.dataset.loadMs`)));
-      parts.push(JSON.parse(await p.eval(`document.body.dataset.loadParts`)));
+      const lp = await p.eval(`document.body.dataset.loadParts`); /* absent before 2026-11-28 */
+      if (lp) parts.push(JSON.parse(lp));
     }
     console.log(`refresh ${stats(loads)}`);
-    for (const k of Object.keys(parts[0]))
+    for (const k of Object.keys(parts[0] || {}))
       if (parts.every((x) => typeof x[k] === 'number')) console.log(`  ${k} ${stats(parts.map((x) => x[k]))}`);
     const draws = [];
     for (let i = 0; i < ROUNDS; i++) {

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # canopy web on a live session whose symbols arrive late (issue 21: the view refreshes
-# "without losing the selection, the expanded nodes ... (call node paths remapped as symbols
-# arrive)"). canopyd-test's hook CANOPYD_TEST_SYMBOL_DELAY_MS makes the symbolizer pause 5 s
-# before each batch, so the page first shows wl_shares_fp's frames as LIB+0xOFFSET. The page
-# expands every node (`*` on each root) and selects the deepest row while they are still
-# addresses; once the symbols arrive, the rows named work_a and work_b must be open (their
-# children shown) and the selection must still be a row: held paths were remapped through
-# the engine's rename map, not collapsed. Also: a transform pushed with a placeholder name
-# (merge of an address) keeps working after the rename (the renderer remaps held
-# transforms), and `canopy tree` does the same from the command line. Once the session is
-# stopped, the page's refreshes are answered 304 (ETag: the same bytes) and it keeps its
-# table; /api/tree's ETag gives 304 for the same answer and 200 for another.
+# "without losing the selection, the expanded nodes or the transform stack (call node paths
+# remapped as symbols arrive)"). canopyd-test's hook CANOPYD_TEST_SYMBOL_DELAY_MS makes the
+# symbolizer pause 5 s before each batch, so the page first shows wl_shares_fp's frames as
+# LIB+0xOFFSET. While they are addresses the page merges burn's heaviest address (a
+# transform), expands every node (`*` on each root) and selects a work_* address; once the
+# symbols arrive, main, work_a and work_b must be open rows, the selection a named work_*
+# row, and the merge crumb still there, now merging all of burn (the renderer remaps held
+# transforms; `canopy tree -t merge:ADDRESS` does the same on the command line). canopyd's
+# sessions are unchanged by all the page did. Once the session is stopped the page's
+# refreshes are answered 304 (ETag: the same bytes) and it keeps its table; /api/tree's
+# ETag gives 304 for the same answer and 200 otherwise. Last, --port and --bind
+# (127.0.0.2): the URL, the listening socket, the stderr notice, 403 without the token.
 source "$(dirname "$0")/lib.sh"
 # The hook is canopyd-test's only (the installed canopyd reads no test variable).
 CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
@@ -56,10 +57,23 @@ names = [f["name"] for f in d.get("functions", []) if f["name"].startswith("wl_s
 print(names[0] if names else "")')
 [ -n "$PH" ] || fail "no placeholder frame before the symbols (the hook did not delay them?)"
 
-TMPDIR=$TMP node "$DRIVER" symbols "$URL" "$SHOTS" &
+sessions() { "$C" sessions --format json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sorted((s["id"], s["name"], s["state"]) for s in (d["sessions"] if isinstance(d, dict) else d)))'; }
+S0=$(sessions)
+PH=$PH TMPDIR=$TMP node "$DRIVER" symbols "$URL" "$SHOTS" &
 NODE_PID=$!
 for ((i = 0; i < 600; i++)); do [ -e "$SHOTS/stop-now" ] || ! kill -0 $NODE_PID 2>/dev/null && break; sleep 0.1; done
-[ -e "$SHOTS/stop-now" ] && { "$C" stop late >/dev/null || fail "stop"; }
+if [ -e "$SHOTS/stop-now" ]; then
+  # The page expanded, selected, merged and refreshed for seconds: canopyd's sessions are
+  # what they were (the page's requests are queries; only CLI commands change state).
+  S1=$(sessions)
+  [ "$S1" = "$S0" ] || fail "the page changed canopyd's sessions: $S0 -> $S1"
+  echo "PASS canopyd's sessions unchanged by the page: $S1"
+  "$C" stop late >/dev/null || fail "stop"
+fi
+
 wait $NODE_PID || fail "held paths across symbolization, 304s after the stop (screenshots in $SHOTS)"
 
 # The ETag: the same query on the stopped session is 304 with it, 200 with another.
@@ -79,4 +93,35 @@ echo "PASS ETag: 304 for the same answer, 200 otherwise"
 NEW=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["transforms"]; print(t[0][len("merge:"):])' "$TMP/old.json")
 [ "$NEW" != "$PH" ] || fail "merge:$PH was not remapped: $(head -c 300 "$TMP/old.json")"
 echo "PASS canopy tree -t merge:$PH after the symbols: merge:$NEW"
+stop_web() {
+  kill -TERM "$WEB_PID"
+  wait "$WEB_PID" || fail "canopy web exited $? after SIGTERM: $(cat "$TMP/web.log")"
+  WEB_PID=
+}
+stop_web
+
+# --port and --bind: the URL and the listening socket follow them; an address other than
+# 127.0.0.1 is announced on stderr.
+printf 'main;a 3\nmain;b 1\n' >"$TMP/small.folded"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0)); print(s.getsockname()[1])')
+rm -f "$TMP/web.out" # (the redirection happens in the child, later than this shell looks)
+"$C" web "$TMP/small.folded" --port "$PORT" --bind 127.0.0.2 >"$TMP/web.out" 2>"$TMP/web.log" &
+WEB_PID=$!
+for ((i = 0; i < 100; i++)); do [ -s "$TMP/web.out" ] && break; sleep 0.1; done
+URL=$(head -n 1 "$TMP/web.out")
+[[ "$URL" == "http://127.0.0.2:$PORT/?token="* ]] || fail "--port $PORT --bind 127.0.0.2: URL '$URL' $(cat "$TMP/web.log")"
+grep -q '127.0.0.2' "$TMP/web.log" || fail "--bind says nothing on stderr: $(cat "$TMP/web.log")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL")" = 200 ] || fail "the page at $URL"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "${URL%%\?*}")" = 403 ] || fail "no 403 without the token at 127.0.0.2"
+python3 - "$PORT" <<'PY' || fail "not listening on 127.0.0.2:$PORT only"
+import sys
+port = int(sys.argv[1])
+found = [l.split()[1].split(":")[0] for f in ("/proc/net/tcp", "/proc/net/tcp6")
+         for l in open(f).read().splitlines()[1:]
+         if int(l.split()[1].split(":")[1], 16) == port and l.split()[3] == "0A"]
+print("listening on", found)
+sys.exit(found != ["0200007F"])
+PY
+stop_web
+echo "PASS --port $PORT --bind 127.0.0.2"
 echo "PASS canopy web keeps held paths across symbolization"

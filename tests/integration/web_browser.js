@@ -722,14 +722,29 @@ async function symbols(p) {
   if (!r0.some((r) => r.name.startsWith('wl_shares_fp+0x')) || r0.some((r) => r.name === 'work_a'))
     fail('the symbols were not held back: ' + JSON.stringify(r0.map((r) => r.name)));
   const roots = r0.filter((r) => r.depth === 0).map((r) => r.name);
-  for (const name of roots) { // `*` on each root: every node open
-    const at = await p.centre('#rows tr .fn', name);
-    await p.click(at.x, at.y);
-    await p.key('*');
-  }
+  const expandAll = async () => {
+    for (const name of roots) { // `*` on each root: every node open
+      const at = await p.centre('#rows tr .fn', name);
+      await p.click(at.x, at.y);
+      await p.key('*');
+    }
+  };
+  // A transform pushed with an address (PH: the heaviest of the workload's, burn's, which
+  // test_web_symbols.sh found): merge it. The server remaps it when the symbols arrive.
+  const ph = process.env.PH;
+  await expandAll();
+  await menu(p, ph, 'Merge function');
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb').length === 2 && Number(document.body.dataset.refreshes) > 0 &&
+                   ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === ${JSON.stringify(ph)})`, 'merge ' + ph);
+  await expandAll();
   const r1 = await rows(p);
-  const mine = r1.filter((r) => r.name.startsWith('wl_shares_fp+0x')); // not the kernel's: never renamed
-  const deep = mine.reduce((m, r) => (r.depth > m.depth ? r : m), mine[0]);
+  // The parent of the workload's deepest address (not the kernel's: never renamed): a
+  // work_* function once named (the deepest itself is burn's, which the merge removes).
+  const mine = r1.filter((r) => r.name.startsWith('wl_shares_fp+0x'));
+  const leaf = r1.indexOf(mine.reduce((m, r) => (r.depth > m.depth ? r : m), mine[0]));
+  let pi = leaf;
+  while (pi > 0 && r1[pi].depth >= r1[leaf].depth) pi--;
+  const deep = r1[pi];
   const at = await p.centre('#rows tr .fn', deep.name);
   await p.click(at.x, at.y);
   const twisties = `[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.twisty').textContent)`;
@@ -748,11 +763,17 @@ async function symbols(p) {
     const r = open.find((x) => x.name === f);
     if (!r || r.twisty !== '▾' || !r.child) fail(`${f} is not open after the symbols: ${JSON.stringify(open)}`);
   }
+  const crumbs = await p.eval(`[...document.querySelectorAll('#crumbs .crumb')].map((c) => c.textContent)`);
+  if (crumbs.length !== 2 || open.some((x) => x.name === 'burn'))
+    fail(`merge ${ph} is not merge burn after the symbols: crumbs ${JSON.stringify(crumbs)}, rows ${JSON.stringify(open.map((x) => x.name))}`);
+  // Its own address may come in a later batch of symbols: the selection waits for it.
+  await p.waitFor(`!(document.querySelector('#rows tr.sel .fn')?.textContent || 'wl_shares_fp+0x').startsWith('wl_shares_fp+0x')`,
+                  'the selected row named', 20000);
   const sel = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
   if (!['burn', 'work_a', 'work_b', 'work_b_inner', 'work_c', 'main'].includes(sel))
     fail(`the selection (${deep.name}) is not a named row of the workload after the symbols: ${sel}`);
   c = await p.shot('41-names');
-  console.log(`PASS after the symbols: main, work_a, work_b open, ${open.length} rows, selected ${sel} (${c} colours)`);
+  console.log(`PASS after the symbols: main, work_a, work_b open, ${open.length} rows, selected ${sel}, the transform stack (${crumbs[1]}) kept and now merging burn (${c} colours)`);
 
   // test_web_symbols.sh stops the session when this file appears: from then on every
   // refresh is answered 304 (the same ETag) and the page keeps its table as it was.
