@@ -2,7 +2,7 @@
 # canopy web on a live session whose symbols arrive late (issue 21: the view refreshes
 # "without losing the selection, the expanded nodes or the transform stack (call node paths
 # remapped as symbols arrive)"). canopyd-test's hook CANOPYD_TEST_SYMBOL_DELAY_MS makes the
-# symbolizer pause 5 s before each batch, so the page first shows wl_shares_fp's frames as
+# symbolizer pause 8 s before each batch, so the page first shows wl_shares_fp's frames as
 # LIB+0xOFFSET. While they are addresses the page merges burn's heaviest address (a
 # transform), expands every node (`*` on each root) and selects a work_* address; once the
 # symbols arrive, main, work_a and work_b must be open rows, the selection a named work_*
@@ -12,6 +12,8 @@
 # refreshes are answered 304 (ETag: the same bytes) and it keeps its table; /api/tree's
 # ETag gives 304 for the same answer and 200 otherwise. Last, --port and --bind
 # (127.0.0.2): the URL, the listening socket, the stderr notice, 403 without the token.
+# Also: everything the page loaded came from its own origin and its CSP allows nothing
+# else; the listening socket is the canopy web process's, of the invoking user.
 source "$(dirname "$0")/lib.sh"
 # The hook is canopyd-test's only (the installed canopyd reads no test variable).
 CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
@@ -31,7 +33,7 @@ W_PID=
 WEB_PID=
 NODE_PID=
 trap 'rc=$?; kill $NODE_PID $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
-export CANOPYD_TEST_SYMBOL_DELAY_MS=5000
+export CANOPYD_TEST_SYMBOL_DELAY_MS=8000
 start_canopyd
 unset CANOPYD_TEST_SYMBOL_DELAY_MS
 
@@ -75,6 +77,34 @@ if [ -e "$SHOTS/stop-now" ]; then
 fi
 
 wait $NODE_PID || fail "held paths across symbolization, 304s after the stop (screenshots in $SHOTS)"
+
+# Self-contained, by policy too: the page's response allows only its own script and style.
+curl -s -D "$TMP/h" -o /dev/null "$URL"
+grep -qi "^content-security-policy: default-src 'none'; script-src 'self'; style-src 'self'" "$TMP/h" ||
+  fail "the page's CSP: $(grep -i '^content-security' "$TMP/h")"
+# Run by the client: the listening socket is the canopy web process's (not canopyd's), of the
+# invoking user's uid.
+python3 - "$WEB_PID" "${BASE##*:}" "$D_PID" <<'PY' || fail "the listening socket is not canopy web's own"
+import os, sys
+pid, port, dpid = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+inode = uid = None
+for l in open("/proc/net/tcp").read().splitlines()[1:]:
+    f = l.split()
+    if int(f[1].split(":")[1], 16) == port and f[3] == "0A":
+        uid, inode = int(f[7]), f[9]
+def socks(p):
+    out = set()
+    for fd in os.listdir(f"/proc/{p}/fd"):
+        try:
+            out.add(os.readlink(f"/proc/{p}/fd/{fd}"))
+        except OSError:
+            pass
+    return out
+mine, daemon = f"socket:[{inode}]" in socks(pid), f"socket:[{inode}]" in socks(dpid)
+print(f"listening socket inode {inode}, uid {uid}: canopy web's {mine}, canopyd's {daemon}")
+sys.exit(not (inode and mine and not daemon and uid == os.getuid()))
+PY
+echo "PASS the server is canopy web's (pid $WEB_PID, uid $(id -u)), the page's CSP"
 
 # The ETag: the same query on the stopped session is 304 with it, 200 with another.
 Q="$BASE/api/tree?token=$TOKEN&arg=--invert"

@@ -782,6 +782,13 @@ async function symbols(p) {
   const still = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.fn').textContent + tr.querySelector('.twisty').textContent)`);
   if (!still.includes('work_a▾') || !still.includes('work_b▾')) fail('the table changed after 304s: ' + JSON.stringify(still));
   console.log(`PASS stopped session: refreshes answered 304 (${await p.eval('document.body.dataset.unchanged')}), the table kept`);
+  // Self-contained: everything the page loaded (its files and every query) came from its
+  // own origin; no CDN, no font, no other server.
+  const res = await p.eval(`performance.getEntriesByType('resource').map((e) => e.name)`);
+  const origin = await p.eval('location.origin');
+  const away = res.filter((u) => !u.startsWith(origin + '/'));
+  if (res.length < 3 || away.length) fail(`requests to another origin: ${JSON.stringify(away)} (of ${res.length})`);
+  console.log(`PASS self-contained: ${res.length} requests, all to ${origin}`);
   if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
 }
 
