@@ -544,8 +544,7 @@
     const canvas = $('activity');
     const dpr = window.devicePixelRatio || 1;
     const width = canvas.clientWidth || 800, height = 48;
-    canvas.width = Math.round(width * dpr);
-    canvas.height = Math.round(height * dpr);
+    sizeCanvas(canvas, width, height, dpr);
     const g = canvas.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, width, height);
@@ -879,6 +878,15 @@
     return F;
   }
 
+  /* Sizes a canvas's backing store only when it changes: setting width or height, even to
+   * the same value, allocates a new one (and the caller clears it anyway). */
+  function sizeCanvas(canvas, width, height, dpr) {
+    const w = Math.round(width * dpr), h = Math.round(height * dpr);
+    if (canvas.style.height !== height + 'px') canvas.style.height = height + 'px';
+    if (canvas.width !== w) canvas.width = w;
+    if (canvas.height !== h) canvas.height = h;
+  }
+
   function drawFlame() {
     const t0 = performance.now();
     const canvas = $('flame');
@@ -893,9 +901,7 @@
     }
     state.diffMax = diffMax;
     const height = Math.max(ROW_H, (maxDepth + 1) * ROW_H);
-    canvas.style.height = height + 'px';
-    canvas.width = Math.round(width * dpr);
-    canvas.height = Math.round(height * dpr);
+    sizeCanvas(canvas, width, height, dpr);
     const g = canvas.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, width, height);
