@@ -12,7 +12,8 @@
 #   symbolizer bounds itself: 256 MiB by default; it is printed);
 #   - the session's samples and lost records are counted (sessions and status agree);
 #   - status shows the unwind cache (unwind_cache: bytes, unused_bytes, max_unused_bytes),
-#     its unused tables within their bound.
+#     its unused tables within their bound, and the symbol cache's bounds, its heap within
+#     its own.
 # Growth, not absolute size: under ASan RSS is inflated by the allocator's redzones and
 # shadow; its quarantine (freed memory kept resident, 256 MiB by default) is cut to 16 MiB
 # here so that freed memory shows up as freed.
@@ -138,6 +139,14 @@ held=$(other idle end)
 [ $held -le $((bound + 48 * MiB)) ] ||
   fail "after the load canopyd holds $((held / MiB)) MiB more than idle besides the symbol cache (limit $(((bound + 48 * MiB) / MiB)))"
 [ "$(ucache end)" != None ] || fail "canopy status does not show the unwind cache"
+# The symbol cache's bounds are shown, and its heap is within its bound once the load is
+# over (no lookup holds an object then).
+python3 - "$TMP/end.json" <<'PY' || fail "status: the symbol cache's bounds: $(cat "$TMP/end.json")"
+import json, sys
+sc = json.load(open(sys.argv[1]))["symbol_cache"]
+assert sc["max_heap_bytes"] > 0 and sc["max_mapped_bytes"] > 0 and sc["debug_idle_s"] > 0, sc
+assert sc["heap_bytes"] <= sc["max_heap_bytes"], sc
+PY
 [ "$(json "$TMP/end.json" "d['unwind_cache']['unused_bytes'] <= $bound")" = True ] ||
   fail "the unwind cache's unused tables exceed its bound: $(ucache end)"
 stop_daemon TERM
