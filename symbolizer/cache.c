@@ -274,16 +274,15 @@ static bool within_bounds(const cn_sym_cache *c)
  * that load's thread against MAX_STALLED, and evicting it would let the next lookup
  * start one more. A linear scan per eviction: objects are at most cfg.max_objects, and
  * an eviction follows a load. Caller holds lock. */
+static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o);
+
 static void evict(cn_sym_cache *c)
 {
     while (!within_bounds(c)) {
         cn_sym__obj *victim = NULL;
         int64_t worst = INT64_MAX;
         for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev) {
-            int64_t credit, worth;
-            if (__builtin_mul_overflow(c->cfg.reload_credit, o->load_ns, &credit) ||
-                __builtin_add_overflow(o->used_ns, credit, &worth))
-                worth = INT64_MAX - 1; /* kept before any object of ordinary worth */
+            int64_t worth = worth_of(c, o);
             if (worth < worst && o->refs == 0 && (!o->job || load_take_ready(o->job)) &&
                 over_bound(c, o)) {
                 victim = o;
@@ -739,17 +738,28 @@ size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns)
     return n;
 }
 
+/* An object's worth to the cache: its last use plus cfg.reload_credit times its load time
+ * (what evicting it would cost again); INT64_MAX - 1 when that overflows. */
+static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o)
+{
+    int64_t credit, worth;
+    if (__builtin_mul_overflow(c->cfg.reload_credit, o->load_ns, &credit) ||
+        __builtin_add_overflow(o->used_ns, credit, &worth))
+        return INT64_MAX - 1; /* kept before any object of ordinary worth */
+    return worth;
+}
+
 size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns)
 {
     size_t n = 0;
     int64_t before = cn_common_now_ns() - idle_ns;
     pthread_mutex_lock(&c->lock);
-    for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev) {
-        if (o->used_ns >= before)
-            break; /* the list is in order of use: the rest is newer */
-        if (o->refs == 0 && release_debug_locked(c, o))
+    /* Idle by worth, not by last use alone: a debug file that took 100 ms to read
+     * (libc6-dbg's, decompressed) is kept 100 s longer than a cheap one, as eviction does;
+     * released at 10 s, it was read again for nearly every new libc frame of a build. */
+    for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev)
+        if (o->refs == 0 && worth_of(c, o) < before && release_debug_locked(c, o))
             n++;
-    }
     pthread_mutex_unlock(&c->lock);
     return n;
 }

@@ -141,8 +141,8 @@ typedef struct cn_sym_config {
     size_t max_objects;     /* bound on loaded objects; 0 = default (1024) */
     size_t max_mapped;      /* bound on the bytes of debug sections they hold (read into
                                memory, decompressed); 0 = default (512 MiB). The most recently used
-                               object is exempt from this      bound and max_objects, so one object larger
-                               than the bound      is not reloaded for every lookup. */
+                               object is exempt from this      bound and max_objects, so one object
+                               larger      than the bound      is not reloaded for every lookup. */
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
@@ -191,9 +191,10 @@ void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out);
  * were dropped (counted as evictions). */
 size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns);
 /* Frees the debug data (libdw's handles and the sections it read, the CU index) of
- * unreferenced objects not looked up for idle_ns, keeping their symbol tables: debug data
- * is kept while a program's frames are being named, and read again (from the file still
- * open) by the next lookup that needs it. Returns how many objects released theirs. */
+ * unreferenced objects not looked up for idle_ns plus cfg.reload_credit times their load
+ * time, keeping their symbol tables: debug data is kept while a program's frames are
+ * being named, and read again (from the file still open) by the next lookup that needs
+ * it. Returns how many objects released theirs. */
 size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns);
 
 /* Fast path: a reference to a loaded object. The object stays loaded (not evicted)

@@ -963,7 +963,8 @@ static void test_cache_count_and_mapped_bounds(void **state)
 
 /* Debug data released while idle (cn_sym_cache_release_debug): the symbol table stays,
  * the sections and the CU index go, the counts follow, and the next lookup reads them
- * again with the same answer. A held object keeps its debug data. */
+ * again with the same answer. A held object keeps its debug data, and so does one whose
+ * load time earns it a credit longer than its idle time. */
 static void test_cache_release_debug(void **state)
 {
     (void)state;
@@ -975,7 +976,17 @@ static void test_cache_release_debug(void **state)
     cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
     cn_sym_stats st0, st1, st2, st3;
     cn_sym_result r1, r2;
-    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    /* A credit for load time that outweighs any idle time here: kept. */
+    cfg.reload_credit = 1000000000;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    get_put(c, a);
+    assert_int_equal(cn_sym_cache_release_debug(c, 0), 0);
+    cn_sym_cache_free(c);
+    cfg.reload_credit = 0; /* idle time alone */
+    c = cn_sym_cache_new(&cfg);
     get_put(c, a);
     cn_sym_cache_stats(c, &st0);
     assert_true(st0.mapped > debug_bytes(a)); /* the sections and the CU table */
