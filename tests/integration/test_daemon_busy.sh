@@ -8,8 +8,8 @@
 #     (`canopy status`: unwind_cache.max_unused_bytes);
 #   - once the load has ended, RssAnon comes back within BOUND + 48 MiB of its idle figure
 #     (measured with the session running, before the load);
-#   (both less the symbol cache's heap growth, which `canopy status` shows and the
-#   symbolizer bounds itself: 256 MiB by default; it is printed);
+#   (both less the symbol cache's growth, heap and debug data, which `canopy status` shows
+#   and the symbolizer bounds itself: 32 and 64 MiB; it is printed);
 #   - the session's samples and lost records are counted (sessions and status agree);
 #   - status shows the unwind cache (unwind_cache: bytes, unused_bytes, max_unused_bytes),
 #     its unused tables within their bound, and the symbol cache's bounds, its heap within
@@ -91,13 +91,13 @@ snap() {
 # The unwind cache in status.
 ucache() { json "$TMP/$1.json" "d.get('unwind_cache')"; }
 desc() { # NAME: one line of figures
-  printf '%s: RssAnon %d MiB, symbol cache %d MiB heap, unwind cache %s\n' "$1" \
-    $(($(cat "$TMP/$1.anon") / MiB)) $(($(json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"]') / MiB)) \
-    "$(ucache "$1")" >&2
+  printf '%s: RssAnon %d MiB, symbol cache %d MiB heap + %d MiB debug data, unwind cache %s\n' \
+    "$1" $(($(cat "$TMP/$1.anon") / MiB)) $(($(json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"]') / MiB)) \
+    $(($(json "$TMP/$1.json" 'd["symbol_cache"]["mapped_bytes"]') / MiB)) "$(ucache "$1")" >&2
 }
-# other A B: RssAnon growth from snapshot A to B less the symbol cache's heap growth (the
-# symbolizer bounds its cache itself, 256 MiB by default, and status shows it).
-symheap() { json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"]'; }
+# other A B: RssAnon growth from snapshot A to B less the symbol cache's growth: its heap
+# and its debug data (the symbolizer bounds both itself, and status shows them).
+symheap() { json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"] + d["symbol_cache"]["mapped_bytes"]'; }
 other() { echo $(($(cat "$TMP/$2.anon") - $(cat "$TMP/$1.anon") - ($(symheap "$2") - $(symheap "$1")))); }
 
 S=$("$C" system -F 999 --name busy) || fail "canopy system: $S"
