@@ -265,6 +265,8 @@ static bool within_bounds(const cn_sym_cache *c)
            c->stats.mapped <= c->cfg.max_mapped;
 }
 
+static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o);
+
 /* Drops unreferenced objects while over a bound (only the debug data of one when the debug
  * bound alone is exceeded), the one with the lowest worth first:
  * its last use plus cfg.reload_credit times its load time. Plain recency evicted a large
@@ -274,8 +276,6 @@ static bool within_bounds(const cn_sym_cache *c)
  * that load's thread against MAX_STALLED, and evicting it would let the next lookup
  * start one more. A linear scan per eviction: objects are at most cfg.max_objects, and
  * an eviction follows a load. Caller holds lock. */
-static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o);
-
 static void evict(cn_sym_cache *c)
 {
     while (!within_bounds(c)) {
@@ -972,13 +972,13 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
         return rc;
     if (o->kind == CN_SYM_JIT && o->jit_file_size > 0)
         out->map_bytes = (uint64_t)o->jit_file_size;
-    size_t dw_bytes = o->mapped;
+    size_t dw_bytes = SIZE_MAX; /* what o's debug data holds, when a lookup read it */
     if (o->status < 0)
         out->status = o->status;
     else
         rc = resolve(o, obj, addr, out, &dw_bytes);
     pthread_mutex_lock(&c->lock);
-    if (!((struct cn_sym_handle *)o)->detached)
+    if (dw_bytes != SIZE_MAX && !((struct cn_sym_handle *)o)->detached)
         recount_locked(c, o, dw_bytes);
     unref_locked(c, o);
     pthread_mutex_unlock(&c->lock);
