@@ -137,4 +137,55 @@ static inline size_t bg_walk_frames(bg_graph *g, cn_agg_profile *p, bg_frames *f
     return (size_t)depth;
 }
 
+/* bench_tree's session, shared with canopyd-test's CANOPYD_TEST_SEED hook (the live
+ * session of bench/web_speed.sh): into p, nstacks distinct symbolized stacks of depth
+ * 8-40 (fnN in libN.so, seed 42) and nsamples samples over them with a quadratic skew,
+ * alternating between threads th[0] and th[1], sample i at time t0 + i * step. The first
+ * two funcs of the hot path go to hot[0] (main's first callee's callee) and hot[1] (main's
+ * first callee). Returns the distinct stacks made, or -1 (out of memory). */
+static inline long bg_fill_profile(cn_agg_profile *p, long nstacks, long nsamples,
+                                   const int32_t th[2], int64_t t0, int64_t step, int32_t hot[2])
+{
+    bg_graph *g = malloc(sizeof(*g));
+    bg_frames *fc = malloc(sizeof(*fc));
+    int32_t *stacks = malloc((size_t)(nstacks > 0 ? nstacks : 1) * sizeof(*stacks));
+    long made = -1;
+    if (!g || !fc || !stacks)
+        goto out;
+    bg_graph_init(g, 42);
+    memset(fc, 0xff, sizeof(*fc));
+    int32_t res[BG_NLIB];
+    for (int i = 0; i < BG_NLIB; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "lib%d.so", i);
+        res[i] = cn_agg_resource(p, name, NULL, NULL, CN_AGG_RES_LIBRARY);
+    }
+    int32_t frames[BG_MAXDEPTH];
+    made = 0;
+    for (long tries = 0; made < nstacks && tries < nstacks * 4; tries++) {
+        size_t before = cn_agg_stack_count(p);
+        size_t d = bg_walk_frames(g, p, fc, res, 8, 40, frames);
+        int32_t s = cn_agg_stack_from_frames(p, frames, d);
+        if (s >= 0 && cn_agg_stack_count(p) > before)
+            stacks[made++] = s;
+    }
+    for (long i = 0; made > 0 && i < nsamples; i++) {
+        double u = (double)(bg_rand(g) % 1000000) / 1e6;
+        if (cn_agg_add_sample(p, stacks[(long)((double)made * u * u)], t0 + i * step, 1.0,
+                              th[i & 1]) < 0) {
+            made = -1;
+            goto out;
+        }
+    }
+    if (hot) {
+        hot[1] = g->target[0][0];
+        hot[0] = g->target[hot[1]][0];
+    }
+out:
+    free(stacks);
+    free(fc);
+    free(g);
+    return made;
+}
+
 #endif /* BENCH_CALLGRAPH_H */

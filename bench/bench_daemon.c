@@ -160,32 +160,12 @@ static int bench_tree(cn_d_backend backend)
     if (!mkdtemp(b.dir))
         return 1;
     /* The session file: symbolized stacks, samples spread over 10 minutes, 2 threads. */
-    static bg_graph g;
-    static bg_frames fc;
-    bg_graph_init(&g, 42);
-    memset(&fc, 0xff, sizeof(fc));
     cn_agg_profile *p = cn_agg_profile_new();
-    int32_t res[BG_NLIB];
-    for (int i = 0; i < BG_NLIB; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "lib%d.so", i);
-        res[i] = cn_agg_resource(p, name, NULL, NULL, CN_AGG_RES_LIBRARY);
-    }
-    int32_t *stacks = malloc((size_t)nstacks * sizeof(*stacks));
-    int32_t frames[BG_MAXDEPTH];
-    long made = 0;
-    for (long tries = 0; made < nstacks && tries < nstacks * 4; tries++) {
-        size_t before = cn_agg_stack_count(p);
-        size_t d = bg_walk_frames(&g, p, &fc, res, 8, 40, frames);
-        int32_t s = cn_agg_stack_from_frames(p, frames, d);
-        if (s >= 0 && cn_agg_stack_count(p) > before)
-            stacks[made++] = s;
-    }
     int32_t th[2] = {cn_agg_thread(p, 100, 100, "main"), cn_agg_thread(p, 100, 101, "worker")};
-    for (long i = 0; i < nsamples; i++) {
-        double u = (double)(bg_rand(&g) % 1000000) / 1e6;
-        cn_agg_add_sample(p, stacks[(long)((double)made * u * u)], i * 600000, 1.0, th[i & 1]);
-    }
+    int32_t hot[2];
+    long made = bg_fill_profile(p, nstacks, nsamples, th, 0, 600000, hot);
+    if (made < 0)
+        return 1;
     cn_agg_meta_set(p, "canopy.session.id", "s1");
     cn_agg_meta_set(p, "canopy.session.kind", "attach");
     cn_agg_meta_set(p, "canopy.session.state", "exited");
@@ -198,12 +178,11 @@ static int bench_tree(cn_d_backend backend)
         return 1;
     }
     /* Two transforms on the hot path. */
-    int32_t f1 = g.target[0][0], f2 = g.target[f1][0];
+    int32_t f1 = hot[1], f2 = hot[0];
     printf("session: %zu samples, %ld distinct stacks, %zu frames; transforms merge:fn%d, "
            "focus-func:fn%d\n",
            cn_agg_sample_count(p), made, cn_agg_frame_count(p), (int)f2, (int)f1);
     cn_agg_profile_free(p);
-    free(stacks);
 
     const char *formats[] = {"text", "json"};
     int rc = 0;

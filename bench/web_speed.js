@@ -12,7 +12,7 @@ const path = require('path');
 const { Browser, openPage, sleep, setBrowser } = require(
   path.join(__dirname, '..', 'tests', 'integration', 'web_browser.js'));
 
-const [url, roundsArg] = process.argv.slice(2);
+const [url, roundsArg, mode] = process.argv.slice(2);
 const ROUNDS = Number(roundsArg || 5);
 
 function stats(v) {
@@ -31,6 +31,35 @@ async function waitFor(p, expr, ms) {
   }
 }
 
+/* mode 'live' (a session that samples): the page's own periodic refreshes, nothing
+ * changed by the bench. Each refresh whose answer changed (not a 304) is timed by the page
+ * (data-load-ms: the timer's request sent to the next frame drawn), with the tree's total
+ * (the answer is the whole session, growing); ROUNDS of them, medians. */
+async function liveRounds(p) {
+  const loads = [], parts = [], totals = [];
+  let n = Number(await p.eval(`document.body.dataset.refreshes`));
+  const end = Date.now() + 120000 + ROUNDS * 5000;
+  while (loads.length < ROUNDS) {
+    if (Date.now() > end) throw new Error(`only ${loads.length} changed refreshes`);
+    const same = Number(await p.eval(`document.body.dataset.unchanged || 0`));
+    await waitFor(p, `Number(document.body.dataset.refreshes) > ${n}`, 30000);
+    const r = JSON.parse(await p.eval(`JSON.stringify({ n: document.body.dataset.refreshes,
+      same: document.body.dataset.unchanged || 0, ms: document.body.dataset.loadMs,
+      parts: document.body.dataset.loadParts, total: document.getElementById('status').textContent })`));
+    if (Number(r.n) !== n + 1) { n = Number(r.n); continue; } /* missed one: not attributable */
+    n = Number(r.n);
+    if (Number(r.same) !== same) continue; /* a 304: nothing changed */
+    loads.push(Number(r.ms));
+    parts.push(JSON.parse(r.parts));
+    totals.push(r.total);
+  }
+  console.log(`live_refresh ${stats(loads)} (${loads.map((x) => x.toFixed(0)).join(' ')})`);
+  for (const k of Object.keys(parts[0] || {}))
+    if (parts.every((x) => typeof x[k] === 'number')) console.log(`  ${k} ${stats(parts.map((x) => x[k]))}`);
+  console.log(`status first: ${totals[0]}`);
+  console.log(`status last: ${totals[totals.length - 1]}`);
+}
+
 (async () => {
   const b = new Browser();
   setBrowser(b);
@@ -40,6 +69,7 @@ async function waitFor(p, expr, ms) {
     const first = Number(await p.eval(`document.body.dataset.firstPaintMs`));
     const rows = await p.eval(`document.querySelectorAll('#rows tr').length`);
     console.log(`first_paint ${first.toFixed(1)} (table rows ${rows})`);
+    if (mode === 'live') return await liveRounds(p);
     const loads = [], parts = [];
     for (let i = 0; i < ROUNDS; i++) {
       const n = Number(await p.eval(`document.body.dataset.refreshes`));

@@ -6,15 +6,48 @@
 # FILE`, loaded in Debian's headless chromium (bench/web_speed.js over the DevTools pipe).
 # Prints the server's time for the whole tree (/api/tree, curl), then the page's first
 # paint, a whole refresh, and a flame graph draw, with the boxes drawn.
-#   bench/web_speed.sh [ROUNDS]       (CANOPY_BIN: the canopy to run; default build-rel's)
+# `live`: the same figures' goal on a LIVE canopyd session instead: canopyd-test's
+# CANOPYD_TEST_SEED hook starts each session with bench_daemon tree's profile (1 M samples
+# over 100 k distinct stacks, bench/bench_callgraph.h), the session then samples a real
+# workload (wl_shares_fp at 99 Hz), `canopy web SESSION` serves it over the user's canopyd
+# connection, and the page's own periodic refresh (every second; nothing changed by the
+# bench) is timed end to end, ROUNDS refreshes whose answer changed.
+#   bench/web_speed.sh [ROUNDS] [file|live]  (CANOPY_BIN, CANOPYD_TEST_BIN: default build-rel's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${CANOPY_BIN:-build-rel/client/canopy}
 ROUNDS=${1:-5}
+MODE=${2:-file}
 [ -x "$C" ] || { echo "no canopy at $C (build build-rel, or set CANOPY_BIN)" >&2; exit 1; }
 TMP=$(mktemp -d)
-WEB_PID=
-trap 'kill $WEB_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+WEB_PID= D_PID= W_PID=
+trap 'kill $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+
+web_url() { # waits for canopy web's URL in $TMP/url
+  for ((i = 0; i < 600; i++)); do [ -s "$TMP/url" ] && break; sleep 0.1; done
+  URL=$(head -n 1 "$TMP/url")
+  [ -n "$URL" ] || { cat "$TMP/log" "$TMP/d.log" >&2 2>/dev/null; exit 1; }
+}
+
+if [ "$MODE" = live ]; then
+  D=${CANOPYD_TEST_BIN:-build-rel/daemon/canopyd-test}
+  WL=${CANOPY_WORKLOADS:-build-rel/tests/workloads}/wl_shares_fp
+  [ -x "$D" ] && [ -x "$WL" ] || { echo "no $D or $WL (build build-rel with tests)" >&2; exit 1; }
+  export CANOPY_SOCKET=$TMP/d.sock
+  CANOPYD_TEST_SEED=100000:1000000 "$D" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" \
+    >"$TMP/d.log" 2>&1 &
+  D_PID=$!
+  for ((i = 0; i < 100; i++)); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
+  "$WL" 100000 >/dev/null &
+  W_PID=$!
+  "$C" attach "$W_PID" --name big -F 99 >/dev/null
+  grep seeded "$TMP/d.log"
+  "$C" web big >"$TMP/url" 2>"$TMP/log" &
+  WEB_PID=$!
+  web_url
+  TMPDIR=$TMP node bench/web_speed.js "$URL" "$ROUNDS" live
+  exit
+fi
 
 python3 - "$TMP/big.cpuprofile" <<'PY'
 import json, sys
@@ -46,9 +79,7 @@ PY
 
 "$C" web "$TMP/big.cpuprofile" >"$TMP/url" 2>"$TMP/log" &
 WEB_PID=$!
-for ((i = 0; i < 600; i++)); do [ -s "$TMP/url" ] && break; sleep 0.1; done
-URL=$(head -n 1 "$TMP/url")
-[ -n "$URL" ] || { cat "$TMP/log" >&2; exit 1; }
+web_url
 TOKEN=${URL##*token=}
 BASE=${URL%%/\?*}
 for i in 1 2 3; do # the whole tree, then as the page asks for it (nodes under 0.01% left out)

@@ -316,6 +316,12 @@ static void start_session(cn_d_server *srv, cn_d__client *cl, const json_t *req,
         goto out;
     }
     srv->next_id++;
+    if (srv->cfg.test_session_seed && /* only canopyd-test sets it */
+        srv->cfg.test_session_seed(cn_live_session_profile(s), srv->cfg.test_seed_arg) < 0) {
+        cn_live_session_free(s);
+        rp->msg = cn_proto_error(req, "failed", 1, "test seed failed");
+        goto out;
+    }
     if (cn_d__store_add(srv, s, &e) < 0) { /* s is freed */
         rp->msg = cn_proto_error(req, "failed", 1, "out of memory");
         goto out;

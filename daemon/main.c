@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "cn_d.h"
+#ifdef CANOPY_TEST_HOOKS
+#include "test_seed.h"
+#endif
 
 static void usage(FILE *out)
 {
@@ -111,6 +114,11 @@ int main(int argc, char **argv)
     const char *sym_delay = getenv("CANOPYD_TEST_SYMBOL_DELAY_MS");
     if (sym_delay)
         cfg.test_symbol_delay_ns = strtoll(sym_delay, NULL, 10) * 1000000;
+    const char *seed = getenv("CANOPYD_TEST_SEED"); /* STACKS:SAMPLES, test_seed.c */
+    if (seed) {
+        cfg.test_session_seed = cn_d_test_seed;
+        cfg.test_seed_arg = seed;
+    }
 #endif
     cn_d_server *srv = NULL;
     int rc = cn_d_server_new(&cfg, &srv, &err);

@@ -113,6 +113,11 @@ typedef struct cn_d_config {
     int64_t test_symbol_delay_ns; /* CANOPYD_TEST_SYMBOL_DELAY_MS: the symbolizer
                                      pauses this long before each batch (a slow symbolizer,
                                      deterministic); 0 in production */
+    /* CANOPYD_TEST_SEED: called with each new session's profile before it samples (a live
+     * session that starts with bench_tree's 1 M samples, for bench/web_speed.sh); NULL in
+     * production. A negative return fails the session's start. */
+    int (*test_session_seed)(cn_agg_profile *p, const void *arg);
+    const void *test_seed_arg;
     /* The fleet push to ClickHouse (docs/fleet.md): off without fleet_url. */
     const char *fleet_url, *fleet_database, *fleet_host, *fleet_labels, *fleet_user,
         *fleet_password_file;
