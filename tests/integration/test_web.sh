@@ -18,7 +18,8 @@
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 WL=$CANOPY_WORKLOADS/wl_shares_fp
-[ -x "$WL" ] || fail "workload $WL not built"
+WAITS=$CANOPY_WORKLOADS/wl_waits_fp
+[ -x "$WL" ] && [ -x "$WAITS" ] || fail "workloads $WL, $WAITS not built"
 C=$CANOPY_BIN
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$CHROMIUM" ] || skip "no chromium at $CHROMIUM (scripts/setup installs it)"
@@ -30,9 +31,9 @@ SHOTS=${CANOPY_WEB_SHOTS:-$TMP/shots}
 mkdir -p "$SHOTS"
 
 D_PID=
-W_PID=
+W_PID= W2_PID=
 WEB_PID=
-trap 'rc=$?; kill $WEB_PID $W_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+trap 'rc=$?; kill $WEB_PID $W_PID $W2_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 
 # start_web ARGS...: canopy web in the background; sets WEB_PID, URL, BASE, TOKEN, PORT.
@@ -153,6 +154,36 @@ JSON
 start_web "$TMP/wall.json"
 TMPDIR=$TMP node "$DRIVER" units "$URL" "$SHOTS" || fail "time units (screenshots in $SHOTS)"
 stop_web
+
+# ---- a real wall-mode session of the waits workload: times, and the workload's own shares ----
+# The rounds start (SIGUSR1) once canopyd samples, and it samples until the workload exits,
+# so the page's times and the workload's own measurement cover the same rounds.
+"$WAITS" 1.5 --wait-signal >"$TMP/waits.out" &
+W2_PID=$!
+"$C" attach $W2_PID --mode wall --unwind fp --name wall >/dev/null 2>"$TMP/err" || fail "attach --mode wall: $(cat "$TMP/err")"
+kill -USR1 $W2_PID
+wait $W2_PID
+for ((i = 0; i < 300; i++)); do # the exit seen and every frame symbolized
+  "$C" sessions --format json >"$TMP/s.json" || fail "sessions"
+  [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "wall"][0]')" = "('exited', 0)" ] && break
+  sleep 0.1
+done
+start_web wall --functions --tid $W2_PID # the main thread: compute, read, nap
+TMPDIR=$TMP node "$DRIVER" wall "$URL" "$SHOTS" >"$TMP/wall.log" || fail "a wall session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
+grep PASS "$TMP/wall.log"
+stop_web
+python3 - "$TMP/wall.log" $(python3 "$(dirname "$0")/offcpu_shares.py" --expect "$TMP/waits.out" wall main) <<'PY' ||
+import json, sys
+cells = json.loads(open(sys.argv[1]).read().split("CELLS ", 1)[1])
+scale = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
+ns = [float(cells[f].split()[0]) * scale[cells[f].split()[1]] for f in ("compute", "read", "nap")]
+got = [100 * v / sum(ns) for v in ns]
+want = [float(x) for x in sys.argv[2:5]]
+print("page's compute/read/sleep shares", [round(g, 1) for g in got], "the workload's", want, "cells", cells)
+sys.exit(any(abs(g - w) > 5 for g, w in zip(got, want)))
+PY
+  fail "the page's wall times differ from the workload's own"
+echo "PASS a wall session in the browser: times, the workload's shares"
 
 # ---- a long table: windowed ------------------------------------------------------------------
 for i in $(seq 0 1999); do echo "main;f$i 1"; done >"$TMP/long.folded"

@@ -7,6 +7,8 @@
 //   node web_browser.js views URL OUTDIR    a saved session of wl_shares_fp: views, transforms,
 //                                           search, thread, range, URL, downloads
 //   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
+//   node web_browser.js wall URL OUTDIR     a real wall session of waits.c (--functions):
+//                                           times; prints the cells of its activities
 //   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
 //   node web_browser.js long URL OUTDIR     a 2001-row table, windowed
 //   node web_browser.js symbols URL OUTDIR  a live session whose symbols arrive late
@@ -314,7 +316,8 @@ async function live(p) {
   console.log('PASS keyboard: Enter collapses and expands, ArrowDown moves');
 
   // Flame graph: hover shows a tooltip; a click on a box zooms (its row is selected).
-  const box = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
+  // (The keys above may have scrolled the table's selected row, and the flame graph away.)
+  const box = await p.eval(`(() => { window.scrollTo(0, 0); const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top, w: b.width}; })()`);
   await p.mouse('mouseMoved', box.x + box.w / 2, box.y + 8);
   const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
   if (!/running: .*%/.test(tip) || !/self: /.test(tip)) fail('tooltip: ' + tip);
@@ -384,6 +387,7 @@ async function live(p) {
   // Pause: no refresh for 2.5 s; resume: refreshes again.
   const pause = await p.centre('#pause', null);
   await p.click(pause.x, pause.y);
+  await sleep(1500); /* a refresh in flight at the click, and one queued behind it, may end */
   const np = await refreshes(p);
   await sleep(2500);
   if ((await refreshes(p)) > np + 1) fail('refreshes went on while paused');
@@ -672,6 +676,33 @@ async function units(p) {
   console.log(`PASS wall profile in times: "${status}", ${cells[0]} (${c} colours)`);
 }
 
+// A real wall-mode session of tests/workloads/waits.c (test_web.sh, opened with
+// --functions --tid MAIN): the header, cells and tooltip are times; prints the cells of
+// compute, the read (frame-pointer unwinding skips wait_answer, the caller of libc's
+// read, which keeps no frame pointer) and nap as the page shows them ("CELLS {...}"),
+// which test_web.sh converts and compares with the workload's own measurement.
+async function wall(p) {
+  const names = `[...document.querySelectorAll('#rows tr .fn')].map((e) => e.textContent)`;
+  await p.waitFor(`(() => { const n = ${names}; return n.includes('compute') && n.includes('nap') && n.some((f) => /(^|_)read$/.test(f)); })()`, 'compute, read and nap in the function list', 20000);
+  const status = await p.eval(`document.getElementById('status').textContent`);
+  if (!/^total [\d.]+ (µs|ms|s) · \d+ samples, \d+ lost/.test(status)) fail('status of a wall session: ' + status);
+  const rows = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr) => [tr.querySelector('.fn').textContent, tr.querySelector('.total').textContent])`);
+  const cells = {};
+  for (const [f, t] of rows) {
+    const k = f === 'compute' || f === 'nap' ? f : /(^|_)read$/.test(f) ? 'read' : null;
+    if (k && !(k in cells)) cells[k] = t;
+  }
+  if (!rows.every((r) => /^[\d.]+ (ns|µs|ms|s)$/.test(r[1]) || r[1] === '0')) fail('cells of a wall session: ' + JSON.stringify(rows));
+  const y = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, y: b.top}; })()`);
+  await p.mouse('mouseMoved', y.x + 5, y.y + 8);
+  const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
+  if (!/running: [\d.]+ (ns|µs|ms|s) /.test(tip)) fail('tooltip of a wall session: ' + tip);
+  const c = await p.shot('34-wall-session');
+  console.log(`PASS wall session in times: "${status}", ${rows.length} functions (${c} colours)`);
+  console.log('CELLS ' + JSON.stringify(cells));
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
 // A long table (main with 2000 callees): windowed, the rows follow the scrolling.
 async function long(p) {
   await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the tree');
@@ -806,6 +837,7 @@ if (require.main === module) (async () => {
     else if (mode === 'refused') await refused(p);
     else if (mode === 'views') await views(p);
     else if (mode === 'units') await units(p);
+    else if (mode === 'wall') await wall(p);
     else if (mode === 'diff') await diff(p);
     else if (mode === 'long') await long(p);
     else if (mode === 'symbols') await symbols(p);
