@@ -150,6 +150,7 @@
           }
         } else {
           state.activity = act;
+          if (state.info.live) relabelStack(data);
           setData(data);
         }
         const tDone = performance.now();
@@ -188,6 +189,26 @@
     }
   }
 
+  /* The transform stack after symbols arrived: the renderer echoes each transform as it
+   * applied it, remapped (merge:LIB+0x48 is echoed merge:work). The stack's are the echo's
+   * last ones (before the search's): a changed spec of the same kind replaces the crumb's
+   * spec and the name in its label, so the crumbs, the URL and downloads name the function.
+   * (The query sent changes with it: this answer is still shown, as it is the new one's.) */
+  function relabelStack(data) {
+    const echo = Array.isArray(data.transforms) ? data.transforms : [];
+    const end = echo.length - (state.search ? 1 : 0), start = end - state.stack.length;
+    if (start < 0) return;
+    state.stack.forEach((t, i) => {
+      const was = t.args.length === 2 && t.args[0] === '-t' ? t.args[1] : null;
+      const now = echo[start + i];
+      if (!was || typeof now !== 'string' || now === was) return;
+      const c = was.indexOf(':');
+      if (c < 0 || now.slice(0, c + 1) !== was.slice(0, c + 1)) return;
+      t.args = ['-t', now];
+      t.label = t.label.split(was.slice(c + 1)).join(now.slice(c + 1));
+    });
+  }
+
   /* ---- held call node paths across symbolication (docs/calltree.md §4.3) ------------ */
 
   /* Keys of the nodes a walk along the expanded set reaches (the table's rows). */
@@ -218,7 +239,9 @@
     const asked = state.remapAsked || (state.remapAsked = new Map());
     const held = [...state.expanded];
     if (state.selected) held.push(state.selected);
-    const gone = held.filter((k) => !seen.has(k) && !(asked.get(k) > state.refreshes - REMAP_AGAIN));
+    if (state.zoom && !findNode(state.zoom)) held.push(state.zoom);
+    const gone = held.filter((k) => (k === state.zoom || !seen.has(k)) &&
+                                    !(asked.get(k) > state.refreshes - REMAP_AGAIN));
     const names = new Map();
     for (const k of new Set(gone)) {
       const v = keyNames(k);
@@ -226,7 +249,7 @@
         names.set(k, v);
     }
     if (!names.size) return;
-    const map = new Map();
+    const map = new Map(), answered = [];
     const keys = [...names.keys()];
     for (let i = 0; i < keys.length; i += 30) { /* a query holds at most 64 words */
       const chunk = keys.slice(i, i + 30);
@@ -240,7 +263,7 @@
         return; /* asked again at the next refresh */
       }
       chunk.forEach((k, j) => {
-        asked.set(k, state.refreshes);
+        answered.push(k);
         const t = d.transforms && d.transforms[j];
         if (typeof t !== 'string' || !t.startsWith('focus:')) return;
         const v = t.slice(6).split(';');
@@ -248,12 +271,16 @@
         if (nk !== k) map.set(k, v);
       });
     }
-    if (!map.size || JSON.stringify(args) !== JSON.stringify(queryArgs())) return;
+    /* a query changed meanwhile (relabelStack's, or the user's): asked again next time */
+    if (JSON.stringify(args) !== JSON.stringify(queryArgs())) return;
+    for (const k of answered) asked.set(k, state.refreshes);
+    if (!map.size) return;
     for (const [k, v] of map) {
       if (state.expanded.delete(k)) /* the new chain is open down to its last function */
         for (let i = 1; i <= v.length; i++)
           state.expanded.add(v.slice(0, i).map((x) => x.length + ':' + x).join('/'));
       if (state.selected === k) state.selected = v.map((x) => x.length + ':' + x).join('/');
+      if (state.zoom === k) state.zoom = v.map((x) => x.length + ':' + x).join('/');
     }
     render();
   }
@@ -335,7 +362,8 @@
       autoExpand(state.roots);
       state.autoExpand = false;
     }
-    if (state.zoom && !findNode(state.zoom)) state.zoom = null;
+    /* a live source's zoom is held while missing (symbols not there yet): remapHeld */
+    if (state.zoom && !state.info.live && !findNode(state.zoom)) state.zoom = null;
     if (state.revealSelected && findNode(state.selected)) { /* restored from the URL */
       reveal(findNode(state.selected));
       state.revealSelected = false;

@@ -747,6 +747,15 @@ async function diff(p) {
 // A live session of wl_shares_fp whose symbols are held back by canopyd-test: everything
 // expanded and the workload's deepest row selected while the frames are addresses; once they are
 // names, work_a and work_b must be open rows and a named row still selected.
+// The name and share of the flame graph's box under (x, depth), or null: from the tooltip.
+async function boxAt(p, x, depth) {
+  const top = await p.eval(`(() => { window.scrollTo(0, 0); return document.getElementById('flame').getBoundingClientRect().top; })()`);
+  await p.mouse('mouseMoved', x, top + 16 * depth + 8);
+  const tip = await p.eval(`(() => { const t = document.getElementById('tooltip'); return t.hidden ? '' : t.textContent; })()`);
+  const m = /^(.*?)(  \(.*\))?\nrunning: .*\(([\d.]+)%\)/.exec(tip);
+  return m ? { name: m[1], pct: Number(m[3]) } : null;
+}
+
 async function symbols(p) {
   await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 1`, 'the first tree');
   const r0 = await rows(p);
@@ -776,6 +785,19 @@ async function symbols(p) {
   let pi = leaf;
   while (pi > 0 && r1[pi].depth >= r1[leaf].depth) pi--;
   const deep = r1[pi];
+  // Zoom the flame graph to a box of the workload's named by address, less than the whole
+  // width: after the symbols it is the box of the function's name, filling the width.
+  const fr = await p.eval(`(() => { const b = document.getElementById('flame').getBoundingClientRect(); return {x: b.left, w: b.width}; })()`);
+  let zoom = null;
+  for (let d = 4; d < 14 && !zoom; d++) /* below main (depth 3): a work_* function's */
+    for (let k = 0; k < 12 && !zoom; k++) {
+      const x = fr.x + 2 + (fr.w - 4) * k / 12, b = await boxAt(p, x, d);
+      if (b && b.name.startsWith('wl_shares_fp+0x') && b.pct < 90) zoom = { x, d, name: b.name, pct: b.pct };
+    }
+  if (!zoom) fail('no box of the workload named by address in the flame graph');
+  await p.click(zoom.x, (await p.eval(`document.getElementById('flame').getBoundingClientRect().top`)) + 16 * zoom.d + 8);
+  const zl = await boxAt(p, fr.x + 3, zoom.d), zr = await boxAt(p, fr.x + fr.w - 3, zoom.d);
+  if (!zl || !zr || zl.name !== zoom.name || zr.name !== zoom.name) fail(`zoom to ${zoom.name}: the edges show ${JSON.stringify([zl, zr])}`);
   const at = await p.centre('#rows tr .fn', deep.name);
   await p.click(at.x, at.y);
   const twisties = `[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.twisty').textContent)`;
@@ -803,6 +825,19 @@ async function symbols(p) {
   const sel = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
   if (!['burn', 'work_a', 'work_b', 'work_b_inner', 'work_c', 'main'].includes(sel))
     fail(`the selection (${deep.name}) is not a named row of the workload after the symbols: ${sel}`);
+  // The crumb names the function now, and the flame graph is still zoomed, to its name.
+  const zEnd = Date.now() + 20000;
+  let z2 = null;
+  for (;;) { /* the zoomed box's own address may come in a later batch */
+    const l = await boxAt(p, fr.x + 3, zoom.d), r = await boxAt(p, fr.x + fr.w - 3, zoom.d);
+    /* the same box at both edges, of less than 90% of the total: zoomed */
+    if (l && r && l.name === r.name && !l.name.startsWith('wl_shares_fp+0x') && l.pct < 90) { z2 = l.name; break; }
+    if (Date.now() > zEnd) fail(`the zoom to ${zoom.name} is not kept after the symbols: the edges at depth ${zoom.d} show ${JSON.stringify([l, r])}`);
+    await sleep(300);
+  }
+  if (!['work_a', 'work_b', 'work_b_inner', 'work_c'].includes(z2)) fail(`the zoom (${zoom.name}) went to ${z2}`);
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb')[1]?.textContent === 'merge burn'`, `the crumb "merge ${ph}" relabelled "merge burn"`);
+  console.log(`PASS the flame graph's zoom on ${zoom.name} (${zoom.pct}% at depth ${zoom.d}) is on ${z2} after the symbols; crumb "merge burn"`);
   c = await p.shot('41-names');
   console.log(`PASS after the symbols: main, work_a, work_b open, ${open.length} rows, selected ${sel}, the transform stack (${crumbs[1]}) kept and now merging burn (${c} colours)`);
 
