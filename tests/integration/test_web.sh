@@ -217,8 +217,9 @@ curl -s "$BASE/api/tree?token=$TOKEN&arg=--format&arg=activity" | python3 -c 'im
   fail "--pid: the activity data"
 [ "$(curl -s "$BASE/api/info?token=$TOKEN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["live"])')" = True ] ||
   fail "--pid: not live"
-stop_web # SIGTERM with the symbolizer's thread running: a clean exit 0
 echo "PASS --pid in-process: total $T1 -> $T2"
+TMPDIR=$TMP node "$DRIVER" pid "$URL" "$SHOTS" || fail "--pid in the browser (screenshots in $SHOTS)"
+stop_web # SIGTERM with the symbolizer's thread running: a clean exit 0
 
 # ---- a file with a hostile function name ------------------------------------------------------
 printf 'main;<img src=x onerror=alert(1)>;leaf 6\nmain;work_a 4\n' >"$TMP/hostile.folded"

@@ -7,6 +7,7 @@
 //   node web_browser.js views URL OUTDIR    a saved session of wl_shares_fp: views, transforms,
 //                                           search, thread, range, URL, downloads
 //   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
+//   node web_browser.js pid URL OUTDIR      canopy web --pid: live, growing, named
 //   node web_browser.js wall URL OUTDIR     a real wall session of waits.c (--functions):
 //                                           times; prints the cells of its activities
 //   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
@@ -747,6 +748,24 @@ async function diff(p) {
 // A live session of wl_shares_fp whose symbols are held back by canopyd-test: everything
 // expanded and the workload's deepest row selected while the frames are addresses; once they are
 // names, work_a and work_b must be open rows and a named row still selected.
+// canopy web --pid PID (test_web.sh): sampled in the canopy process, live: the page's total
+// grows over its refreshes, and the workload's functions are named in its table.
+async function pid(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.getElementById('status').dataset.total > 0`, 'the first tree');
+  const t1 = Number(await p.eval(`document.getElementById('status').dataset.total`));
+  await p.waitFor(`Number(document.getElementById('status').dataset.total) > ${t1}`, 'the total growing', 20000);
+  const t2 = Number(await p.eval(`document.getElementById('status').dataset.total`));
+  const status = await p.eval(`document.getElementById('status').textContent`);
+  if (!/ · live$/.test(status)) fail('--pid status: ' + status);
+  const first = await p.centre('#rows tr .fn', null);
+  await p.click(first.x, first.y); /* the first root selected, and everything under it open */
+  await p.key('*');
+  await p.waitFor(`[...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'burn')`, 'burn named in the expanded table', 20000);
+  const c = await p.shot('36-pid');
+  console.log(`PASS --pid in the browser: total ${t1} -> ${t2}, "${status}", burn named (${c} colours)`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
 // The name and share of the flame graph's box under (x, depth), or null: from the tooltip.
 async function boxAt(p, x, depth) {
   const top = await p.eval(`(() => { window.scrollTo(0, 0); return document.getElementById('flame').getBoundingClientRect().top; })()`);
@@ -873,6 +892,7 @@ if (require.main === module) (async () => {
     else if (mode === 'views') await views(p);
     else if (mode === 'units') await units(p);
     else if (mode === 'wall') await wall(p);
+    else if (mode === 'pid') await pid(p);
     else if (mode === 'diff') await diff(p);
     else if (mode === 'long') await long(p);
     else if (mode === 'symbols') await symbols(p);
