@@ -137,8 +137,9 @@ int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
 typedef struct cn_int__qrec {
     uint32_t pid, tid, cpu, nframes, first; /* first: index in the frame pool */
     uint64_t time;
-    bool sample_time, taken;
+    bool sample_time, taken, multi, sub;
     int status;
+    uint32_t interp, nsub;
 } cn_int__qrec;
 typedef struct cn_int__queue {
     cn_int__qrec *q;

@@ -119,7 +119,13 @@ struct walk {
     struct cn_int_abi_layout l;
     __u64 fsbase;
     __u64 interp, t, found; /* thread-state search */
-    __u64 frame0;           /* the cached thread state's frame word, read with its thread_id */
+    __u64 found_interp;     /* the interpreter found's */
+    __u32 multi;            /* the process has several interpreters: every match counted */
+    __u32 nmatch_interps;   /* multi: interpreters holding a state of the thread */
+    __u32 nactive;          /* multi: of the matches, states marked active (3.12+) */
+    __u32 nmatch;           /* multi: states of the thread */
+    __u64 last_match_interp, active, active_interp, inactive;
+    __u64 frame0; /* the cached thread state's frame word, read with its thread_id */
     __u32 have_frame0;
     __u64 f;      /* frame walk: the next frame */
     __u64 win_lo; /* the target's bytes [win_lo, win_lo + win_len) are in fb */
@@ -142,10 +148,56 @@ static long search_step(__u32 i, struct walk *w)
         return 0;
     }
     if (rd64(w->t + w->l.ts_thread_id) == w->fsbase) {
-        w->found = w->t;
-        return 1;
+        if (!w->multi) {
+            w->found = w->t;
+            w->found_interp = w->interp;
+            return 1;
+        }
+        /* several interpreters: a thread can have a state in each (3.13's run_string makes
+         * one), or run another thread's (3.12's run_string borrows the interpreter's first
+         * state, thread_id and all): count them all, and which are active */
+        if (w->last_match_interp != w->interp)
+            w->nmatch_interps++;
+        w->nmatch++;
+        w->last_match_interp = w->interp;
+        if (!w->found) {
+            w->found = w->t;
+            w->found_interp = w->interp;
+        }
+        __u32 st = 0;
+        if (w->l.ts_status != CN_INT_ABI_NONE &&
+            bpf_probe_read_user(&st, sizeof(st), (const void *)(w->t + w->l.ts_status)) == 0 &&
+            (st & CN_INT_ABI_TS_ACTIVE)) {
+            w->nactive++;
+            w->active = w->t;
+            w->active_interp = w->interp;
+        } else {
+            w->inactive = w->t;
+        }
     }
     w->t = rd64(w->t + w->l.ts_next);
+    return 0;
+}
+
+/* The search of a process with several interpreters, every sample (no cache: a thread moves
+ * between its states as it enters and leaves sub-interpreters). The thread's state when it
+ * has states in one interpreter only; else its one active state; else none (AMBIGUOUS). */
+static __always_inline __u64 find_tstate_multi(struct walk *w, __u64 head)
+{
+    count(CN_INT_ABI_S_WALKS);
+    w->interp = head;
+    w->t = 0;
+    w->found = 0;
+    w->multi = 1;
+    bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
+    if (w->nmatch_interps <= 1)
+        return w->found;
+    if (w->nactive == 1) {
+        w->found = w->active;
+        w->found_interp = w->active_interp;
+        return w->found;
+    }
+    w->found = 0;
     return 0;
 }
 
@@ -294,10 +346,28 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
     struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     w.fsbase = BPF_CORE_READ(task, thread.fsbase);
-    __u64 ts = w.fsbase ? find_tstate(&w, tid, r->ktime) : 0;
+    /* _PyRuntime.interpreters.head and .main: one interpreter, or several (sub-interpreters) */
+    __u64 hm[2] = {0, 0};
+    bpf_probe_read_user(hm, sizeof(hm), (const void *)(w.l.runtime + w.l.rt_interp_head));
+    r->interp = 0;
+    r->rflags = 0;
+    r->nsub = 0;
+    __u64 ts = 0;
+    if (w.fsbase && hm[0] && hm[0] != hm[1]) {
+        r->rflags = CN_INT_ABI_R_MULTI;
+        ts = find_tstate_multi(&w, hm[0]);
+        if (ts && w.found_interp != hm[1]) {
+            __u64 id = rd64(w.found_interp + w.l.is_id);
+            r->rflags |= CN_INT_ABI_R_SUB;
+            r->interp = id > 0xffffffffull ? 0xffffffffu : (__u32)id;
+            r->nsub = 0xffff; /* all its frames, unless its caller's are added below */
+        }
+    } else if (w.fsbase) {
+        ts = find_tstate(&w, tid, r->ktime);
+    }
     r->tstate = ts;
     if (!ts) {
-        r->status = CN_INT_ABI_NO_THREAD;
+        r->status = w.multi && w.nmatch_interps > 1 ? CN_INT_ABI_AMBIGUOUS : CN_INT_ABI_NO_THREAD;
     } else {
         __u64 f = w.have_frame0 ? w.frame0 : rd64(ts + w.l.ts_frame);
         if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
@@ -306,6 +376,18 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
         /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way. */
         bpf_loop(2 * CN_INT_ABI_MAX_FRAMES + 1, frame_step, &w, 0);
         r->status = w.status;
+        /* A thread in a sub-interpreter with one other state, inactive, in the interpreter it
+         * called run_string from: that state's frames are the outer ones (3.12+). */
+        if ((r->rflags & CN_INT_ABI_R_SUB) && w.status == CN_INT_ABI_OK && w.nmatch == 2 &&
+            w.nmatch_interps == 2 && w.nactive == 1 && w.inactive) {
+            r->nsub = (__u16)w.n;
+            f = rd64(w.inactive + w.l.ts_frame);
+            if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
+                f = rd64(f + w.l.cf_current_frame);
+            w.f = f;
+            bpf_loop(2 * CN_INT_ABI_MAX_FRAMES + 1, frame_step, &w, 0);
+            r->status = w.status;
+        }
     }
     __u32 n = w.n;
     if (n > CN_INT_ABI_MAX_FRAMES)

@@ -10,7 +10,10 @@
 #define CN_INT_ABI_MAX_FRAMES  128 /* frames written per record, innermost first */
 #define CN_INT_ABI_MAX_THREADS 256 /* thread states searched per interpreter on a cache miss */
 #define CN_INT_ABI_MAX_INTERPS 4   /* interpreters searched */
-#define CN_INT_ABI_NONE        0xffffffffu /* an offset the version does not have */
+#define CN_INT_ABI_TS_ACTIVE                                                                       \
+    0x10                            /* PyThreadState._status.active (3.12+: bit 4 of the word):    \
+                                       the state is its thread's current one */
+#define CN_INT_ABI_NONE 0xffffffffu /* an offset the version does not have */
 
 /* How a version's frames are chained. */
 enum {
@@ -23,7 +26,9 @@ enum {
 struct cn_int_abi_layout {
     __u64 runtime;         /* address of _PyRuntime in the target */
     __u32 kind;            /* CN_INT_ABI_FRAMEOBJ or CN_INT_ABI_IFRAME */
-    __u32 rt_interp_head;  /* _PyRuntime.interpreters.head */
+    __u32 rt_interp_head;  /* _PyRuntime.interpreters.head; .main is the word after it */
+    __u32 is_id;           /* PyInterpreterState.id (0: the main interpreter) */
+    __u32 ts_status;       /* PyThreadState._status (3.12+), else NONE */
     __u32 is_next;         /* PyInterpreterState.next */
     __u32 is_threads_head; /* PyInterpreterState.tstate_head / threads.head */
     __u32 ts_next;         /* PyThreadState.next */
@@ -66,6 +71,14 @@ enum {
     CN_INT_ABI_NO_THREAD = 1, /* no thread state for this thread (not a Python thread yet) */
     CN_INT_ABI_FAULT = 2,     /* a read failed mid-walk: frames so far */
     CN_INT_ABI_TRUNCATED = 3, /* more than CN_INT_ABI_MAX_FRAMES frames */
+    CN_INT_ABI_AMBIGUOUS = 4, /* the thread has thread states in several interpreters and none
+                                 is known to be its current one: no frames */
+};
+
+/* Record flags. */
+enum {
+    CN_INT_ABI_R_MULTI = 1, /* the process had more than one interpreter at the sample */
+    CN_INT_ABI_R_SUB = 2,   /* the frames are a sub-interpreter's (interp: its id) */
 };
 
 /* Time sources. */
@@ -84,10 +97,14 @@ struct cn_int_abi_record {
     __u8 status;
     __u8 time_src;
     __u64 tstate; /* the thread state found (0 none) */
+    __u32 interp; /* R_SUB: the sub-interpreter's id (PyInterpreterState.id, clamped) */
+    __u16 rflags; /* CN_INT_ABI_R_… */
+    __u16 nsub;   /* R_SUB: frames [0, nsub) are the sub-interpreter's; the rest, the thread's
+                     frames in the interpreter that called into it (its other, inactive state) */
     struct cn_int_abi_frame frames[CN_INT_ABI_MAX_FRAMES];
 };
 
-#define CN_INT_ABI_HEADER_SIZE 40 /* offsetof(struct cn_int_abi_record, frames) */
+#define CN_INT_ABI_HEADER_SIZE 48 /* offsetof(struct cn_int_abi_record, frames) */
 
 /* Counters, per CPU (map "stats"). */
 enum {

@@ -65,6 +65,10 @@ enum cn_int_status {
                              found within 50 ms): no Python frames */
     CN_INT_FAULT = 2,     /* a read failed mid-walk: the frames up to it */
     CN_INT_TRUNCATED = 3, /* deeper than CN_INT_MAX_FRAMES: the innermost ones */
+    CN_INT_AMBIGUOUS = 4, /* the process runs sub-interpreters and the thread has thread states
+                             in several of them, none known to be its current one (3.8–3.11,
+                             which keep no such mark; 3.12's run_string, which borrows another
+                             thread's state): no frames rather than maybe another's */
 };
 
 /* One sample's interpreter frames, as the program captured them. */
@@ -75,6 +79,11 @@ typedef struct cn_int_record {
                                a few µs after it (same clock) */
     bool sample_time;
     int status; /* enum cn_int_status */
+    bool multi; /* the process had more than one interpreter (sub-interpreters) at the sample */
+    bool sub;   /* the frames are a sub-interpreter's, interp its id (the main one's is 0) */
+    uint32_t interp;
+    uint32_t nsub; /* sub: frames [0, nsub) are the sub-interpreter's, the rest (3.12+, a thread
+                      with one other state) its frames in the interpreter that called into it */
     uint32_t nframes;
     cn_int_frame frames[CN_INT_MAX_FRAMES]; /* innermost first */
 } cn_int_record;
