@@ -96,6 +96,9 @@ bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, ui
  * most 256 bytes (every layout's: 112–128): [code + *off, code + *off + *len). false when a
  * layout puts them further apart (then only cn_int__code_same checks it). */
 bool cn_int__ident_span(const cn_int__names *l, uint32_t *off, uint32_t *len);
+/* The offsets of the three words cn_int__code_same compares: ob_type, the name (co_qualname,
+ * else co_name), co_filename. false when the layout has none. */
+bool cn_int__ident_offsets(const cn_int__names *l, uint32_t off[3]);
 /* cn_int__code_same's answer for a span read (cn_int__ident_span) that succeeded. */
 bool cn_int__ident_same(const cn_int__names *l, const uint8_t *span, const cn_int__types *types,
                         const cn_int__code *c);

@@ -59,6 +59,7 @@ struct cn_smp__py {
     uint64_t since_expire;
     uint32_t epoch;     /* bumped with cn_int_new_epoch: at a read, PY_EPOCH_NS after the last */
     uint64_t epoch_ns;  /* mono_now() of the last epoch */
+    uint64_t changes;   /* cn_int_changes() when the epoch last moved */
     uint32_t multi_pid; /* the first process seen running sub-interpreters (0 none) */
     bool ambiguous;     /* a sample's interpreter could not be told */
 };
@@ -474,6 +475,13 @@ bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
     if (rec->nframes == 0 && !ambiguous) {
         s->cnt.py_no_frames++;
         return false;
+    }
+    uint64_t changes = cn_int_changes(py->ctx);
+    if (changes != py->changes) {
+        /* interp's checks found code objects replaced: every frame is checked again (a
+         * lookup in interp's cache for those unchanged) rather than at the next epoch */
+        py->changes = changes;
+        py->epoch++;
     }
     s->cnt.py_joined++;
     s->cnt.py_subinterp += rec->sub;

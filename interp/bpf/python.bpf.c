@@ -47,8 +47,16 @@ struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 4096);
     __type(key, __u32);
-    __type(value, struct cn_int_abi_layout);
+    __type(value, struct cn_int_abi_proc);
 } procs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, CN_INT_ABI_CHECK_SLOTS);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __type(key, __u32);
+    __type(value, struct cn_int_abi_check);
+} checks SEC(".maps");
 
 /* A thread's PyThreadState, or (tstate 0) the time a search found none: a native thread of a
  * Python process (a BLAS pool's, say) is searched again at most every NEG_NS, not on every
@@ -311,6 +319,50 @@ static long frame_step(__u32 i, struct walk *w)
     return 0;
 }
 
+/* One code object of a check request: its three words against the ones wanted. */
+struct check_walk {
+    struct cn_int_abi_check *c;
+    __u64 changed;
+};
+static long check_step(__u32 i, struct check_walk *cw)
+{
+    struct cn_int_abi_check *c = cw->c;
+    if (i >= c->n || i >= CN_INT_ABI_CHECK_MAX)
+        return 1;
+    __u32 k = i;
+    asm volatile("" : "+r"(k)); /* keep the mask below: the verifier needs it, clang drops it */
+    k &= CN_INT_ABI_CHECK_MAX - 1;
+    __u64 a = c->addr[k];
+    if (rd64(a + c->off[0]) != c->want[k][0] || rd64(a + c->off[1]) != c->want[k][1] ||
+        rd64(a + c->off[2]) != c->want[k][2])
+        cw->changed |= 1ull << k;
+    return 0;
+}
+
+/* The process's pending check, if any: done once (the first sample after the request) and
+ * answered in the ring ahead of the sample's own record; not answered when user space wrote
+ * the slot meanwhile (seq moved: the next sample checks the new request). */
+static __always_inline void check_codes(const struct cn_int_abi_proc *p, __u32 pid)
+{
+    __u32 slot = p->check_slot;
+    if (slot >= CN_INT_ABI_CHECK_SLOTS)
+        return;
+    struct cn_int_abi_check *c = bpf_map_lookup_elem(&checks, &slot);
+    if (!c)
+        return;
+    __u64 seq = *(volatile __u64 *)&c->seq;
+    if (!seq || (seq & 1) || *(volatile __u64 *)&c->done == seq)
+        return;
+    struct check_walk cw = {.c = c};
+    bpf_loop(CN_INT_ABI_CHECK_MAX, check_step, &cw, 0);
+    if (*(volatile __u64 *)&c->seq != seq)
+        return;
+    struct cn_int_abi_checked out = {.seq = seq, .changed = cw.changed, .pid = pid, .n = c->n};
+    c->done = seq;
+    count(CN_INT_ABI_S_CHECKS);
+    bpf_ringbuf_output(&ring, &out, sizeof(out), BPF_RB_NO_WAKEUP);
+}
+
 SEC("perf_event")
 int cn_int_sample(struct bpf_perf_event_data *ctx)
 {
@@ -318,11 +370,13 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) < 0)
         return 1; /* a task outside that namespace: not one of ours */
     __u32 pid = ns.tgid, tid = ns.pid, zero = 0;
-    const struct cn_int_abi_layout *l = bpf_map_lookup_elem(&procs, &pid);
-    if (!l) {
+    struct cn_int_abi_proc *pr = bpf_map_lookup_elem(&procs, &pid);
+    if (!pr) {
         count(CN_INT_ABI_S_OTHER);
         return 1;
     }
+    check_codes(pr, pid);
+    const struct cn_int_abi_layout *l = &pr->l;
     struct cn_int_abi_record *r = bpf_map_lookup_elem(&scratch, &zero);
     if (!r)
         return 1;

@@ -47,6 +47,41 @@ struct cn_int_abi_layout {
 
 #define CN_INT_ABI_FRAME_READ_MAX 120
 
+/* The code objects user space asks the program to check (interp/ctx.c, cn_int_new_epoch):
+ * that each still has the type, name and file words it was named with, i.e. was not freed and
+ * another allocated at its address. The program checks them at its next sample of the process
+ * (a read of the target costs it ~0.1 µs; user space's process_vm_readv ~14 µs on the
+ * project's VM, a bpf() map update ~10 µs) and reports in the ring (struct
+ * cn_int_abi_checked). The requests are in the memory-mapped array "checks", one slot per
+ * process (procs' check_slot), written by user space without a system call, as a sequence
+ * lock: seq odd while it writes, even once the request is whole; the program checks a
+ * request whose seq is even and not done, and answers only if seq did not move meanwhile. */
+#define CN_INT_ABI_CHECK_MAX   64 /* code objects per request; a power of two */
+#define CN_INT_ABI_CHECK_SLOTS 64 /* processes with a slot (the others: user space reads) */
+struct cn_int_abi_check {
+    __u64 seq;    /* the request's number, even (0: none) */
+    __u64 done;   /* written by the program: the last seq it checked */
+    __u32 n;      /* objects listed */
+    __u32 off[3]; /* offsets of the words checked: ob_type, the name, co_filename */
+    __u64 addr[CN_INT_ABI_CHECK_MAX];
+    __u64 want[CN_INT_ABI_CHECK_MAX][3];
+};
+
+/* A registered process (map "procs"): its layout and its slot in "checks". */
+struct cn_int_abi_proc {
+    struct cn_int_abi_layout l;
+    __u32 check_slot; /* CN_INT_ABI_NONE: none */
+    __u32 pad;
+};
+
+/* The answer to a check, in the ring beside the sample records (and shorter than any). */
+struct cn_int_abi_checked {
+    __u64 seq;
+    __u64 changed; /* bit i: object i no longer has its words (or could not be read) */
+    __u32 pid;
+    __u32 n;
+};
+
 /* 3.11+: a frame's caller is most often right below it in the thread's data-stack chunk, so
  * a frame read that misses the bytes read before reads up to this many bytes ending at the
  * frame's end, from no lower than the start of the frame's page (no fault a frame read alone
@@ -115,6 +150,7 @@ enum {
     CN_INT_ABI_S_WALKS,     /* thread-state searches */
     CN_INT_ABI_S_OTHER,     /* samples of processes not registered */
     CN_INT_ABI_S_NEG_HIT,   /* a thread searched < 50 ms ago without a thread state */
+    CN_INT_ABI_S_CHECKS,    /* code-object checks done (struct cn_int_abi_check) */
     CN_INT_ABI_S_NSTATS,
 };
 

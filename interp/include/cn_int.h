@@ -108,6 +108,8 @@ typedef struct cn_int_stats {
     uint64_t other;      /* samples of processes not registered (the program returned at once) */
     uint64_t no_thread;  /* samples of a thread without a thread state, known from a search less
                             than 50 ms before (a native thread: searched again after that) */
+    uint64_t checks;     /* code-object checks the program did (cn_int_new_epoch) */
+    uint64_t checks_changed; /* code objects they found changed (read again at next use) */
 } cn_int_stats;
 
 /* Loads the BPF program (needs CAP_BPF and CAP_PERFMON). *out is freed with cn_int_free.
@@ -165,11 +167,16 @@ int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)
 /* Starts a new epoch of the code-object caches: an entry used after this call is first checked
  * to be the same object still (its type, name and file pointers), and read again if not, so a
  * code object freed and another allocated at its address is not named after the old one. The
- * objects used in the epoch before are checked here, with one process_vm_readv per process
- * (those still the same are not read again at their first use); the others at their first
- * use, one read each. The sampler calls it at most every 100 ms. */
+ * objects used in the epoch before (up to 64 per process) are handed to the BPF program, which
+ * checks them at its next sample of the process and answers in its ring: they stay valid
+ * meanwhile, and those it finds changed are read again at their next use after the answer was
+ * drained (a replaced object is named anew up to two epochs later). The others are checked
+ * at their first use, one read each. The sampler calls it at most every 100 ms. */
 void cn_int_new_epoch(cn_int_ctx *c);
 
+/* How many cached code objects were found changed so far (by the program's checks): a caller
+ * that keeps names of its own (the sampler's frames) checks them again when it moves. */
+uint64_t cn_int_changes(const cn_int_ctx *c);
 /* The line of instruction instr (code units) in a code object: > 0, or 0 when the line
  * table has none or could not be read. */
 int cn_int_line(cn_int_ctx *c, uint32_t pid, uint64_t code, int32_t instr);

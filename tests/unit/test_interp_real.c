@@ -476,6 +476,122 @@ static void run_offcpu(const char *python)
     assert_true(in_nap * 100 >= samples * 95);
 }
 
+/* Code objects freed and others allocated at their address (tests/data/python/work_regen.py:
+ * a new function gen_NNN every 0.3 s, the one before dropped): each sample's innermost name,
+ * resolved as the sampler does (an epoch every 100 ms, names cached per code object), must
+ * be the function the workload ran at the sample's time, but within 250 ms after a switch
+ * (a cached name is checked once per epoch, by the program at its next sample: until the
+ * answer a reused address keeps the old name, docs/python.md "Naming code objects"), and
+ * ≥ 70 % of them right (without any check: ~25 %). The test needs reuse to mean anything: at
+ * least one function must have had the code address of one before it. */
+typedef struct regen_sample {
+    uint64_t time, code;
+    char name[16];
+} regen_sample;
+
+static void run_regen(const char *python)
+{
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_regen.py", NULL, &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    int fd = open_event(pid, -1, false);
+    assert_true(fd >= 0);
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(ring != MAP_FAILED);
+    if (cn_int_attach(c, fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    size_t cap = 8192, ns = 0;
+    sample *s = calloc(cap, sizeof(*s));
+    regen_sample *rs = calloc(cap, sizeof(*rs));
+    assert_true(s && rs);
+    for (int round = 0; round < 25; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        cn_int_new_epoch(c);
+        size_t n = read_ring(ring, s, cap);
+        for (size_t i = 0; i < n && ns < cap; i++) {
+            cn_int_record rec;
+            cn_int_func f;
+            if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1 || rec.nframes == 0 ||
+                cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) < 0 || !f.readable ||
+                strncmp(f.name, "gen_", 4) != 0)
+                continue;
+            rs[ns].time = s[i].time;
+            rs[ns].code = rec.frames[0].code;
+            snprintf(rs[ns].name, sizeof(rs[ns].name), "%s", f.name);
+            ns++;
+        }
+    }
+    ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    cn_int_stats st;
+    assert_int_equal(cn_int_stats_get(c, &st), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* the timeline: "switch TIME NAME" lines, in order */
+    uint64_t sw_t[256];
+    char sw_name[256][16];
+    size_t nsw = 0;
+    char line[128];
+    while (nsw < 256 && read_line(out_fd, line, sizeof(line))) {
+        unsigned long long t;
+        if (sscanf(line, "switch %llu %15s", &t, sw_name[nsw]) == 2)
+            sw_t[nsw++] = t;
+    }
+    close(out_fd);
+    munmap(ring, map_len);
+    close(fd);
+    cn_int_free(c);
+    size_t right = 0, near = 0, wrong = 0, reused = 0, nseen = 0;
+    uint64_t seen[256];
+    size_t cur_sw = SIZE_MAX;
+    for (size_t i = 0; i < ns; i++) {
+        size_t k = SIZE_MAX;
+        for (size_t j = 0; j < nsw && sw_t[j] <= rs[i].time; j++)
+            k = j;
+        if (k == SIZE_MAX)
+            continue;                     /* before the first switch line: the first function */
+        if (k != cur_sw && nseen < 256) { /* a function's first sample: its code address */
+            for (size_t j = 0; j < nseen; j++)
+                if (seen[j] == rs[i].code) {
+                    reused++;
+                    break;
+                }
+            seen[nseen++] = rs[i].code;
+            cur_sw = k;
+        }
+        if (strcmp(rs[i].name, sw_name[k]) == 0)
+            right++;
+        else if (rs[i].time - sw_t[k] < 250000000ull)
+            near++;
+        else {
+            wrong++;
+            print_message("[ wrong    ] %s at %llu: %s (running %s since %llu)\n", python,
+                          (unsigned long long)rs[i].time, rs[i].name, sw_name[k],
+                          (unsigned long long)sw_t[k]);
+        }
+    }
+    free(s);
+    free(rs);
+    print_message("[ regen    ] %s: %zu functions, %zu at the address of one before; %zu "
+                  "samples named: %zu right, %zu wrong within 250 ms after a switch, %zu wrong; "
+                  "checks by the program %llu, changed %llu\n",
+                  python, nsw, reused, ns, right, near, wrong, (unsigned long long)st.checks,
+                  (unsigned long long)st.checks_changed);
+    assert_true(nsw >= 5);
+    assert_true(reused >= 1);
+    assert_int_equal(wrong, 0);
+    assert_true(right * 100 >= ns * 70);
+}
+
 /* Sub-interpreters (3.12+, tests/data/python/work_subinterp.py): the main thread spins in
  * main_spin, a worker thread in sub_spin inside a sub-interpreter, one perf event per thread.
  * mode "own": the worker created its interpreter; "borrowed": the main thread did. Every
@@ -597,6 +713,7 @@ static void each(void **state, const char *python)
     run_threads(python, false);
     run_threads(python, true);
     run_offcpu(python);
+    run_regen(python);
 }
 
 static void subinterp(void **state, const char *python, int minor)
