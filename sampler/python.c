@@ -33,6 +33,7 @@
 #define PY_INSTR_NONE  0xfffffu   /* a frame offset's instruction bits: none, or too big */
 #define PY_SALTS       16         /* hashes tried per (pid, code object) */
 #define PY_EPOCH_NS    100000000  /* at most one epoch (code objects checked again) per 100 ms */
+#define PY_RECENT      1024       /* frames remembered by (pid, code, instr); a power of two */
 
 typedef struct py_ent {
     uint64_t offset; /* the frame's offset in its object: hash of (pid, code), instr */
@@ -57,9 +58,16 @@ struct cn_smp__py {
     py_ent *ents;
     size_t nents, cap;
     uint64_t since_expire;
-    uint32_t epoch;     /* bumped with cn_int_new_epoch: at a read, PY_EPOCH_NS after the last */
-    uint64_t epoch_ns;  /* mono_now() of the last epoch */
-    uint64_t changes;   /* cn_int_changes() when the epoch last moved */
+    uint32_t epoch;    /* bumped with cn_int_new_epoch: at a read, PY_EPOCH_NS after the last */
+    uint64_t epoch_ns; /* mono_now() of the last epoch */
+    uint64_t changes;  /* cn_int_changes() when the epoch last moved */
+    /* The frames met lately, by (pid, code object, instruction): consecutive samples of a
+     * thread share most of their frames, and this small table, in cache, answers them
+     * without the salted hash and the index lookup (a cache miss each, per frame). */
+    struct {
+        uint64_t code, key; /* key: pid << 32 | instruction bits */
+        int32_t ent;
+    } recent[PY_RECENT];
     uint32_t multi_pid; /* the first process seen running sub-interpreters (0 none) */
     bool ambiguous;     /* a sample's interpreter could not be told */
 };
@@ -305,6 +313,15 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
      * hash shared by two functions, or by a code object and the one freed before it at its
      * address, takes the next salt. */
     uint64_t ins = instr >= 0 && (uint32_t)instr < PY_INSTR_NONE ? (uint64_t)instr : PY_INSTR_NONE;
+    uint64_t rkey = (uint64_t)pid << 32 | ins;
+    size_t slot = (size_t)(((code ^ rkey * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull) >> 54) &
+                  (PY_RECENT - 1);
+    if (py->recent[slot].code == code && py->recent[slot].key == rkey &&
+        (size_t)py->recent[slot].ent < py->nents) {
+        py_ent *r = &py->ents[py->recent[slot].ent];
+        if (r->pid == pid && r->code == code && !r->stale && !r->marker && still_valid(s, r))
+            return r;
+    }
     uint64_t off = 0;
     py_ent *e = NULL;
     for (uint32_t salt = 0; salt < PY_SALTS; salt++) {
@@ -313,8 +330,12 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
         e = find_ent(py, off);
         if (!e)
             break;
-        if (e->pid == pid && e->code == code && !e->stale && !e->marker && still_valid(s, e))
+        if (e->pid == pid && e->code == code && !e->stale && !e->marker && still_valid(s, e)) {
+            py->recent[slot].code = code;
+            py->recent[slot].key = rkey;
+            py->recent[slot].ent = (int32_t)(e - py->ents);
             return e;
+        }
         if (e->pid != pid || e->code != code || e->marker)
             s->cnt.py_collisions++; /* another function on this hash; else a replaced one */
     }
@@ -342,6 +363,9 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
     py->ents[py->nents] =
         (py_ent){off, pid, code, instr, o, nm, line ? line : first, first, py->epoch, false, false};
     s->cnt.py_frames++;
+    py->recent[slot].code = code;
+    py->recent[slot].key = rkey;
+    py->recent[slot].ent = (int32_t)py->nents;
     return &py->ents[py->nents++];
 }
 

@@ -400,17 +400,26 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
     struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     w.fsbase = BPF_CORE_READ(task, thread.fsbase);
-    /* _PyRuntime.interpreters.head and .main: one interpreter, or several (sub-interpreters) */
-    __u64 hm[2] = {0, 0};
-    bpf_probe_read_user(hm, sizeof(hm), (const void *)(w.l.runtime + w.l.rt_interp_head));
+    /* _PyRuntime.interpreters.head and .main: one interpreter, or several (sub-interpreters),
+     * read again every CN_INT_ABI_MULTI_NS (a read per sample cost every Python process ~0.1
+     * µs; a sub-interpreter created meanwhile is seen that much later) */
+    if (!pr->multi_ns || r->ktime - pr->multi_ns > CN_INT_ABI_MULTI_NS) {
+        __u64 hm[2] = {0, 0};
+        bpf_probe_read_user(hm, sizeof(hm), (const void *)(w.l.runtime + w.l.rt_interp_head));
+        pr->head = hm[0];
+        pr->main = hm[1];
+        pr->multi = hm[0] && hm[0] != hm[1];
+        pr->multi_ns = r->ktime;
+    }
+    __u64 head = pr->head, main = pr->main;
     r->interp = 0;
     r->rflags = 0;
     r->nsub = 0;
     __u64 ts = 0;
-    if (w.fsbase && hm[0] && hm[0] != hm[1]) {
+    if (w.fsbase && pr->multi) {
         r->rflags = CN_INT_ABI_R_MULTI;
-        ts = find_tstate_multi(&w, hm[0]);
-        if (ts && w.found_interp != hm[1]) {
+        ts = find_tstate_multi(&w, head);
+        if (ts && w.found_interp != main) {
             __u64 id = rd64(w.found_interp + w.l.is_id);
             r->rflags |= CN_INT_ABI_R_SUB;
             r->interp = id > 0xffffffffull ? 0xffffffffu : (__u32)id;

@@ -67,11 +67,16 @@ struct cn_int_abi_check {
     __u64 want[CN_INT_ABI_CHECK_MAX][3];
 };
 
-/* A registered process (map "procs"): its layout and its slot in "checks". */
+/* A registered process (map "procs"): its layout and its slot in "checks" (user space), and
+ * whether it runs several interpreters (the program: _PyRuntime.interpreters.head != .main,
+ * read again CN_INT_ABI_MULTI_NS after the last read; 0 at registration). */
+#define CN_INT_ABI_MULTI_NS 10000000ull
 struct cn_int_abi_proc {
     struct cn_int_abi_layout l;
     __u32 check_slot; /* CN_INT_ABI_NONE: none */
-    __u32 pad;
+    __u32 multi;      /* the program's: several interpreters, at multi_ns */
+    __u64 multi_ns;   /* the program's: bpf_ktime_get_ns() of that read (0: never) */
+    __u64 head, main; /* the program's: interpreters.head and .main then */
 };
 
 /* The answer to a check, in the ring beside the sample records (and shorter than any). */
