@@ -8,6 +8,7 @@
 #ifndef CN_AGG_INTERNAL_H
 #define CN_AGG_INTERNAL_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,6 +77,8 @@ struct cn_agg_profile {
 
     /* funcs */
     int32_t *func_name, *func_res, *func_file, *func_line;
+    uint32_t *func_uses; /* chain slots of frames naming each func (commit_renames asks
+                            whether a func is still used without walking every frame) */
     size_t n_func, cap_func;
     cn_agg__idset func_index; /* by (name, res, file) */
 
@@ -173,6 +176,16 @@ int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
 static inline double cn_agg__weight(const cn_agg_profile *p, size_t i)
 {
     return p->s_weight ? p->s_weight[i] : 1.0;
+}
+
+/* Counts the funcs of chain_pool[off, off + len) as used (delta 1) or no longer (-1). */
+static inline void cn_agg__chain_uses(cn_agg_profile *p, int32_t off, size_t len, int delta)
+{
+    for (size_t d = 0; d < len; d++) {
+        int32_t f = p->chain_pool[(size_t)off + d];
+        assert(delta > 0 || p->func_uses[f] > 0); /* every slot was counted when set */
+        p->func_uses[f] += (uint32_t)delta;
+    }
 }
 
 #endif /* CN_AGG_INTERNAL_H */

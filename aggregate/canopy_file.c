@@ -421,9 +421,11 @@ static int set_chain(rd *r, int32_t f, const int32_t *chain, size_t depth)
     if (CN_RESERVE(p->chain_pool, p->chain_cap, p->chain_len + depth) < 0)
         return -ENOMEM;
     memcpy(p->chain_pool + p->chain_len, chain, depth * sizeof(*chain));
+    cn_agg__chain_uses(p, p->frame_chain[f], p->frame_depth[f], -1);
     p->frame_chain[f] = (int32_t)p->chain_len;
     p->frame_depth[f] = (uint16_t)depth;
     p->chain_len += depth;
+    cn_agg__chain_uses(p, p->frame_chain[f], depth, 1);
     p->func_generation++;
     return 0;
 }

@@ -49,6 +49,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->func_res);
     free(p->func_file);
     free(p->func_line);
+    free(p->func_uses);
     cn_agg__idset_clear(&p->func_index);
     free(p->frame_res);
     free(p->frame_line);
@@ -335,13 +336,15 @@ static uint32_t func_hash(const struct func_key *k)
 
 static int reserve_funcs(cn_agg_profile *p, size_t n)
 {
-    size_t c1 = p->cap_func, c2 = p->cap_func, c3 = p->cap_func, c4 = p->cap_func;
+    size_t c1 = p->cap_func, c2 = p->cap_func, c3 = p->cap_func, c4 = p->cap_func, c5 = p->cap_func;
     if (CN_RESERVE(p->func_name, c1, n) < 0 || CN_RESERVE(p->func_res, c2, n) < 0 ||
-        CN_RESERVE(p->func_file, c3, n) < 0 || CN_RESERVE(p->func_line, c4, n) < 0)
+        CN_RESERVE(p->func_file, c3, n) < 0 || CN_RESERVE(p->func_line, c4, n) < 0 ||
+        CN_RESERVE(p->func_uses, c5, n) < 0)
         return -ENOMEM;
     p->cap_func = c1 < c2 ? c1 : c2;
     p->cap_func = p->cap_func < c3 ? p->cap_func : c3;
     p->cap_func = p->cap_func < c4 ? p->cap_func : c4;
+    p->cap_func = p->cap_func < c5 ? p->cap_func : c5;
     return 0;
 }
 
@@ -362,6 +365,7 @@ static int32_t func_by_ids(cn_agg_profile *p, int32_t name, int32_t res, int32_t
     p->func_res[id] = res;
     p->func_file[id] = file;
     p->func_line[id] = line;
+    p->func_uses[id] = 0;
     p->n_func++;
     return id;
 }
@@ -474,6 +478,7 @@ static int32_t frame_append(cn_agg_profile *p, int32_t key_func, int32_t func, i
     p->frame_line[id] = line;
     p->frame_chain[id] = (int32_t)off;
     p->frame_depth[id] = 1;
+    p->func_uses[func]++;
     return id;
 }
 

@@ -116,6 +116,7 @@ static int propose(struct scratch *s, int32_t old, const int32_t *chain, size_t 
 static void set_chain(cn_agg_profile *p, int32_t f, const int32_t *chain, size_t len)
 {
     assert(len >= 1 && len <= MAX_INLINE_DEPTH); /* resolve_chains checked it */
+    cn_agg__chain_uses(p, p->frame_chain[f], p->frame_depth[f], -1);
     if (len > p->frame_depth[f]) {
         assert(p->chain_len + len <= p->chain_cap); /* reserved by cn_agg_regroup */
         p->frame_chain[f] = (int32_t)p->chain_len;
@@ -123,6 +124,7 @@ static void set_chain(cn_agg_profile *p, int32_t f, const int32_t *chain, size_t
     }
     memcpy(p->chain_pool + p->frame_chain[f], chain, len * sizeof(*chain));
     p->frame_depth[f] = (uint16_t)len;
+    cn_agg__chain_uses(p, p->frame_chain[f], len, 1);
 }
 
 /* ---- the rename map ---------------------------------------------------------------- */
@@ -202,20 +204,14 @@ static int rename_add(cn_agg_profile *p, int32_t old_name, const int32_t *names,
  * agreed, and whose name actually changed. */
 static int commit_renames(cn_agg_profile *p, struct scratch *s)
 {
-    uint8_t *used = calloc(p->n_func ? p->n_func : 1, 1);
     int32_t *names = NULL;
     int rc = -ENOMEM;
-    if (!used)
-        goto out;
-    for (size_t f = 0; f < p->n_frame; f++)
-        for (uint16_t d = 0; d < p->frame_depth[f]; d++)
-            used[p->chain_pool[p->frame_chain[f] + d]] = 1;
     names = malloc(MAX_INLINE_DEPTH * sizeof(*names));
     if (!names)
         goto out;
     for (size_t i = 0; i < s->n_cand; i++) {
         const struct candidate *c = &s->cand[i];
-        if (c->divergent || used[c->old_func])
+        if (c->divergent || p->func_uses[c->old_func] > 0)
             continue;
         assert(c->len >= 1 && c->len <= MAX_INLINE_DEPTH); /* fits names[] */
         for (int32_t d = 0; d < c->len; d++)
@@ -228,7 +224,6 @@ static int commit_renames(cn_agg_profile *p, struct scratch *s)
     }
     rc = 0;
 out:
-    free(used);
     free(names);
     return rc;
 }

@@ -328,7 +328,7 @@ size_t cn_agg_profile_memory(const cn_agg_profile *p)
         bytes += sizeof(*b) + b->cap;
     bytes += p->cap_str * (sizeof(char *) + sizeof(uint32_t));
     bytes += (p->str_index.mask + 1) * 8 + (p->res_index.mask + 1) * 8;
-    bytes += p->cap_res * 13 + p->cap_func * 16 + (p->func_index.mask + 1) * 8;
+    bytes += p->cap_res * 13 + p->cap_func * 20 + (p->func_index.mask + 1) * 8;
     bytes += p->cap_frame * 30 + p->chain_cap * 4 + (p->frame_index.mask + 1) * 8;
     bytes += (p->native_frame_index.mask + 1) * 12;
     bytes += p->cap_stack * 8 + (p->stack_index.mask + 1) * 12;

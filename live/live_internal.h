@@ -32,6 +32,8 @@ typedef struct res_src {
                                  (owned; still readable after it exits), else NULL */
     bool has_owner;           /* JIT: owner_uid is the process's uid, read when seen */
     uint32_t owner_uid;
+    uint64_t jit_pass; /* JIT: the retry pass that last measured its map (0: none) */
+    int64_t jit_size;  /* JIT: the map's size then, or -1 */
 } res_src;
 
 /* A JIT frame whose perf map did not name it yet (docs/cli-live.md, "Symbols"). */
@@ -102,6 +104,8 @@ struct cn_live_session {
     jit_retry *retry;          /* unresolved JIT frames, retried when their map grows */
     size_t n_retry, cap_retry;
     int64_t last_retry_ns;
+    uint64_t retry_pass; /* retry passes run (retry_jit), for res_src.jit_pass */
+    bool retry_added;    /* JIT frames were queued for retry since the last pass */
     /* Samples delivered by the sampler but not yet in the profile: on_sample (ingest.c)
      * queues them here and cn_live__flush_samples() adds them with cn_agg_add_samples_refs()
      * when the queue fills and at the end of every read, so the queue is empty whenever the
@@ -121,6 +125,9 @@ void cn_live__symbolizer_detach(cn_live_symbolizer *y, uint64_t tag);
 /* Queues n requests (copied) for the worker. 0, or negative errno when the worker's
  * queue is full or out of memory (nothing was queued: the caller retries later). */
 int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs, size_t n);
+/* cn_sym_perfmap_size through y's symbol cache (its mount tables: no mountinfo read). */
+int cn_live__symbolizer_perfmap_size(cn_live_symbolizer *y, const cn_sym_object *obj,
+                                     uint64_t *size);
 
 /* ---- symbols.c, called by symbolizer.c --------------------------------------------- */
 

@@ -147,6 +147,12 @@ int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs
     return r;
 }
 
+int cn_live__symbolizer_perfmap_size(cn_live_symbolizer *y, const cn_sym_object *obj,
+                                     uint64_t *size)
+{
+    return cn_sym_perfmap_size(y->cache, obj, size);
+}
+
 static cn_live_session *find_tag(const cn_live_symbolizer *y, uint64_t tag)
 {
     for (size_t i = 0; i < y->n_sessions; i++)

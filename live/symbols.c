@@ -20,7 +20,7 @@
 #define JIT_RECHECK_NS 250000000LL /* how often unresolved JIT frames look for a map */
 
 /* The source of frame f's resource, or NULL (anonymous memory, or a saved profile). */
-static const res_src *frame_src(const cn_live_session *s, int32_t f)
+static res_src *frame_src(const cn_live_session *s, int32_t f)
 {
     int32_t res = cn_agg_frame_resource(s->p, f);
     if (res < 0 || (size_t)res >= s->n_res_obj || !s->res_obj[res].obj)
@@ -87,6 +87,23 @@ static bool request_buffers(cn_live_session *s)
     return s->reqs && s->req_idx;
 }
 
+/* The size of src's perf map for this retry pass (frame f is one of its frames): measured
+ * once per source and pass (a system session's waiting frames interleave many processes'
+ * maps), -1 when there is none. */
+static int64_t src_map_size(cn_live_session *s, res_src *src, size_t f)
+{
+    cn_sym_request q;
+    uint64_t size;
+    if (src->jit_pass != s->retry_pass) {
+        src->jit_pass = s->retry_pass;
+        src->jit_size =
+            frame_request(s, f, &q) && cn_live__symbolizer_perfmap_size(s->sym, &q.obj, &size) == 0
+                ? (int64_t)size
+                : -1;
+    }
+    return src->jit_size;
+}
+
 /* Resubmits the waiting JIT frames whose perf map has grown past what their last lookup
  * saw (or appeared), at most every JIT_RECHECK_NS unless force. Frames stay waiting when
  * the symbolizer's queue is full. */
@@ -99,28 +116,19 @@ void cn_live__retry_jit(cn_live_session *s, bool force)
     cn_sym_request *reqs = s->reqs;
     size_t *idx = s->req_idx;
     s->last_retry_ns = now;
-    const res_src *last_src = NULL;
-    int64_t last_size = -1;
+    s->retry_pass++;
+    s->retry_added = false;
     size_t n = 0, keep = 0;
     for (size_t i = 0; i <= s->n_retry; i++) {
         if (i < s->n_retry) {
-            const res_src *src = frame_src(s, s->retry[i].frame);
-            if (src && src != last_src) {
-                cn_sym_request q;
-                uint64_t size;
-                last_src = src;
-                last_size = frame_request(s, (size_t)s->retry[i].frame, &q) &&
-                                    cn_sym_perfmap_size(&q.obj, &size) == 0
-                                ? (int64_t)size
-                                : -1;
-            }
-            if (src && last_size > (int64_t)s->retry[i].map_bytes &&
+            res_src *src = frame_src(s, s->retry[i].frame);
+            if (!src)
+                continue; /* cannot happen for a frame that was submitted; forget it */
+            if (src_map_size(s, src, (size_t)s->retry[i].frame) > (int64_t)s->retry[i].map_bytes &&
                 frame_request(s, (size_t)s->retry[i].frame, &reqs[n])) {
                 idx[n++] = i;
                 continue;
             }
-            if (!src)
-                continue; /* cannot happen for a frame that was submitted; forget it */
             s->retry[keep++] = s->retry[i];
         }
         if (n == SUBMIT_BATCH || (i == s->n_retry && n)) {
@@ -143,6 +151,7 @@ static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
     if (CN_RESERVE(s->retry, s->cap_retry, s->n_retry + 1) < 0)
         return false;
     s->retry[s->n_retry++] = (jit_retry){.frame = frame, .map_bytes = map_bytes};
+    s->retry_added = true;
     return true;
 }
 
@@ -293,8 +302,10 @@ int cn_live__session_apply_symbols(cn_live_session *s, const cn_sym_answer *a, s
     s->dirty = true;
     s->changes++;
     /* A map that grew while these were looked up is read again now, not at the next
-     * check: a process that writes its map as it exits leaves no later chance to. */
-    cn_live__retry_jit(s, true);
+     * check: a process that writes its map as it exits leaves no later chance to. Only
+     * when these answers added waiting frames: on a busy machine answers arrive all the
+     * time, and every pass measures each waiting process's map. */
+    cn_live__retry_jit(s, s->retry_added);
     return applied;
 }
 

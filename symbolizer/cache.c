@@ -349,9 +349,9 @@ static int perfmap_size_in(cn_obj_mounts *m, const cn_sym_object *obj, uint64_t 
     return rc;
 }
 
-int cn_sym_perfmap_size(const cn_sym_object *obj, uint64_t *size)
+int cn_sym_perfmap_size(cn_sym_cache *c, const cn_sym_object *obj, uint64_t *size)
 {
-    return perfmap_size_in(NULL, obj, size);
+    return perfmap_size_in(c ? c->cfg.mounts : NULL, obj, size);
 }
 
 /* The perf map's size now (opened as it will be read), or -1. */
