@@ -133,7 +133,9 @@ struct walk {
     __u32 nactive;          /* multi: of the matches, states marked active (3.12+) */
     __u32 nmatch;           /* multi: states of the thread */
     __u64 last_match_interp, active, active_interp, inactive;
-    __u64 frame0; /* the cached thread state's frame word, read with its thread_id */
+    __u64 outer;          /* the frames to walk once the chain ends (0: none) */
+    __u32 nsub, nsub_set; /* frames written when the walk moved to outer */
+    __u64 frame0;         /* the cached thread state's frame word, read with its thread_id */
     __u32 have_frame0;
     __u64 f;      /* frame walk: the next frame */
     __u64 win_lo; /* the target's bytes [win_lo, win_lo + win_len) are in fb */
@@ -187,33 +189,16 @@ static long search_step(__u32 i, struct walk *w)
     return 0;
 }
 
-/* The search of a process with several interpreters, every sample (no cache: a thread moves
- * between its states as it enters and leaves sub-interpreters). The thread's state when it
- * has states in one interpreter only; else its one active state; else none (AMBIGUOUS). */
-static __always_inline __u64 find_tstate_multi(struct walk *w, __u64 head)
-{
-    count(CN_INT_ABI_S_WALKS);
-    w->interp = head;
-    w->t = 0;
-    w->found = 0;
-    w->multi = 1;
-    bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
-    if (w->nmatch_interps <= 1)
-        return w->found;
-    if (w->nactive == 1) {
-        w->found = w->active;
-        w->found_interp = w->active_interp;
-        return w->found;
-    }
-    w->found = 0;
-    return 0;
-}
-
 /* The thread state whose thread_id is fsbase: the cached one if it still says so, else a
  * bounded search of every interpreter's threads. 0 when none. */
-static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
+/* A process with several interpreters (multi) is searched on every sample, without the cache
+ * (a thread moves between its states as it enters and leaves sub-interpreters): the thread's
+ * state when it has states in one interpreter only; else its one active state; else none
+ * (AMBIGUOUS). One search call site for both cases: each bpf_loop call site has its callback
+ * verified again (the program's load time). */
+static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now, __u64 head)
 {
-    struct tcache *cached = bpf_map_lookup_elem(&tstates, &tid);
+    struct tcache *cached = w->multi ? NULL : bpf_map_lookup_elem(&tstates, &tid);
     if (cached && cached->tstate) {
         /* thread_id and the frame word in one read of the span they lie in (≤ 160 bytes in
          * every layout), else two */
@@ -241,10 +226,20 @@ static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
         return 0;
     }
     count(CN_INT_ABI_S_WALKS);
-    w->interp = rd64(w->l.runtime + w->l.rt_interp_head);
+    w->interp = w->multi ? head : rd64(w->l.runtime + w->l.rt_interp_head);
     w->t = 0;
     w->found = 0;
     bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
+    if (w->multi) {
+        if (w->nmatch_interps <= 1)
+            return w->found;
+        if (w->nactive == 1) {
+            w->found = w->active;
+            w->found_interp = w->active_interp;
+            return w->found;
+        }
+        return 0;
+    }
     struct tcache v = {.tstate = w->found, .miss_time = w->found ? 0 : now};
     bpf_map_update_elem(&tstates, &tid, &v, BPF_ANY);
     return w->found;
@@ -256,6 +251,12 @@ static long frame_step(__u32 i, struct walk *w)
 {
     struct cn_int_abi_record *r = w->r;
     struct fbuf *fb = w->fb;
+    if (!w->f && w->outer) { /* the first chain ended: the outer state's frames */
+        w->f = w->outer;
+        w->outer = 0;
+        w->nsub = w->n;
+        w->nsub_set = 1;
+    }
     __u64 f = w->f, code, prev, ip;
     __u32 len = w->l.fr_len, base = w->l.fr_base;
     if (!r || !fb || !f || len == 0 || len > CN_INT_ABI_FRAME_READ_MAX)
@@ -416,17 +417,17 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     r->rflags = 0;
     r->nsub = 0;
     __u64 ts = 0;
-    if (w.fsbase && pr->multi) {
+    w.multi = pr->multi;
+    if (w.fsbase)
+        ts = find_tstate(&w, tid, r->ktime, head);
+    if (w.multi) {
         r->rflags = CN_INT_ABI_R_MULTI;
-        ts = find_tstate_multi(&w, head);
         if (ts && w.found_interp != main) {
             __u64 id = rd64(w.found_interp + w.l.is_id);
             r->rflags |= CN_INT_ABI_R_SUB;
             r->interp = id > 0xffffffffull ? 0xffffffffu : (__u32)id;
             r->nsub = 0xffff; /* all its frames, unless its caller's are added below */
         }
-    } else if (w.fsbase) {
-        ts = find_tstate(&w, tid, r->ktime);
     }
     r->tstate = ts;
     if (!ts) {
@@ -436,21 +437,22 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
         if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
             f = rd64(f + w.l.cf_current_frame);
         w.f = f;
-        /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way. */
-        bpf_loop(2 * CN_INT_ABI_MAX_FRAMES + 1, frame_step, &w, 0);
-        r->status = w.status;
         /* A thread in a sub-interpreter with one other state, inactive, in the interpreter it
-         * called run_string from: that state's frames are the outer ones (3.12+). */
-        if ((r->rflags & CN_INT_ABI_R_SUB) && w.status == CN_INT_ABI_OK && w.nmatch == 2 &&
-            w.nmatch_interps == 2 && w.nactive == 1 && w.inactive) {
-            r->nsub = (__u16)w.n;
-            f = rd64(w.inactive + w.l.ts_frame);
-            if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
-                f = rd64(f + w.l.cf_current_frame);
-            w.f = f;
-            bpf_loop(2 * CN_INT_ABI_MAX_FRAMES + 1, frame_step, &w, 0);
-            r->status = w.status;
+         * called run_string from: that state's frames are the outer ones (3.12+), walked on
+         * by frame_step when the first chain ends (one call site: load time). */
+        if ((r->rflags & CN_INT_ABI_R_SUB) && w.nmatch == 2 && w.nmatch_interps == 2 &&
+            w.nactive == 1 && w.inactive) {
+            __u64 o = rd64(w.inactive + w.l.ts_frame);
+            if (w.l.cf_current_frame != CN_INT_ABI_NONE && o)
+                o = rd64(o + w.l.cf_current_frame);
+            w.outer = o;
         }
+        /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way (twice that
+         * many steps for two chains). */
+        bpf_loop(4 * CN_INT_ABI_MAX_FRAMES + 2, frame_step, &w, 0);
+        r->status = w.status;
+        if (w.nsub_set)
+            r->nsub = (__u16)w.nsub;
     }
     __u32 n = w.n;
     if (n > CN_INT_ABI_MAX_FRAMES)
