@@ -248,6 +248,11 @@ int cn_agg__rename_reindex(cn_agg_profile *p)
     return 0;
 }
 
+size_t cn_agg_rename_count(const cn_agg_profile *p)
+{
+    return p->n_rename;
+}
+
 int32_t cn_agg__rename_row(const cn_agg_profile *p, const char *s)
 {
     int32_t name = cn_agg__string_find(p, s, strlen(s));

@@ -40,15 +40,19 @@ async function waitFor(p, expr, ms) {
     const first = Number(await p.eval(`document.body.dataset.firstPaintMs`));
     const rows = await p.eval(`document.querySelectorAll('#rows tr').length`);
     console.log(`first_paint ${first.toFixed(1)} (table rows ${rows})`);
-    const loads = [];
+    const loads = [], parts = [];
     for (let i = 0; i < ROUNDS; i++) {
       const n = Number(await p.eval(`document.body.dataset.refreshes`));
       const text = i % 2 ? '' : 'f';
       await p.eval(`(() => { const s = document.getElementById('search'); s.value = '${text}'; s.dispatchEvent(new Event('input')); })()`);
       await waitFor(p, `Number(document.body.dataset.refreshes) > ${n}`);
       loads.push(Number(await p.eval(`document.body.dataset.loadMs`)));
+      const lp = await p.eval(`document.body.dataset.loadParts`); /* absent before 2026-11-28 */
+      if (lp) parts.push(JSON.parse(lp));
     }
     console.log(`refresh ${stats(loads)}`);
+    for (const k of Object.keys(parts[0] || {}))
+      if (parts.every((x) => typeof x[k] === 'number')) console.log(`  ${k} ${stats(parts.map((x) => x[k]))}`);
     const draws = [];
     for (let i = 0; i < ROUNDS; i++) {
       await p.eval(`window.dispatchEvent(new Event('resize'))`);

@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include <xxhash.h>
 
 #include "cn_common.h"
 #include "web.h"
@@ -254,6 +255,36 @@ static const char *export_ext(cn_fmt_format f)
     return "out";
 }
 
+/* A JSON answer with its ETag (a hash of the bytes). A live page asks again every second
+ * with If-None-Match: when the answer has not changed (a paused or idle process, a
+ * finished session) it gets 304 without a body and keeps what it drew, instead of
+ * receiving, parsing and drawing the same megabytes again. */
+static enum MHD_Result reply_json(struct MHD_Connection *c, char *out, size_t len)
+{
+    char etag[24];
+    snprintf(etag, sizeof(etag), "\"%016llx\"", (unsigned long long)XXH3_64bits(out, len));
+    const char *inm =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    bool same = inm && strcmp(inm, etag) == 0;
+    if (same) {
+        free(out);
+        out = NULL;
+        len = 0;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, out, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(out);
+        return MHD_NO;
+    }
+    if (!same)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    common_headers(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
+    enum MHD_Result ret = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* The answer of an accepted query: JSON for the page, or a download (/api/export).
  * Nothing but JSON is served with a type a browser renders: a download is an attachment
  * of type application/octet-stream, so an SVG with hostile names is never opened as a
@@ -265,7 +296,7 @@ static enum MHD_Result reply_query(struct MHD_Connection *c, const cn_cli_query 
 {
     char disp[64];
     if (!download)
-        return reply(c, MHD_HTTP_OK, "application/json", out, len);
+        return reply_json(c, out, len);
     snprintf(disp, sizeof(disp), "attachment; filename=\"canopy-view.%s\"",
              export_ext(q->spec.format));
     return reply_with(c, MHD_HTTP_OK, "application/octet-stream", out, len, disp,

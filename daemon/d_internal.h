@@ -67,7 +67,7 @@ typedef struct cn_d__loop_ops {
     void (*sent)(void *ctx, cn_d__conn *c);
     /* The connection is going away (after close or error); free c->user here. */
     void (*closed)(void *ctx, cn_d__conn *c);
-    /* Every tick_ms. */
+    /* Every tick (cn_d__loop_set_tick). */
     void (*tick)(void *ctx);
     /* After each batch of events (may be NULL). */
     void (*batch)(void *ctx);
@@ -98,6 +98,9 @@ uint64_t cn_d__loop_shed_count(const cn_d__loop *l);
 /* Runs until _stop. Returns 0 or negative errno. */
 int cn_d__loop_run(cn_d__loop *l);
 void cn_d__loop_stop(cn_d__loop *l);
+/* Sets the interval of the ticks after the next one (ms > 0): a wakeup costs canopyd
+ * ~35 us of kernel time on a loaded VM, so an idle daemon ticks rarely. */
+void cn_d__loop_set_tick(cn_d__loop *l, int ms);
 
 /* ---- access control (access.c) ---------------------------------------------------- */
 

@@ -21,6 +21,7 @@
  * consumes a connection instead of spinning; if even that fails, accepting pauses until
  * the next tick. The count is in `status` (docs/security.md).
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -557,6 +558,12 @@ static int epoll_run(cn_d__loop *l)
 }
 
 /* ---- public ------------------------------------------------------------------------ */
+
+void cn_d__loop_set_tick(cn_d__loop *l, int ms)
+{
+    assert(ms > 0);
+    l->tick_ms = ms; /* the armed timer keeps its interval: it is re-armed with this one */
+}
 
 int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, int tick_ms,
                    cn_d__loop **out, cn_err *err)

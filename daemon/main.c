@@ -36,6 +36,13 @@ int main(int argc, char **argv)
      * short-lived threads): each heap keeps what it freed, and canopyd's resident memory is
      * bounded by design (docs/perf-daemon.md, "A busy machine"). */
     mallopt(M_ARENA_MAX, 2);
+    /* Blocks of 128 KiB and more (symbol tables, libelf's section buffers, the profile's
+     * tables as they double) get pages of their own, returned to the system when freed.
+     * A fixed threshold also turns off glibc's dynamic one, which rises to the largest
+     * block freed so far: then every later large block came from the heaps, and a grown
+     * table's old copy stayed there as free space between live blocks, resident after
+     * the build (docs/perf-daemon.md, "A busy machine"). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         switch (c) {
         case 's':

@@ -61,6 +61,13 @@ void cn_fmt_spec_resolve(const cn_agg_profile *p, const cn_fmt_spec *spec,
         out->to_ns = (int64_t)llround(spec->to_s * 1e9);
 }
 
+static void free_transforms(cn_agg_transform *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        cn_agg_transform_clear(&t[i]);
+    free(t);
+}
+
 int cn_fmt_spec_check(cn_agg_profile *p, const cn_fmt_spec *spec, cn_err *err)
 {
     for (size_t i = 0; i < spec->query.n_transforms; i++) {
@@ -68,6 +75,34 @@ int cn_fmt_spec_check(cn_agg_profile *p, const cn_fmt_spec *spec, cn_err *err)
         if (r < 0)
             return r;
     }
+    return 0;
+}
+
+/* Held transforms after symbolication (docs/calltree.md §4.3): a transform written while a
+ * frame was still `LIB+0xOFFSET` names its function once symbols arrived. *copy is spec
+ * with its transforms replaced by remapped copies (*owned, n of them; NULL when the
+ * profile renamed nothing and spec is used as it is): the JSON tree echoes them, which is
+ * how `canopy web` learns where its held call node paths went. 0 or -ENOMEM. */
+static int remap_spec(const cn_agg_profile *p, const cn_fmt_spec *spec, cn_fmt_spec *copy,
+                      cn_agg_transform **owned, cn_err *err)
+{
+    size_t n = spec->query.n_transforms;
+    *copy = *spec;
+    *owned = NULL;
+    if (!n || !cn_agg_rename_count(p))
+        return 0;
+    cn_agg_transform *t = calloc(n, sizeof(*t));
+    if (!t)
+        return cn_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (cn_agg_transform_copy(&spec->query.transforms[i], &t[i]) < 0 ||
+            cn_agg_remap_transform(p, &t[i]) < 0) {
+            free_transforms(t, i + 1);
+            return cn_err_set(err, -ENOMEM, "out of memory");
+        }
+    }
+    copy->query.transforms = t;
+    *owned = t;
     return 0;
 }
 
@@ -243,15 +278,14 @@ static int render_tree(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_agg_
     return r < 0 ? write_failed(r, spec->format, err) : 0;
 }
 
-int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
-                  FILE *out, cn_err *err)
+/* cn_fmt_render after remap_spec: spec's transforms already remapped. */
+static int render_remapped(cn_agg_profile *p, const cn_fmt_spec *spec,
+                           const cn_fmt_render_opts *opts, FILE *out, cn_err *err)
 {
     cn_agg_query q;
     cn_fmt_write_opts o;
     int r;
 
-    if (err)
-        err->msg[0] = '\0';
     cn_fmt_spec_resolve(p, spec, opts, &q);
     if ((r = cn_fmt_spec_check(p, spec, err)) < 0)
         return r;
@@ -299,6 +333,21 @@ int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_rende
     return r < 0 ? write_failed(r, spec->format, err) : 0;
 }
 
+int cn_fmt_render(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
+                  FILE *out, cn_err *err)
+{
+    cn_fmt_spec s;
+    cn_agg_transform *owned = NULL;
+
+    if (err)
+        err->msg[0] = '\0';
+    int r = remap_spec(p, spec, &s, &owned, err);
+    if (r == 0)
+        r = render_remapped(p, &s, opts, out, err);
+    free_transforms(owned, spec->query.n_transforms);
+    return r;
+}
+
 /* ---- lines ------------------------------------------------------------------------ */
 
 int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_render_opts *opts,
@@ -309,11 +358,17 @@ int cn_fmt_lines_json(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_r
     json_t *o = NULL, *la = NULL, *aa = NULL;
     cn_agg_query q;
 
+    cn_fmt_spec s;
+    cn_agg_transform *owned = NULL;
+
     *out = NULL;
     if (err)
         err->msg[0] = '\0';
-    cn_fmt_spec_resolve(p, spec, opts, &q);
-    int rc = cn_fmt_spec_check(p, spec, err);
+    int rc = remap_spec(p, spec, &s, &owned, err);
+    if (rc < 0)
+        return rc;
+    cn_fmt_spec_resolve(p, &s, opts, &q);
+    rc = cn_fmt_spec_check(p, &s, err);
     if (rc == 0)
         rc = cn_agg_lines(p, &q, func, &lines, &n_lines, &addrs, &n_addrs, err);
     if (rc < 0) {
@@ -366,5 +421,6 @@ out:
     json_decref(aa);
     free(lines);
     free(addrs);
+    free_transforms(owned, spec->query.n_transforms);
     return rc;
 }

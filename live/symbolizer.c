@@ -34,8 +34,10 @@ struct cn_live_symbolizer {
 };
 
 /* Objects nobody looked up for this long leave the cache (a finished build's compilers),
- * checked this often from dispatch. */
+ * and their debug data (the largest part, read again when needed) sooner; checked this
+ * often from dispatch. */
 #define SYMBOLS_IDLE_NS (30LL * 1000000000)
+#define DEBUG_IDLE_NS   (10LL * 1000000000)
 #define EXPIRE_EVERY_NS (5LL * 1000000000)
 
 int cn_live_symbolizer_new(size_t max_memory, size_t max_debug, cn_live_symbolizer **out,
@@ -114,7 +116,12 @@ void cn_live_symbolizer_stats_get(const cn_live_symbolizer *y, cn_live_symbolize
     *out = (cn_live_symbolizer_stats){.objects = st.objects,
                                       .heap_bytes = st.memory,
                                       .mapped_bytes = st.mapped,
-                                      .evictions = st.evictions};
+                                      .evictions = st.evictions,
+                                      .debug_releases = st.debug_releases,
+                                      .max_heap_bytes = st.max_memory,
+                                      .max_mapped_bytes = st.max_mapped,
+                                      .debug_idle_ns = DEBUG_IDLE_NS,
+                                      .symbols_idle_ns = SYMBOLS_IDLE_NS};
 }
 
 int cn_live__symbolizer_attach(cn_live_symbolizer *y, cn_live_session *s, uint64_t *tag)
@@ -166,6 +173,7 @@ int cn_live_symbolizer_dispatch(cn_live_symbolizer *y)
     int64_t now = cn_common_now_ns();
     if (now - y->expire_t >= EXPIRE_EVERY_NS) {
         cn_sym_cache_expire(y->cache, SYMBOLS_IDLE_NS);
+        cn_sym_cache_release_debug(y->cache, DEBUG_IDLE_NS);
         y->expire_t = now;
     }
     cn_sym_batch *b = NULL;

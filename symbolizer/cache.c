@@ -237,6 +237,27 @@ static void drop_locked(cn_sym_cache *c, cn_sym__obj *o)
     obj_free(o);
 }
 
+/* Counts what o's debug data holds now: the CU index and line tables a lookup added, the
+ * sections a reopen read, or nothing once released. Caller holds lock; o is in the hash. */
+static void recount_locked(cn_sym_cache *c, cn_sym__obj *o, size_t dw_bytes)
+{
+    assert(c->stats.mapped >= o->mapped);
+    c->stats.mapped = c->stats.mapped - o->mapped + dw_bytes;
+    o->mapped = dw_bytes;
+}
+
+/* Releases o's debug data (unreferenced: nobody is in a lookup on it, and a new one must
+ * take the lock first). Returns whether there was any. Caller holds lock. */
+static bool release_debug_locked(cn_sym_cache *c, cn_sym__obj *o)
+{
+    assert(o->refs == 0);
+    if (!cn_sym__dwarf_release(o->dw))
+        return false;
+    recount_locked(c, o, 0);
+    c->stats.debug_releases++;
+    return true;
+}
+
 /* Whether the cache is within all its bounds. */
 static bool within_bounds(const cn_sym_cache *c)
 {
@@ -244,7 +265,10 @@ static bool within_bounds(const cn_sym_cache *c)
            c->stats.mapped <= c->cfg.max_mapped;
 }
 
-/* Drops unreferenced objects while over a bound, the one with the lowest worth first:
+static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o);
+
+/* Drops unreferenced objects while over a bound (only the debug data of one when the debug
+ * bound alone is exceeded), the one with the lowest worth first:
  * its last use plus cfg.reload_credit times its load time. Plain recency evicted a large
  * debug file that takes 100 ms to decompress (libc6-dbg's) for a stream of small new
  * programs, and reloaded it seconds later: on a busy machine a sixth of canopyd's CPU.
@@ -258,10 +282,7 @@ static void evict(cn_sym_cache *c)
         cn_sym__obj *victim = NULL;
         int64_t worst = INT64_MAX;
         for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev) {
-            int64_t credit, worth;
-            if (__builtin_mul_overflow(c->cfg.reload_credit, o->load_ns, &credit) ||
-                __builtin_add_overflow(o->used_ns, credit, &worth))
-                worth = INT64_MAX - 1; /* kept before any object of ordinary worth */
+            int64_t worth = worth_of(c, o);
             if (worth < worst && o->refs == 0 && (!o->job || load_take_ready(o->job)) &&
                 over_bound(c, o)) {
                 victim = o;
@@ -270,6 +291,10 @@ static void evict(cn_sym_cache *c)
         }
         if (!victim)
             return;
+        /* Over the debug bound alone: its debug data goes, its symbol table stays. */
+        if (c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
+            release_debug_locked(c, victim))
+            continue;
         drop_locked(c, victim);
     }
 }
@@ -431,9 +456,8 @@ static cn_sym__obj *load(const cn_sym_config *cfg, const cn_sym_object *obj,
     }
     o->status = rc < 0 ? rc : 0;
     o->load_ns = cn_common_now_ns() - t0;
-    o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__fdes_memory(&o->fdes) +
-                cn_sym__dwarf_memory(o->dw);
-    o->mapped = cn_sym__dwarf_mapped(o->dw);
+    o->memory = sizeof(*h) + cn_sym__table_memory(&o->syms) + cn_sym__fdes_memory(&o->fdes);
+    o->mapped = cn_sym__dwarf_bytes(o->dw);
     return o;
 }
 
@@ -714,6 +738,32 @@ size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns)
     return n;
 }
 
+/* An object's worth to the cache: its last use plus cfg.reload_credit times its load time
+ * (what evicting it would cost again); INT64_MAX - 1 when that overflows. */
+static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o)
+{
+    int64_t credit, worth;
+    if (__builtin_mul_overflow(c->cfg.reload_credit, o->load_ns, &credit) ||
+        __builtin_add_overflow(o->used_ns, credit, &worth))
+        return INT64_MAX - 1; /* kept before any object of ordinary worth */
+    return worth;
+}
+
+size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns)
+{
+    size_t n = 0;
+    int64_t before = cn_common_now_ns() - idle_ns;
+    pthread_mutex_lock(&c->lock);
+    /* Idle by worth, not by last use alone: a debug file that took 100 ms to read
+     * (libc6-dbg's, decompressed) is kept 100 s longer than a cheap one, as eviction does;
+     * released at 10 s, it was read again for nearly every new libc frame of a build. */
+    for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev)
+        if (o->refs == 0 && worth_of(c, o) < before && release_debug_locked(c, o))
+            n++;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
 int cn_sym_handle_get(cn_sym_cache *c, const cn_sym_object *obj, cn_sym_handle **out)
 {
     cn_sym__obj *o;
@@ -775,6 +825,8 @@ void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out)
 {
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
+    out->max_memory = c->cfg.max_memory;
+    out->max_mapped = c->cfg.max_mapped;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -845,8 +897,10 @@ static bool fde_function(const cn_sym__obj *o, const cn_sym_object *obj, uint64_
     return true;
 }
 
-/* Resolves addr on a held object into r. */
-static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_sym_result *r)
+/* Resolves addr on a held object into r; *dw_bytes: what its debug data holds now (a
+ * lookup indexes CUs and may read released debug data again). */
+static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_sym_result *r,
+                   size_t *dw_bytes)
 {
     uint64_t va;
     r->status = -ENOENT;
@@ -861,6 +915,7 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
     if (o->dw) {
         pthread_mutex_lock(&o->dw_lock);
         have_dw = cn_sym__dwarf_lookup(o->dw, va, &ch) == 0;
+        *dw_bytes = cn_sym__dwarf_bytes(o->dw);
         if (!have_dw)
             pthread_mutex_unlock(&o->dw_lock);
     }
@@ -917,10 +972,15 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
         return rc;
     if (o->kind == CN_SYM_JIT && o->jit_file_size > 0)
         out->map_bytes = (uint64_t)o->jit_file_size;
+    size_t dw_bytes = SIZE_MAX; /* what o's debug data holds, when a lookup read it */
     if (o->status < 0)
         out->status = o->status;
     else
-        rc = resolve(o, obj, addr, out);
-    cn_sym_handle_put(c, (cn_sym_handle *)o);
+        rc = resolve(o, obj, addr, out, &dw_bytes);
+    pthread_mutex_lock(&c->lock);
+    if (dw_bytes != SIZE_MAX && !((struct cn_sym_handle *)o)->detached)
+        recount_locked(c, o, dw_bytes);
+    unref_locked(c, o);
+    pthread_mutex_unlock(&c->lock);
     return rc;
 }

@@ -13,10 +13,11 @@
 #include <assert.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <gelf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_DEPTH     128
@@ -48,46 +49,34 @@ typedef struct cu_index {
 } cu_index;
 
 struct cn_sym__dwarf {
-    Dwarf *dbg;
-    Elf *elf; /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
-    int fd;
+    Dwarf *dbg;     /* NULL while released (cn_sym__dwarf_release): reopened by a lookup */
+    Elf *elf;       /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
+    int fd;         /* kept open while released: a reopen reads the very same file */
     cu_index **cus; /* open addressing by cu_off */
     size_t cap, n;
-    size_t memory;
-    size_t mapped; /* the file's size: libdw maps all of it */
+    size_t memory; /* the scope index and libdw's line tables while open */
+    size_t mapped; /* debug sections libdw read into memory while open */
 };
 
-cn_sym__dwarf *cn_sym__dwarf_open(int fd)
+/* The bytes libdw holds of the debug sections: with ELF_C_READ libelf reads each one into
+ * a buffer of its own (decompressed, when compressed), so this is their size after
+ * dwarf_begin_elf, not the file's (libc6-dbg's 4 MiB file holds 10 MiB of sections, a
+ * binary's own DWARF is a small part of its file). */
+static size_t debug_section_bytes(Elf *elf)
 {
-    /* Not dwarf_begin(fd): it maps the file, and the lazily parsed CUs would fault (SIGBUS)
-     * on a file the target's user truncated meanwhile. libelf's ELF_C_READ preads each
-     * section libdw asks for into a buffer it owns (docs/security.md). */
-    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-    Dwarf *dbg = elf ? dwarf_begin_elf(elf, DWARF_C_READ, NULL) : NULL;
-    if (!dbg) {
-        if (elf)
-            elf_end(elf);
-        return NULL;
+    size_t shstrndx, bytes = 0;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return 0;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+        GElf_Shdr sh;
+        const char *name;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+            !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+            continue;
+        if (!strncmp(name, ".debug_", 7) || !strncmp(name, ".zdebug_", 8))
+            bytes += sh.sh_size;
     }
-    cn_sym__dwarf *d = calloc(1, sizeof(*d));
-    if (!d)
-        goto fail;
-    d->cus = calloc(CU_TABLE_INIT, sizeof(*d->cus));
-    if (!d->cus)
-        goto fail;
-    d->cap = CU_TABLE_INIT;
-    d->dbg = dbg;
-    d->elf = elf;
-    d->fd = fd;
-    d->memory = sizeof(*d) + CU_TABLE_INIT * sizeof(*d->cus) + 64 * 1024;
-    struct stat st;
-    d->mapped = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size : 0;
-    return d;
-fail:
-    free(d);
-    dwarf_end(dbg);
-    elf_end(elf);
-    return NULL;
+    return bytes;
 }
 
 static void cu_free(cu_index *c)
@@ -99,28 +88,89 @@ static void cu_free(cu_index *c)
     free(c);
 }
 
+/* Opens libdw on d->fd. 0, or -ENOENT when there is no usable debug info, -ENOMEM. */
+static int dw_begin(cn_sym__dwarf *d)
+{
+    /* Not dwarf_begin(fd): it maps the file, and the lazily parsed CUs would fault (SIGBUS)
+     * on a file the target's user truncated meanwhile. libelf's ELF_C_READ preads each
+     * section libdw asks for into a buffer it owns (docs/security.md). */
+    Elf *elf = elf_begin(d->fd, ELF_C_READ, NULL);
+    Dwarf *dbg = elf ? dwarf_begin_elf(elf, DWARF_C_READ, NULL) : NULL;
+    cu_index **cus = dbg ? calloc(CU_TABLE_INIT, sizeof(*cus)) : NULL;
+    if (!cus) {
+        int rc = dbg ? -ENOMEM : -ENOENT;
+        if (dbg)
+            dwarf_end(dbg);
+        if (elf)
+            elf_end(elf);
+        return rc;
+    }
+    d->dbg = dbg;
+    d->elf = elf;
+    d->cus = cus;
+    d->cap = CU_TABLE_INIT;
+    d->n = 0;
+    d->memory = CU_TABLE_INIT * sizeof(*d->cus) + 64 * 1024;
+    d->mapped = debug_section_bytes(elf);
+    return 0;
+}
+
+/* Closes libdw and frees the index, keeping d and its fd. */
+static void dw_end(cn_sym__dwarf *d)
+{
+    if (!d->dbg)
+        return;
+    for (size_t i = 0; i < d->cap; i++)
+        cu_free(d->cus[i]);
+    free(d->cus);
+    d->cus = NULL;
+    d->cap = d->n = 0;
+    dwarf_end(d->dbg);
+    elf_end(d->elf); /* after dwarf_end: libdw reads through it */
+    d->dbg = NULL;
+    d->elf = NULL;
+    d->memory = d->mapped = 0;
+}
+
+cn_sym__dwarf *cn_sym__dwarf_open(int fd)
+{
+    cn_sym__dwarf *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->fd = fd;
+    if (dw_begin(d) < 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
 cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d)
 {
     if (!d)
         return NULL;
-    for (size_t i = 0; i < d->cap; i++)
-        cu_free(d->cus[i]);
-    free(d->cus);
-    dwarf_end(d->dbg);
-    elf_end(d->elf); /* after dwarf_end: libdw reads through it */
+    dw_end(d);
     close(d->fd);
     free(d);
     return NULL;
 }
 
-size_t cn_sym__dwarf_memory(const cn_sym__dwarf *d)
+bool cn_sym__dwarf_release(cn_sym__dwarf *d)
 {
-    return d ? d->memory : 0;
+    if (!d || !d->dbg)
+        return false;
+    dw_end(d);
+    return true;
 }
 
-size_t cn_sym__dwarf_mapped(const cn_sym__dwarf *d)
+bool cn_sym__dwarf_is_open(const cn_sym__dwarf *d)
 {
-    return d ? d->mapped : 0;
+    return d && d->dbg;
+}
+
+size_t cn_sym__dwarf_bytes(const cn_sym__dwarf *d)
+{
+    return d ? d->memory + d->mapped : 0;
 }
 
 static int add_scope(cu_index *c, Dwarf_Off die, int32_t parent, int is_inline)
@@ -336,6 +386,8 @@ int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
     chain->depth = 0;
     chain->func_low = UINT64_MAX;
     Dwarf_Die cudie;
+    if (!d->dbg && dw_begin(d) < 0) /* released while idle: read again */
+        return -ENOENT;
     if (!dwarf_addrdie(d->dbg, vaddr, &cudie))
         return -ENOENT;
     cu_index *c = get_cu(d, &cudie);

@@ -115,8 +115,8 @@ typedef struct cn_sym__obj {
     char source[16];
     cn_sym__dwarf *dw; /* NULL when no debug info (or lines disabled) */
     pthread_mutex_t dw_lock;
-    size_t memory;            /* heap bytes */
-    size_t mapped;            /* bytes of files kept mapped (dw's) */
+    size_t memory;            /* heap bytes but dw's debug data */
+    size_t mapped;            /* dw's debug data (cn_sym__dwarf_bytes), as last counted */
     struct cn_sym__load *job; /* a load that outlasted its wait (cache.c): this object is
                                  its placeholder (status -ETIMEDOUT) until it lands */
 } cn_sym__obj;
@@ -158,9 +158,14 @@ int cn_sym__vdso_load(cn_sym__obj *o);
  * Returns NULL when there is no usable debug info. */
 cn_sym__dwarf *cn_sym__dwarf_open(int fd);
 cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d);
-size_t cn_sym__dwarf_memory(const cn_sym__dwarf *d);
-/* Bytes of the file d keeps mapped (its size). */
-size_t cn_sym__dwarf_mapped(const cn_sym__dwarf *d);
+/* The debug data d holds: the sections libdw read into memory, its line tables, the CU
+ * index; 0 while released. */
+size_t cn_sym__dwarf_bytes(const cn_sym__dwarf *d);
+/* Frees libdw's handles, the sections it read and the index, keeping the file open: the
+ * next cn_sym__dwarf_lookup reads them again. Returns whether anything was freed. Nobody
+ * may be in a lookup on d (the cache calls it on an object without references). */
+bool cn_sym__dwarf_release(cn_sym__dwarf *d);
+bool cn_sym__dwarf_is_open(const cn_sym__dwarf *d);
 
 /* A chain under construction (outer first); strings point into the object, so the
  * caller copies them (into a cn_sym_result) while the object is held. */

@@ -30,12 +30,14 @@
     autoExpand: true,   /* expand the heavy nodes on the next load */
     selected: null,     /* node key */
     zoom: null,         /* node key at the flame graph's top, or null */
-    frames: [],         /* the flame graph's drawn boxes */
+    frames: null,       /* the flame graph's drawn boxes (layout's columns) */
     menuNode: null,
     inflight: false,
     queued: null,       /* {undo}: a load asked for while one ran */
     stickyError: false, /* the error shown is a refused change's */
     refreshes: 0,
+    treeSlot: {},       /* fetchJSON's ETag caches of the tree and the activity data */
+    actSlot: {},
   };
 
   /* ---- talking to the server ------------------------------------------------------ */
@@ -88,10 +90,23 @@
     return path + '?' + p.toString();
   }
 
-  async function fetchJSON(path, args, extra) {
-    const r = await fetch(apiURL(path, args, extra), { cache: 'no-store' });
-    const body = await r.json();
+  /* parts (optional) gets the request's timings in ms since t0: headers, body, parsed.
+   * slot (optional): the last answer of this URL is kept there with its ETag and sent as
+   * If-None-Match; a 304 (the same bytes) returns that answer again, with slot.same set. */
+  async function fetchJSON(path, args, extra, parts, t0, slot) {
+    const url = apiURL(path, args, extra);
+    const headers = slot && slot.url === url && slot.etag ? { 'If-None-Match': slot.etag } : {};
+    const r = await fetch(url, { cache: 'no-store', headers: headers });
+    if (parts) parts.headers = performance.now() - t0;
+    if (slot) slot.same = r.status === 304 && slot.url === url;
+    if (slot && slot.same) return slot.body;
+    if (slot) Object.assign(slot, { url: url, etag: r.ok && r.headers.get('ETag'), body: null });
+    const text = await r.text();
+    if (parts) parts.body = performance.now() - t0;
+    const body = JSON.parse(text);
+    if (parts) parts.parsed = performance.now() - t0;
     if (!r.ok) throw new Error(body && body.error ? body.error : 'HTTP ' + r.status);
+    if (slot) slot.body = body;
     return body;
   }
 
@@ -114,19 +129,39 @@
        * or the view): asked again when they change, or at each refresh of a live source. */
       const actKey = JSON.stringify(activityArgs());
       const reuse = !state.info.live && state.activityKey === actKey;
+      const tp = {}, ap = {};
+      const ts = state.treeSlot, as = state.actSlot;
       const [data, act] = await Promise.all([
-        fetchJSON('/api/tree', args),
+        fetchJSON('/api/tree', args, null, tp, t0, ts),
         state.info.diff ? null : reuse ? state.activity /* kept when a refresh's fails */
-          : fetchJSON('/api/tree', activityArgs()).catch(() => state.activityKey === actKey ? state.activity : null),
+          : fetchJSON('/api/tree', activityArgs(), null, ap, t0, as).catch(() => state.activityKey === actKey ? state.activity : null),
       ]);
       state.activityKey = actKey;
       if (current()) {
         if (!state.stickyError) showError('');
-        state.activity = act;
-        setData(data);
+        const tSet = performance.now();
+        if (ts.same && data === state.data) { /* 304: nothing to parse or lay out again */
+          state.unchanged = (state.unchanged || 0) + 1;
+          document.body.dataset.unchanged = String(state.unchanged); /* for the tests */
+          if (act !== state.activity) {
+            state.activity = act;
+            renderThreads();
+            drawActivity();
+          }
+        } else {
+          state.activity = act;
+          setData(data);
+        }
+        const tDone = performance.now();
+        if (state.info.live) await remapHeld(args);
         /* timed to the frame after it, so style, layout and paint count too */
         await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
         state.lastLoadMs = performance.now() - t0;
+        /* where the time went, for bench/web_speed.sh (nothing here reads it) */
+        document.body.dataset.loadParts = JSON.stringify({
+          tree_headers: tp.headers, tree_body: tp.body, tree_parsed: tp.parsed,
+          act_parsed: ap.parsed, set_start: tSet - t0, set_ms: tDone - tSet,
+          frame_ms: state.lastLoadMs - (tDone - t0), ...state.renderParts });
         document.body.dataset.loadMs = state.lastLoadMs.toFixed(1);
         if (!document.body.dataset.firstPaintMs) /* since navigation started */
           document.body.dataset.firstPaintMs = performance.now().toFixed(1);
@@ -151,6 +186,76 @@
       if (q) load(q.undo);
       else if (retry) load();
     }
+  }
+
+  /* ---- held call node paths across symbolication (docs/calltree.md §4.3) ------------ */
+
+  /* Keys of the nodes a walk along the expanded set reaches (the table's rows). */
+  function reachedKeys() {
+    const seen = new Set();
+    const walk = (nodes) => {
+      for (const n of nodes) {
+        const k = keyOf(n);
+        seen.add(k);
+        if (state.expanded.has(k)) walk(n.children);
+      }
+    };
+    walk(state.roots);
+    return seen;
+  }
+
+  const REMAP_AGAIN = 5; /* refreshes before a held path that is still missing is asked again */
+
+  /* A live tree changes shape as symbols arrive: `LIB+0xOFFSET` frames become functions,
+   * and the expanded set and the selection hold paths that no longer exist. The engine's
+   * rename map says where they went (cn_agg_remap_transform), and the renderer remaps the
+   * transforms of every query with it and echoes them: so each missing path is sent as a
+   * `focus:PATH` transform of a tiny query, and its echo is the path's new name. A path
+   * still missing (a node that is gone, or whose symbols have not arrived) is asked about
+   * again after REMAP_AGAIN refreshes. */
+  async function remapHeld(args) {
+    const seen = reachedKeys();
+    const asked = state.remapAsked || (state.remapAsked = new Map());
+    const held = [...state.expanded];
+    if (state.selected) held.push(state.selected);
+    const gone = held.filter((k) => !seen.has(k) && !(asked.get(k) > state.refreshes - REMAP_AGAIN));
+    const names = new Map();
+    for (const k of new Set(gone)) {
+      const v = keyNames(k);
+      if (v && v.length && v.every((x) => !x.includes(';')) && v.join(';').length < 4000)
+        names.set(k, v);
+    }
+    if (!names.size) return;
+    const map = new Map();
+    const keys = [...names.keys()];
+    for (let i = 0; i < keys.length; i += 30) { /* a query holds at most 64 words */
+      const chunk = keys.slice(i, i + 30);
+      const q = [];
+      for (const k of chunk) q.push('-t', 'focus:' + names.get(k).join(';'));
+      q.push('--min-percent', '100');
+      let d;
+      try {
+        d = await fetchJSON('/api/tree', q);
+      } catch (e) {
+        return; /* asked again at the next refresh */
+      }
+      chunk.forEach((k, j) => {
+        asked.set(k, state.refreshes);
+        const t = d.transforms && d.transforms[j];
+        if (typeof t !== 'string' || !t.startsWith('focus:')) return;
+        const v = t.slice(6).split(';');
+        const nk = v.map((x) => x.length + ':' + x).join('/');
+        if (nk !== k) map.set(k, v);
+      });
+    }
+    if (!map.size || JSON.stringify(args) !== JSON.stringify(queryArgs())) return;
+    for (const [k, v] of map) {
+      if (state.expanded.delete(k)) /* the new chain is open down to its last function */
+        for (let i = 1; i <= v.length; i++)
+          state.expanded.add(v.slice(0, i).map((x) => x.length + ':' + x).join('/'));
+      if (state.selected === k) state.selected = v.map((x) => x.length + ':' + x).join('/');
+    }
+    render();
   }
 
   function showError(msg) {
@@ -279,13 +384,19 @@
   /* ---- rendering: header, crumbs ---------------------------------------------------- */
 
   function render() {
+    const t = [performance.now()];
     renderStatus();
     renderCrumbs();
+    t.push(performance.now());
     drawFlame();
+    t.push(performance.now());
     renderThreads();
     drawActivity();
     renderLinks();
+    t.push(performance.now());
     renderTable(); /* last: its window depends on where the rest left it */
+    t.push(performance.now());
+    state.renderParts = { flame_ms: t[2] - t[1], other_ms: t[1] - t[0] + t[3] - t[2], table_ms: t[4] - t[3] };
   }
 
   function renderStatus() {
@@ -433,8 +544,7 @@
     const canvas = $('activity');
     const dpr = window.devicePixelRatio || 1;
     const width = canvas.clientWidth || 800, height = 48;
-    canvas.width = Math.round(width * dpr);
-    canvas.height = Math.round(height * dpr);
+    sizeCanvas(canvas, width, height, dpr);
     const g = canvas.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, width, height);
@@ -736,10 +846,12 @@
     return hue(n.name) % WARM.length;
   }
 
-  /* Boxes {n, x0, x1, depth} in [0,1]: the zoomed node's ancestors full width, then its
-   * subtree (or every root) in proportion to running weight. */
+  /* Boxes in [0,1]: the zoomed node's ancestors full width, then its subtree (or every
+   * root) in proportion to running weight. Columns, not an object per box (50 k objects a
+   * draw were most of its garbage): box i is node n[i] from x0[i] to x1[i] at depth d[i]. */
   function layout(width) {
-    const frames = [];
+    const F = { n: [], x0: [], x1: [], d: [] };
+    const add = (n, x0, x1, d) => { F.n.push(n); F.x0.push(x0); F.x1.push(x1); F.d.push(d); };
     const z = state.zoom ? findNode(state.zoom) : null;
     const min = 0.5 / width; /* narrower boxes are not drawn, nor are their children */
     let depth = 0;
@@ -748,7 +860,7 @@
       for (const n of nodes) {
         const w = weight(n) * scale;
         if (w >= min) {
-          frames.push({ n: n, x0: x, x1: x + w, depth: d });
+          add(n, x, x + w, d);
           lay(n.children, x, scale, d + 1);
         }
         x += w;
@@ -757,13 +869,22 @@
     if (z) {
       const chain = [];
       for (let p = z; p; p = p.parent) chain.unshift(p);
-      for (const p of chain.slice(0, -1)) frames.push({ n: p, x0: 0, x1: 1, depth: depth++ });
+      for (const p of chain.slice(0, -1)) add(p, 0, 1, depth++);
       lay([z], 0, 1 / (weight(z) || 1), depth);
     } else {
       const sum = state.roots.reduce((s, n) => s + weight(n), 0) || 1;
       lay(state.roots, 0, 1 / sum, 0);
     }
-    return frames;
+    return F;
+  }
+
+  /* Sizes a canvas's backing store only when it changes: setting width or height, even to
+   * the same value, allocates a new one (and the caller clears it anyway). */
+  function sizeCanvas(canvas, width, height, dpr) {
+    const w = Math.round(width * dpr), h = Math.round(height * dpr);
+    if (canvas.style.height !== height + 'px') canvas.style.height = height + 'px';
+    if (canvas.width !== w) canvas.width = w;
+    if (canvas.height !== h) canvas.height = h;
   }
 
   function drawFlame() {
@@ -771,13 +892,16 @@
     const canvas = $('flame');
     const dpr = window.devicePixelRatio || 1;
     const width = canvas.clientWidth || 800;
-    const frames = layout(width);
-    state.diffMax = frames.reduce((m, f) => Math.max(m, Math.abs(f.n.total)), 0);
-    const maxDepth = frames.reduce((m, f) => Math.max(m, f.depth), 0);
+    const F = layout(width);
+    const count = F.n.length;
+    let maxDepth = 0, diffMax = 0;
+    for (let i = 0; i < count; i++) {
+      if (F.d[i] > maxDepth) maxDepth = F.d[i];
+      if (Math.abs(F.n[i].total) > diffMax) diffMax = Math.abs(F.n[i].total);
+    }
+    state.diffMax = diffMax;
     const height = Math.max(ROW_H, (maxDepth + 1) * ROW_H);
-    canvas.style.height = height + 'px';
-    canvas.width = Math.round(width * dpr);
-    canvas.height = Math.round(height * dpr);
+    sizeCanvas(canvas, width, height, dpr);
     const g = canvas.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, width, height);
@@ -790,26 +914,45 @@
     const sel = new Path2D();
     const labels = [];
     const selNode = state.selected ? findNode(state.selected) : null; /* no key per box */
-    for (const f of frames) {
-      const x = f.x0 * width, w = (f.x1 - f.x0) * width, y = f.depth * ROW_H;
-      const n = f.n;
-      const path = n === selNode ? sel : paths[n.pal >= 0 && !state.data.diff ? n.pal : (n.pal = colorIndex(n))];
-      path.rect(x, y, Math.max(w - 0.5, 0.5), ROW_H - 1);
-      if (w > 20) labels.push(f);
+    /* Boxes under a pixel wide that touch at one depth are painted as one rect of up to
+     * RUN_PX, in the first one's colour: they stay in frames (hover, click), but the
+     * canvas rasterizes a few thousand rects instead of 50 k slivers (most of a refresh's
+     * paint in bench/web_speed.sh). runs[d] = [x0, x1, colour] of the open run. */
+    const RUN_PX = 2;
+    const runs = [];
+    const flush = (d) => {
+      const r = runs[d];
+      if (r) paths[r[2]].rect(r[0], d * ROW_H, Math.max(r[1] - r[0] - 0.5, 0.5), ROW_H - 1);
+      runs[d] = null;
+    };
+    for (let i = 0; i < count; i++) {
+      const x = F.x0[i] * width, w = (F.x1[i] - F.x0[i]) * width, d = F.d[i];
+      const n = F.n[i];
+      const pi = n === selNode ? -1 : n.pal >= 0 && !state.data.diff ? n.pal : (n.pal = colorIndex(n));
+      if (w < 1 && pi >= 0) {
+        const r = runs[d];
+        if (r && x - r[1] < 0.01 && x + w - r[0] <= RUN_PX) { r[1] = x + w; continue; }
+        flush(d);
+        runs[d] = [x, x + w, pi];
+        continue;
+      }
+      (pi < 0 ? sel : paths[pi]).rect(x, d * ROW_H, Math.max(w - 0.5, 0.5), ROW_H - 1);
+      if (w > 20) labels.push(i);
     }
+    for (let d = 0; d < runs.length; d++) flush(d);
     pal.forEach((c, i) => { g.fillStyle = c; g.fill(paths[i]); });
     g.fillStyle = '#6aa9ff';
     g.fill(sel);
     g.fillStyle = '#000';
-    for (const f of labels) {
-      const x = f.x0 * width, w = (f.x1 - f.x0) * width, y = f.depth * ROW_H;
-      g.fillText(fit(g, f.n.name, w - 6), x + 3, y + ROW_H / 2);
+    for (const i of labels) {
+      const x = F.x0[i] * width, w = (F.x1[i] - F.x0[i]) * width, y = F.d[i] * ROW_H;
+      g.fillText(fit(g, F.n[i].name, w - 6), x + 3, y + ROW_H / 2);
     }
-    state.frames = frames;
+    state.frames = F;
     state.flameWidth = width;
     /* timings for bench/web_speed.sh, as data attributes (nothing reads them here) */
     document.body.dataset.drawMs = (performance.now() - t0).toFixed(1);
-    document.body.dataset.drawn = String(frames.length);
+    document.body.dataset.drawn = String(count);
   }
 
   function fit(g, s, w) {
@@ -827,7 +970,11 @@
     const r = $('flame').getBoundingClientRect();
     const x = (ev.clientX - r.left) / (state.flameWidth || r.width);
     const d = Math.floor((ev.clientY - r.top) / ROW_H);
-    return state.frames.find((f) => f.depth === d && x >= f.x0 && x < f.x1) || null;
+    const F = state.frames;
+    if (!F) return null;
+    for (let i = 0; i < F.n.length; i++)
+      if (F.d[i] === d && x >= F.x0[i] && x < F.x1[i]) return { n: F.n[i] };
+    return null;
   }
 
   function showTooltip(ev) {

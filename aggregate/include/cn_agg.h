@@ -311,6 +311,8 @@ int cn_agg_transform_check(const cn_agg_profile *p, const cn_agg_transform *t, c
  * the rename map knows is replaced by its new name(s) (§4.3). Returns 1 if something
  * changed, 0 if not, negative errno on failure. */
 int cn_agg_remap_transform(const cn_agg_profile *p, cn_agg_transform *t);
+/* Entries of the rename map (0: symbolication renamed nothing, no held name can change). */
+size_t cn_agg_rename_count(const cn_agg_profile *p);
 
 /* Maps a held call node path (names, root first) through one pushed transform, per the
  * transform's path mapping (§2). *out is malloc'ed (caller frees each and the array);

@@ -139,10 +139,10 @@ typedef struct cn_sym_cache cn_sym_cache;
 typedef struct cn_sym_config {
     size_t max_memory;      /* bound on loaded objects' bytes; 0 = default (256 MiB) */
     size_t max_objects;     /* bound on loaded objects; 0 = default (1024) */
-    size_t max_mapped;      /* bound on the bytes of files they keep mapped; 0 = default
-                               (512 MiB). The most recently used object is exempt from this
-                               bound and max_objects, so one object larger than the bound
-                               is not reloaded for every lookup. */
+    size_t max_mapped;      /* bound on the bytes of debug sections they hold (read into
+                               memory, decompressed); 0 = default (512 MiB). The most recently used
+                               object is exempt from this      bound and max_objects, so one object
+                               larger      than the bound      is not reloaded for every lookup. */
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
@@ -178,16 +178,24 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
 typedef struct cn_sym_stats {
     size_t objects; /* objects loaded now */
     size_t memory;  /* their bytes */
-    size_t mapped;  /* bytes of the files they keep mapped (DWARF) */
+    size_t mapped;  /* bytes of debug sections they hold (DWARF, read into memory) */
     uint64_t loads; /* objects loaded since creation */
     uint64_t evictions;
     uint64_t lookups;
+    uint64_t debug_releases;       /* debug data released while idle (cn_sym_cache_release_debug) */
+    size_t max_memory, max_mapped; /* the bounds (cn_sym_config) */
 } cn_sym_stats;
 void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out);
 /* Drops unreferenced objects not looked up for idle_ns: once a program's frames have
  * their names, its tables wait for nothing (a build's compilers, gone). Returns how many
  * were dropped (counted as evictions). */
 size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns);
+/* Frees the debug data (libdw's handles and the sections it read, the CU index) of
+ * unreferenced objects not looked up for idle_ns plus cfg.reload_credit times their load
+ * time, keeping their symbol tables: debug data is kept while a program's frames are
+ * being named, and read again (from the file still open) by the next lookup that needs
+ * it. Returns how many objects released theirs. */
+size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns);
 
 /* Fast path: a reference to a loaded object. The object stays loaded (not evicted)
  * while a handle is held. Returns 0 and *out, or negative errno (-ENOENT, -EACCES,

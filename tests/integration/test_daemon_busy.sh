@@ -8,11 +8,12 @@
 #     (`canopy status`: unwind_cache.max_unused_bytes);
 #   - once the load has ended, RssAnon comes back within BOUND + 48 MiB of its idle figure
 #     (measured with the session running, before the load);
-#   (both less the symbol cache's heap growth, which `canopy status` shows and the
-#   symbolizer bounds itself: 256 MiB by default; it is printed);
+#   (both less the symbol cache's growth, heap and debug data, which `canopy status` shows
+#   and the symbolizer bounds itself: 32 and 64 MiB; it is printed);
 #   - the session's samples and lost records are counted (sessions and status agree);
 #   - status shows the unwind cache (unwind_cache: bytes, unused_bytes, max_unused_bytes),
-#     its unused tables within their bound.
+#     its unused tables within their bound, and the symbol cache's bounds, its heap within
+#     its own.
 # Growth, not absolute size: under ASan RSS is inflated by the allocator's redzones and
 # shadow; its quarantine (freed memory kept resident, 256 MiB by default) is cut to 16 MiB
 # here so that freed memory shows up as freed.
@@ -90,13 +91,13 @@ snap() {
 # The unwind cache in status.
 ucache() { json "$TMP/$1.json" "d.get('unwind_cache')"; }
 desc() { # NAME: one line of figures
-  printf '%s: RssAnon %d MiB, symbol cache %d MiB heap, unwind cache %s\n' "$1" \
-    $(($(cat "$TMP/$1.anon") / MiB)) $(($(json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"]') / MiB)) \
-    "$(ucache "$1")" >&2
+  printf '%s: RssAnon %d MiB, symbol cache %d MiB heap + %d MiB debug data, unwind cache %s\n' \
+    "$1" $(($(cat "$TMP/$1.anon") / MiB)) $(($(json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"]') / MiB)) \
+    $(($(json "$TMP/$1.json" 'd["symbol_cache"]["mapped_bytes"]') / MiB)) "$(ucache "$1")" >&2
 }
-# other A B: RssAnon growth from snapshot A to B less the symbol cache's heap growth (the
-# symbolizer bounds its cache itself, 256 MiB by default, and status shows it).
-symheap() { json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"]'; }
+# other A B: RssAnon growth from snapshot A to B less the symbol cache's growth: its heap
+# and its debug data (the symbolizer bounds both itself, and status shows them).
+symheap() { json "$TMP/$1.json" 'd["symbol_cache"]["heap_bytes"] + d["symbol_cache"]["mapped_bytes"]'; }
 other() { echo $(($(cat "$TMP/$2.anon") - $(cat "$TMP/$1.anon") - ($(symheap "$2") - $(symheap "$1")))); }
 
 S=$("$C" system -F 999 --name busy) || fail "canopy system: $S"
@@ -138,6 +139,14 @@ held=$(other idle end)
 [ $held -le $((bound + 48 * MiB)) ] ||
   fail "after the load canopyd holds $((held / MiB)) MiB more than idle besides the symbol cache (limit $(((bound + 48 * MiB) / MiB)))"
 [ "$(ucache end)" != None ] || fail "canopy status does not show the unwind cache"
+# The symbol cache's bounds are shown, and its heap is within its bound once the load is
+# over (no lookup holds an object then).
+python3 - "$TMP/end.json" <<'PY' || fail "status: the symbol cache's bounds: $(cat "$TMP/end.json")"
+import json, sys
+sc = json.load(open(sys.argv[1]))["symbol_cache"]
+assert sc["max_heap_bytes"] > 0 and sc["max_mapped_bytes"] > 0 and sc["debug_idle_s"] > 0, sc
+assert sc["heap_bytes"] <= sc["max_heap_bytes"], sc
+PY
 [ "$(json "$TMP/end.json" "d['unwind_cache']['unused_bytes'] <= $bound")" = True ] ||
   fail "the unwind cache's unused tables exceed its bound: $(ucache end)"
 stop_daemon TERM

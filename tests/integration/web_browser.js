@@ -9,6 +9,9 @@
 //   node web_browser.js units URL OUTDIR    a wall-mode profile: times, not samples
 //   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
 //   node web_browser.js long URL OUTDIR     a 2001-row table, windowed
+//   node web_browser.js symbols URL OUTDIR  a live session whose symbols arrive late
+//                                           (test_web_symbols.sh): expanded and selected
+//                                           paths survive the renaming
 // Prints one "PASS ..." line per step; exits 1 with "FAIL: ..." at the first failure.
 // Every step saves OUTDIR/NN-step.png and checks it is not blank.
 'use strict';
@@ -710,6 +713,85 @@ async function diff(p) {
   if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
 }
 
+// A live session of wl_shares_fp whose symbols are held back by canopyd-test: everything
+// expanded and the workload's deepest row selected while the frames are addresses; once they are
+// names, work_a and work_b must be open rows and a named row still selected.
+async function symbols(p) {
+  await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1 && document.querySelectorAll('#rows tr').length > 1`, 'the first tree');
+  const r0 = await rows(p);
+  if (!r0.some((r) => r.name.startsWith('wl_shares_fp+0x')) || r0.some((r) => r.name === 'work_a'))
+    fail('the symbols were not held back: ' + JSON.stringify(r0.map((r) => r.name)));
+  const roots = r0.filter((r) => r.depth === 0).map((r) => r.name);
+  const expandAll = async () => {
+    for (const name of roots) { // `*` on each root: every node open
+      const at = await p.centre('#rows tr .fn', name);
+      await p.click(at.x, at.y);
+      await p.key('*');
+    }
+  };
+  // A transform pushed with an address (PH: the heaviest of the workload's, burn's, which
+  // test_web_symbols.sh found): merge it. The server remaps it when the symbols arrive.
+  const ph = process.env.PH;
+  await expandAll();
+  await menu(p, ph, 'Merge function');
+  await p.waitFor(`document.querySelectorAll('#crumbs .crumb').length === 2 && Number(document.body.dataset.refreshes) > 0 &&
+                   ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === ${JSON.stringify(ph)})`, 'merge ' + ph);
+  await expandAll();
+  const r1 = await rows(p);
+  // The parent of the workload's deepest address (not the kernel's: never renamed): a
+  // work_* function once named (the deepest itself is burn's, which the merge removes).
+  const mine = r1.filter((r) => r.name.startsWith('wl_shares_fp+0x'));
+  const leaf = r1.indexOf(mine.reduce((m, r) => (r.depth > m.depth ? r : m), mine[0]));
+  let pi = leaf;
+  while (pi > 0 && r1[pi].depth >= r1[leaf].depth) pi--;
+  const deep = r1[pi];
+  const at = await p.centre('#rows tr .fn', deep.name);
+  await p.click(at.x, at.y);
+  const twisties = `[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.twisty').textContent)`;
+  const closed0 = (await p.eval(twisties)).filter((t) => t === '▸').length;
+  let c = await p.shot('40-addresses');
+  console.log(`PASS before the symbols: ${r1.length} rows, ${closed0} closed, selected ${deep.name} at depth ${deep.depth} (${c} colours)`);
+
+  await p.waitFor(`[...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a') &&
+                   [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b')`,
+                  'work_a and work_b named and shown (the expanded set remapped)', 40000);
+  await waitRefresh(p, 'a refresh after the symbols');
+  const open = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr, i, all) => ({
+    name: tr.querySelector('.fn').textContent, twisty: tr.querySelector('.twisty').textContent,
+    child: !!all[i + 1] && Number(all[i + 1].dataset.depth) > Number(tr.dataset.depth) }))`);
+  for (const f of ['main', 'work_a', 'work_b']) {
+    const r = open.find((x) => x.name === f);
+    if (!r || r.twisty !== '▾' || !r.child) fail(`${f} is not open after the symbols: ${JSON.stringify(open)}`);
+  }
+  const crumbs = await p.eval(`[...document.querySelectorAll('#crumbs .crumb')].map((c) => c.textContent)`);
+  if (crumbs.length !== 2 || open.some((x) => x.name === 'burn'))
+    fail(`merge ${ph} is not merge burn after the symbols: crumbs ${JSON.stringify(crumbs)}, rows ${JSON.stringify(open.map((x) => x.name))}`);
+  // Its own address may come in a later batch of symbols: the selection waits for it.
+  await p.waitFor(`!(document.querySelector('#rows tr.sel .fn')?.textContent || 'wl_shares_fp+0x').startsWith('wl_shares_fp+0x')`,
+                  'the selected row named', 20000);
+  const sel = await p.eval(`document.querySelector('#rows tr.sel .fn')?.textContent`);
+  if (!['burn', 'work_a', 'work_b', 'work_b_inner', 'work_c', 'main'].includes(sel))
+    fail(`the selection (${deep.name}) is not a named row of the workload after the symbols: ${sel}`);
+  c = await p.shot('41-names');
+  console.log(`PASS after the symbols: main, work_a, work_b open, ${open.length} rows, selected ${sel}, the transform stack (${crumbs[1]}) kept and now merging burn (${c} colours)`);
+
+  // test_web_symbols.sh stops the session when this file appears: from then on every
+  // refresh is answered 304 (the same ETag) and the page keeps its table as it was.
+  fs.writeFileSync(path.join(outdir, 'stop-now'), '');
+  await p.waitFor(`Number(document.body.dataset.unchanged || 0) >= 2`, 'two refreshes answered 304 after the stop', 20000);
+  const still = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr) => tr.querySelector('.fn').textContent + tr.querySelector('.twisty').textContent)`);
+  if (!still.includes('work_a▾') || !still.includes('work_b▾')) fail('the table changed after 304s: ' + JSON.stringify(still));
+  console.log(`PASS stopped session: refreshes answered 304 (${await p.eval('document.body.dataset.unchanged')}), the table kept`);
+  // Self-contained: everything the page loaded (its files and every query) came from its
+  // own origin; no CDN, no font, no other server.
+  const res = await p.eval(`performance.getEntriesByType('resource').map((e) => e.name)`);
+  const origin = await p.eval('location.origin');
+  const away = res.filter((u) => !u.startsWith(origin + '/'));
+  if (res.length < 3 || away.length) fail(`requests to another origin: ${JSON.stringify(away)} (of ${res.length})`);
+  console.log(`PASS self-contained: ${res.length} requests, all to ${origin}`);
+  if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
+}
+
 // bench/web_speed.js drives the same browser: it requires this file for these.
 module.exports = { Browser, openPage, sleep, setBrowser: (b) => { browser = b; } };
 
@@ -726,6 +808,7 @@ if (require.main === module) (async () => {
     else if (mode === 'units') await units(p);
     else if (mode === 'diff') await diff(p);
     else if (mode === 'long') await long(p);
+    else if (mode === 'symbols') await symbols(p);
     else if (mode === 'shot') { // a look at the page (no check): node web_browser.js shot URL DIR
       await p.waitFor(`Number(document.body.dataset.refreshes || 0) >= 1`, 'the page');
       await sleep(500);

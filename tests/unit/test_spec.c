@@ -331,6 +331,56 @@ static void test_render_checks_and_notes(void **state)
     cn_agg_profile_free(p);
 }
 
+/* docs/calltree.md §4.3: held transforms written with a frame's address name its function
+ * once the symbols arrived. The renderer remaps them through the rename map before the
+ * check (merge:L+0x48 would be "no function" otherwise) and the JSON tree echoes them;
+ * the spec itself is left as it was (callers hold it). */
+static void test_render_remaps_held_transforms(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = cn_agg_profile_new();
+    int32_t L = cn_agg_resource(p, "L", "build-id-1", "/x/L", CN_AGG_RES_LIBRARY);
+    int32_t th = cn_agg_thread(p, 1, 1, "t");
+    cn_agg_frame_ref a[2] = {{.resource = L, .offset = 0x48}, {.resource = L, .offset = 0x10}};
+    cn_agg_frame_ref b[2] = {{.resource = L, .offset = 0x40}, {.resource = L, .offset = 0x14}};
+    cn_agg_add_sample(p, cn_agg_stack_from_refs(p, a, 2), 0, 1, th);
+    cn_agg_add_sample(p, cn_agg_stack_from_refs(p, b, 2), 1, 1, th);
+    cn_fmt_spec s;
+    cn_fmt_render_opts o;
+    cn_err err = {0};
+    char *mem = NULL;
+    size_t len = 0;
+    cn_fmt_spec_init(&s);
+    cn_fmt_render_opts_init(&o);
+    s.format = CN_FMT_JSON;
+    assert_int_equal(cn_fmt_spec_add_transform(&s, "merge:L+0x48", &err), 0);
+    assert_int_equal(cn_fmt_spec_add_transform(&s, "focus:L+0x10", &err), 0);
+    FILE *f = open_memstream(&mem, &len);
+    assert_int_equal(cn_fmt_render(p, &s, &o, f, &err), 0); /* before: as written */
+    fclose(f);
+    assert_non_null(strstr(mem, "\"transforms\":[\"merge:L+0x48\",\"focus:L+0x10\"]"));
+    free(mem);
+
+    cn_agg_symbol mainsym = {"main", "m.c", 1}, work = {"work", "m.c", 5};
+    cn_agg_frame_symbols batch[4];
+    assert_int_equal(cn_agg_frame_count(p), 4);
+    for (int32_t i = 0; i < 4; i++)
+        batch[i] = (cn_agg_frame_symbols){
+            .frame = i, .chain = cn_agg_frame_address(p, i) >= 0x40 ? &work : &mainsym, .depth = 1};
+    assert_int_equal(cn_agg_regroup(p, batch, 4), 0);
+    f = open_memstream(&mem, &len);
+    assert_int_equal(cn_fmt_render(p, &s, &o, f, &err), 0);
+    fclose(f);
+    assert_non_null(strstr(mem, "\"transforms\":[\"merge:work\",\"focus:main\"]"));
+    /* focus on main, work merged: main with both samples as self */
+    assert_non_null(strstr(mem, "\"name\":\"main\""));
+    assert_null(strstr(mem, "\"name\":\"work\""));
+    assert_string_equal(s.transforms[0].arg, "L+0x48");
+    free(mem);
+    cn_fmt_spec_clear(&s);
+    cn_agg_profile_free(p);
+}
+
 static void test_range(void **state)
 {
     (void)state;
@@ -425,9 +475,13 @@ static void test_query_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_decoder_bounds),
-        cmocka_unit_test(test_durations),  cmocka_unit_test(test_render_checks_and_notes),
-        cmocka_unit_test(test_range),      cmocka_unit_test(test_query_json),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_decoder_bounds),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_render_checks_and_notes),
+        cmocka_unit_test(test_range),
+        cmocka_unit_test(test_query_json),
+        cmocka_unit_test(test_render_remaps_held_transforms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -828,6 +828,29 @@ static int64_t load_time(cn_sym_cache *c, const char *path)
     return info.load_ns;
 }
 
+/* The bytes of path's .debug_* sections, read with libelf here: what libdw reads into
+ * memory for it (the test binaries' sections are not compressed). */
+static size_t debug_bytes(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    size_t shstrndx, bytes = 0;
+    assert_non_null(e);
+    assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+        GElf_Shdr sh;
+        assert_non_null(gelf_getshdr(scn, &sh));
+        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+        if (name && strncmp(name, ".debug_", 7) == 0)
+            bytes += sh.sh_size;
+    }
+    elf_end(e);
+    close(fd);
+    return bytes;
+}
+
 static void test_cache_count_and_mapped_bounds(void **state)
 {
     (void)state;
@@ -880,8 +903,10 @@ static void test_cache_count_and_mapped_bounds(void **state)
     cn_sym_cache_free(c);
     cfg.reload_credit = 0;
 
-    /* Mapped debug files: one byte allowed, so only the most recent object keeps its
-     * DWARF file mapped, whatever its size. */
+    /* Debug data: one byte allowed, so only the most recent object keeps its debug data,
+     * whatever its size; the others keep their symbol tables (no reload) and read their
+     * debug data again when a lookup needs it. Counted: the sections libdw read and its
+     * index (CU table, scope rows, line tables). */
     cn_sym_config_init(&cfg);
     cfg.debuginfod = false;
     cfg.max_mapped = 1;
@@ -889,27 +914,115 @@ static void test_cache_count_and_mapped_bounds(void **state)
     get_put(c, a);
     cn_sym_cache_stats(c, &st);
     assert_int_equal(st.objects, 1); /* the most recent stays */
+    size_t dbg_a = debug_bytes(a), dbg_b = debug_bytes(b), slack = 1u << 20;
     struct stat sa;
     assert_int_equal(stat(a, &sa), 0);
-    assert_int_equal(st.mapped, (size_t)sa.st_size); /* a carries its own DWARF */
+    assert_true(dbg_a > 0 && dbg_a < (size_t)sa.st_size);
+    /* a carries its own DWARF: its sections, not the file */
+    assert_true(st.mapped >= dbg_a && st.mapped < dbg_a + slack);
     get_put(c, b);
     cn_sym_cache_stats(c, &st);
-    assert_int_equal(st.objects, 1);
-    assert_int_equal(st.evictions, 1);
-    struct stat sb;
-    assert_int_equal(stat(b, &sb), 0);
-    assert_int_equal(st.mapped, (size_t)sb.st_size);
-    get_put(c, a); /* reloaded: b goes */
+    assert_int_equal(st.objects, 2);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.debug_releases, 1); /* a's */
+    assert_true(st.mapped >= dbg_b && st.mapped < dbg_b + slack);
+    get_put(c, a); /* a hit: b's debug data goes */
     cn_sym_cache_stats(c, &st);
-    assert_int_equal(st.objects, 1);
-    assert_int_equal(st.loads, 3);
-    assert_int_equal(st.evictions, 2);
-    assert_int_equal(st.mapped, (size_t)sa.st_size);
-    /* lookups still resolve lines after evictions and reloads */
+    assert_int_equal(st.objects, 2);
+    assert_int_equal(st.loads, 2);
+    assert_int_equal(st.debug_releases, 2);
+    assert_int_equal(st.mapped, 0);
+    /* a lookup reads a's debug data again and still resolves lines */
     cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
+    uint64_t wsize, woff = sym_offset(a, "work_b", &wsize);
     cn_sym_result r;
-    assert_int_equal(cn_sym_lookup(c, &oa, 0, &r), 0);
+    assert_int_equal(cn_sym_lookup(c, &oa, woff, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_true(r.depth > 0 && r.chain[r.depth - 1].line > 0);
     cn_sym_result_clear(&r);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.loads, 2);
+    assert_true(st.mapped >= dbg_a && st.mapped < dbg_a + slack);
+    cn_sym_cache_free(c);
+
+    /* Over the heap bound, objects go whole, their debug data with them. */
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    cfg.max_memory = 1;
+    cfg.reload_credit = 0;
+    c = cn_sym_cache_new(&cfg);
+    get_put(c, a);
+    get_put(c, b);
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.objects, 0); /* the heap bound has no exemption */
+    assert_int_equal(st.evictions, 2);
+    assert_int_equal(st.debug_releases, 0);
+    assert_int_equal(st.mapped, 0);
+    cn_sym_cache_free(c);
+}
+
+/* Debug data released while idle (cn_sym_cache_release_debug): the symbol table stays,
+ * the sections and the CU index go, the counts follow, and the next lookup reads them
+ * again with the same answer. A held object keeps its debug data, and so does one whose
+ * load time earns it a credit longer than its idle time. */
+static void test_cache_release_debug(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char a[4200];
+    bin_path(a, sizeof(a), "inl_pie");
+    uint64_t size, off = sym_offset(a, "work_b", &size);
+    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
+    cn_sym_stats st0, st1, st2, st3;
+    cn_sym_result r1, r2;
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    /* A credit for load time that outweighs any idle time here: kept. */
+    cfg.reload_credit = 1000000000;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    get_put(c, a);
+    assert_int_equal(cn_sym_cache_release_debug(c, 0), 0);
+    cn_sym_cache_free(c);
+    cfg.reload_credit = 0; /* idle time alone */
+    c = cn_sym_cache_new(&cfg);
+    get_put(c, a);
+    cn_sym_cache_stats(c, &st0);
+    assert_true(st0.mapped > debug_bytes(a)); /* the sections and the CU table */
+    assert_int_equal(cn_sym_lookup(c, &oa, off, &r1), 0);
+    assert_int_equal(r1.status, 0);
+    assert_true(r1.depth > 0 && r1.chain[r1.depth - 1].line > 0);
+    cn_sym_cache_stats(c, &st1);
+    assert_true(st1.mapped > st0.mapped); /* the CU index and line table, counted */
+
+    cn_sym_handle *h;
+    assert_int_equal(cn_sym_handle_get(c, &oa, &h), 0);
+    assert_int_equal(cn_sym_cache_release_debug(c, 0), 0); /* held: kept */
+    cn_sym_handle_put(c, h);
+    assert_int_equal(cn_sym_cache_release_debug(c, 3600LL * 1000000000), 0); /* not idle */
+    assert_int_equal(cn_sym_cache_release_debug(c, 0), 1);
+    assert_int_equal(cn_sym_cache_release_debug(c, 0), 0); /* nothing left to release */
+    cn_sym_cache_stats(c, &st2);
+    assert_int_equal(st2.mapped, 0);
+    assert_int_equal(st2.debug_releases, 1);
+    assert_int_equal(st2.objects, 1);
+    assert_int_equal(st2.memory, st0.memory); /* the symbol table stays */
+
+    assert_int_equal(cn_sym_lookup(c, &oa, off, &r2), 0); /* read again */
+    assert_int_equal(r2.status, 0);
+    assert_int_equal(r2.depth, r1.depth);
+    for (size_t i = 0; i < r1.depth; i++) {
+        assert_string_equal(r2.chain[i].name, r1.chain[i].name);
+        assert_int_equal(r2.chain[i].line, r1.chain[i].line);
+    }
+    cn_sym_cache_stats(c, &st3);
+    assert_int_equal(st3.loads, 1); /* the object was not loaded again */
+    assert_int_equal(st3.mapped, st1.mapped);
+    assert_int_equal(st3.memory, st0.memory);
+    assert_true(st3.max_memory > 0 && st3.max_mapped > 0);
+    cn_sym_result_clear(&r1);
+    cn_sym_result_clear(&r2);
     cn_sym_cache_free(c);
 }
 
@@ -1406,6 +1519,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_elf),
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_cache_count_and_mapped_bounds),
+        cmocka_unit_test(test_cache_release_debug),
         cmocka_unit_test(test_worker),
         cmocka_unit_test(test_live_regroup),
         cmocka_unit_test(test_perfmap_rules),
