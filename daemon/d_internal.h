@@ -98,8 +98,10 @@ uint64_t cn_d__loop_shed_count(const cn_d__loop *l);
 /* Runs until _stop. Returns 0 or negative errno. */
 int cn_d__loop_run(cn_d__loop *l);
 void cn_d__loop_stop(cn_d__loop *l);
-/* Sets the interval of the ticks after the next one (ms > 0): a wakeup costs canopyd
- * ~35 us of kernel time on a loaded VM, so an idle daemon ticks rarely. */
+/* Sets the tick's interval (ms > 0), the next tick ms from now: a wakeup costs canopyd
+ * ~35 us of kernel time on a loaded VM, so an idle daemon ticks rarely. A shorter interval
+ * takes effect at once (io_uring: the pending timer is cancelled); ask for a longer one
+ * from the tick itself. */
 void cn_d__loop_set_tick(cn_d__loop *l, int ms);
 
 /* ---- access control (access.c) ---------------------------------------------------- */

@@ -40,7 +40,7 @@
 #define SEND_CHUNK    (1024 * 1024)
 #define CONN_IN_SLACK (16 * 1024)
 
-enum { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_WATCH, OP_TIMER };
+enum { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_WATCH, OP_TIMER, OP_TIMER_CANCEL };
 
 struct cn_d__watch {
     int op; /* OP_WATCH */
@@ -66,6 +66,7 @@ struct cn_d__loop {
     bool accept_armed;
     bool accept_backoff; /* accept failed (EMFILE…): re-arm at the next tick, not at once */
     int op_timer;
+    int op_timer_cancel;
     bool timer_armed;
     struct __kernel_timespec ts;
     int64_t next_tick;
@@ -364,6 +365,8 @@ static void uring_complete(cn_d__loop *l, struct io_uring_cqe *cqe)
     case OP_TIMER:
         l->timer_armed = false;
         break;
+    case OP_TIMER_CANCEL: /* its timer completes on its own (-ECANCELED, or it had fired) */
+        break;
     case OP_WATCH: {
         cn_d__watch *w = container_of(tag, cn_d__watch, op);
         if (!more)
@@ -562,7 +565,18 @@ static int epoll_run(cn_d__loop *l)
 void cn_d__loop_set_tick(cn_d__loop *l, int ms)
 {
     assert(ms > 0);
-    l->tick_ms = ms; /* the armed timer keeps its interval: it is re-armed with this one */
+    int64_t due = now_ms() + ms;
+    bool sooner = due < l->next_tick;
+    l->tick_ms = ms;
+    l->next_tick = due;
+    if (!sooner)
+        return; /* an armed timer fires later, then is re-armed with ms */
+    struct io_uring_sqe *sqe;
+    if (l->backend == CN_D_LOOP_IO_URING && l->timer_armed && (sqe = get_sqe(l))) {
+        /* The pending timeout is cancelled; its completion re-arms it with ms. */
+        io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&l->op_timer, 0);
+        io_uring_sqe_set_data(sqe, &l->op_timer_cancel);
+    }
 }
 
 int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, int tick_ms,
@@ -578,6 +592,7 @@ int cn_d__loop_new(cn_d_backend backend, const cn_d__loop_ops *ops, void *ctx, i
     l->epfd = -1;
     l->op_accept = OP_ACCEPT;
     l->op_timer = OP_TIMER;
+    l->op_timer_cancel = OP_TIMER_CANCEL;
     l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int r = -ENOSYS;
     if (backend != CN_D_LOOP_EPOLL) {

@@ -85,6 +85,7 @@ static int on_accept(void *ctx, cn_d__conn *c)
 {
     cn_d_server *srv = ctx;
     cn_d__cred cred;
+    cn_d__loop_set_tick(srv->loop, TICK_MS); /* a client waits on the loop from now on */
     int r = cn_d__cred_capture(c->fd, srv->system_group, &cred);
     if (r < 0)
         return r;
@@ -195,15 +196,22 @@ static bool outputs_flushed(const cn_d_server *srv)
 #define TRIM_INTERVAL_NS (5LL * 1000000000)
 
 /* The next ticks' interval (TICK_MS above): short with a client connected, a job in
- * flight or a shutdown under way. */
+ * flight or a shutdown under way; never past a session's end of duration. */
 static int next_tick_ms(const cn_d_server *srv)
 {
     if (srv->shutdown_at || srv->clients || srv->jobs)
         return TICK_MS;
-    for (size_t i = 0; i < srv->n_entries; i++)
-        if (cn_live_session_state(srv->entries[i]->s) == CN_LIVE_RUNNING)
-            return TICK_SAMPLING;
-    return TICK_IDLE;
+    int ms = TICK_IDLE;
+    for (size_t i = 0; i < srv->n_entries; i++) {
+        const cn_live_session *s = srv->entries[i]->s;
+        if (cn_live_session_state(s) != CN_LIVE_RUNNING)
+            continue;
+        int64_t due = cn_live_session_due_ns(s);
+        int due_ms = due < 0 ? TICK_SAMPLING : (int)(due / 1000000) + 1;
+        ms = due_ms < ms ? due_ms : ms;
+        ms = TICK_SAMPLING < ms ? TICK_SAMPLING : ms;
+    }
+    return ms < TICK_MS ? TICK_MS : ms;
 }
 
 static void on_tick(void *ctx)
@@ -486,6 +494,8 @@ void cn_d_server_shutdown(cn_d_server *srv)
     /* The loop stops at the next tick, once pending replies are out (at most 1 s). */
     if (!srv->shutdown_at)
         srv->shutdown_at = cn_common_now_ns();
+    if (srv->loop)
+        cn_d__loop_set_tick(srv->loop, TICK_MS);
 }
 
 const char *cn_d_server_backend(const cn_d_server *srv)

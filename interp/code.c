@@ -160,6 +160,14 @@ bool cn_int__ident_span(const cn_int__names *l, uint32_t *off, uint32_t *len)
     return true;
 }
 
+bool cn_int__ident_offsets(const cn_int__names *l, uint32_t off[3])
+{
+    off[0] = OB_TYPE;
+    off[1] = name_off_of(l);
+    off[2] = l->co_filename;
+    return off[1] != CN_INT_ABI_NONE && off[2] != CN_INT_ABI_NONE;
+}
+
 /* The type, name and file words out of the span's bytes (cn_int__ident_span). */
 static void ident_words(const cn_int__names *l, const uint8_t *span, uint64_t w[3])
 {

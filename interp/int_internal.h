@@ -96,6 +96,9 @@ bool cn_int__code_same(const cn_int__names *l, cn_int__read_fn rd, void *arg, ui
  * most 256 bytes (every layout's: 112–128): [code + *off, code + *off + *len). false when a
  * layout puts them further apart (then only cn_int__code_same checks it). */
 bool cn_int__ident_span(const cn_int__names *l, uint32_t *off, uint32_t *len);
+/* The offsets of the three words cn_int__code_same compares: ob_type, the name (co_qualname,
+ * else co_name), co_filename. false when the layout has none. */
+bool cn_int__ident_offsets(const cn_int__names *l, uint32_t off[3]);
 /* cn_int__code_same's answer for a span read (cn_int__ident_span) that succeeded. */
 bool cn_int__ident_same(const cn_int__names *l, const uint8_t *span, const cn_int__types *types,
                         const cn_int__code *c);
@@ -137,8 +140,9 @@ int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
 typedef struct cn_int__qrec {
     uint32_t pid, tid, cpu, nframes, first; /* first: index in the frame pool */
     uint64_t time;
-    bool sample_time, taken;
+    bool sample_time, taken, multi, sub;
     int status;
+    uint32_t interp, nsub;
 } cn_int__qrec;
 typedef struct cn_int__queue {
     cn_int__qrec *q;

@@ -25,6 +25,8 @@ static const row rows[] = {
     {8,
      {.kind = CN_INT_ABI_FRAMEOBJ,
       .rt_interp_head = 32,
+      .is_id = 16,
+      .ts_status = NONE,
       .is_next = 0,
       .is_threads_head = 8,
       .ts_next = 8,
@@ -41,6 +43,8 @@ static const row rows[] = {
     {9,
      {.kind = CN_INT_ABI_FRAMEOBJ,
       .rt_interp_head = 32,
+      .is_id = 24,
+      .ts_status = NONE,
       .is_next = 0,
       .is_threads_head = 8,
       .ts_next = 8,
@@ -57,6 +61,8 @@ static const row rows[] = {
     {10,
      {.kind = CN_INT_ABI_FRAMEOBJ,
       .rt_interp_head = 32,
+      .is_id = 24,
+      .ts_status = NONE,
       .is_next = 0,
       .is_threads_head = 8,
       .ts_next = 8,
@@ -73,6 +79,8 @@ static const row rows[] = {
     {11,
      {.kind = CN_INT_ABI_IFRAME,
       .rt_interp_head = 40,
+      .is_id = 48,
+      .ts_status = NONE,
       .is_next = 0,
       .is_threads_head = 16,
       .ts_next = 8,
@@ -89,6 +97,8 @@ static const row rows[] = {
     {12,
      {.kind = CN_INT_ABI_IFRAME,
       .rt_interp_head = 40,
+      .is_id = 8,
+      .ts_status = 24,
       .is_next = 0,
       .is_threads_head = 72,
       .ts_next = 8,
@@ -105,6 +115,8 @@ static const row rows[] = {
     {13,
      {.kind = CN_INT_ABI_IFRAME,
       .rt_interp_head = 632,
+      .is_id = 7272,
+      .ts_status = 32,
       .is_next = 7264,
       .is_threads_head = 7344,
       .ts_next = 8,
@@ -173,6 +185,7 @@ enum {
     DO_VERSION = 8,
     DO_FREE_THREADED = 16,
     DO_RT_INTERP_HEAD = 40,
+    DO_IS_ID = 56,
     DO_IS_NEXT = 64,
     DO_IS_THREADS_HEAD = 72,
     DO_TS_NEXT = 168,
@@ -191,6 +204,9 @@ enum {
     DO_UNICODE_ASCII_SIZE = 560,
     DO_SIZE = 584,
 };
+/* PyThreadState._status: not in 3.13's _Py_DebugOffsets; read from pyenv 3.13.0's DWARF (the
+ * struct is the same in every 3.13 release, the block's version checked above). */
+#define TS_STATUS_313 32
 
 int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out)
 {
@@ -202,12 +218,12 @@ int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out)
         return -ENOTSUP;
     if (u64_at(p, DO_FREE_THREADED) != 0)
         return -ENOTSUP; /* 3.13t: other object headers, untested */
-    static const uint16_t fields[] = {DO_RT_INTERP_HEAD, DO_IS_NEXT,           DO_IS_THREADS_HEAD,
-                                      DO_TS_NEXT,        DO_TS_CURRENT_FRAME,  DO_TS_THREAD_ID,
-                                      DO_FR_PREVIOUS,    DO_FR_EXECUTABLE,     DO_FR_INSTR_PTR,
-                                      DO_FR_OWNER,       DO_CO_FILENAME,       DO_CO_NAME,
-                                      DO_CO_QUALNAME,    DO_CO_LINETABLE,      DO_CO_FIRSTLINENO,
-                                      DO_CO_ADAPTIVE,    DO_UNICODE_ASCII_SIZE};
+    static const uint16_t fields[] = {DO_RT_INTERP_HEAD,  DO_IS_ID,       DO_IS_NEXT,
+                                      DO_IS_THREADS_HEAD, DO_TS_NEXT,     DO_TS_CURRENT_FRAME,
+                                      DO_TS_THREAD_ID,    DO_FR_PREVIOUS, DO_FR_EXECUTABLE,
+                                      DO_FR_INSTR_PTR,    DO_FR_OWNER,    DO_CO_FILENAME,
+                                      DO_CO_NAME,         DO_CO_QUALNAME, DO_CO_LINETABLE,
+                                      DO_CO_FIRSTLINENO,  DO_CO_ADAPTIVE, DO_UNICODE_ASCII_SIZE};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (u64_at(p, fields[i]) > 65536)
             return -EINVAL; /* no struct read here is that large */
@@ -215,6 +231,8 @@ int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out)
     l.abi = (struct cn_int_abi_layout){
         .kind = CN_INT_ABI_IFRAME,
         .rt_interp_head = (uint32_t)u64_at(p, DO_RT_INTERP_HEAD),
+        .is_id = (uint32_t)u64_at(p, DO_IS_ID),
+        .ts_status = TS_STATUS_313,
         .is_next = (uint32_t)u64_at(p, DO_IS_NEXT),
         .is_threads_head = (uint32_t)u64_at(p, DO_IS_THREADS_HEAD),
         .ts_next = (uint32_t)u64_at(p, DO_TS_NEXT),

@@ -60,7 +60,11 @@ int cn_int__queue_push(cn_int__queue *q, const void *data, size_t size, const cn
                                     .first = (uint32_t)q->plen,
                                     .time = r->time,
                                     .sample_time = r->time_src == CN_INT_ABI_T_SAMPLE,
-                                    .status = r->status};
+                                    .status = r->status,
+                                    .multi = (r->rflags & CN_INT_ABI_R_MULTI) != 0,
+                                    .sub = (r->rflags & CN_INT_ABI_R_SUB) != 0,
+                                    .interp = r->interp,
+                                    .nsub = r->nsub < n ? r->nsub : n};
     q->plen += n;
     return 0;
 }
@@ -73,6 +77,10 @@ static void copy_out(const cn_int__queue *q, const cn_int__qrec *e, cn_int_recor
     out->time = e->time;
     out->sample_time = e->sample_time;
     out->status = e->status;
+    out->multi = e->multi;
+    out->sub = e->sub;
+    out->interp = e->interp;
+    out->nsub = e->nsub;
     out->nframes = e->nframes;
     if (e->nframes) /* the pool is NULL while every record so far had no frame */
         memcpy(out->frames, q->pool + e->first, e->nframes * sizeof(*out->frames));

@@ -275,6 +275,14 @@ int cn_live_session_pump(cn_live_session *s)
     return (int)(s->samples - before);
 }
 
+int64_t cn_live_session_due_ns(const cn_live_session *s)
+{
+    if (s->state != CN_LIVE_RUNNING || s->duration_limit <= 0)
+        return -1;
+    int64_t left = s->duration_limit - (cn_common_now_ns() - s->start_mono);
+    return left > 0 ? left : 0;
+}
+
 int cn_live_session_feed(cn_live_session *s, const void *buf, size_t len)
 {
     if (!s->replay || s->state != CN_LIVE_RUNNING)

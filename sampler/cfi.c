@@ -57,6 +57,19 @@ typedef struct rule {
                          libunwind */
 } rule;
 
+/* A direct-mapped cache of rule lookups by exact address, in front of the sorted table of
+ * a large object: a process's samples return to the same call sites over and over, and
+ * the table's binary search (16 levels for a compiler, a cache miss each) was the loop
+ * thread's largest own cost during a build (docs/perf-daemon.md). A slot holds a copy of
+ * the rule: rules are only ever added, never changed, so a copy never goes stale. */
+#define HOT_SLOTS     256
+#define HOT_MIN_RULES 64 /* smaller tables are searched as fast */
+
+typedef struct hot_slot {
+    uint64_t key; /* the address + 1; 0: empty */
+    rule r;
+} hot_slot;
+
 struct cn_smp__cfi {
     Elf *elf;         /* over the object's file image (owned by the object) */
     Dwarf_CFI *eh;    /* from .eh_frame, or NULL */
@@ -73,6 +86,7 @@ struct cn_smp__cfi {
     uint64_t entry, entry_end;
     rule *rules; /* sorted by start, disjoint */
     size_t n, cap;
+    hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
 };
 
 static bool has_cfi(Dwarf_CFI *cfi, uint64_t addr)
@@ -149,13 +163,15 @@ void cn_smp__cfi_free(cn_smp__cfi *c)
     if (c->elf)
         elf_end(c->elf);
     free(c->rules);
+    free(c->hot);
     free(c);
 }
 
 uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
 {
     /* libdw's own FDE and CIE caches are not counted: they hold what lookups touched. */
-    return c ? sizeof(*c) + c->cap * sizeof(*c->rules) : 0;
+    return c ? sizeof(*c) + c->cap * sizeof(*c->rules) + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0)
+             : 0;
 }
 
 /* Index of the first rule with start > addr. */
@@ -270,18 +286,10 @@ static const rule *insert_rule(cn_smp__cfi *c, size_t at, rule r)
     return &c->rules[at];
 }
 
-/* The rule covering addr (an ELF virtual address of object e), compiled on a miss; NULL
- * when the object's CFI cannot be read. *tmp holds a rule that could not be kept. */
-static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t addr, rule *tmp)
+/* The rule covering addr from the table, compiled and added on a miss. *tmp holds a rule
+ * that could not be kept. */
+static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, uint64_t addr, rule *tmp)
 {
-    if (!e->cfi) {
-        e->cfi = cfi_open(e);
-        if (!e->cfi)
-            return NULL;
-    }
-    cn_smp__cfi *c = e->cfi;
-    if (c->machine != arch->elf_machine)
-        return NULL;
     size_t at = upper_bound(c, addr);
     if (at > 0 && addr < c->rules[at - 1].end)
         return &c->rules[at - 1];
@@ -294,6 +302,33 @@ static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t a
     const rule *kept = insert_rule(c, at, *tmp);
     assert(!kept || (kept->start <= addr && addr < kept->end));
     return kept ? kept : tmp;
+}
+
+/* The rule covering addr (an ELF virtual address of object e), compiled on a miss; NULL
+ * when the object's CFI cannot be read. The rule returned stays valid until the next
+ * lookup in e (a table insert may move it; *tmp holds one that could not be kept). */
+static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t addr, rule *tmp)
+{
+    if (!e->cfi) {
+        e->cfi = cfi_open(e);
+        if (!e->cfi)
+            return NULL;
+    }
+    cn_smp__cfi *c = e->cfi;
+    if (c->machine != arch->elf_machine)
+        return NULL;
+    if (!c->hot && c->n >= HOT_MIN_RULES)
+        c->hot = calloc(HOT_SLOTS, sizeof(*c->hot)); /* an accelerator: NULL only slows */
+    hot_slot *h = c->hot ? &c->hot[(addr * 0x9e3779b97f4a7c15ULL) >> 56] : NULL;
+    _Static_assert(HOT_SLOTS == 256, "the slot is the hash's top 8 bits");
+    if (h && h->key == addr + 1)
+        return &h->r;
+    const rule *ru = table_rule(arch, c, addr, tmp);
+    if (h) {
+        h->key = addr + 1;
+        h->r = *ru;
+    }
+    return ru;
 }
 
 bool cn_smp__entry_code(cn_smp__elf *e, uint64_t vaddr)

@@ -33,6 +33,7 @@
 #define PY_INSTR_NONE  0xfffffu   /* a frame offset's instruction bits: none, or too big */
 #define PY_SALTS       16         /* hashes tried per (pid, code object) */
 #define PY_EPOCH_NS    100000000  /* at most one epoch (code objects checked again) per 100 ms */
+#define PY_RECENT      1024       /* frames remembered by (pid, code, instr); a power of two */
 
 typedef struct py_ent {
     uint64_t offset; /* the frame's offset in its object: hash of (pid, code), instr */
@@ -44,6 +45,7 @@ typedef struct py_ent {
     int line, first_line;
     uint32_t epoch; /* the interp epoch it was last checked in (cn_int_new_epoch) */
     bool stale;     /* its code object was freed and the address reused: never again */
+    bool marker;    /* not a code object's: "[python: sub-interpreter N]" */
 } py_ent;
 
 struct cn_smp__py {
@@ -58,6 +60,16 @@ struct cn_smp__py {
     uint64_t since_expire;
     uint32_t epoch;    /* bumped with cn_int_new_epoch: at a read, PY_EPOCH_NS after the last */
     uint64_t epoch_ns; /* mono_now() of the last epoch */
+    uint64_t changes;  /* cn_int_changes() when the epoch last moved */
+    /* The frames met lately, by (pid, code object, instruction): consecutive samples of a
+     * thread share most of their frames, and this small table, in cache, answers them
+     * without the salted hash and the index lookup (a cache miss each, per frame). */
+    struct {
+        uint64_t code, key; /* key: pid << 32 | instruction bits */
+        int32_t ent;
+    } recent[PY_RECENT];
+    uint32_t multi_pid; /* the first process seen running sub-interpreters (0 none) */
+    bool ambiguous;     /* a sample's interpreter could not be told */
 };
 
 static uint64_t mono_now(void)
@@ -76,6 +88,9 @@ static void update_state(cn_smp_session *s)
         snprintf(s->py_state, sizeof(s->py_state), "off (%.200s)", py->why);
     else if (s->cnt.py_refused && !s->cnt.py_registered)
         snprintf(s->py_state, sizeof(s->py_state), "off (%.200s)", py->why);
+    else if (py->multi_pid)
+        snprintf(s->py_state, sizeof(s->py_state), "on (pid %u runs sub-interpreters%s)",
+                 py->multi_pid, py->ambiguous ? "; some threads' interpreter unknown" : "");
     else
         snprintf(s->py_state, sizeof(s->py_state), "on");
 }
@@ -298,6 +313,15 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
      * hash shared by two functions, or by a code object and the one freed before it at its
      * address, takes the next salt. */
     uint64_t ins = instr >= 0 && (uint32_t)instr < PY_INSTR_NONE ? (uint64_t)instr : PY_INSTR_NONE;
+    uint64_t rkey = (uint64_t)pid << 32 | ins;
+    size_t slot = (size_t)(((code ^ rkey * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull) >> 54) &
+                  (PY_RECENT - 1);
+    if (py->recent[slot].code == code && py->recent[slot].key == rkey &&
+        (size_t)py->recent[slot].ent < py->nents) {
+        py_ent *r = &py->ents[py->recent[slot].ent];
+        if (r->pid == pid && r->code == code && !r->stale && !r->marker && still_valid(s, r))
+            return r;
+    }
     uint64_t off = 0;
     py_ent *e = NULL;
     for (uint32_t salt = 0; salt < PY_SALTS; salt++) {
@@ -306,9 +330,13 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
         e = find_ent(py, off);
         if (!e)
             break;
-        if (e->pid == pid && e->code == code && !e->stale && still_valid(s, e))
+        if (e->pid == pid && e->code == code && !e->stale && !e->marker && still_valid(s, e)) {
+            py->recent[slot].code = code;
+            py->recent[slot].key = rkey;
+            py->recent[slot].ent = (int32_t)(e - py->ents);
             return e;
-        if (e->pid != pid || e->code != code)
+        }
+        if (e->pid != pid || e->code != code || e->marker)
             s->cnt.py_collisions++; /* another function on this hash; else a replaced one */
     }
     if (e)
@@ -333,9 +361,58 @@ static const py_ent *frame_of(cn_smp_session *s, uint32_t pid, uint64_t code, in
         return NULL;
     }
     py->ents[py->nents] =
-        (py_ent){off, pid, code, instr, o, nm, line ? line : first, first, py->epoch, false};
+        (py_ent){off, pid, code, instr, o, nm, line ? line : first, first, py->epoch, false, false};
     s->cnt.py_frames++;
+    py->recent[slot].code = code;
+    py->recent[slot].key = rkey;
+    py->recent[slot].ent = (int32_t)py->nents;
     return &py->ents[py->nents++];
+}
+
+/* The frame "[python: sub-interpreter ID]" (id < 0: "?", the interpreter unknown) of process
+ * pid: an entry of no code object, in the file-less Python object. NULL on ENOMEM or when
+ * every salt is taken. */
+static const py_ent *marker_of(cn_smp_session *s, uint32_t pid, int64_t id)
+{
+    cn_smp__py *py = s->py;
+    char name[64];
+    if (id < 0)
+        snprintf(name, sizeof(name), "[python: sub-interpreter ?]");
+    else
+        snprintf(name, sizeof(name), "[python: sub-interpreter %lld]", (long long)id);
+    /* keyed apart from code objects: no user-space address has the top bit set */
+    uint64_t code = (1ull << 63) | (uint64_t)(id < 0 ? 0xffffffffu : (uint32_t)id);
+    for (uint32_t salt = 0; salt < PY_SALTS; salt++) {
+        uint64_t key[2] = {code, (uint64_t)pid | (uint64_t)salt << 32};
+        uint64_t off = (XXH3_64bits(key, sizeof(key)) & ((1ULL << 42) - 1)) << 20 | PY_INSTR_NONE;
+        py_ent *e = find_ent(py, off);
+        if (e && e->marker && e->pid == pid && e->code == code)
+            return e;
+        if (e)
+            continue;
+        const cn_smp__obj *o = cn_smp__obj_python(s, "");
+        char *nm = strdup(name);
+        if (!o || !nm || CN_RESERVE(py->ents, py->cap, py->nents + 1) < 0 ||
+            cn_u64map_put(&py->index, off, (int32_t)py->nents) < 0) {
+            free(nm);
+            return NULL;
+        }
+        py->ents[py->nents] = (py_ent){off, pid, code, -1, o, nm, 0, 0, py->epoch, false, true};
+        s->cnt.py_frames++;
+        return &py->ents[py->nents++];
+    }
+    return NULL;
+}
+
+static void add_marker(cn_smp_session *s, uint32_t pid, int64_t id, uint32_t *n)
+{
+    if (*n >= CN_SMP_MAX_FRAMES)
+        return;
+    const py_ent *e = marker_of(s, pid, id);
+    if (e)
+        s->frames[(*n)++] = (cn_smp_frame){&e->obj->pub, e->offset};
+    else
+        s->cnt.py_errors++;
 }
 
 /* Appends the Python frames [from, to) of the record (innermost first) to s->frames. */
@@ -410,14 +487,33 @@ bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
         return false;
     }
     const cn_int_record *rec = &py->rec;
-    if (rec->nframes == 0) {
+    if (rec->multi && !py->multi_pid) {
+        py->multi_pid = rec->pid;
+        update_state(s);
+    }
+    bool ambiguous = rec->status == CN_INT_AMBIGUOUS;
+    if (ambiguous && !py->ambiguous) {
+        py->ambiguous = true;
+        update_state(s);
+    }
+    if (rec->nframes == 0 && !ambiguous) {
         s->cnt.py_no_frames++;
         return false;
     }
+    uint64_t changes = cn_int_changes(py->ctx);
+    if (changes != py->changes) {
+        /* interp's checks found code objects replaced: every frame is checked again (a
+         * lookup in interp's cache for those unchanged) rather than at the next epoch */
+        py->changes = changes;
+        py->epoch++;
+    }
     s->cnt.py_joined++;
+    s->cnt.py_subinterp += rec->sub;
+    s->cnt.py_ambiguous += ambiguous;
     uint32_t seg_end[CN_INT_MAX_FRAMES];
     uint32_t nf = rec->nframes < CN_INT_MAX_FRAMES ? rec->nframes : CN_INT_MAX_FRAMES;
-    uint32_t nseg = cn_smp__py_segments(rec->frames, nf, seg_end);
+    /* an ambiguous record: one segment, the marker, in place of the innermost eval frame */
+    uint32_t nseg = ambiguous ? 1 : cn_smp__py_segments(rec->frames, nf, seg_end);
     uint8_t kind[CN_SMP_MAX_FRAMES];
     uint64_t addr[CN_SMP_MAX_FRAMES];
     const cn_smp__map *m = NULL;
@@ -443,7 +539,14 @@ bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
             add_user(s, p, n, addr[steps[k]], last);
         } else {
             uint32_t seg = (uint32_t)(-steps[k] - 1);
+            if (rec->status == CN_INT_AMBIGUOUS) {
+                add_marker(s, rec->pid, -1, n); /* its one "segment": no frames of its own */
+                continue;
+            }
             add_segment(s, seg ? seg_end[seg - 1] : 0, seg_end[seg], n);
+            uint32_t from = seg ? seg_end[seg - 1] : 0;
+            if (rec->sub && from < rec->nsub && seg_end[seg] >= rec->nsub)
+                add_marker(s, rec->pid, rec->interp, n); /* above the interpreter's frames */
         }
     }
     return true;

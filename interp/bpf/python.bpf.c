@@ -47,8 +47,16 @@ struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 4096);
     __type(key, __u32);
-    __type(value, struct cn_int_abi_layout);
+    __type(value, struct cn_int_abi_proc);
 } procs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, CN_INT_ABI_CHECK_SLOTS);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __type(key, __u32);
+    __type(value, struct cn_int_abi_check);
+} checks SEC(".maps");
 
 /* A thread's PyThreadState, or (tstate 0) the time a search found none: a native thread of a
  * Python process (a BLAS pool's, say) is searched again at most every NEG_NS, not on every
@@ -119,7 +127,15 @@ struct walk {
     struct cn_int_abi_layout l;
     __u64 fsbase;
     __u64 interp, t, found; /* thread-state search */
-    __u64 frame0;           /* the cached thread state's frame word, read with its thread_id */
+    __u64 found_interp;     /* the interpreter found's */
+    __u32 multi;            /* the process has several interpreters: every match counted */
+    __u32 nmatch_interps;   /* multi: interpreters holding a state of the thread */
+    __u32 nactive;          /* multi: of the matches, states marked active (3.12+) */
+    __u32 nmatch;           /* multi: states of the thread */
+    __u64 last_match_interp, active, active_interp, inactive;
+    __u64 outer;          /* the frames to walk once the chain ends (0: none) */
+    __u32 nsub, nsub_set; /* frames written when the walk moved to outer */
+    __u64 frame0;         /* the cached thread state's frame word, read with its thread_id */
     __u32 have_frame0;
     __u64 f;      /* frame walk: the next frame */
     __u64 win_lo; /* the target's bytes [win_lo, win_lo + win_len) are in fb */
@@ -142,8 +158,32 @@ static long search_step(__u32 i, struct walk *w)
         return 0;
     }
     if (rd64(w->t + w->l.ts_thread_id) == w->fsbase) {
-        w->found = w->t;
-        return 1;
+        if (!w->multi) {
+            w->found = w->t;
+            w->found_interp = w->interp;
+            return 1;
+        }
+        /* several interpreters: a thread can have a state in each (3.13's run_string makes
+         * one), or run another thread's (3.12's run_string borrows the interpreter's first
+         * state, thread_id and all): count them all, and which are active */
+        if (w->last_match_interp != w->interp)
+            w->nmatch_interps++;
+        w->nmatch++;
+        w->last_match_interp = w->interp;
+        if (!w->found) {
+            w->found = w->t;
+            w->found_interp = w->interp;
+        }
+        __u32 st = 0;
+        if (w->l.ts_status != CN_INT_ABI_NONE &&
+            bpf_probe_read_user(&st, sizeof(st), (const void *)(w->t + w->l.ts_status)) == 0 &&
+            (st & CN_INT_ABI_TS_ACTIVE)) {
+            w->nactive++;
+            w->active = w->t;
+            w->active_interp = w->interp;
+        } else {
+            w->inactive = w->t;
+        }
     }
     w->t = rd64(w->t + w->l.ts_next);
     return 0;
@@ -151,9 +191,14 @@ static long search_step(__u32 i, struct walk *w)
 
 /* The thread state whose thread_id is fsbase: the cached one if it still says so, else a
  * bounded search of every interpreter's threads. 0 when none. */
-static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
+/* A process with several interpreters (multi) is searched on every sample, without the cache
+ * (a thread moves between its states as it enters and leaves sub-interpreters): the thread's
+ * state when it has states in one interpreter only; else its one active state; else none
+ * (AMBIGUOUS). One search call site for both cases: each bpf_loop call site has its callback
+ * verified again (the program's load time). */
+static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now, __u64 head)
 {
-    struct tcache *cached = bpf_map_lookup_elem(&tstates, &tid);
+    struct tcache *cached = w->multi ? NULL : bpf_map_lookup_elem(&tstates, &tid);
     if (cached && cached->tstate) {
         /* thread_id and the frame word in one read of the span they lie in (≤ 160 bytes in
          * every layout), else two */
@@ -181,10 +226,20 @@ static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now)
         return 0;
     }
     count(CN_INT_ABI_S_WALKS);
-    w->interp = rd64(w->l.runtime + w->l.rt_interp_head);
+    w->interp = w->multi ? head : rd64(w->l.runtime + w->l.rt_interp_head);
     w->t = 0;
     w->found = 0;
     bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
+    if (w->multi) {
+        if (w->nmatch_interps <= 1)
+            return w->found;
+        if (w->nactive == 1) {
+            w->found = w->active;
+            w->found_interp = w->active_interp;
+            return w->found;
+        }
+        return 0;
+    }
     struct tcache v = {.tstate = w->found, .miss_time = w->found ? 0 : now};
     bpf_map_update_elem(&tstates, &tid, &v, BPF_ANY);
     return w->found;
@@ -196,6 +251,12 @@ static long frame_step(__u32 i, struct walk *w)
 {
     struct cn_int_abi_record *r = w->r;
     struct fbuf *fb = w->fb;
+    if (!w->f && w->outer) { /* the first chain ended: the outer state's frames */
+        w->f = w->outer;
+        w->outer = 0;
+        w->nsub = w->n;
+        w->nsub_set = 1;
+    }
     __u64 f = w->f, code, prev, ip;
     __u32 len = w->l.fr_len, base = w->l.fr_base;
     if (!r || !fb || !f || len == 0 || len > CN_INT_ABI_FRAME_READ_MAX)
@@ -259,6 +320,50 @@ static long frame_step(__u32 i, struct walk *w)
     return 0;
 }
 
+/* One code object of a check request: its three words against the ones wanted. */
+struct check_walk {
+    struct cn_int_abi_check *c;
+    __u64 changed;
+};
+static long check_step(__u32 i, struct check_walk *cw)
+{
+    struct cn_int_abi_check *c = cw->c;
+    if (i >= c->n || i >= CN_INT_ABI_CHECK_MAX)
+        return 1;
+    __u32 k = i;
+    asm volatile("" : "+r"(k)); /* keep the mask below: the verifier needs it, clang drops it */
+    k &= CN_INT_ABI_CHECK_MAX - 1;
+    __u64 a = c->addr[k];
+    if (rd64(a + c->off[0]) != c->want[k][0] || rd64(a + c->off[1]) != c->want[k][1] ||
+        rd64(a + c->off[2]) != c->want[k][2])
+        cw->changed |= 1ull << k;
+    return 0;
+}
+
+/* The process's pending check, if any: done once (the first sample after the request) and
+ * answered in the ring ahead of the sample's own record; not answered when user space wrote
+ * the slot meanwhile (seq moved: the next sample checks the new request). */
+static __always_inline void check_codes(const struct cn_int_abi_proc *p, __u32 pid)
+{
+    __u32 slot = p->check_slot;
+    if (slot >= CN_INT_ABI_CHECK_SLOTS)
+        return;
+    struct cn_int_abi_check *c = bpf_map_lookup_elem(&checks, &slot);
+    if (!c)
+        return;
+    __u64 seq = *(volatile __u64 *)&c->seq;
+    if (!seq || (seq & 1) || *(volatile __u64 *)&c->done == seq)
+        return;
+    struct check_walk cw = {.c = c};
+    bpf_loop(CN_INT_ABI_CHECK_MAX, check_step, &cw, 0);
+    if (*(volatile __u64 *)&c->seq != seq)
+        return;
+    struct cn_int_abi_checked out = {.seq = seq, .changed = cw.changed, .pid = pid, .n = c->n};
+    c->done = seq;
+    count(CN_INT_ABI_S_CHECKS);
+    bpf_ringbuf_output(&ring, &out, sizeof(out), BPF_RB_NO_WAKEUP);
+}
+
 SEC("perf_event")
 int cn_int_sample(struct bpf_perf_event_data *ctx)
 {
@@ -266,11 +371,13 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) < 0)
         return 1; /* a task outside that namespace: not one of ours */
     __u32 pid = ns.tgid, tid = ns.pid, zero = 0;
-    const struct cn_int_abi_layout *l = bpf_map_lookup_elem(&procs, &pid);
-    if (!l) {
+    struct cn_int_abi_proc *pr = bpf_map_lookup_elem(&procs, &pid);
+    if (!pr) {
         count(CN_INT_ABI_S_OTHER);
         return 1;
     }
+    check_codes(pr, pid);
+    const struct cn_int_abi_layout *l = &pr->l;
     struct cn_int_abi_record *r = bpf_map_lookup_elem(&scratch, &zero);
     if (!r)
         return 1;
@@ -294,18 +401,58 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
     struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     w.fsbase = BPF_CORE_READ(task, thread.fsbase);
-    __u64 ts = w.fsbase ? find_tstate(&w, tid, r->ktime) : 0;
+    /* _PyRuntime.interpreters.head and .main: one interpreter, or several (sub-interpreters),
+     * read again every CN_INT_ABI_MULTI_NS (a read per sample cost every Python process ~0.1
+     * µs; a sub-interpreter created meanwhile is seen that much later) */
+    if (!pr->multi_ns || r->ktime - pr->multi_ns > CN_INT_ABI_MULTI_NS) {
+        __u64 hm[2] = {0, 0};
+        bpf_probe_read_user(hm, sizeof(hm), (const void *)(w.l.runtime + w.l.rt_interp_head));
+        pr->head = hm[0];
+        pr->main = hm[1];
+        pr->multi = hm[0] && hm[0] != hm[1];
+        pr->multi_ns = r->ktime;
+    }
+    __u64 head = pr->head, main = pr->main;
+    r->interp = 0;
+    r->rflags = 0;
+    r->nsub = 0;
+    __u64 ts = 0;
+    w.multi = pr->multi;
+    if (w.fsbase)
+        ts = find_tstate(&w, tid, r->ktime, head);
+    if (w.multi) {
+        r->rflags = CN_INT_ABI_R_MULTI;
+        if (ts && w.found_interp != main) {
+            __u64 id = rd64(w.found_interp + w.l.is_id);
+            r->rflags |= CN_INT_ABI_R_SUB;
+            r->interp = id > 0xffffffffull ? 0xffffffffu : (__u32)id;
+            r->nsub = 0xffff; /* all its frames, unless its caller's are added below */
+        }
+    }
     r->tstate = ts;
     if (!ts) {
-        r->status = CN_INT_ABI_NO_THREAD;
+        r->status = w.multi && w.nmatch_interps > 1 ? CN_INT_ABI_AMBIGUOUS : CN_INT_ABI_NO_THREAD;
     } else {
         __u64 f = w.have_frame0 ? w.frame0 : rd64(ts + w.l.ts_frame);
         if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
             f = rd64(f + w.l.cf_current_frame);
         w.f = f;
-        /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way. */
-        bpf_loop(2 * CN_INT_ABI_MAX_FRAMES + 1, frame_step, &w, 0);
+        /* A thread in a sub-interpreter with one other state, inactive, in the interpreter it
+         * called run_string from: that state's frames are the outer ones (3.12+), walked on
+         * by frame_step when the first chain ends (one call site: load time). */
+        if ((r->rflags & CN_INT_ABI_R_SUB) && w.nmatch == 2 && w.nmatch_interps == 2 &&
+            w.nactive == 1 && w.inactive) {
+            __u64 o = rd64(w.inactive + w.l.ts_frame);
+            if (w.l.cf_current_frame != CN_INT_ABI_NONE && o)
+                o = rd64(o + w.l.cf_current_frame);
+            w.outer = o;
+        }
+        /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way (twice that
+         * many steps for two chains). */
+        bpf_loop(4 * CN_INT_ABI_MAX_FRAMES + 2, frame_step, &w, 0);
         r->status = w.status;
+        if (w.nsub_set)
+            r->nsub = (__u16)w.nsub;
     }
     __u32 n = w.n;
     if (n > CN_INT_ABI_MAX_FRAMES)

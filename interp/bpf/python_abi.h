@@ -10,7 +10,10 @@
 #define CN_INT_ABI_MAX_FRAMES  128 /* frames written per record, innermost first */
 #define CN_INT_ABI_MAX_THREADS 256 /* thread states searched per interpreter on a cache miss */
 #define CN_INT_ABI_MAX_INTERPS 4   /* interpreters searched */
-#define CN_INT_ABI_NONE        0xffffffffu /* an offset the version does not have */
+#define CN_INT_ABI_TS_ACTIVE                                                                       \
+    0x10                            /* PyThreadState._status.active (3.12+: bit 4 of the word):    \
+                                       the state is its thread's current one */
+#define CN_INT_ABI_NONE 0xffffffffu /* an offset the version does not have */
 
 /* How a version's frames are chained. */
 enum {
@@ -23,7 +26,9 @@ enum {
 struct cn_int_abi_layout {
     __u64 runtime;         /* address of _PyRuntime in the target */
     __u32 kind;            /* CN_INT_ABI_FRAMEOBJ or CN_INT_ABI_IFRAME */
-    __u32 rt_interp_head;  /* _PyRuntime.interpreters.head */
+    __u32 rt_interp_head;  /* _PyRuntime.interpreters.head; .main is the word after it */
+    __u32 is_id;           /* PyInterpreterState.id (0: the main interpreter) */
+    __u32 ts_status;       /* PyThreadState._status (3.12+), else NONE */
     __u32 is_next;         /* PyInterpreterState.next */
     __u32 is_threads_head; /* PyInterpreterState.tstate_head / threads.head */
     __u32 ts_next;         /* PyThreadState.next */
@@ -41,6 +46,46 @@ struct cn_int_abi_layout {
 };
 
 #define CN_INT_ABI_FRAME_READ_MAX 120
+
+/* The code objects user space asks the program to check (interp/ctx.c, cn_int_new_epoch):
+ * that each still has the type, name and file words it was named with, i.e. was not freed and
+ * another allocated at its address. The program checks them at its next sample of the process
+ * (a read of the target costs it ~0.1 µs; user space's process_vm_readv ~14 µs on the
+ * project's VM, a bpf() map update ~10 µs) and reports in the ring (struct
+ * cn_int_abi_checked). The requests are in the memory-mapped array "checks", one slot per
+ * process (procs' check_slot), written by user space without a system call, as a sequence
+ * lock: seq odd while it writes, even once the request is whole; the program checks a
+ * request whose seq is even and not done, and answers only if seq did not move meanwhile. */
+#define CN_INT_ABI_CHECK_MAX   64 /* code objects per request; a power of two */
+#define CN_INT_ABI_CHECK_SLOTS 64 /* processes with a slot (the others: user space reads) */
+struct cn_int_abi_check {
+    __u64 seq;    /* the request's number, even (0: none) */
+    __u64 done;   /* written by the program: the last seq it checked */
+    __u32 n;      /* objects listed */
+    __u32 off[3]; /* offsets of the words checked: ob_type, the name, co_filename */
+    __u64 addr[CN_INT_ABI_CHECK_MAX];
+    __u64 want[CN_INT_ABI_CHECK_MAX][3];
+};
+
+/* A registered process (map "procs"): its layout and its slot in "checks" (user space), and
+ * whether it runs several interpreters (the program: _PyRuntime.interpreters.head != .main,
+ * read again CN_INT_ABI_MULTI_NS after the last read; 0 at registration). */
+#define CN_INT_ABI_MULTI_NS 10000000ull
+struct cn_int_abi_proc {
+    struct cn_int_abi_layout l;
+    __u32 check_slot; /* CN_INT_ABI_NONE: none */
+    __u32 multi;      /* the program's: several interpreters, at multi_ns */
+    __u64 multi_ns;   /* the program's: bpf_ktime_get_ns() of that read (0: never) */
+    __u64 head, main; /* the program's: interpreters.head and .main then */
+};
+
+/* The answer to a check, in the ring beside the sample records (and shorter than any). */
+struct cn_int_abi_checked {
+    __u64 seq;
+    __u64 changed; /* bit i: object i no longer has its words (or could not be read) */
+    __u32 pid;
+    __u32 n;
+};
 
 /* 3.11+: a frame's caller is most often right below it in the thread's data-stack chunk, so
  * a frame read that misses the bytes read before reads up to this many bytes ending at the
@@ -66,6 +111,14 @@ enum {
     CN_INT_ABI_NO_THREAD = 1, /* no thread state for this thread (not a Python thread yet) */
     CN_INT_ABI_FAULT = 2,     /* a read failed mid-walk: frames so far */
     CN_INT_ABI_TRUNCATED = 3, /* more than CN_INT_ABI_MAX_FRAMES frames */
+    CN_INT_ABI_AMBIGUOUS = 4, /* the thread has thread states in several interpreters and none
+                                 is known to be its current one: no frames */
+};
+
+/* Record flags. */
+enum {
+    CN_INT_ABI_R_MULTI = 1, /* the process had more than one interpreter at the sample */
+    CN_INT_ABI_R_SUB = 2,   /* the frames are a sub-interpreter's (interp: its id) */
 };
 
 /* Time sources. */
@@ -84,10 +137,14 @@ struct cn_int_abi_record {
     __u8 status;
     __u8 time_src;
     __u64 tstate; /* the thread state found (0 none) */
+    __u32 interp; /* R_SUB: the sub-interpreter's id (PyInterpreterState.id, clamped) */
+    __u16 rflags; /* CN_INT_ABI_R_… */
+    __u16 nsub;   /* R_SUB: frames [0, nsub) are the sub-interpreter's; the rest, the thread's
+                     frames in the interpreter that called into it (its other, inactive state) */
     struct cn_int_abi_frame frames[CN_INT_ABI_MAX_FRAMES];
 };
 
-#define CN_INT_ABI_HEADER_SIZE 40 /* offsetof(struct cn_int_abi_record, frames) */
+#define CN_INT_ABI_HEADER_SIZE 48 /* offsetof(struct cn_int_abi_record, frames) */
 
 /* Counters, per CPU (map "stats"). */
 enum {
@@ -98,6 +155,7 @@ enum {
     CN_INT_ABI_S_WALKS,     /* thread-state searches */
     CN_INT_ABI_S_OTHER,     /* samples of processes not registered */
     CN_INT_ABI_S_NEG_HIT,   /* a thread searched < 50 ms ago without a thread state */
+    CN_INT_ABI_S_CHECKS,    /* code-object checks done (struct cn_int_abi_check) */
     CN_INT_ABI_S_NSTATS,
 };
 

@@ -65,6 +65,10 @@ enum cn_int_status {
                              found within 50 ms): no Python frames */
     CN_INT_FAULT = 2,     /* a read failed mid-walk: the frames up to it */
     CN_INT_TRUNCATED = 3, /* deeper than CN_INT_MAX_FRAMES: the innermost ones */
+    CN_INT_AMBIGUOUS = 4, /* the process runs sub-interpreters and the thread has thread states
+                             in several of them, none known to be its current one (3.8–3.11,
+                             which keep no such mark; 3.12's run_string, which borrows another
+                             thread's state): no frames rather than maybe another's */
 };
 
 /* One sample's interpreter frames, as the program captured them. */
@@ -75,6 +79,11 @@ typedef struct cn_int_record {
                                a few µs after it (same clock) */
     bool sample_time;
     int status; /* enum cn_int_status */
+    bool multi; /* the process had more than one interpreter (sub-interpreters) at the sample */
+    bool sub;   /* the frames are a sub-interpreter's, interp its id (the main one's is 0) */
+    uint32_t interp;
+    uint32_t nsub; /* sub: frames [0, nsub) are the sub-interpreter's, the rest (3.12+, a thread
+                      with one other state) its frames in the interpreter that called into it */
     uint32_t nframes;
     cn_int_frame frames[CN_INT_MAX_FRAMES]; /* innermost first */
 } cn_int_record;
@@ -99,6 +108,8 @@ typedef struct cn_int_stats {
     uint64_t other;      /* samples of processes not registered (the program returned at once) */
     uint64_t no_thread;  /* samples of a thread without a thread state, known from a search less
                             than 50 ms before (a native thread: searched again after that) */
+    uint64_t checks;     /* code-object checks the program did (cn_int_new_epoch) */
+    uint64_t checks_changed; /* code objects they found changed (read again at next use) */
 } cn_int_stats;
 
 /* Loads the BPF program (needs CAP_BPF and CAP_PERFMON). *out is freed with cn_int_free.
@@ -156,11 +167,16 @@ int cn_int_func_of(cn_int_ctx *c, uint32_t pid, uint64_t code, cn_int_func *out)
 /* Starts a new epoch of the code-object caches: an entry used after this call is first checked
  * to be the same object still (its type, name and file pointers), and read again if not, so a
  * code object freed and another allocated at its address is not named after the old one. The
- * objects used in the epoch before are checked here, with one process_vm_readv per process
- * (those still the same are not read again at their first use); the others at their first
- * use, one read each. The sampler calls it at most every 100 ms. */
+ * objects used in the epoch before (up to 64 per process) are handed to the BPF program, which
+ * checks them at its next sample of the process and answers in its ring: they stay valid
+ * meanwhile, and those it finds changed are read again at their next use after the answer was
+ * drained (a replaced object is named anew up to two epochs later). The others are checked
+ * at their first use, one read each. The sampler calls it at most every 100 ms. */
 void cn_int_new_epoch(cn_int_ctx *c);
 
+/* How many cached code objects were found changed so far (by the program's checks): a caller
+ * that keeps names of its own (the sampler's frames) checks them again when it moves. */
+uint64_t cn_int_changes(const cn_int_ctx *c);
 /* The line of instruction instr (code units) in a code object: > 0, or 0 when the line
  * table has none or could not be read. */
 int cn_int_line(cn_int_ctx *c, uint32_t pid, uint64_t code, int32_t instr);

@@ -224,6 +224,9 @@ size_t cn_live_session_fds(const cn_live_session *s, const int **fds);
  * retention window, the memory bound and the duration, and notices target exit (state
  * EXITED). Never blocks. Returns the number of samples added (>= 0) or negative errno. */
 int cn_live_session_pump(cn_live_session *s);
+/* Nanoseconds until a running session's duration ends (0: due now), or -1 when it has no
+ * limit or is not running: when the owner must pump it next at the latest. */
+int64_t cn_live_session_due_ns(const cn_live_session *s);
 /* A replay session (opts.replay_sample_type): feeds len bytes of captured records
  * (whole records) through the sampler into the profile and hands new frames to the
  * symbolizer, as pump does for records read from the rings. Returns the samples added

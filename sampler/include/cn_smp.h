@@ -338,6 +338,10 @@ typedef struct cn_smp_counters {
     uint64_t py_replaced;     /* frames whose code object was freed and its address reused by
                                  another (named anew) */
     uint64_t py_errors;       /* Python frames lost to allocation failures */
+    uint64_t py_subinterp;    /* joined samples of a thread in a sub-interpreter (its frames,
+                                 under a "[python: sub-interpreter N]" frame) */
+    uint64_t py_ambiguous;    /* samples of a thread whose interpreter could not be told
+                                 ("[python: sub-interpreter ?]" in place of its frames) */
 } cn_smp_counters;
 
 /* ---------------------------------------------------------------------------------------

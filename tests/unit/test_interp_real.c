@@ -476,6 +476,229 @@ static void run_offcpu(const char *python)
     assert_true(in_nap * 100 >= samples * 95);
 }
 
+/* Code objects freed and others allocated at their address (tests/data/python/work_regen.py:
+ * a new function gen_NNN every 0.3 s, the one before dropped): each sample's innermost name,
+ * resolved as the sampler does (an epoch every 100 ms, names cached per code object), must
+ * be the function the workload ran at the sample's time, but within 250 ms after a switch
+ * (a cached name is checked once per epoch, by the program at its next sample: until the
+ * answer a reused address keeps the old name, docs/python.md "Naming code objects"), and
+ * ≥ 70 % of them right (without any check: ~25 %). The test needs reuse to mean anything: at
+ * least one function must have had the code address of one before it. */
+typedef struct regen_sample {
+    uint64_t time, code;
+    char name[16];
+} regen_sample;
+
+static void run_regen(const char *python)
+{
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_regen.py", NULL, &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    int fd = open_event(pid, -1, false);
+    assert_true(fd >= 0);
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(ring != MAP_FAILED);
+    if (cn_int_attach(c, fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    size_t cap = 8192, ns = 0;
+    sample *s = calloc(cap, sizeof(*s));
+    regen_sample *rs = calloc(cap, sizeof(*rs));
+    assert_true(s && rs);
+    for (int round = 0; round < 25; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        cn_int_new_epoch(c);
+        size_t n = read_ring(ring, s, cap);
+        for (size_t i = 0; i < n && ns < cap; i++) {
+            cn_int_record rec;
+            cn_int_func f;
+            if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1 || rec.nframes == 0 ||
+                cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) < 0 || !f.readable ||
+                strncmp(f.name, "gen_", 4) != 0)
+                continue;
+            rs[ns].time = s[i].time;
+            rs[ns].code = rec.frames[0].code;
+            snprintf(rs[ns].name, sizeof(rs[ns].name), "%s", f.name);
+            ns++;
+        }
+    }
+    ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    cn_int_stats st;
+    assert_int_equal(cn_int_stats_get(c, &st), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* the timeline: "switch TIME NAME" lines, in order */
+    uint64_t sw_t[256];
+    char sw_name[256][16];
+    size_t nsw = 0;
+    char line[128];
+    while (nsw < 256 && read_line(out_fd, line, sizeof(line))) {
+        unsigned long long t;
+        if (sscanf(line, "switch %llu %15s", &t, sw_name[nsw]) == 2)
+            sw_t[nsw++] = t;
+    }
+    close(out_fd);
+    munmap(ring, map_len);
+    close(fd);
+    cn_int_free(c);
+    size_t right = 0, near = 0, wrong = 0, reused = 0, nseen = 0;
+    uint64_t seen[256];
+    size_t cur_sw = SIZE_MAX;
+    for (size_t i = 0; i < ns; i++) {
+        size_t k = SIZE_MAX;
+        for (size_t j = 0; j < nsw && sw_t[j] <= rs[i].time; j++)
+            k = j;
+        if (k == SIZE_MAX)
+            continue;                     /* before the first switch line: the first function */
+        if (k != cur_sw && nseen < 256) { /* a function's first sample: its code address */
+            for (size_t j = 0; j < nseen; j++)
+                if (seen[j] == rs[i].code) {
+                    reused++;
+                    break;
+                }
+            seen[nseen++] = rs[i].code;
+            cur_sw = k;
+        }
+        if (strcmp(rs[i].name, sw_name[k]) == 0)
+            right++;
+        else if (rs[i].time - sw_t[k] < 250000000ull)
+            near++;
+        else {
+            wrong++;
+            print_message("[ wrong    ] %s at %llu: %s (running %s since %llu)\n", python,
+                          (unsigned long long)rs[i].time, rs[i].name, sw_name[k],
+                          (unsigned long long)sw_t[k]);
+        }
+    }
+    free(s);
+    free(rs);
+    print_message("[ regen    ] %s: %zu functions, %zu at the address of one before; %zu "
+                  "samples named: %zu right, %zu wrong within 250 ms after a switch, %zu wrong; "
+                  "checks by the program %llu, changed %llu\n",
+                  python, nsw, reused, ns, right, near, wrong, (unsigned long long)st.checks,
+                  (unsigned long long)st.checks_changed);
+    assert_true(nsw >= 5);
+    assert_true(reused >= 1);
+    assert_int_equal(wrong, 0);
+    assert_true(right * 100 >= ns * 70);
+}
+
+/* Sub-interpreters (3.12+, tests/data/python/work_subinterp.py): the main thread spins in
+ * main_spin, a worker thread in sub_spin inside a sub-interpreter, one perf event per thread.
+ * mode "own": the worker created its interpreter; "borrowed": the main thread did. Every
+ * record must say the process runs several interpreters; no record may name the other
+ * thread's function (a wrong stack); with "own", and with "borrowed" on 3.13 (whose
+ * run_string makes the worker a state of its own), ≥ 90 % of each thread's records must name
+ * its function, the worker's marked with its sub-interpreter's id and followed by its own
+ * frames in the main interpreter (main.<locals>.worker, which called run_string). 3.12's run_string
+ * runs a borrowed interpreter on the creator's first thread state (thread_id the main thread's):
+ * there the main thread's records may be AMBIGUOUS (no frames), never sub_spin. */
+static void run_subinterp(const char *python, const char *mode, int minor)
+{
+    cn_err err = {0};
+    cn_int_ctx *c = NULL;
+    if (cn_int_new(&c, &err) < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    int out_fd = -1;
+    char ready[64];
+    pid_t pid = start_python(python, "work_subinterp.py", mode, &out_fd, ready, sizeof(ready));
+    assert_true(pid > 0);
+    int tid[2] = {0, 0}, fd[2];
+    void *ring[2];
+    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
+    for (int k = 0; k < 2; k++) {
+        fd[k] = open_event(tid[k], -1, false);
+        assert_true(fd[k] >= 0);
+        ring[k] = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd[k], 0);
+        assert_true(ring[k] != MAP_FAILED);
+        if (cn_int_attach(c, fd[k], &err) < 0)
+            fail_msg("attach: %s", err.msg);
+    }
+    if (cn_int_register(c, pid, NULL, &err) < 0)
+        fail_msg("register %s: %s", python, err.msg);
+    for (int k = 0; k < 2; k++)
+        ioctl(fd[k], PERF_EVENT_IOC_ENABLE, 0);
+    /* per thread: samples, joined, multi, right function, wrong (the other's), sub-marked
+     * with an id > 0, ambiguous */
+    size_t n_s[2] = {0}, n_j[2] = {0}, n_multi[2] = {0}, n_right[2] = {0}, n_wrong[2] = {0},
+           n_sub[2] = {0}, n_amb[2] = {0}, n_outer[2] = {0};
+    const char *want[2] = {"main_spin", "sub_spin"};
+    sample *s = calloc(8192, sizeof(*s));
+    assert_non_null(s);
+    for (int round = 0; round < 20; round++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        cn_int_new_epoch(c);
+        for (int e = 0; e < 2; e++) {
+            size_t n = read_ring(ring[e], s, 8192);
+            for (size_t i = 0; i < n; i++) {
+                cn_int_record rec;
+                int k = (int)s[i].tid == tid[0] ? 0 : (int)s[i].tid == tid[1] ? 1 : -1;
+                if (k < 0)
+                    continue;
+                n_s[k]++;
+                if (cn_int_take(c, s[i].pid, s[i].tid, s[i].time, &rec) != 1)
+                    continue;
+                n_j[k]++;
+                n_multi[k] += rec.multi;
+                n_amb[k] += rec.status == CN_INT_AMBIGUOUS;
+                n_sub[k] += rec.sub && rec.interp > 0;
+                cn_int_func f;
+                /* the caller's frames below the sub-interpreter's: the worker function first */
+                if (rec.sub && rec.nsub < rec.nframes &&
+                    cn_int_func_of(c, rec.pid, rec.frames[rec.nsub].code, &f) == 0 &&
+                    strcmp(f.name, "main.<locals>.worker") == 0)
+                    n_outer[k]++;
+                if (rec.nframes == 0 || cn_int_func_of(c, rec.pid, rec.frames[0].code, &f) < 0)
+                    continue;
+                if (strcmp(f.name, want[k]) == 0)
+                    n_right[k]++;
+                else if (strcmp(f.name, want[1 - k]) == 0)
+                    n_wrong[k]++;
+            }
+        }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out_fd);
+    for (int k = 0; k < 2; k++) {
+        munmap(ring[k], map_len);
+        close(fd[k]);
+    }
+    cn_int_free(c);
+    free(s);
+    print_message("[ subinterp] %s %s: main thread %zu samples (joined %zu, multi %zu), %zu in "
+                  "main_spin, %zu wrong, %zu sub-marked, %zu ambiguous; worker %zu samples "
+                  "(joined %zu, multi %zu), %zu in sub_spin, %zu wrong, %zu sub-marked (%zu "
+                  "with the worker's own frames below), %zu ambiguous\n",
+                  python, mode, n_s[0], n_j[0], n_multi[0], n_right[0], n_wrong[0], n_sub[0],
+                  n_amb[0], n_s[1], n_j[1], n_multi[1], n_right[1], n_wrong[1], n_sub[1],
+                  n_outer[1], n_amb[1]);
+    for (int k = 0; k < 2; k++) {
+        assert_true(n_s[k] >= 200);
+        assert_int_equal(n_j[k], n_s[k]);
+        assert_int_equal(n_multi[k], n_j[k]); /* the sub-interpreter exists all along */
+        assert_int_equal(n_wrong[k], 0);      /* never the other thread's stack */
+    }
+    assert_int_equal(n_sub[0], 0);       /* the main thread is never marked a sub-interpreter's */
+    assert_true(n_sub[1] >= n_right[1]); /* every sub_spin record carries its interpreter */
+    if (strcmp(mode, "own") == 0 || minor >= 13) {
+        assert_true(n_right[0] * 100 >= n_s[0] * 90);
+        assert_true(n_right[1] * 100 >= n_s[1] * 90);
+        assert_true(n_outer[1] * 100 >= n_s[1] * 90);
+    }
+}
+
 static void each(void **state, const char *python)
 {
     const char *only = getenv("CANOPY_INTERP_ONLY");
@@ -490,6 +713,36 @@ static void each(void **state, const char *python)
     run_threads(python, false);
     run_threads(python, true);
     run_offcpu(python);
+    run_regen(python);
+}
+
+static void subinterp(void **state, const char *python, int minor)
+{
+    const char *only = getenv("CANOPY_INTERP_ONLY");
+    if (only && strcmp(only, python) != 0)
+        return;
+    if (geteuid() != 0) {
+        if (under_ci())
+            fail_msg("needs root under CI=true");
+        skip();
+    }
+    if (access(python, X_OK) < 0) {
+        if (under_ci())
+            fail_msg("%s: not installed", python);
+        print_message("[ skip     ] %s: not installed\n", python);
+        return;
+    }
+    run_subinterp(python, "own", minor);
+    run_subinterp(python, "borrowed", minor);
+}
+
+static void subinterp_312(void **state)
+{
+    subinterp(state, "/root/.pyenv/versions/3.12.1/bin/python3.12", 12);
+}
+static void subinterp_313(void **state)
+{
+    subinterp(state, "/root/.pyenv/versions/3.13.0/bin/python3.13", 13);
 }
 
 static void debian_python3(void **state)
@@ -579,9 +832,11 @@ static void refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(debian_python3), cmocka_unit_test(pyenv_38),  cmocka_unit_test(pyenv_39),
-        cmocka_unit_test(pyenv_310),      cmocka_unit_test(pyenv_311), cmocka_unit_test(pyenv_312),
-        cmocka_unit_test(pyenv_313),      cmocka_unit_test(refusals),
+        cmocka_unit_test(debian_python3), cmocka_unit_test(pyenv_38),
+        cmocka_unit_test(pyenv_39),       cmocka_unit_test(pyenv_310),
+        cmocka_unit_test(pyenv_311),      cmocka_unit_test(pyenv_312),
+        cmocka_unit_test(pyenv_313),      cmocka_unit_test(subinterp_312),
+        cmocka_unit_test(subinterp_313),  cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
