@@ -25,6 +25,27 @@ finish_tmp() {
 }
 trap 'finish_tmp $?' EXIT
 
+# The EXIT trap of a test whose only background process is its canopyd (D_PID, started
+# by start_canopyd): `D_PID=; trap finish_daemon EXIT`.
+finish_daemon() {
+  local rc=$?
+  kill $D_PID 2>/dev/null || true
+  wait 2>/dev/null || true
+  finish_tmp $rc
+}
+
+# need_browser: skips unless Debian's chromium, node and curl are here (scripts/setup
+# installs them); sets CHROMIUM, DRIVER (the DevTools driver) and SHOTS (screenshots).
+need_browser() {
+  CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+  [ -x "$CHROMIUM" ] || skip "no chromium at $CHROMIUM (scripts/setup installs it)"
+  command -v node >/dev/null || skip "no node (scripts/setup installs nodejs)"
+  command -v curl >/dev/null || skip "no curl"
+  DRIVER=$(dirname "${BASH_SOURCE[0]}")/web_browser.js
+  SHOTS=${CANOPY_WEB_SHOTS:-$TMP/shots}
+  mkdir -p "$SHOTS"
+}
+
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # A test may skip where the kernel forbids what it needs, but never under CI=true.

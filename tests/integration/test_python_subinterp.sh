@@ -18,13 +18,7 @@ WL=$(dirname "$0")/../data/python/work_subinterp.py
 PY=/usr/bin/python3
 
 D_PID=
-on_exit() {
-  local rc=$?
-  kill $D_PID 2>/dev/null || true
-  wait 2>/dev/null || true
-  finish_tmp $rc
-}
-trap on_exit EXIT
+trap finish_daemon EXIT
 start_canopyd
 
 nver=0

@@ -15,13 +15,7 @@ C=$CANOPY_BIN
 W=$CANOPY_WORKLOADS
 export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
-on_exit() {
-  local rc=$?
-  kill $D_PID 2>/dev/null || true
-  wait 2>/dev/null || true
-  finish_tmp $rc
-}
-trap on_exit EXIT
+trap finish_daemon EXIT
 start_canopyd
 
 "$C" run --name small --unwind dwarf --stack-size 512 -F 499 -o /dev/null -- "$W/wl_deep_nofp" 1 \

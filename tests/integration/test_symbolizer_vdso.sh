@@ -12,13 +12,7 @@ WL=$CANOPY_WORKLOADS/wl_clockread
 C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
-on_exit() {
-  local rc=$?
-  kill $D_PID 2>/dev/null || true
-  wait 2>/dev/null || true
-  finish_tmp $rc
-}
-trap on_exit EXIT
+trap finish_daemon EXIT
 
 # The vDSO function perf names for the same workload (empty when perf cannot sample).
 ORACLE=

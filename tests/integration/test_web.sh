@@ -21,14 +21,8 @@ WL=$CANOPY_WORKLOADS/wl_shares_fp
 WAITS=$CANOPY_WORKLOADS/wl_waits_fp
 [ -x "$WL" ] && [ -x "$WAITS" ] || fail "workloads $WL, $WAITS not built"
 C=$CANOPY_BIN
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-[ -x "$CHROMIUM" ] || skip "no chromium at $CHROMIUM (scripts/setup installs it)"
-command -v node >/dev/null || skip "no node (scripts/setup installs nodejs)"
-command -v curl >/dev/null || skip "no curl"
+need_browser
 export CANOPY_SOCKET=$TMP/d.sock
-DRIVER=$(dirname "$0")/web_browser.js
-SHOTS=${CANOPY_WEB_SHOTS:-$TMP/shots}
-mkdir -p "$SHOTS"
 
 D_PID=
 W_PID= W2_PID=

@@ -20,14 +20,8 @@ CANOPYD_BIN=${CANOPYD_TEST_BIN:?run through ctest}
 WL=$CANOPY_WORKLOADS/wl_shares_fp
 [ -x "$WL" ] || fail "workload $WL not built"
 C=$CANOPY_BIN
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-[ -x "$CHROMIUM" ] || skip "no chromium at $CHROMIUM (scripts/setup installs it)"
-command -v node >/dev/null || skip "no node (scripts/setup installs nodejs)"
-command -v curl >/dev/null || skip "no curl"
+need_browser
 export CANOPY_SOCKET=$TMP/d.sock
-DRIVER=$(dirname "$0")/web_browser.js
-SHOTS=${CANOPY_WEB_SHOTS:-$TMP/shots}
-mkdir -p "$SHOTS"
 D_PID=
 W_PID=
 WEB_PID=
@@ -106,12 +100,21 @@ sys.exit(not (inode and mine and not daemon and uid == os.getuid()))
 PY
 echo "PASS the server is canopy web's (pid $WEB_PID, uid $(id -u)), the page's CSP"
 
-# The ETag: the same query on the stopped session is 304 with it, 200 with another.
+# The ETag: the same query on the stopped session is 304 with it, 200 with another. The
+# symbolizer's held-back batches (8 s each) can still rename frames of the stopped session
+# between two requests, and a changed answer is rightly 200: a few tries.
 Q="$BASE/api/tree?token=$TOKEN&arg=--invert"
-ETAG=$(curl -s -D - -o /dev/null "$Q" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
-[ -n "$ETAG" ] || fail "/api/tree has no ETag"
-[ "$(curl -s -o "$TMP/304" -w '%{http_code}' -H "If-None-Match: $ETAG" "$Q")" = 304 ] && [ ! -s "$TMP/304" ] ||
-  fail "the same answer with If-None-Match $ETAG is not an empty 304"
+got=
+for try in 1 2 3 4 5; do
+  ETAG=$(curl -s -D - -o /dev/null "$Q" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
+  [ -n "$ETAG" ] || fail "/api/tree has no ETag"
+  got=$(curl -s -o "$TMP/304" -w '%{http_code}' -H "If-None-Match: $ETAG" "$Q")
+  [ "$got" = 304 ] && break
+  [ "$got" = 200 ] || fail "If-None-Match $ETAG answered $got"
+  sleep 1
+done
+[ "$got" = 304 ] && [ ! -s "$TMP/304" ] ||
+  fail "the same answer with If-None-Match $ETAG is not an empty 304 (5 tries)"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'If-None-Match: "0000000000000000"' "$Q")" = 200 ] ||
   fail "another ETag is not 200"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "If-None-Match: $ETAG" "$BASE/api/tree?token=$TOKEN")" = 200 ] ||

@@ -116,6 +116,52 @@ static int open_event(pid_t pid, int cpu, bool inherit)
     return (int)syscall(SYS_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+/* A started Python process, one perf event of it with its ring mapped, and the program
+ * attached to that event (still disabled): what the single-event tests here share. */
+typedef struct traced {
+    cn_int_ctx *c;
+    pid_t pid;
+    int out_fd; /* the workload's output ("ready ...", then its own lines) */
+    int fd;
+    void *ring;
+    size_t map_len;
+} traced;
+
+/* Starts python on script (arg may be NULL) and sets t up around it; attr NULL: the
+ * default cpu-clock event. Fails the test on any error; skips without root outside CI. */
+static void traced_start(traced *t, const char *python, const char *script, const char *arg,
+                         struct perf_event_attr *attr)
+{
+    cn_err err = {0};
+    char ready[64];
+    memset(t, 0, sizeof(*t));
+    int r = cn_int_new(&t->c, &err);
+    if (r == -EPERM && !under_ci()) {
+        print_message("[ skip     ] needs root: %s\n", err.msg);
+        skip();
+    }
+    if (r < 0)
+        fail_msg("cn_int_new: %s", err.msg);
+    t->out_fd = -1;
+    t->pid = start_python(python, script, arg, &t->out_fd, ready, sizeof(ready));
+    assert_true(t->pid > 0);
+    t->fd = attr ? open_event_attr(attr, t->pid, -1) : open_event(t->pid, -1, false);
+    assert_true(t->fd >= 0);
+    t->map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
+    t->ring = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
+    assert_true(t->ring != MAP_FAILED);
+    if (cn_int_attach(t->c, t->fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+}
+
+/* Undoes traced_start but for the process and its output (each test ends those itself). */
+static void traced_stop(traced *t)
+{
+    munmap(t->ring, t->map_len);
+    close(t->fd);
+    cn_int_free(t->c);
+}
+
 typedef struct sample {
     uint64_t ip;
     uint32_t pid, tid, cpu;
@@ -199,25 +245,12 @@ static void run_one(const char *python)
         return;
     }
     cn_err err = {0};
-    cn_int_ctx *c = NULL;
-    int r = cn_int_new(&c, &err);
-    if (r == -EPERM && !under_ci()) {
-        print_message("[ skip     ] needs root: %s\n", err.msg);
-        skip();
-    }
-    if (r < 0)
-        fail_msg("cn_int_new: %s", err.msg);
-    int out_fd = -1;
-    char ready[64];
-    pid_t pid = start_python(python, "work_split.py", NULL, &out_fd, ready, sizeof(ready));
-    assert_true(pid > 0);
-    int fd = open_event(pid, -1, false);
-    assert_true(fd >= 0);
-    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
-    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    assert_true(ring != MAP_FAILED);
-    if (cn_int_attach(c, fd, &err) < 0)
-        fail_msg("attach: %s", err.msg);
+    traced t;
+    traced_start(&t, python, "work_split.py", NULL, NULL);
+    cn_int_ctx *c = t.c;
+    pid_t pid = t.pid;
+    int out_fd = t.out_fd, fd = t.fd;
+    void *ring = t.ring;
     /* attaching leaves the event disabled: no sample before the process is registered */
     assert_int_equal(((struct perf_event_mmap_page *)ring)->data_head, 0);
     cn_int_proc info;
@@ -299,9 +332,7 @@ static void run_one(const char *python)
         close(pfd);
     if (stats_fd >= 0)
         close(stats_fd);
-    munmap(ring, map_len);
-    close(fd);
-    cn_int_free(c);
+    traced_stop(&t);
     free(s);
     /* 3 s at 999 Hz, on a shared 2-core machine */
     assert_true(res.samples >= 500);
@@ -416,13 +447,6 @@ static void run_threads(const char *python, bool late)
 static void run_offcpu(const char *python)
 {
     cn_err err = {0};
-    cn_int_ctx *c = NULL;
-    if (cn_int_new(&c, &err) < 0)
-        fail_msg("cn_int_new: %s", err.msg);
-    int out_fd = -1;
-    char ready[64];
-    pid_t pid = start_python(python, "work_sleep.py", NULL, &out_fd, ready, sizeof(ready));
-    assert_true(pid > 0);
     struct perf_event_attr a;
     memset(&a, 0, sizeof(a));
     a.size = sizeof(a);
@@ -433,13 +457,12 @@ static void run_offcpu(const char *python)
     a.use_clockid = 1;
     a.clockid = CLOCK_MONOTONIC;
     a.disabled = 1;
-    int fd = open_event_attr(&a, pid, -1);
-    assert_true(fd >= 0);
-    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
-    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    assert_true(ring != MAP_FAILED);
-    if (cn_int_attach(c, fd, &err) < 0)
-        fail_msg("attach: %s", err.msg);
+    traced t;
+    traced_start(&t, python, "work_sleep.py", NULL, &a);
+    cn_int_ctx *c = t.c;
+    pid_t pid = t.pid;
+    int out_fd = t.out_fd, fd = t.fd;
+    void *ring = t.ring;
     if (cn_int_register(c, pid, NULL, &err) < 0)
         fail_msg("register %s: %s", python, err.msg);
     ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
@@ -465,9 +488,7 @@ static void run_offcpu(const char *python)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(out_fd);
-    munmap(ring, map_len);
-    close(fd);
-    cn_int_free(c);
+    traced_stop(&t);
     free(s);
     print_message("[ off-cpu  ] %s: %zu switch-outs, joined %zu, in nap %zu\n", python, samples,
                   joined, in_nap);
@@ -492,20 +513,12 @@ typedef struct regen_sample {
 static void run_regen(const char *python)
 {
     cn_err err = {0};
-    cn_int_ctx *c = NULL;
-    if (cn_int_new(&c, &err) < 0)
-        fail_msg("cn_int_new: %s", err.msg);
-    int out_fd = -1;
-    char ready[64];
-    pid_t pid = start_python(python, "work_regen.py", NULL, &out_fd, ready, sizeof(ready));
-    assert_true(pid > 0);
-    int fd = open_event(pid, -1, false);
-    assert_true(fd >= 0);
-    size_t map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
-    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    assert_true(ring != MAP_FAILED);
-    if (cn_int_attach(c, fd, &err) < 0)
-        fail_msg("attach: %s", err.msg);
+    traced t;
+    traced_start(&t, python, "work_regen.py", NULL, NULL);
+    cn_int_ctx *c = t.c;
+    pid_t pid = t.pid;
+    int out_fd = t.out_fd, fd = t.fd;
+    void *ring = t.ring;
     if (cn_int_register(c, pid, NULL, &err) < 0)
         fail_msg("register %s: %s", python, err.msg);
     ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
@@ -542,14 +555,12 @@ static void run_regen(const char *python)
     size_t nsw = 0;
     char line[128];
     while (nsw < 256 && read_line(out_fd, line, sizeof(line))) {
-        unsigned long long t;
-        if (sscanf(line, "switch %llu %15s", &t, sw_name[nsw]) == 2)
-            sw_t[nsw++] = t;
+        unsigned long long at;
+        if (sscanf(line, "switch %llu %15s", &at, sw_name[nsw]) == 2)
+            sw_t[nsw++] = at;
     }
     close(out_fd);
-    munmap(ring, map_len);
-    close(fd);
-    cn_int_free(c);
+    traced_stop(&t);
     size_t right = 0, near = 0, wrong = 0, reused = 0, nseen = 0;
     uint64_t seen[256];
     size_t cur_sw = SIZE_MAX;
