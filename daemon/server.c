@@ -204,12 +204,11 @@ static int next_tick_ms(const cn_d_server *srv)
     int ms = TICK_IDLE;
     for (size_t i = 0; i < srv->n_entries; i++) {
         const cn_live_session *s = srv->entries[i]->s;
-        if (cn_live_session_state(s) != CN_LIVE_RUNNING)
-            continue;
-        int64_t due = cn_live_session_due_ns(s);
-        int due_ms = due < 0 ? TICK_SAMPLING : (int)(due / 1000000) + 1;
-        ms = due_ms < ms ? due_ms : ms;
-        ms = TICK_SAMPLING < ms ? TICK_SAMPLING : ms;
+        int64_t due = cn_live_session_due_ns(s); /* -1: no end, or not running */
+        if (cn_live_session_state(s) == CN_LIVE_RUNNING)
+            ms = ms < TICK_SAMPLING ? ms : TICK_SAMPLING;
+        if (due >= 0 && due / 1000000 + 1 < ms)
+            ms = (int)(due / 1000000) + 1;
     }
     return ms < TICK_MS ? TICK_MS : ms;
 }

@@ -157,32 +157,47 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-static char *make_key(const cn_sym_object *obj)
+/* The cache's key of obj's object into buf (snprintf's contract: the length it needs). */
+static int key_format(const cn_sym_object *obj, char *buf, size_t size)
 {
-    char *key = NULL;
-    int n = -1;
     switch (obj->kind) {
     case CN_SYM_USER:
-        n = asprintf(&key, "u:%s", obj->identity ? obj->identity : obj->path);
-        break;
+        return snprintf(buf, size, "u:%s", obj->identity ? obj->identity : obj->path);
     case CN_SYM_KERNEL:
-        n = asprintf(&key, "k:%s",
-                     obj->identity ? obj->identity
-                     : obj->path   ? obj->path
-                                   : "[kernel]");
-        break;
+        return snprintf(buf, size, "k:%s",
+                        obj->identity ? obj->identity
+                        : obj->path   ? obj->path
+                                      : "[kernel]");
     case CN_SYM_JIT:
         if (obj->identity)
-            n = asprintf(&key, "j:%s", obj->identity);
-        else
-            n = asprintf(&key, "j:jit:%d:%s:%lld", (int)obj->pid, obj->path ? obj->path : "",
-                         obj->has_owner ? (long long)obj->owner_uid : -1LL);
-        break;
+            return snprintf(buf, size, "j:%s", obj->identity);
+        return snprintf(buf, size, "j:jit:%d:%s:%lld", (int)obj->pid, obj->path ? obj->path : "",
+                        obj->has_owner ? (long long)obj->owner_uid : -1LL);
     case CN_SYM_VDSO:
-        n = asprintf(&key, "v:[vdso]");
-        break;
+        return snprintf(buf, size, "v:[vdso]");
     }
-    return n < 0 ? NULL : key;
+    return -1;
+}
+
+static char *make_key(const cn_sym_object *obj)
+{
+    int n = key_format(obj, NULL, 0);
+    char *key = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (key)
+        key_format(obj, key, (size_t)n + 1);
+    return key;
+}
+
+uint64_t cn_sym__object_hash(const cn_sym_object *obj)
+{
+    char buf[512];
+    int n = key_format(obj, buf, sizeof(buf));
+    if (n >= 0 && (size_t)n < sizeof(buf))
+        return hash_str(buf);
+    char *key = make_key(obj); /* a long path: rare */
+    uint64_t h = key ? hash_str(key) : 0;
+    free(key);
+    return h;
 }
 
 static void lru_unlink(cn_sym__obj *o)

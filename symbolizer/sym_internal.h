@@ -189,4 +189,8 @@ uint32_t cn_sym__crc32(uint32_t crc, const void *buf, size_t len);
  * build-id; *path malloc'ed. Returns 0, -ENOENT, or negative errno. */
 int cn_sym__debuginfod_find(const char *build_id_hex, char **path);
 
+/* The hash of the cache's key for obj's object (cache.c): requests with one hash need one
+ * object (the worker groups a batch by it). 0 when out of memory. */
+uint64_t cn_sym__object_hash(const cn_sym_object *obj);
+
 #endif /* CN_SYM_INTERNAL_H */

@@ -16,7 +16,6 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 /* Requests taken at once, resolved grouped by object: on a busy machine the queue
  * interleaves frames of hundreds of objects, more than the cache's bounds hold, and taken
@@ -27,7 +26,7 @@
  * bytes, so that qsort moves keys, not 112-byte requests, and compares integers, not
  * paths (the sort of whole requests was a tenth of the worker's time on a build). */
 typedef struct req_order {
-    uint64_t obj; /* hash of what selects the object: kind, identity, path (pid for JIT) */
+    uint64_t obj; /* cn_sym__object_hash: the cache's key of the object it needs */
     uint64_t addr;
     uint32_t i; /* index in the batch */
 } req_order;
@@ -92,21 +91,6 @@ static int outbox_push(cn_sym_worker *w, const cn_sym_answer *a)
     return 0;
 }
 
-static uint64_t hash_str(uint64_t h, const char *str)
-{
-    return str ? XXH3_64bits_withSeed(str, strlen(str), h) : h * 31 + 7;
-}
-
-/* The key grouping requests by the object they need: each object is looked up in one
- * run, loaded at most once per batch. Two objects with one key only share a run. */
-static uint64_t object_key(const cn_sym_object *o)
-{
-    uint64_t h = (uint64_t)o->kind + 1;
-    if (o->kind == CN_SYM_JIT)
-        h = h * 1000003 + (uint64_t)(uint32_t)o->pid; /* a perf map per process */
-    return hash_str(hash_str(h, o->identity), o->path);
-}
-
 static int order_cmp(const void *x, const void *y)
 {
     const req_order *a = x, *b = y;
@@ -119,7 +103,7 @@ static int order_cmp(const void *x, const void *y)
 static void order_batch(const cn_sym_request *batch, size_t n, req_order *order)
 {
     for (size_t i = 0; i < n; i++)
-        order[i] = (req_order){object_key(&batch[i].obj), batch[i].addr, (uint32_t)i};
+        order[i] = (req_order){cn_sym__object_hash(&batch[i].obj), batch[i].addr, (uint32_t)i};
     qsort(order, n, sizeof(*order), order_cmp); /* answers go by tag and cookie */
 }
 

@@ -116,6 +116,18 @@ static int open_event(pid_t pid, int cpu, bool inherit)
     return (int)syscall(SYS_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+/* Maps event fd's ring (map_len bytes) and attaches the program to the event. */
+static void *attach_ring(cn_int_ctx *c, int fd, size_t map_len)
+{
+    cn_err err = {0};
+    assert_true(fd >= 0);
+    void *ring = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(ring != MAP_FAILED);
+    if (cn_int_attach(c, fd, &err) < 0)
+        fail_msg("attach: %s", err.msg);
+    return ring;
+}
+
 /* A started Python process, one perf event of it with its ring mapped, and the program
  * attached to that event (still disabled): what the single-event tests here share. */
 typedef struct traced {
@@ -146,12 +158,8 @@ static void traced_start(traced *t, const char *python, const char *script, cons
     t->pid = start_python(python, script, arg, &t->out_fd, ready, sizeof(ready));
     assert_true(t->pid > 0);
     t->fd = attr ? open_event_attr(attr, t->pid, -1) : open_event(t->pid, -1, false);
-    assert_true(t->fd >= 0);
     t->map_len = (RING_PAGES + 1) * (size_t)sysconf(_SC_PAGESIZE);
-    t->ring = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
-    assert_true(t->ring != MAP_FAILED);
-    if (cn_int_attach(t->c, t->fd, &err) < 0)
-        fail_msg("attach: %s", err.msg);
+    t->ring = attach_ring(t->c, t->fd, t->map_len);
 }
 
 /* Undoes traced_start but for the process and its output (each test ends those itself). */
@@ -381,11 +389,7 @@ static void run_threads(const char *python, bool late)
         assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
     for (int k = 0; k < nev; k++) {
         fd[k] = late ? open_event(pid, k, true) : open_event(tid[k], -1, false);
-        assert_true(fd[k] >= 0);
-        ring[k] = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd[k], 0);
-        assert_true(ring[k] != MAP_FAILED);
-        if (cn_int_attach(c, fd[k], &err) < 0)
-            fail_msg("attach: %s", err.msg);
+        ring[k] = attach_ring(c, fd[k], map_len);
     }
     if (cn_int_register(c, pid, NULL, &err) < 0)
         fail_msg("register %s: %s", python, err.msg);
@@ -629,11 +633,7 @@ static void run_subinterp(const char *python, const char *mode, int minor)
     assert_int_equal(sscanf(ready, "ready %d %d", &tid[0], &tid[1]), 2);
     for (int k = 0; k < 2; k++) {
         fd[k] = open_event(tid[k], -1, false);
-        assert_true(fd[k] >= 0);
-        ring[k] = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd[k], 0);
-        assert_true(ring[k] != MAP_FAILED);
-        if (cn_int_attach(c, fd[k], &err) < 0)
-            fail_msg("attach: %s", err.msg);
+        ring[k] = attach_ring(c, fd[k], map_len);
     }
     if (cn_int_register(c, pid, NULL, &err) < 0)
         fail_msg("register %s: %s", python, err.msg);
