@@ -128,6 +128,27 @@ python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys
 [ "$(code "$BASE/api/tree?token=$TOKEN&arg=-t&arg=merge:no_such_function")" = 400 ] ||
   fail "a transform of an unknown function (refused by canopyd) is not 400"
 echo "PASS /api/export = canopy tree --format F (json folded pprof svg firefox), /api/lines = canopy lines"
+# Six queries at once (a session's go to canopyd together over up to three connections, the
+# rest wait for one): each answer is its own query's.
+"$C" tree shares --format activity >"$TMP/cli.act" || fail "canopy tree --format activity"
+A="$BASE/api/tree?token=$TOKEN"
+PAR=()
+curl -m 60 -s "$A&arg=-t&arg=merge:burn&arg=--invert" >"$TMP/par.json" & PAR+=($!)
+curl -m 60 -s "$A&arg=--format&arg=activity" >"$TMP/par.act" & PAR+=($!)
+curl -m 60 -s "$BASE/api/lines?token=$TOKEN&func=burn" >"$TMP/par.lines" & PAR+=($!)
+curl -m 60 -s "$BASE/api/export?token=$TOKEN&format=folded&arg=-t&arg=merge:burn" >"$TMP/par.folded" & PAR+=($!)
+curl -m 60 -s -o /dev/null -w '%{http_code}' "$A&arg=-t&arg=merge:no_such_function" >"$TMP/par.bad" & PAR+=($!)
+curl -m 60 -s "$A&arg=-t&arg=merge:burn&arg=--invert" >"$TMP/par2.json" & PAR+=($!)
+wait "${PAR[@]}"
+for f in par.json par2.json; do
+  cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/$f") || fail "concurrent: $f differs from canopy tree"
+done
+cmp -s <(tr -d '\n' <"$TMP/cli.act") <(tr -d '\n' <"$TMP/par.act") || fail "concurrent: the activity data differs"
+cmp -s "$TMP/cli.folded" "$TMP/par.folded" || fail "concurrent: the folded export differs"
+python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a!=b)' "$TMP/cli.lines" "$TMP/par.lines" ||
+  fail "concurrent: /api/lines differs"
+[ "$(cat "$TMP/par.bad")" = 400 ] || fail "concurrent: the refused query is $(cat "$TMP/par.bad"), not 400"
+echo "PASS six queries at once, each answered with its own bytes"
 stop_web
 
 # ---- views, transforms, search, thread, range, URL, downloads on the saved session -----------
