@@ -133,15 +133,15 @@ echo "PASS /api/export = canopy tree --format F (json folded pprof svg firefox),
 "$C" tree shares --format activity >"$TMP/cli.act" || fail "canopy tree --format activity"
 A="$BASE/api/tree?token=$TOKEN"
 PAR=()
-curl -m 60 -s "$A&arg=-t&arg=merge:burn&arg=--invert" >"$TMP/par.json" & PAR+=($!)
+curl -m 60 -s "$A&arg=-t&arg=merge:burn" >"$TMP/par.json" & PAR+=($!)
 curl -m 60 -s "$A&arg=--format&arg=activity" >"$TMP/par.act" & PAR+=($!)
 curl -m 60 -s "$BASE/api/lines?token=$TOKEN&func=burn" >"$TMP/par.lines" & PAR+=($!)
 curl -m 60 -s "$BASE/api/export?token=$TOKEN&format=folded&arg=-t&arg=merge:burn" >"$TMP/par.folded" & PAR+=($!)
 curl -m 60 -s -o /dev/null -w '%{http_code}' "$A&arg=-t&arg=merge:no_such_function" >"$TMP/par.bad" & PAR+=($!)
-curl -m 60 -s "$A&arg=-t&arg=merge:burn&arg=--invert" >"$TMP/par2.json" & PAR+=($!)
+curl -m 60 -s "$A&arg=-t&arg=merge:burn" >"$TMP/par2.json" & PAR+=($!)
 wait "${PAR[@]}"
 for f in par.json par2.json; do
-  cmp -s <(tr -d '\n' <"$TMP/cli.json") <(tr -d '\n' <"$TMP/$f") || fail "concurrent: $f differs from canopy tree"
+  cmp -s <(tr -d "\n" <"$TMP/cli.json") <(tr -d "\n" <"$TMP/$f") || fail "concurrent: $f differs from canopy tree -t merge:burn"
 done
 cmp -s <(tr -d '\n' <"$TMP/cli.act") <(tr -d '\n' <"$TMP/par.act") || fail "concurrent: the activity data differs"
 cmp -s "$TMP/cli.folded" "$TMP/par.folded" || fail "concurrent: the folded export differs"
@@ -170,35 +170,43 @@ start_web "$TMP/wall.json"
 TMPDIR=$TMP node "$DRIVER" units "$URL" "$SHOTS" || fail "time units (screenshots in $SHOTS)"
 stop_web
 
-# ---- a real wall-mode session of the waits workload: times, and the workload's own shares ----
+# ---- real wall-mode and off-cpu sessions of the waits workload: times, the workload's shares ----
 # The rounds start (SIGUSR1) once canopyd samples, and it samples until the workload exits,
-# so the page's times and the workload's own measurement cover the same rounds.
-"$WAITS" 1.5 --wait-signal >"$TMP/waits.out" &
-W2_PID=$!
-"$C" attach $W2_PID --mode wall --unwind fp --name wall >/dev/null 2>"$TMP/err" || fail "attach --mode wall: $(cat "$TMP/err")"
-kill -USR1 $W2_PID
-wait $W2_PID
-for ((i = 0; i < 300; i++)); do # the exit seen and every frame symbolized
-  "$C" sessions --format json >"$TMP/s.json" || fail "sessions"
-  [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "wall"][0]')" = "('exited', 0)" ] && break
-  sleep 0.1
-done
-start_web wall --functions --tid $W2_PID # the main thread: compute, read, nap
-TMPDIR=$TMP node "$DRIVER" wall "$URL" "$SHOTS" >"$TMP/wall.log" || fail "a wall session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
-grep PASS "$TMP/wall.log"
-stop_web
-python3 - "$TMP/wall.log" $(python3 "$(dirname "$0")/offcpu_shares.py" --expect "$TMP/waits.out" wall main) <<'PY' ||
+# so the page's times and the workload's own measurement cover the same rounds. Off-cpu:
+# main's time off the CPU is its reads and naps (preemption, [preempted], dropped).
+for MODE in wall off-cpu; do
+  "$WAITS" 1.5 --wait-signal >"$TMP/waits.out" &
+  W2_PID=$!
+  "$C" attach $W2_PID --mode $MODE --unwind fp --name $MODE >/dev/null 2>"$TMP/err" || fail "attach --mode $MODE: $(cat "$TMP/err")"
+  kill -USR1 $W2_PID
+  wait $W2_PID
+  for ((i = 0; i < 300; i++)); do # the exit seen and every frame symbolized
+    "$C" sessions --format json >"$TMP/s.json" || fail "sessions"
+    [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "'$MODE'"][0]')" = "('exited', 0)" ] && break
+    sleep 0.1
+  done
+  if [ $MODE = wall ]; then
+    start_web wall --functions --tid $W2_PID # the main thread: compute, read, nap
+    TMPDIR=$TMP node "$DRIVER" wall "$URL" "$SHOTS" >"$TMP/wall.log" || fail "a wall session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
+  else
+    start_web off-cpu --functions --tid $W2_PID -t 'drop:[preempted]' # main: read, nap
+    TMPDIR=$TMP node "$DRIVER" offcpu "$URL" "$SHOTS" >"$TMP/wall.log" || fail "an off-cpu session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
+  fi
+  grep PASS "$TMP/wall.log"
+  stop_web
+  python3 - "$TMP/wall.log" $(python3 "$(dirname "$0")/offcpu_shares.py" --expect "$TMP/waits.out" $MODE main) <<'PY' ||
 import json, sys
 cells = json.loads(open(sys.argv[1]).read().split("CELLS ", 1)[1])
 scale = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
-ns = [float(cells[f].split()[0]) * scale[cells[f].split()[1]] for f in ("compute", "read", "nap")]
+ns = [float(cells[f].split()[0]) * scale[cells[f].split()[1]] if f in cells else 0 for f in ("compute", "read", "nap")]
 got = [100 * v / sum(ns) for v in ns]
 want = [float(x) for x in sys.argv[2:5]]
 print("page's compute/read/sleep shares", [round(g, 1) for g in got], "the workload's", want, "cells", cells)
 sys.exit(any(abs(g - w) > 5 for g, w in zip(got, want)))
 PY
-  fail "the page's wall times differ from the workload's own"
-echo "PASS a wall session in the browser: times, the workload's shares"
+    fail "the page's $MODE times differ from the workload's own"
+  echo "PASS a $MODE session in the browser: times, the workload's shares"
+done
 
 # ---- a long table: windowed ------------------------------------------------------------------
 for i in $(seq 0 1999); do echo "main;f$i 1"; done >"$TMP/long.folded"
