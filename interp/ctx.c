@@ -416,6 +416,95 @@ out:
     return ret;
 }
 
+/* The tid of thread tid (in our pid namespace) in its own process's namespace: the last
+ * field of NSpid, which is what CPython stored as native_thread_id; tid itself when the
+ * kernel has no NSpid line. */
+static uint32_t own_ns_tid(uint32_t pid, uint32_t tid)
+{
+    char path[64], *text = NULL;
+    size_t len;
+    uint32_t ntid = tid;
+    snprintf(path, sizeof(path), "/proc/%u/task/%u/status", pid, tid);
+    if (cn_obj_read_file(path, 1 << 16, &text, &len) < 0)
+        return tid;
+    const char *l = strstr(text, "\nNSpid:");
+    if (l) {
+        l += 7;
+        for (char *end; *l && *l != '\n'; l = end) {
+            unsigned long v = strtoul(l, &end, 10);
+            if (end == l)
+                break;
+            ntid = (uint32_t)v;
+        }
+    }
+    free(text);
+    return ntid;
+}
+
+/* The thread state whose native_thread_id is ntid: a bounded search of the interpreters and
+ * their threads, the program's search by another key (0: none). */
+static uint64_t tstate_of_native(const proc *p, uint32_t ntid)
+{
+    const struct cn_int_abi_layout *l = &p->lay.abi;
+    void *arg = (void *)(uintptr_t)p->pid;
+    uint64_t is = 0;
+    if (vm_read(arg, l->runtime + l->rt_interp_head, &is, 8) < 0)
+        return 0;
+    for (int i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
+        uint64_t ts = 0, next_is = 0;
+        if (vm_read(arg, is + l->is_threads_head, &ts, 8) < 0)
+            return 0;
+        for (int j = 0; j < CN_INT_ABI_MAX_THREADS && ts; j++) {
+            uint64_t id = 0;
+            if (vm_read(arg, ts + p->lay.ts_native_id, &id, 8) < 0)
+                break;
+            if (id == ntid)
+                return ts;
+            if (vm_read(arg, ts + l->ts_next, &ts, 8) < 0)
+                break;
+        }
+        if (vm_read(arg, is + l->is_next, &next_is, 8) < 0)
+            return 0;
+        is = next_is;
+    }
+    return 0;
+}
+
+int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
+{
+    proc *p = proc_find(c, pid);
+    if (!p)
+        return -ENOENT;
+    if (p->lay.ts_native_id == CN_INT_ABI_NONE)
+        return -ENOTSUP;
+    uint64_t ts = tstate_of_native(p, own_ns_tid(pid, tid));
+    cn_int_frame fr[CN_INT_MAX_FRAMES];
+    int status = CN_INT_NO_THREAD;
+    uint32_t n = 0;
+    if (ts)
+        n = cn_int__walk(&p->lay.abi, vm_read, (void *)(uintptr_t)pid, ts, fr, CN_INT_MAX_FRAMES,
+                         &status);
+    struct cn_int_abi_record *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->time = r->ktime = time;
+    r->pid = pid;
+    r->tid = tid;
+    r->nframes = (uint16_t)n;
+    r->status = (uint8_t)status;
+    r->time_src = CN_INT_ABI_T_SAMPLE;
+    r->tstate = ts;
+    for (uint32_t i = 0; i < n; i++) {
+        r->frames[i].code = fr[i].code;
+        r->frames[i].instr = (uint32_t)fr[i].instr; /* raw, as the program writes it */
+        r->frames[i].flags = fr[i].entry ? CN_INT_ABI_F_ENTRY : 0;
+    }
+    int ret = cn_int__queue_push(&c->queue, r, CN_INT_ABI_HEADER_SIZE + n * sizeof(r->frames[0]),
+                                 &p->lay.names);
+    free(r);
+    return ret;
+}
+
 void cn_int_unregister(cn_int_ctx *c, pid_t pid)
 {
     proc *p = proc_find(c, (uint32_t)pid);
