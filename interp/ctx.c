@@ -4,6 +4,7 @@
  *
  * The queue is queue.c's; each process's code objects are cached in an open-addressing map,
  * code object address → entry. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -51,6 +53,14 @@ typedef struct proc {
     uint64_t chk_seq;                        /* the last request's seq */
     uint32_t chk_n;                          /* objects in it */
     uint64_t chk_code[CN_INT_ABI_CHECK_MAX]; /* their addresses */
+    /* cn_int_capture's index of the thread states by native_thread_id, made by one walk of
+     * the thread lists and used again for the next NATIVE_TTL_NS: an attach reads every
+     * waiting thread, and a walk per thread would read the lists once per thread */
+    struct native_ts {
+        uint64_t id, tstate;
+    } * natives;
+    size_t n_natives;
+    uint64_t natives_at; /* CLOCK_MONOTONIC of the walk, 0 none */
 } proc;
 
 struct cn_int_ctx {
@@ -79,6 +89,7 @@ static proc *proc_find(const cn_int_ctx *c, uint32_t pid)
 
 static void proc_clear(proc *p)
 {
+    free(p->natives);
     for (size_t i = 0; i < p->nents; i++)
         cn_int__code_clear(&p->ents[i].c);
     free(p->ents);
@@ -441,31 +452,65 @@ static uint32_t own_ns_tid(uint32_t pid, uint32_t tid)
     return ntid;
 }
 
-/* The thread state whose native_thread_id is ntid: a bounded search of the interpreters and
- * their threads, the program's search by another key (0: none). */
-static uint64_t tstate_of_native(const proc *p, uint32_t ntid)
+#define NATIVE_TTL_NS 100000000ull /* an index of the thread states is used for 100 ms */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Indexes p's thread states by native_thread_id: a bounded walk of the interpreters and
+ * their threads (the program's search bounds), two reads a state. 0 or -ENOMEM. */
+static int index_natives(proc *p)
 {
     const struct cn_int_abi_layout *l = &p->lay.abi;
     void *arg = (void *)(uintptr_t)p->pid;
+    size_t cap = (size_t)CN_INT_ABI_MAX_INTERPS * CN_INT_ABI_MAX_THREADS;
+    struct native_ts *v = p->natives ? p->natives : malloc(cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    p->natives = v;
+    p->n_natives = 0;
+    p->natives_at = mono_ns();
     uint64_t is = 0;
     if (vm_read(arg, l->runtime + l->rt_interp_head, &is, 8) < 0)
         return 0;
     for (int i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
-        uint64_t ts = 0, next_is = 0;
+        uint64_t ts = 0;
         if (vm_read(arg, is + l->is_threads_head, &ts, 8) < 0)
             return 0;
         for (int j = 0; j < CN_INT_ABI_MAX_THREADS && ts; j++) {
             uint64_t id = 0;
             if (vm_read(arg, ts + p->lay.ts_native_id, &id, 8) < 0)
                 break;
-            if (id == ntid)
-                return ts;
+            assert(p->n_natives < cap);
+            v[p->n_natives++] = (struct native_ts){id, ts};
             if (vm_read(arg, ts + l->ts_next, &ts, 8) < 0)
                 break;
         }
-        if (vm_read(arg, is + l->is_next, &next_is, 8) < 0)
+        if (vm_read(arg, is + l->is_next, &is, 8) < 0)
             return 0;
-        is = next_is;
+    }
+    return 0;
+}
+
+/* The thread state whose native_thread_id is ntid (0: none): from the index, made again when
+ * it is older than NATIVE_TTL_NS or does not know ntid (a thread started since; unless it
+ * is less than 1 ms old). The first
+ * state found for ntid: a thread's states in sub-interpreters are not told apart here. */
+static uint64_t tstate_of_native(proc *p, uint32_t ntid)
+{
+    uint64_t age = p->natives_at ? mono_ns() - p->natives_at : UINT64_MAX;
+    /* a miss in an index made this very millisecond is not worth another walk (a process's
+     * native threads, which have no state, are asked about one after the other) */
+    for (int pass = age < NATIVE_TTL_NS ? 0 : 1; pass < (age < 1000000 ? 1 : 2); pass++) {
+        if (pass == 1 && index_natives(p) < 0)
+            return 0;
+        for (size_t i = 0; i < p->n_natives; i++)
+            if (p->natives[i].id == ntid)
+                return p->natives[i].tstate;
     }
     return 0;
 }
