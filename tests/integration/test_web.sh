@@ -205,7 +205,7 @@ print("page's compute/read/sleep shares", [round(g, 1) for g in got], "the workl
 sys.exit(any(abs(g - w) > 5 for g, w in zip(got, want)))
 PY
     fail "the page's $MODE times differ from the workload's own"
-  echo "PASS a $MODE session in the browser: times, the workload's shares"
+  echo "PASS the $MODE session in the browser: times, the workload's shares"
 done
 
 # ---- a long table: windowed ------------------------------------------------------------------
