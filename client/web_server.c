@@ -54,6 +54,7 @@ struct cn_cli_web {
     const cn_cli_web_source *src;
     pending *waiting; /* started when the source takes them, oldest first */
     pending *running;
+    bool resumed; /* a request resumed inside MHD_run: run it again without waiting */
     char token[CN_WEB_TOKEN_HEX + 1];
     char url[96];
 };
@@ -393,11 +394,12 @@ static bool list_remove(pending **list, pending *p)
 }
 
 /* Marks p answered and lets MHD take its request up again (the handler then replies). */
-static void pending_done(pending *p, int rc)
+static void pending_done(cn_cli_web *w, pending *p, int rc)
 {
     p->rc = rc;
     p->done = true;
     MHD_resume_connection(p->c);
+    w->resumed = true;
 }
 
 /* Starts p's query on the source: into the running list, or answered at once (an error),
@@ -414,7 +416,7 @@ static int pending_start(cn_cli_web *w, pending *p)
     if (rc == -EBUSY)
         return rc;
     if (rc < 0)
-        pending_done(p, rc);
+        pending_done(w, p, rc);
     else
         list_append(&w->running, p);
     return 0;
@@ -651,7 +653,7 @@ static void finish_ready(cn_cli_web *w, pending *p)
     list_remove(&w->running, p);
     int rc = w->src->finish(w->src->ctx, p->job, &p->out, &p->len, &p->err);
     p->job = NULL;
-    pending_done(p, rc);
+    pending_done(w, p, rc);
     start_waiting(w);
 }
 
@@ -671,7 +673,9 @@ int cn_cli_web_run(cn_cli_web *w, int stop_fd, cn_err *err)
             polled[n - 2] = r;
             p[n++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
         }
-        if (poll(p, n, poll_timeout(w)) < 0 && errno != EINTR)
+        int timeout = w->resumed ? 0 : poll_timeout(w);
+        w->resumed = false;
+        if (poll(p, n, timeout) < 0 && errno != EINTR)
             return cn_err_set(err, -errno, "poll: %s", strerror(errno));
         if (p[1].revents)
             return 0;
@@ -701,12 +705,12 @@ cn_cli_web *cn_cli_web_free(cn_cli_web *w)
         w->running = p->next;
         w->src->cancel(w->src->ctx, p->job);
         p->job = NULL;
-        pending_done(p, cn_err_set(&p->err, -ECANCELED, "canopy web is stopping"));
+        pending_done(w, p, cn_err_set(&p->err, -ECANCELED, "canopy web is stopping"));
     }
     while (w->waiting) {
         pending *p = w->waiting;
         w->waiting = p->next;
-        pending_done(p, cn_err_set(&p->err, -ECANCELED, "canopy web is stopping"));
+        pending_done(w, p, cn_err_set(&p->err, -ECANCELED, "canopy web is stopping"));
     }
     if (w->d)
         MHD_stop_daemon(w->d);
