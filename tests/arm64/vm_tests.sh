@@ -26,7 +26,8 @@ sendfile() { # NAME FILE
     echo "VMFILE END $1"
 }
 # Prints a file's first lines (folded stacks, most weight first) to show what went wrong.
-show() { sort -t' ' -k2 -n -r "$1" | head -"${2:-8}" | sed 's/^/  | /'; }
+# (Sorted by the last field: Python frames hold spaces, "work_a (py_work.py)".)
+show() { awk '{ print $NF "\t" $0 }' "$1" | sort -n -r | cut -f2- | head -"${2:-8}" | sed 's/^/  | /'; }
 
 # shares MODE FOLDED: "a b c full in_main total" percentages from folded stacks. A stack
 # counts for work_a, work_b or work_c when its frames below main (kernel frames, from el0t_*
@@ -107,6 +108,53 @@ sigprof() {
             show $T/sig-$m.folded
         fi
     done
+}
+
+# Python functions in the stacks (docs/python.md, "arm64"): Debian's arm64 CPython 3.11
+# (vm.sh unpacks it) runs vm_python.py under `canopy run` through canopyd: the BPF program
+# finds the thread's PyThreadState from the arm64 thread pointer (tp_value less glibc's
+# struct pthread) and the splice puts work_a and work_b in the tree. Checked: the session's
+# state "python frames: on"; work_a/work_b within 5 points of the workload's own thread CPU
+# time split ("shares A B"); ≥ 90% of the samples in the eval loop (under PyEval_EvalCode)
+# carry Python frames; the libm/libz samples (sin, deflate) lie under the Python function
+# that called them (≥ 90%, at least 20).
+python_frames() {
+    PY=/usr/bin/python3.11
+    if [ ! -x $PY ]; then
+        echo "VMINFO python: no arm64 CPython in the machine (vm.sh): check skipped"
+        return
+    fi
+    p0=$(cut -d' ' -f1 /proc/uptime)
+    secs=${VM_PY_SECONDS:-4}
+    canopy run --name py-run --format folded -o $T/py.folded -- $PY -S $WL/py_work.py "$secs" \
+        >$T/py.out 2>$T/py.err || fail "python: canopy run exited $?: $(tail -3 $T/py.err)"
+    state=$(canopy tree py-run --depth 1 2>&1 | head -1 | grep -o 'python frames: [^,]*')
+    # the session's counters: registered processes, samples of them, joined to a record
+    pyj=$(canopy sessions --format json 2>&1 | grep -o '"name":"py-run".*' |
+        grep -o '"python":{[^}]*}' | head -1 | sed 's/"python"://; s/[{}"]//g; s/,/ /g')
+    f=$T/py.folded
+    # shellcheck disable=SC2046 # the two figures
+    set -- $(sed -n 's/^shares //p' $T/py.out)
+    ta=${1:-0} tb=${2:-0}
+    na=$(awk '/;work_a \(py_work\.py\)/ { n += $NF } END { print n + 0 }' $f)
+    nb=$(awk '/;work_b \(py_work\.py\)/ { n += $NF } END { print n + 0 }' $f)
+    sa=$(awk -v a="$na" -v b="$nb" 'BEGIN { printf "%.1f", a + b ? 100 * a / (a + b) : 0 }')
+    sb=$(awk -v a="$na" -v b="$nb" 'BEGIN { printf "%.1f", a + b ? 100 * b / (a + b) : 0 }')
+    withpy=$(share $f ' \(py_work\.py\)' ';PyEval_EvalCode;')
+    # libm's sin has aliases at its address (sinf64, sinf32x): any of them names it
+    nc=$(awk '/;(sin|sinf64|sinf32x|deflate)[; ]/ { n += $NF } END { print n + 0 }' $f)
+    under=$(share $f ';work_a \(py_work\.py\);.*;(sin|sinf64|sinf32x)[; ]|;work_b \(py_work\.py\);.*;deflate[; ]' \
+        ';(sin|sinf64|sinf32x|deflate)[; ]')
+    p1=$(cut -d' ' -f1 /proc/uptime)
+    took=$(awk -v a="$p0" -v b="$p1" 'BEGIN { printf "%.0f", b - a }')
+    if [ "$state" = "python frames: on" ] && [ $((na + nb)) -ge 150 ] && awk -v a="$sa" -v ta="$ta" \
+        -v w="$withpy" -v n="$nc" -v u="$under" 'BEGIN { d = a - ta; if (d < 0) d = -d
+            exit !(ta > 0 && d <= 5 && w >= 90 && n >= 20 && u >= 90) }'; then
+        pass "python: $state ($pyj); work_a $sa% work_b $sb% (truth $ta/$tb, $((na + nb)) samples); $withpy% of the eval loop's samples with Python frames; $nc sin/deflate samples, $under% under their work_* (${took}s)"
+    else
+        fail "python: ${state:-no python state} ($pyj); work_a $sa% work_b $sb% (truth $ta/$tb ±5, $((na + nb)) samples, want ≥ 150); $withpy% of the eval loop's samples with Python frames (want ≥ 90); $nc sin/deflate samples (want ≥ 20), $under% under their work_* (want ≥ 90)"
+        show $f
+    fi
 }
 
 tests() {
@@ -257,6 +305,8 @@ tests() {
             show $T/thr-$b.folded
         fi
     done
+
+    python_frames
 
     # A saved .canopy goes to the host, with canopy open's output here to compare with there.
     canopy save at-pac-dwarf -o $T/shares.canopy 2>$T/save.err || fail "save: $(cat $T/save.err)"
