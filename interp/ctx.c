@@ -461,10 +461,11 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
     uint64_t self_off = 0;
     ret = thread_self_off(pid, maps, nmaps, &self_off, err);
     bool self_pending = ret == -EAGAIN;
+    if (ret < 0 && !self_pending)
+        goto out;
     if (self_pending)
         self_off = CN_INT_ABI_SELF_PENDING;
-    else if (ret < 0)
-        goto out;
+    ret = 0;
     lay.abi.runtime = runtime;
     uint32_t key = (uint32_t)pid;
     proc *p = proc_find(c, (uint32_t)pid);

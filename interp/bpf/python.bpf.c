@@ -153,6 +153,15 @@ struct walk {
     struct fbuf *fb;             /* once per sample rather than once per frame */
 };
 
+/* The walk's state starts as a copy of this (zero), made by a helper. Its fields then hold
+ * values the verifier does not know. Kernels that verify a bpf_loop callback once, in the state
+ * of the call (Debian 12's 6.1: found on the arm64 machine, docs/python.md "arm64"), would take
+ * the zeros of an initializer as constants inside the callbacks and drop as dead the branches
+ * taken once they change: the search then never looked at a thread (w->t "is" 0), the window
+ * was read for every frame, the 3.12+ entry flags were lost. Kernels that verify callbacks for
+ * any number of iterations (this host's 6.18) run the same code either way. */
+static struct walk walk_zero;
+
 /* One step of the search for the thread state whose thread_id is self: the next thread of
  * the current interpreter, or the next interpreter's first thread. */
 static long search_step(__u32 i, struct walk *w)
@@ -235,8 +244,7 @@ static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now, _
     }
     count(CN_INT_ABI_S_WALKS);
     w->interp = w->multi ? head : rd64(w->l.runtime + w->l.rt_interp_head);
-    w->t = 0;
-    w->found = 0;
+    /* w->t and w->found: 0 from walk_zero (a store of 0 here would be a constant again) */
     bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
     if (w->multi) {
         if (w->nmatch_interps <= 1)
@@ -420,7 +428,11 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     r->cpu = bpf_get_smp_processor_id();
     r->status = CN_INT_ABI_OK;
 
-    struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
+    struct walk w;
+    bpf_probe_read_kernel(&w, sizeof(w), &walk_zero);
+    w.l = *l;
+    w.r = r;
+    w.fb = bpf_map_lookup_elem(&fbufs, &zero);
     w.self = thread_self(pr);
     /* _PyRuntime.interpreters.head and .main: one interpreter, or several (sub-interpreters),
      * read again every CN_INT_ABI_MULTI_NS (a read per sample cost every Python process ~0.1

@@ -1,53 +1,50 @@
 # The arm64 machine's Python workload (tests/arm64/vm_tests.sh, python check): work_a and
-# work_b share the CPU 60/40, each a pure-Python loop that calls into C every round (work_a:
-# math.sin over a range, libm's sin; work_b: zlib.compress and crc32, libz). Each sizes its
-# next call by its own thread CPU time, so the split holds over any window; at the end it
-# prints "shares A B" (% of the two functions' thread CPU time): the truth the sampled shares
-# are checked against. argv[1]: seconds.
+# work_b run the same rounds, 7 and 3 of them per cycle, so they share the CPU 70/30 by
+# construction (as shares.c's functions do: under emulation on a loaded host, a thread's own
+# CPU clock counts the time its vCPU was preempted, so a split measured with it is noisier
+# than the sampling it would check). A round is a pure-Python loop and a call into C:
+# math.sin over a range (libm's sin) or zlib.compress and crc32 (libz), alternately.
+# argv[1]: seconds of the loop, which starts at SIGUSR1 (the check sends it once canopyd
+# registered the interpreter: that takes 0.2-1 s emulated, and samples taken before it have
+# no Python frames). Prints "ready" while it waits and "cycles N" at the end.
+import _signal
 import math
 import sys
 import time
 import zlib
 
-clock = time.thread_time_ns
-BUF = bytes((i * 7919) & 255 for i in range(2048))
-R = range(100)
+BUF = bytes((i * 7919) & 255 for i in range(1024))
+R = range(60)
+
+
+def round_(r):
+    s = 0
+    for i in range(100):
+        s += i * i
+    if r & 1:
+        return s + zlib.crc32(zlib.compress(BUF, 6))
+    return s + int(sum(map(math.sin, R)))
 
 
 def work_a(n):
-    s = 0
-    for r in range(n):
-        for i in range(100):
-            s += i * i
-        s += int(sum(map(math.sin, R)))
-    return s
+    return sum(round_(r) for r in range(n))
 
 
 def work_b(n):
-    s = 0
-    for r in range(n):
-        for i in range(100):
-            s += i ^ 3
-        s += zlib.crc32(zlib.compress(BUF, 6))
-    return s
+    return sum(round_(r) for r in range(n))
 
 
 def main(seconds):
-    funcs = (work_a, work_b)
-    target = (0.6, 0.4)
-    per = [1e6, 1e6]  # ns per round, learned
-    spent = [0, 0]
+    _signal.signal(_signal.SIGUSR1, lambda sig, frame: None)
+    print("ready", flush=True)
+    _signal.pause()
     end = time.monotonic() + seconds
+    cycles = 0
     while time.monotonic() < end:
-        for k in range(2):
-            n = max(1, int(20e6 * target[k] / per[k]))
-            t = clock()
-            funcs[k](n)
-            dt = clock() - t
-            per[k] = 0.8 * per[k] + 0.2 * (dt / n)
-            spent[k] += dt
-    tot = sum(spent) or 1
-    print("shares %.1f %.1f" % tuple(100 * x / tot for x in spent), flush=True)
+        work_a(14)
+        work_b(6)
+        cycles += 1
+    print("cycles %d" % cycles, flush=True)
 
 
 main(float(sys.argv[1]))
