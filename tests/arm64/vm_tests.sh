@@ -115,9 +115,12 @@ sigprof() {
 # finds the thread's PyThreadState from the arm64 thread pointer (tp_value less glibc's
 # struct pthread) and the splice puts work_a and work_b in the tree. Checked: the session's
 # state "python frames: on"; work_a/work_b 70/30 ±5 (the workload's split by construction);
-# ≥ 90% of the samples in the eval loop (under PyEval_EvalCode) carry Python frames; the
-# libm/libz samples (sin, deflate) lie under work_a or work_b and the Python frame of the
-# round that called them (≥ 90%, at least 20).
+# the libm/libz samples (sin, deflate: only the loop calls them) lie under work_a or work_b
+# and the Python frame of the round that called them (≥ 90%, at least 20): the samples
+# joined to their own record; ≥ 75% of the samples in the eval loop (under PyEval_EvalCode)
+# carry Python frames (seen 91.9-95.1% at load 15-25: the rest are the module's start before
+# the registration, more of them the slower the machine; a join taking the wrong records,
+# 59%).
 python_frames() {
     PY=/usr/bin/python3.11
     if [ ! -x $PY ]; then
@@ -165,10 +168,10 @@ python_frames() {
     what="work_a $sa% work_b $sb% ($((na + nb)) samples, $(tail -1 $T/py.out), registered after $((i / 10)).$((i % 10))s); $withpy% of the eval loop's samples with Python frames; $nc sin/deflate samples, $under% under work_*;…;round_"
     if [ "$state" = "python frames: on" ] && [ $((na + nb)) -ge 150 ] && awk -v a="$sa" \
         -v w="$withpy" -v n="$nc" -v u="$under" 'BEGIN { d = a - 70; if (d < 0) d = -d
-            exit !(d <= 5 && w >= 90 && n >= 20 && u >= 90) }'; then
+            exit !(d <= 5 && w >= 75 && n >= 20 && u >= 90) }'; then
         pass "python: $state ($pyj); $what (${took}s)"
     else
-        fail "python: ${state:-no python state} ($pyj); $what (want 70/30 ±5, ≥ 150 samples, ≥ 90%, ≥ 20, ≥ 90%)"
+        fail "python: ${state:-no python state} ($pyj); $what (want 70/30 ±5, ≥ 150 samples, ≥ 75%, ≥ 20, ≥ 90%)"
         show $f
     fi
 }
