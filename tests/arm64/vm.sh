@@ -140,7 +140,7 @@ if [ ! -x "$root/usr/bin/python3.11" ]; then
     if ! pyok "$pydebs"; then
         pydebs=$out/python-debs
         mkdir -p "$pydebs" || die "cannot create $pydebs"
-        # shellcheck disable=SC2046 # the package list
+        # shellcheck disable=SC2046,SC2086 # the package list
         pyok "$pydebs" || (cd "$pydebs" && apt-get download -q $(printf '%s:arm64 ' $pypkgs)) \
             >"$out/python-debs.log" 2>&1
     fi
