@@ -118,7 +118,7 @@ sigprof() {
 # the libm/libz samples (sin, deflate: only the loop calls them) lie under work_a or work_b
 # and the Python frame of the round that called them (≥ 90%, at least 20): the samples
 # joined to their own record; ≥ 75% of the samples in the eval loop (under PyEval_EvalCode)
-# carry Python frames (seen 91.9-95.1% at load 15-25: the rest are the module's start before
+# carry Python frames (seen 82.4-95.1% at load 11-25: the rest are the module's start before
 # the registration, more of them the slower the machine; a join taking the wrong records,
 # 59%).
 python_frames() {
