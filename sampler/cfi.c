@@ -84,8 +84,7 @@ _Static_assert(sizeof(rule) == 64, "a rule fills one cache line");
  * the table's binary search (16 levels for a compiler, a cache miss each) was the loop
  * thread's largest own cost during a build (docs/perf-daemon.md). A slot holds a copy of
  * the rule: rules are only ever added, never changed, so a copy never goes stale. */
-#define HOT_MIN_BITS  8  /* 256 slots */
-#define HOT_MAX_BITS  12 /* 4096 slots (288 KiB) */
+#define HOT_SLOTS     256
 #define HOT_MIN_RULES 64 /* smaller tables are searched as fast */
 
 typedef struct hot_slot {
@@ -109,13 +108,7 @@ struct cn_smp__cfi {
     uint64_t entry, entry_end;
     rule *rules; /* sorted by start, disjoint */
     size_t n, cap;
-    /* 2^hot_bits slots, made once n reaches HOT_MIN_RULES (NULL before), and made anew
-     * (empty) as n doubles: as many slots as rules, HOT_MIN_BITS to HOT_MAX_BITS. A
-     * compiler's table during a build holds thousands of rules, and samples return to
-     * more distinct call sites than 256 slots keep (cc1: 67% of lookups hit 256 slots,
-     * 83% 4096; docs/perf-sampler.md "The hot cache"). */
-    hot_slot *hot;
-    unsigned hot_bits;
+    hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
 };
 
 static bool has_cfi(Dwarf_CFI *cfi, uint64_t addr)
@@ -204,8 +197,7 @@ void cn_smp__cfi_free(cn_smp__cfi *c)
 uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
 {
     /* libdw's own FDE and CIE caches are not counted: they hold what lookups touched. */
-    return c ? sizeof(*c) + c->cap * sizeof(*c->rules) +
-                   (c->hot ? ((size_t)1 << c->hot_bits) * sizeof(*c->hot) : 0)
+    return c ? sizeof(*c) + c->cap * sizeof(*c->rules) + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0)
              : 0;
 }
 
@@ -430,23 +422,6 @@ static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, const cn
     return kept ? kept : tmp;
 }
 
-/* Makes c->hot for c->n rules (see cn_smp__cfi). An accelerator: without memory for it,
- * lookups only take longer. */
-static void grow_hot(cn_smp__cfi *c)
-{
-    unsigned bits = HOT_MIN_BITS;
-    while (bits < HOT_MAX_BITS && ((size_t)1 << bits) < c->n)
-        bits++;
-    if (c->hot && bits <= c->hot_bits)
-        return;
-    hot_slot *hot = calloc((size_t)1 << bits, sizeof(*hot));
-    if (!hot)
-        return;
-    free(c->hot);
-    c->hot = hot;
-    c->hot_bits = bits;
-}
-
 /* The rule covering addr (an ELF virtual address of object e), compiled on a miss; NULL
  * when the object's CFI cannot be read. The rule returned stays valid until the next
  * lookup in e (a table insert may move it; *tmp holds one that could not be kept). */
@@ -460,10 +435,10 @@ static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t a
     cn_smp__cfi *c = e->cfi;
     if (c->machine != arch->elf_machine)
         return NULL;
-    if (c->n >= HOT_MIN_RULES &&
-        (!c->hot || (c->hot_bits < HOT_MAX_BITS && c->n >= (size_t)2 << c->hot_bits)))
-        grow_hot(c);
-    hot_slot *h = c->hot ? &c->hot[(addr * 0x9e3779b97f4a7c15ULL) >> (64 - c->hot_bits)] : NULL;
+    if (!c->hot && c->n >= HOT_MIN_RULES)
+        c->hot = calloc(HOT_SLOTS, sizeof(*c->hot)); /* an accelerator: NULL only slows */
+    hot_slot *h = c->hot ? &c->hot[(addr * 0x9e3779b97f4a7c15ULL) >> 56] : NULL;
+    _Static_assert(HOT_SLOTS == 256, "the slot is the hash's top 8 bits");
     if (h && h->key == addr + 1)
         return &h->r;
     const rule *ru = table_rule(arch, c, e, addr, tmp);
