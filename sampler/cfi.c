@@ -3,17 +3,22 @@
  * sorted range table kept on the object, so that unwinding one frame is a table lookup
  * and one or two reads from the sample's stack copy.
  *
- * libunwind (unwind.c) stays the general unwinder. Here only the shapes compilers emit for
- * ordinary code are compiled: CFA = SP or FP + offset; the return address and the frame
- * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame); and, where
- * the architecture describes it (x86-64), a signal frame, whose caller's registers are
- * read from the ucontext. A DWARF expression, a rule naming another register, an address
- * without CFI or a stack that does not grow the expected way returns -EAGAIN, and the
- * caller hands the whole sample to libunwind: both give the same frames
- * (tests/unit/test_sampler.c checks that sample by sample). auto also steps frames of
- * frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per object
- * and so independent of the process, unlike libunwind's per-address cache, which must be flushed
- * when the process changes. */
+ * libunwind (unwind.c) stays the general unwinder. Here the shapes compilers and the C
+ * library emit are compiled: CFA = SP, FP or the tracked callee-saved register (x86-64
+ * %rbx: ld.so's lazy-binding trampoline) + offset, or any register the sample carries in
+ * the sampled frame; binutils' lazy PLT CFA expression, matched op by op; the return
+ * address, the frame pointer and the tracked register saved at CFA + offset, unchanged,
+ * undefined (the outermost frame) or in a register (vfork); where the architecture
+ * describes it (x86-64), a signal frame, whose caller's registers are read from the
+ * ucontext; and the instructions after clone3's system call in the child (no CFI) as its
+ * first frame. Another DWARF expression, a register not known at its frame, an address
+ * without CFI or a stack that does not grow the expected way returns -EAGAIN with the
+ * cause, and the caller hands the whole sample to libunwind: both give the same frames
+ * (tests/unit/test_sampler.c checks that sample by sample, test_cfi_shapes.c each shape on
+ * hand-made stacks; docs/perf-sampler.md, "Compiled CFI: what falls back"). auto also steps frames
+ * of frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per
+ * object and so independent of the process, unlike libunwind's per-address cache, which must be
+ * flushed when the process changes. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>

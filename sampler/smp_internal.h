@@ -301,9 +301,8 @@ cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u);
 
 /* Compiled CFI (cfi.c): the fast path of DWARF unwinding. An object's rules are read with
  * libdw from .eh_frame (else .debug_frame) on first use of an address and kept in a sorted
- * range table on the object. Only simple rules compile (CFA = SP or FP + offset; return
- * address and frame pointer saved at CFA + offset, unchanged, or undefined; x86-64
- * signal frames); anything else makes the whole sample go to libunwind. */
+ * range table on the object. The shapes compilers and the C library emit compile (cfi.c's
+ * opening comment); anything else makes the whole sample go to libunwind. */
 typedef struct cn_smp__cfi cn_smp__cfi;
 
 /* A failed read this far above the stack copy means the copy was too short. */
