@@ -69,13 +69,14 @@ typedef enum rule_kind {
 typedef struct rule {
     uint64_t start, end; /* ELF virtual addresses the rule covers: [start, end) */
     int64_t cfa_off;
-    int64_t off[NSLOTS];
+    int32_t off[NSLOTS]; /* a register's offset from the CFA (R_AT_CFA, R_VAL_CFA) or its
+                            DWARF number (R_REG) */
     uint8_t kind[NSLOTS];
     uint8_t cfa_slot;  /* SLOT_SP, SLOT_FP, SLOT_X or a CFA_* kind */
     uint8_t arg, arg2; /* CFA_REG, CFA_PLT, CFA_NONE: see there; arg2 of a CFA_NONE rule:
                           THREAD_GAP or 0 */
 } rule;
-_Static_assert(sizeof(rule) == 64, "a rule fills one cache line");
+_Static_assert(sizeof(rule) == 48, "small rules: the table and the hot cache hold copies");
 
 /* A CFA_NONE rule's arg2: the address lies within THREAD_GAP_MAX bytes before code whose
  * CFI starts with the return address undefined (a thread's first frame). glibc's clone3 and
@@ -241,7 +242,7 @@ static bool sampled_reg(const cn_smp__arch *arch, Dwarf_Word reg)
 
 /* Compiles the rule of DWARF register regno; false when its shape is not one we handle. */
 static bool compile_reg(const cn_smp__arch *arch, Dwarf_Frame *f, int regno, uint8_t *kind,
-                        int64_t *off)
+                        int32_t *off)
 {
     Dwarf_Op mem[3], *ops;
     size_t nops;
@@ -254,14 +255,19 @@ static bool compile_reg(const cn_smp__arch *arch, Dwarf_Frame *f, int regno, uin
     }
     if (nops == 1 && ops[0].atom == DW_OP_regx && sampled_reg(arch, ops[0].number)) {
         *kind = R_REG;
-        *off = (int64_t)ops[0].number;
+        *off = (int32_t)ops[0].number;
         return true;
     }
     if (ops[0].atom != DW_OP_call_frame_cfa)
         return false;
     size_t i = 1;
-    if (i < nops && ops[i].atom == DW_OP_plus_uconst)
-        *off = (int64_t)ops[i++].number;
+    if (i < nops && ops[i].atom == DW_OP_plus_uconst) {
+        /* a negative offset, as libdw gives it: the word's two's complement */
+        int64_t o = (int64_t)ops[i++].number;
+        if (o < INT32_MIN || o > INT32_MAX)
+            return false;
+        *off = (int32_t)o;
+    }
     *kind = R_AT_CFA;
     if (i < nops && ops[i].atom == DW_OP_stack_value) {
         *kind = R_VAL_CFA;
@@ -596,7 +602,7 @@ static int step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, co
             next->ok[s] = false;
             break;
         case R_AT_CFA:
-            *fault = cfa + (uint64_t)ru->off[s];
+            *fault = cfa + (uint64_t)(int64_t)ru->off[s];
             if (exact && *fault < cur->v[SLOT_SP] && cur->ok[s]) {
                 next->v[s] = cur->v[s]; /* popped: see above */
                 break;
@@ -611,7 +617,7 @@ static int step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, co
             }
             break;
         case R_VAL_CFA:
-            next->v[s] = cfa + (uint64_t)ru->off[s];
+            next->v[s] = cfa + (uint64_t)(int64_t)ru->off[s];
             break;
         case R_REG:
             next->ok[s] = reg_value(arch, r, cur, sampled, (uint64_t)ru->off[s], &next->v[s]);
@@ -981,7 +987,7 @@ int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         return 0;
     int n = 0;
     for (int s = SLOT_FP; s < NSLOTS; s++) {
-        uint64_t at = cfa + (uint64_t)ru->off[s];
+        uint64_t at = cfa + (uint64_t)(int64_t)ru->off[s];
         if (ru->kind[s] == R_AT_CFA && at < cur.v[SLOT_SP] && cur.ok[s]) {
             addr[n] = at;
             val[n++] = cur.v[s];
