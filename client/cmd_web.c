@@ -431,20 +431,53 @@ static int web_file(web_args *w, const char *path)
     return status;
 }
 
-/* canopy web BASE NEW: canopy diff's differential profile (files or sessions, fetched
- * once), served like a file. */
+/* canopy web BASE NEW: canopy diff's differential profile (files or sessions), served like
+ * a file; when a side is a running session, the page is live and the profile is built again
+ * from both sides' current profiles at most every DIFF_REFRESH_NS, at a tree request. */
+#define DIFF_REFRESH_NS 1000000000LL
+
+typedef struct diff_source {
+    file_source f; /* the current differential profile (f.p), f.path its title */
+    web_args *w;
+    bool live;
+    int64_t built_ns; /* CLOCK_MONOTONIC of f.p's build */
+    char title[512];
+} diff_source;
+
+static int diff_tree(void *ctx, const cn_cli_query *q, char **out, size_t *len, cn_err *err)
+{
+    diff_source *d = ctx;
+    int64_t now = cn_common_now_ns();
+    if (d->live && now - d->built_ns >= DIFF_REFRESH_NS) {
+        cn_agg_profile *p = NULL;
+        char title[sizeof(d->title)];
+        bool live = false;
+        if (cn_cli_diff_profile(d->w->a.pos, d->w->a.n_pos, &d->w->a.q, d->w->a.socket, &p, title,
+                                sizeof(title), &live) != CN_EXIT_OK)
+            return cn_err_set(err, -EIO,
+                              "building the differential profile again failed "
+                              "(canopy web's standard error says why)");
+        cn_agg_profile_free(d->f.p);
+        d->f.p = p;
+        d->live = live; /* both sides stopped: this one is the last */
+        d->built_ns = now;
+    }
+    return file_tree(&d->f, q, out, len, err);
+}
+
 static int web_diff(web_args *w)
 {
-    char title[512];
-    file_source f = {.p = NULL, .path = title};
-    int status =
-        cn_cli_diff_profile(w->a.pos, w->a.n_pos, &w->a.q, w->a.socket, &f.p, title, sizeof(title));
+    diff_source d = {.w = w};
+    d.f.path = d.title;
+    int status = cn_cli_diff_profile(w->a.pos, w->a.n_pos, &w->a.q, w->a.socket, &d.f.p, d.title,
+                                     sizeof(d.title), &d.live);
     if (status != CN_EXIT_OK)
         return status;
+    d.built_ns = cn_common_now_ns();
     cn_cli_web_source src = {
-        .ctx = &f, .title = title, .live = false, .diff = true, .tree = file_tree};
+        .ctx = &d, .title = d.title, .live = d.live, .diff = true, .tree = diff_tree};
     status = serve(w, &src);
-    cn_agg_profile_free(f.p);
+    cn_agg_profile_free(d.f.p);
     return status;
 }
 

@@ -112,6 +112,10 @@ int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char
 int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session,
                          cn_agg_profile **out);
 
+/* session's entry of a `sessions` answer over c, by id or name (a new reference), or NULL
+ * (no such session, or the request failed). */
+json_t *cn_cli_session_entry(cn_cli_conn *c, const char *session);
+
 /* `canopy timeline SESSION …` (cmd_admin.c): cmd_open.c's cn_cmd_timeline handles files
  * and calls this when its argument is not an existing file. Returns an exit status. */
 int cn_cli_live_timeline(int argc, char **argv);

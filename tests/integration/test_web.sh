@@ -25,9 +25,9 @@ need_browser
 export CANOPY_SOCKET=$TMP/d.sock
 
 D_PID=
-W_PID= W2_PID=
+W_PID= W2_PID= W3_PID=
 WEB_PID=
-trap 'rc=$?; kill $WEB_PID $W_PID $W2_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+trap 'rc=$?; kill $WEB_PID $W_PID $W2_PID $W3_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 
 # start_web ARGS...: canopy web in the background; sets WEB_PID, URL, BASE, TOKEN, PORT.
@@ -226,6 +226,36 @@ curl -s "$BASE/api/export?token=$TOKEN&format=folded" | cmp -s - "$TMP/cli.folde
 echo "PASS /api/tree of BASE NEW = canopy diff --format json"
 TMPDIR=$TMP node "$DRIVER" diff "$URL" "$SHOTS" || fail "diff (screenshots in $SHOTS)"
 stop_web
+
+# ---- canopy web BASE NEW with a running session: a live differential view ------------------
+# The page refreshes it like a live session; each refresh (at most one a second) builds the
+# differential profile again from the session's current profile: NEW's total grows.
+"$WL" 20 >/dev/null &
+W3_PID=$!
+"$C" attach "$W3_PID" --name diffnew -F 499 >/dev/null || fail "attach diffnew"
+sleep 0.5
+start_web "$TMP/base.folded" diffnew
+curl -s "$BASE/api/info?token=$TOKEN" >"$TMP/info.json"
+[ "$(json "$TMP/info.json" 'd["live"] and d["diff"]')" = True ] ||
+  fail "a diff against a running session is not live: $(cat "$TMP/info.json")"
+curl -s "$BASE/api/tree?token=$TOKEN" >"$TMP/d1.json"
+sleep 1.5
+curl -s "$BASE/api/tree?token=$TOKEN" >"$TMP/d2.json"
+n1=$(json "$TMP/d1.json" 'd["new_total"]')
+n2=$(json "$TMP/d2.json" 'd["new_total"]')
+[ "$(json "$TMP/d1.json" 'd["base_total"]')" = 15 ] || fail "live diff: BASE's total is not the file's 15"
+[ "$n2" -gt "$n1" ] || fail "live diff: NEW's total does not grow ($n1 -> $n2)"
+echo "PASS a live diff (BASE a file, NEW a running session): NEW $n1 -> $n2 samples in 1.5 s"
+stop_web
+# Both sides stopped: not live.
+"$C" stop diffnew >/dev/null || fail "stop diffnew"
+start_web "$TMP/base.folded" diffnew
+curl -s "$BASE/api/info?token=$TOKEN" >"$TMP/info.json"
+[ "$(json "$TMP/info.json" 'd["live"]')" = False ] || fail "a diff of stopped sides is live"
+stop_web
+kill $W3_PID 2>/dev/null || true
+wait $W3_PID 2>/dev/null || true
+W3_PID=
 
 # ---- --pid: sampled in-process, live ---------------------------------------------------------
 "$WL" 30 >/dev/null & # its own workload: the first one's 60 s may be over by now
