@@ -142,8 +142,11 @@ struct cn_agg_profile {
     cn_u64map rename_index;   /* old name -> row */
     cn_u64map rename_targets; /* names that occur in some row's new names -> 1 */
 
-    /* bumped by every change that invalidates derived data (regroup) */
+    /* bumped by every change that invalidates derived data (regroup, compaction) */
     uint64_t func_generation;
+
+    /* callchain cache entries kept by the last compaction (cn_agg_compact_due) */
+    size_t compact_cached;
 
     /* the query engine's cache of the func-level base table (query.c); owned */
     struct cn_agg__qcache *qcache;
