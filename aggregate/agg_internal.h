@@ -32,6 +32,8 @@ int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn 
                            const void *key);
 /* Adds id under hash (caller checked absence). Returns 0 or -ENOMEM. */
 int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id);
+/* Makes room for n ids without growing on the way. Returns 0 or -ENOMEM. */
+int cn_agg__idset_reserve(cn_agg__idset *s, size_t n);
 void cn_agg__idset_clear(cn_agg__idset *s);
 
 /* ---- the profile ------------------------------------------------------------------ */
@@ -101,7 +103,7 @@ struct cn_agg_profile {
     /* stacks */
     int32_t *stack_prefix, *stack_frame;
     size_t n_stack, cap_stack;
-    cn_u64map stack_index; /* (prefix, frame) */
+    cn_agg__idset stack_index; /* by (prefix, frame): 8 bytes a slot, the key is the row */
     cn_agg__stack_cache cache;
 
     /* samples, kept sorted by time (sorted_upto marks the sorted prefix) */
@@ -174,6 +176,14 @@ size_t cn_agg__qcache_memory(const struct cn_agg__qcache *c);
 /* cn_agg_query_run with an explicit cache slot (NULL = no cache). */
 int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
                              const cn_agg_query *q, cn_agg_tree **out, cn_err *err);
+
+/* The stack index's hash of (prefix, frame). */
+static inline uint32_t cn_agg__stack_hash(int32_t prefix, int32_t frame)
+{
+    return (uint32_t)cn_mix64(cn_pair(prefix, frame));
+}
+/* The stack row (prefix, frame), or -1. */
+int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t frame);
 
 /* Sample i's weight (s_weight is NULL while all are 1). */
 static inline double cn_agg__weight(const cn_agg_profile *p, size_t i)

@@ -75,15 +75,17 @@ static void number_stacks(const cn_agg_profile *p, const uint8_t *mark, int32_t 
 /* The stack index and the accumulator's index over the renumbered rows, built into
  * fresh maps. 0 or -ENOMEM. */
 static int build_indexes(const cn_agg_profile *p, const int32_t *map, size_t live,
-                         cn_u64map *stacks, cn_u64map *acc)
+                         cn_agg__idset *stacks, cn_u64map *acc)
 {
-    if (cn_u64map_reserve(stacks, live) < 0 || (p->n_acc && cn_u64map_reserve(acc, p->n_acc) < 0))
+    if (cn_agg__idset_reserve(stacks, live) < 0 ||
+        (p->n_acc && cn_u64map_reserve(acc, p->n_acc) < 0))
         return -ENOMEM;
     for (size_t s = 0; s < p->n_stack; s++) {
         if (map[s] < 0)
             continue;
         int32_t pre = p->stack_prefix[s];
-        if (cn_u64map_put(stacks, cn_pair(pre >= 0 ? map[pre] : -1, p->stack_frame[s]), map[s]) < 0)
+        uint32_t h = cn_agg__stack_hash(pre >= 0 ? map[pre] : -1, p->stack_frame[s]);
+        if (cn_agg__idset_add(stacks, h, map[s]) < 0)
             return -ENOMEM;
     }
     for (size_t i = 0; i < p->n_acc; i++)
@@ -216,7 +218,8 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
     size_t cached_before = p->cache.count, chain_len = 0;
     uint8_t *mark = calloc(p->n_stack ? p->n_stack : 1, 1);
     int32_t *map = NULL, *pool = NULL;
-    cn_u64map stacks = {0}, acc = {0};
+    cn_agg__idset stacks = {0};
+    cn_u64map acc = {0};
     cn_agg__stack_cache cache = {0};
     int rc = -ENOMEM;
     if (!mark)
@@ -238,7 +241,7 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
     /* Nothing fails from here on. */
     if (renumber) {
         apply_stack_map(p, map, live);
-        cn_u64map_clear(&p->stack_index);
+        cn_agg__idset_clear(&p->stack_index);
         p->stack_index = stacks;
         cn_u64map_clear(&p->acc_index);
         p->acc_index = acc;
@@ -277,7 +280,7 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
 out:
     if (rc < 0)
         free(cache.slots);
-    cn_u64map_clear(&stacks);
+    cn_agg__idset_clear(&stacks);
     cn_u64map_clear(&acc);
     free(mark);
     free(map);

@@ -63,7 +63,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     cn_u64map_clear(&p->native_frame_index);
     free(p->stack_prefix);
     free(p->stack_frame);
-    cn_u64map_clear(&p->stack_index);
+    cn_agg__idset_clear(&p->stack_index);
     free(p->cache.slots);
     free(p->s_stack);
     free(p->s_thread);
@@ -596,12 +596,29 @@ size_t cn_agg_frame_funcs(const cn_agg_profile *p, int32_t frame, const int32_t 
 
 /* ---- stacks ----------------------------------------------------------------------- */
 
+struct stack_key {
+    int32_t prefix, frame;
+};
+
+static bool stack_eq(const void *ctx, int32_t id, const void *key)
+{
+    const cn_agg_profile *p = ctx;
+    const struct stack_key *k = key;
+    return p->stack_frame[id] == k->frame && p->stack_prefix[id] == k->prefix;
+}
+
+int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t frame)
+{
+    struct stack_key key = {prefix, frame};
+    return cn_agg__idset_find(&p->stack_index, cn_agg__stack_hash(prefix, frame), stack_eq, p,
+                              &key);
+}
+
 int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
 {
     if (!frame_ok(p, frame) || prefix < -1 || (prefix >= 0 && (size_t)prefix >= p->n_stack))
         return -EINVAL;
-    uint64_t key = cn_pair(prefix, frame);
-    int32_t id = cn_u64map_get(&p->stack_index, key);
+    int32_t id = cn_agg__stack_find(p, prefix, frame);
     if (id >= 0)
         return id;
     if (p->n_stack >= INT32_MAX)
@@ -612,7 +629,7 @@ int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
         return -ENOMEM;
     p->cap_stack = c1 < c2 ? c1 : c2;
     id = (int32_t)p->n_stack;
-    if (cn_u64map_put(&p->stack_index, key, id) < 0)
+    if (cn_agg__idset_add(&p->stack_index, cn_agg__stack_hash(prefix, frame), id) < 0)
         return -ENOMEM;
     assert(prefix < id); /* cn_agg.h: prefix < id (one pass in id order sees parents first) */
     p->stack_prefix[id] = prefix;
