@@ -95,20 +95,23 @@ static int build_indexes(const cn_agg_profile *p, const int32_t *map, size_t liv
 }
 
 /* A new callchain cache holding the entries whose stack a raw sample uses (none when
- * final), their stacks renumbered by map (NULL: unchanged). 0 or -ENOMEM. */
+ * final), their stacks renumbered by map (NULL: unchanged). Sets *same instead when the
+ * cache would come out as it is (every entry kept, no renumbering, the same size).
+ * 0 or -ENOMEM. */
 static int build_cache(const cn_agg_profile *p, const uint8_t *mark, const int32_t *map, bool final,
-                       cn_agg__stack_cache *out)
+                       cn_agg__stack_cache *out, bool *same)
 {
     const cn_agg__stack_cache *c = &p->cache;
     size_t keep = 0;
     for (size_t i = 0; !final && c->mask && i <= c->mask; i++)
         keep += c->slots[i].lo && (mark[c->slots[i].stack] & RAW);
     memset(out, 0, sizeof(*out));
-    if (!keep)
-        return 0;
     size_t cap = CACHE_MIN_SLOTS;
     while ((keep + 1) * 2 > cap) /* ingest.c's cache_put grows past half full */
         cap *= 2;
+    *same = keep == c->count && !map && (!keep || cap == c->mask + 1);
+    if (!keep || *same)
+        return 0;
     out->slots = aligned_alloc(64, cap * sizeof(*out->slots));
     if (!out->slots)
         return -ENOMEM;
@@ -129,13 +132,16 @@ static int build_cache(const cn_agg_profile *p, const uint8_t *mark, const int32
     return 0;
 }
 
-/* The frames' chains copied, in frame order, into a pool of exactly their length.
- * NULL on ENOMEM (then the pool stays as it is: it is only repacked). */
+/* A pool of exactly the frames' chains' length, when the pool has holes or a quarter
+ * spare; NULL when it has not, or on ENOMEM (the pool stays as it is: it is only
+ * repacked). */
 static int32_t *repack_chains(const cn_agg_profile *p, size_t *len)
 {
     size_t n = 0;
     for (size_t f = 0; f < p->n_frame; f++)
         n += p->frame_depth[f];
+    if (n == p->chain_len && p->chain_cap * SPARE_DEN <= n * SPARE_NUM)
+        return NULL;
     int32_t *pool = malloc((n ? n : 1) * sizeof(*pool));
     if (!pool)
         return NULL;
@@ -234,7 +240,8 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
         if (build_indexes(p, map, live, &stacks, &acc) < 0)
             goto out;
     }
-    if (build_cache(p, mark, map, final, &cache) < 0)
+    bool same_cache;
+    if (build_cache(p, mark, map, final, &cache, &same_cache) < 0)
         goto out;
     pool = repack_chains(p, &chain_len); /* optional: NULL keeps the pool as it is */
 
@@ -248,9 +255,11 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
         memset(&stacks, 0, sizeof(stacks));
         memset(&acc, 0, sizeof(acc));
     }
-    free(p->cache.slots);
-    p->cache = cache;
-    p->compact_cached = cache.count;
+    if (!same_cache) {
+        free(p->cache.slots);
+        p->cache = cache;
+    }
+    p->compact_cached = p->cache.count;
     if (pool) {
         size_t off = 0;
         for (size_t f = 0; f < p->n_frame; f++) {
@@ -265,9 +274,10 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
         p->chain_cap = chain_len ? chain_len : 1;
     }
     shrink_columns(p);
-    /* Derived from stack ids: rebuilt by the next query. */
-    p->qcache = cn_agg__qcache_free(p->qcache);
-    p->func_generation++;
+    if (renumber) { /* the query cache is by stack id: rebuilt by the next query */
+        p->qcache = cn_agg__qcache_free(p->qcache);
+        p->func_generation++;
+    }
     rc = 0;
     if (st) {
         st->stacks_before = stacks_before;

@@ -354,9 +354,13 @@ void cn_live__enforce_memory(cn_live_session *s)
 {
     if (cn_agg_profile_memory(s->p) <= s->max_memory)
         return;
-    if (cn_agg_sample_count(s->p) > 0)
+    if (cn_agg_sample_count(s->p) > 0) {
         cn_agg_fold_before(s->p, INT64_MAX);
-    cn_live__compact(s, 0); /* the raw columns and the callchain cache of what was folded */
+        /* The raw columns and the callchain cache of what was folded; once, then as due
+         * (a session hovering at its bound would otherwise compact at every read). */
+        if (!s->hit_memory_bound || cn_agg_compact_due(s->p))
+            cn_live__compact(s, 0);
+    }
     if (cn_agg_profile_memory(s->p) > s->max_memory)
         s->memory_limited = true;
     s->hit_memory_bound = true;
