@@ -306,7 +306,7 @@ typedef struct cn_live_session_info {
     uint64_t py_registered, py_refused, py_samples, py_joined, py_no_record, py_mismatch;
     size_t memory;        /* profile bytes */
     uint64_t compactions; /* compaction passes over the profile's tables (cn_agg_compact) */
-    bool memory_limited; /* the memory bound was reached */
+    bool memory_limited;  /* the memory bound was reached */
 } cn_live_session_info;
 
 /* Fills *out (strings borrow from s). Hosts build their descriptions from it (canopyd's
