@@ -97,8 +97,8 @@ struct cn_agg_profile {
     size_t n_frame, cap_frame;
     int32_t *chain_pool;
     size_t chain_len, chain_cap;
-    cn_agg__idset frame_index;    /* frames of known funcs by (func, res, addr, line) */
-    cn_u64map native_frame_index; /* (res, offset) for native frames */
+    cn_agg__idset frame_index;        /* frames of known funcs by (func, res, addr, line) */
+    cn_agg__idset native_frame_index; /* native frames by (res, offset): the key is the row */
 
     /* stacks */
     int32_t *stack_prefix, *stack_frame;
