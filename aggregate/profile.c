@@ -605,22 +605,21 @@ size_t cn_agg_frame_funcs(const cn_agg_profile *p, int32_t frame, const int32_t 
 
 /* ---- stacks ----------------------------------------------------------------------- */
 
-struct stack_key {
-    int32_t prefix, frame;
-};
-
-static bool stack_eq(const void *ctx, int32_t id, const void *key)
-{
-    const cn_agg_profile *p = ctx;
-    const struct stack_key *k = key;
-    return p->stack_frame[id] == k->frame && p->stack_prefix[id] == k->prefix;
-}
-
+/* The id set's probe written out for stacks (the interning hot path of a new callchain:
+ * no call through an equality function). */
 int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t frame)
 {
-    struct stack_key key = {prefix, frame};
-    return cn_agg__idset_find(&p->stack_index, cn_agg__stack_hash(prefix, frame), stack_eq, p,
-                              &key);
+    const cn_agg__idset *ix = &p->stack_index;
+    uint32_t h = cn_agg__stack_hash(prefix, frame);
+    if (!ix->mask)
+        return -1;
+    for (size_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
+        int32_t id = ix->ids[i];
+        if (id < 0)
+            return -1;
+        if (ix->hashes[i] == h && p->stack_frame[id] == frame && p->stack_prefix[id] == prefix)
+            return id;
+    }
 }
 
 int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
