@@ -74,9 +74,10 @@ json_t *cn_d_session_json(const cn_live_session *s)
     /* The sampler's off-CPU counters: a saved session has no sampler, a CPU one none. */
     if (o && i.state != CN_LIVE_SAVED && strcmp(i.mode, cn_smp_mode_name(CN_SMP_MODE_CPU)) &&
         json_object_set_new(o, "offcpu",
-                            json_pack("{s:I, s:I, s:I}", "switches", (json_int_t)i.switches,
+                            json_pack("{s:I, s:I, s:I, s:I}", "switches", (json_int_t)i.switches,
                                       "unmatched", (json_int_t)i.offcpu_unmatched, "short",
-                                      (json_int_t)i.offcpu_short)) < 0) {
+                                      (json_int_t)i.offcpu_short, "waiting",
+                                      (json_int_t)i.offcpu_waiting)) < 0) {
         json_decref(o);
         o = NULL;
     }

@@ -4,6 +4,7 @@
  *
  * The queue is queue.c's; each process's code objects are cached in an open-addressing map,
  * code object address → entry. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -51,6 +53,14 @@ typedef struct proc {
     uint64_t chk_seq;                        /* the last request's seq */
     uint32_t chk_n;                          /* objects in it */
     uint64_t chk_code[CN_INT_ABI_CHECK_MAX]; /* their addresses */
+    /* cn_int_capture's index of the thread states by native_thread_id, made by one walk of
+     * the thread lists and used again for the next NATIVE_TTL_NS: an attach reads every
+     * waiting thread, and a walk per thread would read the lists once per thread */
+    struct native_ts {
+        uint64_t id, tstate;
+    } * natives;
+    size_t n_natives;
+    uint64_t natives_at; /* CLOCK_MONOTONIC of the walk, 0 none */
 } proc;
 
 struct cn_int_ctx {
@@ -79,6 +89,7 @@ static proc *proc_find(const cn_int_ctx *c, uint32_t pid)
 
 static void proc_clear(proc *p)
 {
+    free(p->natives);
     for (size_t i = 0; i < p->nents; i++)
         cn_int__code_clear(&p->ents[i].c);
     free(p->ents);
@@ -413,6 +424,129 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
 out:
     free(maps);
     free(text);
+    return ret;
+}
+
+/* The tid of thread tid (in our pid namespace) in its own process's namespace: the last
+ * field of NSpid, which is what CPython stored as native_thread_id; tid itself when the
+ * kernel has no NSpid line. */
+static uint32_t own_ns_tid(uint32_t pid, uint32_t tid)
+{
+    char path[64], *text = NULL;
+    size_t len;
+    uint32_t ntid = tid;
+    snprintf(path, sizeof(path), "/proc/%u/task/%u/status", pid, tid);
+    if (cn_obj_read_file(path, 1 << 16, &text, &len) < 0)
+        return tid;
+    const char *l = strstr(text, "\nNSpid:");
+    if (l) {
+        l += 7;
+        for (char *end; *l && *l != '\n'; l = end) {
+            unsigned long v = strtoul(l, &end, 10);
+            if (end == l)
+                break;
+            ntid = (uint32_t)v;
+        }
+    }
+    free(text);
+    return ntid;
+}
+
+#define NATIVE_TTL_NS 100000000ull /* an index of the thread states is used for 100 ms */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Indexes p's thread states by native_thread_id: a bounded walk of the interpreters and
+ * their threads (the program's search bounds), two reads a state. 0 or -ENOMEM. */
+static int index_natives(proc *p)
+{
+    const struct cn_int_abi_layout *l = &p->lay.abi;
+    void *arg = (void *)(uintptr_t)p->pid;
+    size_t cap = (size_t)CN_INT_ABI_MAX_INTERPS * CN_INT_ABI_MAX_THREADS;
+    struct native_ts *v = p->natives ? p->natives : malloc(cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    p->natives = v;
+    p->n_natives = 0;
+    p->natives_at = mono_ns();
+    uint64_t is = 0;
+    if (vm_read(arg, l->runtime + l->rt_interp_head, &is, 8) < 0)
+        return 0;
+    for (int i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
+        uint64_t ts = 0;
+        if (vm_read(arg, is + l->is_threads_head, &ts, 8) < 0)
+            return 0;
+        for (int j = 0; j < CN_INT_ABI_MAX_THREADS && ts; j++) {
+            uint64_t id = 0;
+            if (vm_read(arg, ts + p->lay.ts_native_id, &id, 8) < 0)
+                break;
+            assert(p->n_natives < cap);
+            v[p->n_natives++] = (struct native_ts){id, ts};
+            if (vm_read(arg, ts + l->ts_next, &ts, 8) < 0)
+                break;
+        }
+        if (vm_read(arg, is + l->is_next, &is, 8) < 0)
+            return 0;
+    }
+    return 0;
+}
+
+/* The thread state whose native_thread_id is ntid (0: none): from the index, made again when
+ * it is older than NATIVE_TTL_NS or does not know ntid (a thread started since; unless it
+ * is less than 1 ms old). The first
+ * state found for ntid: a thread's states in sub-interpreters are not told apart here. */
+static uint64_t tstate_of_native(proc *p, uint32_t ntid)
+{
+    uint64_t age = p->natives_at ? mono_ns() - p->natives_at : UINT64_MAX;
+    /* a miss in an index made this very millisecond is not worth another walk (a process's
+     * native threads, which have no state, are asked about one after the other) */
+    for (int pass = age < NATIVE_TTL_NS ? 0 : 1; pass < (age < 1000000 ? 1 : 2); pass++) {
+        if (pass == 1 && index_natives(p) < 0)
+            return 0;
+        for (size_t i = 0; i < p->n_natives; i++)
+            if (p->natives[i].id == ntid)
+                return p->natives[i].tstate;
+    }
+    return 0;
+}
+
+int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
+{
+    proc *p = proc_find(c, pid);
+    if (!p)
+        return -ENOENT;
+    if (p->lay.ts_native_id == CN_INT_ABI_NONE)
+        return -ENOTSUP;
+    uint64_t ts = tstate_of_native(p, own_ns_tid(pid, tid));
+    cn_int_frame fr[CN_INT_MAX_FRAMES];
+    int status = CN_INT_NO_THREAD;
+    uint32_t n = 0;
+    if (ts)
+        n = cn_int__walk(&p->lay.abi, vm_read, (void *)(uintptr_t)pid, ts, fr, CN_INT_MAX_FRAMES,
+                         &status);
+    struct cn_int_abi_record *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->time = r->ktime = time;
+    r->pid = pid;
+    r->tid = tid;
+    r->nframes = (uint16_t)n;
+    r->status = (uint8_t)status;
+    r->time_src = CN_INT_ABI_T_SAMPLE;
+    r->tstate = ts;
+    for (uint32_t i = 0; i < n; i++) {
+        r->frames[i].code = fr[i].code;
+        r->frames[i].instr = (uint32_t)fr[i].instr; /* raw, as the program writes it */
+        r->frames[i].flags = fr[i].entry ? CN_INT_ABI_F_ENTRY : 0;
+    }
+    int ret = cn_int__queue_push(&c->queue, r, CN_INT_ABI_HEADER_SIZE + n * sizeof(r->frames[0]),
+                                 &p->lay.names);
+    free(r);
     return ret;
 }
 

@@ -37,6 +37,10 @@ typedef struct cn_int__layout {
     int major, minor;
     struct cn_int_abi_layout abi; /* runtime left 0: the caller sets it */
     cn_int__names names;
+    /* PyThreadState.native_thread_id (3.11+: the thread's tid in the target's pid namespace),
+     * else CN_INT_ABI_NONE: what a user-space read of a thread's frames (cn_int_capture)
+     * searches by, where the program compares thread_id with the thread's fs base */
+    uint32_t ts_native_id;
 } cn_int__layout;
 
 /* The built-in layout of major.minor (3.8–3.13), checked against each pyenv build's DWARF

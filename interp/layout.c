@@ -166,6 +166,8 @@ int cn_int__layout_for(int major, int minor, cn_int__layout *out)
             out->minor = minor;
             out->abi = rows[i].abi;
             out->names = rows[i].names;
+            /* 3.11, 3.12: native_thread_id is the word after thread_id (cpython/pystate.h) */
+            out->ts_native_id = minor >= 11 ? out->abi.ts_thread_id + 8 : NONE;
             return frame_read(&out->abi);
         }
     }
@@ -191,6 +193,7 @@ enum {
     DO_TS_NEXT = 168,
     DO_TS_CURRENT_FRAME = 184,
     DO_TS_THREAD_ID = 192,
+    DO_TS_NATIVE_THREAD_ID = 200,
     DO_FR_PREVIOUS = 232,
     DO_FR_EXECUTABLE = 240,
     DO_FR_INSTR_PTR = 248,
@@ -218,16 +221,22 @@ int cn_int__layout_debug(const uint8_t *p, size_t n, cn_int__layout *out)
         return -ENOTSUP;
     if (u64_at(p, DO_FREE_THREADED) != 0)
         return -ENOTSUP; /* 3.13t: other object headers, untested */
-    static const uint16_t fields[] = {DO_RT_INTERP_HEAD,  DO_IS_ID,       DO_IS_NEXT,
-                                      DO_IS_THREADS_HEAD, DO_TS_NEXT,     DO_TS_CURRENT_FRAME,
-                                      DO_TS_THREAD_ID,    DO_FR_PREVIOUS, DO_FR_EXECUTABLE,
-                                      DO_FR_INSTR_PTR,    DO_FR_OWNER,    DO_CO_FILENAME,
-                                      DO_CO_NAME,         DO_CO_QUALNAME, DO_CO_LINETABLE,
-                                      DO_CO_FIRSTLINENO,  DO_CO_ADAPTIVE, DO_UNICODE_ASCII_SIZE};
+    static const uint16_t fields[] = {DO_RT_INTERP_HEAD,    DO_IS_ID,
+                                      DO_IS_NEXT,           DO_IS_THREADS_HEAD,
+                                      DO_TS_NEXT,           DO_TS_CURRENT_FRAME,
+                                      DO_TS_THREAD_ID,      DO_TS_NATIVE_THREAD_ID,
+                                      DO_FR_PREVIOUS,       DO_FR_EXECUTABLE,
+                                      DO_FR_INSTR_PTR,      DO_FR_OWNER,
+                                      DO_CO_FILENAME,       DO_CO_NAME,
+                                      DO_CO_QUALNAME,       DO_CO_LINETABLE,
+                                      DO_CO_FIRSTLINENO,    DO_CO_ADAPTIVE,
+                                      DO_UNICODE_ASCII_SIZE};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (u64_at(p, fields[i]) > 65536)
             return -EINVAL; /* no struct read here is that large */
-    cn_int__layout l = {.major = major, .minor = minor};
+    cn_int__layout l = {.major = major,
+                        .minor = minor,
+                        .ts_native_id = (uint32_t)u64_at(p, DO_TS_NATIVE_THREAD_ID)};
     l.abi = (struct cn_int_abi_layout){
         .kind = CN_INT_ABI_IFRAME,
         .rt_interp_head = (uint32_t)u64_at(p, DO_RT_INTERP_HEAD),

@@ -39,7 +39,9 @@ typedef struct res_src {
 /* A JIT frame whose perf map did not name it yet (docs/cli-live.md, "Symbols"). */
 typedef struct jit_retry {
     int32_t frame;
-    uint64_t map_bytes; /* map size the last lookup used: retried once the map is bigger */
+    uint64_t map_bytes; /* map size the last lookup used: retried once the map's size differs
+                           (grown; or another file: a map left by an earlier process of the
+                           same pid, which its successor rewrites as it exits) */
 } jit_retry;
 
 struct cn_live_session {

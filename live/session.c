@@ -364,6 +364,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->switches = c.switches;
         out->offcpu_unmatched = c.offcpu_unmatched;
         out->offcpu_short = c.offcpu_short;
+        out->offcpu_waiting = c.offcpu_waiting;
         out->python = cn_smp_session_python(s->smp);
         out->py_registered = c.py_registered;
         out->py_refused = c.py_refused;

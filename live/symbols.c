@@ -104,8 +104,9 @@ static int64_t src_map_size(cn_live_session *s, res_src *src, size_t f)
     return src->jit_size;
 }
 
-/* Resubmits the waiting JIT frames whose perf map has grown past what their last lookup
- * saw (or appeared), at most every JIT_RECHECK_NS unless force. Frames stay waiting when
+/* Resubmits the waiting JIT frames whose perf map's size is not what their last lookup saw
+ * (it grew, appeared, or was rewritten: a map left by an earlier process of the same pid is
+ * truncated by its successor), at most every JIT_RECHECK_NS unless force. Frames stay waiting when
  * the symbolizer's queue is full. */
 void cn_live__retry_jit(cn_live_session *s, bool force)
 {
@@ -124,7 +125,8 @@ void cn_live__retry_jit(cn_live_session *s, bool force)
             res_src *src = frame_src(s, s->retry[i].frame);
             if (!src)
                 continue; /* cannot happen for a frame that was submitted; forget it */
-            if (src_map_size(s, src, (size_t)s->retry[i].frame) > (int64_t)s->retry[i].map_bytes &&
+            int64_t size = src_map_size(s, src, (size_t)s->retry[i].frame);
+            if (size >= 0 && (uint64_t)size != s->retry[i].map_bytes &&
                 frame_request(s, (size_t)s->retry[i].frame, &reqs[n])) {
                 idx[n++] = i;
                 continue;

@@ -272,6 +272,47 @@ void cn_smp__offcpu_in(cn_smp_session *s, pid_t tid, uint64_t t, bool from_switc
     erase(o, (size_t)i, slot);
 }
 
+static bool reserve_frames(blocked *b, uint32_t n)
+{
+    if (b->cap >= n)
+        return true;
+    cn_smp_frame *f = realloc(b->frames, (n ? n : 1) * sizeof(*f));
+    if (!f)
+        return false;
+    b->frames = f;
+    b->cap = n;
+    return true;
+}
+
+/* Opens r->tid's interval at r->time with the stack s->frames[0, n) (its first nk kernel
+ * frames). false when out of memory: this interval is not measured. */
+static bool open_at(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
+                    cn_smp_stop stop)
+{
+    cn_smp__offcpu *o = s->off;
+    pid_t tid = (pid_t)r->tid;
+    blocked *b = insert(o, tid);
+    if (!b)
+        return false;
+    if (!reserve_frames(b, n)) {
+        size_t slot;
+        ssize_t j = find(o, tid, &slot); /* just inserted: found */
+        if (j >= 0)
+            erase(o, (size_t)j, slot);
+        return false;
+    }
+    if (n)
+        memcpy(b->frames, s->frames, n * sizeof(*b->frames));
+    b->pid = (pid_t)r->pid;
+    b->cpu = r->cpu;
+    b->out_time = b->done_to = r->time;
+    b->state = CN_SMP_STATE_BLOCKED;
+    b->stop = stop;
+    b->n = n;
+    b->nk = nk;
+    return true;
+}
+
 void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
                         cn_smp_stop stop)
 {
@@ -288,29 +329,48 @@ void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uin
         close_at(s, &o->ent[i], r->time);
         erase(o, (size_t)i, slot);
     }
-    blocked *b = insert(o, tid);
-    if (!b)
-        return; /* out of memory: this interval is not measured */
-    if (b->cap < n) {
-        cn_smp_frame *f = realloc(b->frames, (n ? n : 1) * sizeof(*f));
-        if (!f) {
-            ssize_t j = find(o, tid, &slot); /* just inserted: found */
-            if (j >= 0)
-                erase(o, (size_t)j, slot);
-            return;
-        }
-        b->frames = f;
-        b->cap = n;
-    }
-    if (n)
-        memcpy(b->frames, s->frames, n * sizeof(*b->frames));
-    b->pid = (pid_t)r->pid;
-    b->cpu = r->cpu;
-    b->out_time = b->done_to = r->time;
-    b->state = CN_SMP_STATE_BLOCKED;
+    open_at(s, r, n, nk, stop);
+}
+
+void cn_smp__offcpu_seed(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
+                         cn_smp_stop stop)
+{
+    cn_smp__offcpu *o = s->off;
+    pid_t tid = (pid_t)r->tid;
+    if (!o || tid <= 0 || find(o, tid, NULL) >= 0)
+        return; /* a switch-out seen already: its own stack, from the kernel */
+    if (open_at(s, r, n, nk, stop))
+        s->cnt.offcpu_waiting++;
+}
+
+size_t cn_smp__offcpu_waiters(const cn_smp_session *s, pid_t pid, pid_t *tids, size_t max)
+{
+    const cn_smp__offcpu *o = s->off;
+    size_t k = 0;
+    for (size_t i = 0; o && i < o->nent && k < max; i++)
+        if (o->ent[i].pid == pid)
+            tids[k++] = o->ent[i].tid;
+    return k;
+}
+
+bool cn_smp__offcpu_restack(cn_smp_session *s, pid_t tid, uint32_t n, uint32_t nk, cn_smp_stop stop)
+{
+    cn_smp__offcpu *o = s->off;
+    ssize_t i = o && tid > 0 ? find(o, tid, NULL) : -1;
+    if (i < 0)
+        return false;
+    blocked *b = &o->ent[i];
+    /* The same wait: the thread blocked where it was seen blocking (the innermost user frame,
+     * a return address into the same instruction). Else it ran meanwhile and its records, not
+     * read yet, will say so: the entry is left as it is. */
+    if (n <= nk || b->n <= b->nk || b->frames[b->nk].obj != s->frames[nk].obj ||
+        b->frames[b->nk].offset != s->frames[nk].offset || !reserve_frames(b, b->nk + n - nk))
+        return false;
+    /* the kernel frames of its switch-out stay: /proc gives user registers only */
+    memcpy(b->frames + b->nk, s->frames + nk, (n - nk) * sizeof(*b->frames));
+    b->n = b->nk + n - nk;
     b->stop = stop;
-    b->n = n;
-    b->nk = nk;
+    return true;
 }
 
 void cn_smp__offcpu_switch(cn_smp_session *s, const cn_smp__rec *r)

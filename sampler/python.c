@@ -179,6 +179,7 @@ static void try_register(cn_smp_session *s, cn_smp__proc *p)
          * of milliseconds, and the samples of that time have no record. */
         p->py_since = mono_now();
         s->cnt.py_registered++;
+        cn_smp__waiting_python(s, p); /* its threads waiting since before: their frames now */
     } else if (r != -ESRCH) {
         s->cnt.py_refused++;
         snprintf(py->why, sizeof(py->why), "pid %d: %.150s", (int)p->pid,
@@ -426,6 +427,13 @@ static void add_segment(cn_smp_session *s, uint32_t from, uint32_t to, uint32_t 
         else
             s->cnt.py_errors++;
     }
+}
+
+int cn_smp__py_capture(cn_smp_session *s, const cn_smp__proc *p, pid_t tid, uint64_t time)
+{
+    if (!cn_smp__py_wanted(s, p))
+        return -ENOENT;
+    return cn_int_capture(s->py->ctx, (uint32_t)p->pid, (uint32_t)tid, time);
 }
 
 bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p)

@@ -130,22 +130,16 @@ static int unwind_auto(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
     return n;
 }
 
-static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
+uint32_t cn_smp__sample_frames(cn_smp_session *s, cn_smp__proc *p, const cn_smp__rec *r,
+                               bool synthetic, uint32_t *nk_out, cn_smp_stop *stop_out)
 {
     uint32_t n = 0;
     int nuser = 0;
     cn_smp_stop stop = CN_SMP_STOP_NONE;
-    if (s->ad && cn_smp__adapt_drop(s, r))
-        return;
-    cn_smp__proc *p = r->pid > 0 ? cn_smp__proc_for_sample(s, (pid_t)r->pid) : NULL;
-    cn_smp__ensure_comm(s, (pid_t)r->pid, (pid_t)r->tid, r->time);
-    cn_smp__proc_cgroup(s, p, r->time);
-    s->cnt.samples++;
-
     bool have_regs = r->u.sample.regs && r->u.sample.abi != PERF_SAMPLE_REGS_ABI_NONE;
     cn_smp_unwind mode = s->cfg.unwind;
-    bool walk_auto = have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO;
-    bool walk_dwarf = have_regs && s->unw && p && mode == CN_SMP_UNWIND_DWARF;
+    bool walk_auto = have_regs && s->unw && p && mode == CN_SMP_UNWIND_AUTO && !synthetic;
+    bool walk_dwarf = have_regs && s->unw && p && (mode == CN_SMP_UNWIND_DWARF || synthetic);
     uint64_t chain_from = 0;
     if (r->u.sample.chain)
         chain_from = split_chain(s, r, &n, &nuser, walk_auto);
@@ -189,10 +183,29 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         count_stop(s, stop);
     }
     assert(nk <= n && n <= CN_SMP_MAX_FRAMES);
+    *nk_out = nk;
+    *stop_out = stop;
+    return n;
+}
+
+static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
+{
+    if (s->ad && cn_smp__adapt_drop(s, r))
+        return;
+    cn_smp__proc *p = r->pid > 0 ? cn_smp__proc_for_sample(s, (pid_t)r->pid) : NULL;
+    cn_smp__ensure_comm(s, (pid_t)r->pid, (pid_t)r->tid, r->time);
+    cn_smp__proc_cgroup(s, p, r->time);
+    s->cnt.samples++;
+    uint32_t nk;
+    cn_smp_stop stop;
+    uint32_t n = cn_smp__sample_frames(s, p, r, false, &nk, &stop);
     uint64_t weight_ns = 0;
     if (s->off) {
         if (cn_smp__offcpu_is_switch(s, r)) {
             cn_smp__offcpu_out(s, r, n, nk, stop); /* delivered when it ends */
+            /* blocked before its process was registered: no Python frames in this stack */
+            if (p && p->py_registered && r->time < p->py_since && cn_smp__py_wanted(s, p))
+                cn_smp__waiting_restack(s, p, (pid_t)r->tid);
             return;
         }
         cn_smp__offcpu_in(s, (pid_t)r->tid, r->time, false); /* it runs: not off CPU */
@@ -365,6 +378,13 @@ nomem:
     return -ENOMEM;
 }
 
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int cn_smp_session_start(cn_smp_session *s, cn_err *err)
 {
     if (!s || s->started)
@@ -403,12 +423,17 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
      * (registering reads its memory), before its samples start. */
     if (s->cfg.target == CN_SMP_TARGET_PID)
         cn_smp__py_scan(s, cn_smp__proc_for_sample(s, s->cfg.pid));
+    uint64_t t_enable = mono_now();
     ret = cn_smp__perf_enable(s, err);
     if (ret < 0)
         return ret;
     /* After the events are enabled, so that records cover whatever changes after it. */
     if (s->cfg.target == CN_SMP_TARGET_SYSTEM)
         cn_smp__procs_snapshot(s);
+    /* Its threads waiting already: their waits from the start on (a switch-in closes them,
+     * and comes after t_enable). */
+    if (s->off && s->cfg.target == CN_SMP_TARGET_PID && !s->cfg.enable_on_exec)
+        cn_smp__waiting_attach(s, s->cfg.pid, t_enable);
     s->started = true;
     return 0;
 }
@@ -423,13 +448,6 @@ size_t cn_smp_session_fds(const cn_smp_session *s, const int **fds)
     if (fds)
         *fds = s->ring_fds;
     return s->nrings;
-}
-
-static uint64_t mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int cn_smp_session_read(cn_smp_session *s)

@@ -494,6 +494,17 @@ void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uin
 /* offcpu.c: a thread seen running at time t (a switch-in record, or a CPU sample): closes
  * its interval, if any. */
 void cn_smp__offcpu_in(cn_smp_session *s, pid_t tid, uint64_t t, bool from_switch);
+/* A thread found already off CPU (waiting.c), r a record made for it: opens its interval at
+ * r->time with the stack s->frames[0, n), unless one is open (counted: offcpu_waiting). */
+void cn_smp__offcpu_seed(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
+                         cn_smp_stop stop);
+/* The threads of pid with an open interval (at most max), for waiting.c. */
+size_t cn_smp__offcpu_waiters(const cn_smp_session *s, pid_t pid, pid_t *tids, size_t max);
+/* Gives tid's open interval the user stack s->frames[nk, n) (read again, with Python frames
+ * now) when its innermost user frame is the one it blocked in. true if replaced. */
+bool cn_smp__offcpu_restack(cn_smp_session *s, pid_t tid, uint32_t n, uint32_t nk,
+                            cn_smp_stop stop);
+
 /* offcpu.c: SWITCH / SWITCH_CPU_WIDE records. */
 void cn_smp__offcpu_switch(cn_smp_session *s, const cn_smp__rec *r);
 /* offcpu.c: task events: a new thread (forgets that tid exited), an exited thread. */
@@ -567,6 +578,24 @@ void cn_smp__py_forget(cn_smp_session *s, cn_smp__proc *p);
 typedef void (*cn_smp__add_user_fn)(cn_smp_session *s, const cn_smp__proc *p, uint32_t *n,
                                     uint64_t addr, const cn_smp__map **last);
 bool cn_smp__py_wanted(const cn_smp_session *s, const cn_smp__proc *p);
+/* Queues thread tid's Python frames read now from user space as the record of a sample at
+ * time (waiting.c): 0, or a negative errno (not registered, a version before 3.11). */
+int cn_smp__py_capture(cn_smp_session *s, const cn_smp__proc *p, pid_t tid, uint64_t time);
+/* The frames of sample r into s->frames (kernel, then user, Python frames spliced): the count,
+ * *nk the kernel ones, *stop why the user part ended. synthetic: a record waiting.c made from
+ * a waiting thread's registers, unwound by CFI (dwarf) whatever the mode, never teaching
+ * auto's adaptive copy. session.c. */
+uint32_t cn_smp__sample_frames(cn_smp_session *s, cn_smp__proc *p, const cn_smp__rec *r,
+                               bool synthetic, uint32_t *nk, cn_smp_stop *stop);
+/* Threads already off CPU (waiting.c, OFFCPU and WALL sessions): at an attach, every thread
+ * of pid that waits gets an interval from time t with its stack read from /proc and its
+ * memory; at a CPython registration (python.c), the waiting threads of p get their stack
+ * again, with Python frames. */
+void cn_smp__waiting_attach(cn_smp_session *s, pid_t pid, uint64_t t);
+void cn_smp__waiting_python(cn_smp_session *s, cn_smp__proc *p);
+/* One thread of p, whose switch-out sample predates p's registration: as waiting_python. */
+void cn_smp__waiting_restack(cn_smp_session *s, cn_smp__proc *p, pid_t tid);
+
 bool cn_smp__py_splice(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r, int nuser,
                        uint32_t *n, cn_smp__add_user_fn add_user, const cn_smp__map **last);
 /* python.c, the splice's plan (pure). Cuts a record's nf frames (innermost first) into the

@@ -107,6 +107,9 @@ typedef struct cn_sym__obj {
     int64_t jit_file_size; /* JIT: the map's size when loaded (-1: none); reloaded when the
                               size changes, reading only what was appended */
     uint64_t jit_dev, jit_ino;
+    uint64_t jit_tail; /* JIT: hash of the last bytes parsed (PERFMAP_TAIL): a reload reads
+                          on from jit_size only while they are unchanged; else the file was
+                          rewritten (a map left by an earlier process of the same pid) */
     cn_sym__table syms;
     cn_sym__fdes fdes; /* only when syms lacks local functions (.dynsym alone, or none) */
     cn_sym__segment seg[CN_SYM__MAX_SEGMENTS];

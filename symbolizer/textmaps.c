@@ -21,11 +21,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 /* Per load of a perf map: at most this many bytes, and no new chunk after this long. */
 #define PERFMAP_LOAD_BYTES (4u << 20)
 #define PERFMAP_CHUNK      (1u << 20)
 #define PERFMAP_LOAD_NS    (50 * 1000000LL)
+#define PERFMAP_TAIL       256u /* bytes before the end of what was parsed, hashed */
 
 static int parse_hex(const char **p, const char *end, uint64_t *out)
 {
@@ -204,6 +206,17 @@ int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path)
     return cn_obj_open_in(m, path, 0, NULL, NULL);
 }
 
+/* The hash of the PERFMAP_TAIL bytes (fewer at the file's start) before offset end; 0 when
+ * they cannot be read. */
+static uint64_t tail_hash(int fd, uint64_t end)
+{
+    char b[PERFMAP_TAIL];
+    size_t k = end < PERFMAP_TAIL ? (size_t)end : PERFMAP_TAIL;
+    if (k == 0 || pread(fd, b, k, (off_t)(end - k)) != (ssize_t)k)
+        return 0;
+    return XXH3_64bits(b, k);
+}
+
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner,
                          cn_obj_mounts *mounts)
 {
@@ -233,8 +246,10 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
     uint64_t from = 0, to = (uint64_t)st.st_size;
     if (to > CN_SYM__MAX_TEXT_FILE)
         to = CN_SYM__MAX_TEXT_FILE;
+    /* Appended to, not rewritten: the same file, at least as long, ending where it ended */
     bool grown = prev && prev->status == 0 && prev->jit_dev == o->jit_dev &&
-                 prev->jit_ino == o->jit_ino && (uint64_t)prev->jit_size <= to;
+                 prev->jit_ino == o->jit_ino && (uint64_t)prev->jit_size <= to &&
+                 tail_hash(fd, (uint64_t)prev->jit_size) == prev->jit_tail;
     if (grown) {
         rc = perfmap_copy(&o->syms, &prev->syms);
         if (rc < 0)
@@ -260,6 +275,7 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
     if (rc == 0)
         rc = cn_sym__table_finish(&o->syms, 0, 1);
     o->jit_size = (int64_t)(from + whole);
+    o->jit_tail = tail_hash(fd, (uint64_t)o->jit_size);
 out:
     free(buf);
     close(fd);

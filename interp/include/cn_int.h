@@ -144,6 +144,15 @@ int cn_int_drain(cn_int_ctx *c);
  * queue), 0 when there is none (the ring was full, or the process is not registered). */
 int cn_int_take(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time, cn_int_record *out);
 
+/* Reads the frames of thread tid of a registered process now, from user space, and queues
+ * them as the record of a sample (pid, tid, time) for cn_int_take: for a thread that is off
+ * CPU, whose frame chain cannot change while it waits (a thread already waiting when a
+ * session began watching it has no sample of its own). The thread state is found by its
+ * native_thread_id, so 3.11+ only; sub-interpreters are not told apart (the first state of
+ * the thread found). 0 (also when the thread has no thread state: a record without frames),
+ * -ENOENT pid not registered, -ENOTSUP a version without native_thread_id, -ENOMEM. */
+int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time);
+
 /* Drops queued records older than time (samples the sampler will never ask for). Returns how
  * many were dropped. */
 size_t cn_int_expire(cn_int_ctx *c, uint64_t time);

@@ -297,7 +297,7 @@ typedef struct cn_live_session_info {
     /* OFFCPU/WALL (0 otherwise): context switches sampled, switch-ins or -outs without
      * their other half (lost records, threads waiting since before the start), intervals
      * under min_block_ns. */
-    uint64_t switches, offcpu_unmatched, offcpu_short;
+    uint64_t switches, offcpu_unmatched, offcpu_short, offcpu_waiting;
     /* Python frames (docs/python.md): "on" or "off (why)" (cn_smp_session_python), NULL for
      * a saved session; CPython processes registered and refused, samples of registered
      * processes, of those joined with their interpreter record, without one, and joined

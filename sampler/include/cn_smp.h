@@ -322,6 +322,9 @@ typedef struct cn_smp_counters {
     uint64_t offcpu_unmatched; /* switch-ins without a switch-out, and switch-outs whose
                                   switch-in was never seen (lost records) */
     uint64_t offcpu_ns;        /* off-CPU time delivered */
+    uint64_t offcpu_waiting;   /* threads already off CPU when the session began watching them
+                                  (an attach; Python frames at registration): their wait
+                                  counted from then, their stack read from /proc and memory */
     /* Python frames (docs/python.md, "Phase 2"). */
     uint64_t py_registered;   /* processes registered with interp/ (CPython found) */
     uint64_t py_refused;      /* registrations refused (the last reason: cn_smp_session_python) */

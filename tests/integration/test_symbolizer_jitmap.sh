@@ -3,7 +3,8 @@
 # workload runs code from an anonymous executable mapping and writes /tmp/perf-PID.map
 # only as it exits (as a JVM with -XX:+DumpPerfMapAtExit does), or after a delay while it
 # runs. Its frames must end up named `jitted_spin` in-process, through canopyd after the
-# process has exited, and in a session attached to it while it runs.
+# process has exited, and in a session attached to it while it runs; also when a stale map
+# of an earlier process with the same pid was there first.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
 WL=$CANOPY_WORKLOADS/wl_jitmap
@@ -47,6 +48,17 @@ PY
 "$C" run --no-daemon -F 499 --format folded -o "$TMP/inproc.folded" -- "$WL" 1.5 \
   >"$TMP/inproc.out" 2>"$TMP/inproc.err" || fail "run --no-daemon: $(cat "$TMP/inproc.err")"
 check "$TMP/inproc.folded" "in-process, map written at exit"
+
+# A map left in /tmp by an earlier process of the same pid (pids are reused, perf maps
+# stay): the shell that execs the workload writes a larger one of other names under its own
+# pid, which the workload inherits; the workload truncates and rewrites it as it exits. Its
+# frames are looked up in the stale map while it runs, and must be named from its own map at
+# the end (a retry on any change of size, not only growth; a rewrite read whole).
+"$C" run --no-daemon -F 499 --format folded -o "$TMP/stale.folded" -- sh -c \
+  'yes "7f0000000000 10 stale_name" | head -2000 >/tmp/perf-$$.map; echo /tmp/perf-$$.map; exec "$0" 1.5' \
+  "$WL" >"$TMP/stale.out" 2>"$TMP/stale.err" || fail "run --no-daemon (stale map): $(cat "$TMP/stale.err")"
+grep -q stale_name "$TMP/stale.folded" && fail "a stale map's names in the tree: $(grep stale_name "$TMP/stale.folded")"
+check "$TMP/stale.folded" "in-process, a stale map of the same pid rewritten at exit"
 
 start_canopyd
 "$C" run -F 499 --name late --format folded -o "$TMP/daemon.folded" -- "$WL" 1.5 \

@@ -192,6 +192,8 @@ static void layout_rows(void **state)
                                               : minor == 10 ? CN_INT__LT310
                                                             : CN_INT__LOC311);
         assert_int_equal(l.abi.runtime, 0);
+        /* native_thread_id (3.11+): the word after thread_id (cpython/pystate.h) */
+        assert_int_equal(l.ts_native_id, minor >= 11 ? l.abi.ts_thread_id + 8 : CN_INT_ABI_NONE);
     }
     cn_int__layout l;
     assert_int_equal(cn_int__layout_for(3, 7, &l), -ENOTSUP);
@@ -287,6 +289,7 @@ static void debug_offsets_313_file(void **state)
     assert_int_equal(cn_int__layout_debug(b, sizeof(b), &got), 0);
     assert_int_equal(cn_int__layout_for(3, 13, &want), 0);
     assert_memory_equal(&got.abi, &want.abi, sizeof(got.abi));
+    assert_int_equal(got.ts_native_id, want.ts_native_id);
     assert_int_equal(got.names.co_filename, want.names.co_filename);
     assert_int_equal(got.names.co_qualname, want.names.co_qualname);
     assert_int_equal(got.names.co_firstlineno, want.names.co_firstlineno);

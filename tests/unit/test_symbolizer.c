@@ -195,6 +195,45 @@ static void test_perfmap(void **state)
     unlink(path);
 }
 
+/* A map rewritten in place, longer than before (a map left in /tmp by an earlier process of
+ * the same pid, truncated and written by its successor): read again whole, not "appended"
+ * from the old length, which would keep the old names and cut the new file's first bytes. */
+static void test_perfmap_rewritten(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cn_sym_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "1000 10 stale_a\n2000 10 stale_b\n");
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {
+        .kind = CN_SYM_JIT, .path = path, .pid = 1, .has_owner = true, .owner_uid = getuid()};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, 0x2005, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "stale_b");
+    cn_sym_result_clear(&r);
+    struct stat before, after;
+    assert_int_equal(stat(path, &before), 0);
+    FILE *f = fopen(path, "w"); /* truncated: the same inode */
+    assert_non_null(f);
+    fputs("3000 10 fresh_c\n4000 10 fresh_d\n5000 10 fresh_e\n", f);
+    fclose(f);
+    assert_int_equal(stat(path, &after), 0);
+    assert_int_equal(before.st_ino, after.st_ino);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x3005, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "fresh_c");
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x1005, &r), 0);
+    assert_int_equal(r.status, -ENOENT); /* the old names are gone */
+    assert_int_equal(r.map_bytes, (uint64_t)after.st_size);
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
+    unlink(path);
+}
+
 /* The perf map's reading rules (cn_sym.h): no symlink followed, no FIFO blocking, the
  * target's owner only, whole lines only, and only the appended part read again. */
 static void test_perfmap_rules(void **state)
@@ -1523,6 +1562,7 @@ int main(void)
         cmocka_unit_test(test_worker),
         cmocka_unit_test(test_live_regroup),
         cmocka_unit_test(test_perfmap_rules),
+        cmocka_unit_test(test_perfmap_rewritten),
         cmocka_unit_test(test_perfmap_root),
         cmocka_unit_test(test_perfmap_budget),
         cmocka_unit_test(test_vdso),
