@@ -18,6 +18,8 @@
  *       --no-inline --format folded` renders them, so that every per-stack figure of
  *       bench/real_programs.sh (roots, unnamed leaves, self shares) is computed on identical
  *       samples in the three modes.
+ *   --check (either form) also replays into dwarf with check_unwind: every compiled-CFI
+ *       stack redone with libunwind and compared ("check_dwarf checked= mismatches=").
  *
  * Prints "key value" lines: samples; reach_auto / reach_dwarf / reach_fp (samples whose
  * stack's outermost function is a program or thread start: _start, the frame above
@@ -42,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cn_fmt.h"
@@ -361,14 +364,15 @@ static int write_all_folded(const uint8_t *data, size_t len, const char *prefix)
 
 /* Feeds the capture's records into a new feed-only session of mode; its samples go to
  * out. *ret_s: the session (owns the objects out's frames point to). */
-static int replay(const uint8_t *data, size_t len, cn_smp_unwind mode, run *out,
+static int replay(const uint8_t *data, size_t len, cn_smp_unwind mode, bool check, run *out,
                   cn_smp_session **ret_s)
 {
     uint64_t st;
     if (len < 16 || memcmp(data, MAGIC, 8) != 0)
         return -EINVAL;
     memcpy(&st, data + 8, 8);
-    cn_smp_config cfg = {.target = CN_SMP_TARGET_NONE, .unwind = mode, .no_kernel = true};
+    cn_smp_config cfg = {
+        .target = CN_SMP_TARGET_NONE, .unwind = mode, .no_kernel = true, .check_unwind = check};
     cn_smp_callbacks cb = {.sample = on_sample};
     cn_smp_session *s = NULL;
     int ret = cn_smp_session_new(&cfg, &cb, out, &s);
@@ -480,6 +484,32 @@ static double pct(size_t a, size_t n)
 
 /* Replays the capture data[0, len) into auto, dwarf and fp and prints the comparison; liverun
  * (may be NULL): the capture session's own auto stacks. Returns 0 or negative errno. */
+/* The thread's CPU time in ns. */
+static uint64_t thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --check: the capture replayed into dwarf with every compiled-CFI stack redone with
+ * libunwind and compared (cn_smp_config.check_unwind). Prints check_dwarf. */
+static int check_dwarf(const uint8_t *data, size_t len)
+{
+    run r = {0};
+    cn_smp_session *s = NULL;
+    int ret = replay(data, len, CN_SMP_UNWIND_DWARF, true, &r, &s);
+    if (ret == 0) {
+        cn_smp_counters c;
+        cn_smp_session_counters(s, &c);
+        printf("check_dwarf checked=%" PRIu64 " mismatches=%" PRIu64 " libunwind=%" PRIu64 "\n",
+               c.unwind_checked, c.unwind_mismatches, c.libunwind_unwinds);
+    }
+    cn_smp_session_free(s);
+    run_free(&r);
+    return ret;
+}
+
 static int compare(const uint8_t *data, size_t len, const run *liverun, int show)
 {
     int ret = 0;
@@ -487,8 +517,12 @@ static int compare(const uint8_t *data, size_t len, const run *liverun, int show
     cn_smp_session *s[3] = {NULL, NULL, NULL};
     static const cn_smp_unwind modes[3] = {CN_SMP_UNWIND_AUTO, CN_SMP_UNWIND_DWARF,
                                            CN_SMP_UNWIND_FP};
-    for (int m = 0; m < 3 && ret == 0; m++)
-        ret = replay(data, len, modes[m], &r[m], &s[m]);
+    uint64_t cpu_ns[3] = {0};
+    for (int m = 0; m < 3 && ret == 0; m++) {
+        uint64_t t0 = thread_ns();
+        ret = replay(data, len, modes[m], false, &r[m], &s[m]);
+        cpu_ns[m] = thread_ns() - t0;
+    }
     namer nm = {.cache = NULL};
     cn_sym_config sc;
     cn_sym_config_init(&sc);
@@ -544,7 +578,14 @@ static int compare(const uint8_t *data, size_t len, const run *liverun, int show
         printf("stops_%s", mname[m]);
         for (int k = 0; k < CN_SMP_STOP__COUNT; k++)
             printf(" %s=%" PRIu64, cn_smp_stop_name((cn_smp_stop)k), c.unwind_stop[k]);
-        printf(" libunwind=%" PRIu64 "\n", c.libunwind_unwinds);
+        printf(" libunwind=%" PRIu64, c.libunwind_unwinds);
+        for (int k = 0; k < CN_SMP_FB__COUNT; k++)
+            if (c.libunwind_why[k])
+                printf(" libunwind:%s=%" PRIu64, cn_smp_fallback_name((cn_smp_fallback)k),
+                       c.libunwind_why[k]);
+        /* the replay's own CPU (parsing, object loads, unwinding; no ring reads): for
+         * comparing unwinders on the same capture, not a sampler figure */
+        printf(" replay_us_per_sample=%.2f\n", n ? (double)cpu_ns[m] / 1e3 / (double)n : 0.0);
     }
     if (liverun)
         printf("live_same_auto %zu of %zu\n", live_same, liverun->n);
@@ -558,13 +599,16 @@ out:
 }
 
 /* Compares the capture at path (and writes the folded files when folded != NULL). */
-static int compare_file(const char *path, const run *liverun, int show, const char *folded)
+static int compare_file(const char *path, const run *liverun, int show, const char *folded,
+                        bool check)
 {
     uint8_t *data = NULL;
     size_t len = 0;
     int ret = read_capture(path, &data, &len);
     if (ret == 0)
         ret = compare(data, len, liverun, show);
+    if (ret == 0 && check)
+        ret = check_dwarf(data, len);
     if (ret == 0 && folded)
         ret = write_all_folded(data, len, folded);
     free(data);
@@ -576,6 +620,7 @@ int main(int argc, char **argv)
     uint32_t freq = 999, stack_size = 16384;
     const char *out = NULL, *in = NULL, *folded = NULL;
     int show = 0, i = 1;
+    bool check = false;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--") == 0) {
             i++;
@@ -590,6 +635,8 @@ int main(int argc, char **argv)
             in = argv[++i];
         } else if (strcmp(argv[i], "--show") == 0 && i + 1 < argc) {
             show = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--check") == 0) {
+            check = true;
         } else if (strcmp(argv[i], "--folded") == 0 && i + 1 < argc) {
             folded = argv[++i];
         } else {
@@ -598,15 +645,16 @@ int main(int argc, char **argv)
         }
     }
     if (in) {
-        int ret = compare_file(in, NULL, show, folded);
+        int ret = compare_file(in, NULL, show, folded, check);
         if (ret < 0)
             fprintf(stderr, "bench_replay: %s: %s\n", in, strerror(-ret));
         return ret < 0;
     }
     if (i >= argc) {
         fprintf(stderr, "usage: bench_replay [-F HZ] [--stack-size B] [-o FILE] [--show N] "
-                        "[--folded PREFIX] -- CMD...\n"
-                        "       bench_replay --replay FILE [--show N] [--folded PREFIX]\n");
+                        "[--folded PREFIX] [--check] -- CMD...\n"
+                        "       bench_replay --replay FILE [--show N] [--folded PREFIX] "
+                        "[--check]\n");
         return 2;
     }
     char tmp[] = "/tmp/canopy-replay-XXXXXX";
@@ -622,7 +670,7 @@ int main(int argc, char **argv)
     if (ret == 0 && liverun.oom)
         ret = -ENOMEM;
     if (ret == 0)
-        ret = compare_file(out ? out : tmp, &liverun, show, folded);
+        ret = compare_file(out ? out : tmp, &liverun, show, folded, check);
     if (ret < 0)
         fprintf(stderr, "bench_replay: %s\n", strerror(-ret));
     run_free(&liverun);

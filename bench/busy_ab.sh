@@ -140,6 +140,11 @@ for n in "ab":
     tot = max(sum(u.values()), 1)
     rows.setdefault("user stacks: complete / stack copy / no CFI / read fault", []).append(
         " / ".join(f"{100 * u.get(k, 0) / tot:.1f}%" for k in ("complete", "truncated_stack", "no_cfi", "read_fault")))
+    w = ses.get("unwinder", {})
+    why = ", ".join(f"{k} {v}" for k, v in sorted(w.get("libunwind_causes", {}).items(), key=lambda kv: -kv[1]))
+    rows.setdefault("stacks through libunwind (of those unwound from a copy), by cause", []).append(
+        f"{w.get('libunwind', 0)} of {w.get('dwarf', 0)} ({100 * w.get('libunwind', 0) / max(w.get('dwarf', 0), 1):.2f}%)"
+        + (f": {why}" if why else ""))
 for k, v in rows.items():
     print(f"| {k} | {v[0]} | {v[1]} |")
 PY

@@ -84,9 +84,10 @@ int cn_cli_render_mem(cn_agg_profile *p, const cn_fmt_spec *spec, const cn_fmt_r
 /* `canopy diff`'s differential profile of args[0] (BASE) and args[1] (NEW), each a file or
  * canopyd session with an optional @FROM..TO window, or of one differential file (n_args
  * 1); q's range and thread options select each side's samples (cmd_diff.c). Sets *out and
- * title ("base -> new"). Returns an exit status after printing any error. */
+ * title ("base -> new"), and *live (may be NULL): whether a side is a running session, whose
+ * profile will differ when fetched again. Returns an exit status after printing any error. */
 int cn_cli_diff_profile(const char *const *args, int n_args, cn_cli_query *q, const char *socket,
-                        cn_agg_profile **out, char *title, size_t title_size);
+                        cn_agg_profile **out, char *title, size_t title_size, bool *live);
 
 /* Whether q can ask for a timeline (cn_fmt_timeline_check). Returns CN_EXIT_OK or
  * CN_EXIT_USAGE after printing the error. */

@@ -159,9 +159,19 @@ static void side_query(const cn_agg_profile *p, const cn_cli_query *q, const sid
     out->pid = r.pid;
 }
 
-/* Builds (or loads) the differential profile. Returns an exit status; *out on success. */
+/* Whether a session side still samples (state running), asked over c. */
+static bool side_running(cn_cli_conn *c, const side *s)
+{
+    json_t *e = s->session && c ? cn_cli_session_entry(c, s->path) : NULL;
+    bool running = e && !strcmp(json_string_value(json_object_get(e, "state")) ?: "", "running");
+    json_decref(e);
+    return running;
+}
+
+/* Builds (or loads) the differential profile. Returns an exit status; *out on success, and
+ * *live (may be NULL) as cn_cli_diff_profile says. */
 static int make_diff(side *sides, int n_sides, cn_cli_query *q, const char *socket,
-                     cn_agg_profile **out)
+                     cn_agg_profile **out, bool *live)
 {
     cn_agg_profile *p[2] = {NULL, NULL};
     cn_cli_conn *c = NULL;
@@ -169,6 +179,11 @@ static int make_diff(side *sides, int n_sides, cn_cli_query *q, const char *sock
     for (int i = 0; i < n_sides; i++)
         if ((status = load(&sides[i], socket, &c, &p[i])) != CN_EXIT_OK)
             goto out;
+    if (live) {
+        *live = false;
+        for (int i = 0; i < n_sides; i++)
+            *live = *live || side_running(c, &sides[i]);
+    }
     if (n_sides == 1) {
         if (!cn_agg_is_diff(p[0])) {
             fprintf(stderr, "canopy diff: %s is not a differential profile (give BASE and NEW)\n",
@@ -208,7 +223,7 @@ static void diff_title(const side *sides, int n_sides, char *title, size_t size)
 }
 
 int cn_cli_diff_profile(const char *const *args, int n_args, cn_cli_query *q, const char *socket,
-                        cn_agg_profile **out, char *title, size_t title_size)
+                        cn_agg_profile **out, char *title, size_t title_size, bool *live)
 {
     side sides[2] = {{0}};
     int n_sides = 0, status = CN_EXIT_USAGE;
@@ -220,7 +235,7 @@ int cn_cli_diff_profile(const char *const *args, int n_args, cn_cli_query *q, co
     for (; n_sides < n_args; n_sides++)
         if ((status = parse_side(args[n_sides], &sides[n_sides])) != CN_EXIT_OK)
             goto out;
-    if ((status = make_diff(sides, n_sides, q, socket, out)) == CN_EXIT_OK)
+    if ((status = make_diff(sides, n_sides, q, socket, out, live)) == CN_EXIT_OK)
         diff_title(sides, n_sides, title, title_size);
 out:
     free(sides[0].path);
@@ -281,7 +296,7 @@ int cn_cmd_diff(int argc, char **argv)
     }
     if (cn_cli_query_finish(&q) < 0)
         goto out;
-    if ((status = make_diff(sides, n_sides, &q, socket, &d)) != CN_EXIT_OK)
+    if ((status = make_diff(sides, n_sides, &q, socket, &d, NULL)) != CN_EXIT_OK)
         goto out;
     char title[512];
     diff_title(sides, n_sides, title, sizeof(title));

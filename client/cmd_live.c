@@ -42,27 +42,6 @@ static int child_status(int ws)
     return CN_EXIT_FAIL;
 }
 
-/* The session object for id from a `sessions` answer (a new reference), or NULL. */
-static json_t *daemon_session(cn_cli_conn *c, const char *id)
-{
-    json_t *req = cn_proto_request("sessions"), *resp = NULL, *found = NULL;
-    cn_err err = {0};
-    if (req && cn_cli_call(c, req, &resp, &err) == 0 && json_is_true(json_object_get(resp, "ok"))) {
-        size_t i;
-        json_t *s;
-        json_array_foreach(json_object_get(resp, "sessions"), i, s)
-        {
-            if (!strcmp(json_string_value(json_object_get(s, "id")) ?: "", id)) {
-                found = json_incref(s);
-                break;
-            }
-        }
-    }
-    json_decref(resp);
-    json_decref(req);
-    return found;
-}
-
 static int64_t jint(const json_t *o, const char *key)
 {
     const json_t *v = json_object_get(o, key);
@@ -86,7 +65,7 @@ static void daemon_settle(cn_cli_conn *c, const char *id, bool stop_if_running)
     int64_t last_pending = -1;
     bool stopped = false;
     for (;;) {
-        json_t *s = daemon_session(c, id);
+        json_t *s = cn_cli_session_entry(c, id);
         if (!s)
             return;
         const char *state = json_string_value(json_object_get(s, "state"));
@@ -269,7 +248,7 @@ static int run_with_daemon(run_ctx *r, cn_cli_conn *c)
         usleep(50000);
         run_reap(r);
         if (r->pr.enabled && cn_common_now_ns() - last > 250000000) {
-            json_t *s = daemon_session(c, id);
+            json_t *s = cn_cli_session_entry(c, id);
             if (s)
                 cn_cli_progress_update(&r->pr, jint(s, "samples"), jint(s, "lost"), false);
             json_decref(s);
@@ -595,7 +574,7 @@ static int tree_temp_daemon(cn_cli_live_args *a, cn_cli_conn *c)
     cn_cli_progress_init(&pr);
     int64_t end = cn_common_now_ns() + a->smp.duration_ns;
     for (;;) {
-        json_t *s = daemon_session(c, id);
+        json_t *s = cn_cli_session_entry(c, id);
         const char *state = s ? json_string_value(json_object_get(s, "state")) : NULL;
         bool running = state && !strcmp(state, "running");
         if (s)

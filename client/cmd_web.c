@@ -84,8 +84,20 @@ static int file_lines(void *ctx, const cn_cli_query *q, const char *func, char *
     return profile_lines(f->p, &o, q, func, out, len, err);
 }
 
+/* canopyd runs at most query_workers - 1 (3 by default) queries of one user at once: a
+ * connection each (one request at a time per connection, docs/protocol.md). */
+#define SESSION_CONNS 3
+
+/* One connection to canopyd; the job of a query running on it. */
+typedef struct session_conn {
+    cn_cli_conn *c; /* opened when first needed; NULL again after a failure */
+    bool busy;
+    bool lines; /* the query running is a lines request */
+} session_conn;
+
 typedef struct session_source {
-    cn_cli_conn *c;
+    session_conn conn[SESSION_CONNS];
+    char socket[256]; /* where the first connection went: the others go there too */
     const char *session;
 } session_source;
 
@@ -119,65 +131,85 @@ static int daemon_payload(json_t *resp, char **raw, size_t raw_len, char **out, 
     return 0;
 }
 
-static int session_tree(void *ctx, const cn_cli_query *q, char **out, size_t *len, cn_err *err)
+/* The reply's lines object, serialised. */
+static int daemon_lines(const json_t *resp, char **out, size_t *len, cn_err *err)
+{
+    const json_t *doc = json_object_get(resp, "lines");
+    *out = json_is_object(doc) ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    if (!*out)
+        return cn_err_set(err, -EIO, "the daemon's answer has no lines");
+    *len = strlen(*out);
+    return 0;
+}
+
+/* Sends q as the protocol's `tree` request (func NULL) or `lines` request on a free
+ * connection (web.h: cn_cli_web_source.start). */
+static int session_start(void *ctx, const cn_cli_query *q, const char *func, void **job, int *fd,
+                         cn_err *err)
 {
     session_source *s = ctx;
-    json_t *req = cn_proto_request("tree"), *resp = NULL;
-    char *raw = NULL;
-    size_t raw_len = 0;
+    session_conn *sc = NULL;
+    json_t *req = NULL;
     int rc;
 
+    for (int k = 0; k < SESSION_CONNS && !sc; k++)
+        sc = s->conn[k].busy ? NULL : &s->conn[k];
+    if (!sc)
+        return -EBUSY;
+    if (!sc->c && (rc = cn_cli_connect(s->socket, &sc->c, NULL, 0)) < 0)
+        return cn_err_set(err, rc, "cannot connect to canopyd at %s: %s", s->socket, strerror(-rc));
+    req = cn_proto_request(func ? "lines" : "tree");
     if (!req || json_object_set_new(req, "session", json_string(s->session)) ||
+        (func && json_object_set_new(req, "function", json_string(func))) ||
         cn_fmt_spec_to_json(&q->spec, req) < 0) {
         rc = cn_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    rc = cn_cli_call_raw(s->c, req, &resp, &raw, &raw_len, err);
-    if (rc < 0)
+    rc = cn_cli_send_raw(sc->c, req, err);
+    if (rc < 0) {
+        sc->c = cn_cli_conn_free(sc->c);
         goto out;
-    if (!json_is_true(json_object_get(resp, "ok")))
-        rc = daemon_refusal(resp, err);
-    else
-        rc = daemon_payload(resp, &raw, raw_len, out, len, err);
+    }
+    sc->busy = true;
+    sc->lines = func != NULL;
+    *job = sc;
+    *fd = cn_cli_conn_fd(sc->c);
 out:
-    free(raw);
-    json_decref(resp);
     json_decref(req);
     return rc;
 }
 
-static int session_lines(void *ctx, const cn_cli_query *q, const char *func, char **out,
-                         size_t *len, cn_err *err)
+/* Reads the answer of a query session_start sent. */
+static int session_finish(void *ctx, void *job, char **out, size_t *len, cn_err *err)
 {
-    session_source *s = ctx;
-    json_t *req = cn_proto_request("lines"), *resp = NULL;
+    session_conn *sc = job;
+    json_t *resp = NULL;
     char *raw = NULL;
     size_t raw_len = 0;
-    int rc;
+    (void)ctx;
 
-    if (!req || json_object_set_new(req, "session", json_string(s->session)) ||
-        json_object_set_new(req, "function", json_string(func)) ||
-        cn_fmt_spec_to_json(&q->spec, req) < 0) {
-        rc = cn_err_set(err, -ENOMEM, "out of memory");
-        goto out;
-    }
-    rc = cn_cli_call_raw(s->c, req, &resp, &raw, &raw_len, err);
+    int rc = cn_cli_recv_raw(sc->c, &resp, &raw, &raw_len, err);
     if (rc < 0)
-        goto out;
-    if (!json_is_true(json_object_get(resp, "ok"))) {
+        sc->c = cn_cli_conn_free(sc->c); /* where the next answer starts is unknown */
+    else if (!json_is_true(json_object_get(resp, "ok")))
         rc = daemon_refusal(resp, err);
-        goto out;
-    }
-    const json_t *doc = json_object_get(resp, "lines");
-    *out = json_is_object(doc) ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-    rc = *out ? 0 : cn_err_set(err, -EIO, "the daemon's answer has no lines");
-    if (*out)
-        *len = strlen(*out);
-out:
+    else if (sc->lines)
+        rc = daemon_lines(resp, out, len, err);
+    else
+        rc = daemon_payload(resp, &raw, raw_len, out, len, err);
+    sc->busy = false;
     free(raw);
     json_decref(resp);
-    json_decref(req);
     return rc;
+}
+
+/* A query nobody waits for: its connection is closed (canopyd drops the answer). */
+static void session_cancel(void *ctx, void *job)
+{
+    session_conn *sc = job;
+    (void)ctx;
+    sc->c = cn_cli_conn_free(sc->c);
+    sc->busy = false;
 }
 
 typedef struct pid_source {
@@ -399,20 +431,53 @@ static int web_file(web_args *w, const char *path)
     return status;
 }
 
-/* canopy web BASE NEW: canopy diff's differential profile (files or sessions, fetched
- * once), served like a file. */
+/* canopy web BASE NEW: canopy diff's differential profile (files or sessions), served like
+ * a file; when a side is a running session, the page is live and the profile is built again
+ * from both sides' current profiles at most every DIFF_REFRESH_NS, at a tree request. */
+#define DIFF_REFRESH_NS 1000000000LL
+
+typedef struct diff_source {
+    file_source f; /* the current differential profile (f.p), f.path its title */
+    web_args *w;
+    bool live;
+    int64_t built_ns; /* CLOCK_MONOTONIC of f.p's build */
+    char title[512];
+} diff_source;
+
+static int diff_tree(void *ctx, const cn_cli_query *q, char **out, size_t *len, cn_err *err)
+{
+    diff_source *d = ctx;
+    int64_t now = cn_common_now_ns();
+    if (d->live && now - d->built_ns >= DIFF_REFRESH_NS) {
+        cn_agg_profile *p = NULL;
+        char title[sizeof(d->title)];
+        bool live = false;
+        if (cn_cli_diff_profile(d->w->a.pos, d->w->a.n_pos, &d->w->a.q, d->w->a.socket, &p, title,
+                                sizeof(title), &live) != CN_EXIT_OK)
+            return cn_err_set(err, -EIO,
+                              "building the differential profile again failed "
+                              "(canopy web's standard error says why)");
+        cn_agg_profile_free(d->f.p);
+        d->f.p = p;
+        d->live = live; /* both sides stopped: this one is the last */
+        d->built_ns = now;
+    }
+    return file_tree(&d->f, q, out, len, err);
+}
+
 static int web_diff(web_args *w)
 {
-    char title[512];
-    file_source f = {.p = NULL, .path = title};
-    int status =
-        cn_cli_diff_profile(w->a.pos, w->a.n_pos, &w->a.q, w->a.socket, &f.p, title, sizeof(title));
+    diff_source d = {.w = w};
+    d.f.path = d.title;
+    int status = cn_cli_diff_profile(w->a.pos, w->a.n_pos, &w->a.q, w->a.socket, &d.f.p, d.title,
+                                     sizeof(d.title), &d.live);
     if (status != CN_EXIT_OK)
         return status;
+    d.built_ns = cn_common_now_ns();
     cn_cli_web_source src = {
-        .ctx = &f, .title = title, .live = false, .diff = true, .tree = file_tree};
+        .ctx = &d, .title = d.title, .live = d.live, .diff = true, .tree = diff_tree};
     status = serve(w, &src);
-    cn_agg_profile_free(f.p);
+    cn_agg_profile_free(d.f.p);
     return status;
 }
 
@@ -438,13 +503,18 @@ static int web_session(web_args *w, const char *session)
     if (status == 0)
         status = check_session(c, session);
     if (status == 0) {
-        session_source s = {.c = c, .session = session};
+        session_source s = {.conn[0].c = c, .session = session};
+        c = NULL;
+        cn_cli_socket_path(w->a.socket, s.socket, sizeof(s.socket));
         cn_cli_web_source src = {.ctx = &s,
                                  .title = session,
                                  .live = true,
-                                 .tree = session_tree,
-                                 .lines = session_lines};
+                                 .start = session_start,
+                                 .finish = session_finish,
+                                 .cancel = session_cancel};
         status = serve(w, &src);
+        for (int k = 0; k < SESSION_CONNS; k++)
+            cn_cli_conn_free(s.conn[k].c);
     }
     cn_cli_conn_free(c);
     return status;

@@ -209,20 +209,12 @@ fail:
     return rc;
 }
 
-/* One request/response exchange; with raw, asks for a raw payload and reads it. */
-static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
-                cn_err *err)
+/* Sends one request; with raw, asks for a raw payload. */
+static int send_request(cn_cli_conn *c, json_t *req, bool raw, cn_err *err)
 {
     cn_buf out;
-    char *line;
-    size_t len;
     int rc;
 
-    *resp = NULL;
-    if (raw) {
-        *raw = NULL;
-        *raw_len = 0;
-    }
     cn_buf_init(&out, 0);
     json_object_set_new(req, "id", json_integer(c->next_id));
     json_t *had = raw ? json_incref(json_object_get(req, "raw")) : NULL;
@@ -238,17 +230,31 @@ static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *
         goto out;
     }
     rc = send_all(c->fd, cn_buf_ptr(&out), cn_buf_len(&out));
-    if (rc < 0) {
-        cn_err_set(err, 0, "cannot send to the daemon: %s", strerror(-rc));
-        goto out;
-    }
-    rc = read_line(c, &line, &len, err);
     if (rc < 0)
-        goto out;
+        cn_err_set(err, 0, "cannot send to the daemon: %s", strerror(-rc));
+out:
+    cn_buf_free(&out);
+    return rc;
+}
+
+/* Reads the response to the request sent last; with raw, its raw payload too. */
+static int read_response(cn_cli_conn *c, json_t **resp, char **raw, size_t *raw_len, cn_err *err)
+{
+    char *line;
+    size_t len;
+
+    *resp = NULL;
+    if (raw) {
+        *raw = NULL;
+        *raw_len = 0;
+    }
+    int rc = read_line(c, &line, &len, err);
+    if (rc < 0)
+        return rc;
     rc = decode_response(line, len, resp, err);
     cn_buf_consume(&c->in, len + 1);
     if (rc < 0)
-        goto out;
+        return rc;
     const json_t *id = json_object_get(*resp, "id");
     if (id && !(json_is_integer(id) && json_integer_value(id) == c->next_id)) {
         cn_err_set(err, 0, "daemon response out of order");
@@ -258,7 +264,7 @@ static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *
     c->next_id++;
     const json_t *nb = json_object_get(*resp, "raw_bytes");
     if (!nb)
-        goto out; /* an error, or a daemon that does not know "raw": output in *resp */
+        return 0; /* an error, or a daemon that does not know "raw": output in *resp */
     if (!raw || !json_is_integer(nb) || json_integer_value(nb) < 0 ||
         (uint64_t)json_integer_value(nb) > CN_PROTO_MAX_RESPONSE) {
         cn_err_set(err, 0, "malformed daemon response: bad \"raw_bytes\"");
@@ -271,25 +277,43 @@ static int call(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *
         *raw_len = 0;
         goto fail;
     }
-out:
-    cn_buf_free(&out);
-    return rc;
+    return 0;
 fail:
     json_decref(*resp);
     *resp = NULL;
-    cn_buf_free(&out);
     return rc;
 }
 
 int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, cn_err *err)
 {
-    return call(c, req, resp, NULL, NULL, err);
+    *resp = NULL;
+    int rc = send_request(c, req, false, err);
+    return rc < 0 ? rc : read_response(c, resp, NULL, NULL, err);
 }
 
 int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
                     cn_err *err)
 {
-    return call(c, req, resp, raw, raw_len, err);
+    *resp = NULL;
+    *raw = NULL;
+    *raw_len = 0;
+    int rc = send_request(c, req, true, err);
+    return rc < 0 ? rc : read_response(c, resp, raw, raw_len, err);
+}
+
+int cn_cli_send_raw(cn_cli_conn *c, json_t *req, cn_err *err)
+{
+    return send_request(c, req, true, err);
+}
+
+int cn_cli_recv_raw(cn_cli_conn *c, json_t **resp, char **raw, size_t *raw_len, cn_err *err)
+{
+    return read_response(c, resp, raw, raw_len, err);
+}
+
+int cn_cli_conn_fd(const cn_cli_conn *c)
+{
+    return c->fd;
 }
 
 int cn_cli_resp_status(const char *cmd, const json_t *resp)

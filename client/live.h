@@ -112,6 +112,10 @@ int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char
 int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session,
                          cn_agg_profile **out);
 
+/* session's entry of a `sessions` answer over c, by id or name (a new reference), or NULL
+ * (no such session, or the request failed). */
+json_t *cn_cli_session_entry(cn_cli_conn *c, const char *session);
+
 /* `canopy timeline SESSION …` (cmd_admin.c): cmd_open.c's cn_cmd_timeline handles files
  * and calls this when its argument is not an existing file. Returns an exit status. */
 int cn_cli_live_timeline(int argc, char **argv);
@@ -140,6 +144,14 @@ int cn_cli_call(cn_cli_conn *c, json_t *req, json_t **resp, cn_err *err);
  * *resp as with cn_cli_call. */
 int cn_cli_call_raw(cn_cli_conn *c, json_t *req, json_t **resp, char **raw, size_t *raw_len,
                     cn_err *err);
+/* cn_cli_call_raw in two halves, for a caller that waits for several connections at
+ * once (canopy web asks for a refresh's tree and activity data together, over two):
+ * cn_cli_send_raw sends req (borrowed), and once cn_cli_conn_fd is readable,
+ * cn_cli_recv_raw reads its response as cn_cli_call_raw would (it may then still wait
+ * for the rest of it). One request at a time per connection, as ever. */
+int cn_cli_send_raw(cn_cli_conn *c, json_t *req, cn_err *err);
+int cn_cli_recv_raw(cn_cli_conn *c, json_t **resp, char **raw, size_t *raw_len, cn_err *err);
+int cn_cli_conn_fd(const cn_cli_conn *c);
 /* For a response with "ok": false, prints "canopy CMD: MESSAGE" and returns its "exit"
  * (1 when absent). For ok responses returns 0. */
 int cn_cli_resp_status(const char *cmd, const json_t *resp);

@@ -312,6 +312,28 @@ int cn_cli_request_emit(const char *cmd, cn_cli_conn *c, json_t *req, const char
     return status;
 }
 
+json_t *cn_cli_session_entry(cn_cli_conn *c, const char *session)
+{
+    json_t *req = cn_proto_request("sessions"), *resp = NULL, *found = NULL;
+    cn_err err = {0};
+    if (req && cn_cli_call(c, req, &resp, &err) == 0 && json_is_true(json_object_get(resp, "ok"))) {
+        size_t i;
+        json_t *s;
+        json_array_foreach(json_object_get(resp, "sessions"), i, s)
+        {
+            const char *id = json_string_value(json_object_get(s, "id"));
+            const char *name = json_string_value(json_object_get(s, "name"));
+            if ((id && !strcmp(id, session)) || (name && !strcmp(name, session))) {
+                found = json_incref(s);
+                break;
+            }
+        }
+    }
+    json_decref(resp);
+    json_decref(req);
+    return found;
+}
+
 int cn_cli_fetch_session(const char *cmd, cn_cli_conn *c, const char *session, cn_agg_profile **out)
 {
     json_t *req = cn_proto_request("save"), *resp = NULL;

@@ -55,6 +55,19 @@ typedef struct cn_cli_web_source {
      * object (docs/cli.md "Other JSON outputs") in *out. Errors as for tree. */
     int (*lines)(void *ctx, const cn_cli_query *q, const char *func, char **out, size_t *len,
                  cn_err *err);
+    /* Or, for a source answered elsewhere (a canopyd session: then tree and lines are NULL,
+     * and the source answers lines too), the same queries asked without waiting, so that
+     * the page's requests made together — a live refresh's tree and activity data — are
+     * asked of canopyd together, not one after the other. start sends q (func: a
+     * lines request's function; NULL: a tree) and returns a job in *job and in *fd a
+     * descriptor readable once the answer is there; -EBUSY when the source takes no more
+     * queries now (the server starts it when one finishes); other errors as for tree.
+     * finish reads the answer as tree or lines would return it and ends the job; cancel
+     * ends a job whose answer nobody will read. A job is never NULL. */
+    int (*start)(void *ctx, const cn_cli_query *q, const char *func, void **job, int *fd,
+                 cn_err *err);
+    int (*finish)(void *ctx, void *job, char **out, size_t *len, cn_err *err);
+    void (*cancel)(void *ctx, void *job);
     /* Called about every 100 ms between requests (may be NULL): an in-process session
      * reads its rings here. Returns 0 or negative errno with err set (the server stops). */
     int (*pump)(void *ctx, cn_err *err);

@@ -29,10 +29,32 @@
 #define MAX_CONNECTIONS      32
 #define CONNECTION_TIMEOUT_S 30
 #define FIREFOX_PROFILER     "https://profiler.firefox.com" /* reads the firefox export (CORS) */
+#define MAX_RUNNING          4 /* queries of an asynchronous source at once (poll's fds) */
+
+/* A query of an asynchronous source (src->start): its request is suspended (MHD) from
+ * when the query is started until its answer is read, so that other requests — the same
+ * refresh's other query — are taken meanwhile. */
+typedef struct pending {
+    struct pending *next; /* in the server's waiting or running list */
+    struct MHD_Connection *c;
+    int kind; /* enum query_kind */
+    cn_cli_query q;
+    const char *func; /* a lines request's function (MHD's, valid while the request is) */
+    void *job;        /* the source's, while running */
+    int fd;
+    bool done; /* answered: rc, out, len, err */
+    int rc;
+    char *out;
+    size_t len;
+    cn_err err;
+} pending;
 
 struct cn_cli_web {
     struct MHD_Daemon *d;
     const cn_cli_web_source *src;
+    pending *waiting; /* started when the source takes them, oldest first */
+    pending *running;
+    bool resumed; /* a request resumed inside MHD_run: run it again without waiting */
     char token[CN_WEB_TOKEN_HEX + 1];
     char url[96];
 };
@@ -184,11 +206,17 @@ static enum MHD_Result serve_asset(cn_cli_web *w, struct MHD_Connection *c,
     return reply(c, MHD_HTTP_OK, a->type, body, len);
 }
 
+/* Whether the source answers /api/lines (an asynchronous one always does). */
+static bool has_lines(const cn_cli_web_source *src)
+{
+    return src->lines || src->start;
+}
+
 static enum MHD_Result serve_info(cn_cli_web *w, struct MHD_Connection *c)
 {
     json_t *args = w->src->start_args ? json_deep_copy(w->src->start_args) : json_array();
     json_t *doc = json_pack("{s:s,s:b,s:b,s:b,s:o}", "title", w->src->title, "live", w->src->live,
-                            "diff", w->src->diff, "lines", w->src->lines != NULL, "args", args);
+                            "diff", w->src->diff, "lines", has_lines(w->src), "args", args);
     char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!s)
@@ -330,8 +358,105 @@ static enum MHD_Result reply_preflight(struct MHD_Connection *c)
 
 enum query_kind { Q_TREE, Q_EXPORT, Q_LINES };
 
-/* /api/tree, /api/export and /api/lines: the args through the one parser, then the source. */
-static enum MHD_Result serve_query(cn_cli_web *w, struct MHD_Connection *c, enum query_kind kind)
+/* The reply to a query the source answered (rc, out, len, err), q being its query. */
+static enum MHD_Result reply_answer(struct MHD_Connection *c, enum query_kind kind,
+                                    const cn_cli_query *q, int rc, char *out, size_t len,
+                                    const cn_err *err)
+{
+    if (rc < 0) {
+        bool bad = rc == -EINVAL || rc == -ENOENT || rc == -1;
+        return reply_error(c, bad ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_BAD_GATEWAY,
+                           err->msg[0] ? err->msg : strerror(-rc));
+    }
+    return reply_query(c, q, kind == Q_EXPORT, out, len);
+}
+
+/* Appends p to *list. */
+static void list_append(pending **list, pending *p)
+{
+    while (*list)
+        list = &(*list)->next;
+    p->next = NULL;
+    *list = p;
+}
+
+/* Takes p out of *list; false when it is not there. */
+static bool list_remove(pending **list, pending *p)
+{
+    for (; *list; list = &(*list)->next) {
+        if (*list == p) {
+            *list = p->next;
+            p->next = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Marks p answered and lets MHD take its request up again (the handler then replies). */
+static void pending_done(cn_cli_web *w, pending *p, int rc)
+{
+    p->rc = rc;
+    p->done = true;
+    MHD_resume_connection(p->c);
+    w->resumed = true;
+}
+
+/* Starts p's query on the source: into the running list, or answered at once (an error),
+ * or -EBUSY (the caller keeps it waiting). */
+static int pending_start(cn_cli_web *w, pending *p)
+{
+    int running = 0;
+    for (const pending *r = w->running; r; r = r->next)
+        running++;
+    if (running == MAX_RUNNING)
+        return -EBUSY;
+    int rc = w->src->start(w->src->ctx, &p->q, p->kind == Q_LINES ? p->func : NULL, &p->job, &p->fd,
+                           &p->err);
+    if (rc == -EBUSY)
+        return rc;
+    if (rc < 0)
+        pending_done(w, p, rc);
+    else
+        list_append(&w->running, p);
+    return 0;
+}
+
+/* Starts the waiting queries the source takes now, oldest first. */
+static void start_waiting(cn_cli_web *w)
+{
+    while (w->waiting) {
+        pending *p = w->waiting;
+        w->waiting = p->next;
+        if (pending_start(w, p) == -EBUSY) {
+            p->next = w->waiting;
+            w->waiting = p;
+            return;
+        }
+    }
+}
+
+/* An accepted query of an asynchronous source: started (or queued), its request
+ * suspended until the answer is in (finish_ready). Called again once resumed. */
+static enum MHD_Result serve_async(cn_cli_web *w, struct MHD_Connection *c, pending *p)
+{
+    if (p->done) {
+        char *out = p->out; /* the reply owns it */
+        p->out = NULL;
+        return reply_answer(c, p->kind, &p->q, p->rc, out, p->len, &p->err);
+    }
+    MHD_suspend_connection(c);
+    if (!p->job && !list_remove(&w->waiting, p) && pending_start(w, p) == 0)
+        return MHD_YES;
+    if (!p->job && !p->done) /* the source is busy: after the ones waiting already */
+        list_append(&w->waiting, p);
+    return MHD_YES;
+}
+
+/* /api/tree, /api/export and /api/lines: the args through the one parser, then the source.
+ * An asynchronous source's query lives in *req_cls (a pending, freed by on_completed). */
+static enum MHD_Result serve_query(cn_cli_web *w, struct MHD_Connection *c, enum query_kind kind,
+                                   void **req_cls)
 {
     query_args a = {.n = 0};
     cn_cli_query q;
@@ -340,30 +465,56 @@ static enum MHD_Result serve_query(cn_cli_web *w, struct MHD_Connection *c, enum
     size_t len = 0;
     const char *format = NULL, *func = NULL;
 
+    if (*req_cls)
+        return serve_async(w, c, *req_cls);
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
     if (kind == Q_EXPORT && !(format = param(c, "format", &a.error)) && !a.error)
         a.error = "/api/export needs a format parameter";
     if (kind == Q_LINES && !(func = param(c, "func", &a.error)) && !a.error)
         a.error = "/api/lines needs a func parameter";
-    if (kind == Q_LINES && !w->src->lines && !a.error)
+    if (kind == Q_LINES && !has_lines(w->src) && !a.error)
         a.error = "per-line costs are not available for this profile";
     if (a.error)
         return reply_error(c, MHD_HTTP_BAD_REQUEST, a.error);
     cn_cli_query_init(&q);
     int rc = cn_cli_web_query(a.v, a.n, format, &q, &err);
+    if (rc == 0 && w->src->start) {
+        pending *p = calloc(1, sizeof(*p));
+        if (!p) {
+            cn_cli_query_clear(&q);
+            return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        }
+        *p = (pending){.c = c, .kind = kind, .q = q, .func = func, .fd = -1};
+        *req_cls = p;
+        return serve_async(w, c, p);
+    }
     if (rc == 0 && kind == Q_LINES)
         rc = w->src->lines(w->src->ctx, &q, func, &out, &len, &err);
     else if (rc == 0)
         rc = w->src->tree(w->src->ctx, &q, &out, &len, &err);
-    if (rc < 0) {
-        cn_cli_query_clear(&q);
-        bool bad = rc == -EINVAL || rc == -ENOENT || rc == -1;
-        return reply_error(c, bad ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_BAD_GATEWAY,
-                           err.msg[0] ? err.msg : strerror(-rc));
-    }
-    enum MHD_Result ret = reply_query(c, &q, kind == Q_EXPORT, out, len);
+    enum MHD_Result ret = reply_answer(c, kind, &q, rc, out, len, &err);
     cn_cli_query_clear(&q);
     return ret;
+}
+
+/* MHD is done with a request: frees its pending query, ending a job still running (the
+ * server stopping). */
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    cn_cli_web *w = cls;
+    pending *p = *req_cls;
+    (void)c;
+    (void)toe;
+    if (!p)
+        return;
+    list_remove(&w->waiting, p);
+    if (list_remove(&w->running, p))
+        w->src->cancel(w->src->ctx, p->job);
+    cn_cli_query_clear(&p->q);
+    free(p->out); /* NULL once MHD owns it */
+    free(p);
+    *req_cls = NULL;
 }
 
 int cn_cli_web_query(char **args, int n, const char *format, cn_cli_query *q, cn_err *err)
@@ -400,7 +551,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     cn_cli_web *w = cls;
     (void)version;
     (void)upload_data;
-    (void)req_cls;
 
     if (!cn_cli_web_token_ok(w, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token")))
         return reply_text(c, MHD_HTTP_FORBIDDEN, "forbidden: this URL needs its token\n");
@@ -411,11 +561,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size)
         return reply_text(c, MHD_HTTP_BAD_REQUEST, "a GET has no body\n");
     if (!strcmp(url, "/api/tree"))
-        return serve_query(w, c, Q_TREE);
+        return serve_query(w, c, Q_TREE, req_cls);
     if (!strcmp(url, "/api/export"))
-        return serve_query(w, c, Q_EXPORT);
+        return serve_query(w, c, Q_EXPORT, req_cls);
     if (!strcmp(url, "/api/lines"))
-        return serve_query(w, c, Q_LINES);
+        return serve_query(w, c, Q_LINES, req_cls);
     if (!strcmp(url, "/api/info"))
         return serve_info(w, c);
     const cn_cli_web_asset *a = find_asset(url);
@@ -457,10 +607,11 @@ int cn_cli_web_new(const cn_cli_web_config *cfg, const cn_cli_web_source *src, c
     if (rc < 0)
         goto fail;
     errno = 0;
-    w->d = MHD_start_daemon(
-        MHD_USE_EPOLL, cfg->port, NULL, NULL, on_request, w, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+    w->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, cfg->port, NULL, NULL,
+                            on_request, w, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_END);
     if (!w->d) {
         rc = errno ? -errno : -EIO;
         inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
@@ -495,6 +646,17 @@ static int poll_timeout(const cn_cli_web *w)
     return (int)ms;
 }
 
+/* Reads the answer of p, whose fd is readable, and lets its request reply; then starts
+ * the queries that waited for the source. */
+static void finish_ready(cn_cli_web *w, pending *p)
+{
+    list_remove(&w->running, p);
+    int rc = w->src->finish(w->src->ctx, p->job, &p->out, &p->len, &p->err);
+    p->job = NULL;
+    pending_done(w, p, rc);
+    start_waiting(w);
+}
+
 int cn_cli_web_run(cn_cli_web *w, int stop_fd, cn_err *err)
 {
     const union MHD_DaemonInfo *ep = MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_EPOLL_FD);
@@ -503,12 +665,23 @@ int cn_cli_web_run(cn_cli_web *w, int stop_fd, cn_err *err)
     if (!ep)
         return cn_err_set(err, -EIO, "libmicrohttpd has no epoll fd");
     for (;;) {
-        struct pollfd p[2] = {{.fd = ep->epoll_fd, .events = POLLIN},
-                              {.fd = stop_fd, .events = POLLIN}};
-        if (poll(p, 2, poll_timeout(w)) < 0 && errno != EINTR)
+        struct pollfd p[2 + MAX_RUNNING] = {{.fd = ep->epoll_fd, .events = POLLIN},
+                                            {.fd = stop_fd, .events = POLLIN}};
+        pending *polled[MAX_RUNNING];
+        nfds_t n = 2;
+        for (pending *r = w->running; r && n < 2 + MAX_RUNNING; r = r->next) {
+            polled[n - 2] = r;
+            p[n++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
+        }
+        int timeout = w->resumed ? 0 : poll_timeout(w);
+        w->resumed = false;
+        if (poll(p, n, timeout) < 0 && errno != EINTR)
             return cn_err_set(err, -errno, "poll: %s", strerror(errno));
         if (p[1].revents)
             return 0;
+        for (nfds_t k = 2; k < n; k++)
+            if (p[k].revents)
+                finish_ready(w, polled[k - 2]);
         if (MHD_run(w->d) != MHD_YES)
             return cn_err_set(err, -EIO, "libmicrohttpd failed");
         int64_t now = cn_common_now_ns();
@@ -525,6 +698,20 @@ cn_cli_web *cn_cli_web_free(cn_cli_web *w)
 {
     if (!w)
         return NULL;
+    /* MHD must not stop with a request suspended: end the queries, resume them all (MHD
+     * then closes them, and on_completed frees them). */
+    while (w->running) {
+        pending *p = w->running;
+        w->running = p->next;
+        w->src->cancel(w->src->ctx, p->job);
+        p->job = NULL;
+        pending_done(w, p, cn_err_set(&p->err, -ECANCELED, "canopy web is stopping"));
+    }
+    while (w->waiting) {
+        pending *p = w->waiting;
+        w->waiting = p->next;
+        pending_done(w, p, cn_err_set(&p->err, -ECANCELED, "canopy web is stopping"));
+    }
     if (w->d)
         MHD_stop_daemon(w->d);
     free(w);

@@ -2,11 +2,14 @@
  * the server (daemon/cn_d.h) until SIGTERM/SIGINT or a `shutdown` request. It never forks
  * into the background: systemd (or the caller) supervises it. Exit status: 0 after a clean
  * shutdown, 1 on a runtime failure (socket busy, state dir unusable), 2 on bad usage. */
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cn_d.h"
 #ifdef CANOPY_TEST_HOOKS
@@ -23,6 +26,8 @@ static void usage(FILE *out)
     fprintf(out, "\nExit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on bad "
                  "usage.\nManual: man canopyd, man canopyd.conf.\n");
 }
+
+#define LOOP_NICE (-5)
 
 int main(int argc, char **argv)
 {
@@ -129,6 +134,13 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "canopyd %s: listening (event loop %s)\n", CANOPY_VERSION,
             cn_d_server_backend(srv));
+    /* This thread runs the event loop, which drains every session's rings: it runs at
+     * nice -5, ahead of the users' own nice-0 work, so that sampling keeps the CPU on a
+     * busy machine. Only this thread: the symbolizer's (started above) stay at 0, the
+     * forked query workers set 0 and saves 5 (workers.c). docs/security.md. */
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), LOOP_NICE) < 0)
+        fprintf(stderr, "canopyd: cannot run the event loop at nice %d: %s\n", LOOP_NICE,
+                strerror(errno));
     rc = cn_d_server_run(srv);
     if (rc < 0)
         fprintf(stderr, "canopyd: event loop: %s\n", strerror(-rc));

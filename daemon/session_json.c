@@ -57,6 +57,25 @@ json_t *cn_d_session_json(const cn_live_session *s)
         json_decref(more);
         more = NULL;
     }
+    /* Stacks that went to libunwind, by cause (docs/cli-live.md, "Session counters"). */
+    json_t *why = json_object();
+    for (int k = 0; why && k < CN_SMP_FB__COUNT; k++)
+        if (i.libunwind_why[k] &&
+            json_object_set_new(why, cn_smp_fallback_name((cn_smp_fallback)k),
+                                json_integer((json_int_t)i.libunwind_why[k])) < 0) {
+            json_decref(why);
+            why = NULL;
+        }
+    json_t *unw = more ? json_object_get(more, "unwinder") : NULL;
+    if (!why || !unw) {
+        json_decref(why);
+        why = NULL;
+    }
+    /* json_object_set_new() consumes why, also when it fails */
+    if (!why || json_object_set_new(unw, "libunwind_causes", why) < 0) {
+        json_decref(more);
+        more = NULL;
+    }
     /* Records by cause (docs/cli-live.md, "Session counters"): never silent. */
     if (more && json_object_set_new(
                     more, "records",

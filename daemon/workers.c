@@ -4,7 +4,10 @@
  * the state dir) runs in a forked child. fork() is the snapshot: the child sees the
  * daemon's memory — the session's profile among it — exactly as it was between two pumps,
  * copy-on-write, while the loop goes on draining rings into its own copy. A child can be
- * bounded as a thread cannot: it runs at a lower priority than the loop (nice 10), its
+ * bounded as a thread cannot: it runs at a lower priority than the loop (nice 0, the
+ * loop's thread being at -5: main.c), so that sampling wins, but not below the users'
+ * own nice-0 work, so that an interactive query (canopy web's live refresh) is not starved
+ * on a busy machine; its
  * CPU time is bounded by a CPU-clock timer (SIGXCPU) and RLIMIT_CPU, its memory by
  * RLIMIT_AS, its output by the writer below, its wall time by the tick, and killing it
  * frees everything it allocated. Nothing it does can stall or crash the loop. The answer
@@ -37,7 +40,9 @@
 #define P_PIDFD 3
 #endif
 
-#define JOB_FD 3 /* the memfd's number in the child (every other fd is closed) */
+#define JOB_FD     3 /* the memfd's number in the child (every other fd is closed) */
+#define QUERY_NICE 0 /* a query's child: below the loop (-5), level with the users' work */
+#define SAVE_NICE  5 /* a save's or checkpoint's: background work */
 
 /* What a child writes at offset 0 of its memfd; output then notes follow. */
 typedef struct job_hdr {
@@ -133,7 +138,7 @@ static void child_limits(const cn_d_server *srv)
 {
     struct rlimit rl;
     int64_t ns = srv->cfg.query_cpu_ns;
-    setpriority(PRIO_PROCESS, 0, 10);
+    setpriority(PRIO_PROCESS, 0, QUERY_NICE);
     /* Sub-second precision from a CPU-clock timer; RLIMIT_CPU (whole seconds, SIGKILL at
      * the hard limit) backs it up. SIGXCPU's default action ends the child. */
     signal(SIGXCPU, SIG_DFL);
@@ -245,7 +250,7 @@ static void child_main(cn_d_server *srv, cn_d__job *j, pid_t daemon_pid)
     if (j->kind != CN_D__JOB_SAVE)
         child_limits(srv);
     else
-        setpriority(PRIO_PROCESS, 0, 5);
+        setpriority(PRIO_PROCESS, 0, SAVE_NICE);
     cn_buf_init(&notes, 0);
     if (j->kind == CN_D__JOB_SAVE)
         child_save(j, &h);

@@ -53,6 +53,8 @@ typedef struct proc {
     uint64_t chk_seq;                        /* the last request's seq */
     uint32_t chk_n;                          /* objects in it */
     uint64_t chk_code[CN_INT_ABI_CHECK_MAX]; /* their addresses */
+    bool self_pending;   /* arm64: registered before its libc was mapped (thread_self_off) */
+    uint64_t self_tried; /* the ktime of the last record that tried to settle it */
     /* cn_int_capture's index of the thread states by native_thread_id, made by one walk of
      * the thread lists and used again for the next NATIVE_TTL_NS: an attach reads every
      * waiting thread, and a walk per thread would read the lists once per thread */
@@ -123,6 +125,8 @@ static void on_checked(cn_int_ctx *c, const struct cn_int_abi_checked *k)
     }
 }
 
+static void settle_self(cn_int_ctx *c, proc *p, uint64_t ktime);
+
 static int on_record(void *arg, void *data, size_t size)
 {
     cn_int_ctx *c = arg;
@@ -131,7 +135,9 @@ static int on_record(void *arg, void *data, size_t size)
         return 0;
     }
     const struct cn_int_abi_record *r = data;
-    const proc *p = size >= CN_INT_ABI_HEADER_SIZE ? proc_find(c, r->pid) : NULL;
+    proc *p = size >= CN_INT_ABI_HEADER_SIZE ? proc_find(c, r->pid) : NULL;
+    if (p && p->self_pending)
+        settle_self(c, p, r->ktime);
     if (cn_int__queue_push(&c->queue, data, size, p ? &p->lay.names : NULL) == -ENOMEM)
         c->err = -ENOMEM;
     return 0;
@@ -314,6 +320,92 @@ static int find_runtime(pid_t pid, const mapping *maps, size_t n, cn_int__elfsym
     return cn_err_set(err, -ENOENT, "not CPython (no mapped python object defines _PyRuntime)");
 }
 
+#if defined(__aarch64__)
+static bool libc_named(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "libc.so.", 8) == 0 || strncmp(base, "libc-", 5) == 0;
+}
+#endif
+
+/* How far the thread pointer lies past pthread_self(), which CPython stores in
+ * PyThreadState.thread_id and the program compares (python.bpf.c, thread_self). x86-64 (TLS
+ * variant II): 0, the fs base is the struct pthread. arm64 (variant I): glibc's TCB ends at the
+ * thread pointer, struct pthread right below it (THREAD_SELF is tp - sizeof(struct pthread)),
+ * and that size changes between glibc builds: the process's libc says it, in the
+ * _thread_db_sizeof_pthread object it exports for libthread_db. -EAGAIN: no libc mapped yet. */
+static int thread_self_off(pid_t pid, const mapping *maps, size_t n, uint64_t *off, cn_err *err)
+{
+    *off = 0;
+#if defined(__aarch64__)
+    bool libc = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!libc_named(maps[i].path) || (i > 0 && strcmp(maps[i - 1].path, maps[i].path) == 0))
+            continue;
+        char mf[96];
+        snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, maps[i].start,
+                 maps[i].end);
+        libc = true;
+        int fd = cn_obj_open(mf, 0, NULL, NULL);
+        if (fd < 0)
+            continue;
+        uint32_t v = 0;
+        int r = cn_int__elf_u32(fd, "_thread_db_sizeof_pthread", &v);
+        close(fd);
+        /* glibc's struct pthread: 1856 bytes in Debian 12's arm64 build; aligned */
+        if (r == 0 && v >= 256 && v <= 65536 && v % 16 == 0) {
+            *off = v;
+            return 0;
+        }
+    }
+    if (!libc)
+        return -EAGAIN;
+    return cn_err_set(
+        err, -ENOTSUP,
+        "arm64: pthread_self() unknown (no mapped glibc with _thread_db_sizeof_pthread)");
+#else
+    (void)pid, (void)maps, (void)n, (void)err;
+    return 0;
+#endif
+}
+
+/* A process registered before its libc was mapped (the exec's first mapping: a `run` child)
+ * has no self_off yet and the program searches none of its threads; a record of it (at most
+ * every SELF_RETRY_NS) reads its mappings again and, libc found, gives the program the offset.
+ * A libc without the size (musl, a glibc too old or too new) leaves the process without
+ * Python frames. */
+#define SELF_RETRY_NS 10000000ull
+static void settle_self(cn_int_ctx *c, proc *p, uint64_t ktime)
+{
+    char path[64], *text = NULL;
+    size_t len;
+    mapping *maps = NULL;
+    size_t nmaps = 0;
+    uint64_t off = 0;
+    cn_err err = {0};
+    if (p->self_tried && ktime - p->self_tried < SELF_RETRY_NS)
+        return;
+    p->self_tried = ktime;
+    snprintf(path, sizeof(path), "/proc/%u/maps", p->pid);
+    if (cn_obj_read_file(path, MAPS_MAX, &text, &len) < 0 || parse_maps(text, &maps, &nmaps) < 0)
+        goto out;
+    int r = thread_self_off((pid_t)p->pid, maps, nmaps, &off, &err);
+    if (r == -EAGAIN)
+        goto out;
+    p->self_pending = false; /* found, or never will be */
+    struct cn_int_abi_proc val;
+    uint32_t key = p->pid;
+    int fd = bpf_map__fd(c->skel->maps.procs);
+    if (r == 0 && bpf_map_lookup_elem(fd, &key, &val) == 0) {
+        val.self_off = off;
+        bpf_map_update_elem(fd, &key, &val, BPF_EXIST);
+    }
+out:
+    free(maps);
+    free(text);
+}
+
 /* The layout of the interpreter whose _PyRuntime is at runtime. */
 static int pick_layout(pid_t pid, const cn_int__elfsyms *syms, const char *path, uint64_t runtime,
                        cn_int__layout *lay, bool *debug, cn_err *err)
@@ -377,6 +469,14 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
     ret = pick_layout(pid, &syms, obj, runtime, &lay, &debug, err);
     if (ret < 0)
         goto out;
+    uint64_t self_off = 0;
+    ret = thread_self_off(pid, maps, nmaps, &self_off, err);
+    bool self_pending = ret == -EAGAIN;
+    if (ret < 0 && !self_pending)
+        goto out;
+    if (self_pending)
+        self_off = CN_INT_ABI_SELF_PENDING;
+    ret = 0;
     lay.abi.runtime = runtime;
     uint32_t key = (uint32_t)pid;
     proc *p = proc_find(c, (uint32_t)pid);
@@ -384,7 +484,7 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
     for (uint32_t i = 0; c->checks && slot == CN_INT_ABI_NONE && i < CN_INT_ABI_CHECK_SLOTS; i++)
         if (!c->slot_used[i])
             slot = i;
-    struct cn_int_abi_proc val = {.l = lay.abi, .check_slot = slot};
+    struct cn_int_abi_proc val = {.l = lay.abi, .check_slot = slot, .self_off = self_off};
     if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.procs), &key, &val, BPF_ANY) < 0) {
         ret = cn_err_set(err, -errno, "python frames: BPF map: %s", strerror(errno));
         goto out;
@@ -402,6 +502,8 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
     }
     p->pid = (uint32_t)pid;
     p->lay = lay;
+    p->self_pending = self_pending;
+    p->self_tried = 0;
     p->slot = slot;
     if (slot != CN_INT_ABI_NONE) {
         c->slot_used[slot] = true;
@@ -417,6 +519,7 @@ int cn_int_register(cn_int_ctx *c, pid_t pid, cn_int_proc *info, cn_err *err)
         info->minor = lay.minor;
         info->runtime = runtime;
         info->debug_offsets = debug;
+        info->self_off = self_off;
         info->eval_start = p->eval_start;
         info->eval_end = p->eval_end;
         snprintf(info->object, sizeof(info->object), "%s", obj);

@@ -36,8 +36,9 @@ static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, cn_int__elfs
     }
 }
 
-/* Py_Version's 4 bytes, read from the section holding its address. */
-static int version_value(Elf *e, uint64_t addr)
+/* The 4 bytes at addr (Py_Version's value, say), read from the section holding them; 0 when
+ * none does. */
+static int u32_at(Elf *e, uint64_t addr)
 {
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(e, scn))) {
@@ -83,8 +84,46 @@ int cn_int__elf_syms(int fd, cn_int__elfsyms *out)
         }
     }
     if (out->py_version)
-        out->version_hex = version_value(e, out->py_version);
+        out->version_hex = u32_at(e, out->py_version);
     ret = out->runtime ? 0 : -ENOENT;
+out:
+    if (e)
+        elf_end(e);
+    return ret;
+}
+
+int cn_int__elf_u32(int fd, const char *name, uint32_t *val)
+{
+    int ret = -ENOENT;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64) {
+        ret = -ENOEXEC;
+        goto out;
+    }
+    for (int pass = 0; pass < 2 && ret == -ENOENT; pass++) {
+        Elf_Scn *scn = NULL;
+        while (ret == -ENOENT && (scn = elf_nextscn(e, scn))) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh) || sh.sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) ||
+                !sh.sh_entsize)
+                continue;
+            Elf_Data *d = elf_getdata(scn, NULL);
+            size_t n = d ? sh.sh_size / sh.sh_entsize : 0;
+            for (size_t i = 0; i < n; i++) {
+                GElf_Sym s;
+                const char *sname;
+                if (!gelf_getsym(d, (int)i, &s) || !s.st_name || s.st_shndx == SHN_UNDEF ||
+                    s.st_size != 4 || !(sname = elf_strptr(e, sh.sh_link, s.st_name)) ||
+                    strcmp(sname, name) != 0)
+                    continue;
+                /* a value of 0 is not told from an unreadable one: no caller wants 0 */
+                *val = (uint32_t)u32_at(e, s.st_value);
+                ret = *val ? 0 : -ENODATA;
+                break;
+            }
+        }
+    }
 out:
     if (e)
         elf_end(e);

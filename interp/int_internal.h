@@ -138,6 +138,9 @@ typedef struct cn_int__elfsyms {
     int version_hex; /* Py_Version's value read from the file, 0 */
 } cn_int__elfsyms;
 int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
+/* The 4-byte object named name (.dynsym, then .symtab), read from the file: 0 and *val; -ENOENT
+ * without such a symbol, -ENODATA when its bytes are not in the file or are 0, -ENOEXEC. */
+int cn_int__elf_u32(int fd, const char *name, uint32_t *val);
 
 /* The queue of records waiting for the sampler's join (queue.c). */
 #define CN_INT__QUEUE_MAX 65536 /* records held; the oldest are dropped past it */

@@ -9,7 +9,7 @@
 
 #include "int_internal.h"
 
-#define KTIME_WINDOW 1000000 /* ns after a sample a ktime-stamped record may come */
+#define KTIME_WINDOW 1000000 /* ns before a sample a ktime-stamped record may be */
 
 static void compact(cn_int__queue *q)
 {
@@ -89,18 +89,33 @@ static void copy_out(const cn_int__queue *q, const cn_int__qrec *e, cn_int_recor
 int cn_int__queue_take(cn_int__queue *q, uint32_t pid, uint32_t tid, uint64_t time,
                        cn_int_record *out)
 {
+    cn_int__qrec *best = NULL;
     for (size_t i = q->head; i < q->len; i++) {
         cn_int__qrec *e = &q->q[i];
         if (e->taken || e->pid != pid || e->tid != tid)
             continue;
-        if (e->sample_time ? e->time != time : (e->time < time || e->time - time > KTIME_WINDOW))
-            continue;
-        copy_out(q, e, out);
-        e->taken = true;
-        advance(q);
-        return 1;
+        if (e->sample_time) {
+            if (e->time != time)
+                continue;
+            best = e;
+            break;
+        }
+        /* A ktime record (kernels before 6.2/6.3): the program ran in the overflow handler
+         * before perf_prepare_sample() took the sample's time, so its sample's record is the
+         * thread's last one at or before time. A thread's records are queued in time order
+         * (its program runs follow one another into the one ring): the first later one ends
+         * the search, and a record of a lost sample is passed over by the closer one. */
+        if (e->time > time)
+            break;
+        if (time - e->time <= KTIME_WINDOW)
+            best = e;
     }
-    return 0;
+    if (!best)
+        return 0;
+    copy_out(q, best, out);
+    best->taken = true;
+    advance(q);
+    return 1;
 }
 
 size_t cn_int__queue_expire(cn_int__queue *q, uint64_t time)

@@ -356,6 +356,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->dwarf_unwinds = c.dwarf_unwinds;
         out->cfi_unwinds = c.cfi_unwinds;
         out->libunwind_unwinds = c.libunwind_unwinds;
+        memcpy(out->libunwind_why, c.libunwind_why, sizeof(out->libunwind_why));
         out->unmapped = c.unmapped;
         out->stack_copy = c.stack_copy;
         out->stack_adaptive = c.stack_adaptive != 0;

@@ -278,7 +278,7 @@ static bool fits_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
     cn_smp__fpwalk fw = {
         .chain = ad->chain, .nchain = -1, .chain_from = chain_from, .chain_first = true};
     cn_smp_stop st;
-    int m = cn_smp__unwind_cfi(s->arch, p, &small, ad->sim, CN_SMP_MAX_FRAMES, &fw, &st);
+    int m = cn_smp__unwind_cfi(s->arch, p, &small, ad->sim, CN_SMP_MAX_FRAMES, &fw, &st, NULL);
     if (m < 0)
         return false;
     finish_small(s, p, &small, ad->sim, &m, &st, fw.joined_at);

@@ -62,7 +62,11 @@ const cn_smp__arch cn_smp__arch_arm64 = {
     .unw_sp = 31,
     .dw_sp = 31,
     .dw_fp = 29,
-    .dw_ra = 30,          /* the link register: a leaf's return address is still in it */
+    .dw_ra = 30, /* the link register: a leaf's return address is still in it */
+    .dw_x = -1,
+    .perf_x = -1,
+    .dw_pc = -1,
+    .perf_ret = 0,        /* x0 */
     .fp_gives_sp = false, /* the frame record is anywhere in the frame: no caller's SP */
     /* The handler returns to the vDSO's __kernel_rt_sigreturn with SP at rt_sigframe:
      * siginfo (128 bytes), then the ucontext, whose uc_mcontext (struct sigcontext:

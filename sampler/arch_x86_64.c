@@ -77,7 +77,11 @@ const cn_smp__arch cn_smp__arch_x86_64 = {
     .unw_sp = 7,
     .dw_sp = 7,
     .dw_fp = 6,
-    .dw_ra = 16,         /* a column of its own: the return address is always in memory */
+    .dw_ra = 16, /* a column of its own: the return address is always in memory */
+    .dw_x = 3,   /* %rbx */
+    .perf_x = X86_BX,
+    .dw_pc = 16,
+    .perf_ret = X86_AX,
     .fp_gives_sp = true, /* push %rbp; mov %rsp,%rbp: the CFA is %rbp + 16 */
     /* __restore_rt runs with %rsp at rt_sigframe.uc: uc_mcontext is at 40, and in it
      * (struct sigcontext) %rbp, %rsp, %rip are words 10, 15, 16 (uapi asm/sigcontext.h;

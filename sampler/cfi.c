@@ -3,17 +3,22 @@
  * sorted range table kept on the object, so that unwinding one frame is a table lookup
  * and one or two reads from the sample's stack copy.
  *
- * libunwind (unwind.c) stays the general unwinder. Here only the shapes compilers emit for
- * ordinary code are compiled: CFA = SP or FP + offset; the return address and the frame
- * pointer saved at CFA + offset, unchanged, or undefined (the outermost frame); and, where
- * the architecture describes it (x86-64), a signal frame, whose caller's registers are
- * read from the ucontext. A DWARF expression, a rule naming another register, an address
- * without CFI or a stack that does not grow the expected way returns -EAGAIN, and the
- * caller hands the whole sample to libunwind: both give the same frames
- * (tests/unit/test_sampler.c checks that sample by sample). auto also steps frames of
- * frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per object
- * and so independent of the process, unlike libunwind's per-address cache, which must be flushed
- * when the process changes. */
+ * libunwind (unwind.c) stays the general unwinder. Here the shapes compilers and the C
+ * library emit are compiled: CFA = SP, FP or the tracked callee-saved register (x86-64
+ * %rbx: ld.so's lazy-binding trampoline) + offset, or any register the sample carries in
+ * the sampled frame; binutils' lazy PLT CFA expression, matched op by op; the return
+ * address, the frame pointer and the tracked register saved at CFA + offset, unchanged,
+ * undefined (the outermost frame) or in a register (vfork); where the architecture
+ * describes it (x86-64), a signal frame, whose caller's registers are read from the
+ * ucontext; and the instructions after clone3's system call in the child (no CFI) as its
+ * first frame. Another DWARF expression, a register not known at its frame, an address
+ * without CFI or a stack that does not grow the expected way returns -EAGAIN with the
+ * cause, and the caller hands the whole sample to libunwind: both give the same frames
+ * (tests/unit/test_sampler.c checks that sample by sample, test_cfi_shapes.c each shape on
+ * hand-made stacks; docs/perf-sampler.md, "Compiled CFI: what falls back"). auto also steps frames
+ * of frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per
+ * object and so independent of the process, unlike libunwind's per-address cache, which must be
+ * flushed when the process changes. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -29,33 +34,56 @@
 #define MAX_RULES (1u << 16)
 
 /* Tracked registers: the stack pointer (the CFA becomes the caller's), the frame pointer,
- * and the return-address column. */
-enum { SLOT_SP, SLOT_FP, SLOT_RA, NSLOTS };
+ * the return-address column, and arch->dw_x (x86-64: %rbx, the base of ld.so's
+ * lazy-binding trampoline's CFA). A frame's other registers are known only in the sampled
+ * frame itself (the sample's registers). */
+enum { SLOT_SP, SLOT_FP, SLOT_RA, SLOT_X, NSLOTS };
 
 /* Bytes of a sample's stack copy prefetched before it is walked (cn_smp__unwind_cfi). */
 #define PREFETCH_BYTES 4096
 
-/* rule.cfa_slot of a signal frame: the caller's registers come from the ucontext. */
-#define CFA_SIGNAL (NSLOTS + 1)
+/* rule.cfa_slot beyond the tracked registers' slots (SLOT_SP, SLOT_FP, SLOT_X: the CFA is
+ * that register + cfa_off): */
+#define CFA_NONE   NSLOTS       /* not compilable: libunwind's; arg is the cn_smp_fallback */
+#define CFA_SIGNAL (NSLOTS + 1) /* a signal frame: the caller's registers from the ucontext */
+#define CFA_REG    (NSLOTS + 2) /* DWARF register arg + cfa_off: known in the sampled frame */
+/* The CFA expression binutils writes for x86-64 lazy PLT entries (a known pattern: matched
+ * op by op): SP + cfa_off + ((pc & arg) >= arg2 ? 8 : 0). An entry's `push` of the
+ * relocation index moves the CFA 8 bytes from its offset arg2 on; .plt's entries have
+ * arg 15, arg2 11 (jmp *GOT 6 bytes, push 5), IBT's .plt 15 and 10 or 9. */
+#define CFA_PLT (NSLOTS + 3)
 
 /* The longest entry-point code taken as a process's first frame (cn_smp__cfi.entry). */
 #define ENTRY_MAX 256
 
 typedef enum rule_kind {
     R_SAME = 0, /* unchanged from the callee */
-    R_UNDEF,    /* not recoverable (for the return address: the outermost frame) */
+    R_UNDEF,    /* not recoverable (for the return address: the outermost frame; for
+                   SLOT_X also a rule that does not compile: unknown from there on) */
     R_AT_CFA,   /* saved in memory at CFA + off */
     R_VAL_CFA,  /* the value CFA + off */
+    R_REG,      /* the value of DWARF register off in this frame (vfork keeps its return
+                   address in %rdi across the system call) */
 } rule_kind;
 
 typedef struct rule {
     uint64_t start, end; /* ELF virtual addresses the rule covers: [start, end) */
     int64_t cfa_off;
-    int64_t off[NSLOTS];
+    int32_t off[NSLOTS]; /* a register's offset from the CFA (R_AT_CFA, R_VAL_CFA) or its
+                            DWARF number (R_REG) */
     uint8_t kind[NSLOTS];
-    uint8_t cfa_slot; /* SLOT_SP or SLOT_FP; CFA_SIGNAL; NSLOTS: not compilable, use
-                         libunwind */
+    uint8_t cfa_slot;  /* SLOT_SP, SLOT_FP, SLOT_X or a CFA_* kind */
+    uint8_t arg, arg2; /* CFA_REG, CFA_PLT, CFA_NONE: see there; arg2 of a CFA_NONE rule:
+                          THREAD_GAP or 0 */
 } rule;
+_Static_assert(sizeof(rule) == 48, "small rules: the table and the hot cache hold copies");
+
+/* A CFA_NONE rule's arg2: the address lies within THREAD_GAP_MAX bytes before code whose
+ * CFI starts with the return address undefined (a thread's first frame). glibc's clone3 and
+ * clone leave the instructions after their system call without CFI (parent and child run
+ * them on different stacks); the new thread then runs into its first frame. */
+#define THREAD_GAP     1
+#define THREAD_GAP_MAX 16
 
 /* A direct-mapped cache of rule lookups by exact address, in front of the sorted table of
  * a large object: a process's samples return to the same call sites over and over, and
@@ -98,33 +126,38 @@ static bool has_cfi(Dwarf_CFI *cfi, uint64_t addr)
     return true;
 }
 
+/* The start of the first function with CFI in .eh_frame_hdr's table after addr, or
+ * UINT64_MAX. */
+static uint64_t next_fde(const cn_smp__elf *e, uint64_t addr)
+{
+    cn_obj_ehhdr h;
+    const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
+    /* The table is sorted by initial location. */
+    uint64_t lo = 0, hi = hdr ? h.count : 0;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int64_t loc, fde;
+        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
+        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= (hdr ? h.count : 0))
+        return UINT64_MAX;
+    int64_t loc, fde;
+    cn_obj_ehhdr_entry(hdr, lo, false, &loc, &fde);
+    return e->eh_frame_hdr_vaddr + (uint64_t)loc;
+}
+
 /* Sets c->entry/entry_end (see cn_smp__cfi) from the ELF entry point e_entry. */
 static void find_entry_code(cn_smp__cfi *c, const cn_smp__elf *e, uint64_t e_entry)
 {
     c->entry = c->entry_end = e_entry;
     if (!e_entry || has_cfi(c->eh, e_entry) || has_cfi(c->debug, e_entry))
         return;
-    uint64_t end = e_entry + ENTRY_MAX;
-    cn_obj_ehhdr h;
-    const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
-    /* The table is sorted by initial location: the first function after the entry point. */
-    uint64_t lo = 0, hi = hdr ? h.count : 0;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        int64_t loc, fde;
-        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
-        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= e_entry)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < (hdr ? h.count : 0)) {
-        int64_t loc, fde;
-        cn_obj_ehhdr_entry(hdr, lo, false, &loc, &fde);
-        if (e->eh_frame_hdr_vaddr + (uint64_t)loc < end)
-            end = e->eh_frame_hdr_vaddr + (uint64_t)loc;
-    }
-    c->entry_end = end;
+    uint64_t next = next_fde(e, e_entry);
+    c->entry_end = next - e_entry < ENTRY_MAX ? next : e_entry + ENTRY_MAX;
 }
 
 static cn_smp__cfi *cfi_open(cn_smp__elf *e)
@@ -188,17 +221,28 @@ static size_t upper_bound(const cn_smp__cfi *c, uint64_t addr)
     return lo;
 }
 
+/* The slot tracking DWARF register reg, or -1. */
 static int slot_of(const cn_smp__arch *arch, Dwarf_Word reg)
 {
     if (reg == (Dwarf_Word)arch->dw_sp)
         return SLOT_SP;
     if (reg == (Dwarf_Word)arch->dw_fp)
         return SLOT_FP;
+    if (arch->dw_x >= 0 && reg == (Dwarf_Word)arch->dw_x)
+        return SLOT_X;
     return -1;
 }
 
+/* Whether the sample carries DWARF register reg (one of perf's user registers). */
+static bool sampled_reg(const cn_smp__arch *arch, Dwarf_Word reg)
+{
+    return reg < 64 && arch->unw_to_perf((int)reg) >= 0 &&
+           cn_smp__reg_index(arch->regs_mask, arch->unw_to_perf((int)reg)) >= 0;
+}
+
 /* Compiles the rule of DWARF register regno; false when its shape is not one we handle. */
-static bool compile_reg(Dwarf_Frame *f, int regno, uint8_t *kind, int64_t *off)
+static bool compile_reg(const cn_smp__arch *arch, Dwarf_Frame *f, int regno, uint8_t *kind,
+                        int32_t *off)
 {
     Dwarf_Op mem[3], *ops;
     size_t nops;
@@ -209,11 +253,21 @@ static bool compile_reg(Dwarf_Frame *f, int regno, uint8_t *kind, int64_t *off)
         *kind = ops == NULL ? R_SAME : R_UNDEF;
         return true;
     }
+    if (nops == 1 && ops[0].atom == DW_OP_regx && sampled_reg(arch, ops[0].number)) {
+        *kind = R_REG;
+        *off = (int32_t)ops[0].number;
+        return true;
+    }
     if (ops[0].atom != DW_OP_call_frame_cfa)
         return false;
     size_t i = 1;
-    if (i < nops && ops[i].atom == DW_OP_plus_uconst)
-        *off = (int64_t)ops[i++].number;
+    if (i < nops && ops[i].atom == DW_OP_plus_uconst) {
+        /* a negative offset, as libdw gives it: the word's two's complement */
+        int64_t o = (int64_t)ops[i++].number;
+        if (o < INT32_MIN || o > INT32_MAX)
+            return false;
+        *off = (int32_t)o;
+    }
     *kind = R_AT_CFA;
     if (i < nops && ops[i].atom == DW_OP_stack_value) {
         *kind = R_VAL_CFA;
@@ -222,14 +276,33 @@ static bool compile_reg(Dwarf_Frame *f, int regno, uint8_t *kind, int64_t *off)
     return i == nops;
 }
 
-/* Compiles the frame that libdw found for an address into r (cfa_slot NSLOTS when the
- * frame needs libunwind). */
+/* Whether a CFA expression is the x86-64 lazy PLT entries' (CFA_PLT), exactly:
+ * DW_OP_breg7 (rsp) A; DW_OP_breg16 (rip) 0; DW_OP_litM; DW_OP_and; DW_OP_litK; DW_OP_ge;
+ * DW_OP_lit3; DW_OP_shl; DW_OP_plus. Sets r's CFA from A, M and K when it is. */
+static bool plt_expr(const cn_smp__arch *arch, const Dwarf_Op *ops, size_t nops, rule *r)
+{
+    if (arch->dw_pc < 0 || arch->dw_sp >= 32 || arch->dw_pc >= 32 || nops != 9 ||
+        ops[0].atom != DW_OP_breg0 + arch->dw_sp || ops[1].atom != DW_OP_breg0 + arch->dw_pc ||
+        ops[1].number != 0 || ops[2].atom < DW_OP_lit0 || ops[2].atom > DW_OP_lit31 ||
+        ops[3].atom != DW_OP_and || ops[4].atom < DW_OP_lit0 || ops[4].atom > DW_OP_lit31 ||
+        ops[5].atom != DW_OP_ge || ops[6].atom != DW_OP_lit3 || ops[7].atom != DW_OP_shl ||
+        ops[8].atom != DW_OP_plus)
+        return false;
+    r->cfa_off = (int64_t)ops[0].number;
+    r->arg = (uint8_t)(ops[2].atom - DW_OP_lit0);
+    r->arg2 = (uint8_t)(ops[4].atom - DW_OP_lit0);
+    return true;
+}
+
+/* Compiles the frame that libdw found for an address into r (cfa_slot CFA_NONE, with the
+ * cause in arg, when the frame needs libunwind). */
 static void compile_frame(const cn_smp__arch *arch, Dwarf_Frame *f, rule *r)
 {
     Dwarf_Addr start, end;
     bool signal = false;
     int ra = dwarf_frame_info(f, &start, &end, &signal);
-    r->cfa_slot = NSLOTS;
+    r->cfa_slot = CFA_NONE;
+    r->arg = CN_SMP_FB_OTHER;
     if (ra < 0)
         return;
     r->start = start;
@@ -240,19 +313,50 @@ static void compile_frame(const cn_smp__arch *arch, Dwarf_Frame *f, rule *r)
     }
     Dwarf_Op *ops;
     size_t nops;
-    if (signal || ra != arch->dw_ra || dwarf_frame_cfa(f, &ops, &nops) < 0 || nops != 1 ||
-        ops[0].atom != DW_OP_bregx)
+    if (signal || ra != arch->dw_ra || dwarf_frame_cfa(f, &ops, &nops) < 0)
         return;
-    int slot = slot_of(arch, ops[0].number);
-    if (slot < 0)
+    uint8_t cfa;
+    if (nops == 1 && ops[0].atom == DW_OP_bregx) {
+        int slot = slot_of(arch, ops[0].number);
+        cfa = slot >= 0 ? (uint8_t)slot : CFA_REG;
+        r->cfa_off = (int64_t)ops[0].number2;
+        r->arg = (uint8_t)ops[0].number;
+        if (slot < 0 && !sampled_reg(arch, ops[0].number)) {
+            r->arg = CN_SMP_FB_CFA_REG;
+            return;
+        }
+    } else if (plt_expr(arch, ops, nops, r)) {
+        cfa = CFA_PLT;
+    } else {
+        r->arg = CN_SMP_FB_CFA_EXPR;
         return;
-    r->cfa_off = (int64_t)ops[0].number2;
-    if (!compile_reg(f, arch->dw_fp, &r->kind[SLOT_FP], &r->off[SLOT_FP]) ||
-        !compile_reg(f, arch->dw_ra, &r->kind[SLOT_RA], &r->off[SLOT_RA]))
+    }
+    if (!compile_reg(arch, f, arch->dw_fp, &r->kind[SLOT_FP], &r->off[SLOT_FP]) ||
+        !compile_reg(arch, f, arch->dw_ra, &r->kind[SLOT_RA], &r->off[SLOT_RA])) {
+        r->arg = CN_SMP_FB_REG_RULE;
         return;
+    }
+    /* The tracked callee-saved register: any rule that does not compile makes it unknown
+     * in the caller (a CFA based on it then falls back), which costs nothing where no
+     * frame uses it. */
+    if (arch->dw_x < 0 || !compile_reg(arch, f, arch->dw_x, &r->kind[SLOT_X], &r->off[SLOT_X]))
+        r->kind[SLOT_X] = R_UNDEF;
     r->kind[SLOT_SP] = R_VAL_CFA; /* the caller's stack pointer is the CFA */
     r->off[SLOT_SP] = 0;
-    r->cfa_slot = (uint8_t)slot;
+    r->cfa_slot = cfa;
+}
+
+/* Whether libdw's row at start is [start, end). */
+static bool row_is(Dwarf_CFI *cfi, uint64_t start, uint64_t end)
+{
+    Dwarf_Frame *f = NULL;
+    Dwarf_Addr s, e;
+    bool signal;
+    if (dwarf_cfi_addrframe(cfi, start, &f) < 0)
+        return false;
+    bool same = dwarf_frame_info(f, &s, &e, &signal) >= 0 && s == start && e == end;
+    free(f);
+    return same;
 }
 
 /* Looks up CFI for addr in one table; true with *r filled when found. */
@@ -263,7 +367,17 @@ static bool from_cfi(const cn_smp__arch *arch, Dwarf_CFI *cfi, uint64_t addr, ru
         return false;
     compile_frame(arch, f, r);
     free(f);
-    return r->end > r->start && addr >= r->start && addr < r->end;
+    if (!(r->end > r->start && addr >= r->start && addr < r->end))
+        return false;
+    /* After DW_CFA_restore_state, libdw (0.188) reports the start of the row where the
+     * state was remembered, not of the restored row: gcc's functions with several
+     * epilogues restore the body's state after each one, and the rule would cover the
+     * epilogue before it (cc1: "CFA = rsp+64" over a `pop; pop; ret` whose CFA is rsp+16),
+     * silently giving wrong callers to later samples there. The end is right. A start that
+     * is not where the row containing it begins is not trusted: the rule starts at addr. */
+    if (r->start < addr && !row_is(cfi, r->start, r->end))
+        r->start = addr;
+    return true;
 }
 
 /* Inserts r before index at, clipped so that the table stays disjoint. Returns the kept
@@ -286,9 +400,20 @@ static const rule *insert_rule(cn_smp__cfi *c, size_t at, rule r)
     return &c->rules[at];
 }
 
+/* Whether addr (without CFI) lies just before a thread's first frame (THREAD_GAP). */
+static bool thread_gap(const cn_smp__arch *arch, const cn_smp__cfi *c, const cn_smp__elf *e,
+                       uint64_t addr)
+{
+    uint64_t next = next_fde(e, addr);
+    rule r = {0};
+    return next - addr <= THREAD_GAP_MAX && from_cfi(arch, c->eh, next, &r) && r.start == next &&
+           r.cfa_slot != CFA_NONE && r.cfa_slot != CFA_SIGNAL && r.kind[SLOT_RA] == R_UNDEF;
+}
+
 /* The rule covering addr from the table, compiled and added on a miss. *tmp holds a rule
  * that could not be kept. */
-static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, uint64_t addr, rule *tmp)
+static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, const cn_smp__elf *e,
+                              uint64_t addr, rule *tmp)
 {
     size_t at = upper_bound(c, addr);
     if (at > 0 && addr < c->rules[at - 1].end)
@@ -296,7 +421,11 @@ static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, uint64_t
     memset(tmp, 0, sizeof(*tmp));
     if (!from_cfi(arch, c->eh, addr, tmp) && !from_cfi(arch, c->debug, addr, tmp)) {
         /* No CFI here: remember that for this one address. */
-        *tmp = (rule){.start = addr, .end = addr + 1, .cfa_slot = NSLOTS};
+        *tmp = (rule){.start = addr,
+                      .end = addr + 1,
+                      .cfa_slot = CFA_NONE,
+                      .arg = CN_SMP_FB_NO_CFI,
+                      .arg2 = thread_gap(arch, c, e, addr) ? THREAD_GAP : 0};
     }
     /* The neighbours do not cover addr, so clipping keeps it inside the kept rule. */
     const rule *kept = insert_rule(c, at, *tmp);
@@ -323,7 +452,7 @@ static const rule *rule_for(const cn_smp__arch *arch, cn_smp__elf *e, uint64_t a
     _Static_assert(HOT_SLOTS == 256, "the slot is the hash's top 8 bits");
     if (h && h->key == addr + 1)
         return &h->r;
-    const rule *ru = table_rule(arch, c, addr, tmp);
+    const rule *ru = table_rule(arch, c, e, addr, tmp);
     if (h) {
         h->key = addr + 1;
         h->r = *ru;
@@ -378,7 +507,7 @@ static int sig_step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0
         read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_fp, &next->v[SLOT_FP]) < 0)
         return -EFAULT;
     next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
-    next->ok[SLOT_RA] = false;
+    next->ok[SLOT_RA] = next->ok[SLOT_X] = false;
     if (arch->sig_lr) {
         if (read_stack(r, sp0, *fault = sp + (uint64_t)arch->sig_lr, &next->v[SLOT_RA]) < 0)
             return -EFAULT;
@@ -387,27 +516,79 @@ static int sig_step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0
     return next->v[SLOT_SP] > sp ? 0 : -EAGAIN;
 }
 
+/* The value of DWARF register reg in frame cur: a tracked slot's, or in the sampled frame
+ * (sampled: cur's registers are the sample's) the sample's. */
+static bool reg_value(const cn_smp__arch *arch, const cn_smp__rec *r, const regs *cur, bool sampled,
+                      uint64_t reg, uint64_t *out)
+{
+    int slot = slot_of(arch, reg);
+    if (slot >= 0 && cur->ok[slot]) {
+        *out = cur->v[slot];
+        return true;
+    }
+    return slot < 0 && sampled && sampled_reg(arch, reg) &&
+           sample_reg(arch, r, arch->unw_to_perf((int)reg), out);
+}
+
+/* The CFA of frame cur by rule ru (not CFA_NONE or CFA_SIGNAL); false when a register it
+ * needs is not known there (*why says which kind). */
+static bool cfa_of(const cn_smp__arch *arch, const cn_smp__rec *r, const rule *ru, const regs *cur,
+                   bool exact, bool sampled, uint64_t *cfa, cn_smp_fallback *why)
+{
+    uint64_t base;
+    switch (ru->cfa_slot) {
+    case CFA_REG:
+        if (!reg_value(arch, r, cur, sampled, ru->arg, &base))
+            goto unknown;
+        break;
+    case CFA_PLT:
+        /* A PLT entry never calls: a return address there is not one of its frames. */
+        if (!exact || !cur->ok[SLOT_SP]) {
+            *why = CN_SMP_FB_OTHER;
+            return false;
+        }
+        base = cur->v[SLOT_SP] + ((cur->pc & ru->arg) >= ru->arg2 ? 8 : 0);
+        break;
+    default:
+        assert(ru->cfa_slot < NSLOTS && ru->cfa_slot != SLOT_RA);
+        if (!cur->ok[ru->cfa_slot])
+            goto unknown;
+        base = cur->v[ru->cfa_slot];
+        break;
+    }
+    *cfa = base + (uint64_t)ru->cfa_off;
+    return true;
+unknown:
+    *why = CN_SMP_FB_CFA_REG;
+    return false;
+}
+
 /* Applies rule ru to the callee's registers cur, giving the caller's in next. Returns 0,
  * 1 when the return address is undefined (cur is the outermost frame), -EAGAIN when
- * libunwind must take over, or -EFAULT when a saved register lies outside the copy (its
- * address in *fault).
+ * libunwind must take over (the cause in *why), or -EFAULT when a saved register lies
+ * outside the copy (its address in *fault).
  *
  * exact: cur's registers are those of the interrupted code (the sample's, or a signal
  * frame's), not of a call. There a register saved below its stack pointer was popped by
  * the function's epilogue (x86-64 `pop %rbp; ret`: the CFI keeps
  * "saved at CFA - 16" until the `ret`): the register holds the popped value, which is also
  * what that slot still holds in the process (libunwind reads it there when unwinding its
- * own process; perf's copy starts at the stack pointer). */
+ * own process; perf's copy starts at the stack pointer). sampled: cur is the sampled
+ * frame, whose every register the sample carries. */
 static int step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, const rule *ru,
-                const regs *cur, regs *next, bool exact, uint64_t *fault)
+                const regs *cur, regs *next, bool exact, bool sampled, uint64_t *fault,
+                cn_smp_fallback *why)
 {
     /* The caller hands uncompilable rules to libunwind. */
-    assert(ru->cfa_slot < NSLOTS || ru->cfa_slot == CFA_SIGNAL);
-    if (ru->cfa_slot == CFA_SIGNAL)
-        return sig_step(arch, r, sp0, cur, next, fault);
-    if (!cur->ok[ru->cfa_slot])
+    assert(ru->cfa_slot != CFA_NONE);
+    if (ru->cfa_slot == CFA_SIGNAL) {
+        int ret = sig_step(arch, r, sp0, cur, next, fault);
+        *why = CN_SMP_FB_OTHER; /* -EAGAIN: another stack */
+        return ret;
+    }
+    uint64_t cfa;
+    if (!cfa_of(arch, r, ru, cur, exact, sampled, &cfa, why))
         return -EAGAIN;
-    uint64_t cfa = cur->v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
     if (ru->kind[SLOT_RA] == R_UNDEF)
         return 1;
     for (int s = 0; s < NSLOTS; s++) {
@@ -421,26 +602,39 @@ static int step(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0, co
             next->ok[s] = false;
             break;
         case R_AT_CFA:
-            *fault = cfa + (uint64_t)ru->off[s];
+            *fault = cfa + (uint64_t)(int64_t)ru->off[s];
             if (exact && *fault < cur->v[SLOT_SP] && cur->ok[s]) {
                 next->v[s] = cur->v[s]; /* popped: see above */
                 break;
             }
-            if (read_stack(r, sp0, *fault, &next->v[s]) < 0)
+            if (read_stack(r, sp0, *fault, &next->v[s]) < 0) {
+                /* The tracked register is not needed to go on: unknown from here. */
+                if (s == SLOT_X) {
+                    next->ok[s] = false;
+                    break;
+                }
                 return -EFAULT;
+            }
             break;
         case R_VAL_CFA:
-            next->v[s] = cfa + (uint64_t)ru->off[s];
+            next->v[s] = cfa + (uint64_t)(int64_t)ru->off[s];
+            break;
+        case R_REG:
+            next->ok[s] = reg_value(arch, r, cur, sampled, (uint64_t)ru->off[s], &next->v[s]);
             break;
         }
     }
-    if (!next->ok[SLOT_RA])
+    if (!next->ok[SLOT_RA]) {
+        *why = CN_SMP_FB_REG_UNKNOWN;
         return -EAGAIN;
+    }
     next->pc = next->v[SLOT_RA];
     /* The caller's frame lies above the callee's; anything else is libunwind's call. */
     if (next->v[SLOT_SP] < cur->v[SLOT_SP] ||
-        (next->v[SLOT_SP] == cur->v[SLOT_SP] && next->pc == cur->pc))
+        (next->v[SLOT_SP] == cur->v[SLOT_SP] && next->pc == cur->pc)) {
+        *why = CN_SMP_FB_NOT_UPWARD;
         return -EAGAIN;
+    }
     return 0;
 }
 
@@ -453,6 +647,7 @@ static bool initial_regs(const cn_smp__arch *arch, const cn_smp__rec *r, regs *g
     g->ok[SLOT_SP] = true;
     g->ok[SLOT_FP] = sample_reg(arch, r, arch->perf_fp, &g->v[SLOT_FP]);
     g->ok[SLOT_RA] = sample_reg(arch, r, arch->perf_lr, &g->v[SLOT_RA]);
+    g->ok[SLOT_X] = sample_reg(arch, r, arch->perf_x, &g->v[SLOT_X]);
     return true;
 }
 
@@ -495,7 +690,8 @@ static int fp_step(const cn_smp__rec *r, uint64_t sp0, const regs *cur, regs *ne
         return -EAGAIN;
     next->v[SLOT_SP] = fp + 16;
     next->ok[SLOT_SP] = next->ok[SLOT_FP] = true;
-    next->ok[SLOT_RA] = false;
+    /* Where the function saved the tracked register is not known without its CFI. */
+    next->ok[SLOT_RA] = next->ok[SLOT_X] = false;
     return 0;
 }
 
@@ -537,6 +733,8 @@ static int fp_run(const cn_smp__arch *arch, const cn_smp__rec *r, uint64_t sp0,
     cur->v[SLOT_SP] = sp;
     cur->v[SLOT_FP] = fp;
     cur->ok[SLOT_SP] = cur->ok[SLOT_FP] = true; /* and RA unknown, as after fp_step */
+    if (n > n0)
+        cur->ok[SLOT_X] = false; /* as after fp_step */
     return n;
 }
 
@@ -616,10 +814,39 @@ static int chain_past_end(const cn_smp__arch *arch, const cn_smp__proc *p, const
     return k + add;
 }
 
+/* Whether the sampled frame, at vaddr of e with rule ru, is a new thread's first
+ * instruction after clone3/clone (THREAD_GAP; the system call returned 0: the child). Its
+ * stack holds nothing of its own yet, and the parent's registers it inherited lead into the
+ * parent's stack, which the child's copy does not hold. */
+static bool new_thread(const cn_smp__arch *arch, const cn_smp__rec *r, const rule *ru)
+{
+    uint64_t ret;
+    return ru && ru->cfa_slot == CFA_NONE && ru->arg2 == THREAD_GAP &&
+           sample_reg(arch, r, arch->perf_ret, &ret) && ret == 0;
+}
+
+bool cn_smp__thread_start(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r)
+{
+    uint64_t pc, bias;
+    rule tmp;
+    if (!r->u.sample.regs || !sample_reg(arch, r, arch->perf_ip, &pc))
+        return false;
+    const cn_smp__map *m = cn_smp__proc_find(p, pc);
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_USER || cn_smp__elf_load(m->obj) < 0 ||
+        !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias))
+        return false;
+    return new_thread(arch, r, rule_for(arch, m->obj->elf, pc - bias, &tmp));
+}
+
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop)
+                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop,
+                       cn_smp_fallback *why)
 {
     regs cur, next;
+    cn_smp_fallback why_mem;
+    if (!why)
+        why = &why_mem;
+    *why = CN_SMP_FB_OTHER;
     if (max <= 0 || !initial_regs(arch, r, &cur))
         return -EAGAIN;
     if (r->u.sample.stack_size == 0) {
@@ -666,6 +893,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
                  * better there than the kernel's chain (node: 8% of the stacks). */
                 int joined = exact || m ? -1 : chain_past_end(arch, p, r, fw, pcs, n, true, max);
                 *stop = joined >= CN_SMP_MAX_FRAMES ? CN_SMP_STOP_MAX_DEPTH : CN_SMP_STOP_NONE;
+                *why = CN_SMP_FB_NO_MAP;
                 return joined >= 0 ? joined : -EAGAIN;
             }
         }
@@ -689,23 +917,29 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         }
         rule tmp;
         const rule *ru = rule_for(arch, m->obj->elf, at - bias, &tmp);
-        if ((!ru || ru->cfa_slot == NSLOTS) && cn_smp__entry_code(m->obj->elf, at - bias)) {
-            *stop = CN_SMP_STOP_NONE; /* the process's first frame */
+        bool none = !ru || ru->cfa_slot == CFA_NONE;
+        if (none &&
+            (cn_smp__entry_code(m->obj->elf, at - bias) || (n == 1 && new_thread(arch, r, ru)))) {
+            *stop = CN_SMP_STOP_NONE; /* the process's or the thread's first frame */
             return n;
         }
-        if ((!ru || ru->cfa_slot == NSLOTS) && exact && lr_step(arch, &cur, &next)) {
+        if (none && exact && lr_step(arch, &cur, &next)) {
             cur = next;
             exact = false;
             continue;
         }
-        if ((!ru || ru->cfa_slot == NSLOTS) && !exact && is_sigreturn(arch, m, at + 1 - bias)) {
+        if (none && !exact && is_sigreturn(arch, m, at + 1 - bias)) {
             tmp = (rule){.cfa_slot = CFA_SIGNAL};
             ru = &tmp;
+            none = false;
         }
-        if (!ru || (ru->cfa_slot >= NSLOTS && ru->cfa_slot != CFA_SIGNAL))
+        if (none) {
+            *why = ru ? (cn_smp_fallback)ru->arg : CN_SMP_FB_OTHER;
             return -EAGAIN;
+        }
         uint64_t fault = 0;
-        int ret = step(arch, r, sp0, ru, &cur, &next, exact, &fault);
+        /* n == 1: cur is the sampled frame (lr_step's frames are not: n is 2 there). */
+        int ret = step(arch, r, sp0, ru, &cur, &next, exact, n == 1, &fault, why);
         if (ret == 1) {
             *stop = CN_SMP_STOP_NONE;
             int joined = chain_past_end(arch, p, r, fw, pcs, n, false, max);
@@ -734,7 +968,7 @@ int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
 }
 
 int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t addr[2], uint64_t val[2])
+                       uint64_t addr[3], uint64_t val[3])
 {
     regs cur;
     uint64_t bias;
@@ -746,12 +980,14 @@ int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn
         !cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias))
         return 0;
     const rule *ru = rule_for(arch, m->obj->elf, cur.pc - bias, &tmp);
-    if (!ru || ru->cfa_slot >= NSLOTS || !cur.ok[ru->cfa_slot])
+    uint64_t cfa;
+    cn_smp_fallback why;
+    if (!ru || ru->cfa_slot == CFA_NONE || ru->cfa_slot == CFA_SIGNAL ||
+        !cfa_of(arch, r, ru, &cur, true, true, &cfa, &why))
         return 0;
-    uint64_t cfa = cur.v[ru->cfa_slot] + (uint64_t)ru->cfa_off;
     int n = 0;
-    for (int s = SLOT_FP; s <= SLOT_RA; s++) {
-        uint64_t at = cfa + (uint64_t)ru->off[s];
+    for (int s = SLOT_FP; s < NSLOTS; s++) {
+        uint64_t at = cfa + (uint64_t)(int64_t)ru->off[s];
         if (ru->kind[s] == R_AT_CFA && at < cur.v[SLOT_SP] && cur.ok[s]) {
             addr[n] = at;
             val[n++] = cur.v[s];

@@ -598,6 +598,7 @@ void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out)
         cn_smp__unwinder_stats(s->unw, &us);
         out->cfi_unwinds = us.cfi;
         out->libunwind_unwinds = us.libunwind;
+        memcpy(out->libunwind_why, us.why, sizeof(out->libunwind_why));
         out->unwind_checked = us.checked;
         out->unwind_mismatches = us.mismatches;
     }
@@ -644,6 +645,14 @@ int cn_smp_unwind_parse(const char *name, cn_smp_unwind *ret)
             return 0;
         }
     return -EINVAL;
+}
+
+const char *cn_smp_fallback_name(cn_smp_fallback fb)
+{
+    static const char *const names[] = {"no-map",   "no-cfi",      "cfa-expr",   "cfa-reg",
+                                        "reg-rule", "reg-unknown", "not-upward", "other"};
+    _Static_assert(sizeof(names) / sizeof(names[0]) == CN_SMP_FB__COUNT, "a name per cause");
+    return fb < CN_SMP_FB__COUNT ? names[fb] : "?";
 }
 
 const char *cn_smp_stop_name(cn_smp_stop stop)

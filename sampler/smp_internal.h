@@ -42,6 +42,14 @@ typedef struct cn_smp__arch {
     int unw_ip, unw_sp;            /* libunwind numbers of the pc and sp */
     int dw_sp, dw_fp;              /* DWARF numbers of the stack and frame pointers */
     int dw_ra;                     /* DWARF return-address column (arm64: the link register) */
+    /* A callee-saved register that compiled CFI tracks through every frame, for the CFAs
+     * based on it (x86-64: %rbx, which ld.so's lazy-binding trampoline sets to its entry
+     * stack pointer before realigning the stack): DWARF and perf numbers, or -1. */
+    int dw_x, perf_x;
+    /* The DWARF number of the pc in expressions (x86-64: %rip, 16), or -1. */
+    int dw_pc;
+    /* perf index of the register a system call returns in (0 in a new thread). */
+    int perf_ret;
     /* Frame-pointer frames give the caller's stack pointer: FP + 2 words (x86-64), so that
      * auto can go on from a frame-pointer step with CFI. false: auto uses CFI only. */
     bool fp_gives_sp;
@@ -281,10 +289,11 @@ typedef enum cn_smp__unwind_how {
 } cn_smp__unwind_how;
 
 typedef struct cn_smp__unwind_stats {
-    uint64_t cfi;        /* samples unwound wholly through compiled CFI */
-    uint64_t libunwind;  /* samples unwound with libunwind */
-    uint64_t checked;    /* CHECK: CFI results compared */
-    uint64_t mismatches; /* CHECK: of those, different from libunwind's */
+    uint64_t cfi;                   /* samples unwound wholly through compiled CFI */
+    uint64_t libunwind;             /* samples unwound with libunwind */
+    uint64_t why[CN_SMP_FB__COUNT]; /* of those, by the compiled walk's cause */
+    uint64_t checked;               /* CHECK: CFI results compared */
+    uint64_t mismatches;            /* CHECK: of those, different from libunwind's */
 } cn_smp__unwind_stats;
 
 cn_smp__unwinder *cn_smp__unwinder_new(cn_smp__unwind_how how);
@@ -292,9 +301,8 @@ cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u);
 
 /* Compiled CFI (cfi.c): the fast path of DWARF unwinding. An object's rules are read with
  * libdw from .eh_frame (else .debug_frame) on first use of an address and kept in a sorted
- * range table on the object. Only simple rules compile (CFA = SP or FP + offset; return
- * address and frame pointer saved at CFA + offset, unchanged, or undefined; x86-64
- * signal frames); anything else makes the whole sample go to libunwind. */
+ * range table on the object. The shapes compilers and the C library emit compile (cfi.c's
+ * opening comment); anything else makes the whole sample go to libunwind. */
 typedef struct cn_smp__cfi cn_smp__cfi;
 
 /* A failed read this far above the stack copy means the copy was too short. */
@@ -340,15 +348,21 @@ typedef struct cn_smp__fpwalk {
 /* The user entries of r's callchain from index from on (context markers skipped, stopping
  * at a context other than user), at most max, into out. Returns the count. */
 int cn_smp__user_chain(const cn_smp__rec *r, uint64_t from, uint64_t *out, int max);
+/* Whether sample r's sampled frame is a new thread's first instruction (glibc's clone3 and
+ * clone: no CFI right after the system call, which returned 0): the thread's first frame,
+ * as the entry code is a process's (cfi.c). */
+bool cn_smp__thread_start(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r);
+/* why (may be NULL): set to the cause when the result is -EAGAIN. */
 int cn_smp__unwind_cfi(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop);
+                       uint64_t *pcs, int max, cn_smp__fpwalk *fw, cn_smp_stop *stop,
+                       cn_smp_fallback *why);
 
 /* The slots of the leaf frame of sample r that its CFI places below the sampled stack
- * pointer (registers an epilogue popped, cfi.c's step()): up to 2 addresses and, for
+ * pointer (registers an epilogue popped, cfi.c's step()): up to 3 addresses and, for
  * each, the value it held (the sampled register). Returns how many; 0 when the leaf's rule
  * does not compile. For libunwind, whose reads of the stack stop at the copy. */
 int cn_smp__cfi_popped(const cn_smp__arch *arch, const cn_smp__proc *p, const cn_smp__rec *r,
-                       uint64_t addr[2], uint64_t val[2]);
+                       uint64_t addr[3], uint64_t val[3]);
 
 /* Unwinds the user part of a sample from its registers and stack copy (compiled CFI, then
  * libunwind, as u was created), writing up to max return addresses (leaf first, raw: not

@@ -34,7 +34,7 @@ typedef struct uctx {
     cn_smp__obj *cur; /* object of the last find_proc_info, for reads of its tables */
     uint64_t cur_bias;
     cn_smp_stop reason;
-    uint64_t popped_at[2], popped_val[2]; /* cn_smp__cfi_popped(): slots below sp */
+    uint64_t popped_at[3], popped_val[3]; /* cn_smp__cfi_popped(): slots below sp */
     int npopped;
 } uctx;
 
@@ -270,11 +270,12 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
             break;
         }
         pcs[n++] = ip;
-        /* The process's first frame (entry code without CFI), as compiled CFI ends there:
+        /* The process's first frame (entry code without CFI), or a new thread's (the
+         * instructions after clone3's system call), as compiled CFI ends there:
          * libunwind would go on with its frame-chain guess and add what a register held
          * (check_unwind's comparison failed on 1 sample in 12 000, when one landed in
          * ld.so's relocation). */
-        if (at_entry(arch, p, ip, n == 1)) {
+        if (at_entry(arch, p, ip, n == 1) || (n == 1 && cn_smp__thread_start(arch, p, r))) {
             *stop = CN_SMP_STOP_NONE;
             break;
         }
@@ -334,7 +335,8 @@ int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_sm
     if (fw)
         fw->joined_at = -1;
     if (u->how != CN_SMP__UNWIND_LIBUNWIND) {
-        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, fw, stop);
+        cn_smp_fallback why;
+        int n = cn_smp__unwind_cfi(cn_smp__arch_get(), p, r, pcs, max, fw, stop, &why);
         assert(n <= max);
         if (n >= 0) {
             u->stats.cfi++;
@@ -346,6 +348,7 @@ int cn_smp__unwind_dwarf(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_sm
                 check_against_libunwind(u, p, r, pcs, n, max, *stop, false);
             return n;
         }
+        u->stats.why[why < CN_SMP_FB__COUNT ? why : CN_SMP_FB_OTHER]++;
     }
     if (fw)
         fw->fp_steps = fp_steps; /* the walk was abandoned */

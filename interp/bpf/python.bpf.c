@@ -3,13 +3,14 @@
  *
  * Attached to a session's sampling perf events (BPF_PROG_TYPE_PERF_EVENT). The kernel runs it
  * on every overflow, on the sampled CPU, after perf_prepare_sample() filled the sample (so its
- * time is known) and before the sample is written into the perf ring. For a process user space
+ * time is known; before 6.3 the program runs first: the join's ktime fallback, queue.c) and
+ * before the sample is written into the perf ring. For a process user space
  * registered (map "procs"), it finds the current thread's PyThreadState (a per-thread cache,
  * checked, else a bounded search of _PyRuntime's interpreters and threads by pthread_self(),
- * which is the thread's fs base), walks at most CN_INT_ABI_MAX_FRAMES frames and writes one
- * record (code object, instruction offset, entry flag per frame) into the ring buffer "ring".
- * Every read of the target is bpf_probe_read_user (a fault ends the walk, never the program).
- * It always returns 1: the perf sample is written as if no program were attached.
+ * which thread_self() computes from the thread pointer), walks at most CN_INT_ABI_MAX_FRAMES
+ * frames and writes one record (code object, instruction offset, entry flag per frame) into the
+ * ring buffer "ring". Every read of the target is bpf_probe_read_user (a fault ends the walk, never
+ * the program). It always returns 1: the perf sample is written as if no program were attached.
  *
  * The GPL licence is the kernel's condition for the probe-read helpers. */
 #include <linux/bpf.h>
@@ -20,8 +21,15 @@
 
 /* The kernel types read, by name: CO-RE relocates their offsets against the running kernel's
  * BTF (/sys/kernel/btf/vmlinux), so no vmlinux.h is generated at build time. */
+/* The thread pointer: x86-64's fs base, arm64's TPIDR_EL0 as saved for the task (thread.uw, an
+ * unnamed struct there: a member struct of any name matches it). Each kernel has one of the two
+ * fields; bpf_core_field_exists picks it at load time and the other read is dead code. */
+struct thread_uw {
+    unsigned long tp_value;
+} __attribute__((preserve_access_index));
 struct thread_struct {
     unsigned long fsbase;
+    struct thread_uw uw;
 } __attribute__((preserve_access_index));
 struct task_struct {
     struct thread_struct thread;
@@ -125,7 +133,7 @@ static __always_inline __u64 rd64(__u64 addr)
  * callback is verified once, where an open-coded loop of this size is not verifiable). */
 struct walk {
     struct cn_int_abi_layout l;
-    __u64 fsbase;
+    __u64 self;             /* the thread's pthread_self(), which CPython stores as thread_id */
     __u64 interp, t, found; /* thread-state search */
     __u64 found_interp;     /* the interpreter found's */
     __u32 multi;            /* the process has several interpreters: every match counted */
@@ -145,7 +153,16 @@ struct walk {
     struct fbuf *fb;             /* once per sample rather than once per frame */
 };
 
-/* One step of the search for the thread state whose thread_id is fsbase: the next thread of
+/* The walk's state starts as a copy of this (zero), made by a helper. Its fields then hold
+ * values the verifier does not know. Kernels that verify a bpf_loop callback once, in the state
+ * of the call (Debian 12's 6.1: found on the arm64 machine, docs/python.md "arm64"), would take
+ * the zeros of an initializer as constants inside the callbacks and drop as dead the branches
+ * taken once they change: the search then never looked at a thread (w->t "is" 0), the window
+ * was read for every frame, the 3.12+ entry flags were lost. Kernels that verify callbacks for
+ * any number of iterations (this host's 6.18) run the same code either way. */
+static struct walk walk_zero;
+
+/* One step of the search for the thread state whose thread_id is self: the next thread of
  * the current interpreter, or the next interpreter's first thread. */
 static long search_step(__u32 i, struct walk *w)
 {
@@ -157,7 +174,7 @@ static long search_step(__u32 i, struct walk *w)
         w->t = rd64(w->interp + w->l.is_threads_head);
         return 0;
     }
-    if (rd64(w->t + w->l.ts_thread_id) == w->fsbase) {
+    if (rd64(w->t + w->l.ts_thread_id) == w->self) {
         if (!w->multi) {
             w->found = w->t;
             w->found_interp = w->interp;
@@ -189,7 +206,7 @@ static long search_step(__u32 i, struct walk *w)
     return 0;
 }
 
-/* The thread state whose thread_id is fsbase: the cached one if it still says so, else a
+/* The thread state whose thread_id is self: the cached one if it still says so, else a
  * bounded search of every interpreter's threads. 0 when none. */
 /* A process with several interpreters (multi) is searched on every sample, without the cache
  * (a thread moves between its states as it enters and leaves sub-interpreters): the thread's
@@ -215,7 +232,7 @@ static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now, _
         } else {
             tid_word = rd64(cached->tstate + a);
         }
-        if (tid_word == w->fsbase) {
+        if (tid_word == w->self) {
             count(CN_INT_ABI_S_CACHE_HIT);
             return cached->tstate;
         }
@@ -227,8 +244,7 @@ static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now, _
     }
     count(CN_INT_ABI_S_WALKS);
     w->interp = w->multi ? head : rd64(w->l.runtime + w->l.rt_interp_head);
-    w->t = 0;
-    w->found = 0;
+    /* w->t and w->found: 0 from walk_zero (a store of 0 here would be a constant again) */
     bpf_loop(CN_INT_ABI_MAX_INTERPS * (CN_INT_ABI_MAX_THREADS + 1), search_step, w, 0);
     if (w->multi) {
         if (w->nmatch_interps <= 1)
@@ -364,6 +380,20 @@ static __always_inline void check_codes(const struct cn_int_abi_proc *p, __u32 p
     bpf_ringbuf_output(&ring, &out, sizeof(out), BPF_RB_NO_WAKEUP);
 }
 
+/* The current thread's pthread_self(), 0 when unknown. x86-64 (TLS variant II): the thread
+ * pointer itself. arm64 (variant I): the thread pointer points past glibc's struct pthread,
+ * whose size user space found in the process's libc (self_off, cn_int_register). */
+static __always_inline __u64 thread_self(const struct cn_int_abi_proc *pr)
+{
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    __u64 tp = 0;
+    if (bpf_core_field_exists(task->thread.fsbase))
+        tp = BPF_CORE_READ(task, thread.fsbase);
+    else if (bpf_core_field_exists(task->thread.uw.tp_value))
+        tp = BPF_CORE_READ(task, thread.uw.tp_value);
+    return tp > pr->self_off ? tp - pr->self_off : 0;
+}
+
 SEC("perf_event")
 int cn_int_sample(struct bpf_perf_event_data *ctx)
 {
@@ -398,9 +428,12 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     r->cpu = bpf_get_smp_processor_id();
     r->status = CN_INT_ABI_OK;
 
-    struct walk w = {.l = *l, .r = r, .fb = bpf_map_lookup_elem(&fbufs, &zero)};
-    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-    w.fsbase = BPF_CORE_READ(task, thread.fsbase);
+    struct walk w;
+    bpf_probe_read_kernel(&w, sizeof(w), &walk_zero);
+    w.l = *l;
+    w.r = r;
+    w.fb = bpf_map_lookup_elem(&fbufs, &zero);
+    w.self = thread_self(pr);
     /* _PyRuntime.interpreters.head and .main: one interpreter, or several (sub-interpreters),
      * read again every CN_INT_ABI_MULTI_NS (a read per sample cost every Python process ~0.1
      * µs; a sub-interpreter created meanwhile is seen that much later) */
@@ -418,7 +451,7 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
     r->nsub = 0;
     __u64 ts = 0;
     w.multi = pr->multi;
-    if (w.fsbase)
+    if (w.self)
         ts = find_tstate(&w, tid, r->ktime, head);
     if (w.multi) {
         r->rflags = CN_INT_ABI_R_MULTI;

@@ -32,7 +32,7 @@ struct cn_int_abi_layout {
     __u32 is_next;         /* PyInterpreterState.next */
     __u32 is_threads_head; /* PyInterpreterState.tstate_head / threads.head */
     __u32 ts_next;         /* PyThreadState.next */
-    __u32 ts_thread_id;    /* PyThreadState.thread_id (pthread_self(): the thread's fs base) */
+    __u32 ts_thread_id;    /* PyThreadState.thread_id (pthread_self()) */
     __u32 ts_frame;        /* PyThreadState.frame (≤3.10), .cframe (3.11, 3.12), .current_frame */
     __u32 cf_current_frame; /* _PyCFrame.current_frame (3.11, 3.12), else NONE */
     __u32 fr_code;          /* f_code / f_executable */
@@ -77,7 +77,11 @@ struct cn_int_abi_proc {
     __u32 multi;      /* the program's: several interpreters, at multi_ns */
     __u64 multi_ns;   /* the program's: bpf_ktime_get_ns() of that read (0: never) */
     __u64 head, main; /* the program's: interpreters.head and .main then */
+    __u64 self_off;   /* pthread_self() = thread pointer - self_off: 0 on x86-64 (the fs base
+                         is the struct pthread), glibc's sizeof(struct pthread) on arm64;
+                         CN_INT_ABI_SELF_PENDING while not known (no thread is searched) */
 };
+#define CN_INT_ABI_SELF_PENDING (~0ull)
 
 /* The answer to a check, in the ring beside the sample records (and shorter than any). */
 struct cn_int_abi_checked {

@@ -76,7 +76,7 @@ typedef struct cn_int_record {
     uint32_t pid, tid, cpu; /* pid is the tgid; both in the pid namespace of the process that
                                called cn_int_new, as its perf events report them */
     uint64_t time;          /* the perf sample's time when sample_time, else bpf_ktime_get_ns()
-                               a few µs after it (same clock) */
+                               a little before it (same clock) */
     bool sample_time;
     int status; /* enum cn_int_status */
     bool multi; /* the process had more than one interpreter (sub-interpreters) at the sample */
@@ -96,6 +96,8 @@ typedef struct cn_int_proc {
     uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault's addresses in the process (0, 0
                                       when its symbol is absent): the frames the splice replaces */
     bool debug_offsets;            /* layout read from the process's _Py_DebugOffsets (3.13+) */
+    uint64_t self_off; /* thread pointer - pthread_self(): 0 on x86-64, on arm64 the size of the
+                          process's glibc struct pthread (its _thread_db_sizeof_pthread) */
 } cn_int_proc;
 
 /* Counters kept by the program, summed over CPUs. */
@@ -139,8 +141,9 @@ int cn_int_drain(cn_int_ctx *c);
 
 /* The record of the perf sample (pid, tid, time): searched in the queue, and on a miss after
  * draining the ring (the program commits its record before the sample reaches the perf ring).
- * A record with sample_time matches time exactly; one with a ktime matches the first record
- * of that thread at or after time, within 1 ms. Returns 1 and *out (the record leaves the
+ * A record with sample_time matches time exactly; one with a ktime matches that thread's
+ * latest record at or before time, within 1 ms (before 6.3 the program runs before the
+ * kernel takes the sample's time). Returns 1 and *out (the record leaves the
  * queue), 0 when there is none (the ring was full, or the process is not registered). */
 int cn_int_take(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time, cn_int_record *out);
 

@@ -289,6 +289,7 @@ typedef struct cn_live_session_info {
      * copy (dwarf, auto's fallback), of those wholly through compiled CFI rules or with
      * libunwind, and user addresses outside every known mapping. */
     uint64_t dwarf_unwinds, cfi_unwinds, libunwind_unwinds, unmapped;
+    uint64_t libunwind_why[CN_SMP_FB__COUNT]; /* libunwind_unwinds by cause (cn_smp_fallback) */
     /* The stack copy the sampler asks for now (bytes; 0 without copies or for a saved
      * session), whether it adapts (auto without --stack-size: docs/perf-sampler.md), and
      * how often it shrank and grew back. */

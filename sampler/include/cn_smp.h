@@ -236,6 +236,22 @@ typedef enum cn_smp_stop {
     CN_SMP_STOP__COUNT
 } cn_smp_stop;
 
+/* Why a sample's stack went to libunwind instead of compiled CFI (counters.libunwind_why;
+ * docs/perf-sampler.md, "Compiled CFI: what falls back"): the first frame the compiled
+ * rules could not step. */
+typedef enum cn_smp_fallback {
+    CN_SMP_FB_NO_MAP = 0,  /* an address in no mapped object file (JIT or anonymous code) */
+    CN_SMP_FB_NO_CFI,      /* no CFI covers the address (hand-written assembly, crt) */
+    CN_SMP_FB_CFA_EXPR,    /* the CFA is a DWARF expression of no known shape */
+    CN_SMP_FB_CFA_REG,     /* the CFA is based on a register not known at that frame */
+    CN_SMP_FB_REG_RULE,    /* the return address' or frame pointer's rule has no compiled
+                              form (an expression) */
+    CN_SMP_FB_REG_UNKNOWN, /* that rule names a register not known at that frame */
+    CN_SMP_FB_NOT_UPWARD,  /* the caller's frame is not above the callee's */
+    CN_SMP_FB_OTHER,       /* anything else (a signal frame on another stack, no rules) */
+    CN_SMP_FB__COUNT
+} cn_smp_fallback;
+
 #define CN_SMP_MAX_FRAMES 256
 
 typedef struct cn_smp_sample {
@@ -304,6 +320,7 @@ typedef struct cn_smp_counters {
     uint64_t cfi_unwinds;       /* stack unwinds (incl. auto's leaf steps) done wholly through
                                    compiled CFI rules */
     uint64_t libunwind_unwinds; /* stack unwinds that needed libunwind */
+    uint64_t libunwind_why[CN_SMP_FB__COUNT]; /* of those, by cause (dwarf and auto) */
     uint64_t unwind_checked;    /* check_unwind: compiled-CFI unwinds redone with libunwind */
     uint64_t unwind_mismatches; /* check_unwind: of those, with a different result */
     uint64_t unmapped;          /* user addresses outside every known mapping */
@@ -440,6 +457,9 @@ int cn_smp_session_replay(cn_smp_session *s, uint64_t sample_type);
 const char *cn_smp_unwind_name(cn_smp_unwind u);
 int cn_smp_unwind_parse(const char *name, cn_smp_unwind *ret);
 const char *cn_smp_stop_name(cn_smp_stop stop);
+/* "no-map", "no-cfi", "cfa-expr", "cfa-reg", "reg-rule", "reg-unknown", "not-upward",
+ * "other". */
+const char *cn_smp_fallback_name(cn_smp_fallback fb);
 /* Modes: "cpu", "off-cpu", "wall"; parse returns -EINVAL on anything else. */
 const char *cn_smp_mode_name(cn_smp_mode m);
 int cn_smp_mode_parse(const char *name, cn_smp_mode *ret);

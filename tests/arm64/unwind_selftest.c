@@ -382,8 +382,8 @@ static void unwind_plt_leaf(const space *sp, const cn_smp__rec *r0, const uint64
     r.u.sample.ip = regs[32];
     r.u.sample.regs = (const uint8_t *)regs;
     cn_smp_stop stop = CN_SMP_STOP_OTHER;
-    int n =
-        cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, pcs, CN_SMP_MAX_FRAMES, NULL, &stop);
+    int n = cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, pcs, CN_SMP_MAX_FRAMES, NULL,
+                               &stop, NULL);
     printf("leaf in the PLT (no CFI) at %#llx: %d frames, %s\n", (unsigned long long)regs[32], n,
            n >= 0 ? cn_smp_stop_name(stop) : "gave up");
     CHECK(n == cn && pcs[0] == regs[32] && stop == cstop &&
@@ -412,7 +412,7 @@ static void unwind_all(const space *sp, const snapshot *s)
 
     /* Compiled CFI takes these frames whole: it must not hand them to libunwind. */
     int cn = cn_smp__unwind_cfi(&cn_smp__arch_arm64, &sp->proc, &r, cpcs, CN_SMP_MAX_FRAMES, NULL,
-                                &cstop);
+                                &cstop, NULL);
     CHECK(cn >= 0, "compiled CFI gave up (%d): a frame needs libunwind", cn);
     if (cn >= 0) {
         check_frames("compiled CFI", sp, s, cpcs, cn, cstop);

@@ -6,7 +6,8 @@
 #    dir OUTDIR/build, incremental) and the test workloads (tests/arm64/vm_tests.sh names them);
 # 2. assembles an initramfs in OUTDIR/root: the arm64 busybox, those binaries, the arm64
 #    shared libraries they need and ld-linux-aarch64 (the libraries are copied once and kept:
-#    the cached root), vm_init.sh as /init and vm_tests.sh;
+#    the cached root), vm_init.sh as /init and vm_tests.sh; Debian's arm64 CPython 3.11 for
+#    the Python check (its packages unpacked once: "the arm64 CPython" below);
 # 3. boots it with qemu-system-aarch64 -M virt -cpu max (TCG: pointer authentication and
 #    BTI on) and Debian's arm64 kernel, console on the emulated PL011 (ttyAMA0), bounded by
 #    a timeout;
@@ -119,10 +120,56 @@ for f in client/canopy daemon/canopyd bench/bench_sampler; do
 done
 cp "$src/tests/arm64/vm_init.sh" "$root/init" && chmod +x "$root/init" || die "no vm_init.sh"
 cp "$src/tests/arm64/vm_tests.sh" "$root/vm_tests.sh" || die "no vm_tests.sh"
+cp "$src/tests/arm64/vm_python.py" "$wl/py_work.py" || die "no vm_python.py"
 rm -f "$root/debug.sh"
 if [ "$mode" = debug ]; then
     cp "${CANOPY_A64_DEBUG:?debug mode: set CANOPY_A64_DEBUG to a script}" "$root/debug.sh" ||
         die "cannot copy $CANOPY_A64_DEBUG"
+fi
+
+# The arm64 CPython: Debian 12's python3.11 (libpython linked in, with the math and zlib
+# modules: the check's calls into libm and libz), its minimal standard library (without
+# lib-dynload's _ssl and _hashlib) and libexpat. It cannot be installed beside the host's python3.11 (not Multi-Arch:
+# same), so its packages are downloaded (scripts/setup puts them in $pydebs; else they are
+# fetched here, once) and unpacked into the cached root. Without them the Python check is
+# skipped, except under CI=true.
+pydebs=${CANOPY_A64_PYTHON_DEBS:-/var/cache/canopy-test/arm64-python}
+pypkgs="python3.11-minimal libpython3.11-minimal libexpat1"
+pyok() { for p in $pypkgs; do ls "$1/${p}_"*_arm64.deb >/dev/null 2>&1 || return 1; done; }
+if [ ! -x "$root/usr/bin/python3.11" ]; then
+    if ! pyok "$pydebs"; then
+        pydebs=$out/python-debs
+        mkdir -p "$pydebs" || die "cannot create $pydebs"
+        # shellcheck disable=SC2046,SC2086 # the package list
+        pyok "$pydebs" || (cd "$pydebs" && apt-get download -q $(printf '%s:arm64 ' $pypkgs)) \
+            >"$out/python-debs.log" 2>&1
+    fi
+    if pyok "$pydebs"; then
+        x=$out/python-x
+        rm -rf "$x" && mkdir -p "$x" || die "cannot create $x"
+        for p in $pypkgs; do
+            d=$(ls "$pydebs/${p}_"*_arm64.deb | LC_ALL=C sort | tail -1)
+            dpkg-deb -x "$d" "$x" || die "cannot unpack $d"
+        done
+        mkdir -p "$root/usr/bin" "$root/usr/lib" || die "cannot create $root/usr"
+        rm -rf "$root/usr/lib/python3.11"
+        cp -a "$x/usr/lib/python3.11" "$root/usr/lib/" &&
+            rm -f "$root/usr/lib/python3.11/lib-dynload/"*.so &&
+            cp -L "$x/lib/aarch64-linux-gnu/libexpat.so.1" "$root/lib/" ||
+            die "cannot copy the arm64 CPython into $root"
+        # the standard library precompiled here when this python3 is a 3.11 too (the same
+        # bytecode): the machine would compile what it imports at each boot
+        if python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+            python3 -m compileall -q "$root/usr/lib/python3.11" >/dev/null 2>&1
+        fi
+        cp "$x/usr/bin/python3.11" "$root/usr/bin/python3.11" || die "cannot copy python3.11"
+        rm -rf "$x"
+        log "arm64 CPython $(ls "$pydebs"/python3.11-minimal_*_arm64.deb | sed 's/.*minimal_//; s/_arm64.deb//') unpacked"
+    elif [ "${CI:-}" = true ]; then
+        die "no arm64 CPython packages (scripts/setup downloads them to $pydebs): $(tail -3 "$out/python-debs.log")"
+    else
+        log "no arm64 CPython (apt-get download failed: $out/python-debs.log): the Python check is skipped"
+    fi
 fi
 
 # needed FILE: the shared libraries FILE asks for (DT_NEEDED).
@@ -131,7 +178,8 @@ needed() {
 }
 # The dependency closure, resolved in the arm64 multiarch directories. Libraries found in
 # $root/lib are kept from an earlier run (the cached root).
-todo="$root/bin/canopy $root/bin/canopyd $root/bin/bench_sampler $wl/*"
+todo="$root/bin/canopy $root/bin/canopyd $root/bin/bench_sampler $wl/wl_*"
+[ -x "$root/usr/bin/python3.11" ] && todo="$todo $root/usr/bin/python3.11"
 seen=" "
 while [ -n "$todo" ]; do
     next=""

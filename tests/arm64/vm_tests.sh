@@ -26,7 +26,8 @@ sendfile() { # NAME FILE
     echo "VMFILE END $1"
 }
 # Prints a file's first lines (folded stacks, most weight first) to show what went wrong.
-show() { sort -t' ' -k2 -n -r "$1" | head -"${2:-8}" | sed 's/^/  | /'; }
+# (Sorted by the last field: Python frames hold spaces, "work_a (py_work.py)".)
+show() { awk '{ print $NF "\t" $0 }' "$1" | sort -n -r | cut -f2- | head -"${2:-8}" | sed 's/^/  | /'; }
 
 # shares MODE FOLDED: "a b c full in_main total" percentages from folded stacks. A stack
 # counts for work_a, work_b or work_c when its frames below main (kernel frames, from el0t_*
@@ -107,6 +108,72 @@ sigprof() {
             show $T/sig-$m.folded
         fi
     done
+}
+
+# Python functions in the stacks (docs/python.md, "arm64"): Debian's arm64 CPython 3.11
+# (vm.sh unpacks it) runs vm_python.py under `canopy run` through canopyd: the BPF program
+# finds the thread's PyThreadState from the arm64 thread pointer (tp_value less glibc's
+# struct pthread) and the splice puts work_a and work_b in the tree. Checked: the session's
+# state "python frames: on"; work_a/work_b 70/30 ±5 (the workload's split by construction);
+# the libm/libz samples (sin, deflate: only the loop calls them) lie under work_a or work_b
+# and the Python frame of the round that called them (≥ 90%, at least 20): the samples
+# joined to their own record; ≥ 75% of the samples in the eval loop (under PyEval_EvalCode)
+# carry Python frames (seen 82.4-95.1% at load 11-25: the rest are the module's start before
+# the registration, more of them the slower the machine; a join taking the wrong records,
+# 59%).
+python_frames() {
+    PY=/usr/bin/python3.11
+    if [ ! -x $PY ]; then
+        echo "VMINFO python: no arm64 CPython in the machine (vm.sh): check skipped"
+        return
+    fi
+    p0=$(cut -d' ' -f1 /proc/uptime)
+    canopy run --name py-run --format folded -o $T/py.folded -- $PY -S $WL/py_work.py \
+        "${VM_PY_SECONDS:-4}" >$T/py.out 2>$T/py.err &
+    rpid=$!
+    # pyj: the session's counters (registered processes, samples of them, joined to a
+    # record); the loop starts once the interpreter is registered (vm_python.py)
+    i=0
+    while [ $i -lt 300 ]; do
+        pyj=$(canopy sessions --format json 2>&1 | grep -o '"name":"py-run".*' |
+            grep -o '"python":{[^}]*}' | head -1 | sed 's/"python"://; s/[{}"]//g; s/,/ /g')
+        case " $pyj " in *" registered:1 "*) grep -q ready $T/py.out && break ;; esac
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # the workload: canopy run's child (its pid in field 4 of its stat, comm has no space)
+    for st in /proc/[0-9]*/stat; do
+        # shellcheck disable=SC2046 # the fields, one word each
+        set -- $(cat "$st" 2>/dev/null)
+        [ "${4:-}" = "$rpid" ] && [ "$2" = "(python3.11)" ] && kill -USR1 "$1"
+    done
+    wait $rpid || fail "python: canopy run exited $?: $(tail -3 $T/py.err)"
+    pyj=$(canopy sessions --format json 2>&1 | grep -o '"name":"py-run".*' |
+        grep -o '"python":{[^}]*}' | head -1 | sed 's/"python"://; s/[{}"]//g; s/,/ /g')
+    state=$(canopy tree py-run --depth 1 2>&1 | head -1 | grep -o 'python frames: [^,]*')
+    f=$T/py.folded
+    # (bracket expressions, not \( : awk -v would take the backslashes as escapes)
+    P='[(]py_work[.]py[)]'
+    na=$(awk -v re=";work_a $P" '$0 ~ re { n += $NF } END { print n + 0 }' $f)
+    nb=$(awk -v re=";work_b $P" '$0 ~ re { n += $NF } END { print n + 0 }' $f)
+    sa=$(awk -v a="$na" -v b="$nb" 'BEGIN { printf "%.1f", a + b ? 100 * a / (a + b) : 0 }')
+    sb=$(awk -v a="$na" -v b="$nb" 'BEGIN { printf "%.1f", a + b ? 100 * b / (a + b) : 0 }')
+    withpy=$(share $f " $P" ';PyEval_EvalCode;')
+    # libm's sin has aliases at its address (sinf64, sinf32x): any of them names it
+    C=';(sin|sinf64|sinf32x|deflate)[; ]'
+    nc=$(awk -v re="$C" '$0 ~ re { n += $NF } END { print n + 0 }' $f)
+    under=$(share $f ";work_[ab] $P;.*;round_ $P;.*$C" "$C")
+    p1=$(cut -d' ' -f1 /proc/uptime)
+    took=$(awk -v a="$p0" -v b="$p1" 'BEGIN { printf "%.0f", b - a }')
+    what="work_a $sa% work_b $sb% ($((na + nb)) samples, $(tail -1 $T/py.out), registered after $((i / 10)).$((i % 10))s); $withpy% of the eval loop's samples with Python frames; $nc sin/deflate samples, $under% under work_*;…;round_"
+    if [ "$state" = "python frames: on" ] && [ $((na + nb)) -ge 150 ] && awk -v a="$sa" \
+        -v w="$withpy" -v n="$nc" -v u="$under" 'BEGIN { d = a - 70; if (d < 0) d = -d
+            exit !(d <= 5 && w >= 75 && n >= 20 && u >= 90) }'; then
+        pass "python: $state ($pyj); $what (${took}s)"
+    else
+        fail "python: ${state:-no python state} ($pyj); $what (want 70/30 ±5, ≥ 150 samples, ≥ 75%, ≥ 20, ≥ 90%)"
+        show $f
+    fi
 }
 
 tests() {
@@ -257,6 +324,8 @@ tests() {
             show $T/thr-$b.folded
         fi
     done
+
+    python_frames
 
     # A saved .canopy goes to the host, with canopy open's output here to compare with there.
     canopy save at-pac-dwarf -o $T/shares.canopy 2>$T/save.err || fail "save: $(cat $T/save.err)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Queries never starve sampling: 999 Hz on a 2-thread workload while 4 clients each ask
-# for a tree every 100 ms, on both event loops: 0 lost records, and the queries are served.
+# for a tree every 100 ms, on both event loops: 0 lost records, and the queries are served;
+# meanwhile canopyd's loop thread runs at nice -5 and the query workers at 0.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 WL=$CANOPY_WORKLOADS/wl_threads_fp
@@ -8,6 +9,30 @@ WL=$CANOPY_WORKLOADS/wl_threads_fp
 W=
 trap 'rc=$?; stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 field() { ok '{"cmd":"sessions"}' | jget "[s['$2'] for s in d['sessions'] if s['id']=='$1'][0]"; }
+# The priority policy (daemon/main.c, workers.c): the loop's thread (canopyd's first) at
+# nice -5, the symbolizer's at 0, each query's forked child at 0 (below the loop, not
+# below the users' work). watch_priorities PID OUT records "tid nice" of canopyd's threads
+# and "child nice" of each child seen for 3 s of queries.
+watch_priorities() {
+  local pid=$1 out=$2 end=$((SECONDS + 3)) t c
+  : >"$out"
+  for t in /proc/$pid/task/*; do echo "${t##*/} $(awk '{print $19}' "$t/stat")" >>"$out"; done
+  while ((SECONDS < end)); do
+    for c in $(cat /proc/$pid/task/*/children 2>/dev/null); do
+      echo "child $(awk '{print $19}' /proc/$c/stat 2>/dev/null)" >>"$out"
+    done
+    sleep 0.01
+  done
+}
+check_priorities() {
+  local nice
+  nice=$(awk -v p=$D_PID '$1 == p {print $2}' "$2")
+  [ "$nice" = -5 ] || fail "$1: the loop's thread runs at nice '$nice', not -5: $(cat "$2")"
+  awk -v p=$D_PID '$1 != p && $1 != "child" && $2 != 0 {bad = 1} END {exit bad}' "$2" ||
+    fail "$1: another canopyd thread is not at nice 0: $(cat "$2")"
+  grep -qx 'child 0' "$2" || fail "$1: no query child seen at nice 0: $(sort "$2" | uniq -c)"
+  ! grep -q '^child \(-5\|10\)$' "$2" || fail "$1: a child at the wrong nice: $(sort "$2" | uniq -c)"
+}
 
 for BACKEND in io_uring epoll; do
   rm -rf "$TMP/state"
@@ -16,7 +41,11 @@ for BACKEND in io_uring epoll; do
   W=$!
   S=$(ok "{\"cmd\":\"attach\",\"pid\":$W,\"freq\":999}" | jget 'd["session"]["id"]')
   sleep 0.5
-  $PROTO load "$SOCK" "$S" 4 100 4 >"$TMP/load.json" || fail "$BACKEND: queries failed: $(cat "$TMP/load.json")"
+  $PROTO load "$SOCK" "$S" 4 100 4 >"$TMP/load.json" &
+  LOAD=$!
+  watch_priorities $D_PID "$TMP/nice.txt"
+  wait $LOAD || fail "$BACKEND: queries failed: $(cat "$TMP/load.json")"
+  check_priorities "$BACKEND" "$TMP/nice.txt"
   wait $W
   W=
   n=$(field "$S" samples)

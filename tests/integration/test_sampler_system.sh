@@ -15,7 +15,8 @@
 # of their samples when a system session read their maps from /proc late); each run ends
 # at most 2% of its stacks for want of CFI (cmake 10%: 88-92% while ld.so's _start was
 # not known as the first frame); the system session's no-CFI stacks are at most its other
-# processes' stacks plus 2% of the programs'. Prints the table.
+# processes' stacks plus 2% of the programs'; every session's libunwind stacks by cause add
+# up, and each run sends at most 2% of its stacks to libunwind (cmake 5%). Prints the table.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}" "${CANOPY_SOURCE_DIR:?}"
 [ "$(id -u)" = 0 ] || skip "a system session needs root or CAP_PERFMON"
@@ -194,6 +195,22 @@ for n in names:
     # and OpenSSL's cpuid in assembly) that every short run goes through.
     if nocfi > (10 if n == "cmake" else 2):
         errs.append(f"{n}: {nocfi:.1f}% of its own session's stacks end without CFI")
+# Stacks that went to libunwind, by cause (docs/perf-sampler.md, "Compiled CFI: what falls
+# back"): the causes add up to the count in every session, and the programs' own runs
+# (Debian's binaries: lazy binding through ld.so's trampoline and the PLT, cmake's
+# library initialisers) print theirs.
+for name, ses in sessions.items():
+    w = ses["unwinder"]
+    if sum(w.get("libunwind_causes", {}).values()) != w["libunwind"]:
+        errs.append(f"{name}: libunwind causes {w.get('libunwind_causes')} do not add up to "
+                    f"{w['libunwind']}")
+for n in names:
+    w = sessions[f"run-{n}"]["unwinder"]
+    print(f"run-{n}: {w['libunwind']} of {w['dwarf']} stacks through libunwind "
+          f"{w.get('libunwind_causes', {})}")
+    # typical: 0, cmake 1-2% (crti's code without CFI)
+    if w["libunwind"] > (0.05 if n == "cmake" else 0.02) * max(w["dwarf"], 50):
+        errs.append(f"run-{n}: {w['libunwind']} of {w['dwarf']} stacks went to libunwind")
 so = sessions["sys"]["unwind_outcomes"]
 su = sessions["sys"]["user_stacks"]
 others = max(su - mine, 0)

@@ -35,7 +35,7 @@ for line in 'Type=notify' 'NoNewPrivileges=yes' 'ProtectSystem=strict' 'ProtectH
   grep -qx "$line" "$svc" || fail "canopyd.service lacks $line"
 done
 caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$svc" | tr ' ' '\n' | sort | tr '\n' ' ')
-[ "$caps" = "CAP_BPF CAP_CHECKPOINT_RESTORE CAP_DAC_READ_SEARCH CAP_IPC_LOCK CAP_PERFMON CAP_SYSLOG CAP_SYS_PTRACE " ] ||
+[ "$caps" = "CAP_BPF CAP_CHECKPOINT_RESTORE CAP_DAC_READ_SEARCH CAP_IPC_LOCK CAP_PERFMON CAP_SYSLOG CAP_SYS_NICE CAP_SYS_PTRACE " ] ||
   fail "CapabilityBoundingSet is '$caps'"
 grep -qx 'ListenStream=/run/canopy/canopy.sock' "$UNITS/canopyd.socket" ||
   fail "canopyd.socket does not listen on /run/canopy/canopy.sock"

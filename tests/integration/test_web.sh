@@ -25,9 +25,9 @@ need_browser
 export CANOPY_SOCKET=$TMP/d.sock
 
 D_PID=
-W_PID= W2_PID=
+W_PID= W2_PID= W3_PID=
 WEB_PID=
-trap 'rc=$?; kill $WEB_PID $W_PID $W2_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+trap 'rc=$?; kill $WEB_PID $W_PID $W2_PID $W3_PID $D_PID 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
 start_canopyd
 
 # start_web ARGS...: canopy web in the background; sets WEB_PID, URL, BASE, TOKEN, PORT.
@@ -128,6 +128,27 @@ python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys
 [ "$(code "$BASE/api/tree?token=$TOKEN&arg=-t&arg=merge:no_such_function")" = 400 ] ||
   fail "a transform of an unknown function (refused by canopyd) is not 400"
 echo "PASS /api/export = canopy tree --format F (json folded pprof svg firefox), /api/lines = canopy lines"
+# Six queries at once (a session's go to canopyd together over up to three connections, the
+# rest wait for one): each answer is its own query's.
+"$C" tree shares --format activity >"$TMP/cli.act" || fail "canopy tree --format activity"
+A="$BASE/api/tree?token=$TOKEN"
+PAR=()
+curl -m 60 -s "$A&arg=-t&arg=merge:burn" >"$TMP/par.json" & PAR+=($!)
+curl -m 60 -s "$A&arg=--format&arg=activity" >"$TMP/par.act" & PAR+=($!)
+curl -m 60 -s "$BASE/api/lines?token=$TOKEN&func=burn" >"$TMP/par.lines" & PAR+=($!)
+curl -m 60 -s "$BASE/api/export?token=$TOKEN&format=folded&arg=-t&arg=merge:burn" >"$TMP/par.folded" & PAR+=($!)
+curl -m 60 -s -o /dev/null -w '%{http_code}' "$A&arg=-t&arg=merge:no_such_function" >"$TMP/par.bad" & PAR+=($!)
+curl -m 60 -s "$A&arg=-t&arg=merge:burn" >"$TMP/par2.json" & PAR+=($!)
+wait "${PAR[@]}"
+for f in par.json par2.json; do
+  cmp -s <(tr -d "\n" <"$TMP/cli.json") <(tr -d "\n" <"$TMP/$f") || fail "concurrent: $f differs from canopy tree -t merge:burn"
+done
+cmp -s <(tr -d '\n' <"$TMP/cli.act") <(tr -d '\n' <"$TMP/par.act") || fail "concurrent: the activity data differs"
+cmp -s "$TMP/cli.folded" "$TMP/par.folded" || fail "concurrent: the folded export differs"
+python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a!=b)' "$TMP/cli.lines" "$TMP/par.lines" ||
+  fail "concurrent: /api/lines differs"
+[ "$(cat "$TMP/par.bad")" = 400 ] || fail "concurrent: the refused query is $(cat "$TMP/par.bad"), not 400"
+echo "PASS six queries at once, each answered with its own bytes"
 stop_web
 
 # ---- views, transforms, search, thread, range, URL, downloads on the saved session -----------
@@ -149,35 +170,43 @@ start_web "$TMP/wall.json"
 TMPDIR=$TMP node "$DRIVER" units "$URL" "$SHOTS" || fail "time units (screenshots in $SHOTS)"
 stop_web
 
-# ---- a real wall-mode session of the waits workload: times, and the workload's own shares ----
+# ---- real wall-mode and off-cpu sessions of the waits workload: times, the workload's shares ----
 # The rounds start (SIGUSR1) once canopyd samples, and it samples until the workload exits,
-# so the page's times and the workload's own measurement cover the same rounds.
-"$WAITS" 1.5 --wait-signal >"$TMP/waits.out" &
-W2_PID=$!
-"$C" attach $W2_PID --mode wall --unwind fp --name wall >/dev/null 2>"$TMP/err" || fail "attach --mode wall: $(cat "$TMP/err")"
-kill -USR1 $W2_PID
-wait $W2_PID
-for ((i = 0; i < 300; i++)); do # the exit seen and every frame symbolized
-  "$C" sessions --format json >"$TMP/s.json" || fail "sessions"
-  [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "wall"][0]')" = "('exited', 0)" ] && break
-  sleep 0.1
-done
-start_web wall --functions --tid $W2_PID # the main thread: compute, read, nap
-TMPDIR=$TMP node "$DRIVER" wall "$URL" "$SHOTS" >"$TMP/wall.log" || fail "a wall session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
-grep PASS "$TMP/wall.log"
-stop_web
-python3 - "$TMP/wall.log" $(python3 "$(dirname "$0")/offcpu_shares.py" --expect "$TMP/waits.out" wall main) <<'PY' ||
+# so the page's times and the workload's own measurement cover the same rounds. Off-cpu:
+# main's time off the CPU is its reads and naps (preemption, [preempted], dropped).
+for MODE in wall off-cpu; do
+  "$WAITS" 1.5 --wait-signal >"$TMP/waits.out" &
+  W2_PID=$!
+  "$C" attach $W2_PID --mode $MODE --unwind fp --name $MODE >/dev/null 2>"$TMP/err" || fail "attach --mode $MODE: $(cat "$TMP/err")"
+  kill -USR1 $W2_PID
+  wait $W2_PID
+  for ((i = 0; i < 300; i++)); do # the exit seen and every frame symbolized
+    "$C" sessions --format json >"$TMP/s.json" || fail "sessions"
+    [ "$(json "$TMP/s.json" '[(s["state"], s["symbols"]["pending"]) for s in d["sessions"] if s["name"] == "'$MODE'"][0]')" = "('exited', 0)" ] && break
+    sleep 0.1
+  done
+  if [ $MODE = wall ]; then
+    start_web wall --functions --tid $W2_PID # the main thread: compute, read, nap
+    TMPDIR=$TMP node "$DRIVER" wall "$URL" "$SHOTS" >"$TMP/wall.log" || fail "a wall session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
+  else
+    start_web off-cpu --functions --tid $W2_PID -t 'drop:[preempted]' # main: read, nap
+    TMPDIR=$TMP node "$DRIVER" offcpu "$URL" "$SHOTS" >"$TMP/wall.log" || fail "an off-cpu session (screenshots in $SHOTS): $(cat "$TMP/wall.log")"
+  fi
+  grep PASS "$TMP/wall.log"
+  stop_web
+  python3 - "$TMP/wall.log" $(python3 "$(dirname "$0")/offcpu_shares.py" --expect "$TMP/waits.out" $MODE main) <<'PY' ||
 import json, sys
 cells = json.loads(open(sys.argv[1]).read().split("CELLS ", 1)[1])
 scale = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
-ns = [float(cells[f].split()[0]) * scale[cells[f].split()[1]] for f in ("compute", "read", "nap")]
+ns = [float(cells[f].split()[0]) * scale[cells[f].split()[1]] if f in cells else 0 for f in ("compute", "read", "nap")]
 got = [100 * v / sum(ns) for v in ns]
 want = [float(x) for x in sys.argv[2:5]]
 print("page's compute/read/sleep shares", [round(g, 1) for g in got], "the workload's", want, "cells", cells)
 sys.exit(any(abs(g - w) > 5 for g, w in zip(got, want)))
 PY
-  fail "the page's wall times differ from the workload's own"
-echo "PASS a wall session in the browser: times, the workload's shares"
+    fail "the page's $MODE times differ from the workload's own"
+  echo "PASS the $MODE session in the browser: times, the workload's shares"
+done
 
 # ---- a long table: windowed ------------------------------------------------------------------
 for i in $(seq 0 1999); do echo "main;f$i 1"; done >"$TMP/long.folded"
@@ -197,6 +226,36 @@ curl -s "$BASE/api/export?token=$TOKEN&format=folded" | cmp -s - "$TMP/cli.folde
 echo "PASS /api/tree of BASE NEW = canopy diff --format json"
 TMPDIR=$TMP node "$DRIVER" diff "$URL" "$SHOTS" || fail "diff (screenshots in $SHOTS)"
 stop_web
+
+# ---- canopy web BASE NEW with a running session: a live differential view ------------------
+# The page refreshes it like a live session; each refresh (at most one a second) builds the
+# differential profile again from the session's current profile: NEW's total grows.
+"$WL" 20 >/dev/null &
+W3_PID=$!
+"$C" attach "$W3_PID" --name diffnew -F 499 >/dev/null || fail "attach diffnew"
+sleep 0.5
+start_web "$TMP/base.folded" diffnew
+curl -s "$BASE/api/info?token=$TOKEN" >"$TMP/info.json"
+[ "$(json "$TMP/info.json" 'd["live"] and d["diff"]')" = True ] ||
+  fail "a diff against a running session is not live: $(cat "$TMP/info.json")"
+curl -s "$BASE/api/tree?token=$TOKEN" >"$TMP/d1.json"
+sleep 1.5
+curl -s "$BASE/api/tree?token=$TOKEN" >"$TMP/d2.json"
+n1=$(json "$TMP/d1.json" 'd["new_total"]')
+n2=$(json "$TMP/d2.json" 'd["new_total"]')
+[ "$(json "$TMP/d1.json" 'd["base_total"]')" = 15 ] || fail "live diff: BASE's total is not the file's 15"
+[ "$n2" -gt "$n1" ] || fail "live diff: NEW's total does not grow ($n1 -> $n2)"
+echo "PASS a live diff (BASE a file, NEW a running session): NEW $n1 -> $n2 samples in 1.5 s"
+stop_web
+# Both sides stopped: not live.
+"$C" stop diffnew >/dev/null || fail "stop diffnew"
+start_web "$TMP/base.folded" diffnew
+curl -s "$BASE/api/info?token=$TOKEN" >"$TMP/info.json"
+[ "$(json "$TMP/info.json" 'd["live"]')" = False ] || fail "a diff of stopped sides is live"
+stop_web
+kill $W3_PID 2>/dev/null || true
+wait $W3_PID 2>/dev/null || true
+W3_PID=
 
 # ---- --pid: sampled in-process, live ---------------------------------------------------------
 "$WL" 30 >/dev/null & # its own workload: the first one's 60 s may be over by now

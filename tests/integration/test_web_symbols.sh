@@ -126,6 +126,20 @@ echo "PASS ETag: 304 for the same answer, 200 otherwise"
 NEW=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["transforms"]; print(t[0][len("merge:"):])' "$TMP/old.json")
 [ "$NEW" != "$PH" ] || fail "merge:$PH was not remapped: $(head -c 300 "$TMP/old.json")"
 echo "PASS canopy tree -t merge:$PH after the symbols: merge:$NEW"
+# canopyd gone: each query is a 502 naming why (a connection that broke, then none to
+# open), answered at once, and canopy web goes on serving (and stops cleanly below).
+kill -KILL $D_PID
+wait $D_PID 2>/dev/null || true
+D_PID=
+for k in 1 2 3; do
+  got=$(curl -m 20 -s -o "$TMP/gone.json" -w '%{http_code} %{time_total}' "$BASE/api/tree?token=$TOKEN")
+  [ "${got% *}" = 502 ] && grep -q 'daemon\|canopyd' "$TMP/gone.json" ||
+    fail "a query with canopyd gone: $got $(cat "$TMP/gone.json")"
+  echo "canopyd gone: $got $(cat "$TMP/gone.json")"
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$BASE/api/info?token=$TOKEN")" = 200 ] ||
+  fail "canopy web stopped serving when canopyd went away"
+echo "PASS canopyd gone: 502s with the reason, the page still served"
 stop_web() {
   kill -TERM "$WEB_PID"
   wait "$WEB_PID" || fail "canopy web exited $? after SIGTERM: $(cat "$TMP/web.log")"

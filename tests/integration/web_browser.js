@@ -10,6 +10,7 @@
 //   node web_browser.js pid URL OUTDIR      canopy web --pid: live, growing, named
 //   node web_browser.js wall URL OUTDIR     a real wall session of waits.c (--functions):
 //                                           times; prints the cells of its activities
+//   node web_browser.js offcpu URL OUTDIR   the same for an off-cpu session (no compute)
 //   node web_browser.js diff URL OUTDIR     canopy web BASE NEW: red grew, blue shrank
 //   node web_browser.js long URL OUTDIR     a 2001-row table, windowed
 //   node web_browser.js symbols URL OUTDIR  a live session whose symbols arrive late
@@ -681,10 +682,12 @@ async function units(p) {
 // --functions --tid MAIN): the header, cells and tooltip are times; prints the cells of
 // compute, the read (frame-pointer unwinding skips wait_answer, the caller of libc's
 // read, which keeps no frame pointer) and nap as the page shows them ("CELLS {...}"),
-// which test_web.sh converts and compares with the workload's own measurement.
-async function wall(p) {
+// which test_web.sh converts and compares with the workload's own measurement. An off-cpu
+// session (offcpu: true) has no compute: main is off the CPU only in read and nap.
+async function wall(p, offcpu) {
   const names = `[...document.querySelectorAll('#rows tr .fn')].map((e) => e.textContent)`;
-  await p.waitFor(`(() => { const n = ${names}; return n.includes('compute') && n.includes('nap') && n.some((f) => /(^|_)read$/.test(f)); })()`, 'compute, read and nap in the function list', 20000);
+  const compute = offcpu ? 'true' : `n.includes('compute')`;
+  await p.waitFor(`(() => { const n = ${names}; return ${compute} && n.includes('nap') && n.some((f) => /(^|_)read$/.test(f)); })()`, 'compute, read and nap in the function list', 20000);
   const status = await p.eval(`document.getElementById('status').textContent`);
   if (!/^total [\d.]+ (µs|ms|s) · \d+ samples, \d+ lost/.test(status)) fail('status of a wall session: ' + status);
   const rows = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr) => [tr.querySelector('.fn').textContent, tr.querySelector('.total').textContent])`);
@@ -698,8 +701,8 @@ async function wall(p) {
   await p.mouse('mouseMoved', y.x + 5, y.y + 8);
   const tip = await p.waitFor(`!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent`, 'the tooltip');
   if (!/running: [\d.]+ (ns|µs|ms|s) /.test(tip)) fail('tooltip of a wall session: ' + tip);
-  const c = await p.shot('34-wall-session');
-  console.log(`PASS wall session in times: "${status}", ${rows.length} functions (${c} colours)`);
+  const c = await p.shot(offcpu ? '35-offcpu-session' : '34-wall-session');
+  console.log(`PASS ${offcpu ? 'off-cpu' : 'wall'} session in times: "${status}", ${rows.length} functions (${c} colours)`);
   console.log('CELLS ' + JSON.stringify(cells));
   if (p.exceptions.length) fail('page exceptions: ' + p.exceptions.join('; '));
 }
@@ -891,7 +894,8 @@ if (require.main === module) (async () => {
     else if (mode === 'refused') await refused(p);
     else if (mode === 'views') await views(p);
     else if (mode === 'units') await units(p);
-    else if (mode === 'wall') await wall(p);
+    else if (mode === 'wall') await wall(p, false);
+    else if (mode === 'offcpu') await wall(p, true);
     else if (mode === 'pid') await pid(p);
     else if (mode === 'diff') await diff(p);
     else if (mode === 'long') await long(p);

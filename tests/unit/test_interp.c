@@ -3,6 +3,7 @@
  * libpython3.13 is on the machine), and hostile target memory: forged code objects, absurd
  * lengths, unreadable pointers, loops in frame chains. Every read of forged memory goes through
  * a bounded fake address space, so ASan sees any read past what a decoder was given. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -224,6 +225,33 @@ static void version_names(void **state)
     assert_int_equal(cn_int__version_from_name("/usr/bin/python3", &ma, &mi), -ENOENT);
     assert_int_equal(cn_int__version_from_name("/usr/lib/python3.11/x/libfoo.so", &ma, &mi),
                      -ENOENT);
+}
+
+/* cn_int__elf_u32 on the libc this test runs with: _thread_db_sizeof_pthread (what
+ * cn_int_register reads on arm64 to find pthread_self() from the thread pointer) read from the
+ * file equals the value the loaded libc holds; a name the file lacks, a file that is no ELF. */
+static void elf_u32_libc(void **state)
+{
+    const uint32_t *mem = dlsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread");
+    if (!mem) {
+        print_message("[ skip     ] no _thread_db_sizeof_pthread in this process's libc\n");
+        skip();
+    }
+    Dl_info info; /* the file that defines it (not fclose's: ASan intercepts that) */
+    assert_true(dladdr(mem, &info) && info.dli_fname);
+    int fd = open(info.dli_fname, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    uint32_t v = 0;
+    assert_int_equal(cn_int__elf_u32(fd, "_thread_db_sizeof_pthread", &v), 0);
+    assert_int_equal(v, *mem);
+    print_message("%s: sizeof(struct pthread) %u\n", info.dli_fname, v);
+    assert_int_equal(cn_int__elf_u32(fd, "_thread_db_no_such_thing", &v), -ENOENT);
+    assert_int_equal(cn_int__elf_u32(fd, "fclose", &v), -ENOENT); /* a function, not 4 bytes */
+    close(fd);
+    fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(cn_int__elf_u32(fd, "_thread_db_sizeof_pthread", &v), -ENOEXEC);
+    close(fd);
 }
 
 /* A _Py_DebugOffsets block made from the 3.13 row parses back into it; wrong cookie, another
@@ -774,23 +802,33 @@ static void queue_no_frames(void **state)
     cn_int__queue_free(&q);
 }
 
-/* The ktime fallback: the first record of the thread at or after the sample, within 1 ms. */
+/* The ktime fallback: the thread's latest record at or before the sample, within 1 ms. */
 static void queue_ktime(void **state)
 {
+    /* records a few µs before their samples' times (the program runs before the kernel takes
+     * the sample's time: the arm64 machine's 6.1 kernel, docs/python.md "The join") */
     cn_int__queue q = {0};
     push(&q, 1, 1500, CN_INT_ABI_T_KTIME, 1, NULL);
     push(&q, 1, 2500, CN_INT_ABI_T_KTIME, 2, NULL);
+    push(&q, 2, 2600, CN_INT_ABI_T_KTIME, 9, NULL); /* another thread */
     push(&q, 1, 5000000, CN_INT_ABI_T_KTIME, 3, NULL);
+    push(&q, 1, 9000000, CN_INT_ABI_T_KTIME, 4, NULL); /* its sample was lost */
+    push(&q, 1, 9000400, CN_INT_ABI_T_KTIME, 5, NULL);
     cn_int_record r;
-    assert_int_equal(cn_int__queue_take(&q, 7, 1, 1000, &r), 1);
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 1000, &r), 0); /* before every record */
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 2000, &r), 1);
     assert_int_equal(r.nframes, 1);
     assert_false(r.sample_time);
     assert_int_equal(r.frames[0].instr, -1); /* no layout given */
-    assert_int_equal(cn_int__queue_take(&q, 7, 1, 2000, &r), 1);
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 3000, &r), 1);
     assert_int_equal(r.nframes, 2);
-    assert_int_equal(cn_int__queue_take(&q, 7, 1, 3000, &r), 0);    /* 5 ms later: not it */
-    assert_int_equal(cn_int__queue_take(&q, 7, 1, 6000000, &r), 0); /* before: never */
-    assert_int_equal(cn_int__queue_expire(&q, 6000000), 1);
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 4000, &r), 0);    /* 5 ms later: not it */
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 7000000, &r), 0); /* 2 ms: too far */
+    assert_int_equal(cn_int__queue_take(&q, 7, 1, 9000500, &r), 1); /* the closer one */
+    assert_int_equal(r.nframes, 5);
+    assert_int_equal(cn_int__queue_take(&q, 7, 2, 2700, &r), 1);
+    assert_int_equal(r.nframes, 9);
+    assert_int_equal(cn_int__queue_expire(&q, 9500000), 2);
     assert_int_equal(cn_int__queue_len(&q), 0);
     cn_int__queue_free(&q);
 }
@@ -839,6 +877,7 @@ int main(void)
         cmocka_unit_test(layout_rows),
         cmocka_unit_test(instr_index),
         cmocka_unit_test(version_names),
+        cmocka_unit_test(elf_u32_libc),
         cmocka_unit_test(debug_offsets_synthetic),
         cmocka_unit_test(debug_offsets_313_file),
         cmocka_unit_test_setup_teardown(code_ok, space_setup, space_teardown),
