@@ -32,6 +32,8 @@ int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn 
                            const void *key);
 /* Adds id under hash (caller checked absence). Returns 0 or -ENOMEM. */
 int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id);
+/* Makes room for n ids without growing on the way. Returns 0 or -ENOMEM. */
+int cn_agg__idset_reserve(cn_agg__idset *s, size_t n);
 void cn_agg__idset_clear(cn_agg__idset *s);
 
 /* ---- the profile ------------------------------------------------------------------ */
@@ -95,13 +97,13 @@ struct cn_agg_profile {
     size_t n_frame, cap_frame;
     int32_t *chain_pool;
     size_t chain_len, chain_cap;
-    cn_agg__idset frame_index;    /* frames of known funcs by (func, res, addr, line) */
-    cn_u64map native_frame_index; /* (res, offset) for native frames */
+    cn_agg__idset frame_index;        /* frames of known funcs by (func, res, addr, line) */
+    cn_agg__idset native_frame_index; /* native frames by (res, offset): the key is the row */
 
     /* stacks */
     int32_t *stack_prefix, *stack_frame;
     size_t n_stack, cap_stack;
-    cn_u64map stack_index; /* (prefix, frame) */
+    cn_agg__idset stack_index; /* by (prefix, frame): 8 bytes a slot, the key is the row */
     cn_agg__stack_cache cache;
 
     /* samples, kept sorted by time (sorted_upto marks the sorted prefix) */
@@ -142,8 +144,11 @@ struct cn_agg_profile {
     cn_u64map rename_index;   /* old name -> row */
     cn_u64map rename_targets; /* names that occur in some row's new names -> 1 */
 
-    /* bumped by every change that invalidates derived data (regroup) */
+    /* bumped by every change that invalidates derived data (regroup, compaction) */
     uint64_t func_generation;
+
+    /* callchain cache entries kept by the last compaction (cn_agg_compact_due) */
+    size_t compact_cached;
 
     /* the query engine's cache of the func-level base table (query.c); owned */
     struct cn_agg__qcache *qcache;
@@ -171,6 +176,14 @@ size_t cn_agg__qcache_memory(const struct cn_agg__qcache *c);
 /* cn_agg_query_run with an explicit cache slot (NULL = no cache). */
 int cn_agg__query_run_cached(cn_agg_profile *p, struct cn_agg__qcache **cache,
                              const cn_agg_query *q, cn_agg_tree **out, cn_err *err);
+
+/* The stack index's hash of (prefix, frame). */
+static inline uint32_t cn_agg__stack_hash(int32_t prefix, int32_t frame)
+{
+    return (uint32_t)cn_mix64(cn_pair(prefix, frame));
+}
+/* The stack row (prefix, frame), or -1. */
+int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t frame);
 
 /* Sample i's weight (s_weight is NULL while all are 1). */
 static inline double cn_agg__weight(const cn_agg_profile *p, size_t i)

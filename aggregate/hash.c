@@ -56,6 +56,14 @@ static int idset_rehash(cn_agg__idset *s, size_t ncap)
     return 0;
 }
 
+int cn_agg__idset_reserve(cn_agg__idset *s, size_t n)
+{
+    size_t cap = s->mask ? s->mask + 1 : 0, ncap = cap ? cap : 64;
+    while (n * 2 > ncap)
+        ncap *= 2;
+    return ncap > cap ? idset_rehash(s, ncap) : 0;
+}
+
 int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id)
 {
     size_t cap = s->mask ? s->mask + 1 : 0;

@@ -60,10 +60,10 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->frame_sym_func);
     free(p->chain_pool);
     cn_agg__idset_clear(&p->frame_index);
-    cn_u64map_clear(&p->native_frame_index);
+    cn_agg__idset_clear(&p->native_frame_index);
     free(p->stack_prefix);
     free(p->stack_frame);
-    cn_u64map_clear(&p->stack_index);
+    cn_agg__idset_clear(&p->stack_index);
     free(p->cache.slots);
     free(p->s_stack);
     free(p->s_thread);
@@ -501,11 +501,23 @@ int32_t cn_agg_frame(cn_agg_profile *p, int32_t func, int32_t resource, int64_t 
     return id;
 }
 
-/* Native frames are interned by (resource, offset) in a u64 map keyed by a mix of the
- * two; the stored frame is compared exactly, and collisions probe a second key. */
-static uint64_t native_key(int32_t res, uint64_t offset, uint32_t salt)
+/* Native frames are interned by (resource, offset) in an id set whose keys are the frame
+ * rows themselves (8 bytes a slot). */
+struct native_key {
+    int32_t res;
+    int64_t addr;
+};
+
+static bool native_eq(const void *ctx, int32_t id, const void *key)
 {
-    return cn_mix64(offset + salt) ^ ((uint64_t)(uint32_t)res << 32 | salt);
+    const cn_agg_profile *p = ctx;
+    const struct native_key *k = key;
+    return p->frame_addr[id] == k->addr && p->frame_res[id] == k->res;
+}
+
+static uint32_t native_hash(int32_t res, uint64_t offset)
+{
+    return (uint32_t)cn_mix64(offset ^ cn_mix64((uint64_t)(uint32_t)res + 1));
 }
 
 /* The placeholder name of an unsymbolized native frame (docs/cli.md "Names"). */
@@ -524,21 +536,18 @@ int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset
     if (resource >= 0 && !res_ok(p, resource))
         return -EINVAL;
     int32_t res = resource < 0 ? -1 : resource;
-    uint32_t salt = 0;
-    for (;; salt++) {
-        int32_t id = cn_u64map_get(&p->native_frame_index, native_key(res, offset, salt));
-        if (id < 0)
-            break;
-        if (p->frame_res[id] == res && (uint64_t)p->frame_addr[id] == offset)
-            return id;
-    }
+    struct native_key key = {res, (int64_t)offset};
+    uint32_t h = native_hash(res, offset);
+    int32_t id = cn_agg__idset_find(&p->native_frame_index, h, native_eq, p, &key);
+    if (id >= 0)
+        return id;
     int32_t func = placeholder_func(p, res, offset);
     if (func < 0)
         return func;
-    int32_t id = frame_append(p, -1, func, res, (int64_t)offset, 0);
+    id = frame_append(p, -1, func, res, (int64_t)offset, 0);
     if (id < 0)
         return id;
-    if (cn_u64map_put(&p->native_frame_index, native_key(res, offset, salt), id) < 0)
+    if (cn_agg__idset_add(&p->native_frame_index, h, id) < 0)
         return -ENOMEM;
     return id;
 }
@@ -596,12 +605,28 @@ size_t cn_agg_frame_funcs(const cn_agg_profile *p, int32_t frame, const int32_t 
 
 /* ---- stacks ----------------------------------------------------------------------- */
 
+/* The id set's probe written out for stacks (the interning hot path of a new callchain:
+ * no call through an equality function). */
+int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t frame)
+{
+    const cn_agg__idset *ix = &p->stack_index;
+    uint32_t h = cn_agg__stack_hash(prefix, frame);
+    if (!ix->mask)
+        return -1;
+    for (size_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
+        int32_t id = ix->ids[i];
+        if (id < 0)
+            return -1;
+        if (ix->hashes[i] == h && p->stack_frame[id] == frame && p->stack_prefix[id] == prefix)
+            return id;
+    }
+}
+
 int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
 {
     if (!frame_ok(p, frame) || prefix < -1 || (prefix >= 0 && (size_t)prefix >= p->n_stack))
         return -EINVAL;
-    uint64_t key = cn_pair(prefix, frame);
-    int32_t id = cn_u64map_get(&p->stack_index, key);
+    int32_t id = cn_agg__stack_find(p, prefix, frame);
     if (id >= 0)
         return id;
     if (p->n_stack >= INT32_MAX)
@@ -612,7 +637,7 @@ int32_t cn_agg_stack(cn_agg_profile *p, int32_t prefix, int32_t frame)
         return -ENOMEM;
     p->cap_stack = c1 < c2 ? c1 : c2;
     id = (int32_t)p->n_stack;
-    if (cn_u64map_put(&p->stack_index, key, id) < 0)
+    if (cn_agg__idset_add(&p->stack_index, cn_agg__stack_hash(prefix, frame), id) < 0)
         return -ENOMEM;
     assert(prefix < id); /* cn_agg.h: prefix < id (one pass in id order sees parents first) */
     p->stack_prefix[id] = prefix;

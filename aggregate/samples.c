@@ -330,12 +330,16 @@ size_t cn_agg_profile_memory(const cn_agg_profile *p)
     bytes += (p->str_index.mask + 1) * 8 + (p->res_index.mask + 1) * 8;
     bytes += p->cap_res * 13 + p->cap_func * 20 + (p->func_index.mask + 1) * 8;
     bytes += p->cap_frame * 30 + p->chain_cap * 4 + (p->frame_index.mask + 1) * 8;
-    bytes += (p->native_frame_index.mask + 1) * 12;
-    bytes += p->cap_stack * 8 + (p->stack_index.mask + 1) * 12;
+    bytes += (p->native_frame_index.mask + 1) * 8;
+    bytes += p->cap_stack * 8 + (p->stack_index.mask + 1) * 8;
     bytes += (p->cache.mask + 1) * sizeof(cn_agg__cache_slot);
     bytes += p->cap_sample * (16 + (p->s_weight ? 8 : 0) + (p->s_tl_stack ? 4 : 0));
     bytes += p->cap_acc * 16 + (p->acc_index.mask + 1) * 12;
     bytes += p->cap_thr * 12 + (p->thr_index.mask + 1) * 12;
+    bytes += p->cap_proc * 12 + (p->proc_index.mask + 1) * 12;
+    /* the rename map: a row per symbolized placeholder name, kept for held paths */
+    bytes += p->cap_rename * 12 + p->rename_pool_cap * 4;
+    bytes += (p->rename_index.mask + 1) * 12 + (p->rename_targets.mask + 1) * 12;
     bytes += cn_agg__qcache_memory(p->qcache); /* derived, but memory all the same */
     return bytes;
 }

@@ -6,23 +6,26 @@
 # figures move with the other work, this one's comparison does not). Each daemon also
 # samples the other: the same for both.
 #
-#   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--out DIR]
+#   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--retention DUR] [--out DIR]
 # BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
 # RssAnon idle (session running, before the build), peak, at the build's end, and S
-# seconds after; CPU per sample over the build; samples and lost. Needs root.
+# seconds after; CPU per sample over the build; samples and lost. --retention sets both
+# daemons' raw-sample window (canopyd.conf's retention, default 10m), so that a short run
+# reaches the steady state where the build's samples are folded. Needs root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 A=$(cd "$1" && pwd)
 B=$(cd "$2" && pwd)
 shift 2
-FREQ=999 IDLE=20 AFTER=60 OUT=
+FREQ=999 IDLE=20 AFTER=60 OUT= RETENTION=
 while [ $# -gt 0 ]; do
   case $1 in
     -F) FREQ=$2; shift ;;
     --idle) IDLE=$2; shift ;;
     --after) AFTER=$2; shift ;;
     --out) OUT=$2; shift ;;
+    --retention) RETENTION=$2; shift ;;
     *) echo "busy_ab.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -44,7 +47,12 @@ trap cleanup EXIT
 start() { # NAME BUILD: a private canopyd and its system session
   local n=$1 d=$2
   mkdir -p "$OUT/$n"
-  "$d/daemon/canopyd" --socket "$OUT/$n/sock" --state-dir "$OUT/$n/state" >"$OUT/$n/log" 2>&1 &
+  local conf=()
+  if [ -n "$RETENTION" ]; then
+    echo "retention = $RETENTION" >"$OUT/$n/canopyd.conf"
+    conf=(--config "$OUT/$n/canopyd.conf")
+  fi
+  "$d/daemon/canopyd" --socket "$OUT/$n/sock" --state-dir "$OUT/$n/state" "${conf[@]}" >"$OUT/$n/log" 2>&1 &
   PIDS+=($!)
   echo $! >"$OUT/$n/pid"
   for ((i = 0; i < 100; i++)); do
@@ -126,6 +134,7 @@ for n in "ab":
     sc, uc = st.get("symbol_cache", {}), st.get("unwind_cache")
     held = f"profile {ses['memory'] / 2**20:.0f}, symbols {sc.get('heap_bytes', 0) / 2**20:.0f} + debug data {sc.get('mapped_bytes', 0) / 2**20:.0f}"
     held += f", unwind tables {uc['bytes'] / 2**20:.0f}" if uc else ", unwind images (not counted)"
+    held += f"; {ses['compactions']} compactions" if "compactions" in ses else ""
     rows.setdefault("held after, MiB (status)", []).append(held)
     u = ses.get("unwind_outcomes", {})
     tot = max(sum(u.values()), 1)

@@ -7,7 +7,8 @@
  * complete whenever the owner looks at it. Objects map to aggregate resources by the
  * sampler's dense object id (obj_res) and back (res_obj, so a frame's resource tells the
  * symbolizer which file to read). After each read the memory bound folds raw samples
- * into the all-time tree (cn_agg_fold_before) and, if that is not enough, refuses more.
+ * into the all-time tree (cn_agg_fold_before), compacts the tables (cn_agg_compact) and,
+ * if that is not enough, refuses more.
  *
  * Pseudo-frames (docs/calltree.md §4.6) are frames canopy adds to a sample's stack to say
  * something its real frames cannot; each kind is a resource of its own with no sampler
@@ -353,11 +354,22 @@ void cn_live__enforce_memory(cn_live_session *s)
 {
     if (cn_agg_profile_memory(s->p) <= s->max_memory)
         return;
-    if (cn_agg_sample_count(s->p) > 0)
+    if (cn_agg_sample_count(s->p) > 0) {
         cn_agg_fold_before(s->p, INT64_MAX);
+        /* The raw columns and the callchain cache of what was folded; once, then as due
+         * (a session hovering at its bound would otherwise compact at every read). */
+        if (!s->hit_memory_bound || cn_agg_compact_due(s->p))
+            cn_live__compact(s, 0);
+    }
     if (cn_agg_profile_memory(s->p) > s->max_memory)
         s->memory_limited = true;
     s->hit_memory_bound = true;
+}
+
+void cn_live__compact(cn_live_session *s, unsigned flags)
+{
+    if (cn_agg_compact(s->p, flags, NULL) == 0)
+        s->compactions++;
 }
 
 const cn_smp_callbacks cn_live__smp_callbacks = {

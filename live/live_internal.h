@@ -75,6 +75,7 @@ struct cn_live_session {
     uint64_t changes;      /* bumped with dirty: a save made elsewhere (a forked writer) knows
                               whether the session changed since its snapshot */
     uint64_t samples, dropped, lost_saved, threads_saved;
+    uint64_t compactions; /* cn_agg_compact passes run (cn_live_session_info) */
     uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
     cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
@@ -160,6 +161,9 @@ void cn_live__flush_samples(cn_live_session *s);
 int cn_live__state_frames(cn_live_session *s);
 /* Applies the memory bound after samples were added. */
 void cn_live__enforce_memory(cn_live_session *s);
+/* Compacts the profile's tables (cn_agg_compact with flags) and counts it; a failure
+ * (out of memory) changes nothing. */
+void cn_live__compact(cn_live_session *s, unsigned flags);
 
 /* ---- symbols.c, called by session.c --------------------------------------------------- */
 

@@ -240,6 +240,7 @@ static void finish(cn_live_session *s, cn_live_state state)
     if (s->smp)
         cn_smp_session_stop(s->smp); /* delivers what the rings still held */
     cn_live__flush_samples(s);
+    cn_live__compact(s, CN_AGG_COMPACT_FINAL); /* no sample comes after: the cache goes */
     s->end_ns = cn_common_now_ns() - s->start_mono;
     s->state = state;
     s->dirty = true;
@@ -261,10 +262,12 @@ int cn_live_session_pump(cn_live_session *s)
     if (s->samples != before)
         s->dirty = true;
     s->changes++;
-    if (s->retention_ns > 0 && now - s->last_fold_ns >= FOLD_EVERY_NS) {
+    if (now - s->last_fold_ns >= FOLD_EVERY_NS) {
         s->last_fold_ns = now;
-        if (now > s->retention_ns && cn_agg_sample_count(s->p) > 0)
+        if (s->retention_ns > 0 && now > s->retention_ns && cn_agg_sample_count(s->p) > 0)
             cn_agg_fold_before(s->p, now - s->retention_ns);
+        if (cn_agg_compact_due(s->p))
+            cn_live__compact(s, 0);
     }
     cn_live__enforce_memory(s);
     cn_live_session_symbolize(s);
@@ -380,6 +383,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->py_mismatch = s->py_saved[5];
     }
     out->memory = cn_agg_profile_memory(s->p);
+    out->compactions = s->compactions;
     out->memory_limited = s->hit_memory_bound;
 }
 

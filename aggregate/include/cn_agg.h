@@ -214,6 +214,28 @@ int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns);
 /* Bytes the profile's tables hold (for memory bounds and `status`). */
 size_t cn_agg_profile_memory(const cn_agg_profile *p);
 
+/* Compaction (live sessions, after a retention fold): the tables shrunk to what a query
+ * can reach, without changing any answer. Removes stack rows that no sample, timeline
+ * stack or accumulator row reaches (the rest are renumbered in order, prefix < id still
+ * holding, and every stack id the profile holds is rewritten), the whole-callchain
+ * cache's entries for stacks no raw sample uses (all of them with
+ * CN_AGG_COMPACT_FINAL: no sample will be added again), the holes regroup leaves in the
+ * frames' chain pool, and the spare capacity of columns and indexes grown for an
+ * earlier peak. Frames, funcs, strings, resources and threads keep their ids. STACK IDS
+ * (and the pointers of cn_agg_frame_funcs) from before the call are void after it.
+ * Returns 0, or -ENOMEM with nothing changed; fills *st when st is not NULL. */
+#define CN_AGG_COMPACT_FINAL 1u
+typedef struct cn_agg_compact_stats {
+    size_t stacks_before, stacks_after;
+    size_t cached_before, cached_after; /* whole-callchain cache entries */
+    size_t bytes_before, bytes_after;   /* cn_agg_profile_memory() */
+} cn_agg_compact_stats;
+int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st);
+/* True when cn_agg_compact() is worth its pass (O(stacks + samples + accumulator)): the
+ * callchain cache has doubled since the last compaction, or the sample columns hold four
+ * times the rows left after a fold. Cheap: a live session asks after every fold. */
+bool cn_agg_compact_due(const cn_agg_profile *p);
+
 /* Metadata. */
 void cn_agg_profile_set_unit(cn_agg_profile *p, cn_agg_unit unit);
 cn_agg_unit cn_agg_profile_unit(const cn_agg_profile *p);

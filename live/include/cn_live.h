@@ -13,7 +13,8 @@
  * cn_live_session_pump() / cn_live_symbolizer_dispatch() when they are readable (or on a
  * timer: pump is cheap when nothing is there). Pump also applies the live window (raw
  * samples older than the retention are folded into the all-time tree with
- * cn_agg_fold_before), the memory bound (reaching it is reported in the info's
+ * cn_agg_fold_before; the tables are compacted when that left much spare, cn_agg_compact,
+ * and once more when sampling ends), the memory bound (reaching it is reported in the info's
  * `memory_limited`, and further samples are counted as dropped, never a crash), the
  * duration, and notices the target's exit. Queries run on the owner's thread between
  * pumps, on cn_live_session_profile().
@@ -304,8 +305,9 @@ typedef struct cn_live_session_info {
      * samples whose eval-loop frames and Python segments differed in number. */
     const char *python;
     uint64_t py_registered, py_refused, py_samples, py_joined, py_no_record, py_mismatch;
-    size_t memory;       /* profile bytes */
-    bool memory_limited; /* the memory bound was reached */
+    size_t memory;        /* profile bytes */
+    uint64_t compactions; /* compaction passes over the profile's tables (cn_agg_compact) */
+    bool memory_limited;  /* the memory bound was reached */
 } cn_live_session_info;
 
 /* Fills *out (strings borrow from s). Hosts build their descriptions from it (canopyd's

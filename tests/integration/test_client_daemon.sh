@@ -72,6 +72,8 @@ s = s[0]
 for k in ("id", "name", "target", "state", "event", "freq", "samples", "lost", "threads", "started"):
     assert k in s, k
 assert s["state"] in ("exited", "stopped"), s["state"]
+# its tables were compacted when sampling ended (the trees below read the compacted ones)
+assert s["compactions"] >= 1, s.get("compactions")
 assert s["freq"] == 999, s["freq"]
 assert isinstance(s["target"], dict) and s["target"]["pid"] > 0
 PY

@@ -1,0 +1,298 @@
+/* compact.c — a live profile's tables shrunk to what queries can reach (cn_agg_compact).
+ *
+ * A live session's profile only grows: raw samples older than the retention are folded
+ * into the accumulator (samples.c), but the tables and indexes around them keep the size
+ * of their largest moment. Compaction removes what no answer can depend on:
+ * - stack rows no sample, timeline stack or accumulator row reaches (with their
+ *   prefixes). Survivors are renumbered in their old order, so prefix < id still holds,
+ *   and every stack id the profile holds is rewritten: samples, timeline stacks, the
+ *   accumulator and its index, the stack index, the callchain cache;
+ * - callchain cache entries (ingest.c) for stacks no raw sample uses: the cache serves
+ *   the callchains being sampled now; one seen again later costs one interning walk;
+ * - the frames' chain pool repacked (a regroup that lengthens a chain leaves a hole);
+ * - spare capacity: columns doubled for a peak (a build's raw window) and the indexes
+ *   sized for their entries again (large blocks are mmapped, so this is returned).
+ * Frames, funcs, strings, resources and threads keep their ids: a live session holds frame
+ * ids (symbol requests in flight) and thread ids, string pointers stay valid for the
+ * profile's life, names are what clients hold (docs/calltree.md §4.3), and the .canopy
+ * reader needs every native frame's placeholder func (docs/canopy-format.md).
+ * Everything that can fail is allocated before the first table changes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg_internal.h"
+
+#define REACHED 1u /* some sample, timeline stack or accumulator row reaches the stack */
+#define RAW     2u /* a raw sample's (leaf) stack: its callchain stays cached */
+
+#define CACHE_MIN_SLOTS 1024  /* ingest.c's first cache size */
+#define DUE_CACHE_MIN   16384 /* entries before the cache's growth is worth a pass */
+#define DUE_SAMPLES_MIN 65536 /* sample rows of capacity before spare is worth a pass */
+#define MIN_COLUMN      16
+#define SPARE_NUM       5 /* a column keeps up to a quarter more than its rows */
+#define SPARE_DEN       4
+
+bool cn_agg_compact_due(const cn_agg_profile *p)
+{
+    if (p->cache.count >= DUE_CACHE_MIN && p->cache.count >= 2 * p->compact_cached)
+        return true;
+    return p->cap_sample >= DUE_SAMPLES_MIN && p->cap_sample > 4 * p->n_sample;
+}
+
+/* Marks the stacks reached from the sample table and the accumulator, then their
+ * prefixes (one pass down, since prefix < id). Returns how many are reached. */
+static size_t mark_stacks(const cn_agg_profile *p, uint8_t *mark)
+{
+    for (size_t i = 0; i < p->n_sample; i++) {
+        if (p->s_stack[i] >= 0)
+            mark[p->s_stack[i]] |= REACHED | RAW;
+        if (p->s_tl_stack && p->s_tl_stack[i] >= 0)
+            mark[p->s_tl_stack[i]] |= REACHED;
+    }
+    for (size_t i = 0; i < p->n_acc; i++)
+        mark[p->acc_stack[i]] |= REACHED;
+    size_t live = 0;
+    for (size_t s = p->n_stack; s-- > 0;) {
+        if (!(mark[s] & REACHED))
+            continue;
+        live++;
+        if (p->stack_prefix[s] >= 0)
+            mark[p->stack_prefix[s]] |= REACHED;
+    }
+    return live;
+}
+
+/* The new id of every stack (-1: removed), in order. */
+static void number_stacks(const cn_agg_profile *p, const uint8_t *mark, int32_t *map)
+{
+    int32_t next = 0;
+    for (size_t s = 0; s < p->n_stack; s++)
+        map[s] = mark[s] & REACHED ? next++ : -1;
+}
+
+/* The stack index and the accumulator's index over the renumbered rows, built into
+ * fresh maps. 0 or -ENOMEM. */
+static int build_indexes(const cn_agg_profile *p, const int32_t *map, size_t live,
+                         cn_agg__idset *stacks, cn_u64map *acc)
+{
+    if (cn_agg__idset_reserve(stacks, live) < 0 ||
+        (p->n_acc && cn_u64map_reserve(acc, p->n_acc) < 0))
+        return -ENOMEM;
+    for (size_t s = 0; s < p->n_stack; s++) {
+        if (map[s] < 0)
+            continue;
+        int32_t pre = p->stack_prefix[s];
+        uint32_t h = cn_agg__stack_hash(pre >= 0 ? map[pre] : -1, p->stack_frame[s]);
+        if (cn_agg__idset_add(stacks, h, map[s]) < 0)
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < p->n_acc; i++)
+        if (cn_u64map_put(acc, cn_pair(map[p->acc_stack[i]], p->acc_thread[i]), (int32_t)i) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* A new callchain cache holding the entries whose stack a raw sample uses (none when
+ * final), their stacks renumbered by map (NULL: unchanged). Sets *same instead when the
+ * cache would come out as it is (every entry kept, no renumbering, the same size).
+ * 0 or -ENOMEM. */
+static int build_cache(const cn_agg_profile *p, const uint8_t *mark, const int32_t *map, bool final,
+                       cn_agg__stack_cache *out, bool *same)
+{
+    const cn_agg__stack_cache *c = &p->cache;
+    size_t keep = 0;
+    for (size_t i = 0; !final && c->mask && i <= c->mask; i++)
+        keep += c->slots[i].lo && (mark[c->slots[i].stack] & RAW);
+    memset(out, 0, sizeof(*out));
+    size_t cap = CACHE_MIN_SLOTS;
+    while ((keep + 1) * 2 > cap) /* ingest.c's cache_put grows past half full */
+        cap *= 2;
+    *same = keep == c->count && !map && (!keep || cap == c->mask + 1);
+    if (!keep || *same)
+        return 0;
+    out->slots = aligned_alloc(64, cap * sizeof(*out->slots));
+    if (!out->slots)
+        return -ENOMEM;
+    memset(out->slots, 0, cap * sizeof(*out->slots));
+    out->mask = cap - 1;
+    for (size_t i = 0; i <= c->mask; i++) {
+        cn_agg__cache_slot sl = c->slots[i];
+        if (!sl.lo || !(mark[sl.stack] & RAW))
+            continue;
+        if (map)
+            sl.stack = map[sl.stack];
+        size_t j = sl.lo & out->mask;
+        while (out->slots[j].lo)
+            j = (j + 1) & out->mask;
+        out->slots[j] = sl;
+        out->count++;
+    }
+    return 0;
+}
+
+/* A pool of exactly the frames' chains' length, when the pool has holes or a quarter
+ * spare; NULL when it has not, or on ENOMEM (the pool stays as it is: it is only
+ * repacked). */
+static int32_t *repack_chains(const cn_agg_profile *p, size_t *len)
+{
+    size_t n = 0;
+    for (size_t f = 0; f < p->n_frame; f++)
+        n += p->frame_depth[f];
+    if (n == p->chain_len && p->chain_cap * SPARE_DEN <= n * SPARE_NUM)
+        return NULL;
+    int32_t *pool = malloc((n ? n : 1) * sizeof(*pool));
+    if (!pool)
+        return NULL;
+    *len = n;
+    return pool;
+}
+
+/* Renumbers the stack rows in place (new id <= old id, so a row is read before any row
+ * is written over it) and every stack id held by samples and the accumulator. */
+static void apply_stack_map(cn_agg_profile *p, const int32_t *map, size_t live)
+{
+    for (size_t s = 0; s < p->n_stack; s++) {
+        int32_t k = map[s];
+        if (k < 0)
+            continue;
+        int32_t pre = p->stack_prefix[s];
+        p->stack_prefix[k] = pre >= 0 ? map[pre] : -1;
+        p->stack_frame[k] = p->stack_frame[s];
+    }
+    p->n_stack = live;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        if (p->s_stack[i] >= 0)
+            p->s_stack[i] = map[p->s_stack[i]];
+        if (p->s_tl_stack && p->s_tl_stack[i] >= 0)
+            p->s_tl_stack[i] = map[p->s_tl_stack[i]];
+    }
+    for (size_t i = 0; i < p->n_acc; i++)
+        p->acc_stack[i] = map[p->acc_stack[i]];
+}
+
+/* Shrinks a column of elem-sized values to want rows when it holds more than a quarter
+ * spare. A failed realloc keeps the larger block, so want stays a valid capacity. */
+static void shrink_column(void **col, size_t cap, size_t want, size_t elem)
+{
+    if (!*col || cap <= want)
+        return;
+    void *smaller = realloc(*col, want * elem);
+    if (smaller)
+        *col = smaller;
+}
+
+/* The capacity a column of n rows keeps (n plus a quarter; at least MIN_COLUMN), or cap
+ * when it is within that already. */
+static size_t column_target(size_t n, size_t cap)
+{
+    size_t want = n + n / 4 > MIN_COLUMN ? n + n / 4 : MIN_COLUMN;
+    return cap * SPARE_DEN > want * SPARE_NUM ? want : cap;
+}
+
+static void shrink_columns(cn_agg_profile *p)
+{
+    size_t want = column_target(p->n_stack, p->cap_stack);
+    if (want < p->cap_stack) {
+        shrink_column((void **)&p->stack_prefix, p->cap_stack, want, sizeof(int32_t));
+        shrink_column((void **)&p->stack_frame, p->cap_stack, want, sizeof(int32_t));
+        p->cap_stack = want;
+    }
+    want = column_target(p->n_sample, p->cap_sample);
+    if (want < p->cap_sample) {
+        shrink_column((void **)&p->s_stack, p->cap_sample, want, sizeof(int32_t));
+        shrink_column((void **)&p->s_thread, p->cap_sample, want, sizeof(int32_t));
+        shrink_column((void **)&p->s_time, p->cap_sample, want, sizeof(int64_t));
+        shrink_column((void **)&p->s_weight, p->cap_sample, want, sizeof(double));
+        shrink_column((void **)&p->s_tl_stack, p->cap_sample, want, sizeof(int32_t));
+        p->cap_sample = want;
+    }
+    want = column_target(p->n_acc, p->cap_acc);
+    if (want < p->cap_acc) {
+        shrink_column((void **)&p->acc_stack, p->cap_acc, want, sizeof(int32_t));
+        shrink_column((void **)&p->acc_thread, p->cap_acc, want, sizeof(int32_t));
+        shrink_column((void **)&p->acc_weight, p->cap_acc, want, sizeof(double));
+        p->cap_acc = want;
+    }
+}
+
+int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
+{
+    bool final = flags & CN_AGG_COMPACT_FINAL;
+    size_t bytes_before = cn_agg_profile_memory(p), stacks_before = p->n_stack;
+    size_t cached_before = p->cache.count, chain_len = 0;
+    uint8_t *mark = calloc(p->n_stack ? p->n_stack : 1, 1);
+    int32_t *map = NULL, *pool = NULL;
+    cn_agg__idset stacks = {0};
+    cn_u64map acc = {0};
+    cn_agg__stack_cache cache = {0};
+    int rc = -ENOMEM;
+    if (!mark)
+        goto out;
+    size_t live = mark_stacks(p, mark);
+    bool renumber = live < p->n_stack;
+    if (renumber) {
+        map = malloc(p->n_stack * sizeof(*map));
+        if (!map)
+            goto out;
+        number_stacks(p, mark, map);
+        if (build_indexes(p, map, live, &stacks, &acc) < 0)
+            goto out;
+    }
+    bool same_cache;
+    if (build_cache(p, mark, map, final, &cache, &same_cache) < 0)
+        goto out;
+    pool = repack_chains(p, &chain_len); /* optional: NULL keeps the pool as it is */
+
+    /* Nothing fails from here on. */
+    if (renumber) {
+        apply_stack_map(p, map, live);
+        cn_agg__idset_clear(&p->stack_index);
+        p->stack_index = stacks;
+        cn_u64map_clear(&p->acc_index);
+        p->acc_index = acc;
+        memset(&stacks, 0, sizeof(stacks));
+        memset(&acc, 0, sizeof(acc));
+    }
+    if (!same_cache) {
+        free(p->cache.slots);
+        p->cache = cache;
+    }
+    p->compact_cached = p->cache.count;
+    if (pool) {
+        size_t off = 0;
+        for (size_t f = 0; f < p->n_frame; f++) {
+            memcpy(pool + off, p->chain_pool + p->frame_chain[f],
+                   p->frame_depth[f] * sizeof(*pool));
+            p->frame_chain[f] = (int32_t)off;
+            off += p->frame_depth[f];
+        }
+        free(p->chain_pool);
+        p->chain_pool = pool;
+        p->chain_len = chain_len;
+        p->chain_cap = chain_len ? chain_len : 1;
+    }
+    shrink_columns(p);
+    if (renumber) { /* the query cache is by stack id: rebuilt by the next query */
+        p->qcache = cn_agg__qcache_free(p->qcache);
+        p->func_generation++;
+    }
+    rc = 0;
+    if (st) {
+        st->stacks_before = stacks_before;
+        st->stacks_after = p->n_stack;
+        st->cached_before = cached_before;
+        st->cached_after = p->cache.count;
+        st->bytes_before = bytes_before;
+        st->bytes_after = cn_agg_profile_memory(p);
+    }
+out:
+    if (rc < 0)
+        free(cache.slots);
+    cn_agg__idset_clear(&stacks);
+    cn_u64map_clear(&acc);
+    free(mark);
+    free(map);
+    return rc;
+}

@@ -1,0 +1,427 @@
+/* test_compact.c — cn_agg_compact: the tables shrink, and no answer changes.
+ *
+ * Two profiles are fed the same random native callchains (shared prefixes, five threads,
+ * weights, timeline stacks), symbolized by the same regroups (inline chains, symbol
+ * funcs, frames collapsing into one func) and folded by the same retention steps; one is
+ * compacted along the way. Every answer a client can get — trees by function (tree,
+ * inverted, functions, callers, no_inline, grouped by thread and process, filtered by
+ * thread, ranged), timelines, activity, lines and addresses, the raw sample walk by
+ * function path — is rendered to text and must be byte for byte the same in both, and in
+ * the compacted profile after a .canopy round trip. Stacks no sample reaches (made the way
+ * importers make them) must go, and the callchain cache must keep only raw samples'.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "cn_agg.h"
+
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+#define N_RES     3
+#define N_ADDR    40
+#define N_THREADS 5
+#define MAX_DEPTH 12
+
+/* Both profiles get the same calls: a twin pair. */
+typedef struct twins {
+    cn_agg_profile *p[2];
+    int32_t res[N_RES], thr[N_THREADS];
+    int64_t now;
+} twins;
+
+static void twins_init(twins *t)
+{
+    static const char *const names[N_RES] = {"app", "libc.so.6", "libm.so.6"};
+    memset(t, 0, sizeof(*t));
+    for (int k = 0; k < 2; k++) {
+        t->p[k] = cn_agg_profile_new();
+        assert_non_null(t->p[k]);
+        for (int r = 0; r < N_RES; r++)
+            assert_int_equal(
+                (t->res[r] = cn_agg_resource(t->p[k], names[r], NULL, NULL, CN_AGG_RES_LIBRARY)),
+                r);
+        for (int i = 0; i < N_THREADS; i++) {
+            char comm[16];
+            snprintf(comm, sizeof(comm), "w%d", i);
+            t->thr[i] = cn_agg_thread(t->p[k], 100 + i / 2, 100 + i, comm);
+            assert_int_equal(cn_agg_process_set_name(t->p[k], 100 + i / 2, "proc"), 0);
+        }
+    }
+}
+
+/* n samples of random callchains (prefixes shared: callchains start at a few roots). */
+static void feed(twins *t, int n)
+{
+    cn_agg_frame_ref refs[64][MAX_DEPTH];
+    cn_agg_sample_refs batch[64];
+    while (n > 0) {
+        int m = n < 64 ? n : 64;
+        for (int i = 0; i < m; i++) {
+            uint32_t depth = 1 + rnd(MAX_DEPTH);
+            for (uint32_t d = 0; d < depth; d++) { /* leaf first: the root is refs[depth-1] */
+                uint32_t outer = depth - 1 - d;    /* 0 at the root */
+                uint32_t addr = outer < 2 ? outer : 2 + rnd(N_ADDR);
+                refs[i][d] = (cn_agg_frame_ref){t->res[addr % N_RES], 0x1000 + 16 * addr};
+            }
+            t->now += 1000000 + rnd(3) * 100000;
+            batch[i] = (cn_agg_sample_refs){refs[i], depth, t->now, rnd(8) ? 1.0 : 2.0,
+                                            t->thr[rnd(N_THREADS)]};
+        }
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(cn_agg_add_samples_refs(t->p[k], batch, (size_t)m), 0);
+        n -= m;
+    }
+}
+
+/* Symbols for every frame not named yet, and renames of some named ones: names from a
+ * small set, so frames collapse into one func; some inline chains and symbol funcs. */
+static void regroup(twins *t)
+{
+    static const char *const fn[] = {"main", "run", "parse", "eval", "hash", "memcpy", "sqrt"};
+    size_t nf = cn_agg_frame_count(t->p[0]);
+    cn_agg_frame_symbols *b = calloc(nf, sizeof(*b));
+    cn_agg_symbol *s = calloc(nf * 3, sizeof(*s));
+    assert_true(b && s);
+    size_t n = 0;
+    for (size_t f = 0; f < nf; f++) {
+        if (!cn_agg_frame_is_placeholder(t->p[0], (int32_t)f) && rnd(4))
+            continue;
+        size_t depth = 1 + (rnd(5) == 0) + (rnd(9) == 0);
+        for (size_t d = 0; d < depth; d++)
+            s[3 * n + d] = (cn_agg_symbol){fn[rnd(7)], d ? "x.h" : "x.c", (int32_t)(1 + rnd(30))};
+        b[n] = (cn_agg_frame_symbols){(int32_t)f, &s[3 * n], depth, rnd(6) ? NULL : "clone.part.0"};
+        n++;
+    }
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(cn_agg_regroup(t->p[k], b, n), 0);
+    free(b);
+    free(s);
+}
+
+/* Stacks no sample uses (as an importer may leave them), and timeline stacks. */
+static void extra_stacks(twins *t)
+{
+    int32_t frames[6];
+    size_t nf = cn_agg_frame_count(t->p[0]);
+    for (int i = 0; i < 20; i++) {
+        size_t n = 1 + rnd(6);
+        for (size_t d = 0; d < n; d++)
+            frames[d] = (int32_t)rnd((uint32_t)nf);
+        int32_t st[2];
+        for (int k = 0; k < 2; k++) /* ids differ once p[1] was compacted */
+            assert_true((st[k] = cn_agg_stack_from_frames(t->p[k], frames, n)) >= 0);
+        size_t ns = cn_agg_sample_count(t->p[0]);
+        if (i % 4 == 0 && ns) { /* a timeline stack of its own for a raw sample */
+            size_t at = rnd((uint32_t)ns);
+            for (int k = 0; k < 2; k++)
+                assert_int_equal(cn_agg_sample_set_timeline_stack(t->p[k], at, st[k]), 0);
+        }
+    }
+}
+
+static void fold(twins *t, int64_t before)
+{
+    for (int k = 0; k < 2; k++)
+        assert_true(cn_agg_fold_before(t->p[k], before) >= 0);
+}
+
+/* ---- answers as text ------------------------------------------------------------------ */
+
+static void dump_node(FILE *f, const cn_agg_profile *p, const cn_agg_tree *tr, int32_t n, int depth)
+{
+    for (; n >= 0; n = tr->nodes[n].next_sibling) {
+        const cn_agg_node *x = &tr->nodes[n];
+        fprintf(f, "%*s%s %g %g %d %d\n", 2 * depth, "", cn_agg_func_name(p, x->func), x->total,
+                x->self, x->merged_stacks, x->recursions);
+        dump_node(f, p, tr, x->first_child, depth + 1);
+    }
+}
+
+static void dump_query(FILE *f, cn_agg_profile *p, const cn_agg_query *q, const char *what)
+{
+    cn_agg_tree *tr = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_query_run(p, q, &tr, &err), 0);
+    fprintf(f, "== %s total %g\n", what, tr->total);
+    dump_node(f, p, tr, tr->first_root, 0);
+    for (size_t i = 0; i < tr->n_functions; i++)
+        fprintf(f, "fn %s %g %g\n", cn_agg_func_name(p, tr->functions[i].func),
+                tr->functions[i].self, tr->functions[i].total);
+    cn_agg_tree_free(tr);
+}
+
+/* The raw walk summed by function path (frame stacks are the profile's own numbering). */
+struct walk {
+    FILE *f;
+    cn_agg_profile *p;
+};
+
+static int walk_one(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, double weight,
+                    int64_t count)
+{
+    struct walk *w = ctx;
+    int32_t funcs[256];
+    size_t n = cn_agg_stack_funcs(w->p, stack, funcs, 256);
+    fprintf(w->f, "s %d %lld %g %lld:", thread, (long long)time_ns, weight, (long long)count);
+    for (size_t i = 0; i < n && i < 256; i++)
+        fprintf(w->f, " %s", cn_agg_func_name(w->p, funcs[i]));
+    fputc('\n', w->f);
+    return 0;
+}
+
+static char *answers(cn_agg_profile *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    cn_agg_query q;
+    cn_agg_transform tf;
+    cn_err err = {0};
+    static const cn_agg_view views[] = {CN_AGG_VIEW_TREE, CN_AGG_VIEW_INVERTED,
+                                        CN_AGG_VIEW_FUNCTIONS};
+    for (size_t v = 0; v < 3; v++) {
+        for (int ni = 0; ni < 2; ni++) {
+            cn_agg_query_init(&q);
+            q.view = views[v];
+            q.no_inline = ni;
+            dump_query(f, p, &q, "view");
+        }
+    }
+    cn_agg_query_init(&q);
+    q.view = CN_AGG_VIEW_CALLERS;
+    q.view_func = "hash";
+    dump_query(f, p, &q, "callers hash");
+    cn_agg_query_init(&q);
+    q.group_by = CN_AGG_GROUP_THREAD;
+    dump_query(f, p, &q, "by thread");
+    cn_agg_query_init(&q);
+    q.group_by = CN_AGG_GROUP_PROCESS;
+    dump_query(f, p, &q, "by process");
+    cn_agg_query_init(&q);
+    q.tid = 102;
+    dump_query(f, p, &q, "tid 102");
+    cn_agg_query_init(&q);
+    q.from_ns = 30000000;
+    q.to_ns = 400000000;
+    dump_query(f, p, &q, "range");
+    assert_int_equal(cn_agg_transform_parse("merge:parse", &tf, &err), 0);
+    cn_agg_query_init(&q);
+    q.transforms = &tf;
+    q.n_transforms = 1;
+    dump_query(f, p, &q, "merge parse");
+    cn_agg_transform_clear(&tf);
+
+    cn_agg_call *calls = NULL;
+    size_t n_calls = 0;
+    cn_agg_query_init(&q);
+    assert_int_equal(cn_agg_timeline(p, &q, &calls, &n_calls, &err), 0);
+    for (size_t i = 0; i < n_calls; i++)
+        fprintf(f, "call %s %d %d %lld %lld\n", cn_agg_func_name(p, calls[i].func), calls[i].tid,
+                calls[i].depth, (long long)calls[i].start_ns, (long long)calls[i].dur_ns);
+    free(calls);
+
+    double w[32] = {0};
+    assert_int_equal(cn_agg_activity(p, &q, 2000000000, w, 32, &err), 0);
+    for (int i = 0; i < 32; i++)
+        fprintf(f, "act %g\n", w[i]);
+
+    static const char *const fn[] = {"hash", "memcpy", "eval"};
+    for (int i = 0; i < 3; i++) {
+        cn_agg_line_row *lines = NULL, *addrs = NULL;
+        size_t nl = 0, na = 0;
+        int r = cn_agg_lines(p, &q, fn[i], &lines, &nl, &addrs, &na, &err);
+        fprintf(f, "lines %s %d\n", fn[i], r);
+        for (size_t k = 0; k < nl; k++)
+            fprintf(f, " l %lld %g\n", (long long)lines[k].key, lines[k].self);
+        for (size_t k = 0; k < na; k++)
+            fprintf(f, " a %lld %g\n", (long long)addrs[k].key, addrs[k].self);
+        free(lines);
+        free(addrs);
+    }
+    struct walk wk = {f, p};
+    assert_int_equal(cn_agg_for_each_sample(p, &q, walk_one, &wk), 0);
+    for (size_t i = 0; i < cn_agg_sample_count(p); i++) { /* timeline stacks too */
+        int32_t funcs[256];
+        size_t n = cn_agg_stack_funcs(p, cn_agg_sample_timeline_stack(p, i), funcs, 256);
+        fprintf(f, "tl %zu:", i);
+        for (size_t k = 0; k < n && k < 256; k++)
+            fprintf(f, " %s", cn_agg_func_name(p, funcs[k]));
+        fputc('\n', f);
+    }
+    fclose(f);
+    return text;
+}
+
+static void assert_same_answers(twins *t)
+{
+    char *a = answers(t->p[0]), *b = answers(t->p[1]);
+    assert_true(strlen(a) > 1000);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+}
+
+/* The profile written as .canopy (a gzip stream) and read back. */
+static cn_agg_profile *round_trip(const cn_agg_profile *p)
+{
+    char *gz = NULL;
+    size_t gz_len = 0, cap = 1 << 16, n = 0;
+    FILE *f = open_memstream(&gz, &gz_len);
+    assert_non_null(f);
+    assert_int_equal(cn_agg_write_canopy(p, f), 0);
+    fclose(f);
+    char *text = malloc(cap);
+    assert_non_null(text);
+    z_stream zs = {0};
+    assert_int_equal(inflateInit2(&zs, 16 + MAX_WBITS), Z_OK);
+    zs.next_in = (Bytef *)gz;
+    zs.avail_in = (uInt)gz_len;
+    for (int rc = Z_OK; rc != Z_STREAM_END;) {
+        if (n == cap) {
+            cap *= 2;
+            text = realloc(text, cap);
+            assert_non_null(text);
+        }
+        zs.next_out = (Bytef *)text + n;
+        zs.avail_out = (uInt)(cap - n);
+        rc = inflate(&zs, Z_NO_FLUSH);
+        assert_true(rc == Z_OK || rc == Z_STREAM_END);
+        n = cap - zs.avail_out;
+    }
+    inflateEnd(&zs);
+    free(gz);
+    cn_agg_profile *q = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_canopy_read(text, n, "compacted.canopy", &q, &err), 0);
+    free(text);
+    return q;
+}
+
+/* Feeds, symbolizes, folds and compacts p[1] at every step; the answers never differ. */
+static void test_compact_same_answers(void **state)
+{
+    (void)state;
+    twins t;
+    rng_state = 0x9e3779b97f4a7c15ULL;
+    twins_init(&t);
+    feed(&t, 300);
+    regroup(&t);
+    extra_stacks(&t);
+    cn_agg_compact_stats st;
+    for (int round = 0; round < 6; round++) {
+        feed(&t, 400);
+        if (round % 2)
+            regroup(&t);
+        extra_stacks(&t);
+        fold(&t, t.now - 250000000); /* a retention of 250 ms of sample time */
+        size_t stacks = cn_agg_stack_count(t.p[1]);
+        assert_int_equal(cn_agg_compact(t.p[1], 0, &st), 0);
+        assert_int_equal(st.stacks_before, stacks);
+        assert_true(st.stacks_after < st.stacks_before); /* the extra stacks went */
+        assert_int_equal(st.stacks_after, cn_agg_stack_count(t.p[1]));
+        assert_true(st.cached_after < st.cached_before); /* folded callchains left the cache */
+        assert_true(st.bytes_after < st.bytes_before);
+        assert_int_equal(cn_agg_frame_count(t.p[1]), cn_agg_frame_count(t.p[0]));
+        assert_int_equal(cn_agg_func_count(t.p[1]), cn_agg_func_count(t.p[0]));
+        assert_int_equal(cn_agg_thread_count(t.p[1]), cn_agg_thread_count(t.p[0]));
+        assert_same_answers(&t);
+        /* A second pass finds nothing more to remove. */
+        assert_int_equal(cn_agg_compact(t.p[1], 0, &st), 0);
+        assert_int_equal(st.stacks_after, st.stacks_before);
+        assert_same_answers(&t);
+    }
+    /* Sampling ends: the cache goes entirely; more symbols still apply. */
+    assert_int_equal(cn_agg_compact(t.p[1], CN_AGG_COMPACT_FINAL, &st), 0);
+    assert_int_equal(st.cached_after, 0);
+    regroup(&t);
+    assert_same_answers(&t);
+    /* Everything folded (the memory bound's fold), then compacted. */
+    fold(&t, INT64_MAX);
+    assert_int_equal(cn_agg_compact(t.p[1], 0, &st), 0);
+    assert_same_answers(&t);
+    /* A saved compacted session reads back with the same answers. */
+    cn_agg_profile *back = round_trip(t.p[1]);
+    char *a = answers(t.p[0]), *b = answers(back);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    cn_agg_profile_free(back);
+    cn_agg_profile_free(t.p[0]);
+    cn_agg_profile_free(t.p[1]);
+}
+
+/* Compaction between ingests: callchains seen before (cached or not) and new ones get the
+ * same stacks as in the profile never compacted, whatever was folded and removed. */
+static void test_compact_then_ingest(void **state)
+{
+    (void)state;
+    twins t;
+    rng_state = 12345;
+    twins_init(&t);
+    cn_agg_compact_stats st;
+    for (int round = 0; round < 12; round++) {
+        feed(&t, 200 + (int)rnd(200));
+        if (round % 3 == 0)
+            regroup(&t);
+        if (round % 2)
+            extra_stacks(&t);
+        fold(&t, t.now - 100000000);
+        assert_int_equal(cn_agg_compact(t.p[1], 0, &st), 0);
+    }
+    regroup(&t);
+    assert_same_answers(&t);
+    /* The same raw walk in both, sample for sample, after all of that. */
+    assert_int_equal(cn_agg_sample_count(t.p[0]), cn_agg_sample_count(t.p[1]));
+    cn_agg_profile_free(t.p[0]);
+    cn_agg_profile_free(t.p[1]);
+}
+
+/* What a live session asks after each fold: due once the cache has doubled since the last
+ * compaction, or when a fold left the sample columns mostly empty. */
+static void test_compact_due(void **state)
+{
+    (void)state;
+    twins t;
+    rng_state = 777;
+    twins_init(&t);
+    assert_false(cn_agg_compact_due(t.p[0]));
+    feed(&t, 100000);
+    assert_true(cn_agg_compact_due(t.p[0])); /* > 16384 cached callchains, none compacted */
+    assert_int_equal(cn_agg_compact(t.p[0], 0, NULL), 0);
+    assert_false(cn_agg_compact_due(t.p[0]));
+    fold(&t, t.now - 1000000000); /* keeps ~1 000 of 100 000 raw samples */
+    assert_true(cn_agg_compact_due(t.p[0]));
+    size_t before = cn_agg_profile_memory(t.p[0]);
+    assert_int_equal(cn_agg_compact(t.p[0], 0, NULL), 0);
+    assert_true(cn_agg_profile_memory(t.p[0]) < before - 100000 * 16 / 2);
+    assert_false(cn_agg_compact_due(t.p[0]));
+    cn_agg_profile_free(t.p[0]);
+    cn_agg_profile_free(t.p[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compact_same_answers),
+        cmocka_unit_test(test_compact_then_ingest),
+        cmocka_unit_test(test_compact_due),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
