@@ -292,17 +292,30 @@ static bool python_named(const char *path)
     return strstr(base, "python") != NULL;
 }
 
+/* Whether maps[i] is the first mapping of a file whose name named() accepts (the file's
+ * other mappings follow it in the maps' order). */
+static bool first_named(const mapping *maps, size_t i, bool (*named)(const char *))
+{
+    return named(maps[i].path) && !(i > 0 && strcmp(maps[i - 1].path, maps[i].path) == 0);
+}
+
+/* The file mapped at m, opened through /proc/PID/map_files (the very file, even if its path
+ * now names another); a negative errno. */
+static int open_mapped(pid_t pid, const mapping *m)
+{
+    char mf[96];
+    snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
+    return cn_obj_open(mf, 0, NULL, NULL);
+}
+
 /* The mapped object holding _PyRuntime: its symbols and the bias it is loaded at. */
 static int find_runtime(pid_t pid, const mapping *maps, size_t n, cn_int__elfsyms *syms,
                         uint64_t *bias, const char **path, cn_err *err)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!python_named(maps[i].path) || (i > 0 && strcmp(maps[i - 1].path, maps[i].path) == 0))
+        if (!first_named(maps, i, python_named))
             continue;
-        char mf[96];
-        snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, maps[i].start,
-                 maps[i].end);
-        int fd = cn_obj_open(mf, 0, NULL, NULL);
+        int fd = open_mapped(pid, &maps[i]);
         if (fd < 0)
             continue;
         int r = cn_int__elf_syms(fd, syms);
@@ -341,13 +354,10 @@ static int thread_self_off(pid_t pid, const mapping *maps, size_t n, uint64_t *o
 #if defined(__aarch64__)
     bool libc = false;
     for (size_t i = 0; i < n; i++) {
-        if (!libc_named(maps[i].path) || (i > 0 && strcmp(maps[i - 1].path, maps[i].path) == 0))
+        if (!first_named(maps, i, libc_named))
             continue;
-        char mf[96];
-        snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, maps[i].start,
-                 maps[i].end);
         libc = true;
-        int fd = cn_obj_open(mf, 0, NULL, NULL);
+        int fd = open_mapped(pid, &maps[i]);
         if (fd < 0)
             continue;
         uint32_t v = 0;
