@@ -567,13 +567,6 @@ static uint32_t own_ns_tid(uint32_t pid, uint32_t tid)
 
 #define NATIVE_TTL_NS 100000000ull /* an index of the thread states is used for 100 ms */
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Indexes p's thread states by native_thread_id: a bounded walk of the interpreters and
  * their threads (the program's search bounds), two reads a state. 0 or -ENOMEM. */
 static int index_natives(proc *p)
@@ -586,7 +579,7 @@ static int index_natives(proc *p)
         return -ENOMEM;
     p->natives = v;
     p->n_natives = 0;
-    p->natives_at = mono_ns();
+    p->natives_at = (uint64_t)cn_common_now_ns();
     uint64_t is = 0;
     if (vm_read(arg, l->runtime + l->rt_interp_head, &is, 8) < 0)
         return 0;
@@ -615,7 +608,7 @@ static int index_natives(proc *p)
  * state found for ntid: a thread's states in sub-interpreters are not told apart here. */
 static uint64_t tstate_of_native(proc *p, uint32_t ntid)
 {
-    uint64_t age = p->natives_at ? mono_ns() - p->natives_at : UINT64_MAX;
+    uint64_t age = p->natives_at ? (uint64_t)cn_common_now_ns() - p->natives_at : UINT64_MAX;
     /* a miss in an index made this very millisecond is not worth another walk (a process's
      * native threads, which have no state, are asked about one after the other) */
     for (int pass = age < NATIVE_TTL_NS ? 0 : 1; pass < (age < 1000000 ? 1 : 2); pass++) {

@@ -59,7 +59,7 @@ struct cn_smp__py {
     size_t nents, cap;
     uint64_t since_expire;
     uint32_t epoch;    /* bumped with cn_int_new_epoch: at a read, PY_EPOCH_NS after the last */
-    uint64_t epoch_ns; /* mono_now() of the last epoch */
+    uint64_t epoch_ns; /* (uint64_t)cn_common_now_ns() of the last epoch */
     uint64_t changes;  /* cn_int_changes() when the epoch last moved */
     /* The frames met lately, by (pid, code object, instruction): consecutive samples of a
      * thread share most of their frames, and this small table, in cache, answers them
@@ -71,13 +71,6 @@ struct cn_smp__py {
     uint32_t multi_pid; /* the first process seen running sub-interpreters (0 none) */
     bool ambiguous;     /* a sample's interpreter could not be told */
 };
-
-static uint64_t mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void update_state(cn_smp_session *s)
 {
@@ -177,7 +170,7 @@ static void try_register(cn_smp_session *s, cn_smp__proc *p)
         /* Records start when the registration ends (the program's map entry is written
          * last), not when it starts: reading the interpreter's symbols and layout takes tens
          * of milliseconds, and the samples of that time have no record. */
-        p->py_since = mono_now();
+        p->py_since = (uint64_t)cn_common_now_ns();
         s->cnt.py_registered++;
         cn_smp__waiting_python(s, p); /* its threads waiting since before: their frames now */
     } else if (r != -ESRCH) {
@@ -292,7 +285,7 @@ void cn_smp__py_epoch(cn_smp_session *s)
     cn_smp__py *py = s->py;
     if (!py || !py->ctx)
         return;
-    uint64_t now = mono_now();
+    uint64_t now = (uint64_t)cn_common_now_ns();
     if (py->epoch_ns && now - py->epoch_ns < PY_EPOCH_NS)
         return;
     py->epoch_ns = now;

@@ -378,13 +378,6 @@ nomem:
     return -ENOMEM;
 }
 
-static uint64_t mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int cn_smp_session_start(cn_smp_session *s, cn_err *err)
 {
     if (!s || s->started)
@@ -423,7 +416,7 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
      * (registering reads its memory), before its samples start. */
     if (s->cfg.target == CN_SMP_TARGET_PID)
         cn_smp__py_scan(s, cn_smp__proc_for_sample(s, s->cfg.pid));
-    uint64_t t_enable = mono_now();
+    uint64_t t_enable = (uint64_t)cn_common_now_ns();
     ret = cn_smp__perf_enable(s, err);
     if (ret < 0)
         return ret;
@@ -458,7 +451,7 @@ int cn_smp_session_read(cn_smp_session *s)
         return 0;
     /* Taken before the drain: every record older than now - HOLD is delivered by it, so
      * waits in progress can be delivered up to there without a switch-in overtaking. */
-    uint64_t now = mono_now();
+    uint64_t now = (uint64_t)cn_common_now_ns();
     int ret = cn_smp__drain(s, false);
     if (ret >= 0)
         cn_smp__adapt_apply(s); /* between drains: the rings are not being read */
@@ -542,7 +535,7 @@ int cn_smp_session_stop(cn_smp_session *s)
     cn_smp__perf_disable(s);
     int ret = cn_smp__drain(s, true);
     if (ret >= 0 && s->off) /* threads still waiting: up to now */
-        cn_smp_session_pending(s, mono_now());
+        cn_smp_session_pending(s, (uint64_t)cn_common_now_ns());
     close_all(s);
     cn_smp__py_stop(s); /* the frames' names stay */
     s->stopped = true;

@@ -25,15 +25,14 @@
  * waiting thread starts at its user frames, a re-read one keeps its switch-out's. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cn_obj.h"
 #include "smp_internal.h"
 
 /* Threads of one process looked at: each costs ~0.6 ms in the loop (three /proc reads, the
@@ -42,30 +41,18 @@
 #define WAITING_MAX 1024
 #define PAGE        4096u
 
-/* Reads a small /proc file into buf (NUL-terminated). Bytes read, or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, cap - 1);
-    int e = errno;
-    close(fd);
-    if (n < 0)
-        return -e;
-    buf[n] = 0;
-    return n;
-}
-
 /* Whether thread tid sleeps (S, or D: uninterruptible), per its stat line. */
 static bool task_sleeps(pid_t pid, pid_t tid)
 {
-    char path[64], buf[512];
+    char path[64], *buf = NULL;
+    size_t len;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof(buf)) <= 0)
+    if (cn_obj_read_file(path, 4096, &buf, &len) < 0)
         return false;
     const char *rp = strrchr(buf, ')'); /* comm may hold anything, ')' included */
-    return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+    bool sleeps = rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+    free(buf);
+    return sleeps;
 }
 
 /* The user stack pointer and pc of a thread asleep in the kernel: the last two fields of
@@ -73,11 +60,12 @@ static bool task_sleeps(pid_t pid, pid_t tid)
  * "running" for a thread on a CPU). 0, or -EBUSY / -errno. */
 static int read_regs(pid_t pid, pid_t tid, uint64_t *sp, uint64_t *pc)
 {
-    char path[64], buf[256];
+    char path[64], *buf = NULL;
+    size_t len;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    ssize_t n = read_small(path, buf, sizeof(buf));
-    if (n <= 0)
-        return n < 0 ? (int)n : -EIO;
+    int rc = cn_obj_read_file(path, 4096, &buf, &len);
+    if (rc < 0)
+        return rc;
     uint64_t v[9];
     int k = 0;
     for (char *c = buf, *end; *c && k < 9; c = end) {
@@ -87,14 +75,15 @@ static int read_regs(pid_t pid, pid_t tid, uint64_t *sp, uint64_t *pc)
             break;
         v[k] = strtoull(c, &end, 0); /* "-1" reads as ~0, the hex fields as such */
         if (end == c)
-            return -EBUSY; /* "running" */
+            break; /* "running" */
         k++;
     }
-    if (k != 3 && k != 9)
+    free(buf);
+    if ((k != 3 && k != 9) || !v[k - 2] || !v[k - 1])
         return -EBUSY;
     *sp = v[k - 2];
     *pc = v[k - 1];
-    return *sp && *pc ? 0 : -EBUSY;
+    return 0;
 }
 
 /* Up to cap bytes of the target's memory from sp, one page per iovec so that the copy ends
@@ -148,13 +137,6 @@ static int waiting_stack(cn_smp_session *s, cn_smp__proc *p, pid_t tid, uint64_t
     return (int)cn_smp__sample_frames(s, p, &r, true, nk, stop);
 }
 
-static uint64_t mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static size_t copy_size(const cn_smp_session *s)
 {
     return s->stack_copy ? s->stack_copy : CN_SMP_STACK_DEFAULT;
@@ -189,7 +171,7 @@ static void restack(cn_smp_session *s, cn_smp__proc *p, pid_t tid, uint8_t *stk)
     uint32_t nk;
     cn_smp_stop stop;
     /* t: the key its Python record is queued under, after every sample's time */
-    int n = waiting_stack(s, p, tid, mono_now(), stk, copy_size(s), &nk, &stop);
+    int n = waiting_stack(s, p, tid, (uint64_t)cn_common_now_ns(), stk, copy_size(s), &nk, &stop);
     if (n >= 0 && cn_smp__offcpu_restack(s, tid, (uint32_t)n, nk, stop))
         s->cnt.offcpu_waiting++;
 }

@@ -4,8 +4,8 @@
 #   cross.sh build SRCDIR OUTDIR CC LIBS CFLAGS...
 #       compiles every SRCDIR/sampler/*.c, objfile/*.c and interp/*.c (the layers below it;
 #       CFLAGS name the directory of interp's BPF skeleton, built on the host),
-#       and common/err.c, text.c, containers.c, cgroup.c (cn_err, its UTF-8 cut, cn_grow,
-#       the cgroup paths), with CC
+#       and common/err.c, text.c, containers.c, cgroup.c, util.c (cn_err, its UTF-8 cut,
+#       cn_grow, the cgroup paths, the monotonic clock), with CC
 #       (aarch64-linux-gnu-gcc) and CFLAGS into OUTDIR/libcn_smp.a, checks each object is AArch64, and links the unwind selftest
 #       (tests/arm64/unwind_selftest.c) against it and LIBS in three builds: fp, nofp, pac.
 #   cross.sh run OUTDIR QEMU
@@ -42,7 +42,7 @@ build() {
     n=0
     inc="-I$src/sampler/include -I$src/objfile/include -I$src/interp/include -I$src/common"
     for f in "$src"/sampler/*.c "$src"/objfile/*.c "$src"/interp/*.c "$src"/common/err.c "$src"/common/text.c \
-        "$src"/common/containers.c "$src"/common/cgroup.c; do
+        "$src"/common/containers.c "$src"/common/cgroup.c "$src"/common/util.c; do
         # shellcheck disable=SC2086 # inc is a word list
         spawn "$cc" "$@" $inc -O2 -g -c "$f" -o "$out/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
         n=$((n + 1))
@@ -62,7 +62,7 @@ build() {
         pac) vf="-fno-omit-frame-pointer -mbranch-protection=pac-ret -DSELFTEST_FP=1 -DSELFTEST_PAC=1" ;;
         esac
         # shellcheck disable=SC2086 # vf and libs are word lists
-        spawn "$cc" "$@" -O2 -g $vf $inc -I"$src/sampler" "$sel" "$out/libcn_smp.a" $libs \
+        spawn "$cc" "$@" -O2 -g $vf $inc -I"$src/sampler" "$sel" "$out/libcn_smp.a" $libs -lm \
             -o "$out/unwind_selftest_$v"
     done
     wait_all || die "the unwind selftest does not link against the aarch64 sampler (above)"
