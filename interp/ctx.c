@@ -55,14 +55,20 @@ typedef struct proc {
     uint64_t chk_code[CN_INT_ABI_CHECK_MAX]; /* their addresses */
     bool self_pending;   /* arm64: registered before its libc was mapped (thread_self_off) */
     uint64_t self_tried; /* the ktime of the last record that tried to settle it */
-    /* cn_int_capture's index of the thread states by native_thread_id, made by one walk of
-     * the thread lists and used again for the next NATIVE_TTL_NS: an attach reads every
-     * waiting thread, and a walk per thread would read the lists once per thread */
-    struct native_ts {
-        uint64_t id, tstate;
-    } * natives;
+    /* cn_int_capture's index of the thread states by thread, made by one walk of the thread
+     * lists and used again for the next NATIVE_TTL_NS: an attach reads every waiting thread,
+     * and a walk per thread would read the lists once per thread */
+    cn_int__ts_id *natives;
     size_t n_natives;
     uint64_t natives_at; /* CLOCK_MONOTONIC of the walk, 0 none */
+    uint32_t n_interps;  /* interpreters the walk saw */
+    /* 3.8–3.10 (no native_thread_id): offsetof(struct pthread, tid) in the process's glibc,
+     * where a state's thread_id (pthread_self()) leads to its thread's tid; 0 not known yet
+     * (no libc mapped: asked again after SELF_RETRY_NS), pd_tid_none when its libc does not
+     * say (musl, a glibc without libthread_db's descriptors) */
+    uint32_t pd_tid;
+    bool pd_tid_none;
+    uint64_t pd_tid_tried;
 } proc;
 
 struct cn_int_ctx {
@@ -333,14 +339,47 @@ static int find_runtime(pid_t pid, const mapping *maps, size_t n, cn_int__elfsym
     return cn_err_set(err, -ENOENT, "not CPython (no mapped python object defines _PyRuntime)");
 }
 
-#if defined(__aarch64__)
 static bool libc_named(const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     return strncmp(base, "libc.so.", 8) == 0 || strncmp(base, "libc-", 5) == 0;
 }
-#endif
+
+/* What the process's glibc tells libthread_db (gdb's thread support) about struct pthread,
+ * the thread descriptor pthread_self() points at: its size, and where it keeps the thread's
+ * kernel tid (0: the libc did not say). Read from the file mapped, not from the process. */
+typedef struct libc_pthread {
+    uint32_t size, tid_off;
+} libc_pthread;
+
+/* 0 and *out; -EAGAIN no libc mapped yet; -ENOENT no mapped libc gives the size. */
+static int libc_pthread_of(pid_t pid, const mapping *maps, size_t n, libc_pthread *out)
+{
+    bool libc = false;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < n; i++) {
+        if (!first_named(maps, i, libc_named))
+            continue;
+        libc = true;
+        int fd = open_mapped(pid, &maps[i]);
+        if (fd < 0)
+            continue;
+        uint32_t v = 0, desc[3];
+        int r = cn_int__elf_u32(fd, "_thread_db_sizeof_pthread", &v);
+        /* glibc's struct pthread: 2368 bytes in Debian 12's x86-64 build, 1856 in its arm64 */
+        if (r == 0 && v >= 256 && v <= 65536 && v % 16 == 0) {
+            out->size = v;
+            if (cn_int__elf_words(fd, "_thread_db_pthread_tid", desc, 3) < 0 ||
+                cn_int__pthread_field(desc, 32, v, &out->tid_off) < 0)
+                out->tid_off = 0;
+        }
+        close(fd);
+        if (out->size)
+            return 0;
+    }
+    return libc ? -ENOENT : -EAGAIN;
+}
 
 /* How far the thread pointer lies past pthread_self(), which CPython stores in
  * PyThreadState.thread_id and the program compares (python.bpf.c, thread_self). x86-64 (TLS
@@ -352,25 +391,14 @@ static int thread_self_off(pid_t pid, const mapping *maps, size_t n, uint64_t *o
 {
     *off = 0;
 #if defined(__aarch64__)
-    bool libc = false;
-    for (size_t i = 0; i < n; i++) {
-        if (!first_named(maps, i, libc_named))
-            continue;
-        libc = true;
-        int fd = open_mapped(pid, &maps[i]);
-        if (fd < 0)
-            continue;
-        uint32_t v = 0;
-        int r = cn_int__elf_u32(fd, "_thread_db_sizeof_pthread", &v);
-        close(fd);
-        /* glibc's struct pthread: 1856 bytes in Debian 12's arm64 build; aligned */
-        if (r == 0 && v >= 256 && v <= 65536 && v % 16 == 0) {
-            *off = v;
-            return 0;
-        }
+    libc_pthread lp;
+    int r = libc_pthread_of(pid, maps, n, &lp);
+    if (r == -EAGAIN)
+        return r;
+    if (r == 0) {
+        *off = lp.size;
+        return 0;
     }
-    if (!libc)
-        return -EAGAIN;
     return cn_err_set(
         err, -ENOTSUP,
         "arm64: pthread_self() unknown (no mapped glibc with _thread_db_sizeof_pthread)");
@@ -567,32 +595,49 @@ static uint32_t own_ns_tid(uint32_t pid, uint32_t tid)
 
 #define NATIVE_TTL_NS 100000000ull /* an index of the thread states is used for 100 ms */
 
-/* Indexes p's thread states by native_thread_id: a bounded walk of the interpreters and
- * their threads (the program's search bounds), two reads a state. 0 or -ENOMEM. */
+/* The id a thread state is indexed under (0: unreadable): native_thread_id, or (3.8–3.10)
+ * the tid glibc keeps in the descriptor at thread_id, which is the thread's pthread_self().
+ * The kernel writes that tid (the thread's, in its own pid namespace) at the thread's start
+ * and zeroes it at its end, so a state whose thread ended names no thread; the main
+ * thread's descriptor (in its static TLS, not on a stack) says the same as the others'. */
+static uint64_t ts_id(const proc *p, uint64_t ts)
+{
+    void *arg = (void *)(uintptr_t)p->pid;
+    uint64_t id = 0, self = 0;
+    uint32_t tid = 0;
+    if (p->lay.ts_native_id != CN_INT_ABI_NONE)
+        return vm_read(arg, ts + p->lay.ts_native_id, &id, 8) < 0 ? 0 : id;
+    if (vm_read(arg, ts + p->lay.abi.ts_thread_id, &self, 8) < 0 || self % 8 ||
+        vm_read(arg, self + p->pd_tid, &tid, 4) < 0)
+        return 0;
+    return (int32_t)tid > 0 ? tid : 0;
+}
+
+/* Indexes p's thread states by thread (ts_id): a bounded walk of the interpreters and their
+ * threads (the program's search bounds), two or three reads a state. 0 or -ENOMEM. */
 static int index_natives(proc *p)
 {
     const struct cn_int_abi_layout *l = &p->lay.abi;
     void *arg = (void *)(uintptr_t)p->pid;
     size_t cap = (size_t)CN_INT_ABI_MAX_INTERPS * CN_INT_ABI_MAX_THREADS;
-    struct native_ts *v = p->natives ? p->natives : malloc(cap * sizeof(*v));
+    cn_int__ts_id *v = p->natives ? p->natives : malloc(cap * sizeof(*v));
     if (!v)
         return -ENOMEM;
     p->natives = v;
     p->n_natives = 0;
+    p->n_interps = 0;
     p->natives_at = (uint64_t)cn_common_now_ns();
     uint64_t is = 0;
     if (vm_read(arg, l->runtime + l->rt_interp_head, &is, 8) < 0)
         return 0;
-    for (int i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
+    for (uint32_t i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
         uint64_t ts = 0;
+        p->n_interps = i + 1;
         if (vm_read(arg, is + l->is_threads_head, &ts, 8) < 0)
             return 0;
         for (int j = 0; j < CN_INT_ABI_MAX_THREADS && ts; j++) {
-            uint64_t id = 0;
-            if (vm_read(arg, ts + p->lay.ts_native_id, &id, 8) < 0)
-                break;
             assert(p->n_natives < cap);
-            v[p->n_natives++] = (struct native_ts){id, ts};
+            v[p->n_natives++] = (cn_int__ts_id){ts_id(p, ts), ts, i};
             if (vm_read(arg, ts + l->ts_next, &ts, 8) < 0)
                 break;
         }
@@ -602,23 +647,69 @@ static int index_natives(proc *p)
     return 0;
 }
 
-/* The thread state whose native_thread_id is ntid (0: none): from the index, made again when
- * it is older than NATIVE_TTL_NS or does not know ntid (a thread started since; unless it
- * is less than 1 ms old). The first
- * state found for ntid: a thread's states in sub-interpreters are not told apart here. */
-static uint64_t tstate_of_native(proc *p, uint32_t ntid)
+int cn_int__ts_match(const cn_int__ts_id *v, size_t n, uint64_t id, size_t *at)
+{
+    int found = 0;
+    for (size_t i = 0; id && i < n; i++) {
+        if (v[i].id != id)
+            continue;
+        if (found)
+            return -EEXIST;
+        found = 1;
+        *at = i;
+    }
+    return found;
+}
+
+/* The thread state of thread ntid (0: none): from the index, made again when it is older
+ * than NATIVE_TTL_NS or does not know ntid (a thread started since; unless it is less than
+ * 1 ms old). -EEXIST: several states name the thread (cn_int__ts_match). */
+static int tstate_of_native(proc *p, uint32_t ntid, uint64_t *ts)
 {
     uint64_t age = p->natives_at ? (uint64_t)cn_common_now_ns() - p->natives_at : UINT64_MAX;
+    *ts = 0;
     /* a miss in an index made this very millisecond is not worth another walk (a process's
      * native threads, which have no state, are asked about one after the other) */
     for (int pass = age < NATIVE_TTL_NS ? 0 : 1; pass < (age < 1000000 ? 1 : 2); pass++) {
+        size_t at = 0;
         if (pass == 1 && index_natives(p) < 0)
             return 0;
-        for (size_t i = 0; i < p->n_natives; i++)
-            if (p->natives[i].id == ntid)
-                return p->natives[i].tstate;
+        int r = cn_int__ts_match(p->natives, p->n_natives, ntid, &at);
+        if (r == 1)
+            *ts = p->natives[at].tstate;
+        if (r != 0)
+            return r < 0 ? r : 0;
     }
     return 0;
+}
+
+/* 3.8–3.10: settles p->pd_tid from the process's libc (once found, or known absent; while no
+ * libc is mapped, at most every SELF_RETRY_NS). Whether it is known. */
+static bool settle_pd_tid(proc *p)
+{
+    char path[64], *text = NULL;
+    size_t len;
+    mapping *maps = NULL;
+    size_t nmaps = 0;
+    libc_pthread lp;
+    uint64_t now = (uint64_t)cn_common_now_ns();
+    if (p->lay.ts_native_id != CN_INT_ABI_NONE || p->pd_tid)
+        return true;
+    if (p->pd_tid_none || (p->pd_tid_tried && now - p->pd_tid_tried < SELF_RETRY_NS))
+        return false;
+    p->pd_tid_tried = now;
+    snprintf(path, sizeof(path), "/proc/%u/maps", p->pid);
+    if (cn_obj_read_file(path, MAPS_MAX, &text, &len) == 0 &&
+        parse_maps(text, &maps, &nmaps) == 0) {
+        int r = libc_pthread_of((pid_t)p->pid, maps, nmaps, &lp);
+        if (r == 0 && lp.tid_off)
+            p->pd_tid = lp.tid_off;
+        else if (r != -EAGAIN)
+            p->pd_tid_none = true;
+    }
+    free(maps);
+    free(text);
+    return p->pd_tid != 0;
 }
 
 int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
@@ -626,11 +717,14 @@ int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
     proc *p = proc_find(c, pid);
     if (!p)
         return -ENOENT;
-    if (p->lay.ts_native_id == CN_INT_ABI_NONE)
-        return -ENOTSUP;
-    uint64_t ts = tstate_of_native(p, own_ns_tid(pid, tid));
+    if (!settle_pd_tid(p))
+        return p->pd_tid_none ? -ENOTSUP : -EAGAIN;
+    uint64_t ts = 0;
+    int m = tstate_of_native(p, own_ns_tid(pid, tid), &ts);
     cn_int_frame fr[CN_INT_MAX_FRAMES];
-    int status = CN_INT_NO_THREAD;
+    /* several states of the thread: ambiguous across interpreters (the sampler marks it as
+     * it marks the program's); in one, a stale state: no frames */
+    int status = m == -EEXIST && p->n_interps > 1 ? CN_INT_AMBIGUOUS : CN_INT_NO_THREAD;
     uint32_t n = 0;
     if (ts)
         n = cn_int__walk(&p->lay.abi, vm_read, (void *)(uintptr_t)pid, ts, fr, CN_INT_MAX_FRAMES,
@@ -645,6 +739,7 @@ int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time)
     r->status = (uint8_t)status;
     r->time_src = CN_INT_ABI_T_SAMPLE;
     r->tstate = ts;
+    r->rflags = p->n_interps > 1 ? CN_INT_ABI_R_MULTI : 0;
     for (uint32_t i = 0; i < n; i++) {
         r->frames[i].code = fr[i].code;
         r->frames[i].instr = (uint32_t)fr[i].instr; /* raw, as the program writes it */

@@ -36,24 +36,24 @@ static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, cn_int__elfs
     }
 }
 
-/* The 4 bytes at addr (Py_Version's value, say), read from the section holding them; 0 when
- * none does. */
-static int u32_at(Elf *e, uint64_t addr)
+/* The n 4-byte words at addr (Py_Version's value, say), read from the section holding them:
+ * 0, or -ENOENT when none holds them all. */
+static int words_at(Elf *e, uint64_t addr, uint32_t *out, size_t n)
 {
     Elf_Scn *scn = NULL;
+    size_t len = 4 * n;
     while ((scn = elf_nextscn(e, scn))) {
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC) ||
-            addr < sh.sh_addr || addr + 4 > sh.sh_addr + sh.sh_size)
+            addr < sh.sh_addr || addr + len > sh.sh_addr + sh.sh_size)
             continue;
         Elf_Data *d = elf_getdata(scn, NULL);
-        if (!d || !d->d_buf || addr - sh.sh_addr + 4 > d->d_size)
-            return 0;
-        uint32_t v;
-        memcpy(&v, (const char *)d->d_buf + (addr - sh.sh_addr), 4);
-        return (int)v;
+        if (!d || !d->d_buf || addr - sh.sh_addr + len > d->d_size)
+            return -ENOENT;
+        memcpy(out, (const char *)d->d_buf + (addr - sh.sh_addr), len);
+        return 0;
     }
-    return 0;
+    return -ENOENT;
 }
 
 int cn_int__elf_syms(int fd, cn_int__elfsyms *out)
@@ -83,8 +83,9 @@ int cn_int__elf_syms(int fd, cn_int__elfsyms *out)
                 scan_symbols(e, scn, &sh, out);
         }
     }
-    if (out->py_version)
-        out->version_hex = u32_at(e, out->py_version);
+    uint32_t hex = 0;
+    if (out->py_version && words_at(e, out->py_version, &hex, 1) == 0)
+        out->version_hex = (int)hex;
     ret = out->runtime ? 0 : -ENOENT;
 out:
     if (e)
@@ -92,7 +93,7 @@ out:
     return ret;
 }
 
-int cn_int__elf_u32(int fd, const char *name, uint32_t *val)
+int cn_int__elf_words(int fd, const char *name, uint32_t *val, size_t n)
 {
     int ret = -ENOENT;
     elf_version(EV_CURRENT);
@@ -109,17 +110,15 @@ int cn_int__elf_u32(int fd, const char *name, uint32_t *val)
                 !sh.sh_entsize)
                 continue;
             Elf_Data *d = elf_getdata(scn, NULL);
-            size_t n = d ? sh.sh_size / sh.sh_entsize : 0;
-            for (size_t i = 0; i < n; i++) {
+            size_t nsym = d ? sh.sh_size / sh.sh_entsize : 0;
+            for (size_t i = 0; i < nsym; i++) {
                 GElf_Sym s;
                 const char *sname;
                 if (!gelf_getsym(d, (int)i, &s) || !s.st_name || s.st_shndx == SHN_UNDEF ||
-                    s.st_size != 4 || !(sname = elf_strptr(e, sh.sh_link, s.st_name)) ||
+                    s.st_size != 4 * n || !(sname = elf_strptr(e, sh.sh_link, s.st_name)) ||
                     strcmp(sname, name) != 0)
                     continue;
-                /* a value of 0 is not told from an unreadable one: no caller wants 0 */
-                *val = (uint32_t)u32_at(e, s.st_value);
-                ret = *val ? 0 : -ENODATA;
+                ret = words_at(e, s.st_value, val, n) < 0 ? -ENODATA : 0;
                 break;
             }
         }
@@ -128,6 +127,13 @@ out:
     if (e)
         elf_end(e);
     return ret;
+}
+
+int cn_int__elf_u32(int fd, const char *name, uint32_t *val)
+{
+    int ret = cn_int__elf_words(fd, name, val, 1);
+    /* a value of 0 is not told from an unreadable one: no caller wants 0 */
+    return ret == 0 && !*val ? -ENODATA : ret;
 }
 
 int cn_int__version_from_name(const char *path, int *major, int *minor)

@@ -141,6 +141,29 @@ int cn_int__elf_syms(int fd, cn_int__elfsyms *out);
 /* The 4-byte object named name (.dynsym, then .symtab), read from the file: 0 and *val; -ENOENT
  * without such a symbol, -ENODATA when its bytes are not in the file or are 0, -ENOEXEC. */
 int cn_int__elf_u32(int fd, const char *name, uint32_t *val);
+/* The object of n 4-byte words named name (a glibc _thread_db_ descriptor: 3), the same way:
+ * 0 and val[0, n) (0s included); -ENOENT, -ENODATA (its bytes not in the file), -ENOEXEC. */
+int cn_int__elf_words(int fd, const char *name, uint32_t *val, size_t n);
+
+/* Where glibc's struct pthread keeps a field, from the descriptor its libc exports for
+ * libthread_db (_thread_db_pthread_tid: {the field's size in bits, its elements, its offset},
+ * glibc's nptl_db/structs.def) and the struct's size (_thread_db_sizeof_pthread): 0 and *off
+ * when the descriptor names one field of bits bits, aligned, inside the struct; -EINVAL. */
+int cn_int__pthread_field(const uint32_t desc[3], uint32_t bits, uint32_t struct_size,
+                          uint32_t *off);
+
+/* One thread state of a process, under the thread it belongs to (cn_int_capture's index): id
+ * is native_thread_id (3.11+) or the tid in the thread's glibc descriptor (before), 0 when
+ * unreadable; interp the position of its interpreter in the runtime's list. */
+typedef struct cn_int__ts_id {
+    uint64_t id, tstate;
+    uint32_t interp;
+} cn_int__ts_id;
+/* The thread state of thread id among v[0, n): 1 and *at when exactly one state names it, 0
+ * when none does (or id is 0), -EEXIST when several do (states of the thread in several
+ * interpreters, or a state left by a thread that ended and a new one given its descriptor):
+ * no state rather than perhaps another thread's, or another interpreter's. */
+int cn_int__ts_match(const cn_int__ts_id *v, size_t n, uint64_t id, size_t *at);
 
 /* The queue of records waiting for the sampler's join (queue.c). */
 #define CN_INT__QUEUE_MAX 65536 /* records held; the oldest are dropped past it */

@@ -280,3 +280,15 @@ int32_t cn_int__instr_index(const cn_int__names *l, uint32_t raw)
         return -1; /* 3.11+: prev_instr before the first instruction; f_lasti -1 */
     return l->instr_bytes ? v / 2 : v;
 }
+
+int cn_int__pthread_field(const uint32_t desc[3], uint32_t bits, uint32_t struct_size,
+                          uint32_t *off)
+{
+    /* an array field says its element count in desc[1]; tid is a single pid_t */
+    uint32_t bytes = bits / 8;
+    if (desc[0] != bits || desc[1] != 1 || !bytes || desc[2] % bytes ||
+        (uint64_t)desc[2] + bytes > struct_size)
+        return -EINVAL;
+    *off = desc[2];
+    return 0;
+}

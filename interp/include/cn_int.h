@@ -151,9 +151,14 @@ int cn_int_take(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time, cn_int
  * them as the record of a sample (pid, tid, time) for cn_int_take: for a thread that is off
  * CPU, whose frame chain cannot change while it waits (a thread already waiting when a
  * session began watching it has no sample of its own). The thread state is found by its
- * native_thread_id, so 3.11+ only; sub-interpreters are not told apart (the first state of
- * the thread found). 0 (also when the thread has no thread state: a record without frames),
- * -ENOENT pid not registered, -ENOTSUP a version without native_thread_id, -ENOMEM. */
+ * native_thread_id (3.11+), or (3.8–3.10) by the tid glibc keeps in the descriptor its
+ * thread_id (pthread_self()) points at, where the process's libc says that is (the
+ * _thread_db_ objects it exports for gdb's libthread_db). A thread with several states (in
+ * sub-interpreters; or a state left by an ended thread whose descriptor a new one reuses)
+ * gets none: status CN_INT_AMBIGUOUS across interpreters, else no frames. 0 (also when the
+ * thread has no thread state: a record without frames), -ENOENT pid not registered,
+ * -EAGAIN 3.8–3.10 whose libc is not mapped yet, -ENOTSUP 3.8–3.10 whose libc does not
+ * say (musl), -ENOMEM. */
 int cn_int_capture(cn_int_ctx *c, uint32_t pid, uint32_t tid, uint64_t time);
 
 /* Drops queued records older than time (samples the sampler will never ask for). Returns how
