@@ -4,11 +4,12 @@
 # - Debian's `sleep 60` (stripped): attached in wall mode, its one thread, asleep since before
 #   the attach and never waking, holds ≥ 80% of the session's time; its stack is the one gdb
 #   prints for the same process, frame for frame (gdb stops it: the oracle only);
-# - Debian's python3 (3.11) and, where pyenv has it, 3.13, running a script whose main thread
-#   sleeps in sleepy() <- deep() and another thread waits in Event.wait() <- waits_on_event()
-#   <- worker_main(): attached in wall and in off-cpu mode, each thread's time (≥ 80% of the
-#   session) is under its own Python function, and `canopy sessions` counts both threads as
-#   found waiting (offcpu.waiting).
+# - Debian's python3 (3.11) and pyenv's 3.8, 3.9, 3.10 and 3.13 (each required under CI=true),
+#   running a script whose main thread sleeps in sleepy() <- deep() and another thread waits in
+#   Event.wait() <- waits_on_event() <- worker_main(): attached in wall and in off-cpu mode,
+#   each thread's time (≥ 80% of a 1 s session) is under its own Python function, and `canopy
+#   sessions` counts both threads as found waiting (offcpu.waiting). 3.8-3.10 have no
+#   native_thread_id: before this their waiting threads had native frames only.
 # Before waiting.c such threads had no samples at all in an attach session.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
@@ -29,11 +30,11 @@ on_exit() {
 trap on_exit EXIT
 start_canopyd
 
-# session NAME PID MODE: attach, wait SECS, stop; the tree by thread in $TMP/NAME.json and
+# session NAME PID MODE [SECONDS]: attach, wait SECONDS (SECS), stop; the tree by thread in $TMP/NAME.json and
 # the session's counters in $TMP/NAME.sess.json.
 session() {
   "$C" attach "$2" -F 99 --mode "$3" --name "$1" >/dev/null || fail "canopy attach $2 --mode $3"
-  sleep $SECS
+  sleep "${4:-$SECS}"
   "$C" stop "$1" >/dev/null || fail "canopy stop $1"
   "$C" tree "$1" --group-by thread --format json -o "$TMP/$1.json" || fail "canopy tree $1"
   "$C" sessions --format json >"$TMP/$1.sess.json" || fail "canopy sessions"
@@ -107,15 +108,25 @@ threading.Thread(target=worker_main, args=(ev,), daemon=True).start()
 print("ready", flush=True)
 deep()
 EOF
+# 3.8-3.10 have no native_thread_id: their thread states are matched to threads by the tid in
+# the glibc descriptor their thread_id points at (interp/ctx.c); before 3.11 a code object has
+# no qualname, so Event.wait is "wait"
 pys=(/usr/bin/python3)
-p313=$(ls -d /root/.pyenv/versions/3.13*/bin/python3 2>/dev/null | head -1 || true)
-if [ -n "$p313" ]; then
-  pys+=("$p313")
-elif [ "${CI:-}" = true ]; then
-  fail "no pyenv CPython 3.13 (scripts/setup installs it)"
-fi
+for v in 3.8 3.9 3.10 3.13; do
+  pv=
+  for x in /root/.pyenv/versions/$v.*/bin/python$v; do [ -x "$x" ] && [ -z "$pv" ] && pv=$x; done
+  if [ -n "$pv" ]; then
+    pys+=("$pv")
+  elif [ "${CI:-}" = true ]; then
+    fail "no pyenv CPython $v (scripts/setup installs it)"
+  else
+    echo "note: no pyenv CPython $v under /root/.pyenv/versions" >&2
+  fi
+done
+PY_SECS=1 # each waiting thread's share of a 1 s session, per interpreter and mode
 k=0
 for py in "${pys[@]}"; do
+  wait_fn=$("$py" -c 'import sys; print("Event.wait" if sys.version_info >= (3, 11) else "wait")')
   for mode in wall off-cpu; do
     k=$((k + 1))
     "$py" "$TMP/waits.py" >"$TMP/py$k.out" &
@@ -123,13 +134,14 @@ for py in "${pys[@]}"; do
     PIDS+=($P)
     for _ in $(seq 100); do grep -q ready "$TMP/py$k.out" && break; sleep 0.1; done
     sleep 0.3 # both threads asleep
-    session "py$k" $P $mode
+    session "py$k" $P $mode $PY_SECS
     kill $P
-    python3 - "$TMP/py$k.json" "$TMP/py$k.sess.json" "py$k" $SECS "$py $mode" <<'EOF' ||
+    python3 - "$TMP/py$k.json" "$TMP/py$k.sess.json" "py$k" $PY_SECS "$py $mode" "$wait_fn" <<'EOF' ||
 import json, sys
 t = json.load(open(sys.argv[1]))
 secs = float(sys.argv[4])
-want = {"sleepy": ["deep", "sleepy"], "waits_on_event": ["worker_main", "waits_on_event", "Event.wait"]}
+wait_fn = sys.argv[6]
+want = {"sleepy": ["deep", "sleepy"], "waits_on_event": ["worker_main", "waits_on_event", wait_fn]}
 found = {}
 ok = True
 for root in t["roots"]:
@@ -138,14 +150,16 @@ for root in t["roots"]:
         n, p = stack.pop()
         p = p + [n["name"]] if n is not root else p
         if n.get("self"):
-            py = [x for x in p if x in ("deep", "sleepy", "worker_main", "waits_on_event", "Event.wait")]
+            py = [x for x in p if x in ("deep", "sleepy", "worker_main", "waits_on_event", wait_fn)]
             for key, chain in want.items():
                 if py[:len(chain)] == chain:
                     found[key] = found.get(key, 0) + n["self"]
         stack.extend((c, p) for c in n.get("children", []))
+total = sum(r.get("total", 0) for r in t["roots"]) / 1e9
 for key in want:
     s = found.get(key, 0) / 1e9
-    print("%s: %s under %s: %.2f s of a %.1f s session" % (sys.argv[5], key, " > ".join(want[key]), s, secs))
+    print("%s: %s under %s: %.2f s (tree %.2f s, two threads; a %.1f s session)"
+          % (sys.argv[5], key, " > ".join(want[key]), s, total, secs))
     if s < 0.8 * secs:
         print("FAIL: %s holds %.2f s" % (key, s)); ok = False
 sess = [s for s in json.load(open(sys.argv[2]))["sessions"] if s.get("name") == sys.argv[3]]

@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <setjmp.h>
@@ -252,6 +254,74 @@ static void elf_u32_libc(void **state)
     assert_true(fd >= 0);
     assert_int_equal(cn_int__elf_u32(fd, "_thread_db_sizeof_pthread", &v), -ENOEXEC);
     close(fd);
+}
+
+/* The tid glibc keeps in a thread's descriptor, read where cn_int__pthread_field says
+ * (from the libc file's _thread_db_pthread_tid), is the kernel's tid of the thread whose
+ * pthread_self() that is: for this process's main thread (its descriptor in static TLS) and
+ * for a thread it starts (on its stack). What cn_int_capture matches a 3.8–3.10 thread
+ * state's thread_id by. */
+static void *tid_at(void *arg)
+{
+    uint32_t off = *(const uint32_t *)arg;
+    pid_t in_desc;
+    memcpy(&in_desc, (const char *)pthread_self() + off, sizeof(in_desc));
+    return (void *)(intptr_t)(in_desc == (pid_t)syscall(SYS_gettid) ? 1 : 0);
+}
+
+static void pthread_tid_libc(void **state)
+{
+    const uint32_t *size = dlsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread");
+    if (!size || !dlsym(RTLD_DEFAULT, "_thread_db_pthread_tid")) {
+        print_message("[ skip     ] no _thread_db_ descriptors in this process's libc\n");
+        skip();
+    }
+    Dl_info info;
+    assert_true(dladdr(size, &info) && info.dli_fname);
+    int fd = open(info.dli_fname, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    uint32_t desc[3], off = 0;
+    assert_int_equal(cn_int__elf_words(fd, "_thread_db_pthread_tid", desc, 3), 0);
+    assert_int_equal(cn_int__elf_words(fd, "_thread_db_pthread_tid", desc, 1), -ENOENT);
+    close(fd);
+    assert_int_equal(cn_int__pthread_field(desc, 32, *size, &off), 0);
+    print_message("%s: struct pthread's tid at %u of %u bytes\n", info.dli_fname, off, *size);
+    assert_int_equal((intptr_t)tid_at(&off), 1);
+    pthread_t t;
+    void *ok = NULL;
+    assert_int_equal(pthread_create(&t, NULL, tid_at, &off), 0);
+    assert_int_equal(pthread_join(t, &ok), 0);
+    assert_int_equal((intptr_t)ok, 1);
+    /* descriptors that name no single aligned 32-bit field inside the struct */
+    const uint32_t bad[][3] = {
+        {64, 1, 720}, {32, 0, 720}, {32, 4, 720}, {32, 1, 722}, {32, 1, 2368}, {32, 1, UINT32_MAX},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(cn_int__pthread_field(bad[i], 32, 2368, &off), -EINVAL);
+    const uint32_t last[3] = {32, 1, 2364};
+    assert_int_equal(cn_int__pthread_field(last, 32, 2368, &off), 0);
+    assert_int_equal(off, 2364);
+}
+
+/* cn_int__ts_match: one state names a thread, or none does; two states naming one thread (in
+ * two interpreters, or a stale one) give none rather than the first; id 0 (unreadable)
+ * names no thread even where unreadable states were indexed as 0. */
+static void ts_match(void **state)
+{
+    const cn_int__ts_id v[] = {
+        {101, 0x1000, 0}, {102, 0x2000, 0}, {0, 0x3000, 0},   {0, 0x4000, 0},
+        {103, 0x5000, 0}, {103, 0x6000, 1}, {104, 0x7000, 1},
+    };
+    size_t n = sizeof(v) / sizeof(v[0]), at = 99;
+    assert_int_equal(cn_int__ts_match(v, n, 102, &at), 1);
+    assert_int_equal(at, 1);
+    assert_int_equal(cn_int__ts_match(v, n, 104, &at), 1);
+    assert_int_equal(at, 6);
+    assert_int_equal(cn_int__ts_match(v, n, 103, &at), -EEXIST);
+    assert_int_equal(cn_int__ts_match(v, n, 105, &at), 0);
+    assert_int_equal(cn_int__ts_match(v, n, 0, &at), 0);
+    assert_int_equal(cn_int__ts_match(v, 0, 101, &at), 0);
+    assert_int_equal(cn_int__ts_match(NULL, 0, 101, &at), 0);
 }
 
 /* A _Py_DebugOffsets block made from the 3.13 row parses back into it; wrong cookie, another
@@ -878,6 +948,8 @@ int main(void)
         cmocka_unit_test(instr_index),
         cmocka_unit_test(version_names),
         cmocka_unit_test(elf_u32_libc),
+        cmocka_unit_test(pthread_tid_libc),
+        cmocka_unit_test(ts_match),
         cmocka_unit_test(debug_offsets_synthetic),
         cmocka_unit_test(debug_offsets_313_file),
         cmocka_unit_test_setup_teardown(code_ok, space_setup, space_teardown),
