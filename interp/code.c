@@ -275,6 +275,11 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
         return 0;
     for (uint32_t i = 0; i < max + 32 && f; i++) {
         uint64_t code, prev, ip, a = f + base;
+        if (a < f || a + len < a) { /* a forged pointer at the top of the address space: its
+                                       a + len wraps, and would pass the window's check */
+            *status = CN_INT_FAULT;
+            break;
+        }
         if (!win_len || a < win_lo || a + len > win_lo + win_len) {
             /* the window (python_abi.h, CN_INT_ABI_WINDOW), else the frame's own bytes */
             uint64_t lo = a;
@@ -326,4 +331,61 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
         n++;
     }
     return n;
+}
+
+/* The id a thread state is indexed under (0: unreadable): native_thread_id, or (3.8–3.10)
+ * the tid glibc keeps in the descriptor at thread_id, which is the thread's pthread_self().
+ * The kernel writes that tid (the thread's, in its own pid namespace) at the thread's start
+ * and zeroes it at its end, so a state whose thread ended names no thread; the main
+ * thread's descriptor (in its static TLS, not on a stack) says the same as the others'. */
+static uint64_t ts_id(const cn_int__layout *lay, uint32_t pd_tid, cn_int__read_fn rd, void *arg,
+                      uint64_t ts)
+{
+    uint64_t id = 0, self = 0;
+    int32_t tid = 0;
+    if (lay->ts_native_id != CN_INT_ABI_NONE)
+        return rd_u64(rd, arg, ts + lay->ts_native_id, &id) < 0 ? 0 : id;
+    if (!pd_tid || rd_u64(rd, arg, ts + lay->abi.ts_thread_id, &self) < 0 || self % 8 ||
+        self + pd_tid < self || rd(arg, self + pd_tid, &tid, 4) < 0)
+        return 0;
+    return tid > 0 ? (uint64_t)tid : 0;
+}
+
+size_t cn_int__index_states(const cn_int__layout *lay, uint32_t pd_tid, cn_int__read_fn rd,
+                            void *arg, cn_int__ts_id *out, size_t cap, uint32_t *ninterps)
+{
+    const struct cn_int_abi_layout *l = &lay->abi;
+    uint64_t is = 0;
+    size_t n = 0;
+    *ninterps = 0;
+    if (rd_u64(rd, arg, l->runtime + l->rt_interp_head, &is) < 0)
+        return 0;
+    for (uint32_t i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
+        uint64_t ts = 0;
+        *ninterps = i + 1;
+        if (rd_u64(rd, arg, is + l->is_threads_head, &ts) < 0)
+            return n;
+        for (int j = 0; j < CN_INT_ABI_MAX_THREADS && ts && n < cap; j++) {
+            out[n++] = (cn_int__ts_id){ts_id(lay, pd_tid, rd, arg, ts), ts, i};
+            if (rd_u64(rd, arg, ts + l->ts_next, &ts) < 0)
+                break;
+        }
+        if (rd_u64(rd, arg, is + l->is_next, &is) < 0)
+            return n;
+    }
+    return n;
+}
+
+int cn_int__ts_match(const cn_int__ts_id *v, size_t n, uint64_t id, size_t *at)
+{
+    int found = 0;
+    for (size_t i = 0; id && i < n; i++) {
+        if (v[i].id != id)
+            continue;
+        if (found)
+            return -EEXIST;
+        found = 1;
+        *at = i;
+    }
+    return found;
 }

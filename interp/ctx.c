@@ -4,7 +4,6 @@
  *
  * The queue is queue.c's; each process's code objects are cached in an open-addressing map,
  * code object address → entry. */
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -595,70 +594,18 @@ static uint32_t own_ns_tid(uint32_t pid, uint32_t tid)
 
 #define NATIVE_TTL_NS 100000000ull /* an index of the thread states is used for 100 ms */
 
-/* The id a thread state is indexed under (0: unreadable): native_thread_id, or (3.8–3.10)
- * the tid glibc keeps in the descriptor at thread_id, which is the thread's pthread_self().
- * The kernel writes that tid (the thread's, in its own pid namespace) at the thread's start
- * and zeroes it at its end, so a state whose thread ended names no thread; the main
- * thread's descriptor (in its static TLS, not on a stack) says the same as the others'. */
-static uint64_t ts_id(const proc *p, uint64_t ts)
-{
-    void *arg = (void *)(uintptr_t)p->pid;
-    uint64_t id = 0, self = 0;
-    uint32_t tid = 0;
-    if (p->lay.ts_native_id != CN_INT_ABI_NONE)
-        return vm_read(arg, ts + p->lay.ts_native_id, &id, 8) < 0 ? 0 : id;
-    if (vm_read(arg, ts + p->lay.abi.ts_thread_id, &self, 8) < 0 || self % 8 ||
-        vm_read(arg, self + p->pd_tid, &tid, 4) < 0)
-        return 0;
-    return (int32_t)tid > 0 ? tid : 0;
-}
-
-/* Indexes p's thread states by thread (ts_id): a bounded walk of the interpreters and their
- * threads (the program's search bounds), two or three reads a state. 0 or -ENOMEM. */
+/* Indexes p's thread states by thread (cn_int__index_states). 0 or -ENOMEM. */
 static int index_natives(proc *p)
 {
-    const struct cn_int_abi_layout *l = &p->lay.abi;
-    void *arg = (void *)(uintptr_t)p->pid;
     size_t cap = (size_t)CN_INT_ABI_MAX_INTERPS * CN_INT_ABI_MAX_THREADS;
     cn_int__ts_id *v = p->natives ? p->natives : malloc(cap * sizeof(*v));
     if (!v)
         return -ENOMEM;
     p->natives = v;
-    p->n_natives = 0;
-    p->n_interps = 0;
     p->natives_at = (uint64_t)cn_common_now_ns();
-    uint64_t is = 0;
-    if (vm_read(arg, l->runtime + l->rt_interp_head, &is, 8) < 0)
-        return 0;
-    for (uint32_t i = 0; i < CN_INT_ABI_MAX_INTERPS && is; i++) {
-        uint64_t ts = 0;
-        p->n_interps = i + 1;
-        if (vm_read(arg, is + l->is_threads_head, &ts, 8) < 0)
-            return 0;
-        for (int j = 0; j < CN_INT_ABI_MAX_THREADS && ts; j++) {
-            assert(p->n_natives < cap);
-            v[p->n_natives++] = (cn_int__ts_id){ts_id(p, ts), ts, i};
-            if (vm_read(arg, ts + l->ts_next, &ts, 8) < 0)
-                break;
-        }
-        if (vm_read(arg, is + l->is_next, &is, 8) < 0)
-            return 0;
-    }
+    p->n_natives = cn_int__index_states(&p->lay, p->pd_tid, vm_read, (void *)(uintptr_t)p->pid, v,
+                                        cap, &p->n_interps);
     return 0;
-}
-
-int cn_int__ts_match(const cn_int__ts_id *v, size_t n, uint64_t id, size_t *at)
-{
-    int found = 0;
-    for (size_t i = 0; id && i < n; i++) {
-        if (v[i].id != id)
-            continue;
-        if (found)
-            return -EEXIST;
-        found = 1;
-        *at = i;
-    }
-    return found;
 }
 
 /* The thread state of thread ntid (0: none): from the index, made again when it is older

@@ -159,6 +159,13 @@ typedef struct cn_int__ts_id {
     uint64_t id, tstate;
     uint32_t interp;
 } cn_int__ts_id;
+/* Indexes the thread states of the runtime at lay->abi.runtime: a bounded walk of the
+ * interpreters and their threads (the program's search bounds, CN_INT_ABI_MAX_INTERPS ×
+ * CN_INT_ABI_MAX_THREADS, and cap), two or three reads a state; pd_tid is offsetof(struct
+ * pthread, tid) for a layout without native_thread_id (0: every id is 0). A failed read ends
+ * that list. Returns the states put in out; *ninterps the interpreters seen. */
+size_t cn_int__index_states(const cn_int__layout *lay, uint32_t pd_tid, cn_int__read_fn rd,
+                            void *arg, cn_int__ts_id *out, size_t cap, uint32_t *ninterps);
 /* The thread state of thread id among v[0, n): 1 and *at when exactly one state names it, 0
  * when none does (or id is 0), -EEXIST when several do (states of the thread in several
  * interpreters, or a state left by a thread that ended and a new one given its descriptor):

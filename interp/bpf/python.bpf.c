@@ -278,6 +278,10 @@ static long frame_step(__u32 i, struct walk *w)
     if (!r || !fb || !f || len == 0 || len > CN_INT_ABI_FRAME_READ_MAX)
         return 1;
     __u64 a = f + base;
+    if (a < f || a + len < a) { /* a forged pointer whose a + len wraps (code.c: the same) */
+        w->status = CN_INT_ABI_FAULT;
+        return 1;
+    }
     if (!w->win_len || a < w->win_lo || a + len > w->win_lo + w->win_len) {
         __u64 lo = a;
         if (w->l.kind == CN_INT_ABI_IFRAME) {

@@ -1,8 +1,9 @@
 /* fuzz_interp.c — interp/ over hostile target memory: the input is a process image at a fixed
  * address, its first bytes choose a CPython version and where a code object and a thread
  * state lie in it. Runs the code-object reader (type checks, strings, line table), the line
- * decoders, the user-space frame walk (the BPF program's mirror) and the _Py_DebugOffsets
- * reader. Never crashes, never reads outside the input (ASan), every walk ends. */
+ * decoders, the user-space frame walk (the BPF program's mirror), the index of thread states
+ * (cn_int_capture's) and the _Py_DebugOffsets reader. Never crashes, never reads outside the input
+ * (ASan), every walk ends. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,6 +55,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cn_int__walk(&l.abi, rd, &im, BASE + ts_off % size, out, CN_INT_MAX_FRAMES, &status);
     if (n > CN_INT_MAX_FRAMES)
         abort();
+    /* cn_int_capture's index of the thread states, the runtime where the state is: by
+     * native_thread_id (3.11+) or through a forged glibc descriptor (3.8–3.10) */
+    static cn_int__ts_id ids[CN_INT_ABI_MAX_INTERPS * CN_INT_ABI_MAX_THREADS];
+    uint32_t ninterps;
+    size_t at;
+    l.abi.runtime = BASE + ts_off % size;
+    size_t nids =
+        cn_int__index_states(&l, 720, rd, &im, ids, sizeof(ids) / sizeof(ids[0]), &ninterps);
+    if (nids > sizeof(ids) / sizeof(ids[0]) || ninterps > CN_INT_ABI_MAX_INTERPS)
+        abort();
+    (void)cn_int__ts_match(ids, nids, data[7], &at);
     cn_int__layout d;
     if (cn_int__layout_debug(data, size, &d) == 0 &&
         (d.abi.fr_len == 0 || d.abi.fr_len > CN_INT_ABI_FRAME_READ_MAX))

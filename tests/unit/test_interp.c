@@ -701,6 +701,71 @@ static void walk_hostile(void **state)
     assert_int_equal(n, 0);
 }
 
+/* cn_int_capture's index over forged 3.10 memory: states found by the tid in the glibc
+ * descriptor their thread_id points at (pthread_tid_libc shows a real one); a state of an
+ * ended thread (tid 0), an unreadable or misaligned thread_id name no thread; a thread with
+ * states in two interpreters is ambiguous; a looping thread list ends at the program's
+ * bound; without the descriptor's offset no state names a thread. */
+static void index_states_310(void **state)
+{
+    space *s = *state;
+    cn_int__layout l;
+    assert_int_equal(cn_int__layout_for(3, 10, &l), 0);
+    enum {
+        RT = BASE + 0x4000,
+        IS1 = BASE + 0x4100,
+        IS2 = BASE + 0x4200,
+        TS = BASE + 0x5000,
+        D_MAIN = BASE + 0x8000,
+        D_WORK = BASE + 0x9000,
+        D_GONE = BASE + 0xa000,
+        TID = 720,
+    };
+    l.abi.runtime = RT;
+    put64(s, RT + l.abi.rt_interp_head, IS1);
+    put64(s, IS1 + l.abi.is_next, IS2);
+    put64(s, IS1 + l.abi.is_threads_head, TS);
+    const uint64_t self[] = {D_MAIN, D_WORK, D_GONE, 0xdead0000ull, D_WORK + 1};
+    for (int i = 0; i < 5; i++) {
+        put64(s, TS + 0x200 * i + l.abi.ts_next, i < 4 ? TS + 0x200 * (i + 1) : 0);
+        put64(s, TS + 0x200 * i + l.abi.ts_thread_id, self[i]);
+    }
+    put32(s, D_MAIN + TID, 100);
+    put32(s, D_WORK + TID, 101);
+    put32(s, D_GONE + TID, 0);
+    const uint64_t sub = TS + 0x200 * 5; /* the worker's state in a sub-interpreter, a loop */
+    put64(s, IS2 + l.abi.is_threads_head, sub);
+    put64(s, sub + l.abi.ts_next, sub);
+    put64(s, sub + l.abi.ts_thread_id, D_WORK);
+    size_t cap = (size_t)CN_INT_ABI_MAX_INTERPS * CN_INT_ABI_MAX_THREADS, at = 0;
+    cn_int__ts_id *v = calloc(cap, sizeof(*v));
+    uint32_t ni = 0;
+    size_t n = cn_int__index_states(&l, TID, fake_read, s, v, cap, &ni);
+    assert_int_equal(ni, 2);
+    assert_int_equal(n, 5 + CN_INT_ABI_MAX_THREADS);
+    assert_int_equal(cn_int__ts_match(v, n, 100, &at), 1);
+    assert_int_equal(v[at].tstate, TS);
+    assert_int_equal(cn_int__ts_match(v, n, 101, &at), -EEXIST);
+    for (int i = 2; i < 5; i++)
+        assert_int_equal(v[i].id, 0);
+    /* without the sub-interpreter the worker is found */
+    put64(s, IS1 + l.abi.is_next, 0);
+    n = cn_int__index_states(&l, TID, fake_read, s, v, cap, &ni);
+    assert_int_equal(ni, 1);
+    assert_int_equal(n, 5);
+    assert_int_equal(cn_int__ts_match(v, n, 101, &at), 1);
+    assert_int_equal(v[at].tstate, TS + 0x200);
+    /* the bound of the output, and no offset known */
+    assert_int_equal(cn_int__index_states(&l, TID, fake_read, s, v, 2, &ni), 2);
+    n = cn_int__index_states(&l, 0, fake_read, s, v, cap, &ni);
+    assert_int_equal(cn_int__ts_match(v, n, 100, &at), 0);
+    /* an unreadable runtime */
+    l.abi.runtime = 0xdead0000ull;
+    assert_int_equal(cn_int__index_states(&l, TID, fake_read, s, v, cap, &ni), 0);
+    assert_int_equal(ni, 0);
+    free(v);
+}
+
 /* Reads of the fake space that fault where they touch [HOLE, HOLE + 0x100): memory below a
  * frame that a window read would take and a frame read alone would not. */
 #define HOLE (BASE + 0x7b80)
@@ -958,6 +1023,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(code_same, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(code_same_reads, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_hostile, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(index_states_310, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_window, space_setup, space_teardown),
         cmocka_unit_test(plan_runs),
