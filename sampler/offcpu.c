@@ -30,6 +30,8 @@ typedef struct blocked {
     uint32_t cpu;
     uint64_t out_time; /* switch-out */
     uint64_t done_to;  /* delivered up to here */
+    uint64_t seen_at;  /* a seeded wait (waiting.c): when its stack was read (its start,
+                          out_time, is the session's) */
     cn_smp_state state;
     cn_smp_stop stop;
     uint32_t n, nk;
@@ -246,10 +248,24 @@ static void deliver(cn_smp_session *s, blocked *b, uint64_t end)
     s->cb.sample(s->arg, &out);
 }
 
+/* Whether b is a seeded wait (waiting.c) that ended at t, before its stack was read: the
+ * thread ran since the session began, and the stack read is of a later wait, not of this
+ * one. Nothing was delivered yet: the records before the read are read before any pending
+ * delivery reaches them, but for the last HOLD_NS before it. */
+static bool seed_stale(const blocked *b, uint64_t t)
+{
+    return t < b->seen_at && b->done_to == b->out_time;
+}
+
 /* Closes b's interval at t (its switch-in). */
 static void close_at(cn_smp_session *s, blocked *b, uint64_t t)
 {
     s->cnt.offcpu_intervals++;
+    if (seed_stale(b, t)) { /* not delivered: a wait whose stack is unknown */
+        s->cnt.offcpu_unmatched++;
+        s->cnt.offcpu_waiting--;
+        return;
+    }
     if (t < b->out_time || t - b->out_time < s->cfg.min_block_ns) {
         s->cnt.offcpu_short++;
         return; /* nothing was delivered: pending only delivers past min_block_ns */
@@ -306,6 +322,7 @@ static bool open_at(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_
     b->pid = (pid_t)r->pid;
     b->cpu = r->cpu;
     b->out_time = b->done_to = r->time;
+    b->seen_at = 0;
     b->state = CN_SMP_STATE_BLOCKED;
     b->stop = stop;
     b->n = n;
@@ -324,8 +341,9 @@ void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uin
     size_t slot;
     ssize_t i = find(o, tid, &slot);
     if (i >= 0) {
-        /* Its switch-in was lost: what we know ends here. */
-        s->cnt.offcpu_unmatched++;
+        /* Its switch-in was lost: what we know ends here (close_at counts a stale seed). */
+        if (!seed_stale(&o->ent[i], r->time))
+            s->cnt.offcpu_unmatched++;
         close_at(s, &o->ent[i], r->time);
         erase(o, (size_t)i, slot);
     }
@@ -333,14 +351,16 @@ void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uin
 }
 
 void cn_smp__offcpu_seed(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
-                         cn_smp_stop stop)
+                         cn_smp_stop stop, uint64_t seen_at)
 {
     cn_smp__offcpu *o = s->off;
     pid_t tid = (pid_t)r->tid;
     if (!o || tid <= 0 || find(o, tid, NULL) >= 0)
         return; /* a switch-out seen already: its own stack, from the kernel */
-    if (open_at(s, r, n, nk, stop))
+    if (open_at(s, r, n, nk, stop)) {
         s->cnt.offcpu_waiting++;
+        o->ent[find(o, tid, NULL)].seen_at = seen_at;
+    }
 }
 
 size_t cn_smp__offcpu_waiters(const cn_smp_session *s, pid_t pid, pid_t *tids, size_t max)

@@ -427,6 +427,8 @@ int cn_smp_session_start(cn_smp_session *s, cn_err *err)
      * and comes after t_enable). */
     if (s->off && s->cfg.target == CN_SMP_TARGET_PID && !s->cfg.enable_on_exec)
         cn_smp__waiting_attach(s, s->cfg.pid, t_enable);
+    else if (s->off && s->cfg.target == CN_SMP_TARGET_SYSTEM)
+        cn_smp__waiting_system(s, t_enable);
     s->started = true;
     return 0;
 }

@@ -509,9 +509,11 @@ void cn_smp__offcpu_out(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uin
  * its interval, if any. */
 void cn_smp__offcpu_in(cn_smp_session *s, pid_t tid, uint64_t t, bool from_switch);
 /* A thread found already off CPU (waiting.c), r a record made for it: opens its interval at
- * r->time with the stack s->frames[0, n), unless one is open (counted: offcpu_waiting). */
+ * r->time with the stack s->frames[0, n), read from seen_at on, unless one is open (counted:
+ * offcpu_waiting). A switch of the thread older than seen_at closes it without delivering
+ * it (counted unmatched instead): the thread ran after r->time, the stack is of a later wait. */
 void cn_smp__offcpu_seed(cn_smp_session *s, const cn_smp__rec *r, uint32_t n, uint32_t nk,
-                         cn_smp_stop stop);
+                         cn_smp_stop stop, uint64_t seen_at);
 /* The threads of pid with an open interval (at most max), for waiting.c. */
 size_t cn_smp__offcpu_waiters(const cn_smp_session *s, pid_t pid, pid_t *tids, size_t max);
 /* Gives tid's open interval the user stack s->frames[nk, n) (read again, with Python frames
@@ -603,9 +605,11 @@ uint32_t cn_smp__sample_frames(cn_smp_session *s, cn_smp__proc *p, const cn_smp_
                                bool synthetic, uint32_t *nk, cn_smp_stop *stop);
 /* Threads already off CPU (waiting.c, OFFCPU and WALL sessions): at an attach, every thread
  * of pid that waits gets an interval from time t with its stack read from /proc and its
- * memory; at a CPython registration (python.c), the waiting threads of p get their stack
- * again, with Python frames. */
+ * memory; at a system session's start, those of the CPython processes it registered (a
+ * thousand threads in all); at a CPython registration (python.c), the waiting threads of p
+ * get their stack again, with Python frames. */
 void cn_smp__waiting_attach(cn_smp_session *s, pid_t pid, uint64_t t);
+void cn_smp__waiting_system(cn_smp_session *s, uint64_t t);
 void cn_smp__waiting_python(cn_smp_session *s, cn_smp__proc *p);
 /* One thread of p, whose switch-out sample predates p's registration: as waiting_python. */
 void cn_smp__waiting_restack(cn_smp_session *s, cn_smp__proc *p, pid_t tid);

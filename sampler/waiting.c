@@ -14,7 +14,9 @@
  *
  * Two moments:
  * - an attach (PID target, not --enable-on-exec): every sleeping thread of the process gets
- *   an interval from the session's start, closed by its switch-in as usual;
+ *   an interval from the session's start, closed by its switch-in as usual; a system
+ *   session's start: the same for the CPython processes it registered (their threads only,
+ *   a bound in all: the other processes' maps are read lazily, at their first sample);
  * - a CPython registration: the process's threads that blocked before it (their switch-out
  *   stack has no Python frames: the interpreter was not known yet) get their user stack
  *   read again, with Python frames, if they still wait where they blocked: those whose
@@ -142,7 +144,8 @@ static size_t copy_size(const cn_smp_session *s)
     return s->stack_copy ? s->stack_copy : CN_SMP_STACK_DEFAULT;
 }
 
-void cn_smp__waiting_attach(cn_smp_session *s, pid_t pid, uint64_t t)
+/* The waiting threads of pid, from time t: at most max looked at (*looked says how many). */
+static void attach_threads(cn_smp_session *s, pid_t pid, uint64_t t, int max, int *looked)
 {
     char path[64];
     cn_smp__proc *p = s->off ? cn_smp__proc_for_sample(s, pid) : NULL;
@@ -150,19 +153,47 @@ void cn_smp__waiting_attach(cn_smp_session *s, pid_t pid, uint64_t t)
     DIR *d = p ? opendir(path) : NULL;
     uint8_t *stk = d ? malloc(copy_size(s)) : NULL;
     struct dirent *e;
-    for (int seen = 0; stk && seen < WAITING_MAX && (e = readdir(d)) != NULL; seen++) {
+    int seen = 0;
+    for (; stk && seen < max && (e = readdir(d)) != NULL; seen++) {
         pid_t tid = atoi(e->d_name);
         uint32_t nk;
         cn_smp_stop stop;
+        /* from here on it is known to wait: a switch before this was of another wait */
+        uint64_t seen_at = (uint64_t)cn_common_now_ns();
         int n = tid > 0 ? waiting_stack(s, p, tid, t, stk, copy_size(s), &nk, &stop) : -1;
         if (n < 0)
             continue;
         cn_smp__rec r = {.pid = (uint32_t)pid, .tid = (uint32_t)tid, .time = t};
-        cn_smp__offcpu_seed(s, &r, (uint32_t)n, nk, stop);
+        cn_smp__offcpu_seed(s, &r, (uint32_t)n, nk, stop, seen_at);
     }
+    *looked = seen;
     free(stk);
     if (d)
         closedir(d);
+}
+
+void cn_smp__waiting_attach(cn_smp_session *s, pid_t pid, uint64_t t)
+{
+    int looked;
+    attach_threads(s, pid, t, WAITING_MAX, &looked);
+}
+
+/* A system session's start: the threads of the CPython processes it registered (those its
+ * snapshot found mapping one), WAITING_MAX in all, so the start stalls no longer than an
+ * attach's. Other processes' waiting threads are left out: their maps and objects would be
+ * read for them at the start, which the system session's lazy maps avoid (a process is
+ * read at its first sample), for every sleeping process of the machine. */
+void cn_smp__waiting_system(cn_smp_session *s, uint64_t t)
+{
+    int left = WAITING_MAX;
+    for (size_t b = 0; s->off && b < CN_SMP__PROC_BUCKETS && left > 0; b++) {
+        for (cn_smp__proc *p = s->procs[b]; p && left > 0; p = p->next) {
+            int looked = 0;
+            if (cn_smp__py_wanted(s, p))
+                attach_threads(s, p->pid, t, left, &looked);
+            left -= looked;
+        }
+    }
 }
 
 /* Reads tid's stack again and gives its open interval the new one (stk: copy_size bytes). */

@@ -9,7 +9,10 @@
 #   Event.wait() <- waits_on_event() <- worker_main(): attached in wall and in off-cpu mode,
 #   each thread's time (≥ 80% of a 1 s session) is under its own Python function, and `canopy
 #   sessions` counts both threads as found waiting (offcpu.waiting). 3.8-3.10 have no
-#   native_thread_id: before this their waiting threads had native frames only.
+#   native_thread_id: before this their waiting threads had native frames only;
+# - a system session (wall, off-cpu) started while Debian's 3.11 and pyenv's 3.10 run that
+#   script: the same, per process (`tree --only-pid`); before, a system session did not see
+#   threads waiting since its start at all.
 # Before waiting.c such threads had no samples at all in an attach session.
 source "$(dirname "$0")/lib.sh"
 : "${CANOPYD_BIN:?}"
@@ -123,20 +126,9 @@ for v in 3.8 3.9 3.10 3.13; do
     echo "note: no pyenv CPython $v under /root/.pyenv/versions" >&2
   fi
 done
-PY_SECS=1 # each waiting thread's share of a 1 s session, per interpreter and mode
-k=0
-for py in "${pys[@]}"; do
-  wait_fn=$("$py" -c 'import sys; print("Event.wait" if sys.version_info >= (3, 11) else "wait")')
-  for mode in wall off-cpu; do
-    k=$((k + 1))
-    "$py" "$TMP/waits.py" >"$TMP/py$k.out" &
-    P=$!
-    PIDS+=($P)
-    for _ in $(seq 100); do grep -q ready "$TMP/py$k.out" && break; sleep 0.1; done
-    sleep 0.3 # both threads asleep
-    session "py$k" $P $mode $PY_SECS
-    kill $P
-    python3 - "$TMP/py$k.json" "$TMP/py$k.sess.json" "py$k" $PY_SECS "$py $mode" "$wait_fn" <<'EOF' ||
+# check.py TREE SESSIONS NAME SECS LABEL WAIT_FN [LEAST]: each thread's time under its Python
+# function, and LEAST (2) threads counted as found waiting
+cat >"$TMP/check.py" <<'EOF'
 import json, sys
 t = json.load(open(sys.argv[1]))
 secs = float(sys.argv[4])
@@ -165,11 +157,58 @@ for key in want:
 sess = [s for s in json.load(open(sys.argv[2]))["sessions"] if s.get("name") == sys.argv[3]]
 waiting = sess[0].get("offcpu", {}).get("waiting", 0) if sess else 0
 print("offcpu.waiting: %d" % waiting)
-if waiting < 2:
+least = int(sys.argv[7]) if len(sys.argv) > 7 else 2
+if waiting < least:
     print("FAIL: %d threads counted as found waiting" % waiting); ok = False
 sys.exit(0 if ok else 1)
 EOF
-      fail "$py --mode $mode: waiting threads"
+PY_SECS=1 # each waiting thread's share of a 1 s session, per interpreter and mode
+k=0
+for py in "${pys[@]}"; do
+  wait_fn=$("$py" -c 'import sys; print("Event.wait" if sys.version_info >= (3, 11) else "wait")')
+  for mode in wall off-cpu; do
+    k=$((k + 1))
+    "$py" "$TMP/waits.py" >"$TMP/py$k.out" &
+    P=$!
+    PIDS+=($P)
+    for _ in $(seq 100); do grep -q ready "$TMP/py$k.out" && break; sleep 0.1; done
+    sleep 0.3 # both threads asleep
+    session "py$k" $P $mode $PY_SECS
+    kill $P
+    python3 - "$TMP/py$k.json" "$TMP/py$k.sess.json" "py$k" $PY_SECS "$py $mode" "$wait_fn" \
+      <"$TMP/check.py" || fail "$py --mode $mode: waiting threads"
+  done
+done
+# --- A system session: the waiting threads of the CPython processes running at its start ---
+# (waiting.c, cn_smp__waiting_system): pyenv's 3.10 (matched by its glibc descriptor) and
+# Debian's 3.11 (by native_thread_id), each thread under its Python function, per process
+# (`tree --only-pid`); before, a system session saw no thread that waited since its start.
+sys_pys=(/usr/bin/python3)
+for x in /root/.pyenv/versions/3.10.*/bin/python3.10; do [ -x "$x" ] && sys_pys+=("$x") && break; done
+for mode in wall off-cpu; do
+  SP=()
+  for py in "${sys_pys[@]}"; do
+    k=$((k + 1))
+    "$py" "$TMP/waits.py" >"$TMP/py$k.out" &
+    SP+=($!)
+    PIDS+=($!)
+    for _ in $(seq 100); do grep -q ready "$TMP/py$k.out" && break; sleep 0.1; done
+  done
+  sleep 0.3 # every thread asleep
+  name="sys-$mode"
+  "$C" system -F 99 --no-kernel --mode $mode --name "$name" >/dev/null || fail "canopy system --mode $mode"
+  sleep $PY_SECS
+  "$C" stop "$name" >/dev/null || fail "canopy stop $name"
+  "$C" sessions --format json >"$TMP/$name.sess.json" || fail "canopy sessions"
+  for i in "${!SP[@]}"; do
+    py=${sys_pys[$i]}
+    P=${SP[$i]}
+    kill $P
+    wait_fn=$("$py" -c 'import sys; print("Event.wait" if sys.version_info >= (3, 11) else "wait")')
+    "$C" tree "$name" --only-pid $P --group-by thread --format json -o "$TMP/$name.$P.json" ||
+      fail "canopy tree $name --only-pid $P"
+    python3 - "$TMP/$name.$P.json" "$TMP/$name.sess.json" "$name" $PY_SECS "system: $py $mode" "$wait_fn" \
+      $((2 * ${#SP[@]})) <"$TMP/check.py" || fail "canopy system --mode $mode: $py's waiting threads"
   done
 done
 kill -0 $D_PID 2>/dev/null || fail "canopyd died"

@@ -1424,6 +1424,45 @@ static void test_offcpu_intervals(void **st)
     cn_smp_session_free(s);
 }
 
+/* Threads found waiting (waiting.c's seeds): the interval starts at the session's start
+ * (1000) under the stack read later (its read began at 4000). A thread whose first switch
+ * comes after the read waited all along: delivered from 1000. One whose switch-in (or a
+ * switch-out: it was running at the start) predates the read ran meanwhile, the stack read
+ * is of a later wait: nothing delivered, counted unmatched, not waiting; its next
+ * switch-out opens its real wait. */
+static void test_offcpu_seed_stale(void **st)
+{
+    (void)st;
+    off_ctx o = {0};
+    cn_smp_session *s = off_session(CN_SMP_MODE_OFFCPU, 0, &o);
+    cn_smp_counters c;
+    s->frames[0] = (cn_smp_frame){NULL, 0x10};
+    for (pid_t tid = 43; tid <= 45; tid++) {
+        cn_smp__rec r = {.pid = 42, .tid = (uint32_t)tid, .time = 1000};
+        cn_smp__offcpu_seed(s, &r, 1, 0, CN_SMP_STOP_NONE, 4000);
+    }
+    cn_smp_session_counters(s, &c);
+    assert_int_equal(c.offcpu_waiting, 3);
+    off_feed_switch(s, 43, 6000, false, false); /* after its read: 1000..6000 */
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.s[0].tid, 43);
+    assert_int_equal(o.s[0].weight, 5000);
+    off_feed_switch(s, 44, 2000, false, false); /* ran before its read: dropped */
+    assert_int_equal(o.n, 1);
+    off_feed_sample(s, false, 0, 45, 3000, 0x400020, 1); /* running at the start */
+    assert_int_equal(o.n, 1);
+    off_feed_switch(s, 45, 7000, false, false); /* its real wait, 3000..7000 */
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.s[1].tid, 45);
+    assert_int_equal(o.s[1].weight, 4000);
+    assert_true(o.s[1].leaf == 0x20);
+    cn_smp_session_counters(s, &c);
+    assert_int_equal(c.offcpu_waiting, 1);
+    assert_int_equal(c.offcpu_unmatched, 2);
+    assert_int_equal(c.offcpu_ns, 5000 + 4000);
+    cn_smp_session_free(s);
+}
+
 static void test_offcpu_min_block(void **st)
 {
     (void)st;
@@ -1739,6 +1778,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_feed_records),
         cmocka_unit_test(test_replay_layout),
         cmocka_unit_test(test_offcpu_intervals),
+        cmocka_unit_test(test_offcpu_seed_stale),
         cmocka_unit_test(test_offcpu_min_block),
         cmocka_unit_test(test_offcpu_wall_ids),
         cmocka_unit_test(test_attach_errors),
