@@ -321,6 +321,11 @@ int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns)
     return (int64_t)k;
 }
 
+size_t cn_agg_folded_rows(const cn_agg_profile *p)
+{
+    return p->n_acc;
+}
+
 size_t cn_agg_profile_memory(const cn_agg_profile *p)
 {
     size_t bytes = sizeof(*p);

@@ -9,7 +9,8 @@
 #   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--retention DUR] [--out DIR]
 # BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
 # RssAnon idle (session running, before the build), peak, at the build's end, and S
-# seconds after; CPU per sample over the build; samples and lost. --retention sets both
+# seconds after; CPU per sample over the build, canopyd's own and with the children it
+# forked and reaped (checkpoint writers; no queries are sent); samples and lost. --retention sets both
 # daemons' raw-sample window (canopyd.conf's retention, default 10m), so that a short run
 # reaches the steady state where the build's samples are folded. Needs root.
 set -euo pipefail
@@ -61,13 +62,14 @@ start() { # NAME BUILD: a private canopyd and its system session
   done
   CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" system -F "$FREQ" --name busy >/dev/null
 }
-# watch NAME: "t anon_kb cpu_ticks" every second while the daemon lives.
+# watch NAME: "t anon_kb cpu_ticks child_ticks" every second while the daemon lives (the
+# children: canopyd's reaped query workers and checkpoint writers).
 watch() {
   local pid
   pid=$(cat "$OUT/$1/pid")
   while [ -r "/proc/$pid/status" ]; do
     echo "$(date +%s.%N) $(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status") \
-$(cpu_of "$pid" | cut -d' ' -f1)" >>"$OUT/$1/rss.txt"
+$(cpu_of "$pid")" >>"$OUT/$1/rss.txt"
     sleep 1
   done
 }
@@ -113,7 +115,7 @@ print(f"| {freq} Hz, one build of {te - tb:.0f} s | A: {sys.argv[7]} | B: {sys.a
 print("|---|---|---|")
 rows = {}
 for n in "ab":
-    pts = [tuple(map(float, l.split())) for l in open(f"{out}/{n}/rss.txt") if len(l.split()) == 3]
+    pts = [tuple(map(float, l.split())) for l in open(f"{out}/{n}/rss.txt") if len(l.split()) == 4]
     idle = [p[1] for p in pts if p[0] < tb]
     during = [p for p in pts if tb <= p[0] <= te]
     end = min(pts, key=lambda p: abs(p[0] - te))
@@ -126,6 +128,9 @@ for n in "ab":
         f"{mib(idle[-1])} / {mib(max(p[1] for p in during))} / {mib(end[1])} / {mib(after[1])}")
     rows.setdefault("CPU during the build", []).append(
         f"{cpu:.2f} s = {cpu * 1e6 / max(samples, 1):.1f} µs/sample, {100 * cpu / (te - tb):.2f}% of a core")
+    kids = (during[-1][3] - during[0][3]) / 100.0
+    rows.setdefault("CPU during the build, with its workers (queries, checkpoints)", []).append(
+        f"{cpu + kids:.2f} s = {(cpu + kids) * 1e6 / max(samples, 1):.1f} µs/sample, {100 * (cpu + kids) / (te - tb):.2f}% of a core")
     rows.setdefault("samples, lost", []).append(f"{samples}, {lost} ({100 * lost / max(samples + lost, 1):.1f}%)")
 import json
 for n in "ab":

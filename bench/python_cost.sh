@@ -4,6 +4,8 @@
 #   none         alone (the baseline);
 #   canopy       under a canopyd attach session at HZ (default unwinding), Python frames on;
 #   canopy-nopy  the same session with --no-python;
+#   canopy-stackN, canopy-nopy-stackN  the same with --stack-size N (a fixed copy of N bytes);
+#   canopy-fp, canopy-nopy-fp  the same with --unwind fp (no stack copy);
 #   perf-g       under `perf record -e cpu-clock -F HZ -g -p PID`;
 #   perf-dwarf   under `perf record -e cpu-clock -F HZ --call-graph dwarf -p PID`;
 #   base, base-nopy  canopy and canopy-nopy with a second canopyd, built from another commit
@@ -251,9 +253,11 @@ canopy_start() { # CFG TAG
   perf stat -x, -e task-clock -p "$DP" -o "$TMP/dstat" 2>"$TMP/dstat.err" &
   PSTAT_PID=$!
   sleep 0.3 # perf stat's counters open
-  local nopy=
-  [ "${1%-nopy}" = "$1" ] || nopy=--no-python
-  C_id=$("$C" attach "$W_PID" -F "$FREQ" --name "$2" $nopy) || fail "canopy attach"
+  local opts=() cfg=$1
+  case $cfg in *-stack[0-9]*) opts+=(--stack-size "${cfg##*-stack}") cfg=${cfg%-stack*} ;; esac
+  case $cfg in *-fp) opts+=(--unwind fp) cfg=${cfg%-fp} ;; esac
+  [ "${cfg%-nopy}" = "$cfg" ] || opts+=(--no-python)
+  C_id=$("$C" attach "$W_PID" -F "$FREQ" --name "$2" "${opts[@]}") || fail "canopy attach"
 }
 canopy_mark() { # TAG: the window starts
   read -r C_s0 _ <<<"$(session "$1")"
@@ -273,7 +277,9 @@ canopy_end() { # CFG TAG: the window ended; read, stop, wait for the save, remov
   [ -n "$R_session_ns" ] || fail "no task-clock from perf stat -p canopyd: $(cat "$TMP/dstat.err")"
   R_samples=$s1 R_steady_n=$((s1 - C_s0)) R_steady_ns=$((c1 - C_c0))
   [ "$C_t0" = "$t1" ] || R_same=0
-  case ${1/#base/canopy}:$st in
+  local cfg=${1%-stack*}
+  cfg=${cfg%-fp}
+  case ${cfg/#base/canopy}:$st in
     canopy:on | canopy-nopy:off_\(--no-python\)) ;;
     *) fail "$2: python frames $st" ;;
   esac

@@ -46,6 +46,10 @@ const cn_opt cn_d_config_keys[] = {
      "raw samples older than this fold into the all-time "
      "tree (--last and --from/--to only see what is still raw)",
      0, 0},
+    {"fold_trim", NULL, "SHARE", "0.01%",
+     "folded call paths below this share of the folded samples are merged into their "
+     "callers' \"[trimmed]\" child (0: keep every path)",
+     0, 0},
     {"checkpoint", NULL, "DURATION", "60s",
      "how often running sessions are saved (0: only on stop and exit)", 0, 0},
     {"state_dir_max", NULL, "SIZE", "1G",
@@ -107,6 +111,7 @@ void cn_d_config_init(cn_d_config *c)
     c->symbol_cache = (uint64_t)32 << 20;
     c->debug_cache = (uint64_t)64 << 20;
     c->retention_ns = 600LL * 1000000000;
+    c->fold_trim = CN_LIVE_TRIM_DEFAULT;
     c->checkpoint_ns = 60LL * 1000000000;
     c->state_dir_max = (uint64_t)1 << 30;
     c->client_timeout_ns = 30LL * 1000000000;
@@ -322,6 +327,17 @@ static int apply(cn_d_config *c, const char *k, const char *v)
                 return -EINVAL;
             c->client_timeout_ns = ns;
         }
+        return 0;
+    }
+    if (!strcmp(k, "fold_trim")) { /* a share: 0.0001 or 0.01% */
+        char *end;
+        errno = 0;
+        double v_share = strtod(v, &end);
+        if (end != v && *end == '%' && !end[1])
+            v_share /= 100, end++;
+        if (errno || end == v || *end || !(v_share >= 0 && v_share < 0.1))
+            return -EINVAL;
+        c->fold_trim = v_share;
         return 0;
     }
     if (!strcmp(k, "socket_mode")) {

@@ -246,6 +246,7 @@ static int session_spec(cn_d_server *srv, cn_d__client *cl, const json_t *req, c
     o->owner = cl->cred.uid;
     o->max_memory = srv->cfg.session_memory;
     o->retention_ns = srv->cfg.retention_ns;
+    o->trim_share = srv->cfg.fold_trim > 0 ? srv->cfg.fold_trim : -1; /* 0 in the file: never */
     int r = cn_live_session_opts_from_json(req, o, &err);
     if (r < 0)
         rp->msg = r == -ENOMEM ? cn_proto_error(req, "failed", 1, "out of memory")

@@ -32,7 +32,11 @@ json_t *cn_d_session_json(const cn_live_session *s)
         (json_int_t)i.memory, "memory_limited", i.memory_limited, "started",
         (json_int_t)i.started_unix, "duration_s", (double)i.duration_ns / 1e9, "owner",
         (json_int_t)i.owner);
-    if (o && json_object_set_new(o, "compactions", json_integer((json_int_t)i.compactions)) < 0) {
+    if (o &&
+        (json_object_set_new(o, "compactions", json_integer((json_int_t)i.compactions)) < 0 ||
+         json_object_set_new(o, "trim",
+                             json_pack("{s:I, s:f, s:f}", "trims", (json_int_t)i.trims, "weight",
+                                       i.trimmed_weight, "share", i.trim_share)) < 0)) {
         json_decref(o);
         o = NULL;
     }

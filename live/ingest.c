@@ -356,9 +356,11 @@ void cn_live__enforce_memory(cn_live_session *s)
         return;
     if (cn_agg_sample_count(s->p) > 0) {
         cn_agg_fold_before(s->p, INT64_MAX);
-        /* The raw columns and the callchain cache of what was folded; once, then as due
-         * (a session hovering at its bound would otherwise compact at every read). */
-        if (!s->hit_memory_bound || cn_agg_compact_due(s->p))
+        /* The folded rows' long tail; then the raw columns and the callchain cache of what
+         * was folded: once, then as due (a session hovering at its bound would otherwise
+         * compact at every read). */
+        if (!cn_live__trim(s, !s->hit_memory_bound) &&
+            (!s->hit_memory_bound || cn_agg_compact_due(s->p)))
             cn_live__compact(s, 0);
     }
     if (cn_agg_profile_memory(s->p) > s->max_memory)
@@ -370,6 +372,51 @@ void cn_live__compact(cn_live_session *s, unsigned flags)
 {
     if (cn_agg_compact(s->p, flags, NULL) == 0)
         s->compactions++;
+}
+
+/* The "[trimmed]" pseudo-frame (docs/calltree.md §4.6), made once; -1 when it cannot be. */
+static int32_t trim_frame(cn_live_session *s)
+{
+    static const char *const names[] = {"[trimmed]"};
+    if (s->trim_res == -2)
+        return -1;
+    if (s->trim_res == -1) {
+        int32_t res = pseudo_frames(s, "[trim]", "[canopy:trim]", 0, names, 1);
+        if (res < 0) {
+            s->errors++;
+            s->trim_res = -2;
+            return -1;
+        }
+        s->trim_res = res;
+    }
+    int32_t f = cn_agg_native_frame(s->p, (int32_t)s->trim_res, 0); /* found, not made */
+    return f >= 0 ? f : -1;
+}
+
+/* Below this many folded rows a trim is not worth its pass (a process's own session
+ * rarely gets there: its paths repeat). */
+#define TRIM_MIN_ROWS 16384
+
+bool cn_live__trim(cn_live_session *s, bool force)
+{
+    size_t rows = cn_agg_folded_rows(s->p);
+    if (!(s->trim_share > 0) || rows == 0)
+        return false;
+    if (!force && (rows < TRIM_MIN_ROWS || rows < 2 * s->trim_rows))
+        return false;
+    int32_t f = trim_frame(s);
+    cn_agg_trim_stats st;
+    if (f < 0 || cn_agg_trim_folded(s->p, s->trim_share, f, &st) < 0)
+        return false; /* -ENOMEM: the folded rows stay as they were; tried again when due */
+    s->trim_rows = st.rows_after;
+    if (st.rows_moved == 0)
+        return false;
+    s->trims++;
+    s->trimmed_weight += st.weight_moved;
+    s->changes++;
+    s->dirty = true;
+    cn_live__compact(s, 0); /* the stacks only the moved rows reached */
+    return true;
 }
 
 const cn_smp_callbacks cn_live__smp_callbacks = {

@@ -76,6 +76,11 @@ struct cn_live_session {
                               whether the session changed since its snapshot */
     uint64_t samples, dropped, lost_saved, threads_saved;
     uint64_t compactions; /* cn_agg_compact passes run (cn_live_session_info) */
+    double trim_share;    /* cn_agg_trim_folded's share; 0: never */
+    int64_t trim_res;     /* the "[trim]" pseudo-resource once made, else -1 (-2: failed) */
+    size_t trim_rows;     /* folded rows after the last trim: the next is due at twice */
+    uint64_t trims;       /* trims that moved rows, and the weight they moved */
+    double trimmed_weight;
     uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
     cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
@@ -164,6 +169,9 @@ void cn_live__enforce_memory(cn_live_session *s);
 /* Compacts the profile's tables (cn_agg_compact with flags) and counts it; a failure
  * (out of memory) changes nothing. */
 void cn_live__compact(cn_live_session *s, unsigned flags);
+/* Trims the folded rows' long tail when they doubled since the last trim (or force), then
+ * compacts; true when rows moved. */
+bool cn_live__trim(cn_live_session *s, bool force);
 
 /* ---- symbols.c, called by session.c --------------------------------------------------- */
 

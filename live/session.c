@@ -79,6 +79,7 @@ cn_live_session *cn_live__session_alloc(const char *id, const char *name)
     s->last_thread = -1;
     s->state_res = -1;
     s->stop_res = -1;
+    s->trim_res = -1;
     cn_live__otlp_init(s);
     if (!s->id || (name && *name && !s->name) || !s->p)
         return cn_live_session_free(s);
@@ -100,6 +101,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     s->duration_limit = o->duration_ns;
     s->retention_ns = o->retention_ns ? o->retention_ns : DEFAULT_RETENTION_NS;
     s->max_memory = o->max_memory ? o->max_memory : DEFAULT_MAX_MEMORY;
+    s->trim_share = o->trim_share < 0 ? 0 : o->trim_share ? o->trim_share : CN_LIVE_TRIM_DEFAULT;
     if (s->pid)
         read_comm(s->pid, s->comm, sizeof(s->comm));
     if (o->kind == CN_LIVE_SYSTEM && o->cgroup && !(s->cgroup = strdup(o->cgroup))) {
@@ -266,7 +268,7 @@ int cn_live_session_pump(cn_live_session *s)
         s->last_fold_ns = now;
         if (s->retention_ns > 0 && now > s->retention_ns && cn_agg_sample_count(s->p) > 0)
             cn_agg_fold_before(s->p, now - s->retention_ns);
-        if (cn_agg_compact_due(s->p))
+        if (!cn_live__trim(s, false) && cn_agg_compact_due(s->p))
             cn_live__compact(s, 0);
     }
     cn_live__enforce_memory(s);
@@ -384,6 +386,9 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     }
     out->memory = cn_agg_profile_memory(s->p);
     out->compactions = s->compactions;
+    out->trims = s->trims;
+    out->trimmed_weight = s->trimmed_weight;
+    out->trim_share = s->trim_share;
     out->memory_limited = s->hit_memory_bound;
 }
 

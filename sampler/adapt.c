@@ -5,11 +5,14 @@
  * program is cannot be known before its samples are seen, so a session that may adapt
  * (auto, CPU mode, no --stack-size) goes through three states:
  *
- *   LEARN  the full copy; each sample is also walked as if its copy had been SMALL_COPY
- *          bytes (the record's copy clamped), or else twice that, and the results
- *          compared. When at least 99.5% of a window's samples come out identical with one
- *          of them, the events are reopened with the smaller that does (perf_open.c, no
- *          gap) -> SMALL; else -> HOLD.
+ *   LEARN  the full copy; each sample is also walked as if its copy had been one of
+ *          COPY_SIZES' bytes (the record's copy clamped), the smallest first, and the
+ *          results compared. When at least 99.5% of a window's samples come out identical
+ *          with one of them, the events are reopened with the smallest that does
+ *          (perf_open.c, no gap) -> SMALL; else -> HOLD. In frame-pointer code the
+ *          kernel's chain finishes a stack past the copy's end; code unwound by CFI needs
+ *          the whole stack in the copy, often still far below the full one (CPython 3.11's
+ *          fits 2 KiB: its eval loop does not recurse on the C stack for Python calls).
  *   SMALL  the small copy; a sample the small copy could not finish (the walk ends at the
  *          copy's end in code without frame pointers, or the kernel's chain runs through
  *          such code) is reported as cut short (CN_SMP_STOP_STACK_SHORT), and when more
@@ -34,7 +37,10 @@
 
 #include "smp_internal.h"
 
-#define SMALL_COPY   1024u  /* bytes: the small copy tried first, then twice that */
+/* The smaller copies tried, in bytes, smallest first; those not below the full copy are
+ * not tried. */
+static const uint32_t COPY_SIZES[] = {1024, 2048, 4096, 8192};
+#define N_SIZES      ((int)(sizeof(COPY_SIZES) / sizeof(COPY_SIZES[0])))
 #define LEARN_WINDOW 2000u  /* samples in the first learning window */
 #define MAX_WINDOW   64000u /* the longest learning window */
 #define MON_WINDOW   500u   /* SMALL: samples per check of the cut-short rate */
@@ -57,8 +63,9 @@ typedef struct tail {
 struct cn_smp__adapt {
     ad_state state;
     uint32_t full;
+    int nsizes;            /* COPY_SIZES tried: those below full */
     uint64_t window, seen; /* LEARN: samples, and of those identical with a copy of */
-    uint64_t fit1, fit2;   /* SMALL_COPY, of 2 * SMALL_COPY bytes */
+    uint64_t fit[N_SIZES]; /* COPY_SIZES[i] bytes */
     uint64_t hold;         /* HOLD: samples left */
     uint64_t mon, shorts;  /* SMALL */
     uint32_t want;         /* a reopen decided while dispatching, done by _apply */
@@ -87,13 +94,15 @@ int cn_smp__adapt_new(cn_smp_session *s)
 {
     if (s->cfg.unwind != CN_SMP_UNWIND_AUTO || s->cfg.stack_size || !s->want_stack ||
         s->cfg.mode != CN_SMP_MODE_CPU || s->cfg.target == CN_SMP_TARGET_NONE ||
-        s->stack_copy <= 2 * SMALL_COPY)
+        s->stack_copy <= COPY_SIZES[0])
         return 0;
     cn_smp__adapt *ad = calloc(1, sizeof(*ad));
     if (!ad)
         return -ENOMEM;
     ad->state = AD_LEARN;
     ad->full = s->stack_copy;
+    while (ad->nsizes < N_SIZES && COPY_SIZES[ad->nsizes] < ad->full)
+        ad->nsizes++;
     ad->window = LEARN_WINDOW;
     ad->max_stack = read_max_stack();
     s->ad = ad;
@@ -275,8 +284,11 @@ static bool fits_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
     cn_smp__rec small = *r;
     if (small.u.sample.stack_size > copy)
         small.u.sample.stack_size = copy;
-    cn_smp__fpwalk fw = {
-        .chain = ad->chain, .nchain = -1, .chain_from = chain_from, .chain_first = true};
+    cn_smp__fpwalk fw = {.chain = ad->chain,
+                         .nchain = -1,
+                         .chain_from = chain_from,
+                         .chain_first = true,
+                         .joined_at = -1};
     cn_smp_stop st;
     int m = cn_smp__unwind_cfi(s->arch, p, &small, ad->sim, CN_SMP_MAX_FRAMES, &fw, &st, NULL);
     if (m < 0)
@@ -300,6 +312,12 @@ bool cn_smp__adapt_drop(cn_smp_session *s, const cn_smp__rec *r)
     return true;
 }
 
+static void learn_reset(cn_smp__adapt *ad)
+{
+    ad->seen = 0;
+    memset(ad->fit, 0, sizeof(ad->fit));
+}
+
 void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
                           uint64_t chain_from, int *n, cn_smp_stop *stop, int joined_at)
 {
@@ -321,36 +339,41 @@ void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp
     }
     if (ad->state == AD_HOLD && --ad->hold == 0) {
         ad->state = AD_LEARN;
-        ad->seen = ad->fit1 = ad->fit2 = 0;
+        learn_reset(ad);
     }
     if (ad->state != AD_LEARN || ad->want)
         return;
     if (*stop == CN_SMP_STOP_NONE && joined_at < 0)
         learn_tails(s, p, s->pcs, *n);
     ad->seen++;
-    /* A copy twice as large is tried only where the first did not do (it would), and a
-     * size only while it can still reach FIT_PERMILLE: where frame pointers do not suffice,
-     * the window ends after a few samples, and learning costs little. */
+    /* A size is tried only while it can still reach FIT_PERMILLE, and a larger one only
+     * where the smaller did not do (a larger copy gives what a smaller one did): where no
+     * size suffices, the window ends after a few samples, and learning costs little. */
     uint64_t allowed = ad->window * (1000 - FIT_PERMILLE) / 1000;
-    bool try1 = ad->seen - 1 - ad->fit1 <= allowed;
-    if (try1 && fits_small(s, p, r, chain_from, s->pcs, *n, *stop, SMALL_COPY))
-        ad->fit1++, ad->fit2++;
-    else
-        ad->fit2 += fits_small(s, p, r, chain_from, s->pcs, *n, *stop, 2 * SMALL_COPY);
-    bool lost = ad->seen - ad->fit2 > allowed;
+    for (int i = 0; i < ad->nsizes; i++) {
+        if (ad->seen - 1 - ad->fit[i] > allowed)
+            continue;
+        if (fits_small(s, p, r, chain_from, s->pcs, *n, *stop, COPY_SIZES[i])) {
+            for (int j = i; j < ad->nsizes; j++)
+                ad->fit[j]++;
+            break;
+        }
+    }
+    bool lost = ad->seen - ad->fit[ad->nsizes - 1] > allowed;
     if (ad->seen < ad->window && !lost)
         return;
-    if (!lost && ad->fit1 * 1000 >= ad->seen * FIT_PERMILLE) {
-        ad->want = SMALL_COPY;
-    } else if (!lost && ad->fit2 * 1000 >= ad->seen * FIT_PERMILLE) {
-        ad->want = 2 * SMALL_COPY;
-    } else {
+    for (int i = 0; i < ad->nsizes && !lost; i++)
+        if (ad->fit[i] * 1000 >= ad->seen * FIT_PERMILLE) {
+            ad->want = COPY_SIZES[i];
+            break;
+        }
+    if (!ad->want) {
         ad->state = AD_HOLD;
         ad->hold = ad->window * 4;
         if (ad->window < MAX_WINDOW)
             ad->window *= 2;
     }
-    ad->seen = ad->fit1 = ad->fit2 = 0;
+    learn_reset(ad);
 }
 
 void cn_smp__adapt_apply(cn_smp_session *s)

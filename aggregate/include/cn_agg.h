@@ -211,6 +211,8 @@ int32_t cn_agg_sample_thread(const cn_agg_profile *p, size_t i);
  * All-time queries (no time range) still count them; ranged queries cannot.
  * Returns the number of samples folded, or negative errno. */
 int64_t cn_agg_fold_before(cn_agg_profile *p, int64_t before_ns);
+/* Rows of the all-time accumulator (one per folded stack and thread). */
+size_t cn_agg_folded_rows(const cn_agg_profile *p);
 /* Bytes the profile's tables hold (for memory bounds and `status`). */
 size_t cn_agg_profile_memory(const cn_agg_profile *p);
 
@@ -235,6 +237,22 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st);
  * callchain cache has doubled since the last compaction, or the sample columns hold four
  * times the rows left after a fold. Cheap: a live session asks after every fold. */
 bool cn_agg_compact_due(const cn_agg_profile *p);
+
+/* Trimming (live sessions, before a compaction): the folded (all-time) rows' long tail
+ * moved into its callers, marked (aggregate/trim.c, docs/calltree.md §4.7). With sub(s) the
+ * folded weight of stack s and all below it, an accumulator row whose stack's sub is below
+ * share x the folded total moves to (a, frame): a is its deepest ancestor at or above that
+ * (-1: none), frame the caller's marker frame; rows meeting on one (stack, thread) merge.
+ * Folded nodes at or above the threshold keep their running weight, threads their totals;
+ * raw samples are untouched. Stacks left unreached are for cn_agg_compact. share <= 0
+ * trims nothing. STACK IDS of the accumulator change. Returns 0, -EINVAL (frame not a
+ * frame, share >= 1) or -ENOMEM with the accumulator unchanged; fills *st when not NULL. */
+typedef struct cn_agg_trim_stats {
+    size_t rows_before, rows_after, rows_moved;
+    double weight_moved; /* absolute */
+    double limit;        /* the sub weight a stack needed to stay */
+} cn_agg_trim_stats;
+int cn_agg_trim_folded(cn_agg_profile *p, double share, int32_t frame, cn_agg_trim_stats *st);
 
 /* Metadata. */
 void cn_agg_profile_set_unit(cn_agg_profile *p, cn_agg_unit unit);

@@ -85,6 +85,7 @@ typedef struct cn_d_config {
     uint64_t symbol_cache;     /* the symbolizer's bound on symbol tables; default 32 MiB */
     uint64_t debug_cache;      /* … and on the debug data it reads; default 64 MiB */
     int64_t retention_ns;      /* default 10 min */
+    double fold_trim;          /* cn_live_session_opts.trim_share; 0: never */
     int64_t checkpoint_ns;     /* default 60 s; 0 disables */
     uint64_t state_dir_max;    /* bytes of saved sessions; default 1 GiB */
     int64_t client_timeout_ns; /* a request must complete within this; default 30 s */

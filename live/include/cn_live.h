@@ -160,7 +160,11 @@ typedef struct cn_live_session_opts {
     cn_fleet_labels labels;
     bool no_fleet;
     /* Set by the host, never from a request. */
-    size_t max_memory;   /* bytes of profile tables; 0 = default 256 MiB */
+    size_t max_memory; /* bytes of profile tables; 0 = default 256 MiB */
+    /* Folded rows below this share of the folded total are trimmed into "[trimmed]"
+     * (cn_agg_trim_folded, docs/calltree.md §4.6); 0 = default CN_LIVE_TRIM_DEFAULT, < 0 =
+     * never. */
+    double trim_share;
     uid_t owner;         /* who may see it (daemon); informative in-process */
     uint32_t ring_pages; /* 0 = sampler default */
     /* ATTACH/RUN for a caller that checked access first (canopyd): the image it checked
@@ -180,6 +184,7 @@ typedef struct cn_live_session_opts {
     uint64_t replay_sample_type;
 } cn_live_session_opts;
 
+#define CN_LIVE_TRIM_DEFAULT 1e-4 /* 0.01 % of the folded samples */
 void cn_live_session_opts_init(cn_live_session_opts *o);
 /* Frees what o owns (its labels) and re-initialises it. Accepts NULL. */
 void cn_live_session_opts_clear(cn_live_session_opts *o);
@@ -307,7 +312,11 @@ typedef struct cn_live_session_info {
     uint64_t py_registered, py_refused, py_samples, py_joined, py_no_record, py_mismatch;
     size_t memory;        /* profile bytes */
     uint64_t compactions; /* compaction passes over the profile's tables (cn_agg_compact) */
-    bool memory_limited;  /* the memory bound was reached */
+    /* Trims of the folded rows (cn_agg_trim_folded) and the weight they moved under
+     * "[trimmed]" (samples, or ns in OFFCPU/WALL); the share they use (0: never). */
+    uint64_t trims;
+    double trimmed_weight, trim_share;
+    bool memory_limited; /* the memory bound was reached */
 } cn_live_session_info;
 
 /* Fills *out (strings borrow from s). Hosts build their descriptions from it (canopyd's

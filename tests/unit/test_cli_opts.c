@@ -203,7 +203,8 @@ static void test_config_keys(void **state)
         } s[] = {{"PATH", "/tmp/x.sock"}, {"DIR", "/tmp/x"},    {"FILE", "/tmp/x"},
                  {"COUNT", "2"},          {"SIZE", "1M"},       {"DURATION", "1s"},
                  {"GROUP", "canopy"},     {"OCTAL", "0660"},    {"URL", "http://127.0.0.1:1/"},
-                 {"NAME", "x"},           {"K=V[,K=V]", "a=b"}, {"io_uring|epoll", "epoll"}};
+                 {"NAME", "x"},           {"K=V[,K=V]", "a=b"}, {"io_uring|epoll", "epoll"},
+                 {"SHARE", "0.05%"}};
         const char *v = NULL;
         for (size_t k = 0; k < sizeof(s) / sizeof(s[0]); k++)
             if (!strcmp(o->arg, s[k].ph))
@@ -221,6 +222,29 @@ static void test_config_keys(void **state)
         cn_d_config_clear(&c);
     }
     assert_true(n >= 30);
+    /* fold_trim: a share, as a fraction or a percentage, below 10 % */
+    static const struct {
+        const char *v;
+        double want; /* < 0: refused */
+    } shares[] = {{"0.05%", 0.0005}, {"0.0002", 0.0002}, {"0", 0},    {"0.2", -1},
+                  {"10%", -1},       {"-1%", -1},        {"1%%", -1}, {"x", -1}};
+    for (size_t k = 0; k < sizeof(shares) / sizeof(shares[0]); k++) {
+        FILE *sf = fopen(path, "w");
+        fprintf(sf, "fold_trim = %s\n", shares[k].v);
+        fclose(sf);
+        cn_d_config c;
+        cn_err err = {0};
+        cn_d_config_init(&c);
+        int rc = cn_d_config_load(&c, path, &err);
+        if (shares[k].want < 0) {
+            assert_int_not_equal(rc, 0);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_true(c.fold_trim > shares[k].want - 1e-12 &&
+                        c.fold_trim < shares[k].want + 1e-12);
+        }
+        cn_d_config_clear(&c);
+    }
     FILE *f = fopen(path, "w");
     fprintf(f, "no_such_key = 1\n");
     fclose(f);

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <math.h>
 
 #include <cmocka.h>
 #include <zlib.h>
@@ -416,12 +418,181 @@ static void test_compact_due(void **state)
     cn_agg_profile_free(t.p[1]);
 }
 
+/* ---- trimming the folded rows (cn_agg_trim_folded) ------------------------------------ */
+
+/* Every stack path's subtree weight, as sorted (path, weight) rows: a path is a string of
+ * one letter per frame, root first ('A' + the address index; '#' the trim marker). */
+typedef struct sub_row {
+    char path[MAX_DEPTH + 3];
+    double w;
+} sub_row;
+
+typedef struct subs {
+    const cn_agg_profile *p;
+    int32_t marker_res; /* -1: none */
+    sub_row *rows;
+    size_t n, cap;
+    double total, by_thread[N_THREADS];
+} subs;
+
+static int sub_one(void *ctx, int32_t stack, int32_t thread, int64_t time_ns, double weight,
+                   int64_t count)
+{
+    (void)time_ns, (void)count;
+    subs *u = ctx;
+    int32_t chain[MAX_DEPTH + 2];
+    int n = 0;
+    for (int32_t x = stack; x >= 0; x = cn_agg_stack_prefix(u->p, x)) {
+        assert_true(n < MAX_DEPTH + 2);
+        chain[n++] = x;
+    }
+    char path[MAX_DEPTH + 3];
+    for (int k = n - 1, d = 0; k >= 0; k--, d++) {
+        int32_t f = cn_agg_stack_frame(u->p, chain[k]);
+        path[d] = cn_agg_frame_resource(u->p, f) == u->marker_res
+                      ? '#'
+                      : (char)('A' + (cn_agg_frame_address(u->p, f) - 0x1000) / 16);
+        path[d + 1] = '\0';
+        if (u->n == u->cap) {
+            u->cap = u->cap ? 2 * u->cap : 4096;
+            u->rows = realloc(u->rows, u->cap * sizeof(*u->rows));
+            assert_non_null(u->rows);
+        }
+        u->rows[u->n] = (sub_row){.w = weight};
+        memcpy(u->rows[u->n].path, path, (size_t)d + 2);
+        u->n++;
+    }
+    u->total += weight;
+    assert_true(thread >= 0 && thread < N_THREADS);
+    u->by_thread[thread] += weight;
+    return 0;
+}
+
+static int sub_cmp(const void *a, const void *b)
+{
+    return strcmp(((const sub_row *)a)->path, ((const sub_row *)b)->path);
+}
+
+static void subs_of(cn_agg_profile *p, int32_t marker_res, subs *u)
+{
+    memset(u, 0, sizeof(*u));
+    u->p = p;
+    u->marker_res = marker_res;
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    assert_int_equal(cn_agg_for_each_sample(p, &q, sub_one, u), 0);
+    qsort(u->rows, u->n, sizeof(*u->rows), sub_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < u->n; i++) {
+        if (k && !strcmp(u->rows[k - 1].path, u->rows[i].path))
+            u->rows[k - 1].w += u->rows[i].w;
+        else
+            u->rows[k++] = u->rows[i];
+    }
+    u->n = k;
+}
+
+static double sub_get(const subs *u, const char *path)
+{
+    sub_row key;
+    snprintf(key.path, sizeof(key.path), "%s", path);
+    const sub_row *r = bsearch(&key, u->rows, u->n, sizeof(*u->rows), sub_cmp);
+    return r ? r->w : -1;
+}
+
+/* Everything folded, then trimmed at 1 %: every path at or above the limit keeps its
+ * subtree weight exactly, every thread its total; every other weight sits in a "[trimmed]"
+ * child of the deepest kept path; compaction then removes the rows only the moved rows
+ * reached. A second trim moves nothing; the profile's answers and a .canopy round trip
+ * work with the marker. */
+static void test_trim_folded(void **state)
+{
+    (void)state;
+    twins t;
+    rng_state = 4242;
+    twins_init(&t);
+    feed(&t, 20000);
+    regroup(&t);
+    fold(&t, INT64_MAX);
+    cn_agg_profile *p = t.p[1];
+    int32_t mres = cn_agg_resource(p, "[trim]", "[canopy:trim]", NULL, CN_AGG_RES_OTHER);
+    int32_t mark = cn_agg_native_frame(p, mres, 0);
+    assert_true(mres >= 0 && mark >= 0);
+    cn_agg_symbol sym = {"[trimmed]", NULL, 0};
+    cn_agg_frame_symbols fs = {mark, &sym, 1, NULL};
+    assert_int_equal(cn_agg_regroup(p, &fs, 1), 0);
+    assert_int_equal(cn_agg_compact(p, 0, NULL), 0);
+    size_t stacks_before = cn_agg_stack_count(p);
+
+    cn_agg_trim_stats st;
+    assert_int_equal(cn_agg_trim_folded(p, 0, mark, &st), 0); /* share 0: nothing */
+    assert_int_equal(st.rows_after, st.rows_before);
+    assert_int_equal(cn_agg_trim_folded(p, 0.01, -1, &st), -EINVAL);
+    assert_int_equal(cn_agg_trim_folded(p, 0.01, mark, &st), 0);
+    fprintf(stderr, "  trim at 1%%: rows %zu -> %zu (%zu moved, weight %g), limit %g\n",
+            st.rows_before, st.rows_after, st.rows_moved, st.weight_moved, st.limit);
+    assert_true(st.rows_moved > 0 && st.rows_after < st.rows_before / 2);
+    assert_int_equal(st.rows_after, cn_agg_folded_rows(p));
+
+    subs a, b;
+    subs_of(t.p[0], -1, &a);
+    subs_of(p, mres, &b);
+    assert_true(a.total > 0);
+    assert_true(fabs(a.total - b.total) < 1e-6);
+    for (int i = 0; i < N_THREADS; i++)
+        assert_true(fabs(a.by_thread[i] - b.by_thread[i]) < 1e-6);
+    double limit = st.limit, moved = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < a.n; i++)
+        if (a.rows[i].w >= limit) {
+            assert_true(fabs(sub_get(&b, a.rows[i].path) - a.rows[i].w) < 1e-6);
+            kept++;
+        }
+    for (size_t i = 0; i < b.n; i++) {
+        const char *path = b.rows[i].path;
+        size_t len = strlen(path);
+        if (path[len - 1] != '#') {
+            assert_true(sub_get(&a, path) >= limit); /* only kept paths, unchanged */
+            continue;
+        }
+        char parent[sizeof(b.rows[i].path)];
+        memcpy(parent, path, len - 1);
+        parent[len - 1] = '\0';
+        assert_true(len == 1 || sub_get(&a, parent) >= limit); /* under a kept path */
+        assert_null(strchr(parent, '#'));                      /* one marker, a leaf */
+        moved += b.rows[i].w;
+    }
+    assert_true(fabs(moved - st.weight_moved) < 1e-6);
+    assert_true(kept > 10);
+
+    cn_agg_compact_stats cs;
+    assert_int_equal(cn_agg_compact(p, 0, &cs), 0);
+    fprintf(stderr, "  stacks %zu -> %zu after compaction\n", stacks_before, cs.stacks_after);
+    assert_true(cs.stacks_after < stacks_before / 2);
+    assert_int_equal(cn_agg_trim_folded(p, 0.01, mark, &st), 0);
+    assert_int_equal(st.rows_moved, 0); /* what is left is at or above the limit */
+
+    char *text = answers(p);
+    cn_agg_profile *back = round_trip(p);
+    char *again = answers(back);
+    assert_non_null(strstr(text, "[trimmed]"));
+    assert_string_equal(text, again);
+    free(text);
+    free(again);
+    cn_agg_profile_free(back);
+    free(a.rows);
+    free(b.rows);
+    cn_agg_profile_free(t.p[0]);
+    cn_agg_profile_free(t.p[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compact_same_answers),
         cmocka_unit_test(test_compact_then_ingest),
         cmocka_unit_test(test_compact_due),
+        cmocka_unit_test(test_trim_folded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -704,12 +704,30 @@ static void test_adaptive_copy_shrinks(void **st)
     collector_free(c);
 }
 
-/* No frame pointers, 21 frames of ~250 bytes (phases.c's pad): no small copy gives the
- * same stacks, the copy stays full and the stacks complete. */
-static void test_adaptive_copy_stays_full(void **st)
+/* No frame pointers, 21 frames of ~250 bytes (phases.c's pad, ~5.5 KiB): neither 1, 2 nor
+ * 4 KiB give the same stacks, 8 KiB does: the copy shrinks to it (a CFI-unwound program
+ * whose stacks are shallower than the full copy, as CPython's), and the stacks complete. */
+static void test_adaptive_copy_cfi_shrinks(void **st)
 {
     REQUIRE_PERF();
     char *args[] = {"1.5", "0", "pad", NULL};
+    cn_smp_counters cnt;
+    collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
+    long start = count_with(c, "_start;", 0, true);
+    assert_true(c->samples > 3500);
+    assert_int_equal(cnt.stack_shrinks, 1);
+    assert_int_equal(cnt.stack_grows, 0);
+    assert_int_equal(cnt.stack_copy, 8192);
+    assert_true(start * 100 >= c->samples * 99);
+    collector_free(c);
+}
+
+/* No frame pointers, 21 frames of ~550 bytes (phases.c's bigpad, ~11.5 KiB): no smaller
+ * copy gives the same stacks, the copy stays full and the stacks complete. */
+static void test_adaptive_copy_stays_full(void **st)
+{
+    REQUIRE_PERF();
+    char *args[] = {"1.5", "0", "bigpad", NULL};
     cn_smp_counters cnt;
     collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
     long start = count_with(c, "_start;", 0, true);
@@ -1791,6 +1809,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stack_size_auto),
         cmocka_unit_test(test_auto_fp_and_chain_join),
         cmocka_unit_test(test_adaptive_copy_shrinks),
+        cmocka_unit_test(test_adaptive_copy_cfi_shrinks),
         cmocka_unit_test(test_adaptive_copy_stays_full),
         cmocka_unit_test(test_adaptive_copy_grows_back),
         cmocka_unit_test(test_epilogue_unwind),

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Trimming the folded call paths (docs/calltree.md §4.6, aggregate/trim.c): a canopyd whose
+# session reaches its memory bound folds its raw samples and trims the long tail of rare
+# call paths into "[trimmed]" children. Debian's python3 runs a hot function from its main
+# loop and, in between, random chains of 300 small functions (thousands of distinct
+# stacks, most sampled once). After the trim: `sessions` counts it and the weight it
+# moved, the tree has "[trimmed]" nodes, its total is still every sample taken, and the
+# hot function's node under the main loop (a path far above the threshold) keeps the
+# share of the time the program measured itself in it.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/daemon_lib.sh"
+PY=/usr/bin/python3
+[ -x "$PY" ] || fail "no $PY"
+W=
+trap 'rc=$?; stop_daemon KILL || true; kill $W 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+
+cat >"$TMP/tail.py" <<'PY'
+import random, sys, time
+
+def hot(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+FUNCS = []
+for i in range(300):
+    exec(f"def f{i}(d):\n    if d > 0:\n        return FUNCS[random.randrange(300)](d - 1)\n"
+         f"    return sum(range(300))\n", globals())
+    FUNCS.append(globals()[f"f{i}"])
+
+def rare_paths(budget):
+    end = time.thread_time() + budget
+    while time.thread_time() < end:
+        FUNCS[random.randrange(300)](random.randrange(1, 6))
+
+def main(seconds):
+    spent_hot = 0.0
+    start = time.thread_time()
+    while time.thread_time() - start < seconds:
+        t = time.thread_time()
+        hot(30000)
+        spent_hot += time.thread_time() - t
+        rare_paths(0.002)
+    print(f"hot {100 * spent_hot / (time.thread_time() - start):.1f}", flush=True)
+
+random.seed(7)
+sys.stdout.write("ready\n")
+sys.stdout.flush()
+sys.stdin.readline()
+main(float(sys.argv[1]))
+PY
+
+cat >"$TMP/trim.conf" <<'CONF'
+session_memory = 640K
+fold_trim = 0.2%
+CONF
+start_daemon io_uring "$TMP/state" --config "$TMP/trim.conf"
+mkfifo "$TMP/go"
+"$PY" "$TMP/tail.py" 6 <"$TMP/go" >"$TMP/wl.out" &
+W=$!
+exec 3>"$TMP/go"
+wait_for 10 grep -q ready "$TMP/wl.out" || fail "the workload did not start"
+S=$(ok "{\"cmd\":\"attach\",\"pid\":$W,\"freq\":999}" | jget 'd["session"]["id"]')
+echo go >&3
+exec 3>&-
+wait $W || fail "the workload failed"
+W=
+ok '{"cmd":"sessions"}' >"$TMP/sessions.json"
+CANOPY_SOCKET=$SOCK "$CANOPY_BIN" tree "$S" --format json >"$TMP/tree.json" || fail "canopy tree"
+python3 - "$TMP/sessions.json" "$S" "$TMP/tree.json" "$TMP/wl.out" <<'PYCHECK' ||
+import json, sys
+s = [x for x in json.load(open(sys.argv[1]))["sessions"] if x["id"] == sys.argv[2]][0]
+tree = json.load(open(sys.argv[3]))
+own = float(open(sys.argv[4]).read().split("hot ")[1])
+trim = s.get("trim", {})
+print(f"samples {s['samples']}, dropped {s['dropped']}, memory {s['memory']}, "
+      f"limited {s['memory_limited']}, trim {trim}, tree total {tree['total']}")
+assert trim.get("trims", 0) >= 1, "no trim at the memory bound"
+assert trim["weight"] > 0 and abs(trim["share"] - 0.002) < 1e-9, trim
+assert tree["total"] == s["samples"], "the tree lost samples"
+
+trimmed = 0
+hot_main = 0
+def walk(n, path):
+    global trimmed, hot_main
+    name = n["name"]
+    if name == "[trimmed]":
+        trimmed += n["total"]
+    if name == "hot" and any(p == "main" for p in path) and not any(p.startswith("f") and p[1:].isdigit() for p in path):
+        hot_main += n["total"]
+    for c in n.get("children", []):
+        walk(c, path + [name])
+for r in tree["roots"]:
+    walk(r, [])
+share = 100 * hot_main / tree["total"]
+print(f"[trimmed] {trimmed} samples ({100 * trimmed / tree['total']:.1f}%); hot under main "
+      f"{share:.1f}% (the program's own measure {own:.1f}%)")
+assert trimmed > 0, "no [trimmed] node in the tree"
+assert abs(share - own) <= 6, "the hot path's share moved"
+PYCHECK
+  fail "trim: $(cat "$TMP/sessions.json")"
+kill -0 $D_PID || fail "canopyd died"
+stop_daemon TERM
+echo PASS
