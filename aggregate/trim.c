@@ -128,6 +128,9 @@ int cn_agg_trim_folded(cn_agg_profile *p, double share, int32_t frame, cn_agg_tr
         st->rows_moved = moved;
         st->weight_moved = weight_moved;
         st->limit = limit;
+        for (size_t i = 0; i < p->n_acc; i++)
+            if (p->stack_frame[p->acc_stack[i]] == frame)
+                st->weight_under += fabs(p->acc_weight[i]);
     }
 out:
     cn_u64map_clear(&idx);

@@ -6,20 +6,23 @@
 # figures move with the other work, this one's comparison does not). Each daemon also
 # samples the other: the same for both.
 #
-#   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--retention DUR] [--out DIR]
+#   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--retention DUR]
+#                    [--minutes N] [--out DIR]
 # BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
 # RssAnon idle (session running, before the build), peak, at the build's end, and S
 # seconds after; CPU per sample over the build, canopyd's own and with the children it
 # forked and reaped (checkpoint writers; no queries are sent); samples and lost. --retention sets both
 # daemons' raw-sample window (canopyd.conf's retention, default 10m), so that a short run
-# reaches the steady state where the build's samples are folded. Needs root.
+# reaches the steady state where the build's samples are folded. --minutes N: builds back to
+# back (each from a fresh build dir) until N minutes have passed, the long run where a
+# session's all-time tree would grow with every program the machine ran. Needs root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 A=$(cd "$1" && pwd)
 B=$(cd "$2" && pwd)
 shift 2
-FREQ=999 IDLE=20 AFTER=60 OUT= RETENTION=
+FREQ=999 IDLE=20 AFTER=60 OUT= RETENTION= MINUTES=0
 while [ $# -gt 0 ]; do
   case $1 in
     -F) FREQ=$2; shift ;;
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     --after) AFTER=$2; shift ;;
     --out) OUT=$2; shift ;;
     --retention) RETENTION=$2; shift ;;
+    --minutes) MINUTES=$2; shift ;;
     *) echo "busy_ab.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -91,12 +95,18 @@ sa0=$(sample_count a "$A")
 sb0=$(sample_count b "$B")
 git -C "$ROOT" archive --format=tar HEAD | tar -x -C "$OUT/work"
 t0=$(date +%s)
-(cmake -S "$OUT/work" -B "$OUT/work/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-  make -C "$OUT/work/b" -j2) >"$OUT/build.log" 2>&1 || echo "busy_ab.sh: the build failed" >&2
+builds=0
+while :; do
+  rm -rf "$OUT/work/b"
+  (cmake -S "$OUT/work" -B "$OUT/work/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+    make -C "$OUT/work/b" -j2) >"$OUT/build.log" 2>&1 || echo "busy_ab.sh: the build failed" >&2
+  builds=$((builds + 1))
+  (($(date +%s) - t0 < MINUTES * 60)) || break
+done
 mark end
 sa1=$(sample_count a "$A")
 sb1=$(sample_count b "$B")
-echo "build: $(($(date +%s) - t0)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "build: $builds in $(($(date +%s) - t0)) s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 sleep "$AFTER"
 mark after
 for n in a b; do # what each daemon says it holds, after
@@ -111,7 +121,7 @@ out, freq = sys.argv[1], sys.argv[2]
 s = {"a": (sys.argv[3].split(), sys.argv[4].split()), "b": (sys.argv[5].split(), sys.argv[6].split())}
 marks = dict(l.split() for l in open(f"{out}/marks.txt"))
 tb, te, ta = float(marks["build"]), float(marks["end"]), float(marks["after"])
-print(f"| {freq} Hz, one build of {te - tb:.0f} s | A: {sys.argv[7]} | B: {sys.argv[8]} |")
+print(f"| {freq} Hz, builds for {te - tb:.0f} s | A: {sys.argv[7]} | B: {sys.argv[8]} |")
 print("|---|---|---|")
 rows = {}
 for n in "ab":

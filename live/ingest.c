@@ -412,7 +412,7 @@ bool cn_live__trim(cn_live_session *s, bool force)
     if (st.rows_moved == 0)
         return false;
     s->trims++;
-    s->trimmed_weight += st.weight_moved;
+    s->trimmed_weight = st.weight_under;
     s->changes++;
     s->dirty = true;
     cn_live__compact(s, 0); /* the stacks only the moved rows reached */

@@ -75,14 +75,14 @@ struct cn_live_session {
     uint64_t changes;      /* bumped with dirty: a save made elsewhere (a forked writer) knows
                               whether the session changed since its snapshot */
     uint64_t samples, dropped, lost_saved, threads_saved;
-    uint64_t compactions; /* cn_agg_compact passes run (cn_live_session_info) */
-    double trim_share;    /* cn_agg_trim_folded's share; 0: never */
-    int64_t trim_res;     /* the "[trim]" pseudo-resource once made, else -1 (-2: failed) */
-    size_t trim_rows;     /* folded rows after the last trim: the next is due at twice */
-    uint64_t trims;       /* trims that moved rows, and the weight they moved */
-    double trimmed_weight;
-    uint64_t errors;      /* allocation failures that lost data (cn_live_session_info) */
-    uint64_t user_stacks; /* samples with user frames (cn_live_session_info) */
+    uint64_t compactions;  /* cn_agg_compact passes run (cn_live_session_info) */
+    double trim_share;     /* cn_agg_trim_folded's share; 0: never */
+    int64_t trim_res;      /* the "[trim]" pseudo-resource once made, else -1 (-2: failed) */
+    size_t trim_rows;      /* folded rows after the last trim: the next is due at twice */
+    uint64_t trims;        /* trims that moved rows */
+    double trimmed_weight; /* the folded weight under "[trimmed]" after the last one */
+    uint64_t errors;       /* allocation failures that lost data (cn_live_session_info) */
+    uint64_t user_stacks;  /* samples with user frames (cn_live_session_info) */
     cn_unwind_outcomes unwind_outcomes; /* how their unwinds ended */
     /* SAVED: the Python frames' state ("on", "off (why)") and counters when written, as
      * cn_live_session_info has them (docs/python.md); python_saved NULL: none recorded */

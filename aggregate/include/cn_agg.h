@@ -249,7 +249,8 @@ bool cn_agg_compact_due(const cn_agg_profile *p);
  * frame, share >= 1) or -ENOMEM with the accumulator unchanged; fills *st when not NULL. */
 typedef struct cn_agg_trim_stats {
     size_t rows_before, rows_after, rows_moved;
-    double weight_moved; /* absolute */
+    double weight_moved; /* absolute, of the rows moved by this trim */
+    double weight_under; /* absolute, of every row under the marker after it */
     double limit;        /* the sub weight a stack needed to stay */
 } cn_agg_trim_stats;
 int cn_agg_trim_folded(cn_agg_profile *p, double share, int32_t frame, cn_agg_trim_stats *st);

@@ -312,8 +312,8 @@ typedef struct cn_live_session_info {
     uint64_t py_registered, py_refused, py_samples, py_joined, py_no_record, py_mismatch;
     size_t memory;        /* profile bytes */
     uint64_t compactions; /* compaction passes over the profile's tables (cn_agg_compact) */
-    /* Trims of the folded rows (cn_agg_trim_folded) and the weight they moved under
-     * "[trimmed]" (samples, or ns in OFFCPU/WALL); the share they use (0: never). */
+    /* Trims of the folded rows (cn_agg_trim_folded) and the weight now under "[trimmed]"
+     * (samples, or ns in OFFCPU/WALL); the share they use (0: never). */
     uint64_t trims;
     double trimmed_weight, trim_share;
     bool memory_limited; /* the memory bound was reached */

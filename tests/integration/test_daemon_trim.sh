@@ -97,6 +97,7 @@ share = 100 * hot_main / tree["total"]
 print(f"[trimmed] {trimmed} samples ({100 * trimmed / tree['total']:.1f}%); hot under main "
       f"{share:.1f}% (the program's own measure {own:.1f}%)")
 assert trimmed > 0, "no [trimmed] node in the tree"
+assert trimmed == trim["weight"], "sessions' trim weight is not the tree's [trimmed] total"
 assert abs(share - own) <= 6, "the hot path's share moved"
 PYCHECK
   fail "trim: $(cat "$TMP/sessions.json")"

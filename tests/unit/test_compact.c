@@ -563,6 +563,7 @@ static void test_trim_folded(void **state)
         moved += b.rows[i].w;
     }
     assert_true(fabs(moved - st.weight_moved) < 1e-6);
+    assert_true(fabs(moved - st.weight_under) < 1e-6); /* no marker before this trim */
     assert_true(kept > 10);
 
     cn_agg_compact_stats cs;
