@@ -223,6 +223,22 @@ static int32_t pseudo_frames(cn_live_session *s, const char *res_name, const cha
     return r < 0 ? r : res;
 }
 
+/* A pseudo-resource of one frame named name, made the first time it is needed: *slot
+ * holds it once made, -1 before, -2 when making it failed (counted once in errors, never
+ * tried again). Returns the resource, or -1. */
+static int32_t pseudo_once(cn_live_session *s, int64_t *slot, const char *res_name,
+                           const char *identity, const char *name)
+{
+    if (*slot == -1) {
+        const char *const names[] = {name};
+        int32_t res = pseudo_frames(s, res_name, identity, 0, names, 1);
+        if (res < 0)
+            s->errors++;
+        *slot = res < 0 ? -2 : res;
+    }
+    return *slot >= 0 ? (int32_t)*slot : -1;
+}
+
 /* OFFCPU/WALL: the state pseudo-frames. 0 or negative errno. */
 int cn_live__state_frames(cn_live_session *s)
 {
@@ -270,21 +286,12 @@ static void count_unwind(cn_live_session *s, const cn_smp_sample *smp)
  * the session's unwind outcomes count them. */
 static int32_t stop_frame_res(cn_live_session *s, const cn_smp_sample *smp)
 {
-    static const char *const names[] = {"[unwind stopped: JIT code without frame pointers]"};
     if (smp->stop != CN_SMP_STOP_NO_INFO || smp->nframes <= smp->nkernel ||
         smp->nframes > CN_SMP_MAX_FRAMES - 2 || /* no room left for it (rare) */
-        smp->frames[smp->nframes - 1].obj->kind != CN_SMP_OBJ_JIT || s->stop_res == -2)
+        smp->frames[smp->nframes - 1].obj->kind != CN_SMP_OBJ_JIT)
         return -1;
-    if (s->stop_res == -1) {
-        int32_t res = pseudo_frames(s, "[unwind]", "[canopy:unwind]", 0, names, 1);
-        if (res < 0) {
-            s->errors++;
-            s->stop_res = -2;
-            return -1;
-        }
-        s->stop_res = res;
-    }
-    return (int32_t)s->stop_res;
+    return pseudo_once(s, &s->stop_res, "[unwind]", "[canopy:unwind]",
+                       "[unwind stopped: JIT code without frame pointers]");
 }
 
 /* Queues one sample (its frames copied into pend_refs); flushes when the queue is full
@@ -377,19 +384,10 @@ void cn_live__compact(cn_live_session *s, unsigned flags)
 /* The "[trimmed]" pseudo-frame (docs/calltree.md §4.6), made once; -1 when it cannot be. */
 static int32_t trim_frame(cn_live_session *s)
 {
-    static const char *const names[] = {"[trimmed]"};
-    if (s->trim_res == -2)
+    int32_t res = pseudo_once(s, &s->trim_res, "[trim]", "[canopy:trim]", "[trimmed]");
+    if (res < 0)
         return -1;
-    if (s->trim_res == -1) {
-        int32_t res = pseudo_frames(s, "[trim]", "[canopy:trim]", 0, names, 1);
-        if (res < 0) {
-            s->errors++;
-            s->trim_res = -2;
-            return -1;
-        }
-        s->trim_res = res;
-    }
-    int32_t f = cn_agg_native_frame(s->p, (int32_t)s->trim_res, 0); /* found, not made */
+    int32_t f = cn_agg_native_frame(s->p, res, 0); /* found, not made */
     return f >= 0 ? f : -1;
 }
 

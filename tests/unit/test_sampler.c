@@ -704,38 +704,36 @@ static void test_adaptive_copy_shrinks(void **st)
     collector_free(c);
 }
 
-/* No frame pointers, 21 frames of ~250 bytes (phases.c's pad, ~5.5 KiB): neither 1, 2 nor
- * 4 KiB give the same stacks, 8 KiB does: the copy shrinks to it (a CFI-unwound program
- * whose stacks are shallower than the full copy, as CPython's), and the stacks complete. */
-static void test_adaptive_copy_cfi_shrinks(void **st)
+/* No frame pointers (phases.c's 21 padded frames, arg "pad" or "bigpad"): the copy ends at
+ * want bytes after want_shrinks shrinks, and the stacks complete. */
+static void adaptive_nofp(const char *pad, uint32_t want, uint64_t want_shrinks)
 {
-    REQUIRE_PERF();
-    char *args[] = {"1.5", "0", "pad", NULL};
+    char *args[] = {"1.5", "0", (char *)pad, NULL};
     cn_smp_counters cnt;
     collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
     long start = count_with(c, "_start;", 0, true);
     assert_true(c->samples > 3500);
-    assert_int_equal(cnt.stack_shrinks, 1);
+    assert_int_equal(cnt.stack_shrinks, want_shrinks);
     assert_int_equal(cnt.stack_grows, 0);
-    assert_int_equal(cnt.stack_copy, 8192);
+    assert_int_equal(cnt.stack_copy, want);
     assert_true(start * 100 >= c->samples * 99);
     collector_free(c);
 }
 
-/* No frame pointers, 21 frames of ~550 bytes (phases.c's bigpad, ~11.5 KiB): no smaller
- * copy gives the same stacks, the copy stays full and the stacks complete. */
+/* ~250-byte frames, ~5.5 KiB: neither 1, 2 nor 4 KiB give the same stacks, 8 KiB does: the
+ * copy shrinks to it (a CFI-unwound program whose stacks are shallower than the full copy,
+ * as CPython's). */
+static void test_adaptive_copy_cfi_shrinks(void **st)
+{
+    REQUIRE_PERF();
+    adaptive_nofp("pad", 8192, 1);
+}
+
+/* ~550-byte frames, ~11.5 KiB: no smaller copy gives the same stacks, the copy stays full. */
 static void test_adaptive_copy_stays_full(void **st)
 {
     REQUIRE_PERF();
-    char *args[] = {"1.5", "0", "bigpad", NULL};
-    cn_smp_counters cnt;
-    collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
-    long start = count_with(c, "_start;", 0, true);
-    assert_true(c->samples > 3500);
-    assert_int_equal(cnt.stack_shrinks, 0);
-    assert_int_equal(cnt.stack_copy, CN_SMP_STACK_DEFAULT);
-    assert_true(start * 100 >= c->samples * 99);
-    collector_free(c);
+    adaptive_nofp("bigpad", CN_SMP_STACK_DEFAULT, 0);
 }
 
 /* Frame-pointer stacks, then stacks through libc's qsort (phases.c): the copy shrinks,
