@@ -66,6 +66,10 @@ echo go >&3
 exec 3>&-
 wait $W || fail "the workload failed"
 W=
+# Read once the session has ended with its target: no sample can arrive between the
+# sessions answer and the tree's.
+ended() { [ "$(ok '{"cmd":"sessions"}' | jget "[s['state'] for s in d['sessions'] if s['id']=='$S'][0]")" = exited ]; }
+wait_for 10 ended || fail "the session did not end with its target"
 ok '{"cmd":"sessions"}' >"$TMP/sessions.json"
 CANOPY_SOCKET=$SOCK "$CANOPY_BIN" tree "$S" --format json >"$TMP/tree.json" || fail "canopy tree"
 python3 - "$TMP/sessions.json" "$S" "$TMP/tree.json" "$TMP/wl.out" <<'PYCHECK' ||
