@@ -28,6 +28,7 @@
 #include <linux/perf_event.h>
 
 #include "cn_smp.h"
+#include "perf_records.h"
 #include "smp_internal.h"
 
 #if defined(__x86_64__)
@@ -279,48 +280,24 @@ typedef struct fixture {
     got g;
 } fixture;
 
-static size_t put(uint8_t *buf, size_t len, const void *p, size_t n)
-{
-    memcpy(buf + len, p, n);
-    return len + n;
-}
-
 /* An MMAP2 record of this executable's mapping holding the hand-made code. */
 static size_t put_mmap(uint8_t *buf)
 {
     mapping m;
     assert_int_equal(find_mapping((uint64_t)(uintptr_t)t_start_ret, &m), 0);
-    struct {
-        struct perf_event_header h;
-        uint32_t pid, tid;
-        uint64_t addr, len, pgoff;
-        uint32_t maj, min;
-        uint64_t ino, gen;
-        uint32_t prot, flags;
-    } mm = {{PERF_RECORD_MMAP2, 0, 0},
-            PID,
-            PID,
-            m.start,
-            m.end - m.start,
-            m.pgoff,
-            m.maj,
-            m.min,
-            m.ino,
-            0,
-            5 /* r-x */,
-            2 /* private */};
-    size_t name = (strlen(m.path) + 1 + 7) & ~(size_t)7;
-    struct {
-        uint32_t pid, tid;
-        uint64_t time;
-        uint32_t cpu, res;
-    } id = {PID, PID, 1, 0, 0};
-    mm.h.size = (uint16_t)(sizeof(mm) + name + sizeof(id));
-    size_t n = put(buf, 0, &mm, sizeof(mm));
-    memset(buf + n, 0, name);
-    memcpy(buf + n, m.path, strlen(m.path));
-    n += name;
-    return put(buf, n, &id, sizeof(id));
+    const test_mmap2 mm = {.pid = PID,
+                           .tid = PID,
+                           .addr = m.start,
+                           .len = m.end - m.start,
+                           .pgoff = m.pgoff,
+                           .maj = m.maj,
+                           .min = m.min,
+                           .ino = m.ino,
+                           .prot = 5 /* r-x */,
+                           .flags = 2 /* private */,
+                           .path = m.path,
+                           .time = 1};
+    return test_put_mmap2(buf, 0, &mm);
 }
 
 static int setup(void **state)
@@ -360,29 +337,29 @@ static got feed(fixture *f, const uint64_t regs[24], const uint64_t stk[NWORDS])
     uint64_t zero = 0, time = 100, period = 1000;
     uint32_t ids[2] = {PID, PID};
     if (st & PERF_SAMPLE_IDENTIFIER)
-        n = put(buf, n, &zero, 8);
+        n = test_put(buf, n, &zero, 8);
     if (st & PERF_SAMPLE_IP)
-        n = put(buf, n, &regs[IP], 8);
+        n = test_put(buf, n, &regs[IP], 8);
     if (st & PERF_SAMPLE_TID)
-        n = put(buf, n, ids, 8);
+        n = test_put(buf, n, ids, 8);
     if (st & PERF_SAMPLE_TIME)
-        n = put(buf, n, &time, 8);
+        n = test_put(buf, n, &time, 8);
     if (st & PERF_SAMPLE_CPU)
-        n = put(buf, n, &zero, 8);
+        n = test_put(buf, n, &zero, 8);
     if (st & PERF_SAMPLE_PERIOD)
-        n = put(buf, n, &period, 8);
+        n = test_put(buf, n, &period, 8);
     if (st & PERF_SAMPLE_CALLCHAIN)
-        n = put(buf, n, &zero, 8); /* nr = 0 */
+        n = test_put(buf, n, &zero, 8); /* nr = 0 */
     uint64_t abi = PERF_SAMPLE_REGS_ABI_64;
-    n = put(buf, n, &abi, 8);
+    n = test_put(buf, n, &abi, 8);
     const cn_smp__arch *arch = cn_smp__arch_get();
     for (int r = 0; r < 64; r++)
         if (arch->regs_mask & (1ULL << r))
-            n = put(buf, n, &regs[r < 24 ? r : 0], 8);
+            n = test_put(buf, n, &regs[r < 24 ? r : 0], 8);
     uint64_t size = NWORDS * 8;
-    n = put(buf, n, &size, 8);
-    n = put(buf, n, stk, size);
-    n = put(buf, n, &size, 8); /* dyn_size */
+    n = test_put(buf, n, &size, 8);
+    n = test_put(buf, n, stk, size);
+    n = test_put(buf, n, &size, 8); /* dyn_size */
     struct perf_event_header h = {PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, (uint16_t)n};
     memcpy(buf, &h, sizeof(h));
     memset(&f->g, 0, sizeof(f->g));
@@ -421,6 +398,20 @@ static void expect(const got *g, const uint64_t *want, uint32_t n)
     }
 }
 
+/* Expects leaf, then t_caller's and t_start's frames: a complete stack through the caller. */
+static void expect_via_caller(const got *g, uint64_t leaf)
+{
+    expect(g, (uint64_t[]){leaf, a(t_caller_ret), a(t_start_ret)}, 3);
+}
+
+/* Expects exactly one libunwind fallback for reason why. */
+static void check_one_fallback(fixture *f, cn_smp_fallback why)
+{
+    cn_smp_counters c;
+    cn_smp_session_counters(f->s, &c);
+    assert_int_equal(c.libunwind_why[why], 1);
+}
+
 /* Lays out t_caller's frame (its return address to t_start) at word w: the caller's SP is
  * SP0 + 8 * w, its CFA 16 above. */
 static void caller_frame(uint64_t *stk, int w)
@@ -444,7 +435,7 @@ static void test_rbx_cfa(void **state)
     regs[SP] = SP0;
     regs[BX] = rbx;
     got g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_rbx_body), a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_rbx_body));
     check_counters(f, 1, 0);
     /* Sampled in its callee, which saved rbx at its CFA - 16 and cleared it. */
     stk[0] = rbx;
@@ -467,7 +458,7 @@ static void test_plt_expression(void **state)
     caller_frame(stk, 1);
     regs[IP] = a(t_plt) + 4;
     got g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_plt) + 4, a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_plt) + 4);
     /* Entry 1 at offset 12 (after the push): CFA = SP + 16. */
     memset(stk, 0, sizeof(stk));
     stk[0] = 7; /* the pushed index */
@@ -475,7 +466,7 @@ static void test_plt_expression(void **state)
     caller_frame(stk, 2);
     regs[IP] = a(t_plt) + 16 + 12;
     g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_plt) + 28, a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_plt) + 28);
     check_counters(f, 2, 0);
     /* Another expression (one operator differs): libunwind's, with the same frames. */
     memset(stk, 0, sizeof(stk));
@@ -483,11 +474,9 @@ static void test_plt_expression(void **state)
     caller_frame(stk, 1);
     regs[IP] = a(t_plt_odd) + 4;
     g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_plt_odd) + 4, a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_plt_odd) + 4);
     check_counters(f, 3, 1);
-    cn_smp_counters c;
-    cn_smp_session_counters(f->s, &c);
-    assert_int_equal(c.libunwind_why[CN_SMP_FB_CFA_EXPR], 1);
+    check_one_fallback(f, CN_SMP_FB_CFA_EXPR);
 }
 
 /* vfork's return address in %rdi (a register rule), in the sampled frame. */
@@ -500,7 +489,7 @@ static void test_register_rule(void **state)
     regs[SP] = SP0;
     regs[DI] = a(t_caller_ret);
     got g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_vfork_body), a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_vfork_body));
     check_counters(f, 1, 0);
 }
 
@@ -515,7 +504,7 @@ static void test_sampled_register_cfa(void **state)
     regs[SP] = SP0;
     regs[R10] = SP0 + 88;
     got g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_drap_body), a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_drap_body));
     check_counters(f, 1, 0);
 }
 
@@ -535,9 +524,7 @@ static void test_thread_start(void **state)
     g = feed(f, regs, stk);
     assert_int_equal(g.n, 1);
     check_counters(f, 2, 1);
-    cn_smp_counters c;
-    cn_smp_session_counters(f->s, &c);
-    assert_int_equal(c.libunwind_why[CN_SMP_FB_NO_CFI], 1);
+    check_one_fallback(f, CN_SMP_FB_NO_CFI);
 }
 
 /* An early epilogue between DW_CFA_remember_state and DW_CFA_restore_state: the restored
@@ -553,7 +540,7 @@ static void test_epilogue_after_restore_state(void **state)
     regs[IP] = a(t_epi_body);
     regs[SP] = SP0;
     got g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_epi_body), a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_epi_body));
     /* At the early epilogue's `ret`: CFA = SP + 8. Word 7 still holds a plausible return
      * address (what the stale rule would read). */
     memset(stk, 0, sizeof(stk));
@@ -562,7 +549,7 @@ static void test_epilogue_after_restore_state(void **state)
     stk[7] = a(t_rbx_ret);
     regs[IP] = a(t_epi_ret);
     g = feed(f, regs, stk);
-    expect(&g, (uint64_t[]){a(t_epi_ret), a(t_caller_ret), a(t_start_ret)}, 3);
+    expect_via_caller(&g, a(t_epi_ret));
     check_counters(f, 2, 0);
 }
 

@@ -29,6 +29,7 @@
 #include <linux/perf_event.h>
 
 #include "cn_smp.h"
+#include "perf_records.h"
 #include "smp_internal.h"
 
 extern char **environ;
@@ -1085,47 +1086,21 @@ static void test_address_space_overlaps(void **st)
     cn_smp__proc_clear(&p);
 }
 
-/* Builds records into buf; returns the new length. */
-static size_t put(uint8_t *buf, size_t len, const void *rec, size_t n)
-{
-    memcpy(buf + len, rec, n);
-    return len + n;
-}
-
 /* Appends the MMAP2 record of /bin/x (pid 42, executable, inode 99) at 0x400000 for
  * 0x2000 bytes from file offset pgoff, at time t; returns the new length. */
 static size_t put_mmap_bin_x(uint8_t *buf, size_t len, uint64_t pgoff, uint64_t t)
 {
-    struct {
-        struct perf_event_header h;
-        uint32_t pid, tid;
-        uint64_t addr, len, pgoff;
-        uint32_t maj, min;
-        uint64_t ino, gen;
-        uint32_t prot, flags;
-        char name[16];
-        uint32_t spid, stid;
-        uint64_t time;
-        uint32_t cpu, res;
-    } mm = {{PERF_RECORD_MMAP2, 0, sizeof(mm)},
-            42,
-            42,
-            0x400000,
-            0x2000,
-            pgoff,
-            0,
-            0,
-            99,
-            0,
-            5,
-            2,
-            "/bin/x",
-            42,
-            42,
-            t,
-            0,
-            0};
-    return put(buf, len, &mm, sizeof(mm));
+    const test_mmap2 m = {.pid = 42,
+                          .tid = 42,
+                          .addr = 0x400000,
+                          .len = 0x2000,
+                          .pgoff = pgoff,
+                          .ino = 99,
+                          .prot = 5 /* r-x */,
+                          .flags = 2 /* private */,
+                          .path = "/bin/x",
+                          .time = t};
+    return test_put_mmap2(buf, len, &m);
 }
 
 typedef struct feed_ctx {
@@ -1243,7 +1218,7 @@ static void test_feed_records(void **st)
             6,
             {(uint64_t)PERF_CONTEXT_KERNEL, 0xffffffff81000010ULL, 0xffffffff81000100ULL,
              (uint64_t)PERF_CONTEXT_USER, 0x400010, 0x401000}};
-    len = put(buf, len, &sm, sizeof(sm));
+    len = test_put(buf, len, &sm, sizeof(sm));
     /* LOST record with sample_id trailer. */
     struct {
         struct perf_event_header h;
@@ -1252,10 +1227,10 @@ static void test_feed_records(void **st)
         uint64_t time;
         uint32_t cpu, res;
     } lost = {{PERF_RECORD_LOST, 0, sizeof(lost)}, 1, 7, 42, 42, 30, 0, 0};
-    len = put(buf, len, &lost, sizeof(lost));
+    len = test_put(buf, len, &lost, sizeof(lost));
     /* A truncated record: size claims more than what remains. */
     struct perf_event_header trunc = {PERF_RECORD_SAMPLE, 0, 200};
-    len = put(buf, len, &trunc, sizeof(trunc));
+    len = test_put(buf, len, &trunc, sizeof(trunc));
     assert_int_equal(cn_smp_session_feed(s, buf, len), 1);
     assert_int_equal(f.samples, 1);
     assert_int_equal(f.nkernel, 2);
@@ -1334,10 +1309,10 @@ static void off_feed_sample(cn_smp_session *s, bool with_id, uint64_t id, pid_t 
     uint8_t buf[256];
     struct perf_event_header h = {PERF_RECORD_SAMPLE, 0,
                                   (uint16_t)(sizeof(h) + sizeof(body) + (with_id ? 8 : 0))};
-    size_t n = put(buf, 0, &h, sizeof(h));
+    size_t n = test_put(buf, 0, &h, sizeof(h));
     if (with_id)
-        n = put(buf, n, &id, 8);
-    n = put(buf, n, &body, sizeof(body));
+        n = test_put(buf, n, &id, 8);
+    n = test_put(buf, n, &body, sizeof(body));
     assert_int_equal(cn_smp_session_feed(s, buf, n), 1);
 }
 
@@ -1358,8 +1333,8 @@ static void off_feed_switch(cn_smp_session *s, pid_t tid, uint64_t t, bool out, 
                                              (preempt ? PERF_RECORD_MISC_SWITCH_OUT_PREEMPT : 0)),
                                   (uint16_t)(sizeof(h) + tl)};
     uint8_t buf[64];
-    size_t n = put(buf, 0, &h, sizeof(h));
-    n = put(buf, n, &trailer, tl);
+    size_t n = test_put(buf, 0, &h, sizeof(h));
+    n = test_put(buf, n, &trailer, tl);
     assert_int_equal(cn_smp_session_feed(s, buf, n), 0);
 }
 
