@@ -94,6 +94,15 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* Makes a new file from path's XXXXXX template (rewritten with its name) holding text. */
+static void temp_file(char *path, const char *text)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, text);
+}
+
 /* --- symbol tables ------------------------------------------------------------------ */
 
 static void test_table_rules(void **state)
@@ -162,14 +171,11 @@ static void test_perfmap(void **state)
 {
     (void)state;
     char path[] = "/tmp/cn_sym_test_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    write_file(path, "1000 10 LazyCompile:~foo file.js:1\n"
-                     "garbage line\n"
-                     "0x2000 0x20 bar with spaces\n"
-                     "1000 10 LazyCompile:*foo file.js:1\n"
-                     "3000 0 zero size skipped\n");
+    temp_file(path, "1000 10 LazyCompile:~foo file.js:1\n"
+                    "garbage line\n"
+                    "0x2000 0x20 bar with spaces\n"
+                    "1000 10 LazyCompile:*foo file.js:1\n"
+                    "3000 0 zero size skipped\n");
     cn_sym_cache *c = cn_sym_cache_new(NULL);
     cn_sym_object o = {
         .kind = CN_SYM_JIT, .path = path, .pid = 1, .has_owner = true, .owner_uid = getuid()};
@@ -202,10 +208,7 @@ static void test_perfmap_rewritten(void **state)
 {
     (void)state;
     char path[] = "/tmp/cn_sym_test_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    write_file(path, "1000 10 stale_a\n2000 10 stale_b\n");
+    temp_file(path, "1000 10 stale_a\n2000 10 stale_b\n");
     cn_sym_cache *c = cn_sym_cache_new(NULL);
     cn_sym_object o = {
         .kind = CN_SYM_JIT, .path = path, .pid = 1, .has_owner = true, .owner_uid = getuid()};
@@ -462,14 +465,11 @@ static void test_kallsyms(void **state)
 {
     (void)state;
     char path[] = "/tmp/cn_sym_test_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    write_file(path, "ffffffff81000000 T _text\n"
-                     "ffffffff81000100 t do_thing\n"
-                     "ffffffff81000200 D some_data\n"
-                     "ffffffff81000300 T next_func\n"
-                     "ffffffffc0001000 t mod_func\t[mymod]\n");
+    temp_file(path, "ffffffff81000000 T _text\n"
+                    "ffffffff81000100 t do_thing\n"
+                    "ffffffff81000200 D some_data\n"
+                    "ffffffff81000300 T next_func\n"
+                    "ffffffffc0001000 t mod_func\t[mymod]\n");
     cn_sym_cache *c = cn_sym_cache_new(NULL);
     cn_sym_object o = {.kind = CN_SYM_KERNEL, .path = path};
     cn_sym_result r;
