@@ -5,35 +5,52 @@
  */
 #include <errno.h>
 #include <gelf.h>
+#include <stdbool.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "int_internal.h"
 
-static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, cn_int__elfsyms *out)
+/* Calls fn(ctx, name, sym) for each defined, named symbol of the file's tables of type
+ * (SHT_DYNSYM or SHT_SYMTAB), until fn returns true. */
+typedef bool (*sym_fn)(void *ctx, const char *name, const GElf_Sym *sym);
+
+static void each_symbol(Elf *e, Elf64_Word type, sym_fn fn, void *ctx)
 {
-    Elf_Data *d = elf_getdata(scn, NULL);
-    if (!d || !sh->sh_entsize)
-        return;
-    size_t n = sh->sh_size / sh->sh_entsize;
-    for (size_t i = 0; i < n; i++) {
-        GElf_Sym s;
-        if (!gelf_getsym(d, (int)i, &s) || !s.st_name || s.st_shndx == SHN_UNDEF)
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
             continue;
-        const char *name = elf_strptr(e, sh->sh_link, s.st_name);
-        if (!name)
-            continue;
-        if (!out->runtime && strcmp(name, "_PyRuntime") == 0) {
-            out->runtime = s.st_value;
-            out->runtime_size = s.st_size;
-        } else if (!out->py_version && strcmp(name, "Py_Version") == 0) {
-            out->py_version = s.st_value;
-        } else if (!out->eval && strcmp(name, "_PyEval_EvalFrameDefault") == 0) {
-            out->eval = s.st_value;
-            out->eval_size = s.st_size;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t n = d ? sh.sh_size / sh.sh_entsize : 0;
+        for (size_t i = 0; i < n; i++) {
+            GElf_Sym s;
+            const char *name;
+            if (!gelf_getsym(d, (int)i, &s) || !s.st_name || s.st_shndx == SHN_UNDEF ||
+                !(name = elf_strptr(e, sh.sh_link, s.st_name)))
+                continue;
+            if (fn(ctx, name, &s))
+                return;
         }
     }
+}
+
+/* each_symbol's callback for cn_int__elf_syms: the interpreter's three symbols. */
+static bool python_symbol(void *ctx, const char *name, const GElf_Sym *s)
+{
+    cn_int__elfsyms *out = ctx;
+    if (!out->runtime && strcmp(name, "_PyRuntime") == 0) {
+        out->runtime = s->st_value;
+        out->runtime_size = s->st_size;
+    } else if (!out->py_version && strcmp(name, "Py_Version") == 0) {
+        out->py_version = s->st_value;
+    } else if (!out->eval && strcmp(name, "_PyEval_EvalFrameDefault") == 0) {
+        out->eval = s->st_value;
+        out->eval_size = s->st_size;
+    }
+    return false;
 }
 
 /* The n 4-byte words at addr (Py_Version's value, say), read from the section holding them:
@@ -75,14 +92,8 @@ int cn_int__elf_syms(int fd, cn_int__elfsyms *out)
             }
         }
     }
-    for (int pass = 0; pass < 2 && !out->runtime; pass++) {
-        Elf_Scn *scn = NULL;
-        while ((scn = elf_nextscn(e, scn))) {
-            GElf_Shdr sh;
-            if (gelf_getshdr(scn, &sh) && sh.sh_type == (pass ? SHT_SYMTAB : SHT_DYNSYM))
-                scan_symbols(e, scn, &sh, out);
-        }
-    }
+    for (int pass = 0; pass < 2 && !out->runtime; pass++)
+        each_symbol(e, pass ? SHT_SYMTAB : SHT_DYNSYM, python_symbol, out);
     uint32_t hex = 0;
     if (out->py_version && words_at(e, out->py_version, &hex, 1) == 0)
         out->version_hex = (int)hex;
@@ -93,40 +104,40 @@ out:
     return ret;
 }
 
+/* each_symbol's callback for cn_int__elf_words: the object name, n words long. */
+typedef struct named_words {
+    Elf *e;
+    const char *name;
+    uint32_t *val;
+    size_t n;
+    int ret; /* -ENOENT until found */
+} named_words;
+
+static bool named_symbol(void *ctx, const char *name, const GElf_Sym *s)
+{
+    named_words *w = ctx;
+    if (s->st_size != 4 * w->n || strcmp(name, w->name) != 0)
+        return false;
+    w->ret = words_at(w->e, s->st_value, w->val, w->n) < 0 ? -ENODATA : 0;
+    return true;
+}
+
 int cn_int__elf_words(int fd, const char *name, uint32_t *val, size_t n)
 {
-    int ret = -ENOENT;
+    named_words w = {NULL, name, val, n, -ENOENT};
     elf_version(EV_CURRENT);
     Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (!e || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64) {
-        ret = -ENOEXEC;
+        w.ret = -ENOEXEC;
         goto out;
     }
-    for (int pass = 0; pass < 2 && ret == -ENOENT; pass++) {
-        Elf_Scn *scn = NULL;
-        while (ret == -ENOENT && (scn = elf_nextscn(e, scn))) {
-            GElf_Shdr sh;
-            if (!gelf_getshdr(scn, &sh) || sh.sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) ||
-                !sh.sh_entsize)
-                continue;
-            Elf_Data *d = elf_getdata(scn, NULL);
-            size_t nsym = d ? sh.sh_size / sh.sh_entsize : 0;
-            for (size_t i = 0; i < nsym; i++) {
-                GElf_Sym s;
-                const char *sname;
-                if (!gelf_getsym(d, (int)i, &s) || !s.st_name || s.st_shndx == SHN_UNDEF ||
-                    s.st_size != 4 * n || !(sname = elf_strptr(e, sh.sh_link, s.st_name)) ||
-                    strcmp(sname, name) != 0)
-                    continue;
-                ret = words_at(e, s.st_value, val, n) < 0 ? -ENODATA : 0;
-                break;
-            }
-        }
-    }
+    w.e = e;
+    for (int pass = 0; pass < 2 && w.ret == -ENOENT; pass++)
+        each_symbol(e, pass ? SHT_SYMTAB : SHT_DYNSYM, named_symbol, &w);
 out:
     if (e)
         elf_end(e);
-    return ret;
+    return w.ret;
 }
 
 int cn_int__elf_u32(int fd, const char *name, uint32_t *val)
