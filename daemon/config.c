@@ -38,7 +38,9 @@ const cn_opt cn_d_config_keys[] = {
     {"max_clients", NULL, "COUNT", "128", "connections at most", 0, 0},
     {"max_request", NULL, "SIZE", "64K", "the longest request line, 256 to 64M", 0, 0},
     {"session_memory", NULL, "SIZE", "256M",
-     "profile tables per session; beyond it samples are counted as dropped", 0, 0},
+     "profile tables per session: at it the all-time tree is trimmed harder (fold_trim raised "
+     "up to 1%), beyond that samples are counted as dropped",
+     0, 0},
     {"unwind_cache", NULL, "SIZE", "16M", "unwind tables kept of files no live process maps", 0, 0},
     {"symbol_cache", NULL, "SIZE", "32M", "symbol tables kept", 0, 0},
     {"debug_cache", NULL, "SIZE", "64M", "debug data kept for lines and inlines", 0, 0},

@@ -355,24 +355,32 @@ static void on_task(void *arg, const cn_smp_task_event *ev)
         snprintf(s->comm, sizeof(s->comm), "%s", ev->comm); /* `run`: the command's name */
 }
 
-/* The memory bound: fold every raw sample first; if the tables are still over, refuse
- * further samples (counted as dropped) and say so. */
+/* The memory bound. Over it: every raw sample is folded and the folded tree's tail trimmed
+ * at the session's share; while the tables are still over, the share is raised (x4, up to
+ * CN_LIVE_TRIM_MAX; it stays raised, so later trims keep the tables where they fit) and
+ * the tree trimmed again. Only tables over the bound at the highest share refuse further
+ * samples (counted as dropped), and are not worked on again until they fit (nothing is
+ * added to them meanwhile). */
 void cn_live__enforce_memory(cn_live_session *s)
 {
-    if (cn_agg_profile_memory(s->p) <= s->max_memory)
+    if (cn_agg_profile_memory(s->p) <= s->max_memory) {
+        s->memory_limited = false;
         return;
-    if (cn_agg_sample_count(s->p) > 0) {
-        cn_agg_fold_before(s->p, INT64_MAX);
-        /* The folded rows' long tail; then the raw columns and the callchain cache of what
-         * was folded: once, then as due (a session hovering at its bound would otherwise
-         * compact at every read). */
-        if (!cn_live__trim(s, !s->hit_memory_bound) &&
-            (!s->hit_memory_bound || cn_agg_compact_due(s->p)))
-            cn_live__compact(s, 0);
     }
-    if (cn_agg_profile_memory(s->p) > s->max_memory)
-        s->memory_limited = true;
+    if (s->memory_limited)
+        return;
     s->hit_memory_bound = true;
+    if (cn_agg_sample_count(s->p) > 0)
+        cn_agg_fold_before(s->p, INT64_MAX);
+    if (!cn_live__trim(s, true))
+        cn_live__compact(s, 0); /* the raw columns and callchain cache of what was folded */
+    while (cn_agg_profile_memory(s->p) > s->max_memory && s->trim_share > 0 &&
+           s->trim_share < CN_LIVE_TRIM_MAX) {
+        s->trim_share = s->trim_share * 4 < CN_LIVE_TRIM_MAX ? s->trim_share * 4 : CN_LIVE_TRIM_MAX;
+        s->trim_raises++;
+        cn_live__trim(s, true);
+    }
+    s->memory_limited = cn_agg_profile_memory(s->p) > s->max_memory;
 }
 
 void cn_live__compact(cn_live_session *s, unsigned flags)

@@ -69,7 +69,7 @@ struct cn_live_session {
     int64_t last_fold_ns;
     int64_t last_sample_ns;
     size_t max_memory;
-    bool memory_limited;   /* samples are being refused */
+    bool memory_limited;   /* samples are being refused (over the bound at the highest share) */
     bool hit_memory_bound; /* the bound was reached at least once */
     bool dirty;            /* changed since the last save */
     uint64_t changes;      /* bumped with dirty: a save made elsewhere (a forked writer) knows
@@ -80,6 +80,7 @@ struct cn_live_session {
     int64_t trim_res;      /* the "[trim]" pseudo-resource once made, else -1 (-2: failed) */
     size_t trim_rows;      /* folded rows after the last trim: the next is due at twice */
     uint64_t trims;        /* trims that moved rows */
+    uint64_t trim_raises;  /* trim_share raised at the memory bound (cn_live__enforce_memory) */
     double trimmed_weight; /* the folded weight under "[trimmed]" after the last one */
     uint64_t errors;       /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks;  /* samples with user frames (cn_live_session_info) */

@@ -389,7 +389,9 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->trims = s->trims;
     out->trimmed_weight = s->trimmed_weight;
     out->trim_share = s->trim_share;
+    out->trim_raises = s->trim_raises;
     out->memory_limited = s->hit_memory_bound;
+    out->refusing = s->memory_limited;
 }
 
 cn_agg_profile *cn_live_session_profile(cn_live_session *s)

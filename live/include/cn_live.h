@@ -185,6 +185,9 @@ typedef struct cn_live_session_opts {
 } cn_live_session_opts;
 
 #define CN_LIVE_TRIM_DEFAULT 1e-4 /* 0.01 % of the folded samples */
+/* The share a session at its memory bound raises its trim to, at most: beyond it, samples
+ * are refused (dropped) instead. */
+#define CN_LIVE_TRIM_MAX 1e-2
 void cn_live_session_opts_init(cn_live_session_opts *o);
 /* Frees what o owns (its labels) and re-initialises it. Accepts NULL. */
 void cn_live_session_opts_clear(cn_live_session_opts *o);
@@ -313,10 +316,12 @@ typedef struct cn_live_session_info {
     size_t memory;        /* profile bytes */
     uint64_t compactions; /* compaction passes over the profile's tables (cn_agg_compact) */
     /* Trims of the folded rows (cn_agg_trim_folded) and the weight now under "[trimmed]"
-     * (samples, or ns in OFFCPU/WALL); the share they use (0: never). */
-    uint64_t trims;
+     * (samples, or ns in OFFCPU/WALL); the share they use (0: never), raised trim_raises
+     * times at the memory bound (from the configured share up to CN_LIVE_TRIM_MAX). */
+    uint64_t trims, trim_raises;
     double trimmed_weight, trim_share;
     bool memory_limited; /* the memory bound was reached */
+    bool refusing;       /* over the bound at CN_LIVE_TRIM_MAX: samples are being dropped */
 } cn_live_session_info;
 
 /* Fills *out (strings borrow from s). Hosts build their descriptions from it (canopyd's
