@@ -723,6 +723,11 @@ int32_t cn_agg_thread(cn_agg_profile *p, int32_t pid, int32_t tid, const char *n
     return id;
 }
 
+int32_t cn_agg_thread_find(const cn_agg_profile *p, int32_t pid, int32_t tid)
+{
+    return cn_u64map_get(&p->thr_index, cn_pair(pid, tid));
+}
+
 int cn_agg_thread_set_name(cn_agg_profile *p, int32_t thread, const char *name)
 {
     if (thread < 0 || (size_t)thread >= p->n_thr || !name)

@@ -231,6 +231,16 @@ static int base_rows(cn_agg__qrun *run, struct cn_agg__qcache **cache)
     return rc;
 }
 
+/* "name [id]", or "name [exited]" for the folded threads of exited processes
+ * (cn_agg_fold_threads: every cc1 a build ran under one root). */
+static void group_label(char *label, size_t len, const char *name, int32_t id)
+{
+    if (id >= CN_AGG_GONE_PID_BASE)
+        snprintf(label, len, "%s [exited]", name ? name : "?");
+    else
+        snprintf(label, len, "%s [%d]", name ? name : "?", (int)id);
+}
+
 /* The synthetic root func of a --group-by group. */
 static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
 {
@@ -255,10 +265,9 @@ static int32_t group_func(cn_agg_profile *p, cn_agg_group_by by, int32_t thread)
         for (size_t i = 0; !name && i < p->n_thr; i++)
             if (p->thr_pid[i] == pid && p->thr_tid[i] == pid && p->thr_name[i] >= 0)
                 name = p->str[p->thr_name[i]];
-        snprintf(label, sizeof(label), "%s [%d]", name ? name : "?", (int)pid);
+        group_label(label, sizeof(label), name, pid);
     } else {
-        const char *name = cn_agg_thread_name(p, thread);
-        snprintf(label, sizeof(label), "%s [%d]", name ? name : "?", (int)p->thr_tid[thread]);
+        group_label(label, sizeof(label), cn_agg_thread_name(p, thread), p->thr_tid[thread]);
     }
     return cn_agg_func(p, label, -1, NULL, 0);
 }

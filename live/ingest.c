@@ -337,9 +337,35 @@ static void on_sample(void *arg, const cn_smp_sample *smp)
         cn_live__flush_samples(s);
 }
 
+/* Marks thread (pid, tid), if the profile has it, as exited (gone) or alive again (a pid
+ * reused: its new samples are its own). Out of memory, an exit is forgotten: its rows stay
+ * its own, which loses nothing. */
+static void mark_gone(cn_live_session *s, pid_t pid, pid_t tid, bool gone)
+{
+    int32_t t = cn_agg_thread_find(s->p, pid, tid);
+    if (t < 0 || (!gone && (size_t)t >= s->gone_cap))
+        return;
+    if ((size_t)t >= s->gone_cap) {
+        size_t cap = s->gone_cap ? s->gone_cap : 1024;
+        while (cap <= (size_t)t)
+            cap *= 2;
+        bool *g = realloc(s->gone, cap * sizeof(*g));
+        if (!g)
+            return;
+        memset(g + s->gone_cap, 0, (cap - s->gone_cap) * sizeof(*g));
+        s->gone = g;
+        s->gone_cap = cap;
+    }
+    s->gone[t] = gone;
+}
+
 static void on_task(void *arg, const cn_smp_task_event *ev)
 {
     cn_live_session *s = arg;
+    if (ev->kind == CN_SMP_TASK_EXIT || ev->kind == CN_SMP_TASK_FORK) {
+        mark_gone(s, ev->pid, ev->tid, ev->kind == CN_SMP_TASK_EXIT);
+        return;
+    }
     if (ev->kind == CN_SMP_TASK_CGROUP && ev->cgroup) {
         cn_agg_process_set_cgroup(s->p, ev->pid, ev->cgroup);
         return;
@@ -410,15 +436,23 @@ bool cn_live__trim(cn_live_session *s, bool force)
         return false;
     if (!force && (rows < TRIM_MIN_ROWS || rows < 2 * s->trim_rows))
         return false;
+    /* Exited threads' rows first: one set per command name (cc1 [exited]) leaves fewer
+     * rows to trim, and their paths' weights add up before the share is applied. */
+    size_t folded = 0;
+    if (s->gone && cn_agg_fold_threads(s->p, s->gone, s->gone_cap, &folded) == 0)
+        s->gone_rows += folded;
     int32_t f = trim_frame(s);
-    cn_agg_trim_stats st;
-    if (f < 0 || cn_agg_trim_folded(s->p, s->trim_share, f, &st) < 0)
+    cn_agg_trim_stats st = {0};
+    bool trimmed = f >= 0 && cn_agg_trim_folded(s->p, s->trim_share, f, &st) == 0;
+    if (!trimmed && folded == 0)
         return false; /* -ENOMEM: the folded rows stay as they were; tried again when due */
-    s->trim_rows = st.rows_after;
-    if (st.rows_moved == 0)
+    s->trim_rows = trimmed ? st.rows_after : cn_agg_folded_rows(s->p);
+    if (st.rows_moved == 0 && folded == 0)
         return false;
-    s->trims++;
-    s->trimmed_weight = st.weight_under;
+    if (st.rows_moved) {
+        s->trims++;
+        s->trimmed_weight = st.weight_under;
+    }
     s->changes++;
     s->dirty = true;
     cn_live__compact(s, 0); /* the stacks only the moved rows reached */

@@ -81,6 +81,11 @@ struct cn_live_session {
     size_t trim_rows;      /* folded rows after the last trim: the next is due at twice */
     uint64_t trims;        /* trims that moved rows */
     uint64_t trim_raises;  /* trim_share raised at the memory bound (cn_live__enforce_memory) */
+    /* Threads that exited, by thread id (on_task): cn_live__trim folds their rows once
+     * none is raw (cn_agg_fold_threads). gone_cap entries, false beyond. */
+    bool *gone;
+    size_t gone_cap;
+    uint64_t gone_rows; /* accumulator rows merged away by those folds */
     double trimmed_weight; /* the folded weight under "[trimmed]" after the last one */
     uint64_t errors;       /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks;  /* samples with user frames (cn_live_session_info) */

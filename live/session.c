@@ -207,6 +207,7 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
         free(s->res_obj[i].jit_path);
     free(s->res_obj);
     free(s->retry);
+    free(s->gone);
     free(s->reqs);
     free(s->req_idx);
     free(s->id);
@@ -390,6 +391,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->trimmed_weight = s->trimmed_weight;
     out->trim_share = s->trim_share;
     out->trim_raises = s->trim_raises;
+    out->exited_rows = s->gone_rows;
     out->memory_limited = s->hit_memory_bound;
     out->refusing = s->memory_limited;
 }

@@ -174,6 +174,8 @@ int32_t cn_agg_stack_from_frames(cn_agg_profile *p, const int32_t *root_first, s
  * renamed later with _set_name). Returns id >= 0 or negative errno. */
 int32_t cn_agg_thread(cn_agg_profile *p, int32_t pid, int32_t tid, const char *name);
 int cn_agg_thread_set_name(cn_agg_profile *p, int32_t thread, const char *name);
+/* The thread (pid, tid) if it is interned, else -1 (never interns). */
+int32_t cn_agg_thread_find(const cn_agg_profile *p, int32_t pid, int32_t tid);
 /* The process name (pid's comm) for --group-by process. */
 int cn_agg_process_set_name(cn_agg_profile *p, int32_t pid, const char *name);
 size_t cn_agg_thread_count(const cn_agg_profile *p);
@@ -254,6 +256,17 @@ typedef struct cn_agg_trim_stats {
     double limit;        /* the sub weight a stack needed to stay */
 } cn_agg_trim_stats;
 int cn_agg_trim_folded(cn_agg_profile *p, double share, int32_t frame, cn_agg_trim_stats *st);
+
+/* Folding exited threads (live sessions, aggregate/trim.c): the accumulator rows of every
+ * thread t < n_gone with gone[t] set and no raw sample left move to one thread per
+ * (process name, cgroup) of such threads, pid = tid = CN_AGG_GONE_PID_BASE + k (above any
+ * kernel pid: pid_max <= 2^22), named after the process and with its cgroup; rows meeting
+ * on one (stack, thread) merge. The folded threads are reused by later folds. THREAD IDS
+ * of the accumulator change; raw samples and the thread table's rows stay. Returns 0 or
+ * -ENOMEM/-ENOSPC with the accumulator unchanged; *rows_folded (may be NULL): the rows
+ * merged away. */
+#define CN_AGG_GONE_PID_BASE 0x40000000
+int cn_agg_fold_threads(cn_agg_profile *p, const bool *gone, size_t n_gone, size_t *rows_folded);
 
 /* Metadata. */
 void cn_agg_profile_set_unit(cn_agg_profile *p, cn_agg_unit unit);

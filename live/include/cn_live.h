@@ -319,6 +319,7 @@ typedef struct cn_live_session_info {
      * (samples, or ns in OFFCPU/WALL); the share they use (0: never), raised trim_raises
      * times at the memory bound (from the configured share up to CN_LIVE_TRIM_MAX). */
     uint64_t trims, trim_raises;
+    uint64_t exited_rows; /* folded rows of exited threads merged into "NAME [exited]" ones */
     double trimmed_weight, trim_share;
     bool memory_limited; /* the memory bound was reached */
     bool refusing;       /* over the bound at CN_LIVE_TRIM_MAX: samples are being dropped */

@@ -587,6 +587,104 @@ static void test_trim_folded(void **state)
     cn_agg_profile_free(t.p[1]);
 }
 
+/* The roots of the folded tree grouped by process: "NAME WEIGHT" lines, in tree order. */
+static char *process_roots(cn_agg_profile *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.group_by = CN_AGG_GROUP_PROCESS;
+    cn_agg_tree *tr = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_query_run(p, &q, &tr, &err), 0);
+    for (int32_t n = tr->first_root; n >= 0; n = tr->nodes[n].next_sibling)
+        fprintf(f, "%s %g\n", cn_agg_func_name(p, tr->nodes[n].func), tr->nodes[n].total);
+    cn_agg_tree_free(tr);
+    fclose(f);
+    return text;
+}
+
+/* cn_agg_fold_threads: the folded rows of exited threads with no raw sample left go to one
+ * thread per (process name, cgroup), rows meeting on a stack merge, totals by stack and by
+ * name stay, a thread with raw samples keeps its own rows, a later fold reuses the folded
+ * thread, and the result survives a .canopy round trip. */
+static void test_fold_threads(void **state)
+{
+    (void)state;
+    cn_agg_profile *p = cn_agg_profile_new();
+    assert_non_null(p);
+    int32_t res = cn_agg_resource(p, "cc1", "cc1-id", NULL, CN_AGG_RES_LIBRARY);
+    int32_t s1 = cn_agg_stack(p, -1, cn_agg_native_frame(p, res, 0x10));
+    int32_t s2 = cn_agg_stack(p, s1, cn_agg_native_frame(p, res, 0x20));
+    assert_true(res >= 0 && s1 >= 0 && s2 >= 0);
+    /* pids 100, 101 (cc1 in cgroup A), 102 (cc1 in B), 103 (make), 104 (cc1 in A, still
+     * sampled), 105 (cc1 in A, exits later) */
+    static const struct { int pid; const char *name, *cgroup; } procs[] = {
+        {100, "cc1", "/a"}, {101, "cc1", "/a"}, {102, "cc1", "/b"},
+        {103, "make", "/a"}, {104, "cc1", "/a"}, {105, "cc1", "/a"}};
+    int32_t th[6];
+    for (int i = 0; i < 6; i++) {
+        th[i] = cn_agg_thread(p, procs[i].pid, procs[i].pid, procs[i].name);
+        assert_int_equal(th[i], i);
+        assert_int_equal(cn_agg_process_set_name(p, procs[i].pid, procs[i].name), 0);
+        assert_int_equal(cn_agg_process_set_cgroup(p, procs[i].pid, procs[i].cgroup), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        for (int k = 0; k <= i; k++)
+            assert_int_equal(cn_agg_add_sample(p, k % 2 ? s2 : s1, 10 * i + k, 1, th[i]), 0);
+    cn_agg_fold_before(p, 1000);
+    assert_int_equal(cn_agg_add_sample(p, s1, 2000, 1, th[4]), 0); /* 104 is raw */
+    size_t rows = cn_agg_folded_rows(p);
+    assert_int_equal(rows, 11); /* 1 + 2 + 2 + 2 + 2 + 2 (stacks per thread) */
+
+    bool gone[6] = {true, true, true, true, true, false};
+    size_t folded = 99;
+    assert_int_equal(cn_agg_fold_threads(p, gone, 6, &folded), 0);
+    /* 100+101 -> cc1 /a (2 rows), 102 -> cc1 /b (2), 103 -> make /a (2), 104, 105 own */
+    assert_int_equal(folded, 1);
+    assert_int_equal(cn_agg_folded_rows(p), 10);
+    char *roots = process_roots(p);
+    fprintf(stderr, "%s", roots);
+    /* cc1 [exited] holds 100, 101 and 102 (two groups, one label: 1 + 2 + 3 samples) */
+    assert_non_null(strstr(roots, "cc1 [exited] 6\n"));
+    assert_non_null(strstr(roots, "make [exited] 4\n"));
+    assert_non_null(strstr(roots, "cc1 [104] 6\n")); /* 5 folded + 1 raw, its own */
+    assert_non_null(strstr(roots, "cc1 [105] 6\n"));
+    assert_null(strstr(roots, "[100]"));
+    size_t n_thr = cn_agg_thread_count(p);
+    assert_int_equal(n_thr, 6 + 3);
+    for (size_t t = 6; t < n_thr; t++)
+        assert_true(cn_agg_thread_pid(p, (int32_t)t) >= CN_AGG_GONE_PID_BASE);
+
+    /* 105 exits too: into the same cc1 /a thread, no new one */
+    bool gone2[9] = {true, true, true, true, true, true, false, false, false};
+    assert_int_equal(cn_agg_fold_threads(p, gone2, 9, &folded), 0);
+    assert_int_equal(folded, 2);
+    assert_int_equal(cn_agg_thread_count(p), n_thr);
+    free(roots);
+    roots = process_roots(p);
+    assert_non_null(strstr(roots, "cc1 [exited] 12\n"));
+    cn_agg_query q;
+    cn_agg_query_init(&q);
+    q.pid = cn_agg_thread_pid(p, 6); /* --only-pid of the folded cc1 /a thread */
+    cn_agg_tree *tr = NULL;
+    cn_err err = {0};
+    assert_int_equal(cn_agg_query_run(p, &q, &tr, &err), 0);
+    assert_true(fabs(tr->total - 9) < 1e-9); /* 100, 101, 105: 1 + 2 + 6 */
+    cn_agg_tree_free(tr);
+
+    cn_agg_profile *back = round_trip(p);
+    char *again = process_roots(back);
+    assert_string_equal(roots, again);
+    free(again);
+    free(roots);
+    cn_agg_profile_free(back);
+    cn_agg_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -594,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_compact_then_ingest),
         cmocka_unit_test(test_compact_due),
         cmocka_unit_test(test_trim_folded),
+        cmocka_unit_test(test_fold_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
