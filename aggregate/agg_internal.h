@@ -159,6 +159,9 @@ struct cn_agg_profile {
 int cn_agg__rename_reindex(cn_agg_profile *p);
 /* The rename map row for name s (exact bytes), or -1. */
 int32_t cn_agg__rename_row(const cn_agg_profile *p, const char *s);
+/* The placeholder func of the native frame (res, offset) (docs/cli.md "Names": the func
+ * cn_agg_native_frame made with it), or -1 when there is none (never interns). */
+int32_t cn_agg__placeholder_find(const cn_agg_profile *p, int32_t res, uint64_t offset);
 /* The id of string s if it is interned, else -1 (never interns). */
 int32_t cn_agg__string_find(const cn_agg_profile *p, const char *s, size_t len);
 

@@ -12,12 +12,18 @@
  * - the frames' chain pool repacked (a regroup that lengthens a chain leaves a hole);
  * - spare capacity: columns doubled for a peak (a build's raw window) and the indexes
  *   sized for their entries again (large blocks are mmapped, so this is returned).
- * Frames, funcs, strings, resources and threads keep their ids: a live session holds frame
- * ids (symbol requests in flight) and thread ids, string pointers stay valid for the
- * profile's life, names are what clients hold (docs/calltree.md §4.3), and the .canopy
- * reader needs every native frame's placeholder func (docs/canopy-format.md).
+ * Frames, funcs, strings, resources and threads keep their ids there. A second pass,
+ * cn_agg_compact_frames, removes the frames no stack uses any more (a trim leaves many:
+ * the rare paths of every program a machine ran) and the funcs and rename rows only they
+ * needed, renumbering frames and funcs in order; its caller must hold no frame id across
+ * it (a live session runs it when no symbol request is in flight, and renumbers its own
+ * watermarks through the map). Strings stay (their pointers are valid for the profile's
+ * life), resources and threads too; names are what clients hold (docs/calltree.md §4.3);
+ * each kept native frame keeps its placeholder func, which the .canopy reader makes again
+ * with it (docs/canopy-format.md).
  * Everything that can fail is allocated before the first table changes.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,5 +300,257 @@ out:
     cn_u64map_clear(&acc);
     free(mark);
     free(map);
+    return rc;
+}
+
+/* ---- frames and funcs no stack reaches (cn_agg_compact_frames) ----------------------- */
+
+/* What one pass keeps and where it goes: the new id of every old frame and func (-1:
+ * removed) and the rebuilt indexes and pool, all made before the profile changes. */
+struct frame_pass {
+    int32_t *fmap, *gmap;
+    size_t n_frame, n_func;
+    cn_agg__idset frames, natives, funcs, stacks;
+    int32_t *pool;
+    size_t pool_len;
+};
+
+static void frame_pass_free(struct frame_pass *fp)
+{
+    free(fp->fmap);
+    free(fp->gmap);
+    cn_agg__idset_clear(&fp->frames);
+    cn_agg__idset_clear(&fp->natives);
+    cn_agg__idset_clear(&fp->funcs);
+    cn_agg__idset_clear(&fp->stacks);
+    free(fp->pool);
+}
+
+/* Frames kept: those a stack uses, and every pseudo-frame (resources of kind OTHER: a live
+ * session's markers and thread states keep their ids and names while no stack uses them).
+ * Funcs kept: those a kept frame's chain, key or symbol names, and the placeholder func
+ * of every kept native frame (the .canopy reader makes it again with the frame). Fills
+ * fmap and gmap with the new ids, in order. */
+static void mark_frames(const cn_agg_profile *p, struct frame_pass *fp)
+{
+    for (size_t f = 0; f < p->n_frame; f++) {
+        int32_t res = p->frame_res[f];
+        fp->fmap[f] = res >= 0 && p->res_kind[res] == CN_AGG_RES_OTHER ? 0 : -1;
+    }
+    for (size_t s = 0; s < p->n_stack; s++)
+        fp->fmap[p->stack_frame[s]] = 0;
+    for (size_t g = 0; g < p->n_func; g++)
+        fp->gmap[g] = -1;
+    for (size_t f = 0; f < p->n_frame; f++) {
+        if (fp->fmap[f] < 0)
+            continue;
+        fp->fmap[f] = (int32_t)fp->n_frame++;
+        for (uint16_t d = 0; d < p->frame_depth[f]; d++)
+            fp->gmap[p->chain_pool[p->frame_chain[f] + d]] = 0;
+        if (p->frame_key_func[f] >= 0)
+            fp->gmap[p->frame_key_func[f]] = 0;
+        if (p->frame_sym_func[f] >= 0)
+            fp->gmap[p->frame_sym_func[f]] = 0;
+        if (p->frame_key_func[f] < 0) {
+            int32_t ph = cn_agg__placeholder_find(p, p->frame_res[f], (uint64_t)p->frame_addr[f]);
+            if (ph >= 0)
+                fp->gmap[ph] = 0;
+        }
+    }
+    for (size_t g = 0; g < p->n_func; g++)
+        if (fp->gmap[g] == 0)
+            fp->gmap[g] = (int32_t)fp->n_func++;
+}
+
+/* A copy of id set `from` holding only the ids map keeps, renumbered (same hashes). */
+static int idset_remap(const cn_agg__idset *from, const int32_t *map, size_t kept, cn_agg__idset *to)
+{
+    if (cn_agg__idset_reserve(to, kept) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; from->mask && i <= from->mask; i++) {
+        int32_t id = from->ids[i];
+        if (id >= 0 && map[id] >= 0 && cn_agg__idset_add(to, from->hashes[i], map[id]) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The indexes and chain pool of the kept rows. 0 or -ENOMEM. */
+static int build_frame_pass(const cn_agg_profile *p, struct frame_pass *fp)
+{
+    if (idset_remap(&p->frame_index, fp->fmap, fp->n_frame, &fp->frames) < 0 ||
+        idset_remap(&p->native_frame_index, fp->fmap, fp->n_frame, &fp->natives) < 0 ||
+        idset_remap(&p->func_index, fp->gmap, fp->n_func, &fp->funcs) < 0 ||
+        cn_agg__idset_reserve(&fp->stacks, p->n_stack) < 0)
+        return -ENOMEM;
+    for (size_t s = 0; s < p->n_stack; s++) {
+        uint32_t h = cn_agg__stack_hash(p->stack_prefix[s], fp->fmap[p->stack_frame[s]]);
+        if (cn_agg__idset_add(&fp->stacks, h, (int32_t)s) < 0)
+            return -ENOMEM;
+    }
+    for (size_t f = 0; f < p->n_frame; f++)
+        fp->pool_len += fp->fmap[f] >= 0 ? p->frame_depth[f] : 0;
+    fp->pool = malloc((fp->pool_len ? fp->pool_len : 1) * sizeof(*fp->pool));
+    return fp->pool ? 0 : -ENOMEM;
+}
+
+/* The frame and func columns' spare capacity, as shrink_columns does for the others. */
+static void shrink_frame_columns(cn_agg_profile *p)
+{
+    size_t want = column_target(p->n_frame, p->cap_frame);
+    if (want < p->cap_frame) {
+        shrink_column((void **)&p->frame_res, p->cap_frame, want, sizeof(int32_t));
+        shrink_column((void **)&p->frame_line, p->cap_frame, want, sizeof(int32_t));
+        shrink_column((void **)&p->frame_chain, p->cap_frame, want, sizeof(int32_t));
+        shrink_column((void **)&p->frame_addr, p->cap_frame, want, sizeof(int64_t));
+        shrink_column((void **)&p->frame_depth, p->cap_frame, want, sizeof(uint16_t));
+        shrink_column((void **)&p->frame_key_func, p->cap_frame, want, sizeof(int32_t));
+        shrink_column((void **)&p->frame_sym_func, p->cap_frame, want, sizeof(int32_t));
+        p->cap_frame = want;
+    }
+    want = column_target(p->n_func, p->cap_func);
+    if (want < p->cap_func) {
+        shrink_column((void **)&p->func_name, p->cap_func, want, sizeof(int32_t));
+        shrink_column((void **)&p->func_res, p->cap_func, want, sizeof(int32_t));
+        shrink_column((void **)&p->func_file, p->cap_func, want, sizeof(int32_t));
+        shrink_column((void **)&p->func_line, p->cap_func, want, sizeof(int32_t));
+        shrink_column((void **)&p->func_uses, p->cap_func, want, sizeof(uint32_t));
+        p->cap_func = want;
+    }
+}
+
+/* Moves the kept frames down to their new ids (new <= old) with their chains in the new
+ * pool, funcs renumbered; recounts the funcs' uses. */
+static void apply_frame_map(cn_agg_profile *p, struct frame_pass *fp)
+{
+    size_t off = 0;
+    for (size_t f = 0; f < p->n_frame; f++) {
+        int32_t k = fp->fmap[f];
+        if (k < 0)
+            continue;
+        for (uint16_t d = 0; d < p->frame_depth[f]; d++)
+            fp->pool[off + d] = fp->gmap[p->chain_pool[p->frame_chain[f] + d]];
+        p->frame_res[k] = p->frame_res[f];
+        p->frame_line[k] = p->frame_line[f];
+        p->frame_addr[k] = p->frame_addr[f];
+        p->frame_depth[k] = p->frame_depth[f];
+        p->frame_chain[k] = (int32_t)off;
+        p->frame_key_func[k] = p->frame_key_func[f] >= 0 ? fp->gmap[p->frame_key_func[f]] : -1;
+        p->frame_sym_func[k] = p->frame_sym_func[f] >= 0 ? fp->gmap[p->frame_sym_func[f]] : -1;
+        off += p->frame_depth[f];
+    }
+    assert(off == fp->pool_len);
+    for (size_t g = 0; g < p->n_func; g++) {
+        int32_t k = fp->gmap[g];
+        if (k < 0)
+            continue;
+        p->func_name[k] = p->func_name[g];
+        p->func_res[k] = p->func_res[g];
+        p->func_file[k] = p->func_file[g];
+        p->func_line[k] = p->func_line[g];
+        p->func_uses[k] = 0;
+    }
+    for (size_t i = 0; i < off; i++)
+        p->func_uses[fp->pool[i]]++;
+    for (size_t s = 0; s < p->n_stack; s++)
+        p->stack_frame[s] = fp->fmap[p->stack_frame[s]];
+    free(p->chain_pool);
+    p->chain_pool = fp->pool;
+    p->chain_len = fp->pool_len;
+    p->chain_cap = fp->pool_len ? fp->pool_len : 1;
+    fp->pool = NULL;
+#define SWAP_INDEX(field, from)                                                                    \
+    do {                                                                                           \
+        cn_agg__idset_clear(&p->field);                                                            \
+        p->field = fp->from;                                                                       \
+        memset(&fp->from, 0, sizeof(fp->from));                                                    \
+    } while (0)
+    SWAP_INDEX(frame_index, frames);
+    SWAP_INDEX(native_frame_index, natives);
+    SWAP_INDEX(func_index, funcs);
+    SWAP_INDEX(stack_index, stacks);
+#undef SWAP_INDEX
+    p->n_frame = fp->n_frame;
+    p->n_func = fp->n_func;
+    shrink_frame_columns(p);
+}
+
+/* Drops the rename rows none of whose new names is a kept func's name any more (no path a
+ * client holds can lead anywhere through them), with their indexes rebuilt. Out of
+ * memory, the map stays as it was: still right, only larger. */
+static void compact_renames(cn_agg_profile *p)
+{
+    uint8_t *named = calloc(p->n_str ? p->n_str : 1, 1);
+    if (!named)
+        return;
+    for (size_t g = 0; g < p->n_func; g++)
+        named[p->func_name[g]] = 1;
+    size_t k = 0, pool = 0;
+    for (size_t i = 0; i < p->n_rename; i++) {
+        int32_t off = p->rename_off[i], cnt = p->rename_cnt[i];
+        bool useful = false;
+        for (int32_t j = 0; j < cnt && !useful; j++)
+            useful = named[p->rename_pool[off + j]];
+        if (!useful)
+            continue;
+        memmove(p->rename_pool + pool, p->rename_pool + off, (size_t)cnt * sizeof(int32_t));
+        p->rename_old[k] = p->rename_old[i];
+        p->rename_off[k] = (int32_t)pool;
+        p->rename_cnt[k] = cnt;
+        pool += (size_t)cnt;
+        k++;
+    }
+    free(named);
+    if (k == p->n_rename)
+        return;
+    p->n_rename = k;
+    p->rename_pool_len = pool;
+    /* The rows are valid whatever happens below; an index that cannot be rebuilt would
+     * not be, so a failure there empties the map (held paths then keep their old names). */
+    if (cn_agg__rename_reindex(p) < 0) {
+        p->n_rename = 0;
+        p->rename_pool_len = 0;
+        cn_u64map_clear(&p->rename_index);
+        cn_u64map_clear(&p->rename_targets);
+    }
+}
+
+int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact_stats *st)
+{
+    struct frame_pass fp = {0};
+    size_t frames_before = p->n_frame, funcs_before = p->n_func, bytes_before;
+    int rc = -ENOMEM;
+    if (frame_map)
+        *frame_map = NULL;
+    bytes_before = cn_agg_profile_memory(p);
+    fp.fmap = malloc((p->n_frame ? p->n_frame : 1) * sizeof(*fp.fmap));
+    fp.gmap = malloc((p->n_func ? p->n_func : 1) * sizeof(*fp.gmap));
+    if (!fp.fmap || !fp.gmap)
+        goto out;
+    mark_frames(p, &fp);
+    rc = 0;
+    if (fp.n_frame == p->n_frame && fp.n_func == p->n_func)
+        goto out; /* nothing to remove */
+    if ((rc = build_frame_pass(p, &fp)) < 0)
+        goto out;
+    /* Nothing fails from here on. */
+    apply_frame_map(p, &fp);
+    compact_renames(p);
+    /* the query cache is by func: rebuilt by the next query */
+    p->qcache = cn_agg__qcache_free(p->qcache);
+    p->func_generation++;
+    if (frame_map) {
+        *frame_map = fp.fmap;
+        fp.fmap = NULL;
+    }
+out:
+    if (st) {
+        *st = (cn_agg_compact_stats){.stacks_before = p->n_stack, .stacks_after = p->n_stack,
+                                     .frames_before = frames_before, .frames_after = p->n_frame,
+                                     .funcs_before = funcs_before, .funcs_after = p->n_func,
+                                     .bytes_before = bytes_before,
+                                     .bytes_after = cn_agg_profile_memory(p)};
+    }
+    frame_pass_free(&fp);
     return rc;
 }

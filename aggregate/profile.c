@@ -520,14 +520,21 @@ static uint32_t native_hash(int32_t res, uint64_t offset)
     return (uint32_t)cn_mix64(offset ^ cn_mix64((uint64_t)(uint32_t)res + 1));
 }
 
-/* The placeholder name of an unsymbolized native frame (docs/cli.md "Names"). */
+/* The placeholder name of an unsymbolized native frame (docs/cli.md "Names") into
+ * name[PLACEHOLDER_MAX]. */
+#define PLACEHOLDER_MAX 320
+static void placeholder_name(const cn_agg_profile *p, int32_t res, uint64_t offset, char *name)
+{
+    if (res >= 0)
+        snprintf(name, PLACEHOLDER_MAX, "%s+0x%" PRIx64, p->str[p->res_name[res]], offset);
+    else
+        snprintf(name, PLACEHOLDER_MAX, "0x%" PRIx64, offset);
+}
+
 static int32_t placeholder_func(cn_agg_profile *p, int32_t res, uint64_t offset)
 {
-    char name[320];
-    if (res >= 0)
-        snprintf(name, sizeof(name), "%s+0x%" PRIx64, p->str[p->res_name[res]], offset);
-    else
-        snprintf(name, sizeof(name), "0x%" PRIx64, offset);
+    char name[PLACEHOLDER_MAX];
+    placeholder_name(p, res, offset, name);
     return cn_agg_func(p, name, res, NULL, 0);
 }
 
@@ -577,19 +584,25 @@ int32_t cn_agg_frame_line(const cn_agg_profile *p, int32_t frame)
     return frame_ok(p, frame) ? p->frame_line[frame] : 0;
 }
 
+int32_t cn_agg__placeholder_find(const cn_agg_profile *p, int32_t res, uint64_t offset)
+{
+    char name[PLACEHOLDER_MAX];
+    placeholder_name(p, res, offset, name);
+    int32_t s = cn_agg__string_find(p, name, strlen(name));
+    if (s < 0)
+        return -1;
+    struct func_key key = {s, res, -1};
+    return cn_agg__idset_find(&p->func_index, func_hash(&key), func_eq, p, &key);
+}
+
 bool cn_agg_frame_is_placeholder(const cn_agg_profile *p, int32_t frame)
 {
     if (frame < 0 || (size_t)frame >= p->n_frame || p->frame_key_func[frame] >= 0 ||
         p->frame_depth[frame] != 1)
         return false;
     int32_t func = p->chain_pool[p->frame_chain[frame]];
-    char name[320];
-    int32_t res = p->frame_res[frame];
-    uint64_t off = (uint64_t)p->frame_addr[frame];
-    if (res >= 0)
-        snprintf(name, sizeof(name), "%s+0x%" PRIx64, p->str[p->res_name[res]], off);
-    else
-        snprintf(name, sizeof(name), "0x%" PRIx64, off);
+    char name[PLACEHOLDER_MAX];
+    placeholder_name(p, p->frame_res[frame], (uint64_t)p->frame_addr[frame], name);
     return strcmp(p->str[p->func_name[func]], name) == 0;
 }
 

@@ -415,6 +415,44 @@ void cn_live__compact(cn_live_session *s, unsigned flags)
         s->compactions++;
 }
 
+/* The new frame watermark for `mark` (frames [0, mark) were handled): the kept frames
+ * below it, which keep their order. */
+static size_t remap_watermark(const int32_t *map, size_t n_map, size_t mark)
+{
+    size_t kept = 0;
+    for (size_t f = 0; f < mark && f < n_map; f++)
+        kept += map[f] >= 0;
+    return kept;
+}
+
+void cn_live__compact_frames(cn_live_session *s)
+{
+    if (s->sym_pending > 0)
+        return; /* answers name frames by id: at a later pump, when none is in flight */
+    size_t n_before = cn_agg_frame_count(s->p);
+    int32_t *map = NULL;
+    cn_agg_compact_stats st;
+    if (cn_agg_compact_frames(s->p, &map, &st) < 0)
+        return; /* out of memory: nothing changed; tried again at the next trim */
+    s->frames_due = false;
+    if (!map)
+        return;
+    s->next_frame = remap_watermark(map, n_before, s->next_frame);
+    s->next_py_frame = remap_watermark(map, n_before, s->next_py_frame);
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n_retry; i++) {
+        int32_t f = s->retry[i].frame;
+        if (f >= 0 && (size_t)f < n_before && map[f] >= 0) {
+            s->retry[keep] = s->retry[i];
+            s->retry[keep++].frame = map[f];
+        }
+    }
+    s->n_retry = keep;
+    s->frames_removed += st.frames_before - st.frames_after;
+    s->funcs_removed += st.funcs_before - st.funcs_after;
+    free(map);
+}
+
 /* The "[trimmed]" pseudo-frame (docs/calltree.md §4.6), made once; -1 when it cannot be. */
 static int32_t trim_frame(cn_live_session *s)
 {
@@ -428,14 +466,22 @@ static int32_t trim_frame(cn_live_session *s)
 /* Below this many folded rows a trim is not worth its pass (a process's own session
  * rarely gets there: its paths repeat). */
 #define TRIM_MIN_ROWS 16384
+/* Nor sooner than this after the last one unless forced (the memory bound): a system
+ * session's fold adds its window's rows every second, and with exited threads folded the
+ * rows left after a trim are few, so "doubled" alone came every few seconds (86 passes in
+ * 8 minutes of builds, 11 % of canopyd's CPU there). */
+#define TRIM_EVERY_NS (30 * 1000000000LL)
 
 bool cn_live__trim(cn_live_session *s, bool force)
 {
     size_t rows = cn_agg_folded_rows(s->p);
     if (!(s->trim_share > 0) || rows == 0)
         return false;
-    if (!force && (rows < TRIM_MIN_ROWS || rows < 2 * s->trim_rows))
+    int64_t now = cn_common_now_ns();
+    if (!force && (rows < TRIM_MIN_ROWS || rows < 2 * s->trim_rows ||
+                   (s->last_trim_ns && now - s->last_trim_ns < TRIM_EVERY_NS)))
         return false;
+    s->last_trim_ns = now;
     /* Exited threads' rows first: one set per command name (cc1 [exited]) leaves fewer
      * rows to trim, and their paths' weights add up before the share is applied. */
     size_t folded = 0;
@@ -456,6 +502,8 @@ bool cn_live__trim(cn_live_session *s, bool force)
     s->changes++;
     s->dirty = true;
     cn_live__compact(s, 0); /* the stacks only the moved rows reached */
+    s->frames_due = true;   /* and the frames only those stacks used */
+    cn_live__compact_frames(s);
     return true;
 }
 

@@ -86,6 +86,9 @@ struct cn_live_session {
     bool *gone;
     size_t gone_cap;
     uint64_t gone_rows; /* accumulator rows merged away by those folds */
+    bool frames_due;    /* a trim left frames no stack uses: cn_live__compact_frames */
+    int64_t last_trim_ns; /* CLOCK_MONOTONIC of the last trim pass (cn_live__trim) */
+    uint64_t frames_removed, funcs_removed; /* by cn_live__compact_frames */
     double trimmed_weight; /* the folded weight under "[trimmed]" after the last one */
     uint64_t errors;       /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks;  /* samples with user frames (cn_live_session_info) */
@@ -175,8 +178,12 @@ void cn_live__enforce_memory(cn_live_session *s);
 /* Compacts the profile's tables (cn_agg_compact with flags) and counts it; a failure
  * (out of memory) changes nothing. */
 void cn_live__compact(cn_live_session *s, unsigned flags);
+/* Removes the frames and funcs no stack uses (cn_agg_compact_frames) when no symbol
+ * request is in flight, renumbering the session's frame ids (watermarks, JIT retries);
+ * otherwise frames_due stays set and the pump calls it again. */
+void cn_live__compact_frames(cn_live_session *s);
 /* Trims the folded rows' long tail when they doubled since the last trim (or force), then
- * compacts; true when rows moved. */
+ * compacts (stacks, then frames); true when rows moved. */
 bool cn_live__trim(cn_live_session *s, bool force);
 
 /* ---- symbols.c, called by session.c --------------------------------------------------- */

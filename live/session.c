@@ -273,6 +273,8 @@ int cn_live_session_pump(cn_live_session *s)
             cn_live__compact(s, 0);
     }
     cn_live__enforce_memory(s);
+    if (s->frames_due)
+        cn_live__compact_frames(s);
     cn_live_session_symbolize(s);
     if (cn_smp_session_ended(s->smp))
         finish(s, CN_LIVE_EXITED);
@@ -392,6 +394,8 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->trim_share = s->trim_share;
     out->trim_raises = s->trim_raises;
     out->exited_rows = s->gone_rows;
+    out->frames_removed = s->frames_removed;
+    out->funcs_removed = s->funcs_removed;
     out->memory_limited = s->hit_memory_bound;
     out->refusing = s->memory_limited;
 }

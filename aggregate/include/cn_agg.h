@@ -233,8 +233,20 @@ typedef struct cn_agg_compact_stats {
     size_t stacks_before, stacks_after;
     size_t cached_before, cached_after; /* whole-callchain cache entries */
     size_t bytes_before, bytes_after;   /* cn_agg_profile_memory() */
+    size_t frames_before, frames_after, funcs_before, funcs_after; /* _compact_frames */
 } cn_agg_compact_stats;
 int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st);
+/* The frames no stack uses (after cn_agg_compact removed the stacks nothing reaches; a
+ * trim leaves many) and the funcs only they named, removed; rename rows whose new names
+ * are all gone with them. Kept: every frame a stack uses, every pseudo-frame (resource
+ * kind OTHER), and each kept native frame's placeholder func. Survivors keep their order,
+ * so FRAME AND FUNC IDS from before the call are void after it (and cn_agg_frame_funcs'
+ * pointers); a caller holding frame ids (a live session's symbol requests) calls it only
+ * when none is in flight, and renumbers its own through *frame_map (when not NULL: malloc'd,
+ * the old frame count's entries, new id or -1; NULL when nothing was removed). Strings,
+ * resources, stacks and threads keep their ids. Returns 0, or -ENOMEM with nothing
+ * changed; fills *st (frames and funcs, bytes) when not NULL. */
+int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact_stats *st);
 /* True when cn_agg_compact() is worth its pass (O(stacks + samples + accumulator)): the
  * callchain cache has doubled since the last compaction, or the sample columns hold four
  * times the rows left after a fold. Cheap: a live session asks after every fold. */

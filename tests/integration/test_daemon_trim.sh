@@ -65,7 +65,8 @@ PY
 # workload; the checks above, and: at 0.2% the trim fits the bound (seen: 0.9 of it);
 # at 0.0001% (under one sample here) it cannot, so the share is raised (x4 a step) until
 # the tables fit; either way no sample is refused (every sample taken is in the tree) and
-# the exited threads' rows are folded into one "python3 [exited]" thread.
+# the exited threads' rows are folded into one "python3 [exited]" thread, and the frames
+# only trimmed paths used are removed (cn_agg_compact_frames).
 case_run() {
     local name=$1 share=$2
     printf 'session_memory = 1M\nfold_trim = %s\n' "$share" >"$TMP/$name.conf"
@@ -113,6 +114,7 @@ assert abs(trim["share"] - want) < 1e-12, trim
 assert name == "fits" or trim["raised"] >= 1, trim
 assert not trim["refusing"] and s["dropped"] == 0, "samples were refused"
 assert trim["exited_rows"] > 0, "no exited thread's rows were folded"
+assert trim["frames_removed"] > 0 and trim["funcs_removed"] > 0, "no frame left with the trim"
 assert s["memory"] <= 1024 * 1024, "over the bound"
 assert tree["total"] == s["samples"], "the tree lost samples"
 

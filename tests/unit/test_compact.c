@@ -685,6 +685,118 @@ static void test_fold_threads(void **state)
     cn_agg_profile_free(p);
 }
 
+/* One sample on a rare path in both twins: main's two roots, then a frame of its own
+ * (app+0x9000 + 16 i), then a libc leaf. */
+static void feed_rare(twins *t, int i)
+{
+    cn_agg_frame_ref refs[4] = {{t->res[1], 0x1000 + 16 * (uint64_t)(i % 7)},
+                                {t->res[0], 0x9000 + 16 * (uint64_t)i},
+                                {t->res[1], 0x1010},
+                                {t->res[0], 0x1000}};
+    t->now += 1000000;
+    cn_agg_sample_refs b = {refs, 4, t->now, 1.0, t->thr[i % N_THREADS]};
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(cn_agg_add_samples_refs(t->p[k], &b, 1), 0);
+}
+
+/* cn_agg_compact_frames after a trim: the frames only trimmed paths used (300 rare ones,
+ * symbolized), their funcs and rename rows go; every answer stays byte for byte what the
+ * twin that kept them gives, also after a .canopy round trip and after more samples; the
+ * map says where each kept frame went. */
+static void test_compact_frames(void **state)
+{
+    (void)state;
+    twins t;
+    rng_state = 777;
+    twins_init(&t);
+    feed(&t, 8000);
+    regroup(&t);
+    size_t before_rare = cn_agg_frame_count(t.p[0]);
+    for (int i = 0; i < 300; i++)
+        feed_rare(&t, i); /* new frames: named below, each by a name of its own */
+    cn_agg_symbol rare[300];
+    cn_agg_frame_symbols fs[300];
+    char names[300][16];
+    size_t nf = 0;
+    for (size_t f = before_rare; f < cn_agg_frame_count(t.p[0]); f++) {
+        if (cn_agg_frame_address(t.p[0], (int32_t)f) < 0x9000)
+            continue;
+        snprintf(names[nf], sizeof(names[nf]), "rare%zu", nf);
+        rare[nf] = (cn_agg_symbol){names[nf], "rare.c", 1};
+        fs[nf] = (cn_agg_frame_symbols){(int32_t)f, &rare[nf], 1, NULL};
+        nf++;
+    }
+    assert_int_equal(nf, 300);
+    int32_t mark[2];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(cn_agg_regroup(t.p[k], fs, nf), 0);
+        int32_t mres = cn_agg_resource(t.p[k], "[trim]", "[canopy:trim]", NULL, CN_AGG_RES_OTHER);
+        mark[k] = cn_agg_native_frame(t.p[k], mres, 0);
+        cn_agg_symbol sym = {"[trimmed]", NULL, 0};
+        cn_agg_frame_symbols m = {mark[k], &sym, 1, NULL};
+        assert_int_equal(cn_agg_regroup(t.p[k], &m, 1), 0);
+        assert_true(cn_agg_fold_before(t.p[k], INT64_MAX) >= 0);
+        assert_int_equal(cn_agg_trim_folded(t.p[k], 0.01, mark[k], NULL), 0);
+        assert_int_equal(cn_agg_compact(t.p[k], 0, NULL), 0);
+    }
+    char *text = answers(t.p[0]);
+    assert_null(strstr(text, "rare1 ")); /* the rare paths were trimmed */
+    size_t n_before = cn_agg_frame_count(t.p[1]);
+    int64_t *addr = malloc(n_before * sizeof(*addr));
+    assert_non_null(addr);
+    for (size_t f = 0; f < n_before; f++)
+        addr[f] = cn_agg_frame_address(t.p[1], (int32_t)f);
+
+    int32_t *map = NULL;
+    cn_agg_compact_stats st;
+    assert_int_equal(cn_agg_compact_frames(t.p[1], &map, &st), 0);
+    fprintf(stderr, "  frames %zu -> %zu, funcs %zu -> %zu, renames %zu -> %zu, bytes %zu -> %zu\n",
+            st.frames_before, st.frames_after, st.funcs_before, st.funcs_after,
+            cn_agg_rename_count(t.p[0]), cn_agg_rename_count(t.p[1]), st.bytes_before,
+            st.bytes_after);
+    assert_non_null(map);
+    assert_true(st.frames_after + 300 <= st.frames_before);
+    assert_true(st.funcs_after + 300 <= st.funcs_before); /* rare names and placeholders */
+    assert_true(cn_agg_rename_count(t.p[1]) + 300 <= cn_agg_rename_count(t.p[0]));
+    assert_true(st.bytes_after < st.bytes_before);
+    size_t kept = 0, rare_gone = 0;
+    for (size_t f = 0; f < n_before; f++) {
+        if (map[f] < 0) {
+            rare_gone += addr[f] >= 0x9000;
+            continue;
+        }
+        assert_int_equal(map[f], kept++); /* in order */
+        assert_int_equal(cn_agg_frame_address(t.p[1], map[f]), addr[f]);
+    }
+    assert_int_equal(kept, st.frames_after);
+    assert_int_equal(rare_gone, 300);
+    assert_true(map[mark[1]] >= 0); /* a pseudo-frame stays */
+    char *again = answers(t.p[1]);
+    assert_string_equal(text, again);
+    free(again);
+    cn_agg_profile *back = round_trip(t.p[1]);
+    again = answers(back);
+    assert_string_equal(text, again);
+    free(again);
+    cn_agg_profile_free(back);
+    assert_int_equal(cn_agg_compact_frames(t.p[1], NULL, &st), 0); /* nothing left to do */
+    assert_int_equal(st.frames_after, st.frames_before);
+
+    feed(&t, 3000); /* interning goes on over the renumbered frames */
+    for (int i = 0; i < 50; i++)
+        feed_rare(&t, 1000 + i); /* new placeholder frames in both */
+    free(text);
+    text = answers(t.p[0]);
+    again = answers(t.p[1]);
+    assert_string_equal(text, again);
+    free(text);
+    free(again);
+    free(addr);
+    free(map);
+    cn_agg_profile_free(t.p[0]);
+    cn_agg_profile_free(t.p[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_compact_due),
         cmocka_unit_test(test_trim_folded),
         cmocka_unit_test(test_fold_threads),
+        cmocka_unit_test(test_compact_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
