@@ -363,7 +363,8 @@ static void mark_frames(const cn_agg_profile *p, struct frame_pass *fp)
 }
 
 /* A copy of id set `from` holding only the ids map keeps, renumbered (same hashes). */
-static int idset_remap(const cn_agg__idset *from, const int32_t *map, size_t kept, cn_agg__idset *to)
+static int idset_remap(const cn_agg__idset *from, const int32_t *map, size_t kept,
+                       cn_agg__idset *to)
 {
     if (cn_agg__idset_reserve(to, kept) < 0)
         return -ENOMEM;
@@ -545,9 +546,12 @@ int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact
     }
 out:
     if (st) {
-        *st = (cn_agg_compact_stats){.stacks_before = p->n_stack, .stacks_after = p->n_stack,
-                                     .frames_before = frames_before, .frames_after = p->n_frame,
-                                     .funcs_before = funcs_before, .funcs_after = p->n_func,
+        *st = (cn_agg_compact_stats){.stacks_before = p->n_stack,
+                                     .stacks_after = p->n_stack,
+                                     .frames_before = frames_before,
+                                     .frames_after = p->n_frame,
+                                     .funcs_before = funcs_before,
+                                     .funcs_after = p->n_func,
                                      .bytes_before = bytes_before,
                                      .bytes_after = cn_agg_profile_memory(p)};
     }

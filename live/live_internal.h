@@ -75,18 +75,18 @@ struct cn_live_session {
     uint64_t changes;      /* bumped with dirty: a save made elsewhere (a forked writer) knows
                               whether the session changed since its snapshot */
     uint64_t samples, dropped, lost_saved, threads_saved;
-    uint64_t compactions;  /* cn_agg_compact passes run (cn_live_session_info) */
-    double trim_share;     /* cn_agg_trim_folded's share; 0: never */
-    int64_t trim_res;      /* the "[trim]" pseudo-resource once made, else -1 (-2: failed) */
-    size_t trim_rows;      /* folded rows after the last trim: the next is due at twice */
-    uint64_t trims;        /* trims that moved rows */
-    uint64_t trim_raises;  /* trim_share raised at the memory bound (cn_live__enforce_memory) */
+    uint64_t compactions; /* cn_agg_compact passes run (cn_live_session_info) */
+    double trim_share;    /* cn_agg_trim_folded's share; 0: never */
+    int64_t trim_res;     /* the "[trim]" pseudo-resource once made, else -1 (-2: failed) */
+    size_t trim_rows;     /* folded rows after the last trim: the next is due at twice */
+    uint64_t trims;       /* trims that moved rows */
+    uint64_t trim_raises; /* trim_share raised at the memory bound (cn_live__enforce_memory) */
     /* Threads that exited, by thread id (on_task): cn_live__trim folds their rows once
      * none is raw (cn_agg_fold_threads). gone_cap entries, false beyond. */
     bool *gone;
     size_t gone_cap;
-    uint64_t gone_rows; /* accumulator rows merged away by those folds */
-    bool frames_due;    /* a trim left frames no stack uses: cn_live__compact_frames */
+    uint64_t gone_rows;   /* accumulator rows merged away by those folds */
+    bool frames_due;      /* a trim left frames no stack uses: cn_live__compact_frames */
     int64_t last_trim_ns; /* CLOCK_MONOTONIC of the last trim pass (cn_live__trim) */
     uint64_t frames_removed, funcs_removed; /* by cn_live__compact_frames */
     double trimmed_weight; /* the folded weight under "[trimmed]" after the last one */

@@ -622,9 +622,11 @@ static void test_fold_threads(void **state)
     assert_true(res >= 0 && s1 >= 0 && s2 >= 0);
     /* pids 100, 101 (cc1 in cgroup A), 102 (cc1 in B), 103 (make), 104 (cc1 in A, still
      * sampled), 105 (cc1 in A, exits later) */
-    static const struct { int pid; const char *name, *cgroup; } procs[] = {
-        {100, "cc1", "/a"}, {101, "cc1", "/a"}, {102, "cc1", "/b"},
-        {103, "make", "/a"}, {104, "cc1", "/a"}, {105, "cc1", "/a"}};
+    static const struct {
+        int pid;
+        const char *name, *cgroup;
+    } procs[] = {{100, "cc1", "/a"},  {101, "cc1", "/a"}, {102, "cc1", "/b"},
+                 {103, "make", "/a"}, {104, "cc1", "/a"}, {105, "cc1", "/a"}};
     int32_t th[6];
     for (int i = 0; i < 6; i++) {
         th[i] = cn_agg_thread(p, procs[i].pid, procs[i].pid, procs[i].name);
@@ -800,12 +802,9 @@ static void test_compact_frames(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compact_same_answers),
-        cmocka_unit_test(test_compact_then_ingest),
-        cmocka_unit_test(test_compact_due),
-        cmocka_unit_test(test_trim_folded),
-        cmocka_unit_test(test_fold_threads),
-        cmocka_unit_test(test_compact_frames),
+        cmocka_unit_test(test_compact_same_answers), cmocka_unit_test(test_compact_then_ingest),
+        cmocka_unit_test(test_compact_due),          cmocka_unit_test(test_trim_folded),
+        cmocka_unit_test(test_fold_threads),         cmocka_unit_test(test_compact_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
