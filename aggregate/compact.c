@@ -309,6 +309,7 @@ out:
  * removed) and the rebuilt indexes and pool, all made before the profile changes. */
 struct frame_pass {
     int32_t *fmap, *gmap;
+    uint8_t *gone_name; /* by string id: the placeholder name of a removed native frame */
     size_t n_frame, n_func;
     cn_agg__idset frames, natives, funcs, stacks;
     int32_t *pool;
@@ -319,6 +320,7 @@ static void frame_pass_free(struct frame_pass *fp)
 {
     free(fp->fmap);
     free(fp->gmap);
+    free(fp->gone_name);
     cn_agg__idset_clear(&fp->frames);
     cn_agg__idset_clear(&fp->natives);
     cn_agg__idset_clear(&fp->funcs);
@@ -376,9 +378,26 @@ static int idset_remap(const cn_agg__idset *from, const int32_t *map, size_t kep
     return 0;
 }
 
-/* The indexes and chain pool of the kept rows. 0 or -ENOMEM. */
+/* The placeholder names of the removed native frames whose placeholder func goes too:
+ * the rename rows from those names lead from a frame that is no longer there. */
+static void mark_gone_names(const cn_agg_profile *p, struct frame_pass *fp)
+{
+    for (size_t f = 0; f < p->n_frame; f++) {
+        if (fp->fmap[f] >= 0 || p->frame_key_func[f] >= 0)
+            continue;
+        int32_t ph = cn_agg__placeholder_find(p, p->frame_res[f], (uint64_t)p->frame_addr[f]);
+        if (ph >= 0 && fp->gmap[ph] < 0)
+            fp->gone_name[p->func_name[ph]] = 1;
+    }
+}
+
+/* The indexes and chain pool of the kept rows, and the names that left. 0 or -ENOMEM. */
 static int build_frame_pass(const cn_agg_profile *p, struct frame_pass *fp)
 {
+    fp->gone_name = calloc(p->n_str ? p->n_str : 1, 1);
+    if (!fp->gone_name)
+        return -ENOMEM;
+    mark_gone_names(p, fp);
     if (idset_remap(&p->frame_index, fp->fmap, fp->n_frame, &fp->frames) < 0 ||
         idset_remap(&p->native_frame_index, fp->fmap, fp->n_frame, &fp->natives) < 0 ||
         idset_remap(&p->func_index, fp->gmap, fp->n_func, &fp->funcs) < 0 ||
@@ -476,36 +495,41 @@ static void apply_frame_map(cn_agg_profile *p, struct frame_pass *fp)
     shrink_frame_columns(p);
 }
 
-/* Drops the rename rows none of whose new names is a kept func's name any more (no path a
- * client holds can lead anywhere through them), with their indexes rebuilt. Out of
- * memory, the map stays as it was: still right, only larger. */
-static void compact_renames(cn_agg_profile *p)
+/* Drops the rename rows from the placeholder names of removed frames (a client's path
+ * through such a frame can lead nowhere now), into a pool of its own (a row's slice may
+ * lie anywhere in the old one: a rename of a rename appends), with the indexes rebuilt.
+ * Rows from names still in the profile, and from names renamed again (a symbol changed
+ * twice), stay. Out of memory, the map stays as it was: right, only larger. */
+static void compact_renames(cn_agg_profile *p, const uint8_t *gone_name)
 {
-    uint8_t *named = calloc(p->n_str ? p->n_str : 1, 1);
-    if (!named)
+    size_t keep = 0, len = 0;
+    for (size_t i = 0; i < p->n_rename; i++)
+        if (!gone_name[p->rename_old[i]]) {
+            keep++;
+            len += (size_t)p->rename_cnt[i];
+        }
+    if (keep == p->n_rename)
         return;
-    for (size_t g = 0; g < p->n_func; g++)
-        named[p->func_name[g]] = 1;
-    size_t k = 0, pool = 0;
+    int32_t *pool = malloc((len ? len : 1) * sizeof(*pool));
+    if (!pool)
+        return;
+    size_t k = 0, at = 0;
     for (size_t i = 0; i < p->n_rename; i++) {
-        int32_t off = p->rename_off[i], cnt = p->rename_cnt[i];
-        bool useful = false;
-        for (int32_t j = 0; j < cnt && !useful; j++)
-            useful = named[p->rename_pool[off + j]];
-        if (!useful)
+        if (gone_name[p->rename_old[i]])
             continue;
-        memmove(p->rename_pool + pool, p->rename_pool + off, (size_t)cnt * sizeof(int32_t));
+        int32_t cnt = p->rename_cnt[i];
+        memcpy(pool + at, p->rename_pool + p->rename_off[i], (size_t)cnt * sizeof(*pool));
         p->rename_old[k] = p->rename_old[i];
-        p->rename_off[k] = (int32_t)pool;
+        p->rename_off[k] = (int32_t)at;
         p->rename_cnt[k] = cnt;
-        pool += (size_t)cnt;
+        at += (size_t)cnt;
         k++;
     }
-    free(named);
-    if (k == p->n_rename)
-        return;
+    free(p->rename_pool);
+    p->rename_pool = pool;
+    p->rename_pool_len = len;
+    p->rename_pool_cap = len ? len : 1;
     p->n_rename = k;
-    p->rename_pool_len = pool;
     /* The rows are valid whatever happens below; an index that cannot be rebuilt would
      * not be, so a failure there empties the map (held paths then keep their old names). */
     if (cn_agg__rename_reindex(p) < 0) {
@@ -536,7 +560,7 @@ int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact
         goto out;
     /* Nothing fails from here on. */
     apply_frame_map(p, &fp);
-    compact_renames(p);
+    compact_renames(p, fp.gone_name);
     /* the query cache is by func: rebuilt by the next query */
     p->qcache = cn_agg__qcache_free(p->qcache);
     p->func_generation++;

@@ -237,8 +237,8 @@ typedef struct cn_agg_compact_stats {
 } cn_agg_compact_stats;
 int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st);
 /* The frames no stack uses (after cn_agg_compact removed the stacks nothing reaches; a
- * trim leaves many) and the funcs only they named, removed; rename rows whose new names
- * are all gone with them. Kept: every frame a stack uses, every pseudo-frame (resource
+ * trim leaves many) and the funcs only they named, removed; so are the rename rows from
+ * the placeholder names of removed frames. Kept: every frame a stack uses, every pseudo-frame (resource
  * kind OTHER), and each kept native frame's placeholder func. Survivors keep their order,
  * so FRAME AND FUNC IDS from before the call are void after it (and cn_agg_frame_funcs'
  * pointers); a caller holding frame ids (a live session's symbol requests) calls it only

@@ -135,6 +135,17 @@ share = 100 * hot_main / tree["total"]
 print(f"[trimmed] {trimmed} samples ({100 * trimmed / tree['total']:.1f}%); hot under main "
       f"{share:.1f}% (the program's own measure {own:.1f}%)")
 assert trimmed > 0, "no [trimmed] node in the tree"
+# Frames made after the frames were renumbered are named too: no Python frame is left
+# with its placeholder name (a watermark remapped wrong would leave some unnamed).
+unnamed = []
+def placeholders(n):
+    if ".py+0x" in n["name"]:
+        unnamed.append(n["name"])
+    for c in n.get("children", []):
+        placeholders(c)
+for r in tree["roots"]:
+    placeholders(r)
+assert not unnamed, f"Python frames left unnamed: {unnamed[:5]}"
 assert trimmed == trim["weight"], "sessions' trim weight is not the tree's [trimmed] total"
 assert abs(share - own) <= 6, "the hot path's share moved"
 PYCHECK
