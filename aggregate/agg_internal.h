@@ -159,6 +159,11 @@ struct cn_agg_profile {
 int cn_agg__rename_reindex(cn_agg_profile *p);
 /* The rename map row for name s (exact bytes), or -1. */
 int32_t cn_agg__rename_row(const cn_agg_profile *p, const char *s);
+/* The func index's hash of (name, res, file) and the resource index's of its key string
+ * (the identity's id, or the name's when by_identity is false): compaction rebuilds both
+ * when string ids move. */
+uint32_t cn_agg__func_hash(int32_t name, int32_t res, int32_t file);
+uint32_t cn_agg__res_hash(int32_t key_str, bool by_identity);
 /* The placeholder func of the native frame (res, offset) (docs/cli.md "Names": the func
  * cn_agg_native_frame made with it), or -1 when there is none (never interns). */
 int32_t cn_agg__placeholder_find(const cn_agg_profile *p, int32_t res, uint64_t offset);

@@ -540,10 +540,169 @@ static void compact_renames(cn_agg_profile *p, const uint8_t *gone_name)
     }
 }
 
+/* ---- strings no table names (the end of cn_agg_compact_frames) ----------------------- */
+
+/* A string id column's ids marked used (-1 entries skipped). */
+static void mark_ids(uint8_t *used, const int32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0)
+            used[ids[i]] = 1;
+}
+
+/* A string id column rewritten through smap (-1 entries stay). */
+static void remap_ids(int32_t *ids, size_t n, const int32_t *smap)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0)
+            ids[i] = smap[ids[i]];
+}
+
+/* Every string id column the profile has: what names a string. */
+#define STRING_COLUMNS(X)                                                                          \
+    X(p->res_name, p->n_res)                                                                       \
+    X(p->res_identity, p->n_res)                                                                   \
+    X(p->res_path, p->n_res)                                                                       \
+    X(p->func_name, p->n_func)                                                                     \
+    X(p->func_file, p->n_func)                                                                     \
+    X(p->thr_name, p->n_thr)                                                                       \
+    X(p->proc_name, p->n_proc)                                                                     \
+    X(p->proc_cgroup, p->n_proc)                                                                   \
+    X(p->meta_key, p->n_meta)                                                                      \
+    X(p->meta_val, p->n_meta)                                                                      \
+    X(p->rename_old, p->n_rename)                                                                  \
+    X(p->rename_pool, p->rename_pool_len)
+
+/* The new string table, made before anything changes. */
+struct string_pass {
+    int32_t *smap; /* old id -> new id, -1: removed */
+    size_t n;      /* strings kept */
+    cn_agg__block *arena;
+    const char **str;
+    uint32_t *len;
+    cn_agg__idset strs, funcs, res;
+};
+
+static void string_pass_free(struct string_pass *sp)
+{
+    free(sp->smap);
+    free(sp->arena);
+    free(sp->str);
+    free(sp->len);
+    cn_agg__idset_clear(&sp->strs);
+    cn_agg__idset_clear(&sp->funcs);
+    cn_agg__idset_clear(&sp->res);
+}
+
+/* The kept strings copied into one arena block, in order; the indexes over the new ids
+ * (the string index keeps its content hashes; funcs and resources hash ids). 0 or -ENOMEM. */
+static int build_string_pass(const cn_agg_profile *p, const uint8_t *used, struct string_pass *sp)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < p->n_str; i++) {
+        sp->smap[i] = used[i] ? (int32_t)sp->n++ : -1;
+        bytes += used[i] ? p->str_len[i] + 1 : 0;
+    }
+    if (sp->n == p->n_str)
+        return 0; /* every string is named: nothing to build */
+    sp->arena = malloc(sizeof(*sp->arena) + (bytes ? bytes : 1));
+    sp->str = malloc((sp->n ? sp->n : 1) * sizeof(*sp->str));
+    sp->len = malloc((sp->n ? sp->n : 1) * sizeof(*sp->len));
+    if (!sp->arena || !sp->str || !sp->len ||
+        idset_remap(&p->str_index, sp->smap, sp->n, &sp->strs) < 0 ||
+        cn_agg__idset_reserve(&sp->funcs, p->n_func) < 0 ||
+        cn_agg__idset_reserve(&sp->res, p->n_res) < 0)
+        return -ENOMEM;
+    sp->arena->next = NULL;
+    sp->arena->cap = bytes ? bytes : 1;
+    sp->arena->used = 0;
+    for (size_t i = 0; i < p->n_str; i++) {
+        if (sp->smap[i] < 0)
+            continue;
+        char *dst = sp->arena->data + sp->arena->used;
+        memcpy(dst, p->str[i], p->str_len[i] + 1);
+        sp->arena->used += p->str_len[i] + 1;
+        sp->str[sp->smap[i]] = dst;
+        sp->len[sp->smap[i]] = p->str_len[i];
+    }
+    const int32_t *m = sp->smap;
+    for (size_t g = 0; g < p->n_func; g++) {
+        int32_t file = p->func_file[g] >= 0 ? m[p->func_file[g]] : -1;
+        if (cn_agg__idset_add(&sp->funcs,
+                              cn_agg__func_hash(m[p->func_name[g]], p->func_res[g], file),
+                              (int32_t)g) < 0)
+            return -ENOMEM;
+    }
+    for (size_t r = 0; r < p->n_res; r++) {
+        bool by_identity = p->res_identity[r] >= 0;
+        int32_t key = m[by_identity ? p->res_identity[r] : p->res_name[r]];
+        if (cn_agg__idset_add(&sp->res, cn_agg__res_hash(key, by_identity), (int32_t)r) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Removes the strings no table names (after the frames and funcs that named most of
+ * them went): a new arena of exactly the kept ones, ids renumbered in order in every
+ * column, the indexes swapped in. Out of memory, nothing changes (the strings are right,
+ * only more). Returns the strings removed. */
+static size_t compact_strings(cn_agg_profile *p)
+{
+    struct string_pass sp = {0};
+    size_t removed = 0;
+    uint8_t *used = calloc(p->n_str ? p->n_str : 1, 1);
+    sp.smap = malloc((p->n_str ? p->n_str : 1) * sizeof(*sp.smap));
+    if (!used || !sp.smap)
+        goto out;
+#define MARK(col, n) mark_ids(used, col, n);
+    STRING_COLUMNS(MARK)
+#undef MARK
+    if (build_string_pass(p, used, &sp) < 0 || sp.n == p->n_str)
+        goto out;
+    /* Nothing fails from here on but the rename index (cn_agg__rename_reindex). */
+    removed = p->n_str - sp.n;
+#define REMAP(col, n) remap_ids(col, n, sp.smap);
+    STRING_COLUMNS(REMAP)
+#undef REMAP
+    for (cn_agg__block *b = p->arena, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    p->arena = sp.arena;
+    free(p->str);
+    free(p->str_len);
+    p->str = sp.str;
+    p->str_len = sp.len;
+    p->n_str = p->cap_str = sp.n;
+    cn_agg__idset_clear(&p->str_index);
+    cn_agg__idset_clear(&p->func_index);
+    cn_agg__idset_clear(&p->res_index);
+    p->str_index = sp.strs;
+    p->func_index = sp.funcs;
+    p->res_index = sp.res;
+    /* the profile owns these now; string_pass_free frees only the map */
+    sp.arena = NULL;
+    sp.str = NULL;
+    sp.len = NULL;
+    memset(&sp.strs, 0, sizeof(sp.strs));
+    memset(&sp.funcs, 0, sizeof(sp.funcs));
+    memset(&sp.res, 0, sizeof(sp.res));
+    if (cn_agg__rename_reindex(p) < 0) { /* as compact_renames: held paths keep old names */
+        p->n_rename = 0;
+        p->rename_pool_len = 0;
+        cn_u64map_clear(&p->rename_index);
+        cn_u64map_clear(&p->rename_targets);
+    }
+out:
+    free(used);
+    string_pass_free(&sp);
+    return removed;
+}
+
 int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact_stats *st)
 {
     struct frame_pass fp = {0};
-    size_t frames_before = p->n_frame, funcs_before = p->n_func, bytes_before;
+    size_t frames_before = p->n_frame, funcs_before = p->n_func, bytes_before, strings_removed = 0;
     int rc = -ENOMEM;
     if (frame_map)
         *frame_map = NULL;
@@ -561,6 +720,7 @@ int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact
     /* Nothing fails from here on. */
     apply_frame_map(p, &fp);
     compact_renames(p, fp.gone_name);
+    strings_removed = compact_strings(p);
     /* the query cache is by func: rebuilt by the next query */
     p->qcache = cn_agg__qcache_free(p->qcache);
     p->func_generation++;
@@ -576,6 +736,7 @@ out:
                                      .frames_after = p->n_frame,
                                      .funcs_before = funcs_before,
                                      .funcs_after = p->n_func,
+                                     .strings_removed = strings_removed,
                                      .bytes_before = bytes_before,
                                      .bytes_after = cn_agg_profile_memory(p)};
     }

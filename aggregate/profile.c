@@ -215,6 +215,11 @@ static int reserve_resources(cn_agg_profile *p, size_t n)
     return 0;
 }
 
+uint32_t cn_agg__res_hash(int32_t key_str, bool by_identity)
+{
+    return (uint32_t)cn_mix64(cn_pair(key_str, by_identity));
+}
+
 int32_t cn_agg_resource(cn_agg_profile *p, const char *name, const char *identity, const char *path,
                         cn_agg_resource_kind kind)
 {
@@ -226,7 +231,7 @@ int32_t cn_agg_resource(cn_agg_profile *p, const char *name, const char *identit
     if (name_id < 0 || ident_id < -1 || path_id < -1)
         return -ENOMEM;
     struct res_key key = {ident_id >= 0 ? ident_id : name_id, ident_id >= 0};
-    uint32_t h = (uint32_t)cn_mix64(cn_pair(key.key_str, key.by_identity));
+    uint32_t h = cn_agg__res_hash(key.key_str, key.by_identity);
     int32_t id = cn_agg__idset_find(&p->res_index, h, res_eq, p, &key);
     if (id >= 0)
         return id;
@@ -330,8 +335,13 @@ static bool func_eq(const void *ctx, int32_t id, const void *key)
 
 static uint32_t func_hash(const struct func_key *k)
 {
-    return (uint32_t)cn_mix64(cn_pair(k->name, k->res) ^
-                              ((uint64_t)(uint32_t)k->file * 0x9e3779b97f4a7c15ULL));
+    return cn_agg__func_hash(k->name, k->res, k->file);
+}
+
+uint32_t cn_agg__func_hash(int32_t name, int32_t res, int32_t file)
+{
+    return (uint32_t)cn_mix64(cn_pair(name, res) ^
+                              ((uint64_t)(uint32_t)file * 0x9e3779b97f4a7c15ULL));
 }
 
 static int reserve_funcs(cn_agg_profile *p, size_t n)

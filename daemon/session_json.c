@@ -36,11 +36,12 @@ json_t *cn_d_session_json(const cn_live_session *s)
         (json_object_set_new(o, "compactions", json_integer((json_int_t)i.compactions)) < 0 ||
          json_object_set_new(
              o, "trim",
-             json_pack("{s:I, s:f, s:f, s:I, s:b, s:I, s:I, s:I}", "trims", (json_int_t)i.trims,
-                       "weight", i.trimmed_weight, "share", i.trim_share, "raised",
-                       (json_int_t)i.trim_raises, "refusing", i.refusing, "exited_rows",
+             json_pack("{s:I, s:f, s:f, s:I, s:b, s:I, s:I, s:I, s:I}", "trims",
+                       (json_int_t)i.trims, "weight", i.trimmed_weight, "share", i.trim_share,
+                       "raised", (json_int_t)i.trim_raises, "refusing", i.refusing, "exited_rows",
                        (json_int_t)i.exited_rows, "frames_removed", (json_int_t)i.frames_removed,
-                       "funcs_removed", (json_int_t)i.funcs_removed)) < 0)) {
+                       "funcs_removed", (json_int_t)i.funcs_removed, "strings_removed",
+                       (json_int_t)i.strings_removed)) < 0)) {
         json_decref(o);
         o = NULL;
     }

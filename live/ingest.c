@@ -435,6 +435,7 @@ void cn_live__compact_frames(cn_live_session *s)
     if (cn_agg_compact_frames(s->p, &map, &st) < 0)
         return; /* out of memory: nothing changed; tried again at the next trim */
     s->frames_due = false;
+    s->strings_removed += st.strings_removed;
     if (!map)
         return;
     s->next_frame = remap_watermark(map, n_before, s->next_frame);

@@ -88,7 +88,7 @@ struct cn_live_session {
     uint64_t gone_rows;   /* accumulator rows merged away by those folds */
     bool frames_due;      /* a trim left frames no stack uses: cn_live__compact_frames */
     int64_t last_trim_ns; /* CLOCK_MONOTONIC of the last trim pass (cn_live__trim) */
-    uint64_t frames_removed, funcs_removed; /* by cn_live__compact_frames */
+    uint64_t frames_removed, funcs_removed, strings_removed; /* by cn_live__compact_frames */
     double trimmed_weight; /* the folded weight under "[trimmed]" after the last one */
     uint64_t errors;       /* allocation failures that lost data (cn_live_session_info) */
     uint64_t user_stacks;  /* samples with user frames (cn_live_session_info) */

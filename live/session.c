@@ -396,6 +396,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->exited_rows = s->gone_rows;
     out->frames_removed = s->frames_removed;
     out->funcs_removed = s->funcs_removed;
+    out->strings_removed = s->strings_removed;
     out->memory_limited = s->hit_memory_bound;
     out->refusing = s->memory_limited;
 }

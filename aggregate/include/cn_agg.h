@@ -63,7 +63,8 @@ cn_agg_profile *cn_agg_profile_new(void);
 cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p);
 
 /* Strings are interned: equal bytes, equal id. Returns id >= 0 or -ENOMEM. The pointer
- * returned by _get stays valid until the profile is freed (strings are never moved). */
+ * returned by _get stays valid until the profile is freed or cn_agg_compact_frames() runs
+ * (which removes the strings no table names and moves the rest). */
 int32_t cn_agg_string(cn_agg_profile *p, const char *s, size_t len);
 int32_t cn_agg_cstring(cn_agg_profile *p, const char *s);
 const char *cn_agg_string_get(const cn_agg_profile *p, int32_t id);
@@ -234,18 +235,22 @@ typedef struct cn_agg_compact_stats {
     size_t cached_before, cached_after; /* whole-callchain cache entries */
     size_t bytes_before, bytes_after;   /* cn_agg_profile_memory() */
     size_t frames_before, frames_after, funcs_before, funcs_after; /* _compact_frames */
+    size_t strings_removed;                                        /* _compact_frames */
 } cn_agg_compact_stats;
 int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st);
 /* The frames no stack uses (after cn_agg_compact removed the stacks nothing reaches; a
  * trim leaves many) and the funcs only they named, removed; so are the rename rows from
- * the placeholder names of removed frames. Kept: every frame a stack uses, every pseudo-frame (resource
- * kind OTHER), and each kept native frame's placeholder func. Survivors keep their order,
- * so FRAME AND FUNC IDS from before the call are void after it (and cn_agg_frame_funcs'
- * pointers); a caller holding frame ids (a live session's symbol requests) calls it only
- * when none is in flight, and renumbers its own through *frame_map (when not NULL: malloc'd,
- * the old frame count's entries, new id or -1; NULL when nothing was removed). Strings,
- * resources, stacks and threads keep their ids. Returns 0, or -ENOMEM with nothing
- * changed; fills *st (frames and funcs, bytes) when not NULL. */
+ * the placeholder names of removed frames, and then every string no table names any
+ * more. Kept: every frame a stack uses, every pseudo-frame (resource kind OTHER), and each
+ * kept native frame's placeholder func. Survivors keep their order, but FRAME, FUNC AND
+ * STRING IDS from before the call are void after it (and the pointers of
+ * cn_agg_frame_funcs and cn_agg_string_get and the names built on them); a caller holding
+ * frame ids (a live session's symbol requests) calls it only when none is in flight, and
+ * renumbers its own through *frame_map (when not NULL: malloc'd, the old frame count's
+ * entries, new id or -1; NULL when no frame was removed). Resources, stacks and threads
+ * keep their ids. Returns 0, or -ENOMEM with nothing changed (the strings' pass, last, is
+ * skipped alone when its memory cannot be had); fills *st (frames, funcs, strings, bytes)
+ * when not NULL. */
 int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact_stats *st);
 /* True when cn_agg_compact() is worth its pass (O(stacks + samples + accumulator)): the
  * callchain cache has doubled since the last compaction, or the sample columns hold four

@@ -320,8 +320,9 @@ typedef struct cn_live_session_info {
      * times at the memory bound (from the configured share up to CN_LIVE_TRIM_MAX). */
     uint64_t trims, trim_raises;
     uint64_t exited_rows; /* folded rows of exited threads merged into "NAME [exited]" ones */
-    /* frames and funcs removed once the trims left no stack using them */
-    uint64_t frames_removed, funcs_removed;
+    /* frames and funcs removed once the trims left no stack using them, and the strings
+     * no table named any more */
+    uint64_t frames_removed, funcs_removed, strings_removed;
     double trimmed_weight, trim_share;
     bool memory_limited; /* the memory bound was reached */
     bool refusing;       /* over the bound at CN_LIVE_TRIM_MAX: samples are being dropped */

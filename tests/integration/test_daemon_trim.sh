@@ -115,6 +115,7 @@ assert name == "fits" or trim["raised"] >= 1, trim
 assert not trim["refusing"] and s["dropped"] == 0, "samples were refused"
 assert trim["exited_rows"] > 0, "no exited thread's rows were folded"
 assert trim["frames_removed"] > 0 and trim["funcs_removed"] > 0, "no frame left with the trim"
+assert trim["strings_removed"] > 0, "no name left with the frames"
 assert s["memory"] <= 1024 * 1024, "over the bound"
 assert tree["total"] == s["samples"], "the tree lost samples"
 

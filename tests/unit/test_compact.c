@@ -752,10 +752,13 @@ static void test_compact_frames(void **state)
     int32_t *map = NULL;
     cn_agg_compact_stats st;
     assert_int_equal(cn_agg_compact_frames(t.p[1], &map, &st), 0);
-    fprintf(stderr, "  frames %zu -> %zu, funcs %zu -> %zu, renames %zu -> %zu, bytes %zu -> %zu\n",
+    fprintf(stderr,
+            "  frames %zu -> %zu, funcs %zu -> %zu, renames %zu -> %zu, strings -%zu, bytes %zu "
+            "-> %zu\n",
             st.frames_before, st.frames_after, st.funcs_before, st.funcs_after,
-            cn_agg_rename_count(t.p[0]), cn_agg_rename_count(t.p[1]), st.bytes_before,
-            st.bytes_after);
+            cn_agg_rename_count(t.p[0]), cn_agg_rename_count(t.p[1]), st.strings_removed,
+            st.bytes_before, st.bytes_after);
+    assert_true(st.strings_removed >= 600); /* the rare frames' names and placeholders */
     assert_non_null(map);
     assert_true(st.frames_after + 300 <= st.frames_before);
     assert_true(st.funcs_after + 300 <= st.funcs_before); /* rare names and placeholders */
