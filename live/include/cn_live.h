@@ -14,9 +14,13 @@
  * timer: pump is cheap when nothing is there). Pump also applies the live window (raw
  * samples older than the retention are folded into the all-time tree with
  * cn_agg_fold_before; the tables are compacted when that left much spare, cn_agg_compact,
- * and once more when sampling ends), the memory bound (reaching it is reported in the info's
- * `memory_limited`, and further samples are counted as dropped, never a crash), the
- * duration, and notices the target's exit. Queries run on the owner's thread between
+ * and once more when sampling ends), trims the all-time tree (its rare paths into
+ * "[trimmed]", exited threads' rows into "NAME [exited]", then the frames, funcs and names
+ * nothing uses any more: cn_agg_trim_folded, cn_agg_fold_threads, cn_agg_compact_frames),
+ * the memory bound (reaching it folds and trims, raising the trim share while the tables do
+ * not fit; reported in the info's `memory_limited`; only tables over it at the highest
+ * share count further samples as dropped, never a crash), the duration, and notices the
+ * target's exit. Queries run on the owner's thread between
  * pumps, on cn_live_session_profile().
  *
  * Ownership and threads: a session owns its profile, its sampler and its strings; the
