@@ -197,30 +197,31 @@ static size_t column_target(size_t n, size_t cap)
     return cap * SPARE_DEN > want * SPARE_NUM ? want : cap;
 }
 
+/* Shrinks the n columns of one table (each of elem[i]-sized values) to its rows plus the
+ * spare column_target keeps, and its capacity with them. */
+static void shrink_table(void **const *cols, const size_t *elem, size_t n, size_t rows, size_t *cap)
+{
+    size_t want = column_target(rows, *cap);
+    if (want >= *cap)
+        return;
+    for (size_t i = 0; i < n; i++)
+        shrink_column(cols[i], *cap, want, elem[i]);
+    *cap = want;
+}
+
 static void shrink_columns(cn_agg_profile *p)
 {
-    size_t want = column_target(p->n_stack, p->cap_stack);
-    if (want < p->cap_stack) {
-        shrink_column((void **)&p->stack_prefix, p->cap_stack, want, sizeof(int32_t));
-        shrink_column((void **)&p->stack_frame, p->cap_stack, want, sizeof(int32_t));
-        p->cap_stack = want;
-    }
-    want = column_target(p->n_sample, p->cap_sample);
-    if (want < p->cap_sample) {
-        shrink_column((void **)&p->s_stack, p->cap_sample, want, sizeof(int32_t));
-        shrink_column((void **)&p->s_thread, p->cap_sample, want, sizeof(int32_t));
-        shrink_column((void **)&p->s_time, p->cap_sample, want, sizeof(int64_t));
-        shrink_column((void **)&p->s_weight, p->cap_sample, want, sizeof(double));
-        shrink_column((void **)&p->s_tl_stack, p->cap_sample, want, sizeof(int32_t));
-        p->cap_sample = want;
-    }
-    want = column_target(p->n_acc, p->cap_acc);
-    if (want < p->cap_acc) {
-        shrink_column((void **)&p->acc_stack, p->cap_acc, want, sizeof(int32_t));
-        shrink_column((void **)&p->acc_thread, p->cap_acc, want, sizeof(int32_t));
-        shrink_column((void **)&p->acc_weight, p->cap_acc, want, sizeof(double));
-        p->cap_acc = want;
-    }
+    void **const stacks[] = {(void **)&p->stack_prefix, (void **)&p->stack_frame};
+    static const size_t stack_elem[] = {sizeof(int32_t), sizeof(int32_t)};
+    shrink_table(stacks, stack_elem, 2, p->n_stack, &p->cap_stack);
+    void **const samples[] = {(void **)&p->s_stack, (void **)&p->s_thread, (void **)&p->s_time,
+                              (void **)&p->s_weight, (void **)&p->s_tl_stack};
+    static const size_t sample_elem[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int64_t),
+                                         sizeof(double), sizeof(int32_t)};
+    shrink_table(samples, sample_elem, 5, p->n_sample, &p->cap_sample);
+    void **const acc[] = {(void **)&p->acc_stack, (void **)&p->acc_thread, (void **)&p->acc_weight};
+    static const size_t acc_elem[] = {sizeof(int32_t), sizeof(int32_t), sizeof(double)};
+    shrink_table(acc, acc_elem, 3, p->n_acc, &p->cap_acc);
 }
 
 int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
@@ -417,26 +418,19 @@ static int build_frame_pass(const cn_agg_profile *p, struct frame_pass *fp)
 /* The frame and func columns' spare capacity, as shrink_columns does for the others. */
 static void shrink_frame_columns(cn_agg_profile *p)
 {
-    size_t want = column_target(p->n_frame, p->cap_frame);
-    if (want < p->cap_frame) {
-        shrink_column((void **)&p->frame_res, p->cap_frame, want, sizeof(int32_t));
-        shrink_column((void **)&p->frame_line, p->cap_frame, want, sizeof(int32_t));
-        shrink_column((void **)&p->frame_chain, p->cap_frame, want, sizeof(int32_t));
-        shrink_column((void **)&p->frame_addr, p->cap_frame, want, sizeof(int64_t));
-        shrink_column((void **)&p->frame_depth, p->cap_frame, want, sizeof(uint16_t));
-        shrink_column((void **)&p->frame_key_func, p->cap_frame, want, sizeof(int32_t));
-        shrink_column((void **)&p->frame_sym_func, p->cap_frame, want, sizeof(int32_t));
-        p->cap_frame = want;
-    }
-    want = column_target(p->n_func, p->cap_func);
-    if (want < p->cap_func) {
-        shrink_column((void **)&p->func_name, p->cap_func, want, sizeof(int32_t));
-        shrink_column((void **)&p->func_res, p->cap_func, want, sizeof(int32_t));
-        shrink_column((void **)&p->func_file, p->cap_func, want, sizeof(int32_t));
-        shrink_column((void **)&p->func_line, p->cap_func, want, sizeof(int32_t));
-        shrink_column((void **)&p->func_uses, p->cap_func, want, sizeof(uint32_t));
-        p->cap_func = want;
-    }
+    void **const frames[] = {(void **)&p->frame_res,     (void **)&p->frame_line,
+                             (void **)&p->frame_chain,   (void **)&p->frame_addr,
+                             (void **)&p->frame_depth,   (void **)&p->frame_key_func,
+                             (void **)&p->frame_sym_func};
+    static const size_t frame_elem[] = {sizeof(int32_t), sizeof(int32_t),  sizeof(int32_t),
+                                        sizeof(int64_t), sizeof(uint16_t), sizeof(int32_t),
+                                        sizeof(int32_t)};
+    shrink_table(frames, frame_elem, 7, p->n_frame, &p->cap_frame);
+    void **const funcs[] = {(void **)&p->func_name, (void **)&p->func_res, (void **)&p->func_file,
+                            (void **)&p->func_line, (void **)&p->func_uses};
+    static const size_t func_elem[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t),
+                                       sizeof(int32_t), sizeof(uint32_t)};
+    shrink_table(funcs, func_elem, 5, p->n_func, &p->cap_func);
 }
 
 /* Moves the kept frames down to their new ids (new <= old) with their chains in the new

@@ -500,6 +500,21 @@ static double sub_get(const subs *u, const char *path)
     return r ? r->w : -1;
 }
 
+/* The "[trimmed]" marker frame as a live session makes it (live/ingest.c's pseudo_frames):
+ * its resource in *res when res is not NULL. */
+static int32_t trim_marker(cn_agg_profile *p, int32_t *res)
+{
+    int32_t mres = cn_agg_resource(p, "[trim]", "[canopy:trim]", NULL, CN_AGG_RES_OTHER);
+    int32_t mark = cn_agg_native_frame(p, mres, 0);
+    assert_true(mres >= 0 && mark >= 0);
+    cn_agg_symbol sym = {"[trimmed]", NULL, 0};
+    cn_agg_frame_symbols fs = {mark, &sym, 1, NULL};
+    assert_int_equal(cn_agg_regroup(p, &fs, 1), 0);
+    if (res)
+        *res = mres;
+    return mark;
+}
+
 /* Everything folded, then trimmed at 1 %: every path at or above the limit keeps its
  * subtree weight exactly, every thread its total; every other weight sits in a "[trimmed]"
  * child of the deepest kept path; compaction then removes the rows only the moved rows
@@ -515,12 +530,8 @@ static void test_trim_folded(void **state)
     regroup(&t);
     fold(&t, INT64_MAX);
     cn_agg_profile *p = t.p[1];
-    int32_t mres = cn_agg_resource(p, "[trim]", "[canopy:trim]", NULL, CN_AGG_RES_OTHER);
-    int32_t mark = cn_agg_native_frame(p, mres, 0);
-    assert_true(mres >= 0 && mark >= 0);
-    cn_agg_symbol sym = {"[trimmed]", NULL, 0};
-    cn_agg_frame_symbols fs = {mark, &sym, 1, NULL};
-    assert_int_equal(cn_agg_regroup(p, &fs, 1), 0);
+    int32_t mres;
+    int32_t mark = trim_marker(p, &mres);
     assert_int_equal(cn_agg_compact(p, 0, NULL), 0);
     size_t stacks_before = cn_agg_stack_count(p);
 
@@ -732,11 +743,7 @@ static void test_compact_frames(void **state)
     int32_t mark[2];
     for (int k = 0; k < 2; k++) {
         assert_int_equal(cn_agg_regroup(t.p[k], fs, nf), 0);
-        int32_t mres = cn_agg_resource(t.p[k], "[trim]", "[canopy:trim]", NULL, CN_AGG_RES_OTHER);
-        mark[k] = cn_agg_native_frame(t.p[k], mres, 0);
-        cn_agg_symbol sym = {"[trimmed]", NULL, 0};
-        cn_agg_frame_symbols m = {mark[k], &sym, 1, NULL};
-        assert_int_equal(cn_agg_regroup(t.p[k], &m, 1), 0);
+        mark[k] = trim_marker(t.p[k], NULL);
         assert_true(cn_agg_fold_before(t.p[k], INT64_MAX) >= 0);
         assert_int_equal(cn_agg_trim_folded(t.p[k], 0.01, mark[k], NULL), 0);
         assert_int_equal(cn_agg_compact(t.p[k], 0, NULL), 0);
