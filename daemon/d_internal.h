@@ -186,6 +186,9 @@ typedef struct cn_d__stats {
 } cn_d__stats;
 
 #define CN_D__MAX_LOADED_SESSIONS 4096 /* sessions held at once, saved ones included */
+/* Unwind tables no live process has mapped for this long are dropped (the tick's
+ * cn_smp_cache_expire; as the symbol tables' idle expiry): after a build, its compilers'. */
+#define CN_D_UNWIND_IDLE_NS (30LL * 1000000000)
 
 struct cn_d_server {
     cn_d_config cfg;

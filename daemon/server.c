@@ -235,6 +235,7 @@ static void on_tick(void *ctx)
             cn_d__conn_close(c, false); /* a stalled half-sent request */
     }
     if (now - srv->trim_t >= TRIM_INTERVAL_NS) {
+        cn_smp_cache_expire(srv->unwind, now, CN_D_UNWIND_IDLE_NS);
         /* Freed memory goes back to the system: symbol tables evicted, ranges folded,
          * loaders' temporary buffers would otherwise stay resident in malloc's heaps. */
         malloc_trim(0);

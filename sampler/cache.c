@@ -3,8 +3,9 @@
  * Entries (cn_smp__elf, read by image.c) are keyed by the file's (device, inode, size,
  * mtime) in a chained hash table. An entry with holders (objects of sessions whose live
  * address spaces map the file) is never dropped; one without waits in a least-recently-
- * used list whose bytes are bounded: the oldest are freed first. Its bytes are counted
- * when it enters the list, as the rules compiled while it was used only grow then. One
+ * used list whose bytes are bounded: the oldest are freed first; and those unused for a
+ * while go too (cn_smp_cache_expire, the host's timer). Its bytes are counted when it
+ * enters the list, as the rules compiled while it was used only grow then. One
  * thread at a time uses a cache (the sessions' owner), so nothing here locks. */
 #include <assert.h>
 #include <errno.h>
@@ -108,6 +109,18 @@ void cn_smp_cache_stats_get(const cn_smp_cache *c, cn_smp_cache_stats *out)
         *out = c->st;
 }
 
+size_t cn_smp_cache_expire(cn_smp_cache *c, int64_t now_ns, int64_t idle_ns)
+{
+    size_t n = 0;
+    /* The list runs from the most recently released (head) to the oldest (tail). */
+    while (c && c->lru_tail && now_ns - c->lru_tail->released_ns >= idle_ns) {
+        drop(c, c->lru_tail);
+        c->st.expired++;
+        n++;
+    }
+    return n;
+}
+
 cn_smp__elf *cn_smp__cache_get(cn_smp_cache *c, const cn_obj_ident *id)
 {
     for (cn_smp__elf *e = c->buckets[ident_hash(id)]; e; e = e->hnext) {
@@ -152,6 +165,7 @@ void cn_smp__elf_put(cn_smp__elf *e)
     if (--e->refs > 0)
         return;
     c->st.in_use--;
+    e->released_ns = cn_common_now_ns();
     uint64_t now = cn_smp__elf_bytes(e); /* rules compiled since it was counted */
     c->st.bytes += now - e->bytes;
     e->bytes = now;

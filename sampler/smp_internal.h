@@ -174,11 +174,13 @@ typedef struct cn_smp__elf {
     uint32_t fp_tested, fp_found; /* functions sampled, with a frame-pointer prologue */
     struct cn_smp__cfi *cfi;      /* compiled unwind rules (cfi.c), owned; NULL until used */
     /* Sharing (cache.c): the cache holding it (NULL: owned by one object alone), the
-     * file's identity (its key), holders, bytes as last counted, hash and LRU links. */
+     * file's identity (its key), holders, bytes as last counted, when the last holder let
+     * go (CLOCK_MONOTONIC ns), hash and LRU links. */
     cn_smp_cache *cache;
     cn_obj_ident id;
     uint32_t refs;
     uint64_t bytes;
+    int64_t released_ns;
     struct cn_smp__elf *hnext, *lru_prev, *lru_next;
 } cn_smp__elf;
 

@@ -59,6 +59,7 @@ typedef struct cn_smp_cache_stats {
     uint64_t loads;     /* files read */
     uint64_t hits;      /* tables found held for a file mapped again */
     uint64_t evictions; /* tables dropped to keep lru_bytes within max_bytes */
+    uint64_t expired;   /* tables dropped by cn_smp_cache_expire */
 } cn_smp_cache_stats;
 
 /* The default bound on the tables of files no live process maps. */
@@ -70,6 +71,11 @@ cn_smp_cache *cn_smp_cache_new(uint64_t max_bytes);
 /* Frees the cache; every session using it must be freed first. Accepts NULL; returns NULL. */
 cn_smp_cache *cn_smp_cache_free(cn_smp_cache *c);
 void cn_smp_cache_stats_get(const cn_smp_cache *c, cn_smp_cache_stats *out);
+/* Drops the tables no live process has mapped for idle_ns or more at now_ns (CLOCK_MONOTONIC,
+ * cn_common_now_ns): the bound keeps the unused tables few, this keeps them recent (a
+ * machine that stopped building gives its compilers' tables back). Accepts NULL. Returns
+ * the files dropped. */
+size_t cn_smp_cache_expire(cn_smp_cache *c, int64_t now_ns, int64_t idle_ns);
 
 /* ---------------------------------------------------------------------------------------
  * Configuration

@@ -4,7 +4,8 @@
 # that maps it, held while a live process maps it, then kept in a least-recently-used list
 # whose bytes are bounded; `status` shows it. Two runs of one program and two sessions on
 # one process read each file once; once the processes are gone nothing is held, and the
-# unused tables stay within the configured bound (small here, so some are evicted).
+# unused tables stay within the configured bound (small here, so some are evicted) and go
+# once unused for idle_s.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 WL=$CANOPY_WORKLOADS/wl_shares_nofp
@@ -67,4 +68,11 @@ max=$(uc max_unused_bytes)
 [ "$max" = 65536 ] || fail "the configured bound is not the one in force: $max"
 [ "$unused" -le "$max" ] || fail "unused tables $unused bytes exceed the bound $max"
 [ "$(uc evictions)" -ge 1 ] || fail "libc's tables exceed the bound, yet none was evicted: $(show)"
-echo "PASS: shared, released, bounded" >&2
+
+# Unused for idle_s (30 s; the daemon's tick checks every 5 s): the kept tables go too.
+[ "$(uc files)" -ge 1 ] || fail "no unused table was kept to expire: $(show)"
+[ "$(uc idle_s)" = 30.0 ] || fail "idle_s: $(show)"
+all_expired() { [ "$(uc files)" = 0 ] && [ "$(uc expired)" -ge 1 ]; }
+wait_for 45 all_expired || fail "unused tables still held 45 s after their processes exited: $(show)"
+show
+echo "PASS: shared, released, bounded, expired" >&2

@@ -1702,7 +1702,22 @@ static void test_cache_shares_and_bounds(void **state)
     cn_smp_cache_stats_get(tiny, &st);
     assert_int_equal(st.files, 0);
     assert_int_equal(st.evictions, 1);
+    /* Unused for the idle time: expired, the held one stays; not yet: nothing goes. */
+    int64_t now = cn_common_now_ns();
+    assert_int_equal(cn_smp_cache_expire(c, now, 60LL * 1000000000), 0);
+    assert_int_equal(cn_smp_cache_expire(c, now + 61LL * 1000000000, 60LL * 1000000000), 1);
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.expired, 1);
+    assert_int_equal(st.files, 1);
+    assert_int_equal(st.lru_bytes, 0);
+    assert_ptr_equal(cn_smp__cache_get(c, &id[1]), held);
     cn_smp__elf_put(held);
+    cn_smp__elf_put(held);
+    assert_int_equal(
+        cn_smp_cache_expire(c, cn_common_now_ns() + 61LL * 1000000000, 60LL * 1000000000), 1);
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.files, 0);
+    assert_int_equal(cn_smp_cache_expire(NULL, 0, 0), 0);
     cn_smp_cache_free(tiny);
     cn_smp_cache_free(c);
 }
