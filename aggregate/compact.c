@@ -493,8 +493,9 @@ static void apply_frame_map(cn_agg_profile *p, struct frame_pass *fp)
  * through such a frame can lead nowhere now), into a pool of its own (a row's slice may
  * lie anywhere in the old one: a rename of a rename appends), with the indexes rebuilt.
  * Rows from names still in the profile, and from names renamed again (a symbol changed
- * twice), stay. Out of memory, the map stays as it was: right, only larger. */
-static void compact_renames(cn_agg_profile *p, const uint8_t *gone_name)
+ * twice), stay. Out of memory, the map stays as it was: right, only larger. Returns
+ * whether rows went (the caller rebuilds the indexes: rename_reindex). */
+static bool compact_renames(cn_agg_profile *p, const uint8_t *gone_name)
 {
     size_t keep = 0, len = 0;
     for (size_t i = 0; i < p->n_rename; i++)
@@ -503,10 +504,10 @@ static void compact_renames(cn_agg_profile *p, const uint8_t *gone_name)
             len += (size_t)p->rename_cnt[i];
         }
     if (keep == p->n_rename)
-        return;
+        return false;
     int32_t *pool = malloc((len ? len : 1) * sizeof(*pool));
     if (!pool)
-        return;
+        return false;
     size_t k = 0, at = 0;
     for (size_t i = 0; i < p->n_rename; i++) {
         if (gone_name[p->rename_old[i]])
@@ -524,8 +525,14 @@ static void compact_renames(cn_agg_profile *p, const uint8_t *gone_name)
     p->rename_pool_len = len;
     p->rename_pool_cap = len ? len : 1;
     p->n_rename = k;
-    /* The rows are valid whatever happens below; an index that cannot be rebuilt would
-     * not be, so a failure there empties the map (held paths then keep their old names). */
+    return true;
+}
+
+/* The rename map's indexes over its rows, after its rows or their string ids changed. The
+ * rows are valid whatever happens; an index that cannot be rebuilt would not be, so a
+ * failure empties the map (held paths then keep their old names). */
+static void rename_reindex(cn_agg_profile *p)
+{
     if (cn_agg__rename_reindex(p) < 0) {
         p->n_rename = 0;
         p->rename_pool_len = 0;
@@ -638,7 +645,8 @@ static int build_string_pass(const cn_agg_profile *p, const uint8_t *used, struc
 
 /* Removes the strings no table names (after the frames and funcs that named most of
  * them went): a new arena of exactly the kept ones, ids renumbered in order in every
- * column, the indexes swapped in. Out of memory, nothing changes (the strings are right,
+ * column, the indexes swapped in (but the rename map's, keyed by string ids: the caller
+ * rebuilds it, rename_reindex). Out of memory, nothing changes (the strings are right,
  * only more). Returns the strings removed. */
 static size_t compact_strings(cn_agg_profile *p)
 {
@@ -653,7 +661,7 @@ static size_t compact_strings(cn_agg_profile *p)
 #undef MARK
     if (build_string_pass(p, used, &sp) < 0 || sp.n == p->n_str)
         goto out;
-    /* Nothing fails from here on but the rename index (cn_agg__rename_reindex). */
+    /* Nothing fails from here on. */
     removed = p->n_str - sp.n;
 #define REMAP(col, n) remap_ids(col, n, sp.smap);
     STRING_COLUMNS(REMAP)
@@ -681,12 +689,6 @@ static size_t compact_strings(cn_agg_profile *p)
     memset(&sp.strs, 0, sizeof(sp.strs));
     memset(&sp.funcs, 0, sizeof(sp.funcs));
     memset(&sp.res, 0, sizeof(sp.res));
-    if (cn_agg__rename_reindex(p) < 0) { /* as compact_renames: held paths keep old names */
-        p->n_rename = 0;
-        p->rename_pool_len = 0;
-        cn_u64map_clear(&p->rename_index);
-        cn_u64map_clear(&p->rename_targets);
-    }
 out:
     free(used);
     string_pass_free(&sp);
@@ -713,8 +715,10 @@ int cn_agg_compact_frames(cn_agg_profile *p, int32_t **frame_map, cn_agg_compact
         goto out;
     /* Nothing fails from here on. */
     apply_frame_map(p, &fp);
-    compact_renames(p, fp.gone_name);
+    bool renames_changed = compact_renames(p, fp.gone_name);
     strings_removed = compact_strings(p);
+    if (renames_changed || strings_removed)
+        rename_reindex(p); /* once for both passes */
     /* the query cache is by func: rebuilt by the next query */
     p->qcache = cn_agg__qcache_free(p->qcache);
     p->func_generation++;
