@@ -827,9 +827,14 @@ async function symbols(p) {
   let c = await p.shot('40-addresses');
   console.log(`PASS before the symbols: ${r1.length} rows, ${closed0} closed, selected ${deep.name} at depth ${deep.depth} (${c} colours)`);
 
+  // Symbols arrive in batches: wait for the last of the workload's (no row of it still
+  // named by address), or the check below can fall between two batches, when the work_a
+  // row comes from a frame already named and the open path is still held under another's
+  // placeholder (a CI run failed so).
   await p.waitFor(`[...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_a') &&
-                   [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b')`,
-                  'work_a and work_b named and shown (the expanded set remapped)', 40000);
+                   [...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent === 'work_b') &&
+                   ![...document.querySelectorAll('#rows tr .fn')].some((e) => e.textContent.startsWith('wl_shares_fp+0x'))`,
+                  'work_a and work_b named and shown, every workload frame named (the expanded set remapped)', 40000);
   await waitRefresh(p, 'a refresh after the symbols');
   const open = await p.eval(`[...document.querySelectorAll('#rows tr')].map((tr, i, all) => ({
     name: tr.querySelector('.fn').textContent, twisty: tr.querySelector('.twisty').textContent,
