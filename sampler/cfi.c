@@ -10,15 +10,15 @@
  * address, the frame pointer and the tracked register saved at CFA + offset, unchanged,
  * undefined (the outermost frame) or in a register (vfork); where the architecture
  * describes it (x86-64), a signal frame, whose caller's registers are read from the
- * ucontext; and the instructions after clone3's system call in the child (no CFI) as its
- * first frame. Another DWARF expression, a register not known at its frame, an address
- * without CFI or a stack that does not grow the expected way returns -EAGAIN with the
- * cause, and the caller hands the whole sample to libunwind: both give the same frames
- * (tests/unit/test_sampler.c checks that sample by sample, test_cfi_shapes.c each shape on
- * hand-made stacks; docs/perf-sampler.md, "Compiled CFI: what falls back"). auto also steps frames
- * of frame-pointer objects by their frame pointer (docs/perf-sampler.md). Rule tables are per
- * object and so independent of the process, unlike libunwind's per-address cache, which must be
- * flushed when the process changes. */
+ * ucontext; the instructions after clone3's system call in the child (no CFI) as its
+ * first frame; and glibc's x86-64 .init/.fini code (crti, no CFI) by its known shape. Another DWARF
+ * expression, a register not known at its frame, an address without CFI or a stack that does not
+ * grow the expected way returns -EAGAIN with the cause, and the caller hands the whole sample to
+ * libunwind: both give the same frames (tests/unit/test_sampler.c checks that sample by sample,
+ * test_cfi_shapes.c each shape on hand-made stacks; docs/perf-sampler.md, "Compiled CFI: what falls
+ * back"). auto also steps frames of frame-pointer objects by their frame pointer
+ * (docs/perf-sampler.md). Rule tables are per object and so independent of the process, unlike
+ * libunwind's per-address cache, which must be flushed when the process changes. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -55,6 +55,16 @@ enum { SLOT_SP, SLOT_FP, SLOT_RA, SLOT_X, NSLOTS };
 
 /* The longest entry-point code taken as a process's first frame (cn_smp__cfi.entry). */
 #define ENTRY_MAX 256
+
+/* glibc's x86-64 crti.o and crtn.o wrap each object's .init and .fini sections in
+ *     [endbr64]  sub $N,%rsp  ...body: calls...  add $N,%rsp  ret
+ * without CFI. Matched byte by byte (cn_smp__cfi.init): in [lo, body) and [body_end, hi)
+ * the return address is at SP (CFA = SP + 8), in [body, body_end) N bytes above it. */
+typedef struct init_code {
+    uint64_t lo, body, body_end, hi; /* ELF virtual addresses; lo == hi: none */
+    uint8_t frame;                   /* N */
+} init_code;
+#define INIT_CODE_MAX 64 /* longer .init/.fini code is not crti's shape */
 
 typedef enum rule_kind {
     R_SAME = 0, /* unchanged from the callee */
@@ -112,6 +122,11 @@ struct cn_smp__cfi {
      * most of a short-lived cmake's or as's time) would otherwise end there "without
      * unwind info" (docs/perf-sampler.md, "Whole-system sessions"). */
     uint64_t entry, entry_end;
+    /* The x86-64 .init and .fini code glibc's crti.o and crtn.o put in every object, which
+     * has no CFI (init_code): a library's _init runs in ld.so's _dl_init before anything
+     * else of it, and its first touch of the page is sampled there (cmake's 30-odd
+     * libraries: 1-7% of a short run's samples ended there). Empty where not matched. */
+    init_code init[2];
     rule *rules; /* sorted by start, disjoint */
     size_t n, cap;
     hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
@@ -160,6 +175,57 @@ static void find_entry_code(cn_smp__cfi *c, const cn_smp__elf *e, uint64_t e_ent
     c->entry_end = next - e_entry < ENTRY_MAX ? next : e_entry + ENTRY_MAX;
 }
 
+/* Matches section name of e against crti's shape (init_code) into *out. */
+static void find_init_code(const cn_smp__elf *e, const char *name, init_code *out)
+{
+    static const uint8_t endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+    Elf64_Shdr sh;
+    uint8_t b[INIT_CODE_MAX];
+    *out = (init_code){0};
+    if (cn_obj_elf_section(e->data, e->size, name, &sh) < 0 || sh.sh_type != SHT_PROGBITS ||
+        !(sh.sh_flags & SHF_EXECINSTR) || sh.sh_size < 9 || sh.sh_size > sizeof(b) ||
+        cn_smp__elf_read(e, sh.sh_addr, b, sh.sh_size) < 0)
+        return;
+    size_t n = sh.sh_size, at = memcmp(b, endbr64, sizeof(endbr64)) == 0 ? 4 : 0;
+    /* sub $N,%rsp (48 83 ec N) first; add $N,%rsp (48 83 c4 N) and ret (c3) last. An image
+     * that does not hold these bytes reads zeros: no match. */
+    if (n < at + 9 || b[at] != 0x48 || b[at + 1] != 0x83 || b[at + 2] != 0xec || b[n - 5] != 0x48 ||
+        b[n - 4] != 0x83 || b[n - 3] != 0xc4 || b[n - 2] != b[at + 3] || b[n - 1] != 0xc3 ||
+        b[at + 3] == 0 || b[at + 3] % 8 != 0 || b[at + 3] > 0x78)
+        return;
+    *out = (init_code){.lo = sh.sh_addr,
+                       .body = sh.sh_addr + at + 4,
+                       .body_end = sh.sh_addr + n - 1,
+                       .hi = sh.sh_addr + n,
+                       .frame = b[at + 3]};
+}
+
+/* The rule of crti's code at addr (no CFI there), from c->init; false when addr is not in
+ * it. */
+static bool init_rule(const cn_smp__cfi *c, uint64_t addr, rule *r)
+{
+    for (size_t i = 0; i < sizeof(c->init) / sizeof(c->init[0]); i++) {
+        const init_code *ic = &c->init[i];
+        if (addr < ic->lo || addr >= ic->hi)
+            continue;
+        bool body = addr >= ic->body && addr < ic->body_end;
+        *r = (rule){.start = body              ? ic->body
+                             : addr < ic->body ? ic->lo
+                                               : ic->body_end,
+                    .end = body              ? ic->body_end
+                           : addr < ic->body ? ic->body
+                                             : ic->hi,
+                    .cfa_off = 8 + (body ? ic->frame : 0),
+                    .cfa_slot = SLOT_SP};
+        r->kind[SLOT_SP] = R_VAL_CFA; /* the caller's stack pointer is the CFA */
+        r->kind[SLOT_RA] = R_AT_CFA;
+        r->off[SLOT_RA] = -8;
+        r->kind[SLOT_FP] = r->kind[SLOT_X] = R_SAME;
+        return true;
+    }
+    return false;
+}
+
 static cn_smp__cfi *cfi_open(cn_smp__elf *e)
 {
     cn_smp__cfi *c = calloc(1, sizeof(*c));
@@ -179,6 +245,10 @@ static cn_smp__cfi *cfi_open(cn_smp__elf *e)
         c->debug = c->dbg ? dwarf_getcfi(c->dbg) : NULL;
     }
     find_entry_code(c, e, eh.e_entry);
+    if (c->machine == EM_X86_64) {
+        find_init_code(e, ".init", &c->init[0]);
+        find_init_code(e, ".fini", &c->init[1]);
+    }
     return c;
 fail:
     cn_smp__cfi_free(c);
@@ -419,7 +489,8 @@ static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, const cn
     if (at > 0 && addr < c->rules[at - 1].end)
         return &c->rules[at - 1];
     memset(tmp, 0, sizeof(*tmp));
-    if (!from_cfi(arch, c->eh, addr, tmp) && !from_cfi(arch, c->debug, addr, tmp)) {
+    if (!from_cfi(arch, c->eh, addr, tmp) && !from_cfi(arch, c->debug, addr, tmp) &&
+        !init_rule(c, addr, tmp)) {
         /* No CFI here: remember that for this one address. */
         *tmp = (rule){.start = addr,
                       .end = addr + 1,
@@ -465,6 +536,14 @@ bool cn_smp__entry_code(cn_smp__elf *e, uint64_t vaddr)
     if (!e->cfi)
         e->cfi = cfi_open(e);
     return e->cfi && vaddr >= e->cfi->entry && vaddr < e->cfi->entry_end;
+}
+
+bool cn_smp__init_code(cn_smp__elf *e, uint64_t vaddr)
+{
+    rule r;
+    if (!e->cfi)
+        e->cfi = cfi_open(e);
+    return e->cfi && init_rule(e->cfi, vaddr, &r);
 }
 
 /* One frame's registers while unwinding. */

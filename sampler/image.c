@@ -243,11 +243,13 @@ static void read_segments(cn_smp__elf *e, int fd, bool have_sections, uint64_t *
     }
 }
 
-/* The section headers, their names, and the unwind sections. Returns whether .eh_frame
+/* The section headers, their names, the unwind sections and crti's code. Returns whether .eh_frame
  * was found among them. */
 static bool read_sections(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh, uint64_t *left)
 {
-    static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
+    /* .init and .fini: crti's code, a few bytes whose shape compiled CFI knows (cfi.c). */
+    static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame", ".init",
+                                       ".fini"};
     bool found = false;
     if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= eh->e_shnum ||
         eh->e_shoff >= e->size ||

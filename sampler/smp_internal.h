@@ -319,6 +319,9 @@ uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c);
  * describes (the dynamic loader's _start): a frame there is the process's first, where
  * its stack begins (cfi.c, struct cn_smp__cfi). */
 bool cn_smp__entry_code(cn_smp__elf *e, uint64_t vaddr);
+/* Whether vaddr (an ELF virtual address of e) is in x86-64 crti code without CFI that
+ * compiled CFI unwinds by its known shape (cfi.c, init_code); libunwind cannot. */
+bool cn_smp__init_code(cn_smp__elf *e, uint64_t vaddr);
 
 /* Unwinds the user part of a sample of architecture arch through compiled CFI. Returns the
  * number of return addresses written to pcs (leaf first, raw) with *stop, or -EAGAIN when

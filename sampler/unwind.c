@@ -311,6 +311,22 @@ void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out
     *out = u->stats;
 }
 
+/* Whether a frame of pcs[0..n) is in crti's code (cn_smp__init_code), which compiled CFI
+ * steps by its known shape and libunwind cannot (no CFI): no comparison there. */
+static bool through_init_code(const cn_smp__arch *arch, const cn_smp__proc *p, const uint64_t *pcs,
+                              int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t at = arch->mask_ret(pcs[i]) - (i ? 1 : 0), bias;
+        const cn_smp__map *m = cn_smp__proc_find(p, at);
+        if (m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
+            cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) &&
+            cn_smp__init_code(m->obj->elf, at - bias))
+            return true;
+    }
+    return false;
+}
+
 /* CN_SMP__UNWIND_CHECK: a compiled-CFI result is compared with libunwind's. prefix: only
  * its first n frames (the kernel's chain was joined before the copy's end, which libunwind
  * goes on walking). */
@@ -320,6 +336,8 @@ static void check_against_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p,
 {
     uint64_t other[CN_SMP_MAX_FRAMES];
     cn_smp_stop ostop;
+    if (through_init_code(cn_smp__arch_get(), p, pcs, n))
+        return;
     int m =
         unwind_libunwind(u, p, r, other, max < CN_SMP_MAX_FRAMES ? max : CN_SMP_MAX_FRAMES, &ostop);
     u->stats.checked++;

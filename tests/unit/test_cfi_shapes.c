@@ -214,6 +214,9 @@ __asm__(".text\n"
         "  ret\n"
         ".cfi_endproc\n");
 
+/* This executable's .init code (glibc's crti.o and crtn.o: no CFI). */
+extern const char _init[];
+
 extern const char t_start_ret[], t_caller_ret[], t_rbx_body[], t_rbx_ret[], t_rbx_inner_body[],
     t_plt[], t_plt_odd[], t_vfork_body[], t_drap_body[], t_clone_child[], t_epi_ret[], t_epi_body[];
 
@@ -553,9 +556,62 @@ static void test_epilogue_after_restore_state(void **state)
     check_counters(f, 2, 0);
 }
 
+/* crti's _init (no CFI; compiled CFI knows its shape): at its entry, in its body (after
+ * `sub $N,%rsp`) and at its `ret`. libunwind cannot walk it: those stacks are not
+ * compared. The shape is read from this executable's own _init, as linked here. */
+static void test_init_code(void **state)
+{
+    fixture *f = *state;
+    const uint8_t *b = (const uint8_t *)_init;
+    size_t sub = memcmp(b, "\xf3\x0f\x1e\xfa", 4) == 0 ? 4 : 0; /* endbr64 */
+    assert_memory_equal(b + sub, "\x48\x83\xec", 3);            /* sub $N,%rsp */
+    uint8_t frame = b[sub + 3];
+    size_t ret = sub + 4;
+    while (ret < 64 && !(b[ret] == 0xc3 && b[ret - 4] == 0x48 && b[ret - 1] == frame))
+        ret++;
+    assert_true(ret < 64);
+    uint64_t regs[24] = {0}, stk[NWORDS] = {0};
+    regs[SP] = SP0;
+    regs[BP] = SP0 + 8 * 40; /* its caller's: nothing to follow */
+    /* At the entry and at the `ret`: the return address at SP. */
+    stk[0] = a(t_caller_ret);
+    caller_frame(stk, 1);
+    const uint64_t at_sp[] = {a(_init), a(_init) + ret};
+    for (size_t i = 0; i < 2; i++) {
+        regs[IP] = at_sp[i];
+        got g = feed(f, regs, stk);
+        expect_via_caller(&g, at_sp[i]);
+    }
+    /* In the body: N bytes above SP. The word at SP holds a plausible return address
+     * (what a rule without the frame would take). */
+    memset(stk, 0, sizeof(stk));
+    stk[0] = a(t_rbx_ret);
+    stk[frame / 8] = a(t_caller_ret);
+    caller_frame(stk, frame / 8 + 1);
+    regs[IP] = a(_init) + sub + 4;
+    got g = feed(f, regs, stk);
+    expect_via_caller(&g, regs[IP]);
+    /* As a caller's frame: a callee (t_caller's shape) returning into the body. */
+    uint64_t call_ret = a(_init) + ret - 4; /* the `add` after the last call */
+    memset(stk, 0, sizeof(stk));
+    stk[0] = call_ret;                    /* t_vfork's frame: CFA = SP + 8 from its body */
+    stk[1 + frame / 8] = a(t_caller_ret); /* _init's CFA = its SP (word 1) + N + 8 */
+    caller_frame(stk, 2 + frame / 8);
+    regs[IP] = a(t_plt) + 4; /* a PLT entry: CFA = SP + 8 */
+    g = feed(f, regs, stk);
+    expect(&g, (uint64_t[]){a(t_plt) + 4, call_ret, a(t_caller_ret), a(t_start_ret)}, 4);
+    cn_smp_counters c;
+    cn_smp_session_counters(f->s, &c);
+    assert_int_equal(c.samples, 4);
+    assert_int_equal(c.cfi_unwinds, 4);
+    assert_int_equal(c.libunwind_unwinds, 0);
+    assert_int_equal(c.unwind_checked, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_init_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rbx_cfa, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plt_expression, setup, teardown),
         cmocka_unit_test_setup_teardown(test_register_rule, setup, teardown),
