@@ -159,6 +159,17 @@ static int32_t thread_of(cn_live_session *s, pid_t pid, pid_t tid)
     int32_t t = cn_agg_thread(s->p, pid, tid, pid == 0 ? IDLE_NAME : NULL);
     if (t >= 0 && pid == 0 && !s->idle_named)
         s->idle_named = cn_agg_process_set_name(s->p, 0, IDLE_NAME) >= 0;
+    /* A thread started after the session began has no COMM record until it renames
+     * itself: until then it carries its process's name, as the kernel gave it its
+     * creator's (an attach session's new threads read "? [tid]" before). Copied: the
+     * name lives in the string arena that naming the thread may grow. */
+    const char *pname;
+    if (t >= 0 && pid != 0 && !cn_agg_thread_name(s->p, t) &&
+        (pname = cn_agg_process_name(s->p, pid))) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s", pname);
+        cn_agg_thread_set_name(s->p, t, name); /* out of memory: stays unnamed */
+    }
     if (t >= 0) {
         s->last_tid = tid;
         s->last_thread = t;
