@@ -10,7 +10,7 @@
 #                    [--minutes N] [--out DIR]
 # BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
 # RssAnon idle (session running, before the build), peak, at the build's end, and S
-# seconds after; CPU per sample over the build, canopyd's own and with the children it
+# seconds after; what `status` and `sessions` said they held nearest the peak; CPU per sample over the build, canopyd's own and with the children it
 # forked and reaped (checkpoint writers; no queries are sent); samples and lost. --retention sets both
 # daemons' raw-sample window (canopyd.conf's retention, default 10m), so that a short run
 # reaches the steady state where the build's samples are folded. --minutes N: builds back to
@@ -66,16 +66,31 @@ start() { # NAME BUILD: a private canopyd and its system session
   done
   CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" system -F "$FREQ" --name busy >/dev/null
 }
-# watch NAME: "t anon_kb cpu_ticks child_ticks" every second while the daemon lives (the
-# children: canopyd's reaped query workers and checkpoint writers).
+# watch NAME BUILD: "t anon_kb cpu_ticks child_ticks" every second while the daemon lives
+# (the children: canopyd's reaped query workers and checkpoint writers), and every 5 s
+# what it says it holds: "t profile_bytes symbol_heap debug_data unwind_tables" (held.txt).
 watch() {
-  local pid
+  local pid k=0
   pid=$(cat "$OUT/$1/pid")
   while [ -r "/proc/$pid/status" ]; do
     echo "$(date +%s.%N) $(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status") \
 $(cpu_of "$pid")" >>"$OUT/$1/rss.txt"
+    if ((k++ % 5 == 0)); then
+      held "$1" "$2" >>"$OUT/$1/held.txt" 2>/dev/null || true
+    fi
     sleep 1
   done
+}
+held() { # NAME BUILD
+  local sock=$OUT/$1/sock
+  python3 - "$(date +%s.%N)" <(CANOPY_SOCKET=$sock "$2/client/canopy" status --format json) \
+    <(CANOPY_SOCKET=$sock "$2/client/canopy" sessions --format json) <<'PY'
+import json, sys
+st, ses = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))["sessions"]
+sc, uc = st.get("symbol_cache", {}), st.get("unwind_cache") or {}
+print(sys.argv[1], sum(s.get("memory", 0) for s in ses), sc.get("heap_bytes", 0),
+      sc.get("mapped_bytes", 0), uc.get("bytes", 0))
+PY
 }
 sample_count() { # NAME BUILD
   CANOPY_SOCKET=$OUT/$1/sock "$2/client/canopy" sessions --format json |
@@ -85,9 +100,9 @@ mark() { echo "$1 $(date +%s.%N)" >>"$OUT/marks.txt"; }
 
 start a "$A"
 start b "$B"
-watch a &
+watch a "$A" &
 PIDS+=($!)
-watch b &
+watch b "$B" &
 PIDS+=($!)
 sleep "$IDLE"
 mark build
@@ -142,7 +157,19 @@ for n in "ab":
     rows.setdefault("CPU during the build, with its workers (queries, checkpoints)", []).append(
         f"{cpu + kids:.2f} s = {(cpu + kids) * 1e6 / max(samples, 1):.1f} µs/sample, {100 * (cpu + kids) / (te - tb):.2f}% of a core")
     rows.setdefault("samples, lost", []).append(f"{samples}, {lost} ({100 * lost / max(samples + lost, 1):.1f}%)")
-import json
+import json, os
+for n in "ab":
+    pts = [tuple(map(float, l.split())) for l in open(f"{out}/{n}/rss.txt") if len(l.split()) == 4]
+    peak = max((p for p in pts if tb <= p[0] <= te), key=lambda p: p[1])
+    hf = f"{out}/{n}/held.txt"
+    hs = [tuple(map(float, l.split())) for l in open(hf) if len(l.split()) == 5] if os.path.exists(hf) else []
+    if hs:
+        h = min(hs, key=lambda x: abs(x[0] - peak[0]))
+        rows.setdefault("held near the peak, MiB (status, within 5 s of it)", []).append(
+            f"RssAnon {peak[1] / 1024:.0f}: profile {h[1] / 2**20:.0f}, symbols {h[2] / 2**20:.0f} + debug data "
+            f"{h[3] / 2**20:.0f}, unwind tables {h[4] / 2**20:.0f}")
+    else:
+        rows.setdefault("held near the peak, MiB (status, within 5 s of it)", []).append("not recorded")
 for n in "ab":
     st = json.load(open(f"{out}/{n}/status.json"))
     ses = json.load(open(f"{out}/{n}/sessions.json"))["sessions"][0]

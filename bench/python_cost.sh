@@ -455,6 +455,27 @@ for ver in dict.fromkeys(r["ver"] for r in runs):
           "again (~0.1–0.2 s of CPU); the next one, right after, finds them loaded.")
     if any(not r["same"] for c in configs if c.startswith(("canopy", "base")) for r in rs[c]):
         p("\\* canopyd's threads changed during a window: a thread that exited is not counted.")
+    # Round by round, each profiler against the others (a round runs every configuration
+    # in turn, under the same load): the slowdown of A relative to B (B's work per CPU-second
+    # over A's, less one). Comparing each configuration's median slowdown against "none"
+    # instead mixes two rounds' noise (the thirteenth session's "1 point with no copy and no
+    # BPF" was that; pairwise the same runs gave +0.1%).
+    profs = [c for c in configs if c != "none" and rs.get(c)]
+    if len(profs) > 1:
+        p()
+        p("Paired by round: slowdown of the first relative to the second, median (mean; rounds "
+          "where the first was slower):")
+        p()
+        p("| first | second | median | mean | slower in |")
+        p("|---|---|---|---|---|")
+        for i, a in enumerate(profs):
+            for b in profs[i + 1:]:
+                ra = {r["rep"]: r["rate"] for r in rs[a]}
+                rb = {r["rep"]: r["rate"] for r in rs[b]}
+                d = [100 * (rb[k] / ra[k] - 1) for k in ra if k in rb]
+                if d:
+                    p(f"| {a} | {b} | {med(d):+.2f}% | {st.mean(d):+.2f}% | "
+                      f"{sum(x > 0 for x in d)} of {len(d)} |")
     goals.append((ver, figs))
 rows = [(v, f) for v, f in goals if "canopy" in f and "perf-dwarf" in f]
 if rows:
