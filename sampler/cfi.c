@@ -95,6 +95,23 @@ _Static_assert(sizeof(rule) == 48, "small rules: the table and the hot cache hol
 #define THREAD_GAP     1
 #define THREAD_GAP_MAX 16
 
+/* A block of the sorted rule table (cn_smp__cfi.blocks). An insert moves at most one block's
+ * rules: in one sorted array it moved half the table, and cc1's tens of thousands of rules
+ * made that memmove 9% of canopyd's CPU during a build (docs/perf-sampler.md). A block
+ * holds up to BLOCK_RULES (3 KiB of moves at most), its room growing from 4 by doubling, so
+ * that the few rules of a small library take a few hundred bytes. */
+#define BLOCK_RULES 64
+typedef struct rule_block {
+    uint32_t n, cap;
+    rule r[];
+} rule_block;
+
+/* A position in the table: rule i of block b. */
+typedef struct table_pos {
+    size_t b;
+    uint32_t i;
+} table_pos;
+
 /* A direct-mapped cache of rule lookups by exact address, in front of the sorted table of
  * a large object: a process's samples return to the same call sites over and over, and
  * the table's binary search (16 levels for a compiler, a cache miss each) was the loop
@@ -127,8 +144,11 @@ struct cn_smp__cfi {
      * else of it, and its first touch of the page is sampled there (cmake's 30-odd
      * libraries: 1-7% of a short run's samples ended there). Empty where not matched. */
     init_code init[2];
-    rule *rules; /* sorted by start, disjoint */
-    size_t n, cap;
+    /* The compiled rules, sorted by start and disjoint, in blocks (rule_block): every rule
+     * of blocks[i] starts before every rule of blocks[i + 1], and no block is empty. */
+    rule_block **blocks;
+    size_t nblocks, capblocks;
+    size_t n;      /* rules in all blocks */
     hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
 };
 
@@ -265,7 +285,9 @@ void cn_smp__cfi_free(cn_smp__cfi *c)
         dwarf_end(c->dbg); /* also ends c->debug */
     if (c->elf)
         elf_end(c->elf);
-    free(c->rules);
+    for (size_t b = 0; b < c->nblocks; b++)
+        free(c->blocks[b]);
+    free(c->blocks);
     free(c->hot);
     free(c);
 }
@@ -273,22 +295,113 @@ void cn_smp__cfi_free(cn_smp__cfi *c)
 uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
 {
     /* libdw's own FDE and CIE caches are not counted: they hold what lookups touched. */
-    return c ? sizeof(*c) + c->cap * sizeof(*c->rules) + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0)
-             : 0;
+    if (!c)
+        return 0;
+    uint64_t bytes = sizeof(*c) + c->capblocks * sizeof(*c->blocks);
+    for (size_t b = 0; b < c->nblocks; b++)
+        bytes += sizeof(rule_block) + c->blocks[b]->cap * sizeof(rule);
+    return bytes + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0);
 }
 
-/* Index of the first rule with start > addr. */
-static size_t upper_bound(const cn_smp__cfi *c, uint64_t addr)
+/* The position of the first rule with start > addr within the last block whose first rule
+ * starts at or before addr (block 0 when none does). So a rule starting at or before addr
+ * is the one just before the position, in the same block (table_before). */
+static table_pos upper_bound(const cn_smp__cfi *c, uint64_t addr)
 {
-    size_t lo = 0, hi = c->n;
+    size_t lo = 0, hi = c->nblocks;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (c->rules[mid].start <= addr)
+        if (c->blocks[mid]->r[0].start <= addr)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo;
+    table_pos p = {lo ? lo - 1 : 0, 0};
+    if (c->nblocks == 0)
+        return p;
+    const rule_block *k = c->blocks[p.b];
+    uint32_t l = 0, h = k->n;
+    while (l < h) {
+        uint32_t mid = l + (h - l) / 2;
+        if (k->r[mid].start <= addr)
+            l = mid + 1;
+        else
+            h = mid;
+    }
+    p.i = l;
+    return p;
+}
+
+/* The rule just before position p (the last one starting at or before the address p was
+ * found for), or NULL. */
+static rule *table_before(const cn_smp__cfi *c, table_pos p)
+{
+    /* Only block 0 can hold addresses below its first rule (upper_bound). */
+    assert(p.i > 0 || p.b == 0);
+    return p.i > 0 ? &c->blocks[p.b]->r[p.i - 1] : NULL;
+}
+
+/* The rule at position p (the first one starting after the address), or NULL. */
+static const rule *table_after(const cn_smp__cfi *c, table_pos p)
+{
+    if (c->nblocks == 0)
+        return NULL;
+    if (p.i < c->blocks[p.b]->n)
+        return &c->blocks[p.b]->r[p.i];
+    return p.b + 1 < c->nblocks ? &c->blocks[p.b + 1]->r[0] : NULL;
+}
+
+/* A new block of room cap holding the n rules from, inserted at index b of the block list.
+ * NULL without memory. */
+static rule_block *block_insert(cn_smp__cfi *c, size_t b, uint32_t cap, const rule *from,
+                                uint32_t n)
+{
+    rule_block *k = malloc(sizeof(*k) + cap * sizeof(rule));
+    if (!k || CN_RESERVE(c->blocks, c->capblocks, c->nblocks + 1) < 0) {
+        free(k);
+        return NULL;
+    }
+    k->n = n;
+    k->cap = cap;
+    if (n)
+        memcpy(k->r, from, n * sizeof(rule));
+    memmove(&c->blocks[b + 1], &c->blocks[b], (c->nblocks - b) * sizeof(*c->blocks));
+    c->blocks[b] = k;
+    c->nblocks++;
+    return k;
+}
+
+/* Makes room for one more rule at *p: grows its block, or splits a full one (a rule added
+ * at a full block's end starts a new block instead: rules compiled in address order then
+ * fill blocks whole). *p is moved to where the rule goes. false without memory. */
+static bool table_room(cn_smp__cfi *c, table_pos *p)
+{
+    if (c->nblocks == 0)
+        return block_insert(c, 0, 4, NULL, 0) != NULL;
+    rule_block *k = c->blocks[p->b];
+    if (k->n < k->cap)
+        return true;
+    if (k->cap < BLOCK_RULES) {
+        rule_block *g = realloc(k, sizeof(*k) + 2 * k->cap * sizeof(rule));
+        if (!g)
+            return false;
+        g->cap *= 2;
+        c->blocks[p->b] = g;
+        return true;
+    }
+    if (p->i == k->n) {
+        if (!block_insert(c, p->b + 1, 4, NULL, 0))
+            return false;
+        *p = (table_pos){p->b + 1, 0};
+        return true;
+    }
+    uint32_t half = k->n / 2;
+    if (!block_insert(c, p->b + 1, BLOCK_RULES, &k->r[half], k->n - half))
+        return false;
+    k->n = half;
+    if (p->i > half)
+        *p = (table_pos){p->b + 1, p->i - half};
+    return true;
 }
 
 /* The slot tracking DWARF register reg, or -1. */
@@ -450,24 +563,28 @@ static bool from_cfi(const cn_smp__arch *arch, Dwarf_CFI *cfi, uint64_t addr, ru
     return true;
 }
 
-/* Inserts r before index at, clipped so that the table stays disjoint. Returns the kept
- * rule, or NULL when it was not kept (empty once clipped, table full, no memory). */
-static const rule *insert_rule(cn_smp__cfi *c, size_t at, rule r)
+/* Inserts r at position at (upper_bound's for its address), clipped so that the table
+ * stays disjoint. Returns the kept rule, or NULL when it was not kept (empty once clipped,
+ * table full, no memory). */
+static const rule *insert_rule(cn_smp__cfi *c, table_pos at, rule r)
 {
-    if (at > 0 && r.start < c->rules[at - 1].end)
-        r.start = c->rules[at - 1].end;
-    if (at < c->n && r.end > c->rules[at].start)
-        r.end = c->rules[at].start;
+    const rule *before = table_before(c, at), *after = table_after(c, at);
+    if (before && r.start < before->end)
+        r.start = before->end;
+    if (after && r.end > after->start)
+        r.end = after->start;
     if (r.end <= r.start || c->n >= MAX_RULES)
         return NULL;
-    if (CN_RESERVE(c->rules, c->cap, c->n + 1) < 0)
+    assert((!before || before->end <= r.start) && (!after || r.end <= after->start));
+    if (!table_room(c, &at)) /* may move the block: before and after are stale from here */
         return NULL;
-    memmove(&c->rules[at + 1], &c->rules[at], (c->n - at) * sizeof(*c->rules));
-    c->rules[at] = r;
+    rule_block *k = c->blocks[at.b];
+    assert(at.i <= k->n && k->n < k->cap);
+    memmove(&k->r[at.i + 1], &k->r[at.i], (k->n - at.i) * sizeof(rule));
+    k->r[at.i] = r;
+    k->n++;
     c->n++;
-    assert((at == 0 || c->rules[at - 1].end <= r.start) &&
-           (at + 1 == c->n || r.end <= c->rules[at + 1].start)); /* sorted, disjoint */
-    return &c->rules[at];
+    return &k->r[at.i];
 }
 
 /* Whether addr (without CFI) lies just before a thread's first frame (THREAD_GAP). */
@@ -485,9 +602,10 @@ static bool thread_gap(const cn_smp__arch *arch, const cn_smp__cfi *c, const cn_
 static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, const cn_smp__elf *e,
                               uint64_t addr, rule *tmp)
 {
-    size_t at = upper_bound(c, addr);
-    if (at > 0 && addr < c->rules[at - 1].end)
-        return &c->rules[at - 1];
+    table_pos at = upper_bound(c, addr);
+    const rule *before = table_before(c, at);
+    if (before && addr < before->end)
+        return before;
     memset(tmp, 0, sizeof(*tmp));
     if (!from_cfi(arch, c->eh, addr, tmp) && !from_cfi(arch, c->debug, addr, tmp) &&
         !init_rule(c, addr, tmp)) {

@@ -22,6 +22,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <setjmp.h>
 
 #include <cmocka.h>
@@ -608,9 +611,86 @@ static void test_init_code(void **state)
     assert_int_equal(c.unwind_checked, 0);
 }
 
+/* The entry addresses of this executable's functions (.symtab), but the test's own shapes
+ * (t_*) and crt's code: up to max into out; returns the count. */
+static size_t function_entries(uint64_t *out, size_t max)
+{
+    mapping m;
+    assert_int_equal(find_mapping((uint64_t)(uintptr_t)t_start_ret, &m), 0);
+    assert_int_not_equal(elf_version(EV_CURRENT), EV_NONE);
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(elf);
+    /* This executable's load bias: where t_start_ret is against its symbol's value. */
+    uint64_t bias = 0, ret_sym = 0;
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+            GElf_Shdr sh;
+            Elf_Data *d;
+            if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB ||
+                !(d = elf_getdata(scn, NULL)))
+                continue;
+            for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+                GElf_Sym sym;
+                const char *name;
+                if (!gelf_getsym(d, (int)i, &sym) ||
+                    !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
+                    continue;
+                if (pass == 0 && strcmp(name, "t_start_ret") == 0)
+                    ret_sym = sym.st_value;
+                uint64_t at = sym.st_value + bias;
+                if (pass == 1 && GELF_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_size > 0 &&
+                    strncmp(name, "t_", 2) != 0 && name[0] != '_' && at >= m.start && at < m.end &&
+                    n < max)
+                    out[n++] = at;
+            }
+        }
+        assert_int_not_equal(ret_sym, 0);
+        bias = (uint64_t)(uintptr_t)t_start_ret - ret_sym;
+    }
+    elf_end(elf);
+    close(fd);
+    return n;
+}
+
+/* Hundreds of rules in one object's table, compiled in a random order: sampled at each
+ * function's entry (CFA = SP + 8, the return address at SP), every stack comes out whole
+ * and as libunwind finds it, again when looked up a second time (the table splits its
+ * blocks of 64 rules as it grows: cfi.c, rule_block). */
+static void test_many_rules(void **state)
+{
+    fixture *f = *state;
+    static uint64_t fn[4096];
+    size_t n = function_entries(fn, sizeof(fn) / sizeof(fn[0]));
+    fprintf(stderr, "  %zu functions of this executable\n", n);
+    assert_true(n >= 300);
+    srand(7);
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)rand() % (i + 1);
+        uint64_t t = fn[i];
+        fn[i] = fn[j];
+        fn[j] = t;
+    }
+    uint64_t regs[24] = {0}, stk[NWORDS] = {0};
+    stk[0] = a(t_caller_ret);
+    caller_frame(stk, 1);
+    regs[SP] = SP0;
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < n; i++) {
+            regs[IP] = fn[i];
+            got g = feed(f, regs, stk);
+            expect_via_caller(&g, fn[i]);
+        }
+    }
+    check_counters(f, 2 * n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_many_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_init_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rbx_cfa, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plt_expression, setup, teardown),
