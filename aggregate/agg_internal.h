@@ -18,10 +18,16 @@
 
 /* ---- id set with keys stored elsewhere -------------------------------------------- */
 
-/* Slots hold (hash, id); equality is asked of the caller through eq(ctx, id, key). */
+/* Slots hold (hash, id); equality is asked of the caller through eq(ctx, id, key). A slot's
+ * hash and id sit side by side: a probe is one cache miss, where two arrays made it two
+ * (the stack index's probes were 9.5% of canopyd's CPU during a build). */
+typedef struct cn_agg__idslot {
+    uint32_t hash;
+    int32_t id; /* -1 = empty */
+} cn_agg__idslot;
+
 typedef struct cn_agg__idset {
-    uint32_t *hashes;
-    int32_t *ids; /* -1 = empty */
+    cn_agg__idslot *slots;
     size_t mask;
     size_t count;
 } cn_agg__idset;

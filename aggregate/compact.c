@@ -372,8 +372,8 @@ static int idset_remap(const cn_agg__idset *from, const int32_t *map, size_t kep
     if (cn_agg__idset_reserve(to, kept) < 0)
         return -ENOMEM;
     for (size_t i = 0; from->mask && i <= from->mask; i++) {
-        int32_t id = from->ids[i];
-        if (id >= 0 && map[id] >= 0 && cn_agg__idset_add(to, from->hashes[i], map[id]) < 0)
+        int32_t id = from->slots[i].id;
+        if (id >= 0 && map[id] >= 0 && cn_agg__idset_add(to, from->slots[i].hash, map[id]) < 0)
             return -ENOMEM;
     }
     return 0;

@@ -19,39 +19,32 @@ int32_t cn_agg__idset_find(const cn_agg__idset *s, uint32_t hash, cn_agg__eq_fn 
         return -1;
     size_t i = hash & s->mask;
     for (;;) {
-        int32_t id = s->ids[i];
-        if (id < 0)
+        const cn_agg__idslot *sl = &s->slots[i];
+        if (sl->id < 0)
             return -1;
-        if (s->hashes[i] == hash && eq(ctx, id, key))
-            return id;
+        if (sl->hash == hash && eq(ctx, sl->id, key))
+            return sl->id;
         i = (i + 1) & s->mask;
     }
 }
 
 static int idset_rehash(cn_agg__idset *s, size_t ncap)
 {
-    uint32_t *hashes = malloc(ncap * sizeof(*hashes));
-    int32_t *ids = malloc(ncap * sizeof(*ids));
-    if (!hashes || !ids) {
-        free(hashes);
-        free(ids);
+    cn_agg__idslot *slots = malloc(ncap * sizeof(*slots));
+    if (!slots)
         return -ENOMEM;
-    }
-    memset(ids, 0xff, ncap * sizeof(*ids));
+    memset(slots, 0xff, ncap * sizeof(*slots)); /* id -1: empty */
     size_t nmask = ncap - 1;
     for (size_t i = 0; s->mask && i <= s->mask; i++) {
-        if (s->ids[i] < 0)
+        if (s->slots[i].id < 0)
             continue;
-        size_t j = s->hashes[i] & nmask;
-        while (ids[j] >= 0)
+        size_t j = s->slots[i].hash & nmask;
+        while (slots[j].id >= 0)
             j = (j + 1) & nmask;
-        hashes[j] = s->hashes[i];
-        ids[j] = s->ids[i];
+        slots[j] = s->slots[i];
     }
-    free(s->hashes);
-    free(s->ids);
-    s->hashes = hashes;
-    s->ids = ids;
+    free(s->slots);
+    s->slots = slots;
     s->mask = nmask;
     return 0;
 }
@@ -73,17 +66,15 @@ int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id)
             return rc;
     }
     size_t i = hash & s->mask;
-    while (s->ids[i] >= 0)
+    while (s->slots[i].id >= 0)
         i = (i + 1) & s->mask;
-    s->hashes[i] = hash;
-    s->ids[i] = id;
+    s->slots[i] = (cn_agg__idslot){hash, id};
     s->count++;
     return 0;
 }
 
 void cn_agg__idset_clear(cn_agg__idset *s)
 {
-    free(s->hashes);
-    free(s->ids);
+    free(s->slots);
     memset(s, 0, sizeof(*s));
 }

@@ -637,11 +637,11 @@ int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t fram
     if (!ix->mask)
         return -1;
     for (size_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
-        int32_t id = ix->ids[i];
-        if (id < 0)
+        const cn_agg__idslot *sl = &ix->slots[i];
+        if (sl->id < 0)
             return -1;
-        if (ix->hashes[i] == h && p->stack_frame[id] == frame && p->stack_prefix[id] == prefix)
-            return id;
+        if (sl->hash == h && p->stack_frame[sl->id] == frame && p->stack_prefix[sl->id] == prefix)
+            return sl->id;
     }
 }
 

@@ -81,16 +81,14 @@ $(cpu_of "$pid")" >>"$OUT/$1/rss.txt"
     sleep 1
   done
 }
-held() { # NAME BUILD
-  local sock=$OUT/$1/sock
-  python3 - "$(date +%s.%N)" <(CANOPY_SOCKET=$sock "$2/client/canopy" status --format json) \
-    <(CANOPY_SOCKET=$sock "$2/client/canopy" sessions --format json) <<'PY'
-import json, sys
-st, ses = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))["sessions"]
-sc, uc = st.get("symbol_cache", {}), st.get("unwind_cache") or {}
-print(sys.argv[1], sum(s.get("memory", 0) for s in ses), sc.get("heap_bytes", 0),
-      sc.get("mapped_bytes", 0), uc.get("bytes", 0))
-PY
+held() { # NAME BUILD: no Python here (a pyenv python's libpython carries 16 MiB of DWARF
+  # that a system session would load to name its frames, inflating what it measures)
+  local sock=$OUT/$1/sock st ses num
+  st=$(CANOPY_SOCKET=$sock "$2/client/canopy" status --format json)
+  ses=$(CANOPY_SOCKET=$sock "$2/client/canopy" sessions --format json)
+  num() { grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$' || echo 0; }
+  echo "$(date +%s.%N) $(num memory <<<"$ses") $(num heap_bytes <<<"$st") \
+$(num mapped_bytes <<<"$st") $(grep -o '"unwind_cache": *{[^}]*}' <<<"$st" | num bytes)"
 }
 sample_count() { # NAME BUILD
   CANOPY_SOCKET=$OUT/$1/sock "$2/client/canopy" sessions --format json |

@@ -106,6 +106,13 @@ typedef struct rule_block {
     rule r[];
 } rule_block;
 
+/* A block in the table's list, with the start of its first rule: the search over blocks
+ * reads this array alone, not each block it passes. */
+typedef struct block_ref {
+    uint64_t lo;
+    rule_block *k;
+} block_ref;
+
 /* A position in the table: rule i of block b. */
 typedef struct table_pos {
     size_t b;
@@ -146,7 +153,7 @@ struct cn_smp__cfi {
     init_code init[2];
     /* The compiled rules, sorted by start and disjoint, in blocks (rule_block): every rule
      * of blocks[i] starts before every rule of blocks[i + 1], and no block is empty. */
-    rule_block **blocks;
+    block_ref *blocks;
     size_t nblocks, capblocks;
     size_t n;      /* rules in all blocks */
     hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
@@ -286,7 +293,7 @@ void cn_smp__cfi_free(cn_smp__cfi *c)
     if (c->elf)
         elf_end(c->elf);
     for (size_t b = 0; b < c->nblocks; b++)
-        free(c->blocks[b]);
+        free(c->blocks[b].k);
     free(c->blocks);
     free(c->hot);
     free(c);
@@ -299,7 +306,7 @@ uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
         return 0;
     uint64_t bytes = sizeof(*c) + c->capblocks * sizeof(*c->blocks);
     for (size_t b = 0; b < c->nblocks; b++)
-        bytes += sizeof(rule_block) + c->blocks[b]->cap * sizeof(rule);
+        bytes += sizeof(rule_block) + c->blocks[b].k->cap * sizeof(rule);
     return bytes + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0);
 }
 
@@ -311,7 +318,7 @@ static table_pos upper_bound(const cn_smp__cfi *c, uint64_t addr)
     size_t lo = 0, hi = c->nblocks;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (c->blocks[mid]->r[0].start <= addr)
+        if (c->blocks[mid].lo <= addr)
             lo = mid + 1;
         else
             hi = mid;
@@ -319,7 +326,7 @@ static table_pos upper_bound(const cn_smp__cfi *c, uint64_t addr)
     table_pos p = {lo ? lo - 1 : 0, 0};
     if (c->nblocks == 0)
         return p;
-    const rule_block *k = c->blocks[p.b];
+    const rule_block *k = c->blocks[p.b].k;
     uint32_t l = 0, h = k->n;
     while (l < h) {
         uint32_t mid = l + (h - l) / 2;
@@ -338,7 +345,7 @@ static rule *table_before(const cn_smp__cfi *c, table_pos p)
 {
     /* Only block 0 can hold addresses below its first rule (upper_bound). */
     assert(p.i > 0 || p.b == 0);
-    return p.i > 0 ? &c->blocks[p.b]->r[p.i - 1] : NULL;
+    return p.i > 0 ? &c->blocks[p.b].k->r[p.i - 1] : NULL;
 }
 
 /* The rule at position p (the first one starting after the address), or NULL. */
@@ -346,9 +353,9 @@ static const rule *table_after(const cn_smp__cfi *c, table_pos p)
 {
     if (c->nblocks == 0)
         return NULL;
-    if (p.i < c->blocks[p.b]->n)
-        return &c->blocks[p.b]->r[p.i];
-    return p.b + 1 < c->nblocks ? &c->blocks[p.b + 1]->r[0] : NULL;
+    if (p.i < c->blocks[p.b].k->n)
+        return &c->blocks[p.b].k->r[p.i];
+    return p.b + 1 < c->nblocks ? &c->blocks[p.b + 1].k->r[0] : NULL;
 }
 
 /* A new block of room cap holding the n rules from, inserted at index b of the block list.
@@ -366,7 +373,7 @@ static rule_block *block_insert(cn_smp__cfi *c, size_t b, uint32_t cap, const ru
     if (n)
         memcpy(k->r, from, n * sizeof(rule));
     memmove(&c->blocks[b + 1], &c->blocks[b], (c->nblocks - b) * sizeof(*c->blocks));
-    c->blocks[b] = k;
+    c->blocks[b] = (block_ref){n ? from[0].start : 0, k}; /* empty: lo set by the insert */
     c->nblocks++;
     return k;
 }
@@ -378,7 +385,7 @@ static bool table_room(cn_smp__cfi *c, table_pos *p)
 {
     if (c->nblocks == 0)
         return block_insert(c, 0, 4, NULL, 0) != NULL;
-    rule_block *k = c->blocks[p->b];
+    rule_block *k = c->blocks[p->b].k;
     if (k->n < k->cap)
         return true;
     if (k->cap < BLOCK_RULES) {
@@ -386,7 +393,7 @@ static bool table_room(cn_smp__cfi *c, table_pos *p)
         if (!g)
             return false;
         g->cap *= 2;
-        c->blocks[p->b] = g;
+        c->blocks[p->b].k = g;
         return true;
     }
     if (p->i == k->n) {
@@ -578,10 +585,12 @@ static const rule *insert_rule(cn_smp__cfi *c, table_pos at, rule r)
     assert((!before || before->end <= r.start) && (!after || r.end <= after->start));
     if (!table_room(c, &at)) /* may move the block: before and after are stale from here */
         return NULL;
-    rule_block *k = c->blocks[at.b];
+    rule_block *k = c->blocks[at.b].k;
     assert(at.i <= k->n && k->n < k->cap);
     memmove(&k->r[at.i + 1], &k->r[at.i], (k->n - at.i) * sizeof(rule));
     k->r[at.i] = r;
+    if (at.i == 0)
+        c->blocks[at.b].lo = r.start;
     k->n++;
     c->n++;
     return &k->r[at.i];
