@@ -92,6 +92,42 @@ __attribute__((format(printf, 2, 3))) static void wr_printf(wr *w, const char *f
     w->rc = -EOVERFLOW; /* one line longer than the buffer: only strings are, see below */
 }
 
+/* Writes v in decimal, then sep (' ' or '\n'): the tables' numbers, without vsnprintf,
+ * whose reading of the format was half of a checkpoint writer's own CPU during a build
+ * (docs/perf-daemon.md, fourteenth session). The same bytes as "%" PRId64. */
+static void wr_int(wr *w, int64_t v, char sep)
+{
+    if (w->rc < 0)
+        return;
+    if (OUT_CHUNK - w->len < 24) {
+        wr_flush(w, false);
+        if (w->rc < 0)
+            return;
+    }
+    char digits[20];
+    size_t n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        w->buf[w->len++] = '-';
+    while (n)
+        w->buf[w->len++] = digits[--n];
+    w->buf[w->len++] = sep;
+}
+
+/* Writes x as "%.17g" does, then sep: a whole number below 1e17 (every CPU sample's
+ * weight) through wr_int, which gives the same digits. */
+static void wr_double(wr *w, double x, char sep)
+{
+    if (fabs(x) < 1e17 && x == (double)(int64_t)x && !(x == 0 && signbit(x)))
+        wr_int(w, (int64_t)x, sep);
+    else
+        wr_printf(w, "%.17g%c", x, sep);
+}
+
 /* Writes one string, escaped (\\, \n, \r, \0), as its own line. */
 static void wr_string(wr *w, const char *s, size_t n)
 {
@@ -126,30 +162,44 @@ static void write_tables(wr *w, const cn_agg_profile *p)
     for (size_t i = 0; i < p->n_str; i++)
         wr_string(w, p->str[i], p->str_len[i]);
     wr_printf(w, "resources %zu\n", p->n_res);
-    for (size_t i = 0; i < p->n_res; i++)
-        wr_printf(w, "%" PRId32 " %" PRId32 " %" PRId32 " %d\n", p->res_name[i], p->res_identity[i],
-                  p->res_path[i], (int)p->res_kind[i]);
+    for (size_t i = 0; i < p->n_res; i++) {
+        wr_int(w, p->res_name[i], ' ');
+        wr_int(w, p->res_identity[i], ' ');
+        wr_int(w, p->res_path[i], ' ');
+        wr_int(w, p->res_kind[i], '\n');
+    }
     wr_printf(w, "funcs %zu\n", p->n_func);
-    for (size_t i = 0; i < p->n_func; i++)
-        wr_printf(w, "%" PRId32 " %" PRId32 " %" PRId32 " %" PRId32 "\n", p->func_name[i],
-                  p->func_res[i], p->func_file[i], p->func_line[i]);
+    for (size_t i = 0; i < p->n_func; i++) {
+        wr_int(w, p->func_name[i], ' ');
+        wr_int(w, p->func_res[i], ' ');
+        wr_int(w, p->func_file[i], ' ');
+        wr_int(w, p->func_line[i], '\n');
+    }
     wr_printf(w, "frames %zu\n", p->n_frame);
     for (size_t i = 0; i < p->n_frame; i++) {
-        wr_printf(w, "%" PRId32 " %" PRId32 " %" PRId64 " %" PRId32 " %u", p->frame_key_func[i],
-                  p->frame_res[i], p->frame_addr[i], p->frame_line[i], p->frame_depth[i]);
-        for (unsigned d = 0; d < p->frame_depth[i]; d++)
-            wr_printf(w, " %" PRId32, p->chain_pool[p->frame_chain[i] + d]);
+        wr_int(w, p->frame_key_func[i], ' ');
+        wr_int(w, p->frame_res[i], ' ');
+        wr_int(w, p->frame_addr[i], ' ');
+        wr_int(w, p->frame_line[i], ' ');
+        unsigned depth = p->frame_depth[i];
+        wr_int(w, depth, depth || sym_funcs ? ' ' : '\n');
+        for (unsigned d = 0; d < depth; d++)
+            wr_int(w, p->chain_pool[p->frame_chain[i] + d],
+                   d + 1 < depth || sym_funcs ? ' ' : '\n');
         if (sym_funcs)
-            wr_printf(w, " %" PRId32, p->frame_sym_func[i]);
-        wr_printf(w, "\n");
+            wr_int(w, p->frame_sym_func[i], '\n');
     }
     wr_printf(w, "stacks %zu\n", p->n_stack);
-    for (size_t i = 0; i < p->n_stack; i++)
-        wr_printf(w, "%" PRId32 " %" PRId32 "\n", p->stack_prefix[i], p->stack_frame[i]);
+    for (size_t i = 0; i < p->n_stack; i++) {
+        wr_int(w, p->stack_prefix[i], ' ');
+        wr_int(w, p->stack_frame[i], '\n');
+    }
     wr_printf(w, "threads %zu\n", p->n_thr);
-    for (size_t i = 0; i < p->n_thr; i++)
-        wr_printf(w, "%" PRId32 " %" PRId32 " %" PRId32 "\n", p->thr_pid[i], p->thr_tid[i],
-                  p->thr_name[i]);
+    for (size_t i = 0; i < p->n_thr; i++) {
+        wr_int(w, p->thr_pid[i], ' ');
+        wr_int(w, p->thr_tid[i], ' ');
+        wr_int(w, p->thr_name[i], '\n');
+    }
     wr_printf(w, "processes %zu\n", named);
     for (size_t i = 0; i < p->n_proc; i++)
         if (p->proc_name[i] >= 0)
@@ -164,10 +214,11 @@ static void write_tables(wr *w, const cn_agg_profile *p)
         wr_printf(w, "%" PRId32 " %" PRId32 "\n", p->meta_key[i], p->meta_val[i]);
     wr_printf(w, "renames %zu\n", p->n_rename);
     for (size_t i = 0; i < p->n_rename; i++) {
-        wr_printf(w, "%" PRId32 " %" PRId32, p->rename_old[i], p->rename_cnt[i]);
-        for (int32_t k = 0; k < p->rename_cnt[i]; k++)
-            wr_printf(w, " %" PRId32, p->rename_pool[p->rename_off[i] + k]);
-        wr_printf(w, "\n");
+        int32_t cnt = p->rename_cnt[i];
+        wr_int(w, p->rename_old[i], ' ');
+        wr_int(w, cnt, cnt > 0 ? ' ' : '\n');
+        for (int32_t k = 0; k < cnt; k++)
+            wr_int(w, p->rename_pool[p->rename_off[i] + k], k + 1 < cnt ? ' ' : '\n');
     }
 }
 
@@ -179,17 +230,20 @@ static void write_samples(wr *w, const cn_agg_profile *p)
         /* the delta is computed in unsigned arithmetic: it wraps, and so does the sum */
         int64_t dt = (int64_t)((uint64_t)p->s_time[i] - (uint64_t)prev);
         prev = p->s_time[i];
-        wr_printf(w, "%" PRId32 " %" PRId64 " %.17g %" PRId32, p->s_stack[i], dt,
-                  cn_agg__weight(p, i), p->s_thread[i]);
         int32_t tl = cn_agg_sample_timeline_stack(p, i); /* -1: no path on the timeline */
+        wr_int(w, p->s_stack[i], ' ');
+        wr_int(w, dt, ' ');
+        wr_double(w, cn_agg__weight(p, i), ' ');
+        wr_int(w, p->s_thread[i], tl != p->s_stack[i] ? ' ' : '\n');
         if (tl != p->s_stack[i])
-            wr_printf(w, " %" PRId32, tl);
-        wr_printf(w, "\n");
+            wr_int(w, tl, '\n');
     }
     wr_printf(w, "accumulator %zu\n", p->n_acc);
-    for (size_t i = 0; i < p->n_acc; i++)
-        wr_printf(w, "%" PRId32 " %" PRId32 " %.17g\n", p->acc_stack[i], p->acc_thread[i],
-                  p->acc_weight[i]);
+    for (size_t i = 0; i < p->n_acc; i++) {
+        wr_int(w, p->acc_stack[i], ' ');
+        wr_int(w, p->acc_thread[i], ' ');
+        wr_double(w, p->acc_weight[i], '\n');
+    }
     wr_printf(w, "end\n");
 }
 

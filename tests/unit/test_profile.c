@@ -481,6 +481,44 @@ static char *canopy_text(const cn_agg_profile *p, size_t *len)
     return text;
 }
 
+/* The writer's numbers (wr_int, wr_double): negative ids and addresses, a time that goes
+ * back (a negative delta), weights whole and not, large and negative, written as "%.17g"
+ * writes them and read back exactly. */
+static void test_canopy_numbers(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t lib = cn_agg_resource(p, "lib.so", NULL, NULL, CN_AGG_RES_LIBRARY);
+    int32_t f1 = cn_agg_native_frame(p, lib, 0x7fffffffffffULL);
+    int32_t f2 = cn_agg_native_frame(p, lib, 0);
+    int32_t s1 = cn_agg_stack(p, -1, f1), s2 = cn_agg_stack(p, s1, f2);
+    int32_t t = cn_agg_thread(p, -7, INT32_MAX, "x");
+    const double w[] = {1, 2.5, 1e17, 123456789012345678.0, -3, 0.1, 9007199254740991.0};
+    const int64_t at[] = {INT64_MAX, 5, -1000, 0, INT64_MIN + 1, 42, 7};
+    for (size_t i = 0; i < 7; i++)
+        assert_int_equal(cn_agg_add_sample(p, i % 2 ? s2 : s1, at[i], w[i], i % 3 ? t : -1), 0);
+    size_t len = 0;
+    char *text = canopy_text(p, &len);
+    /* "%.17g": whole numbers below 1e17 plainly, larger ones with an exponent */
+    assert_non_null(memmem(text, len, " 2.5 ", strlen(" 2.5 ")));
+    assert_non_null(memmem(text, len, " 1e+17 ", strlen(" 1e+17 ")));
+    assert_non_null(memmem(text, len, " 9007199254740991 ", strlen(" 9007199254740991 ")));
+    assert_non_null(memmem(text, len, " -3 ", strlen(" -3 ")));
+    assert_non_null(memmem(text, len, " 0.10000000000000001 ", strlen(" 0.10000000000000001 ")));
+    cn_agg_profile *back = NULL;
+    assert_int_equal(cn_agg_canopy_read(text, len, "mem.canopy", &back, NULL), 0);
+    free(text);
+    assert_int_equal(cn_agg_sample_count(back), cn_agg_sample_count(p));
+    for (size_t i = 0; i < cn_agg_sample_count(p); i++) {
+        assert_true(cn_agg_sample_time(back, i) == cn_agg_sample_time(p, i));
+        assert_true(cn_agg_sample_weight(back, i) == cn_agg_sample_weight(p, i));
+        assert_int_equal(cn_agg_sample_stack(back, i), cn_agg_sample_stack(p, i));
+        assert_int_equal(cn_agg_sample_thread(back, i), cn_agg_sample_thread(p, i));
+    }
+    assert_int_equal(cn_agg_thread_pid(back, 0), -7);
+    assert_int_equal(cn_agg_thread_tid(back, 0), INT32_MAX);
+    cn_agg_profile_free(back);
+}
+
 /* docs/calltree.md §4.5: a frame's symbol func (the symbol table's name where DWARF names
  * the outer function otherwise: a clone, an alias) is what no_inline shows; the default
  * view keeps the DWARF chain; regroup replaces it; .canopy keeps it. */
@@ -661,6 +699,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_strings_are_interned_and_stable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_canopy_numbers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_funcs_frames_resources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_python_resource_and_markers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stack_cache_matches_interning, setup, teardown),
