@@ -41,12 +41,15 @@
 #
 #   bench/python_cost.sh [--build DIR] [--reps N] [--seconds S] [--warm S] [-F HZ]
 #                        [--depth D] [--python PATH]... [--configs "none canopy ..."]
-#                        [--out DIR] [--base DIR]
+#                        [--out DIR] [--base DIR] [--pin]
 # DIR: build-rel (DIR/client/canopy, DIR/daemon/canopyd); REPS 5, SECS 8, WARM 3, HZ 999;
 # D: the Python calls between the loop and each unit of work (8); interpreters: Debian's
 # /usr/bin/python3 and the newest pyenv 3.13 or 3.12 under /root/.pyenv/versions, if any;
 # --base: another build's DIR (its canopyd and canopy), for the configurations base and
 # base-nopy (default configurations then: none base canopy base-nopy canopy-nopy perf-dwarf);
+# --pin: the workload on the last CPU, canopyd(s) and perf on CPU 0 (taskset), so that the
+# profilers' own work never shares the workload's CPU in any configuration (rounds then
+# vary less with the machine's other work);
 # --out keeps the raw runs (runs.txt) and the table (summary.md). Needs root (BPF, perf -p)
 # and perf. 5 rounds on two interpreters: ~13 minutes.
 set -euo pipefail
@@ -55,7 +58,8 @@ BUILD=$ROOT/build-rel
 REPS=5 SECS=8 WARM=3 FREQ=999 DEPTH=8 OUT="" IDLE_S=2
 PYS=()
 CONFIGS="none canopy canopy-nopy perf-g perf-dwarf"
-BASE="" CONFIGS_SET=""
+BASE="" CONFIGS_SET="" PIN=""
+
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -69,6 +73,7 @@ while [ $# -gt 0 ]; do
     --configs) CONFIGS=$2 CONFIGS_SET=1; shift ;;
     --base) BASE=$(cd "$2" && pwd); shift ;;
     --out) OUT=$2; shift ;;
+    --pin) PIN=1 ;;
     *) usage ;;
   esac
   shift
@@ -192,10 +197,15 @@ STATS_PID=$!
 for _ in $(seq 100); do [ -s "$TMP/bpf_stats.out" ] && break; sleep 0.05; done
 BPF_STATS=$(head -1 "$TMP/bpf_stats.out")
 
+# --pin: the workload's CPU and the profilers' (the same for every configuration).
+W_CPU=$(($(nproc) - 1))
+on_cpu() { if [ -n "$PIN" ]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
 start_canopyd
+[ -z "$PIN" ] || taskset -a -p -c 0 "$D_PID" >/dev/null
 if [ -n "$BASE" ]; then # the second canopyd: its own socket and state dir
   "$BASE/daemon/canopyd" --socket "$TMP/b.sock" --state-dir "$TMP/state-b" >"$TMP/db.log" 2>&1 &
   DB_PID=$!
+  [ -z "$PIN" ] || taskset -a -p -c 0 "$DB_PID" >/dev/null
   for _ in $(seq 100); do [ -S "$TMP/b.sock" ] && break; sleep 0.1; done
   [ -S "$TMP/b.sock" ] || fail "the --base canopyd did not start: $(cat "$TMP/db.log")"
 fi
@@ -295,7 +305,7 @@ canopy_end() { # CFG TAG: the window ended; read, stop, wait for the save, remov
 perf_start() { # CFG
   local cg=(-g)
   [ "$1" = perf-g ] || cg=(--call-graph dwarf)
-  perf stat -x, -e task-clock -o "$TMP/pstat" -- perf record -e cpu-clock -F "$FREQ" \
+  on_cpu 0 perf stat -x, -e task-clock -o "$TMP/pstat" -- perf record -e cpu-clock -F "$FREQ" \
     "${cg[@]}" -p "$W_PID" -o "$TMP/perf.data" 2>"$TMP/perf.log" &
   PSTAT_PID=$!
   PERF_PID=
@@ -338,7 +348,7 @@ run() {
   R_joined=0 R_pys=0 R_same=1 R_idle=0
   ver=$("$py" -c 'import sys; print(sys.version.split()[0])')
   tag=r$rep-$cfg-$ver
-  "$py" "$TMP/wl.py" "$SECS" "$DEPTH" >"$out" 2>&1 &
+  on_cpu "$W_CPU" "$py" "$TMP/wl.py" "$SECS" "$DEPTH" >"$out" 2>&1 &
   W_PID=$!
   wait_line "$out" ready 10
   if [ "$kind" = canopy ]; then # canopyd's own cost with no session, over IDLE_S
@@ -518,4 +528,5 @@ if rows:
               f"{num(cn['steady'])} | {bt / d['steady']:.2f}, {ct / d['steady']:.2f} | "
               f"{num((bt - b['idle']) / d['steady'])}, {num((ct - c['idle']) / d['steady'])} |")
 PY
+[ -z "$PIN" ] || sed -i "2i (--pin: the workload on CPU $W_CPU, canopyd and perf on CPU 0.)\\n" "$OUT/summary.md"
 cat "$OUT/summary.md"
