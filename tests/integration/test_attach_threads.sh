@@ -39,10 +39,11 @@ for _ in range(60):  # short threads, gone before their first record is handled
 for t in ts:
     t.join()
 PY
-python3 "$TMP/late.py" 1.5 "$TMP/ready" >"$TMP/tids.txt" &
+/usr/bin/python3 "$TMP/late.py" 1.5 "$TMP/ready" >"$TMP/tids.txt" &
 P=$!
 # Attached once the script runs (not the shell's child before or during its exec).
 for ((i = 0; i < 300; i++)); do [ -e "$TMP/ready" ] && break; sleep 0.01; done
+COMM=$(cat /proc/$P/comm) # the process's name, which its new threads take
 S=$("$C" attach $P -F 499 2>"$TMP/attach.err") || fail "attach: $(cat "$TMP/attach.err")"
 wait $P
 P=
@@ -50,7 +51,7 @@ PLAIN=$(awk '$1 == 0 {print $2}' "$TMP/tids.txt")
 RENAMED=$(awk '$1 == 1 {print $2}' "$TMP/tids.txt")
 [[ "$PLAIN" =~ ^[0-9]+$ && "$RENAMED" =~ ^[0-9]+$ ]] || fail "tids: $(cat "$TMP/tids.txt")"
 "$C" tree "$S" --group-by thread --format json >"$TMP/t.json" || fail "tree --group-by thread"
-python3 - "$TMP/t.json" "$TMP/tids.txt" <<'PY' || fail "thread names"
+python3 - "$TMP/t.json" "$TMP/tids.txt" "$COMM" <<'PY' || fail "thread names"
 import json, sys
 d = json.load(open(sys.argv[1]))
 tids = {}
@@ -61,10 +62,11 @@ roots = {r["name"]: r["total"] for r in d["roots"]}
 print("thread roots:", len(roots), sorted(roots.items(), key=lambda kv: -kv[1])[:6], file=sys.stderr)
 bad = [n for n in roots if n.startswith("? [")]
 assert not bad, f"threads without a name: {bad}"
+comm = sys.argv[3]
 plain, renamed = tids["0"][0], tids["1"][0]
-assert f"python3 [{plain}]" in roots, f"the new thread {plain} is not 'python3 [{plain}]'"
+assert f"{comm} [{plain}]" in roots, f"the new thread {plain} is not '{comm} [{plain}]'"
 assert f"renamed-burner [{renamed}]" in roots, f"the renamed thread {renamed} is missing"
-short = [t for t in tids["2"] if f"python3 [{t}]" in roots]
+short = [t for t in tids["2"] if f"{comm} [{t}]" in roots]
 print(f"short threads named: {len(short)} of {len(tids['2'])}", file=sys.stderr)
 assert len(short) >= 10, "too few short threads sampled to tell"
 PY
