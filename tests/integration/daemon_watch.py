@@ -17,7 +17,7 @@
       WARMUP s of that lifetime: the growth of RSS; of "own", RSS less what canopyd reports
       and bounds itself (the profiles' memory, within session_memory; the symbol cache's
       heap) and less the sampler's object images (one per object file any process on the
-      machine maps: what other processes run, not churn), as its steady rate (the median 2-s step times the steps: one-off jumps, the
+      machine maps: what other processes run, not churn), as its steady rate (steady_growth: one-off jumps, the
       sampler reading the image of a big binary another process on this machine started,
       do not count, a leak that grows with every churned process does); and the fds that
       are not cached object files nor cached mount tables (sockets, pipes, memfds, other
@@ -141,6 +141,18 @@ def own_mb(d):
     return (d["rss_kb"] * 1024 - d["memory"] - d["sym_heap"] - d["img_kb"] * 1024) / 2**20
 
 
+
+def steady_growth(pts):
+    """The trend of (t, MiB) points over their span: the median of the slopes between every
+    two points (Theil-Sen), times the span. A one-off jump moves few of the slopes; a leak
+    that grows with every churned process moves all of them. It replaced the median 2-s
+    step times the steps, which a sawtooth biases: memory that rises a few MiB a step and
+    falls back at each malloc_trim has a rising median step, and a CI run under load read
+    "steady +196 MiB" where the own memory had grown by 0.1 MiB over the run."""
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(pts) for b in pts[i + 1:]
+              if b[0] > a[0]]
+    return statistics.median(slopes) * (pts[-1][0] - pts[0][0]) if slopes else 0.0
+
 def report(out, warmup, own_c, own_k, fds_max):
     rows = [json.loads(line) for line in open(out)]
     up = [r for r in rows if not r.get("down")]
@@ -162,8 +174,7 @@ def report(out, warmup, own_c, own_k, fds_max):
         if len(life) < 10:  # under 20 s past its warm-up: too short to judge
             continue
         base, last = life[0], life[-1]
-        steps = [own_mb(b) - own_mb(a) for a, b in zip(life, life[1:])]
-        steady = statistics.median(steps) * len(steps)
+        steady = steady_growth([(r["t"], own_mb(r)) for r in life])
         g_prof = (last["memory"] - base["memory"]) / 2**20
         other = [r["fds"] - r["fds_file"] - r.get("fds_mounts", 0) for r in life]
         g_other = max(other) - other[0]

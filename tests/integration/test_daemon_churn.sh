@@ -15,7 +15,8 @@
 #   "own" memory (RSS less what canopyd reports and bounds itself: the profile's memory,
 #   within session_memory, and the symbol cache's heap; less the sampler's object images,
 #   estimated from smaps, which grow with what the machine runs, not with churn) grows at
-#   a steady rate (median 2-s step x steps) of at most K x the profile's growth + C MiB.
+#   a steady rate (Theil-Sen: the median slope between any two samples, times the span)
+#   of at most K x the profile's growth + C MiB.
 #   K is 1 (the profile's tables grow by doubling and the blocks they leave stay with the
 #   allocator: up to their size again; measured 0.08 MiB per 2 s beyond the profile in
 #   the Release build), 4 under ASan (redzones and shadow on many small allocations:
