@@ -199,7 +199,9 @@ BPF_STATS=$(head -1 "$TMP/bpf_stats.out")
 
 # --pin: the workload's CPU and the profilers' (the same for every configuration).
 W_CPU=$(($(nproc) - 1))
-on_cpu() { if [ -n "$PIN" ]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
+# Command prefixes (empty without --pin): taskset execs the command, so $! stays its pid.
+PIN_W=() PIN_P=()
+[ -z "$PIN" ] || PIN_W=(taskset -c "$W_CPU") PIN_P=(taskset -c 0)
 start_canopyd
 [ -z "$PIN" ] || taskset -a -p -c 0 "$D_PID" >/dev/null
 if [ -n "$BASE" ]; then # the second canopyd: its own socket and state dir
@@ -305,7 +307,7 @@ canopy_end() { # CFG TAG: the window ended; read, stop, wait for the save, remov
 perf_start() { # CFG
   local cg=(-g)
   [ "$1" = perf-g ] || cg=(--call-graph dwarf)
-  on_cpu 0 perf stat -x, -e task-clock -o "$TMP/pstat" -- perf record -e cpu-clock -F "$FREQ" \
+  "${PIN_P[@]}" perf stat -x, -e task-clock -o "$TMP/pstat" -- perf record -e cpu-clock -F "$FREQ" \
     "${cg[@]}" -p "$W_PID" -o "$TMP/perf.data" 2>"$TMP/perf.log" &
   PSTAT_PID=$!
   PERF_PID=
@@ -348,7 +350,7 @@ run() {
   R_joined=0 R_pys=0 R_same=1 R_idle=0
   ver=$("$py" -c 'import sys; print(sys.version.split()[0])')
   tag=r$rep-$cfg-$ver
-  on_cpu "$W_CPU" "$py" "$TMP/wl.py" "$SECS" "$DEPTH" >"$out" 2>&1 &
+  "${PIN_W[@]}" "$py" "$TMP/wl.py" "$SECS" "$DEPTH" >"$out" 2>&1 &
   W_PID=$!
   wait_line "$out" ready 10
   if [ "$kind" = canopy ]; then # canopyd's own cost with no session, over IDLE_S
