@@ -198,16 +198,24 @@ cn_smp__unwinder *cn_smp__unwinder_free(cn_smp__unwinder *u)
     return NULL;
 }
 
-/* Whether the frame at pc (a return address unless leaf) is in its object's entry-point
- * code without CFI: the process's first frame (cn_smp__entry_code), where libunwind finds
- * no unwind info, as compiled CFI does, and the stack is complete. */
-static bool at_entry(const cn_smp__arch *arch, const cn_smp__proc *p, uint64_t pc, bool leaf)
+/* Whether the frame at pc (a return address unless leaf) lies in code of its object that
+ * is_code (cn_smp__entry_code, cn_smp__init_code) says of the ELF virtual address. */
+static bool frame_in(const cn_smp__arch *arch, const cn_smp__proc *p, uint64_t pc, bool leaf,
+                     bool (*is_code)(cn_smp__elf *, uint64_t))
 {
     uint64_t at = arch->mask_ret(pc) - (leaf ? 0 : 1), bias;
     const cn_smp__map *m = cn_smp__proc_find(p, at);
     return m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
            cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) &&
-           cn_smp__entry_code(m->obj->elf, at - bias);
+           is_code(m->obj->elf, at - bias);
+}
+
+/* Whether the frame at pc is in its object's entry-point code without CFI: the process's
+ * first frame (cn_smp__entry_code), where libunwind finds no unwind info, as compiled CFI
+ * does, and the stack is complete. */
+static bool at_entry(const cn_smp__arch *arch, const cn_smp__proc *p, uint64_t pc, bool leaf)
+{
+    return frame_in(arch, p, pc, leaf, cn_smp__entry_code);
 }
 
 /* libunwind over the sample: the general case. */
@@ -316,14 +324,9 @@ void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out
 static bool through_init_code(const cn_smp__arch *arch, const cn_smp__proc *p, const uint64_t *pcs,
                               int n)
 {
-    for (int i = 0; i < n; i++) {
-        uint64_t at = arch->mask_ret(pcs[i]) - (i ? 1 : 0), bias;
-        const cn_smp__map *m = cn_smp__proc_find(p, at);
-        if (m && m->obj->pub.kind == CN_SMP_OBJ_USER && cn_smp__elf_load(m->obj) == 0 &&
-            cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) &&
-            cn_smp__init_code(m->obj->elf, at - bias))
+    for (int i = 0; i < n; i++)
+        if (frame_in(arch, p, pcs[i], i == 0, cn_smp__init_code))
             return true;
-    }
     return false;
 }
 
