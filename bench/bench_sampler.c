@@ -112,11 +112,11 @@ static void report(const char *what, cn_smp_unwind mode, bool libunwind_only, ui
            (unsigned long long)c->unwind_early,
            st->samples ? (double)st->frames / (double)st->samples : 0.0, us);
     if (c->stack_adaptive)
-        printf("%-20s stack copy %llu bytes (adaptive): shrinks %llu grows %llu, twins dropped "
-               "%llu; steady state %llu samples %7.2f us/sample\n",
-               "", (unsigned long long)c->stack_copy, (unsigned long long)c->stack_shrinks,
-               (unsigned long long)c->stack_grows, (unsigned long long)c->stack_switch_dropped,
-               (unsigned long long)st->steady_samples,
+        printf("%-20s stack copy %llu bytes (adaptive%s): shrinks %llu grows %llu, twins "
+               "dropped %llu; steady state %llu samples %7.2f us/sample\n",
+               "", (unsigned long long)c->stack_copy, c->stack_chain_off ? ", alone" : "",
+               (unsigned long long)c->stack_shrinks, (unsigned long long)c->stack_grows,
+               (unsigned long long)c->stack_switch_dropped, (unsigned long long)st->steady_samples,
                st->steady_samples ? (double)st->steady_spent / 1e3 / (double)st->steady_samples
                                   : 0.0);
 }

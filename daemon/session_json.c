@@ -58,11 +58,11 @@ json_t *cn_d_session_json(const cn_live_session *s)
         "pending", (json_int_t)i.sym_pending, "unresolved", (json_int_t)i.unresolved,
         "unresolvable", (json_int_t)i.unresolvable, "errors", (json_int_t)i.errors);
     if (more && i.stack_copy &&
-        json_object_set_new(more, "stack_copy",
-                            json_pack("{s:I, s:b, s:I, s:I}", "bytes", (json_int_t)i.stack_copy,
-                                      "adaptive", i.stack_adaptive, "shrinks",
-                                      (json_int_t)i.stack_shrinks, "grows",
-                                      (json_int_t)i.stack_grows)) < 0) {
+        json_object_set_new(
+            more, "stack_copy",
+            json_pack("{s:I, s:b, s:b, s:I, s:I}", "bytes", (json_int_t)i.stack_copy, "adaptive",
+                      i.stack_adaptive, "user_chain", !i.stack_chain_off, "shrinks",
+                      (json_int_t)i.stack_shrinks, "grows", (json_int_t)i.stack_grows)) < 0) {
         json_decref(more);
         more = NULL;
     }

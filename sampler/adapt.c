@@ -7,16 +7,21 @@
  *
  *   LEARN  the full copy; each sample is also walked as if its copy had been one of
  *          COPY_SIZES' bytes (the record's copy clamped), the smallest first, and the
- *          results compared. When at least 99.5% of a window's samples come out identical
- *          with one of them, the events are reopened with the smallest that does
- *          (perf_open.c, no gap) -> SMALL; else -> HOLD. In frame-pointer code the
- *          kernel's chain finishes a stack past the copy's end; code unwound by CFI needs
- *          the whole stack in the copy, often still far below the full one (CPython 3.11's
- *          fits 2 KiB: its eval loop does not recurse on the C stack for Python calls).
+ *          results compared, once with the kernel's user chain and once without it. When
+ *          at least 99.5% of a window's samples come out identical with one of them, the
+ *          events are reopened with the smallest that does (perf_open.c, no gap) -> SMALL;
+ *          else -> HOLD. In frame-pointer code the kernel's chain finishes a stack past the
+ *          copy's end; code unwound by CFI needs the whole stack in the copy, often still
+ *          far below the full one (CPython 3.11's fits 2 KiB: its eval loop does not
+ *          recurse on the C stack for Python calls), and then the chain adds nothing: the
+ *          events stop asking for it (the kernel's walk of it costs the sampled thread
+ *          about what a 1 KiB copy does) when the copy alone fits at most twice the size
+ *          the chain needed.
  *   SMALL  the small copy; a sample the small copy could not finish (the walk ends at the
- *          copy's end in code without frame pointers, or the kernel's chain runs through
- *          such code) is reported as cut short (CN_SMP_STOP_STACK_SHORT), and when more
- *          than 1% of a window's samples are, the full copy is reopened -> HOLD.
+ *          copy's end in code without frame pointers, or anywhere without the chain, or
+ *          the kernel's chain runs through such code) is reported as cut short
+ *          (CN_SMP_STOP_STACK_SHORT), and when more than 1% of a window's samples are, the
+ *          full copy is reopened, with the chain -> HOLD.
  *   HOLD   the full copy, nothing simulated, for 4 windows; then LEARN again with a window
  *          twice as long (hysteresis: a program that keeps changing is tried less often).
  *
@@ -63,15 +68,17 @@ typedef struct tail {
 struct cn_smp__adapt {
     ad_state state;
     uint32_t full;
-    int nsizes;            /* COPY_SIZES tried: those below full */
-    uint64_t window, seen; /* LEARN: samples, and of those identical with a copy of */
-    uint64_t fit[N_SIZES]; /* COPY_SIZES[i] bytes */
-    uint64_t hold;         /* HOLD: samples left */
-    uint64_t mon, shorts;  /* SMALL */
-    uint32_t want;         /* a reopen decided while dispatching, done by _apply */
-    uint32_t old_req;      /* the events replaced at switch_time: their later samples */
-    uint64_t switch_time;  /* are the new events' twins */
-    uint64_t max_stack;    /* kernel.perf_event_max_stack: a chain this long was cut */
+    int nsizes;                  /* COPY_SIZES tried: those below full */
+    uint64_t window, seen;       /* LEARN: samples, and of those identical with a copy of */
+    uint64_t fit[N_SIZES];       /* COPY_SIZES[i] bytes */
+    uint64_t fit_alone[N_SIZES]; /* the same without the kernel's user chain */
+    uint64_t hold;               /* HOLD: samples left */
+    uint64_t mon, shorts;        /* SMALL */
+    uint32_t want;               /* a reopen decided while dispatching, done by _apply */
+    bool want_chain;             /* ... with the kernel's user chain */
+    uint32_t old_req;            /* the events replaced at switch_time: their later samples */
+    uint64_t switch_time;        /* are the new events' twins */
+    uint64_t max_stack;          /* kernel.perf_event_max_stack: a chain this long was cut */
     tail tails[TAIL_SLOTS];
     size_t ntails, nused;  /* live tails; slots taken, freed ones included */
     cn_smp__tidset owners; /* pids with live tails: forget and fork scan only for them */
@@ -275,10 +282,11 @@ static bool finish_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp_
     return true;
 }
 
-/* LEARN: whether r, had its copy been copy bytes, would give pcs[0..n) and stop. */
+/* LEARN: whether r, had its copy been copy bytes (and without the kernel's user chain
+ * unless chain), would give pcs[0..n) and stop. */
 static bool fits_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
                        uint64_t chain_from, const uint64_t *pcs, int n, cn_smp_stop stop,
-                       uint32_t copy)
+                       uint32_t copy, bool chain)
 {
     cn_smp__adapt *ad = s->ad;
     cn_smp__rec small = *r;
@@ -286,7 +294,9 @@ static bool fits_small(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__r
         small.u.sample.stack_size = copy;
     cn_smp__fpwalk fw = {.chain = ad->chain,
                          .nchain = -1,
-                         .chain_from = chain_from,
+                         /* past the record's chain: no user entry, as the events give
+                          * with exclude_callchain_user */
+                         .chain_from = chain ? chain_from : r->u.sample.nr,
                          .chain_first = true,
                          .joined_at = -1};
     cn_smp_stop st;
@@ -316,6 +326,44 @@ static void learn_reset(cn_smp__adapt *ad)
 {
     ad->seen = 0;
     memset(ad->fit, 0, sizeof(ad->fit));
+    memset(ad->fit_alone, 0, sizeof(ad->fit_alone));
+}
+
+/* LEARN: counts, in fit (with the chain) or fit_alone, the sizes at which r's small walk
+ * gives the full walk's result. A size is tried only while it can still reach
+ * FIT_PERMILLE of the window, and a larger one only where the smaller did not do (a larger
+ * copy gives what a smaller one did): where no size suffices, the window ends after a few
+ * samples, and learning costs little. */
+static void learn_fits(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
+                       uint64_t chain_from, int n, cn_smp_stop stop, bool chain)
+{
+    cn_smp__adapt *ad = s->ad;
+    uint64_t *fit = chain ? ad->fit : ad->fit_alone;
+    uint64_t allowed = ad->window * (1000 - FIT_PERMILLE) / 1000;
+    for (int i = 0; i < ad->nsizes; i++) {
+        if (ad->seen - 1 - fit[i] > allowed)
+            continue;
+        if (fits_small(s, p, r, chain_from, s->pcs, n, stop, COPY_SIZES[i], chain)) {
+            for (int j = i; j < ad->nsizes; j++)
+                fit[j]++;
+            break;
+        }
+    }
+}
+
+/* LEARN, at a window's end: the smallest size that fits with the chain, and without it
+ * (0: none). The copy alone is chosen when it needs at most twice the bytes. */
+static void learn_decide(cn_smp__adapt *ad)
+{
+    uint32_t with = 0, alone = 0;
+    for (int i = ad->nsizes - 1; i >= 0; i--) {
+        if (ad->fit[i] * 1000 >= ad->seen * FIT_PERMILLE)
+            with = COPY_SIZES[i];
+        if (ad->fit_alone[i] * 1000 >= ad->seen * FIT_PERMILLE)
+            alone = COPY_SIZES[i];
+    }
+    ad->want_chain = !alone || (with && alone > 2 * with);
+    ad->want = ad->want_chain ? with : alone;
 }
 
 void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp__rec *r,
@@ -346,27 +394,15 @@ void cn_smp__adapt_sample(cn_smp_session *s, const cn_smp__proc *p, const cn_smp
     if (*stop == CN_SMP_STOP_NONE && joined_at < 0)
         learn_tails(s, p, s->pcs, *n);
     ad->seen++;
-    /* A size is tried only while it can still reach FIT_PERMILLE, and a larger one only
-     * where the smaller did not do (a larger copy gives what a smaller one did): where no
-     * size suffices, the window ends after a few samples, and learning costs little. */
+    learn_fits(s, p, r, chain_from, *n, *stop, true);
+    learn_fits(s, p, r, chain_from, *n, *stop, false);
     uint64_t allowed = ad->window * (1000 - FIT_PERMILLE) / 1000;
-    for (int i = 0; i < ad->nsizes; i++) {
-        if (ad->seen - 1 - ad->fit[i] > allowed)
-            continue;
-        if (fits_small(s, p, r, chain_from, s->pcs, *n, *stop, COPY_SIZES[i])) {
-            for (int j = i; j < ad->nsizes; j++)
-                ad->fit[j]++;
-            break;
-        }
-    }
-    bool lost = ad->seen - ad->fit[ad->nsizes - 1] > allowed;
+    bool lost = ad->seen - ad->fit[ad->nsizes - 1] > allowed &&
+                ad->seen - ad->fit_alone[ad->nsizes - 1] > allowed;
     if (ad->seen < ad->window && !lost)
         return;
-    for (int i = 0; i < ad->nsizes && !lost; i++)
-        if (ad->fit[i] * 1000 >= ad->seen * FIT_PERMILLE) {
-            ad->want = COPY_SIZES[i];
-            break;
-        }
+    if (!lost)
+        learn_decide(ad);
     if (!ad->want) {
         ad->state = AD_HOLD;
         ad->hold = ad->window * 4;
@@ -382,15 +418,18 @@ void cn_smp__adapt_apply(cn_smp_session *s)
     if (!ad || !ad->want || s->stopped)
         return;
     uint32_t to = ad->want, from = s->stack_copy;
+    /* the full copy always with the chain: a program that outgrew the small copy */
+    bool chain = ad->want_chain || to >= ad->full;
     uint64_t t;
     ad->want = 0;
-    if (cn_smp__perf_reopen(s, to, &t) < 0) {
+    if (cn_smp__perf_reopen(s, to, chain, &t) < 0) {
         ad->state = AD_OFF; /* keep what runs (the full copy unless a grow failed) */
         return;
     }
     ad->old_req = from;
     ad->switch_time = t;
     s->cnt.stack_copy = to;
+    s->cnt.stack_chain_off = !chain;
     if (to < from) {
         s->cnt.stack_shrinks++;
         ad->state = AD_SMALL;

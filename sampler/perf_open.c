@@ -106,7 +106,7 @@ static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
     a->exclude_hv = 1;
     a->exclude_kernel = !s->kernel;
     a->exclude_callchain_kernel = !s->kernel;
-    a->exclude_callchain_user = s->cfg.unwind == CN_SMP_UNWIND_DWARF;
+    a->exclude_callchain_user = s->cfg.unwind == CN_SMP_UNWIND_DWARF || s->user_chain_off;
     a->watermark = 1;
     /* Wake the reader when a quarter of the ring is written; CPU samples with stack copies
      * at half: each wake-up costs the reader a context switch and a poll (~20 µs), and
@@ -478,12 +478,14 @@ static bool is_ring_fd(const cn_smp_session *s, int fd)
     return false;
 }
 
-int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, uint64_t *t_enabled)
+int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, bool user_chain, uint64_t *t_enabled)
 {
     assert(s->cfg.mode == CN_SMP_MODE_CPU && copy % 8 == 0 && copy <= 65528);
     uint32_t old = s->stack_copy;
+    bool old_off = s->user_chain_off;
     size_t nold = s->nfds;
     s->stack_copy = copy;
+    s->user_chain_off = !user_chain;
     struct perf_event_attr a;
     fill_attr(s, &a);
     a.enable_on_exec = 0; /* the target has exec'ed long ago: enabled below */
@@ -514,6 +516,7 @@ int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, uint64_t *t_enabled)
             close(s->fds[i]);
         s->nfds = nold;
         s->stack_copy = old;
+        s->user_chain_off = old_off;
         return ret;
     }
     struct timespec ts;

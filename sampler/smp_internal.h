@@ -440,6 +440,10 @@ struct cn_smp_session {
      * The sampler itself never reads the fds. */
     bool read_lost;
     uint32_t stack_copy, ring_pages;
+    /* auto's adaptive copy decided that the copy alone finishes every stack (adapt.c): the
+     * events ask for no user frame-pointer chain (exclude_callchain_user), whose walk in
+     * the sampling interrupt costs the target as much as a 1 KiB copy. */
+    bool user_chain_off;
     int pidfd; /* the PID target held from _start to the re-check (-1: none) */
     int *fds;  /* every perf fd, rings' included */
     size_t nfds, capfds;
@@ -690,13 +694,14 @@ bool cn_smp__recheck_wanted(const cn_smp_session *s);
 int cn_smp__pidfd_open(cn_smp_session *s, cn_err *err);
 int cn_smp__recheck(cn_smp_session *s, cn_err *err);
 void cn_smp__perf_disable(cn_smp_session *s);
-/* perf_open.c: CPU mode: reopens the events with a stack copy of copy bytes (auto's
- * adaptive copy, adapt.c) into the same rings, with no gap: the new events (PID target:
- * on every task known alive and every listed thread, inherited) are enabled before the old
- * ones are disabled and closed (the rings' owners stay open, disabled). Sets stack_copy
- * and *t_enabled (CLOCK_MONOTONIC, once every new event runs). Returns 0, or a negative
- * errno with nothing changed. */
-int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, uint64_t *t_enabled);
+/* perf_open.c: CPU mode: reopens the events with a stack copy of copy bytes and, unless
+ * user_chain, no user frame-pointer chain (auto's adaptive copy, adapt.c) into the same
+ * rings, with no gap: the new events (PID target: on every task known alive and every
+ * listed thread, inherited) are enabled before the old ones are disabled and closed (the
+ * rings' owners stay open, disabled). Sets stack_copy, user_chain_off and *t_enabled
+ * (CLOCK_MONOTONIC, once every new event runs). Returns 0, or a negative errno with
+ * nothing changed. */
+int cn_smp__perf_reopen(cn_smp_session *s, uint32_t copy, bool user_chain, uint64_t *t_enabled);
 /* perf_open.c: closes every perf fd. */
 void cn_smp__perf_close(cn_smp_session *s);
 

@@ -304,9 +304,10 @@ typedef struct cn_live_session_info {
     uint64_t libunwind_why[CN_SMP_FB__COUNT]; /* libunwind_unwinds by cause (cn_smp_fallback) */
     /* The stack copy the sampler asks for now (bytes; 0 without copies or for a saved
      * session), whether it adapts (auto without --stack-size: docs/perf-sampler.md), and
-     * how often it shrank and grew back. */
+     * how often it shrank and grew back; stack_chain_off: the copy alone finishes the
+     * stacks, the kernel's user frame-pointer chain is not asked for. */
     uint64_t stack_copy, stack_shrinks, stack_grows;
-    bool stack_adaptive;
+    bool stack_adaptive, stack_chain_off;
     /* OFFCPU/WALL (0 otherwise): context switches sampled, switch-ins or -outs without
      * their other half (lost records, threads waiting since before the start), intervals
      * under min_block_ns. */

@@ -332,8 +332,10 @@ typedef struct cn_smp_counters {
     uint64_t unmapped;          /* user addresses outside every known mapping */
     /* auto's adaptive stack copy (docs/perf-sampler.md): the copy the events ask for now
      * (bytes; 0 without copies), whether it adapts (no --stack-size), how often it shrank
-     * and grew back, and samples dropped as twins while old and new events overlapped. */
-    uint64_t stack_copy, stack_adaptive;
+     * and grew back, and samples dropped as twins while old and new events overlapped.
+     * stack_chain_off: 1 while the events ask for no user frame-pointer chain (the small
+     * copy finishes every stack alone). */
+    uint64_t stack_copy, stack_adaptive, stack_chain_off;
     uint64_t stack_shrinks, stack_grows, stack_switch_dropped;
     uint64_t processes;    /* processes seen */
     uint64_t threads;      /* threads seen */

@@ -668,12 +668,13 @@ static collector *adaptive_run(const char *bin, char *const args[], cn_smp_count
     dump(c, bin);
     fprintf(stderr,
             "  %s: samples %ld (lost %lu), reach _start %ld, short %lu; copy %lu (adaptive "
-            "%lu) shrinks %lu grows %lu twins dropped %lu; mismatches %lu\n",
+            "%lu%s) shrinks %lu grows %lu twins dropped %lu; mismatches %lu\n",
             bin, c->samples, (unsigned long)cnt->lost, start,
             (unsigned long)cnt->unwind_stop[CN_SMP_STOP_STACK_SHORT],
             (unsigned long)cnt->stack_copy, (unsigned long)cnt->stack_adaptive,
-            (unsigned long)cnt->stack_shrinks, (unsigned long)cnt->stack_grows,
-            (unsigned long)cnt->stack_switch_dropped, (unsigned long)cnt->unwind_mismatches);
+            cnt->stack_chain_off ? ", alone" : "", (unsigned long)cnt->stack_shrinks,
+            (unsigned long)cnt->stack_grows, (unsigned long)cnt->stack_switch_dropped,
+            (unsigned long)cnt->unwind_mismatches);
     assert_int_equal(cnt->stack_adaptive, 1);
     assert_int_equal(cnt->unwind_mismatches, 0);
     /* 16 KiB records at 4 kHz fill the ring in 64 ms: a starved reader loses some */
@@ -705,36 +706,48 @@ static void test_adaptive_copy_shrinks(void **st)
     collector_free(c);
 }
 
-/* No frame pointers (phases.c's 21 padded frames, arg "pad" or "bigpad"): the copy ends at
- * want bytes after want_shrinks shrinks, and the stacks complete. */
-static void adaptive_nofp(const char *pad, uint32_t want, uint64_t want_shrinks)
+/* phases.c's 21 padded frames (arg "pad" or "bigpad"), bin built with or without frame
+ * pointers: the copy ends at want bytes after want_shrinks shrinks, with the kernel's user
+ * chain or without it (chain_off), and the stacks complete. */
+static void adaptive_padded(const char *bin, const char *pad, uint32_t want, uint64_t want_shrinks,
+                            bool chain_off)
 {
     char *args[] = {"1.5", "0", (char *)pad, NULL};
     cn_smp_counters cnt;
-    collector *c = adaptive_run("wl_phases_nofp", args, &cnt);
+    collector *c = adaptive_run(bin, args, &cnt);
     long start = count_with(c, "_start;", 0, true);
     assert_true(c->samples > 3500);
     assert_int_equal(cnt.stack_shrinks, want_shrinks);
     assert_int_equal(cnt.stack_grows, 0);
     assert_int_equal(cnt.stack_copy, want);
+    assert_int_equal(cnt.stack_chain_off, chain_off);
     assert_true(start * 100 >= c->samples * 99);
     collector_free(c);
 }
 
 /* ~250-byte frames, ~5.5 KiB: neither 1, 2 nor 4 KiB give the same stacks, 8 KiB does: the
  * copy shrinks to it (a CFI-unwound program whose stacks are shallower than the full copy,
- * as CPython's). */
+ * as CPython's), and the events stop asking for the kernel's user chain, which code
+ * without frame pointers never lets finish a stack. */
 static void test_adaptive_copy_cfi_shrinks(void **st)
 {
     REQUIRE_PERF();
-    adaptive_nofp("pad", 8192, 1);
+    adaptive_padded("wl_phases_nofp", "pad", 8192, 1, true);
+}
+
+/* The same frames with frame pointers: the chain finishes every stack from a 1 KiB copy,
+ * where the copy alone would need 8 KiB: the copy shrinks to 1 KiB and the chain stays. */
+static void test_adaptive_copy_keeps_chain(void **st)
+{
+    REQUIRE_PERF();
+    adaptive_padded("wl_phases_fp", "pad", 1024, 1, false);
 }
 
 /* ~550-byte frames, ~11.5 KiB: no smaller copy gives the same stacks, the copy stays full. */
 static void test_adaptive_copy_stays_full(void **st)
 {
     REQUIRE_PERF();
-    adaptive_nofp("bigpad", CN_SMP_STACK_DEFAULT, 0);
+    adaptive_padded("wl_phases_nofp", "bigpad", CN_SMP_STACK_DEFAULT, 0, false);
 }
 
 /* Frame-pointer stacks, then stacks through libc's qsort (phases.c): the copy shrinks,
@@ -755,6 +768,7 @@ static void test_adaptive_copy_grows_back(void **st)
     assert_int_equal(cnt.stack_shrinks, 1);
     assert_int_equal(cnt.stack_grows, 1);
     assert_int_equal(cnt.stack_copy, CN_SMP_STACK_DEFAULT);
+    assert_int_equal(cnt.stack_chain_off, 0); /* the full copy asks for the chain again */
     assert_true(cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] * 100 <= (uint64_t)c->samples * 25);
     assert_true(start + (long)cnt.unwind_stop[CN_SMP_STOP_STACK_SHORT] + 10 >= c->samples);
     assert_true(phase2 * 3 >= c->samples); /* the second phase was sampled */
@@ -1798,6 +1812,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_auto_fp_and_chain_join),
         cmocka_unit_test(test_adaptive_copy_shrinks),
         cmocka_unit_test(test_adaptive_copy_cfi_shrinks),
+        cmocka_unit_test(test_adaptive_copy_keeps_chain),
         cmocka_unit_test(test_adaptive_copy_stays_full),
         cmocka_unit_test(test_adaptive_copy_grows_back),
         cmocka_unit_test(test_epilogue_unwind),
