@@ -39,14 +39,17 @@
 # Prints a markdown table per interpreter (medians, min-max over the rounds), then issue
 # 20's two goals side by side. Exits non-zero only when something could not be measured.
 #
-#   bench/python_cost.sh [--build DIR] [--reps N] [--seconds S] [--warm S] [-F HZ]
-#                        [--depth D] [--python PATH]... [--configs "none canopy ..."]
+#   bench/python_cost.sh [--build DIR] [--reps N] [--seconds S | --units U] [--warm S]
+#                        [-F HZ] [--depth D] [--python PATH]... [--configs "none canopy ..."]
 #                        [--out DIR] [--base DIR] [--pin]
 # DIR: build-rel (DIR/client/canopy, DIR/daemon/canopyd); REPS 5, SECS 8, WARM 3, HZ 999;
 # D: the Python calls between the loop and each unit of work (8); interpreters: Debian's
 # /usr/bin/python3 and the newest pyenv 3.13 or 3.12 under /root/.pyenv/versions, if any;
 # --base: another build's DIR (its canopyd and canopy), for the configurations base and
 # base-nopy (default configurations then: none base canopy base-nopy canopy-nopy perf-dwarf);
+# --units U: the window is U units of work instead of S seconds (the same work in every run:
+# at 9999 Hz, where a sample's cost is ten times what it is at 999 Hz, the rounds then
+# spread ~1%, docs/python.md "Fifteenth session");
 # --pin: the workload on the last CPU, canopyd(s) and perf on CPU 0 (taskset), so that the
 # profilers' own work never shares the workload's CPU in any configuration (rounds then
 # vary less with the machine's other work);
@@ -55,7 +58,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-rel
-REPS=5 SECS=8 WARM=3 FREQ=999 DEPTH=8 OUT="" IDLE_S=2
+REPS=5 SECS=8 UNITS=0 WARM=3 FREQ=999 DEPTH=8 OUT="" IDLE_S=2
 PYS=()
 CONFIGS="none canopy canopy-nopy perf-g perf-dwarf"
 BASE="" CONFIGS_SET="" PIN=""
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$(cd "$2" && pwd); shift ;;
     --reps) REPS=$2; shift ;;
     --seconds) SECS=$2; shift ;;
+    --units) UNITS=$2; shift ;;
     --warm) WARM=$2; shift ;;
     -F) FREQ=$2; shift ;;
     --depth) DEPTH=$2; shift ;;
@@ -123,9 +127,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The workload: wl.py SECONDS DEPTH. Loops from the start ("ready PID"); on SIGUSR1 prints
-# "go", counts units of work for SECONDS, prints "done units N cpu_s C wall_s W" and sleeps
-# until killed. A unit: a 3000-step Python loop, then zlib.compress + crc32 of 8 KiB (odd
+# The workload: wl.py SECONDS DEPTH UNITS. Loops from the start ("ready PID"); on SIGUSR1
+# prints "go", counts units of work for SECONDS (or does UNITS of them, when not 0), prints
+# "done units N cpu_s C wall_s W" and sleeps until killed. A unit: a 3000-step Python loop, then zlib.compress + crc32 of 8 KiB (odd
 # units) or sum(map(math.sin, range(2000))) (even ones), DEPTH Python calls down.
 cat >"$TMP/wl.py" <<'EOF'
 import math, os, signal, sys, time, zlib
@@ -157,7 +161,7 @@ def descend(d, r):
     return descend(d - 1, r) + 1 if d else unit(r)
 
 
-def main(secs, depth):
+def main(secs, depth, units):
     signal.signal(signal.SIGUSR1, on_go)
     print("ready %d" % os.getpid(), flush=True)
     r = 0
@@ -167,7 +171,7 @@ def main(secs, depth):
     print("go", flush=True)
     w0, c0, n = time.monotonic(), time.thread_time(), 0
     end = w0 + secs
-    while time.monotonic() < end:
+    while n < units if units else time.monotonic() < end:
         descend(depth, r)
         r += 1
         n += 1
@@ -176,7 +180,7 @@ def main(secs, depth):
     signal.pause()
 
 
-main(float(sys.argv[1]), int(sys.argv[2]))
+main(float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
 EOF
 
 # The kernel counts BPF programs' run time while someone holds a BPF_ENABLE_STATS fd.
@@ -350,7 +354,8 @@ run() {
   R_joined=0 R_pys=0 R_same=1 R_idle=0
   ver=$("$py" -c 'import sys; print(sys.version.split()[0])')
   tag=r$rep-$cfg-$ver
-  "${PIN_W[@]}" "$py" "$TMP/wl.py" "$SECS" "$DEPTH" >"$out" 2>&1 &
+  # a fixed string hash: the same dict layouts in every run
+  "${PIN_W[@]}" env PYTHONHASHSEED=0 "$py" "$TMP/wl.py" "$SECS" "$DEPTH" "$UNITS" >"$out" 2>&1 &
   W_PID=$!
   wait_line "$out" ready 10
   if [ "$kind" = canopy ]; then # canopyd's own cost with no session, over IDLE_S
@@ -364,7 +369,7 @@ run() {
   kill -USR1 "$W_PID"
   wait_line "$out" go 10
   case $kind in canopy) canopy_mark "$tag" ;; perf) perf_mark ;; esac
-  wait_line "$out" "done" $((${SECS%.*} + 60))
+  wait_line "$out" "done" $((UNITS ? 900 : ${SECS%.*} + 60))
   read -r units cpu wall <<<"$(awk '$1 == "done" { print $3, $5, $7 }' "$out")"
   case $kind in canopy) canopy_end "$cfg" "$tag" ;; perf) perf_end "$cfg" "$tag" "$cpu" ;; esac
   kill "$W_PID"
