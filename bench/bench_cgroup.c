@@ -1,6 +1,7 @@
 /* bench_cgroup — the cost of a process's container identity (common/cgroup.c): reading
  * /proc/PID/cgroup and deriving the container, pod, QoS and unit from the path, as the
- * sampler does once per process (again after an exec and at most every 10 s of samples).
+ * sampler does once per process (again after an exec and at most every 10 s of samples)
+ * where the samples carry no cgroup id (docs/cli-live.md, "Containers and cgroups").
  * Measures every process on this machine, then the parser alone on the runtimes' paths.
  * Usage: bench_cgroup [ROUNDS]  (default 20) */
 #include <dirent.h>

@@ -39,6 +39,7 @@
  * a few times smaller. The comparison's names come from the symbolizer's symbol tables (no
  * inlines); the folded files' names are canopy's own (--no-inline). */
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,23 +124,25 @@ static size_t nframes(const run *r, size_t i)
 
 typedef struct capture {
     FILE *f;
-    int err; /* first write error (negative errno) */
+    int err;     /* first write error (negative errno) */
+    size_t tail; /* bytes after STACK_USER in a sample: 8 with PERF_SAMPLE_CGROUP, else 0 */
 } capture;
 
 /* A SAMPLE record's stack copy cut to its dyn_size. The record ends with the copy's size,
- * the copy and dyn_size (nothing follows STACK_USER in our layout); the copy's size field
- * is found as the one u64 whose value matches the record's end. Returns the new length
- * (the record rewritten in buf) or len when nothing was cut. */
-static size_t cut_stack(const uint8_t *rec, size_t len, uint8_t *buf)
+ * the copy, dyn_size and tail bytes (the cgroup id, the only field our layout has after
+ * STACK_USER); the copy's size field is found as the one u64 whose value matches the
+ * record's end. Returns the new length (the record rewritten in buf) or len when nothing
+ * was cut. */
+static size_t cut_stack(const uint8_t *rec, size_t len, size_t tail, uint8_t *buf)
 {
     uint64_t dyn;
-    if (len < 32)
+    if (len < 32 + tail)
         return len;
-    memcpy(&dyn, rec + len - 8, 8);
-    for (size_t pos = 8; pos + 16 <= len; pos += 8) {
+    memcpy(&dyn, rec + len - tail - 8, 8);
+    for (size_t pos = 8; pos + 16 + tail <= len; pos += 8) {
         uint64_t size;
         memcpy(&size, rec + pos, 8);
-        if (pos + 8 + size + 8 != len || dyn > size)
+        if (pos + 8 + size + 8 + tail != len || dyn > size)
             continue;
         uint64_t keep = (dyn + 7) & ~7ull;
         if (keep >= size)
@@ -148,7 +151,8 @@ static size_t cut_stack(const uint8_t *rec, size_t len, uint8_t *buf)
         memcpy(buf + pos, &keep, 8);
         memcpy(buf + pos + 8, rec + pos + 8, keep);
         memcpy(buf + pos + 8 + keep, &dyn, 8);
-        size_t n = pos + 8 + keep + 8;
+        memcpy(buf + pos + 8 + keep + 8, rec + len - tail, tail);
+        size_t n = pos + 8 + keep + 8 + tail;
         uint16_t n16 = (uint16_t)n;
         memcpy(buf + 6, &n16, 2); /* perf_event_header.size */
         return n;
@@ -165,7 +169,7 @@ static void on_record(void *arg, const void *rec, size_t len)
     memcpy(&type, rec, 4);
     const void *out = rec;
     if ((type & 0xffff) == sample_type && len <= sizeof(buf)) {
-        size_t n = cut_stack(rec, len, buf);
+        size_t n = cut_stack(rec, len, c->tail, buf);
         if (n != len) {
             out = buf;
             len = n;
@@ -196,7 +200,7 @@ static void live_sample(void *arg, const cn_smp_sample *s)
 static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const char *path, run *out,
                        cn_smp_session **ret_s)
 {
-    live lv = {{fopen(path, "we"), 0}, out};
+    live lv = {{fopen(path, "we"), 0, 0}, out};
     if (!lv.cap.f)
         return -errno;
     cn_smp_child child;
@@ -227,6 +231,7 @@ static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const ch
         goto out;
     }
     uint64_t st = cn_smp_session_sample_type(s);
+    lv.cap.tail = st & PERF_SAMPLE_CGROUP ? 8 : 0;
     if (fwrite(MAGIC, 1, 8, lv.cap.f) != 8 || fwrite(&st, 8, 1, lv.cap.f) != 1)
         lv.cap.err = -EIO;
     /* the command's pid, before it runs: bench/real_programs.sh attaches perf to it */

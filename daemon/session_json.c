@@ -85,6 +85,12 @@ json_t *cn_d_session_json(const cn_live_session *s)
         json_decref(more);
         more = NULL;
     }
+    if (more && json_object_set_new(more, "cgroups",
+                                    json_pack("{s:I, s:I}", "lookups", (json_int_t)i.cgroup_lookups,
+                                              "reads", (json_int_t)i.cgroup_reads)) < 0) {
+        json_decref(more);
+        more = NULL;
+    }
     /* Records by cause (docs/cli-live.md, "Session counters"): never silent. */
     if (more && json_object_set_new(
                     more, "records",

@@ -366,6 +366,8 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
         out->stack_copy = c.stack_copy;
         out->stack_adaptive = c.stack_adaptive != 0;
         out->stack_chain_off = c.stack_chain_off != 0;
+        out->cgroup_lookups = c.cgroup_lookups;
+        out->cgroup_reads = c.cgroup_reads;
         out->stack_shrinks = c.stack_shrinks;
         out->stack_grows = c.stack_grows;
         out->switches = c.switches;

@@ -76,6 +76,8 @@ void cn_smp__compute_layout(cn_smp_session *s)
         s->lay.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
     if (s->cfg.mode == CN_SMP_MODE_WALL) /* two events in one ring: which one sampled */
         s->lay.sample_type |= PERF_SAMPLE_IDENTIFIER;
+    if (s->cgroup_ids)
+        s->lay.sample_type |= PERF_SAMPLE_CGROUP;
     s->lay.regs_mask = s->want_stack ? s->arch->regs_mask : 0;
     s->lay.sample_id_all = true;
 }
@@ -256,7 +258,7 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
         want = "context-switches";
     if (lookup_event(want, &s->perf_type, &s->perf_config) < 0)
         return cn_err_set(err, -ENOENT, "unknown event '%s'", want);
-    for (int attempt = 0; attempt < 6; attempt++) {
+    for (int attempt = 0; attempt < 8; attempt++) {
         struct perf_event_attr a;
         fill_attr(s, &a);
         int fd = perf_open(s, &a, probe_pid, probe_cpu);
@@ -296,6 +298,11 @@ static int choose_event(cn_smp_session *s, pid_t probe_pid, int probe_cpu, cn_er
                               "need root or CAP_PERFMON)");
         if (fd == -EINVAL && s->read_lost) {
             s->read_lost = false; /* before Linux 6.0: no PERF_FORMAT_LOST */
+            continue;
+        }
+        if (fd == -EINVAL && s->cgroup_ids) {
+            s->cgroup_ids = false; /* before Linux 5.7: no PERF_SAMPLE_CGROUP */
+            cn_smp__compute_layout(s);
             continue;
         }
         if (fd == -EINVAL) {

@@ -15,6 +15,7 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -598,23 +599,112 @@ static void emit_cgroup(cn_smp_session *s, const cn_smp__proc *p, uint64_t time)
     s->cb.task(s->arg, &ev);
 }
 
-void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time)
+/* p's cgroup is path from now: reported when it changed. */
+static void set_cgroup(cn_smp_session *s, cn_smp__proc *p, const char *path, uint64_t time)
 {
-    if (!p || s->cfg.target == CN_SMP_TARGET_NONE ||
-        (p->cgroup_known && time < p->cgroup_ns + CGROUP_REREAD_NS))
+    if (p->cgroup && !strcmp(p->cgroup, path))
         return;
-    p->cgroup_known = true;
-    p->cgroup_ns = time;
-    char path[CN_CGROUP_PATH_MAX];
-    if (cn_cgroup_read((int)p->pid, path, sizeof(path)) < 0 ||
-        (p->cgroup && !strcmp(p->cgroup, path)))
-        return; /* gone (its inherited one stays), or unchanged */
     char *copy = strdup(path);
     if (!copy)
         return;
     free(p->cgroup);
     p->cgroup = copy;
     emit_cgroup(s, p, time);
+}
+
+/* The v2 hierarchy's mount point and a descriptor of it, looked up at first use; false
+ * when there is none. */
+static bool cgroup_root(cn_smp_session *s)
+{
+    if (!s->cg_root_done) {
+        s->cg_root_done = true;
+        s->cg_root_fd = -1;
+        if (cn_cgroup_v2_root(s->cg_root, sizeof(s->cg_root)) == 0)
+            s->cg_root_fd = open(s->cg_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    return s->cg_root_fd >= 0;
+}
+
+/* The path of cgroup id below the v2 hierarchy's mount point (as /proc/PID/cgroup gives
+ * it), from the cgroup's directory opened by its file handle: a kernfs handle is the id
+ * itself (type FILEID_KERNFS, 8 bytes). Needs CAP_DAC_READ_SEARCH (canopyd has it as
+ * root); false without it, or when the cgroup is gone or the id is of another hierarchy. */
+static bool cgroup_by_id(cn_smp_session *s, uint64_t id, char *out, size_t size)
+{
+    enum { FILEID_KERNFS = 0xfe };
+    struct {
+        struct file_handle fh;
+        uint64_t id;
+    } h = {.fh = {.handle_bytes = sizeof(uint64_t), .handle_type = FILEID_KERNFS}, .id = id};
+    if (!cgroup_root(s))
+        return false;
+    int fd = open_by_handle_at(s->cg_root_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char link[64], full[sizeof(s->cg_root) + CN_CGROUP_PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, full, sizeof(full) - 1);
+    close(fd);
+    size_t root = strlen(s->cg_root);
+    if (n <= 0 || (size_t)n < root || memcmp(full, s->cg_root, root) ||
+        (full[root] != '/' && (size_t)n > root))
+        return false; /* outside the mount (another hierarchy's id), or a link too long */
+    full[n] = '\0';
+    const char *rel = (size_t)n > root ? full + root : "/";
+    if (strlen(rel) >= size)
+        return false;
+    memcpy(out, rel, strlen(rel) + 1);
+    return true;
+}
+
+/* The path of cgroup id, from the session's table or else found by cgroup_by_id and
+ * added to it (an id found to have none is added as NULL: not asked again), or NULL. */
+static const char *cgroup_path_of(cn_smp_session *s, uint64_t id)
+{
+    int32_t i = cn_u64map_get(&s->cg_ids, id);
+    if (i >= 0)
+        return s->cg_paths[i];
+    if (s->ncg >= CN_SMP__CGROUP_IDS_MAX || CN_RESERVE(s->cg_paths, s->capcg, s->ncg + 1) < 0)
+        return NULL;
+    char path[CN_CGROUP_PATH_MAX];
+    char *copy = cgroup_by_id(s, id, path, sizeof(path)) ? strdup(path) : NULL;
+    s->cnt.cgroup_lookups++;
+    if (cn_u64map_put(&s->cg_ids, id, (int32_t)s->ncg) < 0) {
+        free(copy);
+        return NULL;
+    }
+    s->cg_paths[s->ncg++] = copy;
+    return copy;
+}
+
+void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time, uint64_t id)
+{
+    if (!p || s->cfg.target == CN_SMP_TARGET_NONE)
+        return;
+    if (id) {
+        /* The kernel read the task's cgroup with the sample: a process keeps its path
+         * until the id changes, and an id's path is looked up once (a build's programs,
+         * forked and exec'd in make's cgroup, are never read). */
+        if (id == p->cgroup_id)
+            return;
+        const char *path = cgroup_path_of(s, id);
+        if (path) {
+            p->cgroup_id = id;
+            set_cgroup(s, p, path, time);
+            return;
+        }
+        if (id == p->cgroup_tried && time < p->cgroup_ns + CGROUP_REREAD_NS)
+            return; /* no path for the id: read from /proc as without ids */
+        p->cgroup_tried = id;
+    } else if (p->cgroup_known && time < p->cgroup_ns + CGROUP_REREAD_NS) {
+        return;
+    }
+    p->cgroup_known = true;
+    p->cgroup_ns = time;
+    char path[CN_CGROUP_PATH_MAX];
+    s->cnt.cgroup_reads++;
+    if (cn_cgroup_read((int)p->pid, path, sizeof(path)) == 0)
+        set_cgroup(s, p, path, time); /* else gone: its inherited one stays */
 }
 
 cn_smp__proc *cn_smp__proc_for_sample(cn_smp_session *s, pid_t pid)
@@ -774,6 +864,8 @@ void cn_smp__proc_fork(cn_smp_session *s, pid_t ppid, pid_t pid)
             child->cgroup = copy;
             child->cgroup_known = true;
             child->cgroup_ns = parent->cgroup_ns;
+            child->cgroup_id = parent->cgroup_id;
+            child->cgroup_tried = parent->cgroup_tried;
             emit_cgroup(s, child, 0);
         }
     }
@@ -798,6 +890,12 @@ void cn_smp__procs_free(cn_smp_session *s)
         }
     for (size_t i = 0; i < s->nobjs; i++)
         obj_free(s->objs[i]);
+    for (size_t i = 0; i < s->ncg; i++)
+        free(s->cg_paths[i]);
+    free(s->cg_paths);
+    cn_u64map_clear(&s->cg_ids);
+    if (s->cg_root_done && s->cg_root_fd >= 0)
+        close(s->cg_root_fd);
     for (size_t i = 0; i < s->nsnap; i++)
         free(s->snap[i].maps);
     free(s->snap);

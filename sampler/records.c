@@ -86,8 +86,11 @@ static void parse_sample_id(const cn_smp__layout *lay, const uint8_t *rec, size_
 static int parse_sample(const cn_smp__layout *lay, cursor *c, cn_smp__rec *out)
 {
     uint64_t st = lay->sample_type;
-    if (st & (PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK))
-        return -ENOTSUP; /* never requested */
+    /* never requested; nor anything between STACK_USER and CGROUP, read in that order */
+    if (st & (PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK | PERF_SAMPLE_WEIGHT |
+              PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_TRANSACTION | PERF_SAMPLE_REGS_INTR |
+              PERF_SAMPLE_PHYS_ADDR | PERF_SAMPLE_WEIGHT_STRUCT))
+        return -ENOTSUP;
     if (st & PERF_SAMPLE_IDENTIFIER)
         out->u.sample.id = rd64(c);
     if (st & PERF_SAMPLE_IP)
@@ -136,6 +139,8 @@ static int parse_sample(const cn_smp__layout *lay, cursor *c, cn_smp__rec *out)
         out->u.sample.stack_size = dyn;
         out->u.sample.stack_req = size;
     }
+    if (st & PERF_SAMPLE_CGROUP)
+        out->u.sample.cgroup = rd64(c);
     return c->bad ? -EINVAL : 0;
 }
 

@@ -194,7 +194,7 @@ static void handle_sample(cn_smp_session *s, const cn_smp__rec *r)
         return;
     cn_smp__proc *p = r->pid > 0 ? cn_smp__proc_for_sample(s, (pid_t)r->pid) : NULL;
     cn_smp__ensure_comm(s, (pid_t)r->pid, (pid_t)r->tid, r->time);
-    cn_smp__proc_cgroup(s, p, r->time);
+    cn_smp__proc_cgroup(s, p, r->time, r->u.sample.cgroup);
     s->cnt.samples++;
     uint32_t nk;
     cn_smp_stop stop;
@@ -346,6 +346,7 @@ int cn_smp_session_new(const cn_smp_config *cfg, const cn_smp_callbacks *cb, voi
     s->arch = cn_smp__arch_get();
     s->kernel = !cfg->no_kernel;
     s->read_lost = true;
+    s->cgroup_ids = s->cfg.target != CN_SMP_TARGET_NONE;
     snprintf(s->py_state, sizeof(s->py_state), "%s",
              cfg->no_python ? "off (--no-python)" : "off (not started)");
     cn_smp__compute_layout(s);
@@ -606,7 +607,8 @@ uint64_t cn_smp_session_sample_type(const cn_smp_session *s)
 
 int cn_smp_session_replay(cn_smp_session *s, uint64_t sample_type)
 {
-    const uint64_t extra = PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    const uint64_t extra =
+        PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CGROUP;
     if (!s || s->cfg.target != CN_SMP_TARGET_NONE ||
         (sample_type & s->lay.sample_type) != s->lay.sample_type ||
         (sample_type & ~s->lay.sample_type & ~extra))

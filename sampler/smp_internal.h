@@ -103,6 +103,7 @@ typedef struct cn_smp__rec {
             uint64_t stack_size;  /* bytes valid in stack (dyn_size) */
             uint64_t stack_req;   /* the copy's size as the event asked (which event: auto's
                                      adaptive copy, adapt.c) */
+            uint64_t cgroup;      /* PERF_SAMPLE_CGROUP: the task's cgroup id then, or 0 */
         } sample;
         struct {
             uint32_t pid, tid;
@@ -216,7 +217,11 @@ typedef struct cn_smp__proc {
     char *cgroup;       /* the last cgroup path read or inherited, or NULL */
     uint64_t cgroup_ns; /* the sample time it was read at */
     bool cgroup_known;  /* false: read it at the next sample */
-    cn_smp__map *maps;  /* sorted by start, non-overlapping; exec mappings only */
+    /* With the samples' cgroup ids (PERF_SAMPLE_CGROUP): the id cgroup is the path of
+     * (or inherited from a parent that had it), and an id with no path found, read from
+     * /proc instead: 0 when none. */
+    uint64_t cgroup_id, cgroup_tried;
+    cn_smp__map *maps; /* sorted by start, non-overlapping; exec mappings only */
     size_t nmaps, cap;
     struct cn_smp__proc *next; /* hash chain */
 } cn_smp__proc;
@@ -380,9 +385,10 @@ void cn_smp__unwinder_stats(const cn_smp__unwinder *u, cn_smp__unwind_stats *out
 /* ---------------------------------------------------------------------------------------
  * The session (session.c), shared with procs.c, perf_open.c and ring.c
  */
-#define CN_SMP__PROC_BUCKETS 1024 /* hash chains of processes, by pid */
-#define CN_SMP__OBJ_BUCKETS  1024 /* hash chains of objects, by key */
-#define CN_SMP__MAX_RINGS    1024 /* CPUs (one ring each) */
+#define CN_SMP__PROC_BUCKETS   1024 /* hash chains of processes, by pid */
+#define CN_SMP__CGROUP_IDS_MAX 4096 /* cgroup ids remembered with their paths */
+#define CN_SMP__OBJ_BUCKETS    1024 /* hash chains of objects, by key */
+#define CN_SMP__MAX_RINGS      1024 /* CPUs (one ring each) */
 
 /* One CPU's ring: perf_open.c opens the event that owns it, ring.c maps and reads it. */
 typedef struct cn_smp__ring {
@@ -439,6 +445,10 @@ struct cn_smp_session {
      * fds can check cnt.lost against the kernel (tests/integration/test_daemon_churn.sh).
      * The sampler itself never reads the fds. */
     bool read_lost;
+    /* PERF_SAMPLE_CGROUP (Linux >= 5.7; dropped where the kernel refuses it): each sample
+     * carries its task's cgroup id, so a process's cgroup is read from /proc only when its
+     * id is new to the session (procs.c), not at every exec of a build's programs. */
+    bool cgroup_ids;
     uint32_t stack_copy, ring_pages;
     /* auto's adaptive copy decided that the copy alone finishes every stack (adapt.c): the
      * events ask for no user frame-pointer chain (exclude_callchain_user), whose walk in
@@ -464,6 +474,16 @@ struct cn_smp_session {
     cn_smp__tidset seen;     /* tids whose comm was reported */
     cn_smp__tidset live;     /* PID target: tasks not yet exited */
     cn_smp__proc *procs[CN_SMP__PROC_BUCKETS];
+    /* Cgroup ids the samples carried, with the path of each one's directory in the v2
+     * hierarchy (opened by its file handle; NULL: none found), at most
+     * CN_SMP__CGROUP_IDS_MAX (procs.c). cg_root and cg_root_fd: the hierarchy's mount
+     * point and a descriptor of it (-1: none), looked up at first use (cg_root_done). */
+    cn_u64map cg_ids; /* id -> index into cg_paths */
+    char **cg_paths;
+    size_t ncg, capcg;
+    char cg_root[256];
+    int cg_root_fd;
+    bool cg_root_done;
     struct cn_smp__objnode *objmap[CN_SMP__OBJ_BUCKETS];
     cn_smp__obj **objs; /* by id: objs[i]->pub.id == i */
     size_t nobjs, capobjs;
@@ -548,9 +568,10 @@ static inline void cn_smp__tap(cn_smp_session *s, const uint8_t *rec, size_t len
  * (any other parse_ret but -ENOTSUP, a type we do not use). */
 void cn_smp__dispatch(cn_smp_session *s, int parse_ret, const cn_smp__rec *r);
 /* session.c: a task event to the callback (comm valid during the call). */
-/* Reports p's cgroup (CN_SMP_TASK_CGROUP) when it is not known or was read more than
- * 10 s of sample time before time (procs.c). */
-void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time);
+/* Reports p's cgroup (CN_SMP_TASK_CGROUP) when it changed: with the sample's cgroup id
+ * (id, 0 without), when the id is not the one p's path is known for; without, when it is
+ * not known or was read more than 10 s of sample time before time (procs.c). */
+void cn_smp__proc_cgroup(cn_smp_session *s, cn_smp__proc *p, uint64_t time, uint64_t id);
 void cn_smp__emit_task(cn_smp_session *s, cn_smp_task_kind kind, pid_t pid, pid_t tid, pid_t ppid,
                        pid_t ptid, uint64_t time, const char *comm, bool exec);
 

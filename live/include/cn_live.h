@@ -308,6 +308,9 @@ typedef struct cn_live_session_info {
      * stacks, the kernel's user frame-pointer chain is not asked for. */
     uint64_t stack_copy, stack_shrinks, stack_grows;
     bool stack_adaptive, stack_chain_off;
+    /* cgroup ids the sampler looked up (each new one the samples carried) and the
+     * /proc/PID/cgroup reads it made (without ids: each new process and every 10 s). */
+    uint64_t cgroup_lookups, cgroup_reads;
     /* OFFCPU/WALL (0 otherwise): context switches sampled, switch-ins or -outs without
      * their other half (lost records, threads waiting since before the start), intervals
      * under min_block_ns. */

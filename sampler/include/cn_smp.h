@@ -337,6 +337,10 @@ typedef struct cn_smp_counters {
      * copy finishes every stack alone). */
     uint64_t stack_copy, stack_adaptive, stack_chain_off;
     uint64_t stack_shrinks, stack_grows, stack_switch_dropped;
+    /* Cgroup ids looked up (each new one the samples carry, by its file handle), and
+     * /proc/PID/cgroup reads (without ids, or for an id with no path found: new processes
+     * and every 10 s). */
+    uint64_t cgroup_lookups, cgroup_reads;
     uint64_t processes;    /* processes seen */
     uint64_t threads;      /* threads seen */
     uint64_t live_threads; /* threads not yet exited (PID target) */
@@ -453,7 +457,8 @@ uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
 /* Makes a CN_SMP_TARGET_NONE session replay a capture (records taken with
  * cn_smp_callbacks.record, bench/bench_replay.c): records fed from now on are in
  * sample_type's layout, a superset of the session's own by PERF_SAMPLE_CALLCHAIN,
- * _REGS_USER (this architecture's register set) and _STACK_USER, so that one capture (e.g.
+ * _REGS_USER (this architecture's register set), _STACK_USER and _CGROUP (read, unused:
+ * a replay has no cgroups), so that one capture (e.g.
  * auto's: chain, registers and stack) replays into sessions of every unwind mode, each
  * using only what its mode uses; and the files that MMAP records name are opened, as in a
  * live session (same device and inode), for their unwind tables. Only for captures of this

@@ -124,6 +124,28 @@ assert a == b, (a, b)
 PY
 "$C" stop cg >/dev/null
 
+# A cgroup's many short processes (a build's shape): each sample carries its task's cgroup
+# id (PERF_SAMPLE_CGROUP), looked up once by file handle, so no process's /proc/PID/cgroup
+# is read (it used to be at each exec). 60 processes of ~40 ms each, forked and exec'd by a
+# shell in the cgroup, labelled with it.
+S=$("$C" system --cgroup "$CG/sub" -F 499 --name churn) || fail "canopy system --cgroup sub: $S"
+in_cgroup Z "$CG/sub" sh -c 'for n in $(seq 60); do sh -c "i=0; while [ \$i -lt 20000 ]; do i=\$((i+1)); done"; done'
+wait $Z
+sleep 0.6
+"$C" sessions --format json >"$TMP/s3.json"
+python3 - "$TMP/s3.json" <<'PY' || fail "cgroup reads of a churning cgroup"
+import json, sys
+s = [s for s in json.load(open(sys.argv[1]))["sessions"] if s["name"] == "churn"][0]
+print(f"churn: {s['threads']} threads, {s['samples']} samples, cgroups {s['cgroups']}",
+      file=sys.stderr)
+assert s["threads"] >= 40, s["threads"]  # the processes were sampled
+assert s["cgroups"]["reads"] == 0 and 1 <= s["cgroups"]["lookups"] <= 3, s["cgroups"]
+PY
+"$C" tree churn --group-by cgroup --format json >"$TMP/churn.json" || fail "tree churn"
+json "$TMP/churn.json" '[r["name"] for r in d["roots"]]' | grep -qx "\['cgroup=${CG#$V2}/sub'\]" ||
+  fail "the churning processes' cgroup: $(head -c 600 "$TMP/churn.json")"
+"$C" stop churn >/dev/null
+
 # attach --container: the id's prefix found in /proc/*/cgroup, the session on its cgroup.
 in_cgroup Y "$CTR" $PY -c 'import time
 t = time.time() + 20
