@@ -38,6 +38,8 @@ done
 [ "$(id -u)" = 0 ] || { echo "busy_ab.sh: a whole-system session needs root" >&2; exit 1; }
 source "$ROOT/bench/bench_lib.sh"
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/canopy-ab-XXXXXX)
+# a state dir left by an earlier run would bring back its saved sessions (and be read first)
+[ -z "$(ls -A "$OUT" 2>/dev/null)" ] || { echo "busy_ab.sh: --out $OUT is not empty" >&2; exit 2; }
 mkdir -p "$OUT/work"
 PIDS=()
 MAIN=$BASHPID
