@@ -17,7 +17,9 @@ on_exit() {
   local rc=$?
   kill $D_PID $W_PID 2>/dev/null || true
   wait 2>/dev/null || true
-  # The maps the workloads wrote (their paths are in their output).
+  # The maps the workloads wrote (their paths are in their output: every run's output goes
+  # to a file of its own, or its map stays in /tmp, where a later process of the same pid
+  # finds it).
   cat "$TMP"/*.out 2>/dev/null | grep '^/tmp/perf-[0-9]*\.map$' | xargs -r rm -f
   finish_tmp $rc
 }
@@ -95,7 +97,7 @@ if [ "$(uname -m)" = x86_64 ]; then
   for u in auto dwarf; do
     for shape in badfp fp; do
       "$C" run --no-daemon --no-kernel --unwind $u -F 499 --format json -o "$TMP/$shape.json" \
-        -- "$WL" 1 0 $shape >"$TMP/$shape.out" 2>"$TMP/$shape.err" ||
+        -- "$WL" 1 0 $shape >"$TMP/$u-$shape.out" 2>"$TMP/$shape.err" ||
         fail "run $shape: $(cat "$TMP/$shape.err")"
     done
     python3 - "$TMP/badfp.json" "$TMP/fp.json" "$STOP" "$u" <<'PY' || fail "$u: JIT stops"
@@ -131,7 +133,7 @@ PY
   # The pseudo-frame is an ordinary frame of the profile: kept by .canopy, named by every
   # writer, and read back from pprof.
   "$C" run --no-daemon --no-kernel -F 499 -o "$TMP/badfp.canopy" -- "$WL" 1 0 badfp \
-    >/dev/null 2>"$TMP/c.err" || fail "run badfp -o .canopy: $(cat "$TMP/c.err")"
+    >"$TMP/c.out" 2>"$TMP/c.err" || fail "run badfp -o .canopy: $(cat "$TMP/c.err")"
   "$C" open "$TMP/badfp.canopy" --format pprof -o "$TMP/badfp.pb.gz" || fail "open → pprof"
   for f in "$TMP/badfp.canopy" "$TMP/badfp.pb.gz"; do
     "$C" open "$f" --format folded -o "$TMP/reopen.folded" || fail "open $f"
