@@ -101,28 +101,10 @@ shares "$TMP/sa.json" work_a=50 work_b=30 work_c=20 || fail "session a's own sha
 # b's own session. How the two threads share the CPUs is the scheduler's (a CI run under
 # load gave alpha 55.0%), so: beta 70/30 within beta's samples (5 points), alpha between
 # 35 and 65%, and the three together all but 5% of the samples.
-python3 - "$TMP/fb.json" <<'PY' || fail "host b's shares"
-import json, sys
-d = json.load(open(sys.argv[1]))
-s = {}
-def walk(n, seen):
-    if n["name"] in ("alpha_work", "beta_x", "beta_y") and n["name"] not in seen:
-        s[n["name"]] = s.get(n["name"], 0) + n["total"]
-        seen = seen | {n["name"]}
-    for c in n.get("children", []):
-        walk(c, seen)
-for r in d["roots"]:
-    walk(r, frozenset())
-a, x, y = (s.get(k, 0) for k in ("alpha_work", "beta_x", "beta_y"))
-t = d["total"]
-print("fb.json: alpha %.1f%%, beta_x %.1f%% of beta, all three %.1f%%"
-      % (100 * a / t, 100 * x / max(x + y, 1), 100 * (a + x + y) / t))
-sys.exit(not (abs(100 * x / max(x + y, 1) - 70) <= 5 and 35 <= 100 * a / t <= 65
-              and a + x + y >= 0.95 * t))
-PY
-python3 - "$TMP/fb.json" "$TMP/sb.json" <<'PY' || fail "host b's shares differ from its session's"
+python3 - "$TMP/fb.json" "$TMP/sb.json" <<'PY' || fail "host b's shares, or their difference from its session's"
 import json, sys
 def shares(path):
+    """The samples under alpha_work, beta_x and beta_y (each once per path), and the total."""
     d = json.load(open(path))
     s = {}
     def walk(n, seen):
@@ -133,10 +115,20 @@ def shares(path):
             walk(c, seen)
     for r in d["roots"]:
         walk(r, frozenset())
-    return {k: 100 * v / d["total"] for k, v in s.items()}
-f, s = shares(sys.argv[1]), shares(sys.argv[2])
+    return s, d["total"]
+fs, t = shares(sys.argv[1])
+a, x, y = (fs.get(k, 0) for k in ("alpha_work", "beta_x", "beta_y"))
+print("fb.json: alpha %.1f%%, beta_x %.1f%% of beta, all three %.1f%%"
+      % (100 * a / t, 100 * x / max(x + y, 1), 100 * (a + x + y) / t))
+if not (abs(100 * x / max(x + y, 1) - 70) <= 5 and 35 <= 100 * a / t <= 65
+        and a + x + y >= 0.95 * t):
+    sys.exit("host b's shares")
+ss, st = shares(sys.argv[2])
+f = {k: 100 * v / t for k, v in fs.items()}
+s = {k: 100 * v / st for k, v in ss.items()}
 print("b fleet", {k: round(v, 1) for k, v in f.items()}, "session", {k: round(v, 1) for k, v in s.items()})
-sys.exit(set(f) != {"alpha_work", "beta_x", "beta_y"} or any(abs(f[k] - s[k]) > 0.01 for k in f))
+if set(f) != {"alpha_work", "beta_x", "beta_y"} or any(abs(f[k] - s.get(k, -1)) > 0.01 for k in f):
+    sys.exit("host b's shares differ from its session's")
 PY
 FA=$(json "$TMP/fa.json" 'int(d["total"])')
 FB=$(json "$TMP/fb.json" 'int(d["total"])')
