@@ -20,7 +20,13 @@
  * to every lookup until the load lands and replaces it, so one stalled object costs the
  * symbolizer one wait, never a thread, and never delays other objects again. At most
  * MAX_STALLED placeholders exist; beyond that a load is refused (-EBUSY, not cached). The
- * thread of a load that never returns is left alone (it owns copies of all it uses). */
+ * thread of a load that never returns is left alone (it owns copies of all it uses).
+ * Loader threads are joinable: the cache joins those that have finished, when it starts
+ * another and when it is freed, and detaches only the ones still running then. A finished
+ * load's thread still runs its thread-local destructors (libcurl's TLS library keeps state
+ * per thread) after it has handed its result over; had it been detached, a process that
+ * exits right after its lookup could end before them (LeakSanitizer then reports that
+ * state as leaked, one run in about seventy under load). */
 #include "sym_internal.h"
 
 #include <assert.h>
@@ -47,6 +53,8 @@ struct cn_sym_handle {
     int detached; /* replaced in the hash; freed on last put */
 };
 
+typedef struct cn_sym__loader cn_sym__loader;
+
 struct cn_sym_cache {
     pthread_mutex_t lock;
     cn_sym_config cfg;
@@ -54,7 +62,9 @@ struct cn_sym_cache {
     cn_sym__obj *buckets[NBUCKETS];
     cn_sym__obj lru; /* sentinel: lru.lru_next is the most recent */
     cn_sym_stats stats;
-    size_t stalled; /* placeholders of loads that outlasted their wait, in the hash */
+    size_t stalled;          /* placeholders of loads that outlasted their wait, in the hash */
+    cn_sym__loader *loaders; /* threads not yet joined (see the top of this file) */
+    size_t n_loaders, cap_loaders;
 };
 
 /* One ELF load in its own thread (see the top of this file). Shared by the loader thread
@@ -70,6 +80,13 @@ typedef struct cn_sym__load {
     cn_sym_config cfg;
     cn_sym__obj *result; /* when done: the loaded object (or NULL on ENOMEM), until taken */
 } cn_sym__load;
+
+/* A loader thread the cache has yet to join, with a reference to its load (to tell a
+ * finished thread, joined at once, from a stalled one, detached). */
+struct cn_sym__loader {
+    pthread_t thread;
+    cn_sym__load *job;
+};
 
 void cn_sym_config_init(cn_sym_config *cfg)
 {
@@ -134,10 +151,13 @@ static void obj_free(cn_sym__obj *o)
     free(o);
 }
 
+static void loaders_release(cn_sym_cache *c);
+
 cn_sym_cache *cn_sym_cache_free(cn_sym_cache *c)
 {
     if (!c)
         return NULL;
+    loaders_release(c);
     for (cn_sym__obj *o = c->lru.lru_next, *next; o != &c->lru; o = next) {
         next = o->lru_next;
         obj_free(o);
@@ -561,6 +581,63 @@ static cn_sym__load *load_new(const cn_sym_cache *c, const cn_sym_object *obj)
     return j;
 }
 
+/* Joins, without waiting, the loader threads that have ended. Under c->lock. */
+static void loaders_reap(cn_sym_cache *c)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < c->n_loaders; i++) {
+        cn_sym__loader *l = &c->loaders[i];
+        if (pthread_tryjoin_np(l->thread, NULL) == 0)
+            load_put(l->job);
+        else
+            c->loaders[kept++] = *l;
+    }
+    c->n_loaders = kept;
+}
+
+/* Hands the new loader thread t of j (which takes one more reference to j) to the
+ * cache, to be joined later; detached at once if there is no memory to keep it. */
+static void loaders_add(cn_sym_cache *c, pthread_t t, cn_sym__load *j)
+{
+    pthread_mutex_lock(&c->lock);
+    loaders_reap(c);
+    if (c->n_loaders == c->cap_loaders) {
+        size_t cap = c->cap_loaders ? 2 * c->cap_loaders : 8;
+        cn_sym__loader *grown = realloc(c->loaders, cap * sizeof(*grown));
+        if (grown) {
+            c->loaders = grown;
+            c->cap_loaders = cap;
+        }
+    }
+    bool kept = c->n_loaders < c->cap_loaders;
+    if (kept) {
+        pthread_mutex_lock(&j->lock);
+        j->refs++;
+        pthread_mutex_unlock(&j->lock);
+        c->loaders[c->n_loaders++] = (cn_sym__loader){.thread = t, .job = j};
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!kept)
+        pthread_detach(t);
+}
+
+/* At the cache's end: joins the threads of finished loads (they are only exiting) and
+ * detaches those of loads still running (a stalled read is never waited for). */
+static void loaders_release(cn_sym_cache *c)
+{
+    for (size_t i = 0; i < c->n_loaders; i++) {
+        cn_sym__loader *l = &c->loaders[i];
+        if (load_take_ready(l->job))
+            pthread_join(l->thread, NULL);
+        else
+            pthread_detach(l->thread);
+        load_put(l->job);
+    }
+    free(c->loaders);
+    c->loaders = NULL;
+    c->n_loaders = c->cap_loaders = 0;
+}
+
 /* Loads obj as load() does, but an ELF object in a thread of its own, waited for at most
  * cfg.load_wait_ms: then the result, or a placeholder holding the load (status
  * -ETIMEDOUT, see the top of this file), or a refusal (-EBUSY) when MAX_STALLED loads
@@ -577,16 +654,14 @@ static cn_sym__obj *load_bounded(cn_sym_cache *c, const cn_sym_object *obj, cons
     if (!full && !j)
         return NULL;
     pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = j ? pthread_create(&t, &attr, loader_main, j) : 0;
-    pthread_attr_destroy(&attr);
+    int rc = j ? pthread_create(&t, NULL, loader_main, j) : 0;
     if (rc != 0) { /* no thread (EAGAIN): load here, unbounded, rather than not at all */
         j->refs = 1;
         load_put(j);
         return load(&c->cfg, obj, prev);
     }
+    if (j)
+        loaders_add(c, t, j);
     if (j && c->cfg.load_wait_ms > 0) {
         struct timespec dl =
             cn_common_deadline(CLOCK_MONOTONIC, (int64_t)c->cfg.load_wait_ms * 1000000);
