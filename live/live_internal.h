@@ -32,16 +32,18 @@ typedef struct res_src {
                                  (owned; still readable after it exits), else NULL */
     bool has_owner;           /* JIT: owner_uid is the process's uid, read when seen */
     uint32_t owner_uid;
-    uint64_t jit_pass; /* JIT: the retry pass that last measured its map (0: none) */
-    int64_t jit_size;  /* JIT: the map's size then, or -1 */
+    uint64_t jit_pass;    /* JIT: the retry pass that last measured its map (0: none) */
+    int64_t jit_size;     /* JIT: the map's size then, or -1 */
+    int64_t jit_mtime_ns; /* JIT: its modification time then */
 } res_src;
 
 /* A JIT frame whose perf map did not name it yet (docs/cli-live.md, "Symbols"). */
 typedef struct jit_retry {
     int32_t frame;
-    uint64_t map_bytes; /* map size the last lookup used: retried once the map's size differs
-                           (grown; or another file: a map left by an earlier process of the
-                           same pid, which its successor rewrites as it exits) */
+    uint64_t map_bytes;   /* map size and modification time the last lookup used: retried */
+    int64_t map_mtime_ns; /* once either differs (grown; or rewritten: a map left by an
+                             earlier process of the same pid, which its successor rewrites
+                             as it exits, to the same size when it wrote the same line) */
 } jit_retry;
 
 struct cn_live_session {
@@ -144,7 +146,7 @@ void cn_live__symbolizer_detach(cn_live_symbolizer *y, uint64_t tag);
 int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs, size_t n);
 /* cn_sym_perfmap_size through y's symbol cache (its mount tables: no mountinfo read). */
 int cn_live__symbolizer_perfmap_size(cn_live_symbolizer *y, const cn_sym_object *obj,
-                                     uint64_t *size);
+                                     uint64_t *size, int64_t *mtime_ns);
 
 /* ---- symbols.c, called by symbolizer.c --------------------------------------------- */
 

@@ -155,9 +155,9 @@ int cn_live__symbolizer_submit(cn_live_symbolizer *y, const cn_sym_request *reqs
 }
 
 int cn_live__symbolizer_perfmap_size(cn_live_symbolizer *y, const cn_sym_object *obj,
-                                     uint64_t *size)
+                                     uint64_t *size, int64_t *mtime_ns)
 {
-    return cn_sym_perfmap_size(y->cache, obj, size);
+    return cn_sym_perfmap_size(y->cache, obj, size, mtime_ns);
 }
 
 static cn_live_session *find_tag(const cn_live_symbolizer *y, uint64_t tag)

@@ -87,21 +87,22 @@ static bool request_buffers(cn_live_session *s)
     return s->reqs && s->req_idx;
 }
 
-/* The size of src's perf map for this retry pass (frame f is one of its frames): measured
- * once per source and pass (a system session's waiting frames interleave many processes'
- * maps), -1 when there is none. */
-static int64_t src_map_size(cn_live_session *s, res_src *src, size_t f)
+/* Whether src's perf map (frame f is one of its frames) differs, for this retry pass, from
+ * the version r's last lookup used. The map is measured once per source and pass (a
+ * system session's waiting frames interleave many processes' maps). */
+static bool src_map_changed(cn_live_session *s, res_src *src, size_t f, const jit_retry *r)
 {
     cn_sym_request q;
     uint64_t size;
     if (src->jit_pass != s->retry_pass) {
         src->jit_pass = s->retry_pass;
-        src->jit_size =
-            frame_request(s, f, &q) && cn_live__symbolizer_perfmap_size(s->sym, &q.obj, &size) == 0
-                ? (int64_t)size
-                : -1;
+        src->jit_size = -1;
+        if (frame_request(s, f, &q) &&
+            cn_live__symbolizer_perfmap_size(s->sym, &q.obj, &size, &src->jit_mtime_ns) == 0)
+            src->jit_size = (int64_t)size;
     }
-    return src->jit_size;
+    return src->jit_size >= 0 &&
+           ((uint64_t)src->jit_size != r->map_bytes || src->jit_mtime_ns != r->map_mtime_ns);
 }
 
 /* Resubmits the waiting JIT frames whose perf map's size is not what their last lookup saw
@@ -125,8 +126,7 @@ void cn_live__retry_jit(cn_live_session *s, bool force)
             res_src *src = frame_src(s, s->retry[i].frame);
             if (!src)
                 continue; /* cannot happen for a frame that was submitted; forget it */
-            int64_t size = src_map_size(s, src, (size_t)s->retry[i].frame);
-            if (size >= 0 && (uint64_t)size != s->retry[i].map_bytes &&
+            if (src_map_changed(s, src, (size_t)s->retry[i].frame, &s->retry[i]) &&
                 frame_request(s, (size_t)s->retry[i].frame, &reqs[n])) {
                 idx[n++] = i;
                 continue;
@@ -147,12 +147,14 @@ void cn_live__retry_jit(cn_live_session *s, bool force)
     s->n_retry = keep;
 }
 
-/* Remembers an unresolved JIT frame for cn_live__retry_jit. Returns false on ENOMEM. */
-static bool add_retry(cn_live_session *s, int32_t frame, uint64_t map_bytes)
+/* Remembers an unresolved JIT frame for cn_live__retry_jit, with the version of the map
+ * its lookup used (res). Returns false on ENOMEM. */
+static bool add_retry(cn_live_session *s, int32_t frame, const cn_sym_result *res)
 {
     if (CN_RESERVE(s->retry, s->cap_retry, s->n_retry + 1) < 0)
         return false;
-    s->retry[s->n_retry++] = (jit_retry){.frame = frame, .map_bytes = map_bytes};
+    s->retry[s->n_retry++] =
+        (jit_retry){.frame = frame, .map_bytes = res->map_bytes, .map_mtime_ns = res->map_mtime_ns};
     s->retry_added = true;
     return true;
 }
@@ -250,7 +252,7 @@ static int apply_some(cn_live_session *s, const cn_sym_answer *a, size_t n, size
             const res_src *src = frame_src(s, (int32_t)a[i].cookie);
             s->sym_failed++;
             if (res->status < 0 && src && src->obj->kind == CN_SMP_OBJ_JIT &&
-                !add_retry(s, (int32_t)a[i].cookie, res->map_bytes))
+                !add_retry(s, (int32_t)a[i].cookie, res))
                 s->errors++; /* it will not be retried */
             continue;
         }

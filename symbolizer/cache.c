@@ -392,7 +392,8 @@ static void jit_path(const cn_sym_object *obj, char *buf, size_t size)
 }
 
 /* cn_sym_perfmap_size with mount tables m for the open (NULL: read at the open). */
-static int perfmap_size_in(cn_obj_mounts *m, const cn_sym_object *obj, uint64_t *size)
+static int perfmap_size_in(cn_obj_mounts *m, const cn_sym_object *obj, uint64_t *size,
+                           int64_t *mtime_ns)
 {
     char path[4096];
     struct stat st;
@@ -404,21 +405,42 @@ static int perfmap_size_in(cn_obj_mounts *m, const cn_sym_object *obj, uint64_t 
         return fd;
     int rc = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : 0;
     close(fd);
-    if (rc == 0)
+    if (rc == 0) {
         *size = (uint64_t)st.st_size;
+        if (mtime_ns)
+            *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    }
     return rc;
 }
 
-int cn_sym_perfmap_size(cn_sym_cache *c, const cn_sym_object *obj, uint64_t *size)
+int cn_sym_perfmap_size(cn_sym_cache *c, const cn_sym_object *obj, uint64_t *size,
+                        int64_t *mtime_ns)
 {
-    return perfmap_size_in(c ? c->cfg.mounts : NULL, obj, size);
+    return perfmap_size_in(c ? c->cfg.mounts : NULL, obj, size, mtime_ns);
 }
 
-/* The perf map's size now (opened as it will be read), or -1. */
-static int64_t jit_now(const cn_sym_cache *c, const cn_sym_object *obj)
+/* A perf map's version: its size (-1: none) and modification time, as a load records
+ * them (jit_file_size, jit_mtime_ns). */
+typedef struct jit_version {
+    int64_t size, mtime_ns;
+} jit_version;
+
+/* The perf map's version now (opened as it will be read). */
+static jit_version jit_now(const cn_sym_cache *c, const cn_sym_object *obj)
 {
     uint64_t size;
-    return perfmap_size_in(c->cfg.mounts, obj, &size) == 0 ? (int64_t)size : -1;
+    jit_version v = {-1, 0};
+    if (perfmap_size_in(c->cfg.mounts, obj, &size, &v.mtime_ns) == 0)
+        v.size = (int64_t)size;
+    else
+        v.mtime_ns = 0;
+    return v;
+}
+
+/* Whether o was loaded from another version of its perf map than v. */
+static bool jit_changed(const cn_sym__obj *o, jit_version v)
+{
+    return o->jit_file_size != v.size || o->jit_mtime_ns != v.mtime_ns;
 }
 
 /* The uid a JIT object's perf map must belong to: the one given, else the owner of
@@ -481,9 +503,10 @@ static cn_sym__obj *load(const cn_sym_config *cfg, const cn_sym_object *obj,
     }
     free(buf);
     if (rc < 0) {
-        int64_t jit_file_size = o->jit_file_size;
+        int64_t jit_file_size = o->jit_file_size, jit_mtime_ns = o->jit_mtime_ns;
         cn_sym__obj_clear(o);
-        o->jit_file_size = jit_file_size; /* a failed map is retried when its size changes */
+        o->jit_file_size = jit_file_size; /* a failed map is retried when it changes */
+        o->jit_mtime_ns = jit_mtime_ns;
         if (rc == -ENOMEM) {
             obj_free(o);
             return NULL;
@@ -725,14 +748,14 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     if (!key)
         return -ENOMEM;
     uint64_t h = hash_str(key);
-    int64_t size_now = obj->kind == CN_SYM_JIT ? jit_now(c, obj) : -1;
+    jit_version map_now = obj->kind == CN_SYM_JIT ? jit_now(c, obj) : (jit_version){-1, 0};
     pthread_mutex_lock(&c->lock);
     cn_sym__obj *o = find_locked(c, key, h);
     int64_t now = cn_common_now_ns();
     if (o) {
         o->refs++;
         o->used_ns = now;
-        bool grown = obj->kind == CN_SYM_JIT && size_now != o->jit_file_size;
+        bool grown = obj->kind == CN_SYM_JIT && jit_changed(o, map_now);
         bool landed = o->job && load_take_ready(o->job);
         if (!grown && !landed) {
             lru_unlink(o);
@@ -774,8 +797,10 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
     }
     pthread_mutex_lock(&c->lock);
     o = find_locked(c, key, h);
-    bool replaces = o && ((obj->kind == CN_SYM_JIT && fresh->jit_file_size != o->jit_file_size) ||
-                          (o->job && !fresh->job));
+    bool replaces =
+        o && ((obj->kind == CN_SYM_JIT &&
+               jit_changed(o, (jit_version){fresh->jit_file_size, fresh->jit_mtime_ns})) ||
+              (o->job && !fresh->job));
     if (o && !replaces) {
         obj_free(fresh); /* another thread won the race */
     } else {
@@ -1060,8 +1085,10 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
     pthread_mutex_unlock(&c->lock);
     if (rc < 0)
         return rc;
-    if (o->kind == CN_SYM_JIT && o->jit_file_size > 0)
+    if (o->kind == CN_SYM_JIT && o->jit_file_size > 0) {
         out->map_bytes = (uint64_t)o->jit_file_size;
+        out->map_mtime_ns = o->jit_mtime_ns;
+    }
     size_t dw_bytes = SIZE_MAX; /* what o's debug data holds, when a lookup read it */
     if (o->status < 0)
         out->status = o->status;

@@ -105,7 +105,10 @@ typedef struct cn_sym__obj {
     cn_sym_kind kind;
     int64_t jit_size;      /* JIT: perf map bytes parsed (whole lines) */
     int64_t jit_file_size; /* JIT: the map's size when loaded (-1: none); reloaded when the
-                              size changes, reading only what was appended */
+                              size or jit_mtime_ns changes, reading only what was appended */
+    int64_t jit_mtime_ns;  /* JIT: the map's modification time then (0: none): a map left
+                              by an earlier process of the same pid, rewritten by its
+                              successor to the same size, is told apart by it */
     uint64_t jit_dev, jit_ino;
     uint64_t jit_tail; /* JIT: hash of the last bytes parsed (PERFMAP_TAIL): a reload reads
                           on from jit_size only while they are unchanged; else the file was
@@ -145,7 +148,8 @@ int cn_sym__perfmap_parse(cn_sym__table *t, const char *buf, size_t len);
 /* Loads a JIT object's perf map at path into o->syms with the rules of cn_sym.h
  * (O_NOFOLLOW | O_NONBLOCK, regular file owned by owner, bounded). When prev is the
  * same file's earlier load, its symbols are kept and only the bytes appended since are
- * read. Sets o->jit_file_size (-1 when the file could not be opened) even on error.
+ * read. Sets o->jit_file_size (-1 when the file could not be opened) and o->jit_mtime_ns
+ * even on error.
  * Returns 0 or negative errno (-ELOOP symlink, -EINVAL not a regular file, -EPERM wrong
  * owner, -ENOENT…). */
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner,

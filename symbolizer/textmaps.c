@@ -225,6 +225,7 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
     size_t len = 0;
     int rc;
     o->jit_file_size = -1;
+    o->jit_mtime_ns = 0;
     int fd = cn_sym__perfmap_open(mounts, path);
     if (fd < 0)
         return fd;
@@ -237,6 +238,7 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
         goto out;
     }
     o->jit_file_size = (int64_t)st.st_size;
+    o->jit_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     o->jit_dev = (uint64_t)st.st_dev;
     o->jit_ino = (uint64_t)st.st_ino;
     if (st.st_uid != owner) { /* written by someone else than the target: not its names */

@@ -121,10 +121,13 @@ typedef struct cn_sym_result {
      * does (docs/calltree.md §4.5). NULL when no symbol covers the address or the names
      * agree (then chain[0].name is the symbol table's). Owned by the result. */
     const char *symbol;
-    uint64_t sym_offset; /* address - start of the outer symbol (status 0) */
-    uint64_t map_bytes;  /* JIT: bytes of the perf map the lookup used (0: none could be
-                            read): a caller may retry an unresolved address once the map
-                            has grown past this */
+    uint64_t sym_offset;  /* address - start of the outer symbol (status 0) */
+    uint64_t map_bytes;   /* JIT: bytes of the perf map the lookup used (0: none could be
+                             read): a caller may retry an unresolved address once the map
+                             has grown past this */
+    int64_t map_mtime_ns; /* JIT: that map's modification time (with map_bytes, its version:
+                             a map another process of the same pid left, rewritten to the
+                             same size, has another) */
 } cn_sym_result;
 
 /* Frees what a result owns and zeroes it. Accepts a zeroed result. */
@@ -216,13 +219,14 @@ int cn_sym_handle_symbol(const cn_sym_handle *h, uint64_t addr, const char **nam
  * pid or a path, KERNEL, VDSO). Requests for other objects are answered -EINVAL. */
 bool cn_sym_object_valid(const cn_sym_object *obj);
 
-/* The size of a JIT object's perf map as the symbolizer would read it (its path is not
- * followed if it is a symlink), so that a caller can retry addresses once it grows past
- * a result's map_bytes. The open's FUSE check uses c's mount tables (c NULL: the mount
- * table is read for this call, 0.5 ms on a loaded VM). Returns 0 and *size, -EINVAL (not
- * a JIT object, or not a regular file), or the negative errno of the open (-ENOENT: no
- * map yet). */
-int cn_sym_perfmap_size(cn_sym_cache *c, const cn_sym_object *obj, uint64_t *size);
+/* The size and modification time of a JIT object's perf map as the symbolizer would read
+ * it (its path is not followed if it is a symlink), so that a caller can retry addresses
+ * once either differs from a result's map_bytes and map_mtime_ns. The open's FUSE check
+ * uses c's mount tables (c NULL: the mount table is read for this call, 0.5 ms on a
+ * loaded VM). Returns 0 and *size (and *mtime_ns unless NULL), -EINVAL (not a JIT object,
+ * or not a regular file), or the negative errno of the open (-ENOENT: no map yet). */
+int cn_sym_perfmap_size(cn_sym_cache *c, const cn_sym_object *obj, uint64_t *size,
+                        int64_t *mtime_ns);
 
 /* Counts for a handle's object (tests, benchmarks). */
 typedef struct cn_sym_object_info {

@@ -13,10 +13,12 @@ C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
 W_PID=
+PLANTED=() # stale maps this test left at the next pids (plant_stale)
 on_exit() {
   local rc=$?
   kill $D_PID $W_PID 2>/dev/null || true
   wait 2>/dev/null || true
+  [ ${#PLANTED[@]} -eq 0 ] || rm -f "${PLANTED[@]}"
   # The maps the workloads wrote (their paths are in their output: every run's output goes
   # to a file of its own, or its map stays in /tmp, where a later process of the same pid
   # finds it).
@@ -24,6 +26,22 @@ on_exit() {
   finish_tmp $rc
 }
 trap on_exit EXIT
+
+# plant_stale LINE N: LINE as /tmp/perf-PID.map for the N pids after the last one given
+# out (wrapping at pid_max; an existing map is left alone), recorded in PLANTED. Builtins
+# only, so that planting takes no pid.
+plant_stale() {
+  local last max p i
+  read -r last </proc/sys/kernel/ns_last_pid
+  read -r max </proc/sys/kernel/pid_max
+  for ((i = 1; i <= $2; i++)); do
+    p=$((last + i))
+    [ $p -lt $max ] || p=$((p - max + 300)) # the kernel wraps to 300
+    [ -e /tmp/perf-$p.map ] && continue
+    printf '%s\n' "$1" >/tmp/perf-$p.map
+    PLANTED+=(/tmp/perf-$p.map)
+  done
+}
 
 # check FOLDED WHAT: the JIT frames are named, and carry most of the samples.
 check() {
@@ -132,8 +150,23 @@ PY
   done
   # The pseudo-frame is an ordinary frame of the profile: kept by .canopy, named by every
   # writer, and read back from pprof.
+  # The workload's pid is given a stale map first, as pids wrap (a map another process of
+  # that pid left in /tmp): the line this workload writes at its exit, at another address,
+  # so the same size. The stale map's lookup names nothing; the rewrite must be seen
+  # (its modification time: the size did not change) and the frame named from it.
+  map=$(grep -m1 '^/tmp/perf-[0-9]*\.map$' "$TMP/auto-badfp.out") || fail "no map path in auto-badfp.out"
+  line=$(head -1 "$map")
+  addr=${line%% *}
+  stale="$(printf '%0*x' ${#addr} 4096) ${line#* }"
+  [ ${#stale} -eq ${#line} ] || fail "stale line '$stale' is not as long as '$line'"
+  plant_stale "$stale" 2000
   "$C" run --no-daemon --no-kernel -F 499 -o "$TMP/badfp.canopy" -- "$WL" 1 0 badfp \
     >"$TMP/c.out" 2>"$TMP/c.err" || fail "run badfp -o .canopy: $(cat "$TMP/c.err")"
+  map=$(grep -m1 '^/tmp/perf-[0-9]*\.map$' "$TMP/c.out") || fail "no map path in c.out"
+  planted=0
+  for f in "${PLANTED[@]}"; do [ "$f" != "$map" ] || planted=1; done
+  [ $planted = 1 ] ||
+    fail "the workload's pid ($map) was not among the ${#PLANTED[@]} planted: pids moved too fast"
   "$C" open "$TMP/badfp.canopy" --format pprof -o "$TMP/badfp.pb.gz" || fail "open → pprof"
   for f in "$TMP/badfp.canopy" "$TMP/badfp.pb.gz"; do
     "$C" open "$f" --format folded -o "$TMP/reopen.folded" || fail "open $f"

@@ -237,6 +237,44 @@ static void test_perfmap_rewritten(void **state)
     unlink(path);
 }
 
+/* A map rewritten in place to the same size (the same JIT writing the same line at another
+ * address, over a map an earlier process of the same pid left): its modification time
+ * tells it apart, for the cache and for a caller waiting for the map to change. */
+static void test_perfmap_rewritten_same_size(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cn_sym_test_XXXXXX";
+    temp_file(path, "1000 10 old_name\n");
+    struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0); /* written long ago */
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_object o = {
+        .kind = CN_SYM_JIT, .path = path, .pid = 1, .has_owner = true, .owner_uid = getuid()};
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &o, 0x2005, &r), 0);
+    assert_int_equal(r.status, -ENOENT);
+    uint64_t bytes = r.map_bytes;
+    int64_t mtime = r.map_mtime_ns;
+    assert_int_equal(mtime, 1000000000LL * 1000000000LL);
+    cn_sym_result_clear(&r);
+    FILE *f = fopen(path, "w"); /* truncated: the same inode, the same length */
+    assert_non_null(f);
+    fputs("2000 10 new_name\n", f);
+    fclose(f);
+    uint64_t size;
+    int64_t mtime_now;
+    assert_int_equal(cn_sym_perfmap_size(c, &o, &size, &mtime_now), 0);
+    assert_int_equal(size, bytes);
+    assert_true(mtime_now != mtime);
+    assert_int_equal(cn_sym_lookup(c, &o, 0x2005, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "new_name");
+    assert_int_equal(r.map_mtime_ns, mtime_now);
+    cn_sym_result_clear(&r);
+    cn_sym_cache_free(c);
+    unlink(path);
+}
+
 /* The perf map's reading rules (cn_sym.h): no symlink followed, no FIFO blocking, the
  * target's owner only, whole lines only, and only the appended part read again. */
 static void test_perfmap_rules(void **state)
@@ -256,7 +294,7 @@ static void test_perfmap_rules(void **state)
     assert_int_equal(symlink(target, map), 0); /* a symlink is refused, never followed */
     assert_int_equal(cn_sym_lookup(c, &o, 0x1001, &r), 0);
     assert_int_equal(r.status, -ELOOP);
-    assert_int_equal(cn_sym_perfmap_size(NULL, &o, &size), -ELOOP);
+    assert_int_equal(cn_sym_perfmap_size(NULL, &o, &size, NULL), -ELOOP);
     unlink(map);
 
     assert_int_equal(mkfifo(map, 0600), 0); /* a FIFO without a writer: must not block */
@@ -282,7 +320,7 @@ static void test_perfmap_rules(void **state)
     FILE *f = fopen(map, "a");
     fputs("tial\n3000 10 third\n", f);
     fclose(f);
-    assert_int_equal(cn_sym_perfmap_size(c, &o, &size), 0);
+    assert_int_equal(cn_sym_perfmap_size(c, &o, &size, NULL), 0);
     assert_true(size > r.map_bytes);
     assert_int_equal(cn_sym_lookup(c, &o, 0x2001, &r), 0);
     assert_int_equal(r.status, 0);
@@ -1563,6 +1601,7 @@ int main(void)
         cmocka_unit_test(test_live_regroup),
         cmocka_unit_test(test_perfmap_rules),
         cmocka_unit_test(test_perfmap_rewritten),
+        cmocka_unit_test(test_perfmap_rewritten_same_size),
         cmocka_unit_test(test_perfmap_root),
         cmocka_unit_test(test_perfmap_budget),
         cmocka_unit_test(test_vdso),
