@@ -31,11 +31,13 @@ SECS=${CANOPY_PY_SECONDS:-6}
 
 D_PID=
 W_PID=
+XP_PID= # the -X perf workload: its /tmp/perf-PID.map is removed at the end
 on_exit() {
   local rc=$?
   kill $W_PID 2>/dev/null || true
   kill $D_PID 2>/dev/null || true
   wait 2>/dev/null || true
+  [ -z "$XP_PID" ] || rm -f "/tmp/perf-$XP_PID.map"
   finish_tmp $rc
 }
 trap on_exit EXIT
@@ -289,6 +291,7 @@ if [ -z "$PYX" ]; then
 else
   "$PYX" -X perf "$TMP/wl.py" 11 >"$TMP/xp.out" &
   W_PID=$!
+  XP_PID=$W_PID
   for _ in $(seq 100); do grep -q ready "$TMP/xp.out" && break; sleep 0.1; done
   grep -q ready "$TMP/xp.out" || fail "the -X perf workload did not start"
   # 1999 Hz for 8 s: ~16 000 samples a session, so that the two sessions' different

@@ -14,6 +14,8 @@ source "$(dirname "$0")/lib.sh"
 C=$CANOPY_BIN
 PIDS=()
 on_exit() {
+  # the -X perf workload's pid, from its output's first line
+  [ -s "$TMP/py.out" ] && PIDS+=($(awk '$1 == "pid" {print $2; exit}' "$TMP/py.out"))
   for p in "${PIDS[@]}"; do rm -f "/tmp/perf-$p.map"; done
   rm -rf "$TMP"
 }
