@@ -13,12 +13,19 @@ C=$CANOPY_BIN
 export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
 W_PID=
-PLANTED=() # stale maps this test left at the next pids (plant_stale)
+PLANTED=() # stale maps this test left at the next pids (plant_stale), and their line
+STALE=
 on_exit() {
-  local rc=$?
+  local rc=$? f content
   kill $D_PID $W_PID 2>/dev/null || true
   wait 2>/dev/null || true
-  [ ${#PLANTED[@]} -eq 0 ] || rm -f "${PLANTED[@]}"
+  # Only the planted maps still as planted: a process of another test may have been given
+  # one of those pids and written its own map there, which it still needs.
+  for f in "${PLANTED[@]}"; do
+    content=
+    IFS= read -r -d '' content <"$f" 2>/dev/null || true
+    [ "$content" != "$STALE"$'\n' ] || rm -f "$f"
+  done
   # The maps the workloads wrote (their paths are in their output: every run's output goes
   # to a file of its own, or its map stays in /tmp, where a later process of the same pid
   # finds it).
@@ -28,10 +35,11 @@ on_exit() {
 trap on_exit EXIT
 
 # plant_stale LINE N: LINE as /tmp/perf-PID.map for the N pids after the last one given
-# out (wrapping at pid_max; an existing map is left alone), recorded in PLANTED. Builtins
-# only, so that planting takes no pid.
+# out (wrapping at pid_max; an existing map is left alone), recorded in PLANTED and
+# STALE. Builtins only, so that planting takes no pid.
 plant_stale() {
   local last max p i
+  STALE=$1
   read -r last </proc/sys/kernel/ns_last_pid
   read -r max </proc/sys/kernel/pid_max
   for ((i = 1; i <= $2; i++)); do
@@ -159,7 +167,7 @@ PY
   addr=${line%% *}
   stale="$(printf '%0*x' ${#addr} 4096) ${line#* }"
   [ ${#stale} -eq ${#line} ] || fail "stale line '$stale' is not as long as '$line'"
-  plant_stale "$stale" 2000
+  plant_stale "$stale" 1000
   "$C" run --no-daemon --no-kernel -F 499 -o "$TMP/badfp.canopy" -- "$WL" 1 0 badfp \
     >"$TMP/c.out" 2>"$TMP/c.err" || fail "run badfp -o .canopy: $(cat "$TMP/c.err")"
   map=$(grep -m1 '^/tmp/perf-[0-9]*\.map$' "$TMP/c.out") || fail "no map path in c.out"
