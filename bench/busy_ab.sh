@@ -70,7 +70,8 @@ start() { # NAME BUILD: a private canopyd and its system session
 }
 # watch NAME BUILD: "t anon_kb cpu_ticks child_ticks" every second while the daemon lives
 # (the children: canopyd's reaped query workers and checkpoint writers), and every 5 s
-# what it says it holds: "t profile_bytes symbol_heap debug_data unwind_tables" (held.txt).
+# what it says it holds: "t profile_bytes symbol_heap debug_data unwind_tables
+# malloc_in_use malloc_free" (held.txt).
 watch() {
   local pid k=0
   pid=$(cat "$OUT/$1/pid")
@@ -89,12 +90,15 @@ held() { # NAME BUILD: no Python here (a pyenv python's libpython carries 16 MiB
   st=$(CANOPY_SOCKET=$sock "$2/client/canopy" status --format json)
   ses=$(CANOPY_SOCKET=$sock "$2/client/canopy" sessions --format json)
   num() { grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$' || echo 0; }
+  local ma
+  ma=$(grep -o '"malloc": *{[^}]*}' <<<"$st" || true)
   echo "$(date +%s.%N) $(num memory <<<"$ses") $(num heap_bytes <<<"$st") \
-$(num mapped_bytes <<<"$st") $(grep -o '"unwind_cache": *{[^}]*}' <<<"$st" | num bytes)"
+$(num mapped_bytes <<<"$st") $(grep -o '"unwind_cache": *{[^}]*}' <<<"$st" | num bytes) \
+$(num in_use_bytes <<<"$ma") $(num free_bytes <<<"$ma")"
 }
-sample_count() { # NAME BUILD
+sample_count() { # NAME BUILD (Debian's python3, stripped: see held)
   CANOPY_SOCKET=$OUT/$1/sock "$2/client/canopy" sessions --format json |
-    python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["samples"], s["lost"])'
+    /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"][0]; print(s["samples"], s["lost"])'
 }
 mark() { echo "$1 $(date +%s.%N)" >>"$OUT/marks.txt"; }
 
@@ -162,12 +166,13 @@ for n in "ab":
     pts = [tuple(map(float, l.split())) for l in open(f"{out}/{n}/rss.txt") if len(l.split()) == 4]
     peak = max((p for p in pts if tb <= p[0] <= te), key=lambda p: p[1])
     hf = f"{out}/{n}/held.txt"
-    hs = [tuple(map(float, l.split())) for l in open(hf) if len(l.split()) == 5] if os.path.exists(hf) else []
+    hs = [tuple(map(float, l.split())) for l in open(hf) if len(l.split()) == 7] if os.path.exists(hf) else []
     if hs:
         h = min(hs, key=lambda x: abs(x[0] - peak[0]))
         rows.setdefault("held near the peak, MiB (status, within 5 s of it)", []).append(
             f"RssAnon {peak[1] / 1024:.0f}: profile {h[1] / 2**20:.0f}, symbols {h[2] / 2**20:.0f} + debug data "
-            f"{h[3] / 2**20:.0f}, unwind tables {h[4] / 2**20:.0f}")
+            f"{h[3] / 2**20:.0f}, unwind tables {h[4] / 2**20:.0f}; malloc in use {h[5] / 2**20:.0f}, "
+            f"free {h[6] / 2**20:.0f}")
     else:
         rows.setdefault("held near the peak, MiB (status, within 5 s of it)", []).append("not recorded")
 for n in "ab":

@@ -293,6 +293,14 @@ int cn_cmd_status(int argc, char **argv)
                json_integer_value(json_object_get(uc, "loads")),
                json_integer_value(json_object_get(uc, "hits")),
                json_integer_value(json_object_get(uc, "evictions")));
+    const json_t *ma = json_object_get(r, "malloc");
+    if (json_is_object(ma))
+        printf("malloc: %.1f MiB in use (%.1f MiB in blocks of their own), %.1f MiB free in "
+               "its heaps of %.1f MiB\n",
+               json_number_value(json_object_get(ma, "in_use_bytes")) / (1024.0 * 1024.0),
+               json_number_value(json_object_get(ma, "mmapped_bytes")) / (1024.0 * 1024.0),
+               json_number_value(json_object_get(ma, "free_bytes")) / (1024.0 * 1024.0),
+               json_number_value(json_object_get(ma, "heap_bytes")) / (1024.0 * 1024.0));
     const json_t *fl = json_object_get(r, "fleet"); /* docs/fleet.md "Status" */
     if (json_string_value(json_object_get(fl, "url")))
         print_push_status("fleet", fl, "rows",

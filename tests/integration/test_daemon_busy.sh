@@ -146,6 +146,11 @@ import json, sys
 sc = json.load(open(sys.argv[1]))["symbol_cache"]
 assert sc["max_heap_bytes"] > 0 and sc["max_mapped_bytes"] > 0 and sc["debug_idle_s"] > 0, sc
 assert sc["heap_bytes"] <= sc["max_heap_bytes"], sc
+# malloc's figures: the symbol tables are part of what it has in use; its free bytes lie
+# in its heaps
+m = json.load(open(sys.argv[1]))["malloc"]
+assert m["in_use_bytes"] >= sc["heap_bytes"] > 0, (m, sc)
+assert m["heap_bytes"] >= m["free_bytes"] >= 0 and m["in_use_bytes"] >= m["mmapped_bytes"], m
 PY
 [ "$(json "$TMP/end.json" "d['unwind_cache']['unused_bytes'] <= $bound")" = True ] ||
   fail "the unwind cache's unused tables exceed its bound: $(ucache end)"
