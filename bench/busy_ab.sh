@@ -7,13 +7,15 @@
 # samples the other: the same for both.
 #
 #   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--retention DUR]
-#                    [--minutes N] [--out DIR]
+#                    [--minutes N] [--out DIR] [--conf-a 'KEY = VALUE'] [--conf-b ...]
 # BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
 # RssAnon idle (session running, before the build), peak, at the build's end, and S
 # seconds after; what `status` and `sessions` said they held nearest the peak; CPU per sample over the build, canopyd's own and with the children it
 # forked and reaped (checkpoint writers; no queries are sent); samples and lost. --retention sets both
 # daemons' raw-sample window (canopyd.conf's retention, default 10m), so that a short run
-# reaches the steady state where the build's samples are folded. --minutes N: builds back to
+# reaches the steady state where the build's samples are folded. --conf-a / --conf-b add a
+# canopyd.conf line to one daemon (repeatable): one build with two settings side by side
+# (BUILD_A and BUILD_B may be the same). --minutes N: builds back to
 # back (each from a fresh build dir) until N minutes have passed, the long run where a
 # session's all-time tree would grow with every program the machine ran. Needs root.
 set -euo pipefail
@@ -23,8 +25,11 @@ A=$(cd "$1" && pwd)
 B=$(cd "$2" && pwd)
 shift 2
 FREQ=999 IDLE=20 AFTER=60 OUT= RETENTION= MINUTES=0
+CONF_A=() CONF_B=()
 while [ $# -gt 0 ]; do
   case $1 in
+    --conf-a) CONF_A+=("$2"); shift ;;
+    --conf-b) CONF_B+=("$2"); shift ;;
     -F) FREQ=$2; shift ;;
     --idle) IDLE=$2; shift ;;
     --after) AFTER=$2; shift ;;
@@ -54,9 +59,11 @@ trap cleanup EXIT
 start() { # NAME BUILD: a private canopyd and its system session
   local n=$1 d=$2
   mkdir -p "$OUT/$n"
-  local conf=()
-  if [ -n "$RETENTION" ]; then
-    echo "retention = $RETENTION" >"$OUT/$n/canopyd.conf"
+  local conf=() lines=()
+  [ -z "$RETENTION" ] || lines+=("retention = $RETENTION")
+  if [ $n = a ]; then lines+=("${CONF_A[@]}"); else lines+=("${CONF_B[@]}"); fi
+  if [ ${#lines[@]} -gt 0 ]; then
+    printf '%s\n' "${lines[@]}" >"$OUT/$n/canopyd.conf"
     conf=(--config "$OUT/$n/canopyd.conf")
   fi
   "$d/daemon/canopyd" --socket "$OUT/$n/sock" --state-dir "$OUT/$n/state" "${conf[@]}" >"$OUT/$n/log" 2>&1 &
