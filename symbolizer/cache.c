@@ -396,21 +396,18 @@ static int perfmap_size_in(cn_obj_mounts *m, const cn_sym_object *obj, uint64_t 
                            int64_t *mtime_ns)
 {
     char path[4096];
-    struct stat st;
+    cn_obj_ident st;
     if (!obj || obj->kind != CN_SYM_JIT || !cn_sym_object_valid(obj))
         return -EINVAL;
     jit_path(obj, path, sizeof(path));
-    int fd = cn_sym__perfmap_open(m, path); /* as it will be read: same resolution rules */
+    int fd = cn_sym__perfmap_open(m, path, &st); /* as it will be read: same rules */
     if (fd < 0)
         return fd;
-    int rc = fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : 0;
     close(fd);
-    if (rc == 0) {
-        *size = (uint64_t)st.st_size;
-        if (mtime_ns)
-            *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    }
-    return rc;
+    *size = (uint64_t)st.size;
+    if (mtime_ns)
+        *mtime_ns = st.mtime_ns;
+    return 0;
 }
 
 int cn_sym_perfmap_size(cn_sym_cache *c, const cn_sym_object *obj, uint64_t *size,
@@ -429,11 +426,9 @@ typedef struct jit_version {
 static jit_version jit_now(const cn_sym_cache *c, const cn_sym_object *obj)
 {
     uint64_t size;
-    jit_version v = {-1, 0};
+    jit_version v = {-1, 0}; /* mtime_ns is only written on success */
     if (perfmap_size_in(c->cfg.mounts, obj, &size, &v.mtime_ns) == 0)
         v.size = (int64_t)size;
-    else
-        v.mtime_ns = 0;
     return v;
 }
 

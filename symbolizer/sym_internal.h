@@ -156,8 +156,10 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
                          cn_obj_mounts *mounts);
 /* Opens a perf map's path as cn_sym__perfmap_load does: cn_obj_open() without a wanted
  * identity (no symlink on the way, nothing on FUSE, only a regular file is opened), with
- * mount tables m for the FUSE check (NULL: read at the open). Returns an fd or -errno. */
-int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path);
+ * mount tables m for the FUSE check (NULL: read at the open). Returns an fd and the file's
+ * identity in *got (size, modification time, owner: the map's version and who wrote it),
+ * or -errno. */
+int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path, cn_obj_ident *got);
 /* The running kernel's vDSO from our own process into o (elf.c). */
 int cn_sym__vdso_load(cn_sym__obj *o);
 

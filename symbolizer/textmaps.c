@@ -198,12 +198,12 @@ static int read_range(int fd, uint64_t from, uint64_t to, char **out, size_t *le
     return 0;
 }
 
-int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path)
+int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path, cn_obj_ident *got)
 {
     /* The identity-checked open of objfile/ (cn_obj.h): no symlink on the way (inside a
      * container's root for /proc/PID/root/...), nothing on FUSE, and a FIFO or a device
      * at the map's path is refused before it is opened. */
-    return cn_obj_open_in(m, path, 0, NULL, NULL);
+    return cn_obj_open_in(m, path, 0, NULL, got);
 }
 
 /* The hash of the PERFMAP_TAIL bytes (fewer at the file's start) before offset end; 0 when
@@ -220,32 +220,24 @@ static uint64_t tail_hash(int fd, uint64_t end)
 int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *path, uint32_t owner,
                          cn_obj_mounts *mounts)
 {
-    struct stat st;
+    cn_obj_ident st; /* a regular file: cn_obj_open refuses anything else */
     char *buf = NULL;
     size_t len = 0;
     int rc;
     o->jit_file_size = -1;
     o->jit_mtime_ns = 0;
-    int fd = cn_sym__perfmap_open(mounts, path);
+    int fd = cn_sym__perfmap_open(mounts, path, &st);
     if (fd < 0)
         return fd;
-    if (fstat(fd, &st) < 0) {
-        rc = -errno;
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = -EINVAL;
-        goto out;
-    }
-    o->jit_file_size = (int64_t)st.st_size;
-    o->jit_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    o->jit_dev = (uint64_t)st.st_dev;
-    o->jit_ino = (uint64_t)st.st_ino;
-    if (st.st_uid != owner) { /* written by someone else than the target: not its names */
+    o->jit_file_size = st.size;
+    o->jit_mtime_ns = st.mtime_ns;
+    o->jit_dev = st.dev;
+    o->jit_ino = st.ino;
+    if (st.uid != owner) { /* written by someone else than the target: not its names */
         rc = -EPERM;
         goto out;
     }
-    uint64_t from = 0, to = (uint64_t)st.st_size;
+    uint64_t from = 0, to = (uint64_t)st.size;
     if (to > CN_SYM__MAX_TEXT_FILE)
         to = CN_SYM__MAX_TEXT_FILE;
     /* Appended to, not rewritten: the same file, at least as long, ending where it ended */
@@ -266,7 +258,7 @@ int cn_sym__perfmap_load(cn_sym__obj *o, const cn_sym__obj *prev, const char *pa
     /* Only complete lines: a line being written now is read once it is finished. */
     const char *nl = len ? memrchr(buf, '\n', len) : NULL;
     size_t whole = nl ? (size_t)(nl - buf) + 1 : 0;
-    if (from + len < (uint64_t)st.st_size && (uint64_t)st.st_size <= CN_SYM__MAX_TEXT_FILE) {
+    if (from + len < (uint64_t)st.size && (uint64_t)st.size <= CN_SYM__MAX_TEXT_FILE) {
         /* Stopped by the budget: the size recorded is what was read, so the next lookup
          * sees a different size and reads on (cache.c reloads on a size change). */
         o->jit_file_size = (int64_t)(from + len);
