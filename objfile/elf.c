@@ -37,6 +37,13 @@ int cn_obj_elf_header(const uint8_t *data, size_t size, Elf64_Ehdr *eh)
 
 int cn_obj_elf_section(const uint8_t *data, size_t size, const char *name, Elf64_Shdr *out)
 {
+    size_t at;
+    return cn_obj_elf_section_at(data, size, name, out, &at);
+}
+
+int cn_obj_elf_section_at(const uint8_t *data, size_t size, const char *name, Elf64_Shdr *out,
+                          size_t *at)
+{
     Elf64_Ehdr eh;
     Elf64_Shdr strs;
     if (!data || size < sizeof(eh) || memcmp(data, ELFMAG, SELFMAG) != 0 ||
@@ -59,6 +66,7 @@ int cn_obj_elf_section(const uint8_t *data, size_t size, const char *name, Elf64
         size_t room = strs.sh_size - sh.sh_name;
         if (strnlen(n, room) == want && memcmp(n, name, want) == 0) {
             *out = sh;
+            *at = eh.e_shoff + (size_t)i * sizeof(sh);
             return 0;
         }
     }

@@ -134,11 +134,12 @@ typedef struct hot_slot {
 } hot_slot;
 
 struct cn_smp__cfi {
-    Elf *elf;         /* over the object's file image (owned by the object) */
-    Dwarf_CFI *eh;    /* from .eh_frame, or NULL */
-    Dwarf *dbg;       /* for .debug_frame, or NULL */
-    Dwarf_CFI *debug; /* from .debug_frame, or NULL */
-    uint16_t machine; /* e_machine */
+    const cn_smp__elf *owner; /* the object's tables, which own this */
+    Elf *elf;                 /* over the object's file image (owned by the object) */
+    Dwarf_CFI *eh;            /* from .eh_frame, or NULL */
+    Dwarf *dbg;               /* for .debug_frame, or NULL */
+    Dwarf_CFI *debug;         /* from .debug_frame, or NULL */
+    uint16_t machine;         /* e_machine */
     /* [entry, entry_end): the code at the ELF entry point when no CFI describes it, up to
      * the next function with CFI (at most ENTRY_MAX bytes); empty otherwise. The kernel
      * starts a process there (in the dynamic loader, or in a static executable): a frame in
@@ -160,10 +161,21 @@ struct cn_smp__cfi {
     hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
 };
 
-static bool has_cfi(Dwarf_CFI *cfi, uint64_t addr)
+/* libdw's frame at addr in cfi (c->eh or c->debug): dwarf_cfi_addrframe, after the
+ * image was given the .eh_frame entries it reads (image.c, "lazy"). */
+static int frame_at(const cn_smp__cfi *c, Dwarf_CFI *cfi, uint64_t addr, Dwarf_Frame **f)
+{
+    if (!cfi)
+        return -1;
+    if (cfi == c->eh)
+        cn_smp__elf_fill_fde(c->owner, addr);
+    return dwarf_cfi_addrframe(cfi, addr, f);
+}
+
+static bool has_cfi(const cn_smp__cfi *c, Dwarf_CFI *cfi, uint64_t addr)
 {
     Dwarf_Frame *f = NULL;
-    if (!cfi || dwarf_cfi_addrframe(cfi, addr, &f) < 0)
+    if (frame_at(c, cfi, addr, &f) < 0)
         return false;
     free(f);
     return true;
@@ -197,7 +209,7 @@ static uint64_t next_fde(const cn_smp__elf *e, uint64_t addr)
 static void find_entry_code(cn_smp__cfi *c, const cn_smp__elf *e, uint64_t e_entry)
 {
     c->entry = c->entry_end = e_entry;
-    if (!e_entry || has_cfi(c->eh, e_entry) || has_cfi(c->debug, e_entry))
+    if (!e_entry || has_cfi(c, c->eh, e_entry) || has_cfi(c, c->debug, e_entry))
         return;
     uint64_t next = next_fde(e, e_entry);
     c->entry_end = next - e_entry < ENTRY_MAX ? next : e_entry + ENTRY_MAX;
@@ -254,6 +266,31 @@ static bool init_rule(const cn_smp__cfi *c, uint64_t addr, rule *r)
     return false;
 }
 
+/* Whether libdw finds FDEs spread over a lazily read .eh_frame, the image holding only
+ * them and their CIEs: then it looks entries up through the search table, as the lazy
+ * image requires. A libdw that scanned .eh_frame from its start would stop at the first
+ * page not read yet and find at most those of its first pages. Half of eight is asked
+ * for: a few entries are found by none (a zero-length FDE that shares its start with
+ * another, which LLVM's libraries have). */
+static bool lazy_works(const cn_smp__cfi *c, const cn_smp__elf *e)
+{
+    cn_obj_ehhdr h;
+    const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
+    unsigned found = 0;
+    for (uint64_t k = 0; hdr && k < 8; k++) {
+        int64_t loc, fde;
+        cn_obj_ehhdr_entry(hdr, (2 * k + 1) * h.count / 16, false, &loc, &fde);
+        uint64_t at = e->eh_frame_hdr_vaddr + (uint64_t)loc;
+        Dwarf_Frame *f = NULL;
+        Dwarf_Addr start, end;
+        bool signal;
+        found += frame_at(c, c->eh, at, &f) == 0 &&
+                 dwarf_frame_info(f, &start, &end, &signal) >= 0 && start == at;
+        free(f);
+    }
+    return found >= 4;
+}
+
 static cn_smp__cfi *cfi_open(cn_smp__elf *e)
 {
     cn_smp__cfi *c = calloc(1, sizeof(*c));
@@ -267,7 +304,15 @@ static cn_smp__cfi *cfi_open(cn_smp__elf *e)
     if (!gelf_getehdr(c->elf, &eh))
         goto fail;
     c->machine = eh.e_machine;
+    c->owner = e;
     c->eh = dwarf_getcfi_elf(c->elf);
+    if (c->eh && cn_smp__elf_lazy(e) && !lazy_works(c, e)) {
+        /* This libdw does not look the entries up through the search table: it would scan
+         * .eh_frame from its start, and find the end at the first page not read yet. */
+        dwarf_cfi_end(c->eh);
+        cn_smp__elf_fill_all(e);
+        c->eh = dwarf_getcfi_elf(c->elf);
+    }
     if (e->debug_frame_size) {
         c->dbg = dwarf_begin_elf(c->elf, DWARF_C_READ, NULL);
         c->debug = c->dbg ? dwarf_getcfi(c->dbg) : NULL;
@@ -542,12 +587,12 @@ static void compile_frame(const cn_smp__arch *arch, Dwarf_Frame *f, rule *r)
 }
 
 /* Whether libdw's row at start is [start, end). */
-static bool row_is(Dwarf_CFI *cfi, uint64_t start, uint64_t end)
+static bool row_is(const cn_smp__cfi *c, Dwarf_CFI *cfi, uint64_t start, uint64_t end)
 {
     Dwarf_Frame *f = NULL;
     Dwarf_Addr s, e;
     bool signal;
-    if (dwarf_cfi_addrframe(cfi, start, &f) < 0)
+    if (frame_at(c, cfi, start, &f) < 0)
         return false;
     bool same = dwarf_frame_info(f, &s, &e, &signal) >= 0 && s == start && e == end;
     free(f);
@@ -555,10 +600,11 @@ static bool row_is(Dwarf_CFI *cfi, uint64_t start, uint64_t end)
 }
 
 /* Looks up CFI for addr in one table; true with *r filled when found. */
-static bool from_cfi(const cn_smp__arch *arch, Dwarf_CFI *cfi, uint64_t addr, rule *r)
+static bool from_cfi(const cn_smp__arch *arch, const cn_smp__cfi *c, Dwarf_CFI *cfi, uint64_t addr,
+                     rule *r)
 {
     Dwarf_Frame *f = NULL;
-    if (!cfi || dwarf_cfi_addrframe(cfi, addr, &f) < 0)
+    if (frame_at(c, cfi, addr, &f) < 0)
         return false;
     compile_frame(arch, f, r);
     free(f);
@@ -570,7 +616,7 @@ static bool from_cfi(const cn_smp__arch *arch, Dwarf_CFI *cfi, uint64_t addr, ru
      * epilogue before it (cc1: "CFA = rsp+64" over a `pop; pop; ret` whose CFA is rsp+16),
      * silently giving wrong callers to later samples there. The end is right. A start that
      * is not where the row containing it begins is not trusted: the rule starts at addr. */
-    if (r->start < addr && !row_is(cfi, r->start, r->end))
+    if (r->start < addr && !row_is(c, cfi, r->start, r->end))
         r->start = addr;
     return true;
 }
@@ -607,7 +653,7 @@ static bool thread_gap(const cn_smp__arch *arch, const cn_smp__cfi *c, const cn_
 {
     uint64_t next = next_fde(e, addr);
     rule r = {0};
-    return next - addr <= THREAD_GAP_MAX && from_cfi(arch, c->eh, next, &r) && r.start == next &&
+    return next - addr <= THREAD_GAP_MAX && from_cfi(arch, c, c->eh, next, &r) && r.start == next &&
            r.cfa_slot != CFA_NONE && r.cfa_slot != CFA_SIGNAL && r.kind[SLOT_RA] == R_UNDEF;
 }
 
@@ -621,7 +667,7 @@ static const rule *table_rule(const cn_smp__arch *arch, cn_smp__cfi *c, const cn
     if (before && addr < before->end)
         return before;
     memset(tmp, 0, sizeof(*tmp));
-    if (!from_cfi(arch, c->eh, addr, tmp) && !from_cfi(arch, c->debug, addr, tmp) &&
+    if (!from_cfi(arch, c, c->eh, addr, tmp) && !from_cfi(arch, c, c->debug, addr, tmp) &&
         !init_rule(c, addr, tmp)) {
         /* No CFI here: remember that for this one address. */
         *tmp = (rule){.start = addr,

@@ -7,7 +7,9 @@
  * whether the code keeps frame pointers. Only those parts of the file are read: never its
  * code, which would make the sampler's memory grow with every binary the machine runs
  * (a compiler's text is tens of MiB); the prologues that tell frame pointers apart are
- * read from the file once, at load. cache.c shares the result by file identity. */
+ * read from the file once, at load. A large .eh_frame is not read at load either: its
+ * pages are read when a lookup needs them ("lazy" below). cache.c shares the result by
+ * file identity. */
 #include <assert.h>
 #include <elf.h>
 #include <errno.h>
@@ -30,6 +32,82 @@ static bool in_file(const cn_smp__elf *e, uint64_t off, uint64_t n)
     return off <= e->size && n <= e->size - off;
 }
 
+/* .eh_frame read on demand. A whole-system session during a build held every program's
+ * and library's .eh_frame from its first sample on (cc1 2.3 MiB, LLVM's and clang's 4.8
+ * MiB each for one compile of the BPF program), of which unwinding the samples of a run
+ * reads the FDEs of the functions it met: a few pages. The search table (.eh_frame_hdr,
+ * read at load) finds an address's FDE; its page and its CIE's are read before libdw
+ * looks (cn_smp__elf_fill_fde), and any other reader's pages when it reads them
+ * (cn_smp__elf_ptr). A page that was read stays; the file stays open (pread: never a
+ * mapping, see read_image) until the entry is freed. Only a section of LAZY_MIN bytes or
+ * more, with a search table that points at it, is read so. */
+#define LAZY_MIN  (64u << 10)
+#define LAZY_PAGE 4096u
+
+typedef struct cn_smp__lazy {
+    uint8_t *img;      /* the image (e->data), written here only */
+    int fd;            /* the file, owned */
+    uint64_t off, len; /* .eh_frame's bytes in the file */
+    uint64_t first;    /* the page number (file offset / LAZY_PAGE) of off */
+    uint8_t *filled;   /* a bit per page from first on: read already */
+    uint64_t bytes;    /* bytes read into img so far */
+} cn_smp__lazy;
+
+static void lazy_free(cn_smp__lazy *z)
+{
+    if (!z)
+        return;
+    if (z->fd >= 0)
+        close(z->fd);
+    free(z->filled);
+    free(z);
+}
+
+static bool page_filled(const cn_smp__lazy *z, uint64_t page)
+{
+    uint64_t i = page - z->first;
+    return z->filled[i / 8] & (1u << (i % 8));
+}
+
+/* Reads the pages of [off, off + n) that lie in z's section and were not read yet. */
+static void lazy_fill(cn_smp__lazy *z, uint64_t off, uint64_t n)
+{
+    uint64_t end = z->off + z->len;
+    if (off >= end)
+        return;
+    uint64_t lo = off > z->off ? off : z->off, hi = n > end - off ? end : off + n;
+    if (lo >= hi)
+        return;
+    for (uint64_t page = lo / LAZY_PAGE; page <= (hi - 1) / LAZY_PAGE; page++) {
+        if (page_filled(z, page))
+            continue;
+        uint64_t i = page - z->first;
+        z->filled[i / 8] |= (uint8_t)(1u << (i % 8));
+        uint64_t a = page * LAZY_PAGE > z->off ? page * LAZY_PAGE : z->off;
+        uint64_t b = (page + 1) * LAZY_PAGE < end ? (page + 1) * LAZY_PAGE : end;
+        z->bytes += b - a;
+        while (a < b) { /* a short read (the file shrank) leaves zeros, as read_part */
+            ssize_t r = pread(z->fd, z->img + a, b - a, (off_t)a);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            a += (uint64_t)r;
+        }
+    }
+}
+
+/* Whether every byte of [off, off + n) lies in z's section, on pages read already. */
+static bool lazy_holds(const cn_smp__lazy *z, uint64_t off, uint64_t n)
+{
+    if (!z || n == 0 || off < z->off || off - z->off >= z->len || n > z->len - (off - z->off))
+        return false;
+    for (uint64_t page = off / LAZY_PAGE; page <= (off + n - 1) / LAZY_PAGE; page++)
+        if (!page_filled(z, page))
+            return false;
+    return true;
+}
+
 /* Whether the image holds [off, off + n) of the file (a heap image holds all of it). */
 static bool in_parts(const cn_smp__elf *e, uint64_t off, uint64_t n)
 {
@@ -41,7 +119,7 @@ static bool in_parts(const cn_smp__elf *e, uint64_t off, uint64_t n)
         if (off >= e->parts[i].off && n <= e->parts[i].len &&
             off - e->parts[i].off <= e->parts[i].len - n)
             return true;
-    return false;
+    return lazy_holds(e->lazy, off, n);
 }
 
 static void find_debug_frame(cn_smp__elf *e)
@@ -244,8 +322,10 @@ static void read_segments(cn_smp__elf *e, int fd, bool have_sections, uint64_t *
 }
 
 /* The section headers, their names, the unwind sections and crti's code. Returns whether .eh_frame
- * was found among them. */
-static bool read_sections(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh, uint64_t *left)
+ * was found among them; one of LAZY_MIN bytes or more is not read but left in *later
+ * (lazy_start reads it on demand, or now). */
+static bool read_sections(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh, uint64_t *left,
+                          Elf64_Shdr *later)
 {
     /* .init and .fini: crti's code, a few bytes whose shape compiled CFI knows (cfi.c). */
     static const char *const want[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame", ".init",
@@ -261,10 +341,75 @@ static bool read_sections(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh, uint64_t
     read_part(e, fd, strs.sh_offset, strs.sh_size, left);
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         if (cn_obj_elf_section(e->data, e->size, want[i], &sh) == 0 && sh.sh_type != SHT_NOBITS) {
-            read_part(e, fd, sh.sh_offset, sh.sh_size, left);
             found |= i == 0;
+            if (i == 0 && sh.sh_size >= LAZY_MIN && sh.sh_size <= *left) {
+                *later = sh;
+                *left -= sh.sh_size; /* its pages, when all are read, count as read now */
+            } else {
+                read_part(e, fd, sh.sh_offset, sh.sh_size, left);
+            }
         }
     return found;
+}
+
+/* Whether e's .eh_frame_hdr has a search table and points at .eh_frame (sh, at its
+ * address): then every lookup goes through the table, and an FDE's bytes are where the
+ * table says. */
+static bool table_finds(const cn_smp__elf *e, const Elf64_Shdr *sh)
+{
+    cn_obj_ehhdr h;
+    const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
+    int32_t rel;
+    if (!hdr || hdr[1] != 0x1b /* DW_EH_PE_pcrel | DW_EH_PE_sdata4 */)
+        return false;
+    memcpy(&rel, hdr + 4, sizeof(rel));
+    return e->eh_frame_hdr_vaddr + 4 + (uint64_t)(int64_t)rel == sh->sh_addr;
+}
+
+/* Puts .eh_frame_hdr's section header before .eh_frame's in the image, where it came
+ * after (clang's section order: LLVM's own libraries, clang-built programs). libdw 0.188
+ * takes the search table only from an .eh_frame_hdr it met before .eh_frame in the
+ * section headers: without it, each lookup scans .eh_frame from the start up to the
+ * address (keeping every entry it passed: LLVM's 100 000 FDEs for a lookup near the
+ * end), and finds nothing past the first page of a lazy .eh_frame not read yet. The two
+ * headers trade places, nothing else moves (no section refers to either by index); the
+ * image is ours, never written back. */
+static void eh_frame_hdr_first(cn_smp__elf *e)
+{
+    Elf64_Shdr eh_sh, hdr_sh;
+    size_t eh_at, hdr_at;
+    if (cn_obj_elf_section_at(e->data, e->size, ".eh_frame", &eh_sh, &eh_at) < 0 ||
+        cn_obj_elf_section_at(e->data, e->size, ".eh_frame_hdr", &hdr_sh, &hdr_at) < 0 ||
+        hdr_at < eh_at)
+        return;
+    uint8_t *img = (uint8_t *)e->data;
+    memcpy(img + eh_at, &hdr_sh, sizeof(hdr_sh));
+    memcpy(img + hdr_at, &eh_sh, sizeof(eh_sh));
+}
+
+/* Reads .eh_frame (sh, left out by read_sections) on demand from a copy of fd, or now
+ * when its search table would not find its entries or there is no memory to track it.
+ * Runs after elf_parse (the search table's place). */
+static void lazy_start(cn_smp__elf *e, int fd, const Elf64_Shdr *sh)
+{
+    uint64_t pages = (sh->sh_offset + sh->sh_size - 1) / LAZY_PAGE - sh->sh_offset / LAZY_PAGE + 1;
+    cn_smp__lazy *z = NULL;
+    if (table_finds(e, sh) && in_file(e, sh->sh_offset, sh->sh_size) &&
+        (z = calloc(1, sizeof(*z))) && (z->filled = calloc((pages + 7) / 8, 1)) &&
+        (z->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+        z->img = (uint8_t *)e->data;
+        z->off = sh->sh_offset;
+        z->len = sh->sh_size;
+        z->first = sh->sh_offset / LAZY_PAGE;
+        e->lazy = z;
+        return;
+    }
+    if (z)
+        z->fd = -1;
+    lazy_free(z);
+    uint64_t left = sh->sh_size; /* reserved by read_sections */
+    read_part(e, fd, sh->sh_offset, sh->sh_size, &left);
+    merge_parts(e);
 }
 
 /* The file's image in memory we own: an anonymous, reserved-not-committed region of the
@@ -274,7 +419,7 @@ static bool read_sections(cn_smp__elf *e, int fd, const Elf64_Ehdr *eh, uint64_t
  * while a session runs, and touching a mapped page past the new end is SIGBUS for the
  * whole daemon (docs/security.md). Returns 0 (unmap size bytes of e->data), or negative
  * errno. */
-static int read_image(cn_smp__elf *e, int fd, size_t size)
+static int read_image(cn_smp__elf *e, int fd, size_t size, Elf64_Shdr *later)
 {
     uint8_t *img = mmap(NULL, size, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -288,7 +433,9 @@ static int read_image(cn_smp__elf *e, int fd, size_t size)
     memcpy(&eh, img, sizeof(eh));
     if (eh.e_phentsize == sizeof(Elf64_Phdr))
         read_part(e, fd, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), &left);
-    bool have_sections = read_sections(e, fd, &eh, &left);
+    bool have_sections = read_sections(e, fd, &eh, &left, later);
+    if (have_sections)
+        eh_frame_hdr_first(e);
     read_segments(e, fd, have_sections, &left);
     merge_parts(e);
     return 0;
@@ -304,9 +451,12 @@ int cn_smp__elf_read_fd(int fd, cn_smp__elf **out)
     if (!e)
         return -ENOMEM;
     e->has_fp = -1;
-    int ret = read_image(e, fd, (size_t)st.st_size);
+    Elf64_Shdr later = {0};
+    int ret = read_image(e, fd, (size_t)st.st_size, &later);
     if (ret == 0)
         ret = elf_parse(e, fd);
+    if (ret == 0 && later.sh_size)
+        lazy_start(e, fd, &later);
     if (ret < 0) {
         cn_smp__elf_free(e);
         return ret;
@@ -403,6 +553,7 @@ void cn_smp__elf_free(cn_smp__elf *e)
     if (!e)
         return;
     cn_smp__cfi_free(e->cfi); /* its Elf handle reads the image below */
+    lazy_free(e->lazy);
     if (e->data && e->heap)
         free((void *)e->data);
     else if (e->data)
@@ -412,7 +563,7 @@ void cn_smp__elf_free(cn_smp__elf *e)
 
 uint64_t cn_smp__elf_bytes(const cn_smp__elf *e)
 {
-    return sizeof(*e) + e->read_bytes + cn_smp__cfi_bytes(e->cfi);
+    return sizeof(*e) + e->read_bytes + (e->lazy ? e->lazy->bytes : 0) + cn_smp__cfi_bytes(e->cfi);
 }
 
 void cn_smp__obj_release(cn_smp__obj *o)
@@ -452,7 +603,94 @@ bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint
 const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n)
 {
     uint64_t off;
-    return vaddr_to_off(e, vaddr, n, &off) && in_parts(e, off, n) ? e->data + off : NULL;
+    if (!vaddr_to_off(e, vaddr, n, &off))
+        return NULL;
+    if (e->lazy)
+        lazy_fill(e->lazy, off, n);
+    return in_parts(e, off, n) ? e->data + off : NULL;
+}
+
+/* Reads the .eh_frame entry (CIE or FDE) at file offset off into the image: its length
+ * word, then the rest. Returns its size in the file, or 0 when it is not one; *head: the
+ * bytes of its length field (4, or 12 in 64-bit DWARF). */
+static uint64_t fill_entry(const cn_smp__elf *e, uint64_t off, uint64_t *head_out)
+{
+    cn_smp__lazy *z = e->lazy;
+    uint32_t len32;
+    uint64_t len, head = 4;
+    lazy_fill(z, off, 4);
+    if (!lazy_holds(z, off, 4))
+        return 0;
+    memcpy(&len32, e->data + off, 4);
+    len = len32;
+    if (len32 == 0xffffffffu) { /* 64-bit DWARF: the length follows */
+        lazy_fill(z, off + 4, 8);
+        if (!lazy_holds(z, off + 4, 8))
+            return 0;
+        memcpy(&len, e->data + off + 4, 8);
+        head = 12;
+    }
+    if (len == 0 || len > z->len)
+        return 0;
+    lazy_fill(z, off, head + len);
+    *head_out = head;
+    return head + len;
+}
+
+void cn_smp__elf_fill_fde(const cn_smp__elf *e, uint64_t vaddr)
+{
+    cn_obj_ehhdr h;
+    const uint8_t *hdr;
+    if (!e->lazy || !(hdr = cn_smp__elf_ehhdr(e, &h)))
+        return;
+    /* The table's last entry starting at or below vaddr, as libdw's search picks it. */
+    uint64_t lo = 0, hi = h.count;
+    int64_t loc, fde;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
+        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return;
+    cn_obj_ehhdr_entry(hdr, lo - 1, false, &loc, &fde);
+    uint64_t at, head = 4;
+    if (!vaddr_to_off(e, e->eh_frame_hdr_vaddr + (uint64_t)fde, 4, &at) ||
+        fill_entry(e, at, &head) < head + 4)
+        return;
+    /* After an FDE's length, its distance back to its CIE (.eh_frame's CIE pointer). */
+    uint64_t ptr_at = at + head;
+    uint32_t back;
+    if (!lazy_holds(e->lazy, ptr_at, 4))
+        return;
+    memcpy(&back, e->data + ptr_at, 4);
+    if (back != 0 && back <= ptr_at)
+        fill_entry(e, ptr_at - back, &head);
+}
+
+bool cn_smp__elf_lazy(const cn_smp__elf *e)
+{
+    return e->lazy != NULL;
+}
+
+void cn_smp__elf_fill_all(cn_smp__elf *e)
+{
+    cn_smp__lazy *z = e->lazy;
+    if (!z)
+        return;
+    lazy_fill(z, z->off, z->len);
+    /* Now a part like the others: the image holds all of it. */
+    if (e->nparts < CN_SMP__ELF_PARTS) {
+        e->parts[e->nparts].off = z->off;
+        e->parts[e->nparts].len = z->len;
+        e->nparts++;
+        merge_parts(e);
+        e->lazy = NULL;
+        lazy_free(z);
+    }
 }
 
 const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h)

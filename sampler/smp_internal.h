@@ -171,7 +171,11 @@ typedef struct cn_smp__elf {
     uint64_t eh_frame_hdr_vaddr; /* 0 when none */
     uint64_t eh_frame_hdr_size;
     uint64_t debug_frame_off, debug_frame_size; /* .debug_frame in the file, 0 when none */
-    int has_fp;                                 /* 1 yes, 0 no, -1 unknown */
+    /* .eh_frame read on demand (image.c, "lazy"): NULL when the image was read whole at
+     * load. Its pages are filled as lookups need them (cn_smp__elf_fill_fde, and every
+     * reader through cn_smp__elf_ptr), from the file kept open. */
+    struct cn_smp__lazy *lazy;
+    int has_fp;                   /* 1 yes, 0 no, -1 unknown */
     uint32_t fp_tested, fp_found; /* functions sampled, with a frame-pointer prologue */
     struct cn_smp__cfi *cfi;      /* compiled unwind rules (cfi.c), owned; NULL until used */
     /* Sharing (cache.c): the cache holding it (NULL: owned by one object alone), the
@@ -250,7 +254,8 @@ int cn_smp__elf_load_image(cn_smp__obj *o, const void *image, size_t size);
 int cn_smp__elf_read_fd(int fd, cn_smp__elf **out);
 /* Frees an entry and what it holds; accepts NULL. */
 void cn_smp__elf_free(cn_smp__elf *e);
-/* Bytes an entry holds in memory (read parts, compiled rules). */
+/* Bytes an entry holds in memory (read parts, .eh_frame pages filled since, compiled
+ * rules). */
 uint64_t cn_smp__elf_bytes(const cn_smp__elf *e);
 /* Drops o's hold on its tables (to the cache, or freed when unshared). */
 void cn_smp__obj_release(cn_smp__obj *o);
@@ -283,6 +288,17 @@ const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h);
  * zeros for the rest of a loaded segment (code is not kept: image.c). Returns 0, or
  * -EFAULT outside every loaded segment's file bytes. */
 int cn_smp__elf_read(const cn_smp__elf *e, uint64_t vaddr, void *out, size_t n);
+/* Makes the image hold the .eh_frame entries that describe vaddr (its FDE, found through
+ * .eh_frame_hdr's table, and that FDE's CIE), read from the file when .eh_frame is read on
+ * demand (e->lazy); nothing otherwise. libdw reads the image directly: call it before each
+ * of libdw's lookups of vaddr in .eh_frame (cfi.c). The image is logically constant: it
+ * stands for the file's bytes, whether they were read yet or not. */
+void cn_smp__elf_fill_fde(const cn_smp__elf *e, uint64_t vaddr);
+/* Whether e's .eh_frame is read on demand; false after cn_smp__elf_fill_all. */
+bool cn_smp__elf_lazy(const cn_smp__elf *e);
+/* Reads the rest of .eh_frame now and stops reading on demand (for a libdw that would not
+ * find an entry through the search table: cfi.c checks at open). */
+void cn_smp__elf_fill_all(cn_smp__elf *e);
 
 /* ---------------------------------------------------------------------------------------
  * Unwinding (unwind.c)

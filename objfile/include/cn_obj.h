@@ -132,6 +132,9 @@ int cn_obj_elf_header(const uint8_t *data, size_t size, Elf64_Ehdr *eh);
  * (section headers and their string table must be inside it; the section's own bytes need
  * not be). 0 and *out, -ENOENT none, -ENOEXEC no usable section table. */
 int cn_obj_elf_section(const uint8_t *data, size_t size, const char *name, Elf64_Shdr *out);
+/* The same, with where that header lies in the image (*at, a byte offset). */
+int cn_obj_elf_section_at(const uint8_t *data, size_t size, const char *name, Elf64_Shdr *out,
+                          size_t *at);
 
 /* The GNU build-id in a run of notes (a PT_NOTE segment or SHT_NOTE section; align its
  * alignment: 8, else 4): its bytes copied to out (at most max) and their number, 0 when

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <elfutils/libdw.h>
 #include <linux/perf_event.h>
 
 #include "cn_smp.h"
@@ -796,7 +797,10 @@ static void epilogue_checked(const char *bin, cn_smp_unwind mode)
     assert_true(c->samples > 150); /* 1 s at 999 Hz; fewer under load */
     assert_int_equal(cnt.unwind_mismatches, 0);
     assert_true(total * 100 >= (long)c->samples * 99);
-    assert_true(leaf * 100 >= (long)c->samples * 50);
+    /* The leaf's share is the CPU's, not the unwinder's: 48-52% on a later VM's Xeon,
+     * where a bound of 50% failed as often as not. A third is plenty of epilogue samples;
+     * the unwind (every sample to main, no mismatch) is what is tested. */
+    assert_true(leaf * 100 >= (long)c->samples * 33);
     collector_free(c);
 }
 
@@ -1611,6 +1615,112 @@ static void test_tables_keep_no_code(void **state)
     cn_smp__elf_free(e);
 }
 
+/* libdw's frame at addr in an image's .eh_frame, as a comparable summary: its range and
+ * CFA rule ("start end nops atom:number ..."); "none" where libdw finds none. */
+static void frame_summary(Dwarf_CFI *cfi, uint64_t addr, char *out, size_t size)
+{
+    Dwarf_Frame *f = NULL;
+    Dwarf_Addr start, end;
+    bool signal;
+    Dwarf_Op *ops;
+    size_t nops;
+    snprintf(out, size, "none");
+    if (dwarf_cfi_addrframe(cfi, addr, &f) == 0 &&
+        dwarf_frame_info(f, &start, &end, &signal) >= 0 && dwarf_frame_cfa(f, &ops, &nops) == 0) {
+        int n = snprintf(out, size, "%jx %jx %zu", (uintmax_t)start, (uintmax_t)end, nops);
+        for (size_t i = 0; i < nops && n > 0 && (size_t)n < size; i++)
+            n += snprintf(out + n, size - (size_t)n, " %u:%jx", ops[i].atom,
+                          (uintmax_t)ops[i].number);
+    }
+    free(f);
+}
+
+/* A large .eh_frame is read on demand (image.c, "lazy"): it is not read at load, a lookup
+ * reads a page or three (the FDE's and its CIE's), and libdw then finds in it the same
+ * frames as in an image that holds the whole section, at function starts and inside
+ * functions, over the whole search table. */
+static void eh_frame_on_demand(const char *path)
+{
+    cn_smp__elf *lazy = read_tables(path), *whole = read_tables(path);
+    assert_true(cn_smp__elf_lazy(lazy));
+    uint64_t at_load = cn_smp__elf_bytes(lazy);
+    cn_smp__elf_fill_all(whole);
+    assert_false(cn_smp__elf_lazy(whole));
+    uint64_t eh_frame = cn_smp__elf_bytes(whole) - at_load;
+    fprintf(stderr, "  %s: %ju bytes held at load, %ju more with all of .eh_frame\n", path,
+            (uintmax_t)at_load, (uintmax_t)eh_frame);
+    assert_true(eh_frame >= 64 * 1024);
+    Elf *el = elf_memory((char *)lazy->data, lazy->size),
+        *ew = elf_memory((char *)whole->data, whole->size);
+    Dwarf_CFI *cl = dwarf_getcfi_elf(el), *cw = dwarf_getcfi_elf(ew);
+    assert_non_null(cl);
+    assert_non_null(cw);
+    cn_obj_ehhdr h;
+    const uint8_t *hdr = cn_smp__elf_ehhdr(lazy, &h);
+    assert_non_null(hdr);
+    /* One lookup far from .eh_frame's start (where the first CIE is): what it read is all
+     * libdw needs there. */
+    int64_t loc, fde;
+    cn_obj_ehhdr_entry(hdr, h.count - 2, false, &loc, &fde);
+    uint64_t far = lazy->eh_frame_hdr_vaddr + (uint64_t)loc + 1;
+    char a[512], b[512];
+    cn_smp__elf_fill_fde(lazy, far);
+    uint64_t one = cn_smp__elf_bytes(lazy) - at_load;
+    frame_summary(cl, far, a, sizeof(a));
+    frame_summary(cw, far, b, sizeof(b));
+    fprintf(stderr, "  one lookup read %ju bytes: %s\n", (uintmax_t)one, a);
+    assert_true(one > 0 && one <= 3 * 4096);
+    assert_string_not_equal(b, "none");
+    assert_string_equal(a, b);
+    unsigned compared = 0, found = 0;
+    for (uint64_t i = 0; i < h.count; i += 1 + h.count / 700) {
+        cn_obj_ehhdr_entry(hdr, i, false, &loc, &fde);
+        uint64_t start = lazy->eh_frame_hdr_vaddr + (uint64_t)loc;
+        for (uint64_t addr = start; addr < start + 24; addr += 7) {
+            cn_smp__elf_fill_fde(lazy, addr);
+            frame_summary(cl, addr, a, sizeof(a));
+            frame_summary(cw, addr, b, sizeof(b));
+            assert_string_equal(a, b);
+            compared++;
+            found += strcmp(b, "none") != 0;
+        }
+    }
+    fprintf(stderr, "  %u addresses compared, %u with a frame; %ju of %ju bytes read\n", compared,
+            found, (uintmax_t)(cn_smp__elf_bytes(lazy) - at_load), (uintmax_t)eh_frame);
+    assert_true(compared > 1000 && found * 10 > compared * 9);
+    dwarf_cfi_end(cl);
+    dwarf_cfi_end(cw);
+    elf_end(el);
+    elf_end(ew);
+    cn_smp__elf_free(lazy);
+    cn_smp__elf_free(whole);
+}
+
+static void test_tables_eh_frame_on_demand(void **state)
+{
+    (void)state;
+    const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    if (access(libc, R_OK) != 0)
+        libc = "/lib/aarch64-linux-gnu/libc.so.6";
+    eh_frame_on_demand(libc);
+}
+
+/* The same in a library clang linked (scripts/setup installs clang, and with it LLVM's
+ * library): its .eh_frame_hdr's section header comes after .eh_frame's, which libdw 0.188
+ * took for no search table (image.c eh_frame_hdr_first). */
+static void test_tables_eh_frame_on_demand_clang(void **state)
+{
+    (void)state;
+    const char *llvm = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
+    if (access(llvm, R_OK) != 0)
+        llvm = "/usr/lib/aarch64-linux-gnu/libLLVM-14.so.1";
+    if (access(llvm, R_OK) != 0) {
+        assert_false(getenv("CI") && strcmp(getenv("CI"), "true") == 0);
+        skip();
+    }
+    eh_frame_on_demand(llvm);
+}
+
 static int held_cmp(const void *a, const void *b)
 {
     const cn_smp__held *x = a, *y = b;
@@ -1791,6 +1901,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maps_line),
         cmocka_unit_test(test_tables_keep_no_code),
+        cmocka_unit_test(test_tables_eh_frame_on_demand),
+        cmocka_unit_test(test_tables_eh_frame_on_demand_clang),
         cmocka_unit_test(test_cache_shares_and_bounds),
         cmocka_unit_test(test_held_sort_runs),
         cmocka_unit_test(test_objects_release_tables),
