@@ -39,8 +39,14 @@ missing() {
 
 [ $# -ge 3 ] || die "usage: vm.sh SRCDIR OUTDIR HOST_CANOPY [bench]"
 src=$1 out=$2 host_canopy=$3 mode=${4:-test}
-kver=${CANOPY_A64_KERNEL_VERSION:-6.1.0-56-arm64}
-kernel=${CANOPY_A64_KERNEL:-/boot/vmlinuz-$kver}
+# Debian's arm64 kernel: the one named, else the newest installed (linux-image-arm64
+# follows Debian's updates: 6.1.0-56 when this was written, 6.1.0-57 on a later machine).
+if [ -n "${CANOPY_A64_KERNEL_VERSION:-}" ]; then
+    newest=/boot/vmlinuz-$CANOPY_A64_KERNEL_VERSION
+else
+    newest=$(ls /boot/vmlinuz-*-arm64 2>/dev/null | sort -V | tail -n 1)
+fi
+kernel=${CANOPY_A64_KERNEL:-$newest}
 libdirs="/lib/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu"
 cc=aarch64-linux-gnu-gcc
 timeout_s=${CANOPY_A64_TIMEOUT:-420}
@@ -48,7 +54,8 @@ timeout_s=${CANOPY_A64_TIMEOUT:-420}
 command -v qemu-system-aarch64 >/dev/null || missing "qemu-system-aarch64 (qemu-system-arm)"
 command -v $cc >/dev/null || missing "$cc (gcc-aarch64-linux-gnu)"
 command -v cpio >/dev/null || missing "cpio"
-[ -r "$kernel" ] || missing "the arm64 kernel $kernel (linux-image-arm64:arm64)"
+[ -n "$kernel" ] && [ -r "$kernel" ] ||
+    missing "an arm64 kernel, /boot/vmlinuz-*-arm64 (linux-image-arm64:arm64)"
 [ -x "$host_canopy" ] || die "host canopy $host_canopy not built"
 # busybox-static:arm64 installs its binary as /bin/busybox (in place of the host's).
 busybox=${CANOPY_A64_BUSYBOX:-}
