@@ -187,21 +187,11 @@ static uint64_t next_fde(const cn_smp__elf *e, uint64_t addr)
 {
     cn_obj_ehhdr h;
     const uint8_t *hdr = cn_smp__elf_ehhdr(e, &h);
-    /* The table is sorted by initial location. */
-    uint64_t lo = 0, hi = hdr ? h.count : 0;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        int64_t loc, fde;
-        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
-        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo >= (hdr ? h.count : 0))
+    uint64_t i = hdr ? cn_smp__ehhdr_after(e, hdr, &h, addr) : 0;
+    if (!hdr || i >= h.count)
         return UINT64_MAX;
     int64_t loc, fde;
-    cn_obj_ehhdr_entry(hdr, lo, false, &loc, &fde);
+    cn_obj_ehhdr_entry(hdr, i, false, &loc, &fde);
     return e->eh_frame_hdr_vaddr + (uint64_t)loc;
 }
 

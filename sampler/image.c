@@ -644,19 +644,11 @@ void cn_smp__elf_fill_fde(const cn_smp__elf *e, uint64_t vaddr)
     if (!e->lazy || !(hdr = cn_smp__elf_ehhdr(e, &h)))
         return;
     /* The table's last entry starting at or below vaddr, as libdw's search picks it. */
-    uint64_t lo = 0, hi = h.count;
+    uint64_t after = cn_smp__ehhdr_after(e, hdr, &h, vaddr);
     int64_t loc, fde;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
-        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
+    if (after == 0)
         return;
-    cn_obj_ehhdr_entry(hdr, lo - 1, false, &loc, &fde);
+    cn_obj_ehhdr_entry(hdr, after - 1, false, &loc, &fde);
     uint64_t at, head = 4;
     if (!vaddr_to_off(e, e->eh_frame_hdr_vaddr + (uint64_t)fde, 4, &at) ||
         fill_entry(e, at, &head) < head + 4)
@@ -691,6 +683,22 @@ void cn_smp__elf_fill_all(cn_smp__elf *e)
         e->lazy = NULL;
         lazy_free(z);
     }
+}
+
+uint64_t cn_smp__ehhdr_after(const cn_smp__elf *e, const uint8_t *hdr, const cn_obj_ehhdr *h,
+                             uint64_t vaddr)
+{
+    uint64_t lo = 0, hi = h->count; /* the table is sorted by initial location */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int64_t loc, fde;
+        cn_obj_ehhdr_entry(hdr, mid, false, &loc, &fde);
+        if (e->eh_frame_hdr_vaddr + (uint64_t)loc <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h)

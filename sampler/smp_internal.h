@@ -284,6 +284,10 @@ bool cn_smp__elf_bias(const cn_smp__elf *e, uint64_t start, uint64_t pgoff, uint
 const uint8_t *cn_smp__elf_ptr(const cn_smp__elf *e, uint64_t vaddr, size_t n);
 /* e's .eh_frame_hdr, decoded (cn_obj_ehhdr_parse): its bytes and *h, or NULL. */
 const uint8_t *cn_smp__elf_ehhdr(const cn_smp__elf *e, cn_obj_ehhdr *h);
+/* The index of the first entry of that table (hdr, h) whose function starts above vaddr
+ * (h->count when none): the entry before it is the one that covers vaddr, if any. */
+uint64_t cn_smp__ehhdr_after(const cn_smp__elf *e, const uint8_t *hdr, const cn_obj_ehhdr *h,
+                             uint64_t vaddr);
 /* Reads n bytes at ELF virtual address vaddr from the file image: the parts it holds, and
  * zeros for the rest of a loaded segment (code is not kept: image.c). Returns 0, or
  * -EFAULT outside every loaded segment's file bytes. */

@@ -1578,6 +1578,14 @@ static cn_obj_ident test_ident(uint64_t n)
     return (cn_obj_ident){.dev = 0xfff0, .ino = n, .size = 1000 + (int64_t)n, .mtime_ns = 7};
 }
 
+/* A library of the host's multiarch directory under prefix ("" or "/usr"): the test
+ * runs on the machine it was built for. */
+#if defined(__aarch64__)
+#define HOST_LIB(prefix, name) prefix "/lib/aarch64-linux-gnu/" name
+#else
+#define HOST_LIB(prefix, name) prefix "/lib/x86_64-linux-gnu/" name
+#endif
+
 static cn_smp__elf *read_tables(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1592,9 +1600,7 @@ static cn_smp__elf *read_tables(const char *path)
 static void test_tables_keep_no_code(void **state)
 {
     (void)state;
-    const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
-    if (access(libc, R_OK) != 0)
-        libc = "/lib/aarch64-linux-gnu/libc.so.6";
+    const char *libc = HOST_LIB("", "libc.so.6");
     cn_smp__elf *e = read_tables(libc);
     struct stat st;
     assert_int_equal(stat(libc, &st), 0);
@@ -1699,10 +1705,7 @@ static void eh_frame_on_demand(const char *path)
 static void test_tables_eh_frame_on_demand(void **state)
 {
     (void)state;
-    const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
-    if (access(libc, R_OK) != 0)
-        libc = "/lib/aarch64-linux-gnu/libc.so.6";
-    eh_frame_on_demand(libc);
+    eh_frame_on_demand(HOST_LIB("", "libc.so.6"));
 }
 
 /* The same in a library clang linked (scripts/setup installs clang, and with it LLVM's
@@ -1711,9 +1714,7 @@ static void test_tables_eh_frame_on_demand(void **state)
 static void test_tables_eh_frame_on_demand_clang(void **state)
 {
     (void)state;
-    const char *llvm = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
-    if (access(llvm, R_OK) != 0)
-        llvm = "/usr/lib/aarch64-linux-gnu/libLLVM-14.so.1";
+    const char *llvm = HOST_LIB("/usr", "libLLVM-14.so.1");
     if (access(llvm, R_OK) != 0) {
         assert_false(getenv("CI") && strcmp(getenv("CI"), "true") == 0);
         skip();
