@@ -32,6 +32,10 @@
 #define BATCH_SPAN     256         /* bytes read per code object (cn_int__ident_span: ≤ 256) */
 #define BATCH_BYTES    (BATCH_MAX * BATCH_SPAN) /* the check's buffer (runs of nearby spans) */
 
+/* The initial pid namespace's inode number, fixed by the kernel (PROC_PID_INIT_INO, not in
+ * its uapi headers); every other namespace gets a number allocated below it. */
+#define PID_NS_INITIAL_INO 0xEFFFFFFCu
+
 typedef struct code_ent {
     uint64_t code;
     cn_int__code c;
@@ -166,6 +170,7 @@ int cn_int_new(cn_int_ctx **out, cn_err *err)
     }
     c->skel->rodata->pidns_dev = ns.st_dev;
     c->skel->rodata->pidns_ino = ns.st_ino;
+    c->skel->rodata->pidns_initial = ns.st_ino == PID_NS_INITIAL_INO;
     ret = python_bpf__load(c->skel);
     if (ret < 0) {
         ret = cn_err_set(err, ret, "python frames: BPF load: %s", strerror(-ret));
