@@ -2,7 +2,8 @@
 # canopyd dies loudly (daemon/crash.c): a fatal signal leaves a report and a backtrace
 # naming canopyd's functions in its log, and canopyd dies of that very signal (the status
 # and core dump systemd sees). Then a restart on the same state dir, as systemd's
-# Restart=on-failure does, lists the sessions saved before the crash.
+# Restart=on-failure does, lists the sessions saved before the crash, and one that was
+# started a moment before it (written at its start, not at its first checkpoint).
 #  - SIGABRT, SIGSYS, SIGBUS from kill(): the handler's line "sent by pid", its backtrace.
 #  - A real fault, with no test hook in canopyd: gdb makes the main thread call
 #    cn_d_server_backend((void *)0x10), whose first load faults (SEGV_MAPERR). Under
@@ -41,13 +42,28 @@ wait $W 2>/dev/null || true
 W=
 stop_daemon TERM
 
+ids() { ok '{"cmd":"sessions"}' | jget '" ".join(s["id"] for s in d["sessions"])'; }
 n=0
+R=
 for sig in ABRT:6 SYS:31 BUS:7; do
   name=${sig%:*} num=${sig#*:}
   [ $ASAN = 1 ] && [ $name = BUS ] && continue # ASan's handler reports SIGBUS (not kill's)
   : >"$TMP/canopyd.log"
   start_daemon io_uring "$TMP/state"
   [ "$(field "$S" state)" = saved ] || fail "after restart $n: $S not listed as saved"
+  if [ $n = 1 ]; then
+    [[ " $(ids) " == *" $R "* ]] || fail "the session started just before a crash is gone: $(ids)"
+    kill $W
+    wait $W 2>/dev/null || true
+    W=
+  fi
+  if [ $n = 0 ]; then
+    # A session started just before the crash, before its first checkpoint (5 s): it is
+    # written at its start, so the restart lists it too.
+    "$WL" 60 >/dev/null &
+    W=$!
+    R=$(ok "{\"cmd\":\"attach\",\"pid\":$W,\"name\":\"at-crash\"}" | jget 'd["session"]["id"]')
+  fi
   kill -$name $D_PID
   crashed $((128 + num))
   grep -q "^canopyd: fatal signal $num (SIG$name) sent by pid $$, thread [0-9]* (canopyd)\$" "$TMP/canopyd.log" ||
@@ -103,4 +119,4 @@ start_daemon epoll "$TMP/state"
 t=$(ok "{\"cmd\":\"tree\",\"session\":\"$S\"}" | jget 'd["tree"]["total"]')
 python3 -c "import sys; sys.exit(not float(sys.argv[1]) > 0)" "$t" || fail "saved session's tree empty"
 stop_daemon TERM
-echo "PASS: $n signals reported with a backtrace, a real SIGSEGV and a stack overflow$([ $ASAN = 1 ] && echo " (ASan's reports)"), the saved session back after each restart"
+echo "PASS: $n signals reported with a backtrace, a real SIGSEGV and a stack overflow$([ $ASAN = 1 ] && echo " (ASan's reports)"), the saved session back after each restart, a session started just before a crash back after it"
