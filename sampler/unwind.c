@@ -334,7 +334,7 @@ static bool through_init_code(const cn_smp__arch *arch, const cn_smp__proc *p, c
 
 /* check_unwind: the first disagreements are written to stderr, both stacks as object +
  * file offset, so that a test failing on one says where (once in CI, 1 sample in ~3 900
- * of test_epilogue_unwind's; none in ~130 000 when looked for). Tests only: nothing else
+ * of test_epilogue_unwind's; none in ~160 000 when looked for). Tests only: nothing else
  * sets check_unwind. */
 #define MISMATCHES_SHOWN 3
 
