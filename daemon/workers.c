@@ -330,6 +330,15 @@ static void answer_error(cn_d__job *j, const char *code, int exit, const char *m
     cn_d__reply_send(j->cl->c, &rp);
 }
 
+/* A query that did not finish by itself goes to the log: to an operator a query killed
+ * for its cost, or a worker that crashed, is news even when the client is gone. */
+static void log_query_end(const cn_d__job *j, const char *why)
+{
+    const char *cmd = json_string_value(json_object_get(j->req, "cmd"));
+    fprintf(stderr, "canopyd: %s of uid %u on session %s: %s\n", cmd ? cmd : "query",
+            (unsigned)j->uid, j->e ? cn_live_session_id(j->e->s) : "(removed)", why);
+}
+
 static void save_done(cn_d_server *srv, cn_d__job *j, const job_hdr *h, bool ok)
 {
     cn_err err = {0};
@@ -393,11 +402,13 @@ static void job_done(cn_d_server *srv, cn_d__job *j)
                      "(limit)",
                      (double)srv->cfg.query_cpu_ns / 1e9, 4 * (double)srv->cfg.query_cpu_ns / 1e9);
             answer_error(j, "query_too_expensive", 1, msg);
+            log_query_end(j, msg);
         } else {
             srv->stats.jobs_failed++;
             snprintf(msg, sizeof(msg), "the query worker died (%s %d)",
                      killed ? "signal" : "status", si.si_status);
             answer_error(j, "failed", 1, msg);
+            log_query_end(j, msg);
         }
     }
     srv->stats.jobs_done++;

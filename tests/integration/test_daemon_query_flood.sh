@@ -62,6 +62,11 @@ for BACKEND in io_uring epoll; do
     fail "$BACKEND: 1024 transforms not refused: $(cat "$TMP/attack.json")"
   jget 'any("CPU time" in m or "output over" in m for m in d["messages"])' <"$TMP/attack.json" | grep -q True ||
     fail "$BACKEND: no worker bound hit: $(cat "$TMP/attack.json")"
+  # A worker stopped for its CPU time is in canopyd's log, with whose query it was.
+  if jget 'any("CPU time" in m for m in d["messages"])' <"$TMP/attack.json" | grep -q True; then
+    grep -q "of uid $A on session .*: query too expensive: stopped after" "$TMP/canopyd.log" ||
+      fail "$BACKEND: a query stopped for its CPU time is not in the log"
+  fi
   # B: answered, fast, nothing lost.
   jget "d['errors'] == [] and d['n'] >= 30 // $SLOW" <"$TMP/probe.json" | grep -q True || fail "$BACKEND: B's queries: $(cat "$TMP/probe.json")"
   med=$(jget 'd["median_ms"]' <"$TMP/probe.json")

@@ -145,8 +145,13 @@ check "a cut comm is shown with U+FFFD" \
 SYS=$("${C[@]}" system "${S[@]}") || fail "root's system session"
 # Wait until nobody's evil function is symbolized in its own session and the system's.
 for ((i = 0; i < 150; i++)); do
-  out=$(ucall "{\"cmd\":\"tree\",\"session\":\"$U1\",\"format\":\"folded\"}" | jget 'd["output"]')
-  sys=$(call "{\"cmd\":\"tree\",\"session\":\"$SYS\",\"format\":\"folded\"}" | jget 'd["output"]')
+  ru=$(ucall "{\"cmd\":\"tree\",\"session\":\"$U1\",\"format\":\"folded\"}")
+  rs=$(call "{\"cmd\":\"tree\",\"session\":\"$SYS\",\"format\":\"folded\"}")
+  for r in "$ru" "$rs"; do # an error reply is a failed check, shown whole
+    check "a tree query answers: $(head -c 600 <<<"$r")" [ "$(jget 'd["ok"]' <<<"$r")" = True ]
+  done
+  out=$(jget 'd.get("output", "")' <<<"$ru")
+  sys=$(jget 'd.get("output", "")' <<<"$rs")
   grep -q 'evil' <<<"$out" && grep -q 'evil' <<<"$sys" && break
   sleep 0.2
 done
