@@ -157,8 +157,10 @@ struct cn_smp__cfi {
      * of blocks[i] starts before every rule of blocks[i + 1], and no block is empty. */
     block_ref *blocks;
     size_t nblocks, capblocks;
-    size_t n;      /* rules in all blocks */
-    hot_slot *hot; /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
+    size_t n;             /* rules in all blocks */
+    uint64_t block_bytes; /* the blocks' allocations, kept as they change (counted at every
+                             release of the object, which a build does per process) */
+    hot_slot *hot;        /* HOT_SLOTS, made once n reaches HOT_MIN_RULES; NULL before */
 };
 
 /* libdw's frame at addr in cfi (c->eh or c->debug): dwarf_cfi_addrframe, after the
@@ -340,9 +342,13 @@ uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
     /* libdw's own FDE and CIE caches are not counted: they hold what lookups touched. */
     if (!c)
         return 0;
-    uint64_t bytes = sizeof(*c) + c->capblocks * sizeof(*c->blocks);
+#ifndef NDEBUG
+    uint64_t walked = 0;
     for (size_t b = 0; b < c->nblocks; b++)
-        bytes += sizeof(rule_block) + c->blocks[b].k->cap * sizeof(rule);
+        walked += sizeof(rule_block) + c->blocks[b].k->cap * sizeof(rule);
+    assert(walked == c->block_bytes);
+#endif
+    uint64_t bytes = sizeof(*c) + c->capblocks * sizeof(*c->blocks) + c->block_bytes;
     return bytes + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0);
 }
 
@@ -410,6 +416,7 @@ static rule_block *block_insert(cn_smp__cfi *c, size_t b, uint32_t cap, const ru
     }
     k->n = n;
     k->cap = cap;
+    c->block_bytes += sizeof(*k) + cap * sizeof(rule);
     if (n)
         memcpy(k->r, from, n * sizeof(rule));
     memmove(&c->blocks[b + 1], &c->blocks[b], (c->nblocks - b) * sizeof(*c->blocks));
@@ -432,6 +439,7 @@ static bool table_room(cn_smp__cfi *c, table_pos *p)
         rule_block *g = realloc(k, sizeof(*k) + 2 * k->cap * sizeof(rule));
         if (!g)
             return false;
+        c->block_bytes += g->cap * sizeof(rule);
         g->cap *= 2;
         c->blocks[p->b].k = g;
         return true;
