@@ -124,40 +124,35 @@ static size_t nframes(const run *r, size_t i)
 
 typedef struct capture {
     FILE *f;
-    int err;     /* first write error (negative errno) */
-    size_t tail; /* bytes after STACK_USER in a sample: 8 with PERF_SAMPLE_CGROUP, else 0 */
+    int err;                 /* first write error (negative errno) */
+    const cn_smp_session *s; /* the capture's session: its parser finds the stack copy */
 } capture;
 
-/* A SAMPLE record's stack copy cut to its dyn_size. The record ends with the copy's size,
- * the copy, dyn_size and tail bytes (the cgroup id, the only field our layout has after
- * STACK_USER); the copy's size field is found as the one u64 whose value matches the
- * record's end. Returns the new length (the record rewritten in buf) or len when nothing
- * was cut. */
-static size_t cut_stack(const uint8_t *rec, size_t len, size_t tail, uint8_t *buf)
+/* A SAMPLE record's stack copy cut to its dyn_size, the record rewritten in buf: the
+ * copy's size field, located by the session's own parser (cn_smp_session_record_stack),
+ * becomes the bytes kept (dyn_size rounded up to 8), what follows the copy (dyn_size, the
+ * cgroup id) moves up behind them. Returns the new length, or len when nothing was cut.
+ * (It was found by scanning for the first u64 whose value matched the record's end: in an
+ * xz capture a second word matched in hundreds of samples, after the field, and a register
+ * holding that number before it would have cut the record in the wrong place.) */
+static size_t cut_stack(const capture *c, const uint8_t *rec, size_t len, uint8_t *buf)
 {
-    uint64_t dyn;
-    if (len < 32 + tail)
+    size_t at;
+    uint64_t size, dyn;
+    if (cn_smp_session_record_stack(c->s, rec, len, &at, &size, &dyn) < 0)
         return len;
-    memcpy(&dyn, rec + len - tail - 8, 8);
-    for (size_t pos = 8; pos + 16 + tail <= len; pos += 8) {
-        uint64_t size;
-        memcpy(&size, rec + pos, 8);
-        if (pos + 8 + size + 8 + tail != len || dyn > size)
-            continue;
-        uint64_t keep = (dyn + 7) & ~7ull;
-        if (keep >= size)
-            return len;
-        memcpy(buf, rec, pos);
-        memcpy(buf + pos, &keep, 8);
-        memcpy(buf + pos + 8, rec + pos + 8, keep);
-        memcpy(buf + pos + 8 + keep, &dyn, 8);
-        memcpy(buf + pos + 8 + keep + 8, rec + len - tail, tail);
-        size_t n = pos + 8 + keep + 8 + tail;
-        uint16_t n16 = (uint16_t)n;
-        memcpy(buf + 6, &n16, 2); /* perf_event_header.size */
-        return n;
-    }
-    return len;
+    uint64_t keep = (dyn + 7) & ~7ull;
+    if (keep >= size)
+        return len;
+    size_t after = at + 8 + size; /* dyn_size and the rest */
+    memcpy(buf, rec, at);
+    memcpy(buf + at, &keep, 8);
+    memcpy(buf + at + 8, rec + at + 8, keep);
+    memcpy(buf + at + 8 + keep, rec + after, len - after);
+    size_t n = at + 8 + keep + (len - after);
+    uint16_t n16 = (uint16_t)n;
+    memcpy(buf + 6, &n16, 2); /* perf_event_header.size */
+    return n;
 }
 
 static void on_record(void *arg, const void *rec, size_t len)
@@ -169,7 +164,7 @@ static void on_record(void *arg, const void *rec, size_t len)
     memcpy(&type, rec, 4);
     const void *out = rec;
     if ((type & 0xffff) == sample_type && len <= sizeof(buf)) {
-        size_t n = cut_stack(rec, len, c->tail, buf);
+        size_t n = cut_stack(c, rec, len, buf);
         if (n != len) {
             out = buf;
             len = n;
@@ -200,7 +195,7 @@ static void live_sample(void *arg, const cn_smp_sample *s)
 static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const char *path, run *out,
                        cn_smp_session **ret_s)
 {
-    live lv = {{fopen(path, "we"), 0, 0}, out};
+    live lv = {{fopen(path, "we"), 0, NULL}, out};
     if (!lv.cap.f)
         return -errno;
     cn_smp_child child;
@@ -223,6 +218,7 @@ static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const ch
     cn_smp_session *s = NULL;
     cn_err err = {0};
     ret = cn_smp_session_new(&cfg, &cb, &lv, &s);
+    lv.cap.s = s;
     if (ret == 0)
         ret = cn_smp_session_start(s, &err);
     if (ret < 0) {
@@ -231,7 +227,6 @@ static int capture_run(char **argv, uint32_t freq, uint32_t stack_size, const ch
         goto out;
     }
     uint64_t st = cn_smp_session_sample_type(s);
-    lv.cap.tail = st & PERF_SAMPLE_CGROUP ? 8 : 0;
     if (fwrite(MAGIC, 1, 8, lv.cap.f) != 8 || fwrite(&st, 8, 1, lv.cap.f) != 1)
         lv.cap.err = -EIO;
     /* the command's pid, before it runs: bench/real_programs.sh attaches perf to it */

@@ -605,6 +605,25 @@ uint64_t cn_smp_session_sample_type(const cn_smp_session *s)
     return s ? s->lay.sample_type : 0;
 }
 
+int cn_smp_session_record_stack(const cn_smp_session *s, const void *rec, size_t len,
+                                size_t *size_at, uint64_t *size, uint64_t *dyn)
+{
+    cn_smp__rec r;
+    int ret = cn_smp__parse(&s->lay, rec, len, &r);
+    if (ret == -ENOTSUP)
+        return -ENOENT;
+    if (ret < 0)
+        return -EINVAL;
+    if (r.type != PERF_RECORD_SAMPLE || !r.u.sample.stack || !r.u.sample.stack_req)
+        return -ENOENT;
+    const uint8_t *data = r.u.sample.stack, *base = rec;
+    assert(data >= base + 8 && data + r.u.sample.stack_req <= base + len);
+    *size_at = (size_t)(data - base) - 8;
+    *size = r.u.sample.stack_req;
+    *dyn = r.u.sample.stack_size;
+    return 0;
+}
+
 int cn_smp_session_replay(cn_smp_session *s, uint64_t sample_type)
 {
     const uint64_t extra =

@@ -454,6 +454,14 @@ void cn_smp_session_counters(const cn_smp_session *s, cn_smp_counters *out);
 int cn_smp_session_feed(cn_smp_session *s, const void *buf, size_t len);
 /* The perf sample_type bits (PERF_SAMPLE_*) this session uses. */
 uint64_t cn_smp_session_sample_type(const cn_smp_session *s);
+/* Where a SAMPLE record as the record tap hands it (cn_smp_callbacks.record) keeps its user
+ * stack copy, found by this session's own record parser: *size_at = the offset of the
+ * copy's size field (the copy follows it, then the u64 of bytes the kernel filled), *size =
+ * the copy's size, *dyn = the bytes filled. For a capture that cuts copies to what was
+ * filled (bench/bench_replay.c). 0, -ENOENT for a record of another type or without a copy,
+ * or -EINVAL for one that does not parse. */
+int cn_smp_session_record_stack(const cn_smp_session *s, const void *rec, size_t len,
+                                size_t *size_at, uint64_t *size, uint64_t *dyn);
 /* Makes a CN_SMP_TARGET_NONE session replay a capture (records taken with
  * cn_smp_callbacks.record, bench/bench_replay.c): records fed from now on are in
  * sample_type's layout, a superset of the session's own by PERF_SAMPLE_CALLCHAIN,

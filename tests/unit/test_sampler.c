@@ -1241,6 +1241,77 @@ static void test_replay_layout(void **st)
     cn_smp_session_free(s);
 }
 
+/* put64 into rec at *at, advancing it. */
+static void put64(uint8_t *rec, size_t *at, uint64_t v)
+{
+    memcpy(rec + *at, &v, 8);
+    *at += 8;
+}
+
+/* cn_smp_session_record_stack finds a sample's stack copy by the session's layout, even
+ * where an earlier field holds the number a scan for "the u64 that matches the record's
+ * end" would take for the copy's size (bench_replay's old cut). */
+static void test_record_stack(void **st)
+{
+    cn_smp_config cfg = {
+        .target = CN_SMP_TARGET_NONE, .unwind = CN_SMP_UNWIND_DWARF, .no_kernel = true};
+    cn_smp_session *s = NULL;
+    assert_int_equal(cn_smp_session_new(&cfg, NULL, NULL, &s), 0);
+    assert_int_equal(cn_smp_session_start(s, NULL), 0);
+    uint64_t own = cn_smp_session_sample_type(s),
+             known = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                     PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER |
+                     PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CGROUP;
+    assert_int_equal(own & ~known, 0); /* the record below writes these fields only */
+    assert_true(own & PERF_SAMPLE_STACK_USER);
+    uint8_t rec[512] = {0};
+    size_t at = 8, period_at = 0, size_at = 0;
+    enum { COPY = 64, DYN = 24 };
+    if (own & PERF_SAMPLE_IDENTIFIER)
+        put64(rec, &at, 1);
+    if (own & PERF_SAMPLE_IP)
+        put64(rec, &at, 0x400010);
+    if (own & PERF_SAMPLE_TID)
+        put64(rec, &at, 42 | (uint64_t)42 << 32);
+    if (own & PERF_SAMPLE_TIME)
+        put64(rec, &at, 20);
+    if (own & PERF_SAMPLE_CPU)
+        put64(rec, &at, 0);
+    if (own & PERF_SAMPLE_PERIOD) {
+        period_at = at;
+        put64(rec, &at, 0); /* set below */
+    }
+    if (own & PERF_SAMPLE_REGS_USER)
+        put64(rec, &at, PERF_SAMPLE_REGS_ABI_NONE);
+    size_at = at;
+    put64(rec, &at, COPY);
+    at += COPY;
+    put64(rec, &at, DYN);
+    if (own & PERF_SAMPLE_CGROUP)
+        put64(rec, &at, 7);
+    size_t len = at, tail = own & PERF_SAMPLE_CGROUP ? 8 : 0;
+    struct perf_event_header h = {PERF_RECORD_SAMPLE, 0, (uint16_t)len};
+    memcpy(rec, &h, sizeof(h));
+    assert_true(period_at > 0);
+    uint64_t decoy = len - period_at - 16 - tail; /* what the old scan matched first */
+    memcpy(rec + period_at, &decoy, 8);
+
+    size_t got_at = 0;
+    uint64_t size = 0, dyn = 0;
+    assert_int_equal(cn_smp_session_record_stack(s, rec, len, &got_at, &size, &dyn), 0);
+    assert_int_equal(got_at, size_at);
+    assert_int_equal(size, COPY);
+    assert_int_equal(dyn, DYN);
+    /* cut short: does not parse */
+    assert_int_equal(cn_smp_session_record_stack(s, rec, len - 16, &got_at, &size, &dyn), -EINVAL);
+    /* another record type */
+    uint8_t mm[256];
+    assert_int_equal(
+        cn_smp_session_record_stack(s, mm, put_mmap_bin_x(mm, 0, 0x1000, 10), &got_at, &size, &dyn),
+        -ENOENT);
+    cn_smp_session_free(s);
+}
+
 static void test_feed_records(void **st)
 {
     cn_smp_config cfg = {.target = CN_SMP_TARGET_NONE, .unwind = CN_SMP_UNWIND_FP};
@@ -1948,6 +2019,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_address_space_overlaps),
         cmocka_unit_test(test_feed_records),
         cmocka_unit_test(test_replay_layout),
+        cmocka_unit_test(test_record_stack),
         cmocka_unit_test(test_offcpu_intervals),
         cmocka_unit_test(test_offcpu_seed_stale),
         cmocka_unit_test(test_offcpu_min_block),
