@@ -330,8 +330,9 @@ static void answer_error(cn_d__job *j, const char *code, int exit, const char *m
     cn_d__reply_send(j->cl->c, &rp);
 }
 
-/* A query that did not finish by itself goes to the log: to an operator a query killed
- * for its cost, or a worker that crashed, is news even when the client is gone. */
+/* A query that did not finish by itself goes to the log as well as to the client that
+ * asked: to an operator a query killed for its cost, or a worker that crashed, is news.
+ * (A worker whose client left was killed for that reason, and is not logged.) */
 static void log_query_end(const cn_d__job *j, const char *why)
 {
     const char *cmd = json_string_value(json_object_get(j->req, "cmd"));

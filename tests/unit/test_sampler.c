@@ -265,36 +265,43 @@ static void dump(const collector *c, const char *why)
                     c->stacks[i].stack);
 }
 
-/* Samples whose stack reaches the process's start: the executable's _start, or the
- * dynamic loader's entry (a sample in ld.so before the program runs: the test's names come
- * from the workload's symbols alone, so such a stack shows the loader's file name only).
+/* Whether a stack (root first) reaches the process's start: the executable's _start, or
+ * the dynamic loader's entry (a sample in ld.so before the program runs: the test's names
+ * come from the workload's symbols alone, so such a stack shows the loader's file name
+ * only, every frame of it; a stack cut in ld.so below the program's frames is not one).
  * Under a loaded machine the loader's start-up takes longer and those samples, 2-4 of
  * 6 000 on an idle one, grow. */
+static bool reaches_start(const char *stack)
+{
+    if (strncmp(stack, "_start;", 7) == 0)
+        return true;
+    bool loader = *stack != '\0';
+    for (const char *f = stack; f && loader; f = strchr(f, ';'), f = f ? f + 1 : NULL)
+        loader = strncmp(f, "ld-linux-", 9) == 0;
+    return loader;
+}
+
+/* Samples whose stack reaches the process's start (reaches_start). */
 static long reach_start(const collector *c)
 {
-    long n = count_with(c, "_start;", 0, true);
-    for (int i = 0; i < c->nstacks; i++) {
-        /* every frame the loader's (a stack cut in ld.so below the program's is not) */
-        const char *f = c->stacks[i].stack;
-        bool loader = *f != '\0';
-        for (; f && loader; f = strchr(f, ';'), f = f ? f + 1 : NULL)
-            loader = strncmp(f, "ld-linux-", 9) == 0;
-        n += loader ? c->stacks[i].count : 0;
-    }
+    long n = 0;
+    for (int i = 0; i < c->nstacks; i++)
+        n += reaches_start(c->stacks[i].stack) ? c->stacks[i].count : 0;
     return n;
 }
 
-/* The stop reasons, and up to 8 of the stacks without root (which dump() leaves out when
- * each is under 1%): printed when too few samples reach it, before the assert fails. */
-static void dump_unrooted(const collector *c, const cn_smp_counters *cnt, const char *root)
+/* The stop reasons, and up to 8 of the stacks that do not reach the start (which dump()
+ * leaves out when each is under 1%): printed when too few reach it, before the assert
+ * fails. */
+static void dump_unrooted(const collector *c, const cn_smp_counters *cnt)
 {
     fprintf(stderr, "--- stops:");
     for (int s = 0; s < CN_SMP_STOP__COUNT; s++)
         fprintf(stderr, " %s %lu", cn_smp_stop_name((cn_smp_stop)s),
                 (unsigned long)cnt->unwind_stop[s]);
-    fprintf(stderr, "\n--- stacks without %s:\n", root);
+    fprintf(stderr, "\n--- stacks that do not reach the start:\n");
     for (int i = 0, shown = 0; i < c->nstacks && shown < 8; i++)
-        if (!strstr(c->stacks[i].stack, root)) {
+        if (!reaches_start(c->stacks[i].stack)) {
             fprintf(stderr, "  %6ld tid %d %s\n", c->stacks[i].count, (int)c->stacks[i].tid,
                     c->stacks[i].stack);
             shown++;
@@ -759,7 +766,7 @@ static void adaptive_padded(const char *bin, const char *pad, uint32_t want, uin
     assert_int_equal(cnt.stack_copy, want);
     assert_int_equal(cnt.stack_chain_off, chain_off);
     if (start * 100 < c->samples * 99)
-        dump_unrooted(c, &cnt, "_start;");
+        dump_unrooted(c, &cnt);
     assert_true(start * 100 >= c->samples * 99);
     collector_free(c);
 }
@@ -1241,13 +1248,6 @@ static void test_replay_layout(void **st)
     cn_smp_session_free(s);
 }
 
-/* put64 into rec at *at, advancing it. */
-static void put64(uint8_t *rec, size_t *at, uint64_t v)
-{
-    memcpy(rec + *at, &v, 8);
-    *at += 8;
-}
-
 /* cn_smp_session_record_stack finds a sample's stack copy by the session's layout, even
  * where an earlier field holds the number a scan for "the u64 that matches the record's
  * end" would take for the copy's size (bench_replay's old cut). */
@@ -1268,27 +1268,27 @@ static void test_record_stack(void **st)
     size_t at = 8, period_at = 0, size_at = 0;
     enum { COPY = 64, DYN = 24 };
     if (own & PERF_SAMPLE_IDENTIFIER)
-        put64(rec, &at, 1);
+        at = test_put(rec, at, &(uint64_t){1}, 8);
     if (own & PERF_SAMPLE_IP)
-        put64(rec, &at, 0x400010);
+        at = test_put(rec, at, &(uint64_t){0x400010}, 8);
     if (own & PERF_SAMPLE_TID)
-        put64(rec, &at, 42 | (uint64_t)42 << 32);
+        at = test_put(rec, at, &(uint64_t){42 | (uint64_t)42 << 32}, 8);
     if (own & PERF_SAMPLE_TIME)
-        put64(rec, &at, 20);
+        at = test_put(rec, at, &(uint64_t){20}, 8);
     if (own & PERF_SAMPLE_CPU)
-        put64(rec, &at, 0);
+        at = test_put(rec, at, &(uint64_t){0}, 8);
     if (own & PERF_SAMPLE_PERIOD) {
         period_at = at;
-        put64(rec, &at, 0); /* set below */
+        at = test_put(rec, at, &(uint64_t){0}, 8); /* set below */
     }
     if (own & PERF_SAMPLE_REGS_USER)
-        put64(rec, &at, PERF_SAMPLE_REGS_ABI_NONE);
+        at = test_put(rec, at, &(uint64_t){PERF_SAMPLE_REGS_ABI_NONE}, 8);
     size_at = at;
-    put64(rec, &at, COPY);
+    at = test_put(rec, at, &(uint64_t){COPY}, 8);
     at += COPY;
-    put64(rec, &at, DYN);
+    at = test_put(rec, at, &(uint64_t){DYN}, 8);
     if (own & PERF_SAMPLE_CGROUP)
-        put64(rec, &at, 7);
+        at = test_put(rec, at, &(uint64_t){7}, 8);
     size_t len = at, tail = own & PERF_SAMPLE_CGROUP ? 8 : 0;
     struct perf_event_header h = {PERF_RECORD_SAMPLE, 0, (uint16_t)len};
     memcpy(rec, &h, sizeof(h));
