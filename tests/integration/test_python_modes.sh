@@ -97,7 +97,7 @@ ok = True
 total = withpy = 0
 threads = []
 for root in t["roots"]:
-    by, tot = {}, 0
+    by, tot, paths = {}, 0, {}
     kernel_under_sleeper = 0
     stack = [(c, []) for c in root.get("children", [])]
     while stack:
@@ -111,21 +111,22 @@ for root in t["roots"]:
             mine = [f for f in py if f in OWN]
             key = mine[-1] if mine else "(none)"
             by[key] = by.get(key, 0) + s
+            paths.setdefault(key, []).append((s, [p["name"] for p in path]))
             if key == "sleeper" and any("nanosleep" in p["name"] for p in path):
                 kernel_under_sleeper += s
         stack.extend((c, path) for c in n.get("children", []))
     total += tot
     if tot:
         top = max(by, key=by.get)
-        threads.append((root["name"], top, 100.0 * by[top] / tot, tot, by, kernel_under_sleeper))
+        threads.append((root["name"], top, 100.0 * by[top] / tot, tot, by, kernel_under_sleeper, paths))
 unit = t.get("unit", "samples")
-for name, top, share, tot, by, ks in sorted(threads, key=lambda x: -x[3]):
+for name, top, share, tot, by, ks, _ in sorted(threads, key=lambda x: -x[3]):
     print("%s %s: %s %.1f%% of %s %s%s" % (mode, name, top, share, tot, unit,
           "; nanosleep under sleeper %.1f%%" % (100.0 * ks / tot) if top == "sleeper" else ""))
 tops = {}
-for name, top, share, tot, by, ks in threads:
+for name, top, share, tot, by, ks, paths in threads:
     if top in OWN and tot >= 0.2 * max(x[3] for x in threads):
-        tops[top] = (name, share, tot, by, ks)
+        tops[top] = (name, share, tot, by, ks, paths)
 # The main thread waits in Thread.join from before an attach (read at the attach) or from
 # before its process was registered (read again then): checked in every mode but cpu.
 want = {"cpu": ("spin_a", "spin_b")}.get(mode, OWN)
@@ -133,12 +134,16 @@ for f in want:
     if f not in tops:
         print("FAIL: no thread mostly in %s" % f); ok = False
         continue
-    name, share, tot, by, ks = tops[f]
+    name, share, tot, by, ks, paths = tops[f]
     if share < 90:
         print("FAIL: %s: %s holds %.1f%% of its thread's time" % (name, f, share)); ok = False
     others = [g for g in WORKERS if g != f and by.get(g)]
     if others:
         print("FAIL: %s (%s) also shows %s" % (name, f, others)); ok = False
+        # the stacks that show them, heaviest first, leaf first (a failure to explain)
+        for g in others:
+            for w, names in sorted(paths[g], key=lambda x: -x[0])[:4]:
+                print("  %s %s: %s" % (g, w, " < ".join(reversed(names))[:1200]))
     if f == "sleeper" and mode != "cpu" and ks < 0.05 * tot:
         print("FAIL: the sleeper's nanosleep under sleeper: %.1f%%" % (100.0 * ks / tot)); ok = False
 py_share = 100.0 * withpy / max(total, 1)
