@@ -72,6 +72,7 @@ typedef struct cn_agg__stack_cache {
 struct cn_agg_profile {
     /* strings */
     cn_agg__block *arena;
+    size_t arena_bytes; /* the arena's blocks, headers included (cn_agg_profile_memory) */
     const char **str;
     uint32_t *str_len;
     size_t n_str, cap_str;

@@ -671,6 +671,7 @@ static size_t compact_strings(cn_agg_profile *p)
         free(b);
     }
     p->arena = sp.arena;
+    p->arena_bytes = sizeof(*sp.arena) + sp.arena->cap;
     free(p->str);
     free(p->str_len);
     p->str = sp.str;

@@ -122,6 +122,7 @@ static char *arena_copy(cn_agg_profile *p, const char *s, size_t len)
         b->cap = cap;
         b->next = p->arena;
         p->arena = b;
+        p->arena_bytes += sizeof(*b) + cap;
     }
     char *dst = b->data + b->used;
     memcpy(dst, s, len);

@@ -328,9 +328,16 @@ size_t cn_agg_folded_rows(const cn_agg_profile *p)
 
 size_t cn_agg_profile_memory(const cn_agg_profile *p)
 {
-    size_t bytes = sizeof(*p);
+    /* the arena as a running count: a walk of its blocks (64 KiB each since the last
+     * compaction) was 0.7% of canopyd's CPU during a build at 999 Hz, as the memory bound
+     * asks at every ring read */
+    size_t bytes = sizeof(*p) + p->arena_bytes;
+#ifndef NDEBUG
+    size_t walked = 0;
     for (const cn_agg__block *b = p->arena; b; b = b->next)
-        bytes += sizeof(*b) + b->cap;
+        walked += sizeof(*b) + b->cap;
+    assert(walked == p->arena_bytes);
+#endif
     bytes += p->cap_str * (sizeof(char *) + sizeof(uint32_t));
     bytes += (p->str_index.mask + 1) * 8 + (p->res_index.mask + 1) * 8;
     bytes += p->cap_res * 13 + p->cap_func * 20 + (p->func_index.mask + 1) * 8;
