@@ -24,15 +24,11 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "smp_internal.h"
 
 #define MAX_MODULES 4096
-
-typedef struct cn_smp__objnode {
-    cn_smp__obj *obj;
-    struct cn_smp__objnode *next;
-} objnode;
 
 typedef struct cn_smp__module {
     uint64_t start, end;
@@ -120,12 +116,9 @@ bool cn_smp__tidset_del(cn_smp__tidset *t, int32_t tid)
  * Objects
  */
 
-static uint32_t hash_str(const char *s)
+static uint64_t key_hash(const char *key)
 {
-    uint32_t h = 2166136261u;
-    while (*s)
-        h = (h ^ (uint8_t)*s++) * 16777619u;
-    return h;
+    return XXH3_64bits(key, strlen(key));
 }
 
 static const char *base_name(const char *path)
@@ -156,15 +149,19 @@ static int obj_add(cn_smp_session *s, cn_smp__obj *o)
     if (!o->pub.file_key)
         o->pub.file_key = o->pub.identity; /* no file: nothing more to tell apart */
     o->cache = s->cache;
-    if (CN_RESERVE(s->objs, s->capobjs, s->nobjs + 1) < 0)
+    if (CN_RESERVE(s->objs, s->capobjs, s->nobjs + 1) < 0 ||
+        CN_RESERVE(s->obj_next, s->cap_obj_next, s->nobjs + 1) < 0 || s->nobjs >= INT32_MAX)
         return -ENOMEM;
-    objnode *node = malloc(sizeof(*node));
-    if (!node)
+    uint64_t h = key_hash(o->key);
+    int32_t id = (int32_t)s->nobjs, first = cn_u64map_get(&s->objmap, h);
+    if (first >= 0) { /* another key of this hash: chained after the first */
+        s->obj_next[id] = s->obj_next[first];
+        s->obj_next[first] = id;
+    } else if (cn_u64map_put(&s->objmap, h, id) < 0) {
         return -ENOMEM;
-    uint32_t b = hash_str(o->key) % CN_SMP__OBJ_BUCKETS;
-    node->obj = o;
-    node->next = s->objmap[b];
-    s->objmap[b] = node;
+    } else {
+        s->obj_next[id] = -1;
+    }
     o->pub.id = (uint32_t)s->nobjs;
     s->objs[s->nobjs++] = o;
     assert(s->objs[o->pub.id] == o); /* ids are dense: the index into objs */
@@ -175,9 +172,9 @@ static int obj_add(cn_smp_session *s, cn_smp__obj *o)
 
 static cn_smp__obj *obj_lookup(cn_smp_session *s, const char *key)
 {
-    for (objnode *n = s->objmap[hash_str(key) % CN_SMP__OBJ_BUCKETS]; n; n = n->next)
-        if (strcmp(n->obj->key, key) == 0)
-            return n->obj;
+    for (int32_t i = cn_u64map_get(&s->objmap, key_hash(key)); i >= 0; i = s->obj_next[i])
+        if (strcmp(s->objs[i]->key, key) == 0)
+            return s->objs[i];
     return NULL;
 }
 
@@ -882,12 +879,8 @@ void cn_smp__procs_free(cn_smp_session *s)
             free(p->cgroup);
             free(p);
         }
-    for (size_t b = 0; b < CN_SMP__OBJ_BUCKETS; b++)
-        while (s->objmap[b]) {
-            objnode *n = s->objmap[b];
-            s->objmap[b] = n->next;
-            free(n);
-        }
+    cn_u64map_clear(&s->objmap);
+    free(s->obj_next);
     for (size_t i = 0; i < s->nobjs; i++)
         obj_free(s->objs[i]);
     for (size_t i = 0; i < s->ncg; i++)
