@@ -504,9 +504,9 @@ struct cn_smp_session {
     int cg_root_fd;
     bool cg_root_done;
     /* Objects by key: the XXH3 of its key -> the first object's id of that hash, the others
-     * chained by obj_next (by id, -1 ends). It grows with the objects (a fixed 1 024 chains
-     * walked two pointers and a strcmp a node: 6% of the loop's CPU at 99 Hz during builds,
-     * and a session never forgets an object). */
+     * chained by obj_next (by id, -1 ends); it grows with the objects, which a session never
+     * forgets (~115 in a system session over a build of this project: 3 000 processes).
+     * Every mapping of a new process is looked up here. */
     cn_u64map objmap;
     int32_t *obj_next;
     size_t cap_obj_next;
