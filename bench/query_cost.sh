@@ -24,20 +24,20 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$(id -u)" = 0 ] || { echo "query_cost.sh: needs root (a system session)" >&2; exit 2; }
+# shellcheck source=bench_lib.sh
+source "$ROOT/bench/bench_lib.sh"
 W=$(mktemp -d /tmp/canopy-query-cost.XXXXXX)
-D= BP=
+D_PID= BP=
 cleanup() {
   [ -n "$BP" ] && kill "$BP" 2>/dev/null
   pkill -f "make -C $W/bld" 2>/dev/null || true
-  [ -n "$D" ] && kill "$D" 2>/dev/null
+  [ -n "$D_PID" ] && kill "$D_PID" 2>/dev/null
   wait 2>/dev/null || true
   rm -rf "$W"
 }
 trap cleanup EXIT
-export CANOPY_SOCKET=$W/d.sock
-"$BUILD/daemon/canopyd" --socket "$CANOPY_SOCKET" --state-dir "$W/state" >"$W/d.log" 2>&1 &
-D=$!
-for _ in $(seq 100); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
+private_canopyd "$BUILD/daemon/canopyd" "$W"
+D=$D_PID
 "$BUILD/client/canopy" system -F "$FREQ" --name sys >/dev/null
 mkdir "$W/src"
 git -C "$ROOT" archive HEAD | tar -x -C "$W/src"

@@ -17,6 +17,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 SECS=${2:-60}
 FREQ=${3:-999}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench_lib.sh
+source "$SRC/bench/bench_lib.sh"
 C=$BUILD/client/canopy
 D=$BUILD/daemon/canopyd
 [ -x "$C" ] && [ -x "$D" ] || { echo "build $C and $D first" >&2; exit 1; }
@@ -29,11 +31,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-export CANOPY_SOCKET=$TMP/d.sock
-"$D" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" >"$TMP/d.log" 2>&1 &
-D_PID=$!
-for _ in $(seq 100); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
-[ -S "$CANOPY_SOCKET" ] || { echo "canopyd did not start: $(cat "$TMP/d.log")" >&2; exit 1; }
+private_canopyd "$D" "$TMP"
 
 mkdir "$TMP/src"
 git -C "$SRC" archive HEAD | tar -x -C "$TMP/src"
