@@ -15,15 +15,3 @@ cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13, $14 + $15 }'
 cpu_ns() { cat "/proc/$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 cpu_tids() { ls "/proc/$1/task" | sort -n | tr '\n' ' '; }
 task_clock_ms() { awk -F, '$3 ~ /^task-clock/ { print $1 }' "$1"; }
-
-# private_canopyd CANOPYD DIR: a canopyd of its own (socket DIR/d.sock, exported as
-# CANOPY_SOCKET; state DIR/state; log DIR/d.log) for a bench; sets D_PID and returns once
-# the socket exists, or exits with the log.
-private_canopyd() {
-  export CANOPY_SOCKET=$2/d.sock
-  "$1" --socket "$CANOPY_SOCKET" --state-dir "$2/state" >"$2/d.log" 2>&1 &
-  D_PID=$!
-  for _ in $(seq 100); do [ -S "$CANOPY_SOCKET" ] && return 0; sleep 0.1; done
-  echo "canopyd did not start: $(cat "$2/d.log")" >&2
-  exit 1
-}

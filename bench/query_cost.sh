@@ -24,19 +24,21 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "$(id -u)" = 0 ] || { echo "query_cost.sh: needs root (a system session)" >&2; exit 2; }
-# shellcheck source=bench_lib.sh
-source "$ROOT/bench/bench_lib.sh"
-W=$(mktemp -d /tmp/canopy-query-cost.XXXXXX)
+export CANOPY_BIN=$BUILD/client/canopy CANOPYD_BIN=$BUILD/daemon/canopyd
+source "$ROOT/tests/integration/lib.sh" # TMP, start_canopyd, finish_tmp
+W=$TMP
 D_PID= BP=
 cleanup() {
-  [ -n "$BP" ] && kill "$BP" 2>/dev/null
+  local rc=$?
+  [ -z "$BP" ] || kill "$BP" 2>/dev/null || true
   pkill -f "make -C $W/bld" 2>/dev/null || true
-  [ -n "$D_PID" ] && kill "$D_PID" 2>/dev/null
+  [ -z "$D_PID" ] || kill "$D_PID" 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$W"
+  finish_tmp $rc
 }
 trap cleanup EXIT
-private_canopyd "$BUILD/daemon/canopyd" "$W"
+export CANOPY_SOCKET=$W/d.sock
+start_canopyd
 D=$D_PID
 "$BUILD/client/canopy" system -F "$FREQ" --name sys >/dev/null
 mkdir "$W/src"

@@ -17,21 +17,16 @@ BUILD=$(cd "${1:-build}" && pwd)
 SECS=${2:-60}
 FREQ=${3:-999}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=bench_lib.sh
-source "$SRC/bench/bench_lib.sh"
 C=$BUILD/client/canopy
 D=$BUILD/daemon/canopyd
 [ -x "$C" ] && [ -x "$D" ] || { echo "build $C and $D first" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "a system session needs root" >&2; exit 1; }
-TMP=$(mktemp -d)
+export CANOPY_BIN=$C CANOPYD_BIN=$D
+source "$SRC/tests/integration/lib.sh" # TMP, start_canopyd, finish_daemon
+export CANOPY_SOCKET=$TMP/d.sock
 D_PID=
-cleanup() {
-  [ -z "$D_PID" ] || kill "$D_PID" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-private_canopyd "$D" "$TMP"
+trap finish_daemon EXIT
+start_canopyd
 
 mkdir "$TMP/src"
 git -C "$SRC" archive HEAD | tar -x -C "$TMP/src"
