@@ -276,6 +276,9 @@ typedef struct cn_d__job {
     int pidfd, memfd;
     cn_d__watch *watch;
     int64_t started_ns;
+    /* Set when the tick killed the child at the wall-clock bound: its CPU time and what it
+     * waited in then (a query starved of CPU and one stuck on a lock read differently). */
+    char wall_kill[96];
     cn_d_server *srv;
     struct cn_d__job *next, *prev;
 } cn_d__job;

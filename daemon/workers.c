@@ -398,10 +398,14 @@ static void job_done(cn_d_server *srv, cn_d__job *j)
             answer_query(srv, j, &h);
         } else if (cpu) {
             srv->stats.query_too_expensive++;
-            snprintf(msg, sizeof(msg),
-                     "query too expensive: stopped after %.3g s of CPU time or %.3g s in all "
-                     "(limit)",
-                     (double)srv->cfg.query_cpu_ns / 1e9, 4 * (double)srv->cfg.query_cpu_ns / 1e9);
+            if (j->wall_kill[0])
+                snprintf(msg, sizeof(msg),
+                         "query too expensive: stopped after %.3g s in all (limit), %s",
+                         4 * (double)srv->cfg.query_cpu_ns / 1e9, j->wall_kill);
+            else
+                snprintf(msg, sizeof(msg),
+                         "query too expensive: stopped after %.3g s of CPU time (limit)",
+                         (double)srv->cfg.query_cpu_ns / 1e9);
             answer_error(j, "query_too_expensive", 1, msg);
             log_query_end(j, msg);
         } else {
@@ -436,11 +440,15 @@ static size_t running_of(const cn_d_server *srv, uid_t uid)
 }
 
 /* AddressSanitizer's allocator (GCC 12's libsanitizer) is not locked across fork(): a
- * child forked while another thread is inside malloc waits forever on the allocator's
- * lock at its own first malloc (seen: the query killed at its wall-time bound). Under
- * ASan the symbolizer's thread, the one thread of canopyd that allocates at any time, is
- * held where it allocates nothing while we fork. glibc's malloc locks itself across fork,
- * so other builds do not wait for a lookup in progress. */
+ * child forked while another thread holds one of the allocator's locks waits forever on
+ * it at its next malloc or free (seen: the query killed at its wall-time bound, its stack
+ * in SizeClassAllocator64's Refill or Drain). Under ASan the symbolizer's thread is held
+ * where it allocates nothing while we fork, and the threads of its finished loads, which
+ * free their caches as they exit, are joined first. Not covered: a load that outlasted its
+ * wait, and the fleet pusher's thread (its HTTP requests allocate throughout, and holding
+ * the loop for one is worse than the risk, in a sanitized build, of a query that ends at
+ * its wall-time bound with the lock named in the log). glibc's malloc locks itself across
+ * fork, so other builds do not wait for a lookup in progress. */
 #if defined(__SANITIZE_ADDRESS__)
 #define CN_D__QUIESCE_FORK 1
 #elif defined(__has_feature)
@@ -584,14 +592,49 @@ void cn_d__jobs_forget_entry(cn_d_server *srv, cn_d__entry *e)
     }
 }
 
+/* Fills j->wall_kill from /proc/PID/stat and wchan: "with 0.02 s of CPU time, in state S
+ * (futex_wait_queue)". Read before the kill, while the child still is what timed out. */
+static void describe_stuck_child(cn_d__job *j)
+{
+    char path[64], stat[1024] = "", wchan[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)j->pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    stat[n] = '\0';
+    snprintf(path, sizeof(path), "/proc/%d/wchan", (int)j->pid);
+    if ((f = fopen(path, "re"))) {
+        if (!fgets(wchan, sizeof(wchan), f))
+            wchan[0] = '\0';
+        fclose(f);
+    }
+    /* After the command's closing parenthesis: state (field 3) ... utime stime (14, 15). */
+    const char *rest = strrchr(stat, ')');
+    char state = '?';
+    unsigned long long utime = 0, stime = 0;
+    if (!rest || sscanf(rest + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &state,
+                        &utime, &stime) != 3) {
+        snprintf(j->wall_kill, sizeof(j->wall_kill), "its state unknown");
+        return;
+    }
+    double cpu_s = (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+    int len = snprintf(j->wall_kill, sizeof(j->wall_kill), "with %.2f s of CPU time, in state %c",
+                       cpu_s, state);
+    if (wchan[0] && strcmp(wchan, "0") != 0 && len > 0 && (size_t)len < sizeof(j->wall_kill))
+        snprintf(j->wall_kill + len, sizeof(j->wall_kill) - (size_t)len, " (%s)", wchan);
+}
+
 void cn_d__jobs_tick(cn_d_server *srv)
 {
     int64_t now = cn_common_now_ns();
     for (cn_d__job *j = srv->jobs; j; j = j->next) {
         /* Wall clock: a query starved of CPU or blocked still ends. */
-        if (j->pid > 0 && j->kind != CN_D__JOB_SAVE &&
-            now - j->started_ns > 4 * srv->cfg.query_cpu_ns)
+        if (j->pid > 0 && j->kind != CN_D__JOB_SAVE && !j->wall_kill[0] &&
+            now - j->started_ns > 4 * srv->cfg.query_cpu_ns) {
+            describe_stuck_child(j);
             syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        }
     }
     start_queued(srv);
 }

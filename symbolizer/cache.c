@@ -639,6 +639,24 @@ static void loaders_add(cn_sym_cache *c, pthread_t t, cn_sym__load *j)
         pthread_detach(t);
 }
 
+size_t cn_sym__cache_join_finished(cn_sym_cache *c)
+{
+    size_t kept = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_loaders; i++) {
+        cn_sym__loader *l = &c->loaders[i];
+        if (load_take_ready(l->job)) {
+            pthread_join(l->thread, NULL); /* it is only exiting: short */
+            load_put(l->job);
+        } else {
+            c->loaders[kept++] = *l;
+        }
+    }
+    c->n_loaders = kept;
+    pthread_mutex_unlock(&c->lock);
+    return kept;
+}
+
 /* At the cache's end: joins the threads of finished loads (they are only exiting) and
  * detaches those of loads still running (a stalled read is never waited for). */
 static void loaders_release(cn_sym_cache *c)

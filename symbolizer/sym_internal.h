@@ -202,4 +202,10 @@ int cn_sym__debuginfod_find(const char *build_id_hex, char **path);
  * object (the worker groups a batch by it). 0 when out of memory. */
 uint64_t cn_sym__object_hash(const cn_sym_object *obj);
 
+/* Joins the loader threads whose loads have finished (cache.c): afterwards no loader thread
+ * is exiting, the time when one frees its thread-local state. Loads still running (those
+ * that outlasted their wait) are left; their number is returned. Called with the worker's
+ * gate held (cn_sym_worker_pause), so that no lookup is starting a load meanwhile. */
+size_t cn_sym__cache_join_finished(cn_sym_cache *c);
+
 #endif /* CN_SYM_INTERNAL_H */

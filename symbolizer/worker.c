@@ -129,7 +129,9 @@ static void *worker_main(void *arg)
             w->queue.head = 0;
         int64_t delay = w->test_delay_ns;
         pthread_mutex_unlock(&w->lock);
+        pthread_mutex_lock(&w->gate); /* qsort() may allocate its scratch */
         order_batch(batch, n, order);
+        pthread_mutex_unlock(&w->gate);
         if (delay > 0)
             nanosleep(&(struct timespec){delay / 1000000000, delay % 1000000000}, NULL);
         for (size_t k = 0; k < n; k++) {
@@ -268,8 +270,12 @@ cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)
 
 void cn_sym_worker_pause(cn_sym_worker *w)
 {
-    if (w)
-        pthread_mutex_lock(&w->gate);
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->gate);
+    /* Loads run in threads of their own (cache.c); with the gate held none is being
+     * waited for, and a finished one's thread may still be freeing as it exits. */
+    cn_sym__cache_join_finished(w->cache);
 }
 
 void cn_sym_worker_resume(cn_sym_worker *w)

@@ -284,9 +284,11 @@ int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms);
 void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns);
 
 /* Holds the worker thread at its next point where it allocates nothing (between two
- * lookups, or idle), until cn_sym_worker_resume(); the caller then knows the thread owns
- * no allocator lock (e.g. before fork() under an allocator that does not lock itself
- * across fork). Blocks for at most one lookup. Both accept NULL. */
+ * lookups, or idle), until cn_sym_worker_resume(), and joins the threads of the loads
+ * that have finished (an exiting thread frees its thread-local state); the caller then
+ * knows these threads own no allocator lock (e.g. before fork() under an allocator that
+ * does not lock itself across fork). A load that outlasted its wait (a stalled read)
+ * still runs. Blocks for at most one lookup. Both accept NULL. */
 void cn_sym_worker_pause(cn_sym_worker *w);
 void cn_sym_worker_resume(cn_sym_worker *w);
 

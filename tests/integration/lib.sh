@@ -76,11 +76,12 @@ expect_fail() {
   [ "$(wc -l <"$TMP/f.err")" = 1 ] || fail "$*: not one error line: $(cat "$TMP/f.err")"
 }
 
-# start_canopyd: canopyd on $CANOPY_SOCKET with a state dir in $TMP (on the event loop
-# $CANOPY_EVENT_LOOP when set); sets D_PID and returns once the socket exists.
+# start_canopyd [ARGS...]: canopyd on $CANOPY_SOCKET with a state dir in $TMP (on the event
+# loop $CANOPY_EVENT_LOOP when set), ARGS added; sets D_PID and returns once the socket
+# exists.
 start_canopyd() {
   "$CANOPYD_BIN" --socket "$CANOPY_SOCKET" --state-dir "$TMP/state" \
-    ${CANOPY_EVENT_LOOP:+--event-loop "$CANOPY_EVENT_LOOP"} >"$TMP/d.log" 2>&1 &
+    ${CANOPY_EVENT_LOOP:+--event-loop "$CANOPY_EVENT_LOOP"} "$@" >"$TMP/d.log" 2>&1 &
   D_PID=$!
   for ((i = 0; i < 100; i++)); do [ -S "$CANOPY_SOCKET" ] && break; sleep 0.1; done
   [ -S "$CANOPY_SOCKET" ] || fail "canopyd did not start: $(cat "$TMP/d.log")"

@@ -86,7 +86,11 @@ while kill -0 $CH 2>/dev/null; do
   # nice 10 on a loaded machine) is answered query_too_expensive: an answer, as designed.
   case $(jget 'd["error"]["code"] if not d["ok"] else "ok"' <<<"$r") in
     ok) queries=$((queries + 1)) ;;
-    query_too_expensive) expensive=$((expensive + 1)) ;;
+    query_too_expensive)
+      # but a worker found waiting on a lock is stuck, not starved: a lock some other
+      # thread of canopyd held at fork (the child has no other thread to release it).
+      jget 'd["error"]["message"]' <<<"$r" | grep -q "(futex" && fail "a query worker was stuck: $r"
+      expensive=$((expensive + 1)) ;;
     *) fail "tree under churn: $r" ;;
   esac
   if [ $stopped = 0 ] && [ $((SECONDS - t0)) -ge $((SECS / 2)) ]; then

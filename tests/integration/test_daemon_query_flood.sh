@@ -25,6 +25,7 @@ as() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups "$@";
 cat >"$TMP/canopyd.conf" <<'CONF'
 query_cpu = 150ms
 query_max_output = 2M
+checkpoint = 0
 CONF
 # A's big saved session (20000 functions, 300000 deep stacks and samples).
 mkdir -p "$TMP/seed"
@@ -81,6 +82,22 @@ for BACKEND in io_uring epoll; do
   n1=$(jget "[x['samples'] for x in d['sessions'] if x['id']=='$BS'][0]" <<<"$s")
   [ "$lost" = 0 ] || fail "$BACKEND: B's session lost $lost samples under the flood"
   [ "$n1" -gt "$n0" ] || fail "$BACKEND: B's samples did not grow ($n0 -> $n1)"
+  # A worker that makes no progress (stopped here, as one stuck on a lock would be) ends at
+  # the wall-clock bound (4 x query_cpu), and the answer says it was not for its CPU time.
+  as $A $PY "$TMP/daemon_proto.py" call "$SOCK" '{"cmd":"tree","session":"s900"}' >"$TMP/stuck.json" &
+  Q=$!
+  for ((i = 0; i < 400; i++)); do
+    c=$(pgrep -P $D_PID || true)
+    c=${c%%$'\n'*}
+    [ -n "$c" ] && kill -STOP "$c" && break
+    sleep 0.005
+  done
+  wait $Q || true
+  echo "$BACKEND stopped worker: $(jget 'd["error"]["message"]' <"$TMP/stuck.json")" >&2
+  [ -n "$c" ] || fail "$BACKEND: no query worker seen"
+  jget 'd["error"]["message"]' <"$TMP/stuck.json" |
+    grep -Eq "stopped after 0.6 s in all \(limit\), with 0\.[0-9]+ s of CPU time, in state T" ||
+    fail "$BACKEND: a stopped worker's answer: $(cat "$TMP/stuck.json")"
   st=$(ok '{"cmd":"status"}')
   echo "$BACKEND status: $(jget '{k: d[k] for k in ("workers_running","workers_queued","worker_jobs","query_too_expensive","worker_failures")}' <<<"$st")" >&2
   [ "$(jget 'd["worker_failures"]' <<<"$st")" = 0 ] || fail "$BACKEND: workers died: $st"
