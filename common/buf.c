@@ -51,12 +51,10 @@ void cn_buf_reset(cn_buf *b)
         b->data[0] = '\0';
 }
 
-/* Ensures room for n more bytes plus the NUL. 0, -EMSGSIZE or -ENOMEM. */
-static int buf_reserve(cn_buf *b, size_t n)
+/* Ensures storage for n more bytes plus the NUL, whatever the limit. 0 or -ENOMEM. */
+static int buf_room(cn_buf *b, size_t n)
 {
     buf_assert(b);
-    if (n > b->limit - b->len)
-        return -EMSGSIZE;
     size_t need = b->len + n + 1;
     if (b->data && b->off + need <= b->cap)
         return 0;
@@ -79,6 +77,15 @@ static int buf_reserve(cn_buf *b, size_t n)
     b->off = 0;
     b->cap = cap;
     return 0;
+}
+
+/* Ensures room for n more bytes plus the NUL. 0, -EMSGSIZE or -ENOMEM. */
+static int buf_reserve(cn_buf *b, size_t n)
+{
+    buf_assert(b);
+    if (n > b->limit - b->len)
+        return -EMSGSIZE;
+    return buf_room(b, n);
 }
 
 int cn_buf_append(cn_buf *b, const void *p, size_t n)
@@ -157,6 +164,40 @@ void cn_buf_consume(cn_buf *b, size_t n)
     }
     b->off += n;
     b->len -= n;
+}
+
+int cn_buf_reserve_front(cn_buf *b, size_t front, size_t n)
+{
+    assert(b->len == 0); /* only an empty buffer has no content to move */
+    if (n > b->limit || front > SIZE_MAX / 2 || n > SIZE_MAX / 2)
+        return -EMSGSIZE;
+    cn_buf_reset(b);
+    int r = buf_room(b, front + n); /* the front is storage, not content: not limited */
+    if (r < 0)
+        return r;
+    b->off = front;
+    b->data[front] = '\0';
+    buf_assert_nul(b);
+    return 0;
+}
+
+int cn_buf_prepend(cn_buf *b, const void *p, size_t n)
+{
+    if (n > b->limit - b->len)
+        return -EMSGSIZE;
+    if (n <= b->off) {
+        b->off -= n;
+    } else {
+        int r = buf_reserve(b, n);
+        if (r < 0)
+            return r;
+        memmove(b->data + b->off + n, b->data + b->off, b->len + 1);
+    }
+    if (n)
+        memcpy(b->data + b->off, p, n);
+    b->len += n;
+    buf_assert_nul(b);
+    return 0;
 }
 
 char *cn_buf_steal(cn_buf *b, size_t *len)

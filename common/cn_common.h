@@ -174,6 +174,14 @@ char *cn_buf_space(cn_buf *b, size_t n, size_t *room);
 void cn_buf_commit(cn_buf *b, size_t n);
 /* Drops the first n unconsumed bytes. */
 void cn_buf_consume(cn_buf *b, size_t n);
+/* Gives an empty buffer storage for front bytes before its content and n after it, so
+ * that n bytes then written (cn_buf_space) and up to front bytes put before them
+ * (cn_buf_prepend) are not moved: a reply's line put before the output read after it.
+ * 0, -EMSGSIZE or -ENOMEM (then nothing changed). */
+int cn_buf_reserve_front(cn_buf *b, size_t front, size_t n);
+/* Puts n bytes before the content: into the room in front when it is enough, else by
+ * moving the content. 0, -EMSGSIZE or -ENOMEM (then nothing changed). */
+int cn_buf_prepend(cn_buf *b, const void *p, size_t n);
 /* Hands the content to the caller as a malloc'ed NUL-terminated string (caller frees);
  * the buffer is empty afterwards. Returns NULL on ENOMEM (an empty buffer gives ""). */
 char *cn_buf_steal(cn_buf *b, size_t *len);

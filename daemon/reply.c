@@ -134,6 +134,27 @@ static int append_all(cn_buf *out, const cn_buf *const *parts, size_t n)
     return 0;
 }
 
+/* Queues head + raw (+ tail) on out, all or nothing. When out holds nothing and raw has
+ * room for the head before its bytes (answer_query leaves it, workers.c), raw's storage
+ * becomes out's, so megabytes of output are not copied once more on the loop. 0 or
+ * negative errno (out unchanged). */
+static int queue_parts(cn_buf *out, const cn_buf *head, cn_buf *raw, const cn_buf *tail)
+{
+    if (cn_buf_len(out) || !cn_buf_len(raw) || raw->off < cn_buf_len(head)) {
+        const cn_buf *parts[] = {head, raw, tail};
+        return append_all(out, parts, tail ? 3 : 2);
+    }
+    int r = cn_buf_prepend(raw, cn_buf_ptr(head), cn_buf_len(head));
+    if (r == 0 && tail)
+        r = cn_buf_append(raw, cn_buf_ptr(tail), cn_buf_len(tail));
+    if (r < 0)
+        return r; /* raw may hold the head now: it is not sent */
+    cn_buf empty = *out;
+    *out = *raw;
+    *raw = empty; /* out's storage, freed with the reply */
+    return 0;
+}
+
 /* Queues rp as described at the top of this file. 0 or negative errno (out unchanged). */
 static int queue_reply(cn_buf *out, cn_d__reply *rp)
 {
@@ -144,10 +165,10 @@ static int queue_reply(cn_buf *out, cn_d__reply *rp)
     if (!rp->key) {
         /* The line; with a payload, its bytes follow as they are. */
         r = cn_proto_encode(rp->msg, &head);
-        if (r == 0) {
-            const cn_buf *parts[] = {&head, &rp->raw};
-            r = append_all(out, parts, rp->payload ? 2 : 1);
-        }
+        if (r == 0 && rp->payload)
+            r = queue_parts(out, &head, &rp->raw, NULL);
+        else if (r == 0)
+            r = append_all(out, (const cn_buf *const[]){&head}, 1);
         goto done;
     }
     /* Embedded: newlines in a rendered JSON tree become spaces (whitespace between
@@ -165,10 +186,8 @@ static int queue_reply(cn_buf *out, cn_d__reply *rp)
         r = cn_buf_appendf(&head, "%s\"%s\":", json_object_size(rp->msg) ? "," : "", rp->key);
     if (r == 0)
         r = cn_buf_append(&tail, "}\n", 2);
-    if (r == 0) {
-        const cn_buf *parts[] = {&head, &rp->raw, &tail};
-        r = append_all(out, parts, 3);
-    }
+    if (r == 0)
+        r = queue_parts(out, &head, &rp->raw, &tail);
 done:
     cn_buf_free(&head);
     cn_buf_free(&tail);

@@ -43,6 +43,9 @@
 #define JOB_FD     3 /* the memfd's number in the child (every other fd is closed) */
 #define QUERY_NICE 0 /* a query's child: below the loop (-5), level with the users' work */
 #define SAVE_NICE  5 /* a save's or checkpoint's: background work */
+/* Bytes left before a query's output for its reply's line: the line holds the notes (a
+ * few, short) and the request's members; a longer one is copied as before. */
+#define REPLY_FRONT 4096
 
 /* What a child writes at offset 0 of its memfd; output then notes follow. */
 typedef struct job_hdr {
@@ -290,7 +293,9 @@ static void answer_query(cn_d_server *srv, cn_d__job *j, const job_hdr *h)
     cn_buf_init(&out, 0);
     cn_buf_init(&notes, 0);
     size_t room;
-    if (h->out_len && (!cn_buf_space(&out, h->out_len, &room) || room < h->out_len))
+    /* Room for the reply's line before the output and "}\n" after it (reply.c). */
+    if (h->out_len && (cn_buf_reserve_front(&out, REPLY_FRONT, h->out_len + 2) < 0 ||
+                       !cn_buf_space(&out, h->out_len, &room) || room < h->out_len))
         goto oom;
     if (h->out_len && read_exact(j->memfd, cn_buf_ptr(&out), h->out_len, sizeof(*h)) < 0)
         goto oom;

@@ -68,6 +68,39 @@ static void test_buf_space(void **state)
     cn_buf_free(&b);
 }
 
+/* A reply's line put before output read after it: the output is written where it stays,
+ * and a prepend larger than the room in front moves it once. */
+static void test_buf_front(void **state)
+{
+    (void)state;
+    cn_buf b;
+    cn_buf_init(&b, 8);
+    assert_int_equal(cn_buf_reserve_front(&b, 16, 8), 0); /* the front is not content */
+    size_t room;
+    char *p = cn_buf_space(&b, 6, &room);
+    assert_non_null(p);
+    memcpy(p, "output", 6);
+    cn_buf_commit(&b, 6);
+    assert_ptr_equal(cn_buf_ptr(&b), p);
+    assert_int_equal(cn_buf_prepend(&b, "L:", 2), 0);
+    assert_ptr_equal(cn_buf_ptr(&b) + 2, p); /* written in front: the output did not move */
+    assert_string_equal(cn_buf_ptr(&b), "L:output");
+    assert_int_equal(cn_buf_prepend(&b, "x", 1), -EMSGSIZE); /* 9 > the limit of 8 */
+    assert_string_equal(cn_buf_ptr(&b), "L:output");
+    cn_buf_free(&b);
+    assert_int_equal(cn_buf_reserve_front(&b, 4, 9), -EMSGSIZE); /* past the limit */
+    assert_null(b.data);
+
+    cn_buf_init(&b, 0);
+    assert_int_equal(cn_buf_append(&b, "tail", 4), 0);
+    assert_int_equal(cn_buf_prepend(&b, "a longer head than any room, ", 29), 0);
+    assert_string_equal(cn_buf_ptr(&b), "a longer head than any room, tail");
+    cn_buf_consume(&b, 2);
+    assert_int_equal(cn_buf_prepend(&b, "A ", 2), 0); /* into the consumed prefix */
+    assert_string_equal(cn_buf_ptr(&b), "A longer head than any room, tail");
+    cn_buf_free(&b);
+}
+
 static void test_framing(void **state)
 {
     (void)state;
@@ -774,15 +807,25 @@ static void test_cgroup_proc(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded),    cmocka_unit_test(test_buf_space),
-        cmocka_unit_test(test_framing),        cmocka_unit_test(test_decode_errors),
-        cmocka_unit_test(test_messages),       cmocka_unit_test(test_duration),
-        cmocka_unit_test(test_size),           cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_errno_name),     cmocka_unit_test(test_utf8_seq),
-        cmocka_unit_test(test_utf8_cut),       cmocka_unit_test(test_proto_string),
-        cmocka_unit_test(test_term_escape),    cmocka_unit_test(test_afile_content_mode),
-        cmocka_unit_test(test_afile_failures), cmocka_unit_test(test_afile_short_write),
-        cmocka_unit_test(test_deadline),       cmocka_unit_test(test_cgroup_paths),
+        cmocka_unit_test(test_buf_bounded),
+        cmocka_unit_test(test_buf_space),
+        cmocka_unit_test(test_buf_front),
+        cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_size),
+        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_errno_name),
+        cmocka_unit_test(test_utf8_seq),
+        cmocka_unit_test(test_utf8_cut),
+        cmocka_unit_test(test_proto_string),
+        cmocka_unit_test(test_term_escape),
+        cmocka_unit_test(test_afile_content_mode),
+        cmocka_unit_test(test_afile_failures),
+        cmocka_unit_test(test_afile_short_write),
+        cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_cgroup_paths),
         cmocka_unit_test(test_cgroup_proc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
