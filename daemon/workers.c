@@ -448,8 +448,9 @@ static size_t running_of(const cn_d_server *srv, uid_t uid)
  * child forked while another thread holds one of the allocator's locks waits forever on
  * it at its next malloc or free (seen: the query killed at its wall-time bound, its stack
  * in SizeClassAllocator64's Refill or Drain). Under ASan the symbolizer's thread is held
- * where it allocates nothing while we fork, and the threads of its finished loads, which
- * free their caches as they exit, are joined first. Not covered: a load that outlasted its
+ * where it allocates nothing while we fork (or, when it is inside a lookup, the fork waits
+ * for the loop's next round, never the loop for the lookup), and the threads of its
+ * finished loads, which free their caches as they exit, are joined first. Not covered: a load that outlasted its
  * wait, and the fleet pusher's thread (its HTTP requests allocate throughout, and holding
  * the loop for one is worse than the risk, in a sanitized build, of a query that ends at
  * its wall-time bound with the lock named in the log). glibc's malloc locks itself across
@@ -462,25 +463,34 @@ static size_t running_of(const cn_d_server *srv, uid_t uid)
 #endif
 #endif
 
-static void quiesce_threads(cn_d_server *srv, bool hold)
+/* Holds (hold) or releases the threads above; false when the symbolizer's thread is
+ * inside a lookup: the job then waits for the loop's next round (the thread signals its fd
+ * when it has stepped out), so that the loop never waits for a lookup. */
+static bool quiesce_threads(cn_d_server *srv, bool hold)
 {
 #ifdef CN_D__QUIESCE_FORK
     if (hold)
-        cn_live_symbolizer_pause(srv->sym);
-    else
-        cn_live_symbolizer_resume(srv->sym);
+        return cn_live_symbolizer_try_pause(srv->sym);
+    cn_live_symbolizer_resume(srv->sym);
 #else
     (void)srv;
     (void)hold;
 #endif
+    return true;
 }
 
-/* Forks j's child. 0, or negative errno (j is then answered with the error). */
+/* Forks j's child. 0, -EAGAIN (not now: j stays queued), or negative errno (j is then
+ * answered with the error). */
 static int job_start(cn_d_server *srv, cn_d__job *j)
 {
+    if (!quiesce_threads(srv, true))
+        return -EAGAIN;
     j->memfd = memfd_create("canopyd-job", MFD_CLOEXEC);
-    if (j->memfd < 0)
-        return -errno;
+    if (j->memfd < 0) {
+        int r = -errno;
+        quiesce_threads(srv, false);
+        return r;
+    }
     if (j->kind == CN_D__JOB_SAVE)
         j->changes = cn_live_session_changes(j->e->s);
     /* cn_live_session_profile() may hand frames to the symbolizer (a lock its thread may
@@ -488,14 +498,14 @@ static int job_start(cn_d_server *srv, cn_d__job *j)
     if (!j->e->lazy)
         j->prof = cn_live_session_profile(j->e->s);
     fflush(NULL);
-    quiesce_threads(srv, true);
     pid_t daemon_pid = getpid();
     pid_t pid = fork();
+    int fork_errno = errno;
     if (pid == 0)
         child_main(srv, j, daemon_pid);
     quiesce_threads(srv, false);
     if (pid < 0)
-        return -errno;
+        return -fork_errno;
     j->pid = pid;
     j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     j->started_ns = cn_common_now_ns();
@@ -522,6 +532,8 @@ static void start_queued(cn_d_server *srv)
         int r = job_start(srv, j);
         if (r == 0)
             continue;
+        if (r == -EAGAIN)
+            break; /* the threads are busy: the next round starts it (quiesce_threads) */
         /* Could not fork: answer now, as the loop would have. */
         if (j->kind == CN_D__JOB_SAVE && j->e) {
             cn_err err = {0};

@@ -92,10 +92,9 @@ void cn_live_symbolizer_set_test_delay(cn_live_symbolizer *y, int64_t ns)
     cn_sym_worker_set_test_delay(y->worker, ns);
 }
 
-void cn_live_symbolizer_pause(cn_live_symbolizer *y)
+bool cn_live_symbolizer_try_pause(cn_live_symbolizer *y)
 {
-    if (y)
-        cn_sym_worker_pause(y->worker);
+    return !y || cn_sym_worker_try_pause(y->worker);
 }
 
 void cn_live_symbolizer_resume(cn_live_symbolizer *y)

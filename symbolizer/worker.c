@@ -21,6 +21,10 @@
  * interleaves frames of hundreds of objects, more than the cache's bounds hold, and taken
  * in queue order each object was loaded again for nearly every frame. */
 #define BATCH 1024
+/* How long the thread stays out of its gate for a fork that found it taken (try_pause):
+ * the loop comes back within a few ms (the thread pokes it); the bound is for a loop that
+ * gave up. */
+#define PARK_MAX_NS 50000000
 
 /* A request's place in the resolution order: its object's key, then its address. 24
  * bytes, so that qsort moves keys, not 112-byte requests, and compares integers, not
@@ -42,9 +46,10 @@ struct cn_sym_worker {
     int thread_started;
     pthread_mutex_t lock;
     /* Held by the thread whenever it may allocate (a lookup, freeing a request, the
-     * outbox), never while it waits for work: cn_sym_worker_pause() takes it to hold the
+     * outbox), never while it waits for work: cn_sym_worker_try_pause() takes it to hold the
      * thread at a point where it owns no allocator lock. Taken before `lock`. */
     pthread_mutex_t gate;
+    int pause_wanted;    /* a try_pause found the gate taken: park before taking it again */
     pthread_cond_t wake; /* work or stop */
     pthread_cond_t idle; /* in_flight reached 0 */
     vec_req queue;
@@ -107,6 +112,23 @@ static void order_batch(const cn_sym_request *batch, size_t n, req_order *order)
     qsort(order, n, sizeof(*order), order_cmp); /* answers go by tag and cookie */
 }
 
+/* Takes the gate; first, when a fork is waiting for it (cn_sym_worker_try_pause failed),
+ * stays out for up to PARK_MAX_NS and wakes the loop, so that its next try succeeds.
+ * Called holding neither the gate nor `lock` (the loop may need `lock` meanwhile). */
+static void gate_enter(cn_sym_worker *w)
+{
+    if (__atomic_load_n(&w->pause_wanted, __ATOMIC_ACQUIRE)) {
+        uint64_t one = 1;
+        ssize_t wr = write(w->efd, &one, sizeof(one)); /* the loop tries again on waking */
+        (void)wr;
+        int64_t end = cn_common_now_ns() + PARK_MAX_NS;
+        while (__atomic_load_n(&w->pause_wanted, __ATOMIC_ACQUIRE) && cn_common_now_ns() < end)
+            nanosleep(&(struct timespec){0, 100000}, NULL);
+        __atomic_store_n(&w->pause_wanted, 0, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_lock(&w->gate);
+}
+
 static void *worker_main(void *arg)
 {
     cn_sym_worker *w = arg;
@@ -129,7 +151,7 @@ static void *worker_main(void *arg)
             w->queue.head = 0;
         int64_t delay = w->test_delay_ns;
         pthread_mutex_unlock(&w->lock);
-        pthread_mutex_lock(&w->gate); /* qsort() may allocate its scratch */
+        gate_enter(w); /* qsort() may allocate its scratch */
         order_batch(batch, n, order);
         pthread_mutex_unlock(&w->gate);
         if (delay > 0)
@@ -146,7 +168,7 @@ static void *worker_main(void *arg)
             cn_sym_request *q = &batch[order[k].i];
             ans[k].tag = q->tag;
             ans[k].cookie = q->cookie;
-            pthread_mutex_lock(&w->gate);
+            gate_enter(w);
             int rc = cn_sym_lookup(w->cache, &q->obj, q->addr, &ans[k].result);
             if (rc < 0) { /* -EINVAL (an object it cannot read) or -ENOMEM */
                 memset(&ans[k].result, 0, sizeof(ans[k].result));
@@ -155,7 +177,7 @@ static void *worker_main(void *arg)
             req_free_strings(q);
             pthread_mutex_unlock(&w->gate);
         }
-        pthread_mutex_lock(&w->gate);
+        gate_enter(w);
         pthread_mutex_lock(&w->lock);
         for (size_t i = 0; i < n; i++) {
             if (outbox_push(w, &ans[i]) < 0)
@@ -268,14 +290,19 @@ cn_sym_worker *cn_sym_worker_free(cn_sym_worker *w)
     return NULL;
 }
 
-void cn_sym_worker_pause(cn_sym_worker *w)
+bool cn_sym_worker_try_pause(cn_sym_worker *w)
 {
     if (!w)
-        return;
-    pthread_mutex_lock(&w->gate);
+        return true;
+    if (pthread_mutex_trylock(&w->gate) != 0) {
+        __atomic_store_n(&w->pause_wanted, 1, __ATOMIC_RELEASE);
+        return false;
+    }
+    __atomic_store_n(&w->pause_wanted, 0, __ATOMIC_RELEASE);
     /* Loads run in threads of their own (cache.c); with the gate held none is being
      * waited for, and a finished one's thread may still be freeing as it exits. */
     cn_sym__cache_join_finished(w->cache);
+    return true;
 }
 
 void cn_sym_worker_resume(cn_sym_worker *w)

@@ -70,10 +70,11 @@ cn_live_symbolizer *cn_live_symbolizer_free(cn_live_symbolizer *y);
 void cn_live_symbolizer_set_test_delay(cn_live_symbolizer *y, int64_t ns);
 /* The fd to poll for POLLIN: answers are waiting. */
 int cn_live_symbolizer_fd(const cn_live_symbolizer *y);
-/* Holds the symbolizer's thread where it allocates nothing, until _resume (at most one
- * lookup's wait): for a fork() under AddressSanitizer, whose allocator is not locked
- * across fork (cn_sym_worker_pause). Both accept NULL. */
-void cn_live_symbolizer_pause(cn_live_symbolizer *y);
+/* Holds the symbolizer's thread where it allocates nothing, until _resume, or false at
+ * once when it is inside a lookup (try again when the fd is readable or at the next
+ * tick): for a fork() under AddressSanitizer, whose allocator is not locked across fork
+ * (cn_sym_worker_try_pause). Both accept NULL (true). */
+bool cn_live_symbolizer_try_pause(cn_live_symbolizer *y);
 void cn_live_symbolizer_resume(cn_live_symbolizer *y);
 /* The object cache's figures (docs/cli-live.md, "Daemon memory"): objects loaded, their
  * heap bytes, the bytes of debug sections they hold, evictions so far, debug data released

@@ -283,13 +283,15 @@ int cn_sym_worker_stop(cn_sym_worker *w, int timeout_ms);
  * under heavy load, made deterministic). 0, the default, turns it off. */
 void cn_sym_worker_set_test_delay(cn_sym_worker *w, int64_t ns);
 
-/* Holds the worker thread at its next point where it allocates nothing (between two
- * lookups, or idle), until cn_sym_worker_resume(), and joins the threads of the loads
- * that have finished (an exiting thread frees its thread-local state); the caller then
- * knows these threads own no allocator lock (e.g. before fork() under an allocator that
- * does not lock itself across fork). A load that outlasted its wait (a stalled read)
- * still runs. Blocks for at most one lookup. Both accept NULL. */
-void cn_sym_worker_pause(cn_sym_worker *w);
+/* Holds the worker thread where it allocates nothing (between two lookups, or idle), until
+ * cn_sym_worker_resume(), and joins the threads of the loads that have finished (an
+ * exiting thread frees its thread-local state); the caller then knows these threads own
+ * no allocator lock (e.g. before fork() under an allocator that does not lock itself
+ * across fork). A load that outlasted its wait (a stalled read) still runs. Never waits
+ * for a lookup: false when one is running; the thread then stays out of its next lookup
+ * for a while (at most 50 ms) and signals the fd (cn_sym_worker_fd), so that a try when
+ * the owner's loop wakes succeeds. true (then resume) for NULL. */
+bool cn_sym_worker_try_pause(cn_sym_worker *w);
 void cn_sym_worker_resume(cn_sym_worker *w);
 
 /* Queues n requests (copied). Never waits on resolution. A request the symbolizer cannot

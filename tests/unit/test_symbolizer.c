@@ -1143,6 +1143,73 @@ static void test_worker(void **state)
     cn_sym_cache_free(c);
 }
 
+/* The pause before a fork (ASan builds, daemon/workers.c) never waits for a lookup: a try
+ * during one fails, the thread steps out before its next lookup and signals its fd, and a
+ * try then succeeds — within a lookup and a wake-up: nearly every refusal is followed by
+ * a success (without the stepping out, 5 tries in 300 succeed, refusals run for hundreds of
+ * ms); answers are all there and right afterwards. */
+static void test_worker_try_pause(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    enum { N = 100000 };
+    const int64_t bound_ns = 1000000000; /* never a second */
+    char path[4200];
+    bin_path(path, sizeof(path), "inl_pie");
+    uint64_t size, off = sym_offset(path, "work_b", &size);
+    cn_sym_cache *c = cn_sym_cache_new(NULL);
+    cn_sym_worker *w;
+    assert_int_equal(cn_sym_worker_new(c, N, &w), 0);
+    cn_sym_request *reqs = calloc(N, sizeof(*reqs));
+    for (int i = 0; i < N; i++)
+        reqs[i] = (cn_sym_request){.cookie = (uint64_t)i,
+                                   .obj = {.kind = CN_SYM_USER, .path = path},
+                                   .addr = off + (uint64_t)i % size};
+    assert_int_equal(cn_sym_worker_submit(w, reqs, N), 0);
+    size_t answered = 0, held = 0, refused = 0;
+    int64_t refused_since = 0, longest = 0, t0 = cn_common_now_ns();
+    while (answered < N && cn_common_now_ns() - t0 < 60 * (int64_t)1000000000) {
+        if (cn_sym_worker_try_pause(w)) {
+            if (refused_since && cn_common_now_ns() - refused_since > longest)
+                longest = cn_common_now_ns() - refused_since;
+            refused_since = 0;
+            held++;
+            usleep(500); /* a fork's length */
+            cn_sym_worker_resume(w);
+        } else {
+            refused++;
+            if (!refused_since)
+                refused_since = cn_common_now_ns();
+        }
+        struct pollfd p = {.fd = cn_sym_worker_fd(w), .events = POLLIN};
+        if (poll(&p, 1, 1) == 1) {
+            cn_sym_batch *b;
+            int n = cn_sym_worker_take(w, &b);
+            assert_true(n >= 0);
+            for (size_t i = 0; b && i < b->n; i++) {
+                assert_int_equal(b->answers[i].result.status, 0);
+                assert_string_equal(b->answers[i].result.chain[0].name, "work_b");
+            }
+            answered += (size_t)n;
+            cn_sym_batch_free(b);
+        }
+    }
+    if (refused_since && cn_common_now_ns() - refused_since > longest)
+        longest = cn_common_now_ns() - refused_since;
+    print_message("try_pause over %.0f ms: held %zu times, refused %zu, longest refusal %.1f ms\n",
+                  (double)(cn_common_now_ns() - t0) / 1e6, held, refused, (double)longest / 1e6);
+    assert_int_equal(answered, N);
+    assert_true(refused > 0 && held > 0); /* both paths were taken */
+    assert_true(held * 4 >= refused);
+    assert_true(longest < bound_ns);
+    assert_true(cn_sym_worker_try_pause(w)); /* idle */
+    cn_sym_worker_resume(w);
+    free(reqs);
+    cn_sym_worker_free(w);
+    cn_sym_cache_free(c);
+}
+
 /* Polls a lookup of o at off until its status is not -ETIMEDOUT (at most 10 s). */
 static int settled_status(cn_sym_cache *c, const cn_sym_object *o, uint64_t off)
 {
@@ -1598,6 +1665,7 @@ int main(void)
         cmocka_unit_test(test_cache_count_and_mapped_bounds),
         cmocka_unit_test(test_cache_release_debug),
         cmocka_unit_test(test_worker),
+        cmocka_unit_test(test_worker_try_pause),
         cmocka_unit_test(test_live_regroup),
         cmocka_unit_test(test_perfmap_rules),
         cmocka_unit_test(test_perfmap_rewritten),
