@@ -46,6 +46,8 @@
 /* Bytes left before a query's output for its reply's line: the line holds the notes (a
  * few, short) and the request's members; a longer one is copied as before. */
 #define REPLY_FRONT 4096
+/* job_start's "not now": j stays queued (not an errno: fork's EAGAIN is answered) */
+#define JOB_LATER 1
 
 /* What a child writes at offset 0 of its memfd; output then notes follow. */
 typedef struct job_hdr {
@@ -450,9 +452,9 @@ static size_t running_of(const cn_d_server *srv, uid_t uid)
  * in SizeClassAllocator64's Refill or Drain). Under ASan the symbolizer's thread is held
  * where it allocates nothing while we fork (or, when it is inside a lookup, the fork waits
  * for the loop's next round, never the loop for the lookup), and the threads of its
- * finished loads, which free their caches as they exit, are joined first. Not covered: a load that outlasted its
- * wait, and the fleet pusher's thread (its HTTP requests allocate throughout, and holding
- * the loop for one is worse than the risk, in a sanitized build, of a query that ends at
+ * finished loads, which free their caches as they exit, are joined first. Not covered: a load that
+ * outlasted its wait, and the fleet pusher's thread (its HTTP requests allocate throughout, and
+ * holding the loop for one is worse than the risk, in a sanitized build, of a query that ends at
  * its wall-time bound with the lock named in the log). glibc's malloc locks itself across
  * fork, so other builds do not wait for a lookup in progress. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -479,12 +481,12 @@ static bool quiesce_threads(cn_d_server *srv, bool hold)
     return true;
 }
 
-/* Forks j's child. 0, -EAGAIN (not now: j stays queued), or negative errno (j is then
- * answered with the error). */
+/* Forks j's child. 0, JOB_LATER (not now: j stays queued), or negative errno (j is then
+ * answered with the error; fork's EAGAIN at a pid limit among them). */
 static int job_start(cn_d_server *srv, cn_d__job *j)
 {
     if (!quiesce_threads(srv, true))
-        return -EAGAIN;
+        return JOB_LATER;
     j->memfd = memfd_create("canopyd-job", MFD_CLOEXEC);
     if (j->memfd < 0) {
         int r = -errno;
@@ -532,7 +534,7 @@ static void start_queued(cn_d_server *srv)
         int r = job_start(srv, j);
         if (r == 0)
             continue;
-        if (r == -EAGAIN)
+        if (r == JOB_LATER)
             break; /* the threads are busy: the next round starts it (quiesce_threads) */
         /* Could not fork: answer now, as the loop would have. */
         if (j->kind == CN_D__JOB_SAVE && j->e) {
