@@ -38,6 +38,7 @@ typedef struct uctx {
     cn_smp_stop reason;
     uint64_t popped_at[3], popped_val[3]; /* cn_smp__cfi_popped(): slots below sp */
     int npopped;
+    uint64_t frameless_ret; /* frameless_jit_leaf(), or 0: libunwind starts at the caller */
 } uctx;
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
@@ -110,6 +111,19 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
         cn_smp__elf_bias(m->obj->elf, m->start, m->pgoff, &bias) &&
         read_obj(m->obj, bias, addr, val) == 0)
         return 0;
+    /* JIT code (anonymous executable memory): readable in the process, but its bytes are
+     * not read (a system call per word); it reads as zeros, which match none of the code
+     * patterns libunwind looks for (PLT entries, sigreturn). libunwind (x86-64, 1.6) also
+     * reads a frame's pc before its frame-chain guess: when that read fails, it takes the
+     * word at the stack pointer for the return address (its fixup for a call through a bad
+     * function pointer). In JIT code that keeps frame pointers that word is often a stack
+     * address (HotSpot's interpreter frames, C2 code at its epilogue's `pop %rbp`), and the
+     * stack ended there (about 1 JVM stack in 2 000); a frameless leaf, the fixup's case,
+     * is stepped before libunwind starts (frameless_jit_leaf). */
+    if (m && m->obj->pub.kind == CN_SMP_OBJ_JIT && addr + sizeof(*val) <= m->end) {
+        *val = 0;
+        return 0;
+    }
     /* A non-executable segment of a mapped object (only executable mappings are tracked):
      * libunwind evaluates a cached rule's DWARF expression (__restore_rt's) by reading it
      * from the object's .eh_frame while another object is current. */
@@ -137,6 +151,11 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t regnum, unw_word_t *val,
     if (idx < 0 || (uint32_t)idx >= c->r->u.sample.nregs)
         return -UNW_EBADREG;
     *val = cn_smp__reg_at(c->r, (uint32_t)idx);
+    /* A frameless JIT leaf was stepped: the unwind starts at its caller. */
+    if (c->frameless_ret && perf == c->arch->perf_ip)
+        *val = c->frameless_ret;
+    else if (c->frameless_ret && perf == c->arch->perf_sp)
+        *val += sizeof(uint64_t);
     /* The link register holds a return address, signed inside pac-ret functions (arm64's
      * vDSO among them): libunwind 1.6 takes it as is when a leaf has no CFI, and then finds
      * no caller (docs/perf-sampler.md "arm64"). */
@@ -220,6 +239,24 @@ static bool at_entry(const cn_smp__arch *arch, const cn_smp__proc *p, uint64_t p
     return frame_in(arch, p, pc, leaf, cn_smp__entry_code);
 }
 
+/* The return address of a leaf in JIT code that has no frame of its own (before its
+ * prologue, after its epilogue, or never one), where the call left it: the word at the
+ * stack pointer, when that is in executable memory. Else 0. x86-64 only (arm64's is in
+ * the link register, which libunwind's guess reads). libunwind then starts at the caller
+ * (access_reg): its frame-chain guess would skip the caller, and its fixup for such a
+ * frame reads the caller's frame pointer from memory, skipping the caller's caller. */
+static uint64_t frameless_jit_leaf(const cn_smp__arch *arch, const cn_smp__proc *p,
+                                   const cn_smp__rec *r, uint64_t pc)
+{
+    const cn_smp__map *m = cn_smp__proc_find(p, pc);
+    uint64_t top;
+    if (arch->perf_lr >= 0 || !m || m->obj->pub.kind != CN_SMP_OBJ_JIT ||
+        r->u.sample.stack_size < sizeof(top))
+        return 0;
+    memcpy(&top, r->u.sample.stack, sizeof(top));
+    return top != 0 && cn_smp__proc_find(p, top - 1) ? top : 0;
+}
+
 /* libunwind over the sample: the general case. */
 static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn_smp__rec *r,
                             uint64_t *pcs, int max, cn_smp_stop *stop)
@@ -241,12 +278,16 @@ static int unwind_libunwind(cn_smp__unwinder *u, const cn_smp__proc *p, const cn
     }
     /* A leaf in its epilogue: the slots it popped are below the copy (cfi.c's step()). */
     c.npopped = cn_smp__cfi_popped(arch, p, r, c.popped_at, c.popped_val);
+    c.frameless_ret = frameless_jit_leaf(arch, p, r, cn_smp__reg_at(r, (uint32_t)iip));
+    if (c.frameless_ret)
+        pcs[n++] = cn_smp__reg_at(r, (uint32_t)iip);
     if (p->pid != u->last_pid) {
         unw_flush_cache(u->as, 0, 0); /* cached rules are per address, hence per process */
         u->last_pid = p->pid;
     }
     unw_cursor_t cur;
     if (unw_init_remote(&cur, u->as, &c) < 0) {
+        n = 0;
         pcs[n++] = cn_smp__reg_at(r, (uint32_t)iip);
         *stop = c.reason != CN_SMP_STOP_NONE ? c.reason : CN_SMP_STOP_OTHER;
         return n;

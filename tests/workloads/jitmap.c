@@ -1,5 +1,5 @@
 /* jitmap.c — JIT code whose perf map comes late, for the symbolizer's tests:
- *   jitmap SECONDS [DELAY [badfp]]
+ *   jitmap SECONDS [DELAY [badfp|spslot]]
  * copies a tiny counting loop into an anonymous executable mapping (as a JIT compiler
  * does), calls it until SECONDS have passed, and writes /tmp/perf-PID.map naming it
  * `jitted_spin` only at the end — as a JVM run with -XX:+DumpPerfMapAtExit does — or,
@@ -37,6 +37,18 @@ static const unsigned char badfp_code[] = {
     0x5d,                                                       /* pop %rbp */
     0xc3,                                                       /* ret */
 };
+/* spslot(n): a frame record, then n counted down with a stack address at (%rsp) */
+static const unsigned char spslot_code[] = {
+    0x55,             /* push %rbp */
+    0x48, 0x89, 0xe5, /* mov %rsp, %rbp */
+    0x55,             /* push %rbp: (%rsp) holds a stack address */
+    0x48, 0x89, 0xf8, /* mov %rdi, %rax */
+    0x48, 0xff, 0xc8, /* 1: dec %rax */
+    0x75, 0xfb,       /* jnz 1b */
+    0x58,             /* pop %rax */
+    0x5d,             /* pop %rbp */
+    0xc3,             /* ret */
+};
 #define HAVE_BADFP 1
 #elif defined(__aarch64__)
 static const unsigned int spin_code[] = {
@@ -60,6 +72,7 @@ __attribute__((noinline)) static void spin_c(uint64_t n)
 
 #ifndef HAVE_BADFP
 static const unsigned char badfp_code[1];
+static const unsigned char spslot_code[1];
 #endif
 
 static void write_map(const void *code, size_t size)
@@ -101,12 +114,15 @@ int main(int argc, char **argv)
 {
     double secs = wl_seconds(argc, argv, 2);
     double delay = argc > 2 ? atof(argv[2]) : 0;
-    bool badfp = argc > 3 && strcmp(argv[3], "badfp") == 0;
-    const void *src = badfp ? (const void *)badfp_code : (const void *)spin_code;
-    size_t size = badfp ? sizeof(badfp_code) : sizeof(spin_code);
+    const char *shape = argc > 3 ? argv[3] : "";
+    bool badfp = strcmp(shape, "badfp") == 0, spslot = strcmp(shape, "spslot") == 0;
+    const void *src = badfp    ? (const void *)badfp_code
+                      : spslot ? (const void *)spslot_code
+                               : (const void *)spin_code;
+    size_t size = badfp ? sizeof(badfp_code) : spslot ? sizeof(spslot_code) : sizeof(spin_code);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
 #ifndef HAVE_BADFP
-    if (badfp)
+    if (badfp || spslot)
         return 2;
 #endif
     void *code = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
