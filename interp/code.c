@@ -265,9 +265,20 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
     *status = CN_INT_OK;
     if (rd_u64(rd, arg, tstate + l->ts_frame, &f) < 0)
         f = 0;
-    if (l->cf_current_frame != CN_INT_ABI_NONE && f &&
-        rd_u64(rd, arg, f + l->cf_current_frame, &f) < 0)
-        f = 0;
+    /* the program's entry check (python.bpf.c entry_checked): the caller's current frame */
+    bool check_entry = false;
+    uint64_t expect = 0;
+    if (l->cf_current_frame != CN_INT_ABI_NONE && f) {
+        uint64_t cf[2] = {0, 0}; /* the _PyCFrame's current_frame and previous */
+        if (rd(arg, f + l->cf_current_frame, cf, sizeof(cf)) < 0)
+            cf[0] = 0;
+        f = cf[0];
+        if (f && cf[1]) {
+            if (rd_u64(rd, arg, cf[1] + l->cf_current_frame, &expect) < 0)
+                expect = 0;
+            check_entry = true;
+        }
+    }
     uint8_t b[CN_INT_ABI_WINDOW + 128];
     uint64_t win_lo = 0;
     uint32_t win_len = 0, len = l->fr_len, base = l->fr_base;
@@ -314,10 +325,16 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
                 fb[(l->fr_owner - base) & 0x7f] == 3) { /* FRAME_OWNED_BY_CSTACK */
                 if (n > 0)
                     out[n - 1].entry = true;
+                if (check_entry && prev != expect)
+                    goto stale;
+                check_entry = false;
                 continue;
             }
             if (l->fr_is_entry != CN_INT_ABI_NONE)
                 entry = fb[(l->fr_is_entry - base) & 0x7f] != 0;
+            if (entry && check_entry && prev != expect)
+                goto stale;
+            check_entry = check_entry && !entry;
             memcpy(&ip, fb + ((l->fr_instr - base) & 0x78), 8);
             instr = (uint32_t)(ip - (code + l->co_code_adaptive));
         }
@@ -330,7 +347,12 @@ uint32_t cn_int__walk(const struct cn_int_abi_layout *l, cn_int__read_fn rd, voi
         out[n].entry = entry;
         n++;
     }
+    if (check_entry && *status != CN_INT_TRUNCATED) /* no entry frame reached */
+        goto stale;
     return n;
+stale:
+    *status = CN_INT_STALE;
+    return 0;
 }
 
 /* The id a thread state is indexed under (0: unreadable): native_thread_id, or (3.8–3.10)

@@ -963,6 +963,7 @@ int cn_int_stats_get(const cn_int_ctx *c, cn_int_stats *out)
                           .other = sum[CN_INT_ABI_S_OTHER],
                           .no_thread = sum[CN_INT_ABI_S_NEG_HIT],
                           .checks = sum[CN_INT_ABI_S_CHECKS],
+                          .stale = sum[CN_INT_ABI_S_STALE],
                           .checks_changed = c->checks_changed};
     return 0;
 }

@@ -681,9 +681,12 @@ uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_e
  * segments: steps[k] >= 0 native frame steps[k], < 0 segment -steps[k] - 1. Eval frames and
  * segments pair from the innermost; a replaced eval frame's trampoline goes with it; extra
  * outer eval frames stay native, extra outer segments go above the outermost native frame.
+ * whole: the segments are the thread's whole chain (a record walked to its end, of the main
+ * interpreter): extra eval frames are then the innermost ones, which stay native (a call
+ * entering or leaving the eval loop, its frames not or no longer in the chain).
  * Returns the count (at most nuser + nseg) and *matched (as many eval frames as segments). */
 enum { CN_SMP__PY_NATIVE = 0, CN_SMP__PY_EVAL, CN_SMP__PY_TRAMPOLINE };
-uint32_t cn_smp__py_plan(const uint8_t *kind, int nuser, uint32_t nseg, int32_t *steps,
+uint32_t cn_smp__py_plan(const uint8_t *kind, int nuser, uint32_t nseg, bool whole, int32_t *steps,
                          bool *matched);
 /* procs.c: the object of the Python source file at path ("" when unknown), created on
  * first use. NULL on ENOMEM. */

@@ -150,6 +150,8 @@ struct walk {
     __u64 frame0;         /* the cached thread state's frame word, read with its thread_id */
     __u32 have_frame0;
     __u64 f;      /* frame walk: the next frame */
+    __u64 expect; /* check_entry: the caller's current frame (entry_checked) */
+    __u32 check_entry;
     __u64 win_lo; /* the target's bytes [win_lo, win_lo + win_len) are in fb */
     __u32 win_len;
     __u32 n, status;
@@ -265,6 +267,33 @@ static __always_inline __u64 find_tstate(struct walk *w, __u32 tid, __u64 now, _
     return w->found;
 }
 
+/* The walk's first segment seen whole: the frame that entered the innermost eval-loop call
+ * (3.11: is_entry; 3.12: the C-stack shim) must lead to the current frame of the caller's
+ * _PyCFrame, as CPython asserts when that call returns. An eval-loop call publishes its
+ * _PyCFrame (a local on the C stack) in tstate->cframe some instructions before it writes
+ * that cframe's current_frame and previous: a sample in between read what an earlier call
+ * left in those stack slots, a frame since popped whose memory holds other calls' frames, or
+ * garbage (docs/python.md, "The entry window"). user space's walk (code.c) does the same. */
+static __always_inline void stale(struct walk *w)
+{
+    w->status = CN_INT_ABI_STALE;
+    w->n = 0;
+    w->check_entry = 0;
+    count(CN_INT_ABI_S_STALE);
+}
+
+/* Whether the walk goes on after the entry frame whose previous is prev. */
+static __always_inline int entry_checked(struct walk *w, __u64 prev)
+{
+    if (!w->check_entry)
+        return 1;
+    w->check_entry = 0;
+    if (prev == w->expect)
+        return 1;
+    stale(w);
+    return 0;
+}
+
 /* One frame: written into the scratch record, or skipped (a 3.12+ C-stack shim). Stops at
  * the end of the chain, a fault, or CN_INT_ABI_MAX_FRAMES frames. */
 static long frame_step(__u32 i, struct walk *w)
@@ -324,10 +353,13 @@ static long frame_step(__u32 i, struct walk *w)
              * last) is the first one that call ran. */
             if (n > 0 && n <= CN_INT_ABI_MAX_FRAMES)
                 r->frames[(n - 1) & (CN_INT_ABI_MAX_FRAMES - 1)].flags |= CN_INT_ABI_F_ENTRY;
-            return 0;
+            return entry_checked(w, prev) ? 0 : 1;
         }
-        if (w->l.fr_is_entry != CN_INT_ABI_NONE && *FB(fr_is_entry, 0x7f))
+        if (w->l.fr_is_entry != CN_INT_ABI_NONE && *FB(fr_is_entry, 0x7f)) {
             flags = CN_INT_ABI_F_ENTRY;
+            if (!entry_checked(w, prev))
+                return 1;
+        }
         ip = *(__u64 *)FB(fr_instr, 0x78);
 #undef FB
         instr = (__u32)(ip - (code + w->l.co_code_adaptive));
@@ -483,14 +515,22 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
         r->status = w.multi && w.nmatch_interps > 1 ? CN_INT_ABI_AMBIGUOUS : CN_INT_ABI_NO_THREAD;
     } else {
         __u64 f = w.have_frame0 ? w.frame0 : rd64(ts + w.l.ts_frame);
-        if (w.l.cf_current_frame != CN_INT_ABI_NONE && f)
-            f = rd64(f + w.l.cf_current_frame);
+        if (w.l.cf_current_frame != CN_INT_ABI_NONE && f) {
+            __u64 cf[2] = {0, 0}; /* the _PyCFrame's current_frame and previous */
+            if (bpf_probe_read_user(cf, sizeof(cf), (const void *)(f + w.l.cf_current_frame)) < 0)
+                cf[0] = 0;
+            f = cf[0];
+            if (f && cf[1]) {
+                w.expect = rd64(cf[1] + w.l.cf_current_frame);
+                w.check_entry = 1;
+            }
+        }
         w.f = f;
         /* A thread in a sub-interpreter with one other state, inactive, in the interpreter it
          * called run_string from: that state's frames are the outer ones (3.12+), walked on
          * by frame_step when the first chain ends (one call site: load time). */
         if ((r->rflags & CN_INT_ABI_R_SUB) && w.nmatch == 2 && w.nmatch_interps == 2 &&
-            w.nactive == 1 && w.inactive) {
+            w.nactive == 1 && w.inactive && w.status == CN_INT_ABI_OK) {
             __u64 o = rd64(w.inactive + w.l.ts_frame);
             if (w.l.cf_current_frame != CN_INT_ABI_NONE && o)
                 o = rd64(o + w.l.cf_current_frame);
@@ -499,6 +539,8 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
         /* CN_INT_ABI_MAX_FRAMES frames written, C-stack shims skipped on the way (twice that
          * many steps for two chains). */
         bpf_loop(4 * CN_INT_ABI_MAX_FRAMES + 2, frame_step, &w, 0);
+        if (w.check_entry && w.status != CN_INT_ABI_TRUNCATED) /* no entry frame reached */
+            stale(&w);
         r->status = w.status;
         if (w.nsub_set)
             r->nsub = (__u16)w.nsub;

@@ -34,7 +34,8 @@ struct cn_int_abi_layout {
     __u32 ts_next;         /* PyThreadState.next */
     __u32 ts_thread_id;    /* PyThreadState.thread_id (pthread_self()) */
     __u32 ts_frame;        /* PyThreadState.frame (≤3.10), .cframe (3.11, 3.12), .current_frame */
-    __u32 cf_current_frame; /* _PyCFrame.current_frame (3.11, 3.12), else NONE */
+    __u32 cf_current_frame; /* _PyCFrame.current_frame (3.11, 3.12), else NONE; .previous is
+                               the word after it in both */
     __u32 fr_code;          /* f_code / f_executable */
     __u32 fr_previous;      /* f_back / previous */
     __u32 fr_instr;         /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
@@ -117,6 +118,9 @@ enum {
     CN_INT_ABI_TRUNCATED = 3, /* more than CN_INT_ABI_MAX_FRAMES frames */
     CN_INT_ABI_AMBIGUOUS = 4, /* the thread has thread states in several interpreters and none
                                  is known to be its current one: no frames */
+    CN_INT_ABI_STALE = 5,     /* the first eval-loop call's frames do not lead to its caller's
+                                 current frame: a call caught publishing its _PyCFrame before
+                                 writing its current_frame (3.11, 3.12): no frames */
 };
 
 /* Record flags. */
@@ -160,6 +164,7 @@ enum {
     CN_INT_ABI_S_OTHER,     /* samples of processes not registered */
     CN_INT_ABI_S_NEG_HIT,   /* a thread searched < 50 ms ago without a thread state */
     CN_INT_ABI_S_CHECKS,    /* code-object checks done (struct cn_int_abi_check) */
+    CN_INT_ABI_S_STALE,     /* walks dropped as CN_INT_ABI_STALE */
     CN_INT_ABI_S_NSTATS,
 };
 

@@ -69,6 +69,11 @@ enum cn_int_status {
                              in several of them, none known to be its current one (3.8–3.11,
                              which keep no such mark; 3.12's run_string, which borrows another
                              thread's state): no frames rather than maybe another's */
+    CN_INT_STALE = 5,     /* the innermost eval-loop call's frames did not end at its caller's
+                             current frame, as CPython asserts they do: a call caught between
+                             publishing its _PyCFrame and writing its current_frame, which then
+                             held what an earlier call left on the C stack (3.11, 3.12): no
+                             frames rather than another moment's */
 };
 
 /* One sample's interpreter frames, as the program captured them. */
@@ -112,6 +117,7 @@ typedef struct cn_int_stats {
                             than 50 ms before (a native thread: searched again after that) */
     uint64_t checks;     /* code-object checks the program did (cn_int_new_epoch) */
     uint64_t checks_changed; /* code objects they found changed (read again at next use) */
+    uint64_t stale;          /* walks dropped as CN_INT_STALE */
 } cn_int_stats;
 
 /* Loads the BPF program (needs CAP_BPF and CAP_PERFMON). *out is freed with cn_int_free.

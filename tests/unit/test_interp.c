@@ -820,6 +820,65 @@ static void walk_window(void **state)
     }
 }
 
+/* The entry check (python.bpf.c entry_checked): the frame that entered the innermost
+ * eval-loop call must lead to the current frame of the caller's _PyCFrame. A sample between
+ * an eval call's publishing its cframe and writing the cframe's words reads what an earlier
+ * call left there: a popped frame whose memory now holds other frames (the first case below)
+ * or garbage (STALE, no frames); a chain that ends before any entry frame is no chain of
+ * that call's either. 3.11 (is_entry) and 3.12 (the C-stack shim). */
+static void walk_entry(void **state)
+{
+    space *s = *state;
+    for (int minor = 11; minor <= 12; minor++) {
+        memset(s->mem, 0, SPACE);
+        cn_int__layout l;
+        cn_int__layout_for(3, minor, &l);
+        const struct cn_int_abi_layout *a = &l.abi;
+        uint64_t ts = BASE + 0x4000, cf = BASE + 0x4400, caller_cf = BASE + 0x4480;
+        uint64_t outer = BASE + 0x5000, f1 = BASE + 0x5100, f2 = BASE + 0x5200;
+        uint64_t shim = BASE + 0x5300, other = BASE + 0x5400;
+        put64(s, ts + a->ts_frame, cf);
+        put64(s, cf + a->cf_current_frame, f1);
+        put64(s, cf + a->cf_current_frame + 8, caller_cf); /* _PyCFrame.previous */
+        put64(s, caller_cf + a->cf_current_frame, outer);
+        put64(s, f1 + a->fr_code, CODE);
+        put64(s, f1 + a->fr_previous, f2);
+        put64(s, f2 + a->fr_code, CODE);
+        put64(s, outer + a->fr_code, CODE);
+        if (minor == 11) { /* f2 entered the call */
+            s->mem[f2 + a->fr_is_entry - BASE] = 1;
+            s->mem[outer + a->fr_is_entry - BASE] = 1;
+            put64(s, f2 + a->fr_previous, outer);
+        } else { /* the call's shim, then the caller's frames */
+            put64(s, f2 + a->fr_previous, shim);
+            s->mem[shim + a->fr_owner - BASE] = 3;
+            put64(s, shim + a->fr_previous, outer);
+        }
+        cn_int_frame out[CN_INT_MAX_FRAMES];
+        int status;
+        uint32_t n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+        assert_int_equal(status, CN_INT_OK);
+        assert_int_equal(n, 3);
+        assert_true(out[1].entry);
+        /* the entry frame leads elsewhere: a frame of another moment */
+        put64(s, (minor == 11 ? f2 : shim) + a->fr_previous, other);
+        put64(s, other + a->fr_code, CODE);
+        n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+        assert_int_equal(status, CN_INT_STALE);
+        assert_int_equal(n, 0);
+        /* no entry frame at all before the chain ends */
+        put64(s, f1 + a->fr_previous, 0);
+        n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+        assert_int_equal(status, CN_INT_STALE);
+        assert_int_equal(n, 0);
+        /* a cframe without a previous one: nothing to check against */
+        put64(s, cf + a->cf_current_frame + 8, 0);
+        n = cn_int__walk(a, fake_read, s, ts, out, CN_INT_MAX_FRAMES, &status);
+        assert_int_equal(status, CN_INT_OK);
+        assert_int_equal(n, 1);
+    }
+}
+
 /* The epoch's batched check merges nearby spans into one read each: a gap up to
  * CN_INT__RUN_GAP joins, a larger one or a run past CN_INT__RUN_MAX bytes starts a new run. */
 static void plan_runs(void **state)
@@ -1026,6 +1085,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(index_states_310, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_frameobj, space_setup, space_teardown),
         cmocka_unit_test_setup_teardown(walk_window, space_setup, space_teardown),
+        cmocka_unit_test_setup_teardown(walk_entry, space_setup, space_teardown),
         cmocka_unit_test(plan_runs),
         cmocka_unit_test(queue_exact),
         cmocka_unit_test(queue_no_frames),

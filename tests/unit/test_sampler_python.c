@@ -54,7 +54,8 @@ static void test_segments(void **state)
 /* The plan of natives (a string, leaf first: 'e' an eval-loop frame, 't' a -X perf
  * trampoline, 'n' another) and nseg segments, written as "n0 S0 n2 ..." (native index,
  * segment index). */
-static void plan(const char *natives, uint32_t nseg, const char *want, bool want_matched)
+static void plan_as(const char *natives, uint32_t nseg, bool whole, const char *want,
+                    bool want_matched)
 {
     uint8_t kind[64];
     int32_t steps[128];
@@ -65,7 +66,7 @@ static void plan(const char *natives, uint32_t nseg, const char *want, bool want
                   : natives[i] == 't' ? CN_SMP__PY_TRAMPOLINE
                                       : CN_SMP__PY_NATIVE;
     bool matched;
-    uint32_t n = cn_smp__py_plan(kind, nuser, nseg, steps, &matched);
+    uint32_t n = cn_smp__py_plan(kind, nuser, nseg, whole, steps, &matched);
     for (uint32_t k = 0; k < n; k++) {
         size_t len = strlen(got);
         snprintf(got + len, sizeof(got) - len, "%s%c%d", k ? " " : "", steps[k] >= 0 ? 'n' : 'S',
@@ -74,6 +75,11 @@ static void plan(const char *natives, uint32_t nseg, const char *want, bool want
     if (strcmp(got, want) != 0)
         fail_msg("natives %s, %u segments: got \"%s\", want \"%s\"", natives, nseg, got, want);
     assert_int_equal(matched, want_matched);
+}
+
+static void plan(const char *natives, uint32_t nseg, const char *want, bool want_matched)
+{
+    plan_as(natives, nseg, false, want, want_matched);
 }
 
 static void test_plan(void **state)
@@ -100,6 +106,15 @@ static void test_plan(void **state)
     plan("nnet", 3, "n0 n1 S0 S1 S2", false);
     /* A trampoline whose eval frame stays native (no segment left) stays too. */
     plan("netent", 1, "n0 S0 n3 n4 n5", false);
+    /* A whole chain, one eval frame more: the innermost call is entering or leaving the eval
+     * loop, its frames not in the chain; the segments are the outer calls' (the key function
+     * of a sort: the module's frames stay outermost, the sort's frames above them). */
+    plan_as("enenn", 1, true, "n0 n1 S0 n3 n4", false);
+    plan_as("eneenn", 2, true, "n0 n1 S0 S1 n4 n5", false);
+    /* Whole and matched: the same as ever. */
+    plan_as("nenenn", 2, true, "n0 S0 n2 S1 n4 n5", true);
+    /* Whole with more segments than eval frames (the native unwind cut short): as ever. */
+    plan_as("nen", 3, true, "n0 S0 n2 S1 S2", false);
 }
 
 int main(void)
