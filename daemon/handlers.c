@@ -175,11 +175,12 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
     if (r == 0) /* docs/cli-live.md "Status" */
         r = json_object_update_new(
             rp->msg,
-            json_pack("{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}}", "unwind_cache",
-                      "files", (json_int_t)uc.files, "in_use", (json_int_t)uc.in_use, "bytes",
-                      (json_int_t)uc.bytes, "unused_bytes", (json_int_t)uc.lru_bytes,
-                      "max_unused_bytes", (json_int_t)uc.max_bytes, "loads", (json_int_t)uc.loads,
-                      "hits", (json_int_t)uc.hits, "evictions", (json_int_t)uc.evictions, "expired",
+            json_pack("{s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}}", "unwind_cache",
+                      "files", (json_int_t)uc.files, "open_files", (json_int_t)uc.open_files,
+                      "in_use", (json_int_t)uc.in_use, "bytes", (json_int_t)uc.bytes,
+                      "unused_bytes", (json_int_t)uc.lru_bytes, "max_unused_bytes",
+                      (json_int_t)uc.max_bytes, "loads", (json_int_t)uc.loads, "hits",
+                      (json_int_t)uc.hits, "evictions", (json_int_t)uc.evictions, "expired",
                       (json_int_t)uc.expired, "idle_s", (double)CN_D_UNWIND_IDLE_NS / 1e9));
     if (r == 0)
         r = json_object_set_new(rp->msg, "malloc", malloc_json());

@@ -105,8 +105,14 @@ cn_obj_mounts *cn_smp__cache_mounts(cn_smp_cache *c)
 void cn_smp_cache_stats_get(const cn_smp_cache *c, cn_smp_cache_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    if (c)
-        *out = c->st;
+    if (!c)
+        return;
+    *out = c->st;
+    /* Counted here rather than kept: a table read whole (cn_smp__elf_fill_all) closes its
+     * file without the cache knowing. A few hundred entries, at each `status`. */
+    for (size_t b = 0; b < CACHE_BUCKETS; b++)
+        for (const cn_smp__elf *e = c->buckets[b]; e; e = e->hnext)
+            out->open_files += cn_smp__elf_lazy(e);
 }
 
 size_t cn_smp_cache_expire(cn_smp_cache *c, int64_t now_ns, int64_t idle_ns)

@@ -51,15 +51,17 @@ typedef struct cn_smp_session cn_smp_session;
 typedef struct cn_smp_cache cn_smp_cache;
 
 typedef struct cn_smp_cache_stats {
-    uint64_t files;     /* files whose tables are held */
-    uint64_t in_use;    /* of those, mapped by a live process of a session */
-    uint64_t bytes;     /* bytes held by all of them (read file parts, compiled rules) */
-    uint64_t lru_bytes; /* of those, held by files no live process maps */
-    uint64_t max_bytes; /* the bound on lru_bytes */
-    uint64_t loads;     /* files read */
-    uint64_t hits;      /* tables found held for a file mapped again */
-    uint64_t evictions; /* tables dropped to keep lru_bytes within max_bytes */
-    uint64_t expired;   /* tables dropped by cn_smp_cache_expire */
+    uint64_t files;      /* files whose tables are held */
+    uint64_t in_use;     /* of those, mapped by a live process of a session */
+    uint64_t bytes;      /* bytes held by all of them (read file parts, compiled rules) */
+    uint64_t lru_bytes;  /* of those, held by files no live process maps */
+    uint64_t max_bytes;  /* the bound on lru_bytes */
+    uint64_t loads;      /* files read */
+    uint64_t hits;       /* tables found held for a file mapped again */
+    uint64_t evictions;  /* tables dropped to keep lru_bytes within max_bytes */
+    uint64_t expired;    /* tables dropped by cn_smp_cache_expire */
+    uint64_t open_files; /* of the files held, those kept open to read their .eh_frame as
+                            lookups need it (image.c, "lazy"): one fd each */
 } cn_smp_cache_stats;
 
 /* The default bound on the tables of files no live process maps. */

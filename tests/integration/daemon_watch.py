@@ -6,9 +6,11 @@
       (read from PIDFILE each time: a restarted canopyd is followed), rss_kb (VmRSS),
       anon_kb (RssAnon), img_kb (the sampler's object images, from smaps: images_kb),
       run_ns and wait_ns (/proc/PID/schedstat: the loop thread's time on a CPU and waiting
-      for one), fds (/proc/PID/fd) and of those fds_file (files outside /proc and
-      /dev: the symbolizer's cached objects hold them), from `status`: lost, the symbol
-      cache's heap bytes and objects;
+      for one), fds (/proc/PID/fd) and of those fds_file (object files: files outside
+      /proc and /dev, not memfds, directories nor the standard streams; the symbolizer's
+      cached objects and the unwind tables read as lookups need them hold them), from
+      `status`: lost, the symbol cache's heap bytes and objects, the unwind cache's open
+      files;
       from `sessions`: running sessions, their samples, lost and profile memory (summed);
       and klost, the records the kernel dropped for canopyd's perf events (perf_lost.py).
       A sample canopyd did not answer is written with "down": true.
@@ -24,7 +26,8 @@
       /proc files). Exits 1 when own's
       steady growth exceeds K x the profiles' growth + C MiB (K: tables grow by doubling,
       the blocks they leave stay with the allocator), when those fds grow by more than N,
-      when the file fds exceed the symbol cache's objects by more than N, or when more than
+      when the file fds exceed the symbol cache's objects and the unwind cache's open files
+      by more than N (files opened by loads in flight), or when more than
       32 mount tables are open (two caches of 16).
 """
 import json
@@ -83,7 +86,11 @@ def sample(sock, pid):
             except OSError:
                 continue
             d["fds"] += 1
-            d["fds_file"] += link.startswith("/") and not link.startswith(("/proc/", "/dev/"))
+            # Object files: not the standard streams (the log), memfds ("/memfd:NAME
+            # (deleted)": a query's answer), nor directories (the cgroup root).
+            d["fds_file"] += (int(name) > 2 and link.startswith("/")
+                              and not link.startswith(("/proc/", "/dev/", "/memfd:"))
+                              and not os.path.isdir(link))
             # The mount tables' caches (cn_obj_mounts: one open mountinfo per mount
             # namespace, at most 16 in each of the sampler's and the symbolizer's).
             d["fds_mounts"] += link.startswith("/proc/") and link.endswith("/mountinfo")
@@ -96,6 +103,7 @@ def sample(sock, pid):
     d["lost"] = st.get("lost", 0)
     d["sym_heap"] = st.get("symbol_cache", {}).get("heap_bytes", 0)
     d["sym_objects"] = st.get("symbol_cache", {}).get("objects", 0)
+    d["unw_files"] = st.get("unwind_cache", {}).get("open_files", 0)
     run = [s for s in ss.get("sessions", []) if s.get("state") == "running"]
     d["running"] = len(run)
     d["sessions"] = len(ss.get("sessions", []))
@@ -178,10 +186,10 @@ def report(out, warmup, own_c, own_k, fds_max):
         g_prof = (last["memory"] - base["memory"]) / 2**20
         other = [r["fds"] - r["fds_file"] - r.get("fds_mounts", 0) for r in life]
         g_other = max(other) - other[0]
-        over_files = max(r["fds_file"] - r["sym_objects"] for r in life)
+        over_files = max(r["fds_file"] - r["sym_objects"] - r.get("unw_files", 0) for r in life)
         print("canopyd %d: %.0f s after warm-up: RSS %+.1f MiB, own %+.1f MiB (steady %+.1f), "
               "profiles %+.1f MiB; fds %d..%d, not cached files %d..%d, files - cached objects "
-              "<= %d" % (pid, last["t"] - base["t"], (last["rss_kb"] - base["rss_kb"]) / 1024,
+              "- open unwind tables <= %d" % (pid, last["t"] - base["t"], (last["rss_kb"] - base["rss_kb"]) / 1024,
                          own_mb(last) - own_mb(base), steady, g_prof, min(r["fds"] for r in life),
                          max(r["fds"] for r in life), min(other), max(other), over_files))
         if own_c is not None and steady > own_k * max(g_prof, 0) + own_c:
@@ -195,8 +203,8 @@ def report(out, warmup, own_c, own_k, fds_max):
             bad.append("canopyd %d: %d mount tables open, more than the caches' 2 x 16"
                        % (pid, mounts))
         if fds_max is not None and over_files > fds_max:
-            bad.append("canopyd %d: %d file fds more than the symbol cache's objects (limit %d)"
-                       % (pid, over_files, fds_max))
+            bad.append("canopyd %d: %d file fds more than the symbol cache's objects and the "
+                       "unwind tables read as needed (limit %d)" % (pid, over_files, fds_max))
     for b in bad:
         print("FAIL: " + b, file=sys.stderr)
     sys.exit(1 if bad else 0)

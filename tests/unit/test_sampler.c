@@ -913,8 +913,18 @@ static collector *attach_workload(const char *bin, char *const args[], const cha
     }
     for (int i = 0; args && args[i] && k < 7; i++)
         argv[k++] = args[i];
+    /* Spawned with SIGUSR1 blocked, sent once attached: a workload that waits for it (forker
+     * usr1) starts its part only then; the others never see it. */
     pid_t pid;
-    assert_int_equal(posix_spawn(&pid, path, NULL, NULL, argv, environ), 0);
+    posix_spawnattr_t attr;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    assert_int_equal(posix_spawnattr_init(&attr), 0);
+    assert_int_equal(posix_spawnattr_setsigmask(&attr, &usr1), 0);
+    assert_int_equal(posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK), 0);
+    assert_int_equal(posix_spawn(&pid, path, NULL, &attr, argv, environ), 0);
+    posix_spawnattr_destroy(&attr);
     usleep(100000);
     cn_smp_config cfg = {.target = CN_SMP_TARGET_PID, .pid = pid, .freq = 999, .unwind = mode};
     cn_smp_callbacks cb = {.sample = on_sample, .task = on_task};
@@ -925,6 +935,7 @@ static collector *attach_workload(const char *bin, char *const args[], const cha
         fail_msg("start: %s", err.msg);
     const int *fds;
     assert_true(cn_smp_session_fds(s, &fds) >= 1);
+    kill(pid, SIGUSR1);
     drive(s, 30000);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -970,7 +981,7 @@ static void test_threads_after_attach(void **st)
 static void test_fork_followed(void **st)
 {
     REQUIRE_PERF();
-    char *args[] = {"1.0", "0.3", NULL};
+    char *args[] = {"1.0", "usr1", NULL};
     cn_smp_counters cnt;
     pid_t pid;
     collector *c = attach_workload("wl_forker_fp", args, NULL, CN_SMP_UNWIND_AUTO, &cnt, &pid);
@@ -991,7 +1002,7 @@ static void test_fork_followed(void **st)
 static void test_dlopen_after_attach(void **st)
 {
     REQUIRE_PERF();
-    char *args[] = {"1.0", "0.3", NULL};
+    char *args[] = {"1.0", "usr1", NULL};
     cn_smp_counters cnt;
     pid_t pid;
     collector *c =
@@ -1952,6 +1963,18 @@ static void test_cache_shares_and_bounds(void **state)
     cn_smp_cache_stats_get(c, &st);
     assert_int_equal(st.files, 0);
     assert_int_equal(cn_smp_cache_expire(NULL, 0, 0), 0);
+    /* libc's .eh_frame is read as lookups need it: its file stays open while its tables are
+     * held, and says so; read whole, it is closed and no longer counted. */
+    cn_smp__elf *lc = read_tables(HOST_LIB("", "libc.so.6"));
+    assert_true(cn_smp__elf_lazy(lc));
+    cn_smp__cache_add(c, lc, &id[2]);
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.files, 1);
+    assert_int_equal(st.open_files, 1);
+    cn_smp__elf_fill_all(lc);
+    cn_smp_cache_stats_get(c, &st);
+    assert_int_equal(st.open_files, cn_smp__elf_lazy(lc) ? 1 : 0);
+    cn_smp__elf_put(lc);
     cn_smp_cache_free(tiny);
     cn_smp_cache_free(c);
 }

@@ -1,5 +1,6 @@
 /* dlopener.c — sleeps START seconds, then dlopens LIB (the dlwork library) and runs its
- * dl_work for SECONDS. Usage: dlopener LIB [SECONDS] [START]. */
+ * dl_work for SECONDS. Usage: dlopener LIB [SECONDS] [START], START as wl_start_wait takes
+ * it (seconds, or "usr1"). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -11,8 +12,8 @@ int main(int argc, char **argv)
     if (argc < 2)
         return 2;
     double secs = argc > 2 ? atof(argv[2]) : 2;
-    double start = argc > 3 ? atof(argv[3]) : 0.5;
-    usleep((useconds_t)(start * 1e6));
+    if (wl_start_wait(argc > 3 ? argv[3] : NULL, 0.5) < 0)
+        return 2;
     void *h = dlopen(argv[1], RTLD_NOW);
     if (!h) {
         fprintf(stderr, "dlopen: %s\n", dlerror());

@@ -1,5 +1,6 @@
 /* forker.c — sleeps START seconds, then forks: the child spends its time in child_work,
- * the parent in parent_work, for SECONDS each. Usage: forker [SECONDS] [START]. */
+ * the parent in parent_work, for SECONDS each. Usage: forker [SECONDS] [START], START as
+ * wl_start_wait takes it (seconds, or "usr1"). */
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,8 +37,8 @@ __attribute__((noinline)) void parent_work(uint64_t end)
 int main(int argc, char **argv)
 {
     double secs = wl_seconds(argc, argv, 2);
-    double start = argc > 2 ? atof(argv[2]) : 0.5;
-    usleep((useconds_t)(start * 1e6));
+    if (wl_start_wait(argc > 2 ? argv[2] : NULL, 0.5) < 0)
+        return 2;
     uint64_t end = wl_now_ns() + (uint64_t)(secs * 1e9);
     pid_t pid = fork();
     if (pid < 0)

@@ -4,10 +4,12 @@
 #ifndef WL_COMMON_H
 #define WL_COMMON_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline uint64_t wl_now_ns(void)
 {
@@ -20,6 +22,24 @@ static inline uint64_t wl_now_ns(void)
 static inline double wl_seconds(int argc, char **argv, double dflt)
 {
     return argc > 1 ? atof(argv[1]) : dflt;
+}
+
+/* Waits before the part a test must see from its start: START seconds (a number), or with
+ * "usr1" until SIGUSR1 comes (at most 10 s; -1 then), as a test that attached sends it: a
+ * fixed delay raced the attach (test_sampler under ASan). The test spawns the workload with
+ * SIGUSR1 blocked, so that it cannot arrive before this waits for it. */
+static inline int wl_start_wait(const char *start, double dflt)
+{
+    if (start && strcmp(start, "usr1") == 0) {
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, NULL);
+        struct timespec limit = {.tv_sec = 10};
+        return sigtimedwait(&usr1, NULL, &limit) == SIGUSR1 ? 0 : -1;
+    }
+    usleep((useconds_t)((start ? atof(start) : dflt) * 1e6));
+    return 0;
 }
 
 #endif
