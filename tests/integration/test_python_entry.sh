@@ -2,13 +2,16 @@
 # Python frames at the moments a call enters or leaves the eval loop (docs/python.md, "The
 # entry window"): a workload that calls Python key functions from C sorts all the time
 # (main_phase: sorted(one, key=keyf); helper_a: sorted(one, key=ka); each call enters the
-# eval loop from list_sort), on pyenv's 3.11 and 3.12 (their symbols name the C frames),
-# under `canopy run --no-daemon`, 999 Hz. 3.11 and 3.12 publish a new _PyCFrame before its
-# frames are in it, and keep running the eval loop after restoring the caller's: a sample
-# there has one eval-loop frame more than the chain has calls. Asserted:
+# eval loop from list_sort), on pyenv's 3.11, 3.12 and 3.13 (their symbols name the C
+# frames), under `canopy run --no-daemon`, 999 Hz. An eval-loop call's native frame runs
+# a while before its frames are in the chain (3.11 and 3.12 publish a new _PyCFrame first;
+# 3.13 makes the frame current last) and after they left it (the caller's state restored
+# before the return): a sample there has one eval-loop frame more than the chain has calls.
+# Asserted:
 #  - no workload function under the sort (a <module>, main_phase or helper_a frame below
-#    list_sort): the module's frames were placed one call too deep (~1.7% of the samples on
-#    3.12 before the plan kept the innermost eval frame native for such samples);
+#    list_sort): the module's frames were placed one call too deep (1.7% of the samples on
+#    3.12, 3.5% on 3.13, before the plan kept the innermost eval frame native for such
+#    samples);
 #  - every stack of ka has helper_a right above the sort that called it, every stack of
 #    keyf main_phase (a frame another call left on the C stack, read as current, gives
 #    impossible ones);
@@ -42,7 +45,7 @@ def main_phase(end):
 main_phase(time.monotonic() + float(sys.argv[1]))
 PY
 ran=0
-for v in 3.11.7 3.12.1; do
+for v in 3.11.7 3.12.1 3.13.0; do
   py=/root/.pyenv/versions/$v/bin/python${v%.*}
   if [ ! -x "$py" ]; then
     [ "${CI:-}" != true ] || fail "$py is missing (the machine's pyenv tree)"
@@ -83,5 +86,5 @@ assert with_py >= 0.95 * total, (with_py, total)
 PY
   ran=$((ran + 1))
 done
-[ $ran -gt 0 ] || skip "no pyenv CPython 3.11 or 3.12 on this machine"
+[ $ran -gt 0 ] || skip "no pyenv CPython 3.11-3.13 on this machine"
 echo "PASS Python frames at eval-loop entries and exits"
