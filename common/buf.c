@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cn_common.h"
 
@@ -35,10 +36,20 @@ void cn_buf_init(cn_buf *b, size_t limit)
     b->limit = limit ? limit : SIZE_MAX - 1;
 }
 
+/* Releases the storage, allocated or mapped. */
+static void storage_free(cn_buf *b)
+{
+    if (b->mapped)
+        munmap(b->data, b->cap);
+    else
+        free(b->data);
+    b->mapped = false;
+}
+
 void cn_buf_free(cn_buf *b)
 {
     size_t limit = b->limit;
-    free(b->data);
+    storage_free(b);
     memset(b, 0, sizeof(*b));
     b->limit = limit;
 }
@@ -72,7 +83,7 @@ static int buf_room(cn_buf *b, size_t n)
     if (b->data)
         memcpy(d, b->data + b->off, b->len);
     d[b->len] = '\0';
-    free(b->data);
+    storage_free(b);
     b->data = d;
     b->off = 0;
     b->cap = cap;
@@ -166,21 +177,6 @@ void cn_buf_consume(cn_buf *b, size_t n)
     b->len -= n;
 }
 
-int cn_buf_reserve_front(cn_buf *b, size_t front, size_t n)
-{
-    assert(b->len == 0); /* only an empty buffer has no content to move */
-    if (n > b->limit || front > SIZE_MAX / 2 || n > SIZE_MAX / 2)
-        return -EMSGSIZE;
-    cn_buf_reset(b);
-    int r = buf_room(b, front + n); /* the front is storage, not content: not limited */
-    if (r < 0)
-        return r;
-    b->off = front;
-    b->data[front] = '\0';
-    buf_assert_nul(b);
-    return 0;
-}
-
 int cn_buf_prepend(cn_buf *b, const void *p, size_t n)
 {
     if (n > b->limit - b->len)
@@ -200,9 +196,34 @@ int cn_buf_prepend(cn_buf *b, const void *p, size_t n)
     return 0;
 }
 
+int cn_buf_adopt_map(cn_buf *b, char *map, size_t cap, size_t off, size_t len)
+{
+    assert(b->len == 0 && map && off + len < cap && map[off + len] == '\0');
+    if (len > b->limit)
+        return -EMSGSIZE;
+    storage_free(b);
+    b->data = map;
+    b->cap = cap;
+    b->off = off;
+    b->len = len;
+    b->mapped = true;
+    buf_assert_nul(b);
+    return 0;
+}
+
 char *cn_buf_steal(cn_buf *b, size_t *len)
 {
     char *s;
+    if (b->mapped) { /* the caller frees with free(): a copy, and the mapping goes */
+        s = malloc(b->len + 1);
+        if (!s)
+            return NULL;
+        memcpy(s, cn_buf_ptr(b), b->len + 1);
+        if (len)
+            *len = b->len;
+        cn_buf_free(b);
+        return s;
+    }
     if (!b->data) {
         s = strdup("");
         if (len)

@@ -145,6 +145,7 @@ typedef struct cn_buf {
     size_t off;   /* consumed prefix (cn_buf_consume advances it; compacted lazily) */
     size_t cap;   /* allocated bytes */
     size_t limit; /* the buffer never holds more than this many bytes (0 = SIZE_MAX) */
+    bool mapped;  /* data is a private mapping of cap bytes (cn_buf_adopt_map): unmapped */
 } cn_buf;
 
 /* An empty buffer that will refuse to grow past limit bytes (0 = no bound). */
@@ -174,14 +175,16 @@ char *cn_buf_space(cn_buf *b, size_t n, size_t *room);
 void cn_buf_commit(cn_buf *b, size_t n);
 /* Drops the first n unconsumed bytes. */
 void cn_buf_consume(cn_buf *b, size_t n);
-/* Gives an empty buffer storage for front bytes before its content and n after it, so
- * that n bytes then written (cn_buf_space) and up to front bytes put before them
- * (cn_buf_prepend) are not moved: a reply's line put before the output read after it.
- * 0, -EMSGSIZE or -ENOMEM (then nothing changed). */
-int cn_buf_reserve_front(cn_buf *b, size_t front, size_t n);
 /* Puts n bytes before the content: into the room in front when it is enough, else by
  * moving the content. 0, -EMSGSIZE or -ENOMEM (then nothing changed). */
 int cn_buf_prepend(cn_buf *b, const void *p, size_t n);
+/* Takes a private writable mapping (mmap MAP_PRIVATE, PROT_READ | PROT_WRITE) of cap bytes
+ * as an empty buffer's storage, its content the len bytes at off with a NUL after them
+ * (off + len < cap): a file's bytes used where they are mapped, without a copy, with up to
+ * off bytes of room in front (cn_buf_prepend). Only the pages written are copied (by the
+ * kernel); the storage is unmapped, not freed, and growing past it moves the content into
+ * allocated storage. 0, or -EMSGSIZE past the limit (nothing taken: the caller unmaps). */
+int cn_buf_adopt_map(cn_buf *b, char *map, size_t cap, size_t off, size_t len);
 /* Hands the content to the caller as a malloc'ed NUL-terminated string (caller frees);
  * the buffer is empty afterwards. Returns NULL on ENOMEM (an empty buffer gives ""). */
 char *cn_buf_steal(cn_buf *b, size_t *len);

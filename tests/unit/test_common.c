@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -73,23 +74,47 @@ static void test_buf_space(void **state)
 static void test_buf_front(void **state)
 {
     (void)state;
+    /* A file's bytes as a buffer, where they are mapped (a query worker's answer, read by
+     * canopyd's loop): 16 bytes of room, the output, its NUL and 2 bytes to spare. */
+    static const char file[] = "................output\0\0";
+    int fd = memfd_create("test_buf_front", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, file, sizeof(file), 0), (ssize_t)sizeof(file));
+    char *map = mmap(NULL, sizeof(file), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    assert_true(map != MAP_FAILED);
     cn_buf b;
-    cn_buf_init(&b, 8);
-    assert_int_equal(cn_buf_reserve_front(&b, 16, 8), 0); /* the front is not content */
-    size_t room;
-    char *p = cn_buf_space(&b, 6, &room);
-    assert_non_null(p);
-    memcpy(p, "output", 6);
-    cn_buf_commit(&b, 6);
+    cn_buf_init(&b, 5);
+    assert_int_equal(cn_buf_adopt_map(&b, map, sizeof(file), 16, 6), -EMSGSIZE); /* > 5 */
+    cn_buf_init(&b, 10);
+    assert_int_equal(cn_buf_adopt_map(&b, map, sizeof(file), 16, 6), 0);
+    const char *p = map + 16;
     assert_ptr_equal(cn_buf_ptr(&b), p);
     assert_int_equal(cn_buf_prepend(&b, "L:", 2), 0);
     assert_ptr_equal(cn_buf_ptr(&b) + 2, p); /* written in front: the output did not move */
-    assert_string_equal(cn_buf_ptr(&b), "L:output");
-    assert_int_equal(cn_buf_prepend(&b, "x", 1), -EMSGSIZE); /* 9 > the limit of 8 */
-    assert_string_equal(cn_buf_ptr(&b), "L:output");
-    cn_buf_free(&b);
-    assert_int_equal(cn_buf_reserve_front(&b, 4, 9), -EMSGSIZE); /* past the limit */
+    assert_int_equal(cn_buf_append(&b, "}\n", 2), 0);
+    assert_ptr_equal(cn_buf_ptr(&b) + 2, p); /* nor for the 2 bytes after it */
+    assert_string_equal(cn_buf_ptr(&b), "L:output}\n");
+    assert_int_equal(cn_buf_prepend(&b, "x", 1), -EMSGSIZE); /* 11 > the limit of 10 */
+    char back[sizeof(file)];
+    assert_int_equal(pread(fd, back, sizeof(back), 0), (ssize_t)sizeof(back));
+    assert_memory_equal(back, file, sizeof(file)); /* a private mapping: the file is as written */
+    cn_buf_consume(&b, 2);
+    size_t len;
+    char *s = cn_buf_steal(&b, &len); /* a malloc'ed copy; the mapping goes */
+    assert_string_equal(s, "output}\n");
+    assert_int_equal(len, 8);
     assert_null(b.data);
+    free(s);
+    cn_buf_init(&b, 0);
+    assert_int_equal(
+        cn_buf_adopt_map(&b, mmap(NULL, sizeof(file), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0),
+                         sizeof(file), 16, 6),
+        0);
+    assert_int_equal(cn_buf_append(&b, ", and more than the mapping holds", 33), 0);
+    assert_false(b.mapped); /* moved into allocated storage */
+    assert_string_equal(cn_buf_ptr(&b), "output, and more than the mapping holds");
+    cn_buf_free(&b);
+    close(fd);
 
     cn_buf_init(&b, 0);
     assert_int_equal(cn_buf_append(&b, "tail", 4), 0);
