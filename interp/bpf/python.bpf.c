@@ -530,7 +530,7 @@ int cn_int_sample(struct bpf_perf_event_data *ctx)
          * called run_string from: that state's frames are the outer ones (3.12+), walked on
          * by frame_step when the first chain ends (one call site: load time). */
         if ((r->rflags & CN_INT_ABI_R_SUB) && w.nmatch == 2 && w.nmatch_interps == 2 &&
-            w.nactive == 1 && w.inactive && w.status == CN_INT_ABI_OK) {
+            w.nactive == 1 && w.inactive) {
             __u64 o = rd64(w.inactive + w.l.ts_frame);
             if (w.l.cf_current_frame != CN_INT_ABI_NONE && o)
                 o = rd64(o + w.l.cf_current_frame);
