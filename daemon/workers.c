@@ -267,9 +267,10 @@ static void child_main(cn_d_server *srv, cn_d__job *j, pid_t daemon_pid)
         child_save(j, &h);
     else
         child_query(srv, j, &h, &notes);
-    /* The bytes after the output (OUT_TAIL), then the notes. */
+    /* A query's output is followed by OUT_TAIL zero bytes (a save has none), then notes. */
     static const char tail[OUT_TAIL];
-    if (pwrite(JOB_FD, tail, OUT_TAIL, (off_t)(OUT_OFF + h.out_len)) != OUT_TAIL)
+    if (j->kind != CN_D__JOB_SAVE &&
+        pwrite(JOB_FD, tail, OUT_TAIL, (off_t)(OUT_OFF + h.out_len)) != OUT_TAIL)
         _exit(121);
     if (cn_buf_len(&notes) &&
         pwrite(JOB_FD, cn_buf_ptr(&notes), cn_buf_len(&notes),

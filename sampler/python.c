@@ -446,19 +446,19 @@ uint32_t cn_smp__py_segments(const cn_int_frame *f, uint32_t nf, uint32_t *seg_e
 uint32_t cn_smp__py_plan(const uint8_t *kind, int nuser, uint32_t nseg, bool whole, int32_t *steps,
                          bool *matched)
 {
-    uint32_t n = 0, seg = 0, neval = 0, skip = 0;
+    uint32_t n = 0, seg = 0, neval = 0;
     for (int i = 0; i < nuser; i++)
-        skip += kind[i] == CN_SMP__PY_EVAL;
+        neval += kind[i] == CN_SMP__PY_EVAL;
     /* A whole chain with fewer segments than eval frames: a call entering the eval loop
-     * (3.11, 3.12: its _PyCFrame is published before its frame is current) or returning
-     * from it (its cframe restored while its native frame runs on) has no frames of its
-     * own in the chain; the segments are the outer calls'. Shifted inward, each would sit
-     * one call too deep (the module's frames under the C function that called the key
-     * function, 1.7% of a sort-with-key loop's samples on 3.12). */
-    skip = whole && skip > nseg ? skip - nseg : 0;
+     * (its native frame runs before its frame is in the chain: 3.11 and 3.12 publish its
+     * _PyCFrame first, 3.13 makes the frame current last) or returning from it (the
+     * caller's state restored while its native frame runs on) has no frames of its own in
+     * the chain; the segments are the outer calls'. Shifted inward, each would sit one call
+     * too deep (the module's frames under the C function that called the key function:
+     * 1.7% of a sort-with-key loop's samples on 3.12, 3.5% on 3.13). */
+    uint32_t skip = whole && neval > nseg ? neval - nseg : 0;
     for (int i = 0; i < nuser; i++) {
         bool eval = kind[i] == CN_SMP__PY_EVAL;
-        neval += eval;
         if (eval && skip > 0) {
             skip--;
             steps[n++] = i;

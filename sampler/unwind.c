@@ -248,13 +248,14 @@ static bool at_entry(const cn_smp__arch *arch, const cn_smp__proc *p, uint64_t p
 static uint64_t frameless_jit_leaf(const cn_smp__arch *arch, const cn_smp__proc *p,
                                    const cn_smp__rec *r, uint64_t pc)
 {
-    const cn_smp__map *m = cn_smp__proc_find(p, pc);
     uint64_t top;
-    if (arch->perf_lr >= 0 || !m || m->obj->pub.kind != CN_SMP_OBJ_JIT ||
-        r->u.sample.stack_size < sizeof(top))
+    if (arch->perf_lr >= 0 || r->u.sample.stack_size < sizeof(top))
+        return 0;
+    const cn_smp__map *m = cn_smp__proc_find(p, pc);
+    if (!m || m->obj->pub.kind != CN_SMP_OBJ_JIT)
         return 0;
     memcpy(&top, r->u.sample.stack, sizeof(top));
-    return top != 0 && cn_smp__proc_find(p, top - 1) ? top : 0;
+    return top != 0 && cn_smp__proc_find(p, arch->mask_ret(top) - 1) ? top : 0;
 }
 
 /* libunwind over the sample: the general case. */
