@@ -31,12 +31,13 @@
 
 /* The loop's tick: the daemon's timed work (checkpoints, retention, ring reads below the
  * rings' wakeup mark, job bounds, client deadlines, shutdown). Short while someone waits
- * on it, longer while sessions only sample (their rings wake the loop as they fill, and
- * every query reads them first), rare when there is nothing to do: each wakeup costs
- * ~35 us of kernel time on this VM, 0.7 ms/s at 50 ms (docs/perf-daemon.md). */
-#define TICK_MS       50
-#define TICK_SAMPLING 200
-#define TICK_IDLE     1000
+ * on it; otherwise once a second, sessions sampling or not: their rings wake the loop as
+ * they fill and every query reads them first, so a longer tick delays only what nobody
+ * is looking at yet. A wakeup is dear on this VM (~35 us of kernel time, more with the
+ * cold caches of the work it does): at 99 Hz the 200 ms tick this replaced was a quarter
+ * of canopyd's CPU during a build (docs/perf-daemon.md, "Twenty-third session"). */
+#define TICK_MS   50
+#define TICK_IDLE 1000
 
 /* ---- requests ---------------------------------------------------------------------- */
 
@@ -205,8 +206,6 @@ static int next_tick_ms(const cn_d_server *srv)
     for (size_t i = 0; i < srv->n_entries; i++) {
         const cn_live_session *s = srv->entries[i]->s;
         int64_t due = cn_live_session_due_ns(s); /* -1: no end, or not running */
-        if (cn_live_session_state(s) == CN_LIVE_RUNNING)
-            ms = ms < TICK_SAMPLING ? ms : TICK_SAMPLING;
         if (due >= 0 && due / 1000000 + 1 < ms)
             ms = (int)(due / 1000000) + 1;
     }

@@ -80,7 +80,9 @@ print(f"{sys.argv[2]}: {total} samples, {with_py} with the workload's Python fra
       f"{deep} with them under the sort, {wrong} with an impossible caller")
 for e in examples[:3]:
     print("  e.g.", e)
-assert total >= 2000, "too few samples"
+# The workload's CPU share sets the count (1 919 in 5 s beside another test on 2 cores):
+# at 1.7% misplaced, 1 000 samples would show ~17, none only by a ~4e-8 chance.
+assert total >= 1000, f"too few samples: {total}"
 assert deep == 0 and wrong == 0
 assert with_py >= 0.95 * total, (with_py, total)
 PY
