@@ -82,6 +82,31 @@ void cn_smp__compute_layout(cn_smp_session *s)
     s->lay.sample_id_all = true;
 }
 
+/* How long the room left in a ring after its wakeup mark must last at the session's
+ * sampling rate: the reader's delays on canopyd's loop (a query's fork, a burst of symbol
+ * answers) are a few ms; a system session's start reads every process for longer, and
+ * what it loses is counted. */
+#define RING_ROOM_PER_S 20 /* 1/20 s = 50 ms */
+
+/* The wakeup mark of a ring of `pages` data pages: the bytes written before the reader is
+ * woken. Each wakeup costs the reader far more than its syscall (~35 us of kernel time,
+ * and on this VM up to ~0.7 ms of cold caches: docs/perf-daemon.md, "Twenty-third
+ * session"), so CPU samples with stack copies (16 KiB records: 2 MiB a second per CPU at
+ * 999 Hz) wake it when the ring has 50 ms of records' room left, never less than a quarter
+ * of the ring nor more than half (the kernel's default, and 32 ms at 4 kHz): three
+ * quarters up to ~1.2 kHz with 16 KiB copies, half above ~2.4 kHz. Other records are
+ * small or, for context switches (off-cpu, wall), come in bursts: a quarter. */
+static uint32_t ring_mark(const cn_smp_session *s, uint32_t pages)
+{
+    uint64_t ring = (uint64_t)pages * (uint64_t)getpagesize();
+    if (!(s->want_stack && s->cfg.mode == CN_SMP_MODE_CPU))
+        return (uint32_t)(ring / 4);
+    uint64_t record = (uint64_t)s->stack_copy + 1024; /* header, registers, callchain */
+    uint64_t room = record * s->cfg.freq / RING_ROOM_PER_S;
+    room = room < ring / 4 ? ring / 4 : room > ring / 2 ? ring / 2 : room;
+    return (uint32_t)(ring - room);
+}
+
 static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
 {
     memset(a, 0, sizeof(*a));
@@ -110,15 +135,7 @@ static void fill_attr(const cn_smp_session *s, struct perf_event_attr *a)
     a->exclude_callchain_kernel = !s->kernel;
     a->exclude_callchain_user = s->cfg.unwind == CN_SMP_UNWIND_DWARF || s->user_chain_off;
     a->watermark = 1;
-    /* Wake the reader when a quarter of the ring is written; CPU samples with stack copies
-     * at half: each wake-up costs the reader a context switch and a poll (~20 µs), and
-     * with 16 KiB records a quarter is only 64 of them, which made wake-ups ~0.3 µs of
-     * auto's 1.7 µs per sample (docs/perf-sampler.md). Half still leaves 128 records of
-     * room (32 ms at 4 kHz) for a late reader. 0 is the kernel's default, half of the ring
-     * as mapped (right also where cn_smp__ring_map had to map fewer pages). Context-switch
-     * events (off-cpu, wall) come in bursts: they keep a quarter. */
-    bool half = s->want_stack && s->cfg.mode == CN_SMP_MODE_CPU;
-    a->wakeup_watermark = half ? 0 : (uint32_t)((size_t)s->ring_pages * (size_t)getpagesize() / 4);
+    a->wakeup_watermark = ring_mark(s, s->ring_pages);
     if (s->cfg.mode == CN_SMP_MODE_OFFCPU)
         cn_smp__offcpu_attr(s, a, true);
 }
@@ -194,6 +211,30 @@ static int read_cpus(int *cpus, int max)
     return n;
 }
 
+/* Maps ring rg from *fd, the ring's first event: the ring takes its owner's wakeup mark.
+ * The kernel clamps a mark to the ring it maps, so where it mapped fewer pages than planned
+ * (a user's perf_event_mlock_kb and RLIMIT_MEMLOCK) a mark past half of them could leave
+ * the reader asleep until the ring is full: the owner is then opened again with the
+ * kernel's default mark, half of what it maps. Returns 0 or negative errno; *fd is the
+ * owner's, the caller's to close on failure. */
+static int map_owner(cn_smp_session *s, const struct perf_event_attr *a, pid_t tid,
+                     cn_smp__ring *rg, int *fd)
+{
+    int ret = cn_smp__ring_map(s, rg, *fd);
+    size_t planned = (size_t)s->ring_pages * (size_t)getpagesize();
+    if (ret < 0 || rg->data_size == planned || a->wakeup_watermark <= rg->data_size / 2)
+        return ret;
+    cn_smp__ring_unmap(rg);
+    struct perf_event_attr b = *a;
+    b.wakeup_watermark = 0;
+    int again = perf_open(s, &b, tid, rg->cpu);
+    if (again < 0)
+        return again;
+    close(*fd);
+    *fd = again;
+    return cn_smp__ring_map(s, rg, again);
+}
+
 /* Opens the events of one task (or of every task with tid -1) on every CPU. */
 static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
 {
@@ -205,24 +246,25 @@ static int open_task(cn_smp_session *s, struct perf_event_attr *a, pid_t tid)
             continue; /* CPU went offline */
         if (fd < 0)
             return fd;
-        if (add_fd(s, fd) < 0) {
-            close(fd);
-            return -ENOMEM;
+        bool owner = rg->fd < 0;
+        int ret = owner ? map_owner(s, a, tid, rg, &fd) : 0;
+        if (ret == 0 && add_fd(s, fd) < 0) {
+            ret = -ENOMEM;
+            if (owner)
+                cn_smp__ring_unmap(rg);
         }
-        if (rg->fd < 0) {
+        if (ret < 0) {
+            close(fd);
+            return ret;
+        }
+        if (owner) {
             rg->fd = fd;
             s->ring_fds[i] = fd;
-            int ret = cn_smp__ring_map(s, rg);
-            if (ret < 0)
-                return ret;
         } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rg->fd) < 0) {
             return -errno;
         }
-        if (s->cfg.mode == CN_SMP_MODE_WALL) {
-            int ret = open_switch_event(s, a, tid, rg);
-            if (ret < 0)
-                return ret;
-        }
+        if (s->cfg.mode == CN_SMP_MODE_WALL && (ret = open_switch_event(s, a, tid, rg)) < 0)
+            return ret;
         opened++;
     }
     return opened ? 0 : -ENODEV;

@@ -37,14 +37,14 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg)
+int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg, int fd)
 {
     size_t page = (size_t)getpagesize();
     /* A power of two (cn_smp_session_new checks it), so data_size is one too. */
     assert(s->ring_pages && (s->ring_pages & (s->ring_pages - 1)) == 0);
     for (uint32_t pages = s->ring_pages; pages >= 1; pages /= 2) {
         size_t len = (pages + 1) * page;
-        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rg->fd, 0);
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) {
             rg->wrap = malloc(1u << 16); /* header.size is 16 bits */
             if (!rg->wrap) {
@@ -60,6 +60,15 @@ int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg)
             return -errno;
     }
     return -ENOMEM;
+}
+
+void cn_smp__ring_unmap(cn_smp__ring *rg)
+{
+    if (rg->base)
+        munmap(rg->base, rg->map_len);
+    free(rg->wrap);
+    rg->base = rg->wrap = NULL;
+    rg->data_size = rg->map_len = 0;
 }
 
 /* Copies a record (contiguous) into the held queue. */

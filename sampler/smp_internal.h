@@ -756,9 +756,12 @@ void cn_smp__perf_close(cn_smp_session *s);
 
 /* ring.c: one unmapped ring per CPU (fd -1). Returns 0 or -ENOMEM. */
 int cn_smp__rings_new(cn_smp_session *s, const int *cpus, int ncpu);
-/* ring.c: maps the ring of rg->fd (ring_pages data pages, halved while the kernel refuses
- * for lack of locked memory). Returns 0 or negative errno. */
-int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg);
+/* ring.c: maps rg's ring from its owner fd (ring_pages data pages, halved while the kernel
+ * refuses for lack of locked memory); rg->fd is the caller's to set. Returns 0 or negative
+ * errno. */
+int cn_smp__ring_map(cn_smp_session *s, cn_smp__ring *rg, int fd);
+/* ring.c: undoes cn_smp__ring_map (rg's fd stays the caller's). */
+void cn_smp__ring_unmap(cn_smp__ring *rg);
 /* ring.c: after opening: drops the rings whose CPU could not be opened and allocates the
  * merge's cursors. Returns 0 or -ENOMEM. */
 int cn_smp__rings_ready(cn_smp_session *s);
