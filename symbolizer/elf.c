@@ -136,11 +136,105 @@ out:
     return added;
 }
 
-/* PLT entries as `name@plt`, in .rela.plt's order. x86-64: 16-byte entries, in .plt.sec
- * when IBT splits the PLT, otherwise in .plt after its 16-byte header. AArch64: .plt opens
- * with a 32-byte header; entries are 16 bytes, or 24 with return-address signing
- * (DT_AARCH64_PAC_PLT; BTI adds a landing pad in some linkers' entries too), so the entry
- * size is derived from the section's size: anything but 16 or 24 is not trusted. */
+/* The name of PLT relocation r into buf: its symbol's with `@plt` (a version dropped),
+ * or for an IRELATIVE one (a call to one of the object's own IFUNCs: no symbol) objdump's
+ * and perf's `*ABS*+0xRESOLVER@plt`. Returns the length, 0 for none. */
+static int plt_name(Elf *elf, const GElf_Shdr *dsh, Elf_Data *sd, const GElf_Rela *r, char *buf,
+                    size_t cap)
+{
+    GElf_Sym sym;
+    const char *name = NULL;
+    if (GELF_R_SYM(r->r_info) != 0 && gelf_getsym(sd, (int)GELF_R_SYM(r->r_info), &sym))
+        name = elf_strptr(elf, dsh->sh_link, sym.st_name);
+    int len;
+    if (name && name[0])
+        len = snprintf(buf, cap, "%.*s@plt", CN_SYM__MAX_NAME - 8, name);
+    else if (GELF_R_SYM(r->r_info) == 0 && r->r_addend > 0)
+        len = snprintf(buf, cap, "*ABS*+0x%llx@plt", (unsigned long long)r->r_addend);
+    else
+        return 0;
+    char *at = strchr(buf, '@');
+    if (at && at != buf + len - 4) { /* drop a version before @plt */
+        memmove(at, buf + len - 4, 5);
+        len = (int)strlen(buf);
+    }
+    return len;
+}
+
+/* x86-64: the GOT slot a PLT entry at va jumps through (`jmp *disp(%rip)`, after an
+ * endbr64 and a bnd prefix where the linker put them). */
+static bool x86_plt_slot(const uint8_t *p, size_t n, uint64_t va, uint64_t *slot)
+{
+    static const uint8_t endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+    size_t i = n >= 4 && memcmp(p, endbr64, 4) == 0 ? 4 : 0;
+    if (i < n && p[i] == 0xf2)
+        i++;
+    if (i + 6 > n || p[i] != 0xff || p[i + 1] != 0x25)
+        return false;
+    int32_t disp;
+    memcpy(&disp, p + i + 2, sizeof(disp));
+    *slot = va + i + 6 + (uint64_t)(int64_t)disp;
+    return true;
+}
+
+typedef struct plt_rel {
+    uint64_t slot; /* r_offset: the GOT slot the relocation fills */
+    size_t i;      /* its index in .rela.plt */
+} plt_rel;
+
+static int plt_rel_cmp(const void *x, const void *y)
+{
+    const plt_rel *a = x, *b = y;
+    return (a->slot > b->slot) - (a->slot < b->slot);
+}
+
+/* x86-64's entries, named by the relocation of the GOT slot each one jumps through (the
+ * linker's order of entries need not be .rela.plt's: Debian's libc.so.6 interleaves its
+ * IRELATIVE entries with named ones). */
+static int add_plt_x86(cn_sym__table *t, Elf_Scn *plt, const GElf_Shdr *pltsh, uint64_t first,
+                       Elf *elf, Elf_Data *rd, size_t n, const GElf_Shdr *dsh, Elf_Data *sd)
+{
+    Elf_Data *code = elf_getdata(plt, NULL);
+    if (!code || !code->d_buf || code->d_size < pltsh->sh_size)
+        return 0; /* SHT_NOBITS or short: nothing to decode */
+    plt_rel *rels = calloc(n ? n : 1, sizeof(*rels));
+    if (!rels)
+        return -ENOMEM;
+    size_t nr = 0;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Rela r;
+        if (gelf_getrela(rd, (int)i, &r))
+            rels[nr++] = (plt_rel){r.r_offset, i};
+    }
+    qsort(rels, nr, sizeof(*rels), plt_rel_cmp);
+    int rc = 0;
+    char buf[CN_SYM__MAX_NAME + 8];
+    uint64_t end = pltsh->sh_addr + pltsh->sh_size;
+    for (uint64_t va = first; rc == 0 && va + 16 <= end; va += 16) {
+        uint64_t slot;
+        const uint8_t *p = (const uint8_t *)code->d_buf + (va - pltsh->sh_addr);
+        if (!x86_plt_slot(p, 16, va, &slot))
+            continue;
+        plt_rel key = {slot, 0};
+        const plt_rel *hit = bsearch(&key, rels, nr, sizeof(*rels), plt_rel_cmp);
+        GElf_Rela r;
+        if (!hit || !gelf_getrela(rd, (int)hit->i, &r))
+            continue;
+        int len = plt_name(elf, dsh, sd, &r, buf, sizeof(buf));
+        if (len > 0)
+            rc = cn_sym__table_add(t, va, 16, end, buf, (size_t)len, CN_SYM__BIND_LOCAL);
+    }
+    free(rels);
+    return rc;
+}
+
+/* PLT entries as `name@plt`. x86-64: 16-byte entries, in .plt.sec when IBT splits the PLT,
+ * otherwise in .plt after its 16-byte header, each named by the GOT slot it jumps through.
+ * AArch64: .plt opens with a 32-byte header; entries are 16 bytes, or 24 with
+ * return-address signing (DT_AARCH64_PAC_PLT; BTI adds a landing pad in some linkers'
+ * entries too), so the entry size is derived from the section's size: anything but 16 or
+ * 24 is not trusted; entries are in .rela.plt's order (checked against objdump by
+ * unit.test_symbolizer). */
 static int add_plt(cn_sym__table *t, Elf *elf)
 {
     GElf_Ehdr eh;
@@ -179,22 +273,17 @@ static int add_plt(cn_sym__table *t, Elf *elf)
     if (!rd || !sd)
         return 0;
     size_t n = rd->d_size / relsh.sh_entsize;
+    if (eh.e_machine == EM_X86_64)
+        return add_plt_x86(t, plt, &pltsh, base, elf, rd, n, &dsh, sd);
     uint64_t end = pltsh.sh_addr + pltsh.sh_size;
     char buf[CN_SYM__MAX_NAME + 8];
     for (size_t i = 0; i < n && base + (i + 1) * entry <= end; i++) {
         GElf_Rela r;
-        GElf_Sym sym;
-        if (!gelf_getrela(rd, (int)i, &r) || !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
+        if (!gelf_getrela(rd, (int)i, &r))
             break;
-        const char *name = elf_strptr(elf, dsh.sh_link, sym.st_name);
-        if (!name || !name[0])
+        int len = plt_name(elf, &dsh, sd, &r, buf, sizeof(buf));
+        if (len <= 0)
             continue;
-        int len = snprintf(buf, sizeof(buf), "%.*s@plt", CN_SYM__MAX_NAME - 8, name);
-        char *at = strchr(buf, '@');
-        if (at && at != buf + len - 4) { /* drop a version before @plt */
-            memmove(at, buf + len - 4, 5);
-            len = (int)strlen(buf);
-        }
         int rc = cn_sym__table_add(t, base + i * entry, entry, end, buf, (size_t)len,
                                    CN_SYM__BIND_LOCAL);
         if (rc < 0)
