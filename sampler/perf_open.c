@@ -91,7 +91,7 @@ void cn_smp__compute_layout(cn_smp_session *s)
 /* The wakeup mark of a ring of `pages` data pages: the bytes written before the reader is
  * woken. Each wakeup costs the reader far more than its syscall (~35 us of kernel time,
  * and on this VM up to ~0.7 ms of cold caches: docs/perf-daemon.md, "Twenty-third
- * session"), so CPU samples with stack copies (16 KiB records: 2 MiB a second per CPU at
+ * session"), so CPU samples with stack copies (16 KiB records: 16 MiB a second per CPU at
  * 999 Hz) wake it when the ring has 50 ms of records' room left, never less than a quarter
  * of the ring nor more than half (the kernel's default, and 32 ms at 4 kHz): three
  * quarters up to ~1.2 kHz with 16 KiB copies, half above ~2.4 kHz. Other records are
