@@ -273,8 +273,18 @@ static int add_plt(cn_sym__table *t, Elf *elf)
     if (!rd || !sd)
         return 0;
     size_t n = rd->d_size / relsh.sh_entsize;
-    if (eh.e_machine == EM_X86_64)
+    if (eh.e_machine == EM_X86_64) {
+        /* The header of .plt, the lazy binder's trampoline a first call runs through
+         * (ABI: PLT0; objdump labels it relative to the first entry). */
+        GElf_Shdr hsh;
+        if (find_section(elf, ".plt", &hsh) && hsh.sh_size >= 16) {
+            int rc = cn_sym__table_add(t, hsh.sh_addr, 16, hsh.sh_addr + hsh.sh_size, "PLT0@plt", 8,
+                                       CN_SYM__BIND_LOCAL);
+            if (rc < 0)
+                return rc;
+        }
         return add_plt_x86(t, plt, &pltsh, base, elf, rd, n, &dsh, sd);
+    }
     uint64_t end = pltsh.sh_addr + pltsh.sh_size;
     char buf[CN_SYM__MAX_NAME + 8];
     for (size_t i = 0; i < n && base + (i + 1) * entry <= end; i++) {

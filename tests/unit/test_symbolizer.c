@@ -1655,6 +1655,28 @@ static void test_arm64_elf(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The address of path's section name (0 when absent). */
+static uint64_t section_addr(const char *path, const char *name)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    assert_non_null(elf);
+    size_t shstrndx = 0;
+    assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
+    uint64_t addr = 0;
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while (!addr && (scn = elf_nextscn(elf, scn)) != NULL) {
+        const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+        if (n && strcmp(n, name) == 0)
+            addr = sh.sh_addr;
+    }
+    elf_end(elf);
+    close(fd);
+    return addr;
+}
+
 /* x86-64 PLT entries named by the GOT slot each jumps through, against objdump: a
  * program's .plt, its .plt.sec under IBT (-fcf-protection, -z ibtplt), and Debian's
  * libc.so.6, whose .plt interleaves IRELATIVE entries (`*ABS*+0xRESOLVER@plt`) with named
@@ -1686,6 +1708,8 @@ static void test_x86_plt(void **state)
         snprintf(cmd, sizeof(cmd), "gcc -O2 %s %s -o %s", v[i].flags, src, path);
         assert_int_equal(system(cmd), 0);
         assert_true(check_plt_against_objdump(c, "objdump", v[i].section, path, 16) >= 3);
+        if (i == 0) /* the lazy binder's trampoline, .plt's first 16 bytes */
+            expect_name(c, path, va_to_off(path, section_addr(path, ".plt")) + 8, "PLT0@plt");
     }
     const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
     if (access(libc, R_OK) == 0)
