@@ -92,8 +92,9 @@ check_shares() {
 
 # share FOLDED ERE [BASE]: percentage of samples whose stack matches ERE, among those
 # matching the ERE BASE (default: all).
-share() {
-    awk -v re="$2" -v base="${3:-.}" '{ n = $NF; if ($0 !~ base) next; tot += n; if ($0 ~ re) m += n }
+share() { # FOLDED RE [BASE [SKIP]]: RE's share of BASE's samples, SKIP's left out
+    awk -v re="$2" -v base="${3:-.}" -v skip="${4:-}" '{ n = $NF; if ($0 !~ base) next
+        if (skip != "" && $0 ~ skip) next; tot += n; if ($0 ~ re) m += n }
         END { printf "%.1f\n", tot ? 100 * m / tot : 0 }' "$1"
 }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
@@ -306,8 +307,11 @@ tests() {
     # load. The ratio gets ±8 points: on a loaded host the emulated cycle counter follows
     # host time, and preemptions of the vCPU land on one phase or the other (seen: 63–74).
     # At load average 20 a thread got as few as 116 samples in its 3 s: 60 are required.
-    # Up to ~5 % of a thread's samples sit in the clock reads between phases
-    # (wl_now_ns;clock_gettime: slow under emulation), so the phases need ≥ 90 %.
+    # The clock reads between phases (wl_now_ns;clock_gettime: slow under emulation) take
+    # 1-10 % of a thread's samples from run to run (10 % in two fresh-clone CI runs of
+    # 2026-11-30, which failed a bound of 90 % that counted them): they are the workload's
+    # own time, stacks complete, so the shares are of the samples outside them, and the
+    # phases need >= 90 % of those.
     for b in fp pac; do
         $WL/wl_threads_$b 3 1.5 >/dev/null &
         wpid=$!
@@ -317,9 +321,9 @@ tests() {
         canopy tree "$sid" --format folded >$T/thr-$b.folded 2>&1
         na=$(awk '/;alpha;/ { n += $NF } END { print n + 0 }' $T/thr-$b.folded)
         nb=$(awk '/;beta;/ { n += $NF } END { print n + 0 }' $T/thr-$b.folded)
-        al=$(share $T/thr-$b.folded ';alpha;alpha_work;spin[; ]' ';alpha;')
-        bx=$(share $T/thr-$b.folded ';beta;beta_x;spin[; ]' ';beta;')
-        by=$(share $T/thr-$b.folded ';beta;beta_y;spin[; ]' ';beta;')
+        al=$(share $T/thr-$b.folded ';alpha;alpha_work;spin[; ]' ';alpha;' ';wl_now_ns;')
+        bx=$(share $T/thr-$b.folded ';beta;beta_x;spin[; ]' ';beta;' ';wl_now_ns;')
+        by=$(share $T/thr-$b.folded ';beta;beta_y;spin[; ]' ';beta;' ';wl_now_ns;')
         if [ "$na" -ge 60 ] && [ "$nb" -ge 60 ] && awk -v a="$al" -v x="$bx" -v y="$by" '
             BEGIN { t = x + y; if (!t) exit 1; r = 100 * x / t
                     exit !(a >= 90 && x + y >= 90 && r >= 62 && r <= 78) }'; then
