@@ -374,10 +374,7 @@ int cn_smp__rings_ready(cn_smp_session *s)
 void cn_smp__rings_free(cn_smp_session *s)
 {
     for (size_t i = 0; i < s->nrings; i++)
-        if (s->rings[i].base) {
-            munmap(s->rings[i].base, s->rings[i].map_len);
-            free(s->rings[i].wrap);
-        }
+        cn_smp__ring_unmap(&s->rings[i]);
     free(s->cursors);
     free(s->runs);
     free(s->held.tmp);

@@ -177,37 +177,41 @@ static bool x86_plt_slot(const uint8_t *p, size_t n, uint64_t va, uint64_t *slot
     return true;
 }
 
-typedef struct plt_rel {
-    uint64_t slot; /* r_offset: the GOT slot the relocation fills */
-    size_t i;      /* its index in .rela.plt */
-} plt_rel;
-
-static int plt_rel_cmp(const void *x, const void *y)
+/* .rela.plt's relocations by r_offset, the GOT slot each fills. */
+static int rela_by_slot(const void *x, const void *y)
 {
-    const plt_rel *a = x, *b = y;
-    return (a->slot > b->slot) - (a->slot < b->slot);
+    const GElf_Rela *a = x, *b = y;
+    return (a->r_offset > b->r_offset) - (a->r_offset < b->r_offset);
 }
 
-/* x86-64's entries, named by the relocation of the GOT slot each one jumps through (the
- * linker's order of entries need not be .rela.plt's: Debian's libc.so.6 interleaves its
- * IRELATIVE entries with named ones). */
+/* The header of .plt: the lazy binder's trampoline a first call runs through (the ABI's
+ * PLT0; objdump labels it relative to the first entry). */
+static int add_plt0(cn_sym__table *t, Elf *elf)
+{
+    GElf_Shdr sh;
+    if (!find_section(elf, ".plt", &sh) || sh.sh_size < 16)
+        return 0;
+    return cn_sym__table_add(t, sh.sh_addr, 16, sh.sh_addr + sh.sh_size, "PLT0@plt", 8,
+                             CN_SYM__BIND_LOCAL);
+}
+
+/* x86-64's header (PLT0) and entries, each entry named by the relocation of the GOT slot
+ * it jumps through (the linker's order of entries need not be .rela.plt's: Debian's
+ * libc.so.6 interleaves its IRELATIVE entries with named ones). */
 static int add_plt_x86(cn_sym__table *t, Elf_Scn *plt, const GElf_Shdr *pltsh, uint64_t first,
                        Elf *elf, Elf_Data *rd, size_t n, const GElf_Shdr *dsh, Elf_Data *sd)
 {
+    int rc = add_plt0(t, elf);
     Elf_Data *code = elf_getdata(plt, NULL);
-    if (!code || !code->d_buf || code->d_size < pltsh->sh_size)
-        return 0; /* SHT_NOBITS or short: nothing to decode */
-    plt_rel *rels = calloc(n ? n : 1, sizeof(*rels));
+    if (rc < 0 || !code || !code->d_buf || code->d_size < pltsh->sh_size)
+        return rc; /* SHT_NOBITS or short: nothing to decode */
+    GElf_Rela *rels = calloc(n ? n : 1, sizeof(*rels));
     if (!rels)
         return -ENOMEM;
     size_t nr = 0;
-    for (size_t i = 0; i < n; i++) {
-        GElf_Rela r;
-        if (gelf_getrela(rd, (int)i, &r))
-            rels[nr++] = (plt_rel){r.r_offset, i};
-    }
-    qsort(rels, nr, sizeof(*rels), plt_rel_cmp);
-    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        nr += gelf_getrela(rd, (int)i, &rels[nr]) != NULL;
+    qsort(rels, nr, sizeof(*rels), rela_by_slot);
     char buf[CN_SYM__MAX_NAME + 8];
     uint64_t end = pltsh->sh_addr + pltsh->sh_size;
     for (uint64_t va = first; rc == 0 && va + 16 <= end; va += 16) {
@@ -215,12 +219,9 @@ static int add_plt_x86(cn_sym__table *t, Elf_Scn *plt, const GElf_Shdr *pltsh, u
         const uint8_t *p = (const uint8_t *)code->d_buf + (va - pltsh->sh_addr);
         if (!x86_plt_slot(p, 16, va, &slot))
             continue;
-        plt_rel key = {slot, 0};
-        const plt_rel *hit = bsearch(&key, rels, nr, sizeof(*rels), plt_rel_cmp);
-        GElf_Rela r;
-        if (!hit || !gelf_getrela(rd, (int)hit->i, &r))
-            continue;
-        int len = plt_name(elf, dsh, sd, &r, buf, sizeof(buf));
+        GElf_Rela key = {.r_offset = slot};
+        const GElf_Rela *hit = bsearch(&key, rels, nr, sizeof(*rels), rela_by_slot);
+        int len = hit ? plt_name(elf, dsh, sd, hit, buf, sizeof(buf)) : 0;
         if (len > 0)
             rc = cn_sym__table_add(t, va, 16, end, buf, (size_t)len, CN_SYM__BIND_LOCAL);
     }
@@ -273,18 +274,8 @@ static int add_plt(cn_sym__table *t, Elf *elf)
     if (!rd || !sd)
         return 0;
     size_t n = rd->d_size / relsh.sh_entsize;
-    if (eh.e_machine == EM_X86_64) {
-        /* The header of .plt, the lazy binder's trampoline a first call runs through
-         * (ABI: PLT0; objdump labels it relative to the first entry). */
-        GElf_Shdr hsh;
-        if (find_section(elf, ".plt", &hsh) && hsh.sh_size >= 16) {
-            int rc = cn_sym__table_add(t, hsh.sh_addr, 16, hsh.sh_addr + hsh.sh_size, "PLT0@plt", 8,
-                                       CN_SYM__BIND_LOCAL);
-            if (rc < 0)
-                return rc;
-        }
+    if (eh.e_machine == EM_X86_64)
         return add_plt_x86(t, plt, &pltsh, base, elf, rd, n, &dsh, sd);
-    }
     uint64_t end = pltsh.sh_addr + pltsh.sh_size;
     char buf[CN_SYM__MAX_NAME + 8];
     for (size_t i = 0; i < n && base + (i + 1) * entry <= end; i++) {
