@@ -47,7 +47,7 @@ json_t *cn_d_session_json(const cn_live_session *s)
     }
     /* docs/cli-live.md, "Session counters" */
     json_t *more = json_pack(
-        "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:I}",
+        "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:I}",
         "user_stacks", (json_int_t)i.user_stacks, "unwind_outcomes", "complete",
         (json_int_t)i.unwind_outcomes.complete, "truncated_stack",
         (json_int_t)i.unwind_outcomes.truncated_stack, "no_cfi",
@@ -56,7 +56,8 @@ json_t *cn_d_session_json(const cn_live_session *s)
         "unwinder", "dwarf", (json_int_t)i.dwarf_unwinds, "cfi", (json_int_t)i.cfi_unwinds,
         "libunwind", (json_int_t)i.libunwind_unwinds, "unmapped", (json_int_t)i.unmapped, "symbols",
         "pending", (json_int_t)i.sym_pending, "unresolved", (json_int_t)i.unresolved,
-        "unresolvable", (json_int_t)i.unresolvable, "errors", (json_int_t)i.errors);
+        "unresolvable", (json_int_t)i.unresolvable, "by_range", (json_int_t)i.sym_by_range,
+        "errors", (json_int_t)i.errors);
     if (more && i.stack_copy &&
         json_object_set_new(
             more, "stack_copy",

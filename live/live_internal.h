@@ -26,11 +26,20 @@
 #define PEND_REFS    8192 /* frames queued: room for 32 chains of CN_SMP_MAX_FRAMES */
 
 /* What the symbolizer needs to know of a resource's object. */
+/* A function range of a resource whose every address has one name (cn_sym_result's
+ * range_lo): a new frame inside it is named without a lookup (symbols.c). */
+typedef struct sym_range {
+    uint64_t lo, hi; /* [lo, hi) in the resource's addresses (frame offsets) */
+    char *name;      /* owned */
+} sym_range;
+
 typedef struct res_src {
     const cn_smp_object *obj; /* the sampler's object (owned by the sampler session) */
-    char *jit_path;           /* JIT: the perf map's path when the process shares our root
-                                 (owned; still readable after it exits), else NULL */
-    bool has_owner;           /* JIT: owner_uid is the process's uid, read when seen */
+    sym_range *ranges;        /* sorted by lo, disjoint; owned (symbols.c) */
+    size_t n_ranges, cap_ranges;
+    char *jit_path; /* JIT: the perf map's path when the process shares our root
+                       (owned; still readable after it exits), else NULL */
+    bool has_owner; /* JIT: owner_uid is the process's uid, read when seen */
     uint32_t owner_uid;
     uint64_t jit_pass;    /* JIT: the retry pass that last measured its map (0: none) */
     int64_t jit_size;     /* JIT: the map's size then, or -1 */
@@ -120,7 +129,13 @@ struct cn_live_session {
     cn_sym_request *reqs;      /* symbol requests being built (SUBMIT_BATCH, made on first
                                   use: on the heap, so canopyd's own stacks stay short) */
     size_t *req_idx;           /* their indexes into retry (retry_jit) */
-    jit_retry *retry;          /* unresolved JIT frames, retried when their map grows */
+    /* Frames named from their resource's ranges (res_src.ranges) in one symbolize pass,
+     * and their names (SUBMIT_BATCH each, made with reqs) */
+    cn_agg_frame_symbols *range_batch;
+    cn_agg_symbol *range_syms;
+    size_t range_bytes;    /* what every resource's ranges hold (bounded: symbols.c) */
+    uint64_t sym_by_range; /* frames named from a range, without a lookup */
+    jit_retry *retry;      /* unresolved JIT frames, retried when their map grows */
     size_t n_retry, cap_retry;
     int64_t last_retry_ns;
     uint64_t retry_pass; /* retry passes run (retry_jit), for res_src.jit_pass */
@@ -193,5 +208,7 @@ bool cn_live__trim(cn_live_session *s, bool force);
 /* Resubmits the waiting JIT frames whose perf map has grown (at most every so often
  * unless force). */
 void cn_live__retry_jit(cn_live_session *s, bool force);
+/* Frees every resource's function ranges (res_src.ranges). */
+void cn_live__ranges_clear(cn_live_session *s);
 
 #endif /* CN_LIVE_INTERNAL_H */

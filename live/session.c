@@ -203,9 +203,12 @@ cn_live_session *cn_live_session_free(cn_live_session *s)
     }
     cn_agg_profile_free(s->p);
     free(s->obj_res);
+    cn_live__ranges_clear(s);
     for (size_t i = 0; i < s->n_res_obj; i++)
         free(s->res_obj[i].jit_path);
     free(s->res_obj);
+    free(s->range_batch);
+    free(s->range_syms);
     free(s->retry);
     free(s->gone);
     free(s->reqs);
@@ -352,6 +355,7 @@ void cn_live_session_info_get(const cn_live_session *s, cn_live_session_info *ou
     out->unsymbolized = out->sym_pending + s->sym_failed + s->sym_unresolvable;
     out->unresolved = s->sym_failed;
     out->unresolvable = s->sym_unresolvable;
+    out->sym_by_range = s->sym_by_range;
     out->errors = s->errors;
     out->user_stacks = s->user_stacks;
     out->unwind_outcomes = s->unwind_outcomes;

@@ -18,6 +18,10 @@
 #define APPLY_FRAMES   16          /* answers per regroup when the heap batch cannot be had */
 #define APPLY_SYMBOLS  128         /* their chains' symbols (on the stack: kept small) */
 #define JIT_RECHECK_NS 250000000LL /* how often unresolved JIT frames look for a map */
+/* What a session's function ranges may hold (names and entries): past it they are all
+ * dropped and filled again by later answers. At ~50 bytes a function, 2 MiB holds about
+ * 40 000 functions: the stripped programs of a build name a few thousand each. */
+#define RANGE_BYTES_MAX (2u << 20)
 
 /* The source of frame f's resource, or NULL (anonymous memory, or a saved profile). */
 static res_src *frame_src(const cn_live_session *s, int32_t f)
@@ -84,7 +88,109 @@ static bool request_buffers(cn_live_session *s)
         s->reqs = malloc(SUBMIT_BATCH * sizeof(*s->reqs));
     if (!s->req_idx)
         s->req_idx = malloc(SUBMIT_BATCH * sizeof(*s->req_idx));
-    return s->reqs && s->req_idx;
+    if (!s->range_batch)
+        s->range_batch = malloc(SUBMIT_BATCH * sizeof(*s->range_batch));
+    if (!s->range_syms)
+        s->range_syms = malloc(SUBMIT_BATCH * sizeof(*s->range_syms));
+    return s->reqs && s->req_idx && s->range_batch && s->range_syms;
+}
+
+/* ---- function ranges: names known for every address of a function ----------------
+ * A build runs the same compilers again and again; each run meets thousands of new
+ * addresses (a frame is an address), most inside functions an earlier answer named. When
+ * an answer says its name holds for a whole range (an object without DWARF, so no line
+ * varies: cn_sym_result.range_lo), the range is kept on the frame's resource and later
+ * frames inside it are named at once, without a lookup. */
+
+/* The index of the first range of src with lo > addr. */
+static size_t range_upper(const res_src *src, uint64_t addr)
+{
+    size_t a = 0, b = src->n_ranges;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (src->ranges[mid].lo <= addr)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+/* The name of src's range holding addr, or NULL. */
+static const char *range_name(const res_src *src, uint64_t addr)
+{
+    size_t i = range_upper(src, addr);
+    return i > 0 && addr < src->ranges[i - 1].hi ? src->ranges[i - 1].name : NULL;
+}
+
+void cn_live__ranges_clear(cn_live_session *s)
+{
+    for (size_t r = 0; r < s->n_res_obj; r++) {
+        res_src *src = &s->res_obj[r];
+        for (size_t i = 0; i < src->n_ranges; i++)
+            free(src->ranges[i].name);
+        free(src->ranges);
+        src->ranges = NULL;
+        src->n_ranges = src->cap_ranges = 0;
+    }
+    s->range_bytes = 0;
+}
+
+/* Keeps answer res's range on src, unless it overlaps one kept (two answers inside one
+ * function give the same range). Out of memory or over RANGE_BYTES_MAX, ranges are an
+ * accelerator: nothing is lost but later lookups. */
+static void range_keep(cn_live_session *s, res_src *src, const cn_sym_result *res)
+{
+    if (!(res->range_lo < res->range_hi) || res->depth != 1 || res->chain[0].file || res->symbol)
+        return;
+    size_t i = range_upper(src, res->range_lo);
+    if ((i > 0 && src->ranges[i - 1].hi > res->range_lo) ||
+        (i < src->n_ranges && src->ranges[i].lo < res->range_hi))
+        return;
+    size_t len = strlen(res->chain[0].name);
+    if (s->range_bytes + len + 1 + sizeof(sym_range) > RANGE_BYTES_MAX)
+        cn_live__ranges_clear(s);
+    char *name = malloc(len + 1);
+    if (!name || CN_RESERVE(src->ranges, src->cap_ranges, src->n_ranges + 1) < 0) {
+        free(name);
+        return;
+    }
+    memcpy(name, res->chain[0].name, len + 1);
+    memmove(src->ranges + i + 1, src->ranges + i, (src->n_ranges - i) * sizeof(*src->ranges));
+    src->ranges[i] = (sym_range){res->range_lo, res->range_hi, name};
+    src->n_ranges++;
+    s->range_bytes += len + 1 + sizeof(sym_range);
+}
+
+/* Adds frame f to the pass's batch (s->range_batch, *n of them) when a range of its
+ * resource names it. */
+static bool range_frame(cn_live_session *s, size_t f, size_t *n)
+{
+    const res_src *src = frame_src(s, (int32_t)f);
+    const char *name = src && src->n_ranges
+                           ? range_name(src, (uint64_t)cn_agg_frame_address(s->p, (int32_t)f))
+                           : NULL;
+    if (!name)
+        return false;
+    s->range_syms[*n] = (cn_agg_symbol){name, NULL, 0};
+    s->range_batch[*n] = (cn_agg_frame_symbols){(int32_t)f, &s->range_syms[*n], 1, NULL};
+    (*n)++;
+    return true;
+}
+
+/* Names the pass's frames found in ranges (they are past next_frame's old value: none
+ * was named before). */
+static void range_apply(cn_live_session *s, size_t n)
+{
+    if (n == 0)
+        return;
+    if (cn_agg_regroup(s->p, s->range_batch, n) < 0) {
+        s->errors += n; /* they keep their placeholder names */
+        return;
+    }
+    s->sym_by_range += n;
+    s->dirty = true;
+    s->changes++;
 }
 
 /* Whether src's perf map (frame f is one of its frames) differs, for this retry pass, from
@@ -201,11 +307,13 @@ void cn_live_session_symbolize(cn_live_session *s)
     cn_sym_request *reqs = s->reqs;
     total = cn_agg_frame_count(s->p);
     while (s->next_frame < total) {
-        size_t n = 0, f = s->next_frame;
+        size_t n = 0, named = 0, f = s->next_frame;
         uint64_t unresolvable = s->sym_unresolvable;
-        for (; f < total && n < SUBMIT_BATCH; f++)
-            n += frame_request(s, f, &reqs[n]);
+        for (; f < total && n < SUBMIT_BATCH && named < SUBMIT_BATCH; f++)
+            if (!range_frame(s, f, &named))
+                n += frame_request(s, f, &reqs[n]);
         int r = cn_live__symbolizer_submit(s->sym, reqs, n);
+        range_apply(s, named); /* even when full: named again, the same, next time */
         if (r == -EAGAIN) {
             s->sym_unresolvable = unresolvable; /* counted again on the next pump */
             break;                              /* full: these frames go again then */
@@ -247,6 +355,11 @@ static int apply_some(cn_live_session *s, const cn_sym_answer *a, size_t n, size
         if (res->status == -EINVAL) { /* an object the symbolizer cannot read */
             s->sym_unresolvable++;
             continue;
+        }
+        if (res->status == 0 && res->depth > 0) {
+            res_src *src = frame_src(s, (int32_t)a[i].cookie);
+            if (src)
+                range_keep(s, src, res);
         }
         if (res->status < 0 || res->depth == 0 || res->depth > cap_syms) {
             const res_src *src = frame_src(s, (int32_t)a[i].cookie);

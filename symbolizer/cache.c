@@ -1025,6 +1025,26 @@ static bool fde_function(const cn_sym__obj *o, const cn_sym_object *obj, uint64_
     return true;
 }
 
+/* Sets r's range (cn_sym_result.range_lo) for an answer resolve() made without DWARF: the
+ * addresses around addr (va in the object) where the segment, the symbol table's entry and
+ * the FDE table's range stay those of addr, which is all such an answer depends on. An
+ * object with DWARF (lines differ inside a function) or a JIT map (which grows) gets
+ * none. */
+static void answer_range(const cn_sym__obj *o, uint64_t addr, uint64_t va, cn_sym_result *r)
+{
+    uint64_t lo = 0, hi = UINT64_MAX;
+    if (o->dw || o->kind == CN_SYM_JIT || cn_sym__obj_segment_region(o, addr, &lo, &hi) < 0 ||
+        va < addr - lo) /* a hostile segment's addresses wrap around */
+        return;
+    assert(lo <= addr && addr < hi); /* the segment holds addr */
+    uint64_t vlo = va - (addr - lo);
+    uint64_t vhi = hi - addr > UINT64_MAX - va ? UINT64_MAX : va + (hi - addr);
+    cn_sym__table_region(&o->syms, va, &vlo, &vhi);
+    cn_sym__fdes_region(&o->fdes, va, &vlo, &vhi);
+    r->range_lo = addr - (va - vlo);
+    r->range_hi = addr + (vhi - va);
+}
+
 /* Resolves addr on a held object into r; *dw_bytes: what its debug data holds now (a
  * lookup indexes CUs and may read released debug data again). */
 static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_sym_result *r,
@@ -1074,6 +1094,8 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         ch.depth = 1;
         r->sym_offset = va - fstart;
         rc = result_fill(r, &ch, NULL);
+        if (rc == 0)
+            answer_range(o, addr, va, r);
     } else if (e) {
         ch.name[0] = cn_sym__table_name(&o->syms, e, &ch.owned[0]);
         ch.file[0] = NULL;
@@ -1081,6 +1103,8 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         ch.depth = 1;
         r->sym_offset = va - e->start;
         rc = result_fill(r, &ch, NULL);
+        if (rc == 0)
+            answer_range(o, addr, va, r);
         cn_sym__chain_clear(&ch);
     }
     return rc;

@@ -327,6 +327,27 @@ int cn_sym__obj_to_vaddr(const cn_sym__obj *o, uint64_t off, uint64_t *vaddr)
     return -ENOENT;
 }
 
+int cn_sym__obj_segment_region(const cn_sym__obj *o, uint64_t off, uint64_t *lo, uint64_t *hi)
+{
+    if (o->is_exec_addr)
+        return 0; /* one mapping for every address */
+    const cn_sym__segment *hit = NULL;
+    for (size_t i = 0; i < o->n_seg && !hit; i++)
+        if (off >= o->seg[i].offset && off - o->seg[i].offset < o->seg[i].filesz)
+            hit = &o->seg[i];
+    if (!hit)
+        return -ENOENT;
+    uint64_t end = hit->offset + hit->filesz; /* no overflow: off is inside */
+    for (size_t i = 0; i < o->n_seg; i++) {   /* a hostile file's segments may overlap */
+        const cn_sym__segment *g = &o->seg[i];
+        if (g != hit && g->offset < end && hit->offset < g->offset + g->filesz)
+            return -ENOENT;
+    }
+    *lo = hit->offset > *lo ? hit->offset : *lo;
+    *hi = end < *hi ? end : *hi;
+    return 0;
+}
+
 /* The build-id note's bytes, or 0 if none: the first SHT_NOTE section that has one
  * (cn_obj_note_build_id over libelf's copy, in our byte order). */
 static size_t elf_build_id(Elf *elf, uint8_t *out, size_t max)

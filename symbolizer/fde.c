@@ -202,6 +202,20 @@ int cn_sym__fdes_find(const cn_sym__fdes *f, uint64_t va, uint64_t *start)
     return 0;
 }
 
+void cn_sym__fdes_region(const cn_sym__fdes *f, uint64_t va, uint64_t *lo, uint64_t *hi)
+{
+    size_t a = 0, b = f->n; /* the first start > va, as cn_sym__fdes_find */
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (f->start[mid] <= va)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    if (f->n)
+        cn_sym__narrow_region(va, f->start, f->n, a, a ? f->end[a - 1] : 0, lo, hi);
+}
+
 void cn_sym__fdes_clear(cn_sym__fdes *f)
 {
     free(f->start);

@@ -63,6 +63,15 @@ int cn_sym__table_add(cn_sym__table *t, uint64_t start, uint64_t size, uint64_t 
 int cn_sym__table_finish(cn_sym__table *t, uint64_t max_gap, int later_wins);
 /* The entry covering addr, or NULL. */
 const cn_sym__entry *cn_sym__table_find(const cn_sym__table *t, uint64_t addr);
+/* The interval of sorted starts[0, n) around addr, where i = how many starts are <= addr
+ * and entry i - 1 (when i > 0) covers [starts[i - 1], end_prev): narrows [*lo, *hi)
+ * (which contains addr) to the addresses with the same i and the same "covered" (the
+ * region where a search of these starts answers as it does for addr). */
+void cn_sym__narrow_region(uint64_t addr, const uint64_t *starts, size_t n, size_t i,
+                           uint64_t end_prev, uint64_t *lo, uint64_t *hi);
+/* Narrows [*lo, *hi) (which contains addr) to the addresses for which cn_sym__table_find
+ * gives the same answer as for addr (the same entry, or NULL). */
+void cn_sym__table_region(const cn_sym__table *t, uint64_t addr, uint64_t *lo, uint64_t *hi);
 /* The name to show for entry e: demangled (C++, Rust) into *owned, which the caller frees,
  * else the pool's own (*owned NULL). At most CN_SYM__MAX_NAME bytes. */
 const char *cn_sym__table_name(const cn_sym__table *t, const cn_sym__entry *e, char **owned);
@@ -88,6 +97,9 @@ struct Elf;
 int cn_sym__fdes_load(cn_sym__fdes *f, struct Elf *elf);
 /* The start of the FDE range covering va: 0 and *start, or -ENOENT. */
 int cn_sym__fdes_find(const cn_sym__fdes *f, uint64_t va, uint64_t *start);
+/* Narrows [*lo, *hi) (which contains va) to the addresses for which cn_sym__fdes_find
+ * gives the same answer as for va. */
+void cn_sym__fdes_region(const cn_sym__fdes *f, uint64_t va, uint64_t *lo, uint64_t *hi);
 void cn_sym__fdes_clear(cn_sym__fdes *f);
 size_t cn_sym__fdes_memory(const cn_sym__fdes *f);
 
@@ -139,6 +151,10 @@ int cn_sym__elf_load(cn_sym__obj *o, const char *path, const cn_obj_ident *want,
 int cn_sym__elf_load_mem(cn_sym__obj *o, const void *data, size_t size);
 /* File offset -> virtual address; 0 and *vaddr, or -ENOENT. */
 int cn_sym__obj_to_vaddr(const cn_sym__obj *o, uint64_t off, uint64_t *vaddr);
+/* Narrows [*lo, *hi) (which contains off) to the offsets that cn_sym__obj_to_vaddr maps as
+ * it maps off (the same segment). Returns 0, or -ENOENT when off is in no segment or its
+ * segment overlaps another (then nothing is narrowed). */
+int cn_sym__obj_segment_region(const cn_sym__obj *o, uint64_t off, uint64_t *lo, uint64_t *hi);
 /* Releases everything o holds (not o itself). */
 void cn_sym__obj_clear(cn_sym__obj *o);
 

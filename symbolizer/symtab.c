@@ -209,6 +209,39 @@ const cn_sym__entry *cn_sym__table_find(const cn_sym__table *t, uint64_t addr)
     return addr - e->start < e->size ? e : NULL;
 }
 
+void cn_sym__narrow_region(uint64_t addr, const uint64_t *starts, size_t n, size_t i,
+                           uint64_t end_prev, uint64_t *lo, uint64_t *hi)
+{
+    assert(i <= n && (i == 0 || starts[i - 1] <= addr) && (i == n || addr < starts[i]));
+    assert(*lo <= addr && addr < *hi);
+    uint64_t from = 0, to = i < n ? starts[i] : UINT64_MAX;
+    if (i > 0) {
+        if (addr < end_prev) /* covered: up to its end or the next start */
+            from = starts[i - 1], to = end_prev < to ? end_prev : to;
+        else /* in the gap after it */
+            from = end_prev > starts[i - 1] ? end_prev : starts[i - 1];
+    }
+    *lo = from > *lo ? from : *lo;
+    *hi = to < *hi ? to : *hi;
+}
+
+void cn_sym__table_region(const cn_sym__table *t, uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+    if (!t->starts || t->n == 0)
+        return;             /* cn_sym__table_find answers NULL everywhere */
+    size_t a = 0, b = t->n; /* the first start > addr */
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (t->starts[mid] <= addr)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    const cn_sym__entry *e = a ? &t->e[a - 1] : NULL;
+    uint64_t end = e ? (e->size > UINT64_MAX - e->start ? UINT64_MAX : e->start + e->size) : 0;
+    cn_sym__narrow_region(addr, t->starts, t->n, a, end, lo, hi);
+}
+
 void cn_sym__table_clear(cn_sym__table *t)
 {
     free(t->e);

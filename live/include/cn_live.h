@@ -289,6 +289,8 @@ typedef struct cn_live_session_info {
                               their perf map to name them) */
     uint64_t unresolvable; /* frames the symbolizer cannot take at all (their mapping's
                               file could not be found): never submitted */
+    uint64_t sym_by_range; /* frames named without a lookup, inside a function an earlier
+                              answer named whole (an object without DWARF) */
     uint64_t errors;       /* data lost to allocation failures after retrying: frames
                               whose object could not be mapped (they stay bare
                               addresses), symbol answers not applied (also counted in

@@ -128,6 +128,12 @@ typedef struct cn_sym_result {
     int64_t map_mtime_ns; /* JIT: that map's modification time (with map_bytes, its version:
                              a map another process of the same pid left, rewritten to the
                              same size, has another) */
+    /* When range_lo < range_hi: every address of [range_lo, range_hi) in this object (the
+     * lookup's address space) has this same answer: one frame, no file or line (the object
+     * has no DWARF and is not a JIT map, so nothing varies inside a function). A caller may
+     * name such addresses without a lookup (live/: a build's compilers meet thousands of
+     * new addresses in functions already named). Both 0 otherwise. */
+    uint64_t range_lo, range_hi;
 } cn_sym_result;
 
 /* Frees what a result owns and zeroes it. Accepts a zeroed result. */
