@@ -112,6 +112,8 @@ struct cn_agg_profile {
     size_t n_stack, cap_stack;
     cn_agg__idset stack_index; /* by (prefix, frame): 8 bytes a slot, the key is the row */
     cn_agg__stack_cache cache;
+    cn_agg_frame_namer namer; /* names for new native frames, or NULL (cn_agg.h) */
+    void *namer_ctx;
 
     /* samples, kept sorted by time (sorted_upto marks the sorted prefix) */
     int32_t *s_stack, *s_thread;
@@ -199,6 +201,9 @@ static inline uint32_t cn_agg__stack_hash(int32_t prefix, int32_t frame)
 }
 /* The stack row (prefix, frame), or -1. */
 int32_t cn_agg__stack_find(const cn_agg_profile *p, int32_t prefix, int32_t frame);
+/* cn_agg_native_frame, but a new frame is made with func (no namer, no placeholder): the
+ * .canopy reader, which then sets the frame's chain from the file. */
+int32_t cn_agg__native_frame_as(cn_agg_profile *p, int32_t resource, uint64_t offset, int32_t func);
 
 /* Sample i's weight (s_weight is NULL while all are 1). */
 static inline double cn_agg__weight(const cn_agg_profile *p, size_t i)

@@ -12,6 +12,7 @@
  * Numbers are decimal; doubles are printed with 17 significant digits (exact round trip);
  * sample times are deltas from the previous sample.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -509,14 +510,17 @@ static int read_frames(rd *r)
             return rc;
         if ((rc = end_of_line(r)) < 0)
             return rc;
+        /* A native frame is made with its chain's outer func, not a placeholder: a frame
+         * named as it was made (cn_agg_set_frame_namer) never had one. */
         if (key_func < 0)
-            id = cn_agg_native_frame(r->p, res, (uint64_t)addr);
+            id = cn_agg__native_frame_as(r->p, res, (uint64_t)addr, r->ints[0]);
         else
             id = cn_agg_frame(r->p, key_func, res, addr, line);
         if (id < 0)
             return id;
-        if ((size_t)id != i || r->p->n_func != funcs_before)
-            return bad(r, "frame %zu repeats frame %d or names an unknown placeholder", i, id);
+        assert(r->p->n_func == funcs_before); /* both only find funcs */
+        if ((size_t)id != i)
+            return bad(r, "frame %zu repeats frame %d", i, id);
         if (key_func < 0)
             r->p->frame_line[id] = line; /* set by symbolication; not part of the key */
         if ((rc = set_chain(r, id, r->ints, (size_t)depth)) < 0)

@@ -19,8 +19,8 @@
  * it (a live session runs it when no symbol request is in flight, and renumbers its own
  * watermarks through the map). Strings stay (their pointers are valid for the profile's
  * life), resources and threads too; names are what clients hold (docs/calltree.md §4.3);
- * each kept native frame keeps its placeholder func, which the .canopy reader makes again
- * with it (docs/canopy-format.md).
+ * each kept native frame keeps its placeholder func when it has one (a frame named as it
+ * was made, cn_agg_set_frame_namer, never had one).
  * Everything that can fail is allocated before the first table changes.
  */
 #include <assert.h>
@@ -332,7 +332,7 @@ static void frame_pass_free(struct frame_pass *fp)
 /* Frames kept: those a stack uses, and every pseudo-frame (resources of kind OTHER: a live
  * session's markers and thread states keep their ids and names while no stack uses them).
  * Funcs kept: those a kept frame's chain, key or symbol names, and the placeholder func
- * of every kept native frame (the .canopy reader makes it again with the frame). Fills
+ * of every kept native frame that has one (the name a client may hold for it). Fills
  * fmap and gmap with the new ids, in order. */
 static void mark_frames(const cn_agg_profile *p, struct frame_pass *fp)
 {

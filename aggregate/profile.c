@@ -549,7 +549,9 @@ static int32_t placeholder_func(cn_agg_profile *p, int32_t res, uint64_t offset)
     return cn_agg_func(p, name, res, NULL, 0);
 }
 
-int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset)
+/* The native frame (res, offset), made with func when new: the func the namer gives it,
+ * else its placeholder, when func is -1. */
+static int32_t native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset, int32_t func)
 {
     if (resource >= 0 && !res_ok(p, resource))
         return -EINVAL;
@@ -559,7 +561,11 @@ int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset
     int32_t id = cn_agg__idset_find(&p->native_frame_index, h, native_eq, p, &key);
     if (id >= 0)
         return id;
-    int32_t func = placeholder_func(p, res, offset);
+    if (func < 0) {
+        const char *name = p->namer && res >= 0 ? p->namer(p->namer_ctx, res, offset) : NULL;
+        /* a named frame's func is the one cn_agg_regroup() gives a one-function chain */
+        func = name ? cn_agg_func(p, name, res, NULL, 0) : placeholder_func(p, res, offset);
+    }
     if (func < 0)
         return func;
     id = frame_append(p, -1, func, res, (int64_t)offset, 0);
@@ -568,6 +574,22 @@ int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset
     if (cn_agg__idset_add(&p->native_frame_index, h, id) < 0)
         return -ENOMEM;
     return id;
+}
+
+void cn_agg_set_frame_namer(cn_agg_profile *p, cn_agg_frame_namer namer, void *ctx)
+{
+    p->namer = namer;
+    p->namer_ctx = ctx;
+}
+
+int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset)
+{
+    return native_frame(p, resource, offset, -1);
+}
+
+int32_t cn_agg__native_frame_as(cn_agg_profile *p, int32_t resource, uint64_t offset, int32_t func)
+{
+    return func_ok(p, func) ? native_frame(p, resource, offset, func) : -EINVAL;
 }
 
 size_t cn_agg_frame_count(const cn_agg_profile *p)

@@ -210,5 +210,8 @@ bool cn_live__trim(cn_live_session *s, bool force);
 void cn_live__retry_jit(cn_live_session *s, bool force);
 /* Frees every resource's function ranges (res_src.ranges). */
 void cn_live__ranges_clear(cn_live_session *s);
+/* The profile's namer (cn_agg_frame_namer; ctx: the session): the name of the range of
+ * res holding offset, or NULL. */
+const char *cn_live__frame_namer(void *ctx, int32_t res, uint64_t offset);
 
 #endif /* CN_LIVE_INTERNAL_H */

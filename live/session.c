@@ -93,6 +93,7 @@ int cn_live_session_new(const cn_live_session_opts *o, cn_live_symbolizer *sym,
     cn_live_session *s = cn_live__session_alloc(o->id, o->name);
     if (!s)
         return -ENOMEM;
+    cn_agg_set_frame_namer(s->p, cn_live__frame_namer, s);
     s->kind = o->kind;
     s->pid = o->kind == CN_LIVE_SYSTEM ? 0 : o->pid;
     s->owner = o->owner;

@@ -100,7 +100,9 @@ static bool request_buffers(cn_live_session *s)
  * addresses (a frame is an address), most inside functions an earlier answer named. When
  * an answer says its name holds for a whole range (an object without DWARF, so no line
  * varies: cn_sym_result.range_lo), the range is kept on the frame's resource and later
- * frames inside it are named at once, without a lookup. */
+ * frames inside it are named as they are made (the profile's namer), without a
+ * placeholder or a lookup; frames made before their range came are named by the next
+ * symbolize pass. */
 
 /* The index of the first range of src with lo > addr. */
 static size_t range_upper(const res_src *src, uint64_t addr)
@@ -162,8 +164,19 @@ static void range_keep(cn_live_session *s, res_src *src, const cn_sym_result *re
     s->range_bytes += len + 1 + sizeof(sym_range);
 }
 
-/* Adds frame f to the pass's batch (s->range_batch, *n of them) when a range of its
- * resource names it. */
+const char *cn_live__frame_namer(void *ctx, int32_t res, uint64_t offset)
+{
+    cn_live_session *s = ctx;
+    if (res < 0 || (size_t)res >= s->n_res_obj || !s->res_obj[res].n_ranges)
+        return NULL;
+    const char *name = range_name(&s->res_obj[res], offset);
+    s->sym_by_range += name != NULL;
+    return name;
+}
+
+/* Whether frame f needs no request: a range of its resource names it. It was named so
+ * when it was made (cn_live__frame_namer), or else it is added to the pass's batch
+ * (s->range_batch, *n of them): its range came after it. */
 static bool range_frame(cn_live_session *s, size_t f, size_t *n)
 {
     const res_src *src = frame_src(s, (int32_t)f);
@@ -172,6 +185,10 @@ static bool range_frame(cn_live_session *s, size_t f, size_t *n)
                            : NULL;
     if (!name)
         return false;
+    const int32_t *funcs;
+    if (cn_agg_frame_funcs(s->p, (int32_t)f, &funcs) == 1 &&
+        strcmp(cn_agg_func_name(s->p, funcs[0]), name) == 0)
+        return true; /* named when it was made */
     s->range_syms[*n] = (cn_agg_symbol){name, NULL, 0};
     s->range_batch[*n] = (cn_agg_frame_symbols){(int32_t)f, &s->range_syms[*n], 1, NULL};
     (*n)++;

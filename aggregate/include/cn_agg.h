@@ -112,6 +112,13 @@ int32_t cn_agg_func_line(const cn_agg_profile *p, int32_t func);
 int32_t cn_agg_frame(cn_agg_profile *p, int32_t func, int32_t resource, int64_t address,
                      int32_t line);
 int32_t cn_agg_native_frame(cn_agg_profile *p, int32_t resource, uint64_t offset);
+/* A name already known for a new native frame (the owner's cache of function ranges,
+ * live/): returns the function's name for (resource, offset), or NULL for the
+ * placeholder. The name is copied before the next call. When set, cn_agg_native_frame
+ * (and the batched ingest) asks it for each frame it makes, and a named frame gets the
+ * func cn_agg_regroup() would give it for that name, with no placeholder made. */
+typedef const char *(*cn_agg_frame_namer)(void *ctx, int32_t resource, uint64_t offset);
+void cn_agg_set_frame_namer(cn_agg_profile *p, cn_agg_frame_namer namer, void *ctx);
 size_t cn_agg_frame_count(const cn_agg_profile *p);
 int32_t cn_agg_frame_resource(const cn_agg_profile *p, int32_t frame);
 int64_t cn_agg_frame_address(const cn_agg_profile *p, int32_t frame); /* -1 if none */

@@ -522,6 +522,56 @@ static void test_canopy_numbers(void **state)
 /* docs/calltree.md §4.5: a frame's symbol func (the symbol table's name where DWARF names
  * the outer function otherwise: a clone, an alias) is what no_inline shows; the default
  * view keeps the DWARF chain; regroup replaces it; .canopy keeps it. */
+/* The namer of test_frame_namer: "hot" over [0x1000, 0x2000) of resource ctx. */
+static const char *test_namer(void *ctx, int32_t res, uint64_t offset)
+{
+    return res == *(int32_t *)ctx && offset >= 0x1000 && offset < 0x2000 ? "hot" : NULL;
+}
+
+/* A namer (cn_agg_set_frame_namer) names a new native frame as it is made: the func that
+ * cn_agg_regroup() gives a frame named "hot" later, and no placeholder func for it. */
+static void test_frame_namer(void **state)
+{
+    cn_agg_profile *p = *state;
+    int32_t lib = cn_agg_resource(p, "cc1", "bid", "/usr/lib/cc1", CN_AGG_RES_LIBRARY);
+    int32_t other = cn_agg_resource(p, "as", "bid2", "/usr/bin/as", CN_AGG_RES_LIBRARY);
+    int32_t late = cn_agg_native_frame(p, lib, 0x1800); /* before the namer: placeholder */
+    const int32_t *funcs;
+    assert_int_equal(cn_agg_frame_funcs(p, late, &funcs), 1);
+    assert_string_equal(cn_agg_func_name(p, funcs[0]), "cc1+0x1800");
+    cn_agg_set_frame_namer(p, test_namer, &lib);
+    size_t funcs_before = cn_agg_func_count(p);
+    int32_t named = cn_agg_native_frame(p, lib, 0x1234);
+    assert_int_equal(cn_agg_frame_funcs(p, named, &funcs), 1);
+    int32_t hot = funcs[0];
+    assert_string_equal(cn_agg_func_name(p, hot), "hot");
+    assert_int_equal(cn_agg_func_resource(p, hot), lib);
+    assert_int_equal(cn_agg_func_count(p), funcs_before + 1); /* "hot" only */
+    assert_int_equal(cn_agg_frame_address(p, named), 0x1234);
+    assert_int_equal(cn_agg_frame_line(p, named), 0);
+    /* the same frame again is found, not named again */
+    assert_int_equal(cn_agg_native_frame(p, lib, 0x1234), named);
+    assert_int_equal(cn_agg_native_frame(p, lib, 0x1235) != named, 1);
+    assert_int_equal(cn_agg_func_count(p), funcs_before + 1);
+    /* outside the range and in another resource: placeholders */
+    int32_t bare = cn_agg_native_frame(p, lib, 0x2000);
+    assert_int_equal(cn_agg_frame_funcs(p, bare, &funcs), 1);
+    assert_string_equal(cn_agg_func_name(p, funcs[0]), "cc1+0x2000");
+    int32_t as = cn_agg_native_frame(p, other, 0x1234);
+    assert_int_equal(cn_agg_frame_funcs(p, as, &funcs), 1);
+    assert_string_equal(cn_agg_func_name(p, funcs[0]), "as+0x1234");
+    /* the frame made before: regrouped to the name, it joins the same func */
+    cn_agg_symbol sym = {"hot", NULL, 0};
+    cn_agg_frame_symbols b = {late, &sym, 1, NULL};
+    assert_int_equal(cn_agg_regroup(p, &b, 1), 0);
+    assert_int_equal(cn_agg_frame_funcs(p, late, &funcs), 1);
+    assert_int_equal(funcs[0], hot);
+    cn_agg_set_frame_namer(p, NULL, NULL);
+    int32_t after = cn_agg_native_frame(p, lib, 0x1900);
+    assert_int_equal(cn_agg_frame_funcs(p, after, &funcs), 1);
+    assert_string_equal(cn_agg_func_name(p, funcs[0]), "cc1+0x1900");
+}
+
 static void test_regroup_symbol_func(void **state)
 {
     cn_agg_profile *p = *state;
@@ -710,6 +760,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeline_stack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_renames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regroup_symbol_func, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frame_namer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_keys, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
