@@ -12,7 +12,6 @@
  * Numbers are decimal; doubles are printed with 17 significant digits (exact round trip);
  * sample times are deltas from the previous sample.
  */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -518,8 +517,7 @@ static int read_frames(rd *r)
             id = cn_agg_frame(r->p, key_func, res, addr, line);
         if (id < 0)
             return id;
-        assert(r->p->n_func == funcs_before); /* both only find funcs */
-        if ((size_t)id != i)
+        if ((size_t)id != i || r->p->n_func != funcs_before) /* both only find funcs */
             return bad(r, "frame %zu repeats frame %d", i, id);
         if (key_func < 0)
             r->p->frame_line[id] = line; /* set by symbolication; not part of the key */

@@ -76,6 +76,25 @@ static inline uint64_t cn_mix64(uint64_t x)
     return x;
 }
 
+/* Binary search: of n elements sorted by a u64 field (first: that field of element 0, or
+ * NULL when n is 0; stride: the elements' size), how many have it <= key, which is the
+ * index of the first greater one. */
+static inline size_t cn_count_le_u64(const void *first, size_t n, size_t stride, uint64_t key)
+{
+    const char *b = first;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t v;
+        memcpy(&v, b + mid * stride, sizeof(v));
+        if (v <= key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static inline uint64_t cn_pair(int32_t a, int32_t b)
 {
     return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;

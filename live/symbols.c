@@ -107,15 +107,9 @@ static bool request_buffers(cn_live_session *s)
 /* The index of the first range of src with lo > addr. */
 static size_t range_upper(const res_src *src, uint64_t addr)
 {
-    size_t a = 0, b = src->n_ranges;
-    while (a < b) {
-        size_t mid = a + (b - a) / 2;
-        if (src->ranges[mid].lo <= addr)
-            a = mid + 1;
-        else
-            b = mid;
-    }
-    return a;
+    return src->n_ranges
+               ? cn_count_le_u64(&src->ranges[0].lo, src->n_ranges, sizeof(*src->ranges), addr)
+               : 0;
 }
 
 /* The name of src's range holding addr, or NULL. */

@@ -24,15 +24,7 @@ static int reserve(cn_smp__proc *p, size_t extra)
 /* First index whose end > addr. */
 static size_t lower(const cn_smp__proc *p, uint64_t addr)
 {
-    size_t lo = 0, hi = p->nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->maps[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return p->nmaps ? cn_count_le_u64(&p->maps[0].end, p->nmaps, sizeof(*p->maps), addr) : 0;
 }
 
 #ifndef NDEBUG

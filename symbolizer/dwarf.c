@@ -394,14 +394,7 @@ int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
     if (!c || c->n_rows == 0)
         return -ENOENT;
     /* Last row with low <= vaddr, then back to the first that contains vaddr. */
-    size_t lo = 0, hi = c->n_rows;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->rows[mid].low <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = cn_count_le_u64(&c->rows[0].low, c->n_rows, sizeof(*c->rows), vaddr);
     int32_t sc = -1;
     for (size_t i = lo; i-- > 0;) {
         if (vaddr < c->rows[i].high) {

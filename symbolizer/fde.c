@@ -188,14 +188,7 @@ int cn_sym__fdes_load(cn_sym__fdes *f, Elf *elf)
 
 int cn_sym__fdes_find(const cn_sym__fdes *f, uint64_t va, uint64_t *start)
 {
-    size_t lo = 0, hi = f->n; /* the first start > va */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->start[mid] <= va)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = f->n ? cn_count_le_u64(f->start, f->n, sizeof(*f->start), va) : 0;
     if (lo == 0 || va >= f->end[lo - 1])
         return -ENOENT;
     *start = f->start[lo - 1];
@@ -204,16 +197,10 @@ int cn_sym__fdes_find(const cn_sym__fdes *f, uint64_t va, uint64_t *start)
 
 void cn_sym__fdes_region(const cn_sym__fdes *f, uint64_t va, uint64_t *lo, uint64_t *hi)
 {
-    size_t a = 0, b = f->n; /* the first start > va, as cn_sym__fdes_find */
-    while (a < b) {
-        size_t mid = a + (b - a) / 2;
-        if (f->start[mid] <= va)
-            a = mid + 1;
-        else
-            b = mid;
-    }
-    if (f->n)
-        cn_sym__narrow_region(va, f->start, f->n, a, a ? f->end[a - 1] : 0, lo, hi);
+    if (!f->n)
+        return;
+    size_t a = cn_count_le_u64(f->start, f->n, sizeof(*f->start), va); /* as fdes_find */
+    cn_sym__narrow_region(va, f->start, f->n, a, a ? f->end[a - 1] : 0, lo, hi);
 }
 
 void cn_sym__fdes_clear(cn_sym__fdes *f)

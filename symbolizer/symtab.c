@@ -228,15 +228,8 @@ void cn_sym__narrow_region(uint64_t addr, const uint64_t *starts, size_t n, size
 void cn_sym__table_region(const cn_sym__table *t, uint64_t addr, uint64_t *lo, uint64_t *hi)
 {
     if (!t->starts || t->n == 0)
-        return;             /* cn_sym__table_find answers NULL everywhere */
-    size_t a = 0, b = t->n; /* the first start > addr */
-    while (a < b) {
-        size_t mid = a + (b - a) / 2;
-        if (t->starts[mid] <= addr)
-            a = mid + 1;
-        else
-            b = mid;
-    }
+        return; /* cn_sym__table_find answers NULL everywhere */
+    size_t a = cn_count_le_u64(t->starts, t->n, sizeof(*t->starts), addr);
     const cn_sym__entry *e = a ? &t->e[a - 1] : NULL;
     uint64_t end = e ? (e->size > UINT64_MAX - e->start ? UINT64_MAX : e->start + e->size) : 0;
     cn_sym__narrow_region(addr, t->starts, t->n, a, end, lo, hi);

@@ -829,6 +829,30 @@ static void test_cgroup_proc(void **state)
     assert_int_equal(cn_cgroup_read(-5, out, sizeof(out)), -ENOENT);
 }
 
+/* cn_count_le_u64 over a plain array (with repeats) and over a field of structs. */
+static void test_count_le(void **state)
+{
+    (void)state;
+    const uint64_t a[] = {10, 20, 20, 30};
+    assert_int_equal(cn_count_le_u64(NULL, 0, sizeof(uint64_t), 5), 0);
+    assert_int_equal(cn_count_le_u64(a, 4, sizeof(a[0]), 9), 0);
+    assert_int_equal(cn_count_le_u64(a, 4, sizeof(a[0]), 10), 1);
+    assert_int_equal(cn_count_le_u64(a, 4, sizeof(a[0]), 20), 3);
+    assert_int_equal(cn_count_le_u64(a, 4, sizeof(a[0]), 29), 3);
+    assert_int_equal(cn_count_le_u64(a, 4, sizeof(a[0]), UINT64_MAX), 4);
+    struct {
+        uint32_t tag;
+        uint64_t lo, hi;
+    } r[] = {{1, 100, 200}, {2, 300, 400}, {3, 500, 600}};
+    for (uint64_t k = 0; k < 700; k += 50) {
+        size_t want = 0;
+        while (want < 3 && r[want].lo <= k)
+            want++;
+        assert_int_equal(cn_count_le_u64(&r[0].lo, 3, sizeof(r[0]), k), want);
+    }
+    assert_int_equal(cn_count_le_u64(&r[0].hi, 3, sizeof(r[0]), 400), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -852,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_cgroup_paths),
         cmocka_unit_test(test_cgroup_proc),
+        cmocka_unit_test(test_count_le),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
