@@ -139,13 +139,13 @@ static void range_keep(cn_live_session *s, res_src *src, const cn_sym_result *re
 {
     if (!(res->range_lo < res->range_hi) || res->depth != 1 || res->chain[0].file || res->symbol)
         return;
+    size_t len = strlen(res->chain[0].name);
+    if (s->range_bytes + len + 1 + sizeof(sym_range) > RANGE_BYTES_MAX)
+        cn_live__ranges_clear(s); /* before the search below: src's ranges go too */
     size_t i = range_upper(src, res->range_lo);
     if ((i > 0 && src->ranges[i - 1].hi > res->range_lo) ||
         (i < src->n_ranges && src->ranges[i].lo < res->range_hi))
         return;
-    size_t len = strlen(res->chain[0].name);
-    if (s->range_bytes + len + 1 + sizeof(sym_range) > RANGE_BYTES_MAX)
-        cn_live__ranges_clear(s);
     char *name = malloc(len + 1);
     if (!name || CN_RESERVE(src->ranges, src->cap_ranges, src->n_ranges + 1) < 0) {
         free(name);
