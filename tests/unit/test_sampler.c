@@ -957,7 +957,7 @@ static pid_t tid_named(const collector *c, const char *name)
 static void test_threads_after_attach(void **st)
 {
     REQUIRE_PERF();
-    char *args[] = {"1.5", "0.4", NULL};
+    char *args[] = {"1.5", "usr1", NULL}; /* the threads start once attached */
     cn_smp_counters cnt;
     pid_t pid;
     collector *c = attach_workload("wl_threads_fp", args, NULL, CN_SMP_UNWIND_AUTO, &cnt, &pid);

@@ -1,6 +1,7 @@
-/* threads.c — multi-threaded workload: sleeps START seconds (so a profiler can attach),
- * then starts two threads: "wl-alpha" spends all its time in alpha_work, "wl-beta" 70% in
- * beta_x and 30% in beta_y; both through burn. Usage: threads [SECONDS] [START]. */
+/* threads.c — multi-threaded workload: waits START seconds, or for SIGUSR1 with "usr1" (so
+ * a profiler can attach first; wl_start_wait), then starts two threads: "wl-alpha" spends all its
+ * time in alpha_work, "wl-beta" 70% in beta_x and 30% in beta_y; both through burn. Usage: threads
+ * [SECONDS] [START]. */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -64,8 +65,9 @@ static void *beta(void *arg)
 int main(int argc, char **argv)
 {
     run_secs = wl_seconds(argc, argv, 2);
-    double start = argc > 2 ? atof(argv[2]) : 0.5;
-    usleep((useconds_t)(start * 1e6));
+    /* the threads start after argv[2] seconds, or with "usr1" once a test has attached */
+    if (wl_start_wait(argc > 2 ? argv[2] : NULL, 0.5) < 0)
+        return 1;
     pthread_t a, b;
     if (pthread_create(&a, NULL, alpha, NULL) || pthread_create(&b, NULL, beta, NULL))
         return 1;
