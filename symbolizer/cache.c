@@ -1094,8 +1094,6 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         ch.depth = 1;
         r->sym_offset = va - fstart;
         rc = result_fill(r, &ch, NULL);
-        if (rc == 0)
-            answer_range(o, addr, va, r);
     } else if (e) {
         ch.name[0] = cn_sym__table_name(&o->syms, e, &ch.owned[0]);
         ch.file[0] = NULL;
@@ -1103,10 +1101,10 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         ch.depth = 1;
         r->sym_offset = va - e->start;
         rc = result_fill(r, &ch, NULL);
-        if (rc == 0)
-            answer_range(o, addr, va, r);
         cn_sym__chain_clear(&ch);
     }
+    if (rc == 0 && !have_dw && r->status == 0) /* named without DWARF: by FDE or symbol */
+        answer_range(o, addr, va, r);
     return rc;
 }
 
