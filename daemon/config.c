@@ -53,7 +53,9 @@ const cn_opt cn_d_config_keys[] = {
      "callers' \"[trimmed]\" child (0: keep every path)",
      0, 0},
     {"checkpoint", NULL, "DURATION", "60s",
-     "how often running sessions are saved (0: only on stop and exit)", 0, 0},
+     "how often running sessions are saved (0: only on stop and exit); less often when a "
+     "save's CPU time is over 0.5% of the interval (the next waits 200 times that)",
+     0, 0},
     {"state_dir_max", NULL, "SIZE", "1G",
      "bytes of saved sessions kept; the oldest stopped sessions are evicted first", 0, 0},
     {"client_timeout", NULL, "DURATION", "30s", "a request must be complete within this", 0, 0},

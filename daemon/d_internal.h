@@ -160,6 +160,8 @@ typedef struct cn_d__entry {
     int64_t save_backoff;       /* after failed saves (ENOSPC…): the next try waits this long
                                    (doubling up to 5 min); 0 after a success */
     struct cn_d__job *save_job; /* a forked writer saving this session, or NULL */
+    int64_t save_cpu_ns;        /* the CPU time of the last writer that succeeded */
+    uint64_t saves;             /* writes that succeeded */
     bool lazy; /* a saved session known by its metadata only: queries read its file */
     /* owned: the session's fleet push state (fleet_push.c), or NULL */
     struct cn_d__fleet_src *fleet;
@@ -240,6 +242,10 @@ size_t cn_d__store_running(const cn_d_server *srv);
 void cn_d__store_pump(cn_d__entry *e);
 /* Stops e's sampling if it runs, and writes it to the state dir once it no longer does. */
 void cn_d__store_stop(cn_d_server *srv, cn_d__entry *e);
+/* The delay between a running session's checkpoints: the configured interval, or longer
+ * when writing the session costs more than CHECKPOINT_CPU_SHARE of it (store.c). */
+int64_t cn_d__checkpoint_delay(const cn_d_server *srv, const cn_d__entry *e);
+
 /* Every tick: saves sessions that left RUNNING, checkpoints running ones, re-saves those
  * that late symbol answers changed, and applies the state dir's bound. */
 void cn_d__store_tick(cn_d_server *srv);

@@ -207,14 +207,30 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
     }
 }
 
+/* A session's entry in `sessions`: cn_d_session_json, and what canopyd keeps beside it
+ * (docs/cli-live.md, "Session counters": checkpoint). NULL without memory. */
+static json_t *entry_json(const cn_d_server *srv, const cn_d__entry *e)
+{
+    json_t *o = cn_d_session_json(e->s);
+    if (o && srv->cfg.checkpoint_ns > 0 && cn_live_session_state(e->s) == CN_LIVE_RUNNING &&
+        json_object_set_new(o, "checkpoint",
+                            json_pack("{s:I, s:f, s:f}", "writes", (json_int_t)e->saves,
+                                      "last_cpu_s", (double)e->save_cpu_ns / 1e9, "delay_s",
+                                      (double)cn_d__checkpoint_delay(srv, e) / 1e9)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
 void cn_d__cmd_sessions(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_d__reply *rp)
 {
     json_t *a = json_array();
     int r = a ? 0 : -1;
     for (size_t i = 0; r == 0 && i < srv->n_entries; i++) {
-        cn_live_session *s = srv->entries[i]->s;
-        if (cl->cred.uid == 0 || cn_live_session_owner(s) == cl->cred.uid)
-            r = json_array_append_new(a, cn_d_session_json(s)); /* -1 for NULL */
+        const cn_d__entry *e = srv->entries[i];
+        if (cl->cred.uid == 0 || cn_live_session_owner(e->s) == cl->cred.uid)
+            r = json_array_append_new(a, entry_json(srv, e)); /* -1 for NULL */
     }
     rp->msg = r == 0 ? cn_proto_ok(req) : NULL;
     if (!rp->msg || json_object_set_new(rp->msg, "sessions", a) < 0) {

@@ -189,6 +189,21 @@ void cn_d__store_pump(cn_d__entry *e)
     }
 }
 
+/* A running session's checkpoint writer may take at most 1/CHECKPOINT_CPU_SHARE of a core:
+ * a writer serializes and compresses the whole session, so a whole-system session at
+ * 999 Hz holding ten minutes of raw samples cost ~1.5 s of CPU a write (docs/perf-daemon.md),
+ * 2.5% of a core at the default 60 s. The delay grows with the last write's CPU time
+ * instead (a crash then loses at most that much more of the session). */
+#define CHECKPOINT_CPU_SHARE 200
+
+int64_t cn_d__checkpoint_delay(const cn_d_server *srv, const cn_d__entry *e)
+{
+    int64_t by_cost = e->save_cpu_ns > INT64_MAX / CHECKPOINT_CPU_SHARE
+                          ? INT64_MAX
+                          : e->save_cpu_ns * CHECKPOINT_CPU_SHARE;
+    return by_cost > srv->cfg.checkpoint_ns ? by_cost : srv->cfg.checkpoint_ns;
+}
+
 void cn_d__store_tick(cn_d_server *srv)
 {
     int64_t now = cn_common_now_ns();
@@ -197,7 +212,8 @@ void cn_d__store_tick(cn_d_server *srv)
         cn_d__entry *e = srv->entries[i];
         cn_live_session *s = e->s;
         if (cn_live_session_state(s) == CN_LIVE_RUNNING) {
-            if (srv->cfg.checkpoint_ns > 0 && now - e->last_checkpoint >= srv->cfg.checkpoint_ns &&
+            if (srv->cfg.checkpoint_ns > 0 &&
+                now - e->last_checkpoint >= cn_d__checkpoint_delay(srv, e) &&
                 cn_live_session_dirty(s) && !e->save_job) {
                 save_entry(srv, e, false);
                 saved = true;

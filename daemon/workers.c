@@ -61,6 +61,7 @@ typedef struct job_hdr {
     int32_t expensive; /* a query bound was hit */
     int32_t pad;
     uint64_t out_len, notes_len;
+    uint64_t cpu_ns; /* the child's CPU time (a save's sets the next checkpoint's delay) */
     char msg[sizeof(((cn_err *)0)->msg)];
 } job_hdr;
 _Static_assert(sizeof(job_hdr) <= OUT_OFF, "the header fits before the output");
@@ -276,6 +277,9 @@ static void child_main(cn_d_server *srv, cn_d__job *j, pid_t daemon_pid)
         pwrite(JOB_FD, cn_buf_ptr(&notes), cn_buf_len(&notes),
                (off_t)(OUT_OFF + h.out_len + OUT_TAIL)) == (ssize_t)cn_buf_len(&notes))
         h.notes_len = cn_buf_len(&notes);
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) /* since the fork */
+        h.cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
     h.done = 1;
     if (pwrite(JOB_FD, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
         _exit(121);
@@ -391,6 +395,8 @@ static void save_done(cn_d_server *srv, cn_d__job *j, const job_hdr *h, bool ok)
     j->e->save_job = NULL;
     if (ok && h->code == 0) {
         cn_live_session_mark_saved(j->e->s, j->path, j->changes);
+        j->e->save_cpu_ns = (int64_t)h->cpu_ns;
+        j->e->saves++;
         if (j->e->save_backoff)
             fprintf(stderr, "canopyd: saving session %s: written again\n",
                     cn_live_session_id(j->e->s));
