@@ -35,7 +35,8 @@ uint64_t cn_fmt__jstream_offset(const cn_fmt__jstream *s)
     return s->base + (s->h ? yajl_get_bytes_consumed(s->h) : 0);
 }
 
-static int vfail(cn_fmt__jstream *s, int code, uint64_t off, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static int vfail(cn_fmt__jstream *s, int code, uint64_t off,
+                                                       const char *fmt, va_list ap)
 {
     char msg[320];
     vsnprintf(msg, sizeof(msg), fmt, ap);
