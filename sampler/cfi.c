@@ -352,36 +352,20 @@ uint64_t cn_smp__cfi_bytes(const cn_smp__cfi *c)
     return bytes + (c->hot ? HOT_SLOTS * sizeof(*c->hot) : 0);
 }
 
-/* How many of the n elements at base, stride bytes apart, have their first field (a
- * uint64_t key, sorted: block_ref.lo, rule.start) at or below addr. */
-static size_t count_at_or_below(const void *base, size_t n, size_t stride, uint64_t addr)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        uint64_t key;
-        memcpy(&key, (const char *)base + mid * stride, sizeof(key));
-        if (key <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The position of the first rule with start > addr within the last block whose first rule
  * starts at or before addr (block 0 when none does). So a rule starting at or before addr
  * is the one just before the position, in the same block (table_before). */
 static table_pos upper_bound(const cn_smp__cfi *c, uint64_t addr)
 {
+    /* the keys are the first fields: an element's address is its key's (NULL when empty) */
     _Static_assert(offsetof(block_ref, lo) == 0 && offsetof(rule, start) == 0,
-                   "count_at_or_below reads the key first");
-    size_t b = count_at_or_below(c->blocks, c->nblocks, sizeof(*c->blocks), addr);
+                   "cn_count_le_u64 is given the elements' addresses");
+    size_t b = cn_count_le_u64(c->blocks, c->nblocks, sizeof(*c->blocks), addr);
     table_pos p = {b ? b - 1 : 0, 0};
     if (c->nblocks == 0)
         return p;
     const rule_block *k = c->blocks[p.b].k;
-    p.i = (uint32_t)count_at_or_below(k->r, k->n, sizeof(rule), addr);
+    p.i = (uint32_t)cn_count_le_u64(k->r, k->n, sizeof(rule), addr);
     return p;
 }
 
