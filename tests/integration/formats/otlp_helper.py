@@ -317,7 +317,11 @@ def main():
         if self_.get(n, 0) != round(f["self"]) or total.get(n, 0) != round(f["total"]):
             bad.append((n, self_.get(n, 0), f["self"], total.get(n, 0), f["total"]))
     extra = set(total) - set(names)
-    assert not bad, "functions differ (name, otlp self, canopy self, otlp total, canopy total): %s" % bad[:10]
+    # what a mismatch needs to be understood: the names only the export has, and its files
+    maps = sorted({m.dictionary.string_table[mp.filename_strindex]
+                   for m in ms for mp in m.dictionary.mapping_table[1:]})
+    assert not bad, ("functions differ (name, otlp self, canopy self, otlp total, canopy total): "
+                     "%s; only in the export: %s; mappings: %s" % (bad[:10], sorted(extra)[:10], maps))
     assert not extra, "functions canopy does not show: %s" % sorted(extra)[:10]
     if cmd != "check-many":
         expectations(m, sys.argv[4:])
