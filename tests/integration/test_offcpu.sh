@@ -145,10 +145,14 @@ check "$TMP/d_wall.json" "$TMP/d_wall.out" wall writer || fail "daemon wall (att
 [ "$(json "$TMP/s.json" '[s["mode"] for s in d["sessions"] if s["name"] == "w"][0]')" = wall ] ||
   fail "sessions JSON: no mode wall"
 "$C" sessions | grep -E '^s[0-9]+ +w ' | grep -q ' wall ' || fail "sessions text: no mode"
-# A thread blocked right now: it went to sleep after the attach and has not woken up.
-sh -c 'sleep 0.4; exec sleep 30' &
+# A thread blocked right now: it went to sleep after the attach and has not woken up. It
+# execs sleep once told through a FIFO, after the attach (an exec during the attach is
+# refused: the access check would not be the program's).
+mkfifo "$TMP/go"
+sh -c 'read x <"$0"; exec sleep 30' "$TMP/go" &
 B_PID=$!
 "$C" attach $B_PID --mode off-cpu --name blk >/dev/null 2>"$TMP/err" || fail "attach blk: $(cat "$TMP/err")"
+echo go >"$TMP/go"
 sleep 1.5
 wait_ns() { "$C" tree blk --format json | python3 -c '
 import json, sys
