@@ -67,9 +67,13 @@ for ((i = 0; i < 100; i++)); do [ -s "$TMP/port" ] && break; sleep 0.1; done
 RURL="http://127.0.0.1:$(cat "$TMP/port")/"
 touch "$TMP/failing"
 start_d b "$RURL"
-"$WL" 4 >/dev/null & W=$!; PIDS+=($W)
+# The workload runs until three batches are spooled, covering 4 s (rows carry whole seconds):
+# batches that queue while the pusher is busy (an fsync, a refused request) become one file,
+# so a fixed run time is not enough on a loaded machine.
+"$WL" 120 >/dev/null & W=$!; PIDS+=($W)
 S=$("$C" attach "$W" -F 999 --socket "$TMP/b.sock") || fail "attach b"
-wait "$W"
+wait_until b 'f["batches_queued"] >= 3 and f["lag_s"] >= 4'
+kill "$W"; wait "$W" 2>/dev/null || true
 wait_until b 'f["sessions"] == 0 and f["batches_queued"] >= 3'
 # canopyd stops with batches spooled; the next canopyd sends them.
 "$C" tree "$S" --socket "$TMP/b.sock" --format json >"$TMP/sb.json" || fail "tree b"
@@ -98,9 +102,10 @@ kill "$D_PID"; wait "$D_PID" 2>/dev/null || true
 # counted.
 touch "$TMP/failing"
 start_d c "$RURL" "fleet_spool_max = 700"
-"$WL" 4 >/dev/null & W=$!; PIDS+=($W)
+"$WL" 120 >/dev/null & W=$!; PIDS+=($W)
 "$C" attach "$W" -F 999 --socket "$TMP/c.sock" >/dev/null || fail "attach c"
-wait "$W"
+wait_until c 'f["batches_dropped"] > 0'
+kill "$W"; wait "$W" 2>/dev/null || true
 wait_until c 'f["sessions"] == 0 and f["rows_dropped"] > 0 and f["batches_dropped"] > 0 and f["spool_bytes"] <= 700'
 echo "bound: $(cat "$TMP/st.json")"
 echo ok
