@@ -107,7 +107,10 @@ static int map_object(cn_live_session *s, const cn_smp_object *obj, int32_t *out
         return 0;
     }
     const char *name = obj->kind == CN_SMP_OBJ_JIT ? "[jit]" : obj->name;
-    int32_t res = cn_agg_resource(s->p, name, obj->identity, obj->path, kind);
+    /* A profile names a file as its process did, not as canopyd opened it (through
+     * /proc/PID/root or /proc/PID/map_files): that is what exports' mappings show. */
+    const char *path = obj->mapped_path ? obj->mapped_path : obj->path;
+    int32_t res = cn_agg_resource(s->p, name, obj->identity, path, kind);
     if (res < 0)
         return -ENOMEM;
     if ((size_t)res >= s->n_res_obj) {

@@ -137,6 +137,7 @@ static void obj_free(cn_smp__obj *o)
     free((char *)o->pub.identity);
     free((char *)o->pub.name);
     free((char *)o->pub.path);
+    free((char *)o->pub.mapped_path);
     free((char *)o->pub.build_id);
     free(o->key);
     free(o->open_path);
@@ -313,10 +314,12 @@ static cn_smp__obj *obj_file(cn_smp_session *s, pid_t pid, const char *path, uin
     o->key = strdup(key);
     o->pub.name = strdup(base_name(path));
     o->pub.path = fd >= 0 ? strdup(buf) : NULL;
+    o->pub.mapped_path = strdup(path);
     o->open_path = fd >= 0 ? strdup(buf) : NULL;
     if (fd >= 0)
         o->pub.file = id;
-    if (!o->key || !o->pub.name || (fd >= 0 && (!o->pub.path || !o->open_path)))
+    if (!o->key || !o->pub.name || !o->pub.mapped_path ||
+        (fd >= 0 && (!o->pub.path || !o->open_path)))
         goto fail;
     char bid[129];
     uint8_t raw[64];

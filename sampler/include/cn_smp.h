@@ -214,6 +214,9 @@ typedef struct cn_smp_object {
     const char *path;     /* file for the symbolizer (absolute; /proc/PID/root/... when the
                              process has another root; /proc/PID/map_files/... when the file
                              was deleted); NULL when there is none */
+    /* USER: the file's path as the process named it (its maps entry, " (deleted)" left
+     * off): what profiles show, never opened. NULL for other kinds. */
+    const char *mapped_path;
     const char *build_id; /* lowercase hex, or NULL */
     const char *file_key; /* what a cache shared across users must key this object's file
                              by: identity plus "@dev:inode:size:mtime" of the file read, so

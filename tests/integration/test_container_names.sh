@@ -193,3 +193,9 @@ done
   fail "OTLP export of the saved session"
 echo "saved file: $(cat "$TMP/file-b.out")"
 echo "PASS OTLP resources carry each process's container.id ($SECONDS s)"
+# Mappings name files as the container's processes do (/usr/lib/libwork.so), not by the
+# /proc/PID/root path canopyd read them through.
+"$C" tree ca --format pprof -o "$TMP/ca.pb.gz" || fail "pprof of container a"
+gzip -dc "$TMP/ca.pb.gz" | grep -aq "/usr/lib/libwork.so" || fail "pprof: no mapping /usr/lib/libwork.so"
+gzip -dc "$TMP/ca.pb.gz" | grep -aqE "/proc/[0-9]+/root" && fail "pprof: a mapping named through /proc/PID/root"
+echo "PASS mappings carry the container's own paths"

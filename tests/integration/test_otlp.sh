@@ -79,6 +79,25 @@ W=
 check live live -- threads resources=1 sample_type=samples/count period_type=cpu/nanoseconds \
   "resource.host.name=$(hostname)" "resource.process.pid=$LIVE_PID" build_ids
 check live-merge live -t merge:burn --
+# A program whose file was deleted after its start: canopyd reads it through
+# /proc/PID/map_files, but the mapping names the file as the process did (pprof too).
+cp "$CANOPY_WORKLOADS/wl_threads_fp" "$TMP/wl_gone"
+"$TMP/wl_gone" 3 >/dev/null &
+W=$!
+rm "$TMP/wl_gone"
+"$C" attach "$W" -F 499 --name gone >/dev/null || fail "attach gone"
+sleep 1.5
+"$C" stop gone >/dev/null || fail "stop gone"
+kill "$W" 2>/dev/null || true
+wait "$W" 2>/dev/null || true
+W=
+check gone gone -- threads resources=1
+grep -q "map_files" "$TMP/gone.txt" && fail "gone: a mapping is named by canopyd's /proc/PID/map_files path"
+grep -qF "\"$TMP/wl_gone\"" "$TMP/gone.txt" || fail "gone: no mapping names $TMP/wl_gone"
+"$C" tree gone --format pprof -o "$TMP/gone.pb.gz" || fail "gone: pprof"
+gzip -dc "$TMP/gone.pb.gz" | grep -aqF "$TMP/wl_gone" || fail "gone: pprof names no $TMP/wl_gone"
+gzip -dc "$TMP/gone.pb.gz" | grep -aq "map_files" && fail "gone: pprof names a map_files path"
+echo "PASS gone: the deleted file's mapping is $TMP/wl_gone"
 # A system session: a resource per process, kernel frames (addresses above 2^63)
 "$C" system -F 199 --name sys >/dev/null || fail "system session"
 sleep 2
