@@ -521,9 +521,16 @@ static bool quiesce_threads(cn_d_server *srv, bool hold)
 }
 
 /* Forks j's child. 0, JOB_LATER (not now: j stays queued), or negative errno (j is then
- * answered with the error; fork's EAGAIN at a pid limit among them). */
+ * answered with the error; fork's EAGAIN at a pid limit among them). The rings are drained
+ * first: a fork holds the loop for as long as copying the daemon's page tables takes (6 to
+ * 46 ms measured for a sanitized canopyd under load, several forks a round when queries
+ * queue), and a ring is only read once its wakeup mark leaves a quarter of it free
+ * (sampler/perf_open.c ring_mark: ~60 ms of 16 KiB records at 999 Hz), so a fork at that
+ * moment lost records; from an empty ring it has the whole ring's time. */
 static int job_start(cn_d_server *srv, cn_d__job *j)
 {
+    for (size_t i = 0; i < srv->n_entries; i++)
+        cn_d__store_pump(srv->entries[i]);
     if (!quiesce_threads(srv, true))
         return JOB_LATER;
     j->memfd = memfd_create("canopyd-job", MFD_CLOEXEC);

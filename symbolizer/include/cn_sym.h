@@ -149,9 +149,9 @@ typedef struct cn_sym_config {
     size_t max_memory;      /* bound on loaded objects' bytes; 0 = default (256 MiB) */
     size_t max_objects;     /* bound on loaded objects; 0 = default (1024) */
     size_t max_mapped;      /* bound on the bytes of debug sections they hold (read into
-                               memory, decompressed); 0 = default (512 MiB). The most recently used
-                               object is exempt from this      bound and max_objects, so one object
-                               larger      than the bound      is not reloaded for every lookup. */
+                               memory, decompressed); 0 = default (512 MiB). The most recently
+                               used object is exempt from this bound and max_objects, so one
+                               object larger than the bound is not reloaded for every lookup. */
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
