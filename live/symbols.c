@@ -52,6 +52,7 @@ static bool frame_request(cn_live_session *s, size_t f, cn_sym_request *q)
      * not by a build-id its owner could have forged (docs/security.md). */
     q->obj.identity = obj->file_key;
     q->obj.path = obj->path;
+    q->obj.name = obj->kind == CN_SMP_OBJ_USER ? obj->name : NULL; /* the resource's name */
     q->obj.file = obj->file; /* only the file the sampler checked is read (docs/security.md) */
     switch (obj->kind) {
     case CN_SMP_OBJ_KERNEL:

@@ -589,6 +589,7 @@ static cn_sym__load *load_new(const cn_sym_cache *c, const cn_sym_object *obj)
     j->debug_dirs = c->cfg.debug_dirs ? strdup(c->cfg.debug_dirs) : NULL;
     j->obj.path = j->path;
     j->obj.identity = j->identity;
+    j->obj.name = NULL; /* not copied: a load does not name frames */
     j->cfg.debug_dirs = j->debug_dirs;
     if ((obj->path && !j->path) || (obj->identity && !j->identity) ||
         (c->cfg.debug_dirs && !j->debug_dirs)) {
@@ -1006,20 +1007,21 @@ static int result_fill(cn_sym_result *r, const cn_sym__chain *ch, const char *sy
 /* The function of a stripped object's local code (docs/cli.md "Names"): when no symbol
  * covers va, or only a sizeless one stretched over it from before the FDE range that
  * contains va, the FDE range is the function, named `LIB+0xSTART` exactly as aggregate
- * names an unresolved frame (LIB: the file's name, START: the range's file offset), so
- * the tree keeps one node per function. A /proc/PID/map_files path does not give the
- * file's name: such frames stay unresolved. Returns true and fills name, *start_va. */
+ * names an unresolved frame (LIB: the file's name, obj->name or else the path's last
+ * component, START: the range's file offset), so the tree keeps one node per function. A
+ * /proc/PID/map_files path without obj->name does not give the file's name: such frames
+ * stay unresolved. Returns true and fills name, *start_va. */
 static bool fde_function(const cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, uint64_t va,
                          const cn_sym__entry *e, char *name, size_t size, uint64_t *start_va)
 {
     uint64_t s;
     if (o->fdes.n == 0 || obj->kind != CN_SYM_USER || !obj->path ||
-        strstr(obj->path, "/map_files/") || cn_sym__fdes_find(&o->fdes, va, &s) < 0)
+        (!obj->name && strstr(obj->path, "/map_files/")) || cn_sym__fdes_find(&o->fdes, va, &s) < 0)
         return false;
     if (e && !(e->limit && s > e->start)) /* a symbol of its own size names it */
         return false;
     const char *slash = strrchr(obj->path, '/');
-    const char *base = slash && slash[1] ? slash + 1 : obj->path;
+    const char *base = obj->name ? obj->name : slash && slash[1] ? slash + 1 : obj->path;
     snprintf(name, size, "%s+0x%" PRIx64, base, addr - (va - s));
     *start_va = s;
     return true;

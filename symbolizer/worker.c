@@ -73,7 +73,8 @@ static void req_free_strings(cn_sym_request *r)
 {
     free((char *)r->obj.path);
     free((char *)r->obj.identity);
-    r->obj.path = r->obj.identity = NULL;
+    free((char *)r->obj.name);
+    r->obj.path = r->obj.identity = r->obj.name = NULL;
 }
 
 static int req_copy(cn_sym_request *dst, const cn_sym_request *src)
@@ -81,7 +82,9 @@ static int req_copy(cn_sym_request *dst, const cn_sym_request *src)
     *dst = *src;
     dst->obj.path = src->obj.path ? strdup(src->obj.path) : NULL;
     dst->obj.identity = src->obj.identity ? strdup(src->obj.identity) : NULL;
-    if ((src->obj.path && !dst->obj.path) || (src->obj.identity && !dst->obj.identity)) {
+    dst->obj.name = src->obj.name ? strdup(src->obj.name) : NULL;
+    if ((src->obj.path && !dst->obj.path) || (src->obj.identity && !dst->obj.identity) ||
+        (src->obj.name && !dst->obj.name)) {
         req_free_strings(dst);
         return -ENOMEM;
     }

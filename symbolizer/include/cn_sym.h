@@ -86,6 +86,9 @@ typedef struct cn_sym_object {
     cn_sym_kind kind;
     const char *path;
     const char *identity;
+    const char *name; /* USER: the file's name as profiles show it, LIB of the `LIB+0xSTART`
+                         names of stripped code; NULL = path's last component, and none
+                         for a /proc/PID/map_files path (whose name is an address range) */
     int32_t pid;
     bool has_owner;     /* JIT: owner_uid is the uid the perf map must belong to */
     uint32_t owner_uid; /* JIT: see has_owner */

@@ -6,7 +6,9 @@
 # every liblzma `+0x` name is an FDE start, there are few of them (< 60, and at most a
 # third of the distinct liblzma addresses the samples hit, which is what the names were
 # before: one per address), every address `canopy lines` reports inside such a function
-# lies in that function's FDE range, and exported names (lzma_code) are kept.
+# lies in that function's FDE range, and exported names (lzma_code) are kept. The same
+# with a copy of the library deleted while xz maps it (read through /proc/PID/map_files,
+# named by the name xz mapped it by).
 source "$(dirname "$0")/lib.sh"
 XZ=$(command -v xz || true)
 [ -n "$XZ" ] || fail "xz is missing (scripts/setup installs xz-utils)"
@@ -83,4 +85,51 @@ print(f"{base}: {len(names)} function names (FDE starts) for {len(addrs)} distin
 assert len(names) < 60, f"{len(names)} names: not grouped by function"
 assert len(addrs) >= 3 * len(names), \
     f"{len(names)} names for {len(addrs)} addresses: not grouped by function"
+PY
+
+# ---- the same library deleted while mapped ------------------------------------------------
+# canopy reads it through /proc/PID/map_files (its name there is an address range), and
+# names its functions by the name the process mapped it by: liblzma.so.5+0xSTART, each an
+# FDE start (per-address names would mostly not be), few of them. In-process `tree --pid`
+# attaches after the deletion, so the sampler first meets the file deleted.
+SONAME=$(readelf -dW "$XZ" | sed -n 's/.*(NEEDED).*\[\(liblzma[^]]*\)\].*/\1/p')
+[ -n "$SONAME" ] || fail "xz names no liblzma in its NEEDED entries"
+mkdir "$TMP/lib"
+cp "$LIB" "$TMP/lib/$SONAME"
+LD_LIBRARY_PATH=$TMP/lib "$XZ" -6 -T1 -c "$TMP/data.txt" >/dev/null &
+XZ_PID=$!
+trap 'rc=$?; kill "$XZ_PID" 2>/dev/null || true; wait 2>/dev/null || true; finish_tmp $rc' EXIT
+for ((i = 0; i < 100; i++)); do
+  grep -q "$TMP/lib/$SONAME" "/proc/$XZ_PID/maps" 2>/dev/null && break
+  sleep 0.05
+done
+grep -q "$TMP/lib/$SONAME" "/proc/$XZ_PID/maps" || fail "xz did not map $TMP/lib/$SONAME"
+rm "$TMP/lib/$SONAME"
+"$CANOPY_BIN" tree --pid "$XZ_PID" --no-daemon --no-kernel --unwind dwarf --duration 2s \
+  --format folded -o "$TMP/gone.folded" 2>"$TMP/gone.err" || fail "tree --pid: $(cat "$TMP/gone.err")"
+wait "$XZ_PID" || true
+grep -q "$SONAME (deleted)" "$TMP/gone.err" "$TMP/gone.folded" && fail "a name kept the (deleted) mark"
+python3 - "$TMP" "$SONAME" <<'PY'
+import re, sys
+tmp, base = sys.argv[1], sys.argv[2]
+segs = []
+for l in open(f"{tmp}/segments.txt"):
+    f = l.split()
+    if f and f[0] == "LOAD":
+        segs.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))
+def vaddr(off):
+    for o, v, sz in segs:
+        if o <= off < o + sz:
+            return off - o + v
+    return None
+fdes = {int(m.group(1), 16) for m in
+        re.finditer(r"FDE cie=\S+ pc=([0-9a-f]+)\.\.", open(f"{tmp}/frames.txt").read())}
+folded = open(f"{tmp}/gone.folded").read()
+names = sorted(set(re.findall(re.escape(base) + r"\+0x[0-9a-f]+", folded)))
+assert names, f"no {base}+0x frames in the deleted library's profile"
+bad = [n for n in names if vaddr(int(n.split("+0x")[1], 16)) not in fdes]
+print(f"deleted {base}: {len(names)} function names, {len(bad)} not an FDE start")
+assert not bad, f"not FDE starts (named per address?): {bad[:5]}"
+assert len(names) < 60, f"{len(names)} names: not grouped by function"
+assert "lzma_code" in folded, "the exported lzma_code lost its name"
 PY
