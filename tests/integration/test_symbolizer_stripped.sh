@@ -49,9 +49,13 @@ while read -r name; do
     fail "canopy lines $name"
 done <"$TMP/names.txt"
 
-python3 - "$TMP" "$BASE" <<'PY'
+# check.py TMP BASE FOLDED [lines]: BASE's `+0x` names in FOLDED are FDE starts, few, and
+# lzma_code keeps its name; with "lines", every address `canopy lines` gave for a name
+# (TMP/lines-NAME.json) lies in its FDE, and the names are at most a third of them.
+cat >"$TMP/check.py" <<'PY'
 import json, re, sys
-tmp, base = sys.argv[1], sys.argv[2]
+tmp, base, folded_path = sys.argv[1:4]
+with_lines = len(sys.argv) > 4
 # PT_LOAD segments: file offset <-> virtual address.
 segs = []
 for l in open(f"{tmp}/segments.txt"):
@@ -67,25 +71,29 @@ fdes = {}
 for m in re.finditer(r"FDE cie=\S+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", open(f"{tmp}/frames.txt").read()):
     fdes[int(m.group(1), 16)] = int(m.group(2), 16)
 assert len(fdes) > 50, f"readelf listed {len(fdes)} FDEs"
-names = [l.strip() for l in open(f"{tmp}/names.txt") if l.strip()]
+folded = open(folded_path).read()
+names = sorted(set(re.findall(re.escape(base) + r"\+0x[0-9a-f]+", folded)))
+assert names, f"no {base}+0x frames in {folded_path}"
+bad = [n for n in names if vaddr(int(n.split("+0x")[1], 16)) not in fdes]
+assert not bad, f"not FDE starts (named per address?): {bad[:5]}"
 addrs = set()
-for name in names:
+for name in names if with_lines else []:
     start = vaddr(int(name.split("+0x")[1], 16))
-    assert start in fdes, f"{name}: not an FDE start (vaddr {start and hex(start)})"
     doc = json.load(open(f"{tmp}/lines-{name}.json"))
     for a in doc["addresses"]:
         va = vaddr(a["offset"])
         assert va is not None and start <= va < fdes[start], \
             f"{name}: address {a['offset']:#x} outside its FDE [{start:#x}, {fdes[start]:#x})"
         addrs.add(a["offset"])
-folded = open(f"{tmp}/xz.folded").read()
 assert "lzma_code" in folded, "the exported lzma_code lost its name"
-print(f"{base}: {len(names)} function names (FDE starts) for {len(addrs)} distinct sampled "
-      f"addresses (innermost) of {len(fdes)} FDEs")
+print(f"{base}: {len(names)} function names (FDE starts)" +
+      (f" for {len(addrs)} distinct sampled addresses (innermost)" if with_lines else "") +
+      f" of {len(fdes)} FDEs")
 assert len(names) < 60, f"{len(names)} names: not grouped by function"
-assert len(addrs) >= 3 * len(names), \
+assert not with_lines or len(addrs) >= 3 * len(names), \
     f"{len(names)} names for {len(addrs)} addresses: not grouped by function"
 PY
+python3 "$TMP/check.py" "$TMP" "$BASE" "$TMP/xz.folded" lines || fail "liblzma's names"
 
 # ---- the same library deleted while mapped ------------------------------------------------
 # canopy reads it through /proc/PID/map_files (its name there is an address range), and
@@ -109,27 +117,4 @@ rm "$TMP/lib/$SONAME"
   --format folded -o "$TMP/gone.folded" 2>"$TMP/gone.err" || fail "tree --pid: $(cat "$TMP/gone.err")"
 wait "$XZ_PID" || true
 grep -q "$SONAME (deleted)" "$TMP/gone.err" "$TMP/gone.folded" && fail "a name kept the (deleted) mark"
-python3 - "$TMP" "$SONAME" <<'PY'
-import re, sys
-tmp, base = sys.argv[1], sys.argv[2]
-segs = []
-for l in open(f"{tmp}/segments.txt"):
-    f = l.split()
-    if f and f[0] == "LOAD":
-        segs.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))
-def vaddr(off):
-    for o, v, sz in segs:
-        if o <= off < o + sz:
-            return off - o + v
-    return None
-fdes = {int(m.group(1), 16) for m in
-        re.finditer(r"FDE cie=\S+ pc=([0-9a-f]+)\.\.", open(f"{tmp}/frames.txt").read())}
-folded = open(f"{tmp}/gone.folded").read()
-names = sorted(set(re.findall(re.escape(base) + r"\+0x[0-9a-f]+", folded)))
-assert names, f"no {base}+0x frames in the deleted library's profile"
-bad = [n for n in names if vaddr(int(n.split("+0x")[1], 16)) not in fdes]
-print(f"deleted {base}: {len(names)} function names, {len(bad)} not an FDE start")
-assert not bad, f"not FDE starts (named per address?): {bad[:5]}"
-assert len(names) < 60, f"{len(names)} names: not grouped by function"
-assert "lzma_code" in folded, "the exported lzma_code lost its name"
-PY
+python3 "$TMP/check.py" "$TMP" "$SONAME" "$TMP/gone.folded" || fail "the deleted liblzma's names"
