@@ -11,6 +11,7 @@ target_link_libraries(sym_query PRIVATE cn_sym PkgConfig::LIBELF)
 add_custom_command(
   OUTPUT ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_OUT}/inl_nopie ${CN_SYM_TEST_OUT}/inl_stripped
          ${CN_SYM_TEST_OUT}/inl_stripped.debug ${CN_SYM_TEST_OUT}/cxx_prog
+         ${CN_SYM_TEST_OUT}/inl_bigloc
   COMMAND ${CMAKE_COMMAND} -E make_directory ${CN_SYM_TEST_OUT}
   COMMAND gcc -O2 -g -fPIE -pie -o ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_SRC}/inlines.c
   COMMAND gcc -O2 -g -fno-pie -no-pie -o ${CN_SYM_TEST_OUT}/inl_nopie
@@ -22,6 +23,11 @@ add_custom_command(
   COMMAND ${CMAKE_COMMAND} -E chdir ${CN_SYM_TEST_OUT} objcopy
           --add-gnu-debuglink=inl_stripped.debug inl_stripped
   COMMAND g++ -O2 -g -o ${CN_SYM_TEST_OUT}/cxx_prog ${CN_SYM_TEST_SRC}/cxx.cpp
+  # inl_pie with 8 MiB of location lists, which the symbolizer never reads (dwarf.c)
+  COMMAND truncate -s 8M ${CN_SYM_TEST_OUT}/bigloc.bin
+  COMMAND objcopy --update-section .debug_loclists=${CN_SYM_TEST_OUT}/bigloc.bin
+          ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_OUT}/inl_bigloc
+  COMMAND ${CMAKE_COMMAND} -E remove ${CN_SYM_TEST_OUT}/bigloc.bin
   DEPENDS ${CN_SYM_TEST_SRC}/inlines.c ${CN_SYM_TEST_SRC}/cxx.cpp
   COMMENT "Building symbolizer test binaries")
 add_custom_target(sym_test_binaries ALL

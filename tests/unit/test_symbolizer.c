@@ -928,6 +928,47 @@ static size_t debug_bytes(const char *path)
     return bytes;
 }
 
+/* Location lists (and macros, name indexes, DWARF CFI) are never read: inl_bigloc is
+ * inl_pie with 8 MiB of .debug_loclists, and holds no more debug data than inl_pie, with
+ * the same answers (names, lines, inline chains) at every offset of work_a. */
+static void test_dwarf_unused_sections_unread(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char big[4200], pie[4200];
+    bin_path(big, sizeof(big), "inl_bigloc");
+    bin_path(pie, sizeof(pie), "inl_pie");
+    assert_true(debug_bytes(big) > (8u << 20));
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    cn_sym_stats st;
+    get_put(c, big);
+    cn_sym_cache_stats(c, &st);
+    assert_true(st.mapped > 0 && st.mapped < (1u << 20));
+    cn_sym_object ob = {.kind = CN_SYM_USER, .path = big}, op = {.kind = CN_SYM_USER, .path = pie};
+    uint64_t size, off = sym_offset(pie, "work_a", &size);
+    int lines = 0;
+    for (uint64_t d = 0; d < size; d++) {
+        cn_sym_result rb, rp;
+        assert_int_equal(cn_sym_lookup(c, &ob, off + d, &rb), 0);
+        assert_int_equal(cn_sym_lookup(c, &op, off + d, &rp), 0);
+        assert_int_equal(rb.status, rp.status);
+        assert_int_equal(rb.depth, rp.depth);
+        for (size_t i = 0; i < rb.depth; i++) {
+            assert_string_equal(rb.chain[i].name, rp.chain[i].name);
+            assert_int_equal(rb.chain[i].line, rp.chain[i].line);
+            lines += rb.chain[i].line > 0;
+        }
+        cn_sym_result_clear(&rb);
+        cn_sym_result_clear(&rp);
+    }
+    assert_true(lines > 0);
+    cn_sym_cache_free(c);
+}
+
 static void test_cache_count_and_mapped_bounds(void **state)
 {
     (void)state;
@@ -1834,6 +1875,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_elf),
         cmocka_unit_test(test_cache_bound),
         cmocka_unit_test(test_cache_count_and_mapped_bounds),
+        cmocka_unit_test(test_dwarf_unused_sections_unread),
         cmocka_unit_test(test_cache_release_debug),
         cmocka_unit_test(test_worker),
         cmocka_unit_test(test_worker_try_pause),
