@@ -103,8 +103,9 @@ int main(int argc, char **argv)
     int sig;
     if (argc > 2 && !strcmp(argv[2], "--wait-signal") && sigwait(&usr1, &sig) != 0)
         return 1;
-    atomic_store(&rounds_start, wl_now_ns());
-    uint64_t end = atomic_load(&rounds_start) + (uint64_t)(secs * 1e9);
+    uint64_t start = wl_now_ns();
+    atomic_store(&rounds_start, start);
+    uint64_t end = start + (uint64_t)(secs * 1e9);
     int rounds = 0;
     while (wl_now_ns() < end) {
         uint64_t t0 = wl_now_ns();
