@@ -271,7 +271,8 @@ int cn_cmd_status(int argc, char **argv)
     if (json_is_object(sc))
         printf("symbol cache: %" JSON_INTEGER_FORMAT " objects, %.1f of %.1f MiB heap, %.1f of "
                "%.1f MiB of debug data read (released after %.0f s idle: %" JSON_INTEGER_FORMAT
-               "), %" JSON_INTEGER_FORMAT " evicted\n",
+               "; libdw opened %" JSON_INTEGER_FORMAT ", %" JSON_INTEGER_FORMAT
+               " units indexed), %" JSON_INTEGER_FORMAT " evicted\n",
                json_integer_value(json_object_get(sc, "objects")),
                json_number_value(json_object_get(sc, "heap_bytes")) / (1024.0 * 1024.0),
                json_number_value(json_object_get(sc, "max_heap_bytes")) / (1024.0 * 1024.0),
@@ -279,6 +280,8 @@ int cn_cmd_status(int argc, char **argv)
                json_number_value(json_object_get(sc, "max_mapped_bytes")) / (1024.0 * 1024.0),
                json_number_value(json_object_get(sc, "debug_idle_s")),
                json_integer_value(json_object_get(sc, "debug_releases")),
+               json_integer_value(json_object_get(sc, "debug_opens")),
+               json_integer_value(json_object_get(sc, "debug_units")),
                json_integer_value(json_object_get(sc, "evictions")));
     const json_t *uc = json_object_get(r, "unwind_cache");
     if (json_is_object(uc))

@@ -161,15 +161,17 @@ void cn_d__cmd_status(cn_d_server *srv, cn_d__client *cl, const json_t *req, cn_
     if (r == 0)
         r = json_object_update_new(
             rp->msg,
-            json_pack(
-                "{s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}", "rss_anon_bytes",
-                (json_int_t)rss_anon, "rss_file_bytes", (json_int_t)rss_file, "symbol_cache",
-                "objects", (json_int_t)sym.objects, "heap_bytes", (json_int_t)sym.heap_bytes,
-                "mapped_bytes", (json_int_t)sym.mapped_bytes, "evictions",
-                (json_int_t)sym.evictions, "max_heap_bytes", (json_int_t)sym.max_heap_bytes,
-                "max_mapped_bytes", (json_int_t)sym.max_mapped_bytes, "debug_releases",
-                (json_int_t)sym.debug_releases, "debug_idle_s", (double)sym.debug_idle_ns / 1e9,
-                "idle_s", (double)sym.symbols_idle_ns / 1e9));
+            json_pack("{s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}}",
+                      "rss_anon_bytes", (json_int_t)rss_anon, "rss_file_bytes",
+                      (json_int_t)rss_file, "symbol_cache", "objects", (json_int_t)sym.objects,
+                      "heap_bytes", (json_int_t)sym.heap_bytes, "mapped_bytes",
+                      (json_int_t)sym.mapped_bytes, "evictions", (json_int_t)sym.evictions,
+                      "max_heap_bytes", (json_int_t)sym.max_heap_bytes, "max_mapped_bytes",
+                      (json_int_t)sym.max_mapped_bytes, "debug_releases",
+                      (json_int_t)sym.debug_releases, "debug_opens", (json_int_t)sym.debug_opens,
+                      "debug_units", (json_int_t)sym.debug_units, "debug_idle_s",
+                      (double)sym.debug_idle_ns / 1e9, "idle_s",
+                      (double)sym.symbols_idle_ns / 1e9));
     cn_smp_cache_stats uc;
     cn_smp_cache_stats_get(srv->unwind, &uc);
     if (r == 0) /* docs/cli-live.md "Status" */

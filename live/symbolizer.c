@@ -117,6 +117,8 @@ void cn_live_symbolizer_stats_get(const cn_live_symbolizer *y, cn_live_symbolize
                                       .mapped_bytes = st.mapped,
                                       .evictions = st.evictions,
                                       .debug_releases = st.debug_releases,
+                                      .debug_opens = st.debug_opens,
+                                      .debug_units = st.debug_units,
                                       .max_heap_bytes = st.max_memory,
                                       .max_mapped_bytes = st.max_mapped,
                                       .debug_idle_ns = DEBUG_IDLE_NS,

@@ -282,13 +282,15 @@ static void recount_locked(cn_sym_cache *c, cn_sym__obj *o, size_t dw_bytes)
 }
 
 /* Releases o's debug data (unreferenced: nobody is in a lookup on it, and a new one must
- * take the lock first). Returns whether there was any. Caller holds lock. */
-static bool release_debug_locked(cn_sym_cache *c, cn_sym__obj *o)
+ * take the lock first): libdw's, and with index_too the index of the CUs looked up, which
+ * answers their addresses without libdw. Returns whether there was any. Caller holds
+ * lock. */
+static bool release_debug_locked(cn_sym_cache *c, cn_sym__obj *o, bool index_too)
 {
     assert(o->refs == 0);
-    if (!cn_sym__dwarf_release(o->dw))
+    if (!cn_sym__dwarf_release(o->dw, index_too))
         return false;
-    recount_locked(c, o, 0);
+    recount_locked(c, o, cn_sym__dwarf_bytes(o->dw));
     c->stats.debug_releases++;
     return true;
 }
@@ -328,7 +330,7 @@ static void evict(cn_sym_cache *c)
             return;
         /* Over the debug bound alone: its debug data goes, its symbol table stays. */
         if (c->stats.memory <= c->cfg.max_memory && c->stats.objects <= c->cfg.max_objects &&
-            release_debug_locked(c, victim))
+            release_debug_locked(c, victim, true))
             continue;
         drop_locked(c, victim);
     }
@@ -838,6 +840,7 @@ static int acquire(cn_sym_cache *c, const cn_sym_object *obj, cn_sym__obj **out)
         c->stats.mapped += o->mapped;
         c->stats.objects++;
         c->stats.loads++;
+        c->stats.debug_opens += o->dw != NULL; /* a load opens libdw on debug data */
         c->stalled += o->job != NULL;
     }
     o->refs++;
@@ -867,15 +870,22 @@ size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns)
     return n;
 }
 
-/* An object's worth to the cache: its last use plus cfg.reload_credit times its load time
- * (what evicting it would cost again); INT64_MAX - 1 when that overflows. */
-static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o)
+/* What a part of the cache last used at used_ns and read in load_ns is worth: that time
+ * plus cfg.reload_credit times load_ns (what dropping it would cost again); INT64_MAX - 1
+ * when that overflows. */
+static int64_t worth_at(const cn_sym_cache *c, int64_t used_ns, int64_t load_ns)
 {
     int64_t credit, worth;
-    if (__builtin_mul_overflow(c->cfg.reload_credit, o->load_ns, &credit) ||
-        __builtin_add_overflow(o->used_ns, credit, &worth))
+    if (__builtin_mul_overflow(c->cfg.reload_credit, load_ns, &credit) ||
+        __builtin_add_overflow(used_ns, credit, &worth))
         return INT64_MAX - 1; /* kept before any object of ordinary worth */
     return worth;
+}
+
+/* An object's worth to the cache, by its last use. */
+static int64_t worth_of(const cn_sym_cache *c, const cn_sym__obj *o)
+{
+    return worth_at(c, o->used_ns, o->load_ns);
 }
 
 size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns)
@@ -885,10 +895,18 @@ size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns)
     pthread_mutex_lock(&c->lock);
     /* Idle by worth, not by last use alone: a debug file that took 100 ms to read
      * (libc6-dbg's, decompressed) is kept 100 s longer than a cheap one, as eviction does;
-     * released at 10 s, it was read again for nearly every new libc frame of a build. */
-    for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev)
-        if (o->refs == 0 && worth_of(c, o) < before && release_debug_locked(c, o))
+     * released at 10 s, it was read again for nearly every new libc frame of a build.
+     * The use and the cost that count are libdw's: lookups in the units already indexed
+     * do not need it (a program run every few seconds asks new addresses in the same
+     * units: the object is never idle, libdw is), and opening it again reads the sections
+     * but indexes no unit again. */
+    for (cn_sym__obj *o = c->lru.lru_prev; o != &c->lru; o = o->lru_prev) {
+        if (o->refs != 0 || !o->dw) /* a lookup in it may be writing dw */
+            continue;
+        int64_t open_ns, used_ns = cn_sym__dwarf_libdw_used_ns(o->dw, &open_ns);
+        if (worth_at(c, used_ns, open_ns) < before && release_debug_locked(c, o, false))
             n++;
+    }
     pthread_mutex_unlock(&c->lock);
     return n;
 }
@@ -1047,10 +1065,16 @@ static void answer_range(const cn_sym__obj *o, uint64_t addr, uint64_t va, cn_sy
     r->range_hi = addr + (vhi - va);
 }
 
-/* Resolves addr on a held object into r; *dw_bytes: what its debug data holds now (a
- * lookup indexes CUs and may read released debug data again). */
+/* What a lookup did to an object's debug data. */
+typedef struct dw_work {
+    size_t bytes; /* what it holds now, SIZE_MAX when the lookup did not read it */
+    bool opened, indexed, closed;
+} dw_work;
+
+/* Resolves addr on a held object into r; *dw: what its debug data holds now and what the
+ * lookup did to it (it indexes units and may open libdw again). */
 static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_sym_result *r,
-                   size_t *dw_bytes)
+                   dw_work *dw)
 {
     uint64_t va;
     r->status = -ENOENT;
@@ -1065,7 +1089,10 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
     if (o->dw) {
         pthread_mutex_lock(&o->dw_lock);
         have_dw = cn_sym__dwarf_lookup(o->dw, va, &ch) == 0;
-        *dw_bytes = cn_sym__dwarf_bytes(o->dw);
+        dw->bytes = cn_sym__dwarf_bytes(o->dw);
+        dw->opened = ch.opened_libdw;
+        dw->indexed = ch.indexed_unit;
+        dw->closed = ch.closed_libdw;
         if (!have_dw)
             pthread_mutex_unlock(&o->dw_lock);
     }
@@ -1126,14 +1153,17 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
         out->map_bytes = (uint64_t)o->jit_file_size;
         out->map_mtime_ns = o->jit_mtime_ns;
     }
-    size_t dw_bytes = SIZE_MAX; /* what o's debug data holds, when a lookup read it */
+    dw_work dw = {.bytes = SIZE_MAX};
     if (o->status < 0)
         out->status = o->status;
     else
-        rc = resolve(o, obj, addr, out, &dw_bytes);
+        rc = resolve(o, obj, addr, out, &dw);
     pthread_mutex_lock(&c->lock);
-    if (dw_bytes != SIZE_MAX && !((struct cn_sym_handle *)o)->detached)
-        recount_locked(c, o, dw_bytes);
+    if (dw.bytes != SIZE_MAX && !((struct cn_sym_handle *)o)->detached)
+        recount_locked(c, o, dw.bytes);
+    c->stats.debug_opens += dw.opened;
+    c->stats.debug_units += dw.indexed;
+    c->stats.debug_releases += dw.closed;
     unref_locked(c, o);
     pthread_mutex_unlock(&c->lock);
     return rc;

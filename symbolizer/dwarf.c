@@ -1,12 +1,19 @@
-/* dwarf.c — source lines and inline chains with libdw.
+/* dwarf.c — source lines and inline chains from DWARF, kept in an index of our own.
  *
- * libdw's dwarf_getscopes() walks a compilation unit's DIE tree from its root for every
- * address. Instead, the first lookup in a CU walks its tree once and keeps a "scope
- * index": one row per pc range of every subprogram and inlined subroutine, sorted by
- * low pc (outer before inner at equal low pc), each with its enclosing function scope.
- * Because function scopes nest, the innermost scope containing an address is the last
- * row with low <= address whose range contains it; its parents give the inline chain.
- * Lines come from libdw's per-CU line table (dwarf_getsrc_die: binary search).
+ * The first lookup in a compilation unit (CU) reads it with libdw once and keeps what
+ * lookups need: one row per pc range of every subprogram and inlined subroutine, sorted
+ * by low pc (outer before inner at equal low pc), each with its scope (name, call site,
+ * enclosing function scope), and the CU's line table, less the rows that repeat their
+ * predecessor's file and line. Because function scopes nest, the innermost scope
+ * containing an address is the last row with low <= address whose range contains it; its
+ * parents give the inline chain. The CU holding an address comes from a copy of libdw's
+ * address ranges (dwarf_getaranges, as dwarf_addrdie finds it), taken at the first open.
+ *
+ * libdw keeps the DIEs and the decoded line table of every CU it read until dwarf_end: for
+ * libpython3.11 620 000 line rows, ~40 bytes each, on top of the 12 MiB of sections it read
+ * into memory. The index answers every address of the CUs it holds, so libdw can be closed
+ * while the index stays (cn_sym__dwarf_release(d, false)); it is opened again only for a
+ * CU not indexed yet. Names and file names are interned per object.
  * The walk is bounded (depth, rows per CU) since the DWARF comes from a target process. */
 #include "sym_internal.h"
 
@@ -19,13 +26,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
-#define MAX_DEPTH     128
-#define MAX_ROWS_CU   (1u << 22)
-#define CU_TABLE_INIT 256
+#define MAX_DEPTH   128
+#define MAX_ROWS_CU (1u << 22)
 
+/* A function scope: a subprogram or an inlined subroutine. */
 typedef struct scope {
-    Dwarf_Off die;  /* DIE offset of the subprogram / inlined subroutine */
+    uint64_t low;       /* entry pc, or UINT64_MAX when the DIE has none */
+    uint32_t link_name; /* string: the linkage (mangled) name, 0 when none */
+    uint32_t name;      /* string: DW_AT_name, 0 when none */
+    uint32_t call_file; /* string: an inlined subroutine's call site, 0 when none */
+    int32_t call_line;
     int32_t parent; /* enclosing function scope, -1 at a subprogram */
     int32_t is_inline;
 } scope;
@@ -36,8 +48,26 @@ typedef struct row {
     int32_t depth;
 } row;
 
-/* What libdw holds per line-table row (its Dwarf_Line and the sorted index), roughly. */
-#define LINE_BYTES 64
+/* A line table row; file END_SEQUENCE marks the first address after a sequence. */
+typedef struct line_row {
+    uint64_t addr;
+    uint32_t file; /* string, 0 when libdw names none */
+    int32_t line;
+} line_row;
+#define END_SEQUENCE UINT32_MAX
+
+/* An address range of a CU, from libdw's aranges. */
+typedef struct arange {
+    uint64_t low, high;
+    Dwarf_Off cu_off;
+} arange;
+
+/* What libdw holds per line-table row (its Dwarf_Line and the sorted index), roughly,
+ * and for its handles and the CU headers of an open Dwarf. */
+#define LINE_BYTES  64
+#define LIBDW_BYTES (64 * 1024)
+/* The least bound on the line tables libdw keeps decoded while open (cn_sym_config). */
+#define TABLES_MIN (4u << 20)
 
 typedef struct cu_index {
     Dwarf_Off cu_off;
@@ -45,17 +75,31 @@ typedef struct cu_index {
     size_t n_scopes, cap_scopes;
     row *rows;
     size_t n_rows, cap_rows;
+    line_row *lines;
+    size_t n_lines;
     int failed;
 } cu_index;
 
 struct cn_sym__dwarf {
-    Dwarf *dbg;     /* NULL while released (cn_sym__dwarf_release): reopened by a lookup */
-    Elf *elf;       /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
-    int fd;         /* kept open while released: a reopen reads the very same file */
-    cu_index **cus; /* open addressing by cu_off */
-    size_t cap, n;
-    size_t memory; /* the scope index and libdw's line tables while open */
-    size_t mapped; /* debug sections libdw read into memory while open */
+    Dwarf *dbg;            /* NULL while closed (cn_sym__dwarf_release): opened for a new CU */
+    Elf *elf;              /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
+    int fd;                /* kept open while closed: a reopen reads the very same file */
+    size_t libdw_bytes;    /* the sections libdw read and its line tables, while open */
+    size_t libdw_base;     /* of which the sections and its handles (libdw_bytes at open) */
+    size_t tables_max;     /* cn_sym_config.max_line_tables */
+    int64_t libdw_used_ns; /* when a lookup last needed libdw (cn_common_now_ns) */
+    int64_t libdw_open_ns; /* how long its last opening took (reading the sections) */
+    /* The index, kept while libdw is closed. */
+    cu_index **cus;
+    size_t n_cus, cap_cus;
+    cn_u64map cu_at; /* CU DIE offset -> its position in cus */
+    arange *ar;      /* sorted by low */
+    size_t n_ar;
+    bool have_ar; /* ar was read (it may be empty: then no address has a CU) */
+    char *str;    /* interned strings, each NUL-terminated; offset 0 is "" */
+    size_t str_len, str_cap;
+    cn_u64map str_at; /* XXH3 of a string -> its offset in str */
+    size_t cu_bytes;  /* what the CUs' indexes hold */
 };
 
 /* Debug sections no lookup here uses (lookups read lines, inline chains and address
@@ -109,61 +153,155 @@ static void cu_free(cu_index *c)
         return;
     free(c->scopes);
     free(c->rows);
+    free(c->lines);
     free(c);
 }
 
-/* Opens libdw on d->fd. 0, or -ENOENT when there is no usable debug info, -ENOMEM. */
+static size_t cu_size(const cu_index *c)
+{
+    return sizeof(*c) + c->cap_rows * sizeof(row) + c->cap_scopes * sizeof(scope) +
+           c->n_lines * sizeof(line_row);
+}
+
+/* The string at offset off of d's interned strings, or NULL for 0 (none). */
+static const char *str_at(const cn_sym__dwarf *d, uint32_t off)
+{
+    assert(off < d->str_len || off == 0);
+    return off ? d->str + off : NULL;
+}
+
+/* Interns s (NULL or "" give 0). Returns its offset, or 0 when out of memory. A hash
+ * that matches a different string (forged DWARF can make one) adds the string again,
+ * uninterned: the answer stays right. */
+static uint32_t intern(cn_sym__dwarf *d, const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    size_t len = strlen(s);
+    uint64_t h = XXH3_64bits(s, len);
+    int32_t at = cn_u64map_get(&d->str_at, h);
+    if (at > 0 && strcmp(d->str + at, s) == 0)
+        return (uint32_t)at;
+    size_t off = d->str_len ? d->str_len : 1; /* offset 0 is the empty string */
+    if (len >= INT32_MAX - off || CN_RESERVE(d->str, d->str_cap, off + len + 1) < 0)
+        return 0;
+    d->str[0] = '\0';
+    memcpy(d->str + off, s, len + 1);
+    d->str_len = off + len + 1;
+    if (at < 0)
+        (void)cn_u64map_put(&d->str_at, h, (int32_t)off); /* on failure: uninterned */
+    return (uint32_t)off;
+}
+
+/* Frees the index (every CU's, the ranges, the strings). */
+static void index_free(cn_sym__dwarf *d)
+{
+    for (size_t i = 0; i < d->n_cus; i++)
+        cu_free(d->cus[i]);
+    free(d->cus);
+    d->cus = NULL;
+    d->n_cus = d->cap_cus = 0;
+    cn_u64map_clear(&d->cu_at);
+    free(d->ar);
+    d->ar = NULL;
+    d->n_ar = 0;
+    d->have_ar = false;
+    free(d->str);
+    d->str = NULL;
+    d->str_len = d->str_cap = 0;
+    cn_u64map_clear(&d->str_at);
+    d->cu_bytes = 0;
+}
+
+static size_t index_bytes(const cn_sym__dwarf *d)
+{
+    size_t slot = sizeof(uint64_t) + sizeof(int32_t);
+    size_t maps =
+        (d->cu_at.mask ? d->cu_at.mask + 1 : 0) + (d->str_at.mask ? d->str_at.mask + 1 : 0);
+    return d->cu_bytes + d->cap_cus * sizeof(*d->cus) + d->n_ar * sizeof(*d->ar) + d->str_cap +
+           maps * slot;
+}
+
+static int arange_cmp(const void *a, const void *b)
+{
+    const arange *x = a, *y = b;
+    return x->low < y->low ? -1 : x->low > y->low;
+}
+
+/* Copies libdw's address ranges into d->ar: the CU of an address, as dwarf_addrdie finds
+ * it, without libdw. None when libdw has none (no address has a CU, as before). */
+static int read_aranges(cn_sym__dwarf *d)
+{
+    Dwarf_Aranges *all;
+    size_t n;
+    d->have_ar = true;
+    if (dwarf_getaranges(d->dbg, &all, &n) != 0 || n == 0)
+        return 0;
+    d->ar = malloc(n * sizeof(*d->ar));
+    if (!d->ar) {
+        d->have_ar = false;
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        Dwarf_Arange *a = dwarf_onearange(all, i);
+        Dwarf_Addr start;
+        Dwarf_Word len;
+        Dwarf_Off off;
+        if (!a || dwarf_getarangeinfo(a, &start, &len, &off) != 0 || len == 0)
+            continue;
+        uint64_t end = len > UINT64_MAX - start ? UINT64_MAX : start + len;
+        d->ar[d->n_ar++] = (arange){start, end, off};
+    }
+    qsort(d->ar, d->n_ar, sizeof(*d->ar), arange_cmp);
+    return 0;
+}
+
+/* The CU DIE offset of the range holding vaddr. */
+static bool arange_find(const cn_sym__dwarf *d, uint64_t vaddr, Dwarf_Off *off)
+{
+    size_t i = cn_count_le_u64(d->n_ar ? &d->ar[0].low : NULL, d->n_ar, sizeof(*d->ar), vaddr);
+    if (i == 0 || vaddr >= d->ar[i - 1].high)
+        return false;
+    *off = d->ar[i - 1].cu_off;
+    return true;
+}
+
+/* Opens libdw on d->fd (and copies its ranges the first time). 0, or -ENOENT when there is
+ * no usable debug info, -ENOMEM. */
 static int dw_begin(cn_sym__dwarf *d)
 {
     /* Not dwarf_begin(fd): it maps the file, and the lazily parsed CUs would fault (SIGBUS)
      * on a file the target's user truncated meanwhile. libelf's ELF_C_READ preads each
      * section libdw asks for into a buffer it owns (docs/security.md). */
+    int64_t t0 = cn_common_now_ns();
     Elf *elf = elf_begin(d->fd, ELF_C_READ, NULL);
     if (elf)
         debug_sections(elf, true);
     Dwarf *dbg = elf ? dwarf_begin_elf(elf, DWARF_C_READ, NULL) : NULL;
-    cu_index **cus = dbg ? calloc(CU_TABLE_INIT, sizeof(*cus)) : NULL;
-    if (!cus) {
-        int rc = dbg ? -ENOMEM : -ENOENT;
-        if (dbg)
-            dwarf_end(dbg);
+    if (!dbg) {
         if (elf)
             elf_end(elf);
-        return rc;
+        return -ENOENT;
     }
     d->dbg = dbg;
     d->elf = elf;
-    d->cus = cus;
-    d->cap = CU_TABLE_INIT;
-    d->n = 0;
-    d->memory = CU_TABLE_INIT * sizeof(*d->cus) + 64 * 1024;
-    d->mapped = debug_sections(elf, false);
+    d->libdw_bytes = d->libdw_base = LIBDW_BYTES + debug_sections(elf, false);
+    d->libdw_used_ns = cn_common_now_ns();
+    d->libdw_open_ns = d->libdw_used_ns - t0;
+    if (!d->have_ar && read_aranges(d) < 0) {
+        cn_sym__dwarf_release(d, false);
+        return -ENOMEM;
+    }
     return 0;
 }
 
-/* Closes libdw and frees the index, keeping d and its fd. */
-static void dw_end(cn_sym__dwarf *d)
-{
-    if (!d->dbg)
-        return;
-    for (size_t i = 0; i < d->cap; i++)
-        cu_free(d->cus[i]);
-    free(d->cus);
-    d->cus = NULL;
-    d->cap = d->n = 0;
-    dwarf_end(d->dbg);
-    elf_end(d->elf); /* after dwarf_end: libdw reads through it */
-    d->dbg = NULL;
-    d->elf = NULL;
-    d->memory = d->mapped = 0;
-}
-
-cn_sym__dwarf *cn_sym__dwarf_open(int fd)
+cn_sym__dwarf *cn_sym__dwarf_open(int fd, size_t max_line_tables)
 {
     cn_sym__dwarf *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
     d->fd = fd;
+    d->tables_max = max_line_tables;
     if (dw_begin(d) < 0) {
         free(d);
         return NULL;
@@ -175,18 +313,28 @@ cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d)
 {
     if (!d)
         return NULL;
-    dw_end(d);
+    cn_sym__dwarf_release(d, true);
     close(d->fd);
     free(d);
     return NULL;
 }
 
-bool cn_sym__dwarf_release(cn_sym__dwarf *d)
+bool cn_sym__dwarf_release(cn_sym__dwarf *d, bool index_too)
 {
-    if (!d || !d->dbg)
-        return false;
-    dw_end(d);
-    return true;
+    bool freed = false;
+    if (d && d->dbg) {
+        dwarf_end(d->dbg);
+        elf_end(d->elf); /* after dwarf_end: libdw reads through it */
+        d->dbg = NULL;
+        d->elf = NULL;
+        d->libdw_bytes = 0;
+        freed = true;
+    }
+    if (d && index_too && (d->have_ar || d->n_cus || d->str_cap)) {
+        index_free(d);
+        freed = true;
+    }
+    return freed;
 }
 
 bool cn_sym__dwarf_is_open(const cn_sym__dwarf *d)
@@ -194,17 +342,60 @@ bool cn_sym__dwarf_is_open(const cn_sym__dwarf *d)
     return d && d->dbg;
 }
 
-size_t cn_sym__dwarf_bytes(const cn_sym__dwarf *d)
+int64_t cn_sym__dwarf_libdw_used_ns(const cn_sym__dwarf *d, int64_t *open_ns)
 {
-    return d ? d->memory + d->mapped : 0;
+    *open_ns = d ? d->libdw_open_ns : 0;
+    return d ? d->libdw_used_ns : 0;
 }
 
-static int add_scope(cu_index *c, Dwarf_Off die, int32_t parent, int is_inline)
+size_t cn_sym__dwarf_bytes(const cn_sym__dwarf *d)
 {
-    if (CN_RESERVE(c->scopes, c->cap_scopes, c->n_scopes + 1) < 0)
+    return d ? d->libdw_bytes + index_bytes(d) : 0;
+}
+
+/* A CU being indexed: its files name inlined subroutines' call sites. */
+typedef struct walk_ctx {
+    cn_sym__dwarf *d;
+    cu_index *c;
+    Dwarf_Files *files;
+    size_t nfiles;
+} walk_ctx;
+
+/* The call site (file, line) of an inlined subroutine DIE into s. */
+static void call_site(walk_ctx *w, Dwarf_Die *die, scope *s)
+{
+    Dwarf_Attribute attr;
+    Dwarf_Word v;
+    if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &v) == 0 && v < INT32_MAX)
+        s->call_line = (int32_t)v;
+    if (w->files && dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &v) == 0 &&
+        v < w->nfiles)
+        s->call_file = intern(w->d, dwarf_filesrc(w->files, v, NULL, NULL));
+}
+
+/* Adds the scope of die (following abstract_origin and specification for its names).
+ * Returns its index or -ENOMEM. */
+static int add_scope(walk_ctx *w, Dwarf_Die *die, int32_t parent, int is_inline)
+{
+    cu_index *c = w->c;
+    if (c->n_scopes >= INT32_MAX || CN_RESERVE(c->scopes, c->cap_scopes, c->n_scopes + 1) < 0)
         return -ENOMEM;
     assert(parent >= -1 && parent < (int32_t)c->n_scopes); /* parents come first */
-    c->scopes[c->n_scopes] = (scope){die, parent, is_inline};
+    scope s = {.low = UINT64_MAX, .parent = parent, .is_inline = is_inline};
+    Dwarf_Attribute attr;
+    const char *str;
+    if ((dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+         dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) &&
+        (str = dwarf_formstring(&attr)))
+        s.link_name = intern(w->d, str);
+    if (dwarf_attr_integrate(die, DW_AT_name, &attr) && (str = dwarf_formstring(&attr)))
+        s.name = intern(w->d, str);
+    Dwarf_Addr low;
+    if (dwarf_entrypc(die, &low) == 0 || dwarf_lowpc(die, &low) == 0)
+        s.low = low;
+    if (is_inline)
+        call_site(w, die, &s);
+    c->scopes[c->n_scopes] = s;
     return (int)c->n_scopes++;
 }
 
@@ -221,7 +412,7 @@ static int add_row(cu_index *c, uint64_t low, uint64_t high, int32_t sc, int32_t
 
 /* Walks the children of die, recording function scopes. parent: the enclosing function
  * scope (-1 outside functions). */
-static int walk(cu_index *c, Dwarf_Die *die, int32_t parent, int depth)
+static int walk(walk_ctx *w, Dwarf_Die *die, int32_t parent, int depth)
 {
     if (depth > MAX_DEPTH)
         return 0;
@@ -243,13 +434,12 @@ static int walk(cu_index *c, Dwarf_Die *die, int32_t parent, int depth)
                 if (high <= low)
                     continue;
                 if (sc < 0) {
-                    sc = add_scope(c, dwarf_dieoffset(&child),
-                                   tag == DW_TAG_inlined_subroutine ? parent : -1,
-                                   tag == DW_TAG_inlined_subroutine);
+                    int inl = tag == DW_TAG_inlined_subroutine;
+                    sc = add_scope(w, &child, inl ? parent : -1, inl);
                     if (sc < 0)
                         return sc;
                 }
-                int rc = add_row(c, low, high, sc, depth);
+                int rc = add_row(w->c, low, high, sc, depth);
                 if (rc < 0)
                     return rc;
                 if (++n > 100000)
@@ -272,7 +462,7 @@ static int walk(cu_index *c, Dwarf_Die *die, int32_t parent, int depth)
             break;
         }
         if (recurse) {
-            int rc = walk(c, &child, next_parent, depth + 1);
+            int rc = walk(w, &child, next_parent, depth + 1);
             if (rc < 0)
                 return rc;
         }
@@ -301,103 +491,143 @@ static bool rows_sorted(const cu_index *c)
 }
 #endif
 
-/* The index of the CU whose DIE is cudie, built on first use. NULL on failure. */
-static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Die *cudie)
+/* Copies the CU's line table (libdw's, sorted by address) into c->lines, leaving out a
+ * row that repeats its predecessor's file and line: the last row at or below an address
+ * then still carries that address's line. 0, or -ENOMEM. */
+static int index_lines(cn_sym__dwarf *d, cu_index *c, Dwarf_Die *cudie)
 {
-    Dwarf_Off off = dwarf_dieoffset(cudie);
-    size_t h = (size_t)(off * 0x9e3779b97f4a7c15ull) & (d->cap - 1);
-    while (d->cus[h]) {
-        if (d->cus[h]->cu_off == off)
-            return d->cus[h]->failed ? NULL : d->cus[h];
-        h = (h + 1) & (d->cap - 1);
-    }
-    if ((d->n + 1) * 2 > d->cap) {
-        size_t cap = d->cap * 2;
-        cu_index **t = calloc(cap, sizeof(*t));
-        if (!t)
-            return NULL;
-        for (size_t i = 0; i < d->cap; i++) {
-            if (!d->cus[i])
-                continue;
-            size_t k = (size_t)(d->cus[i]->cu_off * 0x9e3779b97f4a7c15ull) & (cap - 1);
-            while (t[k])
-                k = (k + 1) & (cap - 1);
-            t[k] = d->cus[i];
+    Dwarf_Lines *lines;
+    size_t n;
+    if (dwarf_getsrclines(cudie, &lines, &n) != 0 || n == 0)
+        return 0;                     /* chains without a line, as libdw would answer */
+    d->libdw_bytes += n * LINE_BYTES; /* libdw keeps the table until dwarf_end */
+    c->lines = malloc(n * sizeof(*c->lines));
+    if (!c->lines)
+        return -ENOMEM;
+    const char *last_src = NULL;
+    uint32_t last_file = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        Dwarf_Line *l = dwarf_onesrcline(lines, i);
+        Dwarf_Addr addr;
+        bool end = false;
+        int ln = 0;
+        if (!l || dwarf_lineaddr(l, &addr) != 0)
+            return -EINVAL; /* i < n: libdw has it */
+        dwarf_lineendsequence(l, &end);
+        dwarf_lineno(l, &ln);
+        uint32_t file = END_SEQUENCE;
+        if (!end) {
+            const char *src = dwarf_linesrc(l, NULL, NULL);
+            if (src != last_src || i == 0) {
+                last_src = src;
+                last_file = intern(d, src);
+            }
+            file = last_file;
         }
-        free(d->cus);
-        d->memory += (cap - d->cap) * sizeof(*t);
-        d->cus = t;
-        d->cap = cap;
-        h = (size_t)(off * 0x9e3779b97f4a7c15ull) & (cap - 1);
-        while (d->cus[h])
-            h = (h + 1) & (cap - 1);
+        if (k > 0 && file != END_SEQUENCE && c->lines[k - 1].file == file &&
+            c->lines[k - 1].line == ln)
+            continue;
+        c->lines[k++] = (line_row){addr, file, ln};
     }
+    line_row *t = realloc(c->lines, k * sizeof(*c->lines));
+    if (t)
+        c->lines = t;
+    c->n_lines = k;
+    return 0;
+}
+
+/* Builds the index of the CU whose DIE is at off (libdw open). */
+static int index_cu(cn_sym__dwarf *d, cu_index *c, Dwarf_Off off)
+{
+    Dwarf_Die cudie;
+    if (!dwarf_offdie(d->dbg, off, &cudie))
+        return -ENOENT;
+    walk_ctx w = {.d = d, .c = c};
+    if (dwarf_getsrcfiles(&cudie, &w.files, &w.nfiles) != 0)
+        w.files = NULL;
+    int rc = walk(&w, &cudie, -1, 0);
+    if (rc < 0)
+        return rc;
+    if (c->n_rows > 1) /* rows may be NULL when a CU has none */
+        qsort(c->rows, c->n_rows, sizeof(*c->rows), row_cmp);
+    assert(rows_sorted(c));
+    return index_lines(d, c, &cudie);
+}
+
+/* Closes libdw when the line tables it decoded since it opened are over their bound:
+ * cfg.max_line_tables, or by default the sections it read, at least TABLES_MIN. The index
+ * holds what lookups need of them; libdw frees a table only with the whole Dwarf, so a
+ * program that keeps asking new units (python3 run every few seconds: libpython's tables
+ * reached 28 MiB beside 12 of sections) would otherwise hold every table it ever read.
+ * Opening again costs reading the sections (9 ms for libpython): at most once per bound's
+ * worth of new tables. */
+static void close_if_tables_over(cn_sym__dwarf *d, cn_sym__chain *chain)
+{
+    assert(d->dbg && d->libdw_bytes >= d->libdw_base);
+    size_t bound = d->tables_max                ? d->tables_max
+                   : d->libdw_base > TABLES_MIN ? d->libdw_base
+                                                : TABLES_MIN;
+    if (d->libdw_bytes - d->libdw_base > bound)
+        chain->closed_libdw = cn_sym__dwarf_release(d, false);
+}
+
+/* The index of the CU at DIE offset off: kept, or built now with libdw (opened again when
+ * closed; chain's flags say which happened). NULL when it cannot be had; a CU that failed
+ * is kept as failed. */
+static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
+{
+    int32_t at = cn_u64map_get(&d->cu_at, off);
+    if (at >= 0)
+        return d->cus[at]->failed ? NULL : d->cus[at];
+    if (!d->dbg && (chain->opened_libdw = true, dw_begin(d) < 0))
+        return NULL;
+    d->libdw_used_ns = cn_common_now_ns();
+    if (d->n_cus >= INT32_MAX || CN_RESERVE(d->cus, d->cap_cus, d->n_cus + 1) < 0)
+        return NULL;
     cu_index *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->cu_off = off;
-    if (walk(c, cudie, -1, 0) < 0) {
+    chain->indexed_unit = true;
+    if (index_cu(d, c, off) < 0) {
         free(c->scopes);
         free(c->rows);
-        c->scopes = NULL;
-        c->rows = NULL;
-        c->n_rows = c->n_scopes = 0;
-        c->failed = 1;
-    } else {
-        if (c->n_rows > 1) /* rows may be NULL when a CU has none */
-            qsort(c->rows, c->n_rows, sizeof(*c->rows), row_cmp);
-        assert(rows_sorted(c));
+        free(c->lines);
+        *c = (cu_index){.cu_off = off, .failed = 1};
     }
-    d->cus[h] = c;
-    d->n++;
-    d->memory += sizeof(*c) + c->cap_rows * sizeof(row) + c->cap_scopes * sizeof(scope);
-    /* libdw keeps the CU's line table once a lookup reads it (dwarf_getsrc_die): counted
-     * here, as it is read for every CU a lookup enters, or the cache's bound would miss
-     * the largest part of a debug file's memory. */
-    Dwarf_Lines *lines;
-    size_t nlines;
-    if (!c->failed && dwarf_getsrclines(cudie, &lines, &nlines) == 0)
-        d->memory += nlines * LINE_BYTES;
+    if (cn_u64map_put(&d->cu_at, off, (int32_t)d->n_cus) < 0) {
+        cu_free(c);
+        return NULL;
+    }
+    /* Trimmed to size: the index outlives libdw. */
+    scope *ts = c->n_scopes ? realloc(c->scopes, c->n_scopes * sizeof(*c->scopes)) : NULL;
+    row *tr = c->n_rows ? realloc(c->rows, c->n_rows * sizeof(*c->rows)) : NULL;
+    if (ts) {
+        c->scopes = ts;
+        c->cap_scopes = c->n_scopes;
+    }
+    if (tr) {
+        c->rows = tr;
+        c->cap_rows = c->n_rows;
+    }
+    d->cus[d->n_cus++] = c;
+    d->cu_bytes += cu_size(c);
+    close_if_tables_over(d, chain);
     return c->failed ? NULL : c;
 }
 
-/* Function name of a DIE: demangled linkage name, else DW_AT_name (following
- * abstract_origin and specification). *owned is set when the result must be freed. */
-static const char *die_name(Dwarf_Die *die, char **owned)
+/* Function name of a scope: the demangled linkage name, else DW_AT_name, else the linkage
+ * name as it is. *owned is set when the result must be freed. */
+static const char *scope_name(const cn_sym__dwarf *d, const scope *s, char **owned)
 {
-    Dwarf_Attribute attr;
     *owned = NULL;
-    const char *s = NULL;
-    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
-        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
-        s = dwarf_formstring(&attr);
-        if (s) {
-            *owned = cn_sym_demangle(s);
-            if (*owned)
-                return *owned;
-        }
+    if (s->link_name) {
+        *owned = cn_sym_demangle(str_at(d, s->link_name));
+        if (*owned)
+            return *owned;
     }
-    if (dwarf_attr_integrate(die, DW_AT_name, &attr)) {
-        const char *n = dwarf_formstring(&attr);
-        if (n)
-            return n;
-    }
-    return s;
-}
-
-/* The call site (file, line) of an inlined subroutine DIE. */
-static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t nfiles, const char **file,
-                      int32_t *line)
-{
-    Dwarf_Attribute attr;
-    Dwarf_Word w;
-    *file = NULL;
-    *line = 0;
-    if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &w) == 0 && w < INT32_MAX)
-        *line = (int32_t)w;
-    if (files && dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &w) == 0 &&
-        w < nfiles)
-        *file = dwarf_filesrc(files, w, NULL, NULL);
+    return s->name ? str_at(d, s->name) : str_at(d, s->link_name);
 }
 
 void cn_sym__chain_clear(cn_sym__chain *chain)
@@ -411,12 +641,14 @@ int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
 {
     chain->depth = 0;
     chain->func_low = UINT64_MAX;
-    Dwarf_Die cudie;
-    if (!d->dbg && dw_begin(d) < 0) /* released while idle: read again */
+    chain->opened_libdw = chain->indexed_unit = chain->closed_libdw = false;
+    if (!d->have_ar && (d->dbg || (chain->opened_libdw = true, dw_begin(d) < 0)))
+        return -ENOENT;            /* released whole: read again */
+    assert(!d->dbg || d->have_ar); /* an open libdw's ranges are copied */
+    Dwarf_Off off;
+    if (!arange_find(d, vaddr, &off))
         return -ENOENT;
-    if (!dwarf_addrdie(d->dbg, vaddr, &cudie))
-        return -ENOENT;
-    cu_index *c = get_cu(d, &cudie);
+    cu_index *c = get_cu(d, off, chain);
     if (!c || c->n_rows == 0)
         return -ENOENT;
     /* Last row with low <= vaddr, then back to the first that contains vaddr. */
@@ -441,42 +673,30 @@ int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
         if (!c->scopes[s].is_inline)
             break;
     }
-    Dwarf_Files *files = NULL;
-    size_t nfiles = 0;
-    if (dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0)
-        files = NULL;
     /* Outer first: element k is inner[n-1-k]. Its location is the call site of the next
      * inner element, or the address's own line for the innermost. */
     for (size_t k = 0; k < n; k++) {
-        Dwarf_Die die;
-        if (!dwarf_offdie(d->dbg, c->scopes[inner[n - 1 - k]].die, &die))
-            break;
+        const scope *s = &c->scopes[inner[n - 1 - k]];
         char *owned;
-        const char *name = die_name(&die, &owned);
+        const char *name = scope_name(d, s, &owned);
         chain->name[k] = name ? name : "??";
         chain->owned[k] = owned;
         chain->file[k] = NULL;
         chain->line[k] = 0;
         chain->depth = k + 1;
-        if (k == 0) {
-            Dwarf_Addr low;
-            if (dwarf_entrypc(&die, &low) == 0 || dwarf_lowpc(&die, &low) == 0)
-                chain->func_low = low;
-        }
+        if (k == 0)
+            chain->func_low = s->low;
         if (k + 1 < n) {
-            Dwarf_Die callee;
-            if (dwarf_offdie(d->dbg, c->scopes[inner[n - 2 - k]].die, &callee))
-                call_site(&callee, files, nfiles, &chain->file[k], &chain->line[k]);
+            const scope *callee = &c->scopes[inner[n - 2 - k]];
+            chain->file[k] = str_at(d, callee->call_file);
+            chain->line[k] = callee->call_line;
         }
     }
-    if (chain->depth == 0)
-        return -ENOENT;
-    Dwarf_Line *l = dwarf_getsrc_die(&cudie, vaddr);
-    if (l) {
-        int ln = 0;
-        dwarf_lineno(l, &ln);
-        chain->line[chain->depth - 1] = ln;
-        chain->file[chain->depth - 1] = dwarf_linesrc(l, NULL, NULL);
+    size_t at = cn_count_le_u64(c->n_lines ? &c->lines[0].addr : NULL, c->n_lines,
+                                sizeof(*c->lines), vaddr);
+    if (at > 0 && c->lines[at - 1].file != END_SEQUENCE) {
+        chain->line[n - 1] = c->lines[at - 1].line;
+        chain->file[n - 1] = str_at(d, c->lines[at - 1].file);
     }
     return 0;
 }

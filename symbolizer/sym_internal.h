@@ -180,17 +180,22 @@ int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path, cn_obj_ident *got);
 int cn_sym__vdso_load(cn_sym__obj *o);
 
 /* DWARF (dwarf.c). _open takes ownership of fd on success (and of nothing on error).
- * Returns NULL when there is no usable debug info. */
-cn_sym__dwarf *cn_sym__dwarf_open(int fd);
+ * Returns NULL when there is no usable debug info. max_line_tables: cn_sym_config's. */
+cn_sym__dwarf *cn_sym__dwarf_open(int fd, size_t max_line_tables);
 cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d);
-/* The debug data d holds: the sections libdw read into memory, its line tables, the CU
- * index; 0 while released. */
+/* The debug data d holds: while libdw is open, the sections it read into memory and its
+ * line tables; always, the index of the CUs looked up (dwarf.c). */
 size_t cn_sym__dwarf_bytes(const cn_sym__dwarf *d);
-/* Frees libdw's handles, the sections it read and the index, keeping the file open: the
- * next cn_sym__dwarf_lookup reads them again. Returns whether anything was freed. Nobody
- * may be in a lookup on d (the cache calls it on an object without references). */
-bool cn_sym__dwarf_release(cn_sym__dwarf *d);
+/* Closes libdw (its handles, the sections it read, its line tables), keeping the file open
+ * and, unless index_too, the index: lookups in the CUs it holds need no libdw, one in
+ * another CU opens it again. Returns whether anything was freed. Nobody may be in a lookup
+ * on d (the cache calls it on an object without references). */
+bool cn_sym__dwarf_release(cn_sym__dwarf *d, bool index_too);
 bool cn_sym__dwarf_is_open(const cn_sym__dwarf *d);
+/* When a lookup last needed libdw (opened it, or indexed a unit with it): lookups in the
+ * units indexed do not, and libdw may close while they go on. *open_ns: how long its last
+ * opening took, what closing it costs again. */
+int64_t cn_sym__dwarf_libdw_used_ns(const cn_sym__dwarf *d, int64_t *open_ns);
 
 /* A chain under construction (outer first); strings point into the object, so the
  * caller copies them (into a cn_sym_result) while the object is held. */
@@ -201,9 +206,12 @@ typedef struct cn_sym__chain {
     int32_t line[CN_SYM__MAX_INLINE];
     uint64_t func_low; /* outer function's low pc, or UINT64_MAX */
     size_t depth;
+    bool opened_libdw; /* the lookup opened libdw again (it was closed) */
+    bool indexed_unit; /* the lookup indexed a compilation unit */
+    bool closed_libdw; /* then closed libdw: its line tables were over their bound */
 } cn_sym__chain;
-/* Fills chain for vaddr. Returns 0, -ENOENT (no DWARF covers it). Caller holds the
- * object's dw_lock. Release with cn_sym__chain_clear. */
+/* Fills chain for vaddr (and its two flags, also on -ENOENT). Returns 0, -ENOENT (no DWARF
+ * covers it). Caller holds the object's dw_lock. Release with cn_sym__chain_clear. */
 int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain);
 void cn_sym__chain_clear(cn_sym__chain *chain);
 

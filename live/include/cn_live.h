@@ -77,12 +77,12 @@ int cn_live_symbolizer_fd(const cn_live_symbolizer *y);
 bool cn_live_symbolizer_try_pause(cn_live_symbolizer *y);
 void cn_live_symbolizer_resume(cn_live_symbolizer *y);
 /* The object cache's figures (docs/cli-live.md, "Daemon memory"): objects loaded, their
- * heap bytes, the bytes of debug sections they hold, evictions so far, debug data released
- * while idle; the bounds on the first two, and the idle times after which an object's
- * debug data, then the whole object, is released. */
+ * heap bytes, the bytes of debug data they hold, evictions so far, debug data released,
+ * libdw opened, compilation units indexed; the bounds on the first two, and the idle times
+ * after which an object's libdw, then the whole object, is released. */
 typedef struct cn_live_symbolizer_stats {
     size_t objects, heap_bytes, mapped_bytes;
-    uint64_t evictions, debug_releases;
+    uint64_t evictions, debug_releases, debug_opens, debug_units;
     size_t max_heap_bytes, max_mapped_bytes;
     int64_t debug_idle_ns, symbols_idle_ns;
 } cn_live_symbolizer_stats;

@@ -19,10 +19,11 @@
  * Objects are loaded once and cached by identity (build-id hex, else "dev:inode:mtime")
  * in a cn_sym_cache shared by every user and session. The cache is thread-safe (one
  * mutex; loaded objects are reference-counted and immutable) and bounded three ways — the
- * heap bytes of the loaded objects, their number, and the bytes of the debug files they
- * keep mapped (libdw maps a whole DWARF file: file-backed pages of the process): while a
- * bound is exceeded, unreferenced objects are evicted, the least recently used first, an
- * object that was slow to load counting as used more recently (cfg.reload_credit).
+ * heap bytes of the loaded objects, their number, and the bytes of their debug data (the
+ * sections libdw reads into memory and its line tables while open, and the index of the
+ * compilation units looked up, which outlives libdw): while a bound is exceeded, unreferenced
+ * objects are evicted, the least recently used first, an object that was slow to load counting as
+ * used more recently (cfg.reload_credit).
  *
  * ELF and DWARF files come from target processes and are untrusted: reads are bounded,
  * sizes and counts checked; a corrupt file gives an error or fewer symbols, never a crash.
@@ -151,10 +152,15 @@ typedef struct cn_sym_cache cn_sym_cache;
 typedef struct cn_sym_config {
     size_t max_memory;      /* bound on loaded objects' bytes; 0 = default (256 MiB) */
     size_t max_objects;     /* bound on loaded objects; 0 = default (1024) */
-    size_t max_mapped;      /* bound on the bytes of debug sections they hold (read into
-                               memory, decompressed); 0 = default (512 MiB). The most recently
+    size_t max_mapped;      /* bound on the bytes of debug data they hold (sections read
+                               into memory, decompressed; line tables; the index); 0 =
+                               default (512 MiB). The most recently
                                used object is exempt from this bound and max_objects, so one
                                object larger than the bound is not reloaded for every lookup. */
+    size_t max_line_tables; /* bound on the line tables libdw keeps decoded for one object
+                               while open: past it libdw closes (the index keeps what
+                               lookups need) and opens again for the next new unit; 0 =
+                               default (the object's debug sections' size, at least 4 MiB) */
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */
@@ -190,11 +196,15 @@ int cn_sym_lookup(cn_sym_cache *c, const cn_sym_object *obj, uint64_t addr, cn_s
 typedef struct cn_sym_stats {
     size_t objects; /* objects loaded now */
     size_t memory;  /* their bytes */
-    size_t mapped;  /* bytes of debug sections they hold (DWARF, read into memory) */
+    size_t mapped;  /* bytes of debug data they hold (cn_sym_config.max_mapped) */
     uint64_t loads; /* objects loaded since creation */
     uint64_t evictions;
     uint64_t lookups;
-    uint64_t debug_releases;       /* debug data released while idle (cn_sym_cache_release_debug) */
+    uint64_t debug_releases;       /* debug data released (idle or line tables over
+                                      max_line_tables: libdw closed; over the bound: with
+                                      the index) */
+    uint64_t debug_opens;          /* libdw opened: by a load, or again by a lookup */
+    uint64_t debug_units;          /* compilation units indexed (dwarf.c) */
     size_t max_memory, max_mapped; /* the bounds (cn_sym_config) */
 } cn_sym_stats;
 void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out);
@@ -202,11 +212,11 @@ void cn_sym_cache_stats(cn_sym_cache *c, cn_sym_stats *out);
  * their names, its tables wait for nothing (a build's compilers, gone). Returns how many
  * were dropped (counted as evictions). */
 size_t cn_sym_cache_expire(cn_sym_cache *c, int64_t idle_ns);
-/* Frees the debug data (libdw's handles and the sections it read, the CU index) of
- * unreferenced objects not looked up for idle_ns plus cfg.reload_credit times their load
- * time, keeping their symbol tables: debug data is kept while a program's frames are
- * being named, and read again (from the file still open) by the next lookup that needs
- * it. Returns how many objects released theirs. */
+/* Closes libdw on unreferenced objects not looked up for idle_ns plus cfg.reload_credit
+ * times their load time (its handles, the sections it read, its line tables), keeping
+ * their symbol tables and the index of the compilation units already looked up, which
+ * answers any address in them: libdw is opened again (from the file still open) only by a
+ * lookup in a unit not indexed yet. Returns how many objects closed theirs. */
 size_t cn_sym_cache_release_debug(cn_sym_cache *c, int64_t idle_ns);
 
 /* Fast path: a reference to a loaded object. The object stays loaded (not evicted)

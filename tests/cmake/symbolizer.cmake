@@ -11,7 +11,7 @@ target_link_libraries(sym_query PRIVATE cn_sym PkgConfig::LIBELF)
 add_custom_command(
   OUTPUT ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_OUT}/inl_nopie ${CN_SYM_TEST_OUT}/inl_stripped
          ${CN_SYM_TEST_OUT}/inl_stripped.debug ${CN_SYM_TEST_OUT}/cxx_prog
-         ${CN_SYM_TEST_OUT}/inl_bigloc
+         ${CN_SYM_TEST_OUT}/inl_bigloc ${CN_SYM_TEST_OUT}/two_cu
   COMMAND ${CMAKE_COMMAND} -E make_directory ${CN_SYM_TEST_OUT}
   COMMAND gcc -O2 -g -fPIE -pie -o ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_SRC}/inlines.c
   COMMAND gcc -O2 -g -fno-pie -no-pie -o ${CN_SYM_TEST_OUT}/inl_nopie
@@ -28,7 +28,10 @@ add_custom_command(
   COMMAND objcopy --update-section .debug_loclists=${CN_SYM_TEST_OUT}/bigloc.bin
           ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_OUT}/inl_bigloc
   COMMAND ${CMAKE_COMMAND} -E remove ${CN_SYM_TEST_OUT}/bigloc.bin
-  DEPENDS ${CN_SYM_TEST_SRC}/inlines.c ${CN_SYM_TEST_SRC}/cxx.cpp
+  # two compilation units: a lookup in the second needs a unit the index may not hold
+  COMMAND gcc -O2 -g -fPIE -pie -o ${CN_SYM_TEST_OUT}/two_cu ${CN_SYM_TEST_SRC}/inlines.c
+          ${CN_SYM_TEST_SRC}/second_cu.c
+  DEPENDS ${CN_SYM_TEST_SRC}/inlines.c ${CN_SYM_TEST_SRC}/cxx.cpp ${CN_SYM_TEST_SRC}/second_cu.c
   COMMENT "Building symbolizer test binaries")
 add_custom_target(sym_test_binaries ALL
   DEPENDS ${CN_SYM_TEST_OUT}/inl_pie ${CN_SYM_TEST_OUT}/cxx_prog)

@@ -160,9 +160,12 @@ assert sc["evictions"] >= 0 and sc["heap_bytes"] < rss, sc
 # The bounds and the idle release of debug data, shown (canopyd's defaults).
 assert sc["max_heap_bytes"] == 32 << 20 and sc["max_mapped_bytes"] == 64 << 20, sc
 assert sc["debug_idle_s"] == 10 and sc["idle_s"] == 30 and sc["debug_releases"] >= 0, sc
+# libdw's openings and the units indexed: a unit is indexed only with libdw open
+assert sc["debug_opens"] >= 0 and sc["debug_units"] >= 0, sc
+assert sc["debug_units"] == 0 or sc["debug_opens"] > 0, sc
 PY
 grep -Eq '[0-9.]+ MiB resident \([0-9.]+ MiB anonymous, [0-9.]+ MiB file-backed\)' "$TMP/status.txt" ||
   fail "status text: no memory split: $(cat "$TMP/status.txt")"
-grep -Eq '^symbol cache: [1-9][0-9]* objects, [0-9.]+ of [1-9][0-9.]* MiB heap, [0-9.]+ of [1-9][0-9.]* MiB of debug data read \(released after [1-9][0-9]* s idle: [0-9]+\), [0-9]+ evicted$' \
+grep -Eq '^symbol cache: [1-9][0-9]* objects, [0-9.]+ of [1-9][0-9.]* MiB heap, [0-9.]+ of [1-9][0-9.]* MiB of debug data read \(released after [1-9][0-9]* s idle: [0-9]+; libdw opened [0-9]+, [0-9]+ units indexed\), [0-9]+ evicted$' \
   "$TMP/status.txt" || fail "status text: no symbol cache line: $(cat "$TMP/status.txt")"
 echo "PASS status memory: anonymous and file-backed"

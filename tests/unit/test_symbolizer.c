@@ -1079,18 +1079,31 @@ static void test_cache_count_and_mapped_bounds(void **state)
     cn_sym_cache_free(c);
 }
 
-/* Debug data released while idle (cn_sym_cache_release_debug): the symbol table stays,
- * the sections and the CU index go, the counts follow, and the next lookup reads them
- * again with the same answer. A held object keeps its debug data, and so does one whose
- * load time earns it a credit longer than its idle time. */
+/* Whether path's object in c has libdw open now (its debug data beyond the index). */
+static bool libdw_open(cn_sym_cache *c, const char *path)
+{
+    cn_sym_object o = {.kind = CN_SYM_USER, .path = path};
+    cn_sym_handle *h;
+    assert_int_equal(cn_sym_handle_get(c, &o, &h), 0);
+    bool open = cn_sym__dwarf_is_open(((cn_sym__obj *)h)->dw);
+    cn_sym_handle_put(c, h);
+    return open;
+}
+
+/* Debug data released while idle (cn_sym_cache_release_debug): libdw closes (its sections
+ * and line tables go), the symbol table and the index of the compilation units looked up
+ * stay, the counts follow; a lookup in an indexed unit gives the same answer without
+ * libdw, one in another unit opens it again. A held object keeps its debug data, and so
+ * does one whose load time earns it a credit longer than its idle time. */
 static void test_cache_release_debug(void **state)
 {
     (void)state;
     if (!have_bins())
         fail_msg("test binaries missing");
     char a[4200];
-    bin_path(a, sizeof(a), "inl_pie");
+    bin_path(a, sizeof(a), "two_cu");
     uint64_t size, off = sym_offset(a, "work_b", &size);
+    uint64_t size2, off2 = sym_offset(a, "second_cu_work", &size2);
     cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
     cn_sym_stats st0, st1, st2, st3;
     cn_sym_result r1, r2;
@@ -1121,26 +1134,105 @@ static void test_cache_release_debug(void **state)
     assert_int_equal(cn_sym_cache_release_debug(c, 3600LL * 1000000000), 0); /* not idle */
     assert_int_equal(cn_sym_cache_release_debug(c, 0), 1);
     assert_int_equal(cn_sym_cache_release_debug(c, 0), 0); /* nothing left to release */
+    assert_false(libdw_open(c, a));
     cn_sym_cache_stats(c, &st2);
-    assert_int_equal(st2.mapped, 0);
+    assert_true(st2.mapped > 0 && st2.mapped < st1.mapped / 4); /* the index alone */
     assert_int_equal(st2.debug_releases, 1);
     assert_int_equal(st2.objects, 1);
     assert_int_equal(st2.memory, st0.memory); /* the symbol table stays */
 
-    assert_int_equal(cn_sym_lookup(c, &oa, off, &r2), 0); /* read again */
+    /* Every address of work_b again: the same answers from the index, libdw closed. */
+    assert_int_equal(cn_sym_lookup(c, &oa, off, &r2), 0);
     assert_int_equal(r2.status, 0);
     assert_int_equal(r2.depth, r1.depth);
     for (size_t i = 0; i < r1.depth; i++) {
         assert_string_equal(r2.chain[i].name, r1.chain[i].name);
         assert_int_equal(r2.chain[i].line, r1.chain[i].line);
     }
+    cn_sym_result_clear(&r2);
+    for (uint64_t at = off; at < off + size; at++) {
+        assert_int_equal(cn_sym_lookup(c, &oa, at, &r2), 0);
+        assert_int_equal(r2.status, 0);
+        assert_true(r2.depth > 0 && r2.chain[r2.depth - 1].line > 0);
+        cn_sym_result_clear(&r2);
+    }
+    assert_false(libdw_open(c, a));
     cn_sym_cache_stats(c, &st3);
     assert_int_equal(st3.loads, 1); /* the object was not loaded again */
-    assert_int_equal(st3.mapped, st1.mapped);
+    assert_int_equal(st3.mapped, st2.mapped);
     assert_int_equal(st3.memory, st0.memory);
     assert_true(st3.max_memory > 0 && st3.max_mapped > 0);
+
+    /* The other unit: libdw opens again and indexes it. */
+    assert_int_equal(cn_sym_lookup(c, &oa, off2 + size2 / 2, &r2), 0);
+    assert_int_equal(r2.status, 0);
+    assert_true(r2.depth > 0);
+    assert_string_equal(r2.chain[0].name, "second_cu_work");
+    assert_non_null(strstr(r2.chain[r2.depth - 1].file, "second_cu.c"));
+    assert_true(r2.chain[r2.depth - 1].line > 0);
+    assert_true(libdw_open(c, a));
+    cn_sym_cache_stats(c, &st3);
+    assert_true(st3.mapped > st2.mapped + debug_bytes(a) / 2); /* the sections again */
     cn_sym_result_clear(&r1);
     cn_sym_result_clear(&r2);
+    cn_sym_cache_free(c);
+}
+
+/* The line tables libdw decodes are bounded (cfg.max_line_tables): past the bound libdw
+ * closes after the lookup that indexed a unit, the index answers that unit's addresses,
+ * and the next unit not indexed opens libdw again. Counted in debug_opens, debug_units
+ * and debug_releases. With the default bound (4 MiB at least) two small units leave it
+ * open. */
+static void test_dwarf_line_tables_bound(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char a[4200];
+    bin_path(a, sizeof(a), "two_cu");
+    uint64_t size, off = sym_offset(a, "work_b", &size);
+    uint64_t size2, off2 = sym_offset(a, "second_cu_work", &size2);
+    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    cfg.max_line_tables = 1;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    cn_sym_result r;
+    cn_sym_stats st;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t at = off; at < off + size; at += 3) {
+            assert_int_equal(cn_sym_lookup(c, &oa, at, &r), 0);
+            assert_int_equal(r.status, 0);
+            assert_true(r.depth > 0 && r.chain[r.depth - 1].line > 0);
+            cn_sym_result_clear(&r);
+        }
+        assert_false(libdw_open(c, a));
+        assert_int_equal(cn_sym_lookup(c, &oa, off2 + size2 / 2, &r), 0);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.chain[0].name, "second_cu_work");
+        assert_true(r.chain[r.depth - 1].line > 0);
+        cn_sym_result_clear(&r);
+        assert_false(libdw_open(c, a));
+        cn_sym_cache_stats(c, &st);
+        assert_int_equal(st.debug_units, 2);    /* each unit once */
+        assert_int_equal(st.debug_opens, 2);    /* the load, then the second unit */
+        assert_int_equal(st.debug_releases, 2); /* closed after each unit */
+        assert_int_equal(st.loads, 1);
+    }
+    cn_sym_cache_free(c);
+
+    cfg.max_line_tables = 0; /* the default */
+    c = cn_sym_cache_new(&cfg);
+    assert_int_equal(cn_sym_lookup(c, &oa, off, &r), 0);
+    cn_sym_result_clear(&r);
+    assert_int_equal(cn_sym_lookup(c, &oa, off2, &r), 0);
+    cn_sym_result_clear(&r);
+    assert_true(libdw_open(c, a));
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.debug_units, 2);
+    assert_int_equal(st.debug_opens, 1);
+    assert_int_equal(st.debug_releases, 0);
     cn_sym_cache_free(c);
 }
 
@@ -1877,6 +1969,7 @@ int main(void)
         cmocka_unit_test(test_cache_count_and_mapped_bounds),
         cmocka_unit_test(test_dwarf_unused_sections_unread),
         cmocka_unit_test(test_cache_release_debug),
+        cmocka_unit_test(test_dwarf_line_tables_bound),
         cmocka_unit_test(test_worker),
         cmocka_unit_test(test_worker_try_pause),
         cmocka_unit_test(test_live_regroup),

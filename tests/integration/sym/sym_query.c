@@ -1,11 +1,15 @@
 /* sym_query — a test driver for the symbolizer: reads addresses (hex, one per line) on
  * stdin and prints one line per address: the inline chain outer first,
  * "name@file:line|name@file:line…", or "??" when unresolved.
- *   sym_query [--nolines] [--worker] [--offsets] FILE      ELF (addresses are vaddrs
+ *   sym_query [--nolines] [--worker] [--offsets] [--release] FILE
+ *                                                           ELF (addresses are vaddrs
  *                                                           unless --offsets)
  *   sym_query --kernel [KALLSYMS]                           absolute kernel addresses
  *   sym_query --jit PID                                     /tmp/perf-PID.map
- * --worker resolves through the worker thread instead of synchronous lookups. */
+ * --worker resolves through the worker thread instead of synchronous lookups.
+ * --release: then closes libdw as an idle daemon does (cn_sym_cache_release_debug), looks
+ * every address up again, and reports on stderr the debug data held after the first pass,
+ * after the release and after the second, and how many answers differ (exit 1 if any). */
 #include "cn_sym.h"
 
 #include <errno.h>
@@ -45,16 +49,64 @@ static int vaddr_to_offset(const char *path, uint64_t va, uint64_t *off)
     return rc;
 }
 
-static void print_result(const cn_sym_result *r)
+static void print_result(FILE *out, const cn_sym_result *r)
 {
     if (r->status < 0) {
-        printf("??\n");
+        fprintf(out, "??\n");
         return;
     }
     for (size_t i = 0; i < r->depth; i++)
-        printf("%s%s@%s:%d", i ? "|" : "", r->chain[i].name,
-               r->chain[i].file ? r->chain[i].file : "??", (int)r->chain[i].line);
-    printf("\n");
+        fprintf(out, "%s%s@%s:%d", i ? "|" : "", r->chain[i].name,
+                r->chain[i].file ? r->chain[i].file : "??", (int)r->chain[i].line);
+    fprintf(out, "\n");
+}
+
+/* Looks every address up synchronously, printing the answers to out. 0, or 1 on error. */
+static int lookup_all(cn_sym_cache *cache, const cn_sym_object *obj, const uint64_t *addrs,
+                      size_t n, FILE *out)
+{
+    for (size_t k = 0; k < n; k++) {
+        cn_sym_result r;
+        if (addrs[k] == UINT64_MAX) {
+            fprintf(out, "??\n");
+            continue;
+        }
+        if (cn_sym_lookup(cache, obj, addrs[k], &r) < 0)
+            return 1;
+        print_result(out, &r);
+        cn_sym_result_clear(&r);
+    }
+    return 0;
+}
+
+/* --release: the first pass's answers (text) against a second pass after libdw closed. */
+static int release_and_again(cn_sym_cache *cache, const cn_sym_object *obj, const uint64_t *addrs,
+                             size_t n, const char *first)
+{
+    cn_sym_stats st[3];
+    cn_sym_cache_stats(cache, &st[0]);
+    size_t closed = cn_sym_cache_release_debug(cache, 0);
+    cn_sym_cache_stats(cache, &st[1]);
+    char *again = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&again, &len);
+    if (!out || lookup_all(cache, obj, addrs, n, out) != 0 || fclose(out) != 0)
+        return 1;
+    cn_sym_cache_stats(cache, &st[2]);
+    size_t differ = 0;
+    const char *a = first, *b = again;
+    while (*a || *b) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        differ += la != lb || memcmp(a, b, la) != 0;
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+    }
+    fprintf(stderr,
+            "debug data: %zu bytes after the lookups, %zu after closing libdw (%zu objects), "
+            "%zu after the same lookups again; %zu answers differ\n",
+            st[0].mapped, st[1].mapped, closed, st[2].mapped, differ);
+    free(again);
+    return differ ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -62,7 +114,7 @@ int main(int argc, char **argv)
     cn_sym_config cfg;
     cn_sym_config_init(&cfg);
     cn_sym_object obj = {.kind = CN_SYM_USER};
-    int use_worker = 0, offsets = 0, i = 1;
+    int use_worker = 0, offsets = 0, release = 0, i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--nolines") == 0)
             cfg.lines = false;
@@ -70,6 +122,8 @@ int main(int argc, char **argv)
             use_worker = 1;
         else if (strcmp(argv[i], "--offsets") == 0)
             offsets = 1;
+        else if (strcmp(argv[i], "--release") == 0)
+            release = 1, cfg.reload_credit = 0;
         else if (strcmp(argv[i], "--kernel") == 0)
             obj.kind = CN_SYM_KERNEL;
         else if (strcmp(argv[i], "--jit") == 0 && i + 1 < argc)
@@ -82,7 +136,7 @@ int main(int argc, char **argv)
     if (i < argc)
         obj.path = argv[i];
     if (obj.kind == CN_SYM_USER && !obj.path) {
-        fprintf(stderr, "usage: sym_query [--nolines] [--worker] [--offsets] FILE\n");
+        fprintf(stderr, "usage: sym_query [--nolines] [--worker] [--offsets] [--release] FILE\n");
         return 2;
     }
     cn_sym_cache *cache = cn_sym_cache_new(&cfg);
@@ -105,20 +159,18 @@ int main(int argc, char **argv)
         addrs[n++] = off;
     }
     int rc = 0;
-    if (!use_worker) {
-        for (size_t k = 0; k < n; k++) {
-            cn_sym_result r;
-            if (addrs[k] == UINT64_MAX) {
-                printf("??\n");
-                continue;
-            }
-            if (cn_sym_lookup(cache, &obj, addrs[k], &r) < 0) {
-                rc = 1;
-                break;
-            }
-            print_result(&r);
-            cn_sym_result_clear(&r);
+    if (release && !use_worker) {
+        char *first = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&first, &len);
+        rc = !out || lookup_all(cache, &obj, addrs, n, out) != 0 || fclose(out) != 0;
+        if (!rc) {
+            fputs(first, stdout);
+            rc = release_and_again(cache, &obj, addrs, n, first);
         }
+        free(first);
+    } else if (!use_worker) {
+        rc = lookup_all(cache, &obj, addrs, n, stdout);
     } else {
         cn_sym_worker *w = NULL;
         cn_sym_result *res = calloc(n ? n : 1, sizeof(*res));
@@ -149,7 +201,7 @@ int main(int argc, char **argv)
         for (size_t k = 0; k < n; k++) {
             if (addrs[k] == UINT64_MAX)
                 res[k].status = -ENOENT;
-            print_result(&res[k]);
+            print_result(stdout, &res[k]);
             cn_sym_result_clear(&res[k]);
         }
         free(res);
