@@ -66,14 +66,7 @@ start() { # NAME BUILD: a private canopyd and its system session
     printf '%s\n' "${lines[@]}" >"$OUT/$n/canopyd.conf"
     conf=(--config "$OUT/$n/canopyd.conf")
   fi
-  "$d/daemon/canopyd" --socket "$OUT/$n/sock" --state-dir "$OUT/$n/state" "${conf[@]}" >"$OUT/$n/log" 2>&1 &
-  PIDS+=($!)
-  echo $! >"$OUT/$n/pid"
-  for ((i = 0; i < 100; i++)); do
-    CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" status >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" system -F "$FREQ" --name busy >/dev/null
+  start_system_daemon "$OUT/$n" "$d" "$FREQ" busy "${conf[@]}"
 }
 # watch NAME BUILD: "t anon_kb cpu_ticks child_ticks" every second while the daemon lives
 # (the children: canopyd's reaped query workers and checkpoint writers), and every 5 s

@@ -46,20 +46,8 @@ if [ -z "$PROGRAM" ]; then
   PROGRAM="python3 -c 'import json, sys; json.load(open(sys.argv[1]))' $OUT/in.json"
 fi
 
-start() { # NAME BUILD: a private canopyd and its system session
-  local n=$1 d=$2
-  mkdir -p "$OUT/$n"
-  "$d/daemon/canopyd" --socket "$OUT/$n/sock" --state-dir "$OUT/$n/state" >"$OUT/$n/log" 2>&1 &
-  PIDS+=($!)
-  echo $! >"$OUT/$n/pid"
-  for ((i = 0; i < 100; i++)); do
-    CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" status >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  CANOPY_SOCKET=$OUT/$n/sock "$d/client/canopy" system -F "$FREQ" --name idle >/dev/null
-}
-start a "$A"
-start b "$B"
+start_system_daemon "$OUT/a" "$A" "$FREQ" idle
+start_system_daemon "$OUT/b" "$B" "$FREQ" idle
 cpu0_a=$(cpu_of "$(cat "$OUT/a/pid")") cpu0_b=$(cpu_of "$(cat "$OUT/b/pid")")
 t0=$(date +%s)
 next_status=$t0

@@ -1090,6 +1090,32 @@ static bool libdw_open(cn_sym_cache *c, const char *path)
     return open;
 }
 
+/* Every step-th address of [off, off + size) in o resolves, with a line. */
+static void assert_lines(cn_sym_cache *c, const cn_sym_object *o, uint64_t off, uint64_t size,
+                         uint64_t step)
+{
+    for (uint64_t at = off; at < off + size; at += step) {
+        cn_sym_result r;
+        assert_int_equal(cn_sym_lookup(c, o, at, &r), 0);
+        assert_int_equal(r.status, 0);
+        assert_true(r.depth > 0 && r.chain[r.depth - 1].line > 0);
+        cn_sym_result_clear(&r);
+    }
+}
+
+/* two_cu's second unit (o at off2, size2) names its function, file and line. */
+static void assert_second_cu(cn_sym_cache *c, const cn_sym_object *o, uint64_t off2, uint64_t size2)
+{
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, o, off2 + size2 / 2, &r), 0);
+    assert_int_equal(r.status, 0);
+    assert_true(r.depth > 0);
+    assert_string_equal(r.chain[0].name, "second_cu_work");
+    assert_non_null(strstr(r.chain[r.depth - 1].file, "second_cu.c"));
+    assert_true(r.chain[r.depth - 1].line > 0);
+    cn_sym_result_clear(&r);
+}
+
 /* Debug data released while idle (cn_sym_cache_release_debug): libdw closes (its sections
  * and line tables go), the symbol table and the index of the compilation units looked up
  * stay, the counts follow; a lookup in an indexed unit gives the same answer without
@@ -1150,12 +1176,7 @@ static void test_cache_release_debug(void **state)
         assert_int_equal(r2.chain[i].line, r1.chain[i].line);
     }
     cn_sym_result_clear(&r2);
-    for (uint64_t at = off; at < off + size; at++) {
-        assert_int_equal(cn_sym_lookup(c, &oa, at, &r2), 0);
-        assert_int_equal(r2.status, 0);
-        assert_true(r2.depth > 0 && r2.chain[r2.depth - 1].line > 0);
-        cn_sym_result_clear(&r2);
-    }
+    assert_lines(c, &oa, off, size, 1);
     assert_false(libdw_open(c, a));
     cn_sym_cache_stats(c, &st3);
     assert_int_equal(st3.loads, 1); /* the object was not loaded again */
@@ -1164,12 +1185,7 @@ static void test_cache_release_debug(void **state)
     assert_true(st3.max_memory > 0 && st3.max_mapped > 0);
 
     /* The other unit: libdw opens again and indexes it. */
-    assert_int_equal(cn_sym_lookup(c, &oa, off2 + size2 / 2, &r2), 0);
-    assert_int_equal(r2.status, 0);
-    assert_true(r2.depth > 0);
-    assert_string_equal(r2.chain[0].name, "second_cu_work");
-    assert_non_null(strstr(r2.chain[r2.depth - 1].file, "second_cu.c"));
-    assert_true(r2.chain[r2.depth - 1].line > 0);
+    assert_second_cu(c, &oa, off2, size2);
     assert_true(libdw_open(c, a));
     cn_sym_cache_stats(c, &st3);
     assert_true(st3.mapped > st2.mapped + debug_bytes(a) / 2); /* the sections again */
@@ -1201,18 +1217,9 @@ static void test_dwarf_line_tables_bound(void **state)
     cn_sym_result r;
     cn_sym_stats st;
     for (int pass = 0; pass < 2; pass++) {
-        for (uint64_t at = off; at < off + size; at += 3) {
-            assert_int_equal(cn_sym_lookup(c, &oa, at, &r), 0);
-            assert_int_equal(r.status, 0);
-            assert_true(r.depth > 0 && r.chain[r.depth - 1].line > 0);
-            cn_sym_result_clear(&r);
-        }
+        assert_lines(c, &oa, off, size, 3);
         assert_false(libdw_open(c, a));
-        assert_int_equal(cn_sym_lookup(c, &oa, off2 + size2 / 2, &r), 0);
-        assert_int_equal(r.status, 0);
-        assert_string_equal(r.chain[0].name, "second_cu_work");
-        assert_true(r.chain[r.depth - 1].line > 0);
-        cn_sym_result_clear(&r);
+        assert_second_cu(c, &oa, off2, size2);
         assert_false(libdw_open(c, a));
         cn_sym_cache_stats(c, &st);
         assert_int_equal(st.debug_units, 2);    /* each unit once */
