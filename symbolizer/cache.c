@@ -1068,7 +1068,7 @@ static void answer_range(const cn_sym__obj *o, uint64_t addr, uint64_t va, cn_sy
 /* What a lookup did to an object's debug data. */
 typedef struct dw_work {
     size_t bytes; /* what it holds now, SIZE_MAX when the lookup did not read it */
-    bool opened, indexed, closed;
+    uint32_t opened, indexed, closed;
 } dw_work;
 
 /* Resolves addr on a held object into r; *dw: what its debug data holds now and what the
@@ -1091,7 +1091,7 @@ static int resolve(cn_sym__obj *o, const cn_sym_object *obj, uint64_t addr, cn_s
         have_dw = cn_sym__dwarf_lookup(o->dw, va, &ch) == 0;
         dw->bytes = cn_sym__dwarf_bytes(o->dw);
         dw->opened = ch.opened_libdw;
-        dw->indexed = ch.indexed_unit;
+        dw->indexed = ch.indexed_units;
         dw->closed = ch.closed_libdw;
         if (!have_dw)
             pthread_mutex_unlock(&o->dw_lock);

@@ -68,6 +68,15 @@ typedef struct arange {
 #define LIBDW_BYTES (64 * 1024)
 /* The least bound on the line tables libdw keeps decoded while open (cn_sym_config). */
 #define TABLES_MIN (4u << 20)
+/* Units indexed after which the rest are indexed at once and libdw closes for good
+ * (cn_sym_config.index_all_after), in an object loaded at least INDEX_ALL_AGE_NS ago (a
+ * program that keeps running, not one run's burst: the object of a program run less
+ * often than the cache's 30 s idle expiry would be indexed whole at each run) with at
+ * most INDEX_ALL_SECTIONS of debug sections: the whole index of libpython3.11 is 9.8 MiB,
+ * libc6-dbg's libc's 4.1 MiB, each ~0.3 s to build. */
+#define INDEX_ALL_AFTER    64
+#define INDEX_ALL_AGE_NS   (30LL * 1000000000)
+#define INDEX_ALL_SECTIONS (16u << 20)
 
 typedef struct cu_index {
     Dwarf_Off cu_off;
@@ -81,14 +90,18 @@ typedef struct cu_index {
 } cu_index;
 
 struct cn_sym__dwarf {
-    Dwarf *dbg;            /* NULL while closed (cn_sym__dwarf_release): opened for a new CU */
-    Elf *elf;              /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
-    int fd;                /* kept open while closed: a reopen reads the very same file */
-    size_t libdw_bytes;    /* the sections libdw read and its line tables, while open */
-    size_t libdw_base;     /* of which the sections and its handles (libdw_bytes at open) */
-    size_t tables_max;     /* cn_sym_config.max_line_tables */
-    int64_t libdw_used_ns; /* when a lookup last needed libdw (cn_common_now_ns) */
-    int64_t libdw_open_ns; /* how long its last opening took (reading the sections) */
+    Dwarf *dbg;               /* NULL while closed (cn_sym__dwarf_release): opened for a new CU */
+    Elf *elf;                 /* dbg's ELF handle, read with pread (ELF_C_READ), never mapped */
+    int fd;                   /* kept open while closed: a reopen reads the very same file */
+    size_t libdw_bytes;       /* the sections libdw read and its line tables, while open */
+    size_t libdw_base;        /* of which the sections and its handles (libdw_bytes at open) */
+    size_t tables_max;        /* cn_sym_config.max_line_tables */
+    size_t index_all_after;   /* cn_sym_config.index_all_after, or INDEX_ALL_AFTER */
+    int64_t index_all_age_ns; /* cn_sym_config.index_all_age_ns, or INDEX_ALL_AGE_NS */
+    int64_t opened_ns;        /* when cn_sym__dwarf_open opened it (cn_common_now_ns) */
+    bool complete;            /* every unit of the ranges is indexed: libdw is not needed */
+    int64_t libdw_used_ns;    /* when a lookup last needed libdw (cn_common_now_ns) */
+    int64_t libdw_open_ns;    /* how long its last opening took (reading the sections) */
     /* The index, kept while libdw is closed. */
     cu_index **cus;
     size_t n_cus, cap_cus;
@@ -211,6 +224,7 @@ static void index_free(cn_sym__dwarf *d)
     d->str_len = d->str_cap = 0;
     cn_u64map_clear(&d->str_at);
     d->cu_bytes = 0;
+    d->complete = false;
 }
 
 static size_t index_bytes(const cn_sym__dwarf *d)
@@ -295,13 +309,16 @@ static int dw_begin(cn_sym__dwarf *d)
     return 0;
 }
 
-cn_sym__dwarf *cn_sym__dwarf_open(int fd, size_t max_line_tables)
+cn_sym__dwarf *cn_sym__dwarf_open(int fd, const cn_sym_config *cfg)
 {
     cn_sym__dwarf *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
     d->fd = fd;
-    d->tables_max = max_line_tables;
+    d->tables_max = cfg->max_line_tables;
+    d->index_all_after = cfg->index_all_after ? cfg->index_all_after : INDEX_ALL_AFTER;
+    d->index_all_age_ns = cfg->index_all_age_ns ? cfg->index_all_age_ns : INDEX_ALL_AGE_NS;
+    d->opened_ns = cn_common_now_ns();
     if (dw_begin(d) < 0) {
         free(d);
         return NULL;
@@ -569,19 +586,14 @@ static void close_if_tables_over(cn_sym__dwarf *d, cn_sym__chain *chain)
                    : d->libdw_base > TABLES_MIN ? d->libdw_base
                                                 : TABLES_MIN;
     if (d->libdw_bytes - d->libdw_base > bound)
-        chain->closed_libdw = cn_sym__dwarf_release(d, false);
+        chain->closed_libdw += cn_sym__dwarf_release(d, false);
 }
 
-/* The index of the CU at DIE offset off: kept, or built now with libdw (opened again when
- * closed; chain's flags say which happened). NULL when it cannot be had; a CU that failed
- * is kept as failed. */
-static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
+/* Indexes the unit at DIE offset off with libdw (open) and adds it to the index, failed
+ * or not. NULL only when out of memory. */
+static cu_index *add_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
 {
-    int32_t at = cn_u64map_get(&d->cu_at, off);
-    if (at >= 0)
-        return d->cus[at]->failed ? NULL : d->cus[at];
-    if (!d->dbg && (chain->opened_libdw = true, dw_begin(d) < 0))
-        return NULL;
+    assert(d->dbg && cn_u64map_get(&d->cu_at, off) < 0);
     d->libdw_used_ns = cn_common_now_ns();
     if (d->n_cus >= INT32_MAX || CN_RESERVE(d->cus, d->cap_cus, d->n_cus + 1) < 0)
         return NULL;
@@ -589,7 +601,6 @@ static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
     if (!c)
         return NULL;
     c->cu_off = off;
-    chain->indexed_unit = true;
     if (index_cu(d, c, off) < 0) {
         free(c->scopes);
         free(c->rows);
@@ -613,8 +624,47 @@ static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
     }
     d->cus[d->n_cus++] = c;
     d->cu_bytes += cu_size(c);
+    chain->indexed_units++;
     close_if_tables_over(d, chain);
-    return c->failed ? NULL : c;
+    return c;
+}
+
+/* Indexes every unit of the ranges not indexed yet, then closes libdw, which no lookup
+ * needs again. Called once index_all_after units are indexed (INDEX_ALL_AFTER): a program whose new
+ * leaves keep landing in new units (libc6-dbg's libc: 4 126 units of one small function each) would
+ * otherwise keep libdw and its sections (10.9 MiB) open for as long as it runs. Stops early when
+ * out of memory or libdw cannot open again. */
+static void index_rest(cn_sym__dwarf *d, cn_sym__chain *chain)
+{
+    for (size_t i = 0; i < d->n_ar; i++) {
+        if (cn_u64map_get(&d->cu_at, d->ar[i].cu_off) >= 0)
+            continue;
+        if (!d->dbg && (chain->opened_libdw++, dw_begin(d) < 0))
+            return;
+        if (!add_cu(d, d->ar[i].cu_off, chain))
+            return;
+    }
+    d->complete = true;
+    if (d->dbg)
+        chain->closed_libdw += cn_sym__dwarf_release(d, false);
+}
+
+/* The index of the CU at DIE offset off: kept, or built now with libdw (opened again when
+ * closed; chain's counts say what happened). NULL when it cannot be had; a CU that failed
+ * is kept as failed. */
+static cu_index *get_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
+{
+    int32_t at = cn_u64map_get(&d->cu_at, off);
+    if (at >= 0)
+        return d->cus[at]->failed ? NULL : d->cus[at];
+    assert(!d->complete); /* every unit of the ranges is in the index */
+    if (!d->dbg && (chain->opened_libdw++, dw_begin(d) < 0))
+        return NULL;
+    cu_index *c = add_cu(d, off, chain);
+    if (c && d->n_cus >= d->index_all_after && d->libdw_base <= INDEX_ALL_SECTIONS &&
+        d->libdw_used_ns - d->opened_ns >= d->index_all_age_ns)
+        index_rest(d, chain);
+    return c && !c->failed ? c : NULL;
 }
 
 /* Function name of a scope: the demangled linkage name, else DW_AT_name, else the linkage
@@ -641,8 +691,8 @@ int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain)
 {
     chain->depth = 0;
     chain->func_low = UINT64_MAX;
-    chain->opened_libdw = chain->indexed_unit = chain->closed_libdw = false;
-    if (!d->have_ar && (d->dbg || (chain->opened_libdw = true, dw_begin(d) < 0)))
+    chain->opened_libdw = chain->indexed_units = chain->closed_libdw = 0;
+    if (!d->have_ar && (d->dbg || (chain->opened_libdw++, dw_begin(d) < 0)))
         return -ENOENT;            /* released whole: read again */
     assert(!d->dbg || d->have_ar); /* an open libdw's ranges are copied */
     Dwarf_Off off;

@@ -727,7 +727,7 @@ int cn_sym__elf_load(cn_sym__obj *o, const char *path, const cn_obj_ident *want,
         if (src) {
             int fd = dup(src->fd);
             if (fd >= 0) {
-                o->dw = cn_sym__dwarf_open(fd, cfg->max_line_tables);
+                o->dw = cn_sym__dwarf_open(fd, cfg);
                 if (!o->dw)
                     close(fd);
             }

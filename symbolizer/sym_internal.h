@@ -180,8 +180,9 @@ int cn_sym__perfmap_open(cn_obj_mounts *m, const char *path, cn_obj_ident *got);
 int cn_sym__vdso_load(cn_sym__obj *o);
 
 /* DWARF (dwarf.c). _open takes ownership of fd on success (and of nothing on error).
- * Returns NULL when there is no usable debug info. max_line_tables: cn_sym_config's. */
-cn_sym__dwarf *cn_sym__dwarf_open(int fd, size_t max_line_tables);
+ * Returns NULL when there is no usable debug info. cfg: its bounds (max_line_tables,
+ * index_all_after, index_all_age_ns) are copied. */
+cn_sym__dwarf *cn_sym__dwarf_open(int fd, const cn_sym_config *cfg);
 cn_sym__dwarf *cn_sym__dwarf_free(cn_sym__dwarf *d);
 /* The debug data d holds: while libdw is open, the sections it read into memory and its
  * line tables; always, the index of the CUs looked up (dwarf.c). */
@@ -206,11 +207,12 @@ typedef struct cn_sym__chain {
     int32_t line[CN_SYM__MAX_INLINE];
     uint64_t func_low; /* outer function's low pc, or UINT64_MAX */
     size_t depth;
-    bool opened_libdw; /* the lookup opened libdw again (it was closed) */
-    bool indexed_unit; /* the lookup indexed a compilation unit */
-    bool closed_libdw; /* then closed libdw: its line tables were over their bound */
+    uint32_t opened_libdw;  /* times the lookup opened libdw again (it was closed) */
+    uint32_t indexed_units; /* compilation units it indexed */
+    uint32_t closed_libdw;  /* times it closed libdw (line tables over their bound, or
+                               every unit indexed) */
 } cn_sym__chain;
-/* Fills chain for vaddr (and its two flags, also on -ENOENT). Returns 0, -ENOENT (no DWARF
+/* Fills chain for vaddr (and its three counts, also on -ENOENT). Returns 0, -ENOENT (no DWARF
  * covers it). Caller holds the object's dw_lock. Release with cn_sym__chain_clear. */
 int cn_sym__dwarf_lookup(cn_sym__dwarf *d, uint64_t vaddr, cn_sym__chain *chain);
 void cn_sym__chain_clear(cn_sym__chain *chain);

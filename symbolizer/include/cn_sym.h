@@ -150,17 +150,22 @@ void cn_sym_result_clear(cn_sym_result *r);
 typedef struct cn_sym_cache cn_sym_cache;
 
 typedef struct cn_sym_config {
-    size_t max_memory;      /* bound on loaded objects' bytes; 0 = default (256 MiB) */
-    size_t max_objects;     /* bound on loaded objects; 0 = default (1024) */
-    size_t max_mapped;      /* bound on the bytes of debug data they hold (sections read
-                               into memory, decompressed; line tables; the index); 0 =
-                               default (512 MiB). The most recently
-                               used object is exempt from this bound and max_objects, so one
-                               object larger than the bound is not reloaded for every lookup. */
-    size_t max_line_tables; /* bound on the line tables libdw keeps decoded for one object
-                               while open: past it libdw closes (the index keeps what
-                               lookups need) and opens again for the next new unit; 0 =
-                               default (the object's debug sections' size, at least 4 MiB) */
+    size_t max_memory;        /* bound on loaded objects' bytes; 0 = default (256 MiB) */
+    size_t max_objects;       /* bound on loaded objects; 0 = default (1024) */
+    size_t max_mapped;        /* bound on the bytes of debug data they hold (sections read
+                                 into memory, decompressed; line tables; the index); 0 =
+                                 default (512 MiB). The most recently
+                                 used object is exempt from this bound and max_objects, so one
+                                 object larger than the bound is not reloaded for every lookup. */
+    size_t max_line_tables;   /* bound on the line tables libdw keeps decoded for one object
+                                 while open: past it libdw closes (the index keeps what
+                                 lookups need) and opens again for the next new unit; 0 =
+                                 default (the object's debug sections' size, at least 4 MiB) */
+    size_t index_all_after;   /* units indexed after which all the others are indexed at once
+                                 and libdw closes for good (objects with at most 16 MiB of
+                                 debug sections) loaded index_all_age_ns ago or more; 0 =
+                                 default (64) */
+    int64_t index_all_age_ns; /* 0 = default (30 s) */
     bool lines;             /* resolve lines and inline chains with libdw when debug info exists */
     bool debuginfod;        /* query debuginfod when DEBUGINFOD_URLS is set */
     const char *debug_dirs; /* ':'-separated global debug directories; NULL = /usr/lib/debug */

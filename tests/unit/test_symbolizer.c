@@ -1243,6 +1243,53 @@ static void test_dwarf_line_tables_bound(void **state)
     cn_sym_cache_free(c);
 }
 
+/* Once index_all_after units are indexed in an object loaded index_all_age_ns ago, the
+ * rest are indexed at once and libdw closes for good: every address of every unit, and
+ * any address in none (the C runtime's _start), is answered without opening it again. */
+static void test_dwarf_index_all(void **state)
+{
+    (void)state;
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    char a[4200];
+    bin_path(a, sizeof(a), "two_cu");
+    uint64_t size, off = sym_offset(a, "work_b", &size);
+    uint64_t size2, off2 = sym_offset(a, "second_cu_work", &size2);
+    uint64_t size3, off3 = sym_offset(a, "_start", &size3);
+    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
+    cn_sym_config cfg;
+    cn_sym_config_init(&cfg);
+    cfg.debuginfod = false;
+    cfg.index_all_after = 1;
+    cfg.index_all_age_ns = 1;
+    cn_sym_cache *c = cn_sym_cache_new(&cfg);
+    cn_sym_stats st;
+    assert_lines(c, &oa, off, size, 1); /* its unit, then the other: libdw closes */
+    assert_false(libdw_open(c, a));
+    assert_second_cu(c, &oa, off2, size2);
+    cn_sym_result r;
+    assert_int_equal(cn_sym_lookup(c, &oa, off3, &r), 0); /* no unit: the symbol table */
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.chain[0].name, "_start");
+    cn_sym_result_clear(&r);
+    assert_false(libdw_open(c, a));
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.debug_units, 2);
+    assert_int_equal(st.debug_opens, 1); /* the load's */
+    assert_int_equal(st.debug_releases, 1);
+    assert_true(st.mapped > 0); /* the index */
+    cn_sym_cache_free(c);
+
+    /* An object loaded less than index_all_age_ns ago (30 s) is indexed as asked. */
+    cfg.index_all_age_ns = 0;
+    c = cn_sym_cache_new(&cfg);
+    assert_lines(c, &oa, off, size, 7);
+    assert_true(libdw_open(c, a));
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.debug_units, 1);
+    cn_sym_cache_free(c);
+}
+
 /* --- worker ------------------------------------------------------------------------- */
 
 static void test_worker(void **state)
@@ -1977,6 +2024,7 @@ int main(void)
         cmocka_unit_test(test_dwarf_unused_sections_unread),
         cmocka_unit_test(test_cache_release_debug),
         cmocka_unit_test(test_dwarf_line_tables_bound),
+        cmocka_unit_test(test_dwarf_index_all),
         cmocka_unit_test(test_worker),
         cmocka_unit_test(test_worker_try_pause),
         cmocka_unit_test(test_live_regroup),
