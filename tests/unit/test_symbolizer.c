@@ -1194,6 +1194,36 @@ static void test_cache_release_debug(void **state)
     cn_sym_cache_free(c);
 }
 
+/* two_cu, its two units' functions, and a config without debuginfod. */
+typedef struct two_cu {
+    char path[4200];
+    uint64_t off, size;   /* work_b, in inlines.c's unit */
+    uint64_t off2, size2; /* second_cu_work, in second_cu.c's */
+    cn_sym_object obj;    /* points into path: a two_cu is not copied */
+    cn_sym_config cfg;
+} two_cu;
+
+static void two_cu_init(two_cu *t)
+{
+    if (!have_bins())
+        fail_msg("test binaries missing");
+    bin_path(t->path, sizeof(t->path), "two_cu");
+    t->off = sym_offset(t->path, "work_b", &t->size);
+    t->off2 = sym_offset(t->path, "second_cu_work", &t->size2);
+    t->obj = (cn_sym_object){.kind = CN_SYM_USER, .path = t->path};
+    cn_sym_config_init(&t->cfg);
+    t->cfg.debuginfod = false;
+}
+
+static void assert_debug_counts(cn_sym_cache *c, uint64_t units, uint64_t opens, uint64_t releases)
+{
+    cn_sym_stats st;
+    cn_sym_cache_stats(c, &st);
+    assert_int_equal(st.debug_units, units);
+    assert_int_equal(st.debug_opens, opens);
+    assert_int_equal(st.debug_releases, releases);
+}
+
 /* The line tables libdw decodes are bounded (cfg.max_line_tables): past the bound libdw
  * closes after the lookup that indexed a unit, the index answers that unit's addresses,
  * and the next unit not indexed opens libdw again. Counted in debug_opens, debug_units
@@ -1202,44 +1232,26 @@ static void test_cache_release_debug(void **state)
 static void test_dwarf_line_tables_bound(void **state)
 {
     (void)state;
-    if (!have_bins())
-        fail_msg("test binaries missing");
-    char a[4200];
-    bin_path(a, sizeof(a), "two_cu");
-    uint64_t size, off = sym_offset(a, "work_b", &size);
-    uint64_t size2, off2 = sym_offset(a, "second_cu_work", &size2);
-    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
-    cn_sym_config cfg;
-    cn_sym_config_init(&cfg);
-    cfg.debuginfod = false;
-    cfg.max_line_tables = 1;
-    cn_sym_cache *c = cn_sym_cache_new(&cfg);
-    cn_sym_result r;
-    cn_sym_stats st;
+    two_cu t;
+    two_cu_init(&t);
+    t.cfg.max_line_tables = 1;
+    cn_sym_cache *c = cn_sym_cache_new(&t.cfg);
     for (int pass = 0; pass < 2; pass++) {
-        assert_lines(c, &oa, off, size, 3);
-        assert_false(libdw_open(c, a));
-        assert_second_cu(c, &oa, off2, size2);
-        assert_false(libdw_open(c, a));
-        cn_sym_cache_stats(c, &st);
-        assert_int_equal(st.debug_units, 2);    /* each unit once */
-        assert_int_equal(st.debug_opens, 2);    /* the load, then the second unit */
-        assert_int_equal(st.debug_releases, 2); /* closed after each unit */
-        assert_int_equal(st.loads, 1);
+        assert_lines(c, &t.obj, t.off, t.size, 3);
+        assert_false(libdw_open(c, t.path));
+        assert_second_cu(c, &t.obj, t.off2, t.size2);
+        assert_false(libdw_open(c, t.path));
+        /* each unit once; the load, then the second unit; closed after each unit */
+        assert_debug_counts(c, 2, 2, 2);
     }
     cn_sym_cache_free(c);
 
-    cfg.max_line_tables = 0; /* the default */
-    c = cn_sym_cache_new(&cfg);
-    assert_int_equal(cn_sym_lookup(c, &oa, off, &r), 0);
-    cn_sym_result_clear(&r);
-    assert_int_equal(cn_sym_lookup(c, &oa, off2, &r), 0);
-    cn_sym_result_clear(&r);
-    assert_true(libdw_open(c, a));
-    cn_sym_cache_stats(c, &st);
-    assert_int_equal(st.debug_units, 2);
-    assert_int_equal(st.debug_opens, 1);
-    assert_int_equal(st.debug_releases, 0);
+    t.cfg.max_line_tables = 0; /* the default */
+    c = cn_sym_cache_new(&t.cfg);
+    assert_lines(c, &t.obj, t.off, 1, 1);
+    assert_second_cu(c, &t.obj, t.off2, t.size2);
+    assert_true(libdw_open(c, t.path));
+    assert_debug_counts(c, 2, 1, 0);
     cn_sym_cache_free(c);
 }
 
@@ -1249,44 +1261,33 @@ static void test_dwarf_line_tables_bound(void **state)
 static void test_dwarf_index_all(void **state)
 {
     (void)state;
-    if (!have_bins())
-        fail_msg("test binaries missing");
-    char a[4200];
-    bin_path(a, sizeof(a), "two_cu");
-    uint64_t size, off = sym_offset(a, "work_b", &size);
-    uint64_t size2, off2 = sym_offset(a, "second_cu_work", &size2);
-    uint64_t size3, off3 = sym_offset(a, "_start", &size3);
-    cn_sym_object oa = {.kind = CN_SYM_USER, .path = a};
-    cn_sym_config cfg;
-    cn_sym_config_init(&cfg);
-    cfg.debuginfod = false;
-    cfg.index_all_after = 1;
-    cfg.index_all_age_ns = 1;
-    cn_sym_cache *c = cn_sym_cache_new(&cfg);
-    cn_sym_stats st;
-    assert_lines(c, &oa, off, size, 1); /* its unit, then the other: libdw closes */
-    assert_false(libdw_open(c, a));
-    assert_second_cu(c, &oa, off2, size2);
+    two_cu t;
+    two_cu_init(&t);
+    uint64_t size3, off3 = sym_offset(t.path, "_start", &size3);
+    t.cfg.index_all_after = 1;
+    t.cfg.index_all_age_ns = 1;
+    cn_sym_cache *c = cn_sym_cache_new(&t.cfg);
+    assert_lines(c, &t.obj, t.off, t.size, 1); /* its unit, then the other: libdw closes */
+    assert_false(libdw_open(c, t.path));
+    assert_second_cu(c, &t.obj, t.off2, t.size2);
     cn_sym_result r;
-    assert_int_equal(cn_sym_lookup(c, &oa, off3, &r), 0); /* no unit: the symbol table */
+    assert_int_equal(cn_sym_lookup(c, &t.obj, off3, &r), 0); /* no unit: the symbol table */
     assert_int_equal(r.status, 0);
     assert_string_equal(r.chain[0].name, "_start");
     cn_sym_result_clear(&r);
-    assert_false(libdw_open(c, a));
+    assert_false(libdw_open(c, t.path));
+    assert_debug_counts(c, 2, 1, 1); /* the load's opening; closed once */
+    cn_sym_stats st;
     cn_sym_cache_stats(c, &st);
-    assert_int_equal(st.debug_units, 2);
-    assert_int_equal(st.debug_opens, 1); /* the load's */
-    assert_int_equal(st.debug_releases, 1);
     assert_true(st.mapped > 0); /* the index */
     cn_sym_cache_free(c);
 
     /* An object loaded less than index_all_age_ns ago (30 s) is indexed as asked. */
-    cfg.index_all_age_ns = 0;
-    c = cn_sym_cache_new(&cfg);
-    assert_lines(c, &oa, off, size, 7);
-    assert_true(libdw_open(c, a));
-    cn_sym_cache_stats(c, &st);
-    assert_int_equal(st.debug_units, 1);
+    t.cfg.index_all_age_ns = 0;
+    c = cn_sym_cache_new(&t.cfg);
+    assert_lines(c, &t.obj, t.off, t.size, 7);
+    assert_true(libdw_open(c, t.path));
+    assert_debug_counts(c, 1, 1, 0);
     cn_sym_cache_free(c);
 }
 
