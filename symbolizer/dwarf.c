@@ -160,13 +160,20 @@ static size_t debug_sections(Elf *elf, bool hide)
     return bytes;
 }
 
+/* Frees c's tables, leaving it an empty unit at the same offset marked failed. */
+static void cu_fail(cu_index *c)
+{
+    free(c->scopes);
+    free(c->rows);
+    free(c->lines);
+    *c = (cu_index){.cu_off = c->cu_off, .failed = 1};
+}
+
 static void cu_free(cu_index *c)
 {
     if (!c)
         return;
-    free(c->scopes);
-    free(c->rows);
-    free(c->lines);
+    cu_fail(c);
     free(c);
 }
 
@@ -601,12 +608,8 @@ static cu_index *add_cu(cn_sym__dwarf *d, Dwarf_Off off, cn_sym__chain *chain)
     if (!c)
         return NULL;
     c->cu_off = off;
-    if (index_cu(d, c, off) < 0) {
-        free(c->scopes);
-        free(c->rows);
-        free(c->lines);
-        *c = (cu_index){.cu_off = off, .failed = 1};
-    }
+    if (index_cu(d, c, off) < 0)
+        cu_fail(c);
     if (cn_u64map_put(&d->cu_at, off, (int32_t)d->n_cus) < 0) {
         cu_free(c);
         return NULL;
