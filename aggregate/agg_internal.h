@@ -63,11 +63,38 @@ typedef struct cn_agg__cache_slot {
     int32_t stack; /* leaf stack id */
 } cn_agg__cache_slot;
 
-typedef struct cn_agg__stack_cache {
-    cn_agg__cache_slot *slots; /* aligned_alloc(64); mask + 1 slots */
-    size_t mask;
+typedef struct cn_agg__cache_table {
+    cn_agg__cache_slot *slots; /* aligned_alloc(64); mask + 1 slots, at most half full */
+    size_t mask;               /* 0 while unallocated */
     size_t count;
+} cn_agg__cache_table;
+
+/* The whole-callchain cache (ingest.c): two generations of open-addressing tables. New
+ * callchains go into cur; when cur holds max_entries, it becomes old and old is dropped;
+ * a callchain found in old is put into cur again. So what is used stays and memory is
+ * bounded by two tables (8 MiB at the default bound) however many distinct callchains a
+ * session's retention holds. An accelerator only: a callchain not found is interned frame
+ * by frame, with the same result. */
+#define CN_AGG__CACHE_GEN_ENTRIES 131072
+typedef struct cn_agg__stack_cache {
+    cn_agg__cache_table cur, old;
+    size_t max_entries; /* of a generation; 0 = CN_AGG__CACHE_GEN_ENTRIES (tests set less) */
 } cn_agg__stack_cache;
+
+/* The stack cached under (lo, hi), or -1; one found in the old generation moves into
+ * the current one. */
+int32_t cn_agg__cache_get(cn_agg__stack_cache *c, uint64_t lo, uint32_t hi);
+/* Caches stack under (lo, hi), absent from the current generation. The cache is an
+ * accelerator: when it cannot grow, the stack is simply not cached. */
+void cn_agg__cache_put(cn_agg__stack_cache *c, uint64_t lo, uint32_t hi, int32_t stack);
+/* The entries of both generations, and the bytes their tables hold. */
+size_t cn_agg__cache_count(const cn_agg__stack_cache *c);
+size_t cn_agg__cache_bytes(const cn_agg__stack_cache *c);
+void cn_agg__cache_clear(cn_agg__stack_cache *c);
+/* A cache (out, overwritten) of from's entries whose stack s has (keep[s] & bit), in the
+ * same generations, renumbered by map (NULL: unchanged); 0 or -ENOMEM (out empty). */
+int cn_agg__cache_filter(const cn_agg__stack_cache *from, const uint8_t *keep, uint8_t bit,
+                         const int32_t *map, cn_agg__stack_cache *out);
 
 struct cn_agg_profile {
     /* strings */

@@ -33,7 +33,6 @@
 #define REACHED 1u /* some sample, timeline stack or accumulator row reaches the stack */
 #define RAW     2u /* a raw sample's (leaf) stack: its callchain stays cached */
 
-#define CACHE_MIN_SLOTS 1024  /* ingest.c's first cache size */
 #define DUE_CACHE_MIN   16384 /* entries before the cache's growth is worth a pass */
 #define DUE_SAMPLES_MIN 65536 /* sample rows of capacity before spare is worth a pass */
 #define MIN_COLUMN      16
@@ -42,7 +41,8 @@
 
 bool cn_agg_compact_due(const cn_agg_profile *p)
 {
-    if (p->cache.count >= DUE_CACHE_MIN && p->cache.count >= 2 * p->compact_cached)
+    size_t cached = cn_agg__cache_count(&p->cache);
+    if (cached >= DUE_CACHE_MIN && cached >= 2 * p->compact_cached)
         return true;
     return p->cap_sample >= DUE_SAMPLES_MIN && p->cap_sample > 4 * p->n_sample;
 }
@@ -102,40 +102,21 @@ static int build_indexes(const cn_agg_profile *p, const int32_t *map, size_t liv
 
 /* A new callchain cache holding the entries whose stack a raw sample uses (none when
  * final), their stacks renumbered by map (NULL: unchanged). Sets *same instead when the
- * cache would come out as it is (every entry kept, no renumbering, the same size).
- * 0 or -ENOMEM. */
+ * cache would come out as it is (every entry kept, no renumbering). 0 or -ENOMEM. */
 static int build_cache(const cn_agg_profile *p, const uint8_t *mark, const int32_t *map, bool final,
                        cn_agg__stack_cache *out, bool *same)
 {
-    const cn_agg__stack_cache *c = &p->cache;
-    size_t keep = 0;
-    for (size_t i = 0; !final && c->mask && i <= c->mask; i++)
-        keep += c->slots[i].lo && (mark[c->slots[i].stack] & RAW);
     memset(out, 0, sizeof(*out));
-    size_t cap = CACHE_MIN_SLOTS;
-    while ((keep + 1) * 2 > cap) /* ingest.c's cache_put grows past half full */
-        cap *= 2;
-    *same = keep == c->count && !map && (!keep || cap == c->mask + 1);
+    out->max_entries = p->cache.max_entries;
+    size_t keep = 0;
+    const cn_agg__cache_table *gen[] = {&p->cache.cur, &p->cache.old};
+    for (int g = 0; g < 2 && !final; g++)
+        for (size_t i = 0; gen[g]->mask && i <= gen[g]->mask; i++)
+            keep += gen[g]->slots[i].lo && (mark[gen[g]->slots[i].stack] & RAW);
+    *same = keep == cn_agg__cache_count(&p->cache) && !map;
     if (!keep || *same)
         return 0;
-    out->slots = aligned_alloc(64, cap * sizeof(*out->slots));
-    if (!out->slots)
-        return -ENOMEM;
-    memset(out->slots, 0, cap * sizeof(*out->slots));
-    out->mask = cap - 1;
-    for (size_t i = 0; i <= c->mask; i++) {
-        cn_agg__cache_slot sl = c->slots[i];
-        if (!sl.lo || !(mark[sl.stack] & RAW))
-            continue;
-        if (map)
-            sl.stack = map[sl.stack];
-        size_t j = sl.lo & out->mask;
-        while (out->slots[j].lo)
-            j = (j + 1) & out->mask;
-        out->slots[j] = sl;
-        out->count++;
-    }
-    return 0;
+    return cn_agg__cache_filter(&p->cache, mark, RAW, map, out);
 }
 
 /* A pool of exactly the frames' chains' length, when the pool has holes or a quarter
@@ -228,7 +209,7 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
 {
     bool final = flags & CN_AGG_COMPACT_FINAL;
     size_t bytes_before = cn_agg_profile_memory(p), stacks_before = p->n_stack;
-    size_t cached_before = p->cache.count, chain_len = 0;
+    size_t cached_before = cn_agg__cache_count(&p->cache), chain_len = 0;
     uint8_t *mark = calloc(p->n_stack ? p->n_stack : 1, 1);
     int32_t *map = NULL, *pool = NULL;
     cn_agg__idset stacks = {0};
@@ -263,10 +244,10 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
         memset(&acc, 0, sizeof(acc));
     }
     if (!same_cache) {
-        free(p->cache.slots);
+        cn_agg__cache_clear(&p->cache);
         p->cache = cache;
     }
-    p->compact_cached = p->cache.count;
+    p->compact_cached = cn_agg__cache_count(&p->cache);
     if (pool) {
         size_t off = 0;
         for (size_t f = 0; f < p->n_frame; f++) {
@@ -290,13 +271,13 @@ int cn_agg_compact(cn_agg_profile *p, unsigned flags, cn_agg_compact_stats *st)
         st->stacks_before = stacks_before;
         st->stacks_after = p->n_stack;
         st->cached_before = cached_before;
-        st->cached_after = p->cache.count;
+        st->cached_after = cn_agg__cache_count(&p->cache);
         st->bytes_before = bytes_before;
         st->bytes_after = cn_agg_profile_memory(p);
     }
 out:
     if (rc < 0)
-        free(cache.slots);
+        cn_agg__cache_clear(&cache);
     cn_agg__idset_clear(&stacks);
     cn_u64map_clear(&acc);
     free(mark);

@@ -1,13 +1,14 @@
 /* ingest.c — native callchains into stacks: the whole-callchain cache and the batched
  * sample entry (the ingest hot path, docs/perf-aggregate.md).
  *
- * A callchain is looked up by a 96-bit key of its XXH3-128 hash in an open-addressing
- * cache (p->cache, agg_internal.h) in front of the frame-by-frame interning of
+ * A callchain is looked up by a 96-bit key of its XXH3-128 hash in a bounded cache of two
+ * generations (p->cache, agg_internal.h) in front of the frame-by-frame interning of
  * profile.c (cn_agg_stack_from_refs), so a stack seen before costs one hash and one probe
  * instead of one interning step per frame; the batch entry (cn_agg_add_samples_refs)
  * hashes a group of callchains and prefetches their slots before probing, so the probes'
  * cache misses overlap.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,54 +35,129 @@ static refs_key refs_hash(const cn_agg_frame_ref *refs, size_t n)
     return k;
 }
 
-static int cache_rehash(cn_agg__stack_cache *c, size_t ncap)
+enum { TABLE_MIN_SLOTS = 1024 };
+
+static size_t gen_entries(const cn_agg__stack_cache *c)
 {
-    cn_agg__cache_slot *slots = aligned_alloc(64, ncap * sizeof(*slots));
-    if (!slots)
+    return c->max_entries ? c->max_entries : CN_AGG__CACHE_GEN_ENTRIES;
+}
+
+/* Puts sl into t, which has a free slot. */
+static void table_insert(cn_agg__cache_table *t, cn_agg__cache_slot sl)
+{
+    size_t i = sl.lo & t->mask;
+    while (t->slots[i].lo)
+        i = (i + 1) & t->mask;
+    t->slots[i] = sl;
+    t->count++;
+}
+
+static int table_rehash(cn_agg__cache_table *t, size_t ncap)
+{
+    cn_agg__cache_table n = {aligned_alloc(64, ncap * sizeof(cn_agg__cache_slot)), ncap - 1, 0};
+    if (!n.slots)
         return -ENOMEM;
-    memset(slots, 0, ncap * sizeof(*slots));
-    size_t nmask = ncap - 1;
-    for (size_t i = 0; c->mask && i <= c->mask; i++) {
-        const cn_agg__cache_slot *o = &c->slots[i];
-        if (!o->lo)
-            continue;
-        size_t j = o->lo & nmask;
-        while (slots[j].lo)
-            j = (j + 1) & nmask;
-        slots[j] = *o;
-    }
-    free(c->slots);
-    c->slots = slots;
-    c->mask = nmask;
+    memset(n.slots, 0, ncap * sizeof(*n.slots));
+    for (size_t i = 0; t->mask && i <= t->mask; i++)
+        if (t->slots[i].lo)
+            table_insert(&n, t->slots[i]);
+    free(t->slots);
+    *t = n;
     return 0;
 }
 
-/* The stack cached under k, or -1. */
-static inline int32_t cache_get(const cn_agg__stack_cache *c, refs_key k)
+static inline int32_t table_get(const cn_agg__cache_table *t, uint64_t lo, uint32_t hi)
 {
-    if (!c->mask)
+    if (!t->mask)
         return -1;
-    for (size_t i = k.lo & c->mask;; i = (i + 1) & c->mask) {
-        const cn_agg__cache_slot *sl = &c->slots[i];
-        if (sl->lo == k.lo && sl->hi == k.hi)
+    for (size_t i = lo & t->mask;; i = (i + 1) & t->mask) {
+        const cn_agg__cache_slot *sl = &t->slots[i];
+        if (sl->lo == lo && sl->hi == hi)
             return sl->stack;
         if (!sl->lo)
             return -1;
     }
 }
 
-/* Caches stack under k (absent). The cache is an accelerator: when it cannot grow, the
- * stack is simply not cached. */
-static void cache_put(cn_agg__stack_cache *c, refs_key k, int32_t stack)
+/* Puts sl into t (absent), growing t past half full; 0 or -ENOMEM. */
+static int table_put(cn_agg__cache_table *t, cn_agg__cache_slot sl)
 {
-    if ((c->count + 1) * 2 > (c->mask ? c->mask + 1 : 0) &&
-        cache_rehash(c, c->mask ? (c->mask + 1) * 2 : 1024) < 0)
-        return;
-    size_t i = k.lo & c->mask;
-    while (c->slots[i].lo)
-        i = (i + 1) & c->mask;
-    c->slots[i] = (cn_agg__cache_slot){k.lo, k.hi, stack};
-    c->count++;
+    size_t cap = t->mask ? t->mask + 1 : 0;
+    if ((t->count + 1) * 2 > cap && table_rehash(t, cap ? cap * 2 : TABLE_MIN_SLOTS) < 0)
+        return -ENOMEM;
+    table_insert(t, sl);
+    return 0;
+}
+
+void cn_agg__cache_put(cn_agg__stack_cache *c, uint64_t lo, uint32_t hi, int32_t stack)
+{
+    assert(lo != 0 && stack >= 0);
+    if (c->cur.count >= gen_entries(c)) { /* the current generation becomes the old one */
+        free(c->old.slots);
+        c->old = c->cur;
+        memset(&c->cur, 0, sizeof(c->cur));
+    }
+    (void)table_put(&c->cur, (cn_agg__cache_slot){lo, hi, stack});
+}
+
+int32_t cn_agg__cache_get(cn_agg__stack_cache *c, uint64_t lo, uint32_t hi)
+{
+    int32_t stack = table_get(&c->cur, lo, hi);
+    if (stack >= 0 || !c->old.mask)
+        return stack;
+    stack = table_get(&c->old, lo, hi);
+    if (stack >= 0)
+        cn_agg__cache_put(c, lo, hi, stack); /* still in use: it stays */
+    return stack;
+}
+
+size_t cn_agg__cache_count(const cn_agg__stack_cache *c)
+{
+    return c->cur.count + c->old.count;
+}
+
+size_t cn_agg__cache_bytes(const cn_agg__stack_cache *c)
+{
+    size_t slots = (c->cur.mask ? c->cur.mask + 1 : 0) + (c->old.mask ? c->old.mask + 1 : 0);
+    return slots * sizeof(cn_agg__cache_slot);
+}
+
+void cn_agg__cache_clear(cn_agg__stack_cache *c)
+{
+    free(c->cur.slots);
+    free(c->old.slots);
+    memset(&c->cur, 0, sizeof(c->cur));
+    memset(&c->old, 0, sizeof(c->old));
+}
+
+/* The entries of from whose stack s has (keep[s] & bit), renumbered by map (NULL:
+ * unchanged), into the empty table out; 0 or -ENOMEM. */
+static int table_filter(const cn_agg__cache_table *from, const uint8_t *keep, uint8_t bit,
+                        const int32_t *map, cn_agg__cache_table *out)
+{
+    for (size_t i = 0; from->mask && i <= from->mask; i++) {
+        cn_agg__cache_slot sl = from->slots[i];
+        if (!sl.lo || !(keep[sl.stack] & bit))
+            continue;
+        if (map)
+            sl.stack = map[sl.stack];
+        if (table_put(out, sl) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int cn_agg__cache_filter(const cn_agg__stack_cache *from, const uint8_t *keep, uint8_t bit,
+                         const int32_t *map, cn_agg__stack_cache *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->max_entries = from->max_entries;
+    if (table_filter(&from->cur, keep, bit, map, &out->cur) < 0 ||
+        table_filter(&from->old, keep, bit, map, &out->old) < 0) {
+        cn_agg__cache_clear(out);
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 /* Interns the callchain frame by frame, root first. */
@@ -106,12 +182,12 @@ static int32_t intern_refs(cn_agg_profile *p, const cn_agg_frame_ref *leaf_first
 static inline int32_t stack_of_key(cn_agg_profile *p, refs_key k,
                                    const cn_agg_frame_ref *leaf_first, size_t n)
 {
-    int32_t stack = cache_get(&p->cache, k);
+    int32_t stack = cn_agg__cache_get(&p->cache, k.lo, k.hi);
     if (stack >= 0)
         return stack;
     stack = intern_refs(p, leaf_first, n);
     if (stack >= 0)
-        cache_put(&p->cache, k, stack);
+        cn_agg__cache_put(&p->cache, k.lo, k.hi, stack);
     return stack;
 }
 
@@ -169,8 +245,8 @@ int cn_agg_add_samples_refs(cn_agg_profile *p, const cn_agg_sample_refs *batch, 
             if (!grp[j].n)
                 continue;
             keys[j] = refs_hash(grp[j].leaf_first, grp[j].n);
-            if (p->cache.mask)
-                __builtin_prefetch(&p->cache.slots[keys[j].lo & p->cache.mask]);
+            if (p->cache.cur.mask)
+                __builtin_prefetch(&p->cache.cur.slots[keys[j].lo & p->cache.cur.mask]);
         }
         for (size_t j = 0; j < ok; j++) {
             const cn_agg_sample_refs *e = &grp[j];

@@ -64,7 +64,7 @@ cn_agg_profile *cn_agg_profile_free(cn_agg_profile *p)
     free(p->stack_prefix);
     free(p->stack_frame);
     cn_agg__idset_clear(&p->stack_index);
-    free(p->cache.slots);
+    cn_agg__cache_clear(&p->cache);
     free(p->s_stack);
     free(p->s_thread);
     free(p->s_time);

@@ -344,7 +344,7 @@ size_t cn_agg_profile_memory(const cn_agg_profile *p)
     bytes += p->cap_frame * 30 + p->chain_cap * 4 + (p->frame_index.mask + 1) * 8;
     bytes += (p->native_frame_index.mask + 1) * 8;
     bytes += p->cap_stack * 8 + (p->stack_index.mask + 1) * 8;
-    bytes += (p->cache.mask + 1) * sizeof(cn_agg__cache_slot);
+    bytes += cn_agg__cache_bytes(&p->cache);
     bytes += p->cap_sample * (16 + (p->s_weight ? 8 : 0) + (p->s_tl_stack ? 4 : 0));
     bytes += p->cap_acc * 16 + (p->acc_index.mask + 1) * 12;
     bytes += p->cap_thr * 12 + (p->thr_index.mask + 1) * 12;
