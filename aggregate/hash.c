@@ -1,8 +1,11 @@
 /* hash.c — the containers every interning step in aggregate/ uses.
  *
- * Growable arrays double their capacity. Both hash tables use open addressing with
- * linear probing at a load factor of at most 1/2, so a probe usually touches one or two
- * cache lines; neither supports deletion (the tables they index are append-only).
+ * The id set indexes a table's rows by a 32-bit hash kept in each 8-byte slot: open
+ * addressing, linear probing, at most 3/4 full (8 slots a cache line, and a slot whose
+ * hash differs is passed without reading the row, so a probe usually touches one or two
+ * lines; at 1/2 the largest index, the stack index of a whole-system session, held twice
+ * the bytes of its rows for the same answers). No deletion: the tables it indexes are
+ * append-only, and compaction (compact.c) builds a new set.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -52,7 +55,7 @@ static int idset_rehash(cn_agg__idset *s, size_t ncap)
 int cn_agg__idset_reserve(cn_agg__idset *s, size_t n)
 {
     size_t cap = s->mask ? s->mask + 1 : 0, ncap = cap ? cap : 64;
-    while (n * 2 > ncap)
+    while (n * 4 > ncap * 3) /* as idset_add grows */
         ncap *= 2;
     return ncap > cap ? idset_rehash(s, ncap) : 0;
 }
@@ -60,7 +63,7 @@ int cn_agg__idset_reserve(cn_agg__idset *s, size_t n)
 int cn_agg__idset_add(cn_agg__idset *s, uint32_t hash, int32_t id)
 {
     size_t cap = s->mask ? s->mask + 1 : 0;
-    if ((s->count + 1) * 2 > cap) {
+    if ((s->count + 1) * 4 > cap * 3) {
         int rc = idset_rehash(s, cap ? cap * 2 : 64);
         if (rc < 0)
             return rc;
