@@ -53,7 +53,8 @@ int cn_err_setc(cn_err *err, int code, const char *name, const char *fmt, ...)
 
 /* ---- growable arrays -------------------------------------------------------------- */
 
-/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling).
+/* Makes room for `need` elements of size `elem` in *data (capacity *cap, doubling; by half
+ * from 65 536 elements, so the capacity depends on the count only).
  * Returns 0 or -ENOMEM (then *data is unchanged). */
 int cn_grow(void **data, size_t *cap, size_t need, size_t elem);
 

@@ -1,13 +1,20 @@
 /* containers.c — the two containers every table-building module needs: a growable array
- * that doubles, and a uint64 → int32 open-addressing map (linear probing, load factor at
- * most 1/2, no deletion; the lookup is inline in cn_common.h). One copy for aggregate/
- * and formats/. */
+ * that doubles (grows by half once large), and a uint64 → int32 open-addressing map (linear
+ * probing, load factor at most 1/2, no deletion; the lookup is inline in cn_common.h). One copy for
+ * aggregate/ and formats/. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cn_common.h"
+
+/* Arrays of at least this many elements grow by half, not double: a whole-system
+ * session's sample and stack columns (tens of MiB) then hold at most half more than their
+ * rows, not twice, and glibc moves a large block with mremap, so the extra reallocations
+ * copy little. A count, not bytes: parallel columns grown from one capacity (a table's
+ * rows) must come out with the same capacity whatever their element sizes. */
+#define GROW_BY_HALF_FROM 65536
 
 int cn_grow(void **data, size_t *cap, size_t need, size_t elem)
 {
@@ -17,7 +24,7 @@ int cn_grow(void **data, size_t *cap, size_t need, size_t elem)
     while (ncap < need) {
         if (ncap > SIZE_MAX / 2 / elem)
             return -ENOMEM;
-        ncap *= 2;
+        ncap += ncap >= GROW_BY_HALF_FROM ? ncap / 2 : ncap;
     }
     void *p = realloc(*data, ncap * elem);
     if (!p)

@@ -853,9 +853,40 @@ static void test_count_le(void **state)
     assert_int_equal(cn_count_le_u64(&r[0].hi, 3, sizeof(r[0]), 400), 2);
 }
 
+/* Growable arrays double, then grow by half from 65 536 elements; two columns of one
+ * table grown from the same capacity get the same one whatever their element sizes, and
+ * keep their contents. */
+static void test_grow(void **state)
+{
+    (void)state;
+    uint8_t *small = NULL;
+    uint64_t *wide = NULL;
+    size_t cs = 0, cw = 0, prev = 0;
+    for (size_t need = 1; need <= 300000; need++) {
+        size_t a = cs, b = cw;
+        assert_int_equal(CN_RESERVE(small, a, need), 0);
+        assert_int_equal(CN_RESERVE(wide, b, need), 0);
+        assert_int_equal(a, b);
+        assert_true(a >= need);
+        if (a != prev && prev) /* grew: double below 65 536, by half from there */
+            assert_int_equal(a, prev >= 65536 ? prev + prev / 2 : 2 * prev);
+        small[need - 1] = (uint8_t)need;
+        wide[need - 1] = need;
+        cs = cw = prev = a;
+    }
+    for (size_t i = 0; i < 300000; i++)
+        assert_true(small[i] == (uint8_t)(i + 1) && wide[i] == i + 1);
+    size_t c = cs;
+    assert_int_equal(CN_RESERVE(small, c, 10), 0); /* room already: unchanged */
+    assert_int_equal(c, cs);
+    free(small);
+    free(wide);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grow),
         cmocka_unit_test(test_buf_bounded),
         cmocka_unit_test(test_buf_space),
         cmocka_unit_test(test_buf_front),
