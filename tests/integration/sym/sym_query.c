@@ -1,7 +1,7 @@
 /* sym_query — a test driver for the symbolizer: reads addresses (hex, one per line) on
  * stdin and prints one line per address: the inline chain outer first,
  * "name@file:line|name@file:line…", or "??" when unresolved.
- *   sym_query [--nolines] [--worker] [--offsets] [--release] FILE
+ *   sym_query [--nolines] [--worker] [--offsets] [--release] [--stats] FILE
  *                                                           ELF (addresses are vaddrs
  *                                                           unless --offsets)
  *   sym_query --kernel [KALLSYMS]                           absolute kernel addresses
@@ -9,7 +9,9 @@
  * --worker resolves through the worker thread instead of synchronous lookups.
  * --release: then closes libdw as an idle daemon does (cn_sym_cache_release_debug), looks
  * every address up again, and reports on stderr the debug data held after the first pass,
- * after the release and after the second, and how many answers differ (exit 1 if any). */
+ * after the release and after the second, and how many answers differ (exit 1 if any).
+ * --stats: reports on stderr what the cache holds after the lookups (the symbol tables'
+ * bytes, as `canopy status` counts them, and the debug data's). */
 #include "cn_sym.h"
 
 #include <errno.h>
@@ -114,7 +116,7 @@ int main(int argc, char **argv)
     cn_sym_config cfg;
     cn_sym_config_init(&cfg);
     cn_sym_object obj = {.kind = CN_SYM_USER};
-    int use_worker = 0, offsets = 0, release = 0, i = 1;
+    int use_worker = 0, offsets = 0, release = 0, stats = 0, i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--nolines") == 0)
             cfg.lines = false;
@@ -124,6 +126,8 @@ int main(int argc, char **argv)
             offsets = 1;
         else if (strcmp(argv[i], "--release") == 0)
             release = 1, cfg.reload_credit = 0;
+        else if (strcmp(argv[i], "--stats") == 0)
+            stats = 1;
         else if (strcmp(argv[i], "--kernel") == 0)
             obj.kind = CN_SYM_KERNEL;
         else if (strcmp(argv[i], "--jit") == 0 && i + 1 < argc)
@@ -136,7 +140,8 @@ int main(int argc, char **argv)
     if (i < argc)
         obj.path = argv[i];
     if (obj.kind == CN_SYM_USER && !obj.path) {
-        fprintf(stderr, "usage: sym_query [--nolines] [--worker] [--offsets] [--release] FILE\n");
+        fprintf(stderr,
+                "usage: sym_query [--nolines] [--worker] [--offsets] [--release] [--stats] FILE\n");
         return 2;
     }
     cn_sym_cache *cache = cn_sym_cache_new(&cfg);
@@ -206,6 +211,12 @@ int main(int argc, char **argv)
         }
         free(res);
         cn_sym_worker_free(w);
+    }
+    if (stats) {
+        cn_sym_stats st;
+        cn_sym_cache_stats(cache, &st);
+        fprintf(stderr, "symbols: %zu bytes in %zu objects; debug data: %zu bytes\n", st.memory,
+                st.objects, st.mapped);
     }
     free(addrs);
     cn_sym_cache_free(cache);
