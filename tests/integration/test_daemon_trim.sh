@@ -61,15 +61,16 @@ sys.stdin.readline()
 main(float(sys.argv[1]))
 PY
 
-# case_run NAME SHARE: a canopyd with session_memory 1M and fold_trim SHARE profiles the
-# workload; the checks above, and: at 0.2% the trim fits the bound (seen: 0.9 of it);
-# at 0.0001% (under one sample here) it cannot, so the share is raised (x4 a step) until
-# the tables fit; either way no sample is refused (every sample taken is in the tree) and
+# case_run NAME SHARE BOUND: a canopyd with session_memory BOUND and fold_trim SHARE
+# profiles the workload; the checks above, and: at 0.2% the trim fits 1 MiB (seen: 0.9 of
+# it); at 0.0001% (under one sample here) it cannot, and 640 KiB is under what the folded
+# rows take untrimmed (~960 KiB seen), so the share is raised (x4 a step) until the tables
+# fit; either way no sample is refused (every sample taken is in the tree) and
 # the exited threads' rows are folded into one "python3 [exited]" thread, and the frames
 # only trimmed paths used are removed (cn_agg_compact_frames).
 case_run() {
-    local name=$1 share=$2
-    printf 'session_memory = 1M\nfold_trim = %s\n' "$share" >"$TMP/$name.conf"
+    local name=$1 share=$2 bound=$3
+    printf 'session_memory = %s\nfold_trim = %s\n' "$bound" "$share" >"$TMP/$name.conf"
     start_daemon io_uring "$TMP/state-$name" --config "$TMP/$name.conf"
     rm -f "$TMP/go"
     mkfifo "$TMP/go"
@@ -96,12 +97,13 @@ case_run() {
         fail "$name: no python3 [exited] root: $(cat "$TMP/threads.txt")"
     grep -q "python3 \[$W_PID\]" "$TMP/threads.txt" ||
         fail "$name: no main thread root: $(cat "$TMP/threads.txt")"
-    python3 - "$TMP/sessions.json" "$S" "$TMP/tree.json" "$TMP/wl.out" "$name" <<'PYCHECK' ||
+    python3 - "$TMP/sessions.json" "$S" "$TMP/tree.json" "$TMP/wl.out" "$name" "$bound" <<'PYCHECK' ||
 import json, sys
 s = [x for x in json.load(open(sys.argv[1]))["sessions"] if x["id"] == sys.argv[2]][0]
 tree = json.load(open(sys.argv[3]))
 own = float(open(sys.argv[4]).read().split("hot ")[1])
 name = sys.argv[5]
+bound = int(sys.argv[6].rstrip("KM")) << (20 if sys.argv[6].endswith("M") else 10)
 trim = s.get("trim", {})
 print(f"{name}: samples {s['samples']}, dropped {s['dropped']}, memory {s['memory']}, "
       f"limited {s['memory_limited']}, trim {trim}, tree total {tree['total']}")
@@ -116,7 +118,7 @@ assert not trim["refusing"] and s["dropped"] == 0, "samples were refused"
 assert trim["exited_rows"] > 0, "no exited thread's rows were folded"
 assert trim["frames_removed"] > 0 and trim["funcs_removed"] > 0, "no frame left with the trim"
 assert trim["strings_removed"] > 0, "no name left with the frames"
-assert s["memory"] <= 1024 * 1024, "over the bound"
+assert s["memory"] <= bound, "over the bound"
 assert tree["total"] == s["samples"], "the tree lost samples"
 
 trimmed = 0
@@ -156,6 +158,6 @@ PYCHECK
 }
 ended() { [ "$(ok '{"cmd":"sessions"}' | jget "[s['state'] for s in d['sessions'] if s['id']=='$S'][0]")" = exited ]; }
 
-case_run fits 0.2%
-case_run raised 0.0001%
+case_run fits 0.2% 1M
+case_run raised 0.0001% 640K
 echo PASS
