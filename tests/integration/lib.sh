@@ -66,6 +66,21 @@ grep_all() { grep "$@" >/dev/null; }
 # json FILE EXPR: evaluates a Python expression over the document d (prints it).
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
+# wait_symbols NAME: waits (up to 60 s) until session NAME's symbols.pending is 0, as
+# `canopy run` does before printing (docs/cli-live.md, "Session counters"); `canopy tree`
+# does not wait, so a tree read at once may still show frames as LIB+0xOFFSET. Returns 1
+# when frames are still pending then (a running session may never reach 0).
+wait_symbols() {
+  local _
+  for _ in $(seq 600); do
+    "$CANOPY_BIN" sessions --format json >"$TMP/wait_symbols.json" || return 1
+    [ "$(json "$TMP/wait_symbols.json" \
+      "[s['symbols']['pending'] for s in d['sessions'] if s['name'] == '$1'][0]")" = 0 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # expect_fail STATUS CMD...: exit STATUS, one line on stderr, nothing on stdout.
 expect_fail() {
   local want=$1 rc

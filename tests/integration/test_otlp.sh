@@ -32,7 +32,9 @@ check() {
   e=("$@")
   local cmd=open
   [ -e "$src" ] || cmd=tree
-  # a session's names may still arrive: the export between two JSON queries that agree
+  # a stopped session's names may still arrive: wait for every one (a later `save` must
+  # give the same message), then the export between two JSON queries that agree
+  [ $cmd = open ] || wait_symbols "$src" || fail "$name: symbols still pending after 60 s"
   for ((i = 0; i < 60; i++)); do
     "$C" $cmd "$src" "${q[@]}" --functions --format json -o "$TMP/$name.0.json" || fail "$name: json exit $?"
     "$C" $cmd "$src" "${q[@]}" --format otlp -o "$TMP/$name.otlp.pb" || fail "$name: export exit $?"

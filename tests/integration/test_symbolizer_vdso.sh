@@ -71,6 +71,9 @@ if [ "$(id -u)" = 0 ]; then
   wait $W
   sleep 0.5 # the loop's next pump takes the last records
   "$C" stop sys >/dev/null || fail "canopy stop"
+  # `canopy tree` prints what is named so far; the check wants every name the session will
+  # get (this raced with a busy symbolizer: CANOPYD_TEST_SYMBOL_DELAY_MS=800 failed it)
+  wait_symbols sys || fail "system session: symbols still pending after 60 s"
   "$C" tree sys --only-pid "$W" --format folded -o "$TMP/sys.folded" 2>"$TMP/sys.err" ||
     fail "tree --only-pid: $(cat "$TMP/sys.err")"
   check "$TMP/sys.folded" "system session"
