@@ -72,10 +72,10 @@ typedef struct cn_agg__cache_table {
 /* The whole-callchain cache (ingest.c): two generations of open-addressing tables. New
  * callchains go into cur; when cur holds max_entries, it becomes old and old is dropped;
  * a callchain found in old is put into cur again. So what is used stays and memory is
- * bounded by two tables (8 MiB at the default bound) however many distinct callchains a
+ * bounded by two tables (4 MiB at the default bound) however many distinct callchains a
  * session's retention holds. An accelerator only: a callchain not found is interned frame
  * by frame, with the same result. */
-#define CN_AGG__CACHE_GEN_ENTRIES 131072
+#define CN_AGG__CACHE_GEN_ENTRIES 65536
 typedef struct cn_agg__stack_cache {
     cn_agg__cache_table cur, old;
     size_t max_entries; /* of a generation; 0 = CN_AGG__CACHE_GEN_ENTRIES (tests set less) */

@@ -31,7 +31,7 @@ check() {
   [ $# -gt 0 ] && shift
   e=("$@")
   local cmd=open
-  [ -e "$src" ] || cmd=tree
+  [ -f "$src" ] || cmd=tree # a file; else a session (a directory named like it is not one)
   # a stopped session's names may still arrive: wait for every one (a later `save` must
   # give the same message), then the export between two JSON queries that agree
   [ $cmd = open ] || wait_symbols "$src" || fail "$name: symbols still pending after 60 s"
