@@ -93,9 +93,11 @@ void cn_agg__cache_put(cn_agg__stack_cache *c, uint64_t lo, uint32_t hi, int32_t
 {
     assert(lo != 0 && stack >= 0);
     if (c->cur.count >= gen_entries(c)) { /* the current generation becomes the old one */
+        size_t cap = c->cur.mask + 1;
         free(c->old.slots);
         c->old = c->cur;
         memset(&c->cur, 0, sizeof(c->cur));
+        (void)table_rehash(&c->cur, cap); /* at the size it will fill: no regrowth; or grows */
     }
     (void)table_put(&c->cur, (cn_agg__cache_slot){lo, hi, stack});
 }
