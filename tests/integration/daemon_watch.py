@@ -23,9 +23,11 @@
       sampler reading the image of a big binary another process on this machine started,
       do not count, a leak that grows with every churned process does); and the fds that
       are not cached object files nor cached mount tables (sockets, pipes, memfds, other
-      /proc files). Exits 1 when own's
+      /proc files; printed by kind). Exits 1 when own's
       steady growth exceeds K x the profiles' growth + C MiB (K: tables grow by doubling,
-      the blocks they leave stay with the allocator), when those fds grow by more than N,
+      the blocks they leave stay with the allocator), when those fds grow by more than N
+      (the fewest over the last WINDOW samples against the fewest over the first: what
+      stays open, not what a query in flight holds for a moment),
       when the file fds exceed the symbol cache's objects and the unwind cache's open files
       by more than N (files opened by loads in flight), or when more than
       32 mount tables are open (two caches of 16).
@@ -71,6 +73,17 @@ def images_kb(pid):
     return total
 
 
+def fd_kind(link):
+    """What an fd that is not an object file is, without its instance: "socket",
+    "anon_inode:[pidfd]", "/proc/*/maps", "memfd:NAME": to say which kind grew."""
+    if link.startswith("/proc/"):
+        parts = link.split("/")
+        return "/proc/*/" + "/".join(parts[3:]) if len(parts) > 3 else link
+    if link.startswith("/memfd:"):
+        return "memfd:" + link[7:].split(" ")[0]
+    return link.split(":[")[0] if not link.startswith("anon_inode:") else link
+
+
 def sample(sock, pid):
     d = {"pid": pid}
     try:
@@ -80,6 +93,7 @@ def sample(sock, pid):
         with open("/proc/%d/schedstat" % pid) as f:  # the loop thread: ns on CPU, waiting
             d["run_ns"], d["wait_ns"] = (int(x) for x in f.read().split()[:2])
         d["fds"] = d["fds_file"] = d["fds_mounts"] = 0
+        kinds = {}
         for name in os.listdir("/proc/%d/fd" % pid):
             try:
                 link = os.readlink("/proc/%d/fd/%s" % (pid, name))
@@ -88,12 +102,18 @@ def sample(sock, pid):
             d["fds"] += 1
             # Object files: not the standard streams (the log), memfds ("/memfd:NAME
             # (deleted)": a query's answer), nor directories (the cgroup root).
-            d["fds_file"] += (int(name) > 2 and link.startswith("/")
-                              and not link.startswith(("/proc/", "/dev/", "/memfd:"))
-                              and not os.path.isdir(link))
+            is_file = (int(name) > 2 and link.startswith("/")
+                       and not link.startswith(("/proc/", "/dev/", "/memfd:"))
+                       and not os.path.isdir(link))
+            d["fds_file"] += is_file
             # The mount tables' caches (cn_obj_mounts: one open mountinfo per mount
             # namespace, at most 16 in each of the sampler's and the symbolizer's).
-            d["fds_mounts"] += link.startswith("/proc/") and link.endswith("/mountinfo")
+            mounts = link.startswith("/proc/") and link.endswith("/mountinfo")
+            d["fds_mounts"] += mounts
+            if not is_file and not mounts:
+                kind = fd_kind(link)
+                kinds[kind] = kinds.get(kind, 0) + 1
+        d["other_kinds"] = kinds
         st = daemon_proto.call(sock, {"cmd": "status"})
         ss = daemon_proto.call(sock, {"cmd": "sessions"})
         d["klost"] = perf_lost.kernel_lost(pid)["lost"]
@@ -145,6 +165,9 @@ def stretch(rows):
     return (run + wait) / run if run > 0 else 1.0
 
 
+WINDOW = 5  # samples (10 s at the tests' 2 s): see report's fd growth
+
+
 def own_mb(d):
     return (d["rss_kb"] * 1024 - d["memory"] - d["sym_heap"] - d["img_kb"] * 1024) / 2**20
 
@@ -185,19 +208,31 @@ def report(out, warmup, own_c, own_k, fds_max):
         steady = steady_growth([(r["t"], own_mb(r)) for r in life])
         g_prof = (last["memory"] - base["memory"]) / 2**20
         other = [r["fds"] - r["fds_file"] - r.get("fds_mounts", 0) for r in life]
-        g_other = max(other) - other[0]
+        # What stays open: the fewest over the first and the last WINDOW samples. A leak
+        # stays in every sample after it; an fd of a query, a load or a connection in
+        # flight is in one now and then (under a loaded CI run, once, 5 of them in one
+        # sample where the limit was 4, when the growth was judged on the most).
+        g_other = min(other[-WINDOW:]) - min(other[:WINDOW])
         over_files = max(r["fds_file"] - r["sym_objects"] - r.get("unw_files", 0) for r in life)
         print("canopyd %d: %.0f s after warm-up: RSS %+.1f MiB, own %+.1f MiB (steady %+.1f), "
               "profiles %+.1f MiB; fds %d..%d, not cached files %d..%d, files - cached objects "
               "- open unwind tables <= %d" % (pid, last["t"] - base["t"], (last["rss_kb"] - base["rss_kb"]) / 1024,
                          own_mb(last) - own_mb(base), steady, g_prof, min(r["fds"] for r in life),
                          max(r["fds"] for r in life), min(other), max(other), over_files))
+        kinds = sorted({k for r in life for k in r.get("other_kinds", {})})
+        ranges = ["%s %d..%d" % (k, min(r.get("other_kinds", {}).get(k, 0) for r in life),
+                                 max(r.get("other_kinds", {}).get(k, 0) for r in life))
+                  for k in kinds]
+        print("canopyd %d: fds other than cached files, by kind: %s" % (pid, ", ".join(ranges)))
         if own_c is not None and steady > own_k * max(g_prof, 0) + own_c:
             bad.append("canopyd %d: own memory's steady growth %.1f MiB > %.1f x %.1f + %.1f MiB"
                        % (pid, steady, own_k, g_prof, own_c))
         if fds_max is not None and g_other > fds_max:
-            bad.append("canopyd %d: fds other than cached files grew by %d (limit %d)"
-                       % (pid, g_other, fds_max))
+            bad.append("canopyd %d: fds other than cached files grew by %d (limit %d), the "
+                       "fewest over the first and the last %d samples: at t=%.1f %s, at t=%.1f "
+                       "%s" % (pid, g_other, fds_max, WINDOW, life[0]["t"],
+                               life[0].get("other_kinds"), life[-1]["t"],
+                               life[-1].get("other_kinds")))
         mounts = max(r.get("fds_mounts", 0) for r in life)
         if mounts > 32:
             bad.append("canopyd %d: %d mount tables open, more than the caches' 2 x 16"
