@@ -7,7 +7,7 @@
 # samples the other: the same for both.
 #
 #   bench/busy_ab.sh BUILD_A BUILD_B [-F HZ] [--idle S] [--after S] [--retention DUR]
-#                    [--minutes N] [--out DIR] [--conf-a 'KEY = VALUE'] [--conf-b ...]
+#                    [--minutes N] [--steady S] [--out DIR] [--conf-a 'KEY = VALUE'] [--conf-b ...]
 # BUILD_X/daemon/canopyd and BUILD_X/client/canopy (Release builds). Prints, per daemon:
 # RssAnon idle (session running, before the build), peak, at the build's end, and S
 # seconds after; what `status` and `sessions` said they held nearest the peak; CPU per sample over the build, canopyd's own and with the children it
@@ -17,14 +17,17 @@
 # canopyd.conf line to one daemon (repeatable): one build with two settings side by side
 # (BUILD_A and BUILD_B may be the same). --minutes N: builds back to
 # back (each from a fresh build dir) until N minutes have passed, the long run where a
-# session's all-time tree would grow with every program the machine ran. Needs root.
+# session's all-time tree would grow with every program the machine ran. --steady S also
+# prints the CPU per sample over the build's last part, from S seconds before the N minutes
+# are up to the build's end: with N past the retention window (default 10 minutes), the
+# steady state where every second's samples are folded out of the window. Needs root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 A=$(cd "$1" && pwd)
 B=$(cd "$2" && pwd)
 shift 2
-FREQ=999 IDLE=20 AFTER=60 OUT= RETENTION= MINUTES=0
+FREQ=999 IDLE=20 AFTER=60 OUT= RETENTION= MINUTES=0 STEADY=0
 CONF_A=() CONF_B=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift ;;
     --retention) RETENTION=$2; shift ;;
     --minutes) MINUTES=$2; shift ;;
+    --steady) STEADY=$2; shift ;;
     *) echo "busy_ab.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -115,6 +119,14 @@ sb0=$(sample_count b "$B")
 git -C "$ROOT" archive --format=tar HEAD | tar -x -C "$OUT/work"
 t0=$(date +%s)
 builds=0
+if ((STEADY > 0)); then
+  (
+    sleep $((MINUTES * 60 - STEADY))
+    mark steady
+    echo "$(sample_count a "$A") $(sample_count b "$B")" >"$OUT/steady_samples.txt"
+  ) &
+  PIDS+=($!)
+fi
 while :; do
   rm -rf "$OUT/work/b"
   (cmake -S "$OUT/work" -B "$OUT/work/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
@@ -192,6 +204,17 @@ for n in "ab":
     rows.setdefault("stacks through libunwind (of those unwound from a copy), by cause", []).append(
         f"{w.get('libunwind', 0)} of {w.get('dwarf', 0)} ({100 * w.get('libunwind', 0) / max(w.get('dwarf', 0), 1):.2f}%)"
         + (f": {why}" if why else ""))
+if "steady" in marks:
+    ts = float(marks["steady"])
+    st = open(f"{out}/steady_samples.txt").read().split()
+    s0 = {"a": int(st[0]), "b": int(st[2])}
+    for n in "ab":
+        pts = [tuple(map(float, l.split())) for l in open(f"{out}/{n}/rss.txt") if len(l.split()) == 4]
+        part = [p for p in pts if ts <= p[0] <= te]
+        cpu = (part[-1][2] - part[0][2]) / 100.0
+        samples = int(s[n][1][0]) - s0[n]
+        rows.setdefault(f"CPU over the last {te - ts:.0f} s of the build", []).append(
+            f"{cpu:.2f} s = {cpu * 1e6 / max(samples, 1):.1f} µs/sample, {100 * cpu / (te - ts):.2f}% of a core")
 for k, v in rows.items():
     print(f"| {k} | {v[0]} | {v[1]} |")
 PY

@@ -77,7 +77,8 @@ struct cn_live_session {
     int64_t end_ns;         /* session time when sampling ended */
     int64_t duration_limit; /* > 0: stop after */
     int64_t retention_ns;
-    int64_t last_fold_ns;
+    int64_t last_fold_ns;      /* the last trim and compaction check (FOLD_EVERY_NS) */
+    int64_t last_retention_ns; /* the last retention fold (retention_fold_due) */
     int64_t last_sample_ns;
     size_t max_memory;
     bool memory_limited;   /* samples are being refused (over the bound at the highest share) */
