@@ -20,7 +20,7 @@
 # session's all-time tree would grow with every program the machine ran. --steady S also
 # prints the CPU per sample over the build's last part, from S seconds before the N minutes
 # are up to the build's end: with N past the retention window (default 10 minutes), the
-# steady state where every second's samples are folded out of the window. Needs root.
+# steady state where the oldest samples are folded out of the window. Needs root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }

@@ -22,11 +22,10 @@
 #define DEFAULT_RETENTION_NS (600LL * 1000000000)
 #define DEFAULT_MAX_MEMORY   ((size_t)256 << 20)
 #define FOLD_EVERY_NS        1000000000LL
-/* Raw samples older than the retention are folded at most every retention / this (and at
- * least every FOLD_EVERY_NS): a fold moves the window's samples down their columns, 19 MB
- * for a busy machine's 10-minute window at 999 Hz (~1.2 ms here), which done every second
- * cost more than a tenth of a core's percent; the window holds up to 1/64 more than its
- * retention in between. */
+/* Raw samples older than the retention are folded at most every retention / this (the
+ * pump looks at most every FOLD_EVERY_NS): a fold moves the window's samples down their
+ * columns, 19 MB for a busy machine's 10-minute window at 999 Hz (~1.2 ms here); the
+ * window holds up to 1/64 more than its retention in between. */
 #define RETENTION_FOLD_DIV 64
 
 const char *cn_live_kind_name(cn_live_kind k)
@@ -262,13 +261,12 @@ static void finish(cn_live_session *s, cn_live_state state)
     cn_live__retry_jit(s, true);
 }
 
-/* Whether the samples older than the retention are to be folded now (session time now). */
+/* Whether the samples older than the retention are to be folded now (session time now;
+ * asked at most every FOLD_EVERY_NS). */
 static bool retention_fold_due(const cn_live_session *s, int64_t now)
 {
-    if (s->retention_ns <= 0 || now <= s->retention_ns || cn_agg_sample_count(s->p) == 0)
-        return false;
-    int64_t every = s->retention_ns / RETENTION_FOLD_DIV;
-    return now - s->last_retention_ns >= (every > FOLD_EVERY_NS ? every : FOLD_EVERY_NS);
+    return s->retention_ns > 0 && now > s->retention_ns && cn_agg_sample_count(s->p) > 0 &&
+           now - s->last_retention_ns >= s->retention_ns / RETENTION_FOLD_DIV;
 }
 
 int cn_live_session_pump(cn_live_session *s)
